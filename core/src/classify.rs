@@ -1,0 +1,562 @@
+//! Sensitivity classification (SPEC §1, seed `memory-classification`).
+//!
+//! The seed's rules are JavaScript regexes; JS `\b` is an ASCII word boundary and `/i` folds ASCII
+//! only for these keywords, so the patterns are compiled as byte regexes with Unicode off. That
+//! keeps the semantics of the seed and lets the engine use its fastest literal prefilters.
+
+use regex::bytes::{Regex, RegexSet, RegexSetBuilder};
+use std::sync::LazyLock;
+
+/// Sensitivity tier, ordered from least to most restrictive (matches the SQL enum order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    Public,
+    Internal,
+    Confidential,
+    Restricted,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [Tier::Public, Tier::Internal, Tier::Confidential, Tier::Restricted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Public => "public",
+            Tier::Internal => "internal",
+            Tier::Confidential => "confidential",
+            Tier::Restricted => "restricted",
+        }
+    }
+
+    /// Exact, case-sensitive parse of an enum label (the SQL enum is case-sensitive too).
+    pub fn parse(s: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// BFSI risk band (seed: `aligns()`).
+    pub fn risk_band(self) -> &'static str {
+        match self {
+            Tier::Public => "low",
+            Tier::Internal => "medium",
+            Tier::Confidential => "high",
+            Tier::Restricted => "critical",
+        }
+    }
+}
+
+/// `memory.derive_classification`: the stored label when valid, else the safe default `internal`.
+pub fn derive_classification(label: Option<&str>) -> Tier {
+    label.and_then(Tier::parse).unwrap_or(Tier::Internal)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SourceType {
+    Decision,
+    Fact,
+    Preference,
+    ToolResult,
+}
+
+impl SourceType {
+    pub const ALL: [SourceType; 4] =
+        [SourceType::Decision, SourceType::Fact, SourceType::Preference, SourceType::ToolResult];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::Decision => "decision",
+            SourceType::Fact => "fact",
+            SourceType::Preference => "preference",
+            SourceType::ToolResult => "tool_result",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SourceType> {
+        SourceType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// Which rule decided the tier. Names are stable: `classify_explain` reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    RestrictedKeyword,
+    CardNumber,
+    SsnPattern,
+    ConfidentialPath,
+    ConfidentialKeyword,
+    PemPrivateKey,
+    AwsAccessKey,
+    Jwt,
+    InternalDecision,
+    PublicPaths,
+    Default,
+    /// An org rule (by its id) raised the tier above what the built-in rules decided.
+    OrgRule(i64),
+}
+
+impl Rule {
+    pub fn name(&self) -> String {
+        match self {
+            Rule::RestrictedKeyword => "restricted_keyword".into(),
+            Rule::CardNumber => "detector_card_number".into(),
+            Rule::SsnPattern => "detector_ssn".into(),
+            Rule::ConfidentialPath => "confidential_path".into(),
+            Rule::ConfidentialKeyword => "confidential_keyword".into(),
+            Rule::PemPrivateKey => "detector_pem_private_key".into(),
+            Rule::AwsAccessKey => "detector_aws_access_key".into(),
+            Rule::Jwt => "detector_jwt".into(),
+            Rule::InternalDecision => "internal_compliance_decision".into(),
+            Rule::PublicPaths => "public_paths".into(),
+            Rule::Default => "default".into(),
+            Rule::OrgRule(id) => format!("org_rule:{id}"),
+        }
+    }
+}
+
+/// The outcome of classification: the tier, the rule that decided it, and the evidence.
+///
+/// Evidence is a matched keyword or path, never a detector's match: echoing a card number or a
+/// key back in an explanation would leak exactly what the tier protects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub tier: Tier,
+    pub rule: Rule,
+    pub evidence: Option<String>,
+}
+
+impl Decision {
+    fn new(tier: Tier, rule: Rule, evidence: Option<String>) -> Self {
+        Decision { tier, rule, evidence }
+    }
+}
+
+// Content patterns, indexed by the constants below. One RegexSet scans the content once.
+const C_RESTRICTED: usize = 0;
+const C_CONFIDENTIAL: usize = 1;
+const C_INTERNAL: usize = 2;
+const C_SSN: usize = 3;
+const C_CARD: usize = 4;
+const C_PEM: usize = 5;
+const C_AWS: usize = 6;
+const C_JWT: usize = 7;
+
+const CONTENT_PATTERNS: [&str; 8] = [
+    r"(?i)\b(ssn|social security|credit card|pci|pii)\b",
+    r"(?i)\b(password|api[_-]?key|token|private[_-]?key|secret)\b",
+    r"(?i)\b(compliance|security|audit|policy|sox|sr[-_ ]?11[-_ ]?7|gdpr|hipaa)\b",
+    r"\b\d{3}-\d{2}-\d{4}\b",
+    r"\b\d(?:[ -]?\d){12,18}\b",
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    r"\bAKIA[0-9A-Z]{16}\b",
+    r"\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",
+];
+
+// Path patterns, matched against the normalised path (leading `/`, `\` turned into `/`).
+const P_CONFIDENTIAL_DIR: usize = 0;
+const P_DOTENV: usize = 1;
+const P_PUBLIC: usize = 2;
+const PATH_PATTERNS: [&str; 3] =
+    [r"(?i)/(auth|secrets|credentials|keys)/", r"(?i)/\.env(\b|$)", r"(?i)/(public|docs)/"];
+
+fn build_set(patterns: &[&str]) -> RegexSet {
+    RegexSetBuilder::new(patterns)
+        .unicode(false)
+        .build()
+        .expect("built-in classification patterns are valid")
+}
+
+fn build_one(pattern: &str) -> Regex {
+    regex::bytes::RegexBuilder::new(pattern)
+        .unicode(false)
+        .build()
+        .expect("built-in classification patterns are valid")
+}
+
+// Compiled once per process (a Postgres backend), on first use.
+static CONTENT_SET: LazyLock<RegexSet> = LazyLock::new(|| build_set(&CONTENT_PATTERNS));
+static PATH_SET: LazyLock<RegexSet> = LazyLock::new(|| build_set(&PATH_PATTERNS));
+static CONTENT_ONE: LazyLock<Vec<Regex>> =
+    LazyLock::new(|| CONTENT_PATTERNS.iter().map(|p| build_one(p)).collect());
+
+/// Luhn checksum over the digits of `candidate` (separators ignored).
+pub fn luhn_valid(candidate: &[u8]) -> bool {
+    let digits: Vec<u32> =
+        candidate.iter().filter(|b| b.is_ascii_digit()).map(|b| u32::from(b - b'0')).collect();
+    if !(13..=19).contains(&digits.len()) {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                let x = d * 2;
+                if x > 9 {
+                    x - 9
+                } else {
+                    x
+                }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum % 10 == 0
+}
+
+fn has_card_number(content: &[u8]) -> bool {
+    CONTENT_ONE[C_CARD].find_iter(content).any(|m| luhn_valid(m.as_bytes()))
+}
+
+fn keyword(idx: usize, content: &[u8]) -> Option<String> {
+    CONTENT_ONE[idx]
+        .find(content)
+        .map(|m| String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase())
+}
+
+/// Path as the seed's regexes expect it: rooted and with forward slashes, so that a relative
+/// `auth/x.ts` or a bare `.env` matches like `src/auth/x.ts` or `app/.env`.
+pub fn normalize_path(path: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len() + 1);
+    if !path.starts_with('/') && !path.starts_with('\\') {
+        out.push(b'/');
+    }
+    out.extend(path.bytes().map(|b| if b == b'\\' { b'/' } else { b }));
+    out
+}
+
+/// Classify with the built-in rules (seed rules plus, when `detectors` is on, the deterministic
+/// detectors). Most restrictive match wins; ties within a tier are reported in priority order.
+///
+/// `paths` holds the source files that are present; callers drop NULL array elements.
+pub fn classify(
+    content: &[u8],
+    paths: &[&str],
+    source_type: Option<SourceType>,
+    detectors: bool,
+) -> Decision {
+    let hits = CONTENT_SET.matches(content);
+
+    // Priority 1: restricted.
+    if hits.matched(C_RESTRICTED) {
+        return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, keyword(C_RESTRICTED, content));
+    }
+    if detectors {
+        if hits.matched(C_SSN) {
+            return Decision::new(Tier::Restricted, Rule::SsnPattern, None);
+        }
+        if hits.matched(C_CARD) && has_card_number(content) {
+            return Decision::new(Tier::Restricted, Rule::CardNumber, None);
+        }
+    }
+
+    // Priority 2: confidential, paths first (2a) then content (2b).
+    let mut all_public = !paths.is_empty();
+    for p in paths {
+        let norm = normalize_path(p);
+        let ph = PATH_SET.matches(&norm);
+        if ph.matched(P_CONFIDENTIAL_DIR) || ph.matched(P_DOTENV) {
+            return Decision::new(Tier::Confidential, Rule::ConfidentialPath, Some((*p).to_string()));
+        }
+        all_public &= ph.matched(P_PUBLIC);
+    }
+    if hits.matched(C_CONFIDENTIAL) {
+        return Decision::new(
+            Tier::Confidential,
+            Rule::ConfidentialKeyword,
+            keyword(C_CONFIDENTIAL, content),
+        );
+    }
+    if detectors {
+        if hits.matched(C_PEM) {
+            return Decision::new(Tier::Confidential, Rule::PemPrivateKey, None);
+        }
+        if hits.matched(C_AWS) {
+            return Decision::new(Tier::Confidential, Rule::AwsAccessKey, None);
+        }
+        if hits.matched(C_JWT) {
+            return Decision::new(Tier::Confidential, Rule::Jwt, None);
+        }
+    }
+
+    // Priority 3: internal for compliance decisions.
+    if source_type == Some(SourceType::Decision) && hits.matched(C_INTERNAL) {
+        return Decision::new(Tier::Internal, Rule::InternalDecision, keyword(C_INTERNAL, content));
+    }
+
+    // Priority 4: public when every (present) path is a public/docs path.
+    if all_public {
+        return Decision::new(Tier::Public, Rule::PublicPaths, None);
+    }
+    Decision::new(Tier::Internal, Rule::Default, None)
+}
+
+/// What an org rule looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Content,
+    Path,
+}
+
+impl Target {
+    pub fn parse(s: &str) -> Option<Target> {
+        match s {
+            "content" => Some(Target::Content),
+            "path" => Some(Target::Path),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled org rule (`memory.classification_rules`). Org rules can only raise a tier.
+#[derive(Debug, Clone)]
+pub struct OrgRule {
+    pub id: i64,
+    pub tier: Tier,
+    pub target: Target,
+    pub source_type: Option<SourceType>,
+    regex: Regex,
+}
+
+/// Why an org rule could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("invalid regular expression {pattern:?}: {reason}")]
+    BadPattern { pattern: String, reason: String },
+}
+
+/// Size limit for compiled org regexes: a pathological pattern must not eat a backend's memory.
+const ORG_RULE_SIZE_LIMIT: usize = 1 << 20;
+
+impl OrgRule {
+    /// Org patterns use the regex crate's syntax, case-sensitive unless they say `(?i)`. Paths
+    /// are matched in their normalised form, like the built-in path rules.
+    pub fn compile(
+        id: i64,
+        tier: Tier,
+        target: Target,
+        pattern: &str,
+        source_type: Option<SourceType>,
+    ) -> Result<OrgRule, RuleError> {
+        let regex = regex::bytes::RegexBuilder::new(pattern)
+            .size_limit(ORG_RULE_SIZE_LIMIT)
+            .build()
+            .map_err(|e| RuleError::BadPattern { pattern: pattern.to_string(), reason: e.to_string() })?;
+        Ok(OrgRule { id, tier, target, source_type, regex })
+    }
+
+    fn matches(&self, content: &[u8], paths: &[&str], source_type: Option<SourceType>) -> bool {
+        if self.source_type.is_some() && self.source_type != source_type {
+            return false;
+        }
+        match self.target {
+            Target::Content => self.regex.is_match(content),
+            Target::Path => paths.iter().any(|p| self.regex.is_match(&normalize_path(p))),
+        }
+    }
+}
+
+/// Apply org rules on top of a built-in decision: the result is the most restrictive of the two,
+/// and the built-in decision is kept on ties.
+pub fn apply_org_rules(
+    base: Decision,
+    rules: &[OrgRule],
+    content: &[u8],
+    paths: &[&str],
+    source_type: Option<SourceType>,
+) -> Decision {
+    let mut best = base;
+    for r in rules {
+        if r.tier > best.tier && r.matches(content, paths, source_type) {
+            best = Decision::new(r.tier, Rule::OrgRule(r.id), None);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tier(content: &str, paths: &[&str], st: Option<SourceType>) -> Tier {
+        classify(content.as_bytes(), paths, st, true).tier
+    }
+
+    // (content, paths, source type, expected tier, expected rule)
+    macro_rules! vectors {
+        ($($name:ident: $content:expr, $paths:expr, $st:expr => $tier:ident, $rule:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                let d = classify($content.as_bytes(), &$paths, $st, true);
+                assert_eq!(d.tier, Tier::$tier, "tier for {:?}", $content);
+                assert_eq!(d.rule, $rule, "rule for {:?}", $content);
+            }
+        )*};
+    }
+
+    vectors! {
+        seed_example_auth_path: "Added OAuth token rotation to auth middleware", ["src/auth/token-rotation.ts"], Some(SourceType::Decision) => Confidential, Rule::ConfidentialPath;
+        seed_example_public_docs: "Updated API documentation for user endpoints", ["public/docs/api-reference.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
+        seed_env_and_ssn_is_restricted: "user ssn stored here", ["app/.env"], None => Restricted, Rule::RestrictedKeyword;
+        ssn_keyword: "Customer SSN on file", [], None => Restricted, Rule::RestrictedKeyword;
+        social_security: "their social security number", [], None => Restricted, Rule::RestrictedKeyword;
+        credit_card_kw: "Credit Card stored", [], None => Restricted, Rule::RestrictedKeyword;
+        pci_kw: "PCI scope review", [], None => Restricted, Rule::RestrictedKeyword;
+        pii_kw: "contains pii", [], None => Restricted, Rule::RestrictedKeyword;
+        pii_inside_word_is_not_keyword: "pipiing hot", [], None => Internal, Rule::Default;
+        ssn_detector: "number 123-45-6789 given", [], None => Restricted, Rule::SsnPattern;
+        card_detector_luhn: "paid with 4111 1111 1111 1111 yesterday", [], None => Restricted, Rule::CardNumber;
+        card_detector_dashes: "4111-1111-1111-1111", [], None => Restricted, Rule::CardNumber;
+        card_not_luhn: "order 4111 1111 1111 1112 shipped", [], None => Internal, Rule::Default;
+        confidential_secrets_dir: "rotate", ["config/secrets/prod.yaml"], None => Confidential, Rule::ConfidentialPath;
+        confidential_relative_auth: "x", ["auth/x.ts"], None => Confidential, Rule::ConfidentialPath;
+        confidential_bare_env: "x", [".env"], None => Confidential, Rule::ConfidentialPath;
+        confidential_env_local: "x", ["app/.env.local"], None => Confidential, Rule::ConfidentialPath;
+        env_prefix_not_env: "x", ["app/.envoy/conf"], None => Internal, Rule::Default;
+        windows_path: "x", ["C:\\repo\\credentials\\a.json"], None => Confidential, Rule::ConfidentialPath;
+        keys_dir_upper: "x", ["src/KEYS/a.pem"], None => Confidential, Rule::ConfidentialPath;
+        password_kw: "the password is hunter2", [], None => Confidential, Rule::ConfidentialKeyword;
+        api_key_kw: "set API_KEY in CI", [], None => Confidential, Rule::ConfidentialKeyword;
+        apikey_kw: "apikey rotated", [], None => Confidential, Rule::ConfidentialKeyword;
+        private_key_kw: "private-key loaded", [], None => Confidential, Rule::ConfidentialKeyword;
+        tokens_plural_not_kw: "count the tokens", [], None => Internal, Rule::Default;
+        pem_detector: "-----BEGIN RSA PRIVATE KEY-----\nMIIE", [], None => Confidential, Rule::PemPrivateKey;
+        aws_detector: "creds AKIAIOSFODNN7EXAMPLE here", [], None => Confidential, Rule::AwsAccessKey;
+        jwt_detector: "bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF_-12", [], None => Confidential, Rule::Jwt;
+        decision_compliance: "We chose SOX controls", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+        decision_sr117: "follow SR 11-7 guidance", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+        decision_sr117_compact: "follow sr117", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+        fact_audit_not_escalated: "the audit passed", ["docs/a.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
+        decision_public_paths_compliance: "gdpr decision", ["docs/a.md"], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+        public_needs_every_path: "x", ["docs/a.md", "src/b.ts"], None => Internal, Rule::Default;
+        public_relative_docs: "x", ["docs/a.md"], None => Public, Rule::PublicPaths;
+        public_with_sensitive_content: "password here", ["docs/a.md"], None => Confidential, Rule::ConfidentialKeyword;
+        no_paths_default: "hello world", [], None => Internal, Rule::Default;
+        empty_path_not_public: "x", [""], None => Internal, Rule::Default;
+    }
+
+    #[test]
+    fn detectors_off_keeps_only_seed_rules() {
+        let d = classify(b"number 123-45-6789", &[], None, false);
+        assert_eq!(d.tier, Tier::Internal);
+        let d = classify(b"AKIAIOSFODNN7EXAMPLE", &["docs/a.md"], None, false);
+        assert_eq!(d.tier, Tier::Public);
+    }
+
+    #[test]
+    fn evidence_names_keyword_or_path_never_detector_match() {
+        let d = classify(b"My PASSWORD", &[], None, true);
+        assert_eq!(d.evidence.as_deref(), Some("password"));
+        let d = classify(b"4111 1111 1111 1111", &[], None, true);
+        assert_eq!(d.evidence, None);
+        let d = classify(b"x", &["a/secrets/b"], None, true);
+        assert_eq!(d.evidence.as_deref(), Some("a/secrets/b"));
+    }
+
+    #[test]
+    fn luhn_known_values() {
+        assert!(luhn_valid(b"4111111111111111"));
+        assert!(luhn_valid(b"5500 0000 0000 0004"));
+        assert!(luhn_valid(b"378282246310005"));
+        assert!(!luhn_valid(b"4111111111111112"));
+        assert!(!luhn_valid(b"411111111111")); // too short
+    }
+
+    #[test]
+    fn org_rules_raise_never_lower() {
+        let up = OrgRule::compile(7, Tier::Restricted, Target::Content, "(?i)project x", None).unwrap();
+        let down = OrgRule::compile(8, Tier::Public, Target::Content, "password", None).unwrap();
+        let base = classify(b"password for Project X", &[], None, true);
+        assert_eq!(base.tier, Tier::Confidential);
+        let d = apply_org_rules(base.clone(), &[down.clone()], b"password for Project X", &[], None);
+        assert_eq!(d, base);
+        let d = apply_org_rules(base, &[down, up], b"password for Project X", &[], None);
+        assert_eq!((d.tier, d.rule), (Tier::Restricted, Rule::OrgRule(7)));
+    }
+
+    #[test]
+    fn org_rule_paths_and_source_type() {
+        let r = OrgRule::compile(1, Tier::Confidential, Target::Path, "^/vault/", Some(SourceType::Fact)).unwrap();
+        let base = classify(b"x", &["vault/a"], Some(SourceType::Fact), true);
+        assert_eq!(apply_org_rules(base.clone(), &[r.clone()], b"x", &["vault/a"], Some(SourceType::Fact)).tier, Tier::Confidential);
+        assert_eq!(apply_org_rules(base, &[r], b"x", &["vault/a"], None).tier, Tier::Internal);
+    }
+
+    #[test]
+    fn bad_org_pattern_is_an_error() {
+        assert!(OrgRule::compile(1, Tier::Restricted, Target::Content, "(unclosed", None).is_err());
+    }
+
+    #[test]
+    fn labels_round_trip_and_bands() {
+        for t in Tier::ALL {
+            assert_eq!(Tier::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(Tier::parse("Public"), None);
+        assert_eq!(Tier::Restricted.risk_band(), "critical");
+        assert_eq!(derive_classification(Some("nope")), Tier::Internal);
+        assert_eq!(derive_classification(Some("public")), Tier::Public);
+        assert_eq!(derive_classification(None), Tier::Internal);
+        for s in SourceType::ALL {
+            assert_eq!(SourceType::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn non_utf8_and_non_ascii_content_is_fine() {
+        assert_eq!(tier("passwörd über", &[], None), Tier::Internal);
+        assert_eq!(classify(&[0xff, 0xfe, b' ', b's', b's', b'n'], &[], None, true).tier, Tier::Restricted);
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn any_tier_content() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop_oneof![
+                    Just("ssn".to_string()),
+                    Just("password".to_string()),
+                    Just("audit".to_string()),
+                    Just("4111 1111 1111 1111".to_string()),
+                    "[a-z ]{0,12}",
+                ],
+                0..6,
+            )
+            .prop_map(|v| v.join(" "))
+        }
+
+        proptest! {
+            // Adding a path can never lower the tier below what the content alone forces,
+            // except for the public rule, which only applies when every path is public.
+            #[test]
+            fn restricted_content_dominates_paths(content in any_tier_content(), path in "[a-z/.]{0,20}") {
+                let without = classify(content.as_bytes(), &[], None, true);
+                let with = classify(content.as_bytes(), &[path.as_str()], None, true);
+                if without.tier == Tier::Restricted { prop_assert_eq!(with.tier, Tier::Restricted); }
+                if without.tier >= Tier::Confidential { prop_assert!(with.tier >= Tier::Confidential); }
+            }
+
+            #[test]
+            fn org_rules_are_monotone(content in any_tier_content(), tier_idx in 0usize..4) {
+                let base = classify(content.as_bytes(), &[], None, true);
+                let r = OrgRule::compile(1, Tier::ALL[tier_idx], Target::Content, ".", None).unwrap();
+                let d = apply_org_rules(base.clone(), &[r], content.as_bytes(), &[], None);
+                prop_assert!(d.tier >= base.tier);
+            }
+
+            #[test]
+            fn detectors_only_raise(content in any_tier_content(), paths in prop::collection::vec("[a-z/.]{0,12}", 0..3)) {
+                let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+                let on = classify(content.as_bytes(), &ps, Some(SourceType::Decision), true);
+                let off = classify(content.as_bytes(), &ps, Some(SourceType::Decision), false);
+                prop_assert!(on.tier >= off.tier);
+            }
+
+            #[test]
+            fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                let _ = classify(&bytes, &["x/y"], None, true);
+            }
+        }
+    }
+}

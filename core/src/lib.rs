@@ -1,0 +1,5 @@
+//! Pure governance rules for memory_ext, free of pgrx so they test and bench without Postgres.
+//!
+//! The extension crate moves values between SQL and these functions; every rule lives here.
+
+pub mod classify;
