@@ -1,2 +1,36 @@
+//! memory_ext: governance of AI-agent memory inside PostgreSQL.
+//!
+//! A thin shell over `memory_core`: SQL functions, triggers and settings. Tables, enums, views
+//! and grants are SQL in `sql/`, pulled in below in dependency order.
+
 use pgrx::prelude::*;
-pgrx::pg_module_magic!();
+
+mod classify;
+mod errors;
+mod gucs;
+mod tuple;
+
+::pgrx::pg_module_magic!(name, version);
+
+extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+    classify::init();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL 15 cluster owned by `postgres` (Postgres refuses to run as root).
+#   cluster.sh start NAME   -> prints the port; data in /tmp/memory_ext-NAME, socket in the same dir
+#   cluster.sh stop NAME
+#   cluster.sh port NAME
+# Idempotent: start on a running cluster prints its port.
+set -euo pipefail
+cmd=${1:?start|stop|port}; name=${2:?cluster name}
+bin=$(/usr/bin/pg_config --bindir)
+dir=/tmp/memory_ext-$name
+data=$dir/data
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+free_port() {
+  python3 - <<'PY'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+case $cmd in
+  start)
+    if [ -f "$dir/port" ] && as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+      cat "$dir/port"; exit 0
+    fi
+    rm -rf "$dir"; mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+      || { cat "$dir/initdb.log"; exit 1; }
+    port=$(free_port)
+    extra=""
+    if [ -f /usr/lib/postgresql/15/lib/pg_cron.so ]; then
+      extra="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres"
+    fi
+    as_pg "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 $extra" start >/dev/null \
+      || { cat "$dir/server.log"; exit 1; }
+    echo "$port" > "$dir/port"
+    echo "$port"
+    ;;
+  stop)
+    if [ -d "$data" ]; then as_pg "$bin/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true; fi
+    rm -rf "$dir"
+    ;;
+  port) cat "$dir/port" ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+esac

@@ -1,0 +1,325 @@
+-- Classification (SPEC §1): public wrappers, org rules, governed tables, the observation store.
+
+-- ------------------------------------------------------------------------------------------------
+-- Public functions. The Rust functions (memory._classify, ...) work on labels; these wrappers are
+-- simple SQL functions the planner inlines, so the casts cost nothing extra.
+
+CREATE FUNCTION memory.classify(content text, source_files text[] DEFAULT NULL,
+                                source_type text DEFAULT NULL, org_id text DEFAULT NULL)
+RETURNS memory.classification LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT memory._classify(content, source_files, source_type, org_id)::memory.classification $$;
+COMMENT ON FUNCTION memory.classify(text, text[], text, text) IS
+  'Sensitivity tier of a memory: seed rules, detectors (memory.classify_detectors) and, given org_id, that org''s rules. NULL content gives NULL.';
+
+CREATE FUNCTION memory.classify_explain(content text, source_files text[] DEFAULT NULL,
+                                        source_type text DEFAULT NULL, org_id text DEFAULT NULL)
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT memory._classify_explain(content, source_files, source_type, org_id) $$;
+COMMENT ON FUNCTION memory.classify_explain(text, text[], text, text) IS
+  'Like classify, as jsonb: tier, rule (which rule decided), risk_band, evidence (matched keyword or path; never a detector match).';
+
+CREATE FUNCTION memory.risk_band(tier memory.classification)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._risk_band(tier::text) $$;
+COMMENT ON FUNCTION memory.risk_band(memory.classification) IS
+  'BFSI risk band: public low, internal medium, confidential high, restricted critical.';
+
+CREATE FUNCTION memory.derive_classification(metadata jsonb)
+RETURNS memory.classification LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT memory._derive_classification(metadata)::memory.classification $$;
+COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
+  'metadata->>''classification'' when it is a valid tier, else internal (the safe default).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Org rules: raise only. Patterns are checked on write (22023) and compiled once per backend;
+-- a statement trigger tells every backend to drop its compiled copy.
+
+CREATE TABLE memory.classification_rules (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    org_id      text NOT NULL,
+    tier        memory.classification NOT NULL,
+    target      text NOT NULL CHECK (target IN ('content', 'path')),
+    pattern     text NOT NULL CHECK (memory._check_rule_pattern(pattern)),
+    source_type memory.source_type,
+    enabled     boolean NOT NULL DEFAULT true,
+    description text,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON memory.classification_rules (org_id) WHERE enabled;
+COMMENT ON TABLE memory.classification_rules IS
+  'Per-org classification rules. A matching rule raises the tier to its own; it never lowers one.';
+
+CREATE TRIGGER memory_rules_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.classification_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
+-- Rules are read by the classify trigger in the writer's own role; this keeps the table itself
+-- closed while letting any governed write see its org's rules.
+CREATE FUNCTION memory._org_rules(p_org_id text)
+RETURNS TABLE (id bigint, tier memory.classification, target text, pattern text, source_type memory.source_type)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.id, r.tier, r.target, r.pattern, r.source_type
+      FROM memory.classification_rules r
+     WHERE r.org_id = p_org_id AND r.enabled
+     ORDER BY r.id
+$$;
+
+-- ------------------------------------------------------------------------------------------------
+-- Governed tables.
+
+CREATE TABLE memory.governance_registry (
+    relid       oid PRIMARY KEY,
+    options     jsonb NOT NULL,
+    builtin     boolean NOT NULL DEFAULT false,
+    governed_at timestamptz NOT NULL DEFAULT now(),
+    governed_by name NOT NULL DEFAULT current_user
+);
+COMMENT ON TABLE memory.governance_registry IS 'Tables governed by memory.govern; read memory.governed_tables.';
+
+CREATE VIEW memory.governed_tables AS
+SELECT r.relid::regclass AS table_name,
+       r.options,
+       ARRAY(SELECT t.tgname::text FROM pg_catalog.pg_trigger t
+              WHERE t.tgrelid = r.relid AND t.tgname LIKE 'memory\_%' ORDER BY 1) AS triggers,
+       r.builtin,
+       r.governed_at,
+       r.governed_by
+  FROM memory.governance_registry r
+  JOIN pg_catalog.pg_class c ON c.oid = r.relid;
+COMMENT ON VIEW memory.governed_tables IS 'Each governed table, its column mapping and the triggers attached.';
+
+-- Type of a column of tbl, or an error naming it.
+CREATE FUNCTION memory._column_type(tbl regclass, col text, role text)
+RETURNS oid LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE t oid;
+BEGIN
+    SELECT a.atttypid INTO t FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF t IS NULL THEN
+        RAISE EXCEPTION 'table % has no column "%" (the % column)', tbl, col, role
+            USING ERRCODE = '22023', HINT = format('Pass {"%s": "<column>"} in the options of memory.govern.', role);
+    END IF;
+    RETURN t;
+END $$;
+
+-- Records tbl as governed. SECURITY DEFINER because the registry is closed; it only accepts a table
+-- that already carries one of our triggers, which only a role allowed to create triggers on it
+-- could have attached.
+CREATE FUNCTION memory._register_governed(tbl regclass, opts jsonb)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
+                      AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace)) THEN
+        RAISE EXCEPTION 'table % carries no memory_ext trigger', tbl USING ERRCODE = '42501';
+    END IF;
+    INSERT INTO memory.governance_registry AS g (relid, options)
+    VALUES (tbl, opts)
+    ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = current_user;
+END $$;
+
+CREATE FUNCTION memory._unregister_governed(tbl regclass)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
+                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace)) THEN
+        RAISE EXCEPTION 'table % still carries memory_ext triggers', tbl USING ERRCODE = '42501';
+    END IF;
+    DELETE FROM memory.governance_registry WHERE relid = tbl;
+    RETURN FOUND;
+END $$;
+
+CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org'];
+    k        text;
+    opts     jsonb := coalesce(options, '{}'::jsonb);
+    eff      jsonb := '{}'::jsonb;
+    c_content text; c_files text; c_type text; c_org text;
+    targets  text[];
+    t        oid;
+    args     text;
+    cols     text[];
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(opts) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(opts) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown memory.govern option "%"', k
+                USING ERRCODE = '22023', HINT = 'Known options: ' || array_to_string(known, ', ');
+        END IF;
+    END LOOP;
+
+    -- Classification: on unless "classify": false. Column names default to the conventional ones.
+    IF coalesce((opts->>'classify')::boolean, true) THEN
+        c_content := coalesce(opts->>'content', 'content');
+        t := memory._column_type(tbl, c_content, 'content');
+        IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION 'column "%" of % must be text to be classified, not %', c_content, tbl, t::regtype USING ERRCODE = '22023';
+        END IF;
+        c_files := opts->>'source_files';
+        IF c_files IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'source_files' AND NOT attisdropped) THEN
+            c_files := 'source_files';
+        END IF;
+        IF c_files IS NOT NULL AND memory._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
+            RAISE EXCEPTION 'column "%" of % must be text[]', c_files, tbl USING ERRCODE = '22023';
+        END IF;
+        c_type := opts->>'source_type';
+        IF c_type IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'source_type' AND NOT attisdropped) THEN
+            c_type := 'source_type';
+        END IF;
+        IF c_type IS NOT NULL AND memory._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION 'column "%" of % must be memory.source_type or text', c_type, tbl USING ERRCODE = '22023';
+        END IF;
+        c_org := opts->>'org';
+        IF c_org IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'org_id' AND NOT attisdropped) THEN
+            c_org := 'org_id';
+        END IF;
+        IF c_org IS NOT NULL AND memory._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION 'column "%" of % must be text', c_org, tbl USING ERRCODE = '22023';
+        END IF;
+        targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
+                        WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
+                        WHEN jsonb_typeof(opts->'target') = 'array'
+                             THEN ARRAY(SELECT jsonb_array_elements_text(opts->'target'))
+                   END;
+        IF targets IS NULL OR cardinality(targets) = 0 THEN
+            RAISE EXCEPTION 'option "target" must be a column name or an array of them' USING ERRCODE = '22023';
+        END IF;
+        FOREACH k IN ARRAY targets LOOP
+            t := memory._column_type(tbl, k, 'target');
+            IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
+                RAISE EXCEPTION 'target column "%" of % must be memory.classification, text or jsonb, not %', k, tbl, t::regtype USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+
+        args := format('%L, %L, %L, %L', c_content, coalesce(c_files, ''), coalesce(c_type, ''), targets[1]);
+        IF c_org IS NOT NULL THEN args := args || format(', %L', 'org=' || c_org); END IF;
+        FOR i IN 2 .. cardinality(targets) LOOP
+            args := args || format(', %L', 'target=' || targets[i]);
+        END LOOP;
+        -- Fire on UPDATE only when an input or a target is in the SET list.
+        cols := ARRAY[c_content] || targets;
+        IF c_files IS NOT NULL THEN cols := cols || c_files; END IF;
+        IF c_type IS NOT NULL THEN cols := cols || c_type; END IF;
+        IF c_org IS NOT NULL THEN cols := cols || c_org; END IF;
+
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
+        EXECUTE format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
+                       'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
+                       (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args);
+        eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
+                                         'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
+    ELSE
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
+        eff := eff || jsonb_build_object('classify', false);
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%') THEN
+        PERFORM memory._register_governed(tbl, eff);
+    ELSE
+        PERFORM memory._unregister_governed(tbl);
+    END IF;
+    RETURN eff;
+END $$;
+COMMENT ON FUNCTION memory.govern(regclass, jsonb) IS
+  'Attach memory_ext triggers to a table from a column mapping. Idempotent: calling again replaces the mapping. Returns the effective mapping.';
+
+CREATE FUNCTION memory.ungovern(tbl regclass)
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE tg name;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.ungovern needs a table' USING ERRCODE = '22023';
+    END IF;
+    FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
+                 AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', tg, tbl);
+    END LOOP;
+    RETURN memory._unregister_governed(tbl);
+END $$;
+COMMENT ON FUNCTION memory.ungovern(regclass) IS 'Remove every memory_ext trigger from a table; true when it was governed.';
+
+-- ------------------------------------------------------------------------------------------------
+-- The observation store, governed like any application table.
+
+CREATE TABLE memory.observations (
+    id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id             text NOT NULL,
+    project_id         text,
+    workspace_id       text,
+    user_id            text,
+    session_id         text,
+    task_id            text,
+    memory_type        memory.memory_type NOT NULL DEFAULT 'long_term',
+    content            text NOT NULL,
+    source_files       text[],
+    source_type        memory.source_type,
+    metadata           jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (jsonb_typeof(metadata) = 'object'),
+    -- No default: the classify trigger always sets it, and a supplied tier is kept as a floor.
+    classification     memory.classification NOT NULL,
+    weight             float8 NOT NULL DEFAULT 1.0,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    expires_at         timestamptz,
+    purge_after        timestamptz,
+    archive_at         timestamptz,
+    soft_deleted_at    timestamptz,
+    soft_delete_reason text
+);
+CREATE INDEX observations_org_created ON memory.observations (org_id, created_at);
+COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by memory.govern like an application table.';
+
+SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
+    "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id"}');
+UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
+
+-- The one way to lower a tier. SECURITY DEFINER and not granted to PUBLIC: grant it to the roles
+-- that may declassify.
+CREATE FUNCTION memory.reclassify(observation_id uuid, tier memory.classification, reason text)
+RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE prev memory.classification;
+BEGIN
+    IF observation_id IS NULL OR tier IS NULL THEN
+        RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
+    END IF;
+    IF reason IS NULL OR btrim(reason) = '' THEN
+        RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
+            HINT = 'The reason is recorded with the change.';
+    END IF;
+    SELECT o.classification INTO prev FROM memory.observations o WHERE o.id = observation_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
+    END IF;
+    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid);
+    UPDATE memory.observations o
+       SET classification = tier,
+           metadata = o.metadata || jsonb_build_object('classification', tier::text)
+     WHERE o.id = observation_id;
+    PERFORM memory._allow_downgrade(NULL);
+    RETURN prev;
+END $$;
+COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS
+  'Set an observation''s tier, lower or higher, with a reason. The only way to lower a tier. Returns the previous tier.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Privileges and dump registration.
+
+REVOKE ALL ON FUNCTION memory._allow_downgrade(oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory.reclassify(uuid, memory.classification, text) FROM PUBLIC;
+GRANT USAGE ON SCHEMA memory TO PUBLIC;
+GRANT SELECT ON memory.governed_tables TO PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');

@@ -1,0 +1,10 @@
+-- Enums of the public contract (SPEC §1). Order matters: comparison follows declaration order,
+-- so greatest() of classifications is the most restrictive one.
+CREATE TYPE classification AS ENUM ('public', 'internal', 'confidential', 'restricted');
+COMMENT ON TYPE classification IS 'Sensitivity tier, least to most restrictive.';
+
+CREATE TYPE source_type AS ENUM ('decision', 'fact', 'preference', 'tool_result');
+COMMENT ON TYPE source_type IS 'What an observation was derived from; decisions get the compliance rule.';
+
+CREATE TYPE memory_type AS ENUM ('working', 'short_term', 'long_term', 'persona', 'episodic', 'entity', 'structured');
+COMMENT ON TYPE memory_type IS 'Retention class of a memory (rt-005).';

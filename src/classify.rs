@@ -1,0 +1,279 @@
+//! SQL surface of classification (SPEC §1): functions, the attachable trigger, org-rule cache.
+
+use crate::errors::{code, MxError, OrRaise};
+use crate::{gucs, tuple};
+use memory_core::classify::{
+    apply_org_rules, classify as core_classify, derive_classification, Decision, OrgRule, SourceType,
+    Target, Tier,
+};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+// ---------------------------------------------------------------------------------------------
+// Org rules, compiled once per backend and org, dropped when memory.classification_rules changes.
+
+thread_local! {
+    static ORG_RULES: RefCell<HashMap<String, Rc<Vec<OrgRule>>>> = RefCell::new(HashMap::new());
+    static RULES_RELID: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // Set only by memory.reclassify (through memory._allow_downgrade) for one relation, and reset
+    // at the end of the (sub)transaction whatever happens.
+    static DOWNGRADE_ALLOWED_ON: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+}
+
+/// Relcache callback: a change to the rules table (see `memory._rules_changed`) or a full
+/// invalidation drops every compiled rule set.
+#[pg_guard]
+unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let ours = RULES_RELID.with(Cell::get);
+    if relid == pg_sys::InvalidOid || relid == ours {
+        ORG_RULES.with(|m| m.borrow_mut().clear());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_reset(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_reset(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+    }
+}
+
+pub fn init() {
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(rules_inval), pg_sys::Datum::from(0));
+        pg_sys::RegisterXactCallback(Some(xact_reset), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_reset), std::ptr::null_mut());
+    }
+}
+
+fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
+    if let Some(r) = ORG_RULES.with(|m| m.borrow().get(org).cloned()) {
+        return r;
+    }
+    let rules = load_rules(org);
+    ORG_RULES.with(|m| m.borrow_mut().insert(org.to_string(), rules.clone()));
+    rules
+}
+
+fn load_rules(org: &str) -> Rc<Vec<OrgRule>> {
+    let rows: Vec<(i64, String, String, String, Option<String>)> = Spi::connect(|client| {
+        let table = client.select(
+            "SELECT id, tier::text, target, pattern, source_type::text, \
+                    'memory.classification_rules'::regclass::oid \
+               FROM memory._org_rules($1)",
+            None,
+            &[org.into()],
+        )?;
+        let mut out = Vec::new();
+        for row in table {
+            if let Some(relid) = row.get::<pg_sys::Oid>(6)? {
+                RULES_RELID.with(|c| c.set(relid));
+            }
+            out.push((
+                row.get::<i64>(1)?.unwrap_or_default(),
+                row.get::<String>(2)?.unwrap_or_default(),
+                row.get::<String>(3)?.unwrap_or_default(),
+                row.get::<String>(4)?.unwrap_or_default(),
+                row.get::<String>(5)?,
+            ));
+        }
+        Ok::<_, pgrx::spi::Error>(out)
+    })
+    .unwrap_or_else(|e| error!("memory_ext: could not load classification rules: {e}"));
+    // Patterns were validated on write; a rule that still fails to compile (say, a size limit
+    // lowered by an upgrade) is skipped rather than blocking every write of the org.
+    let compiled = rows
+        .into_iter()
+        .filter_map(|(id, tier, target, pattern, st)| {
+            let tier = Tier::parse(&tier)?;
+            let target = Target::parse(&target)?;
+            let st = st.as_deref().and_then(SourceType::parse);
+            OrgRule::compile(id, tier, target, &pattern, st).ok()
+        })
+        .collect();
+    Rc::new(compiled)
+}
+
+fn parse_source_type(s: Option<&str>) -> Result<Option<SourceType>, MxError> {
+    match s {
+        None => Ok(None),
+        Some(s) => SourceType::parse(s).map(Some).ok_or_else(|| {
+            MxError::bad_argument(format!("unknown source_type \"{s}\""))
+                .hint("Use one of: decision, fact, preference, tool_result.")
+        }),
+    }
+}
+
+/// The full decision: built-in rules, detectors per GUC, then the org's rules (raise only).
+pub fn decide(content: &[u8], paths: &[&str], st: Option<SourceType>, org: Option<&str>) -> Decision {
+    let base = core_classify(content, paths, st, gucs::CLASSIFY_DETECTORS.get());
+    match org {
+        Some(org) => {
+            let rules = rules_for(org);
+            if rules.is_empty() {
+                base
+            } else {
+                apply_org_rules(base, &rules, content, paths, st)
+            }
+        }
+        None => base,
+    }
+}
+
+/// Run `f` over the non-NULL source files (NULL elements and a NULL array mean no path).
+fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R {
+    let paths: Vec<&str> = files.as_ref().map(|a| a.iter().flatten().collect()).unwrap_or_default();
+    f(&paths)
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL functions. The public names (memory.classify, ...) are SQL wrappers in sql/classify.sql
+// that cast to and from the enums; these take and return their labels.
+
+#[pg_extern(stable, parallel_safe, name = "_classify")]
+fn classify_label(
+    content: Option<&str>,
+    source_files: Option<Array<&str>>,
+    source_type: Option<&str>,
+    org_id: Option<&str>,
+) -> Option<&'static str> {
+    let st = parse_source_type(source_type).or_raise();
+    let content = content?;
+    Some(with_paths(&source_files, |paths| decide(content.as_bytes(), paths, st, org_id)).tier.as_str())
+}
+
+#[pg_extern(stable, parallel_safe, name = "_classify_explain")]
+fn classify_explain(
+    content: Option<&str>,
+    source_files: Option<Array<&str>>,
+    source_type: Option<&str>,
+    org_id: Option<&str>,
+) -> Option<JsonB> {
+    let st = parse_source_type(source_type).or_raise();
+    let content = content?;
+    let (d, n_paths) = with_paths(&source_files, |paths| (decide(content.as_bytes(), paths, st, org_id), paths.len()));
+    Some(JsonB(serde_json::json!({
+        "tier": d.tier.as_str(),
+        "rule": d.rule.name(),
+        "risk_band": d.tier.risk_band(),
+        "evidence": d.evidence,
+        "detectors": gucs::CLASSIFY_DETECTORS.get(),
+        "org_id": org_id,
+        "paths_considered": n_paths,
+    })))
+}
+
+#[pg_extern(immutable, parallel_safe, strict, name = "_risk_band")]
+fn risk_band(tier: &str) -> &'static str {
+    Tier::parse(tier)
+        .map(Tier::risk_band)
+        .ok_or_else(|| MxError::bad_argument(format!("unknown classification \"{tier}\"")))
+        .or_raise()
+}
+
+#[pg_extern(immutable, parallel_safe, name = "_derive_classification")]
+fn derive_label(metadata: Option<JsonB>) -> &'static str {
+    let label = metadata.as_ref().and_then(|m| m.0.get("classification")).and_then(|v| v.as_str());
+    derive_classification(label).as_str()
+}
+
+/// Raises 22023 when an org rule's pattern does not compile; used by the rules table trigger.
+#[pg_extern(immutable, parallel_safe, strict, name = "_check_rule_pattern")]
+fn check_rule_pattern(pattern: &str) -> bool {
+    OrgRule::compile(0, Tier::Restricted, Target::Content, pattern, None)
+        .map_err(|e| MxError::bad_argument(e.to_string()).hint("Org rules use Rust regex syntax; add (?i) for case-insensitive matching."))
+        .or_raise();
+    true
+}
+
+/// Statement trigger on memory.classification_rules: tell every backend (at commit) and this one
+/// (at the next command) to drop its compiled rules.
+#[pg_trigger]
+fn rules_changed<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
+    let relid = trigger.relid().unwrap_or(pg_sys::InvalidOid);
+    RULES_RELID.with(|c| c.set(relid));
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    Ok(None)
+}
+
+/// Lets the next UPDATEs of `tbl` in this (sub)transaction lower a tier. Not granted to PUBLIC:
+/// only memory.reclassify (SECURITY DEFINER) calls it.
+#[pg_extern(volatile, name = "_allow_downgrade")]
+fn allow_downgrade(tbl: Option<pg_sys::Oid>) -> bool {
+    DOWNGRADE_ALLOWED_ON.with(|c| c.set(tbl.unwrap_or(pg_sys::InvalidOid)));
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// The attachable trigger.
+
+/// `memory.classify_trigger()`: BEFORE INSERT OR UPDATE FOR EACH ROW.
+/// TG_ARGV: content column, source-files column (or ''), source-type column (or ''), target
+/// column, then optional `org=<column>` and further `target=<column>` arguments.
+#[pg_trigger]
+fn classify_trigger<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
+    Ok(Some(classify_row(trigger).or_raise()))
+}
+
+fn classify_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<PgHeapTuple<'a, AllocatedByPostgres>, MxError> {
+    let td = trigger.trigger_data();
+    let row = tuple::RowTrigger::new(td, "memory.classify_trigger")?;
+    let cols = tuple::ClassifyColumns::resolve(&row, trigger)?;
+
+    let written = cols.read_tiers(&row, row.new_tuple())?;
+    let old = match row.old_tuple() {
+        Some(old) => Some((cols.read_tiers(&row, old)?.map(|r| r.1), cols.inputs_differ(&row, old, row.new_tuple()))),
+        None => None,
+    };
+
+    let decided = match old {
+        // INSERT: the writer's tier is a floor.
+        None => Some(classify_tuple(&row, &cols)?.tier),
+        Some((old_tier, inputs_changed)) => {
+            let downgrade_ok = DOWNGRADE_ALLOWED_ON.with(Cell::get) == row.relid();
+            if let (Some(o), Some((lowest, _))) = (old_tier, written) {
+                if lowest < o && !downgrade_ok {
+                    return Err(MxError::new(
+                        code::DOWNGRADE,
+                        format!("classification of a row of {} cannot be lowered from {} to {}", row.relname(), o.as_str(), lowest.as_str()),
+                    )
+                    .hint("Use memory.reclassify(id, tier, reason) to lower a tier; it is audited."));
+                }
+            }
+            if downgrade_ok && written.is_some() {
+                None
+            } else {
+                let computed = if inputs_changed { Some(classify_tuple(&row, &cols)?.tier) } else { None };
+                computed.max(old_tier)
+            }
+        }
+    };
+    let written = written.map(|r| r.1);
+    let target = written.max(decided).unwrap_or(Tier::Internal);
+    Ok(cols.write_tier(&row, target))
+}
+
+fn classify_tuple(row: &tuple::RowTrigger, cols: &tuple::ClassifyColumns) -> Result<Decision, MxError> {
+    let t = row.new_tuple();
+    let content = cols.content(row, t);
+    let files = cols.source_files(row, t);
+    let st = cols.source_type(row, t)?;
+    let org = cols.org(row, t);
+    Ok(with_paths(&files, |paths| decide(content.unwrap_or_default(), paths, st, org)))
+}

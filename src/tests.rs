@@ -1,0 +1,79 @@
+//! In-database tests (`cargo pgrx test`). SQLSTATE-level checks live in the pgTAP suite.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    fn tier_of(sql: &str) -> String {
+        Spi::get_one::<String>(sql).expect("query ran").expect("not null")
+    }
+
+    #[pg_test]
+    fn classify_function_follows_seed_examples() {
+        assert_eq!(
+            tier_of("SELECT memory.classify('Added OAuth token rotation to auth middleware', ARRAY['src/auth/token-rotation.ts'], 'decision')::text"),
+            "confidential"
+        );
+        assert_eq!(
+            tier_of("SELECT memory.classify('Updated API documentation for user endpoints', ARRAY['public/docs/api-reference.md'], 'fact')::text"),
+            "public"
+        );
+    }
+
+    #[pg_test]
+    fn observation_insert_is_classified_in_both_targets() {
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('o1', 'card 4111 1111 1111 1111')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'o1'"), "restricted");
+        assert_eq!(tier_of("SELECT metadata->>'classification' FROM memory.observations WHERE org_id = 'o1'"), "restricted");
+    }
+
+    #[pg_test]
+    fn writer_tier_is_a_floor() {
+        Spi::run("INSERT INTO memory.observations (org_id, content, classification) VALUES ('o2', 'plain note', 'confidential')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'o2'"), "confidential");
+        Spi::run("INSERT INTO memory.observations (org_id, content, classification) VALUES ('o3', 'my password', 'public')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'o3'"), "confidential");
+    }
+
+    #[pg_test(error = "classification of a row of memory.observations cannot be lowered from restricted to public")]
+    fn direct_downgrade_is_refused() {
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('o4', 'ssn 123-45-6789')").unwrap();
+        Spi::run("UPDATE memory.observations SET classification = 'public' WHERE org_id = 'o4'").unwrap();
+    }
+
+    #[pg_test]
+    fn reclassify_lowers_and_then_guards_again() {
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('o5', 'pii inside')").unwrap();
+        let prev = tier_of("SELECT memory.reclassify(id, 'internal', 'false positive')::text FROM memory.observations WHERE org_id = 'o5'");
+        assert_eq!(prev, "restricted");
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'o5'"), "internal");
+        assert_eq!(tier_of("SELECT metadata->>'classification' FROM memory.observations WHERE org_id = 'o5'"), "internal");
+    }
+
+    #[pg_test]
+    fn org_rules_raise_and_cache_refreshes() {
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Project Falcon kickoff')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'acme'"), "internal");
+        Spi::run("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', '(?i)falcon')").unwrap();
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Falcon budget')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE content = 'Falcon budget'"), "restricted");
+        // Another org is not affected.
+        Spi::run("INSERT INTO memory.observations (org_id, content) VALUES ('other', 'Falcon budget')").unwrap();
+        assert_eq!(tier_of("SELECT classification::text FROM memory.observations WHERE org_id = 'other'"), "internal");
+    }
+
+    #[pg_test]
+    fn govern_text_and_jsonb_targets() {
+        Spi::run("CREATE TABLE app_notes (id serial, body text, paths text[], tier text, meta jsonb)").unwrap();
+        Spi::run("SELECT memory.govern('app_notes', '{\"content\": \"body\", \"source_files\": \"paths\", \"target\": [\"tier\", \"meta\"]}')").unwrap();
+        Spi::run("INSERT INTO app_notes (body, paths, meta) VALUES ('docs change', ARRAY['docs/x.md'], '{\"k\": 1}')").unwrap();
+        assert_eq!(tier_of("SELECT tier FROM app_notes"), "public");
+        assert_eq!(tier_of("SELECT meta::text FROM app_notes"), "{\"k\": 1, \"classification\": \"public\"}");
+        // Re-classified on update of an input, never lowered.
+        Spi::run("UPDATE app_notes SET body = 'rotate the api key'").unwrap();
+        assert_eq!(tier_of("SELECT tier FROM app_notes"), "confidential");
+        Spi::run("UPDATE app_notes SET body = 'harmless again'").unwrap();
+        assert_eq!(tier_of("SELECT tier FROM app_notes"), "confidential");
+        assert!(Spi::get_one::<bool>("SELECT memory.ungovern('app_notes')").unwrap().unwrap());
+    }
+}
