@@ -70,7 +70,7 @@ mod tests {
         assert_eq!(tier_of("SELECT tier FROM app_notes"), "public");
         assert_eq!(tier_of("SELECT meta::text FROM app_notes"), "{\"k\": 1, \"classification\": \"public\"}");
         // Re-classified on update of an input, never lowered.
-        Spi::run("UPDATE app_notes SET body = 'rotate the api key'").unwrap();
+        Spi::run("UPDATE app_notes SET body = 'rotate the api_key'").unwrap();
         assert_eq!(tier_of("SELECT tier FROM app_notes"), "confidential");
         Spi::run("UPDATE app_notes SET body = 'harmless again'").unwrap();
         assert_eq!(tier_of("SELECT tier FROM app_notes"), "confidential");

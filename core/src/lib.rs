@@ -3,3 +3,4 @@
 //! The extension crate moves values between SQL and these functions; every rule lives here.
 
 pub mod classify;
+pub mod audit;

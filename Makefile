@@ -1,0 +1,45 @@
+# memory_ext — the two commands are `make demo` and `make test`.
+PG_CONFIG ?= /usr/bin/pg_config
+PGRX_TEST_DATA ?= /tmp/memory_ext-pgrx-test
+export PG_CONFIG
+
+.PHONY: all deps build install test test-core test-pgrx test-sql test-python demo bench clean
+
+all: install
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cargo build
+
+install: deps
+	cargo pgrx install --pg-config $(PG_CONFIG)
+
+## Every test layer: core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client tests.
+test: deps test-core test-pgrx install test-sql test-python
+	@echo "make test: all layers passed"
+
+test-core:
+	cargo test -p memory_core
+
+test-pgrx: deps
+	cargo pgrx test pg15 --runas postgres --pgdata $(PGRX_TEST_DATA)
+
+test-sql: install
+	tests/run-sql.sh
+
+test-python: install
+	tests/run-python.sh
+
+## Build, install, start a throwaway cluster, run the narrated walkthrough, print how to connect.
+demo: install
+	scripts/demo.sh
+
+## Benchmarks (release build); results go to bench/RESULTS.md.
+bench: deps
+	bench/run.sh
+
+clean:
+	scripts/cluster.sh stop demo || true
+	cargo clean

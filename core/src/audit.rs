@@ -1,0 +1,1 @@
+//! Audit hashing (SPEC §2): being written.

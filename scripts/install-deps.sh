@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the demo need, idempotently: Debian packages, the pinned
+# cargo-pgrx, its PostgreSQL 15 registration, and a Python venv with psycopg and pytest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+PGRX_VERSION=0.18.1
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+
+need=()
+for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo postgresql-15-pgtap postgresql-15-cron python3-venv; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing Debian packages: ${need[*]}"
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
+  echo "== installing cargo-pgrx $PGRX_VERSION (about 5 minutes)"
+  cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+if ! grep -qs '^pg15 *=' "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+  echo "== registering PostgreSQL 15 with cargo-pgrx"
+  cargo pgrx init --pg15 "$PG_CONFIG"
+fi
+
+if [ ! -x "$root/.venv/bin/pytest" ] || ! "$root/.venv/bin/python" -c 'import psycopg' 2>/dev/null; then
+  echo "== creating Python venv with psycopg and pytest"
+  python3 -m venv "$root/.venv"
+  "$root/.venv/bin/pip" install -q --upgrade pip
+  "$root/.venv/bin/pip" install -q 'psycopg[binary]>=3.1' 'pytest>=7'
+fi

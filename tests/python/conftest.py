@@ -1,0 +1,45 @@
+"""Client tests: the extension's semantics reach a Python application through plain SQL.
+
+A throwaway cluster is started with scripts/cluster.sh; each test gets a fresh database with
+memory_ext created, so tests do not see each other's rows.
+"""
+import itertools
+import pathlib
+import subprocess
+
+import psycopg
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "scripts" / "cluster.sh"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def port():
+    p = subprocess.check_output([str(CLUSTER), "start", "pytest"], text=True).strip()
+    yield int(p)
+    subprocess.run([str(CLUSTER), "stop", "pytest"], check=False)
+
+
+def _dsn(port, db):
+    return f"host=127.0.0.1 port={port} user=postgres dbname={db}"
+
+
+@pytest.fixture
+def dsn(port):
+    db = f"py_{next(_counter)}"
+    with psycopg.connect(_dsn(port, "postgres"), autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {db}")
+        c.execute(f"CREATE DATABASE {db}")
+    with psycopg.connect(_dsn(port, db), autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+    yield _dsn(port, db)
+    with psycopg.connect(_dsn(port, "postgres"), autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+@pytest.fixture
+def conn(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        yield c

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SQL-level suite: pgTAP files in tests/sql run with pg_prove against the installed extension in a
+# throwaway cluster. Each file runs in a fresh database.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+port=$("$here/../scripts/cluster.sh" start sqltest)
+trap '"$here/../scripts/cluster.sh" stop sqltest' EXIT
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGOPTIONS="-c client_min_messages=warning"
+status=0
+for f in "$here"/sql/*.sql; do
+  db=t_$(basename "$f" .sql | tr -c 'a-z0-9_\n' '_')
+  psql -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+  psql -q -d "$db" -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION memory_ext"
+  pg_prove -d "$db" "$f" || status=1
+done
+exit $status

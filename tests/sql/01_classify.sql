@@ -1,0 +1,157 @@
+-- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
+BEGIN;
+SELECT plan(67);
+
+-- Types ------------------------------------------------------------------------------------------
+SELECT ok('restricted'::memory.classification > 'confidential'
+      AND 'confidential'::memory.classification > 'internal'
+      AND 'internal'::memory.classification > 'public', 'classification enum is ordered public < internal < confidential < restricted');
+SELECT is(greatest('public'::memory.classification, 'restricted', 'internal'), 'restricted', 'greatest() is the most restrictive');
+SELECT is(enum_range(NULL::memory.source_type)::text, '{decision,fact,preference,tool_result}', 'source_type labels');
+
+-- Seed rules through memory.classify ------------------------------------------------------------
+CREATE TEMP TABLE vectors (content text, files text[], st text, want memory.classification, rule text);
+INSERT INTO vectors VALUES
+  ('Added OAuth token rotation to auth middleware', ARRAY['src/auth/token-rotation.ts'], 'decision', 'confidential', 'confidential_path'),
+  ('Updated API documentation for user endpoints', ARRAY['public/docs/api-reference.md'], 'fact', 'public', 'public_paths'),
+  ('user ssn stored', ARRAY['app/.env'], NULL, 'restricted', 'restricted_keyword'),
+  ('Social Security numbers are masked', NULL, NULL, 'restricted', 'restricted_keyword'),
+  ('PCI scope', NULL, NULL, 'restricted', 'restricted_keyword'),
+  ('rotate', ARRAY['auth/x.ts'], NULL, 'confidential', 'confidential_path'),
+  ('rotate', ARRAY['.env'], NULL, 'confidential', 'confidential_path'),
+  ('rotate', ARRAY['C:\repo\secrets\a.json'], NULL, 'confidential', 'confidential_path'),
+  ('the password is in the vault', NULL, NULL, 'confidential', 'confidential_keyword'),
+  ('set API_KEY', NULL, 'fact', 'confidential', 'confidential_keyword'),
+  ('We adopt the SOX policy', NULL, 'decision', 'internal', 'internal_compliance_decision'),
+  ('the audit passed', ARRAY['docs/a.md'], 'fact', 'public', 'public_paths'),
+  ('gdpr', ARRAY['docs/a.md'], 'decision', 'internal', 'internal_compliance_decision'),
+  ('mixed', ARRAY['docs/a.md', 'src/b.ts'], NULL, 'internal', 'default'),
+  ('hello', NULL, NULL, 'internal', 'default'),
+  ('hello', '{}', NULL, 'internal', 'default'),
+  ('paid with 4111 1111 1111 1111', NULL, NULL, 'restricted', 'detector_card_number'),
+  ('order 4111 1111 1111 1112', NULL, NULL, 'internal', 'default'),
+  ('id 123-45-6789', NULL, NULL, 'restricted', 'detector_ssn'),
+  ('-----BEGIN PRIVATE KEY-----', NULL, NULL, 'confidential', 'detector_pem_private_key'),
+  ('AKIAIOSFODNN7EXAMPLE', NULL, NULL, 'confidential', 'detector_aws_access_key'),
+  ('eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl', NULL, NULL, 'confidential', 'detector_jwt');
+SELECT is_empty($$ SELECT content, want, memory.classify(content, files, st) FROM vectors
+                    WHERE memory.classify(content, files, st) IS DISTINCT FROM want $$, 'every seed/detector vector classifies as expected');
+SELECT is_empty($$ SELECT content, rule, memory.classify_explain(content, files, st)->>'rule' FROM vectors
+                    WHERE memory.classify_explain(content, files, st)->>'rule' IS DISTINCT FROM rule $$, 'classify_explain names the deciding rule');
+
+SELECT is(memory.classify_explain('the password', NULL, NULL) - 'org_id' - 'paths_considered' - 'detectors',
+          '{"tier": "confidential", "rule": "confidential_keyword", "evidence": "password", "risk_band": "high"}'::jsonb,
+          'classify_explain has tier, rule, risk_band and evidence');
+SELECT is(memory.classify_explain('4111 1111 1111 1111')->>'evidence', NULL, 'detector evidence never echoes the match');
+
+SELECT is(memory.risk_band('public'), 'low', 'risk band public');
+SELECT is(memory.risk_band('internal'), 'medium', 'risk band internal');
+SELECT is(memory.risk_band('confidential'), 'high', 'risk band confidential');
+SELECT is(memory.risk_band('restricted'), 'critical', 'risk band restricted');
+SELECT is(memory.risk_band(NULL), NULL, 'risk band of NULL is NULL');
+
+SELECT is(memory.derive_classification('{"classification": "restricted"}'), 'restricted', 'derive: valid label');
+SELECT is(memory.derive_classification('{"classification": "Restricted"}'), 'internal', 'derive: invalid label -> internal');
+SELECT is(memory.derive_classification('{"classification": 3}'), 'internal', 'derive: non-string -> internal');
+SELECT is(memory.derive_classification('[]'), 'internal', 'derive: non-object -> internal');
+SELECT is(memory.derive_classification(NULL), 'internal', 'derive: NULL -> internal');
+
+-- Bad input --------------------------------------------------------------------------------------
+SELECT throws_ok($$ SELECT memory.classify('x', NULL, 'bogus') $$, '22023', NULL, 'unknown source_type text is 22023');
+SELECT throws_ok($$ SELECT memory.classify_explain('x', NULL, 'Decision') $$, '22023', NULL, 'source_type is case-sensitive like the enum');
+SELECT is(memory.classify(NULL), NULL, 'NULL content classifies as NULL');
+SELECT is(memory.classify('x', ARRAY[NULL, 'docs/a.md']::text[]), 'public', 'NULL elements in source_files are ignored');
+SELECT is(memory.classify('x', ARRAY[NULL]::text[]), 'internal', 'only NULL paths = no paths');
+SELECT is(memory.classify(repeat('lorem ipsum ', 900000) || ' ssn'), 'restricted', '10 MB content is classified');
+
+-- Detectors GUC ------------------------------------------------------------------------------------
+SET LOCAL memory.classify_detectors = off;
+SELECT is(memory.classify('id 123-45-6789'), 'internal', 'detectors off: seed rules only');
+RESET memory.classify_detectors;
+SELECT is(memory.classify('id 123-45-6789'), 'restricted', 'detectors back on');
+
+-- Observations ------------------------------------------------------------------------------------
+INSERT INTO memory.observations (id, org_id, content, source_files, source_type)
+VALUES ('00000000-0000-0000-0000-000000000001', 'acme', 'Updated docs index', ARRAY['docs/index.md'], 'fact'),
+       ('00000000-0000-0000-0000-000000000002', 'acme', 'card 4111-1111-1111-1111', NULL, 'tool_result');
+SELECT results_eq($$ SELECT classification::text, metadata->>'classification' FROM memory.observations WHERE org_id = 'acme' ORDER BY id $$,
+                  $$ VALUES ('public', 'public'), ('restricted', 'restricted') $$, 'insert classifies into the column and metadata');
+
+INSERT INTO memory.observations (id, org_id, content, classification) VALUES ('00000000-0000-0000-0000-000000000003', 'acme', 'plain', 'confidential');
+SELECT is(classification, 'confidential', 'a stricter writer tier is kept') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000003';
+INSERT INTO memory.observations (id, org_id, content, metadata) VALUES ('00000000-0000-0000-0000-000000000004', 'acme', 'my password', '{"classification": "public", "k": 1}');
+SELECT results_eq($$ SELECT classification::text, metadata FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000004' $$,
+                  $$ VALUES ('confidential', '{"classification": "confidential", "k": 1}'::jsonb) $$, 'a laxer writer tier is raised, other metadata kept');
+
+SELECT throws_ok($$ UPDATE memory.observations SET classification = 'public' WHERE id = '00000000-0000-0000-0000-000000000002' $$,
+                 'MX004', NULL, 'direct downgrade of the column is MX004');
+SELECT throws_ok($$ UPDATE memory.observations SET metadata = '{"classification": "internal"}' WHERE id = '00000000-0000-0000-0000-000000000002' $$,
+                 'MX004', NULL, 'direct downgrade through metadata is MX004');
+SELECT is(classification, 'restricted', 'the row is unchanged after a refused downgrade') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000002';
+
+UPDATE memory.observations SET content = 'rotate the api_key' WHERE id = '00000000-0000-0000-0000-000000000001';
+SELECT is(classification, 'confidential', 'update of content re-classifies upward') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000001';
+UPDATE memory.observations SET content = 'harmless' WHERE id = '00000000-0000-0000-0000-000000000001';
+SELECT is(classification, 'confidential', 'update of content never lowers') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000001';
+UPDATE memory.observations SET classification = 'restricted' WHERE id = '00000000-0000-0000-0000-000000000001';
+SELECT results_eq($$ SELECT classification::text, metadata->>'classification' FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000001' $$,
+                  $$ VALUES ('restricted', 'restricted') $$, 'raising the column directly is allowed and mirrored to metadata');
+
+SELECT is(memory.reclassify('00000000-0000-0000-0000-000000000002', 'internal', 'test card number'), 'restricted', 'reclassify returns the previous tier');
+SELECT results_eq($$ SELECT classification::text, metadata->>'classification' FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000002' $$,
+                  $$ VALUES ('internal', 'internal') $$, 'reclassify lowers both targets');
+SELECT throws_ok($$ UPDATE memory.observations SET classification = 'public' WHERE id = '00000000-0000-0000-0000-000000000002' $$,
+                 'MX004', NULL, 'after reclassify, direct downgrades are refused again');
+SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-0000000000ff', 'public', 'x') $$, '23503', NULL, 'reclassify of a missing id is 23503');
+SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-000000000002', 'public', ' ') $$, '22023', NULL, 'reclassify needs a reason');
+SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-000000000002', NULL, 'x') $$, '22023', NULL, 'reclassify needs a tier');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content, source_type) VALUES ('acme', 'x', 'bogus') $$, '22P02', NULL, 'unknown source_type on the managed table is rejected by the enum');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', NULL) $$, '23502', NULL, 'NULL content is rejected on the managed table');
+
+-- Org rules -----------------------------------------------------------------------------------------
+SELECT throws_ok($$ INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', '(unclosed') $$,
+                 '22023', NULL, 'an invalid org regex is 22023');
+SELECT is(count(*), 0::bigint, 'and no rule was stored') FROM memory.classification_rules;
+INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', '(?i)falcon'),
+                                                                            ('acme', 'public', 'content', 'password');
+SELECT is(memory.classify('Falcon launch', NULL, NULL, 'acme'), 'restricted', 'org rule raises');
+SELECT is(memory.classify('my password', NULL, NULL, 'acme'), 'confidential', 'org rule never lowers');
+SELECT is(memory.classify('Falcon launch', NULL, NULL, 'globex'), 'internal', 'org rules stay in their org');
+SELECT is(memory.classify_explain('Falcon', NULL, NULL, 'acme')->>'rule', 'org_rule:' || (SELECT min(id) FROM memory.classification_rules), 'explain names the org rule');
+INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'falcon notes');
+SELECT is(classification, 'restricted', 'the trigger applies org rules of the row''s org') FROM memory.observations WHERE content = 'falcon notes';
+UPDATE memory.classification_rules SET enabled = false;
+SELECT is(memory.classify('Falcon launch', NULL, NULL, 'acme'), 'internal', 'disabled rules stop applying at once (cache invalidated)');
+
+-- Governed application tables ------------------------------------------------------------------------
+CREATE TABLE public.notes (id serial PRIMARY KEY, body text, paths text[], kind text, tier memory.classification, meta jsonb, tenant text);
+SELECT lives_ok($$ SELECT memory.govern('public.notes', '{"content": "body", "source_files": "paths", "source_type": "kind", "target": ["tier", "meta"], "org": "tenant"}') $$, 'govern an application table');
+SELECT lives_ok($$ SELECT memory.govern('public.notes', '{"content": "body", "source_files": "paths", "source_type": "kind", "target": ["tier", "meta"], "org": "tenant"}') $$, 'govern again (idempotent)');
+SELECT is(count(*), 1::bigint, 'one classify trigger after two govern calls') FROM pg_trigger WHERE tgrelid = 'public.notes'::regclass AND tgname = 'memory_classify';
+SELECT is((SELECT options->>'content' FROM memory.governed_tables WHERE table_name = 'public.notes'::regclass), 'body', 'governed_tables lists it with its mapping');
+INSERT INTO public.notes (body, paths, kind, tenant) VALUES ('docs', ARRAY['docs/x.md'], 'fact', 'acme'), (NULL, NULL, NULL, 'acme');
+SELECT results_eq($$ SELECT tier::text, meta->>'classification' FROM public.notes ORDER BY id $$,
+                  $$ VALUES ('public', 'public'), ('internal', 'internal') $$, 'app table rows classified; NULL content and NULL jsonb handled');
+SELECT throws_ok($$ INSERT INTO public.notes (body, kind) VALUES ('x', 'bogus') $$, '22023', NULL, 'unknown source_type text in an app table is 22023');
+SELECT throws_ok($$ INSERT INTO public.notes (body, meta) VALUES ('x', '[1]') $$, '22023', NULL, 'a non-object jsonb target is 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "nope"}') $$, '22023', NULL, 'govern on a missing column is 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"contnet": "body"}') $$, '22023', NULL, 'govern with an unknown option is 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "body", "target": "paths"}') $$, '22023', NULL, 'govern with a target of the wrong type is 22023');
+SELECT is(count(*), 1::bigint, 'failed govern calls left the existing trigger in place') FROM pg_trigger WHERE tgrelid = 'public.notes'::regclass AND tgname = 'memory_classify';
+SELECT ok(memory.ungovern('public.notes'), 'ungovern');
+SELECT is(count(*), 0::bigint, 'ungovern removed the trigger and the registry row')
+  FROM (SELECT 1 FROM pg_trigger WHERE tgrelid = 'public.notes'::regclass AND tgname LIKE 'memory\_%'
+        UNION ALL SELECT 1 FROM memory.governed_tables WHERE table_name = 'public.notes'::regclass) x;
+
+-- Privileges ------------------------------------------------------------------------------------------
+CREATE ROLE memtest_app LOGIN;
+GRANT SELECT, INSERT, UPDATE ON memory.observations TO memtest_app;
+SET LOCAL ROLE memtest_app;
+SELECT throws_ok($$ SET memory.classify_detectors = off $$, '42501', NULL, 'an ordinary role cannot turn detectors off');
+SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-000000000002', 'public', 'x') $$, '42501', NULL, 'an ordinary role cannot reclassify');
+SELECT throws_ok($$ SELECT memory._allow_downgrade('memory.observations'::regclass::oid) $$, '42501', NULL, 'an ordinary role cannot open the downgrade gate');
+SELECT throws_ok($$ SELECT * FROM memory.classification_rules $$, '42501', NULL, 'an ordinary role cannot read org rules');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
