@@ -3,8 +3,8 @@
 use crate::errors::{code, MxError, OrRaise};
 use crate::{gucs, tuple};
 use memory_core::classify::{
-    apply_org_rules, classify as core_classify, derive_classification, Decision, OrgRule, SourceType,
-    Target, Tier,
+    apply_org_rules, classify as core_classify, derive_classification, explain, Decision, OrgRule,
+    SourceType, Target, Tier,
 };
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 thread_local! {
     static ORG_RULES: RefCell<HashMap<String, Rc<Vec<OrgRule>>>> = RefCell::new(HashMap::new());
+    static LAST_ORG: RefCell<Option<(String, Rc<Vec<OrgRule>>)>> = const { RefCell::new(None) };
     static RULES_RELID: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
     // Set only by memory.reclassify (through memory._allow_downgrade) for one relation, and reset
     // at the end of the (sub)transaction whatever happens.
@@ -30,6 +31,7 @@ unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid)
     let ours = RULES_RELID.with(Cell::get);
     if relid == pg_sys::InvalidOid || relid == ours {
         ORG_RULES.with(|m| m.borrow_mut().clear());
+        LAST_ORG.with(|l| *l.borrow_mut() = None);
     }
 }
 
@@ -59,11 +61,17 @@ pub fn init() {
 }
 
 fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
+    // Rows of one statement usually share an org: check the last one before hashing.
+    if let Some(r) = LAST_ORG.with(|l| l.borrow().as_ref().filter(|(o, _)| o == org).map(|(_, r)| r.clone())) {
+        return r;
+    }
     if let Some(r) = ORG_RULES.with(|m| m.borrow().get(org).cloned()) {
+        LAST_ORG.with(|l| *l.borrow_mut() = Some((org.to_string(), r.clone())));
         return r;
     }
     let rules = load_rules(org);
     ORG_RULES.with(|m| m.borrow_mut().insert(org.to_string(), rules.clone()));
+    LAST_ORG.with(|l| *l.borrow_mut() = Some((org.to_string(), rules.clone())));
     rules
 }
 
@@ -118,7 +126,18 @@ fn parse_source_type(s: Option<&str>) -> Result<Option<SourceType>, MxError> {
 
 /// The full decision: built-in rules, detectors per GUC, then the org's rules (raise only).
 pub fn decide(content: &[u8], paths: &[&str], st: Option<SourceType>, org: Option<&str>) -> Decision {
-    let base = core_classify(content, paths, st, gucs::CLASSIFY_DETECTORS.get());
+    decide_with(core_classify, content, paths, st, org)
+}
+
+/// `decide` with the built-in step chosen: the fast classifier, or `explain` for evidence.
+fn decide_with(
+    builtin: fn(&[u8], &[&str], Option<SourceType>, bool) -> Decision,
+    content: &[u8],
+    paths: &[&str],
+    st: Option<SourceType>,
+    org: Option<&str>,
+) -> Decision {
+    let base = builtin(content, paths, st, gucs::CLASSIFY_DETECTORS.get());
     match org {
         Some(org) => {
             let rules = rules_for(org);
@@ -163,7 +182,8 @@ fn classify_explain(
 ) -> Option<JsonB> {
     let st = parse_source_type(source_type).or_raise();
     let content = content?;
-    let (d, n_paths) = with_paths(&source_files, |paths| (decide(content.as_bytes(), paths, st, org_id), paths.len()));
+    let (d, n_paths) =
+        with_paths(&source_files, |paths| (decide_with(explain, content.as_bytes(), paths, st, org_id), paths.len()));
     Some(JsonB(serde_json::json!({
         "tier": d.tier.as_str(),
         "rule": d.rule.name(),
@@ -231,49 +251,44 @@ fn classify_trigger<'a>(
     Ok(Some(classify_row(trigger).or_raise()))
 }
 
-fn classify_row<'a>(trigger: &'a PgTrigger<'a>) -> Result<PgHeapTuple<'a, AllocatedByPostgres>, MxError> {
-    let td = trigger.trigger_data();
-    let row = tuple::RowTrigger::new(td, "memory.classify_trigger")?;
-    let cols = tuple::ClassifyColumns::resolve(&row, trigger)?;
-
-    let written = cols.read_tiers(&row, row.new_tuple())?;
-    let old = match row.old_tuple() {
-        Some(old) => Some((cols.read_tiers(&row, old)?.map(|r| r.1), cols.inputs_differ(&row, old, row.new_tuple()))),
-        None => None,
-    };
-
-    let decided = match old {
-        // INSERT: the writer's tier is a floor.
-        None => Some(classify_tuple(&row, &cols)?.tier),
-        Some((old_tier, inputs_changed)) => {
-            let downgrade_ok = DOWNGRADE_ALLOWED_ON.with(Cell::get) == row.relid();
-            if let (Some(o), Some((lowest, _))) = (old_tier, written) {
-                if lowest < o && !downgrade_ok {
-                    return Err(MxError::new(
-                        code::DOWNGRADE,
-                        format!("classification of a row of {} cannot be lowered from {} to {}", row.relname(), o.as_str(), lowest.as_str()),
-                    )
-                    .hint("Use memory.reclassify(id, tier, reason) to lower a tier; it is audited."));
-                }
-            }
-            if downgrade_ok && written.is_some() {
-                None
-            } else {
-                let computed = if inputs_changed { Some(classify_tuple(&row, &cols)?.tier) } else { None };
-                computed.max(old_tier)
-            }
-        }
-    };
-    let written = written.map(|r| r.1);
-    let target = written.max(decided).unwrap_or(Tier::Internal);
-    Ok(cols.write_tier(&row, target))
+fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
+    let row = tuple::RowTrigger::new(trigger.trigger_data(), "memory.classify_trigger")?;
+    let mut cols = tuple::ClassifyColumns::acquire(&row)?;
+    cols.load(&row);
+    let tier = decide_row(&row, &mut cols)?;
+    let out = cols.store(&row, tier);
+    cols.release();
+    Ok(out)
 }
 
-fn classify_tuple(row: &tuple::RowTrigger, cols: &tuple::ClassifyColumns) -> Result<Decision, MxError> {
-    let t = row.new_tuple();
-    let content = cols.content(row, t);
-    let files = cols.source_files(row, t);
-    let st = cols.source_type(row, t)?;
-    let org = cols.org(row, t);
-    Ok(with_paths(&files, |paths| decide(content.unwrap_or_default(), paths, st, org)))
+/// The tier to store. INSERT: the computed tier, with the writer's as a floor. UPDATE: no target
+/// may be lowered (MX004) unless memory.reclassify opened the gate; changed inputs re-classify,
+/// never below the old tier.
+fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Result<Tier, MxError> {
+    let written = cols.tiers(false)?;
+    if !row.is_update() {
+        return Ok(written.map(|w| w.1).max(Some(classify_row_inputs(cols)?.tier)).unwrap_or(Tier::Internal));
+    }
+    let old_tier = cols.tiers(true)?.map(|r| r.1);
+    let downgrade_ok = DOWNGRADE_ALLOWED_ON.with(Cell::get) == row.relid();
+    if let (Some(o), Some((lowest, _))) = (old_tier, written) {
+        if lowest < o && !downgrade_ok {
+            return Err(MxError::new(
+                code::DOWNGRADE,
+                format!("classification of a row of {} cannot be lowered from {} to {}", row.relname(), o.as_str(), lowest.as_str()),
+            )
+            .hint("Use memory.reclassify(id, tier, reason) to lower a tier; it is audited."));
+        }
+    }
+    let written = written.map(|w| w.1);
+    if downgrade_ok && written.is_some() {
+        return Ok(written.unwrap_or(Tier::Internal));
+    }
+    let computed = if cols.inputs_changed() { Some(classify_row_inputs(cols)?.tier) } else { None };
+    Ok(written.max(computed).max(old_tier).unwrap_or(Tier::Internal))
+}
+
+fn classify_row_inputs(cols: &mut tuple::ClassifyColumns) -> Result<Decision, MxError> {
+    let st = cols.source_type()?;
+    Ok(cols.with_source_files(|paths| decide(cols.content(), paths, st, cols.org())))
 }

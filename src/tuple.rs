@@ -1,15 +1,13 @@
-//! Raw row access for the attachable triggers: resolve the column mapping from TG_ARGV, read the
-//! inputs straight from the heap tuple, and write the tier back with one `heap_modify_tuple`.
-//! This is the per-row hot path of a governed `INSERT ... SELECT`, so it avoids text round trips.
+//! Raw row access for the attachable triggers. This is the per-row hot path of a governed
+//! `INSERT ... SELECT`, so: the column mapping is resolved once per trigger and cached, a row is
+//! deformed once and formed once, and no text round trips happen.
 
 use crate::errors::MxError;
 use memory_core::classify::{SourceType, Tier};
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::CStr;
-use std::num::NonZeroUsize;
 
 const TRIGGER_PROTOCOL: &str = "39P01";
 
@@ -40,16 +38,20 @@ impl RowTrigger {
         Ok(RowTrigger { td, tupdesc, new, old })
     }
 
-    pub fn new_tuple(&self) -> pg_sys::HeapTuple {
-        self.new
-    }
-
-    pub fn old_tuple(&self) -> Option<pg_sys::HeapTuple> {
-        self.old
+    pub fn is_update(&self) -> bool {
+        self.old.is_some()
     }
 
     pub fn relid(&self) -> pg_sys::Oid {
         unsafe { (*(*self.td).tg_relation).rd_id }
+    }
+
+    fn tgoid(&self) -> pg_sys::Oid {
+        unsafe { (*(*self.td).tg_trigger).tgoid }
+    }
+
+    fn natts(&self) -> usize {
+        unsafe { (*self.tupdesc).natts as usize }
     }
 
     pub fn relname(&self) -> String {
@@ -65,103 +67,154 @@ impl RowTrigger {
         }
     }
 
-    fn attr(&self, attnum: i32) -> &pg_sys::FormData_pg_attribute {
-        unsafe { &*(*self.tupdesc).attrs.as_ptr().add((attnum - 1) as usize) }
+    fn attr(&self, idx: usize) -> &pg_sys::FormData_pg_attribute {
+        unsafe { &*(*self.tupdesc).attrs.as_ptr().add(idx) }
     }
 
-    fn datum(&self, tuple: pg_sys::HeapTuple, attnum: i32) -> Option<pg_sys::Datum> {
-        let attno = NonZeroUsize::new(attnum as usize).expect("attnums are 1-based");
-        unsafe { pgrx::heap_getattr_raw(tuple, attno, self.tupdesc) }
-    }
-
-    fn attnum(&self, column: &str, role: &str) -> Result<i32, MxError> {
-        let c = std::ffi::CString::new(column).map_err(|_| MxError::bad_argument("column names cannot contain NUL"))?;
-        let n = unsafe { pg_sys::SPI_fnumber(self.tupdesc, c.as_ptr()) };
-        if n <= 0 {
-            return Err(MxError::bad_argument(format!("table {} has no column \"{column}\" (the {role} column)", self.relname()))
-                .hint("Fix the mapping with memory.govern(table, options)."));
+    /// The trigger's TG_ARGV, without copying them out of the relcache more than needed.
+    fn args(&self) -> Vec<String> {
+        unsafe {
+            let tg = &*(*self.td).tg_trigger;
+            (0..tg.tgnargs as usize)
+                .map(|i| CStr::from_ptr(*tg.tgargs.add(i)).to_string_lossy().into_owned())
+                .collect()
         }
-        Ok(n)
     }
 
-    /// Build the returned tuple with `cols` replaced, or the new tuple as it is when nothing is.
-    pub fn modified(&self, repl: &mut [(i32, pg_sys::Datum)]) -> PgHeapTuple<'static, AllocatedByPostgres> {
-        let tuple = if repl.is_empty() {
-            self.new
-        } else {
-            let mut cols: Vec<i32> = repl.iter().map(|r| r.0).collect();
-            let mut vals: Vec<pg_sys::Datum> = repl.iter().map(|r| r.1).collect();
-            let mut nulls = vec![false; repl.len()];
+    fn column(&self, name: &str, role: &str) -> Result<Col, MxError> {
+        let found = (0..self.natts()).find(|&i| {
+            let a = self.attr(i);
+            !a.attisdropped && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == name.as_bytes()
+        });
+        let Some(idx) = found else {
+            return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the {role} column)", self.relname()))
+                .hint("Fix the mapping with memory.govern(table, options)."));
+        };
+        let a = self.attr(idx);
+        Ok(Col { idx, name: name.to_string(), typoid: a.atttypid, byval: a.attbyval, len: a.attlen })
+    }
+
+    fn deform(&self, tuple: pg_sys::HeapTuple, buf: &mut Deformed) {
+        let n = self.natts();
+        buf.values.resize(n, pg_sys::Datum::from(0));
+        buf.nulls.resize(n, true);
+        unsafe { pg_sys::heap_deform_tuple(tuple, self.tupdesc, buf.values.as_mut_ptr(), buf.nulls.as_mut_ptr()) };
+    }
+
+    /// The row to return: the new tuple itself, or one formed from `row` when it changed.
+    fn result(&self, row: &mut Deformed, changed: bool) -> PgHeapTuple<'static, AllocatedByPostgres> {
+        let tuple = if changed {
             unsafe {
-                pg_sys::heap_modify_tuple_by_cols(
-                    self.new,
-                    self.tupdesc,
-                    repl.len() as i32,
-                    cols.as_mut_ptr(),
-                    vals.as_mut_ptr(),
-                    nulls.as_mut_ptr(),
-                )
+                let t = pg_sys::heap_form_tuple(self.tupdesc, row.values.as_mut_ptr(), row.nulls.as_mut_ptr());
+                // As heap_modify_tuple does: keep the identity of the tuple being replaced.
+                (*(*t).t_data).t_ctid = (*(*self.new).t_data).t_ctid;
+                (*t).t_self = (*self.new).t_self;
+                (*t).t_tableOid = (*self.new).t_tableOid;
+                t
             }
+        } else {
+            self.new
         };
         unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(self.tupdesc), tuple) }
     }
 }
 
+/// A deformed row: one datum and null flag per attribute.
+#[derive(Default)]
+pub struct Deformed {
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+impl Deformed {
+    fn get(&self, c: &Col) -> Option<pg_sys::Datum> {
+        if self.nulls[c.idx] {
+            None
+        } else {
+            Some(self.values[c.idx])
+        }
+    }
+
+    fn set(&mut self, c: &Col, d: pg_sys::Datum) {
+        self.values[c.idx] = d;
+        self.nulls[c.idx] = false;
+    }
+}
+
+/// A mapped column and what the cache re-checks on every hit.
+struct Col {
+    idx: usize,
+    name: String,
+    typoid: pg_sys::Oid,
+    byval: bool,
+    len: i16,
+}
+
 #[derive(Clone, Copy)]
 enum TargetKind {
-    /// A column of an enum type with the four classification labels: label OIDs by tier.
+    /// An enum with the four classification labels: label OIDs by tier.
     Enum([pg_sys::Oid; 4]),
     Text,
     Jsonb,
 }
 
+#[derive(Clone, Copy)]
 enum SourceTypeKind {
     Enum,
     Text,
 }
 
-/// The column mapping of one firing, resolved against the relation's tuple descriptor.
+/// The column mapping of one classify trigger, resolved against its relation.
 pub struct ClassifyColumns {
-    content: i32,
-    files: Option<i32>,
-    source_type: Option<(i32, SourceTypeKind)>,
-    org: Option<i32>,
-    targets: Vec<(i32, TargetKind)>,
+    tgoid: pg_sys::Oid,
+    tupdesc: pg_sys::TupleDesc,
+    natts: usize,
+    content: Col,
+    files: Option<Col>,
+    source_type: Option<(Col, SourceTypeKind)>,
+    org: Option<Col>,
+    targets: Vec<(Col, TargetKind)>,
+    /// Source-type enum labels seen by this mapping (label OID -> source type).
+    labels: Vec<(pg_sys::Oid, Option<SourceType>)>,
+    new: Deformed,
+    old: Deformed,
 }
 
 thread_local! {
-    // Enum type OID -> label OIDs in tier order. Label OIDs of a type never change; a dropped
-    // and re-created type has a new type OID, so entries never go stale.
-    static TIER_ENUMS: RefCell<HashMap<pg_sys::Oid, [pg_sys::Oid; 4]>> = RefCell::new(HashMap::new());
+    // The last mapping used. A statement fires one trigger per row, so one slot catches nearly
+    // every row; the mapping is taken out while in use and put back after.
+    static MAPPING: RefCell<Option<Box<ClassifyColumns>>> = const { RefCell::new(None) };
+    // Enum type OID -> label OIDs in tier order. Label OIDs of a type never change, and a
+    // re-created type has a new OID, so entries never go stale.
+    static TIER_ENUMS: RefCell<Vec<(pg_sys::Oid, [pg_sys::Oid; 4])>> = const { RefCell::new(Vec::new()) };
     // Enum label OID -> source type (None: a label that is not a source type).
-    static SOURCE_TYPE_LABELS: RefCell<HashMap<pg_sys::Oid, Option<SourceType>>> = RefCell::new(HashMap::new());
+    static SOURCE_TYPE_LABELS: RefCell<Vec<(pg_sys::Oid, Option<SourceType>)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn tier_enum_oids(typoid: pg_sys::Oid) -> Option<[pg_sys::Oid; 4]> {
-    if let Some(o) = TIER_ENUMS.with(|m| m.borrow().get(&typoid).copied()) {
+    if let Some(o) = TIER_ENUMS.with(|m| m.borrow().iter().find(|e| e.0 == typoid).map(|e| e.1)) {
         return Some(o);
     }
     let mut out = [pg_sys::InvalidOid; 4];
     for (i, t) in Tier::ALL.iter().enumerate() {
-        let oid = Spi::get_one_with_args::<pg_sys::Oid>(
+        out[i] = Spi::get_one_with_args::<pg_sys::Oid>(
             "SELECT oid FROM pg_catalog.pg_enum WHERE enumtypid = $1 AND enumlabel = $2",
             &[typoid.into(), t.as_str().into()],
         )
         .ok()
         .flatten()?;
-        out[i] = oid;
     }
-    TIER_ENUMS.with(|m| m.borrow_mut().insert(typoid, out));
+    TIER_ENUMS.with(|m| m.borrow_mut().push((typoid, out)));
     Some(out)
 }
 
 fn source_type_of_label(label_oid: pg_sys::Oid) -> Option<SourceType> {
-    if let Some(s) = SOURCE_TYPE_LABELS.with(|m| m.borrow().get(&label_oid).copied()) {
+    if let Some(s) = SOURCE_TYPE_LABELS.with(|m| m.borrow().iter().find(|e| e.0 == label_oid).map(|e| e.1)) {
         return s;
     }
     let (label, _, _) = pgrx::enum_helper::lookup_enum_by_oid(label_oid);
     let st = SourceType::parse(&label);
-    SOURCE_TYPE_LABELS.with(|m| m.borrow_mut().insert(label_oid, st));
+    SOURCE_TYPE_LABELS.with(|m| m.borrow_mut().push((label_oid, st)));
     st
 }
 
@@ -169,9 +222,61 @@ fn is_text(typoid: pg_sys::Oid) -> bool {
     typoid == pg_sys::TEXTOID || typoid == pg_sys::VARCHAROID
 }
 
-fn parse_tier(label: &str, column: &str) -> Result<Tier, MxError> {
-    Tier::parse(label).ok_or_else(|| {
-        MxError::bad_argument(format!("invalid classification \"{label}\" in column \"{column}\""))
+/// Bytes of a text datum, detoasting only when it is compressed or out of line.
+unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
+    unsafe {
+        let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
+        if !(varlena::varatt_is_4b_u(v) || (varlena::varatt_is_1b(v) && !varlena::varatt_is_1b_e(v))) {
+            v = pg_sys::pg_detoast_datum_packed(v);
+        }
+        varlena::varlena_to_byte_slice(v)
+    }
+}
+
+/// Visit the non-NULL elements of a text[] datum without copying them (the walk of
+/// array_iter_next in arrayaccess.h: elements are varlenas, each followed by int alignment).
+unsafe fn text_array_elements<'a>(d: pg_sys::Datum, mut visit: impl FnMut(&'a [u8])) {
+    unsafe {
+        let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
+        if !varlena::varatt_is_4b_u(v) {
+            v = pg_sys::pg_detoast_datum(v);
+        }
+        let a = v as *const pg_sys::ArrayType;
+        let ndim = (*a).ndim as usize;
+        if ndim == 0 {
+            return;
+        }
+        let dims = (a as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
+        let nitems: usize = (0..ndim).map(|i| *dims.add(i) as usize).product();
+        let dataoffset = (*a).dataoffset as usize;
+        let overhead = maxalign(std::mem::size_of::<pg_sys::ArrayType>() + 2 * std::mem::size_of::<i32>() * ndim);
+        let bitmap = if dataoffset != 0 { Some(dims.add(2 * ndim) as *const u8) } else { None };
+        let mut p = (a as *const u8).add(if dataoffset != 0 { dataoffset } else { overhead });
+        for i in 0..nitems {
+            if let Some(bm) = bitmap {
+                if *bm.add(i / 8) & (1 << (i % 8)) == 0 {
+                    continue;
+                }
+            }
+            let e = p as *const pg_sys::varlena;
+            let len = varlena::varsize_any(e);
+            visit(varlena::varlena_to_byte_slice(e));
+            p = intalign(p.add(len));
+        }
+    }
+}
+
+fn maxalign(n: usize) -> usize {
+    (n + 7) & !7
+}
+
+fn intalign(p: *const u8) -> *const u8 {
+    (((p as usize) + 3) & !3) as *const u8
+}
+
+fn parse_tier(label: &[u8], column: &str) -> Result<Tier, MxError> {
+    std::str::from_utf8(label).ok().and_then(Tier::parse).ok_or_else(|| {
+        MxError::bad_argument(format!("invalid classification \"{}\" in column \"{column}\"", String::from_utf8_lossy(label)))
             .hint("Use one of: public, internal, confidential, restricted.")
     })
 }
@@ -187,137 +292,228 @@ fn jsonb_is_object(datum: pg_sys::Datum) -> bool {
     }
 }
 
+fn jsonb_classification(d: pg_sys::Datum) -> Option<pg_sys::Datum> {
+    unsafe { direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(d), "classification".into_datum()]) }
+}
+
+/// Whether two datums of one column have the same stored image (datum_image_eq in C, which pgrx
+/// does not bind). Differently compressed copies of one value count as different; the caller
+/// then re-classifies, which is merely redundant.
+fn same_image(x: pg_sys::Datum, y: pg_sys::Datum, c: &Col) -> bool {
+    if c.byval {
+        return x.value() == y.value();
+    }
+    unsafe {
+        let (a, b): (&[u8], &[u8]) = if c.len == -1 {
+            let (pa, pb) = (x.cast_mut_ptr::<pg_sys::varlena>(), y.cast_mut_ptr::<pg_sys::varlena>());
+            (
+                std::slice::from_raw_parts(pa as *const u8, varlena::varsize_any(pa)),
+                std::slice::from_raw_parts(pb as *const u8, varlena::varsize_any(pb)),
+            )
+        } else if c.len > 0 {
+            let n = c.len as usize;
+            (std::slice::from_raw_parts(x.cast_mut_ptr::<u8>(), n), std::slice::from_raw_parts(y.cast_mut_ptr::<u8>(), n))
+        } else {
+            return false;
+        };
+        a == b
+    }
+}
+
 impl ClassifyColumns {
-    pub fn resolve(row: &RowTrigger, trigger: &PgTrigger) -> Result<Self, MxError> {
-        let args = trigger.extra_args().unwrap_or_default();
+    /// The mapping for this firing: the cached one when it still describes the relation, else
+    /// resolved from TG_ARGV. Put it back with `release` when done with the row.
+    pub fn acquire(row: &RowTrigger) -> Result<Box<Self>, MxError> {
+        if let Some(m) = MAPPING.with(|c| c.borrow_mut().take()) {
+            if m.still_valid(row) {
+                return Ok(m);
+            }
+        }
+        Self::resolve(row).map(Box::new)
+    }
+
+    pub fn release(self: Box<Self>) {
+        MAPPING.with(|c| *c.borrow_mut() = Some(self));
+    }
+
+    fn still_valid(&self, row: &RowTrigger) -> bool {
+        if self.tgoid != row.tgoid() || self.tupdesc != row.tupdesc || self.natts != row.natts() {
+            return false;
+        }
+        // A relcache rebuild may hand out a new descriptor at the same address: check the columns.
+        let cols = [Some(&self.content), self.files.as_ref(), self.source_type.as_ref().map(|s| &s.0), self.org.as_ref()];
+        cols.into_iter().flatten().chain(self.targets.iter().map(|t| &t.0)).all(|c| {
+            let a = row.attr(c.idx);
+            !a.attisdropped
+                && a.atttypid == c.typoid
+                && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == c.name.as_bytes()
+        })
+    }
+
+    fn resolve(row: &RowTrigger) -> Result<Self, MxError> {
+        let args = row.args();
         if args.len() < 4 {
             return Err(MxError::new(TRIGGER_PROTOCOL, format!("memory.classify_trigger on {} needs 4 arguments (content, source_files, source_type, target), got {}", row.relname(), args.len()))
                 .hint("Attach it with memory.govern(table, options)."));
         }
-        let content = row.attnum(&args[0], "content")?;
-        if !is_text(row.attr(content).atttypid) {
+        let content = row.column(&args[0], "content")?;
+        if !is_text(content.typoid) {
             return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text to be classified", args[0], row.relname())));
         }
-        let files = if args[1].is_empty() { None } else { Some(row.attnum(&args[1], "source_files")?) };
-        if let Some(f) = files {
-            let t = row.attr(f).atttypid;
-            if t != pg_sys::TEXTARRAYOID && t != pg_sys::VARCHARARRAYOID {
+        let files = if args[1].is_empty() { None } else { Some(row.column(&args[1], "source_files")?) };
+        if let Some(f) = &files {
+            if f.typoid != pg_sys::TEXTARRAYOID && f.typoid != pg_sys::VARCHARARRAYOID {
                 return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text[]", args[1], row.relname())));
             }
         }
         let source_type = if args[2].is_empty() {
             None
         } else {
-            let n = row.attnum(&args[2], "source_type")?;
-            let t = row.attr(n).atttypid;
-            let kind = if unsafe { pg_sys::type_is_enum(t) } {
+            let c = row.column(&args[2], "source_type")?;
+            let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } {
                 SourceTypeKind::Enum
-            } else if is_text(t) {
+            } else if is_text(c.typoid) {
                 SourceTypeKind::Text
             } else {
                 return Err(MxError::bad_argument(format!("column \"{}\" of {} must be memory.source_type or text", args[2], row.relname())));
             };
-            Some((n, kind))
+            Some((c, kind))
         };
         let mut targets = vec![Self::target(row, &args[3])?];
         let mut org = None;
         for extra in &args[4..] {
             if let Some(c) = extra.strip_prefix("org=") {
-                org = Some(row.attnum(c, "org")?);
+                org = Some(row.column(c, "org")?);
             } else if let Some(c) = extra.strip_prefix("target=") {
                 targets.push(Self::target(row, c)?);
             } else {
                 return Err(MxError::new(TRIGGER_PROTOCOL, format!("unknown memory.classify_trigger argument \"{extra}\"")));
             }
         }
-        Ok(ClassifyColumns { content, files, source_type, org, targets })
-    }
-
-    fn target(row: &RowTrigger, column: &str) -> Result<(i32, TargetKind), MxError> {
-        let n = row.attnum(column, "target")?;
-        let t = row.attr(n).atttypid;
-        let kind = if t == pg_sys::JSONBOID {
-            TargetKind::Jsonb
-        } else if is_text(t) {
-            TargetKind::Text
-        } else if unsafe { pg_sys::type_is_enum(t) } {
-            TargetKind::Enum(tier_enum_oids(t).ok_or_else(|| {
-                MxError::bad_argument(format!("enum type of column \"{column}\" lacks the classification labels"))
-            })?)
-        } else {
-            return Err(MxError::bad_argument(format!(
-                "column \"{column}\" of {} must be memory.classification, text or jsonb",
-                row.relname()
-            )));
-        };
-        Ok((n, kind))
-    }
-
-    pub fn content<'t>(&self, row: &RowTrigger, t: pg_sys::HeapTuple) -> Option<&'t [u8]> {
-        row.datum(t, self.content).map(|d| unsafe {
-            let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
-            varlena::varlena_to_byte_slice(v)
+        Ok(ClassifyColumns {
+            tgoid: row.tgoid(),
+            tupdesc: row.tupdesc,
+            natts: row.natts(),
+            content,
+            files,
+            source_type,
+            org,
+            targets,
+            labels: Vec::new(),
+            new: Deformed::default(),
+            old: Deformed::default(),
         })
     }
 
-    pub fn source_files<'t>(&self, row: &RowTrigger, t: pg_sys::HeapTuple) -> Option<Array<'t, &'t str>> {
-        let f = self.files?;
-        row.datum(t, f).and_then(|d| unsafe { Array::<&str>::from_datum(d, false) })
+    fn target(row: &RowTrigger, column: &str) -> Result<(Col, TargetKind), MxError> {
+        let c = row.column(column, "target")?;
+        let kind = if c.typoid == pg_sys::JSONBOID {
+            TargetKind::Jsonb
+        } else if is_text(c.typoid) {
+            TargetKind::Text
+        } else if unsafe { pg_sys::type_is_enum(c.typoid) } {
+            TargetKind::Enum(tier_enum_oids(c.typoid).ok_or_else(|| {
+                MxError::bad_argument(format!("enum type of column \"{column}\" lacks the classification labels"))
+            })?)
+        } else {
+            return Err(MxError::bad_argument(format!("column \"{column}\" of {} must be memory.classification, text or jsonb", row.relname())));
+        };
+        Ok((c, kind))
     }
 
-    pub fn source_type(&self, row: &RowTrigger, t: pg_sys::HeapTuple) -> Result<Option<SourceType>, MxError> {
-        let Some((n, kind)) = &self.source_type else { return Ok(None) };
-        let Some(d) = row.datum(t, *n) else { return Ok(None) };
+    /// Deform the new (and, for UPDATE, the old) tuple of this firing.
+    pub fn load(&mut self, row: &RowTrigger) {
+        row.deform(row.new, &mut self.new);
+        if let Some(old) = row.old {
+            row.deform(old, &mut self.old);
+        }
+    }
+
+    pub fn content(&self) -> &[u8] {
+        self.new.get(&self.content).map(|d| unsafe { text_bytes(d) }).unwrap_or_default()
+    }
+
+    /// Call `f` with the non-NULL elements of the source-files array (empty when NULL).
+    pub fn with_source_files<R>(&self, f: impl FnOnce(&[&str]) -> R) -> R {
+        let Some(d) = self.files.as_ref().and_then(|c| self.new.get(c)) else { return f(&[]) };
+        let mut paths: [&str; 8] = [""; 8];
+        let mut more: Vec<&str> = Vec::new();
+        let mut n = 0;
+        unsafe {
+            text_array_elements(d, |e| {
+                // Paths are matched as bytes; a non-UTF-8 path cannot match the ASCII rules
+                // anyway, so it counts as a non-public path.
+                let p = std::str::from_utf8(e).unwrap_or("\u{fffd}");
+                if n < paths.len() {
+                    paths[n] = p;
+                } else {
+                    if more.is_empty() {
+                        more.extend_from_slice(&paths);
+                    }
+                    more.push(p);
+                }
+                n += 1;
+            });
+        }
+        if more.is_empty() {
+            f(&paths[..n])
+        } else {
+            f(&more)
+        }
+    }
+
+    pub fn source_type(&mut self) -> Result<Option<SourceType>, MxError> {
+        let Some((c, kind)) = &self.source_type else { return Ok(None) };
+        let Some(d) = self.new.get(c) else { return Ok(None) };
         match kind {
             SourceTypeKind::Enum => {
                 let oid = pg_sys::Oid::from(d.value() as u32);
-                source_type_of_label(oid)
-                    .map(Some)
-                    .ok_or_else(|| MxError::bad_argument("source_type column holds a label that is not a memory.source_type"))
+                let st = match self.labels.iter().find(|l| l.0 == oid) {
+                    Some(l) => l.1,
+                    None => {
+                        let st = source_type_of_label(oid);
+                        self.labels.push((oid, st));
+                        st
+                    }
+                };
+                st.map(Some).ok_or_else(|| MxError::bad_argument("source_type column holds a label that is not a memory.source_type"))
             }
             SourceTypeKind::Text => {
-                let s = unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())) }.unwrap_or("");
-                SourceType::parse(s).map(Some).ok_or_else(|| {
-                    MxError::bad_argument(format!("unknown source_type \"{s}\""))
+                let s = unsafe { text_bytes(d) };
+                std::str::from_utf8(s).ok().and_then(SourceType::parse).map(Some).ok_or_else(|| {
+                    MxError::bad_argument(format!("unknown source_type \"{}\"", String::from_utf8_lossy(s)))
                         .hint("Use one of: decision, fact, preference, tool_result.")
                 })
             }
         }
     }
 
-    pub fn org<'t>(&self, row: &RowTrigger, t: pg_sys::HeapTuple) -> Option<&'t str> {
-        let d = row.datum(t, self.org?)?;
-        unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())).ok() }
+    pub fn org(&self) -> Option<&str> {
+        let d = self.new.get(self.org.as_ref()?)?;
+        std::str::from_utf8(unsafe { text_bytes(d) }).ok()
     }
 
-    /// The least and the most restrictive valid tiers held by the target columns (None when no
-    /// target holds one). The least catches a direct downgrade of one target while another
-    /// still holds the old tier.
-    pub fn read_tiers(&self, row: &RowTrigger, t: pg_sys::HeapTuple) -> Result<Option<(Tier, Tier)>, MxError> {
+    /// The least and the most restrictive valid tiers held by the target columns of the new
+    /// (`old == false`) or old row, None when no target holds one. The least catches a direct
+    /// downgrade of one target while another still holds the old tier.
+    pub fn tiers(&self, old: bool) -> Result<Option<(Tier, Tier)>, MxError> {
+        let row = if old { &self.old } else { &self.new };
         let mut range: Option<(Tier, Tier)> = None;
-        for (n, kind) in &self.targets {
-            let Some(d) = row.datum(t, *n) else { continue };
+        for (c, kind) in &self.targets {
+            let Some(d) = row.get(c) else { continue };
             let tier = match kind {
                 TargetKind::Enum(oids) => {
                     let oid = pg_sys::Oid::from(d.value() as u32);
                     oids.iter().position(|o| *o == oid).map(|i| Tier::ALL[i])
                 }
-                TargetKind::Text => {
-                    let s = unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())) }.unwrap_or("");
-                    Some(parse_tier(s, column_name(row, *n))?)
-                }
+                TargetKind::Text => Some(parse_tier(unsafe { text_bytes(d) }, &c.name)?),
                 TargetKind::Jsonb => {
                     if !jsonb_is_object(d) {
-                        return Err(MxError::bad_argument(format!("column \"{}\" must hold a JSON object to receive \"classification\"", column_name(row, *n))));
+                        return Err(MxError::bad_argument(format!("column \"{}\" must hold a JSON object to receive \"classification\"", c.name)));
                     }
-                    let key = "classification".into_datum();
-                    let v = unsafe { direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(d), key]) };
-                    match v {
+                    match jsonb_classification(d) {
                         None => None,
-                        Some(v) => {
-                            let s = unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr())) }.unwrap_or("");
-                            Some(parse_tier(s, column_name(row, *n))?)
-                        }
+                        Some(v) => Some(parse_tier(unsafe { text_bytes(v) }, &c.name)?),
                     }
                 }
             };
@@ -331,25 +527,21 @@ impl ClassifyColumns {
         Ok(range)
     }
 
-    /// Whether any classification input differs between two versions of the row.
-    pub fn inputs_differ(&self, row: &RowTrigger, a: pg_sys::HeapTuple, b: pg_sys::HeapTuple) -> bool {
-        let cols = [Some(self.content), self.files, self.source_type.as_ref().map(|s| s.0), self.org];
-        cols.into_iter().flatten().any(|n| {
-            let att = row.attr(n);
-            match (row.datum(a, n), row.datum(b, n)) {
-                (None, None) => false,
-                (Some(x), Some(y)) => !unsafe { same_image(x, y, att) },
-                _ => true,
-            }
+    /// Whether any classification input differs between the old and the new row.
+    pub fn inputs_changed(&self) -> bool {
+        let cols = [Some(&self.content), self.files.as_ref(), self.source_type.as_ref().map(|s| &s.0), self.org.as_ref()];
+        cols.into_iter().flatten().any(|c| match (self.old.get(c), self.new.get(c)) {
+            (None, None) => false,
+            (Some(x), Some(y)) => !same_image(x, y, c),
+            _ => true,
         })
     }
 
     /// The row to store, with every target column holding `tier`.
-    pub fn write_tier(&self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
-        let t = row.new_tuple();
-        let mut repl = Vec::with_capacity(self.targets.len());
-        for (n, kind) in &self.targets {
-            let cur = row.datum(t, *n);
+    pub fn store(&mut self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
+        let mut changed = false;
+        for (c, kind) in &self.targets {
+            let cur = self.new.get(c);
             let value = match kind {
                 TargetKind::Enum(oids) => {
                     let want = oids[tier as usize];
@@ -359,8 +551,7 @@ impl ClassifyColumns {
                     pg_sys::Datum::from(want)
                 }
                 TargetKind::Text => {
-                    let same = cur.map(|d| unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())) } == Ok(tier.as_str()));
-                    if same == Some(true) {
+                    if cur.map(|d| unsafe { text_bytes(d) }) == Some(tier.as_str().as_bytes()) {
                         continue;
                     }
                     tier.as_str().into_datum().expect("text datum")
@@ -370,9 +561,7 @@ impl ClassifyColumns {
                     match cur {
                         None => patch.expect("jsonb datum"),
                         Some(d) => {
-                            let key = "classification".into_datum();
-                            let v = unsafe { direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(d), key]) };
-                            let same = v.map(|v| unsafe { varlena::text_to_rust_str(pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr())) } == Ok(tier.as_str()));
+                            let same = jsonb_classification(d).map(|v| unsafe { text_bytes(v) } == tier.as_str().as_bytes());
                             if same == Some(true) {
                                 continue;
                             }
@@ -381,37 +570,9 @@ impl ClassifyColumns {
                     }
                 }
             };
-            repl.push((*n, value));
+            self.new.set(c, value);
+            changed = true;
         }
-        row.modified(&mut repl)
+        row.result(&mut self.new, changed)
     }
 }
-
-/// Whether two datums of one attribute have the same stored image (as datum_image_eq in C, which
-/// pgrx does not bind). Differently compressed copies of one value count as different; the
-/// caller then re-classifies, which is merely redundant.
-unsafe fn same_image(x: pg_sys::Datum, y: pg_sys::Datum, att: &pg_sys::FormData_pg_attribute) -> bool {
-    if att.attbyval {
-        return x.value() == y.value();
-    }
-    let (a, b): (&[u8], &[u8]) = if att.attlen == -1 {
-        let (pa, pb) = (x.cast_mut_ptr::<pg_sys::varlena>(), y.cast_mut_ptr::<pg_sys::varlena>());
-        unsafe {
-            (
-                std::slice::from_raw_parts(pa as *const u8, varlena::varsize_any(pa)),
-                std::slice::from_raw_parts(pb as *const u8, varlena::varsize_any(pb)),
-            )
-        }
-    } else if att.attlen > 0 {
-        let n = att.attlen as usize;
-        unsafe { (std::slice::from_raw_parts(x.cast_mut_ptr::<u8>(), n), std::slice::from_raw_parts(y.cast_mut_ptr::<u8>(), n)) }
-    } else {
-        return false;
-    };
-    a == b
-}
-
-fn column_name(row: &RowTrigger, attnum: i32) -> &str {
-    unsafe { CStr::from_ptr(row.attr(attnum).attname.data.as_ptr()) }.to_str().unwrap_or("?")
-}
-

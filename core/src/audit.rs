@@ -1,1 +1,733 @@
-//! Audit hashing (SPEC §2): being written.
+//! Audit hashing (SPEC §2): the pure logic of the tamper-evident, hash-chained audit log.
+//!
+//! Each tenant has one chain. An entry's hash is an HMAC over the RFC 8785 (JCS) form of its
+//! event, and the event embeds the previous entry's hash, so editing, deleting, reordering or
+//! inserting a row shows up at that row when the chain is replayed. Pruned ranges are replaced
+//! by [`Seal`]s carrying the chain state at their end, so verification resumes after them, and
+//! their RFC 9162 Merkle root lets an auditor check an archived copy of the dropped rows.
+//!
+//! Everything here is deterministic and free of I/O: the extension shell moves rows between SQL
+//! and these functions, so the rules test and bench without Postgres.
+
+use hmac::{Hmac, Mac};
+use serde_json::{Number, Value};
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// `prev_hash` of the first entry of every chain.
+pub const ZERO_HASH: [u8; 32] = [0; 32];
+
+/// Largest integer an IEEE double holds exactly. JCS formats every number as a double, so only
+/// integers within this bound may take the plain decimal shortcut.
+const MAX_SAFE_INTEGER: u64 = 1 << 53;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// One audit event as the extension appends it. `seq` and `prev_hash` are overwritten by
+/// [`Chainer::append`]; they are fields so that [`canonical_event`] hashes exactly what is stored.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    pub chain_id: &'a str,
+    pub seq: i64,
+    pub prev_hash: [u8; 32],
+    pub event_type: &'a str,
+    pub recorded_at_micros: i64,
+    pub actor_id: Option<&'a str>,
+    pub org_id: Option<&'a str>,
+    pub project_id: Option<&'a str>,
+    pub workspace_id: Option<&'a str>,
+    pub key_id: i32,
+    pub payload: &'a Value,
+}
+
+/// The hashed fields, borrowed from an [`Event`] or a [`StoredEntry`] so both go through one
+/// serializer. `prev_hash` is a slice because a stored row may hold bytes of any length.
+struct Fields<'a> {
+    chain_id: &'a str,
+    seq: i64,
+    prev_hash: &'a [u8],
+    event_type: &'a str,
+    recorded_at_micros: i64,
+    actor_id: Option<&'a str>,
+    org_id: Option<&'a str>,
+    project_id: Option<&'a str>,
+    workspace_id: Option<&'a str>,
+    key_id: i32,
+    payload: &'a Value,
+}
+
+impl<'a> Fields<'a> {
+    fn of_event(ev: &'a Event<'_>) -> Self {
+        Fields {
+            chain_id: ev.chain_id,
+            seq: ev.seq,
+            prev_hash: &ev.prev_hash,
+            event_type: ev.event_type,
+            recorded_at_micros: ev.recorded_at_micros,
+            actor_id: ev.actor_id,
+            org_id: ev.org_id,
+            project_id: ev.project_id,
+            workspace_id: ev.workspace_id,
+            key_id: ev.key_id,
+            payload: ev.payload,
+        }
+    }
+
+    fn of_stored(e: &'a StoredEntry) -> Self {
+        Fields {
+            chain_id: &e.chain_id,
+            seq: e.seq,
+            prev_hash: &e.prev_hash,
+            event_type: &e.event_type,
+            recorded_at_micros: e.recorded_at_micros,
+            actor_id: e.actor_id.as_deref(),
+            org_id: e.org_id.as_deref(),
+            project_id: e.project_id.as_deref(),
+            workspace_id: e.workspace_id.as_deref(),
+            key_id: e.key_id,
+            payload: &e.payload,
+        }
+    }
+}
+
+/// `recorded_at` as hashed: UTC `YYYY-MM-DDTHH:MM:SS.ffffffZ`, always six fractional digits.
+///
+/// Years outside 0000..=9999 (reachable from i64 microseconds but not from Postgres in practice)
+/// use the ECMAScript expanded form `±YYYYYY` so that every input still has one spelling.
+pub fn format_timestamp(micros: i64) -> String {
+    let mut out = Vec::with_capacity(27);
+    write_timestamp(&mut out, micros);
+    // Only ASCII digits and punctuation were written.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Proleptic Gregorian (year, month, day) of a day count from 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`): shift to eras of 400 years starting on March 1st, where leap days fall
+/// at the end of the year and month lengths follow a linear pattern.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468; // 0000-03-01 is day 0
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1st
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = era * 400 + yoe + i64::from(month <= 2);
+    (year, month as u32, day as u32)
+}
+
+fn write_timestamp(out: &mut Vec<u8>, micros: i64) {
+    let secs = micros.div_euclid(1_000_000);
+    let frac = micros.rem_euclid(1_000_000) as u64;
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400) as u64;
+    if (0..=9999).contains(&year) {
+        write_padded(out, year as u64, 4);
+    } else {
+        out.push(if year < 0 { b'-' } else { b'+' });
+        write_padded(out, year.unsigned_abs(), 6);
+    }
+    out.push(b'-');
+    write_padded(out, month.into(), 2);
+    out.push(b'-');
+    write_padded(out, day.into(), 2);
+    out.push(b'T');
+    write_padded(out, sod / 3600, 2);
+    out.push(b':');
+    write_padded(out, sod / 60 % 60, 2);
+    out.push(b':');
+    write_padded(out, sod % 60, 2);
+    out.push(b'.');
+    write_padded(out, frac, 6);
+    out.push(b'Z');
+}
+
+/// Decimal digits of `v`, left-padded with zeros to at least `width`.
+fn write_padded(out: &mut Vec<u8>, mut v: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    while v > 0 || i == digits.len() {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    let start = i.min(digits.len().saturating_sub(width));
+    out.extend_from_slice(&digits[start..]);
+}
+
+fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mut pair = [0u8; 2];
+    let mut chunk = [0u8; 64];
+    for part in bytes.chunks(32) {
+        for (dst, &b) in chunk.chunks_exact_mut(2).zip(part) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 15)];
+            dst.copy_from_slice(&pair);
+        }
+        out.extend_from_slice(&chunk[..part.len() * 2]);
+    }
+}
+
+/// A JSON string as RFC 8785 §3.2.2.2 spells it: only `"`, `\` and C0 controls are escaped, the
+/// five with short forms use them, the rest `\u00xx` in lowercase; everything else is literal.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    // Most strings need no escape; a branch-free scan lets the compiler vectorize the check.
+    if !bytes.iter().fold(false, |any, &b| any | (b < 0x20) | (b == b'"') | (b == b'\\')) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if short.is_empty() {
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => write_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// A number the ECMAScript way (RFC 8785 §3.2.2.3). Safe integers print as plain decimals, which
+/// is what the double formatting yields for them; everything else (fractions, exponents, integers
+/// beyond 2^53) goes to `serde_json_canonicalizer`, which owns the shortest-round-trip algorithm.
+fn write_number(out: &mut Vec<u8>, n: &Number) {
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER) {
+        if i < 0 {
+            out.push(b'-');
+        }
+        write_padded(out, i.unsigned_abs(), 1);
+        return;
+    }
+    let mark = out.len();
+    if serde_json_canonicalizer::to_writer(n, out).is_err() {
+        // Unreachable: a serde_json Number is always finite and a Vec never fails to grow. Should
+        // that change, write what serde_json writes for a non-finite double instead of panicking.
+        out.truncate(mark);
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Order of object members in RFC 8785 §3.2.3: by UTF-16 code units. That agrees with UTF-8
+/// byte order except when a supplementary-plane character meets one in U+E000..=U+FFFF (lead
+/// bytes 0xEE and above), so the byte comparison decides whenever the first difference is below.
+fn utf16_cmp(a: &str, b: &str) -> Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(i) if x[i] < 0xee && y[i] < 0xee => x[i].cmp(&y[i]),
+        Some(_) => a.encode_utf16().cmp(b.encode_utf16()),
+    }
+}
+
+/// RFC 8785 form of any JSON value. Written here rather than through the canonicalizer's
+/// serializer because that one allocates several buffers per member and re-parses every key;
+/// the equivalence is a property test against `serde_json_canonicalizer::to_vec`.
+fn write_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            let write_member = |out: &mut Vec<u8>, i: usize, k: &str, v: &Value| {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, k);
+                out.push(b':');
+                write_value(out, v);
+            };
+            out.push(b'{');
+            // serde_json's map already iterates in byte order (or insertion order with the
+            // `preserve_order` feature), so sorting is only needed when that is not UTF-16 order.
+            let in_order = map.keys().zip(map.keys().skip(1)).all(|(a, b)| utf16_cmp(a, b) == Ordering::Less);
+            if in_order {
+                for (i, (k, v)) in map.iter().enumerate() {
+                    write_member(out, i, k, v);
+                }
+            } else {
+                let mut members: Vec<(&String, &Value)> = map.iter().collect();
+                members.sort_unstable_by(|a, b| utf16_cmp(a.0, b.0));
+                for (i, (k, v)) in members.into_iter().enumerate() {
+                    write_member(out, i, k, v);
+                }
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// JCS of the event object. The member names are ASCII, so this fixed order is the RFC 8785
+/// order; writing them directly avoids building a `serde_json::Value` (and cloning the payload).
+fn write_event(out: &mut Vec<u8>, f: &Fields) {
+    out.extend_from_slice(b"{\"actor_id\":");
+    write_opt_str(out, f.actor_id);
+    out.extend_from_slice(b",\"chain_id\":");
+    write_str(out, f.chain_id);
+    out.extend_from_slice(b",\"event_type\":");
+    write_str(out, f.event_type);
+    out.extend_from_slice(b",\"key_id\":");
+    write_number(out, &Number::from(f.key_id));
+    out.extend_from_slice(b",\"org_id\":");
+    write_opt_str(out, f.org_id);
+    out.extend_from_slice(b",\"payload\":");
+    write_value(out, f.payload);
+    out.extend_from_slice(b",\"prev_hash\":\"");
+    write_hex(out, f.prev_hash);
+    out.extend_from_slice(b"\",\"project_id\":");
+    write_opt_str(out, f.project_id);
+    out.extend_from_slice(b",\"recorded_at\":\"");
+    write_timestamp(out, f.recorded_at_micros);
+    out.extend_from_slice(b"\",\"seq\":");
+    write_number(out, &Number::from(f.seq));
+    out.extend_from_slice(b",\"workspace_id\":");
+    write_opt_str(out, f.workspace_id);
+    out.push(b'}');
+}
+
+/// RFC 8785 (JCS) bytes of the event object: exactly what [`entry_hash`] authenticates.
+pub fn canonical_event(ev: &Event) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    write_event(&mut out, &Fields::of_event(ev));
+    out
+}
+
+fn keyed(key: &[u8]) -> HmacSha256 {
+    HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length")
+}
+
+fn finish_mac(mut mac: HmacSha256, data: &[u8]) -> [u8; 32] {
+    mac.update(data);
+    mac.finalize().into_bytes().into()
+}
+
+/// HMAC-SHA256 (RFC 2104), exposed so the extension and its tests share one implementation.
+pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+    finish_mac(keyed(key), data)
+}
+
+/// `HMAC-SHA256(key, canonical_event(ev))`.
+pub fn entry_hash(key: &[u8], ev: &Event) -> [u8; 32] {
+    hmac_sha256(key, &canonical_event(ev))
+}
+
+/// Lowercase hex SHA-256, used for `content_sha256` so payloads reference content without
+/// carrying it.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// `"h:"` + lowercase hex of `HMAC-SHA256(salt, id)`: a stable pseudonym for actor and user ids
+/// in payloads. Keyed rather than a bare hash so ids cannot be recovered by hashing guesses.
+pub fn pseudonymize(salt: &[u8], id: &str) -> String {
+    format!("h:{}", hex::encode(hmac_sha256(salt, id.as_bytes())))
+}
+
+fn leaf_hash(data: &[u8]) -> [u8; 32] {
+    Sha256::new().chain_update([0u8]).chain_update(data).finalize().into()
+}
+
+fn node_hash(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+    Sha256::new().chain_update([1u8]).chain_update(left).chain_update(right).finalize().into()
+}
+
+/// Streaming RFC 9162 Merkle tree hash in O(log n) memory, for sealing millions of entries.
+///
+/// The stack holds the roots of complete subtrees of strictly decreasing size (the binary
+/// digits of the leaf count). RFC 9162 splits n leaves at the largest power of two below n,
+/// which is exactly the first of those subtrees, so the root is the stack folded right to left.
+#[derive(Debug, Clone, Default)]
+pub struct MerkleBuilder {
+    stack: Vec<([u8; 32], u64)>,
+    leaves: u64,
+}
+
+impl MerkleBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next leaf; `leaf_data` is hashed as `SHA-256(0x00 || leaf_data)`.
+    pub fn push(&mut self, leaf_data: &[u8]) {
+        let (mut hash, mut size) = (leaf_hash(leaf_data), 1u64);
+        while let Some(&(left, left_size)) = self.stack.last() {
+            if left_size != size {
+                break;
+            }
+            self.stack.pop();
+            hash = node_hash(&left, &hash);
+            size *= 2;
+        }
+        self.stack.push((hash, size));
+        self.leaves += 1;
+    }
+
+    pub fn len(&self) -> u64 {
+        self.leaves
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leaves == 0
+    }
+
+    /// Root of the leaves pushed so far; the empty tree is `SHA-256("")`.
+    pub fn root(&self) -> [u8; 32] {
+        let mut rest = self.stack.iter().rev();
+        let Some(&(mut acc, _)) = rest.next() else {
+            return Sha256::digest(b"").into();
+        };
+        for (left, _) in rest {
+            acc = node_hash(left, &acc);
+        }
+        acc
+    }
+}
+
+/// RFC 9162 Merkle root over entry hashes (each 32-byte hash is one leaf's data).
+pub fn merkle_root(leaves: &[[u8; 32]]) -> [u8; 32] {
+    let mut tree = MerkleBuilder::new();
+    for leaf in leaves {
+        tree.push(leaf);
+    }
+    tree.root()
+}
+
+/// Chains many appends in memory: given the chain head (last seq and entry_hash), produce
+/// seq/prev/entry hash for each new event in order. Keeps its serialization buffer and the
+/// keyed HMAC state between calls, so a batch costs one allocation-free hash per event.
+pub struct Chainer {
+    last_seq: i64,
+    last_hash: [u8; 32],
+    buf: Vec<u8>,
+    mac: Option<(Vec<u8>, HmacSha256)>,
+}
+
+impl Chainer {
+    /// `Chainer::new(0, ZERO_HASH)` starts an empty chain.
+    pub fn new(head_seq: i64, head_hash: [u8; 32]) -> Self {
+        Chainer { last_seq: head_seq, last_hash: head_hash, buf: Vec::with_capacity(512), mac: None }
+    }
+
+    /// Assigns seq and prev_hash to `ev` (overwriting those fields), computes its entry_hash with
+    /// key, advances; returns (seq, prev_hash, entry_hash). A head at `i64::MAX` has no successor;
+    /// the seq saturates there, giving a duplicate that the store must reject.
+    pub fn append(&mut self, key: &[u8], ev: &mut Event) -> (i64, [u8; 32], [u8; 32]) {
+        let (seq, prev) = (self.last_seq.saturating_add(1), self.last_hash);
+        ev.seq = seq;
+        ev.prev_hash = prev;
+        self.buf.clear();
+        write_event(&mut self.buf, &Fields::of_event(ev));
+        let mac = match &self.mac {
+            Some((k, mac)) if k.as_slice() == key => mac.clone(),
+            _ => {
+                let mac = keyed(key);
+                self.mac = Some((key.to_vec(), mac.clone()));
+                mac
+            }
+        };
+        let hash = finish_mac(mac, &self.buf);
+        self.last_seq = seq;
+        self.last_hash = hash;
+        (seq, prev, hash)
+    }
+
+    pub fn head(&self) -> (i64, [u8; 32]) {
+        (self.last_seq, self.last_hash)
+    }
+}
+
+/// One stored row as read back for verification, in the order the verifier reads them (ORDER BY seq).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntry {
+    pub chain_id: String,
+    pub seq: i64,
+    pub prev_hash: Vec<u8>,
+    pub entry_hash: Vec<u8>,
+    pub event_type: String,
+    pub recorded_at_micros: i64,
+    pub actor_id: Option<String>,
+    pub org_id: Option<String>,
+    pub project_id: Option<String>,
+    pub workspace_id: Option<String>,
+    pub key_id: i32,
+    pub payload: Value,
+}
+
+impl StoredEntry {
+    /// The row an appended event becomes (for tests and tools that build chains in memory).
+    pub fn from_event(ev: &Event, entry_hash: [u8; 32]) -> Self {
+        StoredEntry {
+            chain_id: ev.chain_id.to_owned(),
+            seq: ev.seq,
+            prev_hash: ev.prev_hash.to_vec(),
+            entry_hash: entry_hash.to_vec(),
+            event_type: ev.event_type.to_owned(),
+            recorded_at_micros: ev.recorded_at_micros,
+            actor_id: ev.actor_id.map(str::to_owned),
+            org_id: ev.org_id.map(str::to_owned),
+            project_id: ev.project_id.map(str::to_owned),
+            workspace_id: ev.workspace_id.map(str::to_owned),
+            key_id: ev.key_id,
+            payload: ev.payload.clone(),
+        }
+    }
+}
+
+/// A seal: the state of the chain at the end of a pruned (sealed-and-dropped) range.
+/// `merkle_root` covers the entry hashes of `first_seq..=last_seq`; the verifier cannot check it
+/// (the rows are gone) but it anchors an archived copy of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seal {
+    pub first_seq: i64,
+    pub last_seq: i64,
+    pub last_entry_hash: [u8; 32],
+    pub merkle_root: [u8; 32],
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    HashMismatch,
+    BrokenLink,
+    Gap,
+    Reorder,
+    TailMissing,
+    UnknownKey,
+}
+
+impl Failure {
+    /// Stable wording reported by the SQL verification functions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Failure::HashMismatch => "hash mismatch",
+            Failure::BrokenLink => "broken link",
+            Failure::Gap => "gap",
+            Failure::Reorder => "reorder",
+            Failure::TailMissing => "tail missing",
+            Failure::UnknownKey => "unknown key",
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub entries: i64,
+    pub pruned: i64,
+    pub ok: bool,
+    pub first_bad_seq: Option<i64>,
+    pub failure: Option<Failure>,
+    pub detail: Option<String>,
+}
+
+/// Streaming verifier for one chain: feed entries in seq order; seals (sorted by first_seq) let
+/// it skip ranges that were sealed and dropped; finish() compares against the recorded head
+/// (seq, entry_hash) if any. Only the first failure is reported, at the seq where it shows.
+///
+/// Checks per entry, in order:
+/// 1. seq continuity: a seq above the expected one is first bridged by seals that start exactly
+///    at the expected seq and end before the entry; what remains is a `Gap` at the first missing
+///    seq. A seq below the expected one (duplicate or backwards) is a `Reorder` at that seq.
+/// 2. `UnknownKey` when the row names a key the verifier was not given (nothing to hash with).
+/// 3. `HashMismatch` when the HMAC over the row's own fields differs from its `entry_hash`.
+/// 4. `BrokenLink` when `prev_hash` differs from the previous entry's (or seal's) hash.
+///
+/// The hash comes before the link because `prev_hash` is itself hashed: an edited row, including
+/// an edited `prev_hash`, is then reported as what it is, an edit of that row. A `BrokenLink`
+/// means a row that is internally consistent but chained elsewhere: a wrong seal, a row spliced
+/// from another chain, or one forged by someone holding the key.
+///
+/// At `finish`, with a head: entries ending before it are `TailMissing` at the first missing seq;
+/// entries beyond it are `BrokenLink` at head seq + 1 (detail "entries beyond the recorded head":
+/// the head no longer links to the end of the chain); a head hash differing from the last
+/// entry's is `HashMismatch` at the head seq. Without a head a truncated tail is undetectable.
+pub struct Verifier<'k> {
+    keys: &'k HashMap<i32, Vec<u8>>,
+    macs: Vec<(i32, HmacSha256)>,
+    seals: Vec<Seal>,
+    next_seal: usize,
+    last_seq: i64,
+    last_hash: [u8; 32],
+    entries: i64,
+    pruned: i64,
+    failure: Option<(i64, Failure, String)>,
+    buf: Vec<u8>,
+}
+
+impl<'k> Verifier<'k> {
+    pub fn new(keys: &'k HashMap<i32, Vec<u8>>, mut seals: Vec<Seal>) -> Self {
+        seals.sort_by_key(|s| (s.first_seq, s.last_seq));
+        Verifier {
+            keys,
+            macs: Vec::new(),
+            seals,
+            next_seal: 0,
+            last_seq: 0,
+            last_hash: ZERO_HASH,
+            entries: 0,
+            pruned: 0,
+            failure: None,
+            buf: Vec::with_capacity(512),
+        }
+    }
+
+    /// Applies consecutive seals starting right after the last verified seq, as long as they end
+    /// before `before` (the next present entry, or no bound at the end of the chain). Seals over
+    /// ranges whose rows are still present are stepped over.
+    fn bridge_seals(&mut self, before: Option<i64>) {
+        while let Some(s) = self.seals.get(self.next_seal) {
+            if s.last_seq <= self.last_seq {
+                self.next_seal += 1;
+                continue;
+            }
+            let fits = s.first_seq == self.last_seq + 1
+                && s.last_seq >= s.first_seq
+                && before.is_none_or(|b| s.last_seq < b);
+            if !fits {
+                break;
+            }
+            self.pruned += s.last_seq - s.first_seq + 1;
+            self.last_seq = s.last_seq;
+            self.last_hash = s.last_entry_hash;
+            self.next_seal += 1;
+        }
+    }
+
+    fn mac_for(&mut self, key_id: i32) -> Option<HmacSha256> {
+        if let Some((_, mac)) = self.macs.iter().find(|(id, _)| *id == key_id) {
+            return Some(mac.clone());
+        }
+        let mac = keyed(self.keys.get(&key_id)?);
+        self.macs.push((key_id, mac.clone()));
+        Some(mac)
+    }
+
+    fn fail(&mut self, seq: i64, failure: Failure, detail: String) {
+        self.failure = Some((seq, failure, detail));
+    }
+
+    /// After the first failure, only counts entries.
+    pub fn push(&mut self, e: &StoredEntry) {
+        self.entries += 1;
+        if self.failure.is_some() {
+            return;
+        }
+        let Some(mut expected) = self.last_seq.checked_add(1) else {
+            return self.fail(e.seq, Failure::Reorder, format!("seq {} after seq {}", e.seq, self.last_seq));
+        };
+        if e.seq > expected {
+            self.bridge_seals(Some(e.seq));
+            expected = self.last_seq + 1; // seals end before `e.seq`, so this cannot overflow
+        }
+        if e.seq > expected {
+            return self.fail(expected, Failure::Gap, format!("seq {expected} is missing; next present is {}", e.seq));
+        }
+        if e.seq < expected {
+            return self.fail(e.seq, Failure::Reorder, format!("seq {} after seq {}", e.seq, self.last_seq));
+        }
+        let Some(mac) = self.mac_for(e.key_id) else {
+            return self.fail(e.seq, Failure::UnknownKey, format!("key_id {} is not available", e.key_id));
+        };
+        self.buf.clear();
+        write_event(&mut self.buf, &Fields::of_stored(e));
+        let hash = finish_mac(mac, &self.buf);
+        if e.entry_hash != hash {
+            return self.fail(e.seq, Failure::HashMismatch, "entry_hash does not match the entry's fields".into());
+        }
+        if e.prev_hash != self.last_hash {
+            return self.fail(e.seq, Failure::BrokenLink, format!("prev_hash does not match the hash of seq {}", self.last_seq));
+        }
+        self.last_seq = e.seq;
+        self.last_hash = hash;
+    }
+
+    pub fn finish(mut self, head: Option<(i64, [u8; 32])>) -> Verdict {
+        if self.failure.is_none() {
+            self.bridge_seals(None);
+            if let Some((head_seq, head_hash)) = head {
+                let last = self.last_seq;
+                match head_seq.cmp(&last) {
+                    Ordering::Greater => self.fail(
+                        last + 1,
+                        Failure::TailMissing,
+                        format!("entries end at seq {last} but the recorded head is seq {head_seq}"),
+                    ),
+                    Ordering::Less => {
+                        self.fail(head_seq.saturating_add(1), Failure::BrokenLink, "entries beyond the recorded head".into())
+                    }
+                    Ordering::Equal if head_hash != self.last_hash => self.fail(
+                        head_seq,
+                        Failure::HashMismatch,
+                        "recorded head hash differs from the last entry's".into(),
+                    ),
+                    Ordering::Equal => {}
+                }
+            }
+        }
+        let (first_bad_seq, failure, detail) = match self.failure {
+            Some((seq, f, d)) => (Some(seq), Some(f), Some(d)),
+            None => (None, None, None),
+        };
+        Verdict { entries: self.entries, pruned: self.pruned, ok: failure.is_none(), first_bad_seq, failure, detail }
+    }
+}
+
+/// Verifies a whole chain held in memory.
+pub fn verify_entries(
+    keys: &HashMap<i32, Vec<u8>>,
+    seals: Vec<Seal>,
+    entries: &[StoredEntry],
+    head: Option<(i64, [u8; 32])>,
+) -> Verdict {
+    let mut v = Verifier::new(keys, seals);
+    for e in entries {
+        v.push(e);
+    }
+    v.finish(head)
+}
+
+#[cfg(test)]
+mod tests;

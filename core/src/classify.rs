@@ -225,11 +225,10 @@ pub fn normalize_path(path: &str) -> Vec<u8> {
     out
 }
 
-/// Classify with the built-in rules (seed rules plus, when `detectors` is on, the deterministic
-/// detectors). Most restrictive match wins; ties within a tier are reported in priority order.
-///
-/// `paths` holds the source files that are present; callers drop NULL array elements.
-pub fn classify(
+/// The reference implementation: the seed's regexes applied literally, one RegexSet pass over the
+/// content and one per path. `classify` must agree with it on every input (property-tested); it
+/// also supplies the evidence for `explain`.
+pub fn classify_reference(
     content: &[u8],
     paths: &[&str],
     source_type: Option<SourceType>,
@@ -289,6 +288,202 @@ pub fn classify(
         return Decision::new(Tier::Public, Rule::PublicPaths, None);
     }
     Decision::new(Tier::Internal, Rule::Default, None)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path. One Aho-Corasick pass finds every keyword (and the literal prefixes of the
+// detectors); word boundaries are checked by hand with the regexes' ASCII definition; paths are
+// checked segment by segment; the detector regexes only run when a cheap gate says they could match.
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kw {
+    Restricted,
+    Confidential,
+    Internal,
+    // Gates for detectors, confirmed with their regex (case-sensitive, unlike the AC pass).
+    Pem,
+    Aws,
+    Jwt,
+}
+
+/// Every literal of the single content pass: (pattern, kind, needs word boundaries).
+fn keyword_patterns() -> Vec<(String, Kw, bool)> {
+    let mut out: Vec<(String, Kw, bool)> = Vec::new();
+    for w in ["ssn", "social security", "credit card", "pci", "pii"] {
+        out.push((w.into(), Kw::Restricted, true));
+    }
+    for w in ["password", "token", "secret", "apikey", "api_key", "api-key", "privatekey", "private_key", "private-key"] {
+        out.push((w.into(), Kw::Confidential, true));
+    }
+    for w in ["compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa"] {
+        out.push((w.into(), Kw::Internal, true));
+    }
+    for a in ["", "-", "_", " "] {
+        for b in ["", "-", "_", " "] {
+            out.push((format!("sr{a}11{b}7"), Kw::Internal, true));
+        }
+    }
+    out.push(("-----begin ".into(), Kw::Pem, false));
+    out.push(("akia".into(), Kw::Aws, false));
+    out.push(("eyj".into(), Kw::Jwt, false));
+    out
+}
+
+static KEYWORDS: LazyLock<(aho_corasick::AhoCorasick, Vec<(Kw, bool)>)> = LazyLock::new(|| {
+    let pats = keyword_patterns();
+    // No keyword is a prefix of another (tested), so leftmost-first finds the same match at a
+    // position as an overlapping search would; scan_content restarts one byte after each match's
+    // start, so overlapping matches (`security` inside `xsocial security`) are still seen.
+    let ac = aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+        .build(pats.iter().map(|p| p.0.as_str()))
+        .expect("keyword automaton builds");
+    (ac, pats.into_iter().map(|p| (p.1, p.2)).collect())
+});
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+#[derive(Default)]
+struct ContentHits {
+    restricted: bool,
+    confidential: bool,
+    internal: bool,
+    pem: bool,
+    aws: bool,
+    jwt: bool,
+}
+
+fn scan_content(content: &[u8]) -> ContentHits {
+    let (ac, kinds) = &*KEYWORDS;
+    let mut h = ContentHits::default();
+    let mut at = 0;
+    while let Some(m) = ac.find(aho_corasick::Input::new(content).span(at..content.len())) {
+        at = m.start() + 1;
+        let (kind, bounded) = kinds[m.pattern().as_usize()];
+        if bounded {
+            let before_ok = m.start() == 0 || !is_word(content[m.start() - 1]);
+            let after_ok = m.end() == content.len() || !is_word(content[m.end()]);
+            if !(before_ok && after_ok) {
+                continue;
+            }
+        }
+        match kind {
+            Kw::Restricted => {
+                h.restricted = true;
+                // Nothing outranks a restricted keyword.
+                return h;
+            }
+            Kw::Confidential => h.confidential = true,
+            Kw::Internal => h.internal = true,
+            Kw::Pem => h.pem = true,
+            Kw::Aws => h.aws = true,
+            Kw::Jwt => h.jwt = true,
+        }
+    }
+    h
+}
+
+/// Per-path verdict of the seed's path rules, by segments of the normalised path: a directory
+/// segment (one followed by `/`) named auth/secrets/credentials/keys, or any segment starting
+/// with `.env` at a word boundary, is confidential; a directory segment named public/docs makes
+/// the path public.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PathClass {
+    Confidential,
+    Public,
+    Other,
+}
+
+fn eq_ic(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+fn path_class(path: &str) -> PathClass {
+    let bytes = path.as_bytes();
+    // Segments between separators of the normalised path (`\` is a separator too; a leading
+    // separator is implied).
+    let mut segments = bytes.split(|&b| b == b'/' || b == b'\\').peekable();
+    let mut public = false;
+    while let Some(seg) = segments.next() {
+        let is_dir = segments.peek().is_some();
+        if seg.len() >= 4 && eq_ic(&seg[..4], ".env") && (seg.len() == 4 || !is_word(seg[4])) {
+            return PathClass::Confidential;
+        }
+        if is_dir {
+            if eq_ic(seg, "auth") || eq_ic(seg, "secrets") || eq_ic(seg, "credentials") || eq_ic(seg, "keys") {
+                return PathClass::Confidential;
+            }
+            public |= eq_ic(seg, "public") || eq_ic(seg, "docs");
+        }
+    }
+    if public {
+        PathClass::Public
+    } else {
+        PathClass::Other
+    }
+}
+
+/// Classify with the built-in rules (seed rules plus, when `detectors` is on, the deterministic
+/// detectors). Most restrictive match wins; ties within a tier are reported in priority order.
+/// Same result as `classify_reference`, without the evidence; use `explain` for that.
+///
+/// `paths` holds the source files that are present; callers drop NULL array elements.
+pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: bool) -> Decision {
+    let h = scan_content(content);
+    if h.restricted {
+        return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, None);
+    }
+    if detectors {
+        let (mut digits, mut dashes) = (0usize, false);
+        for &b in content {
+            digits += b.is_ascii_digit() as usize;
+            dashes |= b == b'-';
+        }
+        if digits >= 9 && dashes && CONTENT_ONE[C_SSN].is_match(content) {
+            return Decision::new(Tier::Restricted, Rule::SsnPattern, None);
+        }
+        if digits >= 13 && has_card_number(content) {
+            return Decision::new(Tier::Restricted, Rule::CardNumber, None);
+        }
+    }
+    let mut all_public = !paths.is_empty();
+    for p in paths {
+        match path_class(p) {
+            PathClass::Confidential => return Decision::new(Tier::Confidential, Rule::ConfidentialPath, None),
+            PathClass::Public => {}
+            PathClass::Other => all_public = false,
+        }
+    }
+    if h.confidential {
+        return Decision::new(Tier::Confidential, Rule::ConfidentialKeyword, None);
+    }
+    if detectors {
+        if h.pem && CONTENT_ONE[C_PEM].is_match(content) {
+            return Decision::new(Tier::Confidential, Rule::PemPrivateKey, None);
+        }
+        if h.aws && CONTENT_ONE[C_AWS].is_match(content) {
+            return Decision::new(Tier::Confidential, Rule::AwsAccessKey, None);
+        }
+        if h.jwt && CONTENT_ONE[C_JWT].is_match(content) {
+            return Decision::new(Tier::Confidential, Rule::Jwt, None);
+        }
+    }
+    if source_type == Some(SourceType::Decision) && h.internal {
+        return Decision::new(Tier::Internal, Rule::InternalDecision, None);
+    }
+    if all_public {
+        return Decision::new(Tier::Public, Rule::PublicPaths, None);
+    }
+    Decision::new(Tier::Internal, Rule::Default, None)
+}
+
+/// `classify` with the evidence filled in (the matched keyword or the deciding path).
+pub fn explain(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: bool) -> Decision {
+    classify_reference(content, paths, source_type, detectors)
 }
 
 /// What an org rule looks at.
@@ -436,6 +631,24 @@ mod tests {
     }
 
     #[test]
+    fn keyword_inside_a_failed_longer_keyword_is_found() {
+        // "social security" fails its left boundary; "security" inside it does not.
+        let d = classify(b"xsocial security", &[], Some(SourceType::Decision), true);
+        assert_eq!((d.tier, d.rule), (Tier::Internal, Rule::InternalDecision));
+        assert_eq!(classify_reference(b"xsocial security", &[], Some(SourceType::Decision), true).rule, Rule::InternalDecision);
+    }
+
+    #[test]
+    fn no_keyword_is_a_prefix_of_another() {
+        let pats = keyword_patterns();
+        for (a, ..) in &pats {
+            for (b, ..) in &pats {
+                assert!(a == b || !b.to_ascii_lowercase().starts_with(&a.to_ascii_lowercase()), "{a:?} is a prefix of {b:?}");
+            }
+        }
+    }
+
+    #[test]
     fn detectors_off_keeps_only_seed_rules() {
         let d = classify(b"number 123-45-6789", &[], None, false);
         assert_eq!(d.tier, Tier::Internal);
@@ -445,11 +658,11 @@ mod tests {
 
     #[test]
     fn evidence_names_keyword_or_path_never_detector_match() {
-        let d = classify(b"My PASSWORD", &[], None, true);
+        let d = explain(b"My PASSWORD", &[], None, true);
         assert_eq!(d.evidence.as_deref(), Some("password"));
-        let d = classify(b"4111 1111 1111 1111", &[], None, true);
+        let d = explain(b"4111 1111 1111 1111", &[], None, true);
         assert_eq!(d.evidence, None);
-        let d = classify(b"x", &["a/secrets/b"], None, true);
+        let d = explain(b"x", &["a/secrets/b"], None, true);
         assert_eq!(d.evidence.as_deref(), Some("a/secrets/b"));
     }
 
@@ -527,6 +740,8 @@ mod tests {
         }
 
         proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
             // Adding a path can never lower the tier below what the content alone forces,
             // except for the public rule, which only applies when every path is public.
             #[test]
@@ -551,6 +766,43 @@ mod tests {
                 let on = classify(content.as_bytes(), &ps, Some(SourceType::Decision), true);
                 let off = classify(content.as_bytes(), &ps, Some(SourceType::Decision), false);
                 prop_assert!(on.tier >= off.tier);
+            }
+
+            // The fast path and the literal regexes agree on tier and rule for any mix of
+            // keywords, near-misses, digits, separators and paths.
+            #[test]
+            fn fast_path_matches_reference(
+                parts in prop::collection::vec(prop_oneof![
+                    Just("ssn".to_string()), Just("SSN".to_string()), Just("social security".to_string()), Just("credit card".to_string()), Just("pci".to_string()), Just("pii".to_string()),
+                    Just("password".to_string()), Just("api_key".to_string()), Just("API-KEY".to_string()), Just("apikey".to_string()), Just("api key".to_string()), Just("token".to_string()),
+                    Just("tokens".to_string()), Just("private_key".to_string()), Just("privatekey".to_string()), Just("Secret".to_string()), Just("secrets".to_string()),
+                    Just("compliance".to_string()), Just("security".to_string()), Just("audit".to_string()), Just("policy".to_string()), Just("sox".to_string()), Just("sr 11-7".to_string()),
+                    Just("SR_117".to_string()), Just("sr11 7".to_string()), Just("gdpr".to_string()), Just("hipaa".to_string()), Just("xaudit".to_string()), Just("audit_".to_string()),
+                    Just("4111 1111 1111 1111".to_string()), Just("4111-1111-1111-1111".to_string()), Just("411111111111111".to_string()), Just("123-45-6789".to_string()),
+                    Just("-----BEGIN RSA PRIVATE KEY-----".to_string()), Just("-----begin private key-----".to_string()), Just("AKIAIOSFODNN7EXAMPLE".to_string()),
+                    Just("akiaIOSFODNN7EXAMPLE".to_string()), Just("eyJhbGciOi.eyJzdWIi.sig".to_string()), Just("é".to_string()), Just("_".to_string()), Just("-".to_string()), Just(".".to_string()),
+                    "[a-z0-9 _-]{0,8}",
+                ], 0..8),
+                seps in prop::collection::vec(prop_oneof![Just(" "), Just(""), Just("_"), Just("-"), Just("\n"), Just("é")], 8),
+                paths in prop::collection::vec(prop_oneof![
+                    Just("docs/a.md".to_string()), Just("public/x".to_string()), Just("src/auth/x.ts".to_string()),
+                    Just("auth".to_string()), Just(".env".to_string()), Just("app/.env.local".to_string()),
+                    Just("app/.envrc".to_string()), Just("a\\KEYS\\b".to_string()), Just("/docs/".to_string()),
+                    Just("x/.env_prod".to_string()), Just("x/.env-prod".to_string()), r"[a-zA-Z./\\]{0,14}",
+                ], 0..4),
+                st in prop::option::of(0usize..4),
+                detectors in any::<bool>(),
+            ) {
+                let mut content = String::new();
+                for (i, p) in parts.iter().enumerate() {
+                    content.push_str(p);
+                    content.push_str(seps[i % seps.len()]);
+                }
+                let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+                let st = st.map(|i| SourceType::ALL[i]);
+                let fast = classify(content.as_bytes(), &ps, st, detectors);
+                let reference = classify_reference(content.as_bytes(), &ps, st, detectors);
+                prop_assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {:?} paths {:?}", content, ps);
             }
 
             #[test]

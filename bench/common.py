@@ -1,0 +1,48 @@
+"""Shared helpers for the benchmarks: timing, medians, and the RESULTS.md writer."""
+import os
+import platform
+import statistics
+import subprocess
+import time
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+
+def timed(conn, sql, params=None):
+    t0 = time.perf_counter()
+    conn.execute(sql, params)
+    return time.perf_counter() - t0
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def machine():
+    cpu = "unknown cpu"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    pg = subprocess.run(["/usr/bin/pg_config", "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, {platform.system()} {platform.release()}, {pg}"
+
+
+def write_section(name, body):
+    """Replace (or append) the section `## name` of bench/RESULTS.md."""
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nEach section is written by its benchmark; rerun with `make bench`.\n"
+    header = f"## {name}\n"
+    start = text.find(header)
+    section = header + "\n" + body.rstrip() + "\n\n"
+    if start < 0:
+        text = text.rstrip() + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(header))
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    RESULTS.write_text(text.rstrip() + "\n")

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every benchmark against a release build in a throwaway cluster; results in bench/RESULTS.md.
+#   bench/run.sh [ROWS] [RUNS]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+cargo pgrx install --release --pg-config "${PG_CONFIG:-/usr/bin/pg_config}"
+port=$("$root/scripts/cluster.sh" start bench)
+trap '"$root/scripts/cluster.sh" stop bench' EXIT
+dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
+cd "$root/bench"
+"$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
