@@ -136,7 +136,7 @@ CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org'];
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -145,6 +145,8 @@ DECLARE
     t        oid;
     args     text;
     cols     text[];
+    missing  text;
+    n        bigint;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -219,6 +221,17 @@ BEGIN
                        (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args);
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
+        -- Existing rows without a tier: touching the content column fires the trigger, which
+        -- classifies a row that holds no tier yet.
+        IF coalesce((opts->>'backfill')::boolean, false) THEN
+            SELECT string_agg(CASE WHEN memory._column_type(tbl, x, 'target') = 'jsonb'::regtype
+                                   THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
+                                   ELSE format('%I IS NULL', x) END, ' OR ')
+              INTO missing FROM unnest(targets) x;
+            EXECUTE format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing);
+            GET DIAGNOSTICS n = ROW_COUNT;
+            eff := eff || jsonb_build_object('backfilled', n);
+        END IF;
     ELSE
         EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
         eff := eff || jsonb_build_object('classify', false);

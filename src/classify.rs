@@ -284,7 +284,8 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
     if downgrade_ok && written.is_some() {
         return Ok(written.unwrap_or(Tier::Internal));
     }
-    let computed = if cols.inputs_changed() { Some(classify_row_inputs(cols)?.tier) } else { None };
+    // A row that holds no tier yet (written before the table was governed) is classified now.
+    let computed = if cols.inputs_changed() || old_tier.is_none() { Some(classify_row_inputs(cols)?.tier) } else { None };
     Ok(written.max(computed).max(old_tier).unwrap_or(Tier::Internal))
 }
 

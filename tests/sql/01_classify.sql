@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(67);
+SELECT plan(69);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -138,6 +138,10 @@ SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "nope"}') 
 SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"contnet": "body"}') $$, '22023', NULL, 'govern with an unknown option is 22023');
 SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "body", "target": "paths"}') $$, '22023', NULL, 'govern with a target of the wrong type is 22023');
 SELECT is(count(*), 1::bigint, 'failed govern calls left the existing trigger in place') FROM pg_trigger WHERE tgrelid = 'public.notes'::regclass AND tgname = 'memory_classify';
+CREATE TABLE public.legacy (id int, body text, tier text);
+INSERT INTO public.legacy VALUES (1, 'the password', NULL), (2, 'docs', 'restricted');
+SELECT is((memory.govern('public.legacy', '{"content": "body", "target": "tier", "backfill": true}')->>'backfilled')::int, 1, 'backfill touches only rows without a tier');
+SELECT results_eq($$ SELECT tier FROM public.legacy ORDER BY id $$, $$ VALUES ('confidential'), ('restricted') $$, 'backfilled rows are classified, existing tiers kept');
 SELECT ok(memory.ungovern('public.notes'), 'ungovern');
 SELECT is(count(*), 0::bigint, 'ungovern removed the trigger and the registry row')
   FROM (SELECT 1 FROM pg_trigger WHERE tgrelid = 'public.notes'::regclass AND tgname LIKE 'memory\_%'
