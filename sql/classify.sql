@@ -89,6 +89,10 @@ SELECT r.relid::regclass AS table_name,
   JOIN pg_catalog.pg_class c ON c.oid = r.relid;
 COMMENT ON VIEW memory.governed_tables IS 'Each governed table, its column mapping and the triggers attached.';
 
+CREATE FUNCTION memory._has_column(tbl regclass, col text)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) $$;
+
 -- Type of a column of tbl, or an error naming it.
 CREATE FUNCTION memory._column_type(tbl regclass, col text, role text)
 RETURNS oid LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
@@ -136,7 +140,8 @@ CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill'];
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
+                                      'audit', 'id', 'project', 'workspace', 'user'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -147,6 +152,7 @@ DECLARE
     cols     text[];
     missing  text;
     n        bigint;
+    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -237,6 +243,48 @@ BEGIN
         eff := eff || jsonb_build_object('classify', false);
     END IF;
 
+    -- Audit: statement triggers with transition tables; the chain is written once per statement.
+    IF coalesce((opts->>'audit')::boolean, false) THEN
+        c_content := coalesce(c_content, opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_id := coalesce(opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+        a_project := coalesce(opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
+        a_workspace := coalesce(opts->>'workspace', CASE WHEN memory._has_column(tbl, 'workspace_id') THEN 'workspace_id' END);
+        a_user := coalesce(opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+        a_tier := coalesce(targets[1], CASE WHEN jsonb_typeof(opts->'target') = 'string' THEN opts->>'target' END,
+                           CASE WHEN memory._has_column(tbl, 'classification') THEN 'classification' END);
+        args := format('%L', 'table=' || tbl::text);
+        FOREACH k IN ARRAY ARRAY['id', 'content', 'org', 'project', 'workspace', 'user', 'tier'] LOOP
+            missing := CASE k WHEN 'id' THEN a_id WHEN 'content' THEN c_content WHEN 'org' THEN c_org
+                              WHEN 'project' THEN a_project WHEN 'workspace' THEN a_workspace
+                              WHEN 'user' THEN a_user ELSE a_tier END;
+            CONTINUE WHEN missing IS NULL;
+            PERFORM memory._column_type(tbl, missing, k);
+            args := args || format(', %L', k || '=' || missing);
+        END LOOP;
+        IF a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype THEN
+            args := args || ', ''tier_json=true''';
+        END IF;
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl);
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl);
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl);
+        EXECUTE format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
+        EXECUTE format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
+        IF a_id IS NOT NULL AND a_tier IS NOT NULL THEN
+            EXECUTE format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
+        END IF;
+        eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
+                                         'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
+    ELSE
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl);
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl);
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl);
+        eff := eff || jsonb_build_object('audit', false);
+    END IF;
+
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%') THEN
         PERFORM memory._register_governed(tbl, eff);
     ELSE
@@ -292,10 +340,6 @@ CREATE TABLE memory.observations (
 CREATE INDEX observations_org_created ON memory.observations (org_id, created_at);
 COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by memory.govern like an application table.';
 
-SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
-    "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id"}');
-UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
-
 -- The one way to lower a tier. SECURITY DEFINER and not granted to PUBLIC: grant it to the roles
 -- that may declassify.
 CREATE FUNCTION memory.reclassify(observation_id uuid, tier memory.classification, reason text)
@@ -314,7 +358,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid);
+    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid, reason);
     UPDATE memory.observations o
        SET classification = tier,
            metadata = o.metadata || jsonb_build_object('classification', tier::text)
@@ -325,14 +369,3 @@ END $$;
 COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS
   'Set an observation''s tier, lower or higher, with a reason. The only way to lower a tier. Returns the previous tier.';
 
--- ------------------------------------------------------------------------------------------------
--- Privileges and dump registration.
-
-REVOKE ALL ON FUNCTION memory._allow_downgrade(oid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory.reclassify(uuid, memory.classification, text) FROM PUBLIC;
-GRANT USAGE ON SCHEMA memory TO PUBLIC;
-GRANT SELECT ON memory.governed_tables TO PUBLIC;
-
-SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
-SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
-SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');

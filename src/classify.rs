@@ -22,6 +22,7 @@ thread_local! {
     // Set only by memory.reclassify (through memory._allow_downgrade) for one relation, and reset
     // at the end of the (sub)transaction whatever happens.
     static DOWNGRADE_ALLOWED_ON: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    static DOWNGRADE_REASON: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 /// Relcache callback: a change to the rules table (see `memory._rules_changed`) or a full
@@ -37,7 +38,17 @@ unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_reset(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    close_downgrade_gate();
+}
+
+fn close_downgrade_gate() {
     DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+    DOWNGRADE_REASON.with(|r| r.replace(None));
+}
+
+/// The reason given to memory.reclassify while its UPDATE runs (for the audit event).
+pub fn downgrade_reason() -> Option<String> {
+    DOWNGRADE_REASON.with(|r| r.borrow().clone())
 }
 
 #[pg_guard]
@@ -48,7 +59,7 @@ unsafe extern "C-unwind" fn subxact_reset(
     _arg: *mut std::ffi::c_void,
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+        close_downgrade_gate();
     }
 }
 
@@ -233,8 +244,14 @@ fn rules_changed<'a>(
 /// Lets the next UPDATEs of `tbl` in this (sub)transaction lower a tier. Not granted to PUBLIC:
 /// only memory.reclassify (SECURITY DEFINER) calls it.
 #[pg_extern(volatile, name = "_allow_downgrade")]
-fn allow_downgrade(tbl: Option<pg_sys::Oid>) -> bool {
-    DOWNGRADE_ALLOWED_ON.with(|c| c.set(tbl.unwrap_or(pg_sys::InvalidOid)));
+fn allow_downgrade(tbl: Option<pg_sys::Oid>, reason: default!(Option<String>, "NULL")) -> bool {
+    match tbl {
+        Some(t) => {
+            DOWNGRADE_ALLOWED_ON.with(|c| c.set(t));
+            DOWNGRADE_REASON.with(|r| r.replace(reason));
+        }
+        None => close_downgrade_gate(),
+    }
     true
 }
 

@@ -5,6 +5,7 @@
 
 use pgrx::prelude::*;
 
+mod audit;
 mod classify;
 mod errors;
 mod gucs;
@@ -13,7 +14,9 @@ mod tuple;
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
-extension_sql_file!("../sql/classify.sql", name = "classify_sql", finalize);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["types", classify::classify_trigger, classify::rules_changed]);
+extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::audit_trigger]);
+extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -409,6 +409,38 @@ impl MerkleBuilder {
         self.leaves == 0
     }
 
+    /// The frontier as bytes, to keep a chain's tree in its head row: the leaf count (8 bytes,
+    /// big-endian), then the root of each complete subtree, largest first. Subtree sizes are the
+    /// set bits of the count, so they are not stored.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + 32 * self.stack.len());
+        out.extend_from_slice(&self.leaves.to_be_bytes());
+        for (hash, _) in &self.stack {
+            out.extend_from_slice(hash);
+        }
+        out
+    }
+
+    /// Inverse of [`MerkleBuilder::to_bytes`]; None when the bytes are not a frontier. Empty
+    /// input is the empty tree.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() {
+            return Some(Self::new());
+        }
+        let count = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+        let hashes = &bytes[8..];
+        if hashes.len() != 32 * count.count_ones() as usize {
+            return None;
+        }
+        let sizes = (0..64).rev().map(|bit| 1u64 << bit).filter(|s| count & s != 0);
+        let stack = hashes
+            .chunks_exact(32)
+            .zip(sizes)
+            .map(|(h, size)| (h.try_into().expect("32-byte chunk"), size))
+            .collect();
+        Some(MerkleBuilder { stack, leaves: count })
+    }
+
     /// Root of the leaves pushed so far; the empty tree is `SHA-256("")`.
     pub fn root(&self) -> [u8; 32] {
         let mut rest = self.stack.iter().rev();

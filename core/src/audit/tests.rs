@@ -513,3 +513,22 @@ mod props {
         }
     }
 }
+
+#[test]
+fn merkle_frontier_round_trips_and_keeps_growing() {
+    let leaves: Vec<[u8; 32]> = (0u8..37).map(|i| [i; 32]).collect();
+    for cut in [0usize, 1, 2, 3, 8, 13, 36] {
+        let mut a = MerkleBuilder::new();
+        for l in &leaves[..cut] {
+            a.push(l);
+        }
+        let mut b = MerkleBuilder::from_bytes(&a.to_bytes()).expect("valid frontier");
+        assert_eq!(b.root(), a.root(), "root after restoring at {cut}");
+        for l in &leaves[cut..] {
+            b.push(l);
+        }
+        assert_eq!(b.root(), merkle_root(&leaves), "growing a restored frontier from {cut}");
+    }
+    assert!(MerkleBuilder::from_bytes(&[0, 0, 0, 0, 0, 0, 0, 3, 1]).is_none());
+    assert_eq!(MerkleBuilder::from_bytes(&[]).map(|b| b.len()), Some(0));
+}

@@ -1,0 +1,273 @@
+-- Hash-chained audit trail (SPEC §2).
+
+-- Keys and the pseudonym salt: readable only by the extension owner; used through SECURITY
+-- DEFINER functions with a fixed search_path.
+CREATE TABLE memory.audit_keys (
+    key_id     int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key        bytea NOT NULL CHECK (length(key) >= 32),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    retired_at timestamptz
+);
+CREATE TABLE memory.audit_secrets (
+    name  text PRIMARY KEY,
+    value bytea NOT NULL
+);
+REVOKE ALL ON memory.audit_keys, memory.audit_secrets FROM PUBLIC;
+
+-- Keys and salt are made on first use rather than in this script, so that pg_dump/restore of
+-- the tables above brings back the originals instead of colliding with fresh ones.
+CREATE FUNCTION memory._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT k.key_id, k.key INTO key_id, key FROM memory.audit_keys k WHERE k.retired_at IS NULL ORDER BY k.key_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING audit_keys.key_id, audit_keys.key INTO key_id, key;
+    END IF;
+    SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
+    IF NOT FOUND THEN
+        INSERT INTO memory.audit_secrets VALUES ('pseudonym_salt', memory._random_bytes(32))
+        ON CONFLICT (name) DO NOTHING;
+        SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION memory._audit_current_key() FROM PUBLIC;
+
+-- The log: one chain per tenant, monthly range partitions on recorded_at, append-only.
+CREATE TABLE memory.audit_log (
+    chain_id     text NOT NULL,
+    seq          bigint NOT NULL,
+    event_type   text NOT NULL,
+    recorded_at  timestamptz NOT NULL,
+    actor_id     text,
+    org_id       text,
+    project_id   text,
+    workspace_id text,
+    payload      jsonb NOT NULL,
+    key_id       int NOT NULL,
+    prev_hash    bytea NOT NULL,
+    entry_hash   bytea NOT NULL
+) PARTITION BY RANGE (recorded_at);
+CREATE INDEX audit_log_chain_seq ON memory.audit_log (chain_id, seq);
+CREATE INDEX audit_log_workspace ON memory.audit_log (workspace_id, recorded_at);
+CREATE TABLE memory.audit_log_default PARTITION OF memory.audit_log DEFAULT;
+COMMENT ON TABLE memory.audit_log IS
+  'Tamper-evident log: entry_hash = HMAC-SHA256(key[key_id], JCS(event)); see the README for the exact format.';
+
+-- One head per chain, locked for the transaction by every append: appends to a chain are
+-- serialized, different chains never wait on each other.
+CREATE TABLE memory.audit_heads (
+    chain_id         text PRIMARY KEY,
+    seq              bigint NOT NULL DEFAULT 0,
+    entry_hash       bytea NOT NULL DEFAULT '\x0000000000000000000000000000000000000000000000000000000000000000',
+    merkle_frontier  bytea NOT NULL DEFAULT '\x',
+    last_recorded_at timestamptz NOT NULL DEFAULT '-infinity',
+    updated_at       timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON memory.audit_log, memory.audit_heads FROM PUBLIC;
+
+CREATE TABLE memory.audit_seals (
+    chain_id        text NOT NULL,
+    partition_name  text NOT NULL,
+    range_start     timestamptz NOT NULL,
+    range_end       timestamptz NOT NULL,
+    first_seq       bigint NOT NULL,
+    last_seq        bigint NOT NULL,
+    entries         bigint NOT NULL,
+    last_entry_hash bytea NOT NULL,
+    merkle_root     bytea NOT NULL,
+    sealed_at       timestamptz NOT NULL DEFAULT now(),
+    dropped_at      timestamptz,
+    PRIMARY KEY (partition_name, chain_id)
+);
+REVOKE ALL ON memory.audit_seals FROM PUBLIC;
+COMMENT ON TABLE memory.audit_seals IS
+  'RFC 9162 Merkle root of each chain''s entries in a sealed month partition; verification resumes from a seal once the partition is dropped.';
+
+-- Append-only: no UPDATE, DELETE or TRUNCATE, whoever asks.
+CREATE FUNCTION memory._audit_append_only()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'memory.audit_log is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Entries are only added with memory.audit_append; old partitions are removed with memory.audit_seal and memory.audit_prune.';
+END $$;
+CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.audit_log
+    FOR EACH ROW EXECUTE FUNCTION memory._audit_append_only();
+CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.audit_log
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only();
+-- Statement triggers are not inherited by partitions: each partition gets its own.
+CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.audit_log_default
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only();
+
+CREATE FUNCTION memory.audit_ensure_partitions(months_ahead int DEFAULT 3, at timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m     timestamptz;
+    name  text;
+    made  int := 0;
+BEGIN
+    IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
+        RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
+    END IF;
+    FOR i IN 0 .. months_ahead LOOP
+        m := date_trunc('month', coalesce(at, now()) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + make_interval(months => i);
+        name := 'audit_log_' || to_char(m AT TIME ZONE 'UTC', 'YYYY"m"MM');
+        CONTINUE WHEN to_regclass('memory.' || name) IS NOT NULL;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = name);
+        EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
+                       name, m, m + interval '1 month');
+        EXECUTE format('CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.%I '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only()', name);
+        EXECUTE format('REVOKE ALL ON memory.%I FROM PUBLIC', name);
+        made := made + 1;
+    END LOOP;
+    RETURN made;
+END $$;
+COMMENT ON FUNCTION memory.audit_ensure_partitions(int, timestamptz) IS
+  'Create the monthly audit partitions from the month of `at` to months_ahead months later (UTC). Returns how many were created.';
+SELECT memory.audit_ensure_partitions(3);
+-- Partitions made by this script belong to the extension: have pg_dump keep their rows.
+-- (Later ones are ordinary tables and are dumped as such.)
+DO $$
+DECLARE r regclass;
+BEGIN
+    FOR r IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'memory.audit_log'::regclass LOOP
+        PERFORM pg_catalog.pg_extension_config_dump(r, '');
+    END LOOP;
+END $$;
+
+-- The trigger of governed tables writes to the closed log and reads the key: it runs as the
+-- extension owner with a fixed search_path (every name it uses is schema-qualified).
+ALTER FUNCTION memory.audit_trigger() SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+-- Public contract ---------------------------------------------------------------------------------
+
+CREATE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text DEFAULT NULL,
+                                    project_id text DEFAULT NULL, workspace_id text DEFAULT NULL,
+                                    actor_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append(event_type, payload, org_id, project_id, workspace_id, actor_id) $$;
+COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
+  'Append one event to the chain of org_id ('''' when NULL); returns its seq. actor_id is pseudonymised.';
+
+CREATE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM memory._audit_verify(chain_id) $$;
+COMMENT ON FUNCTION memory.audit_verify(text) IS
+  'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned.';
+
+CREATE FUNCTION memory.audit_head(chain_id text)
+RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
+        FROM memory.audit_heads h WHERE h.chain_id = audit_head.chain_id $$;
+COMMENT ON FUNCTION memory.audit_head(text) IS
+  'The chain''s head and the RFC 9162 Merkle root of all its entry hashes: an anchor to keep outside the database.';
+
+CREATE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
+RETURNS SETOF memory.audit_log LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
+        RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT * FROM memory.audit_log a
+                  WHERE a.workspace_id = audit_events.workspace_id
+                    AND (audit_events.event_type IS NULL OR a.event_type = audit_events.event_type)
+                  ORDER BY a.recorded_at DESC, a.seq DESC
+                  LIMIT lim OFFSET off;
+END $$;
+COMMENT ON FUNCTION memory.audit_events(text, text, int, int) IS 'Events of a workspace, newest first.';
+
+CREATE FUNCTION memory.audit_rotate_key()
+RETURNS int LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE k int;
+BEGIN
+    UPDATE memory.audit_keys SET retired_at = now() WHERE retired_at IS NULL;
+    INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING key_id INTO k;
+    RETURN k;
+END $$;
+COMMENT ON FUNCTION memory.audit_rotate_key() IS 'Start a new key_id for new entries; old keys stay for verification.';
+
+-- Seal every month partition that ends at or before `before`: per chain, the RFC 9162 root of
+-- its entry hashes and the last link, so the partition can then be dropped.
+CREATE FUNCTION memory.audit_seal(before timestamptz)
+RETURNS TABLE (partition_name text, chain_id text, first_seq bigint, last_seq bigint, entries bigint, merkle_root bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    c record;
+BEGIN
+    IF before IS NULL THEN
+        RAISE EXCEPTION 'memory.audit_seal needs a time' USING ERRCODE = '22023';
+    END IF;
+    FOR p IN
+        SELECT child.relname AS name,
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[2]::timestamptz AS hi
+          FROM pg_inherits i JOIN pg_class child ON child.oid = i.inhrelid
+         WHERE i.inhparent = 'memory.audit_log'::regclass
+           AND pg_get_expr(child.relpartbound, child.oid) <> 'DEFAULT'
+         ORDER BY 2
+    LOOP
+        CONTINUE WHEN p.hi > before;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name);
+        FOR c IN EXECUTE format(
+            'SELECT chain_id, min(seq) AS lo, max(seq) AS hi, count(*) AS n,
+                    (array_agg(entry_hash ORDER BY seq DESC))[1] AS last_hash,
+                    memory._merkle_root(array_agg(entry_hash ORDER BY seq)) AS root
+               FROM memory.%I GROUP BY chain_id', p.name)
+        LOOP
+            IF c.hi - c.lo + 1 <> c.n THEN
+                RAISE EXCEPTION 'chain "%" is not contiguous in partition % (seq % to %, % entries)', c.chain_id, p.name, c.lo, c.hi, c.n
+                    USING ERRCODE = 'MX002', HINT = 'Run memory.audit_verify first; a gap means entries were removed.';
+            END IF;
+            INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
+            VALUES (c.chain_id, p.name, p.lo, p.hi, c.lo, c.hi, c.n, c.last_hash, c.root);
+            partition_name := p.name; chain_id := c.chain_id; first_seq := c.lo; last_seq := c.hi;
+            entries := c.n; merkle_root := c.root;
+            RETURN NEXT;
+        END LOOP;
+        -- An empty partition is sealed too, so that it may be dropped.
+        IF NOT EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name) THEN
+            INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
+            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, '\x', memory._merkle_root('{}'));
+        END IF;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION memory.audit_seal(timestamptz) IS
+  'Seal every monthly audit partition that ends at or before `before`: per chain, first/last seq, last hash and RFC 9162 Merkle root.';
+
+CREATE FUNCTION memory.audit_prune(before timestamptz)
+RETURNS int LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name text;
+    n int := 0;
+BEGIN
+    FOR name IN SELECT DISTINCT s.partition_name FROM memory.audit_seals s
+                 WHERE s.range_end <= before AND s.dropped_at IS NULL AND to_regclass('memory.' || s.partition_name) IS NOT NULL
+    LOOP
+        EXECUTE format('ALTER TABLE memory.audit_log DETACH PARTITION memory.%I', name);
+        EXECUTE format('DROP TABLE memory.%I', name);
+        UPDATE memory.audit_seals s SET dropped_at = now() WHERE s.partition_name = name;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+COMMENT ON FUNCTION memory.audit_prune(timestamptz) IS 'Drop sealed audit partitions that end at or before `before`; verification then counts them as pruned.';
+
+REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timestamptz),
+                       memory.audit_rotate_key(), memory.audit_ensure_partitions(int, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory._audit_append(text, jsonb, text, text, text, text),
+                       memory._audit_verify(text), memory._random_bytes(int) FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_secrets', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_heads', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_seals', '');

@@ -1,0 +1,17 @@
+-- Runs last: govern the managed store (now that every capability exists), grants, dump registration.
+
+SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
+    "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true}');
+UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
+
+-- ------------------------------------------------------------------------------------------------
+-- Privileges and dump registration.
+
+REVOKE ALL ON FUNCTION memory._allow_downgrade(oid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory.reclassify(uuid, memory.classification, text) FROM PUBLIC;
+GRANT USAGE ON SCHEMA memory TO PUBLIC;
+GRANT SELECT ON memory.governed_tables TO PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');

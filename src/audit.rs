@@ -1,0 +1,604 @@
+//! SQL surface of the audit trail (SPEC §2): appends, the statement trigger of governed tables,
+//! verification, Merkle helpers. The hashing and verification rules are in `memory_core::audit`.
+//!
+//! Appends lock each touched chain's head row (in chain order, so writers never deadlock on
+//! each other), chain the statement's events in memory, insert them in chunks, and write each
+//! head once. A statement of a million rows therefore costs one head update, not a million.
+
+use crate::errors::{MxError, OrRaise};
+use memory_core::audit::{pseudonymize, sha256_hex, Chainer, Event, MerkleBuilder, Seal, StoredEntry, Verifier};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::{quote_identifier, SpiClient};
+use pgrx::JsonB;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01).
+const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+/// Rows per INSERT when a statement appends many events.
+const CHUNK: usize = 10_000;
+
+/// An event waiting for its place in a chain.
+pub struct Pending {
+    pub event_type: &'static str,
+    pub org_id: Option<String>,
+    pub project_id: Option<String>,
+    pub workspace_id: Option<String>,
+    pub actor_id: Option<String>,
+    pub payload: Value,
+}
+
+struct Head {
+    chainer: Chainer,
+    tree: MerkleBuilder,
+    recorded_at: i64,
+}
+
+/// Appends events to their chains within the current transaction.
+pub struct Appender {
+    key_id: i32,
+    key: Vec<u8>,
+    salt: Vec<u8>,
+    heads: BTreeMap<String, Head>,
+    rows: Rows,
+}
+
+#[derive(Default)]
+struct Rows {
+    chain: Vec<String>,
+    seq: Vec<i64>,
+    event_type: Vec<&'static str>,
+    recorded_at: Vec<i64>,
+    actor: Vec<Option<String>>,
+    org: Vec<Option<String>>,
+    project: Vec<Option<String>>,
+    workspace: Vec<Option<String>>,
+    payload: Vec<String>,
+    prev: Vec<Vec<u8>>,
+    hash: Vec<Vec<u8>>,
+}
+
+fn spi_err(e: pgrx::spi::Error) -> MxError {
+    MxError::new("XX000", format!("memory_ext audit: {e}"))
+}
+
+fn chain_of(org: &Option<String>) -> &str {
+    org.as_deref().unwrap_or("")
+}
+
+impl Appender {
+    /// Reads the current key. The transaction gets its xid here, so that pgrx runs the writes
+    /// below as read-write statements even through `select` (which keeps the client shareable
+    /// with an open cursor).
+    pub fn new(client: &SpiClient) -> Result<Self, MxError> {
+        unsafe { pg_sys::GetCurrentTransactionId() };
+        let row = client
+            .select("SELECT key_id, key, salt FROM memory._audit_current_key()", Some(1), &[])
+            .map_err(spi_err)?
+            .first();
+        let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
+        let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
+        let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
+        Ok(Appender { key_id, key, salt, heads: BTreeMap::new(), rows: Rows::default() })
+    }
+
+    /// Pseudonym of an actor or user id, as payloads and actor_id carry them.
+    pub fn pseudonym(&self, id: &str) -> String {
+        pseudonymize(&self.salt, id)
+    }
+
+    /// Lock the heads of these chains for the rest of the transaction, in sorted order.
+    pub fn lock<'c>(&mut self, client: &SpiClient, chains: impl IntoIterator<Item = &'c str>) -> Result<(), MxError> {
+        let mut wanted: Vec<&str> = chains.into_iter().filter(|c| !self.heads.contains_key(*c)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        for chain in wanted {
+            client
+                .select("INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", None, &[chain.into()])
+                .map_err(spi_err)?;
+            let row = client
+                .select(
+                    "SELECT seq, entry_hash, merkle_frontier, last_recorded_at FROM memory.audit_heads WHERE chain_id = $1 FOR UPDATE",
+                    Some(1),
+                    &[chain.into()],
+                )
+                .map_err(spi_err)?
+                .first();
+            let seq = row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default();
+            let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default().try_into().map_err(|_| {
+                MxError::new("MX002", format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
+            })?;
+            let tree = MerkleBuilder::from_bytes(&row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default())
+                .ok_or_else(|| MxError::new("MX002", format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
+            let last = row
+                .get::<TimestampWithTimeZone>(4)
+                .map_err(spi_err)?
+                .map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) + PG_EPOCH_UNIX_MICROS })
+                .unwrap_or(i64::MIN);
+            // Under the head lock the clock only moves forward, so each month partition holds a
+            // contiguous range of every chain (which sealing relies on).
+            let now = unsafe { pg_sys::GetCurrentTimestamp() } + PG_EPOCH_UNIX_MICROS;
+            self.heads.insert(chain.to_string(), Head { chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
+        }
+        Ok(())
+    }
+
+    /// Chain one event (its chain must be locked); returns its seq.
+    pub fn push(&mut self, client: &SpiClient, ev: Pending) -> Result<i64, MxError> {
+        let chain = chain_of(&ev.org_id).to_string();
+        if !self.heads.contains_key(&chain) {
+            self.lock(client, [chain.as_str()])?;
+        }
+        let head = self.heads.get_mut(&chain).expect("locked above");
+        let mut event = Event {
+            chain_id: &chain,
+            seq: 0,
+            prev_hash: [0; 32],
+            event_type: ev.event_type,
+            recorded_at_micros: head.recorded_at,
+            actor_id: ev.actor_id.as_deref(),
+            org_id: ev.org_id.as_deref(),
+            project_id: ev.project_id.as_deref(),
+            workspace_id: ev.workspace_id.as_deref(),
+            key_id: self.key_id,
+            payload: &ev.payload,
+        };
+        let (seq, prev, hash) = head.chainer.append(&self.key, &mut event);
+        head.tree.push(&hash);
+        let r = &mut self.rows;
+        r.seq.push(seq);
+        r.event_type.push(ev.event_type);
+        r.recorded_at.push(head.recorded_at);
+        r.payload.push(ev.payload.to_string());
+        r.prev.push(prev.to_vec());
+        r.hash.push(hash.to_vec());
+        r.chain.push(chain);
+        r.actor.push(ev.actor_id);
+        r.org.push(ev.org_id);
+        r.project.push(ev.project_id);
+        r.workspace.push(ev.workspace_id);
+        if r.seq.len() >= CHUNK {
+            self.flush(client)?;
+        }
+        Ok(seq)
+    }
+
+    fn flush(&mut self, client: &SpiClient) -> Result<(), MxError> {
+        if self.rows.seq.is_empty() {
+            return Ok(());
+        }
+        let r = std::mem::take(&mut self.rows);
+        let args: Vec<DatumWithOid> = vec![
+            r.chain.into(),
+            r.seq.into(),
+            r.event_type.into(),
+            r.recorded_at.into(),
+            r.actor.into(),
+            r.org.into(),
+            r.project.into(),
+            r.workspace.into(),
+            r.payload.into(),
+            self.key_id.into(),
+            r.prev.into(),
+            r.hash.into(),
+        ];
+        client
+            .select(
+                "INSERT INTO memory.audit_log (chain_id, seq, event_type, recorded_at, actor_id, org_id, project_id,
+                                               workspace_id, payload, key_id, prev_hash, entry_hash)
+                 SELECT c, s, e, 'epoch'::timestamptz + r * interval '1 microsecond', a, o, p, w, pl::jsonb, $10, ph, eh
+                   FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[],
+                               $8::text[], $9::text[], $11::bytea[], $12::bytea[]) AS u(c, s, e, r, a, o, p, w, pl, ph, eh)",
+                None,
+                &args,
+            )
+            .map_err(spi_err)?;
+        Ok(())
+    }
+
+    /// Insert what is pending and write every touched head once.
+    pub fn finish(mut self, client: &SpiClient) -> Result<(), MxError> {
+        self.flush(client)?;
+        for (chain, head) in &self.heads {
+            let (seq, hash) = head.chainer.head();
+            client
+                .select(
+                    "UPDATE memory.audit_heads SET seq = $2, entry_hash = $3, merkle_frontier = $4,
+                            last_recorded_at = 'epoch'::timestamptz + $5 * interval '1 microsecond', updated_at = now()
+                      WHERE chain_id = $1",
+                    None,
+                    &[chain.as_str().into(), seq.into(), hash.to_vec().into(), head.tree.to_bytes().into(), head.recorded_at.into()],
+                )
+                .map_err(spi_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Who is acting: the application's `memory.actor_id` setting, pseudonymised, else the role.
+pub fn default_actor(appender: &Appender) -> String {
+    let app_actor: Option<String> = Spi::get_one("SELECT nullif(current_setting('memory.actor_id', true), '')").ok().flatten();
+    match app_actor {
+        Some(a) => appender.pseudonym(&a),
+        None => {
+            // The role outside any SECURITY DEFINER function: the one that made the change.
+            let oid = unsafe { pg_sys::GetOuterUserId() };
+            let name = unsafe { pg_sys::GetUserNameFromId(oid, true) };
+            if name.is_null() {
+                format!("role:{}", oid.to_u32())
+            } else {
+                format!("role:{}", unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy())
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL functions (wrapped by SECURITY DEFINER SQL functions in sql/audit.sql).
+
+#[pg_extern(volatile, name = "_audit_append")]
+fn audit_append(
+    event_type: Option<&str>,
+    payload: Option<JsonB>,
+    org_id: Option<String>,
+    project_id: Option<String>,
+    workspace_id: Option<String>,
+    actor_id: Option<String>,
+) -> i64 {
+    append_one(event_type, payload, org_id, project_id, workspace_id, actor_id).or_raise()
+}
+
+fn append_one(
+    event_type: Option<&str>,
+    payload: Option<JsonB>,
+    org_id: Option<String>,
+    project_id: Option<String>,
+    workspace_id: Option<String>,
+    actor_id: Option<String>,
+) -> Result<i64, MxError> {
+    let event_type = match event_type.map(str::trim) {
+        Some(e) if !e.is_empty() && e.len() <= 200 => e.to_string(),
+        _ => return Err(MxError::bad_argument("event_type must be a non-empty text of at most 200 characters")),
+    };
+    let payload = payload.map(|p| p.0).unwrap_or(Value::Null);
+    if !payload.is_object() {
+        return Err(MxError::bad_argument("payload must be a JSON object").hint("Wrap other values, e.g. {\"value\": ...}."));
+    }
+    // Event types are an open set: leak the label so the appender can keep &'static str for the
+    // common fixed names; bounded by the length check above and rare outside those names.
+    let event_type: &'static str = Box::leak(event_type.into_boxed_str());
+    Spi::connect(|client| {
+        let mut ap = Appender::new(client)?;
+        let actor = match actor_id {
+            Some(a) => ap.pseudonym(&a),
+            None => default_actor(&ap),
+        };
+        let seq = ap.push(client, Pending { event_type, org_id, project_id, workspace_id, actor_id: Some(actor), payload })?;
+        ap.finish(client)?;
+        Ok(seq)
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe, name = "_random_bytes")]
+fn random_bytes(n: i32) -> Vec<u8> {
+    if !(1..=1024).contains(&n) {
+        MxError::bad_argument(format!("byte count must be in [1, 1024], got {n}")).raise();
+    }
+    let mut buf = vec![0u8; n as usize];
+    if !unsafe { pg_sys::pg_strong_random(buf.as_mut_ptr().cast(), buf.len()) } {
+        MxError::new("XX000", "could not generate random bytes").raise();
+    }
+    buf
+}
+
+#[pg_extern(immutable, parallel_safe, strict, name = "_merkle_root")]
+fn merkle_root(hashes: Array<&[u8]>) -> Vec<u8> {
+    let mut tree = MerkleBuilder::new();
+    for h in hashes.iter() {
+        match h {
+            Some(h) if h.len() == 32 => tree.push(h),
+            _ => MxError::bad_argument("Merkle leaves must be non-NULL 32-byte hashes").raise(),
+        }
+    }
+    tree.root().to_vec()
+}
+
+#[pg_extern(immutable, parallel_safe, strict, name = "_merkle_frontier_root")]
+fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
+    MerkleBuilder::from_bytes(frontier)
+        .map(|t| t.root().to_vec())
+        .ok_or_else(|| MxError::bad_argument("not a Merkle frontier"))
+        .or_raise()
+}
+
+#[pg_extern(volatile, name = "_audit_verify")]
+fn audit_verify(
+    chain_id: Option<String>,
+) -> TableIterator<
+    'static,
+    (
+        name!(chain_id, String),
+        name!(entries, i64),
+        name!(ok, bool),
+        name!(first_bad_seq, Option<i64>),
+        name!(reason, Option<String>),
+        name!(pruned, i64),
+    ),
+> {
+    let rows = verify_all(chain_id).or_raise();
+    TableIterator::new(rows)
+}
+
+type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64);
+
+fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
+    Spi::connect(|client| {
+        let mut keys: HashMap<i32, Vec<u8>> = HashMap::new();
+        for row in client.select("SELECT key_id, key FROM memory.audit_keys", None, &[]).map_err(spi_err)? {
+            keys.insert(row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default(), row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default());
+        }
+        let chains: Vec<String> = match chain_id {
+            Some(c) => vec![c],
+            None => {
+                let mut v = Vec::new();
+                for row in client
+                    .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log ORDER BY 1", None, &[])
+                    .map_err(spi_err)?
+                {
+                    v.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+                }
+                v
+            }
+        };
+        let mut out = Vec::with_capacity(chains.len());
+        for chain in chains {
+            out.push(verify_chain(client, &keys, &chain)?);
+        }
+        Ok(out)
+    })
+}
+
+fn hash32(v: Option<Vec<u8>>) -> [u8; 32] {
+    v.and_then(|b| b.try_into().ok()).unwrap_or([0xff; 32])
+}
+
+fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<VerifyRow, MxError> {
+    let mut seals = Vec::new();
+    for row in client
+        .select(
+            "SELECT first_seq, last_seq, last_entry_hash, merkle_root FROM memory.audit_seals
+              WHERE chain_id = $1 AND entries > 0 ORDER BY first_seq",
+            None,
+            &[chain.into()],
+        )
+        .map_err(spi_err)?
+    {
+        seals.push(Seal {
+            first_seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
+            last_seq: row.get::<i64>(2).map_err(spi_err)?.unwrap_or_default(),
+            last_entry_hash: hash32(row.get::<Vec<u8>>(3).map_err(spi_err)?),
+            merkle_root: hash32(row.get::<Vec<u8>>(4).map_err(spi_err)?),
+        });
+    }
+    let head = client
+        .select("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = $1", Some(1), &[chain.into()])
+        .map_err(spi_err)?;
+    let head = if head.is_empty() {
+        None
+    } else {
+        let h = head.first();
+        Some((h.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(), hash32(h.get::<Vec<u8>>(2).map_err(spi_err)?)))
+    };
+
+    let mut verifier = Verifier::new(keys, seals);
+    let mut cursor = client.open_cursor(
+        "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload::text
+           FROM memory.audit_log WHERE chain_id = $1 ORDER BY seq",
+        &[chain.into()],
+    );
+    loop {
+        let batch = cursor.fetch(10_000).map_err(spi_err)?;
+        if batch.is_empty() {
+            break;
+        }
+        for row in batch {
+            let recorded = row
+                .get::<TimestampWithTimeZone>(5)
+                .map_err(spi_err)?
+                .map(|t| pg_sys::TimestampTz::from(t).saturating_add(PG_EPOCH_UNIX_MICROS))
+                .unwrap_or(i64::MIN);
+            let payload_text: &str = row.get(11).map_err(spi_err)?.unwrap_or("null");
+            let entry = StoredEntry {
+                chain_id: chain.to_string(),
+                seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
+                prev_hash: row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default(),
+                entry_hash: row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default(),
+                event_type: row.get::<String>(4).map_err(spi_err)?.unwrap_or_default(),
+                recorded_at_micros: recorded,
+                actor_id: row.get::<String>(6).map_err(spi_err)?,
+                org_id: row.get::<String>(7).map_err(spi_err)?,
+                project_id: row.get::<String>(8).map_err(spi_err)?,
+                workspace_id: row.get::<String>(9).map_err(spi_err)?,
+                key_id: row.get::<i32>(10).map_err(spi_err)?.unwrap_or_default(),
+                payload: serde_json::from_str(payload_text).unwrap_or(Value::Null),
+            };
+            verifier.push(&entry);
+        }
+    }
+    let v = verifier.finish(head);
+    let reason = v.failure.as_ref().map(|f| match &v.detail {
+        Some(d) => format!("{}: {d}", f.reason()),
+        None => f.reason().to_string(),
+    });
+    Ok((chain.to_string(), v.entries, v.ok, v.first_bad_seq, reason, v.pruned))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The statement trigger of governed tables.
+
+/// Column mapping of `memory.audit_trigger`, from TG_ARGV `key=value` pairs.
+#[derive(Default)]
+struct AuditMap {
+    table: String,
+    id: Option<String>,
+    content: Option<String>,
+    org: Option<String>,
+    project: Option<String>,
+    workspace: Option<String>,
+    user: Option<String>,
+    tier: Option<String>,
+    tier_json: bool,
+}
+
+impl AuditMap {
+    fn parse(args: &[String]) -> Result<Self, MxError> {
+        let mut m = AuditMap::default();
+        for a in args {
+            let (k, v) = a.split_once('=').ok_or_else(|| MxError::new("39P01", format!("bad memory.audit_trigger argument \"{a}\"")))?;
+            let v = Some(v.to_string());
+            match k {
+                "table" => m.table = v.unwrap_or_default(),
+                "id" => m.id = v,
+                "content" => m.content = v,
+                "org" => m.org = v,
+                "project" => m.project = v,
+                "workspace" => m.workspace = v,
+                "user" => m.user = v,
+                "tier" => m.tier = v,
+                "tier_json" => m.tier_json = v.as_deref() == Some("true"),
+                _ => return Err(MxError::new("39P01", format!("unknown memory.audit_trigger argument \"{a}\""))),
+            }
+        }
+        Ok(m)
+    }
+
+    fn col(&self, alias: &str, c: &Option<String>) -> String {
+        match c {
+            Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
+            None => "NULL::text".into(),
+        }
+    }
+
+    fn tier_expr(&self, alias: &str) -> String {
+        match &self.tier {
+            Some(c) if self.tier_json => format!("({alias}.{}->>'classification')", quote_identifier(c)),
+            Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
+            None => "NULL::text".into(),
+        }
+    }
+
+    /// id, content, org, project, workspace, user, tier of alias `t`.
+    fn select_list(&self, alias: &str) -> String {
+        [
+            self.col(alias, &self.id),
+            self.col(alias, &self.content),
+            self.col(alias, &self.org),
+            self.col(alias, &self.project),
+            self.col(alias, &self.workspace),
+            self.col(alias, &self.user),
+            self.tier_expr(alias),
+        ]
+        .join(", ")
+    }
+}
+
+#[pg_trigger]
+fn audit_trigger<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
+    audit_statement(trigger).or_raise();
+    Ok(None)
+}
+
+fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
+    let td = trigger.trigger_data();
+    let map = AuditMap::parse(&trigger.extra_args().unwrap_or_default())?;
+    let ev = td.tg_event;
+    if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
+        return Err(MxError::new("39P01", "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
+            .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
+    }
+    let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
+    let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
+    let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
+    let (event_type, query): (&'static str, String) = match (op, new_tt, old_tt) {
+        (pg_sys::TRIGGER_EVENT_INSERT, Some(n), _) => ("memory.store", format!("SELECT {} FROM {n} t", map.select_list("t"))),
+        (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => ("memory.delete", format!("SELECT {} FROM {o} t", map.select_list("t"))),
+        (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.id.is_some() && map.tier.is_some() => {
+            let id = quote_identifier(map.id.as_deref().unwrap_or_default());
+            (
+                "memory.reclassify",
+                format!(
+                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} = t.{id} WHERE {} IS DISTINCT FROM {}",
+                    map.select_list("t"),
+                    map.tier_expr("o"),
+                    map.tier_expr("o"),
+                    map.tier_expr("t")
+                ),
+            )
+        }
+        _ => return Ok(()),
+    };
+    let reason = crate::classify::downgrade_reason();
+
+    Spi::connect(|client| {
+        unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
+        // Lock every chain this statement touches up front, in order.
+        let orgs_q = format!("SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
+            if event_type == "memory.reclassify" { ", old_tier" } else { "" });
+        let mut chains = Vec::new();
+        for row in client.select(orgs_q.as_str(), None, &[]).map_err(spi_err)? {
+            chains.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+        }
+        if chains.is_empty() {
+            return Ok(());
+        }
+        let mut ap = Appender::new(client)?;
+        ap.lock(client, chains.iter().map(String::as_str))?;
+        let actor = default_actor(&ap);
+        let mut last_user: Option<(String, String)> = None;
+
+        let mut cursor = client.open_cursor(query.as_str(), &[]);
+        let mut batch_events: Vec<Pending> = Vec::new();
+        loop {
+            let batch = cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?;
+            if batch.is_empty() {
+                break;
+            }
+            for row in batch {
+                let id: Option<String> = row.get(1).map_err(spi_err)?;
+                let content: Option<&str> = row.get(2).map_err(spi_err)?;
+                let org: Option<String> = row.get(3).map_err(spi_err)?;
+                let project: Option<String> = row.get(4).map_err(spi_err)?;
+                let workspace: Option<String> = row.get(5).map_err(spi_err)?;
+                let user: Option<&str> = row.get(6).map_err(spi_err)?;
+                let tier: Option<String> = row.get(7).map_err(spi_err)?;
+                let user_p = user.map(|u| match &last_user {
+                    Some((raw, p)) if raw == u => p.clone(),
+                    _ => {
+                        let p = ap.pseudonym(u);
+                        last_user = Some((u.to_string(), p.clone()));
+                        p
+                    }
+                });
+                let payload = match event_type {
+                    "memory.store" => json!({
+                        "table": map.table, "id": id, "content_sha256": content.map(|c| sha256_hex(c.as_bytes())),
+                        "classification": tier, "userId": user_p,
+                    }),
+                    "memory.delete" => json!({ "table": map.table, "id": id, "classification": tier, "userId": user_p }),
+                    _ => {
+                        let old: Option<String> = row.get(8).map_err(spi_err)?;
+                        json!({ "table": map.table, "id": id, "from": old, "to": tier, "reason": reason, "userId": user_p })
+                    }
+                };
+                batch_events.push(Pending { event_type, org_id: org, project_id: project, workspace_id: workspace, actor_id: Some(actor.clone()), payload });
+            }
+            for e in batch_events.drain(..) {
+                ap.push(client, e)?;
+            }
+        }
+        ap.finish(client)
+    })
+}
