@@ -4,6 +4,7 @@ A throwaway cluster is started with scripts/cluster.sh; each test gets a fresh d
 memory_ext created, so tests do not see each other's rows.
 """
 import itertools
+import os
 import pathlib
 import subprocess
 
@@ -17,9 +18,10 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def port():
-    p = subprocess.check_output([str(CLUSTER), "start", "pytest"], text=True).strip()
+    name = os.environ.get("MEMORY_EXT_CLUSTER", "pytest")
+    p = subprocess.check_output([str(CLUSTER), "start", name], text=True).strip()
     yield int(p)
-    subprocess.run([str(CLUSTER), "stop", "pytest"], check=False)
+    subprocess.run([str(CLUSTER), "stop", name], check=False)
 
 
 def _dsn(port, db):
