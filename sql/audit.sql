@@ -254,6 +254,11 @@ BEGIN
                  WHERE s.range_end <= before AND s.dropped_at IS NULL AND to_regclass('memory.' || s.partition_name) IS NOT NULL
     LOOP
         EXECUTE format('ALTER TABLE memory.audit_log DETACH PARTITION memory.%I', name);
+        -- Partitions made by CREATE EXTENSION are members of the extension: release them first.
+        IF EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = ('memory.' || quote_ident(name))::regclass
+                      AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e') THEN
+            EXECUTE format('ALTER EXTENSION memory_ext DROP TABLE memory.%I', name);
+        END IF;
         EXECUTE format('DROP TABLE memory.%I', name);
         UPDATE memory.audit_seals s SET dropped_at = now() WHERE s.partition_name = name;
         n := n + 1;

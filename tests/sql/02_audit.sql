@@ -1,0 +1,149 @@
+-- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
+BEGIN;
+SELECT plan(53);
+
+CREATE FUNCTION pg_temp.verdict(c text) RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN ok THEN 'ok' ELSE first_bad_seq || ' ' || split_part(reason, ':', 1) END FROM memory.audit_verify(c)
+$$;
+-- Tampering needs the append-only triggers out of the way: superuser, replica mode.
+CREATE FUNCTION pg_temp.tamper(sql text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    SET LOCAL session_replication_role = replica;
+    EXECUTE sql;
+    SET LOCAL session_replication_role = origin;
+END $$;
+
+-- Chain shape ------------------------------------------------------------------------------------
+SELECT is(memory.audit_append('test.event', jsonb_build_object('n', g, 'f', 0.1 * g, 'u', 'é✓'), 'acme', 'p1', 'w1', 'agent-1'), g::bigint)
+  FROM generate_series(1, 10) g WHERE g = 1;
+SELECT memory.audit_append('test.event', jsonb_build_object('n', g, 'f', 0.1 * g), 'acme', 'p1', 'w1', 'agent-1') FROM generate_series(2, 10) g;
+SELECT is(memory.audit_append('platform.event', '{}'), 1::bigint, 'a NULL org appends to the platform chain ''''');
+SELECT results_eq($$ SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM memory.audit_log WHERE chain_id = 'acme' $$,
+                  $$ VALUES (10::bigint, 1::bigint, 10::bigint, 10::bigint) $$, 'seq is gapless from 1 per chain');
+SELECT is(prev_hash, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea, 'first prev_hash is 32 zero bytes')
+  FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
+SELECT is_empty($$ SELECT 1 FROM memory.audit_log a JOIN memory.audit_log b ON a.chain_id = b.chain_id AND b.seq = a.seq + 1
+                   WHERE a.chain_id = 'acme' AND b.prev_hash <> a.entry_hash $$, 'each prev_hash is the previous entry_hash');
+SELECT ok(actor_id ~ '^h:[0-9a-f]{64}$', 'actor ids are pseudonymised') FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
+SELECT results_eq($$ SELECT chain_id, seq, entry_hash FROM memory.audit_head('acme') $$,
+                  $$ SELECT chain_id, seq, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 10 $$, 'audit_head is the last entry');
+SELECT is((SELECT merkle_root FROM memory.audit_head('acme')),
+          memory._merkle_root(ARRAY(SELECT entry_hash FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq)),
+          'audit_head carries the RFC 9162 root of all entry hashes');
+SELECT is(pg_temp.verdict('acme'), 'ok', 'an untouched chain verifies');
+SELECT is((SELECT count(*) FROM memory.audit_verify()), 2::bigint, 'audit_verify() covers every chain');
+SELECT is((SELECT count(*) FROM memory.audit_events('w1', 'test.event', 3, 0)), 3::bigint, 'audit_events pages by workspace and type');
+SELECT is((SELECT max(seq) FROM memory.audit_events('w1', NULL, 50, 0)), 10::bigint, 'audit_events newest first');
+
+-- Tamper matrix ------------------------------------------------------------------------------------
+SAVEPOINT t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET payload = payload || '{"n": 99}' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited payload is detected at its seq');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET event_type = 'memory.forget' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited event_type');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET actor_id = 'h:00' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited actor_id');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET workspace_id = NULL WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited workspace_id');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET project_id = 'p2' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited project_id');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET recorded_at = recorded_at + interval '1 microsecond' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited recorded_at (one microsecond)');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET org_id = 'evil' WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited org_id');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET entry_hash = sha256(entry_hash) WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited entry_hash');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET prev_hash = sha256(prev_hash) WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 hash mismatch', 'edited prev_hash');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET key_id = 999 WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 unknown key', 'an entry naming an unknown key');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ DELETE FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 5 $$);
+SELECT is(pg_temp.verdict('acme'), '5 gap', 'deleting a middle row is a gap at its seq');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET seq = CASE seq WHEN 4 THEN 5 ELSE 4 END WHERE chain_id = 'acme' AND seq IN (4, 5) $$);
+SELECT is(pg_temp.verdict('acme'), '4 hash mismatch', 'swapping two rows is detected at the first');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ INSERT INTO memory.audit_log SELECT chain_id, 6, event_type, recorded_at, actor_id, org_id, project_id, workspace_id,
+                              '{"forged": true}', key_id, prev_hash, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 6 $$);
+SELECT is(pg_temp.verdict('acme'), '6 reorder', 'a forged row beside a real one (a duplicate seq) is detected at its seq');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ INSERT INTO memory.audit_log SELECT chain_id, 11, event_type, recorded_at, actor_id, org_id, project_id, workspace_id,
+                              payload, key_id, entry_hash, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 10 $$);
+SELECT is(pg_temp.verdict('acme'), '11 hash mismatch', 'a forged row appended past the head is detected');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ DELETE FROM memory.audit_log WHERE chain_id = 'acme' AND seq >= 9 $$);
+SELECT is(pg_temp.verdict('acme'), '9 tail missing', 'truncating the tail is detected against the head');
+ROLLBACK TO t;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_heads SET entry_hash = sha256(entry_hash) WHERE chain_id = 'acme' $$);
+SELECT is(pg_temp.verdict('acme'), '10 hash mismatch', 'a head that does not match the last entry');
+ROLLBACK TO t;
+-- Dropping the partition without a seal: everything is missing against the head.
+SELECT pg_temp.tamper(format('ALTER TABLE memory.audit_log DETACH PARTITION memory.%I',
+                             (SELECT c.relname FROM memory.audit_log a JOIN pg_class c ON c.oid = a.tableoid WHERE a.chain_id = 'acme' LIMIT 1)));
+SELECT is(pg_temp.verdict('acme'), '1 tail missing', 'a partition dropped without a seal is detected');
+ROLLBACK TO t;
+RELEASE SAVEPOINT t;
+SELECT is(pg_temp.verdict('acme'), 'ok', 'after the tamper cases were rolled back the chain verifies');
+
+-- Append-only --------------------------------------------------------------------------------------
+SELECT throws_ok($$ UPDATE memory.audit_log SET payload = '{}' $$, 'MX002', NULL, 'UPDATE of the log is MX002');
+SELECT throws_ok($$ DELETE FROM memory.audit_log $$, 'MX002', NULL, 'DELETE from the log is MX002');
+SELECT throws_ok($$ TRUNCATE memory.audit_log $$, 'MX002', NULL, 'TRUNCATE of the log is MX002');
+SELECT c.relname AS part FROM memory.audit_log a JOIN pg_class c ON c.oid = a.tableoid LIMIT 1 \gset
+SELECT throws_ok(format('TRUNCATE memory.%I', :'part'), 'MX002', NULL, 'TRUNCATE of a partition is MX002');
+SELECT throws_ok($$ TRUNCATE memory.audit_log_default $$, 'MX002', NULL, 'TRUNCATE of the default partition is MX002');
+
+-- Keys ----------------------------------------------------------------------------------------------
+SELECT is(memory.audit_rotate_key(), 2, 'rotating starts key 2');
+SELECT memory.audit_append('test.event', '{"after": "rotation"}', 'acme');
+SELECT results_eq($$ SELECT key_id FROM memory.audit_log WHERE chain_id = 'acme' AND seq IN (10, 11) ORDER BY seq $$,
+                  $$ VALUES (1), (2) $$, 'new entries carry the new key_id');
+SELECT is(pg_temp.verdict('acme'), 'ok', 'a chain across two keys verifies');
+
+-- Governed tables emit their events -------------------------------------------------------------------
+CREATE TABLE public.facts (id bigserial PRIMARY KEY, tenant text, body text, tier memory.classification, user_id text);
+SELECT lives_ok($$ SELECT memory.govern('public.facts', '{"content": "body", "target": "tier", "org": "tenant", "audit": true}') $$, 'govern with audit');
+INSERT INTO public.facts (tenant, body, user_id) VALUES ('t1', 'a', 'alice'), ('t1', 'the password', 'bob'), ('t2', 'c', 'alice');
+SELECT results_eq($$ SELECT chain_id, seq, event_type, payload->>'classification' FROM memory.audit_log WHERE chain_id IN ('t1', 't2') ORDER BY 1, 2 $$,
+                  $$ VALUES ('t1', 1::bigint, 'memory.store', 'internal'), ('t1', 2::bigint, 'memory.store', 'confidential'), ('t2', 1::bigint, 'memory.store', 'internal') $$,
+                  'one memory.store per inserted row, chained per tenant');
+SELECT is(payload->>'content_sha256', encode(sha256('the password'), 'hex'), 'payloads carry content_sha256')
+  FROM memory.audit_log WHERE chain_id = 't1' AND seq = 2;
+SELECT is_empty($$ SELECT 1 FROM memory.audit_log WHERE payload::text LIKE '%the password%' OR payload::text LIKE '%alice%' $$,
+                'no raw content or user id in payloads');
+UPDATE public.facts SET tier = 'restricted' WHERE body = 'a';
+DELETE FROM public.facts WHERE tenant = 't2';
+SELECT results_eq($$ SELECT chain_id, event_type, payload->>'from', payload->>'to' FROM memory.audit_log WHERE chain_id IN ('t1', 't2') AND seq > 1 AND event_type <> 'memory.store' ORDER BY 1 $$,
+                  $$ VALUES ('t1', 'memory.reclassify', 'internal', 'restricted'), ('t2', 'memory.delete', NULL, NULL) $$,
+                  'updates of the tier emit memory.reclassify, deletes memory.delete');
+SELECT is(pg_temp.verdict('t1'), 'ok', 'tenant chain t1 verifies');
+
+-- Seal and prune --------------------------------------------------------------------------------------
+SAVEPOINT s;
+SELECT ok((SELECT count(*) FROM memory.audit_seal(now() + interval '2 months') WHERE chain_id = 'acme') = 1, 'sealing the current month seals the acme range');
+SELECT is((SELECT merkle_root FROM memory.audit_seals WHERE chain_id = 'acme'),
+          memory._merkle_root(ARRAY(SELECT entry_hash FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq)), 'the seal holds the RFC 9162 root');
+SELECT ok(memory.audit_prune(now() + interval '2 months') >= 1, 'sealed partitions are dropped');
+SELECT results_eq($$ SELECT ok, pruned FROM memory.audit_verify('acme') $$, $$ VALUES (true, 11::bigint) $$, 'a pruned range verifies from its seal');
+SELECT memory.audit_append('test.event', '{"after": "prune"}', 'acme');
+SELECT results_eq($$ SELECT ok, entries, pruned FROM memory.audit_verify('acme') $$, $$ VALUES (true, 1::bigint, 11::bigint) $$, 'appends after pruning continue the chain');
+ROLLBACK TO s;
+
+-- Bad input --------------------------------------------------------------------------------------------
+SELECT throws_ok($$ SELECT memory.audit_append(NULL, '{}') $$, '22023', NULL, 'NULL event_type is 22023');
+SELECT throws_ok($$ SELECT memory.audit_append('x', '[1, 2]') $$, '22023', NULL, 'a non-object payload is 22023');
+SELECT throws_ok($$ SELECT * FROM memory.audit_events('w1', NULL, -1) $$, '22023', NULL, 'negative lim is 22023');
+SELECT throws_ok($$ SELECT memory.audit_seal(NULL) $$, '22023', NULL, 'audit_seal(NULL) is 22023');
+
+SELECT * FROM finish();
+ROLLBACK;
