@@ -11,3 +11,4 @@ dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
 psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
 cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
+"$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000

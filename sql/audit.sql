@@ -48,8 +48,11 @@ CREATE TABLE memory.audit_log (
     prev_hash    bytea NOT NULL,
     entry_hash   bytea NOT NULL
 ) PARTITION BY RANGE (recorded_at);
-CREATE INDEX audit_log_chain_seq ON memory.audit_log (chain_id, seq);
-CREATE INDEX audit_log_workspace ON memory.audit_log (workspace_id, recorded_at);
+-- Bytewise order for the chain column of the index: lookups are by equality, and a linguistic
+-- collation would make every insert's descent pay for strcoll(). Internal queries say
+-- `chain_id = $1 COLLATE "C"` to use it; the column itself keeps the default collation.
+CREATE INDEX audit_log_chain_seq ON memory.audit_log (chain_id COLLATE "C", seq);
+CREATE INDEX audit_log_workspace ON memory.audit_log (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL;
 CREATE TABLE memory.audit_log_default PARTITION OF memory.audit_log DEFAULT;
 COMMENT ON TABLE memory.audit_log IS
   'Tamper-evident log: entry_hash = HMAC-SHA256(key[key_id], JCS(event)); see the README for the exact format.';

@@ -8,6 +8,7 @@
 use crate::errors::{MxError, OrRaise};
 use memory_core::audit::{pseudonymize, sha256_hex, Chainer, Event, MerkleBuilder, Seal, StoredEntry, Verifier};
 use pgrx::datum::DatumWithOid;
+use pgrx::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
 use pgrx::JsonB;
@@ -59,6 +60,34 @@ struct Rows {
     hash: Vec<Vec<u8>>,
 }
 
+thread_local! {
+    // Plans of the fixed statements, prepared once per backend (SPI_keepplan). The plan cache
+    // re-plans them by itself after DDL, e.g. when partitions are added.
+    static PLANS: std::cell::RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// Run one of the fixed statements through its kept plan.
+fn run<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+    limit: Option<std::ffi::c_long>,
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
+    let have = PLANS.with(|p| p.borrow().contains_key(sql));
+    if !have {
+        let oids: Vec<PgOid> = types.iter().map(|t| PgOid::from(*t)).collect();
+        let plan = client.prepare(sql, &oids).map_err(spi_err)?.keep();
+        PLANS.with(|p| p.borrow_mut().insert(sql, plan));
+    }
+    PLANS.with(|p| {
+        let plans = p.borrow();
+        let plan = plans.get(sql).expect("prepared above");
+        client.select(plan, limit, args).map_err(spi_err)
+    })
+}
+
 fn spi_err(e: pgrx::spi::Error) -> MxError {
     MxError::new("XX000", format!("memory_ext audit: {e}"))
 }
@@ -73,10 +102,7 @@ impl Appender {
     /// with an open cursor).
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
         unsafe { pg_sys::GetCurrentTransactionId() };
-        let row = client
-            .select("SELECT key_id, key, salt FROM memory._audit_current_key()", Some(1), &[])
-            .map_err(spi_err)?
-            .first();
+        let row = run(client, "SELECT key_id, key, salt FROM memory._audit_current_key()", &[], &[], Some(1))?.first();
         let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
         let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
         let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
@@ -94,17 +120,15 @@ impl Appender {
         wanted.sort_unstable();
         wanted.dedup();
         for chain in wanted {
-            client
-                .select("INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", None, &[chain.into()])
-                .map_err(spi_err)?;
-            let row = client
-                .select(
-                    "SELECT seq, entry_hash, merkle_frontier, last_recorded_at FROM memory.audit_heads WHERE chain_id = $1 FOR UPDATE",
-                    Some(1),
-                    &[chain.into()],
-                )
-                .map_err(spi_err)?
-                .first();
+            run(client, "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", &[pg_sys::TEXTOID], &[chain.into()], None)?;
+            let row = run(
+                client,
+                "SELECT seq, entry_hash, merkle_frontier, last_recorded_at FROM memory.audit_heads WHERE chain_id = $1 FOR UPDATE",
+                &[pg_sys::TEXTOID],
+                &[chain.into()],
+                Some(1),
+            )?
+            .first();
             let seq = row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default();
             let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default().try_into().map_err(|_| {
                 MxError::new("MX002", format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
@@ -183,17 +207,18 @@ impl Appender {
             r.prev.into(),
             r.hash.into(),
         ];
-        client
-            .select(
-                "INSERT INTO memory.audit_log (chain_id, seq, event_type, recorded_at, actor_id, org_id, project_id,
-                                               workspace_id, payload, key_id, prev_hash, entry_hash)
-                 SELECT c, s, e, 'epoch'::timestamptz + r * interval '1 microsecond', a, o, p, w, pl::jsonb, $10, ph, eh
-                   FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::text[], $7::text[],
-                               $8::text[], $9::text[], $11::bytea[], $12::bytea[]) AS u(c, s, e, r, a, o, p, w, pl, ph, eh)",
-                None,
-                &args,
-            )
-            .map_err(spi_err)?;
+        use pg_sys::{BYTEAARRAYOID, INT4OID, INT8ARRAYOID, TEXTARRAYOID};
+        run(
+            client,
+            "INSERT INTO memory.audit_log (chain_id, seq, event_type, recorded_at, actor_id, org_id, project_id,
+                                           workspace_id, payload, key_id, prev_hash, entry_hash)
+             SELECT c, s, e, 'epoch'::timestamptz + r * interval '1 microsecond', a, o, p, w, pl::jsonb, $10, ph, eh
+               FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12) AS u(c, s, e, r, a, o, p, w, pl, ph, eh)",
+            &[TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+              TEXTARRAYOID, TEXTARRAYOID, INT4OID, BYTEAARRAYOID, BYTEAARRAYOID],
+            &args,
+            None,
+        )?;
         Ok(())
     }
 
@@ -202,15 +227,15 @@ impl Appender {
         self.flush(client)?;
         for (chain, head) in &self.heads {
             let (seq, hash) = head.chainer.head();
-            client
-                .select(
-                    "UPDATE memory.audit_heads SET seq = $2, entry_hash = $3, merkle_frontier = $4,
-                            last_recorded_at = 'epoch'::timestamptz + $5 * interval '1 microsecond', updated_at = now()
-                      WHERE chain_id = $1",
-                    None,
-                    &[chain.as_str().into(), seq.into(), hash.to_vec().into(), head.tree.to_bytes().into(), head.recorded_at.into()],
-                )
-                .map_err(spi_err)?;
+            run(
+                client,
+                "UPDATE memory.audit_heads SET seq = $2, entry_hash = $3, merkle_frontier = $4,
+                        last_recorded_at = 'epoch'::timestamptz + $5 * interval '1 microsecond', updated_at = now()
+                  WHERE chain_id = $1",
+                &[pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::BYTEAOID, pg_sys::BYTEAOID, pg_sys::INT8OID],
+                &[chain.as_str().into(), seq.into(), hash.to_vec().into(), head.tree.to_bytes().into(), head.recorded_at.into()],
+                None,
+            )?;
         }
         Ok(())
     }
@@ -218,7 +243,14 @@ impl Appender {
 
 /// Who is acting: the application's `memory.actor_id` setting, pseudonymised, else the role.
 pub fn default_actor(appender: &Appender) -> String {
-    let app_actor: Option<String> = Spi::get_one("SELECT nullif(current_setting('memory.actor_id', true), '')").ok().flatten();
+    let app_actor: Option<String> = unsafe {
+        let v = pg_sys::GetConfigOption(c"memory.actor_id".as_ptr(), true, false);
+        if v.is_null() {
+            None
+        } else {
+            Some(std::ffi::CStr::from_ptr(v).to_string_lossy().into_owned()).filter(|s| !s.is_empty())
+        }
+    };
     match app_actor {
         Some(a) => appender.pseudonym(&a),
         None => {
@@ -394,7 +426,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
     let mut verifier = Verifier::new(keys, seals);
     let mut cursor = client.open_cursor(
         "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload::text
-           FROM memory.audit_log WHERE chain_id = $1 ORDER BY seq",
+           FROM memory.audit_log WHERE chain_id = $1 COLLATE \"C\" ORDER BY seq",
         &[chain.into()],
     );
     loop {
@@ -544,28 +576,11 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
 
     Spi::connect(|client| {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
-        // Lock every chain this statement touches up front, in order.
-        let orgs_q = format!("SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
-            if event_type == "memory.reclassify" { ", old_tier" } else { "" });
-        let mut chains = Vec::new();
-        for row in client.select(orgs_q.as_str(), None, &[]).map_err(spi_err)? {
-            chains.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
-        }
-        if chains.is_empty() {
-            return Ok(());
-        }
         let mut ap = Appender::new(client)?;
-        ap.lock(client, chains.iter().map(String::as_str))?;
         let actor = default_actor(&ap);
         let mut last_user: Option<(String, String)> = None;
-
-        let mut cursor = client.open_cursor(query.as_str(), &[]);
-        let mut batch_events: Vec<Pending> = Vec::new();
-        loop {
-            let batch = cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?;
-            if batch.is_empty() {
-                break;
-            }
+        let mut to_events = |batch: pgrx::spi::SpiTupleTable, ap: &Appender| -> Result<Vec<Pending>, MxError> {
+            let mut out = Vec::with_capacity(batch.len());
             for row in batch {
                 let id: Option<String> = row.get(1).map_err(spi_err)?;
                 let content: Option<&str> = row.get(2).map_err(spi_err)?;
@@ -593,9 +608,41 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                         json!({ "table": map.table, "id": id, "from": old, "to": tier, "reason": reason, "userId": user_p })
                     }
                 };
-                batch_events.push(Pending { event_type, org_id: org, project_id: project, workspace_id: workspace, actor_id: Some(actor.clone()), payload });
+                out.push(Pending { event_type, org_id: org, project_id: project, workspace_id: workspace, actor_id: Some(actor.clone()), payload });
             }
-            for e in batch_events.drain(..) {
+            Ok(out)
+        };
+
+        let mut cursor = client.open_cursor(query.as_str(), &[]);
+        let first = to_events(cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?, &ap)?;
+        if first.is_empty() {
+            return Ok(());
+        }
+        // Lock every chain the statement touches before chaining anything, in order. A statement
+        // that fits in one chunk names its chains itself; a bigger one is scanned for them.
+        if first.len() < CHUNK {
+            let chains: Vec<String> = first.iter().map(|e| chain_of(&e.org_id).to_string()).collect();
+            ap.lock(client, chains.iter().map(String::as_str))?;
+        } else {
+            let orgs_q = format!(
+                "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
+                if event_type == "memory.reclassify" { ", old_tier" } else { "" }
+            );
+            let mut chains = Vec::new();
+            for row in client.select(orgs_q.as_str(), None, &[]).map_err(spi_err)? {
+                chains.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+            }
+            ap.lock(client, chains.iter().map(String::as_str))?;
+        }
+        for e in first {
+            ap.push(client, e)?;
+        }
+        loop {
+            let batch = cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?;
+            if batch.is_empty() {
+                break;
+            }
+            for e in to_events(batch, &ap)? {
                 ap.push(client, e)?;
             }
         }
