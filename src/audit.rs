@@ -61,6 +61,7 @@ struct Rows {
 }
 
 thread_local! {
+    // (unnest in the select list streams through ProjectSet; in FROM it would be materialised.)
     // Plans of the fixed statements, prepared once per backend (SPI_keepplan). The plan cache
     // re-plans them by itself after DDL, e.g. when partitions are added.
     static PLANS: std::cell::RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> =
@@ -213,7 +214,8 @@ impl Appender {
             "INSERT INTO memory.audit_log (chain_id, seq, event_type, recorded_at, actor_id, org_id, project_id,
                                            workspace_id, payload, key_id, prev_hash, entry_hash)
              SELECT c, s, e, 'epoch'::timestamptz + r * interval '1 microsecond', a, o, p, w, pl::jsonb, $10, ph, eh
-               FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12) AS u(c, s, e, r, a, o, p, w, pl, ph, eh)",
+               FROM (SELECT unnest($1) c, unnest($2) s, unnest($3) e, unnest($4) r, unnest($5) a, unnest($6) o,
+                            unnest($7) p, unnest($8) w, unnest($9) pl, unnest($11) ph, unnest($12) eh) u",
             &[TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
               TEXTARRAYOID, TEXTARRAYOID, INT4OID, BYTEAARRAYOID, BYTEAARRAYOID],
             &args,
