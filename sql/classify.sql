@@ -141,7 +141,7 @@ RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -283,6 +283,26 @@ BEGIN
         EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl);
         EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl);
         eff := eff || jsonb_build_object('audit', false);
+    END IF;
+
+    -- Feedback weights: record_outcome finds ids of this table (uuid id column) and updates the
+    -- weight column. Needs classification or audit too (a governed table carries a trigger).
+    IF opts ? 'weight' THEN
+        IF jsonb_typeof(opts->'weight') <> 'string' THEN
+            RAISE EXCEPTION 'option "weight" must be a column name' USING ERRCODE = '22023';
+        END IF;
+        IF memory._column_type(tbl, opts->>'weight', 'weight') <> 'float8'::regtype THEN
+            RAISE EXCEPTION 'weight column "%" of % must be double precision', opts->>'weight', tbl USING ERRCODE = '22023';
+        END IF;
+        a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+        IF a_id IS NULL OR memory._column_type(tbl, a_id, 'id') <> 'uuid'::regtype THEN
+            RAISE EXCEPTION 'a table with a weight column needs a uuid id column (option "id")' USING ERRCODE = '22023',
+                HINT = 'memory.record_outcome takes uuid ids.';
+        END IF;
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_project := coalesce(a_project, opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
+        eff := eff || jsonb_build_object('weight', opts->>'weight', 'id', a_id, 'org', c_org, 'project', a_project,
+                                         'soft_deleted', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
     END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%') THEN

@@ -1,7 +1,8 @@
 -- Runs last: govern the managed store (now that every capability exists), grants, dump registration.
 
 SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
-    "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true}');
+    "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
+    "weight": "weight"}');
 UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
 
 -- ------------------------------------------------------------------------------------------------

@@ -8,3 +8,6 @@ COMMENT ON TYPE source_type IS 'What an observation was derived from; decisions 
 
 CREATE TYPE memory_type AS ENUM ('working', 'short_term', 'long_term', 'persona', 'episodic', 'entity', 'structured');
 COMMENT ON TYPE memory_type IS 'Retention class of a memory (rt-005).';
+
+CREATE TYPE outcome AS ENUM ('accepted', 'rejected', 'rework');
+COMMENT ON TYPE outcome IS 'A session outcome: accepted raises weights (signal 1), rejected and rework lower them (signal 0).';

@@ -4,3 +4,4 @@
 
 pub mod classify;
 pub mod audit;
+pub mod feedback;

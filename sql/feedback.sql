@@ -1,0 +1,112 @@
+-- Feedback weights (SPEC §3): EMA per session outcome, weight history, misleading diagnostics, recall.
+
+CREATE TABLE memory.org_settings (
+    org_id        text PRIMARY KEY,
+    alpha_success float8 CHECK (alpha_success > 0 AND alpha_success <= 1),
+    alpha_failure float8 CHECK (alpha_failure > 0 AND alpha_failure <= 1),
+    bfsi_mode     boolean NOT NULL DEFAULT false,
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE memory.org_settings IS 'Per-org overrides: EMA alphas (NULL = the memory.alpha_* settings), BFSI mode.';
+
+CREATE TABLE memory.observation_weight_history (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    observation_id  uuid NOT NULL,
+    session_id      text NOT NULL,
+    outcome         memory.outcome NOT NULL,
+    previous_weight float8 NOT NULL,
+    new_weight      float8 NOT NULL,
+    alpha           float8 NOT NULL,
+    org_id          text NOT NULL,
+    project_id      text,
+    recorded_at     timestamptz NOT NULL DEFAULT now(),
+    -- Each (session, observation) pair is applied once.
+    UNIQUE (session_id, observation_id)
+);
+CREATE INDEX observation_weight_history_obs ON memory.observation_weight_history (observation_id);
+COMMENT ON TABLE memory.observation_weight_history IS 'One row per applied weight update (seed columns); alpha is the one used, doubled for misleading observations.';
+
+-- Weights are finite and non-negative (NaN and infinities written by hand are refused: 23514).
+ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_valid CHECK (weight >= 0 AND weight < 'Infinity'::float8);
+-- Full-text index for recall.
+CREATE INDEX observations_fts ON memory.observations USING gin (to_tsvector('english', content));
+
+CREATE FUNCTION memory.ema(previous float8, outcome memory.outcome, alpha_success float8 DEFAULT 0.1, alpha_failure float8 DEFAULT 0.15)
+RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._ema(previous, outcome::text, alpha_success, alpha_failure) $$;
+COMMENT ON FUNCTION memory.ema(float8, memory.outcome, float8, float8) IS
+  'previous × (1 − α) + signal × α; signal 1 for accepted (α = alpha_success), 0 otherwise (α = alpha_failure). α outside (0, 1] or a non-finite weight: 22023.';
+
+CREATE FUNCTION memory.record_outcome(session_id text, outcome memory.outcome, observation_ids uuid[])
+RETURNS TABLE (observation_id uuid, previous_weight float8, new_weight float8, alpha float8, applied boolean, reason text)
+LANGUAGE sql VOLATILE
+AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::text, observation_ids) $$;
+COMMENT ON FUNCTION memory.record_outcome(text, memory.outcome, uuid[]) IS
+  'Apply one session outcome to observations by EMA, once per (session, observation); one memory.feedback event per tenant. reason: applied, already_recorded, duplicate_in_call, not_found, soft_deleted, non_finite_weight.';
+
+CREATE FUNCTION memory.misleading_observations(org_id text DEFAULT NULL)
+RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int, weight float8)
+LANGUAGE sql STABLE
+AS $$
+    SELECT h.observation_id,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted')::int,
+           o.weight
+      FROM memory.observation_weight_history h
+      JOIN memory.observations o ON o.id = h.observation_id
+     WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
+       AND o.soft_deleted_at IS NULL
+     GROUP BY h.observation_id, o.weight
+    HAVING count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted') >= 3
+       AND count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted') = 0
+     ORDER BY 2 DESC, 1
+$$;
+COMMENT ON FUNCTION memory.misleading_observations(text) IS
+  'Live observations with at least 3 distinct failed sessions and no successful one.';
+
+CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q   tsquery;
+    r   record;
+    ids uuid[] := '{}';
+BEGIN
+    IF recall.org_id IS NULL THEN
+        RAISE EXCEPTION 'memory.recall needs an org_id' USING ERRCODE = '22023';
+    END IF;
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %', k USING ERRCODE = '22023';
+    END IF;
+    q := websearch_to_tsquery('english', coalesce(query, ''));
+    -- A blank query (or one of stop words only) matches nothing: no rows, no event.
+    IF numnode(q) = 0 THEN
+        RETURN;
+    END IF;
+    FOR r IN
+        SELECT o.id, o.content, o.classification, o.weight,
+               (ts_rank_cd(to_tsvector('english', o.content), q) * o.weight)::float8 AS score
+          FROM memory.observations o
+         WHERE o.org_id = recall.org_id
+           AND to_tsvector('english', o.content) @@ q
+           AND o.soft_deleted_at IS NULL
+           AND (o.expires_at IS NULL OR o.expires_at > now())
+           AND (recall.project_id IS NULL OR o.project_id = recall.project_id)
+         ORDER BY 5 DESC, o.id
+         LIMIT k
+    LOOP
+        id := r.id; content := r.content; classification := r.classification; weight := r.weight; score := r.score;
+        ids := ids || r.id;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM memory.audit_append('memory.recall',
+        jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
+                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex')),
+        recall.org_id, recall.project_id);
+END $$;
+COMMENT ON FUNCTION memory.recall(text, text, int, text) IS
+  'Top-k live observations of a tenant by full-text relevance × weight (GIN-backed); emits memory.recall with ids and count, never content or the query text.';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.org_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.observation_weight_history', '');

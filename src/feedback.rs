@@ -1,0 +1,296 @@
+//! SQL surface of feedback weights (SPEC §3). The EMA and the misleading rule are in
+//! `memory_core::feedback`; this moves rows: resolve ids, lock them, apply once per
+//! (session, observation), write history, and emit one `memory.feedback` event per tenant.
+//!
+//! Ids are resolved in `memory.observations` first, then in every governed table registered with
+//! a `weight` column (its `id` column must be uuid), in registration order; the first match wins.
+
+use crate::errors::{MxError, OrRaise};
+use memory_core::feedback::{alpha_for, check_alpha, ema, step, Outcome};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::{quote_identifier, SpiClient};
+use pgrx::JsonB;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+fn spi_err(e: pgrx::spi::Error) -> MxError {
+    MxError::new("XX000", format!("memory_ext feedback: {e}"))
+}
+
+fn parse_outcome(s: &str) -> Result<Outcome, MxError> {
+    Outcome::parse(s).ok_or_else(|| {
+        MxError::bad_argument(format!("unknown outcome \"{s}\"")).hint("Use one of: accepted, rejected, rework.")
+    })
+}
+
+#[pg_extern(immutable, parallel_safe, strict, name = "_ema")]
+fn ema_sql(previous: f64, outcome: &str, alpha_success: f64, alpha_failure: f64) -> f64 {
+    let o = parse_outcome(outcome).or_raise();
+    ema(previous, o, alpha_success, alpha_failure).map_err(|e| MxError::bad_argument(e.to_string())).or_raise()
+}
+
+/// A table whose rows carry a weight: memory.observations or a governed application table.
+struct Source {
+    rel: String,
+    id: String,
+    org: Option<String>,
+    project: Option<String>,
+    weight: String,
+    deleted: Option<String>,
+}
+
+impl Source {
+    fn col(&self, c: &Option<String>) -> String {
+        c.as_ref().map(|c| format!("t.{}::text", quote_identifier(c))).unwrap_or_else(|| "NULL::text".into())
+    }
+}
+
+fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
+    let mut out = Vec::new();
+    for row in client
+        .select(
+            "SELECT table_name::text, options FROM memory.governed_tables WHERE options ? 'weight' ORDER BY builtin DESC, governed_at",
+            None,
+            &[],
+        )
+        .map_err(spi_err)?
+    {
+        let rel: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
+        let opts = row.get::<JsonB>(2).map_err(spi_err)?.map(|j| j.0).unwrap_or(Value::Null);
+        let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
+        if let (Some(id), Some(weight)) = (s("id"), s("weight")) {
+            out.push(Source { rel, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted") });
+        }
+    }
+    Ok(out)
+}
+
+struct Target {
+    source: usize,
+    org: String,
+    project: Option<String>,
+    weight: f64,
+    deleted: bool,
+}
+
+type OutcomeRow = (pgrx::Uuid, Option<f64>, Option<f64>, Option<f64>, bool, String);
+
+#[pg_extern(volatile, name = "_record_outcome")]
+fn record_outcome(
+    session_id: Option<&str>,
+    outcome: Option<&str>,
+    observation_ids: Option<Array<pgrx::Uuid>>,
+) -> TableIterator<
+    'static,
+    (
+        name!(observation_id, pgrx::Uuid),
+        name!(previous_weight, Option<f64>),
+        name!(new_weight, Option<f64>),
+        name!(alpha, Option<f64>),
+        name!(applied, bool),
+        name!(reason, String),
+    ),
+> {
+    let session = match session_id.map(str::trim) {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => MxError::bad_argument("session_id must be a non-empty text").raise(),
+    };
+    let outcome = parse_outcome(outcome.unwrap_or("")).or_raise();
+    let ids: Vec<pgrx::Uuid> = observation_ids.map(|a| a.iter().flatten().collect()).unwrap_or_default();
+    let rows = if ids.is_empty() { Vec::new() } else { apply(&session, outcome, &ids).or_raise() };
+    TableIterator::new(rows)
+}
+
+fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<OutcomeRow>, MxError> {
+    let (alpha_s, alpha_f) = (crate::gucs::ALPHA_SUCCESS.get(), crate::gucs::ALPHA_FAILURE.get());
+    Spi::connect_mut(|client| {
+        unsafe { pg_sys::GetCurrentTransactionId() };
+        let mut unique: Vec<pgrx::Uuid> = Vec::with_capacity(ids.len());
+        let mut seen = HashSet::new();
+        for id in ids {
+            if seen.insert(*id.as_bytes()) {
+                unique.push(*id);
+            }
+        }
+
+        // Resolve and lock the rows, source by source.
+        let srcs = sources(client)?;
+        let mut found: HashMap<[u8; 16], Target> = HashMap::new();
+        for (i, src) in srcs.iter().enumerate() {
+            let pending: Vec<pgrx::Uuid> = unique.iter().filter(|u| !found.contains_key(u.as_bytes())).copied().collect();
+            if pending.is_empty() {
+                break;
+            }
+            let q = format!(
+                "SELECT t.{id}, {org}, {proj}, t.{w}::float8, {del} FROM {rel} t WHERE t.{id} = ANY($1) ORDER BY t.{id} FOR UPDATE",
+                id = quote_identifier(&src.id),
+                org = src.col(&src.org),
+                proj = src.col(&src.project),
+                w = quote_identifier(&src.weight),
+                del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
+                rel = src.rel,
+            );
+            for row in client.update(q.as_str(), None, &[pending.into()]).map_err(spi_err)? {
+                let id: pgrx::Uuid = row.get(1).map_err(spi_err)?.expect("id is the lookup key");
+                found.insert(
+                    *id.as_bytes(),
+                    Target {
+                        source: i,
+                        org: row.get::<String>(2).map_err(spi_err)?.unwrap_or_default(),
+                        project: row.get(3).map_err(spi_err)?,
+                        weight: row.get::<f64>(4).map_err(spi_err)?.unwrap_or(f64::NAN),
+                        deleted: row.get::<bool>(5).map_err(spi_err)?.unwrap_or(false),
+                    },
+                );
+            }
+        }
+
+        let key: Vec<pgrx::Uuid> = unique.clone();
+        let mut recorded = HashSet::new();
+        for row in client
+            .select(
+                "SELECT observation_id FROM memory.observation_weight_history WHERE session_id = $1 AND observation_id = ANY($2)",
+                None,
+                &[session.into(), key.clone().into()],
+            )
+            .map_err(spi_err)?
+        {
+            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(spi_err)? {
+                recorded.insert(*id.as_bytes());
+            }
+        }
+        let mut counts: HashMap<[u8; 16], (i64, i64)> = HashMap::new();
+        for row in client
+            .select(
+                "SELECT observation_id,
+                        count(DISTINCT session_id) FILTER (WHERE outcome <> 'accepted'),
+                        count(DISTINCT session_id) FILTER (WHERE outcome = 'accepted')
+                   FROM memory.observation_weight_history WHERE observation_id = ANY($1) GROUP BY 1",
+                None,
+                &[key.into()],
+            )
+            .map_err(spi_err)?
+        {
+            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(spi_err)? {
+                counts.insert(*id.as_bytes(), (row.get(2).map_err(spi_err)?.unwrap_or(0), row.get(3).map_err(spi_err)?.unwrap_or(0)));
+            }
+        }
+        let orgs: Vec<String> = found.values().map(|t| t.org.clone()).collect::<HashSet<_>>().into_iter().collect();
+        let mut alphas: HashMap<String, (f64, f64)> = HashMap::new();
+        for row in client
+            .select("SELECT org_id, alpha_success, alpha_failure FROM memory.org_settings WHERE org_id = ANY($1)", None, &[orgs.into()])
+            .map_err(spi_err)?
+        {
+            let org: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
+            let a_s = row.get::<f64>(2).map_err(spi_err)?.unwrap_or(alpha_s);
+            let a_f = row.get::<f64>(3).map_err(spi_err)?.unwrap_or(alpha_f);
+            alphas.insert(org, (a_s, a_f));
+        }
+
+        // Decide every id, in the caller's order.
+        let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
+        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
+        let mut hist = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<Option<String>>::new());
+        let mut events: BTreeMap<(String, Option<String>), (Vec<String>, Map<String, Value>)> = BTreeMap::new();
+        let mut done: HashSet<[u8; 16]> = HashSet::new();
+        for id in ids {
+            let b = *id.as_bytes();
+            let Some(t) = found.get(&b) else {
+                out.push((*id, None, None, None, false, "not_found".into()));
+                continue;
+            };
+            if !done.insert(b) {
+                out.push((*id, Some(t.weight), None, None, false, "duplicate_in_call".into()));
+                continue;
+            }
+            if t.deleted {
+                out.push((*id, Some(t.weight), None, None, false, "soft_deleted".into()));
+                continue;
+            }
+            if recorded.contains(&b) {
+                out.push((*id, Some(t.weight), None, None, false, "already_recorded".into()));
+                continue;
+            }
+            if !t.weight.is_finite() {
+                out.push((*id, None, None, None, false, "non_finite_weight".into()));
+                continue;
+            }
+            let (a_s, a_f) = alphas.get(&t.org).copied().unwrap_or((alpha_s, alpha_f));
+            check_alpha(a_s).and_then(|_| check_alpha(a_f)).map_err(|e| MxError::bad_argument(e.to_string()))?;
+            // Count the session being recorded.
+            let (failed, ok) = counts.get(&b).copied().unwrap_or((0, 0));
+            let (failed, ok) = if outcome.is_success() { (failed, ok + 1) } else { (failed + 1, ok) };
+            let alpha = alpha_for(outcome, a_s, a_f, failed, ok);
+            let new = step(t.weight, outcome, alpha);
+            out.push((*id, Some(t.weight), Some(new), Some(alpha), true, "applied".into()));
+            let u = updates.entry(t.source).or_default();
+            u.0.push(*id);
+            u.1.push(new);
+            hist.0.push(*id);
+            hist.1.push(t.weight);
+            hist.2.push(new);
+            hist.3.push(alpha);
+            hist.4.push(t.org.clone());
+            hist.5.push(t.project.clone());
+            let e = events.entry((t.org.clone(), None)).or_insert_with(|| (Vec::new(), Map::new()));
+            e.0.push(id.to_string());
+            e.1.insert(id.to_string(), json!({ "previous": t.weight, "new": new }));
+        }
+
+        // Write: weights per source, history rows, one event per tenant.
+        for (src, (uids, weights)) in updates {
+            let s = &srcs[src];
+            let q = format!(
+                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::uuid[], $2::float8[]) AS u(id, w) WHERE t.{id} = u.id",
+                rel = s.rel,
+                w = quote_identifier(&s.weight),
+                id = quote_identifier(&s.id)
+            );
+            client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(spi_err)?;
+        }
+        if !hist.0.is_empty() {
+            let projects_by_org: HashMap<String, HashSet<Option<String>>> =
+                hist.4.iter().zip(hist.5.iter()).fold(HashMap::new(), |mut m, (o, p)| {
+                    m.entry(o.clone()).or_default().insert(p.clone());
+                    m
+                });
+            let args: Vec<DatumWithOid> = vec![
+                session.into(),
+                outcome.as_str().into(),
+                hist.0.into(),
+                hist.1.into(),
+                hist.2.into(),
+                hist.3.into(),
+                hist.4.into(),
+                hist.5.into(),
+            ];
+            client
+                .update(
+                    "INSERT INTO memory.observation_weight_history
+                            (observation_id, session_id, outcome, previous_weight, new_weight, alpha, org_id, project_id)
+                     SELECT u.i, $1, $2::memory.outcome, u.p, u.n, u.a, u.o, u.pr
+                       FROM unnest($3::uuid[], $4::float8[], $5::float8[], $6::float8[], $7::text[], $8::text[]) AS u(i, p, n, a, o, pr)",
+                    None,
+                    &args,
+                )
+                .map_err(spi_err)?;
+            for ((org, _), (applied_ids, deltas)) in events {
+                // The seed's payload; projectId when every update of the tenant shares one.
+                let project = projects_by_org.get(&org).filter(|p| p.len() == 1).and_then(|p| p.iter().next().cloned().flatten());
+                let payload = json!({
+                    "sessionId": session, "outcome": outcome.as_str(), "observationIds": applied_ids,
+                    "weightDeltasById": deltas, "orgId": org, "projectId": project,
+                });
+                client
+                    .update(
+                        "SELECT memory.audit_append('memory.feedback', $1, nullif($2, ''), $3)",
+                        None,
+                        &[JsonB(payload).into(), org.as_str().into(), project.into()],
+                    )
+                    .map_err(spi_err)?;
+            }
+        }
+        Ok(out)
+    })
+}
