@@ -151,7 +151,7 @@ CREATE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text 
                                     project_id text DEFAULT NULL, workspace_id text DEFAULT NULL,
                                     actor_id text DEFAULT NULL)
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_append(event_type, payload, org_id, project_id, workspace_id, actor_id) $$;
+AS $$ SELECT memory._audit_append(event_type, payload::text, org_id, project_id, workspace_id, actor_id) $$;
 COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
   'Append one event to the chain of org_id ('''' when NULL); returns its seq. actor_id is pseudonymised.';
 
@@ -275,7 +275,10 @@ COMMENT ON FUNCTION memory.audit_prune(timestamptz) IS 'Drop sealed audit partit
 
 REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timestamptz),
                        memory.audit_rotate_key(), memory.audit_ensure_partitions(int, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory._audit_append(text, jsonb, text, text, text, text),
+-- Reading the log crosses tenants: verification, heads and event listings are for auditors.
+REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
+                       memory.audit_events(text, text, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory._audit_append(text, text, text, text, text, text),
                        memory._audit_verify(text), memory._random_bytes(int) FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_keys', '');

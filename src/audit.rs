@@ -11,8 +11,8 @@ use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
-use pgrx::JsonB;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01).
@@ -22,15 +22,20 @@ const CHUNK: usize = 10_000;
 
 /// An event waiting for its place in a chain.
 pub struct Pending {
-    pub event_type: &'static str,
+    pub event_type: Cow<'static, str>,
     pub org_id: Option<String>,
     pub project_id: Option<String>,
     pub workspace_id: Option<String>,
     pub actor_id: Option<String>,
     pub payload: Value,
+    /// The payload exactly as the caller gave it, stored verbatim (the hash covers `payload`,
+    /// which is what reading the stored text back yields). None: store `payload` serialized.
+    pub payload_text: Option<String>,
 }
 
 struct Head {
+    /// ctid of the head row version this transaction holds locked.
+    tid: String,
     chainer: Chainer,
     tree: MerkleBuilder,
     recorded_at: i64,
@@ -49,7 +54,7 @@ pub struct Appender {
 struct Rows {
     chain: Vec<String>,
     seq: Vec<i64>,
-    event_type: Vec<&'static str>,
+    event_type: Vec<Cow<'static, str>>,
     recorded_at: Vec<i64>,
     actor: Vec<Option<String>>,
     org: Vec<Option<String>>,
@@ -89,6 +94,40 @@ fn run<'conn>(
     })
 }
 
+thread_local! {
+    // Head rows this transaction already updated: chain -> ctid of the newest version. Every
+    // update of a row leaves a version that a lookup by key must walk past until the
+    // transaction ends, so many appends in one transaction would grow quadratically; going
+    // straight to the newest version by ctid keeps each append constant. Keyed by the top
+    // transaction id; a version from an aborted subtransaction is invisible, and the lookup then
+    // falls back to the key.
+    static HEAD_TIDS: std::cell::RefCell<(pg_sys::TransactionId, HashMap<String, String>)> =
+        std::cell::RefCell::new((pg_sys::InvalidTransactionId, HashMap::new()));
+}
+
+fn cached_tid(chain: &str) -> Option<String> {
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
+    HEAD_TIDS.with(|c| {
+        let c = c.borrow();
+        if c.0 == xid {
+            c.1.get(chain).cloned()
+        } else {
+            None
+        }
+    })
+}
+
+fn remember_tid(chain: &str, tid: String) {
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
+    HEAD_TIDS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != xid {
+            *c = (xid, HashMap::new());
+        }
+        c.1.insert(chain.to_string(), tid);
+    });
+}
+
 fn spi_err(e: pgrx::spi::Error) -> MxError {
     MxError::new("XX000", format!("memory_ext audit: {e}"))
 }
@@ -121,15 +160,19 @@ impl Appender {
         wanted.sort_unstable();
         wanted.dedup();
         for chain in wanted {
-            run(client, "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", &[pg_sys::TEXTOID], &[chain.into()], None)?;
-            let row = run(
-                client,
-                "SELECT seq, entry_hash, merkle_frontier, last_recorded_at FROM memory.audit_heads WHERE chain_id = $1 FOR UPDATE",
-                &[pg_sys::TEXTOID],
-                &[chain.into()],
-                Some(1),
-            )?
-            .first();
+            const BY_TID: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
+                                   WHERE ctid = $1::tid AND chain_id = $2 FOR UPDATE";
+            const BY_KEY: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
+                                   WHERE chain_id = $1 FOR UPDATE";
+            let mut rows = match cached_tid(chain) {
+                Some(tid) => run(client, BY_TID, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[tid.as_str().into(), chain.into()], Some(1))?,
+                None => run(client, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?,
+            };
+            if rows.is_empty() {
+                run(client, "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", &[pg_sys::TEXTOID], &[chain.into()], None)?;
+                rows = run(client, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?;
+            }
+            let row = rows.first();
             let seq = row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default();
             let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default().try_into().map_err(|_| {
                 MxError::new("MX002", format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
@@ -143,8 +186,9 @@ impl Appender {
                 .unwrap_or(i64::MIN);
             // Under the head lock the clock only moves forward, so each month partition holds a
             // contiguous range of every chain (which sealing relies on).
+            let tid: String = row.get(5).map_err(spi_err)?.unwrap_or_default();
             let now = unsafe { pg_sys::GetCurrentTimestamp() } + PG_EPOCH_UNIX_MICROS;
-            self.heads.insert(chain.to_string(), Head { chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
+            self.heads.insert(chain.to_string(), Head { tid, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
         }
         Ok(())
     }
@@ -160,7 +204,7 @@ impl Appender {
             chain_id: &chain,
             seq: 0,
             prev_hash: [0; 32],
-            event_type: ev.event_type,
+            event_type: &ev.event_type,
             recorded_at_micros: head.recorded_at,
             actor_id: ev.actor_id.as_deref(),
             org_id: ev.org_id.as_deref(),
@@ -173,9 +217,9 @@ impl Appender {
         head.tree.push(&hash);
         let r = &mut self.rows;
         r.seq.push(seq);
-        r.event_type.push(ev.event_type);
         r.recorded_at.push(head.recorded_at);
-        r.payload.push(ev.payload.to_string());
+        r.payload.push(ev.payload_text.unwrap_or_else(|| ev.payload.to_string()));
+        r.event_type.push(ev.event_type);
         r.prev.push(prev.to_vec());
         r.hash.push(hash.to_vec());
         r.chain.push(chain);
@@ -197,7 +241,7 @@ impl Appender {
         let args: Vec<DatumWithOid> = vec![
             r.chain.into(),
             r.seq.into(),
-            r.event_type.into(),
+            r.event_type.into_iter().map(Cow::into_owned).collect::<Vec<String>>().into(),
             r.recorded_at.into(),
             r.actor.into(),
             r.org.into(),
@@ -229,15 +273,19 @@ impl Appender {
         self.flush(client)?;
         for (chain, head) in &self.heads {
             let (seq, hash) = head.chainer.head();
-            run(
+            let updated = run(
                 client,
                 "UPDATE memory.audit_heads SET seq = $2, entry_hash = $3, merkle_frontier = $4,
                         last_recorded_at = 'epoch'::timestamptz + $5 * interval '1 microsecond', updated_at = now()
-                  WHERE chain_id = $1",
-                &[pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::BYTEAOID, pg_sys::BYTEAOID, pg_sys::INT8OID],
-                &[chain.as_str().into(), seq.into(), hash.to_vec().into(), head.tree.to_bytes().into(), head.recorded_at.into()],
-                None,
+                  WHERE ctid = $6::tid AND chain_id = $1 RETURNING ctid::text",
+                &[pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::BYTEAOID, pg_sys::BYTEAOID, pg_sys::INT8OID, pg_sys::TEXTOID],
+                &[chain.as_str().into(), seq.into(), hash.to_vec().into(), head.tree.to_bytes().into(), head.recorded_at.into(), head.tid.as_str().into()],
+                Some(1),
             )?;
+            if updated.is_empty() {
+                return Err(MxError::new("MX002", format!("audit head of chain \"{chain}\" moved while locked")));
+            }
+            remember_tid(chain, updated.first().get::<String>(1).map_err(spi_err)?.unwrap_or_default());
         }
         Ok(())
     }
@@ -274,7 +322,7 @@ pub fn default_actor(appender: &Appender) -> String {
 #[pg_extern(volatile, name = "_audit_append")]
 fn audit_append(
     event_type: Option<&str>,
-    payload: Option<JsonB>,
+    payload: Option<&str>,
     org_id: Option<String>,
     project_id: Option<String>,
     workspace_id: Option<String>,
@@ -285,30 +333,40 @@ fn audit_append(
 
 fn append_one(
     event_type: Option<&str>,
-    payload: Option<JsonB>,
+    payload: Option<&str>,
     org_id: Option<String>,
     project_id: Option<String>,
     workspace_id: Option<String>,
     actor_id: Option<String>,
 ) -> Result<i64, MxError> {
     let event_type = match event_type.map(str::trim) {
-        Some(e) if !e.is_empty() && e.len() <= 200 => e.to_string(),
+        Some(e) if !e.is_empty() && e.chars().count() <= 200 => e.to_string(),
         _ => return Err(MxError::bad_argument("event_type must be a non-empty text of at most 200 characters")),
     };
-    let payload = payload.map(|p| p.0).unwrap_or(Value::Null);
-    if !payload.is_object() {
+    let text = payload.unwrap_or("null");
+    // serde_json's limits (numbers beyond a double, nesting deeper than 128) are refused here
+    // rather than stored and unverifiable.
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| MxError::bad_argument(format!("payload cannot be hashed: {e}")).hint("Numbers must fit a double and nesting stay under 128 levels."))?;
+    if !value.is_object() {
         return Err(MxError::bad_argument("payload must be a JSON object").hint("Wrap other values, e.g. {\"value\": ...}."));
     }
-    // Event types are an open set: leak the label so the appender can keep &'static str for the
-    // common fixed names; bounded by the length check above and rare outside those names.
-    let event_type: &'static str = Box::leak(event_type.into_boxed_str());
     Spi::connect(|client| {
         let mut ap = Appender::new(client)?;
         let actor = match actor_id {
             Some(a) => ap.pseudonym(&a),
             None => default_actor(&ap),
         };
-        let seq = ap.push(client, Pending { event_type, org_id, project_id, workspace_id, actor_id: Some(actor), payload })?;
+        let ev = Pending {
+            event_type: Cow::Owned(event_type),
+            org_id,
+            project_id,
+            workspace_id,
+            actor_id: Some(actor),
+            payload: value,
+            payload_text: Some(text.to_string()),
+        };
+        let seq = ap.push(client, ev)?;
         ap.finish(client)?;
         Ok(seq)
     })
@@ -610,7 +668,15 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                         json!({ "table": map.table, "id": id, "from": old, "to": tier, "reason": reason, "userId": user_p })
                     }
                 };
-                out.push(Pending { event_type, org_id: org, project_id: project, workspace_id: workspace, actor_id: Some(actor.clone()), payload });
+                out.push(Pending {
+                    event_type: Cow::Borrowed(event_type),
+                    org_id: org,
+                    project_id: project,
+                    workspace_id: workspace,
+                    actor_id: Some(actor.clone()),
+                    payload,
+                    payload_text: None,
+                });
             }
             Ok(out)
         };
