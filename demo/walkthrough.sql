@@ -57,3 +57,50 @@ SELECT memory.govern('public.agent_notes', '{"content": "body", "source_files": 
 INSERT INTO public.agent_notes (body, files) VALUES ('API docs refresh', ARRAY['docs/api.md']), ('rotate secret', NULL);
 SELECT id, body, meta FROM public.agent_notes ORDER BY id;
 SELECT table_name, triggers FROM memory.governed_tables;
+
+\echo
+\echo '== 5. Every write is on a per-tenant hash chain ============================================='
+\echo 'The inserts above were chained per org: memory.store events with content_sha256, never content.'
+SELECT chain_id, seq, event_type, left(encode(entry_hash, 'hex'), 16) || '…' AS entry_hash,
+       payload->>'classification' AS tier, left(payload->>'content_sha256', 12) || '…' AS content_sha256
+  FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq LIMIT 6;
+\echo
+\echo 'audit_verify recomputes every HMAC link; audit_head is an anchor to keep outside the database:'
+SELECT * FROM memory.audit_verify();
+SELECT chain_id, seq, left(encode(merkle_root, 'hex'), 24) || '…' AS merkle_root FROM memory.audit_head('acme');
+\echo
+\echo 'The log is append-only, even for a superuser (MX002):'
+\set ON_ERROR_STOP off
+\set VERBOSITY sqlstate
+DELETE FROM memory.audit_log WHERE chain_id = 'acme';
+\set VERBOSITY default
+\set ON_ERROR_STOP on
+\echo 'Tampering (here with the append-only triggers bypassed in replica mode) is caught at the right seq:'
+BEGIN;
+SET LOCAL session_replication_role = replica;
+UPDATE memory.audit_log SET payload = payload || '{"classification": "public"}' WHERE chain_id = 'acme' AND seq = 2;
+SET LOCAL session_replication_role = origin;
+SELECT chain_id, ok, first_bad_seq, reason FROM memory.audit_verify('acme');
+ROLLBACK;
+
+\echo
+\echo '== 6. Feedback weights learned from session outcomes ========================================='
+INSERT INTO memory.observations (id, org_id, content) VALUES
+  ('00000000-0000-0000-0000-00000000000a', 'acme', 'Retry the payments worker with exponential backoff'),
+  ('00000000-0000-0000-0000-00000000000b', 'acme', 'Retry the payments worker immediately, no backoff');
+\echo 'An accepted session nudges weights up (alpha 0.1), a failed one down (alpha 0.15):'
+SELECT observation_id, previous_weight, round(new_weight::numeric, 4) AS new_weight, alpha, applied, reason
+  FROM memory.record_outcome('sess-1', 'accepted', ARRAY['00000000-0000-0000-0000-00000000000a']::uuid[]);
+SELECT observation_id, previous_weight, round(new_weight::numeric, 4) AS new_weight, alpha, applied, reason
+  FROM memory.record_outcome('sess-1', 'rejected', ARRAY['00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000a']::uuid[]);
+\echo 'Three failed sessions and no success make an observation misleading: the next failure uses 2 x alpha:'
+SELECT observation_id, alpha, applied FROM memory.record_outcome('sess-2', 'rejected', ARRAY['00000000-0000-0000-0000-00000000000b']::uuid[]);
+SELECT observation_id, alpha, round(new_weight::numeric, 4) AS new_weight
+  FROM memory.record_outcome('sess-3', 'rework', ARRAY['00000000-0000-0000-0000-00000000000b']::uuid[]);
+SELECT * FROM memory.misleading_observations('acme');
+\echo
+\echo 'recall ranks live rows of one tenant by full-text relevance x weight (and audits ids, not content):'
+SELECT left(content, 50) AS content, round(weight::numeric, 4) AS weight, round(score::numeric, 5) AS score
+  FROM memory.recall('acme', 'payments worker backoff', 5);
+SELECT event_type, payload - 'query_sha256' AS payload FROM memory.audit_log
+ WHERE chain_id = 'acme' AND event_type IN ('memory.feedback', 'memory.recall') ORDER BY seq DESC LIMIT 2;
