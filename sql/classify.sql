@@ -68,8 +68,9 @@ $$;
 -- ------------------------------------------------------------------------------------------------
 -- Governed tables.
 
+-- regclass, not oid: pg_dump writes the table's name, so a restore finds the new table.
 CREATE TABLE memory.governance_registry (
-    relid       oid PRIMARY KEY,
+    relid       regclass PRIMARY KEY,
     options     jsonb NOT NULL,
     builtin     boolean NOT NULL DEFAULT false,
     governed_at timestamptz NOT NULL DEFAULT now(),
@@ -119,6 +120,8 @@ BEGIN
                       AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace)) THEN
         RAISE EXCEPTION 'table % carries no memory_ext trigger', tbl USING ERRCODE = '42501';
     END IF;
+    -- Forget tables that were dropped since they were governed.
+    DELETE FROM memory.governance_registry g WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = g.relid);
     INSERT INTO memory.governance_registry AS g (relid, options)
     VALUES (tbl, opts)
     ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = current_user;
