@@ -14,7 +14,7 @@ DROP TABLE IF EXISTS bench_src, bench_bare, bench_governed, bench_plpgsql, bench
   bench_narrow_plpgsql, bench_memory_bare, bench_memory_governed, bench_memory_plpgsql;
 CREATE TABLE bench_src (content text, source_files text[], source_type memory.source_type);
 INSERT INTO bench_src
-SELECT format(s.t, g, (g * 7919) % 100000),
+SELECT format(s.t, g, (g::bigint * 7919) % 100000),
        CASE g % 4 WHEN 0 THEN NULL
                   WHEN 1 THEN ARRAY['docs/guide/' || g || '.md']
                   WHEN 2 THEN ARRAY['src/worker/retry.rs', 'src/api/handler_' || (g % 50) || '.ts']
@@ -90,8 +90,11 @@ def main():
         # Both implementations must agree on the seed rules before their speed means anything
         # (detectors off for the comparison, since the baseline has none).
         conn.execute("SET memory.classify_detectors = off")
-        conn.execute("INSERT INTO bench_narrow_governed SELECT *, NULL FROM bench_src LIMIT 20000")
-        conn.execute("INSERT INTO bench_narrow_plpgsql SELECT *, NULL FROM bench_src LIMIT 20000")
+        # One fixed sample for both: LIMIT without ORDER BY may hand two scans of a big table
+        # different rows (synchronized sequential scans).
+        conn.execute("CREATE TEMP TABLE agree_sample AS SELECT * FROM bench_src LIMIT 20000")
+        conn.execute("INSERT INTO bench_narrow_governed SELECT *, NULL FROM agree_sample")
+        conn.execute("INSERT INTO bench_narrow_plpgsql SELECT *, NULL FROM agree_sample")
         (diff,) = conn.execute("""SELECT count(*) FROM (SELECT content, classification FROM bench_narrow_governed
                                    EXCEPT ALL SELECT content, classification FROM bench_narrow_plpgsql) d""").fetchone()
         assert diff == 0, f"governed and PL/pgSQL disagree on {diff} rows"
