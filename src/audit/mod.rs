@@ -5,20 +5,23 @@
 //! each other), chain the statement's events in memory, insert them in chunks, and write each
 //! head once. A statement of a million rows therefore costs one head update, not a million.
 
+mod trigger;
+mod verify;
+
 use crate::errors::{MxError, OrRaise};
-use memory_core::audit::{pseudonymize, sha256_hex, Chainer, Event, MerkleBuilder, Seal, StoredEntry, Verifier};
+use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder};
 use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
 use pgrx::prelude::*;
-use pgrx::spi::{quote_identifier, SpiClient};
-use serde_json::{json, Value};
+use pgrx::spi::SpiClient;
+use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01).
-const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 /// Rows per INSERT when a statement appends many events.
-const CHUNK: usize = 10_000;
+pub(crate) const CHUNK: usize = 10_000;
 
 /// An event waiting for its place in a chain.
 pub struct Pending {
@@ -128,11 +131,11 @@ fn remember_tid(chain: &str, tid: String) {
     });
 }
 
-fn spi_err(e: pgrx::spi::Error) -> MxError {
+pub(crate) fn spi_err(e: pgrx::spi::Error) -> MxError {
     MxError::new("XX000", format!("memory_ext audit: {e}"))
 }
 
-fn chain_of(org: &Option<String>) -> &str {
+pub(crate) fn chain_of(org: &Option<String>) -> &str {
     org.as_deref().unwrap_or("")
 }
 
@@ -402,318 +405,4 @@ fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
         .map(|t| t.root().to_vec())
         .ok_or_else(|| MxError::bad_argument("not a Merkle frontier"))
         .or_raise()
-}
-
-#[pg_extern(volatile, name = "_audit_verify")]
-fn audit_verify(
-    chain_id: Option<String>,
-) -> TableIterator<
-    'static,
-    (
-        name!(chain_id, String),
-        name!(entries, i64),
-        name!(ok, bool),
-        name!(first_bad_seq, Option<i64>),
-        name!(reason, Option<String>),
-        name!(pruned, i64),
-    ),
-> {
-    let rows = verify_all(chain_id).or_raise();
-    TableIterator::new(rows)
-}
-
-type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64);
-
-fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
-    Spi::connect(|client| {
-        let mut keys: HashMap<i32, Vec<u8>> = HashMap::new();
-        for row in client.select("SELECT key_id, key FROM memory.audit_keys", None, &[]).map_err(spi_err)? {
-            keys.insert(row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default(), row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default());
-        }
-        let chains: Vec<String> = match chain_id {
-            Some(c) => vec![c],
-            None => {
-                let mut v = Vec::new();
-                for row in client
-                    .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log ORDER BY 1", None, &[])
-                    .map_err(spi_err)?
-                {
-                    v.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
-                }
-                v
-            }
-        };
-        let mut out = Vec::with_capacity(chains.len());
-        for chain in chains {
-            out.push(verify_chain(client, &keys, &chain)?);
-        }
-        Ok(out)
-    })
-}
-
-fn hash32(v: Option<Vec<u8>>) -> [u8; 32] {
-    v.and_then(|b| b.try_into().ok()).unwrap_or([0xff; 32])
-}
-
-fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<VerifyRow, MxError> {
-    let mut seals = Vec::new();
-    for row in client
-        .select(
-            "SELECT first_seq, last_seq, last_entry_hash, merkle_root FROM memory.audit_seals
-              WHERE chain_id = $1 AND entries > 0 ORDER BY first_seq",
-            None,
-            &[chain.into()],
-        )
-        .map_err(spi_err)?
-    {
-        seals.push(Seal {
-            first_seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
-            last_seq: row.get::<i64>(2).map_err(spi_err)?.unwrap_or_default(),
-            last_entry_hash: hash32(row.get::<Vec<u8>>(3).map_err(spi_err)?),
-            merkle_root: hash32(row.get::<Vec<u8>>(4).map_err(spi_err)?),
-        });
-    }
-    let head = client
-        .select("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = $1", Some(1), &[chain.into()])
-        .map_err(spi_err)?;
-    let head = if head.is_empty() {
-        None
-    } else {
-        let h = head.first();
-        Some((h.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(), hash32(h.get::<Vec<u8>>(2).map_err(spi_err)?)))
-    };
-
-    let mut verifier = Verifier::new(keys, seals);
-    let mut cursor = client.open_cursor(
-        "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload::text
-           FROM memory.audit_log WHERE chain_id = $1 COLLATE \"C\" ORDER BY seq",
-        &[chain.into()],
-    );
-    loop {
-        let batch = cursor.fetch(10_000).map_err(spi_err)?;
-        if batch.is_empty() {
-            break;
-        }
-        for row in batch {
-            let recorded = row
-                .get::<TimestampWithTimeZone>(5)
-                .map_err(spi_err)?
-                .map(|t| pg_sys::TimestampTz::from(t).saturating_add(PG_EPOCH_UNIX_MICROS))
-                .unwrap_or(i64::MIN);
-            let payload_text: &str = row.get(11).map_err(spi_err)?.unwrap_or("null");
-            let entry = StoredEntry {
-                chain_id: chain.to_string(),
-                seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
-                prev_hash: row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default(),
-                entry_hash: row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default(),
-                event_type: row.get::<String>(4).map_err(spi_err)?.unwrap_or_default(),
-                recorded_at_micros: recorded,
-                actor_id: row.get::<String>(6).map_err(spi_err)?,
-                org_id: row.get::<String>(7).map_err(spi_err)?,
-                project_id: row.get::<String>(8).map_err(spi_err)?,
-                workspace_id: row.get::<String>(9).map_err(spi_err)?,
-                key_id: row.get::<i32>(10).map_err(spi_err)?.unwrap_or_default(),
-                payload: serde_json::from_str(payload_text).unwrap_or(Value::Null),
-            };
-            verifier.push(&entry);
-        }
-    }
-    let v = verifier.finish(head);
-    let reason = v.failure.as_ref().map(|f| match &v.detail {
-        Some(d) => format!("{}: {d}", f.reason()),
-        None => f.reason().to_string(),
-    });
-    Ok((chain.to_string(), v.entries, v.ok, v.first_bad_seq, reason, v.pruned))
-}
-
-// ---------------------------------------------------------------------------------------------
-// The statement trigger of governed tables.
-
-/// Column mapping of `memory.audit_trigger`, from TG_ARGV `key=value` pairs.
-#[derive(Default)]
-struct AuditMap {
-    table: String,
-    id: Option<String>,
-    content: Option<String>,
-    org: Option<String>,
-    project: Option<String>,
-    workspace: Option<String>,
-    user: Option<String>,
-    tier: Option<String>,
-    tier_json: bool,
-}
-
-impl AuditMap {
-    fn parse(args: &[String]) -> Result<Self, MxError> {
-        let mut m = AuditMap::default();
-        for a in args {
-            let (k, v) = a.split_once('=').ok_or_else(|| MxError::new("39P01", format!("bad memory.audit_trigger argument \"{a}\"")))?;
-            let v = Some(v.to_string());
-            match k {
-                "table" => m.table = v.unwrap_or_default(),
-                "id" => m.id = v,
-                "content" => m.content = v,
-                "org" => m.org = v,
-                "project" => m.project = v,
-                "workspace" => m.workspace = v,
-                "user" => m.user = v,
-                "tier" => m.tier = v,
-                "tier_json" => m.tier_json = v.as_deref() == Some("true"),
-                _ => return Err(MxError::new("39P01", format!("unknown memory.audit_trigger argument \"{a}\""))),
-            }
-        }
-        Ok(m)
-    }
-
-    fn col(&self, alias: &str, c: &Option<String>) -> String {
-        match c {
-            Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
-            None => "NULL::text".into(),
-        }
-    }
-
-    fn tier_expr(&self, alias: &str) -> String {
-        match &self.tier {
-            Some(c) if self.tier_json => format!("({alias}.{}->>'classification')", quote_identifier(c)),
-            Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
-            None => "NULL::text".into(),
-        }
-    }
-
-    /// id, content, org, project, workspace, user, tier of alias `t`.
-    fn select_list(&self, alias: &str) -> String {
-        [
-            self.col(alias, &self.id),
-            self.col(alias, &self.content),
-            self.col(alias, &self.org),
-            self.col(alias, &self.project),
-            self.col(alias, &self.workspace),
-            self.col(alias, &self.user),
-            self.tier_expr(alias),
-        ]
-        .join(", ")
-    }
-}
-
-#[pg_trigger]
-fn audit_trigger<'a>(
-    trigger: &'a PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
-    audit_statement(trigger).or_raise();
-    Ok(None)
-}
-
-fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
-    let td = trigger.trigger_data();
-    let map = AuditMap::parse(&trigger.extra_args().unwrap_or_default())?;
-    let ev = td.tg_event;
-    if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
-        return Err(MxError::new("39P01", "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
-            .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
-    }
-    let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
-    let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
-    let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
-    let (event_type, query): (&'static str, String) = match (op, new_tt, old_tt) {
-        (pg_sys::TRIGGER_EVENT_INSERT, Some(n), _) => ("memory.store", format!("SELECT {} FROM {n} t", map.select_list("t"))),
-        (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => ("memory.delete", format!("SELECT {} FROM {o} t", map.select_list("t"))),
-        (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.id.is_some() && map.tier.is_some() => {
-            let id = quote_identifier(map.id.as_deref().unwrap_or_default());
-            (
-                "memory.reclassify",
-                format!(
-                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} = t.{id} WHERE {} IS DISTINCT FROM {}",
-                    map.select_list("t"),
-                    map.tier_expr("o"),
-                    map.tier_expr("o"),
-                    map.tier_expr("t")
-                ),
-            )
-        }
-        _ => return Ok(()),
-    };
-    let reason = crate::classify::downgrade_reason();
-
-    Spi::connect(|client| {
-        unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
-        let mut ap = Appender::new(client)?;
-        let actor = default_actor(&ap);
-        let mut last_user: Option<(String, String)> = None;
-        let mut to_events = |batch: pgrx::spi::SpiTupleTable, ap: &Appender| -> Result<Vec<Pending>, MxError> {
-            let mut out = Vec::with_capacity(batch.len());
-            for row in batch {
-                let id: Option<String> = row.get(1).map_err(spi_err)?;
-                let content: Option<&str> = row.get(2).map_err(spi_err)?;
-                let org: Option<String> = row.get(3).map_err(spi_err)?;
-                let project: Option<String> = row.get(4).map_err(spi_err)?;
-                let workspace: Option<String> = row.get(5).map_err(spi_err)?;
-                let user: Option<&str> = row.get(6).map_err(spi_err)?;
-                let tier: Option<String> = row.get(7).map_err(spi_err)?;
-                let user_p = user.map(|u| match &last_user {
-                    Some((raw, p)) if raw == u => p.clone(),
-                    _ => {
-                        let p = ap.pseudonym(u);
-                        last_user = Some((u.to_string(), p.clone()));
-                        p
-                    }
-                });
-                let payload = match event_type {
-                    "memory.store" => json!({
-                        "table": map.table, "id": id, "content_sha256": content.map(|c| sha256_hex(c.as_bytes())),
-                        "classification": tier, "userId": user_p,
-                    }),
-                    "memory.delete" => json!({ "table": map.table, "id": id, "classification": tier, "userId": user_p }),
-                    _ => {
-                        let old: Option<String> = row.get(8).map_err(spi_err)?;
-                        json!({ "table": map.table, "id": id, "from": old, "to": tier, "reason": reason, "userId": user_p })
-                    }
-                };
-                out.push(Pending {
-                    event_type: Cow::Borrowed(event_type),
-                    org_id: org,
-                    project_id: project,
-                    workspace_id: workspace,
-                    actor_id: Some(actor.clone()),
-                    payload,
-                    payload_text: None,
-                });
-            }
-            Ok(out)
-        };
-
-        let mut cursor = client.open_cursor(query.as_str(), &[]);
-        let first = to_events(cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?, &ap)?;
-        if first.is_empty() {
-            return Ok(());
-        }
-        // Lock every chain the statement touches before chaining anything, in order. A statement
-        // that fits in one chunk names its chains itself; a bigger one is scanned for them.
-        if first.len() < CHUNK {
-            let chains: Vec<String> = first.iter().map(|e| chain_of(&e.org_id).to_string()).collect();
-            ap.lock(client, chains.iter().map(String::as_str))?;
-        } else {
-            let orgs_q = format!(
-                "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
-                if event_type == "memory.reclassify" { ", old_tier" } else { "" }
-            );
-            let mut chains = Vec::new();
-            for row in client.select(orgs_q.as_str(), None, &[]).map_err(spi_err)? {
-                chains.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
-            }
-            ap.lock(client, chains.iter().map(String::as_str))?;
-        }
-        for e in first {
-            ap.push(client, e)?;
-        }
-        loop {
-            let batch = cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?;
-            if batch.is_empty() {
-                break;
-            }
-            for e in to_events(batch, &ap)? {
-                ap.push(client, e)?;
-            }
-        }
-        ap.finish(client)
-    })
 }

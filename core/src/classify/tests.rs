@@ -1,0 +1,240 @@
+use super::*;
+
+fn tier(content: &str, paths: &[&str], st: Option<SourceType>) -> Tier {
+    classify(content.as_bytes(), paths, st, true).tier
+}
+
+// (content, paths, source type, expected tier, expected rule)
+macro_rules! vectors {
+    ($($name:ident: $content:expr, $paths:expr, $st:expr => $tier:ident, $rule:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let d = classify($content.as_bytes(), &$paths, $st, true);
+            assert_eq!(d.tier, Tier::$tier, "tier for {:?}", $content);
+            assert_eq!(d.rule, $rule, "rule for {:?}", $content);
+        }
+    )*};
+}
+
+vectors! {
+    seed_example_auth_path: "Added OAuth token rotation to auth middleware", ["src/auth/token-rotation.ts"], Some(SourceType::Decision) => Confidential, Rule::ConfidentialPath;
+    seed_example_public_docs: "Updated API documentation for user endpoints", ["public/docs/api-reference.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
+    seed_env_and_ssn_is_restricted: "user ssn stored here", ["app/.env"], None => Restricted, Rule::RestrictedKeyword;
+    ssn_keyword: "Customer SSN on file", [], None => Restricted, Rule::RestrictedKeyword;
+    social_security: "their social security number", [], None => Restricted, Rule::RestrictedKeyword;
+    credit_card_kw: "Credit Card stored", [], None => Restricted, Rule::RestrictedKeyword;
+    pci_kw: "PCI scope review", [], None => Restricted, Rule::RestrictedKeyword;
+    pii_kw: "contains pii", [], None => Restricted, Rule::RestrictedKeyword;
+    pii_inside_word_is_not_keyword: "pipiing hot", [], None => Internal, Rule::Default;
+    ssn_detector: "number 123-45-6789 given", [], None => Restricted, Rule::SsnPattern;
+    card_detector_luhn: "paid with 4111 1111 1111 1111 yesterday", [], None => Restricted, Rule::CardNumber;
+    card_detector_dashes: "4111-1111-1111-1111", [], None => Restricted, Rule::CardNumber;
+    card_not_luhn: "order 4111 1111 1111 1112 shipped", [], None => Internal, Rule::Default;
+    confidential_secrets_dir: "rotate", ["config/secrets/prod.yaml"], None => Confidential, Rule::ConfidentialPath;
+    confidential_relative_auth: "x", ["auth/x.ts"], None => Confidential, Rule::ConfidentialPath;
+    confidential_bare_env: "x", [".env"], None => Confidential, Rule::ConfidentialPath;
+    confidential_env_local: "x", ["app/.env.local"], None => Confidential, Rule::ConfidentialPath;
+    env_prefix_not_env: "x", ["app/.envoy/conf"], None => Internal, Rule::Default;
+    windows_path: "x", ["C:\\repo\\credentials\\a.json"], None => Confidential, Rule::ConfidentialPath;
+    keys_dir_upper: "x", ["src/KEYS/a.pem"], None => Confidential, Rule::ConfidentialPath;
+    password_kw: "the password is hunter2", [], None => Confidential, Rule::ConfidentialKeyword;
+    api_key_kw: "set API_KEY in CI", [], None => Confidential, Rule::ConfidentialKeyword;
+    apikey_kw: "apikey rotated", [], None => Confidential, Rule::ConfidentialKeyword;
+    private_key_kw: "private-key loaded", [], None => Confidential, Rule::ConfidentialKeyword;
+    tokens_plural_not_kw: "count the tokens", [], None => Internal, Rule::Default;
+    pem_detector: "-----BEGIN RSA PRIVATE KEY-----\nMIIE", [], None => Confidential, Rule::PemPrivateKey;
+    aws_detector: "creds AKIAIOSFODNN7EXAMPLE here", [], None => Confidential, Rule::AwsAccessKey;
+    jwt_detector: "bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF_-12", [], None => Confidential, Rule::Jwt;
+    decision_compliance: "We chose SOX controls", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+    decision_sr117: "follow SR 11-7 guidance", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+    decision_sr117_compact: "follow sr117", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+    fact_audit_not_escalated: "the audit passed", ["docs/a.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
+    decision_public_paths_compliance: "gdpr decision", ["docs/a.md"], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
+    public_needs_every_path: "x", ["docs/a.md", "src/b.ts"], None => Internal, Rule::Default;
+    public_relative_docs: "x", ["docs/a.md"], None => Public, Rule::PublicPaths;
+    public_with_sensitive_content: "password here", ["docs/a.md"], None => Confidential, Rule::ConfidentialKeyword;
+    no_paths_default: "hello world", [], None => Internal, Rule::Default;
+    empty_path_not_public: "x", [""], None => Internal, Rule::Default;
+}
+
+#[test]
+fn keyword_inside_a_failed_longer_keyword_is_found() {
+    // "social security" fails its left boundary; "security" inside it does not.
+    let d = classify(b"xsocial security", &[], Some(SourceType::Decision), true);
+    assert_eq!((d.tier, d.rule), (Tier::Internal, Rule::InternalDecision));
+    assert_eq!(classify_reference(b"xsocial security", &[], Some(SourceType::Decision), true).rule, Rule::InternalDecision);
+}
+
+#[test]
+fn no_keyword_is_a_prefix_of_another() {
+    let pats = keyword_patterns();
+    for (a, ..) in &pats {
+        for (b, ..) in &pats {
+            assert!(a == b || !b.to_ascii_lowercase().starts_with(&a.to_ascii_lowercase()), "{a:?} is a prefix of {b:?}");
+        }
+    }
+}
+
+#[test]
+fn detectors_off_keeps_only_seed_rules() {
+    let d = classify(b"number 123-45-6789", &[], None, false);
+    assert_eq!(d.tier, Tier::Internal);
+    let d = classify(b"AKIAIOSFODNN7EXAMPLE", &["docs/a.md"], None, false);
+    assert_eq!(d.tier, Tier::Public);
+}
+
+#[test]
+fn evidence_names_keyword_or_path_never_detector_match() {
+    let d = explain(b"My PASSWORD", &[], None, true);
+    assert_eq!(d.evidence.as_deref(), Some("password"));
+    let d = explain(b"4111 1111 1111 1111", &[], None, true);
+    assert_eq!(d.evidence, None);
+    let d = explain(b"x", &["a/secrets/b"], None, true);
+    assert_eq!(d.evidence.as_deref(), Some("a/secrets/b"));
+}
+
+#[test]
+fn luhn_known_values() {
+    assert!(luhn_valid(b"4111111111111111"));
+    assert!(luhn_valid(b"5500 0000 0000 0004"));
+    assert!(luhn_valid(b"378282246310005"));
+    assert!(!luhn_valid(b"4111111111111112"));
+    assert!(!luhn_valid(b"411111111111")); // too short
+}
+
+#[test]
+fn org_rules_raise_never_lower() {
+    let up = OrgRule::compile(7, Tier::Restricted, Target::Content, "(?i)project x", None).unwrap();
+    let down = OrgRule::compile(8, Tier::Public, Target::Content, "password", None).unwrap();
+    let base = classify(b"password for Project X", &[], None, true);
+    assert_eq!(base.tier, Tier::Confidential);
+    let d = apply_org_rules(base.clone(), &[down.clone()], b"password for Project X", &[], None);
+    assert_eq!(d, base);
+    let d = apply_org_rules(base, &[down, up], b"password for Project X", &[], None);
+    assert_eq!((d.tier, d.rule), (Tier::Restricted, Rule::OrgRule(7)));
+}
+
+#[test]
+fn org_rule_paths_and_source_type() {
+    let r = OrgRule::compile(1, Tier::Confidential, Target::Path, "^/vault/", Some(SourceType::Fact)).unwrap();
+    let base = classify(b"x", &["vault/a"], Some(SourceType::Fact), true);
+    assert_eq!(apply_org_rules(base.clone(), &[r.clone()], b"x", &["vault/a"], Some(SourceType::Fact)).tier, Tier::Confidential);
+    assert_eq!(apply_org_rules(base, &[r], b"x", &["vault/a"], None).tier, Tier::Internal);
+}
+
+#[test]
+fn bad_org_pattern_is_an_error() {
+    assert!(OrgRule::compile(1, Tier::Restricted, Target::Content, "(unclosed", None).is_err());
+}
+
+#[test]
+fn labels_round_trip_and_bands() {
+    for t in Tier::ALL {
+        assert_eq!(Tier::parse(t.as_str()), Some(t));
+    }
+    assert_eq!(Tier::parse("Public"), None);
+    assert_eq!(Tier::Restricted.risk_band(), "critical");
+    assert_eq!(derive_classification(Some("nope")), Tier::Internal);
+    assert_eq!(derive_classification(Some("public")), Tier::Public);
+    assert_eq!(derive_classification(None), Tier::Internal);
+    for s in SourceType::ALL {
+        assert_eq!(SourceType::parse(s.as_str()), Some(s));
+    }
+}
+
+#[test]
+fn non_utf8_and_non_ascii_content_is_fine() {
+    assert_eq!(tier("passwörd über", &[], None), Tier::Internal);
+    assert_eq!(classify(&[0xff, 0xfe, b' ', b's', b's', b'n'], &[], None, true).tier, Tier::Restricted);
+}
+
+mod props {
+    use super::super::*;
+    use proptest::prelude::*;
+
+    fn any_tier_content() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                Just("ssn".to_string()),
+                Just("password".to_string()),
+                Just("audit".to_string()),
+                Just("4111 1111 1111 1111".to_string()),
+                "[a-z ]{0,12}",
+            ],
+            0..6,
+        )
+        .prop_map(|v| v.join(" "))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        // Adding a path can never lower the tier below what the content alone forces,
+        // except for the public rule, which only applies when every path is public.
+        #[test]
+        fn restricted_content_dominates_paths(content in any_tier_content(), path in "[a-z/.]{0,20}") {
+            let without = classify(content.as_bytes(), &[], None, true);
+            let with = classify(content.as_bytes(), &[path.as_str()], None, true);
+            if without.tier == Tier::Restricted { prop_assert_eq!(with.tier, Tier::Restricted); }
+            if without.tier >= Tier::Confidential { prop_assert!(with.tier >= Tier::Confidential); }
+        }
+
+        #[test]
+        fn org_rules_are_monotone(content in any_tier_content(), tier_idx in 0usize..4) {
+            let base = classify(content.as_bytes(), &[], None, true);
+            let r = OrgRule::compile(1, Tier::ALL[tier_idx], Target::Content, ".", None).unwrap();
+            let d = apply_org_rules(base.clone(), &[r], content.as_bytes(), &[], None);
+            prop_assert!(d.tier >= base.tier);
+        }
+
+        #[test]
+        fn detectors_only_raise(content in any_tier_content(), paths in prop::collection::vec("[a-z/.]{0,12}", 0..3)) {
+            let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+            let on = classify(content.as_bytes(), &ps, Some(SourceType::Decision), true);
+            let off = classify(content.as_bytes(), &ps, Some(SourceType::Decision), false);
+            prop_assert!(on.tier >= off.tier);
+        }
+
+        // The fast path and the literal regexes agree on tier and rule for any mix of
+        // keywords, near-misses, digits, separators and paths.
+        #[test]
+        fn fast_path_matches_reference(
+            parts in prop::collection::vec(prop_oneof![
+                Just("ssn".to_string()), Just("SSN".to_string()), Just("social security".to_string()), Just("credit card".to_string()), Just("pci".to_string()), Just("pii".to_string()),
+                Just("password".to_string()), Just("api_key".to_string()), Just("API-KEY".to_string()), Just("apikey".to_string()), Just("api key".to_string()), Just("token".to_string()),
+                Just("tokens".to_string()), Just("private_key".to_string()), Just("privatekey".to_string()), Just("Secret".to_string()), Just("secrets".to_string()),
+                Just("compliance".to_string()), Just("security".to_string()), Just("audit".to_string()), Just("policy".to_string()), Just("sox".to_string()), Just("sr 11-7".to_string()),
+                Just("SR_117".to_string()), Just("sr11 7".to_string()), Just("gdpr".to_string()), Just("hipaa".to_string()), Just("xaudit".to_string()), Just("audit_".to_string()),
+                Just("4111 1111 1111 1111".to_string()), Just("4111-1111-1111-1111".to_string()), Just("411111111111111".to_string()), Just("123-45-6789".to_string()),
+                Just("-----BEGIN RSA PRIVATE KEY-----".to_string()), Just("-----begin private key-----".to_string()), Just("AKIAIOSFODNN7EXAMPLE".to_string()),
+                Just("akiaIOSFODNN7EXAMPLE".to_string()), Just("eyJhbGciOi.eyJzdWIi.sig".to_string()), Just("é".to_string()), Just("_".to_string()), Just("-".to_string()), Just(".".to_string()),
+                "[a-z0-9 _-]{0,8}",
+            ], 0..8),
+            seps in prop::collection::vec(prop_oneof![Just(" "), Just(""), Just("_"), Just("-"), Just("\n"), Just("é")], 8),
+            paths in prop::collection::vec(prop_oneof![
+                Just("docs/a.md".to_string()), Just("public/x".to_string()), Just("src/auth/x.ts".to_string()),
+                Just("auth".to_string()), Just(".env".to_string()), Just("app/.env.local".to_string()),
+                Just("app/.envrc".to_string()), Just("a\\KEYS\\b".to_string()), Just("/docs/".to_string()),
+                Just("x/.env_prod".to_string()), Just("x/.env-prod".to_string()), r"[a-zA-Z./\\]{0,14}",
+            ], 0..4),
+            st in prop::option::of(0usize..4),
+            detectors in any::<bool>(),
+        ) {
+            let mut content = String::new();
+            for (i, p) in parts.iter().enumerate() {
+                content.push_str(p);
+                content.push_str(seps[i % seps.len()]);
+            }
+            let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+            let st = st.map(|i| SourceType::ALL[i]);
+            let fast = classify(content.as_bytes(), &ps, st, detectors);
+            let reference = classify_reference(content.as_bytes(), &ps, st, detectors);
+            prop_assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {:?} paths {:?}", content, ps);
+        }
+
+        #[test]
+        fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = classify(&bytes, &["x/y"], None, true);
+        }
+    }
+}
