@@ -177,24 +177,15 @@ BEGIN
         IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
             RAISE EXCEPTION 'column "%" of % must be text to be classified, not %', c_content, tbl, t::regtype USING ERRCODE = '22023';
         END IF;
-        c_files := opts->>'source_files';
-        IF c_files IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'source_files' AND NOT attisdropped) THEN
-            c_files := 'source_files';
-        END IF;
+        c_files := coalesce(opts->>'source_files', CASE WHEN memory._has_column(tbl, 'source_files') THEN 'source_files' END);
         IF c_files IS NOT NULL AND memory._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
             RAISE EXCEPTION 'column "%" of % must be text[]', c_files, tbl USING ERRCODE = '22023';
         END IF;
-        c_type := opts->>'source_type';
-        IF c_type IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'source_type' AND NOT attisdropped) THEN
-            c_type := 'source_type';
-        END IF;
+        c_type := coalesce(opts->>'source_type', CASE WHEN memory._has_column(tbl, 'source_type') THEN 'source_type' END);
         IF c_type IS NOT NULL AND memory._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
             RAISE EXCEPTION 'column "%" of % must be memory.source_type or text', c_type, tbl USING ERRCODE = '22023';
         END IF;
-        c_org := opts->>'org';
-        IF c_org IS NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'org_id' AND NOT attisdropped) THEN
-            c_org := 'org_id';
-        END IF;
+        c_org := coalesce(opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
         IF c_org IS NOT NULL AND memory._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
             RAISE EXCEPTION 'column "%" of % must be text', c_org, tbl USING ERRCODE = '22023';
         END IF;
