@@ -452,3 +452,35 @@ def test_unrepresentable_payload_is_a_bad_argument(conn, payload):
 
 def test_event_type_limit_counts_characters(conn):
     assert append(conn, {}, "acme", event_type="é" * 150) == 1
+
+
+def test_backend_killed_mid_transaction_leaves_no_gap(dsn):
+    """A writer terminated while it holds the chain head: its appends vanish, the next writer
+    continues the chain, and the chain verifies (SPEC §7, a backend killed mid-transaction)."""
+    import threading
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT memory.audit_append('before', '{}', 'killchain')")
+        victim = psycopg.connect(dsn)
+        pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
+        for i in range(50):
+            victim.execute("SELECT memory.audit_append('doomed', %s::jsonb, 'killchain')", (json.dumps({"i": i}),))
+        # A second writer queues behind the victim's head lock.
+        done = {}
+
+        def other():
+            with psycopg.connect(dsn, autocommit=True) as c:
+                done["seq"] = c.execute("SELECT memory.audit_append('after', '{}', 'killchain')").fetchone()[0]
+
+        t = threading.Thread(target=other)
+        t.start()
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        t.join(timeout=30)
+        assert done.get("seq") == 2, done
+        rows = admin.execute("SELECT seq, event_type FROM memory.audit_log WHERE chain_id = 'killchain' ORDER BY seq").fetchall()
+        assert rows == [(1, "before"), (2, "after")]
+        assert admin.execute("SELECT ok, entries FROM memory.audit_verify('killchain')").fetchone() == (True, 2)
+        try:
+            victim.close()
+        except psycopg.Error:
+            pass
