@@ -1,0 +1,40 @@
+-- SQL-level suite for the retention schedules (SPEC §4, the part built so far).
+BEGIN;
+SELECT plan(20);
+
+SELECT results_eq($$ SELECT r.tier::text, r.retention_days, r.soft_delete_grace_days FROM memory.retention_policies r WHERE r.org_id IS NULL ORDER BY r.tier $$,
+                  $$ VALUES ('public', NULL::int, 0), ('internal', 365, 30), ('confidential', 90, 14), ('restricted', 30, 7) $$,
+                  'the seed''s platform schedule');
+SELECT results_eq($$ SELECT m.memory_type::text, m.ttl, m.archive_after, m.cleanup FROM memory.memory_type_policies m ORDER BY m.memory_type $$,
+                  $$ VALUES ('working', NULL::interval, NULL::interval, 'task_end'), ('short_term', '1 hour', NULL, 'ttl'),
+                            ('long_term', NULL, '365 days', 'manual'), ('persona', NULL, NULL, 'never'),
+                            ('episodic', '90 days', '90 days', 'ttl'), ('entity', NULL, NULL, 'manual'),
+                            ('structured', NULL, '180 days', 'manual') $$,
+                  'the rt-005 schedule per memory type');
+
+SELECT results_eq($$ SELECT * FROM memory.retention_policy('acme', 'confidential') $$, $$ VALUES (90, 14, 'platform') $$, 'platform default');
+SELECT results_eq($$ SELECT * FROM memory.retention_policy(NULL, 'public') $$, $$ VALUES (NULL::int, 0, 'platform') $$, 'public is indefinite');
+INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES ('acme', 'confidential', 365, 14);
+SELECT results_eq($$ SELECT * FROM memory.retention_policy('acme', 'confidential') $$, $$ VALUES (365, 14, 'org') $$, 'an org override wins');
+SELECT results_eq($$ SELECT * FROM memory.retention_policy('globex', 'confidential') $$, $$ VALUES (90, 14, 'platform') $$, 'other orgs keep the default');
+INSERT INTO memory.org_settings (org_id, bfsi_mode) VALUES ('bank', true);
+INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES ('bank', 'restricted', 30, 30);
+SELECT results_eq($$ SELECT * FROM memory.retention_policy('bank', 'restricted') $$, $$ VALUES (2555, 30, 'bfsi') $$, 'BFSI keeps restricted 2555 days whatever else says');
+SELECT results_eq($$ SELECT * FROM memory.retention_policy('bank', 'internal') $$, $$ VALUES (365, 30, 'platform') $$, 'BFSI changes only restricted');
+
+SELECT is(memory.is_expired('2026-01-01', 'restricted', NULL, '2026-01-30'), false, 'restricted: day 29 is not expired');
+SELECT is(memory.is_expired('2026-01-01', 'restricted', NULL, '2026-01-31'), true, 'restricted: exactly 30 days is expired (at >= created + days)');
+SELECT is(memory.is_expired('2000-01-01', 'public', NULL, '2026-01-01'), false, 'public never expires');
+SELECT is(memory.is_expired('2026-01-01', 'restricted', 'bank', '2030-01-01'), false, 'BFSI restricted is still kept after 4 years');
+SELECT is(memory.is_expired('2026-01-01', 'confidential', 'acme', '2026-06-01'), false, 'org override applies to is_expired');
+SELECT is(memory.is_expired(NULL, 'internal'), NULL, 'NULL created_at gives NULL');
+
+SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('x', 'internal', -1) $$, '22023', NULL, 'negative retention days are 22023');
+SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('x', 'internal', 100000) $$, '22023', NULL, 'absurd retention days are 22023');
+SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES ('x', 'internal', 10, -3) $$, '22023', NULL, 'negative grace days are 22023');
+SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('x', 'secret', 10) $$, '22P02', NULL, 'a policy for an unknown tier is refused by the enum');
+SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'confidential', 10) $$, '23505', NULL, 'one policy per org and tier');
+SELECT throws_ok($$ SELECT * FROM memory.retention_policy('acme', NULL) $$, '22023', NULL, 'a NULL tier is 22023');
+
+SELECT * FROM finish();
+ROLLBACK;
