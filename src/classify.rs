@@ -290,11 +290,17 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
     let downgrade_ok = DOWNGRADE_ALLOWED_ON.with(Cell::get) == row.relid();
     if let (Some(o), Some((lowest, _))) = (old_tier, written) {
         if lowest < o && !downgrade_ok {
+            let rel = row.relname();
+            let hint = if rel == "memory.observations" {
+                "Use memory.reclassify(id, tier, reason) to lower a tier; it is audited."
+            } else {
+                "A governed table's tier is never lowered by UPDATE (memory.reclassify does it for memory.observations)."
+            };
             return Err(MxError::new(
                 code::DOWNGRADE,
-                format!("classification of a row of {} cannot be lowered from {} to {}", row.relname(), o.as_str(), lowest.as_str()),
+                format!("classification of a row of {rel} cannot be lowered from {} to {}", o.as_str(), lowest.as_str()),
             )
-            .hint("Use memory.reclassify(id, tier, reason) to lower a tier; it is audited."));
+            .hint(hint));
         }
     }
     let written = written.map(|w| w.1);
