@@ -144,7 +144,7 @@ RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -209,6 +209,17 @@ BEGIN
         FOR i IN 2 .. cardinality(targets) LOOP
             args := args || format(', %L', 'target=' || targets[i]);
         END LOOP;
+        -- Retention stamps, written with the tier (columns by their conventional names).
+        IF coalesce((opts->>'stamps')::boolean, false) THEN
+            FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at'] LOOP
+                IF memory._column_type(tbl, k, k) <> 'timestamptz'::regtype THEN
+                    RAISE EXCEPTION 'column "%" of % must be timestamptz for retention stamps', k, tbl USING ERRCODE = '22023';
+                END IF;
+            END LOOP;
+            args := args || format(', %L', 'stamps=created_at,expires_at,purge_after,archive_at,'
+                                             || CASE WHEN memory._has_column(tbl, 'memory_type') THEN 'memory_type' ELSE '' END);
+            eff := eff || jsonb_build_object('stamps', true);
+        END IF;
         -- Fire on UPDATE only when an input or a target is in the SET list.
         cols := ARRAY[c_content] || targets;
         IF c_files IS NOT NULL THEN cols := cols || c_files; END IF;
@@ -233,6 +244,9 @@ BEGIN
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE
+        IF coalesce((opts->>'stamps')::boolean, false) THEN
+            RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
+        END IF;
         EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
         eff := eff || jsonb_build_object('classify', false);
     END IF;

@@ -2,7 +2,7 @@
 
 SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
     "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
-    "weight": "weight"}');
+    "weight": "weight", "stamps": true}');
 UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
 
 -- ------------------------------------------------------------------------------------------------

@@ -96,4 +96,12 @@ $$;
 COMMENT ON FUNCTION memory.is_expired(timestamptz, memory.classification, text, timestamptz) IS
   'True when `at` is at or past created_at + the retention days of the tier (false for indefinite retention).';
 
+-- Stamping caches these per backend: any change tells every backend to drop its copy.
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.retention_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.memory_type_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
 SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', 'WHERE org_id IS NOT NULL');

@@ -18,7 +18,8 @@ use std::rc::Rc;
 thread_local! {
     static ORG_RULES: RefCell<HashMap<String, Rc<Vec<OrgRule>>>> = RefCell::new(HashMap::new());
     static LAST_ORG: RefCell<Option<(String, Rc<Vec<OrgRule>>)>> = const { RefCell::new(None) };
-    static RULES_RELID: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // The rule and policy tables whose changes drop the caches (see rules_inval).
+    static WATCHED: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
     // Set only by memory.reclassify (through memory._allow_downgrade) for one relation, and reset
     // at the end of the (sub)transaction whatever happens.
     static DOWNGRADE_ALLOWED_ON: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
@@ -29,11 +30,36 @@ thread_local! {
 /// invalidation drops every compiled rule set.
 #[pg_guard]
 unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    let ours = RULES_RELID.with(Cell::get);
-    if relid == pg_sys::InvalidOid || relid == ours {
+    let ours = WATCHED.with(|w| w.borrow().contains(&relid));
+    if relid == pg_sys::InvalidOid || ours {
         ORG_RULES.with(|m| m.borrow_mut().clear());
         LAST_ORG.with(|l| *l.borrow_mut() = None);
+        crate::retention::clear();
     }
+}
+
+/// Learn the OIDs of the tables whose changes invalidate the caches; called on every cache miss
+/// (cheap, and it follows a re-created extension).
+pub fn watch_policy_tables() {
+    let oids: Vec<pg_sys::Oid> = Spi::connect(|client| {
+        let row = client
+            .select(
+                "SELECT 'memory.classification_rules'::regclass::oid, 'memory.retention_policies'::regclass::oid,
+                        'memory.org_settings'::regclass::oid, 'memory.memory_type_policies'::regclass::oid",
+                Some(1),
+                &[],
+            )?
+            .first();
+        let mut v = Vec::new();
+        for i in 1..=4 {
+            if let Some(o) = row.get::<pg_sys::Oid>(i)? {
+                v.push(o);
+            }
+        }
+        Ok::<_, pgrx::spi::Error>(v)
+    })
+    .unwrap_or_default();
+    WATCHED.with(|w| *w.borrow_mut() = oids);
 }
 
 #[pg_guard]
@@ -87,19 +113,15 @@ fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
 }
 
 fn load_rules(org: &str) -> Rc<Vec<OrgRule>> {
+    watch_policy_tables();
     let rows: Vec<(i64, String, String, String, Option<String>)> = Spi::connect(|client| {
         let table = client.select(
-            "SELECT id, tier::text, target, pattern, source_type::text, \
-                    'memory.classification_rules'::regclass::oid \
-               FROM memory._org_rules($1)",
+            "SELECT id, tier::text, target, pattern, source_type::text FROM memory._org_rules($1)",
             None,
             &[org.into()],
         )?;
         let mut out = Vec::new();
         for row in table {
-            if let Some(relid) = row.get::<pg_sys::Oid>(6)? {
-                RULES_RELID.with(|c| c.set(relid));
-            }
             out.push((
                 row.get::<i64>(1)?.unwrap_or_default(),
                 row.get::<String>(2)?.unwrap_or_default(),
@@ -236,7 +258,11 @@ fn rules_changed<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
     let relid = trigger.relid().unwrap_or(pg_sys::InvalidOid);
-    RULES_RELID.with(|c| c.set(relid));
+    WATCHED.with(|w| {
+        if !w.borrow().contains(&relid) {
+            w.borrow_mut().push(relid);
+        }
+    });
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
     Ok(None)
 }
@@ -273,6 +299,14 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     let mut cols = tuple::ClassifyColumns::acquire(&row)?;
     cols.load(&row);
     let tier = decide_row(&row, &mut cols)?;
+    // Retention stamps follow the tier: set on insert, re-set when the tier changes (reclassify
+    // included); a policy change alone never backdates a row.
+    if cols.has_stamps() {
+        let restamp = !row.is_update() || cols.tiers(true)?.map(|r| r.1) != Some(tier);
+        if restamp {
+            cols.stamp(tier)?;
+        }
+    }
     let out = cols.store(&row, tier);
     cols.release();
     Ok(out)

@@ -10,6 +10,7 @@ mod classify;
 mod errors;
 mod feedback;
 mod gucs;
+mod retention;
 mod tuple;
 
 ::pgrx::pg_module_magic!(name, version);

@@ -139,6 +139,11 @@ impl Deformed {
         self.values[c.idx] = d;
         self.nulls[c.idx] = false;
     }
+
+    fn set_null(&mut self, c: &Col) {
+        self.values[c.idx] = pg_sys::Datum::from(0);
+        self.nulls[c.idx] = true;
+    }
 }
 
 /// A mapped column and what the cache re-checks on every hit.
@@ -164,6 +169,17 @@ enum SourceTypeKind {
     Text,
 }
 
+/// Retention stamp columns (all timestamptz) and the optional memory-type column.
+struct StampCols {
+    created: Col,
+    expires: Col,
+    purge: Col,
+    archive: Col,
+    memory_type: Option<(Col, SourceTypeKind)>,
+    /// Memory-type enum labels seen (label OID -> label).
+    labels: Vec<(pg_sys::Oid, String)>,
+}
+
 /// The column mapping of one classify trigger, resolved against its relation.
 pub struct ClassifyColumns {
     tgoid: pg_sys::Oid,
@@ -176,6 +192,9 @@ pub struct ClassifyColumns {
     targets: Vec<(Col, TargetKind)>,
     /// Source-type enum labels seen by this mapping (label OID -> source type).
     labels: Vec<(pg_sys::Oid, Option<SourceType>)>,
+    stamps: Option<StampCols>,
+    /// Set by `stamp`, consumed by `store`.
+    stamped: bool,
     new: Deformed,
     old: Deformed,
 }
@@ -342,7 +361,10 @@ impl ClassifyColumns {
         }
         // A relcache rebuild may hand out a new descriptor at the same address: check the columns.
         let cols = [Some(&self.content), self.files.as_ref(), self.source_type.as_ref().map(|s| &s.0), self.org.as_ref()];
-        cols.into_iter().flatten().chain(self.targets.iter().map(|t| &t.0)).all(|c| {
+        let stamps = self.stamps.iter().flat_map(|s| {
+            [Some(&s.created), Some(&s.expires), Some(&s.purge), Some(&s.archive), s.memory_type.as_ref().map(|m| &m.0)]
+        });
+        cols.into_iter().chain(stamps).flatten().chain(self.targets.iter().map(|t| &t.0)).all(|c| {
             let a = row.attr(c.idx);
             !a.attisdropped
                 && a.atttypid == c.typoid
@@ -381,8 +403,11 @@ impl ClassifyColumns {
         };
         let mut targets = vec![Self::target(row, &args[3])?];
         let mut org = None;
+        let mut stamps = None;
         for extra in &args[4..] {
-            if let Some(c) = extra.strip_prefix("org=") {
+            if let Some(spec) = extra.strip_prefix("stamps=") {
+                stamps = Some(Self::stamp_columns(row, spec)?);
+            } else if let Some(c) = extra.strip_prefix("org=") {
                 org = Some(row.column(c, "org")?);
             } else if let Some(c) = extra.strip_prefix("target=") {
                 targets.push(Self::target(row, c)?);
@@ -400,9 +425,90 @@ impl ClassifyColumns {
             org,
             targets,
             labels: Vec::new(),
+            stamps,
+            stamped: false,
             new: Deformed::default(),
             old: Deformed::default(),
         })
+    }
+
+    /// `created,expires,purge,archive[,memory_type]` column names.
+    fn stamp_columns(row: &RowTrigger, spec: &str) -> Result<StampCols, MxError> {
+        let names: Vec<&str> = spec.split(',').collect();
+        if names.len() != 5 {
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("bad stamps argument \"{spec}\"")));
+        }
+        let ts = |name: &str, role: &str| -> Result<Col, MxError> {
+            let c = row.column(name, role)?;
+            if c.typoid != pg_sys::TIMESTAMPTZOID {
+                return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be timestamptz", row.relname())));
+            }
+            Ok(c)
+        };
+        let memory_type = if names[4].is_empty() {
+            None
+        } else {
+            let c = row.column(names[4], "memory_type")?;
+            let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } { SourceTypeKind::Enum } else { SourceTypeKind::Text };
+            Some((c, kind))
+        };
+        Ok(StampCols {
+            created: ts(names[0], "created_at")?,
+            expires: ts(names[1], "expires_at")?,
+            purge: ts(names[2], "purge_after")?,
+            archive: ts(names[3], "archive_at")?,
+            memory_type,
+            labels: Vec::new(),
+        })
+    }
+
+    pub fn has_stamps(&self) -> bool {
+        self.stamps.is_some()
+    }
+
+    /// Stamp expires_at, purge_after and archive_at of the new row for `tier`.
+    pub fn stamp(&mut self, tier: Tier) -> Result<(), MxError> {
+        let org = self.org().map(str::to_string);
+        let Some(st) = self.stamps.as_mut() else { return Ok(()) };
+        let created = self
+            .new
+            .get(&st.created)
+            .map(|d| d.value() as i64)
+            .unwrap_or_else(|| unsafe { pg_sys::GetCurrentTransactionStartTimestamp() });
+        let (retention, grace) = crate::retention::tier_policy(org.as_deref(), tier)?;
+        let label: Option<String> = match &st.memory_type {
+            None => None,
+            Some((c, kind)) => match self.new.get(c) {
+                None => None,
+                Some(d) => Some(match kind {
+                    SourceTypeKind::Enum => {
+                        let oid = pg_sys::Oid::from(d.value() as u32);
+                        match st.labels.iter().find(|l| l.0 == oid) {
+                            Some(l) => l.1.clone(),
+                            None => {
+                                let (l, _, _) = pgrx::enum_helper::lookup_enum_by_oid(oid);
+                                st.labels.push((oid, l.clone()));
+                                l
+                            }
+                        }
+                    }
+                    SourceTypeKind::Text => String::from_utf8_lossy(unsafe { text_bytes(d) }).into_owned(),
+                }),
+            },
+        };
+        let (ttl, archive) = match label {
+            Some(l) => crate::retention::type_policy(&l)?,
+            None => (None, None),
+        };
+        let s = memory_core::retention::stamps(created, retention, grace, ttl, archive);
+        for (col, v) in [(&st.expires, s.expires_at), (&st.purge, s.purge_after), (&st.archive, s.archive_at)] {
+            match v {
+                Some(t) => self.new.set(col, pg_sys::Datum::from(t)),
+                None => self.new.set_null(col),
+            }
+        }
+        self.stamped = true;
+        Ok(())
     }
 
     fn target(row: &RowTrigger, column: &str) -> Result<(Col, TargetKind), MxError> {
@@ -539,7 +645,7 @@ impl ClassifyColumns {
 
     /// The row to store, with every target column holding `tier`.
     pub fn store(&mut self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
-        let mut changed = false;
+        let mut changed = std::mem::take(&mut self.stamped);
         for (c, kind) in &self.targets {
             let cur = self.new.get(c);
             let value = match kind {

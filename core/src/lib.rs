@@ -5,3 +5,4 @@
 pub mod classify;
 pub mod audit;
 pub mod feedback;
+pub mod retention;

@@ -1,6 +1,6 @@
 -- SQL-level suite for the retention schedules (SPEC §4, the part built so far).
 BEGIN;
-SELECT plan(20);
+SELECT plan(30);
 
 SELECT results_eq($$ SELECT r.tier::text, r.retention_days, r.soft_delete_grace_days FROM memory.retention_policies r WHERE r.org_id IS NULL ORDER BY r.tier $$,
                   $$ VALUES ('public', NULL::int, 0), ('internal', 365, 30), ('confidential', 90, 14), ('restricted', 30, 7) $$,
@@ -35,6 +35,32 @@ SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retenti
 SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('x', 'secret', 10) $$, '22P02', NULL, 'a policy for an unknown tier is refused by the enum');
 SELECT throws_ok($$ INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'confidential', 10) $$, '23505', NULL, 'one policy per org and tier');
 SELECT throws_ok($$ SELECT * FROM memory.retention_policy('acme', NULL) $$, '22023', NULL, 'a NULL tier is 22023');
+
+-- Stamps at write ------------------------------------------------------------------------------------
+INSERT INTO memory.observations (id, org_id, content, memory_type, created_at) VALUES
+  ('00000000-0000-0000-0000-000000000001', 'globex', 'plain note', 'long_term', '2026-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-000000000002', 'globex', 'ssn 123-45-6789', 'long_term', '2026-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-000000000003', 'globex', 'session scratch', 'short_term', '2026-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-000000000004', 'bank', 'customer ssn', 'episodic', '2026-01-01 00:00+00');
+SELECT results_eq($$ SELECT expires_at, purge_after, archive_at FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000001' $$,
+                  $$ VALUES ('2027-01-01 00:00+00'::timestamptz, '2027-01-31 00:00+00'::timestamptz, '2027-01-01 00:00+00'::timestamptz) $$,
+                  'internal long_term: 365 days, 30 days grace, archive after 365 days');
+SELECT results_eq($$ SELECT expires_at, purge_after FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000002' $$,
+                  $$ VALUES ('2026-01-31 00:00+00'::timestamptz, '2026-02-07 00:00+00'::timestamptz) $$, 'restricted: 30 days, 7 days grace');
+SELECT is(expires_at, '2026-01-01 01:00+00'::timestamptz, 'short_term: the 1-hour TTL comes first') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000003';
+SELECT results_eq($$ SELECT expires_at, archive_at FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000004' $$,
+                  $$ VALUES ('2026-04-01 00:00+00'::timestamptz, '2026-04-01 00:00+00'::timestamptz) $$,
+                  'BFSI restricted episodic: the 90-day TTL is earlier than 2555 days');
+SELECT memory.reclassify('00000000-0000-0000-0000-000000000002', 'internal', 'test fixture');
+SELECT is(expires_at, '2027-01-01 00:00+00'::timestamptz, 'reclassify re-stamps') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000002';
+UPDATE memory.retention_policies SET retention_days = 10 WHERE org_id IS NULL AND tier = 'internal';
+SELECT is(expires_at, '2027-01-01 00:00+00'::timestamptz, 'a policy change does not backdate existing rows') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000001';
+INSERT INTO memory.observations (id, org_id, content, created_at) VALUES ('00000000-0000-0000-0000-000000000005', 'globex', 'new note', '2026-01-01 00:00+00');
+SELECT is(expires_at, '2026-01-11 00:00+00'::timestamptz, 'new rows follow the changed policy at once (caches invalidated)') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000005';
+CREATE TABLE public.nostamps (id int, content text, classification memory.classification);
+SELECT throws_ok($$ SELECT memory.govern('public.nostamps', '{"stamps": true}') $$, '22023', NULL, 'stamps on a table without the stamp columns is 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.nostamps', '{"classify": false, "stamps": true}') $$, '22023', NULL, 'stamps without classification is 22023');
+SELECT is(count(*), 0::bigint, 'and nothing was attached') FROM pg_trigger WHERE tgrelid = 'public.nostamps'::regclass;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,62 @@
+//! Retention stamps at write (SPEC §4). Policies are read once per backend and (org, tier) or
+//! memory type, and dropped with the org-rule cache whenever a policy table changes (their
+//! statement triggers invalidate the relcache; see `classify::rules_inval`).
+
+use crate::errors::MxError;
+use memory_core::classify::Tier;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+thread_local! {
+    // (org, tier) -> (retention, grace) in microseconds.
+    static TIER_POLICIES: RefCell<HashMap<(String, Tier), (Option<i64>, i64)>> = RefCell::new(HashMap::new());
+    // memory type label -> (ttl, archive_after) in microseconds.
+    static TYPE_POLICIES: RefCell<HashMap<String, (Option<i64>, Option<i64>)>> = RefCell::new(HashMap::new());
+}
+
+pub fn clear() {
+    TIER_POLICIES.with(|m| m.borrow_mut().clear());
+    TYPE_POLICIES.with(|m| m.borrow_mut().clear());
+}
+
+fn spi_err(e: pgrx::spi::Error) -> MxError {
+    MxError::new("XX000", format!("memory_ext retention: {e}"))
+}
+
+/// Retention and grace of a tier in an org (`memory.retention_policy`, BFSI included).
+pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError> {
+    let key = (org.unwrap_or("").to_string(), tier);
+    if let Some(p) = TIER_POLICIES.with(|m| m.borrow().get(&key).copied()) {
+        return Ok(p);
+    }
+    crate::classify::watch_policy_tables();
+    let (days, grace) = Spi::get_two_with_args::<i64, i64>(
+        "SELECT retention_days::int8 * 86400000000, soft_delete_grace_days::int8 * 86400000000
+           FROM memory.retention_policy($1, $2::memory.classification)",
+        &[org.into(), tier.as_str().into()],
+    )
+    .map_err(spi_err)?;
+    let p = (days, grace.unwrap_or(0));
+    TIER_POLICIES.with(|m| m.borrow_mut().insert(key, p));
+    Ok(p)
+}
+
+/// TTL and archive age of a memory type (`memory.memory_type_policies`); unknown → none.
+pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
+    if let Some(p) = TYPE_POLICIES.with(|m| m.borrow().get(label).copied()) {
+        return Ok(p);
+    }
+    crate::classify::watch_policy_tables();
+    let p = Spi::get_two_with_args::<i64, i64>(
+        "SELECT (extract(epoch FROM ttl) * 1000000)::int8, (extract(epoch FROM archive_after) * 1000000)::int8
+           FROM memory.memory_type_policies WHERE memory_type::text = $1",
+        &[label.into()],
+    )
+    .or_else(|e| match e {
+        pgrx::spi::Error::InvalidPosition => Ok((None, None)),
+        e => Err(spi_err(e)),
+    })?;
+    TYPE_POLICIES.with(|m| m.borrow_mut().insert(label.to_string(), p));
+    Ok(p)
+}
