@@ -105,3 +105,166 @@ CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', 'WHERE org_id IS NOT NULL');
+
+-- ------------------------------------------------------------------------------------------------
+-- The pipeline: expired live rows -> hold/guard check -> soft delete -> after grace, hard delete;
+-- rows past archive_at -> memory.observations_archive. Cost follows the rows due (partial
+-- indexes on the stamps), not the table.
+
+CREATE INDEX observations_due_expiry ON memory.observations (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX observations_due_purge ON memory.observations (purge_after) WHERE soft_deleted_at IS NOT NULL;
+CREATE INDEX observations_due_archive ON memory.observations (archive_at) WHERE soft_deleted_at IS NULL AND archive_at IS NOT NULL;
+
+CREATE TABLE memory.legal_holds (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    org_id         text NOT NULL,
+    observation_id uuid,          -- one observation, or
+    user_id        text,          -- every observation of a subject, or (both NULL) the whole org
+    reason         text NOT NULL CHECK (btrim(reason) <> ''),
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    released_at    timestamptz
+);
+CREATE INDEX legal_holds_active ON memory.legal_holds (org_id) WHERE released_at IS NULL;
+COMMENT ON TABLE memory.legal_holds IS 'Active holds (released_at NULL) keep matching observations from retention and erasure.';
+
+ALTER TABLE memory.org_settings ADD COLUMN retention_guard regproc;
+COMMENT ON COLUMN memory.org_settings.retention_guard IS
+  'Optional function(uuid) returning boolean, asked before an observation of the org is soft-deleted; false, an error or a missing function deny.';
+
+CREATE TABLE memory.observations_archive (LIKE memory.observations INCLUDING DEFAULTS);
+ALTER TABLE memory.observations_archive ADD COLUMN archived_at timestamptz NOT NULL DEFAULT now();
+ALTER TABLE memory.observations_archive ADD PRIMARY KEY (id);
+COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
+
+CREATE VIEW memory.live_observations AS
+SELECT * FROM memory.observations o
+ WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now());
+COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted nor expired.';
+
+CREATE FUNCTION memory._on_hold(o memory.observations)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
+                    WHERE h.released_at IS NULL AND h.org_id = o.org_id
+                      AND (h.observation_id = o.id
+                           OR (h.observation_id IS NULL AND h.user_id = o.user_id)
+                           OR (h.observation_id IS NULL AND h.user_id IS NULL)))
+$$;
+
+-- The org's guard, asked per row; a guard that raises or does not exist denies.
+CREATE FUNCTION memory._guard_allows(guard regproc, id uuid)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE ok boolean;
+BEGIN
+    IF guard IS NULL THEN
+        RETURN true;
+    END IF;
+    EXECUTE format('SELECT %s($1)', guard::regprocedure::text::regproc) INTO ok USING id;
+    RETURN coalesce(ok, false);
+EXCEPTION WHEN OTHERS THEN
+    RETURN false;
+END $$;
+
+CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g        record;
+    soft     bigint := 0;
+    hard     bigint := 0;
+    archived bigint := 0;
+    denied   bigint := 0;
+    actor    constant text := 'system:retention';
+BEGIN
+    IF dry_run IS NULL OR at IS NULL THEN
+        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
+    END IF;
+
+    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_due (id uuid PRIMARY KEY, org_id text, project_id text, workspace_id text,
+                                                       classification memory.classification, denied boolean) ON COMMIT DROP;
+    TRUNCATE pg_temp.memory_due;
+    INSERT INTO pg_temp.memory_due
+    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
+           memory._on_hold(o) OR NOT memory._guard_allows(s.retention_guard, o.id)
+      FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id = o.org_id
+     WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at <= at
+     FOR UPDATE OF o;
+    FOR g IN SELECT d.org_id, d.classification, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM pg_temp.memory_due d WHERE d.denied GROUP BY 1, 2 ORDER BY 1, 2 LOOP
+        PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
+                'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
+        denied := denied + g.n;
+    END LOOP;
+    SELECT count(*) INTO soft FROM pg_temp.memory_due d WHERE NOT d.denied;
+    -- Rows this run soft-deletes are not archived by it (a dry run must predict that too).
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_soft (id uuid PRIMARY KEY) ON COMMIT DROP;
+    TRUNCATE pg_temp.memory_soft;
+    INSERT INTO pg_temp.memory_soft SELECT d.id FROM pg_temp.memory_due d WHERE NOT d.denied;
+    IF NOT dry_run THEN
+        UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+          FROM pg_temp.memory_due d WHERE d.id = o.id AND NOT d.denied;
+    END IF;
+
+    -- 2. Past the grace: hard delete, one memory.purge per org and tier (the seed's payload).
+    TRUNCATE pg_temp.memory_due;
+    INSERT INTO pg_temp.memory_due
+    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._on_hold(o)
+      FROM memory.observations o
+     WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after <= at
+       -- A late run still leaves the full grace after the soft delete (grace = purge_after - expires_at).
+       AND o.soft_deleted_at + (o.purge_after - coalesce(o.expires_at, o.purge_after)) <= at
+     FOR UPDATE OF o;
+    FOR g IN SELECT d.org_id, d.classification, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n,
+                    CASE WHEN count(DISTINCT d.project_id) = 1 THEN min(d.project_id) END AS project_id,
+                    CASE WHEN count(DISTINCT d.workspace_id) = 1 THEN min(d.workspace_id) END AS workspace_id
+               FROM pg_temp.memory_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
+        IF g.denied THEN
+            PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                    'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
+                    'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+        ELSE
+            PERFORM memory.audit_append('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
+                    'orgId', g.org_id, 'projectId', g.project_id, 'observationIds', to_jsonb(g.ids),
+                    'retentionPolicyId', (SELECT p.id FROM memory.retention_policies p
+                                           WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
+                                           ORDER BY p.org_id NULLS LAST LIMIT 1),
+                    'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
+            hard := hard + g.n;
+        END IF;
+    END LOOP;
+    IF NOT dry_run THEN
+        DELETE FROM memory.observations o USING pg_temp.memory_due d WHERE d.id = o.id AND NOT d.denied;
+    END IF;
+
+    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps them).
+    TRUNCATE pg_temp.memory_due;
+    INSERT INTO pg_temp.memory_due
+    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, false
+      FROM memory.observations o
+     WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at <= at
+       AND NOT EXISTS (SELECT 1 FROM pg_temp.memory_soft s WHERE s.id = o.id)
+     FOR UPDATE OF o;
+    FOR g IN SELECT d.org_id, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM pg_temp.memory_due d GROUP BY 1 ORDER BY 1 LOOP
+        PERFORM memory.audit_append('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
+        archived := archived + g.n;
+    END LOOP;
+    IF NOT dry_run AND archived > 0 THEN
+        INSERT INTO memory.observations_archive
+        SELECT o.*, at FROM memory.observations o JOIN pg_temp.memory_due d ON d.id = o.id;
+        DELETE FROM memory.observations o USING pg_temp.memory_due d WHERE d.id = o.id;
+    END IF;
+
+    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
+                              'denied', denied, 'dry_run', dry_run, 'at', at);
+END $$;
+COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
+  'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A dry run changes nothing but reports and audits with dryRun true.';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.legal_holds', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.observations_archive', '');

@@ -1,6 +1,6 @@
 -- SQL-level suite for the retention schedules (SPEC §4, the part built so far).
 BEGIN;
-SELECT plan(30);
+SELECT plan(43);
 
 SELECT results_eq($$ SELECT r.tier::text, r.retention_days, r.soft_delete_grace_days FROM memory.retention_policies r WHERE r.org_id IS NULL ORDER BY r.tier $$,
                   $$ VALUES ('public', NULL::int, 0), ('internal', 365, 30), ('confidential', 90, 14), ('restricted', 30, 7) $$,
@@ -61,6 +61,43 @@ CREATE TABLE public.nostamps (id int, content text, classification memory.classi
 SELECT throws_ok($$ SELECT memory.govern('public.nostamps', '{"stamps": true}') $$, '22023', NULL, 'stamps on a table without the stamp columns is 22023');
 SELECT throws_ok($$ SELECT memory.govern('public.nostamps', '{"classify": false, "stamps": true}') $$, '22023', NULL, 'stamps without classification is 22023');
 SELECT is(count(*), 0::bigint, 'and nothing was attached') FROM pg_trigger WHERE tgrelid = 'public.nostamps'::regclass;
+
+-- The pipeline ---------------------------------------------------------------------------------------
+DELETE FROM memory.observations;
+UPDATE memory.retention_policies SET retention_days = 365 WHERE org_id IS NULL AND tier = 'internal';
+INSERT INTO memory.observations (id, org_id, user_id, content, memory_type, created_at) VALUES
+  ('00000000-0000-0000-0000-0000000000a1', 'acme', 'u1', 'ssn a', 'long_term', '2026-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-0000000000a2', 'acme', 'u2', 'ssn b', 'long_term', '2026-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-0000000000a3', 'acme', 'u1', 'old plain note', 'long_term', '2025-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-0000000000a4', 'acme', 'u3', 'schema note', 'structured', '2025-08-01 00:00+00');
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u2', 'litigation');
+SELECT is(memory.run_retention(true, '2026-02-05 00:00+00') - 'at',
+          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": true}'::jsonb,
+          'a dry run reports: a1 and a3 expired (a3 not also archived), a2 held, a4 due for the archive');
+SELECT is(count(*), 0::bigint, 'and changes nothing') FROM memory.observations WHERE soft_deleted_at IS NOT NULL;
+SELECT is(memory.run_retention(false, '2026-02-05 00:00+00') - 'at',
+          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": false}'::jsonb, 'the run soft-deletes and archives');
+SELECT is_empty($$ SELECT 1 FROM memory.live_observations WHERE id IN ('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000a3') $$,
+                'soft-deleted rows are gone from live_observations');
+SELECT is_empty($$ SELECT 1 FROM memory.recall('acme', 'note', 10) $$, 'and from recall');
+SELECT is(memory.run_retention(false, '2026-02-10 00:00+00')->'hard_deleted', '0'::jsonb, 'a late run still leaves the full grace after the soft delete');
+SELECT is(memory.run_retention(false, '2026-03-08 00:00+00') - 'at',
+          '{"soft_deleted": 0, "hard_deleted": 2, "archived": 0, "denied": 1, "dry_run": false}'::jsonb,
+          'after the grace: hard delete; the held row still denied');
+SELECT results_eq($$ SELECT id::text FROM memory.observations ORDER BY id $$, $$ VALUES ('00000000-0000-0000-0000-0000000000a2') $$, 'only the held row remains hot');
+SELECT results_eq($$ SELECT id::text, archived_at FROM memory.observations_archive $$,
+                  $$ VALUES ('00000000-0000-0000-0000-0000000000a4', '2026-02-05 00:00+00'::timestamptz) $$, 'the archive holds the structured row, out of the hot table');
+SELECT results_eq($$ SELECT payload->>'classification', payload->'observationIds', payload->>'dryRun', payload ? 'retentionPolicyId', payload ? 'workspaceId'
+                      FROM memory.audit_log WHERE event_type = 'memory.purge' ORDER BY seq $$,
+                  $$ VALUES ('internal', '["00000000-0000-0000-0000-0000000000a3"]'::jsonb, 'false', true, true),
+                            ('restricted', '["00000000-0000-0000-0000-0000000000a1"]'::jsonb, 'false', true, true) $$,
+                  'memory.purge events carry the seed payload');
+SELECT ok((SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.purge.denied') >= 3, 'every run records the denial');
+CREATE FUNCTION pg_temp.deny_all(uuid) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+INSERT INTO memory.org_settings (org_id, retention_guard) VALUES ('guarded', 'pg_temp.deny_all'::regproc);
+INSERT INTO memory.observations (org_id, content, created_at) VALUES ('guarded', 'ssn g', '2026-01-01 00:00+00');
+SELECT is(memory.run_retention(false, '2026-02-05 00:00+00')->'denied', '2'::jsonb, 'an org guard that says no keeps the row (denied)');
+SELECT ok((SELECT verdict.ok FROM memory.audit_verify('acme') verdict), 'the chain verifies after the pipeline');
 
 SELECT * FROM finish();
 ROLLBACK;
