@@ -20,6 +20,7 @@ extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["t
 extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
 extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
+extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]

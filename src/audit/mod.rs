@@ -406,3 +406,10 @@ fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
         .ok_or_else(|| MxError::bad_argument("not a Merkle frontier"))
         .or_raise()
 }
+
+/// The pseudonym payloads use for a user or actor id (for erasure and export events). Not
+/// granted to PUBLIC: with it, anyone could link ids to the pseudonyms in the log.
+#[pg_extern(volatile, strict, name = "_pseudonym")]
+fn pseudonym_sql(id: &str) -> String {
+    Spi::connect(|client| Appender::new(client).map(|ap| ap.pseudonym(id))).or_raise()
+}

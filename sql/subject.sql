@@ -1,0 +1,142 @@
+-- Data-subject rights and housekeeping (SPEC §4): erasure, export, task cleanup, transfer.
+
+-- Whether an active legal hold covers (org, user, observation).
+CREATE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
+                    WHERE h.released_at IS NULL AND h.org_id = p_org
+                      AND (h.observation_id = p_id
+                           OR (h.observation_id IS NULL AND h.user_id = p_user)
+                           OR (h.observation_id IS NULL AND h.user_id IS NULL)))
+$$;
+
+CREATE FUNCTION memory.erase_subject(user_id text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject text := erase_subject.user_id;
+    counts  jsonb := '{}';
+    held    bigint;
+    n       bigint;
+    t       record;
+BEGIN
+    IF subject IS NULL OR btrim(subject) = '' THEN
+        RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    SELECT count(*) INTO held FROM memory.observations o WHERE o.user_id = subject AND memory._held(o.org_id, o.user_id, o.id);
+    DELETE FROM memory.observation_weight_history h USING memory.observations o
+     WHERE h.observation_id = o.id AND o.user_id = subject AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
+    DELETE FROM memory.observations o WHERE o.user_id = subject AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
+    SELECT held + count(*) INTO held FROM memory.observations_archive a WHERE a.user_id = subject AND memory._held(a.org_id, a.user_id, a.id);
+    DELETE FROM memory.observations_archive a WHERE a.user_id = subject AND NOT memory._held(a.org_id, a.user_id, a.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('archive', n);
+    -- Governed application tables with a user column.
+    FOR t IN SELECT g.table_name, g.options->>'user' AS col FROM memory.governed_tables g
+              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL LOOP
+        EXECUTE format('DELETE FROM %s WHERE %I = $1', t.table_name, t.col) USING subject;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
+    END LOOP;
+    -- One event, on the platform chain, naming the subject only by pseudonym: the log itself is
+    -- never edited, so the chain still verifies.
+    PERFORM memory.audit_append('memory.forget',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'counts', counts, 'held', held));
+    RETURN counts || jsonb_build_object('held', held);
+END $$;
+COMMENT ON FUNCTION memory.erase_subject(text) IS
+  'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. One memory.forget event. Not granted to PUBLIC.';
+
+CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject  text := export_subject.user_id;
+    obs      jsonb;
+    arch     jsonb;
+    hist     jsonb;
+    manifest jsonb := '{}';
+    s        record;
+BEGIN
+    IF subject IS NULL OR btrim(subject) = '' THEN
+        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
+      FROM memory.live_observations o
+     WHERE o.user_id = subject AND (include_restricted OR o.classification <> 'restricted');
+    SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id), '[]') INTO arch
+      FROM memory.observations_archive a
+     WHERE a.user_id = subject AND (include_restricted OR a.classification <> 'restricted');
+    SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
+      FROM memory.observation_weight_history h JOIN memory.live_observations o ON o.id = h.observation_id
+     WHERE o.user_id = subject AND (include_restricted OR o.classification <> 'restricted');
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
+        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
+            'count', jsonb_array_length(s.rows),
+            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
+    END LOOP;
+    PERFORM memory.audit_append('memory.export',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted));
+    RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
+                              'manifest', manifest,
+                              'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist));
+END $$;
+COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
+  'Everything held about a subject: live observations, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
+
+CREATE FUNCTION memory.end_task(task_id text)
+RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE n bigint;
+BEGIN
+    IF task_id IS NULL OR btrim(task_id) = '' THEN
+        RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM memory.observations o
+     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+COMMENT ON FUNCTION memory.end_task(text) IS 'Clear the working memories of a finished task (rt-005), except rows under a legal hold; returns how many.';
+
+CREATE FUNCTION memory.transfer_observations(ids uuid[], to_project_id text)
+RETURNS TABLE (id uuid, transferred boolean, reason text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    moved jsonb := '{}';
+    org text;
+BEGIN
+    IF to_project_id IS NULL OR btrim(to_project_id) = '' THEN
+        RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
+    END IF;
+    FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at
+               FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
+               LEFT JOIN memory.observations o ON o.id = u.id
+              ORDER BY u.ord LOOP
+        id := r.uid;
+        IF r.oid IS NULL THEN
+            transferred := false; reason := 'not_found';
+        ELSIF r.soft_deleted_at IS NOT NULL THEN
+            transferred := false; reason := 'soft_deleted';
+        ELSIF r.classification > 'internal' THEN
+            -- Only public and internal observations may cross projects.
+            transferred := false; reason := 'classification:' || r.classification;
+        ELSE
+            UPDATE memory.observations o SET project_id = to_project_id WHERE o.id = r.oid;
+            transferred := true; reason := 'transferred';
+            moved := jsonb_set(moved, ARRAY[r.org_id], coalesce(moved->r.org_id, '[]') || to_jsonb(r.oid));
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    FOR org IN SELECT jsonb_object_keys(moved) LOOP
+        PERFORM memory.audit_append('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
+  'Move observations to another project; only public and internal move (others report their tier). One memory.transfer event per org.';
+
+REVOKE ALL ON FUNCTION memory.erase_subject(text), memory.export_subject(text, boolean), memory._pseudonym(text) FROM PUBLIC;

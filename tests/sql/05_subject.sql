@@ -1,0 +1,49 @@
+-- SQL-level suite for data-subject rights and housekeeping (SPEC §4).
+BEGIN;
+SELECT plan(19);
+
+INSERT INTO memory.observations (id, org_id, user_id, task_id, memory_type, content) VALUES
+  ('00000000-0000-0000-0000-000000000001', 'acme', 'alice', 't1', 'working', 'scratch for the task'),
+  ('00000000-0000-0000-0000-000000000002', 'acme', 'alice', NULL, 'long_term', 'alice ssn on file'),
+  ('00000000-0000-0000-0000-000000000003', 'acme', 'alice', NULL, 'long_term', 'alice prefers short answers'),
+  ('00000000-0000-0000-0000-000000000004', 'globex', 'alice', NULL, 'long_term', 'held note'),
+  ('00000000-0000-0000-0000-000000000005', 'acme', 'bob', 't1', 'long_term', 'bob note');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('globex', '00000000-0000-0000-0000-000000000004', 'case 7');
+SELECT memory.record_outcome('s1', 'accepted', ARRAY['00000000-0000-0000-0000-000000000003']::uuid[]);
+
+-- export
+SELECT is((memory.export_subject('alice')->'manifest'->'observations'->>'count')::int, 3, 'export leaves restricted rows out by default');
+SELECT is((memory.export_subject('alice', true)->'manifest'->'observations'->>'count')::int, 4, 'and includes them when asked');
+SELECT is(memory.export_subject('alice')->>'schema_version', '1', 'the manifest has a schema_version');
+SELECT is((SELECT e->'manifest'->'observations'->>'sha256' FROM (SELECT memory.export_subject('alice') e) x),
+          (SELECT encode(sha256(convert_to((e->'sections'->'observations')::text, 'UTF8')), 'hex') FROM (SELECT memory.export_subject('alice') e) x),
+          'each section carries the sha256 of its JSON text');
+SELECT is((memory.export_subject('alice')->'manifest'->'weight_history'->>'count')::int, 1, 'the weight history is exported');
+SELECT throws_ok($$ SELECT memory.export_subject(NULL) $$, '22023', NULL, 'export of a NULL subject is 22023');
+
+-- transfer
+SELECT results_eq($$ SELECT transferred, reason FROM memory.transfer_observations(ARRAY['00000000-0000-0000-0000-000000000003',
+                       '00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-0000000000ff']::uuid[], 'p2') $$,
+                  $$ VALUES (true, 'transferred'), (false, 'classification:restricted'), (false, 'not_found') $$,
+                  'only public and internal observations move');
+SELECT is(project_id, 'p2', 'the transferred row is in the new project') FROM memory.observations WHERE id = '00000000-0000-0000-0000-000000000003';
+SELECT throws_ok($$ SELECT * FROM memory.transfer_observations(ARRAY[gen_random_uuid()], NULL) $$, '22023', NULL, 'a NULL target project is 22023');
+
+-- end_task
+SELECT is(memory.end_task('t1'), 1::bigint, 'end_task clears the working memories of the task only');
+SELECT is(count(*), 1::bigint, 'long-term memories of the task stay') FROM memory.observations WHERE task_id = 't1';
+SELECT throws_ok($$ SELECT memory.end_task(' ') $$, '22023', NULL, 'a blank task id is 22023');
+
+-- erasure
+SELECT is(memory.erase_subject('alice'), '{"held": 1, "archive": 0, "observations": 2, "weight_history": 1}'::jsonb,
+          'erasure removes the subject''s rows and history, keeps and reports held rows');
+SELECT results_eq($$ SELECT id::text FROM memory.observations WHERE user_id = 'alice' $$, $$ VALUES ('00000000-0000-0000-0000-000000000004') $$, 'only the held row is left');
+SELECT is(count(*), 1::bigint, 'other subjects are untouched') FROM memory.observations WHERE user_id = 'bob';
+SELECT ok(payload->>'subject' ~ '^h:[0-9a-f]{64}$' AND NOT payload::text LIKE '%alice%', 'one memory.forget event naming the subject by pseudonym only')
+  FROM memory.audit_log WHERE event_type = 'memory.forget';
+SELECT is_empty($$ SELECT 1 FROM memory.audit_verify() WHERE NOT ok $$, 'every chain still verifies after erasure');
+SELECT is(memory.erase_subject('nobody'), '{"held": 0, "archive": 0, "observations": 0, "weight_history": 0}'::jsonb, 'erasing an unknown subject gives zero counts');
+SELECT is(count(*), 2::bigint, 'and is still audited') FROM memory.audit_log WHERE event_type = 'memory.forget';
+
+SELECT * FROM finish();
+ROLLBACK;
