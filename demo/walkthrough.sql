@@ -104,3 +104,23 @@ SELECT left(content, 50) AS content, round(weight::numeric, 4) AS weight, round(
   FROM memory.recall('acme', 'payments worker backoff', 5);
 SELECT event_type, payload - 'query_sha256' AS payload FROM memory.audit_log
  WHERE chain_id = 'acme' AND event_type IN ('memory.feedback', 'memory.recall') ORDER BY seq DESC LIMIT 2;
+
+\echo
+\echo '== 7. Retention stamps, the pipeline, and the data subject ==================================='
+\echo 'Every write is stamped from its tier and memory type (restricted: 30 days + 7 days grace; short_term: 1 hour):'
+INSERT INTO memory.observations (org_id, user_id, content, memory_type, created_at) VALUES
+  ('acme', 'carol', 'carol card 4111 1111 1111 1111', 'long_term', now() - interval '40 days'),
+  ('acme', 'carol', 'carol likes dark mode', 'short_term', now() - interval '2 hours'),
+  ('acme', 'dave', 'dave ssn on file', 'long_term', now() - interval '40 days');
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'dave', 'litigation hold');
+SELECT user_id, memory_type, classification, expires_at::date, purge_after::date, archive_at::date
+  FROM memory.observations WHERE user_id IN ('carol', 'dave') ORDER BY user_id, memory_type;
+\echo 'Export everything held about a subject, with a manifest (restricted rows only when asked):'
+SELECT jsonb_pretty(memory.export_subject('carol', true)->'manifest') AS export_manifest;
+\echo 'A dry run reports (and audits) without changing anything; then the real run soft-deletes, skipping the held row:'
+SELECT memory.run_retention(true) - 'at' AS dry_run;
+SELECT memory.run_retention() - 'at' AS run;
+SELECT user_id, soft_deleted_at IS NOT NULL AS soft_deleted FROM memory.observations WHERE user_id IN ('carol', 'dave') ORDER BY 1, 2;
+\echo 'Erasure of a subject: held rows stay (and are reported), the chain still verifies:'
+SELECT memory.erase_subject('dave') AS erased;
+SELECT chain_id, ok FROM memory.audit_verify();

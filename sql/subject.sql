@@ -63,15 +63,17 @@ BEGIN
     IF subject IS NULL OR btrim(subject) = '' THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
+    -- Everything still held about the subject: expired rows too, until retention soft-deletes
+    -- them (soft-deleted rows are invisible to every query function).
     SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
-      FROM memory.live_observations o
-     WHERE o.user_id = subject AND (include_restricted OR o.classification <> 'restricted');
+      FROM memory.observations o
+     WHERE o.user_id = subject AND o.soft_deleted_at IS NULL AND (include_restricted OR o.classification <> 'restricted');
     SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id), '[]') INTO arch
       FROM memory.observations_archive a
      WHERE a.user_id = subject AND (include_restricted OR a.classification <> 'restricted');
     SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
-      FROM memory.observation_weight_history h JOIN memory.live_observations o ON o.id = h.observation_id
-     WHERE o.user_id = subject AND (include_restricted OR o.classification <> 'restricted');
+      FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id
+     WHERE o.user_id = subject AND o.soft_deleted_at IS NULL AND (include_restricted OR o.classification <> 'restricted');
     FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
         manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
             'count', jsonb_array_length(s.rows),
@@ -84,7 +86,7 @@ BEGIN
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist));
 END $$;
 COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
-  'Everything held about a subject: live observations, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
+  'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
 
 CREATE FUNCTION memory.end_task(task_id text)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -140,3 +142,83 @@ COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
   'Move observations to another project; only public and internal move (others report their tier). One memory.transfer event per org.';
 
 REVOKE ALL ON FUNCTION memory.erase_subject(text), memory.export_subject(text, boolean), memory._pseudonym(text) FROM PUBLIC;
+
+-- ------------------------------------------------------------------------------------------------
+-- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.
+
+CREATE FUNCTION memory.run_maintenance(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ret   jsonb;
+    parts int;
+BEGIN
+    IF at IS NULL THEN
+        RAISE EXCEPTION 'memory.run_maintenance needs a time' USING ERRCODE = '22023';
+    END IF;
+    RAISE NOTICE 'memory maintenance: retention and archive as of %', at;
+    ret := memory.run_retention(false, at);
+    RAISE NOTICE 'memory maintenance: retention done: %', ret;
+    RAISE NOTICE 'memory maintenance: audit partitions';
+    parts := memory.audit_ensure_partitions(3, at);
+    RAISE NOTICE 'memory maintenance: % audit partition(s) created', parts;
+    RETURN jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'at', at);
+END $$;
+COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
+  'Periodic work in one call, with a NOTICE per phase: run_retention (soft delete, hard delete, archive) and audit partitions ahead. Schedule it with memory.schedule_maintenance.';
+
+CREATE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
+RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE job bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in this database' USING ERRCODE = '55000',
+            HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name to this database, and CREATE EXTENSION pg_cron.';
+    END IF;
+    IF schedule IS NULL OR btrim(schedule) = '' THEN
+        RAISE EXCEPTION 'a cron schedule is required' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job
+      USING 'memory_ext maintenance', schedule, 'SELECT memory.run_maintenance()';
+    RETURN job;
+END $$;
+COMMENT ON FUNCTION memory.schedule_maintenance(text) IS
+  'Schedule memory.run_maintenance() with pg_cron under the job name ''memory_ext maintenance'' (calling it again replaces the schedule). Returns the job id.';
+
+CREATE FUNCTION memory.unschedule_maintenance()
+RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE ok boolean;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT cron.unschedule($1)' INTO ok USING 'memory_ext maintenance';
+    RETURN ok;
+EXCEPTION WHEN OTHERS THEN
+    RETURN false;
+END $$;
+
+CREATE VIEW memory.stats AS
+WITH rows AS (
+    SELECT o.memory_type, o.classification,
+           CASE WHEN o.soft_deleted_at IS NOT NULL THEN 'soft_deleted'
+                WHEN o.expires_at IS NOT NULL AND o.expires_at <= now() THEN 'expired'
+                ELSE 'live' END AS state,
+           o.created_at, pg_column_size(o.*) AS bytes
+      FROM memory.observations o
+    UNION ALL
+    SELECT a.memory_type, a.classification, 'archived', a.created_at, pg_column_size(a.*)
+      FROM memory.observations_archive a
+)
+SELECT memory_type, classification, state,
+       count(*) AS observations,
+       sum(bytes)::bigint AS bytes,
+       count(*) FILTER (WHERE created_at > now() - interval '1 day') AS age_under_1d,
+       count(*) FILTER (WHERE created_at <= now() - interval '1 day' AND created_at > now() - interval '30 days') AS age_1d_30d,
+       count(*) FILTER (WHERE created_at <= now() - interval '30 days' AND created_at > now() - interval '365 days') AS age_30d_1y,
+       count(*) FILTER (WHERE created_at <= now() - interval '365 days') AS age_over_1y
+  FROM rows
+ GROUP BY memory_type, classification, state;
+COMMENT ON VIEW memory.stats IS 'Observations and bytes by memory type, tier and state (live, expired, soft_deleted, archived), with age buckets.';

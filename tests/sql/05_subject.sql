@@ -1,6 +1,6 @@
 -- SQL-level suite for data-subject rights and housekeeping (SPEC §4).
 BEGIN;
-SELECT plan(19);
+SELECT plan(25);
 
 INSERT INTO memory.observations (id, org_id, user_id, task_id, memory_type, content) VALUES
   ('00000000-0000-0000-0000-000000000001', 'acme', 'alice', 't1', 'working', 'scratch for the task'),
@@ -44,6 +44,16 @@ SELECT ok(payload->>'subject' ~ '^h:[0-9a-f]{64}$' AND NOT payload::text LIKE '%
 SELECT is_empty($$ SELECT 1 FROM memory.audit_verify() WHERE NOT ok $$, 'every chain still verifies after erasure');
 SELECT is(memory.erase_subject('nobody'), '{"held": 0, "archive": 0, "observations": 0, "weight_history": 0}'::jsonb, 'erasing an unknown subject gives zero counts');
 SELECT is(count(*), 2::bigint, 'and is still audited') FROM memory.audit_log WHERE event_type = 'memory.forget';
+
+-- maintenance and stats
+SELECT is(memory.stats.observations, 2::bigint, 'stats counts live rows by type, tier and state (the held row and bob''s)')
+  FROM memory.stats WHERE memory_type = 'long_term' AND classification = 'internal' AND state = 'live';
+SELECT ok((SELECT sum(bytes) FROM memory.stats) > 0, 'stats reports bytes');
+SELECT is((memory.run_maintenance(now() + interval '400 days')->'retention'->>'soft_deleted')::int, 1, 'run_maintenance runs retention (the held row is denied)');
+SELECT is(array_agg(state ORDER BY state), '{archived,soft_deleted}', 'stats shows the new states: bob''s row soft-deleted, the held row archived, not deleted')
+  FROM memory.stats WHERE classification = 'internal' AND memory_type = 'long_term';
+SELECT throws_ok($$ SELECT memory.run_maintenance(NULL) $$, '22023', NULL, 'run_maintenance(NULL) is 22023');
+SELECT throws_ok($$ SELECT memory.schedule_maintenance() $$, '55000', NULL, 'scheduling without pg_cron is 55000 with a hint');
 
 SELECT * FROM finish();
 ROLLBACK;
