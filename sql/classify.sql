@@ -156,6 +156,7 @@ DECLARE
     missing  text;
     n        bigint;
     a_id text; a_project text; a_workspace text; a_user text; a_tier text;
+    smap jsonb;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -209,16 +210,48 @@ BEGIN
         FOR i IN 2 .. cardinality(targets) LOOP
             args := args || format(', %L', 'target=' || targets[i]);
         END LOOP;
-        -- Retention stamps, written with the tier (columns by their conventional names).
-        IF coalesce((opts->>'stamps')::boolean, false) THEN
-            FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at'] LOOP
-                IF memory._column_type(tbl, k, k) <> 'timestamptz'::regtype THEN
-                    RAISE EXCEPTION 'column "%" of % must be timestamptz for retention stamps', k, tbl USING ERRCODE = '22023';
+        -- Retention stamps, written with the tier: "stamps": true takes the conventional column
+        -- names; an object maps them (created_at, expires_at, purge_after, archive_at, memory_type,
+        -- and for run_retention soft_deleted_at, soft_delete_reason).
+        IF jsonb_typeof(opts->'stamps') = 'object' OR opts->'stamps' = 'true'::jsonb THEN
+            smap := jsonb_build_object('created_at', 'created_at', 'expires_at', 'expires_at', 'purge_after', 'purge_after',
+                        'archive_at', 'archive_at',
+                        'memory_type', CASE WHEN memory._has_column(tbl, 'memory_type') THEN 'memory_type' END,
+                        'soft_deleted_at', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
+                        'soft_delete_reason', CASE WHEN memory._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
+            IF jsonb_typeof(opts->'stamps') = 'object' THEN
+                FOR k IN SELECT jsonb_object_keys(opts->'stamps') LOOP
+                    IF NOT k = ANY (ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'memory_type',
+                                          'soft_deleted_at', 'soft_delete_reason']) THEN
+                        RAISE EXCEPTION 'unknown stamps key "%"', k USING ERRCODE = '22023';
+                    END IF;
+                END LOOP;
+                smap := smap || (opts->'stamps');
+            END IF;
+            FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'soft_deleted_at'] LOOP
+                CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
+                IF smap->>k IS NULL OR smap->>k LIKE '%,%'
+                   OR memory._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
+                    RAISE EXCEPTION 'the % column ("%") of % must be timestamptz for retention stamps', k, smap->>k, tbl USING ERRCODE = '22023';
                 END IF;
             END LOOP;
-            args := args || format(', %L', 'stamps=created_at,expires_at,purge_after,archive_at,'
-                                             || CASE WHEN memory._has_column(tbl, 'memory_type') THEN 'memory_type' ELSE '' END);
-            eff := eff || jsonb_build_object('stamps', true);
+            IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
+               OR memory._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
+                RAISE EXCEPTION 'the memory_type column of % must be memory.memory_type or text', tbl USING ERRCODE = '22023';
+            END IF;
+            IF smap->>'soft_delete_reason' IS NOT NULL THEN
+                PERFORM memory._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
+            END IF;
+            args := args || format(', %L', 'stamps=' || concat_ws(',', smap->>'created_at', smap->>'expires_at',
+                                   smap->>'purge_after', smap->>'archive_at', coalesce(smap->>'memory_type', '')));
+            -- run_retention finds rows by id and checks holds by org and subject.
+            a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+            a_user := coalesce(a_user, opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+            IF a_id IS NOT NULL THEN PERFORM memory._column_type(tbl, a_id, 'id'); END IF;
+            IF a_user IS NOT NULL THEN PERFORM memory._column_type(tbl, a_user, 'user'); END IF;
+            eff := eff || jsonb_build_object('stamps', smap, 'id', a_id, 'user', a_user);
+        ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
+            RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
         END IF;
         -- Fire on UPDATE only when an input or a target is in the SET list.
         cols := ARRAY[c_content] || targets;
@@ -244,7 +277,7 @@ BEGIN
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE
-        IF coalesce((opts->>'stamps')::boolean, false) THEN
+        IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
         END IF;
         EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);

@@ -166,6 +166,82 @@ EXCEPTION WHEN OTHERS THEN
     RETURN false;
 END $$;
 
+
+-- One governed application table with stamps and a soft-delete column: the same soft/hard steps
+-- as for memory.observations (no archive: that table is the application's). Holds apply by org
+-- and subject. Returns its counts.
+CREATE FUNCTION memory._retention_sweep(tbl regclass, opts jsonb, dry_run boolean, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    tierc    text := coalesce(opts->>'audit_tier', opts->'target'->>0);
+    org_e    text;
+    user_e   text;
+    tier_e   text;
+    idtype   text;
+    setc     text;
+    g        record;
+    soft     bigint := 0;
+    hard     bigint := 0;
+    denied   bigint := 0;
+    actor    constant text := 'system:retention';
+BEGIN
+    idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
+    org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::text' ELSE format('t.%I::text', opts->>'org') END;
+    user_e := CASE WHEN opts->>'user' IS NULL THEN 'NULL::text' ELSE format('t.%I::text', opts->>'user') END;
+    tier_e := CASE WHEN tierc IS NULL THEN 'NULL::text'
+                   WHEN memory._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I->>%L)', tierc, 'classification')
+                   ELSE format('t.%I::text', tierc) END;
+    setc := format('%I = $1', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
+                                          ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_app_due (id text, org_id text, tier text, denied boolean) ON COMMIT DROP;
+
+    FOR step IN 1 .. 2 LOOP
+        TRUNCATE pg_temp.memory_app_due;
+        IF step = 1 THEN
+            EXECUTE format('INSERT INTO pg_temp.memory_app_due
+                            SELECT t.%1$I::text, %2$s, %3$s, memory._held(coalesce(%2$s, %8$L), %4$s, NULL)
+                              FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I <= $1 FOR UPDATE OF t',
+                           idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', '') USING at;
+        ELSE
+            EXECUTE format('INSERT INTO pg_temp.memory_app_due
+                            SELECT t.%1$I::text, %2$s, %3$s, memory._held(coalesce(%2$s, %9$L), %4$s, NULL)
+                              FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I <= $1
+                               AND t.%6$I + (t.%7$I - coalesce(t.%8$I, t.%7$I)) <= $1 FOR UPDATE OF t',
+                           idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at', '') USING at;
+        END IF;
+        FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+                   FROM pg_temp.memory_app_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
+            IF g.denied THEN
+                PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                        'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                        'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+                denied := denied + g.n;
+            ELSIF step = 1 THEN
+                soft := soft + g.n;
+            ELSE
+                PERFORM memory.audit_append('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                        'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
+                        'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
+                hard := hard + g.n;
+            END IF;
+        END LOOP;
+        IF NOT dry_run THEN
+            IF step = 1 THEN
+                EXECUTE format('UPDATE %s t SET %s WHERE t.%I = ANY (ARRAY(SELECT d.id::%s FROM pg_temp.memory_app_due d WHERE NOT d.denied))',
+                               tbl, setc, idc, idtype) USING at;
+            ELSE
+                EXECUTE format('DELETE FROM %s t WHERE t.%I = ANY (ARRAY(SELECT d.id::%s FROM pg_temp.memory_app_due d WHERE NOT d.denied))',
+                               tbl, idc, idtype);
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
+END $$;
+
 CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -176,6 +252,9 @@ DECLARE
     archived bigint := 0;
     denied   bigint := 0;
     actor    constant text := 'system:retention';
+    tables   jsonb := '{}';
+    skipped  jsonb := '[]';
+    r        jsonb;
 BEGIN
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
@@ -260,8 +339,22 @@ BEGIN
         DELETE FROM memory.observations o USING pg_temp.memory_due d WHERE d.id = o.id;
     END IF;
 
+    -- 4. Governed application tables with stamps and a soft-delete column.
+    FOR g IN SELECT t.table_name, t.options FROM memory.governed_tables t
+              WHERE NOT t.builtin AND jsonb_typeof(t.options->'stamps') = 'object' ORDER BY t.table_name::text LOOP
+        IF g.options->'stamps'->>'soft_deleted_at' IS NULL OR g.options->>'id' IS NULL THEN
+            skipped := skipped || to_jsonb(g.table_name::text);
+            CONTINUE;
+        END IF;
+        r := memory._retention_sweep(g.table_name, g.options, dry_run, at);
+        tables := tables || jsonb_build_object(g.table_name::text, r);
+        soft := soft + (r->>'soft_deleted')::bigint;
+        hard := hard + (r->>'hard_deleted')::bigint;
+        denied := denied + (r->>'denied')::bigint;
+    END LOOP;
+
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
-                              'denied', denied, 'dry_run', dry_run, 'at', at);
+                              'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped);
 END $$;
 COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
   'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A dry run changes nothing but reports and audits with dryRun true.';

@@ -1,6 +1,6 @@
 -- SQL-level suite for the retention schedules (SPEC §4, the part built so far).
 BEGIN;
-SELECT plan(43);
+SELECT plan(56);
 
 SELECT results_eq($$ SELECT r.tier::text, r.retention_days, r.soft_delete_grace_days FROM memory.retention_policies r WHERE r.org_id IS NULL ORDER BY r.tier $$,
                   $$ VALUES ('public', NULL::int, 0), ('internal', 365, 30), ('confidential', 90, 14), ('restricted', 30, 7) $$,
@@ -71,17 +71,17 @@ INSERT INTO memory.observations (id, org_id, user_id, content, memory_type, crea
   ('00000000-0000-0000-0000-0000000000a3', 'acme', 'u1', 'old plain note', 'long_term', '2025-01-01 00:00+00'),
   ('00000000-0000-0000-0000-0000000000a4', 'acme', 'u3', 'schema note', 'structured', '2025-08-01 00:00+00');
 INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u2', 'litigation');
-SELECT is(memory.run_retention(true, '2026-02-05 00:00+00') - 'at',
+SELECT is(memory.run_retention(true, '2026-02-05 00:00+00') - 'at' - 'tables' - 'skipped_tables',
           '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": true}'::jsonb,
           'a dry run reports: a1 and a3 expired (a3 not also archived), a2 held, a4 due for the archive');
 SELECT is(count(*), 0::bigint, 'and changes nothing') FROM memory.observations WHERE soft_deleted_at IS NOT NULL;
-SELECT is(memory.run_retention(false, '2026-02-05 00:00+00') - 'at',
+SELECT is(memory.run_retention(false, '2026-02-05 00:00+00') - 'at' - 'tables' - 'skipped_tables',
           '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": false}'::jsonb, 'the run soft-deletes and archives');
 SELECT is_empty($$ SELECT 1 FROM memory.live_observations WHERE id IN ('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000a3') $$,
                 'soft-deleted rows are gone from live_observations');
 SELECT is_empty($$ SELECT 1 FROM memory.recall('acme', 'note', 10) $$, 'and from recall');
 SELECT is(memory.run_retention(false, '2026-02-10 00:00+00')->'hard_deleted', '0'::jsonb, 'a late run still leaves the full grace after the soft delete');
-SELECT is(memory.run_retention(false, '2026-03-08 00:00+00') - 'at',
+SELECT is(memory.run_retention(false, '2026-03-08 00:00+00') - 'at' - 'tables' - 'skipped_tables',
           '{"soft_deleted": 0, "hard_deleted": 2, "archived": 0, "denied": 1, "dry_run": false}'::jsonb,
           'after the grace: hard delete; the held row still denied');
 SELECT results_eq($$ SELECT id::text FROM memory.observations ORDER BY id $$, $$ VALUES ('00000000-0000-0000-0000-0000000000a2') $$, 'only the held row remains hot');
@@ -97,7 +97,38 @@ CREATE FUNCTION pg_temp.deny_all(uuid) RETURNS boolean LANGUAGE sql AS 'SELECT f
 INSERT INTO memory.org_settings (org_id, retention_guard) VALUES ('guarded', 'pg_temp.deny_all'::regproc);
 INSERT INTO memory.observations (org_id, content, created_at) VALUES ('guarded', 'ssn g', '2026-01-01 00:00+00');
 SELECT is(memory.run_retention(false, '2026-02-05 00:00+00')->'denied', '2'::jsonb, 'an org guard that says no keeps the row (denied)');
+CREATE FUNCTION pg_temp.boom(uuid) RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'guard exploded'; END $f$;
+UPDATE memory.org_settings SET retention_guard = 'pg_temp.boom'::regproc WHERE org_id = 'guarded';
+SELECT is(memory.run_retention(false, '2026-02-06 00:00+00')->'denied', '2'::jsonb, 'a guard that raises denies (the run goes on)');
+SELECT is(count(*), 1::bigint, 'and the guarded row is kept') FROM memory.observations WHERE org_id = 'guarded' AND soft_deleted_at IS NULL;
+DROP FUNCTION pg_temp.boom(uuid);
+SELECT is(memory.run_retention(false, '2026-02-07 00:00+00')->'denied', '2'::jsonb, 'a guard that no longer exists denies');
+SELECT is(count(*), 1::bigint, 'and the row is still kept') FROM memory.observations WHERE org_id = 'guarded' AND soft_deleted_at IS NULL;
 SELECT ok((SELECT verdict.ok FROM memory.audit_verify('acme') verdict), 'the chain verifies after the pipeline');
+
+-- Governed application tables: stamps with remapped columns, swept by run_retention ---------------------
+CREATE TABLE public.notes (id bigserial PRIMARY KEY, tenant text, owner text, body text, tier memory.classification,
+                           created_at timestamptz NOT NULL DEFAULT now(), expiry timestamptz, purge_after timestamptz,
+                           archive_at timestamptz, soft_deleted_at timestamptz);
+SELECT is(memory.govern('public.notes', '{"content": "body", "target": "tier", "org": "tenant", "user": "owner",
+                                          "stamps": {"expires_at": "expiry"}}')->'stamps'->>'expires_at', 'expiry',
+          'stamps accept a column mapping');
+INSERT INTO public.notes (tenant, owner, body, created_at) VALUES
+  ('acme', 'erin', 'erin ssn', '2026-01-01 00:00+00'), ('acme', 'dave', 'dave ssn', '2026-01-01 00:00+00'),
+  ('acme', 'erin', 'recent note', '2026-03-01 00:00+00');
+SELECT is(expiry, '2026-01-31 00:00+00'::timestamptz, 'the remapped expiry column is stamped') FROM public.notes WHERE body = 'erin ssn';
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'dave', 'hold on dave');
+SELECT is(memory.run_retention(false, '2026-03-08 00:00+00')->'tables'->'public.notes', '{"soft_deleted": 1, "hard_deleted": 0, "denied": 1}'::jsonb,
+          'run_retention sweeps the governed table: erin''s expired row soft-deleted, dave''s held');
+SELECT is(soft_deleted_at, '2026-03-08 00:00+00'::timestamptz, 'soft-deleted in the application table') FROM public.notes WHERE body = 'erin ssn';
+SELECT is(memory.run_retention(false, '2026-03-20 00:00+00')->'tables'->'public.notes'->>'hard_deleted', '1', 'hard-deleted after the grace');
+SELECT results_eq($$ SELECT body FROM public.notes ORDER BY id $$, $$ VALUES ('dave ssn'), ('recent note') $$, 'held and recent rows remain');
+SELECT ok(EXISTS (SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.purge' AND payload->>'table' = 'public.notes'), 'a memory.purge event names the table');
+CREATE TABLE public.nosoft (id bigserial PRIMARY KEY, content text, classification memory.classification,
+                            created_at timestamptz DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
+SELECT memory.govern('public.nosoft', '{"stamps": true}');
+SELECT ok(memory.run_retention(true)->'skipped_tables' ? 'public.nosoft', 'a table without a soft-delete column is reported as skipped');
+SELECT throws_ok($$ SELECT memory.govern('public.nosoft', '{"stamps": {"expires": "x"}}') $$, '22023', NULL, 'an unknown stamps key is 22023');
 
 SELECT * FROM finish();
 ROLLBACK;
