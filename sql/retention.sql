@@ -141,13 +141,14 @@ SELECT * FROM memory.observations o
  WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now());
 COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted nor expired.';
 
-CREATE FUNCTION memory._on_hold(o memory.observations)
+-- Whether an active legal hold covers (org, user, observation).
+CREATE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
-                    WHERE h.released_at IS NULL AND h.org_id = o.org_id
-                      AND (h.observation_id = o.id
-                           OR (h.observation_id IS NULL AND h.user_id = o.user_id)
+                    WHERE h.released_at IS NULL AND h.org_id = p_org
+                      AND (h.observation_id = p_id
+                           OR (h.observation_id IS NULL AND h.user_id = p_user)
                            OR (h.observation_id IS NULL AND h.user_id IS NULL)))
 $$;
 
@@ -266,7 +267,7 @@ BEGIN
     TRUNCATE pg_temp.memory_due;
     INSERT INTO pg_temp.memory_due
     SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
-           memory._on_hold(o) OR NOT memory._guard_allows(s.retention_guard, o.id)
+           memory._held(o.org_id, o.user_id, o.id) OR NOT memory._guard_allows(s.retention_guard, o.id)
       FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id = o.org_id
      WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at <= at
      FOR UPDATE OF o;
@@ -290,7 +291,7 @@ BEGIN
     -- 2. Past the grace: hard delete, one memory.purge per org and tier (the seed's payload).
     TRUNCATE pg_temp.memory_due;
     INSERT INTO pg_temp.memory_due
-    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._on_hold(o)
+    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._held(o.org_id, o.user_id, o.id)
       FROM memory.observations o
      WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after <= at
        -- A late run still leaves the full grace after the soft delete (grace = purge_after - expires_at).

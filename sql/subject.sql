@@ -1,16 +1,5 @@
 -- Data-subject rights and housekeeping (SPEC §4): erasure, export, task cleanup, transfer.
 
--- Whether an active legal hold covers (org, user, observation).
-CREATE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
-RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
-                    WHERE h.released_at IS NULL AND h.org_id = p_org
-                      AND (h.observation_id = p_id
-                           OR (h.observation_id IS NULL AND h.user_id = p_user)
-                           OR (h.observation_id IS NULL AND h.user_id IS NULL)))
-$$;
-
 CREATE FUNCTION memory.erase_subject(user_id text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$

@@ -41,6 +41,11 @@ impl MxError {
         Self::new(code::BAD_ARGUMENT, message)
     }
 
+    /// An SPI failure inside one of our functions (an internal error, naming where).
+    pub fn spi(context: &str, e: pgrx::spi::Error) -> Self {
+        Self::new("XX000", format!("memory_ext {context}: {e}"))
+    }
+
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self

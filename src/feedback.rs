@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::new("XX000", format!("memory_ext feedback: {e}"))
+    MxError::spi("feedback", e)
 }
 
 fn parse_outcome(s: &str) -> Result<Outcome, MxError> {

@@ -21,7 +21,7 @@ pub fn clear() {
 }
 
 fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::new("XX000", format!("memory_ext retention: {e}"))
+    MxError::spi("retention", e)
 }
 
 /// Retention and grace of a tier in an org (`memory.retention_policy`, BFSI included).

@@ -132,7 +132,7 @@ fn remember_tid(chain: &str, tid: String) {
 }
 
 pub(crate) fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::new("XX000", format!("memory_ext audit: {e}"))
+    MxError::spi("audit", e)
 }
 
 pub(crate) fn chain_of(org: &Option<String>) -> &str {
