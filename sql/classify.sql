@@ -144,7 +144,7 @@ RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -157,6 +157,7 @@ DECLARE
     n        bigint;
     a_id text; a_project text; a_workspace text; a_user text; a_tier text;
     smap jsonb;
+    c_state text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -171,8 +172,11 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- Classification: on unless "classify": false. Column names default to the conventional ones.
-    IF coalesce((opts->>'classify')::boolean, true) THEN
+    -- Classification: on unless "classify": false (or only a state column is named, on a table
+    -- without a content column). Column names default to the conventional ones.
+    IF coalesce((opts->>'classify')::boolean,
+                NOT (opts ? 'state') OR opts ?| ARRAY['content', 'source_files', 'source_type', 'target', 'stamps', 'backfill']
+                OR memory._has_column(tbl, 'content')) THEN
         c_content := coalesce(opts->>'content', 'content');
         t := memory._column_type(tbl, c_content, 'content');
         IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
@@ -346,6 +350,28 @@ BEGIN
                                          'soft_deleted', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
     END IF;
 
+    -- Lifecycle: the state machine of SPEC §5 on one column (memory.lifecycle_state or text).
+    IF opts ? 'state' AND jsonb_typeof(opts->'state') NOT IN ('null') AND opts->'state' <> 'false'::jsonb THEN
+        IF jsonb_typeof(opts->'state') <> 'string' THEN
+            RAISE EXCEPTION 'option "state" must be a column name' USING ERRCODE = '22023';
+        END IF;
+        c_state := opts->>'state';
+        t := memory._column_type(tbl, c_state, 'state');
+        IF t NOT IN ('memory.lifecycle_state'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION 'state column "%" of % must be memory.lifecycle_state or text, not %', c_state, tbl, t::regtype
+                USING ERRCODE = '22023';
+        END IF;
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl);
+        -- An enum value is always a state: only changes need checking. Text is checked on insert too.
+        EXECUTE format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
+                       CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
+                            ELSE format('INSERT OR UPDATE OF %I', c_state) END,
+                       tbl, c_state);
+        eff := eff || jsonb_build_object('state', c_state);
+    ELSE
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl);
+    END IF;
+
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%') THEN
         PERFORM memory._register_governed(tbl, eff);
     ELSE
@@ -363,6 +389,9 @@ DECLARE tg name;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.ungovern needs a table' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
+        RAISE EXCEPTION '% is managed by memory_ext and stays governed', tbl USING ERRCODE = '55000';
     END IF;
     FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP

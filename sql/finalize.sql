@@ -3,7 +3,11 @@
 SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
     "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
     "weight": "weight", "stamps": true}');
-UPDATE memory.governance_registry SET builtin = true WHERE relid = 'memory.observations'::regclass;
+-- The knowledge tables get the state machine through the same mechanism.
+SELECT memory.govern('memory.entities', '{"classify": false, "state": "lifecycle_state"}');
+SELECT memory.govern('memory.claims', '{"classify": false, "state": "lifecycle_state"}');
+UPDATE memory.governance_registry SET builtin = true
+ WHERE relid IN ('memory.observations'::regclass, 'memory.entities'::regclass, 'memory.claims'::regclass);
 
 -- ------------------------------------------------------------------------------------------------
 -- Privileges and dump registration.
@@ -14,5 +18,9 @@ GRANT USAGE ON SCHEMA memory TO PUBLIC;
 GRANT SELECT ON memory.governed_tables TO PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.entities', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.claims', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.relationships', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.recheck_tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');

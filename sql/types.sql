@@ -11,3 +11,6 @@ COMMENT ON TYPE memory_type IS 'Retention class of a memory (rt-005).';
 
 CREATE TYPE outcome AS ENUM ('accepted', 'rejected', 'rework');
 COMMENT ON TYPE outcome IS 'A session outcome: accepted raises weights (signal 1), rejected and rework lower them (signal 0).';
+
+CREATE TYPE lifecycle_state AS ENUM ('pending', 'active', 'superseded', 'retracted', 'archived');
+COMMENT ON TYPE lifecycle_state IS 'Lifecycle of an entity or a claim (SPEC §5); delete is a transition to retracted or archived.';

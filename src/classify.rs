@@ -65,6 +65,7 @@ pub fn watch_policy_tables() {
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_reset(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     close_downgrade_gate();
+    crate::lifecycle::close_gate();
 }
 
 fn close_downgrade_gate() {
@@ -86,6 +87,7 @@ unsafe extern "C-unwind" fn subxact_reset(
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         close_downgrade_gate();
+        crate::lifecycle::close_gate();
     }
 }
 

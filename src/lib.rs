@@ -10,6 +10,7 @@ mod classify;
 mod errors;
 mod feedback;
 mod gucs;
+mod lifecycle;
 mod retention;
 mod tuple;
 
@@ -21,6 +22,7 @@ extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classif
 extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
 extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
+extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]

@@ -5,4 +5,5 @@
 pub mod classify;
 pub mod audit;
 pub mod feedback;
+pub mod lifecycle;
 pub mod retention;

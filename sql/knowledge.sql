@@ -1,0 +1,680 @@
+-- Knowledge lifecycle (SPEC §5, seed knowledge-lifecycle): entities, claims, relationships, the
+-- state machine, supersession, conflicts, staleness, re-check queue, decay, roles.
+
+-- ------------------------------------------------------------------------------------------------
+-- Rules (memory_core::lifecycle).
+
+CREATE FUNCTION memory.can_transition("from" memory.lifecycle_state, "to" memory.lifecycle_state)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._can_transition($1::text, $2::text) $$;
+COMMENT ON FUNCTION memory.can_transition(memory.lifecycle_state, memory.lifecycle_state) IS
+  'The seed''s transition table: pending -> active|retracted|archived; active -> superseded|retracted|archived; superseded|retracted -> archived; archived is terminal. A state to itself is not a transition (false); an UPDATE that keeps the state is a no-op.';
+
+CREATE FUNCTION memory.source_tier(source text)
+RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT memory._source_tier(source) $$;
+COMMENT ON FUNCTION memory.source_tier(text) IS
+  'Source authority tier: 1 NEJM, JAMA, Cochrane, NCCN; 2 PubMed, Elsevier, Wiley, LWW, ClinicalTrials.gov, ClinVar, DrugBank; 3 patient-note, open-web, clinical-narrative and anything unknown or NULL. Case and punctuation are ignored.';
+
+CREATE FUNCTION memory.is_stale(t_created timestamptz, freshness_days int, at timestamptz DEFAULT now())
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._is_stale(t_created, freshness_days, at) $$;
+COMMENT ON FUNCTION memory.is_stale(timestamptz, int, timestamptz) IS
+  'Older than freshness_days whole days at `at` (days rounded down). freshness_days < 0 raises 22023.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Tables. Every row carries org_id; references stay inside one org (composite foreign keys).
+
+CREATE TABLE memory.entities (
+    id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id            text NOT NULL,
+    entity_type       text NOT NULL
+                      CONSTRAINT entities_entity_type_check CHECK (entity_type IN ('concept', 'problem', 'intervention', 'outcome', 'population')),
+    name              text NOT NULL,
+    taxonomy_category text,
+    ontology_codes    jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(ontology_codes) = 'array'),
+    subject_id        text,
+    origin            text NOT NULL DEFAULT 'human' CHECK (origin IN ('human', 'agent', 'import')),
+    lifecycle_state   memory.lifecycle_state NOT NULL DEFAULT 'active',
+    t_created         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    t_invalid         timestamptz,
+    UNIQUE (org_id, id)
+);
+COMMENT ON TABLE memory.entities IS
+  'Knowledge-graph entities (concept, problem, intervention, outcome, population). subject_id is the seed''s patientId (NULL for public ontology). No hard delete: retract or archive.';
+
+CREATE TABLE memory.claims (
+    id                             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id                         text NOT NULL,
+    entity_id                      uuid NOT NULL,
+    kind                           text NOT NULL DEFAULT 'evidence' CHECK (kind IN ('evidence', 'hypothesis')),
+    claim_text                     text NOT NULL,
+    supports                       text[] NOT NULL DEFAULT '{}',
+    pii_fields                     text[] NOT NULL DEFAULT '{}',
+    subject_id                     text,
+    details                        jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(details) = 'object'),
+    decay_at                       timestamptz,
+    confidence_score               float8 NOT NULL DEFAULT 0.5
+                                   CONSTRAINT claims_confidence_score_range CHECK (confidence_score >= 0 AND confidence_score <= 1),
+    source                         text,
+    lifecycle_state                memory.lifecycle_state NOT NULL DEFAULT 'pending',
+    t_created                      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    t_invalid                      timestamptz,
+    supersedes                     uuid,
+    superseded_by                  uuid[] NOT NULL DEFAULT '{}',
+    freshness_recheck_requested_at timestamptz,
+    anonymized_at                  timestamptz,
+    UNIQUE (org_id, id),
+    FOREIGN KEY (org_id, entity_id) REFERENCES memory.entities (org_id, id),
+    FOREIGN KEY (org_id, supersedes) REFERENCES memory.claims (org_id, id)
+);
+CREATE INDEX claims_entity ON memory.claims (entity_id, lifecycle_state);
+CREATE INDEX claims_supersedes ON memory.claims (supersedes) WHERE supersedes IS NOT NULL;
+-- The decay job's scan and the re-check job's scan read only live claims.
+CREATE INDEX claims_decay_due ON memory.claims (decay_at) WHERE lifecycle_state IN ('pending', 'active') AND decay_at IS NOT NULL;
+CREATE INDEX claims_active_recheck ON memory.claims (confidence_score, t_created) WHERE lifecycle_state = 'active';
+COMMENT ON TABLE memory.claims IS
+  'Evidence statements about an entity. Claims start pending; content is immutable (insert a corrected claim with supersedes); no hard delete. pii_fields names what decay redacts: claim_text, subject_id, supports, source, details.<key>.';
+
+CREATE TABLE memory.relationships (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id      text NOT NULL,
+    source_id   uuid NOT NULL,
+    target_id   uuid NOT NULL,
+    rel_type    text NOT NULL CHECK (rel_type ~ '^[a-z][a-z0-9_]{0,62}$'),
+    attributes  jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(attributes) = 'object'),
+    subject_id  text,
+    decay_at    timestamptz,
+    t_created   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    anonymized_at timestamptz,
+    FOREIGN KEY (org_id, source_id) REFERENCES memory.entities (org_id, id),
+    FOREIGN KEY (org_id, target_id) REFERENCES memory.entities (org_id, id)
+);
+CREATE INDEX relationships_source ON memory.relationships (source_id);
+CREATE INDEX relationships_target ON memory.relationships (target_id);
+CREATE INDEX relationships_decay_due ON memory.relationships (decay_at) WHERE decay_at IS NOT NULL AND anonymized_at IS NULL;
+COMMENT ON TABLE memory.relationships IS
+  'Typed edges between two entities of one org (e.g. intervention treats problem). A relationship with a subject_id carries PHI.';
+
+CREATE TABLE memory.recheck_tasks (
+    task_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    org_id           text NOT NULL,
+    claim_id         uuid NOT NULL REFERENCES memory.claims (id),
+    agent_role       text NOT NULL DEFAULT 'critic',
+    entity_context   uuid[] NOT NULL DEFAULT '{}',
+    metadata         jsonb NOT NULL DEFAULT '{}',
+    reason           text NOT NULL CHECK (reason IN ('below_confidence', 'aged', 'below_confidence_and_aged')),
+    confidence_score float8,
+    enqueued_at      timestamptz NOT NULL DEFAULT now(),
+    claimed_at       timestamptz,
+    claimed_by       text,
+    completed_at     timestamptz,
+    outcome          text
+);
+CREATE INDEX recheck_tasks_open ON memory.recheck_tasks (task_id) WHERE completed_at IS NULL;
+COMMENT ON TABLE memory.recheck_tasks IS
+  'Critic re-check tasks enqueued by memory.freshness_recheck; workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Guards.
+
+-- Who may change a claim's state: members of memory_admin (see memory.setup_roles), the owner of
+-- the table (the extension's functions run as it) and superusers.
+CREATE FUNCTION memory._is_knowledge_admin()
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+        OR (to_regrole('memory_admin') IS NOT NULL AND pg_has_role(current_user, 'memory_admin', 'USAGE'))
+      FROM pg_class c WHERE c.oid = 'memory.claims'::regclass
+$$;
+
+-- No hard delete of entities or claims: delete is a transition. Decay alone removes hypotheses.
+CREATE FUNCTION memory._no_hard_delete()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'claims' AND memory._knowledge_gate_open() THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'rows of %.% are never hard-deleted (% is not allowed)', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'MX006',
+              HINT = 'Delete is a state transition: UPDATE ... SET lifecycle_state = ''retracted'' or ''archived''.';
+END $$;
+CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory._no_hard_delete();
+CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._no_hard_delete();
+CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.entities FOR EACH STATEMENT EXECUTE FUNCTION memory._no_hard_delete();
+CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.claims FOR EACH STATEMENT EXECUTE FUNCTION memory._no_hard_delete();
+
+-- Entities: the name and identity are fixed once written; a state change stamps t_invalid when it
+-- takes the entity out of circulation.
+CREATE FUNCTION memory._entities_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.name <> OLD.name OR NEW.entity_type <> OLD.entity_type
+       OR NEW.subject_id IS DISTINCT FROM OLD.subject_id OR NEW.t_created <> OLD.t_created THEN
+        RAISE EXCEPTION 'entity % cannot be edited in place (id, org_id, name, entity_type, subject_id, t_created are fixed)', OLD.id
+            USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
+    END IF;
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived', 'superseded') THEN
+        NEW.t_invalid := coalesce(NEW.t_invalid, now());
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory._entities_guard();
+
+-- Claims on insert: start pending, known pii_fields names, and supersession in the same statement.
+-- SECURITY DEFINER so that a writer's insert may flip the superseded claim, which writers cannot
+-- UPDATE themselves; it touches only that claim.
+CREATE FUNCTION memory._claims_before_insert()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    old_claim memory.claims;
+    bad text;
+BEGIN
+    IF NEW.lifecycle_state IS DISTINCT FROM 'pending' THEN
+        RAISE EXCEPTION 'invalid lifecycle transition from (new) to %: a claim starts pending', NEW.lifecycle_state
+            USING ERRCODE = 'MX001', HINT = 'Insert it pending; a memory_admin promotes it with UPDATE ... SET lifecycle_state = ''active''.';
+    END IF;
+    bad := memory._pii_unknown(NEW.pii_fields);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown pii_fields name "%"', bad
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    NEW.superseded_by := '{}';
+    NEW.t_invalid := NULL;
+    NEW.anonymized_at := NULL;
+    IF NEW.supersedes IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.supersedes = NEW.id THEN
+        RAISE EXCEPTION 'claim % cannot supersede itself', NEW.id
+            USING ERRCODE = 'MX005', HINT = 'supersedes names the older claim this one replaces.';
+    END IF;
+    SELECT * INTO old_claim FROM memory.claims c WHERE c.id = NEW.supersedes AND c.org_id = NEW.org_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'claim % to supersede does not exist in org %', NEW.supersedes, NEW.org_id
+            USING ERRCODE = '23503';
+    END IF;
+    IF old_claim.lifecycle_state <> 'active' THEN
+        RAISE EXCEPTION 'claim % is %: only an active claim can be superseded', old_claim.id, old_claim.lifecycle_state
+            USING ERRCODE = 'MX005';
+    END IF;
+    -- A cycle would need the new id already in the chain: supersedes is fixed once written, so a
+    -- chain only grows at its newest end. An id already taken is a cycle or a duplicate.
+    IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = NEW.id) THEN
+        RAISE EXCEPTION 'claim % already exists: superseding with it would close a cycle', NEW.id USING ERRCODE = 'MX005';
+    END IF;
+    IF NOT memory._supersession_tier_allowed(NEW.source, old_claim.source) THEN
+        RAISE EXCEPTION 'a tier-3 source (%) may not supersede a tier-1 claim (%)', coalesce(NEW.source, 'unknown'), old_claim.source
+            USING ERRCODE = 'MX005', HINT = 'Tier-1: NEJM, JAMA, Cochrane, NCCN. Supersede it with a tier-1 or tier-2 source, or ask a memory_admin to retract it.';
+    END IF;
+    PERFORM set_config('memory._superseding', NEW.id::text, true);
+    UPDATE memory.claims c
+       SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || NEW.id
+     WHERE c.id = old_claim.id;
+    PERFORM set_config('memory._superseding', '', true);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER knowledge_10_insert BEFORE INSERT ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._claims_before_insert();
+
+-- Claims on update: identity and content are fixed (decay alone redacts), state changes need
+-- memory_admin (42501) and stamp t_invalid; the state machine itself is memory.lifecycle_trigger.
+CREATE FUNCTION memory._claims_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.entity_id <> OLD.entity_id OR NEW.kind <> OLD.kind
+       OR NEW.supersedes IS DISTINCT FROM OLD.supersedes OR NEW.t_created <> OLD.t_created THEN
+        RAISE EXCEPTION 'claim % cannot be edited in place (id, org_id, entity_id, kind, supersedes, t_created are fixed)', OLD.id
+            USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes.';
+    END IF;
+    IF (NEW.claim_text <> OLD.claim_text OR NEW.supports <> OLD.supports OR NEW.pii_fields <> OLD.pii_fields
+        OR NEW.subject_id IS DISTINCT FROM OLD.subject_id OR NEW.details <> OLD.details OR NEW.source IS DISTINCT FROM OLD.source
+        OR NEW.anonymized_at IS DISTINCT FROM OLD.anonymized_at)
+       AND NOT memory._knowledge_gate_open() THEN
+        RAISE EXCEPTION 'the content of claim % is immutable', OLD.id
+            USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes; memory.run_decay alone redacts PII.';
+    END IF;
+    IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
+        IF NOT memory._is_knowledge_admin() THEN
+            RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
+                USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
+        END IF;
+        IF NEW.lifecycle_state IN ('superseded', 'retracted', 'archived') THEN
+            NEW.t_invalid := coalesce(NEW.t_invalid, now());
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._claims_guard();
+
+-- ------------------------------------------------------------------------------------------------
+-- Audit events: one call per statement, payloads without names or claim text.
+
+CREATE FUNCTION memory._subject_pseudonym(subject text)
+RETURNS text LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN subject IS NULL THEN NULL ELSE memory._pseudonym(subject) END $$;
+REVOKE ALL ON FUNCTION memory._subject_pseudonym(text) FROM PUBLIC;
+
+CREATE FUNCTION memory._knowledge_audit()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    events jsonb;
+    superseding text := coalesce(current_setting('memory._superseding', true), '');
+BEGIN
+    IF TG_TABLE_NAME = 'entities' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('entityId', n.id, 'entityType', n.entity_type, 'origin', n.origin,
+                                               'lifecycleState', n.lifecycle_state, 'ontologyCodes', jsonb_array_length(n.ontology_codes),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'entities' THEN
+        SELECT jsonb_agg(e ORDER BY ord) INTO events FROM (
+            SELECT 1 AS ord, n.t_invalid, jsonb_build_object('event_type', 'memory.entity.state_transition', 'org_id', n.org_id,
+                     'payload', jsonb_build_object('entityId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
+                                                   'subjectId', memory._subject_pseudonym(n.subject_id))) AS e
+              FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state
+            UNION ALL
+            SELECT 2, n.t_invalid, jsonb_build_object('event_type', 'memory.govern.retire_attempt', 'org_id', n.org_id,
+                     'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
+              FROM memory_old o JOIN memory_new n USING (id)
+             WHERE o.lifecycle_state = 'active' AND n.lifecycle_state IN ('retracted', 'archived')) x;
+    ELSIF TG_TABLE_NAME = 'claims' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('claimId', n.id, 'entityId', n.entity_id, 'kind', n.kind,
+                                               'lifecycleState', n.lifecycle_state, 'confidenceScore', n.confidence_score,
+                                               'sourceTier', memory._source_tier(n.source), 'supportsCount', cardinality(n.supports),
+                                               'piiFields', to_jsonb(n.pii_fields), 'supersedes', n.supersedes,
+                                               'claimSha256', encode(sha256(convert_to(n.claim_text, 'UTF8')), 'hex'),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'claims' THEN
+        SELECT jsonb_agg(jsonb_build_object(
+                 'event_type', CASE WHEN n.lifecycle_state = 'superseded' AND superseding <> '' AND superseding = ANY (n.superseded_by::text[])
+                                    THEN 'memory.claim.supersede' ELSE 'memory.claim.state_transition' END,
+                 'org_id', n.org_id,
+                 'payload', jsonb_build_object('claimId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
+                                               'confidenceScore', n.confidence_score, 'supersededBy', to_jsonb(n.superseded_by),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.id)
+          INTO events FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state;
+    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.created', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('relationshipId', n.id, 'sourceId', n.source_id, 'targetId', n.target_id,
+                                               'relType', n.rel_type, 'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'DELETE' AND NOT memory._knowledge_gate_open() THEN
+        -- (memory.run_decay audits its own deletions as memory.job.decay.deleted.)
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.deleted', 'org_id', o.org_id,
+                 'payload', jsonb_build_object('relationshipId', o.id, 'relType', o.rel_type)) ORDER BY o.id)
+          INTO events FROM memory_old o;
+    END IF;
+    PERFORM memory._audit_append_many(events);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.entities REFERENCING NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+CREATE TRIGGER knowledge_audit_upd AFTER UPDATE ON memory.entities REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.claims REFERENCING NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+CREATE TRIGGER knowledge_audit_upd AFTER UPDATE ON memory.claims REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.relationships REFERENCING NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+CREATE TRIGGER knowledge_audit_del AFTER DELETE ON memory.relationships REFERENCING OLD TABLE AS memory_old
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+REVOKE ALL ON FUNCTION memory._audit_append_many(jsonb), memory._knowledge_gate(boolean) FROM PUBLIC;
+
+-- ------------------------------------------------------------------------------------------------
+-- Reading.
+
+CREATE FUNCTION memory._claim_must_exist(id uuid)
+RETURNS uuid LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF id IS NULL THEN
+        RAISE EXCEPTION 'a claim id is needed' USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = _claim_must_exist.id) THEN
+        RAISE EXCEPTION 'claim % does not exist', id USING ERRCODE = 'P0002';
+    END IF;
+    RETURN id;
+END $$;
+
+-- (SQL, not PL/pgSQL: the argument and the output column share the name claim_id.)
+CREATE FUNCTION memory.claim_chain(claim_id uuid)
+RETURNS TABLE (depth int, claim_id uuid, lifecycle_state memory.lifecycle_state, t_created timestamptz, t_invalid timestamptz)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE chain (depth, id, state, created, invalid, supersedes) AS (
+        SELECT 0, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
+          FROM memory.claims c WHERE c.id = memory._claim_must_exist($1)
+        UNION ALL
+        SELECT ch.depth + 1, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
+          FROM chain ch JOIN memory.claims c ON c.id = ch.supersedes
+         WHERE ch.depth < 1000000  -- a loop cannot be written (supersedes is fixed), but never spin
+    )
+    SELECT ch.depth, ch.id, ch.state, ch.created, ch.invalid FROM chain ch ORDER BY ch.depth
+$$;
+COMMENT ON FUNCTION memory.claim_chain(uuid) IS
+  'The provenance trail of a claim: depth 0 is the claim, each next row the claim it superseded (walking supersedes backwards). A missing id raises P0002.';
+
+CREATE FUNCTION memory.active_claims(entity_id uuid, at timestamptz DEFAULT now())
+RETURNS SETOF memory.claims LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.* FROM memory.claims c
+     WHERE c.entity_id = active_claims.entity_id
+       AND c.lifecycle_state = 'active'
+       AND c.t_created <= coalesce(active_claims.at, now())
+       AND (c.decay_at IS NULL OR c.decay_at > coalesce(active_claims.at, now()))
+     ORDER BY c.confidence_score DESC, c.t_created DESC
+$$;
+COMMENT ON FUNCTION memory.active_claims(uuid, timestamptz) IS
+  'What retrieval may use about an entity at `at`: active claims created by then whose decay horizon has not passed, most confident first.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Conflicts.
+
+CREATE FUNCTION memory.resolve_conflict(a uuid, b uuid)
+RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ca memory.claims;
+    cb memory.claims;
+    loser memory.claims;
+    winner memory.claims;
+BEGIN
+    IF a IS NULL OR b IS NULL OR a = b THEN
+        RAISE EXCEPTION 'memory.resolve_conflict needs two different claims' USING ERRCODE = '22023';
+    END IF;
+    -- Lock both in id order so that two resolutions never deadlock.
+    PERFORM 1 FROM memory.claims c WHERE c.id IN (a, b) ORDER BY c.id FOR UPDATE;
+    SELECT * INTO ca FROM memory.claims c WHERE c.id = a;
+    IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
+    SELECT * INTO cb FROM memory.claims c WHERE c.id = b;
+    IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503'; END IF;
+    IF ca.org_id <> cb.org_id OR ca.entity_id <> cb.entity_id THEN
+        RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
+    END IF;
+    IF memory._conflict_loser_is_b(ca.confidence_score, ca.t_created, ca.id, cb.confidence_score, cb.t_created, cb.id) THEN
+        loser := cb; winner := ca;
+    ELSE
+        loser := ca; winner := cb;
+    END IF;
+    IF ca.lifecycle_state <> 'active' OR cb.lifecycle_state <> 'active' THEN
+        RAISE EXCEPTION 'only two active claims conflict (% is %, % is %)', a, ca.lifecycle_state, b, cb.lifecycle_state
+            USING ERRCODE = 'MX005';
+    END IF;
+    UPDATE memory.claims c
+       SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || winner.id
+     WHERE c.id = loser.id;
+    RETURN loser.id;
+END $$;
+COMMENT ON FUNCTION memory.resolve_conflict(uuid, uuid) IS
+  'Supersede the loser of two active claims about one entity: the lower confidence loses; on a tie the newer loses (then the greater id). Returns the loser. Not granted to PUBLIC (memory_admin).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Freshness and confidence re-checks.
+
+CREATE FUNCTION memory.freshness_recheck(threshold float8 DEFAULT 0.5, max_age interval DEFAULT '90 days',
+                                         backoff interval DEFAULT '7 days', sample_limit int DEFAULT 50,
+                                         at timestamptz DEFAULT now())
+RETURNS TABLE (claim_id uuid, reason text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_age_us bigint;
+    found_tasks jsonb;
+    events jsonb;
+BEGIN
+    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
+        RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
+    END IF;
+    IF max_age IS NULL OR max_age <= interval '0' THEN
+        RAISE EXCEPTION 'max_age must be positive, got %', max_age USING ERRCODE = '22023';
+    END IF;
+    IF backoff IS NULL OR backoff < interval '0' THEN
+        RAISE EXCEPTION 'backoff must not be negative, got %', backoff USING ERRCODE = '22023';
+    END IF;
+    IF sample_limit IS NULL OR sample_limit < 1 OR sample_limit > 10000 THEN
+        RAISE EXCEPTION 'sample_limit must be in [1, 10000], got %', sample_limit USING ERRCODE = '22023';
+    END IF;
+    at := coalesce(at, now());
+    max_age_us := (extract(epoch FROM max_age) * 1000000)::bigint;
+
+    -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
+    WITH due AS (
+        SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
+               memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+          FROM memory.claims c
+         WHERE c.lifecycle_state = 'active'
+           AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+           AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+         ORDER BY c.confidence_score, c.t_created, c.id
+         LIMIT sample_limit
+           FOR UPDATE OF c SKIP LOCKED
+    ), stamped AS (
+        UPDATE memory.claims c SET freshness_recheck_requested_at = at FROM due d WHERE c.id = d.id RETURNING c.id
+    ), tasks AS (
+        INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
+        SELECT d.org_id, d.id, ARRAY[d.entity_id],
+               jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
+                                  'trigger_reason', d.why, 'original_claim_id', d.id),
+               d.why, d.confidence_score
+          FROM due d ORDER BY d.confidence_score, d.id
+        RETURNING recheck_tasks.task_id, recheck_tasks.org_id, recheck_tasks.claim_id, recheck_tasks.reason, recheck_tasks.confidence_score
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object('task_id', t.task_id, 'org_id', t.org_id, 'claim_id', t.claim_id,
+                                                 'reason', t.reason, 'confidence', t.confidence_score) ORDER BY t.task_id), '[]')
+      INTO found_tasks FROM tasks t;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object('event_type', 'research.freshness_confidence.enqueued', 'org_id', x->>'org_id',
+                     'payload', jsonb_build_object('claimId', x->'claim_id', 'reason', x->'reason',
+                                                   'confidenceScore', x->'confidence', 'taskId', x->'task_id'))), '[]')
+      INTO events FROM jsonb_array_elements(found_tasks) x;
+    events := events || jsonb_build_array(jsonb_build_object('event_type', 'research.freshness_confidence.tick', 'org_id', NULL,
+                'payload', jsonb_build_object('enqueued', jsonb_array_length(found_tasks), 'threshold', threshold,
+                                              'maxAgeSec', max_age_us / 1000000, 'backoffSec', extract(epoch FROM backoff)::bigint,
+                                              'sampleLimit', sample_limit, 'at', at)));
+    PERFORM memory._audit_append_many(events);
+    RETURN QUERY SELECT (x->>'claim_id')::uuid, x->>'reason' FROM jsonb_array_elements(found_tasks) x;
+END $$;
+COMMENT ON FUNCTION memory.freshness_recheck(float8, interval, interval, int, timestamptz) IS
+  'Enqueue Critic re-checks for active claims below the confidence threshold (strictly) or older than max_age, outside the per-claim backoff; at most sample_limit, lowest confidence first. Stamps freshness_recheck_requested_at; audits one enqueued event per claim and a tick. Not granted to PUBLIC (memory_admin).';
+
+CREATE FUNCTION memory.claim_recheck_tasks(worker text, n int DEFAULT 1, lease interval DEFAULT '15 minutes')
+RETURNS SETOF memory.recheck_tasks
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF worker IS NULL OR worker = '' THEN
+        RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
+    END IF;
+    IF n IS NULL OR n < 1 OR n > 1000 OR lease IS NULL OR lease <= interval '0' THEN
+        RAISE EXCEPTION 'n must be in [1, 1000] and lease positive (got %, %)', n, lease USING ERRCODE = '22023';
+    END IF;
+    -- Open tasks nobody holds, or whose lease ran out (a worker that died); taken rows are skipped.
+    RETURN QUERY
+    UPDATE memory.recheck_tasks t SET claimed_at = clock_timestamp(), claimed_by = worker
+     WHERE t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
+                          WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < clock_timestamp() - lease)
+                          ORDER BY q.task_id LIMIT n FOR UPDATE SKIP LOCKED)
+    RETURNING t.*;
+END $$;
+COMMENT ON FUNCTION memory.claim_recheck_tasks(text, int, interval) IS
+  'A worker takes up to n open re-check tasks (FOR UPDATE SKIP LOCKED: concurrent workers never get the same task); a task whose lease ran out is offered again.';
+
+CREATE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF outcome IS NULL OR outcome = '' THEN
+        RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
+    END IF;
+    UPDATE memory.recheck_tasks t SET completed_at = clock_timestamp(), outcome = complete_recheck_task.outcome
+     WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL;
+    RETURN FOUND;
+END $$;
+COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text) IS 'Close a re-check task with its outcome; false when it was already closed or does not exist.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Decay (the seed's decay job): PHI claims past decay_at are redacted field by field and
+-- archived; hypotheses and non-PHI relationships are deleted; other claims are archived.
+
+CREATE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad record;
+    n_anon int := 0; n_del int := 0; n_arch int := 0; n_rel_del int := 0; n_rel_anon int := 0;
+    due_claims int; due_rels int;
+    gone uuid[];
+    events jsonb;
+    result jsonb;
+BEGIN
+    at := coalesce(at, now());
+    -- Nothing changes if a due claim names a field decay does not know.
+    SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
+      FROM memory.claims c
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND memory._pii_unknown(c.pii_fields) IS NOT NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at;
+    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND r.anonymized_at IS NULL;
+    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', NULL,
+                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
+
+    PERFORM memory._knowledge_gate(true);
+
+    -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
+    WITH due AS (
+        SELECT c.id FROM memory.claims c
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND cardinality(c.pii_fields) > 0
+         ORDER BY c.id FOR UPDATE
+    ), upd AS (
+        UPDATE memory.claims c
+           SET claim_text = CASE WHEN 'claim_text' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.claim_text END,
+               subject_id = CASE WHEN 'subject_id' = ANY (c.pii_fields) THEN NULL ELSE c.subject_id END,
+               supports   = CASE WHEN 'supports' = ANY (c.pii_fields) THEN '{}'::text[] ELSE c.supports END,
+               source     = CASE WHEN 'source' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.source END,
+               details    = memory._redact_details(c.details, c.pii_fields),
+               anonymized_at = at,
+               lifecycle_state = 'archived',
+               t_invalid = coalesce(c.t_invalid, at)
+          FROM due WHERE c.id = due.id
+        RETURNING c.id, c.org_id, c.pii_fields
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
+               'payload', jsonb_build_object('claimId', u.id, 'fields', to_jsonb(u.pii_fields))) ORDER BY u.id)
+      INTO n_anon, events FROM upd u;
+    PERFORM memory._audit_append_many(events);
+
+    -- Hypotheses outside any supersession chain: deleted (their re-check tasks with them).
+    -- (Ids go through a variable, not a temp table: this runs as the owner, and a temp table
+    -- named by the caller could carry the caller's triggers.)
+    SELECT coalesce(array_agg(h.id ORDER BY h.id), '{}') INTO gone FROM (
+        SELECT c.id FROM memory.claims c
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND c.kind = 'hypothesis'
+           AND c.supersedes IS NULL AND c.superseded_by = '{}'
+           AND NOT EXISTS (SELECT 1 FROM memory.claims s WHERE s.supersedes = c.id)
+         FOR UPDATE OF c) h;
+    DELETE FROM memory.recheck_tasks t WHERE t.claim_id = ANY (gone);
+    WITH del AS (
+        DELETE FROM memory.claims c WHERE c.id = ANY (gone) RETURNING c.id, c.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
+               'payload', jsonb_build_object('kind', 'claim', 'claimId', d.id)) ORDER BY d.id)
+      INTO n_del, events FROM del d;
+    PERFORM memory._audit_append_many(events);
+
+    -- Every other due claim leaves circulation as archived (the update audits each transition).
+    UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at;
+    GET DIAGNOSTICS n_arch = ROW_COUNT;
+
+    -- Relationships: without a subject they are deleted; with one, the subject and attributes go.
+    WITH del AS (
+        DELETE FROM memory.relationships r WHERE r.decay_at < at AND r.subject_id IS NULL AND r.anonymized_at IS NULL
+        RETURNING r.id, r.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
+               'payload', jsonb_build_object('kind', 'relationship', 'relationshipId', d.id)) ORDER BY d.id)
+      INTO n_rel_del, events FROM del d;
+    PERFORM memory._audit_append_many(events);
+    WITH upd AS (
+        UPDATE memory.relationships r SET subject_id = NULL, attributes = '{}', anonymized_at = at
+         WHERE r.decay_at < at AND r.subject_id IS NOT NULL AND r.anonymized_at IS NULL
+        RETURNING r.id, r.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
+               'payload', jsonb_build_object('relationshipId', u.id, 'fields', jsonb_build_array('subject_id', 'attributes'))) ORDER BY u.id)
+      INTO n_rel_anon, events FROM upd u;
+    PERFORM memory._audit_append_many(events);
+
+    PERFORM memory._knowledge_gate(false);
+    result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
+                                 'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
+    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
+                'org_id', NULL, 'payload', result)));
+    RETURN result;
+END $$;
+COMMENT ON FUNCTION memory.run_decay(timestamptz) IS
+  'The decay job: claims (pending or active) past decay_at: PHI-bearing ones (non-empty pii_fields) redacted field by field and archived, hypotheses outside supersession chains deleted, others archived; relationships past decay_at deleted, or anonymised when they carry a subject. Audits started, anonymized, deleted, completed. Not granted to PUBLIC (memory_admin).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide).
+
+CREATE FUNCTION memory.setup_roles()
+RETURNS TABLE (role_name text, created boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
+        role_name := r;
+        created := to_regrole(r) IS NULL;
+        IF created THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    GRANT memory_reader TO memory_writer;
+    GRANT memory_writer TO memory_admin;
+
+    -- Readers: the knowledge graph, the live observations, and the reading functions.
+    GRANT USAGE ON SCHEMA memory TO memory_reader;
+    GRANT SELECT ON memory.entities, memory.claims, memory.relationships, memory.live_observations TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid) TO memory_reader;
+    -- Writers: add entities, claims (superseding included) and relationships; entity states; the
+    -- observation store; the re-check queue.
+    GRANT INSERT ON memory.entities, memory.claims, memory.relationships, memory.observations TO memory_writer;
+    GRANT SELECT ON memory.observations TO memory_writer;
+    GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
+        TO memory_writer;
+    -- Admins: claim states and scores, conflicts, the jobs, declassification, audit reading.
+    GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
+    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
+    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid),
+                              memory.freshness_recheck(float8, interval, interval, int, timestamptz),
+                              memory.run_decay(timestamptz),
+                              memory.reclassify(uuid, memory.classification, text),
+                              memory.audit_verify(text), memory.audit_head(text),
+                              memory.audit_events(text, text, int, int) TO memory_admin;
+END $$;
+COMMENT ON FUNCTION memory.setup_roles() IS
+  'Create (if missing) and grant memory_reader < memory_writer < memory_admin: readers read the knowledge graph, writers add to it and change entity states, admins change claim states and run the jobs. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';
+REVOKE ALL ON FUNCTION memory.setup_roles() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION memory.resolve_conflict(uuid, uuid),
+                       memory.freshness_recheck(float8, interval, interval, int, timestamptz),
+                       memory.run_decay(timestamptz),
+                       memory.claim_recheck_tasks(text, int, interval),
+                       memory.complete_recheck_task(bigint, text) FROM PUBLIC;
+REVOKE ALL ON memory.entities, memory.claims, memory.relationships, memory.recheck_tasks FROM PUBLIC;
