@@ -36,7 +36,7 @@ CREATE TABLE memory.entities (
     subject_id        text,
     origin            text NOT NULL DEFAULT 'human' CHECK (origin IN ('human', 'agent', 'import')),
     lifecycle_state   memory.lifecycle_state NOT NULL DEFAULT 'active',
-    t_created         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    t_created         timestamptz NOT NULL DEFAULT now(),
     t_invalid         timestamptz,
     UNIQUE (org_id, id)
 );
@@ -58,7 +58,7 @@ CREATE TABLE memory.claims (
                                    CONSTRAINT claims_confidence_score_range CHECK (confidence_score >= 0 AND confidence_score <= 1),
     source                         text,
     lifecycle_state                memory.lifecycle_state NOT NULL DEFAULT 'pending',
-    t_created                      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    t_created                      timestamptz NOT NULL DEFAULT now(),
     t_invalid                      timestamptz,
     supersedes                     uuid,
     superseded_by                  uuid[] NOT NULL DEFAULT '{}',
@@ -85,7 +85,7 @@ CREATE TABLE memory.relationships (
     attributes  jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(attributes) = 'object'),
     subject_id  text,
     decay_at    timestamptz,
-    t_created   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    t_created   timestamptz NOT NULL DEFAULT now(),
     anonymized_at timestamptz,
     FOREIGN KEY (org_id, source_id) REFERENCES memory.entities (org_id, id),
     FOREIGN KEY (org_id, target_id) REFERENCES memory.entities (org_id, id)
@@ -644,8 +644,8 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
-    GRANT memory_reader TO memory_writer;
-    GRANT memory_writer TO memory_admin;
+    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
+    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
 
     -- Readers: the knowledge graph, the live observations, and the reading functions.
     GRANT USAGE ON SCHEMA memory TO memory_reader;
