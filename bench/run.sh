@@ -14,3 +14,4 @@ cd "$root/bench"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
+"$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
