@@ -124,3 +124,54 @@ SELECT user_id, soft_deleted_at IS NOT NULL AS soft_deleted FROM memory.observat
 \echo 'Erasure of a subject: held rows stay (and are reported), the chain still verifies:'
 SELECT memory.erase_subject('dave') AS erased;
 SELECT chain_id, ok FROM memory.audit_verify();
+
+\echo
+\echo '== 8. Knowledge lifecycle: entities, claims, supersession, no hard delete ==================='
+INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES
+  ('e0000000-0000-0000-0000-000000000001', 'acme', 'problem', 'Type 2 diabetes with stage 3 CKD');
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, supports, source, confidence_score) VALUES
+  ('c0000000-0000-0000-0000-000000000001', 'acme', 'e0000000-0000-0000-0000-000000000001',
+   'Evidence from NEJM 2024 study of 1,200 patients', ARRAY['src-1'], 'NEJM', 0.9);
+\echo 'A claim starts pending; an admin (here the superuser) promotes it:'
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000001';
+\echo 'The transition table is enforced (MX001 names both states), and nothing is hard-deleted (MX006):'
+\set ON_ERROR_STOP off
+UPDATE memory.claims SET lifecycle_state = 'pending' WHERE id = 'c0000000-0000-0000-0000-000000000001';
+DELETE FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-000000000001';
+\echo 'A tier-3 source may not supersede a tier-1 claim (MX005):'
+INSERT INTO memory.claims (org_id, entity_id, claim_text, source, supersedes) VALUES
+  ('acme', 'e0000000-0000-0000-0000-000000000001', 'a blog says otherwise', 'open-web', 'c0000000-0000-0000-0000-000000000001');
+\set ON_ERROR_STOP on
+\echo 'A correction supersedes the old claim in the same statement; claim_chain shows the provenance:'
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, supports, source, confidence_score, supersedes) VALUES
+  ('c0000000-0000-0000-0000-000000000002', 'acme', 'e0000000-0000-0000-0000-000000000001',
+   'Corrected: 1,250 patients', ARRAY['src-1'], 'PubMed', 0.85, 'c0000000-0000-0000-0000-000000000001');
+SELECT * FROM memory.claim_chain('c0000000-0000-0000-0000-000000000002');
+SELECT event_type, payload - 'claimSha256' - 'subjectId' AS payload FROM memory.audit_log
+ WHERE chain_id = 'acme' AND event_type LIKE 'memory.claim.%' ORDER BY seq DESC LIMIT 2;
+\echo
+\echo 'Conflicts: the lower confidence loses (a tie: the newer loses):'
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000002';
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES
+  ('c0000000-0000-0000-0000-000000000003', 'acme', 'e0000000-0000-0000-0000-000000000001', 'A weaker competing claim', 'PubMed', 0.4);
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000003';
+SELECT memory.resolve_conflict('c0000000-0000-0000-0000-000000000002', 'c0000000-0000-0000-0000-000000000003') AS loser;
+\echo
+\echo 'Freshness: low-confidence or aged active claims are queued for a re-check (once per backoff):'
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score, t_created) VALUES
+  ('c0000000-0000-0000-0000-000000000004', 'acme', 'e0000000-0000-0000-0000-000000000001', 'An old finding', 'JAMA', 0.95, now() - interval '120 days');
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000004';
+SELECT * FROM memory.freshness_recheck();
+SELECT task_id, claim_id, reason, claimed_by FROM memory.claim_recheck_tasks('critic-1', 10);
+\echo
+\echo 'Decay: a PHI claim past decay_at is redacted field by field and archived; a hypothesis is deleted:'
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, subject_id, pii_fields, details, decay_at) VALUES
+  ('c0000000-0000-0000-0000-000000000005', 'acme', 'e0000000-0000-0000-0000-000000000001', 'Patient 42 reports dizziness',
+   'patient-42', ARRAY['claim_text', 'subject_id', 'details.mrn'], '{"mrn": "M-0042", "dose_mg": 500}', now() - interval '1 day');
+INSERT INTO memory.claims (org_id, entity_id, claim_text, kind, decay_at) VALUES
+  ('acme', 'e0000000-0000-0000-0000-000000000001', 'Maybe the dose matters', 'hypothesis', now() - interval '1 day');
+SELECT memory.run_decay() - 'at' AS decay;
+SELECT claim_text, subject_id, details, lifecycle_state FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-000000000005';
+\echo 'Roles come from a setup call (memory_reader < memory_writer < memory_admin); the chains still verify:'
+SELECT * FROM memory.setup_roles();
+SELECT chain_id, entries, ok FROM memory.audit_verify();

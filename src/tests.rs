@@ -76,4 +76,24 @@ mod tests {
         assert_eq!(tier_of("SELECT tier FROM app_notes"), "confidential");
         assert!(Spi::get_one::<bool>("SELECT memory.ungovern('app_notes')").unwrap().unwrap());
     }
+
+    #[pg_test]
+    fn lifecycle_trigger_allows_the_table_and_same_state_updates() {
+        Spi::run("CREATE TABLE lc_t (id int, s memory.lifecycle_state, t text)").unwrap();
+        Spi::run("CREATE TRIGGER a BEFORE UPDATE ON lc_t FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger('s')").unwrap();
+        Spi::run("CREATE TRIGGER b BEFORE INSERT OR UPDATE ON lc_t FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger('t')").unwrap();
+        Spi::run("INSERT INTO lc_t VALUES (1, 'pending', 'pending')").unwrap();
+        Spi::run("UPDATE lc_t SET s = 'active', t = 'active'").unwrap();
+        Spi::run("UPDATE lc_t SET s = 'active', t = 'active'").unwrap();
+        Spi::run("UPDATE lc_t SET s = 'archived', t = 'retracted'").unwrap();
+        assert_eq!(tier_of("SELECT s::text || '/' || t FROM lc_t"), "archived/retracted");
+    }
+
+    #[pg_test(error = "invalid lifecycle transition from retracted to active")]
+    fn lifecycle_trigger_refuses_text_state_going_back() {
+        Spi::run("CREATE TABLE lc_u (id int, t text)").unwrap();
+        Spi::run("SELECT memory.govern('lc_u', '{\"state\": \"t\"}')").unwrap();
+        Spi::run("INSERT INTO lc_u VALUES (1, 'retracted')").unwrap();
+        Spi::run("UPDATE lc_u SET t = 'active'").unwrap();
+    }
 }

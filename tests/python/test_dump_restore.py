@@ -1,9 +1,31 @@
 """pg_dump / restore keeps what the extension governs: user data, keys, chains, the registry."""
+import contextlib
 import subprocess
 
 import psycopg
 
 BIN = "/usr/lib/postgresql/15/bin"
+
+
+@contextlib.contextmanager
+def restored(dsn, port, db, suffix, env=None):
+    """pg_dump `db`, restore it with psql into a new database, yield a connection to the copy."""
+    dump = subprocess.run([f"{BIN}/pg_dump", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", db],
+                          capture_output=True, text=True, check=True).stdout
+    target = db + suffix
+    admin = dsn.replace(f"dbname={db}", "dbname=postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {target}")
+        c.execute(f"CREATE DATABASE {target}")
+    try:
+        restore = subprocess.run([f"{BIN}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port),
+                                  "-U", "postgres", "-d", target], input=dump, capture_output=True, text=True, env=env)
+        assert restore.returncode == 0, restore.stderr
+        with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
+            yield c
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")
 
 
 def test_dump_and_restore_round_trip(dsn, port):
@@ -19,35 +41,52 @@ def test_dump_and_restore_round_trip(dsn, port):
         before = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
         db = c.execute("SELECT current_database()").fetchone()[0]
 
-    dump = subprocess.run([f"{BIN}/pg_dump", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", db],
-                          capture_output=True, text=True, check=True).stdout
-    target = db + "_restored"
-    admin = dsn.replace(f"dbname={db}", "dbname=postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {target}")
-        c.execute(f"CREATE DATABASE {target}")
-    try:
-        restore = subprocess.run([f"{BIN}/../bin/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port),
-                                  "-U", "postgres", "-d", target], input=dump, capture_output=True, text=True)
-        assert restore.returncode == 0, restore.stderr
-        with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
-            after = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
-            # Every entry comes back. Loading memory.observations fires its triggers (they exist as
-            # soon as CREATE EXTENSION ran), so the restore itself is chained as memory.store events.
-            assert [a for a in after if a in before] == before
-            extra = c.execute("SELECT event_type, count(*) FROM memory.audit_log WHERE (chain_id, seq) NOT IN "
-                              "(SELECT * FROM unnest(%s::text[], %s::bigint[])) GROUP BY 1",
-                              ([b[0] for b in before], [b[1] for b in before])).fetchall()
-            assert extra == [("memory.store", 1)]
-            assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
-            assert c.execute("SELECT count(*) FROM memory.governed_tables WHERE table_name = 'notes'::regclass").fetchone() == (1,)
-            assert c.execute("SELECT memory.classify('falcon', NULL, NULL, 'acme')::text").fetchone() == ("restricted",)
-            # The restored database keeps working: a new write is classified, chained and verifiable.
-            c.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'falcon launch')")
-            assert c.execute("SELECT classification::text FROM notes WHERE content = 'falcon launch'").fetchone() == ("restricted",)
-            assert c.execute("SELECT ok FROM memory.audit_verify('acme')").fetchone() == (True,)
-            applied = c.execute("SELECT applied FROM memory.record_outcome('s', 'accepted', ARRAY(SELECT id FROM notes))").fetchall()
-            assert applied == [(True,), (True,)]
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")
+    with restored(dsn, port, db, "_restored") as c:
+        after = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
+        # Every entry comes back. Loading memory.observations fires its triggers (they exist as
+        # soon as CREATE EXTENSION ran), so the restore itself is chained as memory.store events.
+        assert [a for a in after if a in before] == before
+        extra = c.execute("SELECT event_type, count(*) FROM memory.audit_log WHERE (chain_id, seq) NOT IN "
+                          "(SELECT * FROM unnest(%s::text[], %s::bigint[])) GROUP BY 1",
+                          ([b[0] for b in before], [b[1] for b in before])).fetchall()
+        assert extra == [("memory.store", 1)]
+        assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+        assert c.execute("SELECT count(*) FROM memory.governed_tables WHERE table_name = 'notes'::regclass").fetchone() == (1,)
+        assert c.execute("SELECT memory.classify('falcon', NULL, NULL, 'acme')::text").fetchone() == ("restricted",)
+        # The restored database keeps working: a new write is classified, chained and verifiable.
+        c.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'falcon launch')")
+        assert c.execute("SELECT classification::text FROM notes WHERE content = 'falcon launch'").fetchone() == ("restricted",)
+        assert c.execute("SELECT ok FROM memory.audit_verify('acme')").fetchone() == (True,)
+        applied = c.execute("SELECT applied FROM memory.record_outcome('s', 'accepted', ARRAY(SELECT id FROM notes))").fetchall()
+        assert applied == [(True,), (True,)]
+
+
+def test_knowledge_rows_restore_with_triggers_off(dsn, port):
+    """Claims keep their states and chains through a dump restored in replica mode."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES "
+                  "('e0000000-0000-0000-0000-000000000001', 'acme', 'problem', 'x')")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source) VALUES "
+                  "('c0000000-0000-0000-0000-000000000001', 'acme', 'e0000000-0000-0000-0000-000000000001', 'v1', 'PubMed')")
+        c.execute("UPDATE memory.claims SET lifecycle_state = 'active'")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, supersedes) VALUES "
+                  "('c0000000-0000-0000-0000-000000000002', 'acme', 'e0000000-0000-0000-0000-000000000001', 'v2', 'PubMed', "
+                  "'c0000000-0000-0000-0000-000000000001')")
+        claims = c.execute("SELECT id, lifecycle_state::text, superseded_by, supersedes FROM memory.claims ORDER BY id").fetchall()
+        log = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
+        db = c.execute("SELECT current_database()").fetchone()[0]
+    # Replica mode: the rows come back as they were, without re-running the write rules
+    # (claims start pending, supersession) or appending events for the restore.
+    env = {"PGOPTIONS": "-c session_replication_role=replica", "PATH": "/usr/bin:/bin"}
+    with restored(dsn, port, db, "_k", env) as c:
+        assert c.execute("SELECT id, lifecycle_state::text, superseded_by, supersedes FROM memory.claims ORDER BY id").fetchall() == claims
+        assert c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall() == log
+        assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+        depth = c.execute("SELECT max(depth) FROM memory.claim_chain('c0000000-0000-0000-0000-000000000002')").fetchone()
+        assert depth == (1,)
+        # And the rules are back in force afterwards.
+        try:
+            c.execute("DELETE FROM memory.claims")
+            raise AssertionError("hard delete allowed after restore")
+        except psycopg.Error as e:
+            assert e.sqlstate == "MX006"
