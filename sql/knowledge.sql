@@ -678,3 +678,15 @@ REVOKE ALL ON FUNCTION memory.resolve_conflict(uuid, uuid),
                        memory.claim_recheck_tasks(text, int, interval),
                        memory.complete_recheck_task(bigint, text) FROM PUBLIC;
 REVOKE ALL ON memory.entities, memory.claims, memory.relationships, memory.recheck_tasks FROM PUBLIC;
+
+-- Tenants: a role that is not an admin sees and writes only the rows of the org named by the
+-- setting memory.org_id (SET memory.org_id = 'acme', or SET LOCAL per transaction). Owners and
+-- superusers bypass row security; the extension's SECURITY DEFINER functions check orgs themselves.
+ALTER TABLE memory.entities ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memory.claims ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memory.relationships ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memory.recheck_tasks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON memory.entities USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
+CREATE POLICY tenant ON memory.claims USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
+CREATE POLICY tenant ON memory.relationships USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
+CREATE POLICY tenant ON memory.recheck_tasks USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));

@@ -1,6 +1,6 @@
 -- SQL-level suite for the knowledge lifecycle (SPEC §5).
 BEGIN;
-SELECT plan(82);
+SELECT plan(85);
 
 -- ---------------------------------------------------------------------------------------------
 -- The state machine.
@@ -228,9 +228,14 @@ CREATE ROLE kw_nobody LOGIN;
 INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES
   ('c0000000-0000-0000-0000-000000000051', 'acme', 'e0000000-0000-0000-0000-000000000002', 'role test', 'PubMed', 0.7);
 SET ROLE kw_writer;
+SELECT is((SELECT count(*) FROM memory.claims), 0::bigint, 'a writer that names no org sees no rows');
+SET memory.org_id = 'acme';
+SELECT is((SELECT count(DISTINCT org_id) FROM memory.entities), 1::bigint, 'with memory.org_id set it sees its own org only');
+SELECT throws_ok($$ INSERT INTO memory.entities (org_id, entity_type, name) VALUES ('globex', 'concept', 'x') $$,
+                 '42501', NULL, 'and cannot write into another org');
 SELECT throws_ok($$ UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000051' $$,
                  '42501', NULL, 'a writer cannot change a claim''s state');
-SELECT lives_ok($$ UPDATE memory.entities SET lifecycle_state = 'retracted' WHERE id = 'e0000000-0000-0000-0000-000000000003' $$,
+SELECT lives_ok($$ UPDATE memory.entities SET lifecycle_state = 'retracted' WHERE id = 'e0000000-0000-0000-0000-000000000002' $$,
                 'a writer may retire an entity');
 SELECT throws_ok($$ SELECT memory.run_decay() $$, '42501', NULL, 'a writer cannot run decay');
 RESET ROLE;
@@ -248,6 +253,7 @@ SELECT lives_ok($$ INSERT INTO memory.claims (org_id, entity_id, claim_text, sou
                    VALUES ('acme', 'e0000000-0000-0000-0000-000000000002', 'role test v2', 'PubMed', 'c0000000-0000-0000-0000-000000000051') $$,
                 'a writer supersedes by inserting');
 RESET ROLE;
+RESET memory.org_id;
 SET ROLE kw_nobody;
 SELECT throws_ok($$ SELECT count(*) FROM memory.claims $$, '42501', NULL, 'an ordinary role cannot read claims');
 RESET ROLE;
