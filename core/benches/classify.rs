@@ -22,6 +22,41 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The rows of bench/classify_bench.py (its ten templates with their numbers filled in).
+    let rows: Vec<(String, Vec<String>)> = (1..=1000u64)
+        .map(|g| {
+            let n = (g * 7919) % 100000;
+            let t = match g % 10 {
+                0 => format!("Refactored the retry loop in job {g} so the worker backs off after {n} timeouts"),
+                1 => format!("User prefers concise answers with code first; session {g}, turn {n}"),
+                2 => format!("Decision {g}: adopt the SOX change-management policy for release {n}"),
+                3 => format!("Build {g} failed because the cache key did not include lockfile hash {n}"),
+                4 => format!("Rotated the API_KEY used by deploy job {g} after incident {n}"),
+                5 => format!("Tool result {g}: query returned {n} rows from the orders table in 42 ms"),
+                6 => format!("Customer {g} asked to update the billing address on invoice {n}"),
+                7 => format!("The flaky test {g} was fixed by pinning the clock; attempt {n}"),
+                8 => format!("Support ticket {g} mentions a credit card dispute, case {n}"),
+                _ => format!("Meeting notes {g}: agreed to ship the search feature in sprint {n}"),
+            };
+            let paths = match g % 4 {
+                0 => vec![],
+                1 => vec![format!("docs/guide/{g}.md")],
+                2 => vec!["src/worker/retry.rs".to_string(), format!("src/api/handler_{}.ts", g % 50)],
+                _ => vec!["public/docs/index.md".to_string(), "docs/faq.md".to_string()],
+            };
+            (t, paths)
+        })
+        .collect();
+    g.throughput(Throughput::Elements(rows.len() as u64));
+    g.bench_function("bench_rows", |b| {
+        b.iter(|| {
+            for (i, (t, paths)) in rows.iter().enumerate() {
+                let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+                let st = [SourceType::Decision, SourceType::Fact, SourceType::Preference, SourceType::ToolResult][i % 4];
+                black_box(classify(black_box(t.as_bytes()), &ps, Some(st), true));
+            }
+        })
+    });
     g.finish();
 }
 

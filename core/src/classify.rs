@@ -291,60 +291,26 @@ pub fn classify_reference(
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fast path. One Aho-Corasick pass finds every keyword (and the literal prefixes of the
-// detectors); word boundaries are checked by hand with the regexes' ASCII definition; paths are
-// checked segment by segment; the detector regexes only run when a cheap gate says they could match.
+// The fast path. Every keyword rule is `\b(...)\b` with the ASCII word definition, so the content
+// is walked once as words (runs of `[A-Za-z0-9_]`): a word is a keyword when it equals one
+// (case-insensitively), and the few keywords spanning words (`social security`, `credit card`,
+// `api-key`, `private-key`, `sr 11-7`...) are followed from their first word. Paths are checked
+// segment by segment; the detector regexes only run when a cheap gate says they could match.
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kw {
-    Restricted,
-    Confidential,
-    Internal,
-    // Gates for detectors, confirmed with their regex (case-sensitive, unlike the AC pass).
-    Pem,
-    Aws,
-    Jwt,
-}
-
-/// Every literal of the single content pass: (pattern, kind, needs word boundaries).
-fn keyword_patterns() -> Vec<(String, Kw, bool)> {
-    let mut out: Vec<(String, Kw, bool)> = Vec::new();
-    for w in ["ssn", "social security", "credit card", "pci", "pii"] {
-        out.push((w.into(), Kw::Restricted, true));
+/// `[A-Za-z0-9_]`: the ASCII `\w` of the rules.
+const WORD: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'_';
+        i += 1;
     }
-    for w in ["password", "token", "secret", "apikey", "api_key", "api-key", "privatekey", "private_key", "private-key"] {
-        out.push((w.into(), Kw::Confidential, true));
-    }
-    for w in ["compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa"] {
-        out.push((w.into(), Kw::Internal, true));
-    }
-    for a in ["", "-", "_", " "] {
-        for b in ["", "-", "_", " "] {
-            out.push((format!("sr{a}11{b}7"), Kw::Internal, true));
-        }
-    }
-    out.push(("-----begin ".into(), Kw::Pem, false));
-    out.push(("akia".into(), Kw::Aws, false));
-    out.push(("eyj".into(), Kw::Jwt, false));
-    out
-}
-
-static KEYWORDS: LazyLock<(aho_corasick::AhoCorasick, Vec<(Kw, bool)>)> = LazyLock::new(|| {
-    let pats = keyword_patterns();
-    // No keyword is a prefix of another (tested), so leftmost-first finds the same match at a
-    // position as an overlapping search would; scan_content restarts one byte after each match's
-    // start, so overlapping matches (`security` inside `xsocial security`) are still seen.
-    let ac = aho_corasick::AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-        .build(pats.iter().map(|p| p.0.as_str()))
-        .expect("keyword automaton builds");
-    (ac, pats.into_iter().map(|p| (p.1, p.2)).collect())
-});
+    t
+};
 
 fn is_word(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    WORD[b as usize]
 }
 
 #[derive(Default)]
@@ -355,33 +321,102 @@ struct ContentHits {
     pem: bool,
     aws: bool,
     jwt: bool,
+    /// A chain of all-digit words joined by single spaces or dashes: the most digits in one,
+    /// and whether a chain of at least nine digits had a dash (the card and SSN gates; both
+    /// patterns run from a word start to a word end through such a chain).
+    digit_chain: usize,
+    dashed_nine: bool,
+}
+
+/// Whether `content[at..]` starts with `sep` then the word `word` (ASCII case-insensitive) ending
+/// at a word boundary.
+fn followed_by(content: &[u8], at: usize, sep: u8, word: &str) -> bool {
+    let w = word.as_bytes();
+    let end = at + 1 + w.len();
+    end <= content.len()
+        && content[at] == sep
+        && content[at + 1..end].eq_ignore_ascii_case(w)
+        && (end == content.len() || !is_word(content[end]))
+}
+
+/// `sr[-_ ]?11[-_ ]?7\b` from `at` (ASCII case-insensitive), the start of a word.
+fn sr_11_7(content: &[u8], at: usize) -> bool {
+    let c = content;
+    let mut i = at + 2;
+    let sep = |b: u8| b == b'-' || b == b'_' || b == b' ';
+    if i < c.len() && sep(c[i]) {
+        i += 1;
+    }
+    if !(i + 2 <= c.len() && &c[i..i + 2] == b"11") {
+        return false;
+    }
+    i += 2;
+    if i < c.len() && sep(c[i]) {
+        i += 1;
+    }
+    i < c.len() && c[i] == b'7' && (i + 1 == c.len() || !is_word(c[i + 1]))
 }
 
 fn scan_content(content: &[u8]) -> ContentHits {
-    let (ac, kinds) = &*KEYWORDS;
     let mut h = ContentHits::default();
-    let mut at = 0;
-    while let Some(m) = ac.find(aho_corasick::Input::new(content).span(at..content.len())) {
-        at = m.start() + 1;
-        let (kind, bounded) = kinds[m.pattern().as_usize()];
-        if bounded {
-            let before_ok = m.start() == 0 || !is_word(content[m.start() - 1]);
-            let after_ok = m.end() == content.len() || !is_word(content[m.end()]);
-            if !(before_ok && after_ok) {
-                continue;
+    let n = content.len();
+    let mut i = 0;
+    let mut low = [0u8; 12];
+    // The current chain of all-digit words: digits so far, whether it has a dash, and where the
+    // last digit word ended.
+    let (mut chain, mut chain_dash, mut chain_end) = (0usize, false, usize::MAX);
+    while i < n {
+        let b = content[i];
+        if !is_word(b) {
+            // The PEM gate: the header is case-sensitive and starts outside a word.
+            if b == b'-' && content[i..].starts_with(b"-----BEGIN ") {
+                h.pem = true;
             }
+            i += 1;
+            continue;
         }
-        match kind {
-            Kw::Restricted => {
-                h.restricted = true;
-                // Nothing outranks a restricted keyword.
-                return h;
+        let start = i;
+        while i < n && is_word(content[i]) {
+            i += 1;
+        }
+        let word = &content[start..i];
+        if word.iter().all(u8::is_ascii_digit) {
+            let joined = chain_end != usize::MAX && start == chain_end + 1 && matches!(content[chain_end], b' ' | b'-');
+            if joined {
+                chain += word.len();
+                chain_dash |= content[chain_end] == b'-';
+            } else {
+                (chain, chain_dash) = (word.len(), false);
             }
-            Kw::Confidential => h.confidential = true,
-            Kw::Internal => h.internal = true,
-            Kw::Pem => h.pem = true,
-            Kw::Aws => h.aws = true,
-            Kw::Jwt => h.jwt = true,
+            chain_end = i;
+            h.digit_chain = h.digit_chain.max(chain);
+            h.dashed_nine |= chain_dash && chain >= 9;
+            continue;
+        }
+        // Detector gates: both patterns begin at a word boundary and are case-sensitive.
+        h.aws |= word.starts_with(b"AKIA");
+        h.jwt |= word.starts_with(b"eyJ");
+        if (word[0] | 0x20) == b's' && word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
+            h.internal = true;
+        }
+        if word.len() > low.len() {
+            continue;
+        }
+        for (d, s) in low.iter_mut().zip(word) {
+            *d = s.to_ascii_lowercase();
+        }
+        match &low[..word.len()] {
+            b"ssn" | b"pci" | b"pii" => h.restricted = true,
+            b"social" => h.restricted |= followed_by(content, i, b' ', "security"),
+            b"credit" => h.restricted |= followed_by(content, i, b' ', "card"),
+            b"password" | b"token" | b"secret" | b"apikey" | b"api_key" | b"privatekey" | b"private_key" => h.confidential = true,
+            b"api" | b"private" => h.confidential |= followed_by(content, i, b'-', "key"),
+            b"compliance" | b"security" | b"audit" | b"policy" | b"sox" | b"gdpr" | b"hipaa" => h.internal = true,
+            _ => {}
+        }
+        if h.restricted {
+            // Nothing outranks a restricted keyword.
+            return h;
         }
     }
     h
@@ -438,15 +473,10 @@ pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>,
         return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, None);
     }
     if detectors {
-        let (mut digits, mut dashes) = (0usize, false);
-        for &b in content {
-            digits += b.is_ascii_digit() as usize;
-            dashes |= b == b'-';
-        }
-        if digits >= 9 && dashes && CONTENT_ONE[C_SSN].is_match(content) {
+        if h.dashed_nine && CONTENT_ONE[C_SSN].is_match(content) {
             return Decision::new(Tier::Restricted, Rule::SsnPattern, None);
         }
-        if digits >= 13 && has_card_number(content) {
+        if h.digit_chain >= 13 && has_card_number(content) {
             return Decision::new(Tier::Restricted, Rule::CardNumber, None);
         }
     }
