@@ -595,6 +595,41 @@ pub struct Verdict {
     pub detail: Option<String>,
 }
 
+/// Recomputes entry hashes: the HMAC under the entry's key of the JCS of its event. Keyed MAC
+/// states are made once per key and cloned per entry.
+pub struct EntryHasher<'k> {
+    keys: &'k HashMap<i32, Vec<u8>>,
+    macs: Vec<(i32, HmacSha256)>,
+    buf: Vec<u8>,
+}
+
+impl<'k> EntryHasher<'k> {
+    pub fn new(keys: &'k HashMap<i32, Vec<u8>>) -> Self {
+        EntryHasher { keys, macs: Vec::new(), buf: Vec::with_capacity(512) }
+    }
+
+    /// The entry's hash, or None when its key is unknown.
+    pub fn hash(&mut self, e: &StoredEntry) -> Option<[u8; 32]> {
+        self.hash_with_payload(e, &e.payload)
+    }
+
+    /// The hash of `e` with `payload` in place of `e.payload` (for callers that parse payloads
+    /// elsewhere than where entries live).
+    pub fn hash_with_payload(&mut self, e: &StoredEntry, payload: &Value) -> Option<[u8; 32]> {
+        let mac = match self.macs.iter().find(|(id, _)| *id == e.key_id) {
+            Some((_, mac)) => mac.clone(),
+            None => {
+                let mac = keyed(self.keys.get(&e.key_id)?);
+                self.macs.push((e.key_id, mac.clone()));
+                mac
+            }
+        };
+        self.buf.clear();
+        write_event(&mut self.buf, &Fields { payload, ..Fields::of_stored(e) });
+        Some(finish_mac(mac, &self.buf))
+    }
+}
+
 /// Streaming verifier for one chain: feed entries in seq order; seals (sorted by first_seq) let
 /// it skip ranges that were sealed and dropped; finish() compares against the recorded head
 /// (seq, entry_hash) if any. Only the first failure is reported, at the seq where it shows.
@@ -617,8 +652,7 @@ pub struct Verdict {
 /// the head no longer links to the end of the chain); a head hash differing from the last
 /// entry's is `HashMismatch` at the head seq. Without a head a truncated tail is undetectable.
 pub struct Verifier<'k> {
-    keys: &'k HashMap<i32, Vec<u8>>,
-    macs: Vec<(i32, HmacSha256)>,
+    hasher: EntryHasher<'k>,
     seals: Vec<Seal>,
     next_seal: usize,
     last_seq: i64,
@@ -626,15 +660,13 @@ pub struct Verifier<'k> {
     entries: i64,
     pruned: i64,
     failure: Option<(i64, Failure, String)>,
-    buf: Vec<u8>,
 }
 
 impl<'k> Verifier<'k> {
     pub fn new(keys: &'k HashMap<i32, Vec<u8>>, mut seals: Vec<Seal>) -> Self {
         seals.sort_by_key(|s| (s.first_seq, s.last_seq));
         Verifier {
-            keys,
-            macs: Vec::new(),
+            hasher: EntryHasher::new(keys),
             seals,
             next_seal: 0,
             last_seq: 0,
@@ -642,7 +674,6 @@ impl<'k> Verifier<'k> {
             entries: 0,
             pruned: 0,
             failure: None,
-            buf: Vec::with_capacity(512),
         }
     }
 
@@ -668,14 +699,6 @@ impl<'k> Verifier<'k> {
         }
     }
 
-    fn mac_for(&mut self, key_id: i32) -> Option<HmacSha256> {
-        if let Some((_, mac)) = self.macs.iter().find(|(id, _)| *id == key_id) {
-            return Some(mac.clone());
-        }
-        let mac = keyed(self.keys.get(&key_id)?);
-        self.macs.push((key_id, mac.clone()));
-        Some(mac)
-    }
 
     fn fail(&mut self, seq: i64, failure: Failure, detail: String) {
         self.failure = Some((seq, failure, detail));
@@ -683,6 +706,14 @@ impl<'k> Verifier<'k> {
 
     /// After the first failure, only counts entries.
     pub fn push(&mut self, e: &StoredEntry) {
+        let hash = if self.failure.is_some() { None } else { self.hasher.hash(e) };
+        self.push_hashed(e, hash);
+    }
+
+    /// `push` with the entry's HMAC computed beforehand by an `EntryHasher` over the same keys
+    /// (None: its key is unknown), so that hashing can run apart from the checks, which are
+    /// sequential.
+    pub fn push_hashed(&mut self, e: &StoredEntry, computed: Option<[u8; 32]>) {
         self.entries += 1;
         if self.failure.is_some() {
             return;
@@ -700,12 +731,9 @@ impl<'k> Verifier<'k> {
         if e.seq < expected {
             return self.fail(e.seq, Failure::Reorder, format!("seq {} after seq {}", e.seq, self.last_seq));
         }
-        let Some(mac) = self.mac_for(e.key_id) else {
+        let Some(hash) = computed else {
             return self.fail(e.seq, Failure::UnknownKey, format!("key_id {} is not available", e.key_id));
         };
-        self.buf.clear();
-        write_event(&mut self.buf, &Fields::of_stored(e));
-        let hash = finish_mac(mac, &self.buf);
         if e.entry_hash != hash {
             return self.fail(e.seq, Failure::HashMismatch, "entry_hash does not match the entry's fields".into());
         }
