@@ -242,7 +242,7 @@ fn is_text(typoid: pg_sys::Oid) -> bool {
 }
 
 /// Bytes of a text datum, detoasting only when it is compressed or out of line.
-unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
+pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
     unsafe {
         let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
         if !(varlena::varatt_is_4b_u(v) || (varlena::varatt_is_1b(v) && !varlena::varatt_is_1b_e(v))) {

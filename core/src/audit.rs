@@ -59,7 +59,38 @@ struct Fields<'a> {
     payload: &'a Value,
 }
 
+/// A stored entry's hashed fields, borrowed from wherever they were read (the payload apart).
+#[derive(Debug, Clone, Copy)]
+pub struct EntryRef<'a> {
+    pub chain_id: &'a str,
+    pub seq: i64,
+    pub prev_hash: &'a [u8],
+    pub event_type: &'a str,
+    pub recorded_at_micros: i64,
+    pub actor_id: Option<&'a str>,
+    pub org_id: Option<&'a str>,
+    pub project_id: Option<&'a str>,
+    pub workspace_id: Option<&'a str>,
+    pub key_id: i32,
+}
+
 impl<'a> Fields<'a> {
+    fn of_ref(e: &EntryRef<'a>, payload: &'a Value) -> Self {
+        Fields {
+            chain_id: e.chain_id,
+            seq: e.seq,
+            prev_hash: e.prev_hash,
+            event_type: e.event_type,
+            recorded_at_micros: e.recorded_at_micros,
+            actor_id: e.actor_id,
+            org_id: e.org_id,
+            project_id: e.project_id,
+            workspace_id: e.workspace_id,
+            key_id: e.key_id,
+            payload,
+        }
+    }
+
     fn of_event(ev: &'a Event<'_>) -> Self {
         Fields {
             chain_id: ev.chain_id,
@@ -73,22 +104,6 @@ impl<'a> Fields<'a> {
             workspace_id: ev.workspace_id,
             key_id: ev.key_id,
             payload: ev.payload,
-        }
-    }
-
-    fn of_stored(e: &'a StoredEntry) -> Self {
-        Fields {
-            chain_id: &e.chain_id,
-            seq: e.seq,
-            prev_hash: &e.prev_hash,
-            event_type: &e.event_type,
-            recorded_at_micros: e.recorded_at_micros,
-            actor_id: e.actor_id.as_deref(),
-            org_id: e.org_id.as_deref(),
-            project_id: e.project_id.as_deref(),
-            workspace_id: e.workspace_id.as_deref(),
-            key_id: e.key_id,
-            payload: &e.payload,
         }
     }
 }
@@ -616,6 +631,23 @@ impl<'k> EntryHasher<'k> {
     /// The hash of `e` with `payload` in place of `e.payload` (for callers that parse payloads
     /// elsewhere than where entries live).
     pub fn hash_with_payload(&mut self, e: &StoredEntry, payload: &Value) -> Option<[u8; 32]> {
+        let r = EntryRef {
+            chain_id: &e.chain_id,
+            seq: e.seq,
+            prev_hash: &e.prev_hash,
+            event_type: &e.event_type,
+            recorded_at_micros: e.recorded_at_micros,
+            actor_id: e.actor_id.as_deref(),
+            org_id: e.org_id.as_deref(),
+            project_id: e.project_id.as_deref(),
+            workspace_id: e.workspace_id.as_deref(),
+            key_id: e.key_id,
+        };
+        self.hash_ref(&r, payload)
+    }
+
+    /// The hash of a borrowed entry with its parsed payload.
+    pub fn hash_ref(&mut self, e: &EntryRef, payload: &Value) -> Option<[u8; 32]> {
         let mac = match self.macs.iter().find(|(id, _)| *id == e.key_id) {
             Some((_, mac)) => mac.clone(),
             None => {
@@ -625,7 +657,7 @@ impl<'k> EntryHasher<'k> {
             }
         };
         self.buf.clear();
-        write_event(&mut self.buf, &Fields { payload, ..Fields::of_stored(e) });
+        write_event(&mut self.buf, &Fields::of_ref(e, payload));
         Some(finish_mac(mac, &self.buf))
     }
 }
@@ -714,6 +746,18 @@ impl<'k> Verifier<'k> {
     /// (None: its key is unknown), so that hashing can run apart from the checks, which are
     /// sequential.
     pub fn push_hashed(&mut self, e: &StoredEntry, computed: Option<[u8; 32]>) {
+        self.push_link(e.seq, e.key_id, &e.prev_hash, &e.entry_hash, computed);
+    }
+
+    /// `push_hashed` from the link fields alone.
+    pub fn push_link(&mut self, seq: i64, key_id: i32, prev_hash: &[u8], entry_hash: &[u8], computed: Option<[u8; 32]>) {
+        struct Link<'a> {
+            seq: i64,
+            key_id: i32,
+            prev_hash: &'a [u8],
+            entry_hash: &'a [u8],
+        }
+        let e = Link { seq, key_id, prev_hash, entry_hash };
         self.entries += 1;
         if self.failure.is_some() {
             return;

@@ -2,11 +2,12 @@
 
 use super::{spi_err, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{MxError, OrRaise};
-use memory_core::audit::{EntryHasher, Seal, StoredEntry, Verifier};
+use crate::tuple;
+use memory_core::audit::{EntryHasher, EntryRef, Seal, Verifier};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{mpsc, Arc};
 
 /// Rows per fetch (and per batch handed to the hashing thread).
@@ -100,22 +101,19 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
     // Reading rows (SPI, this thread) and hashing them (pure Rust) overlap: a helper thread parses
     // and hashes batch k while this thread fetches batch k+1; the checks, which are sequential,
     // stay here in seq order. The helper never calls into Postgres.
-    // Each batch is allocated and freed on this thread; the helper borrows it through an Arc and
-    // returns only hashes (its own allocations, the parsed payloads, stay on its side).
-    let (to_helper, helper_in) = mpsc::sync_channel::<Arc<Vec<(StoredEntry, String)>>>(1);
+    // Rows are copied out of each fetched SPI batch into one buffer, and the batch's tuples are
+    // freed at once (SPI would otherwise keep every batch until the function returns). A helper
+    // thread parses and hashes batch k while this thread fetches batch k+1; the checks, which are
+    // sequential, stay here in seq order. The helper never calls into Postgres, and each batch
+    // is allocated and freed on this thread (the helper borrows it through an Arc).
+    let (to_helper, helper_in) = mpsc::sync_channel::<Arc<Batch>>(1);
     let (helper_out, from_helper) = mpsc::sync_channel::<Vec<Option<[u8; 32]>>>(1);
-    let mut pending: std::collections::VecDeque<Arc<Vec<(StoredEntry, String)>>> = Default::default();
+    let mut pending: VecDeque<Arc<Batch>> = VecDeque::new();
     std::thread::scope(|scope| -> Result<(), MxError> {
         let helper = spawn_without_signals(scope, move || {
             let mut hasher = EntryHasher::new(keys);
             for batch in helper_in {
-                let hashes: Vec<_> = batch
-                    .iter()
-                    .map(|(e, payload)| {
-                        let value = serde_json::from_str(payload).unwrap_or(Value::Null);
-                        hasher.hash_with_payload(e, &value)
-                    })
-                    .collect();
+                let hashes: Vec<_> = batch.rows.iter().map(|r| batch.hash(r, chain, &mut hasher)).collect();
                 drop(batch);
                 if helper_out.send(hashes).is_err() {
                     break;
@@ -123,24 +121,22 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
             }
         });
         let mut in_flight = 0usize;
+        // Buffers of checked batches, reused: fresh multi-megabyte buffers would fault their
+        // pages in again for every batch.
+        let mut spare: Vec<Batch> = Vec::new();
         let fetched = (|| -> Result<(), MxError> {
             loop {
-                let batch = cursor.fetch(BATCH).map_err(spi_err)?;
-                if batch.is_empty() {
+                if cursor.fetch(BATCH).map_err(spi_err)?.is_empty() {
                     return Ok(());
                 }
-                let mut rows = Vec::with_capacity(batch.len());
-                for row in batch {
-                    rows.push(read_row(&row, chain)?);
-                }
-                let rows = Arc::new(rows);
-                pending.push_back(Arc::clone(&rows));
-                if to_helper.send(rows).is_err() {
+                let batch = Arc::new(unsafe { Batch::take_spi_tuptable(spare.pop()) });
+                pending.push_back(Arc::clone(&batch));
+                if to_helper.send(batch).is_err() {
                     return Err(MxError::new("XX000", "audit verification helper stopped"));
                 }
                 in_flight += 1;
                 if in_flight == 2 {
-                    check(&mut verifier, &from_helper, &mut pending)?;
+                    spare.extend(check(&mut verifier, &from_helper, &mut pending)?);
                     in_flight -= 1;
                 }
             }
@@ -149,7 +145,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
         let mut result = fetched;
         while in_flight > 0 {
             if result.is_ok() {
-                result = check(&mut verifier, &from_helper, &mut pending);
+                result = check(&mut verifier, &from_helper, &mut pending).map(drop);
             } else {
                 let _ = from_helper.recv();
             }
@@ -167,43 +163,127 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
     Ok((chain.to_string(), v.entries, v.ok, v.first_bad_seq, reason, v.pruned))
 }
 
-/// One row of the log, its payload still text (the helper parses it).
-fn read_row(row: &pgrx::spi::SpiHeapTupleData, chain: &str) -> Result<(StoredEntry, String), MxError> {
-    let recorded = row
-        .get::<TimestampWithTimeZone>(5)
-        .map_err(spi_err)?
-        .map(|t| pg_sys::TimestampTz::from(t).saturating_add(PG_EPOCH_UNIX_MICROS))
-        .unwrap_or(i64::MIN);
-    let payload: String = row.get(11).map_err(spi_err)?.unwrap_or_else(|| "null".to_string());
-    let entry = StoredEntry {
-        chain_id: chain.to_string(),
-        seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
-        prev_hash: row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default(),
-        entry_hash: row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default(),
-        event_type: row.get::<String>(4).map_err(spi_err)?.unwrap_or_default(),
-        recorded_at_micros: recorded,
-        actor_id: row.get::<String>(6).map_err(spi_err)?,
-        org_id: row.get::<String>(7).map_err(spi_err)?,
-        project_id: row.get::<String>(8).map_err(spi_err)?,
-        workspace_id: row.get::<String>(9).map_err(spi_err)?,
-        key_id: row.get::<i32>(10).map_err(spi_err)?.unwrap_or_default(),
-        payload: Value::Null,
-    };
-    Ok((entry, payload))
+type Span = (usize, usize);
+
+/// One row of the log: fixed fields, and spans of the batch buffer for the rest.
+struct Row {
+    seq: i64,
+    recorded_at_micros: i64,
+    key_id: i32,
+    prev_hash: Span,
+    entry_hash: Span,
+    event_type: Span,
+    actor_id: Option<Span>,
+    org_id: Option<Span>,
+    project_id: Option<Span>,
+    workspace_id: Option<Span>,
+    payload: Span,
 }
 
-/// Apply the next hashed batch to the verifier, in seq order.
+/// Up to BATCH rows of one chain, copied out of SPI.
+struct Batch {
+    bytes: Vec<u8>,
+    rows: Vec<Row>,
+}
+
+impl Batch {
+    /// Copy the rows of the current SPI tuple table (of the verification query) and free it.
+    ///
+    /// # Safety
+    /// `SPI_tuptable` must hold the result of the cursor in `verify_chain`, whose columns are
+    /// seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id,
+    /// workspace_id, key_id, payload::text; no pgrx handle to it may be used afterwards.
+    unsafe fn take_spi_tuptable(reuse: Option<Batch>) -> Batch {
+        unsafe {
+            let tt = pg_sys::SPI_tuptable;
+            let n = (*tt).numvals as usize;
+            let desc = (*tt).tupdesc;
+            let mut b = reuse.unwrap_or(Batch { bytes: Vec::with_capacity(n * 320), rows: Vec::with_capacity(n) });
+            b.bytes.clear();
+            b.rows.clear();
+            let mut values = [pg_sys::Datum::from(0usize); 11];
+            let mut nulls = [true; 11];
+            for i in 0..n {
+                pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+                let mut text = |k: usize| -> Option<Span> {
+                    if nulls[k] {
+                        return None;
+                    }
+                    let v = tuple::text_bytes(values[k]);
+                    let start = b.bytes.len();
+                    b.bytes.extend_from_slice(v);
+                    Some((start, v.len()))
+                };
+                let row = Row {
+                    prev_hash: text(1).unwrap_or_default(),
+                    entry_hash: text(2).unwrap_or_default(),
+                    event_type: text(3).unwrap_or_default(),
+                    actor_id: text(5),
+                    org_id: text(6),
+                    project_id: text(7),
+                    workspace_id: text(8),
+                    payload: text(10).unwrap_or_default(),
+                    seq: if nulls[0] { 0 } else { values[0].value() as i64 },
+                    recorded_at_micros: if nulls[4] {
+                        i64::MIN
+                    } else {
+                        (values[4].value() as i64).saturating_add(PG_EPOCH_UNIX_MICROS)
+                    },
+                    key_id: if nulls[9] { 0 } else { values[9].value() as i32 },
+                };
+                b.rows.push(row);
+            }
+            pg_sys::SPI_freetuptable(tt);
+            pg_sys::SPI_tuptable = std::ptr::null_mut();
+            b
+        }
+    }
+
+    fn get(&self, s: Span) -> &[u8] {
+        &self.bytes[s.0..s.0 + s.1]
+    }
+
+    /// Text as stored; bytes that are not UTF-8 cannot have been hashed, so they stand in as
+    /// replacement characters and the entry fails its hash.
+    fn text(&self, s: Span) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.get(s))
+    }
+
+    /// Parse the payload and recompute the row's hash (on the helper thread).
+    fn hash(&self, r: &Row, chain: &str, hasher: &mut EntryHasher) -> Option<[u8; 32]> {
+        let payload: Value = serde_json::from_slice(self.get(r.payload)).unwrap_or(Value::Null);
+        let (event_type, actor, org, project, workspace) =
+            (self.text(r.event_type), r.actor_id.map(|s| self.text(s)), r.org_id.map(|s| self.text(s)),
+             r.project_id.map(|s| self.text(s)), r.workspace_id.map(|s| self.text(s)));
+        let e = EntryRef {
+            chain_id: chain,
+            seq: r.seq,
+            prev_hash: self.get(r.prev_hash),
+            event_type: &event_type,
+            recorded_at_micros: r.recorded_at_micros,
+            actor_id: actor.as_deref(),
+            org_id: org.as_deref(),
+            project_id: project.as_deref(),
+            workspace_id: workspace.as_deref(),
+            key_id: r.key_id,
+        };
+        hasher.hash_ref(&e, &payload)
+    }
+}
+
+/// Apply the next hashed batch to the verifier, in seq order; returns the batch for reuse.
 fn check(
     verifier: &mut Verifier,
     from_helper: &mpsc::Receiver<Vec<Option<[u8; 32]>>>,
-    pending: &mut std::collections::VecDeque<Arc<Vec<(StoredEntry, String)>>>,
-) -> Result<(), MxError> {
+    pending: &mut VecDeque<Arc<Batch>>,
+) -> Result<Option<Batch>, MxError> {
     let hashes = from_helper.recv().map_err(|_| MxError::new("XX000", "audit verification helper failed"))?;
     let batch = pending.pop_front().ok_or_else(|| MxError::new("XX000", "audit verification lost a batch"))?;
-    for ((e, _), h) in batch.iter().zip(hashes) {
-        verifier.push_hashed(e, h);
+    for (r, h) in batch.rows.iter().zip(hashes) {
+        verifier.push_link(r.seq, r.key_id, batch.get(r.prev_hash), batch.get(r.entry_hash), h);
     }
-    Ok(())
+    // The helper dropped its handle before sending the hashes, so this is the last one.
+    Ok(Arc::try_unwrap(batch).ok())
 }
 
 /// Start a scoped thread with every signal blocked, so that Postgres' signal handlers keep
