@@ -241,33 +241,30 @@ impl Appender {
             return Ok(());
         }
         let r = std::mem::take(&mut self.rows);
-        let args: Vec<DatumWithOid> = vec![
-            r.chain.into(),
-            r.seq.into(),
-            r.event_type.into_iter().map(Cow::into_owned).collect::<Vec<String>>().into(),
-            r.recorded_at.into(),
-            r.actor.into(),
-            r.org.into(),
-            r.project.into(),
-            r.workspace.into(),
-            r.payload.into(),
-            self.key_id.into(),
-            r.prev.into(),
-            r.hash.into(),
-        ];
-        use pg_sys::{BYTEAARRAYOID, INT4OID, INT8ARRAYOID, TEXTARRAYOID};
-        run(
-            client,
-            "INSERT INTO memory.audit_log (chain_id, seq, event_type, recorded_at, actor_id, org_id, project_id,
-                                           workspace_id, payload, key_id, prev_hash, entry_hash)
-             SELECT c, s, e, 'epoch'::timestamptz + r * interval '1 microsecond', a, o, p, w, pl::jsonb, $10, ph, eh
-               FROM (SELECT unnest($1) c, unnest($2) s, unnest($3) e, unnest($4) r, unnest($5) a, unnest($6) o,
-                            unnest($7) p, unnest($8) w, unnest($9) pl, unnest($11) ph, unnest($12) eh) u",
-            &[TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
-              TEXTARRAYOID, TEXTARRAYOID, INT4OID, BYTEAARRAYOID, BYTEAARRAYOID],
-            &args,
-            None,
-        )?;
+        // Each row goes into the month partition of its recorded_at (or the default one), the
+        // way COPY writes: straight into the table and its indexes, no statement per chunk, no
+        // arrays to build and unnest.
+        let parts = partitions(client)?;
+        let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
+        for (i, &at) in r.recorded_at.iter().enumerate() {
+            let pg_at = at - PG_EPOCH_UNIX_MICROS;
+            let oid = parts
+                .iter()
+                .find(|p| p.1.is_some_and(|(lo, hi)| lo <= pg_at && pg_at < hi))
+                .or_else(|| parts.iter().find(|p| p.1.is_none()))
+                .map(|p| p.0)
+                .ok_or_else(|| {
+                    MxError::new("23514", "no partition of memory.audit_log holds this month")
+                        .hint("Run memory.audit_ensure_partitions().")
+                })?;
+            match groups.iter_mut().find(|g| g.0 == oid) {
+                Some(g) => g.1.push(i),
+                None => groups.push((oid, vec![i])),
+            }
+        }
+        for (oid, rows) in groups {
+            unsafe { insert_direct(oid, &r, &rows, self.key_id)? };
+        }
         Ok(())
     }
 
@@ -412,4 +409,117 @@ fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
 #[pg_extern(volatile, strict, name = "_pseudonym")]
 fn pseudonym_sql(id: &str) -> String {
     Spi::connect(|client| Appender::new(client).map(|ap| ap.pseudonym(id))).or_raise()
+}
+
+/// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the
+/// default partition).
+fn partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
+    let rows = run(
+        client,
+        "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8
+           FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
+                LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                             'FROM \\(''([^'']+)''\\) TO \\(''([^'']+)''\\)') AS m) b
+          WHERE i.inhparent = 'memory.audit_log'::regclass",
+        &[],
+        &[],
+        None,
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        let oid = row.get::<pg_sys::Oid>(1).map_err(spi_err)?.unwrap_or(pg_sys::InvalidOid);
+        let lo = row.get::<f64>(2).map_err(spi_err)?;
+        let hi = row.get::<f64>(3).map_err(spi_err)?;
+        let to_pg = |s: f64| (s * 1e6).round() as i64 - PG_EPOCH_UNIX_MICROS;
+        out.push((oid, lo.zip(hi).map(|(l, h)| (to_pg(l), to_pg(h)))));
+    }
+    Ok(out)
+}
+
+/// Insert rows `which` of `r` into the partition `oid` and its indexes, as COPY does.
+///
+/// # Safety
+/// Runs inside the trigger's transaction with `oid` a partition of memory.audit_log.
+unsafe fn insert_direct(oid: pg_sys::Oid, r: &Rows, which: &[usize], key_id: i32) -> Result<(), MxError> {
+    const COLS: [&str; 12] = [
+        "chain_id", "seq", "event_type", "recorded_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
+        "key_id", "prev_hash", "entry_hash",
+    ];
+    unsafe {
+        let rel = pg_sys::table_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        // Where each of our columns is in this partition (an attached table may order them
+        // differently).
+        let mut at = [0usize; 12];
+        for (k, name) in COLS.iter().enumerate() {
+            let found = (0..natts).find(|&i| {
+                let a = &*(*desc).attrs.as_ptr().add(i);
+                !a.attisdropped && std::ffi::CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
+            });
+            match found {
+                Some(i) => at[k] = i,
+                None => {
+                    pg_sys::table_close(rel, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+                    return Err(MxError::new("XX000", format!("an audit partition lacks column {name}")));
+                }
+            }
+        }
+        let rri: *mut pg_sys::ResultRelInfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast();
+        (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+        pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
+        pg_sys::ExecOpenIndices(rri, false);
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let bistate = pg_sys::GetBulkInsertState();
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let text = |s: &str| pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr().cast(), s.len() as i32));
+        let bytea = |b: &[u8]| {
+            let v: *mut pg_sys::varlena = pg_sys::palloc(b.len() + pg_sys::VARHDRSZ).cast();
+            pgrx::varlena::set_varsize_4b(v, (b.len() + pg_sys::VARHDRSZ) as i32);
+            std::ptr::copy_nonoverlapping(b.as_ptr(), (v as *mut u8).add(pg_sys::VARHDRSZ), b.len());
+            pg_sys::Datum::from(v)
+        };
+        let opt = |s: &Option<String>| s.as_deref().map(text);
+        for &i in which {
+            let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+            pg_sys::ExecClearTuple(slot);
+            let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+            let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+            nulls.fill(true);
+            let payload = std::ffi::CString::new(r.payload[i].as_str()).unwrap_or_default();
+            let row: [Option<pg_sys::Datum>; 12] = [
+                Some(text(&r.chain[i])),
+                Some(pg_sys::Datum::from(r.seq[i])),
+                Some(text(&r.event_type[i])),
+                Some(pg_sys::Datum::from(r.recorded_at[i] - PG_EPOCH_UNIX_MICROS)),
+                opt(&r.actor[i]),
+                opt(&r.org[i]),
+                opt(&r.project[i]),
+                opt(&r.workspace[i]),
+                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(payload.as_ptr()))]),
+                Some(pg_sys::Datum::from(key_id)),
+                Some(bytea(&r.prev[i])),
+                Some(bytea(&r.hash[i])),
+            ];
+            for (k, d) in row.into_iter().enumerate() {
+                if let Some(d) = d {
+                    values[at[k]] = d;
+                    nulls[at[k]] = false;
+                }
+            }
+            pg_sys::ExecStoreVirtualTuple(slot);
+            pg_sys::table_tuple_insert(rel, slot, cid, 0, bistate);
+            pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+            pg_sys::MemoryContextSwitchTo(old);
+            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        }
+        pg_sys::FreeBulkInsertState(bistate);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::ExecCloseIndices(rri);
+        pg_sys::FreeExecutorState(estate);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
 use serde_json::json;
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// Column mapping of `memory.audit_trigger`, from TG_ARGV `key=value` pairs.
 #[derive(Default)]
@@ -118,7 +119,9 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
         let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
-        let mut last_user: Option<(String, String)> = None;
+        // Pseudonyms of the statement's users: each is an HMAC, and a statement usually writes
+        // for few users.
+        let mut pseudonyms: HashMap<String, String> = HashMap::new();
         let mut to_events = |batch: pgrx::spi::SpiTupleTable, ap: &Appender| -> Result<Vec<Pending>, MxError> {
             let mut out = Vec::with_capacity(batch.len());
             for row in batch {
@@ -129,11 +132,13 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 let workspace: Option<String> = row.get(5).map_err(spi_err)?;
                 let user: Option<&str> = row.get(6).map_err(spi_err)?;
                 let tier: Option<String> = row.get(7).map_err(spi_err)?;
-                let user_p = user.map(|u| match &last_user {
-                    Some((raw, p)) if raw == u => p.clone(),
-                    _ => {
+                let user_p = user.map(|u| match pseudonyms.get(u) {
+                    Some(p) => p.clone(),
+                    None => {
                         let p = ap.pseudonym(u);
-                        last_user = Some((u.to_string(), p.clone()));
+                        if pseudonyms.len() < 100_000 {
+                            pseudonyms.insert(u.to_string(), p.clone());
+                        }
                         p
                     }
                 });
