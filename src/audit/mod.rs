@@ -64,6 +64,8 @@ struct Rows {
     project: Vec<Option<String>>,
     workspace: Vec<Option<String>>,
     payload: Vec<String>,
+    /// The payload as a value when `payload` is its serialization (not the caller's own text).
+    value: Vec<Option<Value>>,
     prev: Vec<Vec<u8>>,
     hash: Vec<Vec<u8>>,
 }
@@ -196,6 +198,24 @@ impl Appender {
         Ok(())
     }
 
+    /// Room for `n` more events before the next flush.
+    pub fn reserve(&mut self, n: usize) {
+        let n = n.min(CHUNK);
+        let r = &mut self.rows;
+        r.chain.reserve(n);
+        r.seq.reserve(n);
+        r.event_type.reserve(n);
+        r.recorded_at.reserve(n);
+        r.actor.reserve(n);
+        r.org.reserve(n);
+        r.project.reserve(n);
+        r.workspace.reserve(n);
+        r.payload.reserve(n);
+        r.value.reserve(n);
+        r.prev.reserve(n);
+        r.hash.reserve(n);
+    }
+
     /// Chain one event (its chain must be locked); returns its seq.
     pub fn push(&mut self, client: &SpiClient, ev: Pending) -> Result<i64, MxError> {
         let chain = chain_of(&ev.org_id).to_string();
@@ -221,7 +241,16 @@ impl Appender {
         let r = &mut self.rows;
         r.seq.push(seq);
         r.recorded_at.push(head.recorded_at);
-        r.payload.push(ev.payload_text.unwrap_or_else(|| ev.payload.to_string()));
+        match ev.payload_text {
+            Some(t) => {
+                r.payload.push(t);
+                r.value.push(None);
+            }
+            None => {
+                r.payload.push(String::new());
+                r.value.push(Some(ev.payload));
+            }
+        }
         r.event_type.push(ev.event_type);
         r.prev.push(prev.to_vec());
         r.hash.push(hash.to_vec());
@@ -232,6 +261,7 @@ impl Appender {
         r.workspace.push(ev.workspace_id);
         if r.seq.len() >= CHUNK {
             self.flush(client)?;
+            self.reserve(CHUNK);
         }
         Ok(seq)
     }
@@ -488,7 +518,25 @@ unsafe fn insert_direct(oid: pg_sys::Oid, r: &Rows, which: &[usize], key_id: i32
             let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
             let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
             nulls.fill(true);
-            let payload = std::ffi::CString::new(r.payload[i].as_str()).unwrap_or_default();
+            let payload = match &r.value[i] {
+                Some(v) => flat_object_jsonb(v),
+                None => None,
+            };
+            let payload = match payload {
+                Some(d) => Some(d),
+                None => {
+                    let owned;
+                    let t = match &r.value[i] {
+                        Some(v) => {
+                            owned = v.to_string();
+                            owned.as_str()
+                        }
+                        None => r.payload[i].as_str(),
+                    };
+                    let text = std::ffi::CString::new(t).unwrap_or_default();
+                    pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+                }
+            };
             let row: [Option<pg_sys::Datum>; 12] = [
                 Some(text(&r.chain[i])),
                 Some(pg_sys::Datum::from(r.seq[i])),
@@ -498,7 +546,7 @@ unsafe fn insert_direct(oid: pg_sys::Oid, r: &Rows, which: &[usize], key_id: i32
                 opt(&r.org[i]),
                 opt(&r.project[i]),
                 opt(&r.workspace[i]),
-                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(payload.as_ptr()))]),
+                payload,
                 Some(pg_sys::Datum::from(key_id)),
                 Some(bytea(&r.prev[i])),
                 Some(bytea(&r.hash[i])),
@@ -522,4 +570,88 @@ unsafe fn insert_direct(oid: pg_sys::Oid, r: &Rows, which: &[usize], key_id: i32
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
     Ok(())
+}
+
+// JSONB on-disk layout (utils/jsonb.h).
+const JB_FOBJECT: u32 = 0x2000_0000;
+const JENTRY_HAS_OFF: u32 = 0x8000_0000;
+const JENTRY_ISSTRING: u32 = 0x0000_0000;
+const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
+const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
+const JENTRY_ISNULL: u32 = 0x4000_0000;
+const JB_OFFSET_STRIDE: usize = 32;
+
+/// A jsonb datum for an object whose values are strings, booleans or nulls, laid out exactly as
+/// `jsonb_in` would lay it out (keys ordered by length then bytes, an offset in every 32nd
+/// entry). None for anything else (numbers, nested values), which then go through `jsonb_in`.
+///
+/// # Safety
+/// Allocates with palloc in the current memory context.
+unsafe fn flat_object_jsonb(v: &Value) -> Option<pg_sys::Datum> {
+    let obj = v.as_object()?;
+    // Text is stored as UTF-8 bytes, so only in a UTF-8 database; jsonb refuses NUL characters,
+    // and jsonb_in says so.
+    if unsafe { pg_sys::GetDatabaseEncoding() } != pg_sys::pg_enc::PG_UTF8 as i32 {
+        return None;
+    }
+    let mut pairs: Vec<(&str, &Value)> = Vec::with_capacity(obj.len());
+    for (k, v) in obj {
+        let plain = |s: &str| !s.contains('\0');
+        match v {
+            Value::String(s) if plain(s) => {}
+            Value::Null | Value::Bool(_) => {}
+            _ => return None,
+        }
+        if !plain(k) {
+            return None;
+        }
+        pairs.push((k.as_str(), v));
+    }
+    pairs.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+    let n = pairs.len();
+    let data: usize = pairs.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+    let size = pg_sys::VARHDRSZ + 4 + 8 * n + data;
+    if size > 0x0FFF_FFFF {
+        return None;
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(size);
+    buf.extend_from_slice(&[0; 4]);
+    buf.extend_from_slice(&((n as u32) | JB_FOBJECT).to_ne_bytes());
+    let mut entries: Vec<u32> = Vec::with_capacity(2 * n);
+    let mut total = 0u32;
+    let mut entry = |idx: usize, kind: u32, len: usize, total: &mut u32| {
+        *total += len as u32;
+        let e = if idx % JB_OFFSET_STRIDE == 0 { kind | *total | JENTRY_HAS_OFF } else { kind | len as u32 };
+        entries.push(e);
+    };
+    for (i, (k, _)) in pairs.iter().enumerate() {
+        entry(i, JENTRY_ISSTRING, k.len(), &mut total);
+    }
+    for (i, (_, v)) in pairs.iter().enumerate() {
+        let (kind, len) = match v {
+            Value::String(s) => (JENTRY_ISSTRING, s.len()),
+            Value::Bool(true) => (JENTRY_ISBOOL_TRUE, 0),
+            Value::Bool(false) => (JENTRY_ISBOOL_FALSE, 0),
+            _ => (JENTRY_ISNULL, 0),
+        };
+        entry(i + n, kind, len, &mut total);
+    }
+    for e in entries {
+        buf.extend_from_slice(&e.to_ne_bytes());
+    }
+    for (k, _) in &pairs {
+        buf.extend_from_slice(k.as_bytes());
+    }
+    for (_, v) in &pairs {
+        if let Value::String(s) = v {
+            buf.extend_from_slice(s.as_bytes());
+        }
+    }
+    debug_assert_eq!(buf.len(), size);
+    unsafe {
+        let p: *mut u8 = pg_sys::palloc(size).cast();
+        std::ptr::copy_nonoverlapping(buf.as_ptr(), p, size);
+        pgrx::varlena::set_varsize_4b(p.cast(), size as i32);
+        Some(pg_sys::Datum::from(p))
+    }
 }

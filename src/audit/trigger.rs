@@ -187,6 +187,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             }
             ap.lock(client, chains.iter().map(String::as_str))?;
         }
+        ap.reserve(first.len());
         for e in first {
             ap.push(client, e)?;
         }

@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(53);
+SELECT plan(54);
 
 CREATE FUNCTION pg_temp.verdict(c text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN ok THEN 'ok' ELSE first_bad_seq || ' ' || split_part(reason, ':', 1) END FROM memory.audit_verify(c)
@@ -144,6 +144,17 @@ SELECT throws_ok($$ SELECT memory.audit_append(NULL, '{}') $$, '22023', NULL, 'N
 SELECT throws_ok($$ SELECT memory.audit_append('x', '[1, 2]') $$, '22023', NULL, 'a non-object payload is 22023');
 SELECT throws_ok($$ SELECT * FROM memory.audit_events('w1', NULL, -1) $$, '22023', NULL, 'negative lim is 22023');
 SELECT throws_ok($$ SELECT memory.audit_seal(NULL) $$, '22023', NULL, 'audit_seal(NULL) is 22023');
+
+-- Payloads built by the extension are written as jsonb without a text round trip; they must be
+-- the very jsonb that jsonb_in makes (70 keys: offsets every 32 entries, non-ASCII, bools, nulls).
+CREATE TEMP TABLE layout AS
+SELECT jsonb_object_agg('key_' || g || repeat('x', g % 7),
+                        CASE WHEN g % 5 = 0 THEN NULL WHEN g % 7 = 0 THEN to_jsonb(g % 2 = 0) ELSE to_jsonb('välue ' || g) END) AS o
+  FROM generate_series(1, 70) g;
+SELECT memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'x.layout', 'org_id', 'layout', 'payload', o))) FROM layout;
+SELECT is((SELECT a.payload = o AND a.payload::text = o::text AND pg_column_size(a.payload) = pg_column_size(o)
+             FROM layout, memory.audit_log a WHERE a.chain_id = 'layout'),
+          true, 'a payload written without jsonb_in is byte-for-byte the jsonb jsonb_in makes');
 
 SELECT * FROM finish();
 ROLLBACK;
