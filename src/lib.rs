@@ -29,6 +29,7 @@ extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     classify::init();
+    audit::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

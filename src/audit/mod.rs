@@ -274,28 +274,44 @@ impl Appender {
         // Each row goes into the month partition of its recorded_at (or the default one), the
         // way COPY writes: straight into the table and its indexes, no statement per chunk, no
         // arrays to build and unnest.
-        let parts = partitions(client)?;
-        let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
-        for (i, &at) in r.recorded_at.iter().enumerate() {
-            let pg_at = at - PG_EPOCH_UNIX_MICROS;
-            let oid = parts
-                .iter()
-                .find(|p| p.1.is_some_and(|(lo, hi)| lo <= pg_at && pg_at < hi))
-                .or_else(|| parts.iter().find(|p| p.1.is_none()))
-                .map(|p| p.0)
-                .ok_or_else(|| {
-                    MxError::new("23514", "no partition of memory.audit_log holds this month")
-                        .hint("Run memory.audit_ensure_partitions().")
-                })?;
-            match groups.iter_mut().find(|g| g.0 == oid) {
-                Some(g) => g.1.push(i),
-                None => groups.push((oid, vec![i])),
+        loop {
+            // Creating a partition locks the parent exclusively, so with the parent locked the
+            // cached partition list cannot go stale under this flush; an attach (which does not)
+            // invalidates it, and opening the partitions below then shows it.
+            let parts = partitions(client)?;
+            unsafe { pg_sys::LockRelationOid(parts.0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+            let parts = partitions(client)?;
+            let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
+            for (i, &at) in r.recorded_at.iter().enumerate() {
+                let pg_at = at - PG_EPOCH_UNIX_MICROS;
+                let oid = parts
+                    .1
+                    .iter()
+                    .find(|p| p.1.is_some_and(|(lo, hi)| lo <= pg_at && pg_at < hi))
+                    .or_else(|| parts.1.iter().find(|p| p.1.is_none()))
+                    .map(|p| p.0)
+                    .ok_or_else(|| {
+                        MxError::new("23514", "no partition of memory.audit_log holds this month")
+                            .hint("Run memory.audit_ensure_partitions().")
+                    })?;
+                match groups.iter_mut().find(|g| g.0 == oid) {
+                    Some(g) => g.1.push(i),
+                    None => groups.push((oid, vec![i])),
+                }
             }
+            let rels: Vec<pg_sys::Relation> =
+                groups.iter().map(|g| unsafe { pg_sys::table_open(g.0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) }).collect();
+            if PARTITIONS.with(|p| p.borrow().is_none()) {
+                for rel in rels {
+                    unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) };
+                }
+                continue;
+            }
+            for ((_, rows), rel) in groups.iter().zip(rels) {
+                unsafe { insert_direct(rel, &r, rows, self.key_id)? };
+            }
+            return Ok(());
         }
-        for (oid, rows) in groups {
-            unsafe { insert_direct(oid, &r, &rows, self.key_id)? };
-        }
-        Ok(())
     }
 
     /// Insert what is pending and write every touched head once.
@@ -441,9 +457,46 @@ fn pseudonym_sql(id: &str) -> String {
     Spi::connect(|client| Appender::new(client).map(|ap| ap.pseudonym(id))).or_raise()
 }
 
+/// memory.audit_log's oid and its partitions.
+type Partitions = std::rc::Rc<(pg_sys::Oid, Vec<(pg_sys::Oid, Option<(i64, i64)>)>)>;
+
+thread_local! {
+    // memory.audit_log's oid and its partitions, kept until a relcache invalidation of the log
+    // (attaching or detaching a partition invalidates the parent) or of everything.
+    static PARTITIONS: std::cell::RefCell<Option<Partitions>> = const { std::cell::RefCell::new(None) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn partitions_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    PARTITIONS.with(|p| {
+        let mut p = p.borrow_mut();
+        if relid == pg_sys::InvalidOid || p.as_ref().is_some_and(|parts| parts.0 == relid) {
+            *p = None;
+        }
+    });
+}
+
+pub fn init() {
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(partitions_inval), pg_sys::Datum::from(0)) };
+}
+
 /// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the
-/// default partition).
-fn partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
+/// default partition). Read once, then from the cache.
+fn partitions(client: &SpiClient) -> Result<Partitions, MxError> {
+    if let Some(p) = PARTITIONS.with(|p| p.borrow().clone()) {
+        return Ok(p);
+    }
+    let parent = run(client, "SELECT 'memory.audit_log'::regclass::oid", &[], &[], Some(1))?
+        .first()
+        .get::<pg_sys::Oid>(1)
+        .map_err(spi_err)?
+        .unwrap_or(pg_sys::InvalidOid);
+    let parts: Partitions = std::rc::Rc::new((parent, read_partitions(client)?));
+    PARTITIONS.with(|p| *p.borrow_mut() = Some(parts.clone()));
+    Ok(parts)
+}
+
+fn read_partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
     let rows = run(
         client,
         "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8
@@ -466,17 +519,17 @@ fn partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>
     Ok(out)
 }
 
-/// Insert rows `which` of `r` into the partition `oid` and its indexes, as COPY does.
+/// Insert rows `which` of `r` into the partition `rel` (opened with RowExclusiveLock; closed
+/// here) and its indexes, as COPY does.
 ///
 /// # Safety
-/// Runs inside the trigger's transaction with `oid` a partition of memory.audit_log.
-unsafe fn insert_direct(oid: pg_sys::Oid, r: &Rows, which: &[usize], key_id: i32) -> Result<(), MxError> {
+/// Runs inside the trigger's transaction with `rel` a partition of memory.audit_log.
+unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id: i32) -> Result<(), MxError> {
     const COLS: [&str; 12] = [
         "chain_id", "seq", "event_type", "recorded_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
         "key_id", "prev_hash", "entry_hash",
     ];
     unsafe {
-        let rel = pg_sys::table_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         let desc = (*rel).rd_att;
         let natts = (*desc).natts as usize;
         // Where each of our columns is in this partition (an attached table may order them
