@@ -5,6 +5,7 @@
 //! each other), chain the statement's events in memory, insert them in chunks, and write each
 //! head once. A statement of a million rows therefore costs one head update, not a million.
 
+mod jsonb;
 mod trigger;
 mod verify;
 
@@ -572,7 +573,7 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
             let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
             nulls.fill(true);
             let payload = match &r.value[i] {
-                Some(v) => flat_object_jsonb(v),
+                Some(v) => jsonb::flat_object_jsonb(v),
                 None => None,
             };
             let payload = match payload {
@@ -623,88 +624,4 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
     Ok(())
-}
-
-// JSONB on-disk layout (utils/jsonb.h).
-const JB_FOBJECT: u32 = 0x2000_0000;
-const JENTRY_HAS_OFF: u32 = 0x8000_0000;
-const JENTRY_ISSTRING: u32 = 0x0000_0000;
-const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
-const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
-const JENTRY_ISNULL: u32 = 0x4000_0000;
-const JB_OFFSET_STRIDE: usize = 32;
-
-/// A jsonb datum for an object whose values are strings, booleans or nulls, laid out exactly as
-/// `jsonb_in` would lay it out (keys ordered by length then bytes, an offset in every 32nd
-/// entry). None for anything else (numbers, nested values), which then go through `jsonb_in`.
-///
-/// # Safety
-/// Allocates with palloc in the current memory context.
-unsafe fn flat_object_jsonb(v: &Value) -> Option<pg_sys::Datum> {
-    let obj = v.as_object()?;
-    // Text is stored as UTF-8 bytes, so only in a UTF-8 database; jsonb refuses NUL characters,
-    // and jsonb_in says so.
-    if unsafe { pg_sys::GetDatabaseEncoding() } != pg_sys::pg_enc::PG_UTF8 as i32 {
-        return None;
-    }
-    let mut pairs: Vec<(&str, &Value)> = Vec::with_capacity(obj.len());
-    for (k, v) in obj {
-        let plain = |s: &str| !s.contains('\0');
-        match v {
-            Value::String(s) if plain(s) => {}
-            Value::Null | Value::Bool(_) => {}
-            _ => return None,
-        }
-        if !plain(k) {
-            return None;
-        }
-        pairs.push((k.as_str(), v));
-    }
-    pairs.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
-    let n = pairs.len();
-    let data: usize = pairs.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
-    let size = pg_sys::VARHDRSZ + 4 + 8 * n + data;
-    if size > 0x0FFF_FFFF {
-        return None;
-    }
-    let mut buf: Vec<u8> = Vec::with_capacity(size);
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(&((n as u32) | JB_FOBJECT).to_ne_bytes());
-    let mut entries: Vec<u32> = Vec::with_capacity(2 * n);
-    let mut total = 0u32;
-    let mut entry = |idx: usize, kind: u32, len: usize, total: &mut u32| {
-        *total += len as u32;
-        let e = if idx % JB_OFFSET_STRIDE == 0 { kind | *total | JENTRY_HAS_OFF } else { kind | len as u32 };
-        entries.push(e);
-    };
-    for (i, (k, _)) in pairs.iter().enumerate() {
-        entry(i, JENTRY_ISSTRING, k.len(), &mut total);
-    }
-    for (i, (_, v)) in pairs.iter().enumerate() {
-        let (kind, len) = match v {
-            Value::String(s) => (JENTRY_ISSTRING, s.len()),
-            Value::Bool(true) => (JENTRY_ISBOOL_TRUE, 0),
-            Value::Bool(false) => (JENTRY_ISBOOL_FALSE, 0),
-            _ => (JENTRY_ISNULL, 0),
-        };
-        entry(i + n, kind, len, &mut total);
-    }
-    for e in entries {
-        buf.extend_from_slice(&e.to_ne_bytes());
-    }
-    for (k, _) in &pairs {
-        buf.extend_from_slice(k.as_bytes());
-    }
-    for (_, v) in &pairs {
-        if let Value::String(s) = v {
-            buf.extend_from_slice(s.as_bytes());
-        }
-    }
-    debug_assert_eq!(buf.len(), size);
-    unsafe {
-        let p: *mut u8 = pg_sys::palloc(size).cast();
-        std::ptr::copy_nonoverlapping(buf.as_ptr(), p, size);
-        pgrx::varlena::set_varsize_4b(p.cast(), size as i32);
-        Some(pg_sys::Datum::from(p))
-    }
 }

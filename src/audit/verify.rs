@@ -1,6 +1,6 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
-use super::{spi_err, PG_EPOCH_UNIX_MICROS};
+use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{MxError, OrRaise};
 use crate::tuple;
 use memory_core::audit::{EntryHasher, EntryRef, Seal, Verifier};
@@ -94,7 +94,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
 
     let mut verifier = Verifier::new(keys, seals);
     let mut cursor = client.open_cursor(
-        "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload::text
+        "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload
            FROM memory.audit_log WHERE chain_id = $1 COLLATE \"C\" ORDER BY seq",
         &[chain.into()],
     );
@@ -177,7 +177,9 @@ struct Row {
     org_id: Option<Span>,
     project_id: Option<Span>,
     workspace_id: Option<Span>,
-    payload: Span,
+    /// The payload: the jsonb root container of a flat object (decoded on the helper), or the
+    /// text of any other.
+    payload: (Span, bool),
 }
 
 /// Up to BATCH rows of one chain, copied out of SPI.
@@ -186,13 +188,39 @@ struct Batch {
     rows: Vec<Row>,
 }
 
+/// Copy a payload into `bytes`: the container of a flat object as is, anything else as text.
+unsafe fn payload(d: pg_sys::Datum, null: bool, bytes: &mut Vec<u8>) -> (Span, bool) {
+    if null {
+        let start = bytes.len();
+        bytes.extend_from_slice(b"null");
+        return ((start, 4), false);
+    }
+    unsafe {
+        let container = tuple::text_bytes(d);
+        let start = bytes.len();
+        // (Strings are UTF-8 only in a UTF-8 database; elsewhere jsonb_out converts them.)
+        if pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 && jsonb::is_flat_object(container) {
+            bytes.extend_from_slice(container);
+            return ((start, container.len()), true);
+        }
+        let out = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(d)]).unwrap_or(pg_sys::Datum::from(0usize));
+        if out.is_null() {
+            bytes.extend_from_slice(b"null");
+            return ((start, 4), false);
+        }
+        let text = std::ffi::CStr::from_ptr(out.cast_mut_ptr::<std::ffi::c_char>()).to_bytes();
+        bytes.extend_from_slice(text);
+        ((start, text.len()), false)
+    }
+}
+
 impl Batch {
     /// Copy the rows of the current SPI tuple table (of the verification query) and free it.
     ///
     /// # Safety
     /// `SPI_tuptable` must hold the result of the cursor in `verify_chain`, whose columns are
     /// seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id,
-    /// workspace_id, key_id, payload::text; no pgrx handle to it may be used afterwards.
+    /// workspace_id, key_id, payload; no pgrx handle to it may be used afterwards.
     unsafe fn take_spi_tuptable(reuse: Option<Batch>) -> Batch {
         unsafe {
             let tt = pg_sys::SPI_tuptable;
@@ -222,7 +250,7 @@ impl Batch {
                     org_id: text(6),
                     project_id: text(7),
                     workspace_id: text(8),
-                    payload: text(10).unwrap_or_default(),
+                    payload: payload(values[10], nulls[10], &mut b.bytes),
                     seq: if nulls[0] { 0 } else { values[0].value() as i64 },
                     recorded_at_micros: if nulls[4] {
                         i64::MIN
@@ -251,7 +279,12 @@ impl Batch {
 
     /// Parse the payload and recompute the row's hash (on the helper thread).
     fn hash(&self, r: &Row, chain: &str, hasher: &mut EntryHasher) -> Option<[u8; 32]> {
-        let payload: Value = serde_json::from_slice(self.get(r.payload)).unwrap_or(Value::Null);
+        let (span, raw) = r.payload;
+        let payload: Value = if raw {
+            jsonb::decode_flat_object(self.get(span)).unwrap_or(Value::Null)
+        } else {
+            serde_json::from_slice(self.get(span)).unwrap_or(Value::Null)
+        };
         let (event_type, actor, org, project, workspace) =
             (self.text(r.event_type), r.actor_id.map(|s| self.text(s)), r.org_id.map(|s| self.text(s)),
              r.project_id.map(|s| self.text(s)), r.workspace_id.map(|s| self.text(s)));
