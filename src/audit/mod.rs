@@ -566,7 +566,11 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
             pg_sys::Datum::from(v)
         };
         let opt = |s: &Option<String>| s.as_deref().map(text);
-        for &i in which {
+        // Chain by chain, in seq order: each chain's index entries go in one after another into
+        // the same leaf pages, and the heap keeps a chain's entries together for verification.
+        let mut order: Vec<usize> = which.to_vec();
+        order.sort_unstable_by(|&x, &y| r.chain[x].cmp(&r.chain[y]).then(r.seq[x].cmp(&r.seq[y])));
+        for &i in &order {
             let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
             pg_sys::ExecClearTuple(slot);
             let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
