@@ -1,6 +1,6 @@
 -- SQL-level suite for the knowledge lifecycle (SPEC §5).
 BEGIN;
-SELECT plan(85);
+SELECT plan(91);
 
 -- ---------------------------------------------------------------------------------------------
 -- The state machine.
@@ -257,6 +257,21 @@ RESET memory.org_id;
 SET ROLE kw_nobody;
 SELECT throws_ok($$ SELECT count(*) FROM memory.claims $$, '42501', NULL, 'an ordinary role cannot read claims');
 RESET ROLE;
+
+-- ---------------------------------------------------------------------------------------------
+-- The state machine on an application table, and its bad input.
+CREATE TABLE docs (id int PRIMARY KEY, status text, n int);
+SELECT is(memory.govern('docs', '{"state": "status"}')->>'state', 'status', 'govern attaches the lifecycle trigger to a text column');
+SELECT throws_ok($$ INSERT INTO docs VALUES (1, 'published', 0) $$, '22P02', NULL, 'unknown state text on a governed text column is 22P02');
+INSERT INTO docs VALUES (2, 'pending', 0);
+SELECT throws_ok($$ UPDATE docs SET status = 'superseded' WHERE id = 2 $$, 'MX001', 'invalid lifecycle transition from pending to superseded',
+                 'a governed table gets the same transition table');
+SELECT throws_ok($$ SELECT memory.govern('docs', '{"state": "n"}') $$, '22023', NULL, 'a state column of another type is 22023');
+SELECT throws_ok($$ SELECT memory.govern('docs', '{"state": 7}') $$, '22023', NULL, 'a state option that is not a column name is 22023');
+CREATE TABLE docs2 (id int, status text);
+CREATE TRIGGER wrong AFTER UPDATE ON docs2 FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger('status');
+INSERT INTO docs2 VALUES (1, 'pending');
+SELECT throws_ok($$ UPDATE docs2 SET status = 'active' $$, '39P01', NULL, 'the trigger fired the wrong way is 39P01');
 
 SELECT * FROM finish();
 ROLLBACK;
