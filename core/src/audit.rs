@@ -43,23 +43,9 @@ pub struct Event<'a> {
     pub payload: &'a Value,
 }
 
-/// The hashed fields, borrowed from an [`Event`] or a [`StoredEntry`] so both go through one
-/// serializer. `prev_hash` is a slice because a stored row may hold bytes of any length.
-struct Fields<'a> {
-    chain_id: &'a str,
-    seq: i64,
-    prev_hash: &'a [u8],
-    event_type: &'a str,
-    recorded_at_micros: i64,
-    actor_id: Option<&'a str>,
-    org_id: Option<&'a str>,
-    project_id: Option<&'a str>,
-    workspace_id: Option<&'a str>,
-    key_id: i32,
-    payload: &'a Value,
-}
-
-/// A stored entry's hashed fields, borrowed from wherever they were read (the payload apart).
+/// An entry's hashed fields but the payload, borrowed from an [`Event`], a [`StoredEntry`] or
+/// wherever a row was read, so that all go through one serializer. `prev_hash` is a slice because
+/// a stored row may hold bytes of any length.
 #[derive(Debug, Clone, Copy)]
 pub struct EntryRef<'a> {
     pub chain_id: &'a str,
@@ -74,36 +60,19 @@ pub struct EntryRef<'a> {
     pub key_id: i32,
 }
 
-impl<'a> Fields<'a> {
-    fn of_ref(e: &EntryRef<'a>, payload: &'a Value) -> Self {
-        Fields {
-            chain_id: e.chain_id,
-            seq: e.seq,
-            prev_hash: e.prev_hash,
-            event_type: e.event_type,
-            recorded_at_micros: e.recorded_at_micros,
-            actor_id: e.actor_id,
-            org_id: e.org_id,
-            project_id: e.project_id,
-            workspace_id: e.workspace_id,
-            key_id: e.key_id,
-            payload,
-        }
-    }
-
-    fn of_event(ev: &'a Event<'_>) -> Self {
-        Fields {
-            chain_id: ev.chain_id,
-            seq: ev.seq,
-            prev_hash: &ev.prev_hash,
-            event_type: ev.event_type,
-            recorded_at_micros: ev.recorded_at_micros,
-            actor_id: ev.actor_id,
-            org_id: ev.org_id,
-            project_id: ev.project_id,
-            workspace_id: ev.workspace_id,
-            key_id: ev.key_id,
-            payload: ev.payload,
+impl Event<'_> {
+    fn entry_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            chain_id: self.chain_id,
+            seq: self.seq,
+            prev_hash: &self.prev_hash,
+            event_type: self.event_type,
+            recorded_at_micros: self.recorded_at_micros,
+            actor_id: self.actor_id,
+            org_id: self.org_id,
+            project_id: self.project_id,
+            workspace_id: self.workspace_id,
+            key_id: self.key_id,
         }
     }
 }
@@ -313,7 +282,7 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
 
 /// JCS of the event object. The member names are ASCII, so this fixed order is the RFC 8785
 /// order; writing them directly avoids building a `serde_json::Value` (and cloning the payload).
-fn write_event(out: &mut Vec<u8>, f: &Fields) {
+fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: &Value) {
     out.extend_from_slice(b"{\"actor_id\":");
     write_opt_str(out, f.actor_id);
     out.extend_from_slice(b",\"chain_id\":");
@@ -325,7 +294,7 @@ fn write_event(out: &mut Vec<u8>, f: &Fields) {
     out.extend_from_slice(b",\"org_id\":");
     write_opt_str(out, f.org_id);
     out.extend_from_slice(b",\"payload\":");
-    write_value(out, f.payload);
+    write_value(out, payload);
     out.extend_from_slice(b",\"prev_hash\":\"");
     write_hex(out, f.prev_hash);
     out.extend_from_slice(b"\",\"project_id\":");
@@ -342,7 +311,7 @@ fn write_event(out: &mut Vec<u8>, f: &Fields) {
 /// RFC 8785 (JCS) bytes of the event object: exactly what [`entry_hash`] authenticates.
 pub fn canonical_event(ev: &Event) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
-    write_event(&mut out, &Fields::of_event(ev));
+    write_event(&mut out, &ev.entry_ref(), ev.payload);
     out
 }
 
@@ -502,7 +471,7 @@ impl Chainer {
         ev.seq = seq;
         ev.prev_hash = prev;
         self.buf.clear();
-        write_event(&mut self.buf, &Fields::of_event(ev));
+        write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
         let mac = match &self.mac {
             Some((k, mac)) if k.as_slice() == key => mac.clone(),
             _ => {
@@ -540,6 +509,21 @@ pub struct StoredEntry {
 }
 
 impl StoredEntry {
+    pub fn entry_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            chain_id: &self.chain_id,
+            seq: self.seq,
+            prev_hash: &self.prev_hash,
+            event_type: &self.event_type,
+            recorded_at_micros: self.recorded_at_micros,
+            actor_id: self.actor_id.as_deref(),
+            org_id: self.org_id.as_deref(),
+            project_id: self.project_id.as_deref(),
+            workspace_id: self.workspace_id.as_deref(),
+            key_id: self.key_id,
+        }
+    }
+
     /// The row an appended event becomes (for tests and tools that build chains in memory).
     pub fn from_event(ev: &Event, entry_hash: [u8; 32]) -> Self {
         StoredEntry {
@@ -631,19 +615,7 @@ impl<'k> EntryHasher<'k> {
     /// The hash of `e` with `payload` in place of `e.payload` (for callers that parse payloads
     /// elsewhere than where entries live).
     pub fn hash_with_payload(&mut self, e: &StoredEntry, payload: &Value) -> Option<[u8; 32]> {
-        let r = EntryRef {
-            chain_id: &e.chain_id,
-            seq: e.seq,
-            prev_hash: &e.prev_hash,
-            event_type: &e.event_type,
-            recorded_at_micros: e.recorded_at_micros,
-            actor_id: e.actor_id.as_deref(),
-            org_id: e.org_id.as_deref(),
-            project_id: e.project_id.as_deref(),
-            workspace_id: e.workspace_id.as_deref(),
-            key_id: e.key_id,
-        };
-        self.hash_ref(&r, payload)
+        self.hash_ref(&e.entry_ref(), payload)
     }
 
     /// The hash of a borrowed entry with its parsed payload.
@@ -657,7 +629,7 @@ impl<'k> EntryHasher<'k> {
             }
         };
         self.buf.clear();
-        write_event(&mut self.buf, &Fields::of_ref(e, payload));
+        write_event(&mut self.buf, e, payload);
         Some(finish_mac(mac, &self.buf))
     }
 }
