@@ -3,6 +3,7 @@
 
 use crate::audit::{default_actor, Appender, Pending};
 use crate::errors::{code, MxError, OrRaise};
+use crate::tuple;
 use memory_core::lifecycle::{self as rules, Contender, PiiField, State};
 use pgrx::prelude::*;
 use pgrx::{JsonB, Uuid};
@@ -182,18 +183,6 @@ thread_local! {
     static STATE_COLUMN: RefCell<Option<StateColumn>> = const { RefCell::new(None) };
 }
 
-fn relname(rel: pg_sys::Relation) -> String {
-    unsafe {
-        let name = CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
-        let ns = pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace);
-        if ns.is_null() {
-            name.into_owned()
-        } else {
-            format!("{}.{}", CStr::from_ptr(ns).to_string_lossy(), name)
-        }
-    }
-}
-
 impl StateColumn {
     fn still_valid(&self, td: &pg_sys::TriggerData) -> bool {
         unsafe {
@@ -224,7 +213,7 @@ impl StateColumn {
             }
         }
         let Some((attnum, typoid)) = found else {
-            return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the state column)", relname(rel)))
+            return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the state column)", tuple::relation_name(rel)))
                 .hint("Pass the state column as the trigger's argument, or use memory.govern(table, '{\"state\": \"<column>\"}')."));
         };
         let enum_oids = if typoid == pg_sys::TEXTOID || typoid == pg_sys::VARCHAROID {
@@ -248,7 +237,7 @@ impl StateColumn {
             if labels.is_empty() {
                 return Err(MxError::bad_argument(format!(
                     "the state column \"{name}\" of {} must be memory.lifecycle_state, an enum of its labels, or text",
-                    relname(rel)
+                    tuple::relation_name(rel)
                 )));
             }
             let mut map = Vec::new();
@@ -262,25 +251,28 @@ impl StateColumn {
         Ok(StateColumn { tgoid: tg.tgoid, tupdesc: desc, attnum, typoid, name, enum_oids })
     }
 
-    /// The state a stored value names; None for NULL.
-    fn state(&self, tuple: pg_sys::HeapTuple, what: &str) -> Result<(Option<State>, pg_sys::Datum), MxError> {
+    /// The column's value in `tuple`, None for NULL.
+    fn value(&self, tuple: pg_sys::HeapTuple) -> Option<pg_sys::Datum> {
         let mut isnull = false;
         let d = unsafe { pg_sys::heap_getattr(tuple, self.attnum, self.tupdesc, &mut isnull) };
-        if isnull {
-            return Ok((None, d));
-        }
+        (!isnull).then_some(d)
+    }
+
+    /// The state a value names; None for NULL.
+    fn state(&self, value: Option<pg_sys::Datum>, what: &str) -> Result<Option<State>, MxError> {
+        let Some(d) = value else { return Ok(None) };
         match &self.enum_oids {
             Some(map) => {
                 let oid = pg_sys::Oid::from(d.value() as u32);
                 match map.iter().find(|(o, _)| *o == oid) {
-                    Some((_, s)) => Ok((Some(*s), d)),
+                    Some((_, s)) => Ok(Some(*s)),
                     None => Err(MxError::new("22P02", format!("the {what} value of column \"{}\" is not a lifecycle state", self.name))
                         .hint("Use one of: pending, active, superseded, retracted, archived.")),
                 }
             }
             None => {
                 let text = unsafe { pgrx::text_to_rust_str(d.cast_mut_ptr()) }.map_err(|_| MxError::bad_argument("state text is not UTF-8"))?;
-                parse_state(text, what).map(|s| (Some(s), d))
+                parse_state(text, what).map(Some)
             }
         }
     }
@@ -317,25 +309,21 @@ fn check_row(td: &pg_sys::TriggerData) -> Result<pg_sys::HeapTuple, MxError> {
     let result = (|| {
         if op == pg_sys::TRIGGER_EVENT_INSERT {
             if col.enum_oids.is_none() {
-                col.state(td.tg_trigtuple, "new")?;
+                col.state(col.value(td.tg_trigtuple), "new")?;
             }
             return Ok(td.tg_trigtuple);
         }
         let (old, new) = (td.tg_trigtuple, td.tg_newtuple);
-        let mut isnull_o = false;
-        let mut isnull_n = false;
-        let (dold, dnew) = unsafe {
-            (pg_sys::heap_getattr(old, col.attnum, col.tupdesc, &mut isnull_o), pg_sys::heap_getattr(new, col.attnum, col.tupdesc, &mut isnull_n))
-        };
+        let (vold, vnew) = (col.value(old), col.value(new));
         // The common case, and the cheapest: an enum state that did not change.
-        if col.enum_oids.is_some() && !isnull_o && !isnull_n && dold == dnew {
+        if col.enum_oids.is_some() && vold.is_some() && vold == vnew {
             return Ok(new);
         }
-        let (from, _) = col.state(old, "old")?;
-        let (to, _) = col.state(new, "new")?;
+        let (from, to) = (col.state(vold, "old")?, col.state(vnew, "new")?);
+        let refused = |f: State, to: &str| transition_error(f, to, &tuple::relation_name(td.tg_relation), &col.name);
         match (from, to) {
-            (_, None) if from.is_some() => Err(transition_error(from.unwrap_or(State::Pending), "NULL", &relname(td.tg_relation), &col.name)),
-            (Some(f), Some(t)) if !rules::update_allowed(f, t) => Err(transition_error(f, t.as_str(), &relname(td.tg_relation), &col.name)),
+            (Some(f), None) => Err(refused(f, "NULL")),
+            (Some(f), Some(t)) if !rules::update_allowed(f, t) => Err(refused(f, t.as_str())),
             _ => Ok(new),
         }
     })();

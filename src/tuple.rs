@@ -11,6 +11,19 @@ use std::ffi::CStr;
 
 const TRIGGER_PROTOCOL: &str = "39P01";
 
+/// `schema.table` of an open relation, for messages.
+pub fn relation_name(rel: pg_sys::Relation) -> String {
+    unsafe {
+        let name = CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
+        let ns = pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace);
+        if ns.is_null() {
+            name.into_owned()
+        } else {
+            format!("{}.{}", CStr::from_ptr(ns).to_string_lossy(), name)
+        }
+    }
+}
+
 /// The firing context of a BEFORE ROW INSERT/UPDATE trigger.
 pub struct RowTrigger {
     td: *const pg_sys::TriggerData,
@@ -55,16 +68,7 @@ impl RowTrigger {
     }
 
     pub fn relname(&self) -> String {
-        unsafe {
-            let rel = (*self.td).tg_relation;
-            let name = CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
-            let ns = pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace);
-            if ns.is_null() {
-                name.into_owned()
-            } else {
-                format!("{}.{}", CStr::from_ptr(ns).to_string_lossy(), name)
-            }
-        }
+        relation_name(unsafe { (*self.td).tg_relation })
     }
 
     fn attr(&self, idx: usize) -> &pg_sys::FormData_pg_attribute {
