@@ -47,18 +47,22 @@ pub(super) unsafe fn flat_object_jsonb(v: &Value) -> Option<pg_sys::Datum> {
     if size > 0x0FFF_FFFF {
         return None;
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(size);
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(&((n as u32) | JB_FOBJECT).to_ne_bytes());
-    let mut entries: Vec<u32> = Vec::with_capacity(2 * n);
+    // Written straight into the palloc'd datum: header, entries, keys, then values.
+    let out: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(pg_sys::palloc(size).cast::<u8>(), size) };
+    let mut at = pg_sys::VARHDRSZ;
+    let mut put = |bytes: &[u8]| {
+        out[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    put(&((n as u32) | JB_FOBJECT).to_ne_bytes());
     let mut total = 0u32;
-    let mut entry = |idx: usize, kind: u32, len: usize, total: &mut u32| {
-        *total += len as u32;
-        let e = if idx % JB_OFFSET_STRIDE == 0 { kind | *total | JENTRY_HAS_OFF } else { kind | len as u32 };
-        entries.push(e);
+    let mut entry = |idx: usize, kind: u32, len: usize, put: &mut dyn FnMut(&[u8])| {
+        total += len as u32;
+        let e = if idx % JB_OFFSET_STRIDE == 0 { kind | total | JENTRY_HAS_OFF } else { kind | len as u32 };
+        put(&e.to_ne_bytes());
     };
     for (i, (k, _)) in pairs.iter().enumerate() {
-        entry(i, JENTRY_ISSTRING, k.len(), &mut total);
+        entry(i, JENTRY_ISSTRING, k.len(), &mut put);
     }
     for (i, (_, v)) in pairs.iter().enumerate() {
         let (kind, len) = match v {
@@ -67,28 +71,20 @@ pub(super) unsafe fn flat_object_jsonb(v: &Value) -> Option<pg_sys::Datum> {
             Value::Bool(false) => (JENTRY_ISBOOL_FALSE, 0),
             _ => (JENTRY_ISNULL, 0),
         };
-        entry(i + n, kind, len, &mut total);
-    }
-    for e in entries {
-        buf.extend_from_slice(&e.to_ne_bytes());
+        entry(i + n, kind, len, &mut put);
     }
     for (k, _) in &pairs {
-        buf.extend_from_slice(k.as_bytes());
+        put(k.as_bytes());
     }
     for (_, v) in &pairs {
         if let Value::String(s) = v {
-            buf.extend_from_slice(s.as_bytes());
+            put(s.as_bytes());
         }
     }
-    debug_assert_eq!(buf.len(), size);
-    unsafe {
-        let p: *mut u8 = pg_sys::palloc(size).cast();
-        std::ptr::copy_nonoverlapping(buf.as_ptr(), p, size);
-        pgrx::varlena::set_varsize_4b(p.cast(), size as i32);
-        Some(pg_sys::Datum::from(p))
-    }
+    debug_assert_eq!(at, size);
+    unsafe { pgrx::varlena::set_varsize_4b(out.as_mut_ptr().cast(), size as i32) };
+    Some(pg_sys::Datum::from(out.as_mut_ptr()))
 }
-
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;
 const JENTRY_OFFLENMASK: u32 = 0x0FFF_FFFF;

@@ -64,11 +64,15 @@ struct Rows {
     org: Vec<Option<String>>,
     project: Vec<Option<String>>,
     workspace: Vec<Option<String>>,
-    payload: Vec<String>,
-    /// The payload as a value when `payload` is its serialization (not the caller's own text).
-    value: Vec<Option<Value>>,
+    payload: Vec<StoredPayload>,
     prev: Vec<Vec<u8>>,
     hash: Vec<Vec<u8>>,
+}
+
+/// A payload as it will be stored: the caller's own text, verbatim, or a value memory_ext built.
+enum StoredPayload {
+    Text(String),
+    Value(Value),
 }
 
 thread_local! {
@@ -212,7 +216,6 @@ impl Appender {
         r.project.reserve(n);
         r.workspace.reserve(n);
         r.payload.reserve(n);
-        r.value.reserve(n);
         r.prev.reserve(n);
         r.hash.reserve(n);
     }
@@ -242,16 +245,10 @@ impl Appender {
         let r = &mut self.rows;
         r.seq.push(seq);
         r.recorded_at.push(head.recorded_at);
-        match ev.payload_text {
-            Some(t) => {
-                r.payload.push(t);
-                r.value.push(None);
-            }
-            None => {
-                r.payload.push(String::new());
-                r.value.push(Some(ev.payload));
-            }
-        }
+        r.payload.push(match ev.payload_text {
+            Some(t) => StoredPayload::Text(t),
+            None => StoredPayload::Value(ev.payload),
+        });
         r.event_type.push(ev.event_type);
         r.prev.push(prev.to_vec());
         r.hash.push(hash.to_vec());
@@ -576,24 +573,13 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
             let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
             let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
             nulls.fill(true);
-            let payload = match &r.value[i] {
-                Some(v) => jsonb::flat_object_jsonb(v),
-                None => None,
+            let from_text = |t: &str| {
+                let text = std::ffi::CString::new(t).unwrap_or_default();
+                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
             };
-            let payload = match payload {
-                Some(d) => Some(d),
-                None => {
-                    let owned;
-                    let t = match &r.value[i] {
-                        Some(v) => {
-                            owned = v.to_string();
-                            owned.as_str()
-                        }
-                        None => r.payload[i].as_str(),
-                    };
-                    let text = std::ffi::CString::new(t).unwrap_or_default();
-                    pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
-                }
+            let payload = match &r.payload[i] {
+                StoredPayload::Value(v) => jsonb::flat_object_jsonb(v).or_else(|| from_text(&v.to_string())),
+                StoredPayload::Text(t) => from_text(t),
             };
             let row: [Option<pg_sys::Datum>; 12] = [
                 Some(text(&r.chain[i])),
