@@ -47,13 +47,13 @@ fn bench(c: &mut Criterion) {
             (t, paths)
         })
         .collect();
+    let rows: Vec<(&str, Vec<&str>)> = rows.iter().map(|(t, ps)| (t.as_str(), ps.iter().map(String::as_str).collect())).collect();
     g.throughput(Throughput::Elements(rows.len() as u64));
     g.bench_function("bench_rows", |b| {
         b.iter(|| {
-            for (i, (t, paths)) in rows.iter().enumerate() {
-                let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
+            for (i, (t, ps)) in rows.iter().enumerate() {
                 let st = [SourceType::Decision, SourceType::Fact, SourceType::Preference, SourceType::ToolResult][i % 4];
-                black_box(classify(black_box(t.as_bytes()), &ps, Some(st), true));
+                black_box(classify(black_box(t.as_bytes()), ps, Some(st), true));
             }
         })
     });

@@ -313,6 +313,48 @@ fn is_word(b: u8) -> bool {
     WORD[b as usize]
 }
 
+/// Byte classes of the scan: 0 outside a word, `DIGIT`, or `ALPHA` (a letter or `_`).
+const DIGIT: u8 = 1;
+const ALPHA: u8 = 2;
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_digit() {
+            DIGIT
+        } else if b.is_ascii_alphabetic() || b == b'_' {
+            ALPHA
+        } else {
+            0
+        };
+        i += 1;
+    }
+    t
+};
+
+/// The words `scan_content` matches (whole keywords, and the first words of the keywords that
+/// span words), which the prefilter below is built from. `sr 11-7` is followed by `sr_11_7`.
+const KEYWORD_WORDS: [&str; 21] = [
+    "ssn", "pci", "pii", "social", "credit", "password", "token", "secret", "apikey", "api_key", "privatekey",
+    "private_key", "api", "private", "compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa",
+];
+
+/// By first byte (either case): a bit per word length that some entry of `KEYWORD_WORDS` starting
+/// with that letter has. Most words of ordinary text fail this test and are never lowercased.
+const KEYWORD_LENGTHS: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut k = 0;
+    while k < KEYWORD_WORDS.len() {
+        let w = KEYWORD_WORDS[k].as_bytes();
+        let bit = 1u16 << w.len();
+        t[w[0] as usize] |= bit;
+        t[w[0].to_ascii_uppercase() as usize] |= bit;
+        k += 1;
+    }
+    t
+};
+
 #[derive(Default)]
 struct ContentHits {
     restricted: bool,
@@ -367,7 +409,8 @@ fn scan_content(content: &[u8]) -> ContentHits {
     let (mut chain, mut chain_dash, mut chain_end) = (0usize, false, usize::MAX);
     while i < n {
         let b = content[i];
-        if !is_word(b) {
+        let mut kinds = CLASS[b as usize];
+        if kinds == 0 {
             // The PEM gate: the header is case-sensitive and starts outside a word.
             if b == b'-' && content[i..].starts_with(b"-----BEGIN ") {
                 h.pem = true;
@@ -376,11 +419,17 @@ fn scan_content(content: &[u8]) -> ContentHits {
             continue;
         }
         let start = i;
-        while i < n && is_word(content[i]) {
+        i += 1;
+        while i < n {
+            let c = CLASS[content[i] as usize];
+            if c == 0 {
+                break;
+            }
+            kinds |= c;
             i += 1;
         }
         let word = &content[start..i];
-        if word.iter().all(u8::is_ascii_digit) {
+        if kinds == DIGIT {
             let joined = chain_end != usize::MAX && start == chain_end + 1 && matches!(content[chain_end], b' ' | b'-');
             if joined {
                 chain += word.len();
@@ -394,12 +443,17 @@ fn scan_content(content: &[u8]) -> ContentHits {
             continue;
         }
         // Detector gates: both patterns begin at a word boundary and are case-sensitive.
-        h.aws |= word.starts_with(b"AKIA");
-        h.jwt |= word.starts_with(b"eyJ");
-        if (word[0] | 0x20) == b's' && word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
-            h.internal = true;
+        match b {
+            b'A' => h.aws |= word.starts_with(b"AKIA"),
+            b'e' => h.jwt |= word.starts_with(b"eyJ"),
+            b's' | b'S' => {
+                if word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
+                    h.internal = true;
+                }
+            }
+            _ => {}
         }
-        if word.len() > low.len() {
+        if word.len() > low.len() || KEYWORD_LENGTHS[b as usize] & (1 << word.len()) == 0 {
             continue;
         }
         for (d, s) in low.iter_mut().zip(word) {

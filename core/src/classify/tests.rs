@@ -213,6 +213,8 @@ mod props {
                 Just("-----BEGIN RSA PRIVATE KEY-----".to_string()), Just("-----begin private key-----".to_string()), Just("AKIAIOSFODNN7EXAMPLE".to_string()),
                 Just("akiaIOSFODNN7EXAMPLE".to_string()), Just("xAKIAIOSFODNN7EXAMPLE".to_string()), Just("private-key".to_string()),
                 Just("api-keys".to_string()), Just("credit cards".to_string()), Just("social  security".to_string()), Just("sr-11-7x".to_string()),
+                Just("PASSWORD".to_string()), Just("Hipaa".to_string()), Just("GDPR".to_string()), Just("Audit".to_string()), Just("POLICY".to_string()),
+                Just("Private-Key".to_string()), Just("Credit Card".to_string()), Just("Social SECURITY".to_string()), Just("COMPLIANCE".to_string()), Just("Sox".to_string()),
                 Just("sr_11".to_string()), Just("SR".to_string()), Just("-----BEGIN".to_string()), Just("xeyJhbGciOi.eyJzdWIi.sig".to_string()), Just("eyJhbGciOi.eyJzdWIi.sig".to_string()), Just("é".to_string()), Just("_".to_string()), Just("-".to_string()), Just(".".to_string()),
                 "[a-z0-9 _-]{0,8}",
             ], 0..8),
@@ -242,5 +244,32 @@ mod props {
         fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             let _ = classify(&bytes, &["x/y"], None, true);
         }
+    }
+}
+
+// The keyword prefilter (first letter and length) lets every keyword word through in any case,
+// alone, inside a sentence, and next to the separators of the keywords that span words.
+#[test]
+fn keyword_prefilter_passes_every_keyword_in_any_case() {
+    for w in KEYWORD_WORDS {
+        let title = format!("{}{}", w[..1].to_ascii_uppercase(), &w[1..]);
+        for form in [w.to_string(), w.to_ascii_uppercase(), title] {
+            for content in [
+                form.clone(),
+                format!("note: {form} here"),
+                format!("{form} security"),
+                format!("{form} card"),
+                format!("{form}-key"),
+                format!("x{form}"),
+                format!("{form}s"),
+            ] {
+                for st in [None, Some(SourceType::Decision)] {
+                    let fast = classify(content.as_bytes(), &[], st, true);
+                    let reference = classify_reference(content.as_bytes(), &[], st, true);
+                    assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {content:?}");
+                }
+            }
+        }
+        assert_ne!(KEYWORD_LENGTHS[w.as_bytes()[0] as usize] & (1 << w.len()), 0, "{w}");
     }
 }
