@@ -273,3 +273,20 @@ fn keyword_prefilter_passes_every_keyword_in_any_case() {
         assert_ne!(KEYWORD_LENGTHS[w.as_bytes()[0] as usize] & (1 << w.len()), 0, "{w}");
     }
 }
+// Keywords and detector inputs at every offset, among letters, spaces, non-ASCII or digits: the
+// fast path agrees with the literal regexes wherever the word falls.
+#[test]
+fn keywords_at_every_offset() {
+    for needle in ["credit card", "PASSWORD", "sr-11-7", "4111 1111 1111 1111", "123-45-6789", "AKIAIOSFODNN7EXAMPLE", "-----BEGIN RSA PRIVATE KEY-----", "audit", "xaudit", "audit_"] {
+        for pad in 0..140 {
+            for filler in ["a", " ", "é", "7"] {
+                let content = format!("{}{needle}{}", filler.repeat(pad), filler.repeat(pad % 7));
+                for st in [None, Some(SourceType::Decision)] {
+                    let fast = classify(content.as_bytes(), &[], st, true);
+                    let reference = classify_reference(content.as_bytes(), &[], st, true);
+                    assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {content:?}");
+                }
+            }
+        }
+    }
+}
