@@ -27,9 +27,11 @@ thread_local! {
 }
 
 /// Relcache callback: a change to the rules table (see `memory._rules_changed`) or a full
-/// invalidation drops every compiled rule set.
+/// invalidation drops every compiled rule set; a change to a governed table drops its cached
+/// column mapping.
 #[pg_guard]
 unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    tuple::forget_mapping(relid);
     let ours = WATCHED.with(|w| w.borrow().contains(&relid));
     if relid == pg_sys::InvalidOid || ours {
         ORG_RULES.with(|m| m.borrow_mut().clear());

@@ -6,7 +6,7 @@ use crate::errors::MxError;
 use memory_core::classify::{SourceType, Tier};
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 
 const TRIGGER_PROTOCOL: &str = "39P01";
@@ -187,6 +187,7 @@ struct StampCols {
 /// The column mapping of one classify trigger, resolved against its relation.
 pub struct ClassifyColumns {
     tgoid: pg_sys::Oid,
+    relid: pg_sys::Oid,
     tupdesc: pg_sys::TupleDesc,
     natts: usize,
     content: Col,
@@ -207,11 +208,27 @@ thread_local! {
     // The last mapping used. A statement fires one trigger per row, so one slot catches nearly
     // every row; the mapping is taken out while in use and put back after.
     static MAPPING: RefCell<Option<Box<ClassifyColumns>>> = const { RefCell::new(None) };
+    // An invalidation arrived while the mapping was taken out (a cache miss of the row ran SPI):
+    // it is not put back.
+    static MAPPING_STALE: Cell<bool> = const { Cell::new(false) };
     // Enum type OID -> label OIDs in tier order. Label OIDs of a type never change, and a
     // re-created type has a new OID, so entries never go stale.
     static TIER_ENUMS: RefCell<Vec<(pg_sys::Oid, [pg_sys::Oid; 4])>> = const { RefCell::new(Vec::new()) };
     // Enum label OID -> source type (None: a label that is not a source type).
     static SOURCE_TYPE_LABELS: RefCell<Vec<(pg_sys::Oid, Option<SourceType>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Relcache invalidation of `relid` (InvalidOid: of every relation): drop the cached mapping
+/// when it belongs to that relation.
+pub fn forget_mapping(relid: pg_sys::Oid) {
+    MAPPING.with(|c| {
+        let mut slot = c.borrow_mut();
+        match slot.as_ref() {
+            None => MAPPING_STALE.with(|s| s.set(true)),
+            Some(m) if relid == pg_sys::InvalidOid || m.relid == relid => *slot = None,
+            Some(_) => {}
+        }
+    });
 }
 
 fn tier_enum_oids(typoid: pg_sys::Oid) -> Option<[pg_sys::Oid; 4]> {
@@ -347,6 +364,7 @@ impl ClassifyColumns {
     /// The mapping for this firing: the cached one when it still describes the relation, else
     /// resolved from TG_ARGV. Put it back with `release` when done with the row.
     pub fn acquire(row: &RowTrigger) -> Result<Box<Self>, MxError> {
+        MAPPING_STALE.with(|s| s.set(false));
         if let Some(m) = MAPPING.with(|c| c.borrow_mut().take()) {
             if m.still_valid(row) {
                 return Ok(m);
@@ -356,24 +374,17 @@ impl ClassifyColumns {
     }
 
     pub fn release(self: Box<Self>) {
-        MAPPING.with(|c| *c.borrow_mut() = Some(self));
+        if !MAPPING_STALE.with(|s| s.get()) {
+            MAPPING.with(|c| *c.borrow_mut() = Some(self));
+        }
     }
 
+    /// The cached mapping belongs to this trigger and descriptor. A change to the relation (a
+    /// column renamed, dropped or retyped, a trigger re-created) sends a relcache invalidation,
+    /// which drops the cached mapping (`forget_mapping`) before the next row is seen; so a
+    /// descriptor rebuilt at the same address never meets a stale mapping.
     fn still_valid(&self, row: &RowTrigger) -> bool {
-        if self.tgoid != row.tgoid() || self.tupdesc != row.tupdesc || self.natts != row.natts() {
-            return false;
-        }
-        // A relcache rebuild may hand out a new descriptor at the same address: check the columns.
-        let cols = [Some(&self.content), self.files.as_ref(), self.source_type.as_ref().map(|s| &s.0), self.org.as_ref()];
-        let stamps = self.stamps.iter().flat_map(|s| {
-            [Some(&s.created), Some(&s.expires), Some(&s.purge), Some(&s.archive), s.memory_type.as_ref().map(|m| &m.0)]
-        });
-        cols.into_iter().chain(stamps).flatten().chain(self.targets.iter().map(|t| &t.0)).all(|c| {
-            let a = row.attr(c.idx);
-            !a.attisdropped
-                && a.atttypid == c.typoid
-                && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == c.name.as_bytes()
-        })
+        self.tgoid == row.tgoid() && self.relid == row.relid() && self.tupdesc == row.tupdesc && self.natts == row.natts()
     }
 
     fn resolve(row: &RowTrigger) -> Result<Self, MxError> {
@@ -421,6 +432,7 @@ impl ClassifyColumns {
         }
         Ok(ClassifyColumns {
             tgoid: row.tgoid(),
+            relid: row.relid(),
             tupdesc: row.tupdesc,
             natts: row.natts(),
             content,
