@@ -37,7 +37,7 @@ fn event(i: usize, payload: &Value) -> Event<'_> {
         project_id: Some("proj-7"),
         workspace_id: None,
         key_id: 1,
-        payload,
+        payload: payload.into(),
     }
 }
 

@@ -40,7 +40,42 @@ pub struct Event<'a> {
     pub project_id: Option<&'a str>,
     pub workspace_id: Option<&'a str>,
     pub key_id: i32,
-    pub payload: &'a Value,
+    pub payload: Payload<'a>,
+}
+
+/// An event's payload: any JSON value, or a flat object given member by member.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    Json(&'a Value),
+    Flat(FlatPayload<'a>),
+}
+
+impl<'a> From<&'a Value> for Payload<'a> {
+    fn from(v: &'a Value) -> Self {
+        Payload::Json(v)
+    }
+}
+
+/// A JSON object whose members are strings or nulls, with its keys strictly increasing in the
+/// RFC 8785 order. It hashes exactly as the equal `serde_json::Value` object, without building
+/// one: the extension's per-row events use it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlatPayload<'a>(&'a [(&'a str, Option<&'a str>)]);
+
+impl<'a> FlatPayload<'a> {
+    /// None unless the keys are strictly increasing in RFC 8785 order (so also unique).
+    pub fn new(members: &'a [(&'a str, Option<&'a str>)]) -> Option<Self> {
+        members.windows(2).all(|w| utf16_cmp(w[0].0, w[1].0) == Ordering::Less).then_some(FlatPayload(members))
+    }
+
+    pub fn members(&self) -> &'a [(&'a str, Option<&'a str>)] {
+        self.0
+    }
+
+    /// The equal `serde_json::Value`.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.0.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(Value::Null, |s| Value::String(s.to_owned())))).collect())
+    }
 }
 
 /// An entry's hashed fields but the payload, borrowed from an [`Event`], a [`StoredEntry`] or
@@ -280,9 +315,28 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+fn write_payload(out: &mut Vec<u8>, payload: Payload) {
+    match payload {
+        Payload::Json(v) => write_value(out, v),
+        Payload::Flat(f) => {
+            // Keys are in RFC 8785 order by construction.
+            out.push(b'{');
+            for (i, (k, v)) in f.0.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, k);
+                out.push(b':');
+                write_opt_str(out, *v);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
 /// JCS of the event object. The member names are ASCII, so this fixed order is the RFC 8785
 /// order; writing them directly avoids building a `serde_json::Value` (and cloning the payload).
-fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: &Value) {
+fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: Payload) {
     out.extend_from_slice(b"{\"actor_id\":");
     write_opt_str(out, f.actor_id);
     out.extend_from_slice(b",\"chain_id\":");
@@ -294,7 +348,7 @@ fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: &Value) {
     out.extend_from_slice(b",\"org_id\":");
     write_opt_str(out, f.org_id);
     out.extend_from_slice(b",\"payload\":");
-    write_value(out, payload);
+    write_payload(out, payload);
     out.extend_from_slice(b",\"prev_hash\":\"");
     write_hex(out, f.prev_hash);
     out.extend_from_slice(b"\",\"project_id\":");
@@ -337,7 +391,19 @@ pub fn entry_hash(key: &[u8], ev: &Event) -> [u8; 32] {
 /// Lowercase hex SHA-256, used for `content_sha256` so payloads reference content without
 /// carrying it.
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex::encode(Sha256::digest(data))
+    let mut buf = [0u8; 64];
+    sha256_hex_in(data, &mut buf).to_owned()
+}
+
+/// [`sha256_hex`] written into `buf`, for per-row callers that should not allocate.
+pub fn sha256_hex_in<'b>(data: &[u8], buf: &'b mut [u8; 64]) -> &'b str {
+    let digest = Sha256::digest(data);
+    for (pair, b) in buf.chunks_exact_mut(2).zip(digest.iter()) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 15)];
+    }
+    // Only ASCII hex digits were written.
+    std::str::from_utf8(buf).unwrap_or_default()
 }
 
 /// `"h:"` + lowercase hex of `HMAC-SHA256(salt, id)`: a stable pseudonym for actor and user ids
@@ -538,7 +604,10 @@ impl StoredEntry {
             project_id: ev.project_id.map(str::to_owned),
             workspace_id: ev.workspace_id.map(str::to_owned),
             key_id: ev.key_id,
-            payload: ev.payload.clone(),
+            payload: match ev.payload {
+                Payload::Json(v) => v.clone(),
+                Payload::Flat(f) => f.to_value(),
+            },
         }
     }
 }
@@ -629,7 +698,7 @@ impl<'k> EntryHasher<'k> {
             }
         };
         self.buf.clear();
-        write_event(&mut self.buf, e, payload);
+        write_event(&mut self.buf, e, Payload::Json(payload));
         Some(finish_mac(mac, &self.buf))
     }
 }

@@ -3,6 +3,7 @@
 //! skips `jsonb_out` and JSON parsing. Anything else goes through Postgres' own functions.
 
 use pgrx::prelude::*;
+use memory_core::audit::Payload;
 use serde_json::{Map, Value};
 
 // JSONB on-disk layout (utils/jsonb.h).
@@ -14,76 +15,99 @@ const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
 const JENTRY_ISNULL: u32 = 0x4000_0000;
 const JB_OFFSET_STRIDE: usize = 32;
 
-/// A jsonb datum for an object whose values are strings, booleans or nulls, laid out exactly as
-/// `jsonb_in` would lay it out (keys ordered by length then bytes, an offset in every 32nd
-/// entry). None for anything else (numbers, nested values), which then go through `jsonb_in`.
-///
-/// # Safety
-/// Allocates with palloc in the current memory context.
-pub(super) unsafe fn flat_object_jsonb(v: &Value) -> Option<pg_sys::Datum> {
-    let obj = v.as_object()?;
-    // Text is stored as UTF-8 bytes, so only in a UTF-8 database; jsonb refuses NUL characters,
-    // and jsonb_in says so.
-    if unsafe { pg_sys::GetDatabaseEncoding() } != pg_sys::pg_enc::PG_UTF8 as i32 {
-        return None;
-    }
-    let mut pairs: Vec<(&str, &Value)> = Vec::with_capacity(obj.len());
-    for (k, v) in obj {
-        let plain = |s: &str| !s.contains('\0');
-        match v {
-            Value::String(s) if plain(s) => {}
-            Value::Null | Value::Bool(_) => {}
-            _ => return None,
+/// A member value of a flat object.
+#[derive(Clone, Copy)]
+pub(super) enum Scalar<'a> {
+    Str(&'a str),
+    Bool(bool),
+    Null,
+}
+
+/// Append to `out` the jsonb root container (the bytes after the varlena header) of a payload
+/// that is a flat object (strings, booleans or nulls), laid out exactly as `jsonb_in` would lay
+/// it out: keys ordered by length then bytes, an offset in every 32nd entry. False, with `out`
+/// unchanged, for anything else (numbers, nested values, NUL characters, which jsonb refuses),
+/// which then goes through `jsonb_in`. Strings are stored as UTF-8, so only for a UTF-8 database.
+pub(super) fn write_flat_container(payload: Payload, out: &mut Vec<u8>) -> bool {
+    match payload {
+        Payload::Flat(f) => {
+            let m = f.members();
+            with_members(m.len(), m.iter().map(|(k, v)| (*k, v.map_or(Scalar::Null, Scalar::Str))), out)
         }
-        if !plain(k) {
-            return None;
+        Payload::Json(Value::Object(obj)) => {
+            let scalar = |v: &Value| matches!(v, Value::String(_) | Value::Bool(_) | Value::Null);
+            if !obj.values().all(scalar) {
+                return false;
+            }
+            let members = obj.iter().map(|(k, v)| {
+                let s = match v {
+                    Value::String(s) => Scalar::Str(s),
+                    Value::Bool(b) => Scalar::Bool(*b),
+                    _ => Scalar::Null,
+                };
+                (k.as_str(), s)
+            });
+            with_members(obj.len(), members, out)
         }
-        pairs.push((k.as_str(), v));
+        Payload::Json(_) => false,
     }
-    pairs.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
-    let n = pairs.len();
-    let data: usize = pairs.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
-    let size = pg_sys::VARHDRSZ + 4 + 8 * n + data;
-    if size > 0x0FFF_FFFF {
-        return None;
-    }
-    // Written straight into the palloc'd datum: header, entries, keys, then values.
-    let out: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(pg_sys::palloc(size).cast::<u8>(), size) };
-    let mut at = pg_sys::VARHDRSZ;
-    let mut put = |bytes: &[u8]| {
-        out[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
+}
+
+/// Sort `n` members (on the stack when few) into jsonb order and write them.
+fn with_members<'a>(n: usize, members: impl Iterator<Item = (&'a str, Scalar<'a>)>, out: &mut Vec<u8>) -> bool {
+    const STACK: usize = 16;
+    let mut stack = [("", Scalar::Null); STACK];
+    let mut heap = Vec::new();
+    let pairs: &mut [(&str, Scalar)] = if n <= STACK {
+        let mut k = 0;
+        for m in members.take(STACK) {
+            stack[k] = m;
+            k += 1;
+        }
+        &mut stack[..k]
+    } else {
+        heap.extend(members);
+        &mut heap
     };
-    put(&((n as u32) | JB_FOBJECT).to_ne_bytes());
+    let plain = |s: &str| !s.as_bytes().contains(&0);
+    if !pairs.iter().all(|(k, v)| plain(k) && !matches!(v, Scalar::Str(s) if !plain(s))) {
+        return false;
+    }
+    pairs.sort_unstable_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+    let n = pairs.len();
+    let data: usize = pairs.iter().map(|(k, v)| k.len() + if let Scalar::Str(s) = v { s.len() } else { 0 }).sum();
+    if pg_sys::VARHDRSZ + 4 + 8 * n + data > 0x0FFF_FFFF {
+        return false;
+    }
+    out.reserve(4 + 8 * n + data);
+    out.extend_from_slice(&((n as u32) | JB_FOBJECT).to_ne_bytes());
     let mut total = 0u32;
-    let mut entry = |idx: usize, kind: u32, len: usize, put: &mut dyn FnMut(&[u8])| {
+    let mut entry = |out: &mut Vec<u8>, idx: usize, kind: u32, len: usize| {
         total += len as u32;
         let e = if idx % JB_OFFSET_STRIDE == 0 { kind | total | JENTRY_HAS_OFF } else { kind | len as u32 };
-        put(&e.to_ne_bytes());
+        out.extend_from_slice(&e.to_ne_bytes());
     };
     for (i, (k, _)) in pairs.iter().enumerate() {
-        entry(i, JENTRY_ISSTRING, k.len(), &mut put);
+        entry(out, i, JENTRY_ISSTRING, k.len());
     }
     for (i, (_, v)) in pairs.iter().enumerate() {
         let (kind, len) = match v {
-            Value::String(s) => (JENTRY_ISSTRING, s.len()),
-            Value::Bool(true) => (JENTRY_ISBOOL_TRUE, 0),
-            Value::Bool(false) => (JENTRY_ISBOOL_FALSE, 0),
-            _ => (JENTRY_ISNULL, 0),
+            Scalar::Str(s) => (JENTRY_ISSTRING, s.len()),
+            Scalar::Bool(true) => (JENTRY_ISBOOL_TRUE, 0),
+            Scalar::Bool(false) => (JENTRY_ISBOOL_FALSE, 0),
+            Scalar::Null => (JENTRY_ISNULL, 0),
         };
-        entry(i + n, kind, len, &mut put);
+        entry(out, i + n, kind, len);
     }
-    for (k, _) in &pairs {
-        put(k.as_bytes());
+    for (k, _) in pairs.iter() {
+        out.extend_from_slice(k.as_bytes());
     }
-    for (_, v) in &pairs {
-        if let Value::String(s) = v {
-            put(s.as_bytes());
+    for (_, v) in pairs.iter() {
+        if let Scalar::Str(s) = v {
+            out.extend_from_slice(s.as_bytes());
         }
     }
-    debug_assert_eq!(at, size);
-    unsafe { pgrx::varlena::set_varsize_4b(out.as_mut_ptr().cast(), size as i32) };
-    Some(pg_sys::Datum::from(out.as_mut_ptr()))
+    true
 }
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;

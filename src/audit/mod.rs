@@ -10,7 +10,7 @@ mod trigger;
 mod verify;
 
 use crate::errors::{MxError, OrRaise};
-use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder};
+use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload};
 use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
 use pgrx::prelude::*;
@@ -37,6 +37,19 @@ pub struct Pending {
     pub payload_text: Option<String>,
 }
 
+/// An event borrowed from wherever it was read: what the statement trigger builds per row
+/// without allocating.
+pub struct EventRef<'a> {
+    pub event_type: &'a str,
+    pub org_id: Option<&'a str>,
+    pub project_id: Option<&'a str>,
+    pub workspace_id: Option<&'a str>,
+    pub actor_id: Option<&'a str>,
+    pub payload: Payload<'a>,
+    /// As `Pending::payload_text`.
+    pub payload_text: Option<&'a str>,
+}
+
 struct Head {
     /// ctid of the head row version this transaction holds locked.
     tid: String,
@@ -50,29 +63,66 @@ pub struct Appender {
     key_id: i32,
     key: Vec<u8>,
     salt: Vec<u8>,
+    /// Whether the database encoding is UTF-8 (payloads can then be laid out as jsonb here).
+    utf8: bool,
     heads: BTreeMap<String, Head>,
     rows: Rows,
 }
 
-#[derive(Default)]
-struct Rows {
-    chain: Vec<String>,
-    seq: Vec<i64>,
-    event_type: Vec<Cow<'static, str>>,
-    recorded_at: Vec<i64>,
-    actor: Vec<Option<String>>,
-    org: Vec<Option<String>>,
-    project: Vec<Option<String>>,
-    workspace: Vec<Option<String>>,
-    payload: Vec<StoredPayload>,
-    prev: Vec<Vec<u8>>,
-    hash: Vec<Vec<u8>>,
+/// Where bytes are in `Rows::arena`.
+#[derive(Clone, Copy)]
+struct Span {
+    at: usize,
+    len: usize,
 }
 
-/// A payload as it will be stored: the caller's own text, verbatim, or a value memory_ext built.
+/// A payload as it will be stored.
+#[derive(Clone, Copy)]
 enum StoredPayload {
-    Text(String),
-    Value(Value),
+    /// A jsonb root container laid out by memory_ext.
+    Jsonb(Span),
+    /// JSON text for `jsonb_in`: the caller's own text, verbatim, or a value that is not flat.
+    Text(Span),
+}
+
+/// One chained event waiting to be written.
+struct Row {
+    chain: Span,
+    seq: i64,
+    recorded_at: i64,
+    event_type: Span,
+    actor: Option<Span>,
+    org: Option<Span>,
+    project: Option<Span>,
+    workspace: Option<Span>,
+    payload: StoredPayload,
+    prev: [u8; 32],
+    hash: [u8; 32],
+}
+
+/// Events chained but not yet written: fixed-size rows, and one arena for all their text (no
+/// allocation per event).
+#[derive(Default)]
+struct Rows {
+    rows: Vec<Row>,
+    arena: Vec<u8>,
+}
+
+impl Rows {
+    fn put(&mut self, s: &str) -> Span {
+        let at = self.arena.len();
+        self.arena.extend_from_slice(s.as_bytes());
+        Span { at, len: s.len() }
+    }
+
+    fn get(&self, s: Span) -> &[u8] {
+        &self.arena[s.at..s.at + s.len]
+    }
+
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.arena.clear();
+    }
 }
 
 thread_local! {
@@ -142,10 +192,6 @@ pub(crate) fn spi_err(e: pgrx::spi::Error) -> MxError {
     MxError::spi("audit", e)
 }
 
-pub(crate) fn chain_of(org: &Option<String>) -> &str {
-    org.as_deref().unwrap_or("")
-}
-
 impl Appender {
     /// Reads the current key. The transaction gets its xid here, so that pgrx runs the writes
     /// below as read-write statements even through `select` (which keeps the client shareable
@@ -156,7 +202,8 @@ impl Appender {
         let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
         let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
         let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
-        Ok(Appender { key_id, key, salt, heads: BTreeMap::new(), rows: Rows::default() })
+        let utf8 = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
+        Ok(Appender { key_id, key, salt, utf8, heads: BTreeMap::new(), rows: Rows::default() })
     }
 
     /// Pseudonym of an actor or user id, as payloads and actor_id carry them.
@@ -206,69 +253,90 @@ impl Appender {
     /// Room for `n` more events before the next flush.
     pub fn reserve(&mut self, n: usize) {
         let n = n.min(CHUNK);
-        let r = &mut self.rows;
-        r.chain.reserve(n);
-        r.seq.reserve(n);
-        r.event_type.reserve(n);
-        r.recorded_at.reserve(n);
-        r.actor.reserve(n);
-        r.org.reserve(n);
-        r.project.reserve(n);
-        r.workspace.reserve(n);
-        r.payload.reserve(n);
-        r.prev.reserve(n);
-        r.hash.reserve(n);
+        self.rows.rows.reserve(n);
+        self.rows.arena.reserve(n * 160);
     }
 
     /// Chain one event (its chain must be locked); returns its seq.
     pub fn push(&mut self, client: &SpiClient, ev: Pending) -> Result<i64, MxError> {
-        let chain = chain_of(&ev.org_id).to_string();
-        if !self.heads.contains_key(&chain) {
-            self.lock(client, [chain.as_str()])?;
+        self.push_ref(
+            client,
+            EventRef {
+                event_type: &ev.event_type,
+                org_id: ev.org_id.as_deref(),
+                project_id: ev.project_id.as_deref(),
+                workspace_id: ev.workspace_id.as_deref(),
+                actor_id: ev.actor_id.as_deref(),
+                payload: Payload::Json(&ev.payload),
+                payload_text: ev.payload_text.as_deref(),
+            },
+        )
+    }
+
+    /// `push` of a borrowed event.
+    pub fn push_ref(&mut self, client: &SpiClient, ev: EventRef) -> Result<i64, MxError> {
+        let chain = ev.org_id.unwrap_or("");
+        if !self.heads.contains_key(chain) {
+            self.lock(client, [chain])?;
         }
-        let head = self.heads.get_mut(&chain).expect("locked above");
+        let head = self.heads.get_mut(chain).expect("locked above");
         let mut event = Event {
-            chain_id: &chain,
+            chain_id: chain,
             seq: 0,
             prev_hash: [0; 32],
-            event_type: &ev.event_type,
+            event_type: ev.event_type,
             recorded_at_micros: head.recorded_at,
-            actor_id: ev.actor_id.as_deref(),
-            org_id: ev.org_id.as_deref(),
-            project_id: ev.project_id.as_deref(),
-            workspace_id: ev.workspace_id.as_deref(),
+            actor_id: ev.actor_id,
+            org_id: ev.org_id,
+            project_id: ev.project_id,
+            workspace_id: ev.workspace_id,
             key_id: self.key_id,
-            payload: &ev.payload,
+            payload: ev.payload,
         };
         let (seq, prev, hash) = head.chainer.append(&self.key, &mut event);
         head.tree.push(&hash);
+        let recorded_at = head.recorded_at;
         let r = &mut self.rows;
-        r.seq.push(seq);
-        r.recorded_at.push(head.recorded_at);
-        r.payload.push(match ev.payload_text {
-            Some(t) => StoredPayload::Text(t),
-            None => StoredPayload::Value(ev.payload),
-        });
-        r.event_type.push(ev.event_type);
-        r.prev.push(prev.to_vec());
-        r.hash.push(hash.to_vec());
-        r.chain.push(chain);
-        r.actor.push(ev.actor_id);
-        r.org.push(ev.org_id);
-        r.project.push(ev.project_id);
-        r.workspace.push(ev.workspace_id);
-        if r.seq.len() >= CHUNK {
+        let payload = match ev.payload_text {
+            Some(t) => StoredPayload::Text(r.put(t)),
+            None => {
+                let at = r.arena.len();
+                if self.utf8 && jsonb::write_flat_container(ev.payload, &mut r.arena) {
+                    StoredPayload::Jsonb(Span { at, len: r.arena.len() - at })
+                } else {
+                    let text = match ev.payload {
+                        Payload::Json(v) => v.to_string(),
+                        Payload::Flat(f) => f.to_value().to_string(),
+                    };
+                    StoredPayload::Text(r.put(&text))
+                }
+            }
+        };
+        let row = Row {
+            chain: r.put(chain),
+            seq,
+            recorded_at,
+            event_type: r.put(ev.event_type),
+            actor: ev.actor_id.map(|s| r.put(s)),
+            org: ev.org_id.map(|s| r.put(s)),
+            project: ev.project_id.map(|s| r.put(s)),
+            workspace: ev.workspace_id.map(|s| r.put(s)),
+            payload,
+            prev,
+            hash,
+        };
+        r.rows.push(row);
+        if r.rows.len() >= CHUNK {
             self.flush(client)?;
-            self.reserve(CHUNK);
         }
         Ok(seq)
     }
 
     fn flush(&mut self, client: &SpiClient) -> Result<(), MxError> {
-        if self.rows.seq.is_empty() {
+        if self.rows.rows.is_empty() {
             return Ok(());
         }
-        let r = std::mem::take(&mut self.rows);
+        let r = &self.rows;
         // Each row goes into the month partition of its recorded_at (or the default one), the
         // way COPY writes: straight into the table and its indexes, no statement per chunk, no
         // arrays to build and unnest.
@@ -280,8 +348,8 @@ impl Appender {
             unsafe { pg_sys::LockRelationOid(parts.0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
             let parts = partitions(client)?;
             let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
-            for (i, &at) in r.recorded_at.iter().enumerate() {
-                let pg_at = at - PG_EPOCH_UNIX_MICROS;
+            for (i, row) in r.rows.iter().enumerate() {
+                let pg_at = row.recorded_at - PG_EPOCH_UNIX_MICROS;
                 let oid = parts
                     .1
                     .iter()
@@ -306,8 +374,10 @@ impl Appender {
                 continue;
             }
             for ((_, rows), rel) in groups.iter().zip(rels) {
-                unsafe { insert_direct(rel, &r, rows, self.key_id)? };
+                unsafe { insert_direct(rel, r, rows, self.key_id)? };
             }
+            // The buffers stay allocated for the next chunk.
+            self.rows.clear();
             return Ok(());
         }
     }
@@ -518,7 +588,8 @@ fn read_partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, 
 }
 
 /// Insert rows `which` of `r` into the partition `rel` (opened with RowExclusiveLock; closed
-/// here) and its indexes, as COPY does.
+/// here) and its indexes, as COPY does: batches of rows go to the table access method's
+/// multi-insert (one WAL record per heap page instead of one per row), then into the indexes.
 ///
 /// # Safety
 /// Runs inside the trigger's transaction with `rel` a partition of memory.audit_log.
@@ -527,6 +598,8 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
         "chain_id", "seq", "event_type", "recorded_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
         "key_id", "prev_hash", "entry_hash",
     ];
+    // Rows per multi-insert (COPY buffers up to 1000).
+    const BATCH: usize = 1000;
     unsafe {
         let desc = (*rel).rd_att;
         let natts = (*desc).natts as usize;
@@ -552,66 +625,96 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
         pg_sys::ExecOpenIndices(rri, false);
         let estate = pg_sys::CreateExecutorState();
         let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let mut slots: Vec<*mut pg_sys::TupleTableSlot> =
+            (0..which.len().min(BATCH)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
         let bistate = pg_sys::GetBulkInsertState();
         let cid = pg_sys::GetCurrentCommandId(true);
-        let text = |s: &str| pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr().cast(), s.len() as i32));
-        let bytea = |b: &[u8]| {
-            let v: *mut pg_sys::varlena = pg_sys::palloc(b.len() + pg_sys::VARHDRSZ).cast();
-            pgrx::varlena::set_varsize_4b(v, (b.len() + pg_sys::VARHDRSZ) as i32);
-            std::ptr::copy_nonoverlapping(b.as_ptr(), (v as *mut u8).add(pg_sys::VARHDRSZ), b.len());
-            pg_sys::Datum::from(v)
-        };
-        let opt = |s: &Option<String>| s.as_deref().map(text);
         // Chain by chain, in seq order: each chain's index entries go in one after another into
         // the same leaf pages, and the heap keeps a chain's entries together for verification.
         let mut order: Vec<usize> = which.to_vec();
-        order.sort_unstable_by(|&x, &y| r.chain[x].cmp(&r.chain[y]).then(r.seq[x].cmp(&r.seq[y])));
-        for &i in &order {
+        let rows = &r.rows;
+        order.sort_unstable_by(|&x, &y| r.get(rows[x].chain).cmp(r.get(rows[y].chain)).then(rows[x].seq.cmp(&rows[y].seq)));
+        let varlena = |len: usize| maxalign(pg_sys::VARHDRSZ + len);
+        for batch in order.chunks(BATCH) {
             let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-            pg_sys::ExecClearTuple(slot);
-            let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
-            let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
-            nulls.fill(true);
-            let from_text = |t: &str| {
-                let text = std::ffi::CString::new(t).unwrap_or_default();
-                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+            // One allocation holds every varlena of the batch.
+            let size: usize = batch
+                .iter()
+                .map(|&i| {
+                    let row = &rows[i];
+                    let texts = [Some(row.chain), Some(row.event_type), row.actor, row.org, row.project, row.workspace];
+                    let payload = match row.payload {
+                        StoredPayload::Jsonb(s) => varlena(s.len),
+                        StoredPayload::Text(_) => 0,
+                    };
+                    texts.iter().flatten().map(|s| varlena(s.len)).sum::<usize>() + 2 * varlena(32) + payload
+                })
+                .sum();
+            let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
+            let mut used = 0usize;
+            let mut put = |bytes: &[u8]| -> pg_sys::Datum {
+                let p = mem.add(used);
+                pgrx::varlena::set_varsize_4b(p.cast(), (bytes.len() + pg_sys::VARHDRSZ) as i32);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
+                used += varlena(bytes.len());
+                pg_sys::Datum::from(p)
             };
-            let payload = match &r.payload[i] {
-                StoredPayload::Value(v) => jsonb::flat_object_jsonb(v).or_else(|| from_text(&v.to_string())),
-                StoredPayload::Text(t) => from_text(t),
-            };
-            let row: [Option<pg_sys::Datum>; 12] = [
-                Some(text(&r.chain[i])),
-                Some(pg_sys::Datum::from(r.seq[i])),
-                Some(text(&r.event_type[i])),
-                Some(pg_sys::Datum::from(r.recorded_at[i] - PG_EPOCH_UNIX_MICROS)),
-                opt(&r.actor[i]),
-                opt(&r.org[i]),
-                opt(&r.project[i]),
-                opt(&r.workspace[i]),
-                payload,
-                Some(pg_sys::Datum::from(key_id)),
-                Some(bytea(&r.prev[i])),
-                Some(bytea(&r.hash[i])),
-            ];
-            for (k, d) in row.into_iter().enumerate() {
-                if let Some(d) = d {
-                    values[at[k]] = d;
-                    nulls[at[k]] = false;
+            for (k, &i) in batch.iter().enumerate() {
+                let row = &rows[i];
+                let slot = slots[k];
+                pg_sys::ExecClearTuple(slot);
+                let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+                let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+                nulls.fill(true);
+                let payload = match row.payload {
+                    StoredPayload::Jsonb(s) => Some(put(r.get(s))),
+                    StoredPayload::Text(s) => {
+                        let text = std::ffi::CString::new(r.get(s)).unwrap_or_default();
+                        pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+                    }
+                };
+                let mut text = |s: Option<Span>| s.map(|s| put(r.get(s)));
+                let cells: [Option<pg_sys::Datum>; 12] = [
+                    text(Some(row.chain)),
+                    Some(pg_sys::Datum::from(row.seq)),
+                    text(Some(row.event_type)),
+                    Some(pg_sys::Datum::from(row.recorded_at - PG_EPOCH_UNIX_MICROS)),
+                    text(row.actor),
+                    text(row.org),
+                    text(row.project),
+                    text(row.workspace),
+                    payload,
+                    Some(pg_sys::Datum::from(key_id)),
+                    Some(put(&row.prev)),
+                    Some(put(&row.hash)),
+                ];
+                for (c, d) in cells.into_iter().enumerate() {
+                    if let Some(d) = d {
+                        values[at[c]] = d;
+                        nulls[at[c]] = false;
+                    }
                 }
+                pg_sys::ExecStoreVirtualTuple(slot);
             }
-            pg_sys::ExecStoreVirtualTuple(slot);
-            pg_sys::table_tuple_insert(rel, slot, cid, 0, bistate);
-            pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+            debug_assert!(used <= size.max(1));
+            pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
+            for &slot in &slots[..batch.len()] {
+                pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+            }
             pg_sys::MemoryContextSwitchTo(old);
             pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
         }
         pg_sys::FreeBulkInsertState(bistate);
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        for slot in slots {
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+        }
         pg_sys::ExecCloseIndices(rri);
         pg_sys::FreeExecutorState(estate);
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
     Ok(())
+}
+
+fn maxalign(n: usize) -> usize {
+    (n + 7) & !7
 }

@@ -1,13 +1,11 @@
 //! The statement-level trigger of governed tables: one event per affected row, chained per
 //! tenant through the shared `Appender`.
 
-use super::{chain_of, default_actor, spi_err, Appender, Pending, CHUNK};
+use super::{default_actor, spi_err, Appender, EventRef, CHUNK};
 use crate::errors::{MxError, OrRaise};
-use memory_core::audit::sha256_hex;
+use memory_core::audit::{FlatPayload, Payload};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
-use serde_json::json;
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Column mapping of `memory.audit_trigger`, from TG_ARGV `key=value` pairs.
@@ -119,63 +117,18 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
         let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
-        // Pseudonyms of the statement's users: each is an HMAC, and a statement usually writes
-        // for few users.
-        let mut pseudonyms: HashMap<String, String> = HashMap::new();
-        let mut to_events = |batch: pgrx::spi::SpiTupleTable, ap: &Appender| -> Result<Vec<Pending>, MxError> {
-            let mut out = Vec::with_capacity(batch.len());
-            for row in batch {
-                let id: Option<String> = row.get(1).map_err(spi_err)?;
-                let content: Option<&str> = row.get(2).map_err(spi_err)?;
-                let org: Option<String> = row.get(3).map_err(spi_err)?;
-                let project: Option<String> = row.get(4).map_err(spi_err)?;
-                let workspace: Option<String> = row.get(5).map_err(spi_err)?;
-                let user: Option<&str> = row.get(6).map_err(spi_err)?;
-                let tier: Option<String> = row.get(7).map_err(spi_err)?;
-                let user_p = user.map(|u| match pseudonyms.get(u) {
-                    Some(p) => p.clone(),
-                    None => {
-                        let p = ap.pseudonym(u);
-                        if pseudonyms.len() < 100_000 {
-                            pseudonyms.insert(u.to_string(), p.clone());
-                        }
-                        p
-                    }
-                });
-                let payload = match event_type {
-                    "memory.store" => json!({
-                        "table": map.table, "id": id, "content_sha256": content.map(|c| sha256_hex(c.as_bytes())),
-                        "classification": tier, "userId": user_p,
-                    }),
-                    "memory.delete" => json!({ "table": map.table, "id": id, "classification": tier, "userId": user_p }),
-                    _ => {
-                        let old: Option<String> = row.get(8).map_err(spi_err)?;
-                        json!({ "table": map.table, "id": id, "from": old, "to": tier, "reason": reason, "userId": user_p })
-                    }
-                };
-                out.push(Pending {
-                    event_type: Cow::Borrowed(event_type),
-                    org_id: org,
-                    project_id: project,
-                    workspace_id: workspace,
-                    actor_id: Some(actor.clone()),
-                    payload,
-                    payload_text: None,
-                });
-            }
-            Ok(out)
-        };
-
+        let table = map.table.as_str();
+        let cols = if event_type == "memory.reclassify" { 8 } else { 7 };
         let mut cursor = client.open_cursor(query.as_str(), &[]);
-        let first = to_events(cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?, &ap)?;
-        if first.is_empty() {
+        let mut batch = Batch::default();
+        if !batch.fetch(&mut cursor, cols)? {
             return Ok(());
         }
         // Lock every chain the statement touches before chaining anything, in order. A statement
         // that fits in one chunk names its chains itself; a bigger one is scanned for them.
-        if first.len() < CHUNK {
-            let chains: Vec<String> = first.iter().map(|e| chain_of(&e.org_id).to_string()).collect();
-            ap.lock(client, chains.iter().map(String::as_str))?;
+        if batch.len() < CHUNK {
+            let chains: Vec<&str> = (0..batch.len()).map(|i| batch.text(i, 2).unwrap_or("")).collect();
+            ap.lock(client, chains)?;
         } else {
             let orgs_q = format!(
                 "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
@@ -187,19 +140,151 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             }
             ap.lock(client, chains.iter().map(String::as_str))?;
         }
-        ap.reserve(first.len());
-        for e in first {
-            ap.push(client, e)?;
-        }
+        ap.reserve(batch.len());
+        // Pseudonyms of the statement's users: each is an HMAC, and a statement usually writes
+        // for few users.
+        let mut pseudonyms: HashMap<String, String> = HashMap::new();
+        let mut sha = [0u8; 64];
         loop {
-            let batch = cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?;
-            if batch.is_empty() {
-                break;
+            for i in 0..batch.len() {
+                let id = batch.text(i, 0);
+                let org = batch.text(i, 2);
+                let user = batch.text(i, 5);
+                let tier = batch.text(i, 6);
+                let fresh;
+                let user_p: Option<&str> = match user {
+                    None => None,
+                    Some(u) => {
+                        if !pseudonyms.contains_key(u) && pseudonyms.len() < 100_000 {
+                            pseudonyms.insert(u.to_string(), ap.pseudonym(u));
+                        }
+                        match pseudonyms.get(u) {
+                            Some(p) => Some(p.as_str()),
+                            None => {
+                                fresh = ap.pseudonym(u);
+                                Some(fresh.as_str())
+                            }
+                        }
+                    }
+                };
+                // Members in RFC 8785 key order (FlatPayload checks it).
+                let store;
+                let delete;
+                let reclassify;
+                let members: &[(&str, Option<&str>)] = match event_type {
+                    "memory.store" => {
+                        let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut sha));
+                        store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                        &store
+                    }
+                    "memory.delete" => {
+                        delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                        &delete
+                    }
+                    _ => {
+                        reclassify = [("from", batch.text(i, 7)), ("id", id), ("reason", reason.as_deref()), ("table", Some(table)), ("to", tier), ("userId", user_p)];
+                        &reclassify
+                    }
+                };
+                let payload = FlatPayload::new(members).ok_or_else(|| MxError::new("XX000", "audit payload keys out of order"))?;
+                ap.push_ref(
+                    client,
+                    EventRef {
+                        event_type,
+                        org_id: org,
+                        project_id: batch.text(i, 3),
+                        workspace_id: batch.text(i, 4),
+                        actor_id: Some(&actor),
+                        payload: Payload::Flat(payload),
+                        payload_text: None,
+                    },
+                )?;
             }
-            for e in to_events(batch, &ap)? {
-                ap.push(client, e)?;
+            if !batch.fetch(&mut cursor, cols)? {
+                break;
             }
         }
         ap.finish(client)
     })
+}
+
+/// One fetched batch of the trigger's query, deformed once; text columns are read in place.
+#[derive(Default)]
+struct Batch {
+    /// The SPI tuple table of the batch (freed by the next fetch and on drop).
+    table: Option<*mut pg_sys::SPITupleTable>,
+    cols: usize,
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+impl Batch {
+    /// Fetch the next CHUNK rows of `cursor`; false when there are none.
+    fn fetch(&mut self, cursor: &mut pgrx::spi::SpiCursor, cols: usize) -> Result<bool, MxError> {
+        self.free();
+        if cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?.is_empty() {
+            return Ok(false);
+        }
+        // SAFETY: the fetch above left its result in SPI_tuptable, with `cols` columns (the
+        // query of audit_statement); the table is ours until freed.
+        unsafe {
+            let tt = pg_sys::SPI_tuptable;
+            pg_sys::SPI_tuptable = std::ptr::null_mut();
+            self.table = Some(tt);
+            let n = (*tt).numvals as usize;
+            let desc = (*tt).tupdesc;
+            if (*desc).natts as usize != cols {
+                return Err(MxError::new("XX000", "audit trigger query returned an unexpected row shape"));
+            }
+            self.cols = cols;
+            self.values.resize(n * cols, pg_sys::Datum::from(0usize));
+            self.nulls.resize(n * cols, true);
+            for i in 0..n {
+                let (v, nl) = (self.values[i * cols..].as_mut_ptr(), self.nulls[i * cols..].as_mut_ptr());
+                pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, v, nl);
+            }
+            self.values.truncate(n * cols);
+            self.nulls.truncate(n * cols);
+        }
+        Ok(true)
+    }
+
+    fn len(&self) -> usize {
+        if self.cols == 0 {
+            0
+        } else {
+            self.values.len() / self.cols
+        }
+    }
+
+    /// Bytes of the text column `c` of row `i` (None for NULL).
+    fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
+        let k = i * self.cols + c;
+        // SAFETY: a non-NULL text datum of the batch, alive until the batch is freed.
+        (!self.nulls[k]).then(|| unsafe { crate::tuple::text_bytes(self.values[k]) })
+    }
+
+    /// The text column `c` of row `i`. Text of a UTF-8 database is valid UTF-8; elsewhere,
+    /// bytes that are not read as replacement characters.
+    fn text(&self, i: usize, c: usize) -> Option<&str> {
+        self.bytes(i, c).map(|b| std::str::from_utf8(b).unwrap_or("\u{fffd}"))
+    }
+
+    fn free(&mut self) {
+        if let Some(tt) = self.table.take() {
+            // SAFETY: the table came from SPI in `fetch` and nothing borrows from it any more.
+            unsafe { pg_sys::SPI_freetuptable(tt) };
+        }
+        self.values.clear();
+        self.nulls.clear();
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // On an error the transaction's abort releases SPI memory; no call into Postgres then.
+        if !std::thread::panicking() {
+            self.free();
+        }
+    }
 }

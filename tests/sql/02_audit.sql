@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(54);
+SELECT plan(56);
 
 CREATE FUNCTION pg_temp.verdict(c text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN ok THEN 'ok' ELSE first_bad_seq || ' ' || split_part(reason, ':', 1) END FROM memory.audit_verify(c)
@@ -127,6 +127,15 @@ SELECT results_eq($$ SELECT chain_id, event_type, payload->>'from', payload->>'t
                   $$ VALUES ('t1', 'memory.reclassify', 'internal', 'restricted'), ('t2', 'memory.delete', NULL, NULL) $$,
                   'updates of the tier emit memory.reclassify, deletes memory.delete');
 SELECT is(pg_temp.verdict('t1'), 'ok', 'tenant chain t1 verifies');
+-- The trigger lays its payloads out as jsonb itself: byte-for-byte what jsonb_in makes of their
+-- text, for a NULL user, a NULL body and non-ASCII text too.
+INSERT INTO public.facts (tenant, body, user_id) VALUES ('t3', 'naïve café', NULL), ('t3', NULL, 'zoë');
+SELECT is((SELECT bool_and(payload = payload::text::jsonb AND pg_column_size(payload) = pg_column_size(payload::text::jsonb)
+                           AND payload::text = payload::text::jsonb::text)
+             FROM memory.audit_log WHERE chain_id IN ('t1', 't2', 't3')),
+          true, 'trigger payloads are byte-for-byte the jsonb jsonb_in makes');
+SELECT results_eq($$ SELECT payload->>'userId' IS NULL, payload->>'content_sha256' IS NULL FROM memory.audit_log WHERE chain_id = 't3' ORDER BY seq $$,
+                  $$ VALUES (true, false), (false, true) $$, 'a NULL user or body is a null member');
 
 -- Seal and prune --------------------------------------------------------------------------------------
 SAVEPOINT s;

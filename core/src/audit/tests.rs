@@ -28,7 +28,7 @@ fn chain(n: usize) -> Vec<StoredEntry> {
                 project_id: (i % 2 == 0).then_some("proj"),
                 workspace_id: None,
                 key_id,
-                payload: &payload,
+                payload: Payload::Json(&payload),
             };
             let (_, _, hash) = chainer.append(&keys[&key_id], &mut ev);
             StoredEntry::from_event(&ev, hash)
@@ -49,7 +49,7 @@ fn resign(e: &mut StoredEntry) {
         project_id: e.project_id.as_deref(),
         workspace_id: e.workspace_id.as_deref(),
         key_id: e.key_id,
-        payload: &e.payload,
+        payload: Payload::Json(&e.payload),
     };
     e.entry_hash = entry_hash(&keys()[&e.key_id], &ev).to_vec();
 }
@@ -142,7 +142,7 @@ fn kat_event(payload: &Value) -> Event<'_> {
         project_id: Some("p\u{e9}"),
         workspace_id: None,
         key_id: 2,
-        payload,
+        payload: Payload::Json(payload),
     }
 }
 
@@ -197,7 +197,7 @@ fn chainer_links_and_resumes() {
     assert_eq!(rows.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
     // Resuming from a stored head continues the same chain.
     let p = json!({});
-    let mut ev = Event { payload: &p, ..kat_event(&p) };
+    let mut ev = Event { payload: Payload::Json(&p), ..kat_event(&p) };
     let mut resumed = Chainer::new(6, to_array(&rows[5].entry_hash));
     let (seq, prev, hash) = resumed.append(b"k", &mut ev);
     assert_eq!((seq, prev.to_vec(), ev.seq, ev.prev_hash), (7, rows[5].entry_hash.clone(), 7, prev));
@@ -441,6 +441,31 @@ mod props {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
+        // A flat payload hashes exactly as the equal Value object: same JCS bytes, same entry
+        // hash; and only strictly ordered keys make a FlatPayload.
+        #[test]
+        fn flat_payload_hashes_as_its_value(members in prop::collection::vec((tricky_string(), prop::option::of(tricky_string())), 0..8)) {
+            let value = Value::Object(members.iter().map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String))).collect());
+            let mut sorted: Vec<(&str, Option<&str>)> = Vec::new();
+            if let Value::Object(m) = &value {
+                for (k, v) in m {
+                    sorted.push((k.as_str(), v.as_str()));
+                }
+            }
+            sorted.sort_by(|a, b| utf16_cmp(a.0, b.0));
+            let flat = FlatPayload::new(&sorted).expect("sorted unique keys");
+            prop_assert_eq!(flat.to_value(), value.clone());
+            let ev = |payload| Event { payload, ..kat_event(&Value::Null) };
+            prop_assert_eq!(canonical_event(&ev(Payload::Flat(flat))), canonical_event(&ev(Payload::Json(&value))));
+            if sorted.len() >= 2 {
+                let mut reversed = sorted.clone();
+                reversed.reverse();
+                prop_assert!(FlatPayload::new(&reversed).is_none());
+                let dup = [sorted[0], sorted[0]];
+                prop_assert!(FlatPayload::new(&dup).is_none());
+            }
+        }
+
         #[test]
         fn jcs_matches_canonicalizer(v in any_json()) {
             let mut ours = Vec::new();
@@ -463,7 +488,7 @@ mod props {
             let ev = Event {
                 chain_id: &chain_id, seq, prev_hash: prev, event_type: &event_type, recorded_at_micros: micros,
                 actor_id: actor.as_deref(), org_id: org.as_deref(), project_id: None, workspace_id: Some("w"),
-                key_id, payload: &payload,
+                key_id, payload: Payload::Json(&payload),
             };
             let reference = json!({
                 "chain_id": chain_id, "seq": seq, "prev_hash": hex::encode(prev), "event_type": event_type,
@@ -497,7 +522,7 @@ mod props {
                 let mut ev = Event {
                     chain_id: "c", seq: 0, prev_hash: ZERO_HASH, event_type: t, recorded_at_micros: *micros,
                     actor_id: actor.as_deref(), org_id: None, project_id: None, workspace_id: None,
-                    key_id: *key_id, payload,
+                    key_id: *key_id, payload: Payload::Json(payload),
                 };
                 let (_, _, h) = chainer.append(&keys[key_id], &mut ev);
                 StoredEntry::from_event(&ev, h)
@@ -531,4 +556,12 @@ fn merkle_frontier_round_trips_and_keeps_growing() {
     }
     assert!(MerkleBuilder::from_bytes(&[0, 0, 0, 0, 0, 0, 0, 3, 1]).is_none());
     assert_eq!(MerkleBuilder::from_bytes(&[]).map(|b| b.len()), Some(0));
+}
+
+#[test]
+fn sha256_hex_known_answer() {
+    // FIPS 180-2 test vector.
+    assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    let mut buf = [0u8; 64];
+    assert_eq!(sha256_hex_in(b"", &mut buf), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
