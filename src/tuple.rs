@@ -200,6 +200,8 @@ pub struct ClassifyColumns {
     stamps: Option<StampCols>,
     /// Set by `stamp`, consumed by `store`.
     stamped: bool,
+    /// The database encoding is UTF-8 (so its text is valid UTF-8).
+    utf8: bool,
     new: Deformed,
     old: Deformed,
 }
@@ -275,43 +277,82 @@ pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
 
 /// Visit the non-NULL elements of a text[] datum without copying them (the walk of
 /// array_iter_next in arrayaccess.h: elements are varlenas, each followed by int alignment).
+///
+/// A small array stored in a tuple has a 1-byte varlena header and is read in place: its bytes
+/// after the header are those of the 4-byte-header array that detoasting would make, so offsets
+/// and alignment are counted from where that array would start (3 bytes before this one).
 unsafe fn text_array_elements<'a>(d: pg_sys::Datum, mut visit: impl FnMut(&'a [u8])) {
     unsafe {
         let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
-        if !varlena::varatt_is_4b_u(v) {
+        let shift = if varlena::varatt_is_4b_u(v) {
+            0
+        } else if varlena::varatt_is_1b(v) && !varlena::varatt_is_1b_e(v) {
+            3
+        } else {
             v = pg_sys::pg_detoast_datum(v);
-        }
-        let a = v as *const pg_sys::ArrayType;
-        let ndim = (*a).ndim as usize;
+            0
+        };
+        let start = v as *const u8;
+        // The byte at offset `o` of the unpacked array.
+        let at = |o: usize| start.add(o - shift);
+        let int = |o: usize| std::ptr::read_unaligned(at(o) as *const i32);
+        let ndim = int(4) as usize;
         if ndim == 0 {
             return;
         }
-        let dims = (a as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
-        let nitems: usize = (0..ndim).map(|i| *dims.add(i) as usize).product();
-        let dataoffset = (*a).dataoffset as usize;
-        let overhead = maxalign(std::mem::size_of::<pg_sys::ArrayType>() + 2 * std::mem::size_of::<i32>() * ndim);
-        let bitmap = if dataoffset != 0 { Some(dims.add(2 * ndim) as *const u8) } else { None };
-        let mut p = (a as *const u8).add(if dataoffset != 0 { dataoffset } else { overhead });
+        // ArrayType is vl_len_, ndim, dataoffset, elemtype; then dims, lower bounds, bitmap.
+        let header = std::mem::size_of::<pg_sys::ArrayType>();
+        let nitems: usize = (0..ndim).map(|i| int(header + 4 * i) as usize).product();
+        let dataoffset = int(8) as usize;
+        let bitmap = if dataoffset != 0 { Some(header + 8 * ndim) } else { None };
+        let mut o = if dataoffset != 0 { dataoffset } else { maxalign(header + 8 * ndim) };
         for i in 0..nitems {
             if let Some(bm) = bitmap {
-                if *bm.add(i / 8) & (1 << (i % 8)) == 0 {
+                if *at(bm + i / 8) & (1 << (i % 8)) == 0 {
                     continue;
                 }
             }
-            let e = p as *const pg_sys::varlena;
-            let len = varlena::varsize_any(e);
-            visit(varlena::varlena_to_byte_slice(e));
-            p = intalign(p.add(len));
+            let (bytes, len) = element(at(o));
+            visit(bytes);
+            o = (o + len + 3) & !3;
         }
+    }
+}
+
+/// An element varlena of an array (1- or 4-byte header, never toasted) at an address that may
+/// be unaligned: its bytes and its whole size.
+unsafe fn element<'a>(e: *const u8) -> (&'a [u8], usize) {
+    unsafe {
+        // The 1-byte header tests read one byte; the 4-byte header is copied out before use.
+        if varlena::varatt_is_1b(e.cast()) {
+            let size = varlena::varsize_1b(e.cast());
+            (std::slice::from_raw_parts(e.add(1), size.saturating_sub(1)), size)
+        } else {
+            let header = std::ptr::read_unaligned(e as *const u32);
+            let size = varlena::varsize_4b((&header as *const u32).cast());
+            (std::slice::from_raw_parts(e.add(4), size.saturating_sub(4)), size)
+        }
+    }
+}
+
+pub(crate) fn database_is_utf8() -> bool {
+    unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 }
+}
+
+/// Text bytes of a datum as `&str`. PostgreSQL validates text against the database encoding,
+/// so in a UTF-8 database (`utf8`) the bytes are valid UTF-8; elsewhere bytes that are not stand
+/// in as a replacement character (paths and ids are matched as ASCII, which such text cannot be).
+pub(crate) fn as_str(bytes: &[u8], utf8: bool) -> &str {
+    if utf8 {
+        // SAFETY: text of a UTF-8 database is valid UTF-8 (checked on input by PostgreSQL).
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    } else {
+        std::str::from_utf8(bytes).unwrap_or("\u{fffd}")
     }
 }
 
 fn maxalign(n: usize) -> usize {
     (n + 7) & !7
-}
-
-fn intalign(p: *const u8) -> *const u8 {
-    (((p as usize) + 3) & !3) as *const u8
 }
 
 fn parse_tier(label: &[u8], column: &str) -> Result<Tier, MxError> {
@@ -443,6 +484,7 @@ impl ClassifyColumns {
             labels: Vec::new(),
             stamps,
             stamped: false,
+            utf8: database_is_utf8(),
             new: Deformed::default(),
             old: Deformed::default(),
         })
@@ -563,9 +605,7 @@ impl ClassifyColumns {
         let mut n = 0;
         unsafe {
             text_array_elements(d, |e| {
-                // Paths are matched as bytes; a non-UTF-8 path cannot match the ASCII rules
-                // anyway, so it counts as a non-public path.
-                let p = std::str::from_utf8(e).unwrap_or("\u{fffd}");
+                let p = as_str(e, self.utf8);
                 if n < paths.len() {
                     paths[n] = p;
                 } else {

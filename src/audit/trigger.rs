@@ -214,6 +214,7 @@ struct Batch {
     /// The SPI tuple table of the batch (freed by the next fetch and on drop).
     table: Option<*mut pg_sys::SPITupleTable>,
     cols: usize,
+    utf8: bool,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
 }
@@ -237,6 +238,7 @@ impl Batch {
                 return Err(MxError::new("XX000", "audit trigger query returned an unexpected row shape"));
             }
             self.cols = cols;
+            self.utf8 = crate::tuple::database_is_utf8();
             self.values.resize(n * cols, pg_sys::Datum::from(0usize));
             self.nulls.resize(n * cols, true);
             for i in 0..n {
@@ -264,10 +266,9 @@ impl Batch {
         (!self.nulls[k]).then(|| unsafe { crate::tuple::text_bytes(self.values[k]) })
     }
 
-    /// The text column `c` of row `i`. Text of a UTF-8 database is valid UTF-8; elsewhere,
-    /// bytes that are not read as replacement characters.
+    /// The text column `c` of row `i` (see `tuple::as_str`).
     fn text(&self, i: usize, c: usize) -> Option<&str> {
-        self.bytes(i, c).map(|b| std::str::from_utf8(b).unwrap_or("\u{fffd}"))
+        self.bytes(i, c).map(|b| crate::tuple::as_str(b, self.utf8))
     }
 
     fn free(&mut self) {

@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(69);
+SELECT plan(71);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -132,6 +132,18 @@ SELECT is((SELECT options->>'content' FROM memory.governed_tables WHERE table_na
 INSERT INTO public.notes (body, paths, kind, tenant) VALUES ('docs', ARRAY['docs/x.md'], 'fact', 'acme'), (NULL, NULL, NULL, 'acme');
 SELECT results_eq($$ SELECT tier::text, meta->>'classification' FROM public.notes ORDER BY id $$,
                   $$ VALUES ('public', 'public'), ('internal', 'internal') $$, 'app table rows classified; NULL content and NULL jsonb handled');
+-- The trigger reads source_files arrays in place: small ones stored with a 1-byte header (whose
+-- elements sit off their alignment), big ones with 4; NULL elements anywhere.
+INSERT INTO public.notes (body, paths, tenant)
+SELECT 'x', ARRAY(SELECT CASE WHEN i = g % 7 THEN NULL
+                              WHEN i = g % 5 AND g % 3 = 0 THEN 'src/auth/' || repeat('k', g % 150)
+                              ELSE 'docs/' || repeat('d', (g * i) % 90) || '.md' END
+                    FROM generate_series(1, g % 12) i), 'arrays'
+  FROM generate_series(1, 400) g;
+SELECT is((SELECT count(*) FROM public.notes WHERE tenant = 'arrays' AND tier <> memory.classify(body, paths, kind, tenant)), 0::bigint,
+          'arrays read in place (1- and 4-byte headers, NULL elements) classify as memory.classify does');
+SELECT is((SELECT array_agg(DISTINCT tier::text ORDER BY tier::text) FROM public.notes WHERE tenant = 'arrays'),
+          ARRAY['confidential', 'internal', 'public'], 'the array cases reach every path outcome');
 SELECT throws_ok($$ INSERT INTO public.notes (body, kind) VALUES ('x', 'bogus') $$, '22023', NULL, 'unknown source_type text in an app table is 22023');
 SELECT throws_ok($$ INSERT INTO public.notes (body, meta) VALUES ('x', '[1]') $$, '22023', NULL, 'a non-object jsonb target is 22023');
 SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "nope"}') $$, '22023', NULL, 'govern on a missing column is 22023');
