@@ -68,6 +68,13 @@ impl<'a> FlatPayload<'a> {
         members.windows(2).all(|w| utf16_cmp(w[0].0, w[1].0) == Ordering::Less).then_some(FlatPayload(members))
     }
 
+    /// Sort `members` into RFC 8785 key order (for members read in another order, e.g. from
+    /// jsonb); None when two keys are equal.
+    pub fn sorted(members: &'a mut [(&'a str, Option<&'a str>)]) -> Option<Self> {
+        members.sort_unstable_by(|a, b| utf16_cmp(a.0, b.0));
+        FlatPayload::new(members)
+    }
+
     pub fn members(&self) -> &'a [(&'a str, Option<&'a str>)] {
         self.0
     }
@@ -684,11 +691,11 @@ impl<'k> EntryHasher<'k> {
     /// The hash of `e` with `payload` in place of `e.payload` (for callers that parse payloads
     /// elsewhere than where entries live).
     pub fn hash_with_payload(&mut self, e: &StoredEntry, payload: &Value) -> Option<[u8; 32]> {
-        self.hash_ref(&e.entry_ref(), payload)
+        self.hash_ref(&e.entry_ref(), Payload::Json(payload))
     }
 
-    /// The hash of a borrowed entry with its parsed payload.
-    pub fn hash_ref(&mut self, e: &EntryRef, payload: &Value) -> Option<[u8; 32]> {
+    /// The hash of a borrowed entry with its payload.
+    pub fn hash_ref(&mut self, e: &EntryRef, payload: Payload) -> Option<[u8; 32]> {
         let mac = match self.macs.iter().find(|(id, _)| *id == e.key_id) {
             Some((_, mac)) => mac.clone(),
             None => {
@@ -698,7 +705,7 @@ impl<'k> EntryHasher<'k> {
             }
         };
         self.buf.clear();
-        write_event(&mut self.buf, e, Payload::Json(payload));
+        write_event(&mut self.buf, e, payload);
         Some(finish_mac(mac, &self.buf))
     }
 }

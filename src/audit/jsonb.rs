@@ -131,6 +131,54 @@ pub(super) fn is_flat_object(c: &[u8]) -> bool {
     })
 }
 
+/// Most members `flat_string_members` reads.
+pub(super) const MAX_MEMBERS: usize = 16;
+
+/// The members of a flat object's root container whose values are all strings or nulls, in
+/// stored (jsonb) order, borrowed from `c`: the number written to `out`. None for anything else
+/// (booleans, more than `MAX_MEMBERS` members, bytes that are not a well-formed flat object or
+/// not UTF-8), which the caller decodes with `decode_flat_object`.
+pub(super) fn flat_string_members<'a>(c: &'a [u8], out: &mut [(&'a str, Option<&'a str>); MAX_MEMBERS]) -> Option<usize> {
+    let header = u32_at(c, 0)?;
+    if header & !JB_CMASK != JB_FOBJECT {
+        return None;
+    }
+    let n = (header & JB_CMASK) as usize;
+    if n > MAX_MEMBERS {
+        return None;
+    }
+    let data = 4 + 8 * n;
+    let mut spans = [(0u32, 0usize, 0usize); 2 * MAX_MEMBERS];
+    let mut end = 0usize;
+    for (i, span) in spans.iter_mut().enumerate().take(2 * n) {
+        let e = u32_at(c, 4 + 4 * i)?;
+        let start = end;
+        end = if e & JENTRY_HAS_OFF != 0 { (e & JENTRY_OFFLENMASK) as usize } else { start + (e & JENTRY_OFFLENMASK) as usize };
+        if end < start {
+            return None;
+        }
+        *span = (e & JENTRY_TYPEMASK, data + start, data + end);
+    }
+    if c.len() < data + end {
+        return None;
+    }
+    let text = |s: usize, e: usize| std::str::from_utf8(&c[s..e]).ok();
+    for i in 0..n {
+        let (kt, ks, ke) = spans[i];
+        let (vt, vs, ve) = spans[n + i];
+        if kt != JENTRY_ISSTRING {
+            return None;
+        }
+        let value = match vt {
+            JENTRY_ISSTRING => Some(text(vs, ve)?),
+            JENTRY_ISNULL => None,
+            _ => return None,
+        };
+        out[i] = (text(ks, ke)?, value);
+    }
+    Some(n)
+}
+
 /// The value of a flat object's root container, as parsing its text would give it. None when
 /// the bytes are not a well-formed flat object (the caller then treats the entry as damaged).
 pub(super) fn decode_flat_object(c: &[u8]) -> Option<Value> {

@@ -3,7 +3,7 @@
 use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{MxError, OrRaise};
 use crate::tuple;
-use memory_core::audit::{EntryHasher, EntryRef, Seal, Verifier};
+use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
@@ -280,10 +280,22 @@ impl Batch {
     /// Parse the payload and recompute the row's hash (on the helper thread).
     fn hash(&self, r: &Row, chain: &str, hasher: &mut EntryHasher) -> Option<[u8; 32]> {
         let (span, raw) = r.payload;
-        let payload: Value = if raw {
-            jsonb::decode_flat_object(self.get(span)).unwrap_or(Value::Null)
-        } else {
-            serde_json::from_slice(self.get(span)).unwrap_or(Value::Null)
+        // Flat payloads of strings and nulls (those memory_ext writes per row) are hashed from
+        // their jsonb bytes as they are; others are parsed into a Value first.
+        let mut members = [("", None); jsonb::MAX_MEMBERS];
+        let n = if raw { jsonb::flat_string_members(self.get(span), &mut members) } else { None };
+        let flat = n.and_then(|n| FlatPayload::sorted(&mut members[..n]));
+        let parsed: Value;
+        let payload = match flat {
+            Some(f) => Payload::Flat(f),
+            None => {
+                parsed = if raw {
+                    jsonb::decode_flat_object(self.get(span)).unwrap_or(Value::Null)
+                } else {
+                    serde_json::from_slice(self.get(span)).unwrap_or(Value::Null)
+                };
+                Payload::Json(&parsed)
+            }
         };
         let (event_type, actor, org, project, workspace) =
             (self.text(r.event_type), r.actor_id.map(|s| self.text(s)), r.org_id.map(|s| self.text(s)),
@@ -300,7 +312,7 @@ impl Batch {
             workspace_id: workspace.as_deref(),
             key_id: r.key_id,
         };
-        hasher.hash_ref(&e, &payload)
+        hasher.hash_ref(&e, payload)
     }
 }
 

@@ -457,6 +457,9 @@ mod props {
             prop_assert_eq!(flat.to_value(), value.clone());
             let ev = |payload| Event { payload, ..kat_event(&Value::Null) };
             prop_assert_eq!(canonical_event(&ev(Payload::Flat(flat))), canonical_event(&ev(Payload::Json(&value))));
+            let mut shuffled = sorted.clone();
+            shuffled.reverse();
+            prop_assert_eq!(FlatPayload::sorted(&mut shuffled).map(|f| f.members().to_vec()), Some(sorted.clone()));
             if sorted.len() >= 2 {
                 let mut reversed = sorted.clone();
                 reversed.reverse();
