@@ -134,82 +134,69 @@ pub(super) fn is_flat_object(c: &[u8]) -> bool {
 /// Most members `flat_string_members` reads.
 pub(super) const MAX_MEMBERS: usize = 16;
 
+/// The members of a flat object's root container, each key and value as (type bits, start, end)
+/// within `c`, passed to `visit` in stored order. None when `c` is not a well-formed object
+/// root, when a key is not a string, or when `visit` refuses a member.
+fn visit_members(c: &[u8], mut visit: impl FnMut(usize, usize, (u32, usize, usize)) -> Option<()>) -> Option<usize> {
+    let header = u32_at(c, 0)?;
+    if header & !JB_CMASK != JB_FOBJECT {
+        return None;
+    }
+    let n = (header & JB_CMASK) as usize;
+    let data = 4 + 8 * n;
+    // Entry i's end offset (offsets are cumulative, stored in every JB_OFFSET_STRIDE-th entry).
+    let entry = |i: usize, start: usize| -> Option<(u32, usize)> {
+        let e = u32_at(c, 4 + 4 * i)?;
+        let end = if e & JENTRY_HAS_OFF != 0 { (e & JENTRY_OFFLENMASK) as usize } else { start + (e & JENTRY_OFFLENMASK) as usize };
+        (end >= start && data + end <= c.len()).then_some((e & JENTRY_TYPEMASK, end))
+    };
+    // Values follow all keys: find where the keys end, then walk keys and values side by side.
+    let mut keys_end = 0usize;
+    for i in 0..n {
+        let (t, end) = entry(i, keys_end)?;
+        if t != JENTRY_ISSTRING {
+            return None;
+        }
+        keys_end = end;
+    }
+    let (mut key_end, mut value_end) = (0usize, keys_end);
+    for i in 0..n {
+        let (_, ke) = entry(i, key_end)?;
+        let (vt, ve) = entry(n + i, value_end)?;
+        visit(data + key_end, data + ke, (vt, data + value_end, data + ve))?;
+        (key_end, value_end) = (ke, ve);
+    }
+    Some(n)
+}
+
 /// The members of a flat object's root container whose values are all strings or nulls, in
 /// stored (jsonb) order, borrowed from `c`: the number written to `out`. None for anything else
 /// (booleans, more than `MAX_MEMBERS` members, bytes that are not a well-formed flat object or
 /// not UTF-8), which the caller decodes with `decode_flat_object`.
 pub(super) fn flat_string_members<'a>(c: &'a [u8], out: &mut [(&'a str, Option<&'a str>); MAX_MEMBERS]) -> Option<usize> {
-    let header = u32_at(c, 0)?;
-    if header & !JB_CMASK != JB_FOBJECT {
-        return None;
-    }
-    let n = (header & JB_CMASK) as usize;
-    if n > MAX_MEMBERS {
-        return None;
-    }
-    let data = 4 + 8 * n;
-    let mut spans = [(0u32, 0usize, 0usize); 2 * MAX_MEMBERS];
-    let mut end = 0usize;
-    for (i, span) in spans.iter_mut().enumerate().take(2 * n) {
-        let e = u32_at(c, 4 + 4 * i)?;
-        let start = end;
-        end = if e & JENTRY_HAS_OFF != 0 { (e & JENTRY_OFFLENMASK) as usize } else { start + (e & JENTRY_OFFLENMASK) as usize };
-        if end < start {
-            return None;
-        }
-        *span = (e & JENTRY_TYPEMASK, data + start, data + end);
-    }
-    if c.len() < data + end {
+    if u32_at(c, 0)? & JB_CMASK > MAX_MEMBERS as u32 {
         return None;
     }
     let text = |s: usize, e: usize| std::str::from_utf8(&c[s..e]).ok();
-    for i in 0..n {
-        let (kt, ks, ke) = spans[i];
-        let (vt, vs, ve) = spans[n + i];
-        if kt != JENTRY_ISSTRING {
-            return None;
-        }
+    let mut k = 0;
+    visit_members(c, |ks, ke, (vt, vs, ve)| {
         let value = match vt {
             JENTRY_ISSTRING => Some(text(vs, ve)?),
             JENTRY_ISNULL => None,
             _ => return None,
         };
-        out[i] = (text(ks, ke)?, value);
-    }
-    Some(n)
+        out[k] = (text(ks, ke)?, value);
+        k += 1;
+        Some(())
+    })
 }
 
 /// The value of a flat object's root container, as parsing its text would give it. None when
 /// the bytes are not a well-formed flat object (the caller then treats the entry as damaged).
 pub(super) fn decode_flat_object(c: &[u8]) -> Option<Value> {
-    let header = u32_at(c, 0)?;
-    if header & !JB_CMASK != JB_FOBJECT {
-        return None;
-    }
-    let n = (header & JB_CMASK) as usize;
-    let data = 4 + 8 * n;
-    let mut spans = Vec::with_capacity(2 * n);
-    let mut end = 0usize;
-    for i in 0..2 * n {
-        let e = u32_at(c, 4 + 4 * i)?;
-        let start = end;
-        end = if e & JENTRY_HAS_OFF != 0 { (e & JENTRY_OFFLENMASK) as usize } else { start + (e & JENTRY_OFFLENMASK) as usize };
-        if end < start {
-            return None;
-        }
-        spans.push((e & JENTRY_TYPEMASK, data + start, data + end));
-    }
-    if c.len() < data + end {
-        return None;
-    }
     let text = |s: usize, e: usize| std::str::from_utf8(&c[s..e]).ok().map(str::to_string);
-    let mut map = Map::with_capacity(n);
-    for i in 0..n {
-        let (kt, ks, ke) = spans[i];
-        let (vt, vs, ve) = spans[n + i];
-        if kt != JENTRY_ISSTRING {
-            return None;
-        }
+    let mut map = Map::new();
+    visit_members(c, |ks, ke, (vt, vs, ve)| {
         let value = match vt {
             JENTRY_ISSTRING => Value::String(text(vs, ve)?),
             JENTRY_ISBOOL_TRUE => Value::Bool(true),
@@ -218,6 +205,7 @@ pub(super) fn decode_flat_object(c: &[u8]) -> Option<Value> {
             _ => return None,
         };
         map.insert(text(ks, ke)?, value);
-    }
+        Some(())
+    })?;
     Some(Value::Object(map))
 }
