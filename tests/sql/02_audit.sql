@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(56);
+SELECT plan(60);
 
 CREATE FUNCTION pg_temp.verdict(c text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN ok THEN 'ok' ELSE first_bad_seq || ' ' || split_part(reason, ':', 1) END FROM memory.audit_verify(c)
@@ -136,6 +136,15 @@ SELECT is((SELECT bool_and(payload = payload::text::jsonb AND pg_column_size(pay
           true, 'trigger payloads are byte-for-byte the jsonb jsonb_in makes');
 SELECT results_eq($$ SELECT payload->>'userId' IS NULL, payload->>'content_sha256' IS NULL FROM memory.audit_log WHERE chain_id = 't3' ORDER BY seq $$,
                   $$ VALUES (true, false), (false, true) $$, 'a NULL user or body is a null member');
+-- Verification hashes string/null payloads straight from their jsonb bytes: edits still show.
+SELECT is(pg_temp.verdict('t3'), 'ok', 'trigger-written chain t3 verifies');
+SAVEPOINT flat;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET payload = jsonb_set(payload, '{classification}', '"public"') WHERE chain_id = 't3' AND seq = 1 $$);
+SELECT is(pg_temp.verdict('t3'), '1 hash mismatch', 'an edited member of a flat payload is detected');
+ROLLBACK TO flat;
+SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET payload = payload || '{"userId": null}' WHERE chain_id = 't3' AND seq = 2 $$);
+SELECT is(pg_temp.verdict('t3'), '2 hash mismatch', 'a member set to null is detected');
+ROLLBACK TO flat;
 
 -- Seal and prune --------------------------------------------------------------------------------------
 SAVEPOINT s;
@@ -164,6 +173,7 @@ SELECT memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_typ
 SELECT is((SELECT a.payload = o AND a.payload::text = o::text AND pg_column_size(a.payload) = pg_column_size(o)
              FROM layout, memory.audit_log a WHERE a.chain_id = 'layout'),
           true, 'a payload written without jsonb_in is byte-for-byte the jsonb jsonb_in makes');
+SELECT is(pg_temp.verdict('layout'), 'ok', 'a 70-member payload with booleans verifies (decoded, not hashed in place)');
 
 SELECT * FROM finish();
 ROLLBACK;
