@@ -126,7 +126,7 @@ def main():
     def block(shape, label):
         b, g, p = (f"{shape}_bare", f"{shape}_governed", f"{shape}_plpgsql")
         return (f"| {label}: bare | {med[b]:.2f} | {rps[b]:,.0f} | 100% |\n"
-                f"| {label}: governed by `memory.govern` (seed rules + detectors) | {med[g]:.2f} | {rps[g]:,.0f} | **{100 * rps[g] / rps[b]:.0f}%** |\n"
+                f"| {label}: governed by `memory.govern` (seed rules + detectors) | {med[g]:.2f} | {rps[g]:,.0f} | **{100 * rps[g] / rps[b]:.1f}%** |\n"
                 f"| {label}: PL/pgSQL trigger with the seed regexes (baseline) | {med[p]:.2f} | {rps[p]:,.0f} | {100 * rps[p] / rps[b]:.0f}% |\n")
 
     body = f"""Command: `make bench` (runs `bench/classify_bench.py DSN {rows} {runs}` against a release build).
@@ -139,7 +139,7 @@ Two table shapes: *narrow* holds only the four classified columns (no key, no de
 | `INSERT ... SELECT` of {rows:,} rows | median s | rows/s | vs bare |
 |---|---|---|---|
 """ + block("memory", "memory table") + block("narrow", "narrow") + f"""
-- Governed vs bare: **{100 * rps['memory_governed'] / rps['memory_bare']:.0f}%** on the memory-table shape, **{100 * rps['narrow_governed'] / rps['narrow_bare']:.0f}%** on the narrow table (target: at least 60%).
+- Governed vs bare: **{100 * rps['memory_governed'] / rps['memory_bare']:.1f}%** on the memory-table shape, **{100 * rps['narrow_governed'] / rps['narrow_bare']:.1f}%** on the narrow table (target: at least 60%).
 - memory_ext vs the PL/pgSQL trigger: **{med['memory_plpgsql'] / med['memory_governed']:.1f}x** faster on the memory-table shape, **{med['narrow_plpgsql'] / med['narrow_governed']:.1f}x** on the narrow one (target: at least 5x), while also running the detectors.
 - `SELECT memory.classify(content, source_files, source_type)` over {rows:,} rows: median {median(sel):.2f} s = **{rows / median(sel):,.0f} rows/s** (the same scan with a trivial predicate: {median(base_sel):.2f} s).
 - Before timing, the governed and PL/pgSQL tables were checked to agree row for row on 20,000 rows (detectors off).
