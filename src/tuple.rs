@@ -106,10 +106,31 @@ impl RowTrigger {
     }
 
     /// The row to return: the new tuple itself, or one formed from `row` when it changed.
-    fn result(&self, row: &mut Deformed, changed: bool) -> PgHeapTuple<'static, AllocatedByPostgres> {
+    /// `appended`: the only change is the last column going from NULL to this 4-byte value.
+    fn result(&self, row: &mut Deformed, changed: bool, appended: Option<pg_sys::Datum>) -> PgHeapTuple<'static, AllocatedByPostgres> {
         let tuple = if changed {
             unsafe {
-                let t = pg_sys::heap_form_tuple(self.tupdesc, row.values.as_mut_ptr(), row.nulls.as_mut_ptr());
+                let t = match appended.and_then(|v| self.append_last_int4(v)) {
+                    Some(t) => {
+                        // Every dev build (the test suites) checks the shortcut against the
+                        // general path, byte for byte.
+                        #[cfg(debug_assertions)]
+                        {
+                            let f = pg_sys::heap_form_tuple(self.tupdesc, row.values.as_mut_ptr(), row.nulls.as_mut_ptr());
+                            // From t_infomask2 on: the datum fields and t_ctid before it are
+                            // overwritten when the row is stored.
+                            let from = std::mem::offset_of!(pg_sys::HeapTupleHeaderData, t_infomask2);
+                            let bytes = |t: pg_sys::HeapTuple| {
+                                std::slice::from_raw_parts((*t).t_data as *const u8, (*t).t_len as usize).get(from..)
+                            };
+                            let (a, b) = (bytes(t), bytes(f));
+                            assert!(a == b, "append_last_int4 differs from heap_form_tuple: {a:?} vs {b:?}");
+                            pg_sys::heap_freetuple(f);
+                        }
+                        t
+                    }
+                    None => pg_sys::heap_form_tuple(self.tupdesc, row.values.as_mut_ptr(), row.nulls.as_mut_ptr()),
+                };
                 // As heap_modify_tuple does: keep the identity of the tuple being replaced.
                 (*(*t).t_data).t_ctid = (*(*self.new).t_data).t_ctid;
                 (*t).t_self = (*self.new).t_self;
@@ -120,6 +141,66 @@ impl RowTrigger {
             self.new
         };
         unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(self.tupdesc), tuple) }
+    }
+
+    /// What `heap_form_tuple` makes of the new tuple with its last column, NULL there, set to
+    /// the 4-byte by-value `value` and nothing else changed: the tuple's bytes with the value
+    /// appended (at int alignment) and its null bit set, or, when it was the only NULL, the null
+    /// bitmap dropped. A classification column added to an existing table is its last column,
+    /// so this is the usual governed insert. None when the layout differs (the caller then
+    /// forms the tuple from its columns).
+    ///
+    /// # Safety
+    /// `self.new` is a valid heap tuple of `self.tupdesc`.
+    unsafe fn append_last_int4(&self, value: pg_sys::Datum) -> Option<pg_sys::HeapTuple> {
+        unsafe {
+            let natts = self.natts();
+            let last = self.attr(natts.checked_sub(1)?);
+            if last.attisdropped || last.attlen != 4 || !last.attbyval || last.attalign != b'i' as std::ffi::c_char {
+                return None;
+            }
+            let old = self.new;
+            let hdr = (*old).t_data;
+            let infomask = u32::from((*hdr).t_infomask);
+            if infomask & pg_sys::HEAP_HASNULL == 0 || u32::from((*hdr).t_infomask2) & pg_sys::HEAP_NATTS_MASK != natts as u32 {
+                return None;
+            }
+            let bits_at = std::mem::offset_of!(pg_sys::HeapTupleHeaderData, t_bits);
+            let bits = std::slice::from_raw_parts((hdr as *const u8).add(bits_at), natts.div_ceil(8));
+            let (last_byte, last_bit) = ((natts - 1) / 8, 1u8 << ((natts - 1) % 8));
+            if bits[last_byte] & last_bit != 0 {
+                return None;
+            }
+            // Another NULL keeps the bitmap; without one, heap_form_tuple writes none, which
+            // leaves the header size unchanged only when the bitmap fitted in its padding.
+            let other_nulls = (0..natts - 1).any(|i| bits[i / 8] & (1 << (i % 8)) == 0);
+            let hoff = usize::from((*hdr).t_hoff);
+            if !other_nulls && maxalign(bits_at) != hoff {
+                return None;
+            }
+            let old_len = (*old).t_len as usize;
+            let at = hoff + ((old_len - hoff + 3) & !3);
+            let len = at + 4;
+            let header_size = maxalign(std::mem::size_of::<pg_sys::HeapTupleData>());
+            let t: pg_sys::HeapTuple = pg_sys::palloc0(header_size + len).cast();
+            let td = (t as *mut u8).add(header_size);
+            std::ptr::copy_nonoverlapping(hdr as *const u8, td, old_len);
+            (*t).t_len = len as u32;
+            (*t).t_data = td.cast();
+            let nh = td as *mut pg_sys::HeapTupleHeaderData;
+            // The datum length for the new size (the row type fields are copied; storing the
+            // row overwrites all three, and t_ctid, anyway).
+            pgrx::varlena::set_varsize_4b(td.cast(), len as i32);
+            if other_nulls {
+                *td.add(bits_at + last_byte) |= last_bit;
+            } else {
+                (*nh).t_infomask &= !(pg_sys::HEAP_HASNULL as u16);
+                std::ptr::write_bytes(td.add(bits_at), 0, bits.len());
+            }
+            // A palloc'd chunk plus a MAXALIGNed header size: `at` is int-aligned in memory.
+            (td.add(at) as *mut u32).write(value.value() as u32);
+            Some(t)
+        }
     }
 }
 
@@ -701,7 +782,10 @@ impl ClassifyColumns {
 
     /// The row to store, with every target column holding `tier`.
     pub fn store(&mut self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
-        let mut changed = std::mem::take(&mut self.stamped);
+        let stamped = std::mem::take(&mut self.stamped);
+        let mut changed = stamped;
+        // The one change, when it is an enum target at the end of the row that was NULL.
+        let (mut n_changed, mut appended) = (0, None);
         for (c, kind) in &self.targets {
             let cur = self.new.get(c);
             let value = match kind {
@@ -732,9 +816,14 @@ impl ClassifyColumns {
                     }
                 }
             };
+            if matches!(kind, TargetKind::Enum(_)) && cur.is_none() && c.idx + 1 == self.natts {
+                appended = Some(value);
+            }
             self.new.set(c, value);
             changed = true;
+            n_changed += 1;
         }
-        row.result(&mut self.new, changed)
+        let appended = if stamped || n_changed != 1 { None } else { appended };
+        row.result(&mut self.new, changed, appended)
     }
 }

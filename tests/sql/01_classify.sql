@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(71);
+SELECT plan(75);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -144,6 +144,34 @@ SELECT is((SELECT count(*) FROM public.notes WHERE tenant = 'arrays' AND tier <>
           'arrays read in place (1- and 4-byte headers, NULL elements) classify as memory.classify does');
 SELECT is((SELECT array_agg(DISTINCT tier::text ORDER BY tier::text) FROM public.notes WHERE tenant = 'arrays'),
           ARRAY['confidential', 'internal', 'public'], 'the array cases reach every path outcome');
+-- A classification column added last (the usual way to adopt memory_ext) gets its value appended
+-- to the row; dev builds check each such row against heap_form_tuple byte for byte. Shapes: the
+-- only NULL (bitmap dropped), beside other NULLs, more than 8 columns, a dropped column before it.
+CREATE TABLE public.added (body text, paths text[], n int, extra1 text, extra2 bigint);
+ALTER TABLE public.added DROP COLUMN extra1;
+ALTER TABLE public.added ADD COLUMN tier memory.classification;
+CREATE TABLE public.wide (c1 int, c2 text, c3 int, c4 text, c5 int, c6 text, c7 int, body text, paths text[], tier memory.classification);
+SELECT memory.govern('public.added', '{"content": "body", "source_files": "paths", "target": "tier"}');
+SELECT memory.govern('public.wide', '{"content": "body", "source_files": "paths", "target": "tier"}');
+INSERT INTO public.added (body, paths, n, extra2)
+SELECT CASE g % 4 WHEN 0 THEN 'the password' WHEN 1 THEN 'ssn ' || g ELSE 'note ' || g END,
+       CASE WHEN g % 3 = 0 THEN NULL ELSE ARRAY['docs/' || g || '.md'] END, CASE WHEN g % 5 = 0 THEN NULL ELSE g END, g
+  FROM generate_series(1, 200) g;
+INSERT INTO public.wide (c1, c2, c3, c4, c5, c6, c7, body, paths)
+SELECT g, 'x' || g, g, CASE WHEN g % 2 = 0 THEN NULL ELSE 'y' END, g, 'z', g, 'note ' || g, CASE WHEN g % 3 = 0 THEN NULL ELSE ARRAY['docs/a.md'] END
+  FROM generate_series(1, 200) g;
+SELECT is((SELECT count(*) FROM public.added WHERE tier = memory.classify(body, paths) AND extra2 = coalesce(n, extra2)), 200::bigint,
+          'a last column appended to rows with and without other NULLs, past a dropped column');
+SELECT is((SELECT count(*) FROM public.wide WHERE tier = memory.classify(body, paths) AND c7 = c1 AND c6 = 'z'), 200::bigint,
+          'a last column appended to rows of more than 8 columns');
+CREATE TABLE public.narrow (body text, paths text[], kind text, tier memory.classification);
+SELECT memory.govern('public.narrow', '{"content": "body", "source_files": "paths", "source_type": "kind", "target": "tier"}');
+INSERT INTO public.narrow (body, paths, kind)
+SELECT 'note ' || g, CASE WHEN g % 2 = 0 THEN ARRAY['docs/' || g || '.md'] END, CASE WHEN g % 3 = 0 THEN 'fact' END FROM generate_series(1, 100) g;
+SELECT is((SELECT count(*) FROM public.narrow WHERE tier = memory.classify(body, paths, kind) AND body LIKE 'note %'), 100::bigint,
+          'a last column that was the only NULL: the null bitmap is dropped, as heap_form_tuple does');
+UPDATE public.added SET tier = NULL WHERE n IS NULL;
+SELECT is((SELECT count(*) FROM public.added WHERE tier IS NULL), 0::bigint, 'an UPDATE that clears the tier gets it back');
 SELECT throws_ok($$ INSERT INTO public.notes (body, kind) VALUES ('x', 'bogus') $$, '22023', NULL, 'unknown source_type text in an app table is 22023');
 SELECT throws_ok($$ INSERT INTO public.notes (body, meta) VALUES ('x', '[1]') $$, '22023', NULL, 'a non-object jsonb target is 22023');
 SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"content": "nope"}') $$, '22023', NULL, 'govern on a missing column is 22023');
