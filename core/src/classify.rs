@@ -399,49 +399,117 @@ fn sr_11_7(content: &[u8], at: usize) -> bool {
     i < c.len() && c[i] == b'7' && (i + 1 == c.len() || !is_word(c[i + 1]))
 }
 
-fn scan_content(content: &[u8]) -> ContentHits {
-    let mut h = ContentHits::default();
-    let n = content.len();
+/// Masks of one block of at most 64 bytes (bit i: byte i): word bytes (`[A-Za-z0-9_]`), digits,
+/// dashes (the PEM gate), and the bytes a word worth looking at can start with (the first letters
+/// of the keyword words in either case, `e` and `A` of the detectors, digits).
+#[inline]
+fn block_masks(block: &[u8]) -> [u64; 4] {
+    let (mut word, mut digit, mut dash, mut first) = (0u64, 0u64, 0u64, 0u64);
     let mut i = 0;
-    let mut low = [0u8; 12];
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86_64 baseline; every load reads 16 bytes inside `block`.
+    unsafe {
+        use std::arch::x86_64::*;
+        // A byte v lies in [lo, lo + width) iff v + (0x80 - lo), as a signed byte, is below
+        // -128 + width (SSE2 has no unsigned byte compare).
+        let digit_bias = _mm_set1_epi8((0x80u8.wrapping_sub(b'0')) as i8);
+        let digit_limit = _mm_set1_epi8((-128i16 + 10) as i8);
+        let alpha_bias = _mm_set1_epi8((0x80u8.wrapping_sub(b'a')) as i8);
+        let alpha_limit = _mm_set1_epi8((-128i16 + 26) as i8);
+        let case_bit = _mm_set1_epi8(0x20);
+        let eq = |v: __m128i, b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+        while i + 16 <= block.len() {
+            let v = _mm_loadu_si128(block.as_ptr().add(i) as *const __m128i);
+            let lower = _mm_or_si128(v, case_bit);
+            let d = _mm_cmplt_epi8(_mm_add_epi8(v, digit_bias), digit_limit);
+            let a = _mm_cmplt_epi8(_mm_add_epi8(lower, alpha_bias), alpha_limit);
+            let w = _mm_or_si128(_mm_or_si128(a, d), eq(v, b'_'));
+            let f = _mm_or_si128(
+                _mm_or_si128(_mm_or_si128(eq(lower, b's'), eq(lower, b'p')), _mm_or_si128(eq(lower, b'c'), eq(lower, b't'))),
+                _mm_or_si128(_mm_or_si128(eq(lower, b'a'), eq(lower, b'g')), _mm_or_si128(eq(lower, b'h'), eq(lower, b'e'))),
+            );
+            let f = _mm_or_si128(_mm_and_si128(f, a), d);
+            word |= (_mm_movemask_epi8(w) as u16 as u64) << i;
+            digit |= (_mm_movemask_epi8(d) as u16 as u64) << i;
+            dash |= (_mm_movemask_epi8(eq(v, b'-')) as u16 as u64) << i;
+            first |= (_mm_movemask_epi8(f) as u16 as u64) << i;
+            i += 16;
+        }
+    }
+    while i < block.len() {
+        let b = block[i];
+        let c = CLASS[b as usize];
+        word |= ((c != 0) as u64) << i;
+        digit |= ((c == DIGIT) as u64) << i;
+        dash |= ((b == b'-') as u64) << i;
+        first |= (FIRST[b as usize] as u64) << i;
+        i += 1;
+    }
+    [word, digit, dash, first]
+}
+
+/// Bytes that can start a word `Scan::word` acts on (see `block_masks`).
+const FIRST: [bool; 256] = {
+    let mut t = [false; 256];
+    let starts = b"spctaghe";
+    let mut k = 0;
+    while k < starts.len() {
+        t[starts[k] as usize] = true;
+        t[starts[k].to_ascii_uppercase() as usize] = true;
+        k += 1;
+    }
+    let mut d = b'0';
+    while d <= b'9' {
+        t[d as usize] = true;
+        d += 1;
+    }
+    t
+};
+
+/// Bits `0..n` set.
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// The words of the content, visited block by block from masks: a word is a maximal run of
+/// word bytes, found with bit scans instead of a branch per byte.
+struct Scan<'c> {
+    content: &'c [u8],
+    hits: ContentHits,
+    low: [u8; 12],
     // The current chain of all-digit words: digits so far, whether it has a dash, and where the
     // last digit word ended.
-    let (mut chain, mut chain_dash, mut chain_end) = (0usize, false, usize::MAX);
-    while i < n {
-        let b = content[i];
-        let mut kinds = CLASS[b as usize];
-        if kinds == 0 {
-            // The PEM gate: the header is case-sensitive and starts outside a word.
-            if b == b'-' && content[i..].starts_with(b"-----BEGIN ") {
-                h.pem = true;
-            }
-            i += 1;
-            continue;
-        }
-        let start = i;
-        i += 1;
-        while i < n {
-            let c = CLASS[content[i] as usize];
-            if c == 0 {
-                break;
-            }
-            kinds |= c;
-            i += 1;
-        }
-        let word = &content[start..i];
-        if kinds == DIGIT {
-            let joined = chain_end != usize::MAX && start == chain_end + 1 && matches!(content[chain_end], b' ' | b'-');
+    chain: usize,
+    chain_dash: bool,
+    chain_end: usize,
+}
+
+impl Scan<'_> {
+    /// Look at the word `content[start..end]`; true when nothing can outrank what was found.
+    #[inline(always)]
+    fn word(&mut self, start: usize, end: usize, all_digits: bool) -> bool {
+        let content = self.content;
+        let h = &mut self.hits;
+        let word = &content[start..end];
+        if all_digits {
+            let ce = self.chain_end;
+            let joined = ce != usize::MAX && start == ce + 1 && matches!(content[ce], b' ' | b'-');
             if joined {
-                chain += word.len();
-                chain_dash |= content[chain_end] == b'-';
+                self.chain += word.len();
+                self.chain_dash |= content[ce] == b'-';
             } else {
-                (chain, chain_dash) = (word.len(), false);
+                (self.chain, self.chain_dash) = (word.len(), false);
             }
-            chain_end = i;
-            h.digit_chain = h.digit_chain.max(chain);
-            h.dashed_nine |= chain_dash && chain >= 9;
-            continue;
+            self.chain_end = end;
+            h.digit_chain = h.digit_chain.max(self.chain);
+            h.dashed_nine |= self.chain_dash && self.chain >= 9;
+            return false;
         }
+        let b = word[0];
         // Detector gates: both patterns begin at a word boundary and are case-sensitive.
         match b {
             b'A' => h.aws |= word.starts_with(b"AKIA"),
@@ -453,27 +521,69 @@ fn scan_content(content: &[u8]) -> ContentHits {
             }
             _ => {}
         }
-        if word.len() > low.len() || KEYWORD_LENGTHS[b as usize] & (1 << word.len()) == 0 {
-            continue;
+        if word.len() > self.low.len() || KEYWORD_LENGTHS[b as usize] & (1 << word.len()) == 0 {
+            return false;
         }
-        for (d, s) in low.iter_mut().zip(word) {
+        for (d, s) in self.low.iter_mut().zip(word) {
             *d = s.to_ascii_lowercase();
         }
-        match &low[..word.len()] {
+        match &self.low[..word.len()] {
             b"ssn" | b"pci" | b"pii" => h.restricted = true,
-            b"social" => h.restricted |= followed_by(content, i, b' ', "security"),
-            b"credit" => h.restricted |= followed_by(content, i, b' ', "card"),
+            b"social" => h.restricted |= followed_by(content, end, b' ', "security"),
+            b"credit" => h.restricted |= followed_by(content, end, b' ', "card"),
             b"password" | b"token" | b"secret" | b"apikey" | b"api_key" | b"privatekey" | b"private_key" => h.confidential = true,
-            b"api" | b"private" => h.confidential |= followed_by(content, i, b'-', "key"),
+            b"api" | b"private" => h.confidential |= followed_by(content, end, b'-', "key"),
             b"compliance" | b"security" | b"audit" | b"policy" | b"sox" | b"gdpr" | b"hipaa" => h.internal = true,
             _ => {}
         }
-        if h.restricted {
-            // Nothing outranks a restricted keyword.
-            return h;
-        }
+        // Nothing outranks a restricted keyword.
+        h.restricted
     }
-    h
+}
+
+fn scan_content(content: &[u8]) -> ContentHits {
+    let n = content.len();
+    let mut s = Scan { content, hits: ContentHits::default(), low: [0; 12], chain: 0, chain_dash: false, chain_end: usize::MAX };
+    // Words are found from masks, 64 bytes at a time: only those starting with a byte that can
+    // matter are looked at (other words touch no keyword, detector or digit chain).
+    let mut base = 0;
+    let mut prev_word = false;
+    while base < n {
+        let len = (n - base).min(64);
+        let [w, d, dash, first] = block_masks(&content[base..base + len]);
+        let mut dm = dash;
+        while dm != 0 {
+            let at = base + dm.trailing_zeros() as usize;
+            if content[at..].starts_with(b"-----BEGIN ") {
+                s.hits.pem = true;
+            }
+            dm &= dm - 1;
+        }
+        let starts = w & !((w << 1) | prev_word as u64);
+        let mut todo = starts & first;
+        while todo != 0 {
+            let p = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            let run = (((!w) >> p).trailing_zeros() as usize).min(64 - p);
+            let (end, all_digits) = if p + run < len || base + len == n {
+                (base + p + run, (w & !d) >> p & low_bits(run) == 0)
+            } else {
+                // The word runs on into the next block.
+                let mut e = base + len;
+                while e < n && is_word(content[e]) {
+                    e += 1;
+                }
+                let start = base + p;
+                (e, content[start..e].iter().all(u8::is_ascii_digit))
+            };
+            if s.word(base + p, end, all_digits) {
+                return s.hits;
+            }
+        }
+        prev_word = w >> (len - 1) & 1 == 1;
+        base += len;
+    }
+    s.hits
 }
 
 /// Per-path verdict of the seed's path rules, by segments of the normalised path: a directory

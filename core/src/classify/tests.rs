@@ -199,6 +199,19 @@ mod props {
             prop_assert!(on.tier >= off.tier);
         }
 
+        // The vector masks of a block equal the byte-by-byte tables, whatever the bytes.
+        #[test]
+        fn block_masks_match_tables(block in prop::collection::vec(any::<u8>(), 0..=64)) {
+            let mut want = [0u64; 4];
+            for (i, &b) in block.iter().enumerate() {
+                want[0] |= u64::from(CLASS[b as usize] != 0) << i;
+                want[1] |= u64::from(CLASS[b as usize] == DIGIT) << i;
+                want[2] |= u64::from(b == b'-') << i;
+                want[3] |= u64::from(FIRST[b as usize]) << i;
+            }
+            prop_assert_eq!(block_masks(&block), want);
+        }
+
         // The fast path and the literal regexes agree on tier and rule for any mix of
         // keywords, near-misses, digits, separators and paths.
         #[test]
