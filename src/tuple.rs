@@ -783,7 +783,6 @@ impl ClassifyColumns {
     /// The row to store, with every target column holding `tier`.
     pub fn store(&mut self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
         let stamped = std::mem::take(&mut self.stamped);
-        let mut changed = stamped;
         // The one change, when it is an enum target at the end of the row that was NULL.
         let (mut n_changed, mut appended) = (0, None);
         for (c, kind) in &self.targets {
@@ -820,10 +819,9 @@ impl ClassifyColumns {
                 appended = Some(value);
             }
             self.new.set(c, value);
-            changed = true;
             n_changed += 1;
         }
         let appended = if stamped || n_changed != 1 { None } else { appended };
-        row.result(&mut self.new, changed, appended)
+        row.result(&mut self.new, stamped || n_changed > 0, appended)
     }
 }

@@ -85,9 +85,8 @@ enum StoredPayload {
     Text(Span),
 }
 
-/// One chained event waiting to be written.
+/// One chained event waiting to be written. Its chain is its org (`''` without one).
 struct Row {
-    chain: Span,
     seq: i64,
     recorded_at: i64,
     event_type: Span,
@@ -117,6 +116,11 @@ impl Rows {
 
     fn get(&self, s: Span) -> &[u8] {
         &self.arena[s.at..s.at + s.len]
+    }
+
+    /// The chain of `row`: its org, or `''`.
+    fn chain(&self, row: &Row) -> &[u8] {
+        row.org.map_or(&[][..], |s| self.get(s))
     }
 
     fn clear(&mut self) {
@@ -202,8 +206,7 @@ impl Appender {
         let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
         let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
         let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
-        let utf8 = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
-        Ok(Appender { key_id, key, salt, utf8, heads: BTreeMap::new(), rows: Rows::default() })
+        Ok(Appender { key_id, key, salt, utf8: crate::tuple::database_is_utf8(), heads: BTreeMap::new(), rows: Rows::default() })
     }
 
     /// Pseudonym of an actor or user id, as payloads and actor_id carry them.
@@ -313,7 +316,6 @@ impl Appender {
             }
         };
         let row = Row {
-            chain: r.put(chain),
             seq,
             recorded_at,
             event_type: r.put(ev.event_type),
@@ -633,7 +635,7 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
         // the same leaf pages, and the heap keeps a chain's entries together for verification.
         let mut order: Vec<usize> = which.to_vec();
         let rows = &r.rows;
-        order.sort_unstable_by(|&x, &y| r.get(rows[x].chain).cmp(r.get(rows[y].chain)).then(rows[x].seq.cmp(&rows[y].seq)));
+        order.sort_unstable_by(|&x, &y| r.chain(&rows[x]).cmp(r.chain(&rows[y])).then(rows[x].seq.cmp(&rows[y].seq)));
         let varlena = |len: usize| maxalign(pg_sys::VARHDRSZ + len);
         for batch in order.chunks(BATCH) {
             let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
@@ -642,12 +644,13 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
                 .iter()
                 .map(|&i| {
                     let row = &rows[i];
-                    let texts = [Some(row.chain), Some(row.event_type), row.actor, row.org, row.project, row.workspace];
+                    let texts = [Some(row.event_type), row.actor, row.org, row.project, row.workspace];
                     let payload = match row.payload {
                         StoredPayload::Jsonb(s) => varlena(s.len),
                         StoredPayload::Text(_) => 0,
                     };
-                    texts.iter().flatten().map(|s| varlena(s.len)).sum::<usize>() + 2 * varlena(32) + payload
+                    let chain = varlena(r.chain(row).len());
+                    chain + texts.iter().flatten().map(|s| varlena(s.len)).sum::<usize>() + 2 * varlena(32) + payload
                 })
                 .sum();
             let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
@@ -673,9 +676,10 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
                         pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
                     }
                 };
+                let chain = put(r.chain(row));
                 let mut text = |s: Option<Span>| s.map(|s| put(r.get(s)));
                 let cells: [Option<pg_sys::Datum>; 12] = [
-                    text(Some(row.chain)),
+                    Some(chain),
                     Some(pg_sys::Datum::from(row.seq)),
                     text(Some(row.event_type)),
                     Some(pg_sys::Datum::from(row.recorded_at - PG_EPOCH_UNIX_MICROS)),

@@ -189,7 +189,8 @@ struct Batch {
 }
 
 /// Copy a payload into `bytes`: the container of a flat object as is, anything else as text.
-unsafe fn payload(d: pg_sys::Datum, null: bool, bytes: &mut Vec<u8>) -> (Span, bool) {
+/// `utf8`: the database encoding is UTF-8 (strings in jsonb are then UTF-8 as stored).
+unsafe fn payload(d: pg_sys::Datum, null: bool, utf8: bool, bytes: &mut Vec<u8>) -> (Span, bool) {
     if null {
         let start = bytes.len();
         bytes.extend_from_slice(b"null");
@@ -199,7 +200,7 @@ unsafe fn payload(d: pg_sys::Datum, null: bool, bytes: &mut Vec<u8>) -> (Span, b
         let container = tuple::text_bytes(d);
         let start = bytes.len();
         // (Strings are UTF-8 only in a UTF-8 database; elsewhere jsonb_out converts them.)
-        if pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 && jsonb::is_flat_object(container) {
+        if utf8 && jsonb::is_flat_object(container) {
             bytes.extend_from_slice(container);
             return ((start, container.len()), true);
         }
@@ -231,6 +232,7 @@ impl Batch {
             b.rows.clear();
             let mut values = [pg_sys::Datum::from(0usize); 11];
             let mut nulls = [true; 11];
+            let utf8 = tuple::database_is_utf8();
             for i in 0..n {
                 pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, values.as_mut_ptr(), nulls.as_mut_ptr());
                 let mut text = |k: usize| -> Option<Span> {
@@ -250,7 +252,7 @@ impl Batch {
                     org_id: text(6),
                     project_id: text(7),
                     workspace_id: text(8),
-                    payload: payload(values[10], nulls[10], &mut b.bytes),
+                    payload: payload(values[10], nulls[10], utf8, &mut b.bytes),
                     seq: if nulls[0] { 0 } else { values[0].value() as i64 },
                     recorded_at_micros: if nulls[4] {
                         i64::MIN
