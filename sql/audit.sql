@@ -141,28 +141,66 @@ BEGIN
     END LOOP;
 END $$;
 
--- The trigger of governed tables writes to the closed log and reads the key: it runs as the
--- extension owner with a fixed search_path (every name it uses is schema-qualified).
-ALTER FUNCTION memory.audit_trigger() SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+-- The trigger of governed tables runs with the writer's rights (SECURITY INVOKER): it reads only
+-- columns of built-in types and switches to the extension owner inside Rust for the append alone
+-- (src/trust.rs), after checking that the writer may act for each row's org.
+ALTER FUNCTION memory.audit_trigger() SET search_path = pg_catalog, pg_temp;
 
 -- Public contract ---------------------------------------------------------------------------------
 
 CREATE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text DEFAULT NULL,
                                     project_id text DEFAULT NULL, workspace_id text DEFAULT NULL,
                                     actor_id text DEFAULT NULL)
-RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_append(event_type, payload::text, org_id, project_id, workspace_id, actor_id) $$;
+RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The extension's own event names are written by the extension alone.
+    IF (pg_catalog.lower(pg_catalog.btrim(event_type)) LIKE 'memory.%' OR pg_catalog.lower(pg_catalog.btrim(event_type)) LIKE 'research.%')
+       AND NOT memory._is_unrestricted() THEN
+        RAISE EXCEPTION 'event type "%" is reserved for memory_ext', event_type
+            USING ERRCODE = '42501', HINT = 'Name application events with a prefix of your own, e.g. app.checkout.';
+    END IF;
+    -- The org check is the appender's: only chains of orgs the calling role may act for.
+    RETURN memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, actor_id);
+END $$;
 COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
-  'Append one event to the chain of org_id ('''' when NULL); returns its seq. actor_id is pseudonymised.';
+  'Append one event to the chain of org_id ('''' when NULL); returns its seq. Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
 
-CREATE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
+-- The internal door for memory_ext's own SQL functions (not granted to PUBLIC): like
+-- audit_append without the reserved-name check; the appender still checks the org.
+CREATE FUNCTION memory._audit(event_type text, payload jsonb, org_id text DEFAULT NULL,
+                              project_id text DEFAULT NULL, workspace_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
+
+CREATE FUNCTION memory._audit_verify_for_caller(p_chain text)
 RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 -- A chain is read in seq order through its index: a chain is appended in seq order, so the
 -- heap is visited page after page, and the backend is free to copy rows out while a helper
 -- thread hashes them. (A sort of a million entries would cost the backend more than hashing.)
 SET enable_sort = off
-AS $$ SELECT * FROM memory._audit_verify(chain_id) $$;
+AS $$
+DECLARE c text;
+BEGIN
+    IF p_chain IS NOT NULL THEN
+        PERFORM memory._require_org(p_chain);
+        RETURN QUERY SELECT v.* FROM memory._audit_verify(p_chain) v;
+    ELSIF memory._may_act_for('') THEN
+        -- Every chain: unrestricted roles and '*' roles.
+        RETURN QUERY SELECT v.* FROM memory._audit_verify(NULL) v;
+    ELSE
+        FOR c IN SELECT h.chain_id FROM memory.audit_heads h
+                  WHERE h.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs())) ORDER BY 1 LOOP
+            RETURN QUERY SELECT v.* FROM memory._audit_verify(c) v;
+        END LOOP;
+    END IF;
+END $$;
+
+CREATE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint)
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM memory._audit_verify_for_caller(chain_id) $$;
 COMMENT ON FUNCTION memory.audit_verify(text) IS
   'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned.';
 
@@ -170,20 +208,27 @@ CREATE FUNCTION memory.audit_head(chain_id text)
 RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
-        FROM memory.audit_heads h WHERE h.chain_id = audit_head.chain_id $$;
+        FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) memory._require_org(audit_head.chain_id) $$;
 COMMENT ON FUNCTION memory.audit_head(text) IS
   'The chain''s head and the RFC 9162 Merkle root of all its entry hashes: an anchor to keep outside the database.';
 
 CREATE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
 RETURNS SETOF memory.audit_log LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    all_chains boolean;
+    orgs text[];
 BEGIN
     IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
         RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
     END IF;
+    -- Only chains the calling role may act for.
+    all_chains := memory._may_act_for('');
+    orgs := ARRAY(SELECT memory.my_orgs());
     RETURN QUERY SELECT * FROM memory.audit_log a
-                  WHERE a.workspace_id = audit_events.workspace_id
-                    AND (audit_events.event_type IS NULL OR a.event_type = audit_events.event_type)
+                  WHERE a.workspace_id OPERATOR(pg_catalog.=) audit_events.workspace_id
+                    AND (all_chains OR a.chain_id OPERATOR(pg_catalog.=) ANY (orgs))
+                    AND (audit_events.event_type IS NULL OR a.event_type OPERATOR(pg_catalog.=) audit_events.event_type)
                   ORDER BY a.recorded_at DESC, a.seq DESC
                   LIMIT lim OFFSET off;
 END $$;
@@ -279,6 +324,8 @@ REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timest
 -- Reading the log crosses tenants: verification, heads and event listings are for auditors.
 REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
                        memory.audit_events(text, text, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
+                       memory._audit_append_system(text, jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory._audit_append(text, text, text, text, text, text),
                        memory._audit_verify(text), memory._random_bytes(int) FROM PUBLIC;
 

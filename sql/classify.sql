@@ -53,17 +53,8 @@ CREATE TRIGGER memory_rules_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.classification_rules
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
--- Rules are read by the classify trigger in the writer's own role; this keeps the table itself
--- closed while letting any governed write see its org's rules.
-CREATE FUNCTION memory._org_rules(p_org_id text)
-RETURNS TABLE (id bigint, tier memory.classification, target text, pattern text, source_type memory.source_type)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT r.id, r.tier, r.target, r.pattern, r.source_type
-      FROM memory.classification_rules r
-     WHERE r.org_id = p_org_id AND r.enabled
-     ORDER BY r.id
-$$;
+-- The classify trigger reads rules as the extension owner (src/classify.rs, load_rules): the table
+-- stays closed, and no role reads another org's patterns.
 
 -- ------------------------------------------------------------------------------------------------
 -- Governed tables.
@@ -109,34 +100,92 @@ BEGIN
     RETURN t;
 END $$;
 
--- Records tbl as governed. SECURITY DEFINER because the registry is closed; it only accepts a table
--- that already carries one of our triggers, which only a role allowed to create triggers on it
--- could have attached.
+-- What memory.govern records: an object of known keys whose values are strings, booleans,
+-- numbers, nulls, arrays of strings, or objects of strings (the stamps map), nothing deeper.
+CREATE FUNCTION memory._valid_governance_options(opts jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_typeof(opts) OPERATOR(pg_catalog.=) 'object' AND NOT EXISTS (
+        SELECT 1 FROM jsonb_each(opts) e
+         WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
+                       'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
+                       'soft_deleted', 'stamps', 'state']))
+            OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
+                    OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
+                        AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
+                    OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'object'
+                        AND NOT EXISTS (SELECT 1 FROM jsonb_each(e.value) y
+                                         WHERE jsonb_typeof(y.value) OPERATOR(pg_catalog.<>) ALL (ARRAY['string', 'null'])))))
+$$;
+
+-- Whether the caller owns tbl (or is unrestricted): the right to govern it.
+CREATE FUNCTION memory._owns_table(tbl regclass)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._caller() IS NOT NULL AND (memory._is_unrestricted() OR EXISTS (
+        SELECT 1 FROM pg_catalog.pg_class c
+         WHERE c.oid OPERATOR(pg_catalog.=) tbl
+           AND pg_catalog.pg_has_role(memory._caller(), c.relowner, 'USAGE')
+           AND c.relnamespace OPERATOR(pg_catalog.<>) 'memory'::pg_catalog.regnamespace))
+$$;
+
+-- Records tbl as governed. SECURITY DEFINER because the registry is closed; a narrow door: the
+-- caller must own the table (memory's own tables only for unrestricted roles), the table must
+-- carry one of our triggers, and the options must have memory.govern's shape.
 CREATE FUNCTION memory._register_governed(tbl regclass, opts jsonb)
 RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
-                      AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace)) THEN
+    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it (with memory.govern).';
+    END IF;
+    IF NOT memory._valid_governance_options(opts) THEN
+        RAISE EXCEPTION 'governance options of % are not in memory.govern''s shape', tbl USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+                      AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
         RAISE EXCEPTION 'table % carries no memory_ext trigger', tbl USING ERRCODE = '42501';
     END IF;
     -- Forget tables that were dropped since they were governed.
-    DELETE FROM memory.governance_registry g WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = g.relid);
-    INSERT INTO memory.governance_registry AS g (relid, options)
-    VALUES (tbl, opts)
-    ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = current_user;
+    DELETE FROM memory.governance_registry g WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid OPERATOR(pg_catalog.=) g.relid);
+    INSERT INTO memory.governance_registry AS g (relid, options, governed_by)
+    VALUES (tbl, opts, coalesce(memory._caller()::regrole::text, current_user)::name)
+    ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = excluded.governed_by;
 END $$;
 
 CREATE FUNCTION memory._unregister_governed(tbl regclass)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
-                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace)) THEN
+    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl USING ERRCODE = '42501';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
         RAISE EXCEPTION 'table % still carries memory_ext triggers', tbl USING ERRCODE = '42501';
     END IF;
-    DELETE FROM memory.governance_registry WHERE relid = tbl;
-    RETURN FOUND;
+    DELETE FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
+    IF FOUND THEN
+        PERFORM memory._audit_append_system('memory.govern.ungovern', jsonb_build_object('table', tbl::text), NULL);
+        RETURN true;
+    END IF;
+    RETURN false;
+END $$;
+
+-- TRUNCATE of a governed table is recorded on the platform chain (it removes every org's rows).
+CREATE FUNCTION memory._audit_truncate()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT'
+       OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID) THEN
+        RAISE EXCEPTION 'memory._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
+            USING ERRCODE = '39P01', HINT = 'Attach it with memory.govern.';
+    END IF;
+    PERFORM memory._audit_append_system('memory.govern.truncate',
+        jsonb_build_object('table', TG_RELID::regclass::text), NULL);
+    RETURN NULL;
 END $$;
 
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
@@ -165,6 +214,9 @@ BEGIN
     IF jsonb_typeof(opts) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
     END IF;
+    -- Only the table's owner governs it; this also lets this call replace memory_ext triggers,
+    -- which the event trigger refuses to anything else (SPEC §8).
+    PERFORM memory._open_governance_gate(tbl);
     FOR k IN SELECT jsonb_object_keys(opts) LOOP
         IF NOT k = ANY (known) THEN
             RAISE EXCEPTION 'unknown memory.govern option "%"', k
@@ -372,11 +424,16 @@ BEGIN
         EXECUTE format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl);
     END IF;
 
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%') THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
+        -- TRUNCATE is recorded on the platform chain whatever else is attached.
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl);
+        EXECUTE format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl);
         PERFORM memory._register_governed(tbl, eff);
     ELSE
+        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl);
         PERFORM memory._unregister_governed(tbl);
     END IF;
+    PERFORM memory._close_governance_gate();
     RETURN eff;
 END $$;
 COMMENT ON FUNCTION memory.govern(regclass, jsonb) IS
@@ -385,19 +442,24 @@ COMMENT ON FUNCTION memory.govern(regclass, jsonb) IS
 CREATE FUNCTION memory.ungovern(tbl regclass)
 RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE tg name;
+DECLARE
+    tg name;
+    was boolean;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.ungovern needs a table' USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
+    IF EXISTS (SELECT 1 FROM memory.governed_tables g WHERE g.table_name = tbl AND g.builtin) THEN
         RAISE EXCEPTION '% is managed by memory_ext and stays governed', tbl USING ERRCODE = '55000';
     END IF;
+    PERFORM memory._open_governance_gate(tbl);
     FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
         EXECUTE format('DROP TRIGGER %I ON %s', tg, tbl);
     END LOOP;
-    RETURN memory._unregister_governed(tbl);
+    was := memory._unregister_governed(tbl);
+    PERFORM memory._close_governance_gate();
+    RETURN was;
 END $$;
 COMMENT ON FUNCTION memory.ungovern(regclass) IS 'Remove every memory_ext trigger from a table; true when it was governed.';
 
@@ -444,7 +506,8 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    SELECT o.classification INTO prev FROM memory.observations o WHERE o.id = observation_id FOR UPDATE;
+    SELECT o.classification INTO prev FROM memory.observations o
+     WHERE o.id OPERATOR(pg_catalog.=) observation_id AND memory._may_act_for(o.org_id) FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;

@@ -39,14 +39,14 @@ COMMENT ON FUNCTION memory.ema(float8, memory.outcome, float8, float8) IS
 
 CREATE FUNCTION memory.record_outcome(session_id text, outcome memory.outcome, observation_ids uuid[])
 RETURNS TABLE (observation_id uuid, previous_weight float8, new_weight float8, alpha float8, applied boolean, reason text)
-LANGUAGE sql VOLATILE
-AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::text, observation_ids) $$;
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::pg_catalog.text, observation_ids) $$;
 COMMENT ON FUNCTION memory.record_outcome(text, memory.outcome, uuid[]) IS
   'Apply one session outcome to observations by EMA, once per (session, observation); one memory.feedback event per tenant. reason: applied, already_recorded, duplicate_in_call, not_found, soft_deleted, non_finite_weight.';
 
 CREATE FUNCTION memory.misleading_observations(org_id text DEFAULT NULL)
 RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int, weight float8)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT h.observation_id,
            count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted')::int,
@@ -66,7 +66,7 @@ COMMENT ON FUNCTION memory.misleading_observations(text) IS
 
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     q   tsquery;
@@ -79,6 +79,8 @@ BEGIN
     IF k IS NULL OR k < 1 OR k > 1000 THEN
         RAISE EXCEPTION 'k must be between 1 and 1000, got %', k USING ERRCODE = '22023';
     END IF;
+    -- Definer (it appends memory.recall): the org is checked against the calling role here.
+    PERFORM memory._require_org(recall.org_id);
     q := websearch_to_tsquery('english', coalesce(query, ''));
     -- A blank query (or one of stop words only) matches nothing: no rows, no event.
     IF numnode(q) = 0 THEN
@@ -100,10 +102,10 @@ BEGIN
         ids := ids || r.id;
         RETURN NEXT;
     END LOOP;
-    PERFORM memory.audit_append('memory.recall',
+    PERFORM memory._audit_append('memory.recall',
         jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
-                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex')),
-        recall.org_id, recall.project_id);
+                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))::text,
+        recall.org_id, recall.project_id, NULL, NULL);
 END $$;
 COMMENT ON FUNCTION memory.recall(text, text, int, text) IS
   'Top-k live observations of a tenant by full-text relevance × weight (GIN-backed); emits memory.recall with ids and count, never content or the query text.';

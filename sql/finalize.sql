@@ -12,10 +12,48 @@ UPDATE memory.governance_registry SET builtin = true
 -- ------------------------------------------------------------------------------------------------
 -- Privileges and dump registration.
 
-REVOKE ALL ON FUNCTION memory._allow_downgrade(oid, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory.reclassify(uuid, memory.classification, text) FROM PUBLIC;
 GRANT USAGE ON SCHEMA memory TO PUBLIC;
 GRANT SELECT ON memory.governed_tables TO PUBLIC;
+
+-- Every function pins search_path, so a caller's search_path never changes what runs (SQL and
+-- PL/pgSQL functions say so where they are defined; this covers the Rust ones).
+DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'memory'::regnamespace
+                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%') LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
+    END LOOP;
+END $$;
+
+-- EXECUTE is denied by default and granted to PUBLIC only for what any role may call: pure
+-- functions, the tenant lookups about the caller itself, govern/ungovern for table owners, and
+-- the internal pieces those call with the caller's rights. Everything else is granted to roles
+-- by memory.setup_roles(). The README's security model lists the SECURITY DEFINER ones and why.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA memory FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    -- pure or caller-scoped public functions
+    memory.classify(text, text[], text, text), memory.classify_explain(text, text[], text, text),
+    memory.risk_band(memory.classification), memory.derive_classification(jsonb),
+    memory.ema(float8, memory.outcome, float8, float8), memory.can_transition(memory.lifecycle_state, memory.lifecycle_state),
+    memory.source_tier(text), memory.is_stale(timestamptz, int, timestamptz),
+    memory.retention_policy(text, memory.classification), memory.is_expired(timestamptz, memory.classification, text, timestamptz),
+    memory.acting_org(), memory.my_orgs(),
+    memory.govern(regclass, jsonb), memory.ungovern(regclass),
+    -- what those call with the caller's rights
+    memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
+    memory._risk_band(text), memory._derive_classification(jsonb), memory._ema(float8, text, float8, float8),
+    memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
+    memory._caller(), memory._may_act_for(text), memory._acting_org(),
+    memory._has_column(regclass, text), memory._column_type(regclass, text, text),
+    memory._open_governance_gate(oid), memory._close_governance_gate(),
+    memory._register_governed(regclass, jsonb), memory._unregister_governed(regclass),
+    -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
+    memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
+    -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
+    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate()
+TO PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.entities', '');

@@ -173,6 +173,13 @@ DECLARE
     old_claim memory.claims;
     bad text;
 BEGIN
+    -- A definer trigger fires only where it belongs: attached to a table of the caller's own it
+    -- would otherwise supersede claims of any org.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.claims'::regclass OR TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE'
+       OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
+        RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
+    END IF;
+    PERFORM memory._require_org(NEW.org_id);
     IF NEW.lifecycle_state IS DISTINCT FROM 'pending' THEN
         RAISE EXCEPTION 'invalid lifecycle transition from (new) to %: a claim starts pending', NEW.lifecycle_state
             USING ERRCODE = 'MX001', HINT = 'Insert it pending; a memory_admin promotes it with UPDATE ... SET lifecycle_state = ''active''.';
@@ -265,6 +272,10 @@ DECLARE
     events jsonb;
     superseding text := coalesce(current_setting('memory._superseding', true), '');
 BEGIN
+    IF TG_RELID OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
+       OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
+        RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
+    END IF;
     IF TG_TABLE_NAME = 'entities' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('entityId', n.id, 'entityType', n.entity_type, 'origin', n.origin,
@@ -396,6 +407,7 @@ BEGIN
     IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
     SELECT * INTO cb FROM memory.claims c WHERE c.id = b;
     IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503'; END IF;
+    PERFORM memory._require_org(ca.org_id);
     IF ca.org_id <> cb.org_id OR ca.entity_id <> cb.entity_id THEN
         RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
     END IF;
@@ -429,6 +441,7 @@ DECLARE
     max_age_us bigint;
     found_tasks jsonb;
     events jsonb;
+    scope text;
 BEGIN
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
@@ -444,6 +457,7 @@ BEGIN
     END IF;
     at := coalesce(at, now());
     max_age_us := (extract(epoch FROM max_age) * 1000000)::bigint;
+    scope := memory._scope_org();
 
     -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
     WITH due AS (
@@ -451,6 +465,7 @@ BEGIN
                memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
           FROM memory.claims c
          WHERE c.lifecycle_state = 'active'
+           AND (scope IS NULL OR c.org_id = scope)
            AND (c.confidence_score < threshold OR c.t_created < at - max_age)
            AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
          ORDER BY c.confidence_score, c.t_created, c.id
@@ -475,7 +490,7 @@ BEGIN
                      'payload', jsonb_build_object('claimId', x->'claim_id', 'reason', x->'reason',
                                                    'confidenceScore', x->'confidence', 'taskId', x->'task_id'))), '[]')
       INTO events FROM jsonb_array_elements(found_tasks) x;
-    events := events || jsonb_build_array(jsonb_build_object('event_type', 'research.freshness_confidence.tick', 'org_id', NULL,
+    events := events || jsonb_build_array(jsonb_build_object('event_type', 'research.freshness_confidence.tick', 'org_id', scope,
                 'payload', jsonb_build_object('enqueued', jsonb_array_length(found_tasks), 'threshold', threshold,
                                               'maxAgeSec', max_age_us / 1000000, 'backoffSec', extract(epoch FROM backoff)::bigint,
                                               'sampleLimit', sample_limit, 'at', at)));
@@ -489,6 +504,7 @@ CREATE FUNCTION memory.claim_recheck_tasks(worker text, n int DEFAULT 1, lease i
 RETURNS SETOF memory.recheck_tasks
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE scope text := memory._scope_org();
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
@@ -501,6 +517,7 @@ BEGIN
     UPDATE memory.recheck_tasks t SET claimed_at = clock_timestamp(), claimed_by = worker
      WHERE t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
                           WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < clock_timestamp() - lease)
+                            AND (scope IS NULL OR q.org_id = scope)
                           ORDER BY q.task_id LIMIT n FOR UPDATE SKIP LOCKED)
     RETURNING t.*;
 END $$;
@@ -510,12 +527,14 @@ COMMENT ON FUNCTION memory.claim_recheck_tasks(text, int, interval) IS
 CREATE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE scope text := memory._scope_org();
 BEGIN
     IF outcome IS NULL OR outcome = '' THEN
         RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
     END IF;
     UPDATE memory.recheck_tasks t SET completed_at = clock_timestamp(), outcome = complete_recheck_task.outcome
-     WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL;
+     WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL
+       AND (scope IS NULL OR t.org_id = scope);
     RETURN FOUND;
 END $$;
 COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text) IS 'Close a re-check task with its outcome; false when it was already closed or does not exist.';
@@ -534,20 +553,21 @@ DECLARE
     gone uuid[];
     events jsonb;
     result jsonb;
+    scope text := memory._scope_org();
 BEGIN
     at := coalesce(at, now());
     -- Nothing changes if a due claim names a field decay does not know.
     SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
       FROM memory.claims c
-     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND memory._pii_unknown(c.pii_fields) IS NOT NULL
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory._pii_unknown(c.pii_fields) IS NOT NULL
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
             USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
     END IF;
-    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at;
-    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND r.anonymized_at IS NULL;
-    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', NULL,
+    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
+    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
+    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
                 'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
 
     PERFORM memory._knowledge_gate(true);
@@ -555,7 +575,7 @@ BEGIN
     -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
     WITH due AS (
         SELECT c.id FROM memory.claims c
-         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND cardinality(c.pii_fields) > 0
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND cardinality(c.pii_fields) > 0
          ORDER BY c.id FOR UPDATE
     ), upd AS (
         UPDATE memory.claims c
@@ -580,7 +600,7 @@ BEGIN
     -- named by the caller could carry the caller's triggers.)
     SELECT coalesce(array_agg(h.id ORDER BY h.id), '{}') INTO gone FROM (
         SELECT c.id FROM memory.claims c
-         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND c.kind = 'hypothesis'
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND c.kind = 'hypothesis'
            AND c.supersedes IS NULL AND c.superseded_by = '{}'
            AND NOT EXISTS (SELECT 1 FROM memory.claims s WHERE s.supersedes = c.id)
          FOR UPDATE OF c) h;
@@ -595,12 +615,12 @@ BEGIN
 
     -- Every other due claim leaves circulation as archived (the update audits each transition).
     UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
-     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at;
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
     GET DIAGNOSTICS n_arch = ROW_COUNT;
 
     -- Relationships: without a subject they are deleted; with one, the subject and attributes go.
     WITH del AS (
-        DELETE FROM memory.relationships r WHERE r.decay_at < at AND r.subject_id IS NULL AND r.anonymized_at IS NULL
+        DELETE FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NULL AND r.anonymized_at IS NULL
         RETURNING r.id, r.org_id
     )
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
@@ -609,7 +629,7 @@ BEGIN
     PERFORM memory._audit_append_many(events);
     WITH upd AS (
         UPDATE memory.relationships r SET subject_id = NULL, attributes = '{}', anonymized_at = at
-         WHERE r.decay_at < at AND r.subject_id IS NOT NULL AND r.anonymized_at IS NULL
+         WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NOT NULL AND r.anonymized_at IS NULL
         RETURNING r.id, r.org_id
     )
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
@@ -621,72 +641,9 @@ BEGIN
     result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
                                  'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
     PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
-                'org_id', NULL, 'payload', result)));
+                'org_id', scope, 'payload', result)));
     RETURN result;
 END $$;
 COMMENT ON FUNCTION memory.run_decay(timestamptz) IS
   'The decay job: claims (pending or active) past decay_at: PHI-bearing ones (non-empty pii_fields) redacted field by field and archived, hypotheses outside supersession chains deleted, others archived; relationships past decay_at deleted, or anonymised when they carry a subject. Audits started, anonymized, deleted, completed. Not granted to PUBLIC (memory_admin).';
 
--- ------------------------------------------------------------------------------------------------
--- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide).
-
-CREATE FUNCTION memory.setup_roles()
-RETURNS TABLE (role_name text, created boolean)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE r text;
-BEGIN
-    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
-        role_name := r;
-        created := to_regrole(r) IS NULL;
-        IF created THEN
-            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
-        END IF;
-        RETURN NEXT;
-    END LOOP;
-    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
-    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
-
-    -- Readers: the knowledge graph, the live observations, and the reading functions.
-    GRANT USAGE ON SCHEMA memory TO memory_reader;
-    GRANT SELECT ON memory.entities, memory.claims, memory.relationships, memory.live_observations TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid) TO memory_reader;
-    -- Writers: add entities, claims (superseding included) and relationships; entity states; the
-    -- observation store; the re-check queue.
-    GRANT INSERT ON memory.entities, memory.claims, memory.relationships, memory.observations TO memory_writer;
-    GRANT SELECT ON memory.observations TO memory_writer;
-    GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
-    GRANT EXECUTE ON FUNCTION memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
-        TO memory_writer;
-    -- Admins: claim states and scores, conflicts, the jobs, declassification, audit reading.
-    GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
-    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
-    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid),
-                              memory.freshness_recheck(float8, interval, interval, int, timestamptz),
-                              memory.run_decay(timestamptz),
-                              memory.reclassify(uuid, memory.classification, text),
-                              memory.audit_verify(text), memory.audit_head(text),
-                              memory.audit_events(text, text, int, int) TO memory_admin;
-END $$;
-COMMENT ON FUNCTION memory.setup_roles() IS
-  'Create (if missing) and grant memory_reader < memory_writer < memory_admin: readers read the knowledge graph, writers add to it and change entity states, admins change claim states and run the jobs. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';
-REVOKE ALL ON FUNCTION memory.setup_roles() FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION memory.resolve_conflict(uuid, uuid),
-                       memory.freshness_recheck(float8, interval, interval, int, timestamptz),
-                       memory.run_decay(timestamptz),
-                       memory.claim_recheck_tasks(text, int, interval),
-                       memory.complete_recheck_task(bigint, text) FROM PUBLIC;
-REVOKE ALL ON memory.entities, memory.claims, memory.relationships, memory.recheck_tasks FROM PUBLIC;
-
--- Tenants: a role that is not an admin sees and writes only the rows of the org named by the
--- setting memory.org_id (SET memory.org_id = 'acme', or SET LOCAL per transaction). Owners and
--- superusers bypass row security; the extension's SECURITY DEFINER functions check orgs themselves.
-ALTER TABLE memory.entities ENABLE ROW LEVEL SECURITY;
-ALTER TABLE memory.claims ENABLE ROW LEVEL SECURITY;
-ALTER TABLE memory.relationships ENABLE ROW LEVEL SECURITY;
-ALTER TABLE memory.recheck_tasks ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant ON memory.entities USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
-CREATE POLICY tenant ON memory.claims USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
-CREATE POLICY tenant ON memory.relationships USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));
-CREATE POLICY tenant ON memory.recheck_tasks USING (org_id = current_setting('memory.org_id', true) OR (SELECT memory._is_knowledge_admin()));

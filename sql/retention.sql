@@ -58,7 +58,7 @@ COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type
 -- BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
 CREATE FUNCTION memory.retention_policy(org_id text, tier memory.classification)
 RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     p    record;
@@ -66,6 +66,10 @@ DECLARE
 BEGIN
     IF tier IS NULL THEN
         RAISE EXCEPTION 'memory.retention_policy needs a tier' USING ERRCODE = '22023';
+    END IF;
+    -- An org's overrides are its own business: 42501 for roles that may not act for it.
+    IF retention_policy.org_id IS NOT NULL THEN
+        PERFORM memory._require_org(retention_policy.org_id);
     END IF;
     SELECT r.retention_days, r.soft_delete_grace_days, 'org' AS src INTO p
       FROM memory.retention_policies r WHERE r.org_id = retention_policy.org_id AND r.tier = retention_policy.tier;
@@ -185,58 +189,72 @@ DECLARE
     idtype   text;
     setc     text;
     g        record;
+    rows     jsonb;
+    ids      text[];
     soft     bigint := 0;
     hard     bigint := 0;
     denied   bigint := 0;
     actor    constant text := 'system:retention';
 BEGIN
     idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
-    org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::text' ELSE format('t.%I::text', opts->>'org') END;
-    user_e := CASE WHEN opts->>'user' IS NULL THEN 'NULL::text' ELSE format('t.%I::text', opts->>'user') END;
-    tier_e := CASE WHEN tierc IS NULL THEN 'NULL::text'
-                   WHEN memory._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I->>%L)', tierc, 'classification')
-                   ELSE format('t.%I::text', tierc) END;
-    setc := format('%I = $1', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
+    org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'org') END;
+    user_e := CASE WHEN opts->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'user') END;
+    tier_e := CASE WHEN tierc IS NULL THEN 'NULL::pg_catalog.text'
+                   WHEN memory._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I OPERATOR(pg_catalog.->>) %L)', tierc, 'classification')
+                   ELSE format('t.%I::pg_catalog.text', tierc) END;
+    setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
     CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_app_due (id text, org_id text, tier text, denied boolean) ON COMMIT DROP;
 
+    -- Every statement on the application table runs as the table's owner, in a
+    -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
+    -- casts or triggers do runs with its owner's rights, never the maintenance role's.
     FOR step IN 1 .. 2 LOOP
         TRUNCATE pg_temp.memory_app_due;
         IF step = 1 THEN
-            EXECUTE format('INSERT INTO pg_temp.memory_app_due
-                            SELECT t.%1$I::text, %2$s, %3$s, memory._held(coalesce(%2$s, %8$L), %4$s, NULL)
-                              FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I <= $1 FOR UPDATE OF t',
-                           idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', '') USING at;
+            rows := memory._exec_as_table_owner(tbl, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                           FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            FOR UPDATE OF t) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at'), ARRAY[at::text]);
         ELSE
-            EXECUTE format('INSERT INTO pg_temp.memory_app_due
-                            SELECT t.%1$I::text, %2$s, %3$s, memory._held(coalesce(%2$s, %9$L), %4$s, NULL)
-                              FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I <= $1
-                               AND t.%6$I + (t.%7$I - coalesce(t.%8$I, t.%7$I)) <= $1 FOR UPDATE OF t',
-                           idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at', '') USING at;
+            rows := memory._exec_as_table_owner(tbl, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                           FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND t.%6$I OPERATOR(pg_catalog.+) (t.%7$I OPERATOR(pg_catalog.-) coalesce(t.%8$I, t.%7$I))
+                                OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            FOR UPDATE OF t) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text]);
         END IF;
+        INSERT INTO pg_temp.memory_app_due
+        SELECT x->>0, x->>1, x->>2, memory._held(coalesce(x->>1, ''), x->>3, NULL)
+          FROM jsonb_array_elements(rows) x;
         FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
                    FROM pg_temp.memory_app_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
             IF g.denied THEN
-                PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                PERFORM memory._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
                         'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
                         'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
                 denied := denied + g.n;
             ELSIF step = 1 THEN
                 soft := soft + g.n;
             ELSE
-                PERFORM memory.audit_append('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                PERFORM memory._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
                         'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
                         'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
                 hard := hard + g.n;
             END IF;
         END LOOP;
         IF NOT dry_run THEN
-            IF step = 1 THEN
-                EXECUTE format('UPDATE %s t SET %s WHERE t.%I = ANY (ARRAY(SELECT d.id::%s FROM pg_temp.memory_app_due d WHERE NOT d.denied))',
-                               tbl, setc, idc, idtype) USING at;
-            ELSE
-                EXECUTE format('DELETE FROM %s t WHERE t.%I = ANY (ARRAY(SELECT d.id::%s FROM pg_temp.memory_app_due d WHERE NOT d.denied))',
-                               tbl, idc, idtype);
+            ids := ARRAY(SELECT d.id FROM pg_temp.memory_app_due d WHERE NOT d.denied ORDER BY d.id);
+            IF cardinality(ids) > 0 AND step = 1 THEN
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+            ELSIF cardinality(ids) > 0 THEN
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                               tbl, idc, idtype), ARRAY[ids::text]);
             END IF;
         END IF;
     END LOOP;
@@ -273,7 +291,7 @@ BEGIN
      FOR UPDATE OF o;
     FOR g IN SELECT d.org_id, d.classification, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
                FROM pg_temp.memory_due d WHERE d.denied GROUP BY 1, 2 ORDER BY 1, 2 LOOP
-        PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+        PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
                 'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
         denied := denied + g.n;
@@ -302,12 +320,12 @@ BEGIN
                     CASE WHEN count(DISTINCT d.workspace_id) = 1 THEN min(d.workspace_id) END AS workspace_id
                FROM pg_temp.memory_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
         IF g.denied THEN
-            PERFORM memory.audit_append('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                     'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
                     'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
             denied := denied + g.n;
         ELSE
-            PERFORM memory.audit_append('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
+            PERFORM memory._audit('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
                     'orgId', g.org_id, 'projectId', g.project_id, 'observationIds', to_jsonb(g.ids),
                     'retentionPolicyId', (SELECT p.id FROM memory.retention_policies p
                                            WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
@@ -330,7 +348,7 @@ BEGIN
      FOR UPDATE OF o;
     FOR g IN SELECT d.org_id, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
                FROM pg_temp.memory_due d GROUP BY 1 ORDER BY 1 LOOP
-        PERFORM memory.audit_append('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+        PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
         archived := archived + g.n;
     END LOOP;

@@ -9,30 +9,53 @@ DECLARE
     held    bigint;
     n       bigint;
     t       record;
+    r       jsonb;
+    -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
+    scope   text := memory._scope_org();
+    skipped jsonb := '[]';
 BEGIN
     IF subject IS NULL OR btrim(subject) = '' THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
-    SELECT count(*) INTO held FROM memory.observations o WHERE o.user_id = subject AND memory._held(o.org_id, o.user_id, o.id);
+    SELECT count(*) INTO held FROM memory.observations o
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory._held(o.org_id, o.user_id, o.id);
     DELETE FROM memory.observation_weight_history h USING memory.observations o
-     WHERE h.observation_id = o.id AND o.user_id = subject AND NOT memory._held(o.org_id, o.user_id, o.id);
+     WHERE h.observation_id = o.id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
-    DELETE FROM memory.observations o WHERE o.user_id = subject AND NOT memory._held(o.org_id, o.user_id, o.id);
+    DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
-    SELECT held + count(*) INTO held FROM memory.observations_archive a WHERE a.user_id = subject AND memory._held(a.org_id, a.user_id, a.id);
-    DELETE FROM memory.observations_archive a WHERE a.user_id = subject AND NOT memory._held(a.org_id, a.user_id, a.id);
+    SELECT held + count(*) INTO held FROM memory.observations_archive a
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory._held(a.org_id, a.user_id, a.id);
+    DELETE FROM memory.observations_archive a WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope)
+       AND NOT memory._held(a.org_id, a.user_id, a.id);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('archive', n);
-    -- Governed application tables with a user column.
-    FOR t IN SELECT g.table_name, g.options->>'user' AS col FROM memory.governed_tables g
-              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL LOOP
-        EXECUTE format('DELETE FROM %s WHERE %I = $1', t.table_name, t.col) USING subject;
-        GET DIAGNOSTICS n = ROW_COUNT;
+    -- Governed application tables with a user column, each as its owner (its triggers and casts
+    -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col
+               FROM memory.governance_registry g
+              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
+              ORDER BY g.relid::text LOOP
+        IF scope IS NOT NULL AND t.org_col IS NULL THEN
+            skipped := skipped || to_jsonb(t.table_name::text);
+            CONTINUE;
+        END IF;
+        r := memory._exec_as_table_owner(t.table_name,
+                 CASE WHEN scope IS NULL THEN format('DELETE FROM %s WHERE %I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.table_name, t.col)
+                      ELSE format('DELETE FROM %s WHERE %I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND %I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                                  t.table_name, t.col, t.org_col) END,
+                 ARRAY[subject, scope]);
+        n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
     END LOOP;
-    -- One event, on the platform chain, naming the subject only by pseudonym: the log itself is
-    -- never edited, so the chain still verifies.
-    PERFORM memory.audit_append('memory.forget',
-        jsonb_build_object('subject', memory._pseudonym(subject), 'counts', counts, 'held', held));
+    IF jsonb_array_length(skipped) > 0 THEN
+        counts := counts || jsonb_build_object('skipped_tables', skipped);
+    END IF;
+    -- One event naming the subject only by pseudonym, on the acting org's chain (the platform
+    -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
+    PERFORM memory._audit('memory.forget',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'counts', counts, 'held', held), scope);
     RETURN counts || jsonb_build_object('held', held);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
@@ -48,28 +71,32 @@ DECLARE
     hist     jsonb;
     manifest jsonb := '{}';
     s        record;
+    scope    text;
 BEGIN
     IF subject IS NULL OR btrim(subject) = '' THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
+    scope := memory._scope_org();
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
     SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
       FROM memory.observations o
-     WHERE o.user_id = subject AND o.soft_deleted_at IS NULL AND (include_restricted OR o.classification <> 'restricted');
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
+       AND (include_restricted OR o.classification <> 'restricted');
     SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id), '[]') INTO arch
       FROM memory.observations_archive a
-     WHERE a.user_id = subject AND (include_restricted OR a.classification <> 'restricted');
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND (include_restricted OR a.classification <> 'restricted');
     SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id
-     WHERE o.user_id = subject AND o.soft_deleted_at IS NULL AND (include_restricted OR o.classification <> 'restricted');
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
+       AND (include_restricted OR o.classification <> 'restricted');
     FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
         manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
             'count', jsonb_array_length(s.rows),
             'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
     END LOOP;
-    PERFORM memory.audit_append('memory.export',
-        jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted));
+    PERFORM memory._audit('memory.export',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'manifest', manifest,
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist));
@@ -78,15 +105,18 @@ COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
   'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
 
 CREATE FUNCTION memory.end_task(task_id text)
-RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE n bigint;
+DECLARE
+    n bigint;
+    scope text := memory._scope_org();
 BEGIN
     IF task_id IS NULL OR btrim(task_id) = '' THEN
         RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
     END IF;
     DELETE FROM memory.observations o
-     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND NOT memory._held(o.org_id, o.user_id, o.id);
+     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $$;
@@ -94,7 +124,7 @@ COMMENT ON FUNCTION memory.end_task(text) IS 'Clear the working memories of a fi
 
 CREATE FUNCTION memory.transfer_observations(ids uuid[], to_project_id text)
 RETURNS TABLE (id uuid, transferred boolean, reason text)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r   record;
@@ -106,7 +136,7 @@ BEGIN
     END IF;
     FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
-               LEFT JOIN memory.observations o ON o.id = u.id
+               LEFT JOIN memory.observations o ON o.id = u.id AND memory._may_act_for(o.org_id)
               ORDER BY u.ord LOOP
         id := r.uid;
         IF r.oid IS NULL THEN
@@ -124,13 +154,12 @@ BEGIN
         RETURN NEXT;
     END LOOP;
     FOR org IN SELECT jsonb_object_keys(moved) LOOP
-        PERFORM memory.audit_append('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
+        PERFORM memory._audit('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
     END LOOP;
 END $$;
 COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
   'Move observations to another project; only public and internal move (others report their tier). One memory.transfer event per org.';
 
-REVOKE ALL ON FUNCTION memory.erase_subject(text), memory.export_subject(text, boolean), memory._pseudonym(text) FROM PUBLIC;
 
 -- ------------------------------------------------------------------------------------------------
 -- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.

@@ -43,6 +43,7 @@ unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 /// Learn the OIDs of the tables whose changes invalidate the caches; called on every cache miss
 /// (cheap, and it follows a re-created extension).
 pub fn watch_policy_tables() {
+    let Ok(_owner) = crate::trust::AsOwner::enter() else { return };
     let oids: Vec<pg_sys::Oid> = Spi::connect(|client| {
         let row = client
             .select(
@@ -118,9 +119,14 @@ fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
 
 fn load_rules(org: &str) -> Rc<Vec<OrgRule>> {
     watch_policy_tables();
+    // Read as the extension owner: the rules table is closed, and an org's patterns are never
+    // shown to the writer whose row they classify.
+    let _owner = crate::trust::AsOwner::enter().or_raise();
     let rows: Vec<(i64, String, String, String, Option<String>)> = Spi::connect(|client| {
         let table = client.select(
-            "SELECT id, tier::text, target, pattern, source_type::text FROM memory._org_rules($1)",
+            "SELECT r.id, r.tier::pg_catalog.text, r.target, r.pattern, r.source_type::pg_catalog.text
+               FROM memory.classification_rules r
+              WHERE r.org_id OPERATOR(pg_catalog.=) $1 AND r.enabled ORDER BY r.id",
             None,
             &[org.into()],
         )?;
@@ -198,6 +204,14 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 // SQL functions. The public names (memory.classify, ...) are SQL wrappers in sql/classify.sql
 // that cast to and from the enums; these take and return their labels.
 
+/// An org's rules classify only for roles that may act for the org (42501): a match is a bit of
+/// its patterns.
+fn check_org(org_id: Option<&str>) {
+    if let Some(org) = org_id {
+        crate::trust::require_org(Some(org)).or_raise();
+    }
+}
+
 #[pg_extern(stable, parallel_safe, name = "_classify")]
 fn classify_label(
     content: Option<&str>,
@@ -206,6 +220,7 @@ fn classify_label(
     org_id: Option<&str>,
 ) -> Option<&'static str> {
     let st = parse_source_type(source_type).or_raise();
+    check_org(org_id);
     let content = content?;
     Some(with_paths(&source_files, |paths| decide(content.as_bytes(), paths, st, org_id)).tier.as_str())
 }
@@ -218,6 +233,7 @@ fn classify_explain(
     org_id: Option<&str>,
 ) -> Option<JsonB> {
     let st = parse_source_type(source_type).or_raise();
+    check_org(org_id);
     let content = content?;
     let (d, n_paths) =
         with_paths(&source_files, |paths| (decide_with(explain, content.as_bytes(), paths, st, org_id), paths.len()));

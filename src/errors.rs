@@ -30,6 +30,8 @@ pub mod code {
     pub const BAD_ARGUMENT: &str = "22023";
     pub const NOT_FOUND: &str = "23503";
     pub const NO_PRIVILEGE: &str = "42501";
+    /// A memory_ext trigger function attached or fired the wrong way.
+    pub const TRIGGER_PROTOCOL: &str = "39P01";
 }
 
 impl MxError {

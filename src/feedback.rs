@@ -10,6 +10,7 @@ use memory_core::feedback::{alpha_for, check_alpha, ema, step, Outcome};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
+use crate::trust::AsOwner;
 use pgrx::JsonB;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -38,6 +39,8 @@ struct Source {
     project: Option<String>,
     weight: String,
     deleted: Option<String>,
+    /// memory.observations: read and written as the extension owner.
+    builtin: bool,
 }
 
 impl Source {
@@ -46,21 +49,32 @@ impl Source {
     }
 }
 
+/// Weighted tables: memory.observations (read as the extension owner, rows limited to orgs the
+/// caller may act for), then application tables the caller may SELECT and UPDATE itself (read
+/// and written with the caller's rights; others are skipped, not failed).
 fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
     let mut out = Vec::new();
-    for row in client
-        .select(
-            "SELECT table_name::text, options FROM memory.governed_tables WHERE options ? 'weight' ORDER BY builtin DESC, governed_at",
-            None,
-            &[],
-        )
-        .map_err(spi_err)?
-    {
+    let rows = {
+        let _owner = AsOwner::enter()?;
+        client
+            .select(
+                "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.options, g.builtin
+                   FROM memory.governance_registry g
+                  WHERE g.options OPERATOR(pg_catalog.?) 'weight'
+                    AND (g.builtin OR pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT, UPDATE'))
+                  ORDER BY g.builtin DESC, g.governed_at",
+                None,
+                &[],
+            )
+            .map_err(spi_err)?
+    };
+    for row in rows {
         let rel: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
         let opts = row.get::<JsonB>(2).map_err(spi_err)?.map(|j| j.0).unwrap_or(Value::Null);
         let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
+        let builtin = row.get::<bool>(3).map_err(spi_err)?.unwrap_or(false);
         if let (Some(id), Some(weight)) = (s("id"), s("weight")) {
-            out.push(Source { rel, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted") });
+            out.push(Source { rel, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted"), builtin });
         }
     }
     Ok(out)
@@ -123,7 +137,8 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 break;
             }
             let q = format!(
-                "SELECT t.{id}, {org}, {proj}, t.{w}::float8, {del} FROM {rel} t WHERE t.{id} = ANY($1) ORDER BY t.{id} FOR UPDATE",
+                "SELECT t.{id}, {org}, {proj}, t.{w}::pg_catalog.float8, {del} FROM {rel} t
+                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1) ORDER BY t.{id} FOR UPDATE",
                 id = quote_identifier(&src.id),
                 org = src.col(&src.org),
                 proj = src.col(&src.project),
@@ -131,13 +146,22 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
                 rel = src.rel,
             );
-            for row in client.update(q.as_str(), None, &[pending.into()]).map_err(spi_err)? {
+            let rows = {
+                let _owner = if src.builtin { Some(AsOwner::enter()?) } else { None };
+                client.update(q.as_str(), None, &[pending.into()]).map_err(spi_err)?
+            };
+            for row in rows {
                 let id: pgrx::Uuid = row.get(1).map_err(spi_err)?.expect("id is the lookup key");
+                // A row of an org the caller may not act for is not there for it.
+                let org: Option<String> = row.get(2).map_err(spi_err)?;
+                if !crate::trust::may_act_for(org.as_deref())? {
+                    continue;
+                }
                 found.insert(
                     *id.as_bytes(),
                     Target {
                         source: i,
-                        org: row.get::<String>(2).map_err(spi_err)?.unwrap_or_default(),
+                        org: org.unwrap_or_default(),
                         project: row.get(3).map_err(spi_err)?,
                         weight: row.get::<f64>(4).map_err(spi_err)?.unwrap_or(f64::NAN),
                         deleted: row.get::<bool>(5).map_err(spi_err)?.unwrap_or(false),
@@ -148,9 +172,11 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
 
         let key: Vec<pgrx::Uuid> = unique.clone();
         let mut recorded = HashSet::new();
+        let owner = AsOwner::enter()?;
         for row in client
             .select(
-                "SELECT observation_id FROM memory.observation_weight_history WHERE session_id = $1 AND observation_id = ANY($2)",
+                "SELECT h.observation_id FROM memory.observation_weight_history h
+                  WHERE h.session_id OPERATOR(pg_catalog.=) $1 AND h.observation_id OPERATOR(pg_catalog.=) ANY($2)",
                 None,
                 &[session.into(), key.clone().into()],
             )
@@ -163,10 +189,10 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
         let mut counts: HashMap<[u8; 16], (i64, i64)> = HashMap::new();
         for row in client
             .select(
-                "SELECT observation_id,
-                        count(DISTINCT session_id) FILTER (WHERE outcome <> 'accepted'),
-                        count(DISTINCT session_id) FILTER (WHERE outcome = 'accepted')
-                   FROM memory.observation_weight_history WHERE observation_id = ANY($1) GROUP BY 1",
+                "SELECT h.observation_id,
+                        pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
+                        pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')
+                   FROM memory.observation_weight_history h WHERE h.observation_id OPERATOR(pg_catalog.=) ANY($1) GROUP BY 1",
                 None,
                 &[key.into()],
             )
@@ -179,7 +205,11 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
         let orgs: Vec<String> = found.values().map(|t| t.org.clone()).collect::<HashSet<_>>().into_iter().collect();
         let mut alphas: HashMap<String, (f64, f64)> = HashMap::new();
         for row in client
-            .select("SELECT org_id, alpha_success, alpha_failure FROM memory.org_settings WHERE org_id = ANY($1)", None, &[orgs.into()])
+            .select(
+                "SELECT s.org_id, s.alpha_success, s.alpha_failure FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) ANY($1)",
+                None,
+                &[orgs.into()],
+            )
             .map_err(spi_err)?
         {
             let org: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
@@ -187,6 +217,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             let a_f = row.get::<f64>(3).map_err(spi_err)?.unwrap_or(alpha_f);
             alphas.insert(org, (a_s, a_f));
         }
+        drop(owner);
 
         // Decide every id, in the caller's order.
         let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
@@ -242,11 +273,13 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
         for (src, (uids, weights)) in updates {
             let s = &srcs[src];
             let q = format!(
-                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::uuid[], $2::float8[]) AS u(id, w) WHERE t.{id} = u.id",
+                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::pg_catalog.uuid[], $2::pg_catalog.float8[]) AS u(id, w)
+                  WHERE t.{id} OPERATOR(pg_catalog.=) u.id",
                 rel = s.rel,
                 w = quote_identifier(&s.weight),
                 id = quote_identifier(&s.id)
             );
+            let _owner = if s.builtin { Some(AsOwner::enter()?) } else { None };
             client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(spi_err)?;
         }
         if !hist.0.is_empty() {
@@ -265,16 +298,23 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 hist.4.into(),
                 hist.5.into(),
             ];
+            let owner = AsOwner::enter()?;
             client
                 .update(
                     "INSERT INTO memory.observation_weight_history
                             (observation_id, session_id, outcome, previous_weight, new_weight, alpha, org_id, project_id)
                      SELECT u.i, $1, $2::memory.outcome, u.p, u.n, u.a, u.o, u.pr
-                       FROM unnest($3::uuid[], $4::float8[], $5::float8[], $6::float8[], $7::text[], $8::text[]) AS u(i, p, n, a, o, pr)",
+                       FROM unnest($3::pg_catalog.uuid[], $4::pg_catalog.float8[], $5::pg_catalog.float8[],
+                                              $6::pg_catalog.float8[], $7::pg_catalog.text[], $8::pg_catalog.text[]) AS u(i, p, n, a, o, pr)",
                     None,
                     &args,
                 )
                 .map_err(spi_err)?;
+            drop(owner);
+            // One memory.feedback event per tenant, through the audit appender itself (the orgs
+            // were checked above; the appender checks them again).
+            let mut ap = crate::audit::Appender::new(client)?;
+            let actor = crate::audit::default_actor(&ap);
             for ((org, _), (applied_ids, deltas)) in events {
                 // The seed's payload; projectId when every update of the tenant shares one.
                 let project = projects_by_org.get(&org).filter(|p| p.len() == 1).and_then(|p| p.iter().next().cloned().flatten());
@@ -282,14 +322,20 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                     "sessionId": session, "outcome": outcome.as_str(), "observationIds": applied_ids,
                     "weightDeltasById": deltas, "orgId": org, "projectId": project,
                 });
-                client
-                    .update(
-                        "SELECT memory.audit_append('memory.feedback', $1, nullif($2, ''), $3)",
-                        None,
-                        &[JsonB(payload).into(), org.as_str().into(), project.into()],
-                    )
-                    .map_err(spi_err)?;
+                ap.push(
+                    client,
+                    crate::audit::Pending {
+                        event_type: std::borrow::Cow::Borrowed("memory.feedback"),
+                        org_id: Some(org.clone()).filter(|o| !o.is_empty()),
+                        project_id: project,
+                        workspace_id: None,
+                        actor_id: Some(actor.clone()),
+                        payload,
+                        payload_text: None,
+                    },
+                )?;
             }
+            ap.finish(client)?;
         }
         Ok(out)
     })

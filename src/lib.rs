@@ -12,17 +12,20 @@ mod feedback;
 mod gucs;
 mod lifecycle;
 mod retention;
+mod trust;
 mod tuple;
 
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
-extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["types", classify::classify_trigger, classify::rules_changed]);
+extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed]);
 extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
 extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
 extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
 extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger]);
+extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["knowledge_sql"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
@@ -30,6 +33,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     classify::init();
     audit::init();
+    trust::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -31,9 +31,13 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
         return Ok(p);
     }
     crate::classify::watch_policy_tables();
+    // The policy tables are closed; read them as the extension owner with a pinned search_path,
+    // so neither the writer's rights nor its operators matter.
+    let _owner = crate::trust::AsOwner::enter()?;
     let (days, grace) = Spi::get_two_with_args::<i64, i64>(
-        "SELECT retention_days::int8 * 86400000000, soft_delete_grace_days::int8 * 86400000000
-           FROM memory.retention_policy($1, $2::memory.classification)",
+        "SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
+                p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
+           FROM memory.retention_policy($1, $2::memory.classification) p",
         &[org.into(), tier.as_str().into()],
     )
     .map_err(spi_err)?;
@@ -48,9 +52,11 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
         return Ok(p);
     }
     crate::classify::watch_policy_tables();
+    let _owner = crate::trust::AsOwner::enter()?;
     let p = Spi::get_two_with_args::<i64, i64>(
-        "SELECT (extract(epoch FROM ttl) * 1000000)::int8, (extract(epoch FROM archive_after) * 1000000)::int8
-           FROM memory.memory_type_policies WHERE memory_type::text = $1",
+        "SELECT (pg_catalog.date_part('epoch', p.ttl) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8,
+                (pg_catalog.date_part('epoch', p.archive_after) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+           FROM memory.memory_type_policies p WHERE p.memory_type::pg_catalog.text OPERATOR(pg_catalog.=) $1",
         &[label.into()],
     )
     .or_else(|e| match e {

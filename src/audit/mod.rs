@@ -60,6 +60,11 @@ struct Head {
 
 /// Appends events to their chains within the current transaction.
 pub struct Appender {
+    /// Appends run as the extension owner with the pinned search_path (the log, heads and keys
+    /// are closed to everyone else); dropped with the Appender.
+    _owner: crate::trust::AsOwner,
+    /// Events not chosen by the caller (DDL and maintenance records): no org check.
+    system: bool,
     key_id: i32,
     key: Vec<u8>,
     salt: Vec<u8>,
@@ -201,12 +206,28 @@ impl Appender {
     /// below as read-write statements even through `select` (which keeps the client shareable
     /// with an open cursor).
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
+        let owner = crate::trust::AsOwner::enter()?;
         unsafe { pg_sys::GetCurrentTransactionId() };
         let row = run(client, "SELECT key_id, key, salt FROM memory._audit_current_key()", &[], &[], Some(1))?.first();
         let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
         let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
         let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
-        Ok(Appender { key_id, key, salt, utf8: crate::tuple::database_is_utf8(), heads: BTreeMap::new(), rows: Rows::default() })
+        Ok(Appender {
+            _owner: owner,
+            system: false,
+            key_id,
+            key,
+            salt,
+            utf8: crate::tuple::database_is_utf8(),
+            heads: BTreeMap::new(),
+            rows: Rows::default(),
+        })
+    }
+
+    /// Mark the events of this appender as memory_ext's own records (no org check).
+    pub fn system(mut self, system: bool) -> Self {
+        self.system = system;
+        self
     }
 
     /// Pseudonym of an actor or user id, as payloads and actor_id carry them.
@@ -219,6 +240,13 @@ impl Appender {
         let mut wanted: Vec<&str> = chains.into_iter().filter(|c| !self.heads.contains_key(*c)).collect();
         wanted.sort_unstable();
         wanted.dedup();
+        // A chain is opened only for a caller who may act for its org (SPEC §8): owning a table
+        // or holding audit_append never opens another tenant's chain.
+        if !self.system {
+            for chain in &wanted {
+                crate::trust::require_org(Some(chain))?;
+            }
+        }
         for chain in wanted {
             const BY_TID: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
                                    WHERE ctid = $1::tid AND chain_id = $2 FOR UPDATE";
@@ -486,6 +514,36 @@ fn append_one(
         ap.finish(client)?;
         Ok(seq)
     })
+}
+
+/// memory_ext's own records (governance DDL, org grants): appended to `org_id`'s chain (the
+/// platform chain when NULL) whoever triggered them. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_audit_append_system")]
+fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<String>) -> i64 {
+    let run = || -> Result<i64, MxError> {
+        if !payload.0.is_object() {
+            return Err(MxError::bad_argument("payload must be a JSON object"));
+        }
+        Spi::connect(|client| {
+            let mut ap = Appender::new(client)?.system(true);
+            let actor = default_actor(&ap);
+            let seq = ap.push(
+                client,
+                Pending {
+                    event_type: Cow::Owned(event_type.to_string()),
+                    org_id,
+                    project_id: None,
+                    workspace_id: None,
+                    actor_id: Some(actor),
+                    payload: payload.0,
+                    payload_text: None,
+                },
+            )?;
+            ap.finish(client)?;
+            Ok(seq)
+        })
+    };
+    run().or_raise()
 }
 
 #[pg_extern(volatile, parallel_unsafe, name = "_random_bytes")]

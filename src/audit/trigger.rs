@@ -2,7 +2,7 @@
 //! tenant through the shared `Appender`.
 
 use super::{default_actor, spi_err, Appender, EventRef, CHUNK};
-use crate::errors::{MxError, OrRaise};
+use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{FlatPayload, Payload};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -53,7 +53,7 @@ impl AuditMap {
 
     fn tier_expr(&self, alias: &str) -> String {
         match &self.tier {
-            Some(c) if self.tier_json => format!("({alias}.{}->>'classification')", quote_identifier(c)),
+            Some(c) if self.tier_json => format!("({alias}.{} OPERATOR(pg_catalog.->>) 'classification')", quote_identifier(c)),
             Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
             None => "NULL::text".into(),
         }
@@ -82,14 +82,72 @@ fn audit_trigger<'a>(
     Ok(None)
 }
 
+/// Types a mapped column may have: the trigger reads them with built-in output functions only,
+/// so no code of the table's owner (a cast, an operator, an output function of their own type)
+/// runs while it appends.
+fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), MxError> {
+    const PLAIN: &[pg_sys::Oid] = &[
+        pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID, pg_sys::NAMEOID, pg_sys::UUIDOID,
+        pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID,
+    ];
+    // SAFETY: the trigger's relation and its descriptor are valid while the trigger runs.
+    let desc = unsafe { (*td.tg_relation).rd_att };
+    let natts = unsafe { (*desc).natts } as usize;
+    let type_of = |name: &str| -> Option<pg_sys::Oid> {
+        (0..natts).find_map(|i| {
+            // SAFETY: i < natts.
+            let a = unsafe { &*(*desc).attrs.as_ptr().add(i) };
+            let n = unsafe { std::ffi::CStr::from_ptr(a.attname.data.as_ptr()) };
+            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some(a.atttypid)
+        })
+    };
+    let classification = crate::trust::classification_type();
+    let checks: [(&str, &Option<String>, &[pg_sys::Oid]); 6] = [
+        ("id", &map.id, PLAIN),
+        ("content", &map.content, &[pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID]),
+        ("org", &map.org, PLAIN),
+        ("project", &map.project, PLAIN),
+        ("workspace", &map.workspace, PLAIN),
+        ("user", &map.user, PLAIN),
+    ];
+    for (role, col, allowed) in checks {
+        if let Some(c) = col {
+            match type_of(c) {
+                Some(t) if allowed.contains(&t) => {}
+                Some(_) => {
+                    return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("the {role} column \"{c}\" has a type memory.audit_trigger does not read"))
+                        .hint("Audited columns are text, varchar, char, name, uuid or integers; attach the trigger with memory.govern."))
+                }
+                None => return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("the {role} column \"{c}\" does not exist"))),
+            }
+        }
+    }
+    if let Some(c) = &map.tier {
+        let ok = match type_of(c) {
+            Some(t) if map.tier_json => t == pg_sys::JSONBOID,
+            Some(t) => t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID || (t != pg_sys::InvalidOid && t == classification),
+            None => false,
+        };
+        if !ok {
+            return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("the tier column \"{c}\" is missing or not memory.classification, text or jsonb")));
+        }
+    }
+    Ok(())
+}
+
 fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let td = trigger.trigger_data();
-    let map = AuditMap::parse(&trigger.extra_args().unwrap_or_default())?;
+    let mut map = AuditMap::parse(&trigger.extra_args().unwrap_or_default())?;
     let ev = td.tg_event;
     if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
-        return Err(MxError::new("39P01", "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
+        return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
             .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
     }
+    check_column_types(td, &map)?;
+    // The table named in events is the one the trigger fired on, whatever its arguments say.
+    map.table = crate::tuple::relation_name(td.tg_relation);
+    // SAFETY: the trigger's relation is valid while it runs.
+    let relid = unsafe { (*td.tg_relation).rd_id };
     let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
@@ -101,7 +159,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             (
                 "memory.reclassify",
                 format!(
-                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} = t.{id} WHERE {} IS DISTINCT FROM {}",
+                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {} IS DISTINCT FROM {}",
                     map.select_list("t"),
                     map.tier_expr("o"),
                     map.tier_expr("o"),
@@ -115,7 +173,9 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
 
     Spi::connect(|client| {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
-        let mut ap = Appender::new(client)?;
+        // Rows memory_ext maintenance chose on this table may be of any org; otherwise every
+        // row's org must be one the writing role may act for (Appender::lock checks it).
+        let mut ap = Appender::new(client)?.system(crate::trust::system_statement_on(relid));
         let actor = default_actor(&ap);
         let table = map.table.as_str();
         let cols = if event_type == "memory.reclassify" { 8 } else { 7 };

@@ -349,9 +349,17 @@ def test_app_role_cannot_touch_the_log_directly(conn, app_conn, sql):
 
 
 def test_app_role_appends_through_the_function(conn, app_conn):
-    assert app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')").fetchone() == (1,)
-    assert app_conn.execute("SELECT memory.audit_append('x', '{\"n\": 2}', 'org-app')").fetchone() == (2,)
-    (actor,) = conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'org-app' AND seq = 1").fetchone()
+    # Not for PUBLIC: a role needs memory_writer and an org it may act for (SPEC §8).
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')")
+    conn.execute("SELECT memory.setup_roles()")
+    conn.execute("GRANT memory_writer TO app")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')")
+    conn.execute("SELECT memory.grant_org('app', 'org-app')")  # seq 1 of the chain: memory.org.grant
+    assert app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')").fetchone() == (2,)
+    assert app_conn.execute("SELECT memory.audit_append('x', '{\"n\": 2}', 'org-app')").fetchone() == (3,)
+    (actor,) = conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'org-app' AND seq = 2").fetchone()
     assert actor == "role:app"  # the calling role, not the SECURITY DEFINER owner
     assert py_verify(conn, "org-app") == (True, None, None)
 

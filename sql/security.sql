@@ -1,0 +1,169 @@
+-- The trust boundary (SPEC §8): row-level security on every table holding tenant rows, the
+-- roles and their grants, and the event trigger that keeps governance from being switched off
+-- quietly. Function EXECUTE privileges are set last, in finalize.sql (deny by default).
+
+-- ------------------------------------------------------------------------------------------------
+-- Row-level security: a role sees and writes only rows of the org it acts for
+-- (memory._acting_org(), evaluated once per statement as an InitPlan). The extension owner and
+-- superusers bypass it, as PostgreSQL does for owners; memory_ext's own SECURITY DEFINER
+-- functions run as the owner and check orgs themselves (memory._may_act_for / _scope_org).
+
+DO $$
+DECLARE t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
+                             'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks'] LOOP
+        EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
+    END LOOP;
+END $$;
+-- Retention policies: the platform rows (org_id NULL) are everyone's to read; org rows are the org's.
+ALTER TABLE memory.retention_policies ENABLE ROW LEVEL SECURITY;
+CREATE POLICY platform_read ON memory.retention_policies FOR SELECT USING (org_id IS NULL);
+CREATE POLICY tenant ON memory.retention_policies
+    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
+
+-- Views read with the caller's rights, so the policies above apply through them.
+ALTER VIEW memory.live_observations SET (security_invoker = true);
+ALTER VIEW memory.stats SET (security_invoker = true);
+
+-- The registry view lists the tables the caller owns or may read.
+CREATE OR REPLACE VIEW memory.governed_tables AS
+SELECT r.relid::regclass AS table_name,
+       r.options,
+       ARRAY(SELECT t.tgname::text FROM pg_catalog.pg_trigger t
+              WHERE t.tgrelid = r.relid AND t.tgname LIKE 'memory\_%' ORDER BY 1) AS triggers,
+       r.builtin,
+       r.governed_at,
+       r.governed_by
+  FROM memory.governance_registry r
+  JOIN pg_catalog.pg_class c ON c.oid = r.relid
+ WHERE pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
+
+-- ------------------------------------------------------------------------------------------------
+-- Governance cannot be switched off quietly. memory.govern and memory.ungovern open a gate for
+-- the table they change (memory._open_governance_gate: the caller must own it); outside it,
+-- dropping, disabling or renaming a memory_ext trigger of a governed table is refused, and
+-- dropping a governed table is recorded on the platform chain (TRUNCATE is recorded by the
+-- table's memory_audit_truncate trigger).
+
+CREATE FUNCTION memory._is_memory_trigger_fn(f oid)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f
+                        AND p.pronamespace OPERATOR(pg_catalog.=) 'memory'::pg_catalog.regnamespace) $$;
+
+CREATE FUNCTION memory._guard_governance_ddl()
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    t   record;
+    rel regclass;
+BEGIN
+    IF TG_EVENT = 'ddl_command_end' THEN
+        FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
+            IF r.command_tag = 'ALTER TABLE' THEN
+                CONTINUE WHEN memory._governance_gate_open(r.objid);
+                FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
+                          WHERE tg.tgrelid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid)
+                            AND tg.tgenabled NOT IN ('O', 'A')
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END LOOP;
+            ELSIF r.command_tag = 'ALTER TRIGGER' THEN
+                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                          WHERE tg.oid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid) AND tg.tgname NOT LIKE 'memory\_%'
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END LOOP;
+            END IF;
+        END LOOP;
+    ELSIF TG_EVENT = 'sql_drop' THEN
+        FOR r IN SELECT d.* FROM pg_catalog.pg_event_trigger_dropped_objects() d LOOP
+            IF r.object_type = 'trigger' AND r.address_names[3] LIKE 'memory\_%' THEN
+                -- A trigger dropped with its table is not a table left ungoverned.
+                rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
+                IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
+                   AND NOT memory._governance_gate_open(rel::oid) THEN
+                    RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END IF;
+            ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
+                DELETE FROM memory.governance_registry g WHERE g.relid::oid = r.objid;
+                PERFORM memory._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
+            END IF;
+        END LOOP;
+    END IF;
+END $$;
+CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER')
+    EXECUTE FUNCTION memory._guard_governance_ddl();
+CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
+    EXECUTE FUNCTION memory._guard_governance_ddl();
+
+-- ------------------------------------------------------------------------------------------------
+-- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide). The
+-- grants below are the README's grant table; tests/python/test_privileges.py compares the two.
+
+CREATE FUNCTION memory.setup_roles()
+RETURNS TABLE (role_name text, created boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
+        role_name := r;
+        created := to_regrole(r) IS NULL;
+        IF created THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
+    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
+
+    GRANT USAGE ON SCHEMA memory TO memory_reader;
+    -- Readers: their org's memories, knowledge graph, history, policies.
+    GRANT SELECT ON memory.observations, memory.live_observations, memory.observations_archive,
+                    memory.observation_weight_history, memory.entities, memory.claims, memory.relationships,
+                    memory.retention_policies, memory.memory_type_policies, memory.org_settings, memory.stats
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid),
+                              memory.recall(text, text, int, text), memory.misleading_observations(text)
+        TO memory_reader;
+    -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
+    -- the re-check queue.
+    GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
+    GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
+                              memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),
+                              memory.transfer_observations(uuid[], text), memory.end_task(text),
+                              memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
+        TO memory_writer;
+    -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
+    -- subject rights, audit reading, tenant grants, all within their orgs.
+    GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
+    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
+    GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
+    GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
+    GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
+    -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
+    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
+          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
+    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid),
+                              memory.freshness_recheck(float8, interval, interval, int, timestamptz),
+                              memory.run_decay(timestamptz),
+                              memory.reclassify(uuid, memory.classification, text),
+                              memory.audit_verify(text), memory._audit_verify_for_caller(text), memory.audit_head(text),
+                              memory.audit_events(text, text, int, int),
+                              memory.erase_subject(text), memory.export_subject(text, boolean),
+                              memory.grant_org(regrole, text), memory.revoke_org(regrole, text)
+        TO memory_admin;
+END $$;
+COMMENT ON FUNCTION memory.setup_roles() IS
+  'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the README''s grant table). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';

@@ -1,0 +1,184 @@
+-- Tenants bound to roles (SPEC §8). A role may act for the orgs granted to it (or to a role it
+-- inherits from); '*' grants every org. A session acts for the org in the setting memory.org_id
+-- when its role may act for it, or, without the setting, for its role's only org. Row-level
+-- security on every table holding tenant rows compares org_id with that acting org; functions
+-- that take an org, or read the audit log, ask memory._may_act_for.
+--
+-- Who "the role" is: memory._caller(), the session's role (SET ROLE or the login), which
+-- SECURITY DEFINER functions do not change (see src/trust.rs for the two exceptions).
+-- Superusers and members of the extension owner are unrestricted: they may act for every org and
+-- write the platform chain ('').
+
+CREATE TABLE memory.org_grants (
+    role_name  name NOT NULL,
+    org_id     text NOT NULL CHECK (org_id = '*' OR (btrim(org_id) <> '' AND length(org_id) <= 200)),
+    granted_by name NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (role_name, org_id)
+);
+REVOKE ALL ON memory.org_grants FROM PUBLIC;
+COMMENT ON TABLE memory.org_grants IS
+  'Tenant binding: the orgs each role may act for (''*'' = every org). Written by memory.grant_org / memory.revoke_org; roles by name, so a dump restores onto another cluster''s roles of the same names.';
+
+CREATE FUNCTION memory._is_unrestricted_role(r oid)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r IS NOT NULL AND (
+           coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false)
+        OR coalesce((SELECT pg_catalog.pg_has_role(r, e.extowner, 'USAGE') FROM pg_catalog.pg_extension e
+                      WHERE e.extname OPERATOR(pg_catalog.=) 'memory_ext'), false))
+$$;
+
+-- Whether role r may act for org ('' or NULL: the platform chain, which only unrestricted roles
+-- and '*' roles write).
+CREATE FUNCTION memory._may_act_for_role(r oid, org text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r IS NOT NULL AND (memory._is_unrestricted_role(r) OR EXISTS (
+        SELECT 1 FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE (g.org_id OPERATOR(pg_catalog.=) '*' OR g.org_id OPERATOR(pg_catalog.=) coalesce(org, ''))
+           AND pg_catalog.pg_has_role(r, ro.oid, 'USAGE')))
+$$;
+
+-- About the caller only, so open to every role (row-level security policies call it).
+CREATE FUNCTION memory._may_act_for(org text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._may_act_for_role(memory._caller(), org) $$;
+
+CREATE FUNCTION memory._is_unrestricted()
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
+
+-- The org the session acts for: memory.org_id when the role may act for it; else the role's only
+-- org (a '*' grant is not one org); else NULL, which row-level security matches with nothing.
+CREATE FUNCTION memory._acting_org()
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   oid := memory._caller();
+    s   text := nullif(current_setting('memory.org_id', true), '');
+    one text;
+    n   int;
+BEGIN
+    IF r IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF s IS NOT NULL THEN
+        RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
+    END IF;
+    SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+      FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+     WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
+    RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' THEN one END;
+END $$;
+
+-- The orgs a definer function may work on for its caller: NULL means every org (an unrestricted
+-- caller with no memory.org_id set); otherwise the acting org, or 42501 when there is none.
+CREATE FUNCTION memory._scope_org()
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE a text := memory._acting_org();
+BEGIN
+    IF a IS NOT NULL THEN
+        RETURN a;
+    END IF;
+    IF memory._is_unrestricted() THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'role % acts for no org', coalesce(memory._caller()::regrole::text, '(none)')
+        USING ERRCODE = '42501', HINT = 'SET memory.org_id to one of the role''s orgs (see memory.grant_org).';
+END $$;
+
+-- 42501 unless the caller may act for org; returns org.
+CREATE FUNCTION memory._require_org(org text)
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT memory._may_act_for(org) THEN
+        RAISE EXCEPTION 'role % may not act for org "%"', coalesce(memory._caller()::regrole::text, '(none)'), coalesce(org, '')
+            USING ERRCODE = '42501', HINT = 'An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id).';
+    END IF;
+    RETURN org;
+END $$;
+
+CREATE FUNCTION memory.acting_org()
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._acting_org() $$;
+COMMENT ON FUNCTION memory.acting_org() IS
+  'The org this session acts for: memory.org_id when the role may act for it, else the role''s only org, else NULL (row-level security then shows nothing).';
+
+CREATE FUNCTION memory.my_orgs()
+RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT DISTINCT g.org_id FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+     WHERE pg_catalog.pg_has_role(memory._caller(), ro.oid, 'USAGE') ORDER BY 1
+$$;
+COMMENT ON FUNCTION memory.my_orgs() IS 'The orgs granted to the calling role (directly or through roles it inherits); ''*'' means every org.';
+
+-- Owner, superuser, or a memory_admin member who may act for the org ('*' only for the first two).
+CREATE FUNCTION memory._may_administer(org text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._is_unrestricted() OR (
+        org OPERATOR(pg_catalog.<>) '*'
+        AND pg_catalog.to_regrole('memory_admin') IS NOT NULL
+        AND memory._caller() IS NOT NULL
+        AND pg_catalog.pg_has_role(memory._caller(), 'memory_admin', 'USAGE')
+        AND memory._may_act_for(org))
+$$;
+
+CREATE FUNCTION memory.grant_org(role regrole, org_id text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE n int;
+BEGIN
+    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (btrim(org_id) = '' OR length(org_id) > 200)) THEN
+        RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
+    END IF;
+    IF NOT memory._may_administer(org_id) THEN
+        RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+            USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org grants it; only the first two grant ''*''.';
+    END IF;
+    INSERT INTO memory.org_grants (role_name, org_id, granted_by)
+    SELECT r.rolname, grant_org.org_id, coalesce(memory._caller()::regrole::text, current_user)
+      FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) grant_org.role::oid
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM memory._audit_append_system('memory.org.grant',
+            jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
+    END IF;
+    RETURN n > 0;
+END $$;
+COMMENT ON FUNCTION memory.grant_org(regrole, text) IS
+  'Bind a role to an org (''*'': every org). By the extension owner, a superuser, or a memory_admin of that org. True when the grant is new; audited as memory.org.grant.';
+
+CREATE FUNCTION memory.revoke_org(role regrole, org_id text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE n int;
+BEGIN
+    IF role IS NULL OR org_id IS NULL THEN
+        RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
+    END IF;
+    IF NOT memory._may_administer(org_id) THEN
+        RAISE EXCEPTION 'role % may not revoke org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+            USING ERRCODE = '42501';
+    END IF;
+    DELETE FROM memory.org_grants g
+     WHERE g.role_name OPERATOR(pg_catalog.=) (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid)
+       AND g.org_id OPERATOR(pg_catalog.=) revoke_org.org_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM memory._audit_append_system('memory.org.revoke',
+            jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
+    END IF;
+    RETURN n > 0;
+END $$;
+COMMENT ON FUNCTION memory.revoke_org(regrole, text) IS
+  'Unbind a role from an org. By the extension owner, a superuser, or a memory_admin of that org. True when a grant was removed; audited as memory.org.revoke.';
+
+REVOKE ALL ON FUNCTION memory._is_unrestricted_role(oid), memory._may_act_for_role(oid, text),
+                       memory.grant_org(regrole, text), memory.revoke_org(regrole, text),
+                       memory._open_governance_gate(oid), memory._exec_as_table_owner(oid, text, text[]) FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('memory.org_grants', '');

@@ -1,0 +1,364 @@
+//! The trust boundary's low-level pieces (SPEC §8): who the caller is, running fixed internal
+//! statements as the extension owner, running maintenance statements as a table's owner, the
+//! per-transaction tenant cache, and the governance gate that lets `memory.govern` and
+//! `memory.ungovern` (and nothing else) drop memory_ext triggers.
+//!
+//! Identity. The *caller* is the role the session acts as (`SET ROLE` or the login), read with
+//! `GetOuterUserId()`, which SECURITY DEFINER functions do not change: so a definer function of
+//! ours can still ask what its caller may do. Two exceptions keep that honest:
+//! - inside a maintenance statement that memory_ext runs as a table's owner (`AsTableOwner`), the
+//!   caller is that owner, so code of the table's owner (its triggers, casts) never borrows the
+//!   maintenance role's orgs;
+//! - inside any other security-restricted operation (PostgreSQL runs index expressions,
+//!   materialized views and the like as their owner, whoever started it) the caller is nobody:
+//!   it may act for no org.
+//!
+//! Privileged work. `AsOwner` switches to the extension owner and pins `search_path` to
+//! `pg_catalog, pg_temp` for the statements memory_ext itself sends (reading keys, rules and
+//! policies, writing the log): the same thing a SECURITY DEFINER function with a `SET` clause
+//! does, but around a block of Rust, so triggers and functions can stay SECURITY INVOKER and run
+//! the caller's part of the work with the caller's rights. Code inside must only run fixed,
+//! schema-qualified SQL on memory_ext's own tables and on values of built-in types.
+
+use crate::errors::{code, MxError, OrRaise};
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_int;
+
+thread_local! {
+    static OWNER: Cell<(pg_sys::Oid, pg_sys::Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+    // The identity a maintenance statement run as a table's owner acts as (see AsTableOwner).
+    static OVERRIDE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // The table whose audit trigger may append for any org while memory_ext maintenance runs
+    // a statement on it (its rows were chosen by memory_ext, not by the table's owner).
+    static SYSTEM_REL: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // (caller, org) -> may act for it, for the current transaction.
+    static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
+    // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
+    static GATE: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+}
+
+const PINNED_PATH: &std::ffi::CStr = c"pg_catalog, pg_temp";
+
+/// The extension's owner (cached per backend and extension oid, so a re-created extension is seen).
+pub fn ext_owner() -> Result<pg_sys::Oid, MxError> {
+    // SAFETY: a catalog lookup by name; no pointers are kept.
+    let ext = unsafe { pg_sys::get_extension_oid(c"memory_ext".as_ptr(), true) };
+    if ext == pg_sys::InvalidOid {
+        return Err(MxError::new("55000", "memory_ext is not installed in this database"));
+    }
+    let (cached_ext, owner) = OWNER.with(Cell::get);
+    if cached_ext == ext {
+        return Ok(owner);
+    }
+    let owner = Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.oid OPERATOR(pg_catalog.=) $1",
+        &[ext.into()],
+    )
+    .map_err(|e| MxError::spi("trust", e))?
+    .ok_or_else(|| MxError::new("55000", "memory_ext is not installed in this database"))?;
+    OWNER.with(|c| c.set((ext, owner)));
+    Ok(owner)
+}
+
+thread_local! {
+    static CLASSIFICATION: Cell<(pg_sys::Oid, pg_sys::Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+}
+
+/// The oid of `memory.classification` (cached per backend and extension oid); InvalidOid when
+/// the extension is not installed.
+pub fn classification_type() -> pg_sys::Oid {
+    // SAFETY: a catalog lookup by name.
+    let ext = unsafe { pg_sys::get_extension_oid(c"memory_ext".as_ptr(), true) };
+    let (cached_ext, t) = CLASSIFICATION.with(Cell::get);
+    if cached_ext == ext && ext != pg_sys::InvalidOid {
+        return t;
+    }
+    let t = Spi::get_one::<pg_sys::Oid>("SELECT 'memory.classification'::pg_catalog.regtype::pg_catalog.oid")
+        .ok()
+        .flatten()
+        .unwrap_or(pg_sys::InvalidOid);
+    CLASSIFICATION.with(|c| c.set((ext, t)));
+    t
+}
+
+/// The role memory_ext holds responsible for the current statement (see the module notes).
+/// `InvalidOid` inside a security-restricted operation memory_ext did not start: nobody.
+pub fn caller() -> pg_sys::Oid {
+    let o = OVERRIDE.with(Cell::get);
+    if o != pg_sys::InvalidOid {
+        return o;
+    }
+    // SAFETY: plain reads of backend globals.
+    unsafe {
+        if pg_sys::InSecurityRestrictedOperation() {
+            pg_sys::InvalidOid
+        } else {
+            pg_sys::GetOuterUserId()
+        }
+    }
+}
+
+/// Whether the audit trigger of `relid` may append for any org (memory_ext maintenance on it).
+pub fn system_statement_on(relid: pg_sys::Oid) -> bool {
+    relid != pg_sys::InvalidOid && SYSTEM_REL.with(Cell::get) == relid
+}
+
+/// Saved user and security context, plus the GUC nest level opened for the pinned search_path.
+struct Saved {
+    user: pg_sys::Oid,
+    ctx: c_int,
+    nest: c_int,
+}
+
+fn switch_to(user: pg_sys::Oid, extra: u32) -> Saved {
+    let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
+    // SAFETY: GetUserIdAndSecContext writes two plain values; NewGUCNestLevel/set_config_option
+    // are what fmgr does for a function's SET clause; SetUserIdAndSecContext sets two globals.
+    // The transaction's abort restores both if an error unwinds past the guard.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            PINNED_PATH.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET as _,
+            pg_sys::GucSource::PGC_S_SESSION as _,
+            pg_sys::GucAction::GUC_ACTION_SAVE as _,
+            true,
+            0,
+            false,
+        );
+        pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
+        Saved { user: u, ctx, nest }
+    }
+}
+
+fn restore(s: &Saved) {
+    // On an error unwinding through here the (sub)transaction abort restores the user, the
+    // security context and the GUC nest level itself; calling into Postgres then is not safe.
+    if std::thread::panicking() {
+        return;
+    }
+    // SAFETY: undoes switch_to in reverse order, with the values it saved.
+    unsafe {
+        pg_sys::SetUserIdAndSecContext(s.user, s.ctx);
+        pg_sys::AtEOXact_GUC(true, s.nest);
+    }
+}
+
+/// While alive: the extension owner, with `search_path = pg_catalog, pg_temp`.
+pub struct AsOwner(Saved);
+
+impl AsOwner {
+    pub fn enter() -> Result<Self, MxError> {
+        let owner = ext_owner()?;
+        Ok(AsOwner(switch_to(owner, 0)))
+    }
+}
+
+impl Drop for AsOwner {
+    fn drop(&mut self) {
+        restore(&self.0);
+    }
+}
+
+/// Run `f` as the extension owner with the pinned search_path.
+pub fn as_owner<R>(f: impl FnOnce() -> Result<R, MxError>) -> Result<R, MxError> {
+    let _g = AsOwner::enter()?;
+    f()
+}
+
+/// While alive: the owner of a table, in a security-restricted operation (no SET ROLE, no
+/// temporary objects, no deferred work), with the pinned search_path; memory_ext's caller is
+/// that owner, and the table's audit trigger appends for the rows memory_ext chose.
+pub struct AsTableOwner {
+    saved: Saved,
+    prev_override: pg_sys::Oid,
+    prev_system: pg_sys::Oid,
+}
+
+impl AsTableOwner {
+    pub fn enter(relid: pg_sys::Oid) -> Result<Self, MxError> {
+        let owner = rel_owner(relid)?;
+        let saved = switch_to(owner, pg_sys::SECURITY_RESTRICTED_OPERATION);
+        let prev_override = OVERRIDE.with(|c| c.replace(owner));
+        let prev_system = SYSTEM_REL.with(|c| c.replace(relid));
+        Ok(AsTableOwner { saved, prev_override, prev_system })
+    }
+}
+
+impl Drop for AsTableOwner {
+    fn drop(&mut self) {
+        OVERRIDE.with(|c| c.set(self.prev_override));
+        SYSTEM_REL.with(|c| c.set(self.prev_system));
+        restore(&self.saved);
+    }
+}
+
+fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
+    Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+        &[relid.into()],
+    )
+    .map_err(|e| MxError::spi("trust", e))?
+    .ok_or_else(|| MxError::new("42P01", format!("relation with oid {} does not exist", relid.to_u32())))
+}
+
+/// Whether the caller may act for `org` (`None` or `''`: the platform chain), asked of
+/// `memory._may_act_for` once per transaction, caller and org.
+pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
+    let who = caller();
+    if who == pg_sys::InvalidOid {
+        return Ok(false);
+    }
+    let key = (who, org.unwrap_or("").to_string());
+    if let Some(v) = ORGS.with(|m| m.borrow().get(&key).copied()) {
+        return Ok(v);
+    }
+    let v = as_owner(|| {
+        Spi::get_one_with_args::<bool>("SELECT memory._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])
+            .map_err(|e| MxError::spi("trust", e))
+    })?
+    .unwrap_or(false);
+    ORGS.with(|m| m.borrow_mut().insert(key, v));
+    Ok(v)
+}
+
+/// `Err(42501)` unless the caller may act for `org`.
+pub fn require_org(org: Option<&str>) -> Result<(), MxError> {
+    if may_act_for(org)? {
+        return Ok(());
+    }
+    Err(MxError::new(
+        code::NO_PRIVILEGE,
+        match org.filter(|o| !o.is_empty()) {
+            Some(o) => format!("role {} may not act for org \"{o}\"", role_name(caller())),
+            None => format!("role {} may not write the platform chain", role_name(caller())),
+        },
+    )
+    .hint("An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id)."))
+}
+
+pub fn role_name(oid: pg_sys::Oid) -> String {
+    if oid == pg_sys::InvalidOid {
+        return "(none: a security-restricted operation)".into();
+    }
+    // SAFETY: a syscache lookup; the name is copied before anything else runs.
+    unsafe {
+        let n = pg_sys::GetUserNameFromId(oid, true);
+        if n.is_null() {
+            format!("oid {}", oid.to_u32())
+        } else {
+            std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// Whether memory.govern / memory.ungovern opened the gate for `relid` in this transaction.
+pub fn gate_open(relid: pg_sys::Oid) -> bool {
+    GATE.with(|g| g.borrow().contains(&relid))
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_end(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    ORGS.with(|m| m.borrow_mut().clear());
+    GATE.with(|g| g.borrow_mut().clear());
+    OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
+    SYSTEM_REL.with(|c| c.set(pg_sys::InvalidOid));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_end(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    // An error caught inside govern/ungovern must not leave their gate open.
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        GATE.with(|g| g.borrow_mut().clear());
+        ORGS.with(|m| m.borrow_mut().clear());
+    }
+}
+
+pub fn init() {
+    // SAFETY: registers callbacks with static functions and no argument.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_end), std::ptr::null_mut());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL functions.
+
+/// The role memory_ext holds responsible (see `caller`); NULL inside a security-restricted
+/// operation memory_ext did not start.
+#[pg_extern(stable, parallel_safe, name = "_caller")]
+fn caller_sql() -> Option<pg_sys::Oid> {
+    let c = caller();
+    (c != pg_sys::InvalidOid).then_some(c)
+}
+
+/// Lets memory.govern / memory.ungovern drop and re-create memory_ext triggers of `tbl` in this
+/// transaction. Only a role that owns the table (or the extension owner, or a superuser) opens it.
+#[pg_extern(volatile, name = "_open_governance_gate")]
+fn open_governance_gate(tbl: Option<pg_sys::Oid>) -> bool {
+    let Some(tbl) = tbl else { MxError::bad_argument("a table is needed").raise() };
+    let ok = (|| -> Result<bool, MxError> {
+        let owner = rel_owner(tbl)?;
+        let who = caller();
+        // SAFETY: role-membership checks on plain oids.
+        Ok(who != pg_sys::InvalidOid
+            && unsafe { pg_sys::superuser_arg(who) || pg_sys::has_privs_of_role(who, owner) || pg_sys::has_privs_of_role(who, ext_owner()?) })
+    })()
+    .or_raise();
+    if !ok {
+        MxError::new(code::NO_PRIVILEGE, format!("role {} does not own the table", role_name(caller())))
+            .hint("Only the owner of a table governs or ungoverns it.")
+            .raise();
+    }
+    GATE.with(|g| {
+        if !g.borrow().contains(&tbl) {
+            g.borrow_mut().push(tbl);
+        }
+    });
+    true
+}
+
+/// Closes the gate memory.govern / memory.ungovern opened (they call it before returning).
+#[pg_extern(volatile, name = "_close_governance_gate")]
+fn close_governance_gate() -> bool {
+    GATE.with(|g| g.borrow_mut().clear());
+    true
+}
+
+#[pg_extern(stable, name = "_governance_gate_open")]
+fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
+    gate_open(tbl)
+}
+
+/// Runs one statement of memory_ext's maintenance on an application table as the table's owner
+/// (see `AsTableOwner`): `sql` with `args` as text parameters `$1..`. Returns the first column of
+/// the first row (jsonb) when the statement returns rows, else `{"processed": n}`. Not granted to
+/// PUBLIC: only memory_ext's own functions send it statements.
+#[pg_extern(volatile, name = "_exec_as_table_owner")]
+fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
+    let run = || -> Result<pgrx::JsonB, MxError> {
+        let _g = AsTableOwner::enter(tbl)?;
+        let params: Vec<pgrx::datum::DatumWithOid> = args.iter().map(|a| a.clone().into()).collect();
+        Spi::connect_mut(|client| {
+            let t = client.update(sql, None, &params).map_err(|e| MxError::spi("maintenance", e))?;
+            let n = t.len();
+            if t.columns().unwrap_or(0) > 0 && n > 0 {
+                let v: Option<pgrx::JsonB> = t.first().get(1).map_err(|e| MxError::spi("maintenance", e))?;
+                Ok(v.unwrap_or(pgrx::JsonB(serde_json::Value::Null)))
+            } else {
+                Ok(pgrx::JsonB(serde_json::json!({ "processed": n })))
+            }
+        })
+    };
+    run().or_raise()
+}

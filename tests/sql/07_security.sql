@@ -1,0 +1,239 @@
+-- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
+-- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
+BEGIN;
+SELECT plan(78);
+
+SELECT memory.setup_roles();
+CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
+CREATE ROLE sec_reader LOGIN IN ROLE memory_reader;
+CREATE ROLE sec_writer LOGIN IN ROLE memory_writer;              -- bound to acme
+CREATE ROLE sec_writer2 LOGIN IN ROLE memory_writer;             -- bound to acme and globex
+CREATE ROLE sec_admin LOGIN IN ROLE memory_admin;
+CREATE ROLE sec_star LOGIN IN ROLE memory_admin;                 -- '*': an application server
+CREATE ROLE sec_owner LOGIN IN ROLE memory_writer;               -- owns a governed table; bound to acme
+SELECT memory.grant_org('sec_reader', 'acme');
+SELECT memory.grant_org('sec_writer', 'acme');
+SELECT memory.grant_org('sec_writer2', 'acme');
+SELECT memory.grant_org('sec_writer2', 'globex');
+SELECT memory.grant_org('sec_admin', 'acme');
+SELECT memory.grant_org('sec_star', '*');
+SELECT memory.grant_org('sec_owner', 'acme');
+GRANT CREATE ON SCHEMA public TO sec_owner, sec_mallory, sec_writer;
+
+-- Tenant data written by the owner.
+INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
+  ('a0000000-0000-0000-0000-000000000001', 'acme', 'u1', 'acme note about billing'),
+  ('b0000000-0000-0000-0000-000000000001', 'globex', 'u2', 'globex secret plan about billing');
+INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('globex', 'restricted', 'content', '(?i)project falcon');
+INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES
+  ('e0000000-0000-0000-0000-0000000000a1', 'acme', 'concept', 'a'), ('e0000000-0000-0000-0000-0000000000b1', 'globex', 'concept', 'g');
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES
+  ('c0000000-0000-0000-0000-0000000000b1', 'globex', 'e0000000-0000-0000-0000-0000000000b1', 'globex claim', 'PubMed', 0.2);
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-0000000000b1';
+SELECT count(*) FROM memory.freshness_recheck();
+CREATE TEMP TABLE chains AS SELECT chain_id, seq FROM memory.audit_heads;
+GRANT SELECT ON chains TO PUBLIC;
+CREATE FUNCTION pg_temp.chains_unchanged() RETURNS boolean LANGUAGE sql AS $$
+  SELECT NOT EXISTS (SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id <> 'acme' EXCEPT SELECT chain_id, seq FROM chains WHERE chain_id <> 'acme') $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- 1. No role runs code as the extension owner through the audit trigger.
+SET ROLE sec_mallory;
+CREATE TEMP TABLE carrier (x int);
+CREATE FUNCTION pg_temp.evil(carrier) RETURNS text LANGUAGE plpgsql AS
+  $$BEGIN CREATE TEMP TABLE IF NOT EXISTS escalated AS SELECT current_user AS who; RETURN 'x'; END$$;
+CREATE CAST (carrier AS text) WITH FUNCTION pg_temp.evil(carrier);
+CREATE TEMP TABLE esc (id carrier, org_id text);
+CREATE TRIGGER t AFTER INSERT ON esc REFERENCING NEW TABLE AS memory_new FOR EACH STATEMENT
+  EXECUTE FUNCTION memory.audit_trigger('table=x', 'id=id', 'org=org_id');
+SELECT throws_ok($$ INSERT INTO esc VALUES (row(1), 'globex') $$, '39P01', NULL,
+                 'a column of the caller''s own type is refused before any cast runs');
+SELECT is(to_regclass('pg_temp.escalated'), NULL, 'the caller''s cast never ran');
+CREATE TEMP TABLE esc2 (id text, org_id text);
+CREATE TRIGGER t AFTER INSERT ON esc2 REFERENCING NEW TABLE AS memory_new FOR EACH STATEMENT
+  EXECUTE FUNCTION memory.audit_trigger('table=public.payments', 'id=id', 'org=org_id');
+SELECT throws_ok($$ INSERT INTO esc2 VALUES ('1', 'globex') $$, '42501', NULL,
+                 'the audit trigger on a caller''s table refuses rows of an org the caller may not act for');
+SELECT throws_ok($$ INSERT INTO esc2 VALUES ('1', NULL) $$, '42501', NULL, 'and the platform chain');
+SELECT throws_ok($$ SELECT key FROM memory.audit_keys $$, '42501', NULL, 'the keys stay closed');
+RESET ROLE;
+SELECT ok(pg_temp.chains_unchanged(), 'no chain moved');
+
+-- ---------------------------------------------------------------------------------------------
+-- 2. Internal definer functions are not doors.
+SET ROLE sec_writer;
+CREATE TEMP TABLE fake_claims (LIKE memory.claims);
+SELECT throws_ok($$ CREATE TRIGGER x BEFORE INSERT ON fake_claims FOR EACH ROW EXECUTE FUNCTION memory._claims_before_insert() $$,
+                 '42501', NULL, '_claims_before_insert cannot be attached to a caller''s table');
+SELECT throws_ok($$ CREATE TRIGGER x AFTER INSERT ON fake_claims REFERENCING NEW TABLE AS memory_new FOR EACH STATEMENT
+                    EXECUTE FUNCTION memory._knowledge_audit() $$, '42501', NULL, 'nor _knowledge_audit');
+SELECT throws_ok($$ SELECT memory._register_governed('memory.retention_policies', '{"id": "id", "stamps": {"expires_at": "created_at"}}') $$,
+                 '42501', NULL, '_register_governed refuses a table the caller does not own');
+SELECT throws_ok($$ SELECT memory._org_rules('globex') $$, '42883', NULL, 'another org''s rule patterns have no door');
+SELECT throws_ok($$ SELECT memory.classify('project falcon', NULL, NULL, 'globex') $$, '42501', NULL,
+                 'classifying with another org''s rules is 42501');
+SELECT throws_ok($$ SELECT memory.erase_subject('globex') $$, '42501', NULL, 'a writer cannot erase');
+SELECT throws_ok($$ SELECT memory.run_retention() $$, '42501', NULL, 'nor run retention');
+SELECT throws_ok($$ SELECT memory._exec_as_table_owner('memory.observations'::regclass, 'DELETE FROM memory.observations') $$,
+                 '42501', NULL, 'nor run statements as a table''s owner');
+CREATE TABLE public.sec_deep (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, classification memory.classification, weight float8);
+SELECT memory.govern('public.sec_deep', '{"weight": "weight"}');
+SELECT throws_ok(format($$ SELECT memory._register_governed('public.sec_deep', '{"weight": %s}') $$,
+                        repeat('[', 200) || repeat(']', 200)),
+                 '22023', NULL, 'options not in govern''s shape (nested 200 deep) are refused');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid = 'memory.retention_policies'::regclass), 0::bigint,
+          'the registry holds no memory_ext table the attacker named');
+SELECT is((SELECT count(*) FROM memory.retention_policies WHERE org_id IS NULL), 4::bigint, 'the platform policies are intact');
+SELECT ok((SELECT count(*) FROM memory.record_outcome('s-deep', 'accepted', ARRAY['a0000000-0000-0000-0000-000000000001'::uuid])) = 1,
+          'record_outcome still works');
+
+-- ---------------------------------------------------------------------------------------------
+-- 3. No forged audit events.
+SET ROLE sec_mallory;
+SELECT throws_ok($$ SELECT memory.audit_append('memory.purge', '{"forged": true}', 'globex') $$, '42501', NULL,
+                 'audit_append is not for PUBLIC');
+RESET ROLE;
+SET ROLE sec_writer;
+SELECT throws_ok($$ SELECT memory.audit_append('app.event', '{"forged": true}', 'globex') $$, '42501', NULL,
+                 'a writer appends only to orgs it may act for');
+SELECT throws_ok($$ SELECT memory.audit_append('memory.purge', '{"forged": true}', 'acme') $$, '42501', NULL,
+                 'memory.* event types are the extension''s own');
+SELECT throws_ok($$ SELECT memory.audit_append('Research.x', '{}', 'acme') $$, '42501', NULL, 'research.* too, in any case');
+SELECT throws_ok($$ SELECT memory.audit_append('app.event', '{}') $$, '42501', NULL, 'nor the platform chain');
+SELECT lives_ok($$ SELECT memory.audit_append('app.checkout', '{"n": 1}', 'acme') $$, 'a writer appends to its own org');
+SELECT throws_ok($$ SELECT memory._audit_append('memory.purge', '{}', 'globex', NULL, NULL, NULL) $$, '42501', NULL,
+                 'the internal append is closed');
+SELECT throws_ok($$ SELECT memory._audit_append_system('memory.purge', '{}', 'globex') $$, '42501', NULL, 'so is the system append');
+RESET ROLE;
+SELECT ok(pg_temp.chains_unchanged(), 'no other chain moved');
+SELECT is((SELECT actor_id FROM memory.audit_log WHERE event_type = 'app.checkout'), 'role:sec_writer', 'the event records the writing role');
+
+-- ---------------------------------------------------------------------------------------------
+-- 4. Tenant isolation is bound to roles, not self-asserted.
+SET ROLE sec_writer;
+SET memory.org_id = 'globex';
+SELECT is(memory.acting_org(), NULL, 'naming an org the role lacks grants nothing');
+SELECT is((SELECT count(*) FROM memory.claims), 0::bigint, 'no claims of another org');
+SELECT is((SELECT count(*) FROM memory.observations), 0::bigint, 'no observations');
+SELECT is((SELECT count(*) FROM memory.live_observations), 0::bigint, 'nor through live_observations');
+SELECT is((SELECT count(*) FROM memory.observation_weight_history), 0::bigint, 'nor weight history');
+SELECT throws_ok($$ SELECT memory.claim_recheck_tasks('w', 10) $$, '42501', NULL, 'no re-check tasks for an org it lacks');
+RESET memory.org_id;
+SELECT is(memory.acting_org(), 'acme', 'a role with one org acts for it without the setting');
+SELECT is((SELECT array_agg(DISTINCT org_id) FROM memory.observations), ARRAY['acme'], 'and sees that org only');
+SELECT throws_ok($$ SELECT * FROM memory.recall('globex', 'billing') $$, '42501', NULL, 'recall of another org is 42501');
+SELECT is((SELECT count(*) FROM memory.recall('acme', 'billing')), 1::bigint, 'recall of its own org works');
+SELECT throws_ok($$ SELECT * FROM memory.audit_head('globex') $$, '42501', NULL, 'the log of another org is closed');
+SELECT is((SELECT count(*) FROM memory.transfer_observations(ARRAY['b0000000-0000-0000-0000-000000000001'::uuid], 'p9')
+            WHERE transferred), 0::bigint, 'another org''s observation does not transfer');
+SELECT is((SELECT reason FROM memory.record_outcome('s-x', 'rejected', ARRAY['b0000000-0000-0000-0000-000000000001'::uuid])),
+          'not_found', 'record_outcome does not find another org''s observation');
+SELECT is((SELECT count(*) FROM memory.claim_recheck_tasks('w', 10)), 0::bigint, 'and takes no other org''s re-check tasks');
+RESET ROLE;
+SET ROLE sec_admin;
+SELECT is((SELECT array_agg(chain_id ORDER BY chain_id) FROM memory.audit_verify()), ARRAY['acme'], 'an admin verifies its own chains');
+SELECT throws_ok($$ SELECT * FROM memory.audit_verify('globex') $$, '42501', NULL, 'and not another org''s');
+SELECT throws_ok($$ SELECT memory.reclassify('b0000000-0000-0000-0000-000000000001', 'public', 'x') $$, '23503', NULL,
+                 'reclassify does not find another org''s observation');
+SELECT throws_ok($$ SELECT memory.grant_org('sec_mallory', 'globex') $$, '42501', NULL, 'an admin grants only its own orgs');
+SELECT throws_ok($$ SELECT memory.grant_org('sec_mallory', '*') $$, '42501', NULL, 'and never *');
+SELECT is((SELECT (memory.erase_subject('u2'))->>'observations'), '0', 'erasure stays inside the acting org');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM memory.observations WHERE user_id = 'u2'), 1::bigint, 'globex''s subject is untouched');
+SET ROLE sec_star;
+SET memory.org_id = 'globex';
+SELECT is((SELECT count(*) FROM memory.observations), 1::bigint, 'a * role acts for the org it names');
+RESET memory.org_id;
+SELECT ok((SELECT count(*) FROM memory.audit_verify()) >= 2, 'and verifies every chain');
+RESET ROLE;
+
+-- ---------------------------------------------------------------------------------------------
+-- 5. Writers write, with no further grants.
+SET ROLE sec_writer;
+SELECT lives_ok($$ INSERT INTO memory.observations (org_id, content, memory_type) VALUES ('acme', 'my api_key is here', 'short_term') $$,
+                'a writer inserts an observation of its org');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'x') $$, '42501', NULL,
+                 'and not one of another org');
+RESET ROLE;
+SELECT is((SELECT classification::text || ' ' || (expires_at IS NOT NULL)::text FROM memory.observations WHERE content = 'my api_key is here'),
+          'confidential true', 'classified and stamped');
+SELECT is((SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.store' AND actor_id = 'role:sec_writer'),
+          1::bigint, 'and audited under the writer''s role');
+SET ROLE sec_owner;
+CREATE TABLE public.sec_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text,
+                               classification memory.classification, created_at timestamptz DEFAULT now(),
+                               expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
+SELECT lives_ok($$ SELECT memory.govern('public.sec_notes', '{"audit": true, "stamps": true}') $$, 'a table owner governs its table');
+SELECT lives_ok($$ INSERT INTO public.sec_notes (org_id, content) VALUES ('acme', 'the password') $$,
+                'and writes it with classification, stamps and audit');
+SELECT throws_ok($$ INSERT INTO public.sec_notes (org_id, content) VALUES ('globex', 'x') $$, '42501', NULL,
+                 'owning a table never opens another tenant''s chain');
+RESET ROLE;
+SELECT is((SELECT classification::text || ' ' || (expires_at IS NOT NULL)::text FROM public.sec_notes), 'confidential true',
+          'the owner''s row is classified and stamped');
+SELECT is((SELECT governed_by::text FROM memory.governed_tables WHERE table_name = 'public.sec_notes'::regclass), 'sec_owner',
+          'governed_by records the caller, not the definer');
+
+-- ---------------------------------------------------------------------------------------------
+-- 6. A caller's search_path changes nothing that runs.
+CREATE TABLE public.sec_hijacked (who text);
+GRANT INSERT ON public.sec_hijacked TO PUBLIC;
+CREATE SCHEMA sec_evil AUTHORIZATION sec_writer;
+SET ROLE sec_writer;
+CREATE FUNCTION sec_evil.ne(memory.outcome, memory.outcome) RETURNS boolean LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.sec_hijacked VALUES (current_user); RETURN $1::text <> $2::text; END$$;
+CREATE OPERATOR sec_evil.<> (FUNCTION = sec_evil.ne, LEFTARG = memory.outcome, RIGHTARG = memory.outcome);
+CREATE FUNCTION sec_evil.mul(numeric, integer) RETURNS numeric LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.sec_hijacked VALUES (current_user); RETURN $1 * $2::numeric; END$$;
+CREATE OPERATOR sec_evil.* (FUNCTION = sec_evil.mul, LEFTARG = numeric, RIGHTARG = integer);
+SET search_path = sec_evil, public, pg_catalog;
+SELECT lives_ok($$ SELECT * FROM memory.record_outcome('s-hijack', 'rejected', ARRAY['a0000000-0000-0000-0000-000000000001'::uuid]) $$,
+                'record_outcome under a hostile search_path');
+SELECT lives_ok($$ SELECT * FROM memory.misleading_observations() $$, 'misleading_observations too');
+SELECT lives_ok($$ INSERT INTO memory.observations (org_id, content, memory_type) VALUES ('acme', 'an episode', 'episodic') $$,
+                'an episodic insert too');
+RESET search_path;
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.sec_hijacked), 0::bigint, 'no operator of the caller ran');
+
+-- ---------------------------------------------------------------------------------------------
+-- 7. Governance is not switched off quietly.
+SET ROLE sec_owner;
+SELECT throws_ok($$ ALTER TABLE public.sec_notes DISABLE TRIGGER USER $$, '42501', NULL, 'DISABLE TRIGGER USER is refused');
+SELECT throws_ok($$ ALTER TABLE public.sec_notes DISABLE TRIGGER memory_classify $$, '42501', NULL, 'so is disabling one trigger');
+SELECT throws_ok($$ DROP TRIGGER memory_audit_ins ON public.sec_notes $$, '42501', NULL, 'DROP TRIGGER is refused');
+SELECT throws_ok($$ ALTER TRIGGER memory_classify ON public.sec_notes RENAME TO hidden $$, '42501', NULL, 'renaming is refused');
+SELECT lives_ok($$ TRUNCATE public.sec_notes $$, 'TRUNCATE works');
+RESET ROLE;
+SELECT is((SELECT payload->>'table' FROM memory.audit_log WHERE event_type = 'memory.govern.truncate'), 'public.sec_notes',
+          'and is audited');
+SET ROLE sec_owner;
+SELECT lives_ok($$ SELECT memory.ungovern('public.sec_notes') $$, 'ungovern removes the triggers');
+SELECT lives_ok($$ SELECT memory.govern('public.sec_notes', '{"audit": true}') $$, 'govern again');
+SELECT lives_ok($$ DROP TABLE public.sec_notes $$, 'DROP TABLE of a governed table');
+RESET ROLE;
+SELECT results_eq($$ SELECT event_type, payload->>'table' FROM memory.audit_log WHERE event_type LIKE 'memory.govern.%' AND chain_id = '' ORDER BY seq $$,
+                  $$ VALUES ('memory.govern.truncate', 'public.sec_notes'), ('memory.govern.ungovern', 'public.sec_notes'),
+                            ('memory.govern.drop_table', 'public.sec_notes') $$,
+                  'ungovern, TRUNCATE and DROP TABLE are on the platform chain');
+SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid::text = 'public.sec_notes'), 0::bigint, 'and the registry forgot it');
+SELECT results_eq($$ SELECT bool_and(ok) FROM memory.audit_verify() $$, $$ VALUES (true) $$, 'every chain verifies');
+
+-- ---------------------------------------------------------------------------------------------
+-- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
+                   AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
+          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._may_act_for(text)',
+                'memory._register_governed(regclass,jsonb)', 'memory._unregister_governed(regclass)',
+                'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)'],
+          'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'memory'::regnamespace
+                   AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
+                 ORDER BY 1),
+          '{}'::text[], 'every function pins search_path = pg_catalog, pg_temp');
+
+SELECT * FROM finish();
+ROLLBACK;
