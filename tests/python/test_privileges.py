@@ -1,0 +1,243 @@
+"""The privilege matrix (SPEC §8): the catalog against the README's grant table, and row-level
+isolation for every tenant table, from an ordinary login role, each role bound to one org, a '*'
+role and a governed table's owner."""
+import pathlib
+import re
+
+import psycopg
+import pytest
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
+TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
+# Closed to every role but the owner (the README says so under "Grant table").
+OWNER_ONLY = {"audit_log", "audit_log_default", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
+              "org_grants", "governance_registry"}
+
+
+def grant_table():
+    """Rows of the README's grant table: ([object names], {role: cell})."""
+    text = README.read_text()
+    section = text[text.index("### Grant table"):]
+    section = section[:section.index("\n## ")]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0] or cells[0] in ("object",) or set(cells[0]) <= {"-"}:
+            continue
+        names = re.findall(r"`([^`]+)`", cells[0])
+        names = [n if n.startswith("memory.") else "memory." + n for n in names]
+        rows.append((names, dict(zip(ROLES, cells[1:]))))
+    return rows
+
+
+def parse_privs(cell):
+    """'SELECT, INSERT(a, b)' -> {'SELECT': None, 'INSERT': ['a', 'b']}; '—' -> {}."""
+    out = {}
+    for m in re.finditer(r"(SELECT|INSERT|UPDATE|DELETE|TRUNCATE|EXECUTE)(?:\(([^)]*)\))?", cell):
+        out[m.group(1)] = [c.strip() for c in m.group(2).split(",")] if m.group(2) else None
+    return out
+
+
+@pytest.fixture
+def roles(conn):
+    conn.execute("SELECT memory.setup_roles()")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pm_nobody') THEN "
+                 "CREATE ROLE pm_nobody LOGIN; END IF; END $$")
+    return {"PUBLIC": "pm_nobody", "memory_reader": "memory_reader", "memory_writer": "memory_writer",
+            "memory_admin": "memory_admin"}
+
+
+def test_catalog_matches_the_readme_grant_table(conn, roles):
+    rows = grant_table()
+    assert rows, "the README has a grant table"
+    listed = set()
+    failures = []
+    for names, cells in rows:
+        for name in names:
+            schema, obj = name.split(".", 1)
+            kind = conn.execute("SELECT c.relkind FROM pg_class c WHERE c.oid = to_regclass(%s)", (name,)).fetchone()
+            if kind:
+                listed.add(obj)
+                for role, cell in cells.items():
+                    want = parse_privs(cell)
+                    r = roles[role]
+                    for p in TABLE_PRIVS:
+                        (table_level,) = conn.execute("SELECT has_table_privilege(%s, %s, %s)", (r, name, p)).fetchone()
+                        cols = want.get(p, "absent")
+                        if cols is None:
+                            ok = table_level
+                        elif cols == "absent":
+                            anycol = p in ("SELECT", "INSERT", "UPDATE") and conn.execute(
+                                "SELECT has_any_column_privilege(%s, %s, %s)", (r, name, p)).fetchone()[0]
+                            ok = not table_level and not anycol
+                        else:
+                            have = all(conn.execute("SELECT has_column_privilege(%s, %s, %s, %s)", (r, name, c, p)).fetchone()[0]
+                                       for c in cols)
+                            ok = have and not table_level
+                        if not ok:
+                            failures.append(f"{name} {p} for {role}: README says {cell!r}")
+                continue
+            procs = conn.execute("SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace AND p.proname = %s",
+                                 (obj,)).fetchall()
+            assert procs, f"README grant table names {name}, which does not exist"
+            listed.add(obj)
+            for role, cell in cells.items():
+                want = "EXECUTE" in parse_privs(cell)
+                for (oid,) in procs:
+                    (have,) = conn.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (roles[role], oid)).fetchone()
+                    if have != want:
+                        failures.append(f"{name} EXECUTE for {role}: README says {cell!r}, catalog says {have}")
+    # Everything not listed is the owner's alone.
+    for (rel,) in conn.execute("SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'memory'::regnamespace "
+                               "AND c.relkind IN ('r', 'p', 'v', 'm')").fetchall():
+        if rel in listed:
+            continue
+        assert rel in OWNER_ONLY or rel.startswith("audit_log_"), f"{rel} is in neither the grant table nor the owner-only list"
+        for role, r in roles.items():
+            for p in TABLE_PRIVS:
+                (have,) = conn.execute("SELECT has_table_privilege(%s, %s, %s)", (r, f"memory.{rel}", p)).fetchone()
+                if have:
+                    failures.append(f"owner-only memory.{rel}: {role} has {p}")
+    for (proname, oid) in conn.execute("SELECT p.proname, p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace").fetchall():
+        if proname in listed:
+            continue
+        for role, r in roles.items():
+            (have,) = conn.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (r, oid)).fetchone()
+            if have:
+                failures.append(f"unlisted memory.{proname}: {role} may EXECUTE it")
+    assert not failures, "\n".join(failures)
+
+
+TENANT_TABLES = {
+    # table: an INSERT of one row for org %s (None: not writable by the role that tries)
+    "observations": "INSERT INTO memory.observations (org_id, content) VALUES (%s, 'x')",
+    "observations_archive": None,
+    "observation_weight_history": None,
+    "legal_holds": "INSERT INTO memory.legal_holds (org_id, reason) VALUES (%s, 'r')",
+    "classification_rules": "INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES (%s, 'internal', 'content', 'x')",
+    "org_settings": "INSERT INTO memory.org_settings (org_id, bfsi_mode) VALUES (%s, true)",
+    "retention_policies": "INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES (%s, 'public', 10)",
+    "entities": "INSERT INTO memory.entities (org_id, entity_type, name) VALUES (%s, 'concept', 'n')",
+    "claims": None,
+    "relationships": None,
+    "recheck_tasks": None,
+}
+
+
+def seed(conn):
+    for org in ("acme", "globex"):
+        conn.execute("INSERT INTO memory.observations (org_id, user_id, content, memory_type) VALUES (%s, 'u', 'note about billing', 'structured')", (org,))
+        conn.execute("INSERT INTO memory.legal_holds (org_id, reason) VALUES (%s, 'seed')", (org,))
+        conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES (%s, 'restricted', 'content', 'falcon')", (org,))
+        conn.execute("INSERT INTO memory.org_settings (org_id) VALUES (%s)", (org,))
+        conn.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES (%s, 'internal', 100)", (org,))
+        (e,) = conn.execute("INSERT INTO memory.entities (org_id, entity_type, name) VALUES (%s, 'concept', 'n') RETURNING id", (org,)).fetchone()
+        (e2,) = conn.execute("INSERT INTO memory.entities (org_id, entity_type, name) VALUES (%s, 'problem', 'm') RETURNING id", (org,)).fetchone()
+        (c,) = conn.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, confidence_score) VALUES (%s, %s, 't', 0.1) RETURNING id",
+                            (org, e)).fetchone()
+        conn.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = %s", (c,))
+        conn.execute("INSERT INTO memory.relationships (org_id, source_id, target_id, rel_type) VALUES (%s, %s, %s, 'treats')", (org, e, e2))
+    conn.execute("SELECT count(*) FROM memory.freshness_recheck()")
+    conn.execute("SELECT memory.record_outcome('s1', 'accepted', ARRAY(SELECT id FROM memory.observations))")
+    # Structured memories are archived after 180 days and kept 365: this moves them to the archive.
+    conn.execute("SELECT memory.run_retention(false, now() + interval '200 days')")
+    for org in ("acme", "globex"):
+        conn.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES (%s, 'u', 'note about billing')", (org,))
+
+
+@pytest.fixture
+def tenant_roles(conn, roles):
+    made = {}
+    for name, group, org in [("pm_reader", "memory_reader", "acme"), ("pm_writer", "memory_writer", "acme"),
+                             ("pm_admin", "memory_admin", "acme"), ("pm_star", "memory_admin", "*"),
+                             ("pm_owner", "memory_writer", "acme")]:
+        conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
+                     f"CREATE ROLE {name} LOGIN; END IF; END $$")
+        conn.execute(f"GRANT {group} TO {name}")
+        conn.execute("SELECT memory.grant_org(%s, %s)", (name, org))
+        made[name] = org
+    return made
+
+
+def as_role(dsn, role, org_setting=None):
+    c = psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
+    if org_setting:
+        c.execute("SELECT set_config('memory.org_id', %s, false)", (org_setting,))
+    return c
+
+
+def test_rows_of_another_org_are_invisible_and_unwritable(dsn, conn, tenant_roles):
+    seed(conn)
+    # Every tenant table holds rows of both orgs.
+    for t in TENANT_TABLES:
+        (orgs,) = conn.execute(f"SELECT count(DISTINCT org_id) FROM memory.{t} WHERE org_id IS NOT NULL").fetchone()
+        assert orgs == 2, t
+    failures = []
+    for role in ["pm_nobody", *tenant_roles]:
+        with as_role(dsn, role, "acme" if role == "pm_star" else None) as c:
+            for t, insert in TENANT_TABLES.items():
+                try:
+                    (n,) = c.execute(f"SELECT count(*) FROM memory.{t} WHERE org_id = 'globex'").fetchone()
+                    if n:
+                        failures.append(f"{role} sees {n} globex rows of {t}")
+                except psycopg.errors.InsufficientPrivilege:
+                    pass
+                if insert:
+                    try:
+                        c.execute(insert, ("globex",))
+                        failures.append(f"{role} inserted a globex row into {t}")
+                    except psycopg.errors.InsufficientPrivilege:
+                        pass
+                for stmt in (f"UPDATE memory.{t} SET org_id = org_id WHERE org_id = 'globex'",
+                             f"DELETE FROM memory.{t} WHERE org_id = 'globex'"):
+                    try:
+                        cur = c.execute(stmt)
+                        if cur.rowcount:
+                            failures.append(f"{role}: {stmt} touched {cur.rowcount} rows")
+                    except psycopg.DatabaseError as e:
+                        # no privilege, or a rule of the table (append-only, no hard delete)
+                        if e.sqlstate not in ("42501", "MX006", "55000"):
+                            failures.append(f"{role}: {stmt} -> {e.sqlstate} {e}")
+            for view in ("live_observations", "stats"):
+                try:
+                    (n,) = c.execute(f"SELECT count(*) FROM memory.{view} v"
+                                     + (" WHERE org_id = 'globex'" if view == "live_observations" else "")).fetchone()
+                    if view == "live_observations" and n:
+                        failures.append(f"{role} sees globex rows through {view}")
+                except psycopg.errors.InsufficientPrivilege:
+                    pass
+    # Own org: readers read, writers write.
+    with as_role(dsn, "pm_reader") as c:
+        assert c.execute("SELECT count(*) FROM memory.observations").fetchone()[0] >= 1
+    with as_role(dsn, "pm_writer") as c:
+        c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'writer row')")
+        c.execute("INSERT INTO memory.entities (org_id, entity_type, name) VALUES ('acme', 'concept', 'w')")
+    with as_role(dsn, "pm_admin") as c:
+        c.execute(TENANT_TABLES["classification_rules"], ("acme",))
+        c.execute(TENANT_TABLES["legal_holds"], ("acme",))
+    with as_role(dsn, "pm_star", "globex") as c:
+        assert c.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'globex'").fetchone()[0] >= 1
+    assert not failures, "\n".join(failures)
+
+
+def test_a_governed_table_owner_and_a_writer_with_a_grant(dsn, conn, tenant_roles):
+    conn.execute("GRANT CREATE ON SCHEMA public TO pm_owner")
+    with as_role(dsn, "pm_owner") as c:
+        c.execute("CREATE TABLE public.pm_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, "
+                  "classification memory.classification)")
+        c.execute("SELECT memory.govern('public.pm_notes', '{\"audit\": true}')")
+        c.execute("GRANT INSERT, SELECT ON public.pm_notes TO pm_writer")
+        c.execute("INSERT INTO public.pm_notes (org_id, content) VALUES ('acme', 'owner row')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("INSERT INTO public.pm_notes (org_id, content) VALUES ('globex', 'x')")
+    # A writer the owner granted INSERT: classification and audit apply, under the writer's role.
+    with as_role(dsn, "pm_writer") as c:
+        c.execute("INSERT INTO public.pm_notes (org_id, content) VALUES ('acme', 'the secret token')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("INSERT INTO public.pm_notes (org_id, content) VALUES ('globex', 'x')")
+    assert conn.execute("SELECT classification::text FROM public.pm_notes WHERE content = 'the secret token'").fetchone() == ("confidential",)
+    assert conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.store' "
+                        "AND payload->>'table' = 'public.pm_notes' ORDER BY seq").fetchall() == [("role:pm_owner",), ("role:pm_writer",)]
+    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'globex'").fetchone() == (0,)
+    assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
