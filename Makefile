@@ -14,7 +14,7 @@ build: deps
 	cargo build
 
 install: deps
-	cargo pgrx install --pg-config $(PG_CONFIG)
+	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 ## Every test layer: core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client tests.
 test: deps test-core test-pgrx install test-sql test-python

@@ -154,8 +154,14 @@ CREATE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text 
 RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- The extension's own event names are written by the extension alone.
-    IF (pg_catalog.lower(pg_catalog.btrim(event_type)) LIKE 'memory.%' OR pg_catalog.lower(pg_catalog.btrim(event_type)) LIKE 'research.%')
+    -- No invisible characters in event names (a zero-width space could make a look-alike of a
+    -- reserved name), and the extension's own names, compared after Unicode compatibility folding
+    -- (full-width letters) and lower-casing, are written by the extension alone.
+    IF event_type OPERATOR(pg_catalog.~) '[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0[:cntrl:]]' THEN
+        RAISE EXCEPTION 'event type contains invisible or control characters' USING ERRCODE = '22023';
+    END IF;
+    IF (pg_catalog.lower(pg_catalog.normalize(pg_catalog.btrim(event_type), 'NFKC')) LIKE 'memory.%'
+        OR pg_catalog.lower(pg_catalog.normalize(pg_catalog.btrim(event_type), 'NFKC')) LIKE 'research.%')
        AND NOT memory._is_unrestricted() THEN
         RAISE EXCEPTION 'event type "%" is reserved for memory_ext', event_type
             USING ERRCODE = '42501', HINT = 'Name application events with a prefix of your own, e.g. app.checkout.';

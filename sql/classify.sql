@@ -20,7 +20,7 @@ COMMENT ON FUNCTION memory.classify_explain(text, text[], text, text) IS
 
 CREATE FUNCTION memory.risk_band(tier memory.classification)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._risk_band(tier::text) $$;
+AS $$ SELECT memory._risk_band(tier::pg_catalog.text) $$;
 COMMENT ON FUNCTION memory.risk_band(memory.classification) IS
   'BFSI risk band: public low, internal medium, confidential high, restricted critical.';
 
@@ -84,6 +84,15 @@ COMMENT ON VIEW memory.governed_tables IS 'Each governed table, its column mappi
 CREATE FUNCTION memory._has_column(tbl regclass, col text)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) $$;
+
+-- Whether column col of tbl has type typ (a NULL col passes when nullable is true).
+CREATE FUNCTION memory._column_type_is(tbl oid, col text, typ regtype, nullable boolean DEFAULT false)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN col IS NULL THEN nullable ELSE EXISTS (
+        SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
+           AND (a.atttypid = typ OR (typ = 'text'::regtype AND a.atttypid = 'varchar'::regtype))) END
+$$;
 
 -- Type of a column of tbl, or an error naming it.
 CREATE FUNCTION memory._column_type(tbl regclass, col text, role text)
@@ -188,8 +197,11 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
+-- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
+-- the backfill) as the caller, in a security-restricted operation (memory._exec_as_caller).
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
-RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
@@ -214,8 +226,12 @@ BEGIN
     IF jsonb_typeof(opts) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
     END IF;
-    -- Only the table's owner governs it; this also lets this call replace memory_ext triggers,
+    -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
     -- which the event trigger refuses to anything else (SPEC §8).
+    IF NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
+    END IF;
     PERFORM memory._open_governance_gate(tbl);
     FOR k IN SELECT jsonb_object_keys(opts) LOOP
         IF NOT k = ANY (known) THEN
@@ -315,10 +331,10 @@ BEGIN
         IF c_type IS NOT NULL THEN cols := cols || c_type; END IF;
         IF c_org IS NOT NULL THEN cols := cols || c_org; END IF;
 
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
-        EXECUTE format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
                        'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
-                       (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args);
+                       (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
         -- Existing rows without a tier: touching the content column fires the trigger, which
@@ -328,15 +344,14 @@ BEGIN
                                    THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
                                    ELSE format('%I IS NULL', x) END, ' OR ')
               INTO missing FROM unnest(targets) x;
-            EXECUTE format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing);
-            GET DIAGNOSTICS n = ROW_COUNT;
+            n := memory._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE
         IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
         END IF;
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
         eff := eff || jsonb_build_object('classify', false);
     END IF;
 
@@ -362,23 +377,23 @@ BEGIN
         IF a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype THEN
             args := args || ', ''tier_json=true''';
         END IF;
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl);
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl);
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl);
-        EXECUTE format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
-        EXECUTE format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         IF a_id IS NOT NULL AND a_tier IS NOT NULL THEN
-            EXECUTE format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
-                           'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args);
+            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         END IF;
         eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
                                          'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
     ELSE
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl);
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl);
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
         eff := eff || jsonb_build_object('audit', false);
     END IF;
 
@@ -413,24 +428,24 @@ BEGIN
             RAISE EXCEPTION 'state column "%" of % must be memory.lifecycle_state or text, not %', c_state, tbl, t::regtype
                 USING ERRCODE = '22023';
         END IF;
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
         -- An enum value is always a state: only changes need checking. Text is checked on insert too.
-        EXECUTE format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
                        CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
                             ELSE format('INSERT OR UPDATE OF %I', c_state) END,
-                       tbl, c_state);
+                       tbl, c_state));
         eff := eff || jsonb_build_object('state', c_state);
     ELSE
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
     END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl);
-        EXECUTE format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
         PERFORM memory._register_governed(tbl, eff);
     ELSE
-        EXECUTE format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._unregister_governed(tbl);
     END IF;
     PERFORM memory._close_governance_gate();
@@ -440,7 +455,7 @@ COMMENT ON FUNCTION memory.govern(regclass, jsonb) IS
   'Attach memory_ext triggers to a table from a column mapping. Idempotent: calling again replaces the mapping. Returns the effective mapping.';
 
 CREATE FUNCTION memory.ungovern(tbl regclass)
-RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     tg name;
@@ -449,13 +464,17 @@ BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.ungovern needs a table' USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT 1 FROM memory.governed_tables g WHERE g.table_name = tbl AND g.builtin) THEN
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
         RAISE EXCEPTION '% is managed by memory_ext and stays governed', tbl USING ERRCODE = '55000';
+    END IF;
+    IF NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table ungoverns it.';
     END IF;
     PERFORM memory._open_governance_gate(tbl);
     FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
-        EXECUTE format('DROP TRIGGER %I ON %s', tg, tbl);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
     END LOOP;
     was := memory._unregister_governed(tbl);
     PERFORM memory._close_governance_gate();

@@ -33,7 +33,7 @@ CREATE INDEX observations_fts ON memory.observations USING gin (to_tsvector('eng
 
 CREATE FUNCTION memory.ema(previous float8, outcome memory.outcome, alpha_success float8 DEFAULT 0.1, alpha_failure float8 DEFAULT 0.15)
 RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._ema(previous, outcome::text, alpha_success, alpha_failure) $$;
+AS $$ SELECT memory._ema(previous, outcome::pg_catalog.text, alpha_success, alpha_failure) $$;
 COMMENT ON FUNCTION memory.ema(float8, memory.outcome, float8, float8) IS
   'previous × (1 − α) + signal × α; signal 1 for accepted (α = alpha_success), 0 otherwise (α = alpha_failure). α outside (0, 1] or a non-finite weight: 22023.';
 

@@ -16,13 +16,22 @@ GRANT USAGE ON SCHEMA memory TO PUBLIC;
 GRANT SELECT ON memory.governed_tables TO PUBLIC;
 
 -- Every function pins search_path, so a caller's search_path never changes what runs (SQL and
--- PL/pgSQL functions say so where they are defined; this covers the Rust ones).
+-- PL/pgSQL functions say so where they are defined; this covers the Rust ones) -- except the
+-- per-row hot path, which resolves no name when it runs: the two row triggers (Rust; the only
+-- SQL they send runs under trust::AsOwner, which pins the path itself) and the inlinable
+-- one-line SQL wrappers over pure Rust functions (bodies fully schema-qualified, no operator).
+-- A SET clause would cost a GUC save/restore per row and stop the planner inlining the
+-- wrappers. tests/sql/07_security.sql holds this list.
 DO $$
 DECLARE f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'memory'::regnamespace
-                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%') LOOP
+                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
+                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
+                    'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
+                    '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
+                    '_source_tier', 'is_stale', '_is_stale']) LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
     END LOOP;
 END $$;
@@ -46,9 +55,6 @@ GRANT EXECUTE ON FUNCTION
     memory._risk_band(text), memory._derive_classification(jsonb), memory._ema(float8, text, float8, float8),
     memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
     memory._caller(), memory._may_act_for(text), memory._acting_org(),
-    memory._has_column(regclass, text), memory._column_type(regclass, text, text),
-    memory._open_governance_gate(oid), memory._close_governance_gate(),
-    memory._register_governed(regclass, jsonb), memory._unregister_governed(regclass),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)

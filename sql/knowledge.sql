@@ -6,7 +6,7 @@
 
 CREATE FUNCTION memory.can_transition("from" memory.lifecycle_state, "to" memory.lifecycle_state)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._can_transition($1::text, $2::text) $$;
+AS $$ SELECT memory._can_transition($1::pg_catalog.text, $2::pg_catalog.text) $$;
 COMMENT ON FUNCTION memory.can_transition(memory.lifecycle_state, memory.lifecycle_state) IS
   'The seed''s transition table: pending -> active|retracted|archived; active -> superseded|retracted|archived; superseded|retracted -> archived; archived is terminal. A state to itself is not a transition (false); an UPDATE that keeps the state is a no-op.';
 

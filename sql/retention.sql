@@ -208,7 +208,9 @@ BEGIN
 
     -- Every statement on the application table runs as the table's owner, in a
     -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
-    -- casts or triggers do runs with its owner's rights, never the maintenance role's.
+    -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
+    -- of orgs the table's owner may act for are swept: the org values are the owner's data, so
+    -- events (memory.purge and the table's own) never name an org its owner could not write.
     FOR step IN 1 .. 2 LOOP
         TRUNCATE pg_temp.memory_app_due;
         IF step = 1 THEN
@@ -216,6 +218,7 @@ BEGIN
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND memory._may_act_for(%2$s)
                             FOR UPDATE OF t) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at'), ARRAY[at::text]);
         ELSE
@@ -225,6 +228,7 @@ BEGIN
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND t.%6$I OPERATOR(pg_catalog.+) (t.%7$I OPERATOR(pg_catalog.-) coalesce(t.%8$I, t.%7$I))
                                 OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND memory._may_act_for(%2$s)
                             FOR UPDATE OF t) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text]);
         END IF;
@@ -273,6 +277,7 @@ DECLARE
     actor    constant text := 'system:retention';
     tables   jsonb := '{}';
     skipped  jsonb := '[]';
+    failed   jsonb := '{}';
     r        jsonb;
 BEGIN
     IF dry_run IS NULL OR at IS NULL THEN
@@ -365,7 +370,14 @@ BEGIN
             skipped := skipped || to_jsonb(g.table_name::text);
             CONTINUE;
         END IF;
-        r := memory._retention_sweep(g.table_name, g.options, dry_run, at);
+        -- One table's failure (a column renamed since govern, the owner's trigger raising) is
+        -- reported and does not stop the others.
+        BEGIN
+            r := memory._retention_sweep(g.table_name, g.options, dry_run, at);
+        EXCEPTION WHEN OTHERS THEN
+            failed := failed || jsonb_build_object(g.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+            CONTINUE;
+        END;
         tables := tables || jsonb_build_object(g.table_name::text, r);
         soft := soft + (r->>'soft_deleted')::bigint;
         hard := hard + (r->>'hard_deleted')::bigint;
@@ -373,7 +385,8 @@ BEGIN
     END LOOP;
 
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
-                              'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped);
+                              'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped,
+                              'failed_tables', failed);
 END $$;
 COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
   'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A dry run changes nothing but reports and audits with dryRun true.';

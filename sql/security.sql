@@ -63,6 +63,11 @@ DECLARE
     t   record;
     rel regclass;
 BEGIN
+    -- Superusers and the extension owner are not stopped here (they could drop this trigger;
+    -- restores run as them and re-create the triggers): the guard is for table owners.
+    IF memory._is_unrestricted() AND TG_EVENT = 'ddl_command_end' THEN
+        RETURN;
+    END IF;
     IF TG_EVENT = 'ddl_command_end' THEN
         FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
             IF r.command_tag = 'ALTER TABLE' THEN
@@ -73,6 +78,22 @@ BEGIN
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
                     RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END LOOP;
+            ELSIF r.command_tag = 'CREATE TRIGGER' THEN
+                -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
+                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                          WHERE tg.oid = r.objid AND (tg.tgname LIKE 'memory\_%' OR memory._is_memory_trigger_fn(tg.tgfoid))
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
+                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) to change the mapping.';
+                END LOOP;
+            ELSIF r.command_tag = 'CREATE RULE' THEN
+                -- A rule could divert writes around the triggers (DO INSTEAD).
+                FOR t IN SELECT rw.ev_class FROM pg_catalog.pg_rewrite rw
+                          WHERE rw.oid = r.objid AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rw.ev_class) LOOP
+                    RAISE EXCEPTION 'governed table % takes no rules', t.ev_class::regclass
+                        USING ERRCODE = '42501', HINT = 'Rules could divert writes around governance; ungovern the table first.';
                 END LOOP;
             ELSIF r.command_tag = 'ALTER TRIGGER' THEN
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
@@ -90,7 +111,7 @@ BEGIN
                 -- A trigger dropped with its table is not a table left ungoverned.
                 rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
                 IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
-                   AND NOT memory._governance_gate_open(rel::oid) THEN
+                   AND NOT memory._governance_gate_open(rel::oid) AND NOT memory._is_unrestricted() THEN
                     RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
                 END IF;
@@ -101,7 +122,7 @@ BEGIN
         END LOOP;
     END IF;
 END $$;
-CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER')
+CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE')
     EXECUTE FUNCTION memory._guard_governance_ddl();
 CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
     EXECUTE FUNCTION memory._guard_governance_ddl();

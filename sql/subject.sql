@@ -41,11 +41,20 @@ BEGIN
             skipped := skipped || to_jsonb(t.table_name::text);
             CONTINUE;
         END IF;
-        r := memory._exec_as_table_owner(t.table_name,
-                 CASE WHEN scope IS NULL THEN format('DELETE FROM %s WHERE %I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.table_name, t.col)
-                      ELSE format('DELETE FROM %s WHERE %I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND %I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                                  t.table_name, t.col, t.org_col) END,
-                 ARRAY[subject, scope]);
+        -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
+        -- one table's failure is reported without stopping the erasure elsewhere.
+        BEGIN
+            r := memory._exec_as_table_owner(t.table_name,
+                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
+                            t.table_name, t.col,
+                            CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                            CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                     ARRAY[subject, scope]);
+        EXCEPTION WHEN OTHERS THEN
+            counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
+                                || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));
+            CONTINUE;
+        END;
         n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
     END LOOP;

@@ -368,5 +368,13 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
 
 fn classify_row_inputs(cols: &mut tuple::ClassifyColumns) -> Result<Decision, MxError> {
     let st = cols.source_type()?;
+    // An org's rules classify a row only for a writer that may act for the org: otherwise every
+    // write would be an oracle on another tenant's patterns (SPEC §8). Orgs without rules cost
+    // nothing here; the answer is cached per transaction.
+    if let Some(org) = cols.org() {
+        if !rules_for(org).is_empty() {
+            crate::trust::require_org(Some(org))?;
+        }
+    }
     Ok(cols.with_source_files(|paths| decide(cols.content(), paths, st, cols.org())))
 }

@@ -34,6 +34,7 @@ fn ema_sql(previous: f64, outcome: &str, alpha_success: f64, alpha_failure: f64)
 /// A table whose rows carry a weight: memory.observations or a governed application table.
 struct Source {
     rel: String,
+    relid: pg_sys::Oid,
     id: String,
     org: Option<String>,
     project: Option<String>,
@@ -58,10 +59,19 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
         let _owner = AsOwner::enter()?;
         client
             .select(
-                "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.options, g.builtin
+                // Application tables: the caller needs SELECT and UPDATE on them, and the mapped
+                // columns must still have the types govern checked (a later ALTER could have
+                // changed them to a type whose casts are the owner's code).
+                "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.options, g.builtin, g.relid::pg_catalog.oid
                    FROM memory.governance_registry g
                   WHERE g.options OPERATOR(pg_catalog.?) 'weight'
-                    AND (g.builtin OR pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT, UPDATE'))
+                    AND (g.builtin OR (pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT')
+                                      AND pg_catalog.has_table_privilege(memory._caller(), g.relid, 'UPDATE')
+                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'id', 'uuid')
+                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'weight', 'float8')
+                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'org', 'text', true)
+                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'project', 'text', true)
+                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'soft_deleted', 'timestamptz', true)))
                   ORDER BY g.builtin DESC, g.governed_at",
                 None,
                 &[],
@@ -73,11 +83,27 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
         let opts = row.get::<JsonB>(2).map_err(spi_err)?.map(|j| j.0).unwrap_or(Value::Null);
         let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
         let builtin = row.get::<bool>(3).map_err(spi_err)?.unwrap_or(false);
+        let relid = row.get::<pg_sys::Oid>(4).map_err(spi_err)?.unwrap_or(pg_sys::InvalidOid);
         if let (Some(id), Some(weight)) = (s("id"), s("weight")) {
-            out.push(Source { rel, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted"), builtin });
+            out.push(Source { rel, relid, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted"), builtin });
         }
     }
     Ok(out)
+}
+
+/// Who runs the statements on a source: the extension owner for memory.observations, the
+/// table's owner for an application table.
+/// (Held only for its Drop, which switches back.)
+#[allow(dead_code)]
+enum Guard {
+    Owner(AsOwner),
+    TableOwner(crate::trust::AsRole),
+}
+
+impl Guard {
+    fn for_source(src: &Source) -> Result<Self, MxError> {
+        Ok(if src.builtin { Guard::Owner(AsOwner::enter()?) } else { Guard::TableOwner(crate::trust::AsRole::table_owner(src.relid)?) })
+    }
 }
 
 struct Target {
@@ -146,8 +172,10 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
                 rel = src.rel,
             );
+            // memory.observations as the extension owner (orgs checked below); an application
+            // table as its owner, so its code never runs with the caller's rights.
             let rows = {
-                let _owner = if src.builtin { Some(AsOwner::enter()?) } else { None };
+                let _g = Guard::for_source(src)?;
                 client.update(q.as_str(), None, &[pending.into()]).map_err(spi_err)?
             };
             for row in rows {
@@ -279,7 +307,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 w = quote_identifier(&s.weight),
                 id = quote_identifier(&s.id)
             );
-            let _owner = if s.builtin { Some(AsOwner::enter()?) } else { None };
+            let _g = Guard::for_source(s)?;
             client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(spi_err)?;
         }
         if !hist.0.is_empty() {

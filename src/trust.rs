@@ -6,7 +6,7 @@
 //! Identity. The *caller* is the role the session acts as (`SET ROLE` or the login), read with
 //! `GetOuterUserId()`, which SECURITY DEFINER functions do not change: so a definer function of
 //! ours can still ask what its caller may do. Two exceptions keep that honest:
-//! - inside a maintenance statement that memory_ext runs as a table's owner (`AsTableOwner`), the
+//! - inside a maintenance statement that memory_ext runs as a table's owner (`AsRole`), the
 //!   caller is that owner, so code of the table's owner (its triggers, casts) never borrows the
 //!   maintenance role's orgs;
 //! - inside any other security-restricted operation (PostgreSQL runs index expressions,
@@ -28,11 +28,8 @@ use std::ffi::c_int;
 
 thread_local! {
     static OWNER: Cell<(pg_sys::Oid, pg_sys::Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
-    // The identity a maintenance statement run as a table's owner acts as (see AsTableOwner).
+    // The identity a maintenance statement run as a table's owner acts as (see AsRole).
     static OVERRIDE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    // The table whose audit trigger may append for any org while memory_ext maintenance runs
-    // a statement on it (its rows were chosen by memory_ext, not by the table's owner).
-    static SYSTEM_REL: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
     // (caller, org) -> may act for it, for the current transaction.
     static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
     // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
@@ -100,11 +97,6 @@ pub fn caller() -> pg_sys::Oid {
     }
 }
 
-/// Whether the audit trigger of `relid` may append for any org (memory_ext maintenance on it).
-pub fn system_statement_on(relid: pg_sys::Oid) -> bool {
-    relid != pg_sys::InvalidOid && SYSTEM_REL.with(Cell::get) == relid
-}
-
 /// Saved user and security context, plus the GUC nest level opened for the pinned search_path.
 struct Saved {
     user: pg_sys::Oid,
@@ -170,29 +162,31 @@ pub fn as_owner<R>(f: impl FnOnce() -> Result<R, MxError>) -> Result<R, MxError>
     f()
 }
 
-/// While alive: the owner of a table, in a security-restricted operation (no SET ROLE, no
-/// temporary objects, no deferred work), with the pinned search_path; memory_ext's caller is
-/// that owner, and the table's audit trigger appends for the rows memory_ext chose.
-pub struct AsTableOwner {
+/// While alive: `role` (a table's owner, or the caller itself), in a security-restricted
+/// operation (no SET ROLE, no temporary objects), with the pinned search_path; memory_ext holds
+/// that role responsible (`caller()`), so whatever code of the table runs meanwhile (its
+/// triggers, casts, column types) acts for that role's orgs and nobody else's.
+pub struct AsRole {
     saved: Saved,
     prev_override: pg_sys::Oid,
-    prev_system: pg_sys::Oid,
 }
 
-impl AsTableOwner {
-    pub fn enter(relid: pg_sys::Oid) -> Result<Self, MxError> {
-        let owner = rel_owner(relid)?;
-        let saved = switch_to(owner, pg_sys::SECURITY_RESTRICTED_OPERATION);
-        let prev_override = OVERRIDE.with(|c| c.replace(owner));
-        let prev_system = SYSTEM_REL.with(|c| c.replace(relid));
-        Ok(AsTableOwner { saved, prev_override, prev_system })
+impl AsRole {
+    pub fn enter(role: pg_sys::Oid) -> Self {
+        let saved = switch_to(role, pg_sys::SECURITY_RESTRICTED_OPERATION);
+        let prev_override = OVERRIDE.with(|c| c.replace(role));
+        AsRole { saved, prev_override }
+    }
+
+    /// As the owner of `relid`.
+    pub fn table_owner(relid: pg_sys::Oid) -> Result<Self, MxError> {
+        Ok(Self::enter(rel_owner(relid)?))
     }
 }
 
-impl Drop for AsTableOwner {
+impl Drop for AsRole {
     fn drop(&mut self) {
         OVERRIDE.with(|c| c.set(self.prev_override));
-        SYSTEM_REL.with(|c| c.set(self.prev_system));
         restore(&self.saved);
     }
 }
@@ -266,7 +260,6 @@ unsafe extern "C-unwind" fn xact_end(_event: pg_sys::XactEvent::Type, _arg: *mut
     ORGS.with(|m| m.borrow_mut().clear());
     GATE.with(|g| g.borrow_mut().clear());
     OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
-    SYSTEM_REL.with(|c| c.set(pg_sys::InvalidOid));
 }
 
 #[pg_guard]
@@ -341,24 +334,46 @@ fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
 }
 
 /// Runs one statement of memory_ext's maintenance on an application table as the table's owner
-/// (see `AsTableOwner`): `sql` with `args` as text parameters `$1..`. Returns the first column of
-/// the first row (jsonb) when the statement returns rows, else `{"processed": n}`. Not granted to
+/// (see `AsRole`): `sql` with `args` as text parameters `$1..`. Returns the first column of the
+/// first row (jsonb) when the statement returns rows, else `{"processed": n}`. Not granted to
 /// PUBLIC: only memory_ext's own functions send it statements.
 #[pg_extern(volatile, name = "_exec_as_table_owner")]
 fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
-    let run = || -> Result<pgrx::JsonB, MxError> {
-        let _g = AsTableOwner::enter(tbl)?;
-        let params: Vec<pgrx::datum::DatumWithOid> = args.iter().map(|a| a.clone().into()).collect();
-        Spi::connect_mut(|client| {
-            let t = client.update(sql, None, &params).map_err(|e| MxError::spi("maintenance", e))?;
-            let n = t.len();
-            if t.columns().unwrap_or(0) > 0 && n > 0 {
-                let v: Option<pgrx::JsonB> = t.first().get(1).map_err(|e| MxError::spi("maintenance", e))?;
-                Ok(v.unwrap_or(pgrx::JsonB(serde_json::Value::Null)))
-            } else {
-                Ok(pgrx::JsonB(serde_json::json!({ "processed": n })))
-            }
-        })
-    };
-    run().or_raise()
+    (|| {
+        let _g = AsRole::table_owner(tbl)?;
+        exec(sql, &args)
+    })()
+    .or_raise()
+}
+
+/// Runs one statement on the caller's own table as the caller, in a security-restricted
+/// operation: how memory.govern / memory.ungovern (SECURITY DEFINER, for the closed registry and
+/// the gate) change the caller's table without lending it the owner's rights. Returns the rows
+/// processed. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_exec_as_caller")]
+fn exec_as_caller(sql: &str) -> i64 {
+    (|| {
+        let who = caller();
+        if who == pg_sys::InvalidOid {
+            return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
+        }
+        let _g = AsRole::enter(who);
+        let v = exec(sql, &[])?;
+        Ok(v.0.get("processed").and_then(serde_json::Value::as_i64).unwrap_or(0))
+    })()
+    .or_raise()
+}
+
+fn exec(sql: &str, args: &[Option<String>]) -> Result<pgrx::JsonB, MxError> {
+    let params: Vec<pgrx::datum::DatumWithOid> = args.iter().map(|a| a.clone().into()).collect();
+    Spi::connect_mut(|client| {
+        let t = client.update(sql, None, &params).map_err(|e| MxError::spi("maintenance", e))?;
+        let n = t.len();
+        if t.columns().unwrap_or(0) > 0 && n > 0 {
+            let v: Option<pgrx::JsonB> = t.first().get(1).map_err(|e| MxError::spi("maintenance", e))?;
+            Ok(v.unwrap_or(pgrx::JsonB(serde_json::Value::Null)))
+        } else {
+            Ok(pgrx::JsonB(serde_json::json!({ "processed": n })))
+        }
+    })
 }

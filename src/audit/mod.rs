@@ -435,7 +435,10 @@ impl Appender {
     }
 }
 
-/// Who is acting: the application's `memory.actor_id` setting, pseudonymised, else the role.
+/// Who is acting, as `actor_id` records it: `role:<the writing role>`, and when the application
+/// names an actor (`memory.actor_id`, or audit_append's argument) its pseudonym first:
+/// `h:<hex>;role:<name>`. The role is the session's (SPEC §8: events record the database role
+/// that wrote them), not the owner of a SECURITY DEFINER function on the way.
 pub fn default_actor(appender: &Appender) -> String {
     let app_actor: Option<String> = unsafe {
         let v = pg_sys::GetConfigOption(c"memory.actor_id".as_ptr(), true, false);
@@ -445,18 +448,20 @@ pub fn default_actor(appender: &Appender) -> String {
             Some(std::ffi::CStr::from_ptr(v).to_string_lossy().into_owned()).filter(|s| !s.is_empty())
         }
     };
+    actor_for(appender, app_actor.as_deref())
+}
+
+/// `actor_id` for an application actor (pseudonymised) or none, with the writing role.
+pub fn actor_for(appender: &Appender, app_actor: Option<&str>) -> String {
+    let mut who = crate::trust::caller();
+    if who == pg_sys::InvalidOid {
+        // SAFETY: reads a backend global.
+        who = unsafe { pg_sys::GetOuterUserId() };
+    }
+    let role = format!("role:{}", crate::trust::role_name(who));
     match app_actor {
-        Some(a) => appender.pseudonym(&a),
-        None => {
-            // The role outside any SECURITY DEFINER function: the one that made the change.
-            let oid = unsafe { pg_sys::GetOuterUserId() };
-            let name = unsafe { pg_sys::GetUserNameFromId(oid, true) };
-            if name.is_null() {
-                format!("role:{}", oid.to_u32())
-            } else {
-                format!("role:{}", unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy())
-            }
-        }
+        Some(a) => format!("{};{role}", appender.pseudonym(a)),
+        None => role,
     }
 }
 
@@ -498,7 +503,7 @@ fn append_one(
     Spi::connect(|client| {
         let mut ap = Appender::new(client)?;
         let actor = match actor_id {
-            Some(a) => ap.pseudonym(&a),
+            Some(a) => actor_for(&ap, Some(&a)),
             None => default_actor(&ap),
         };
         let ev = Pending {

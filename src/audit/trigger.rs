@@ -146,8 +146,6 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     check_column_types(td, &map)?;
     // The table named in events is the one the trigger fired on, whatever its arguments say.
     map.table = crate::tuple::relation_name(td.tg_relation);
-    // SAFETY: the trigger's relation is valid while it runs.
-    let relid = unsafe { (*td.tg_relation).rd_id };
     let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
@@ -173,9 +171,8 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
 
     Spi::connect(|client| {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
-        // Rows memory_ext maintenance chose on this table may be of any org; otherwise every
-        // row's org must be one the writing role may act for (Appender::lock checks it).
-        let mut ap = Appender::new(client)?.system(crate::trust::system_statement_on(relid));
+        // Every row's org must be one the writing role may act for (Appender::lock checks it).
+        let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
         let table = map.table.as_str();
         let cols = if event_type == "memory.reclassify" { 8 } else { 7 };

@@ -184,7 +184,7 @@ def test_raw_content_never_enters_the_log(conn):
     assert re.fullmatch(r"h:[0-9a-f]{64}", p["userId"])
     assert store[1]["userId"] == p["userId"]  # a stable pseudonym
     (actor,) = conn.execute("SELECT actor_id FROM memory.audit_log WHERE event_type = 'test.event'").fetchone()
-    assert actor == p["userId"]  # actor ids use the same pseudonym
+    assert actor == p["userId"] + ";role:postgres"  # actor ids use the same pseudonym, and name the writing role
     assert py_verify(conn, "acme") == (True, None, None)
 
 

@@ -24,7 +24,7 @@ SELECT is(prev_hash, '\x00000000000000000000000000000000000000000000000000000000
   FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
 SELECT is_empty($$ SELECT 1 FROM memory.audit_log a JOIN memory.audit_log b ON a.chain_id = b.chain_id AND b.seq = a.seq + 1
                    WHERE a.chain_id = 'acme' AND b.prev_hash <> a.entry_hash $$, 'each prev_hash is the previous entry_hash');
-SELECT ok(actor_id ~ '^h:[0-9a-f]{64}$', 'actor ids are pseudonymised') FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
+SELECT ok(actor_id ~ '^h:[0-9a-f]{64};role:postgres$', 'actor ids are pseudonymised, with the writing role') FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
 SELECT results_eq($$ SELECT chain_id, seq, entry_hash FROM memory.audit_head('acme') $$,
                   $$ SELECT chain_id, seq, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 10 $$, 'audit_head is the last entry');
 SELECT is((SELECT merkle_root FROM memory.audit_head('acme')),

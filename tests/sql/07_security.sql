@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(78);
+SELECT plan(96);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -78,10 +78,12 @@ SELECT throws_ok($$ SELECT memory._exec_as_table_owner('memory.observations'::re
                  '42501', NULL, 'nor run statements as a table''s owner');
 CREATE TABLE public.sec_deep (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, classification memory.classification, weight float8);
 SELECT memory.govern('public.sec_deep', '{"weight": "weight"}');
-SELECT throws_ok(format($$ SELECT memory._register_governed('public.sec_deep', '{"weight": %s}') $$,
-                        repeat('[', 200) || repeat(']', 200)),
-                 '22023', NULL, 'options not in govern''s shape (nested 200 deep) are refused');
+SELECT throws_ok(format($$ SELECT memory.govern('public.sec_deep', '{"weight": %s}') $$, repeat('[', 200) || repeat(']', 200)),
+                 '22023', NULL, 'options nested 200 deep are refused by govern');
+SELECT throws_ok($$ SELECT memory._register_governed('public.sec_deep', '{}') $$, '42501', NULL, 'and the registry has no other door');
 RESET ROLE;
+SELECT throws_ok(format($$ SELECT memory._register_governed('public.sec_deep', '{"weight": %s}') $$, repeat('[', 200) || repeat(']', 200)),
+                 '22023', NULL, 'which refuses options not in govern''s shape, whoever calls it');
 SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid = 'memory.retention_policies'::regclass), 0::bigint,
           'the registry holds no memory_ext table the attacker named');
 SELECT is((SELECT count(*) FROM memory.retention_policies WHERE org_id IS NULL), 4::bigint, 'the platform policies are intact');
@@ -221,19 +223,100 @@ SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid::text = '
 SELECT results_eq($$ SELECT bool_and(ok) FROM memory.audit_verify() $$, $$ VALUES (true) $$, 'every chain verifies');
 
 -- ---------------------------------------------------------------------------------------------
+-- 8. Found by review: the gate, CREATE OR REPLACE TRIGGER, rules, maintenance through an owner's
+-- trigger, an owner's type on a weighted table, another org's rules through a trigger.
+SET ROLE sec_owner;
+CREATE TABLE public.sec_app (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, user_id text, content text,
+                             classification memory.classification, weight float8 NOT NULL DEFAULT 1,
+                             created_at timestamptz DEFAULT now(), expires_at timestamptz, purge_after timestamptz,
+                             archive_at timestamptz, soft_deleted_at timestamptz);
+SELECT memory.govern('public.sec_app', '{"audit": true, "stamps": true, "weight": "weight"}');
+SELECT throws_ok($$ SELECT memory._open_governance_gate('public.sec_app'::regclass) $$, '42501', NULL,
+                 'the governance gate is not for PUBLIC');
+SELECT throws_ok($$ SELECT memory._register_governed('public.sec_app', '{}') $$, '42501', NULL, 'nor the registry door');
+SELECT throws_ok($$ CREATE OR REPLACE TRIGGER memory_audit_ins AFTER INSERT ON public.sec_app REFERENCING NEW TABLE AS memory_new
+                    FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION memory.audit_trigger('id=id') $$, '42501', NULL,
+                 'CREATE OR REPLACE of a memory_ext trigger is refused');
+CREATE TABLE public.sec_shadow (LIKE public.sec_app);
+SELECT throws_ok($$ CREATE RULE divert AS ON INSERT TO public.sec_app DO INSTEAD INSERT INTO public.sec_shadow VALUES (NEW.*) $$,
+                 '42501', NULL, 'rules on a governed table are refused');
+-- The owner's own trigger writes rows of another org while maintenance deletes.
+CREATE FUNCTION public.sec_forge() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.sec_app (org_id, user_id, content) VALUES ('globex', 'x', 'forged'); RETURN OLD; END$$;
+CREATE TRIGGER forge BEFORE DELETE ON public.sec_app FOR EACH ROW EXECUTE FUNCTION public.sec_forge();
+INSERT INTO public.sec_app (org_id, user_id, content) VALUES ('acme', 'victim', 'v');
+RESET ROLE;
+SET ROLE sec_admin;
+SELECT is((SELECT memory.erase_subject('victim')->'failed_tables' ? 'public.sec_app'), true,
+          'an owner''s trigger forging another org''s row makes its table fail in erasure, reported');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM memory.audit_log WHERE chain_id = 'globex' AND payload->>'table' = 'public.sec_app'), 0::bigint,
+          'and nothing reaches another org''s chain');
+SELECT is((SELECT (memory.run_retention(false, now() + interval '100 years'))->'failed_tables'), '{}'::jsonb,
+          'retention soft-deletes through the owner''s table');
+SELECT is((SELECT (memory.run_retention(false, now() + interval '200 years'))->'failed_tables' ? 'public.sec_app'), true,
+          'and when the owner''s trigger forges on the hard delete, reports the table and goes on');
+-- An owner's own type with a cast on the id column of a weighted table: record_outcome skips it.
+SET ROLE sec_owner;
+CREATE TYPE public.sec_myid AS ENUM ('x');
+CREATE FUNCTION public.sec_trojan(public.sec_myid) RETURNS uuid LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.sec_hijacked VALUES (current_user); RETURN gen_random_uuid(); END$$;
+CREATE CAST (public.sec_myid AS uuid) WITH FUNCTION public.sec_trojan(public.sec_myid) AS IMPLICIT;
+CREATE TABLE public.sec_w (id public.sec_myid PRIMARY KEY, org_id text, weight float8);
+GRANT SELECT, UPDATE ON public.sec_w TO PUBLIC;
+RESET ROLE;
+INSERT INTO memory.governance_registry (relid, options) VALUES ('public.sec_w', '{"id": "id", "weight": "weight", "org": "org_id"}');
+SELECT is((SELECT reason FROM memory.record_outcome('s-trojan', 'accepted', ARRAY[gen_random_uuid()])), 'not_found',
+          'record_outcome skips a weighted table whose id is not uuid');
+SELECT is((SELECT count(*) FROM public.sec_hijacked), 0::bigint, 'and the owner''s cast never ran as the caller');
+DELETE FROM memory.governance_registry WHERE relid = 'public.sec_w'::regclass;
+-- Another org's rules through the classify trigger of one's own table.
+SET ROLE sec_mallory;
+CREATE TABLE public.sec_probe (org_id text, content text, classification memory.classification);
+SELECT memory.govern('public.sec_probe', '{}');
+SELECT throws_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES ('globex', 'launch of project falcon') $$, '42501', NULL,
+                 'a row of an org with rules is classified only for a role that may act for it');
+SELECT lives_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES ('nobody-org', 'launch of project falcon') $$,
+                'an org without rules costs nothing');
+SELECT throws_ok($$ SELECT memory.audit_append(E'memory\u200b.purge', '{}', 'acme') $$, '42501', NULL,
+                 'look-alike event names (PUBLIC has no audit_append at all)');
+RESET ROLE;
+SET ROLE sec_writer;
+SELECT throws_ok($$ SELECT memory.audit_append(E'memory\u200b.purge', '{}', 'acme') $$, '22023', NULL,
+                 'event names hold no invisible characters, so no look-alike of a reserved name');
+SELECT throws_ok($$ SELECT memory.audit_append('ｍｅｍｏｒｙ.purge', '{}', 'acme') $$, '42501', NULL,
+                 'and full-width forms of a reserved name are reserved too');
+RESET ROLE;
+
+-- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
           ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._may_act_for(text)',
-                'memory._register_governed(regclass,jsonb)', 'memory._unregister_governed(regclass)',
-                'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)'],
+                'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
+                'memory.ungovern(regclass)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
-                 ORDER BY 1),
-          '{}'::text[], 'every function pins search_path = pg_catalog, pg_temp');
+                 ORDER BY p.oid::regprocedure::text COLLATE "C"),
+          ARRAY['memory._can_transition(text,text)', 'memory._classify(text,text[],text,text)',
+                'memory._classify_explain(text,text[],text,text)', 'memory._derive_classification(jsonb)',
+                'memory._ema(double precision,text,double precision,double precision)',
+                'memory._is_stale(timestamp with time zone,integer,timestamp with time zone)',
+                'memory._risk_band(text)', 'memory._source_tier(text)',
+                'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
+                'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
+                'memory.classify_trigger()', 'memory.derive_classification(jsonb)',
+                'memory.ema(double precision,memory.outcome,double precision,double precision)',
+                'memory.is_stale(timestamp with time zone,integer,timestamp with time zone)',
+                'memory.lifecycle_trigger()', 'memory.risk_band(memory.classification)', 'memory.source_tier(text)'],
+          'every function pins search_path = pg_catalog, pg_temp but the per-row hot path, which resolves no name');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
+                 WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
+                   AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')),
+          '{}'::text[], 'every SECURITY DEFINER function among them');
 
 SELECT * FROM finish();
 ROLLBACK;
