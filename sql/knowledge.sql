@@ -217,11 +217,11 @@ BEGIN
         RAISE EXCEPTION 'a tier-3 source (%) may not supersede a tier-1 claim (%)', coalesce(NEW.source, 'unknown'), old_claim.source
             USING ERRCODE = 'MX005', HINT = 'Tier-1: NEJM, JAMA, Cochrane, NCCN. Supersede it with a tier-1 or tier-2 source, or ask a memory_admin to retract it.';
     END IF;
-    PERFORM set_config('memory._superseding', NEW.id::text, true);
+    PERFORM memory._set_superseding(NEW.id);
     UPDATE memory.claims c
        SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || NEW.id
      WHERE c.id = old_claim.id;
-    PERFORM set_config('memory._superseding', '', true);
+    PERFORM memory._set_superseding(NULL);
     RETURN NEW;
 END $$;
 CREATE TRIGGER knowledge_10_insert BEFORE INSERT ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._claims_before_insert();
@@ -270,7 +270,8 @@ RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, 
 AS $$
 DECLARE
     events jsonb;
-    superseding text := coalesce(current_setting('memory._superseding', true), '');
+    -- Backend memory set by _claims_before_insert, not a setting a session could set itself.
+    superseding text := coalesce(memory._superseding(), '');
 BEGIN
     IF TG_RELID OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
        OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN

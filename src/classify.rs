@@ -18,88 +18,31 @@ use std::rc::Rc;
 thread_local! {
     static ORG_RULES: RefCell<HashMap<String, Rc<Vec<OrgRule>>>> = RefCell::new(HashMap::new());
     static LAST_ORG: RefCell<Option<(String, Rc<Vec<OrgRule>>)>> = const { RefCell::new(None) };
-    // The rule and policy tables whose changes drop the caches (see rules_inval).
-    static WATCHED: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
-    // Set only by memory.reclassify (through memory._allow_downgrade) for one relation, and reset
-    // at the end of the (sub)transaction whatever happens.
-    static DOWNGRADE_ALLOWED_ON: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    static DOWNGRADE_REASON: RefCell<Option<String>> = const { RefCell::new(None) };
+    // memory.classification_rules, whose changes drop the compiled rules (see relcache).
+    static RULES_TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
 }
 
-/// Relcache callback: a change to the rules table (see `memory._rules_changed`) or a full
-/// invalidation drops every compiled rule set; a change to a governed table drops its cached
-/// column mapping.
-#[pg_guard]
-unsafe extern "C-unwind" fn rules_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+/// Relcache invalidation: a change to the rules table (its statement trigger, memory.rules_changed,
+/// invalidates it) or a full invalidation drops every compiled rule set; a change to a governed
+/// table drops its cached column mapping.
+fn relcache(relid: pg_sys::Oid) {
     tuple::forget_mapping(relid);
-    let ours = WATCHED.with(|w| w.borrow().contains(&relid));
-    if relid == pg_sys::InvalidOid || ours {
+    if relid == pg_sys::InvalidOid || relid == RULES_TABLE.with(Cell::get) {
         ORG_RULES.with(|m| m.borrow_mut().clear());
         LAST_ORG.with(|l| *l.borrow_mut() = None);
-        crate::retention::clear();
     }
 }
 
-/// Learn the OIDs of the tables whose changes invalidate the caches; called on every cache miss
-/// (cheap, and it follows a re-created extension).
-pub fn watch_policy_tables() {
+/// Learn the rules table's OID (on every cache miss: cheap, and it follows a re-created extension).
+fn watch_rules_table() {
     let Ok(_owner) = crate::trust::AsOwner::enter() else { return };
-    let oids: Vec<pg_sys::Oid> = Spi::connect(|client| {
-        let row = client
-            .select(
-                "SELECT 'memory.classification_rules'::regclass::oid, 'memory.retention_policies'::regclass::oid,
-                        'memory.org_settings'::regclass::oid, 'memory.memory_type_policies'::regclass::oid",
-                Some(1),
-                &[],
-            )?
-            .first();
-        let mut v = Vec::new();
-        for i in 1..=4 {
-            if let Some(o) = row.get::<pg_sys::Oid>(i)? {
-                v.push(o);
-            }
-        }
-        Ok::<_, pgrx::spi::Error>(v)
-    })
-    .unwrap_or_default();
-    WATCHED.with(|w| *w.borrow_mut() = oids);
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn xact_reset(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    close_downgrade_gate();
-    crate::lifecycle::close_gate();
-}
-
-fn close_downgrade_gate() {
-    DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
-    DOWNGRADE_REASON.with(|r| r.replace(None));
-}
-
-/// The reason given to memory.reclassify while its UPDATE runs (for the audit event).
-pub fn downgrade_reason() -> Option<String> {
-    DOWNGRADE_REASON.with(|r| r.borrow().clone())
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn subxact_reset(
-    event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        close_downgrade_gate();
-        crate::lifecycle::close_gate();
+    if let Ok(Some(o)) = Spi::get_one::<pg_sys::Oid>("SELECT 'memory.classification_rules'::pg_catalog.regclass::pg_catalog.oid") {
+        RULES_TABLE.with(|c| c.set(o));
     }
 }
 
 pub fn init() {
-    unsafe {
-        pg_sys::CacheRegisterRelcacheCallback(Some(rules_inval), pg_sys::Datum::from(0));
-        pg_sys::RegisterXactCallback(Some(xact_reset), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_reset), std::ptr::null_mut());
-    }
+    crate::pg::callbacks::on_relcache(relcache);
 }
 
 fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
@@ -118,7 +61,7 @@ fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
 }
 
 fn load_rules(org: &str) -> Rc<Vec<OrgRule>> {
-    watch_policy_tables();
+    watch_rules_table();
     // Read as the extension owner: the rules table is closed, and an org's patterns are never
     // shown to the writer whose row they classify.
     let _owner = crate::trust::AsOwner::enter().or_raise();
@@ -278,27 +221,8 @@ fn rules_changed<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
     let relid = trigger.relid().unwrap_or(pg_sys::InvalidOid);
-    WATCHED.with(|w| {
-        if !w.borrow().contains(&relid) {
-            w.borrow_mut().push(relid);
-        }
-    });
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    crate::pg::callbacks::invalidate_relation(relid);
     Ok(None)
-}
-
-/// Lets the next UPDATEs of `tbl` in this (sub)transaction lower a tier. Not granted to PUBLIC:
-/// only memory.reclassify (SECURITY DEFINER) calls it.
-#[pg_extern(volatile, name = "_allow_downgrade")]
-fn allow_downgrade(tbl: Option<pg_sys::Oid>, reason: default!(Option<String>, "NULL")) -> bool {
-    match tbl {
-        Some(t) => {
-            DOWNGRADE_ALLOWED_ON.with(|c| c.set(t));
-            DOWNGRADE_REASON.with(|r| r.replace(reason));
-        }
-        None => close_downgrade_gate(),
-    }
-    true
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,7 +248,7 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     if cols.has_stamps() {
         let restamp = !row.is_update() || cols.tiers(true)?.map(|r| r.1) != Some(tier);
         if restamp {
-            cols.stamp(tier)?;
+            cols.stamp(tier, &crate::retention::Policies)?;
         }
     }
     let out = cols.store(&row, tier);
@@ -341,7 +265,7 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
         return Ok(written.map(|w| w.1).max(Some(classify_row_inputs(cols)?.tier)).unwrap_or(Tier::Internal));
     }
     let old_tier = cols.tiers(true)?.map(|r| r.1);
-    let downgrade_ok = DOWNGRADE_ALLOWED_ON.with(Cell::get) == row.relid();
+    let downgrade_ok = crate::gates::downgrade_allowed_on() == row.relid();
     if let (Some(o), Some((lowest, _))) = (old_tier, written) {
         if lowest < o && !downgrade_ok {
             let rel = row.relname();

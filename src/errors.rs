@@ -1,4 +1,3 @@
-#![allow(dead_code)] // the SQLSTATE table is complete; later capabilities use the rest
 //! The one error type of the extension and the SQLSTATE table (SPEC §0).
 //!
 //! pgrx reports errors through `PgSqlErrorCode`, a closed enum that cannot carry our own class
@@ -19,7 +18,8 @@ pub struct MxError {
     pub hint: Option<String>,
 }
 
-/// SQLSTATEs of the public contract.
+/// Every SQLSTATE memory_ext raises (SPEC §0 and the README's table), in one place.
+#[allow(dead_code)] // MX003 (consent) and MX006 (raised by SQL) are part of the contract already
 pub mod code {
     pub const INVALID_TRANSITION: &str = "MX001";
     pub const AUDIT_APPEND_ONLY: &str = "MX002";
@@ -28,10 +28,19 @@ pub mod code {
     pub const SUPERSESSION: &str = "MX005";
     pub const HOLD_OR_HARD_DELETE: &str = "MX006";
     pub const BAD_ARGUMENT: &str = "22023";
+    /// An unknown state text (memory.lifecycle_state or a text state column).
+    pub const INVALID_TEXT: &str = "22P02";
     pub const NOT_FOUND: &str = "23503";
+    /// A row no audit partition can hold.
+    pub const CHECK_VIOLATION: &str = "23514";
     pub const NO_PRIVILEGE: &str = "42501";
+    pub const UNDEFINED_TABLE: &str = "42P01";
     /// A memory_ext trigger function attached or fired the wrong way.
     pub const TRIGGER_PROTOCOL: &str = "39P01";
+    /// memory_ext is not installed in this database.
+    pub const NOT_INSTALLED: &str = "55000";
+    /// A fault inside memory_ext (never a user's input).
+    pub const INTERNAL: &str = "XX000";
 }
 
 impl MxError {
@@ -45,7 +54,7 @@ impl MxError {
 
     /// An SPI failure inside one of our functions (an internal error, naming where).
     pub fn spi(context: &str, e: pgrx::spi::Error) -> Self {
-        Self::new("XX000", format!("memory_ext {context}: {e}"))
+        Self::new(code::INTERNAL, format!("memory_ext {context}: {e}"))
     }
 
     pub fn hint(mut self, hint: impl Into<String>) -> Self {

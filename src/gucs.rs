@@ -11,6 +11,13 @@ pub static CLASSIFY_DETECTORS: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static ALPHA_SUCCESS: GucSetting<f64> = GucSetting::<f64>::new(0.1);
 pub static ALPHA_FAILURE: GucSetting<f64> = GucSetting::<f64>::new(0.15);
 
+/// The org a session acts for, among its role's orgs (SPEC §8; see memory.acting_org()). Setting
+/// it to an org the role may not act for grants nothing.
+pub static ORG_ID: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// The application's actor, recorded pseudonymised in audit events beside the writing role.
+pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+
 pub fn init() {
     GucRegistry::define_float_guc(
         c"memory.alpha_success",
@@ -29,6 +36,22 @@ pub fn init() {
         &ALPHA_FAILURE,
         1e-6,
         1.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"memory.org_id",
+        c"The org this session acts for (one of its role's orgs).",
+        c"Row-level security shows and accepts only the acting org's rows; an org the role may not act for grants nothing. Bind roles to orgs with memory.grant_org.",
+        &ORG_ID,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"memory.actor_id",
+        c"The application's actor for audit events.",
+        c"Recorded pseudonymised (h:<hex>) in actor_id, beside the writing role.",
+        &ACTOR_ID,
         GucContext::Userset,
         GucFlags::default(),
     );

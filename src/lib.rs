@@ -9,8 +9,10 @@ mod audit;
 mod classify;
 mod errors;
 mod feedback;
+mod gates;
 mod gucs;
 mod lifecycle;
+mod pg;
 mod retention;
 mod trust;
 mod tuple;
@@ -18,7 +20,7 @@ mod tuple;
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
-extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner, classify::rules_changed]);
 extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed]);
 extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
 extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
@@ -30,10 +32,14 @@ extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // The callback registry first: every module below registers its own functions with it.
+    pg::callbacks::init();
     gucs::init();
-    classify::init();
-    audit::init();
+    gates::init();
     trust::init();
+    classify::init();
+    retention::init();
+    audit::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

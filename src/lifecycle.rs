@@ -1,20 +1,17 @@
 //! SQL surface of the knowledge lifecycle (SPEC §5): the attachable state-machine trigger and the
 //! rule functions the SQL in `sql/knowledge.sql` builds on. The rules are `memory_core::lifecycle`.
 
-use crate::audit::{default_actor, Appender, Pending};
 use crate::errors::{code, MxError, OrRaise};
 use crate::tuple;
 use memory_core::lifecycle::{self as rules, Contender, PiiField, State};
 use pgrx::prelude::*;
 use pgrx::{JsonB, Uuid};
-use serde_json::Value;
-use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::CStr;
 
 fn parse_state(label: &str, what: &str) -> Result<State, MxError> {
     State::parse(label).ok_or_else(|| {
-        MxError::new("22P02", format!("invalid lifecycle state \"{label}\" ({what})"))
+        MxError::new(code::INVALID_TEXT, format!("invalid lifecycle state \"{label}\" ({what})"))
             .hint("Use one of: pending, active, superseded, retracted, archived.")
     })
 }
@@ -87,83 +84,6 @@ fn redact_details(details: JsonB, fields: Array<&str>) -> JsonB {
     JsonB(d)
 }
 
-// ---------------------------------------------------------------------------------------------
-// The internal gate: decay may redact claim content and delete hypotheses, nothing else may.
-// Opened by memory.run_decay for its own statements; closed at the end of every (sub)transaction.
-
-thread_local! {
-    static GATE_OPEN: Cell<bool> = const { Cell::new(false) };
-}
-
-pub fn close_gate() {
-    GATE_OPEN.with(|g| g.set(false));
-}
-
-#[pg_extern(volatile, name = "_knowledge_gate")]
-fn knowledge_gate(open: bool) -> bool {
-    GATE_OPEN.with(|g| g.replace(open))
-}
-
-#[pg_extern(volatile, name = "_knowledge_gate_open")]
-fn knowledge_gate_open() -> bool {
-    GATE_OPEN.with(Cell::get)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Many audit events in one call, for the statement triggers of the knowledge tables.
-
-/// Append a JSON array of `{"event_type", "org_id", "payload"}` objects, chain by chain, in
-/// array order; returns how many. The actor is the caller (or `memory.actor_id`).
-#[pg_extern(volatile, name = "_audit_append_many")]
-fn audit_append_many(events: Option<JsonB>) -> i32 {
-    append_many(events.map(|j| j.0)).or_raise()
-}
-
-fn append_many(events: Option<Value>) -> Result<i32, MxError> {
-    let Some(Value::Array(items)) = events else { return Ok(0) };
-    if items.is_empty() {
-        return Ok(0);
-    }
-    let mut pending = Vec::with_capacity(items.len());
-    for it in items {
-        let Value::Object(mut o) = it else { return Err(MxError::bad_argument("each event must be an object")) };
-        let event_type = match o.remove("event_type") {
-            Some(Value::String(s)) if !s.is_empty() => s,
-            _ => return Err(MxError::bad_argument("each event needs an event_type")),
-        };
-        let org_id = match o.remove("org_id") {
-            Some(Value::String(s)) => Some(s),
-            _ => None,
-        };
-        let payload = match o.remove("payload") {
-            Some(p @ Value::Object(_)) => p,
-            _ => return Err(MxError::bad_argument("each event needs an object payload")),
-        };
-        pending.push((event_type, org_id, payload));
-    }
-    Spi::connect(|client| {
-        let mut ap = Appender::new(client)?;
-        let actor = default_actor(&ap);
-        ap.lock(client, pending.iter().map(|p| p.1.as_deref().unwrap_or("")))?;
-        let n = pending.len() as i32;
-        for (event_type, org_id, payload) in pending {
-            ap.push(
-                client,
-                Pending {
-                    event_type: Cow::Owned(event_type),
-                    org_id,
-                    project_id: None,
-                    workspace_id: None,
-                    actor_id: Some(actor.clone()),
-                    payload,
-                    payload_text: None,
-                },
-            )?;
-        }
-        ap.finish(client)?;
-        Ok(n)
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // The attachable trigger.
@@ -266,7 +186,7 @@ impl StateColumn {
                 let oid = pg_sys::Oid::from(d.value() as u32);
                 match map.iter().find(|(o, _)| *o == oid) {
                     Some((_, s)) => Ok(Some(*s)),
-                    None => Err(MxError::new("22P02", format!("the {what} value of column \"{}\" is not a lifecycle state", self.name))
+                    None => Err(MxError::new(code::INVALID_TEXT, format!("the {what} value of column \"{}\" is not a lifecycle state", self.name))
                         .hint("Use one of: pending, active, superseded, retracted, archived.")),
                 }
             }
@@ -299,7 +219,7 @@ fn check_row(td: &pg_sys::TriggerData) -> Result<pg_sys::HeapTuple, MxError> {
         || ev & pg_sys::TRIGGER_EVENT_ROW == 0
         || !(op == pg_sys::TRIGGER_EVENT_INSERT || op == pg_sys::TRIGGER_EVENT_UPDATE)
     {
-        return Err(MxError::new("39P01", "memory.lifecycle_trigger must be fired BEFORE INSERT OR UPDATE FOR EACH ROW"));
+        return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.lifecycle_trigger must be fired BEFORE INSERT OR UPDATE FOR EACH ROW"));
     }
     let cached = STATE_COLUMN.with(|c| c.borrow_mut().take());
     let col = match cached {

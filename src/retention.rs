@@ -15,13 +15,54 @@ thread_local! {
     static TYPE_POLICIES: RefCell<HashMap<String, (Option<i64>, Option<i64>)>> = RefCell::new(HashMap::new());
 }
 
-pub fn clear() {
+thread_local! {
+    // memory.retention_policies, memory.org_settings, memory.memory_type_policies: a change to any
+    // (their statement triggers invalidate them) drops both caches.
+    static WATCHED: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+}
+
+fn clear() {
     TIER_POLICIES.with(|m| m.borrow_mut().clear());
     TYPE_POLICIES.with(|m| m.borrow_mut().clear());
 }
 
+fn relcache(relid: pg_sys::Oid) {
+    if relid == pg_sys::InvalidOid || WATCHED.with(|w| w.borrow().contains(&relid)) {
+        clear();
+    }
+}
+
+pub fn init() {
+    crate::pg::callbacks::on_relcache(relcache);
+}
+
+/// Learn the OIDs of the policy tables (on every cache miss: cheap, and it follows a re-created
+/// extension).
+fn watch_policy_tables() -> Result<(), MxError> {
+    let row = Spi::get_three::<pg_sys::Oid, pg_sys::Oid, pg_sys::Oid>(
+        "SELECT 'memory.retention_policies'::pg_catalog.regclass::pg_catalog.oid,
+                'memory.org_settings'::pg_catalog.regclass::pg_catalog.oid,
+                'memory.memory_type_policies'::pg_catalog.regclass::pg_catalog.oid",
+    )
+    .map_err(spi_err)?;
+    WATCHED.with(|w| *w.borrow_mut() = [row.0, row.1, row.2].into_iter().flatten().collect());
+    Ok(())
+}
+
 fn spi_err(e: pgrx::spi::Error) -> MxError {
     MxError::spi("retention", e)
+}
+
+/// The policies the classify trigger stamps rows with.
+pub struct Policies;
+
+impl crate::tuple::StampPolicies for Policies {
+    fn tier(&self, org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError> {
+        tier_policy(org, tier)
+    }
+    fn memory_type(&self, label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
+        type_policy(label)
+    }
 }
 
 /// Retention and grace of a tier in an org (`memory.retention_policy`, BFSI included).
@@ -30,10 +71,10 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
     if let Some(p) = TIER_POLICIES.with(|m| m.borrow().get(&key).copied()) {
         return Ok(p);
     }
-    crate::classify::watch_policy_tables();
     // The policy tables are closed; read them as the extension owner with a pinned search_path,
     // so neither the writer's rights nor its operators matter.
     let _owner = crate::trust::AsOwner::enter()?;
+    watch_policy_tables()?;
     let (days, grace) = Spi::get_two_with_args::<i64, i64>(
         "SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
                 p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
@@ -51,8 +92,8 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
     if let Some(p) = TYPE_POLICIES.with(|m| m.borrow().get(label).copied()) {
         return Ok(p);
     }
-    crate::classify::watch_policy_tables();
     let _owner = crate::trust::AsOwner::enter()?;
+    watch_policy_tables()?;
     let p = Spi::get_two_with_args::<i64, i64>(
         "SELECT (pg_catalog.date_part('epoch', p.ttl) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8,
                 (pg_catalog.date_part('epoch', p.archive_after) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8

@@ -21,16 +21,16 @@
 //! schema-qualified SQL on memory_ext's own tables and on values of built-in types.
 
 use crate::errors::{code, MxError, OrRaise};
+use crate::pg::callbacks;
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_int;
 
 thread_local! {
-    static OWNER: Cell<(pg_sys::Oid, pg_sys::Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
     // The identity a maintenance statement run as a table's owner acts as (see AsRole).
     static OVERRIDE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    // (caller, org) -> may act for it, for the current transaction.
+    // (caller, org) -> may act for it; dropped when memory.org_grants or any role changes.
     static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
     // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
     static GATE: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
@@ -38,46 +38,55 @@ thread_local! {
 
 const PINNED_PATH: &std::ffi::CStr = c"pg_catalog, pg_temp";
 
-/// The extension's owner (cached per backend and extension oid, so a re-created extension is seen).
-pub fn ext_owner() -> Result<pg_sys::Oid, MxError> {
-    // SAFETY: a catalog lookup by name; no pointers are kept.
-    let ext = unsafe { pg_sys::get_extension_oid(c"memory_ext".as_ptr(), true) };
-    if ext == pg_sys::InvalidOid {
-        return Err(MxError::new("55000", "memory_ext is not installed in this database"));
-    }
-    let (cached_ext, owner) = OWNER.with(Cell::get);
-    if cached_ext == ext {
-        return Ok(owner);
-    }
-    let owner = Spi::get_one_with_args::<pg_sys::Oid>(
-        "SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.oid OPERATOR(pg_catalog.=) $1",
-        &[ext.into()],
-    )
-    .map_err(|e| MxError::spi("trust", e))?
-    .ok_or_else(|| MxError::new("55000", "memory_ext is not installed in this database"))?;
-    OWNER.with(|c| c.set((ext, owner)));
-    Ok(owner)
+/// The oid of schema `memory`: a syscache lookup, and a new oid whenever the extension is
+/// re-created, so it keys the caches below.
+fn memory_schema() -> pg_sys::Oid {
+    // SAFETY: a syscache lookup by name; no pointers are kept.
+    unsafe { pg_sys::get_namespace_oid(c"memory".as_ptr(), true) }
 }
 
 thread_local! {
-    static CLASSIFICATION: Cell<(pg_sys::Oid, pg_sys::Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+    // (schema oid, extension owner, memory.classification, memory.org_grants)
+    static EXT: Cell<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid, pg_sys::Oid)> =
+        const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)) };
 }
 
-/// The oid of `memory.classification` (cached per backend and extension oid); InvalidOid when
-/// the extension is not installed.
-pub fn classification_type() -> pg_sys::Oid {
-    // SAFETY: a catalog lookup by name.
-    let ext = unsafe { pg_sys::get_extension_oid(c"memory_ext".as_ptr(), true) };
-    let (cached_ext, t) = CLASSIFICATION.with(Cell::get);
-    if cached_ext == ext && ext != pg_sys::InvalidOid {
-        return t;
+fn ext() -> Result<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid), MxError> {
+    let nsp = memory_schema();
+    if nsp == pg_sys::InvalidOid {
+        return Err(MxError::new(code::NOT_INSTALLED, "memory_ext is not installed in this database"));
     }
-    let t = Spi::get_one::<pg_sys::Oid>("SELECT 'memory.classification'::pg_catalog.regtype::pg_catalog.oid")
-        .ok()
-        .flatten()
-        .unwrap_or(pg_sys::InvalidOid);
-    CLASSIFICATION.with(|c| c.set((ext, t)));
-    t
+    let (cached, owner, class, grants) = EXT.with(Cell::get);
+    if cached == nsp {
+        return Ok((owner, class, grants));
+    }
+    let (owner, class, grants) = Spi::connect(|c| {
+        let row = c
+            .select(
+                "SELECT e.extowner, 'memory.classification'::pg_catalog.regtype::pg_catalog.oid,
+                        'memory.org_grants'::pg_catalog.regclass::pg_catalog.oid
+                   FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'memory_ext'",
+                Some(1),
+                &[],
+            )?
+            .first();
+        Ok::<_, pgrx::spi::Error>((row.get::<pg_sys::Oid>(1)?, row.get::<pg_sys::Oid>(2)?, row.get::<pg_sys::Oid>(3)?))
+    })
+    .map_err(|e| MxError::spi("trust", e))?;
+    let owner = owner.ok_or_else(|| MxError::new(code::NOT_INSTALLED, "memory_ext is not installed in this database"))?;
+    let (class, grants) = (class.unwrap_or(pg_sys::InvalidOid), grants.unwrap_or(pg_sys::InvalidOid));
+    EXT.with(|c| c.set((nsp, owner, class, grants)));
+    Ok((owner, class, grants))
+}
+
+/// The extension's owner.
+pub fn ext_owner() -> Result<pg_sys::Oid, MxError> {
+    Ok(ext()?.0)
+}
+
+/// The oid of `memory.classification`; InvalidOid when the extension is not installed.
+pub fn classification_type() -> pg_sys::Oid {
+    ext().map(|e| e.1).unwrap_or(pg_sys::InvalidOid)
 }
 
 /// The role memory_ext holds responsible for the current statement (see the module notes).
@@ -104,6 +113,15 @@ struct Saved {
     nest: c_int,
 }
 
+/// Whether search_path already is the pinned value (inside a function with the SET clause).
+fn path_pinned() -> bool {
+    // SAFETY: namespace_search_path is the GUC's current string (never freed while we read it).
+    unsafe {
+        let p = pg_sys::namespace_search_path;
+        !p.is_null() && std::ffi::CStr::from_ptr(p) == PINNED_PATH
+    }
+}
+
 fn switch_to(user: pg_sys::Oid, extra: u32) -> Saved {
     let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
     // SAFETY: GetUserIdAndSecContext writes two plain values; NewGUCNestLevel/set_config_option
@@ -111,6 +129,10 @@ fn switch_to(user: pg_sys::Oid, extra: u32) -> Saved {
     // The transaction's abort restores both if an error unwinds past the guard.
     unsafe {
         pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
+        if path_pinned() {
+            pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
+            return Saved { user: u, ctx, nest: -1 };
+        }
         let nest = pg_sys::NewGUCNestLevel();
         pg_sys::set_config_option(
             c"search_path".as_ptr(),
@@ -136,7 +158,9 @@ fn restore(s: &Saved) {
     // SAFETY: undoes switch_to in reverse order, with the values it saved.
     unsafe {
         pg_sys::SetUserIdAndSecContext(s.user, s.ctx);
-        pg_sys::AtEOXact_GUC(true, s.nest);
+        if s.nest >= 0 {
+            pg_sys::AtEOXact_GUC(true, s.nest);
+        }
     }
 }
 
@@ -197,7 +221,7 @@ fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
         &[relid.into()],
     )
     .map_err(|e| MxError::spi("trust", e))?
-    .ok_or_else(|| MxError::new("42P01", format!("relation with oid {} does not exist", relid.to_u32())))
+    .ok_or_else(|| MxError::new(code::UNDEFINED_TABLE, format!("relation with oid {} does not exist", relid.to_u32())))
 }
 
 /// Whether the caller may act for `org` (`None` or `''`: the platform chain), asked of
@@ -206,6 +230,11 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
     let who = caller();
     if who == pg_sys::InvalidOid {
         return Ok(false);
+    }
+    // Superusers and members of the extension owner act for every org (no lookup).
+    // SAFETY: role checks on plain oids (PostgreSQL caches memberships).
+    if unsafe { pg_sys::superuser_arg(who) || pg_sys::has_privs_of_role(who, ext_owner()?) } {
+        return Ok(true);
     }
     let key = (who, org.unwrap_or("").to_string());
     if let Some(v) = ORGS.with(|m| m.borrow().get(&key).copied()) {
@@ -255,33 +284,28 @@ pub fn gate_open(relid: pg_sys::Oid) -> bool {
     GATE.with(|g| g.borrow().contains(&relid))
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn xact_end(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    ORGS.with(|m| m.borrow_mut().clear());
+fn transaction_end() {
     GATE.with(|g| g.borrow_mut().clear());
     OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn subxact_end(
-    event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    // An error caught inside govern/ungovern must not leave their gate open.
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        GATE.with(|g| g.borrow_mut().clear());
-        ORGS.with(|m| m.borrow_mut().clear());
+fn forget_orgs() {
+    ORGS.with(|m| m.borrow_mut().clear());
+}
+
+fn relcache(relid: pg_sys::Oid) {
+    let grants = EXT.with(Cell::get).3;
+    if relid == pg_sys::InvalidOid || relid == grants {
+        forget_orgs();
     }
 }
 
 pub fn init() {
-    // SAFETY: registers callbacks with static functions and no argument.
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_end), std::ptr::null_mut());
-    }
+    callbacks::on_transaction_end(transaction_end);
+    // An error caught inside govern/ungovern must not leave their gate open.
+    callbacks::on_subtransaction_abort(|| GATE.with(|g| g.borrow_mut().clear()));
+    callbacks::on_relcache(relcache);
+    callbacks::on_role_change(forget_orgs);
 }
 
 // ---------------------------------------------------------------------------------------------

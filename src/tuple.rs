@@ -9,7 +9,7 @@ use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
 use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 
-const TRIGGER_PROTOCOL: &str = "39P01";
+use crate::errors::code::TRIGGER_PROTOCOL;
 
 /// `schema.table` of an open relation, for messages.
 pub fn relation_name(rel: pg_sys::Relation) -> String {
@@ -202,6 +202,14 @@ impl RowTrigger {
             Some(t)
         }
     }
+}
+
+/// Where stamping finds its policies (implemented by the retention module), in microseconds.
+pub trait StampPolicies {
+    /// Retention and grace of a tier in an org (None: indefinite).
+    fn tier(&self, org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError>;
+    /// TTL and archive age of a memory type.
+    fn memory_type(&self, label: &str) -> Result<(Option<i64>, Option<i64>), MxError>;
 }
 
 /// A deformed row: one datum and null flag per attribute.
@@ -605,8 +613,9 @@ impl ClassifyColumns {
         self.stamps.is_some()
     }
 
-    /// Stamp expires_at, purge_after and archive_at of the new row for `tier`.
-    pub fn stamp(&mut self, tier: Tier) -> Result<(), MxError> {
+    /// Stamp expires_at, purge_after and archive_at of the new row for `tier`, with the
+    /// retention module's policies.
+    pub fn stamp(&mut self, tier: Tier, policies: &dyn StampPolicies) -> Result<(), MxError> {
         let org = self.org().map(str::to_string);
         let Some(st) = self.stamps.as_mut() else { return Ok(()) };
         let created = self
@@ -614,7 +623,7 @@ impl ClassifyColumns {
             .get(&st.created)
             .map(|d| d.value() as i64)
             .unwrap_or_else(|| unsafe { pg_sys::GetCurrentTransactionStartTimestamp() });
-        let (retention, grace) = crate::retention::tier_policy(org.as_deref(), tier)?;
+        let (retention, grace) = policies.tier(org.as_deref(), tier)?;
         let label: Option<String> = match &st.memory_type {
             None => None,
             Some((c, kind)) => match self.new.get(c) {
@@ -636,7 +645,7 @@ impl ClassifyColumns {
             },
         };
         let (ttl, archive) = match label {
-            Some(l) => crate::retention::type_policy(&l)?,
+            Some(l) => policies.memory_type(&l)?,
             None => (None, None),
         };
         let s = memory_core::retention::stamps(created, retention, grace, ttl, archive);

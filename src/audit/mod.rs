@@ -9,7 +9,7 @@ mod jsonb;
 mod trigger;
 mod verify;
 
-use crate::errors::{MxError, OrRaise};
+use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload};
 use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
@@ -263,10 +263,10 @@ impl Appender {
             let row = rows.first();
             let seq = row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default();
             let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default().try_into().map_err(|_| {
-                MxError::new("MX002", format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
+                MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
             })?;
             let tree = MerkleBuilder::from_bytes(&row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default())
-                .ok_or_else(|| MxError::new("MX002", format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
+                .ok_or_else(|| MxError::new(code::AUDIT_APPEND_ONLY, format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
             let last = row
                 .get::<TimestampWithTimeZone>(4)
                 .map_err(spi_err)?
@@ -387,7 +387,7 @@ impl Appender {
                     .or_else(|| parts.1.iter().find(|p| p.1.is_none()))
                     .map(|p| p.0)
                     .ok_or_else(|| {
-                        MxError::new("23514", "no partition of memory.audit_log holds this month")
+                        MxError::new(code::CHECK_VIOLATION, "no partition of memory.audit_log holds this month")
                             .hint("Run memory.audit_ensure_partitions().")
                     })?;
                 match groups.iter_mut().find(|g| g.0 == oid) {
@@ -427,7 +427,7 @@ impl Appender {
                 Some(1),
             )?;
             if updated.is_empty() {
-                return Err(MxError::new("MX002", format!("audit head of chain \"{chain}\" moved while locked")));
+                return Err(MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" moved while locked")));
             }
             remember_tid(chain, updated.first().get::<String>(1).map_err(spi_err)?.unwrap_or_default());
         }
@@ -551,6 +551,63 @@ fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<St
     run().or_raise()
 }
 
+// ---------------------------------------------------------------------------------------------
+// Many audit events in one call: the door memory_ext's PL/pgSQL functions and the statement
+// triggers of the knowledge tables append through (not granted to PUBLIC).
+
+/// Append a JSON array of `{"event_type", "org_id", "payload"}` objects, chain by chain, in
+/// array order; returns how many. The actor is the caller (or `memory.actor_id`).
+#[pg_extern(volatile, name = "_audit_append_many")]
+fn audit_append_many(events: Option<pgrx::JsonB>) -> i32 {
+    append_many(events.map(|j| j.0)).or_raise()
+}
+
+fn append_many(events: Option<Value>) -> Result<i32, MxError> {
+    let Some(Value::Array(items)) = events else { return Ok(0) };
+    if items.is_empty() {
+        return Ok(0);
+    }
+    let mut pending = Vec::with_capacity(items.len());
+    for it in items {
+        let Value::Object(mut o) = it else { return Err(MxError::bad_argument("each event must be an object")) };
+        let event_type = match o.remove("event_type") {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            _ => return Err(MxError::bad_argument("each event needs an event_type")),
+        };
+        let org_id = match o.remove("org_id") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let payload = match o.remove("payload") {
+            Some(p @ Value::Object(_)) => p,
+            _ => return Err(MxError::bad_argument("each event needs an object payload")),
+        };
+        pending.push((event_type, org_id, payload));
+    }
+    Spi::connect(|client| {
+        let mut ap = Appender::new(client)?;
+        let actor = default_actor(&ap);
+        ap.lock(client, pending.iter().map(|p| p.1.as_deref().unwrap_or("")))?;
+        let n = pending.len() as i32;
+        for (event_type, org_id, payload) in pending {
+            ap.push(
+                client,
+                Pending {
+                    event_type: Cow::Owned(event_type),
+                    org_id,
+                    project_id: None,
+                    workspace_id: None,
+                    actor_id: Some(actor.clone()),
+                    payload,
+                    payload_text: None,
+                },
+            )?;
+        }
+        ap.finish(client)?;
+        Ok(n)
+    })
+}
+
 #[pg_extern(volatile, parallel_unsafe, name = "_random_bytes")]
 fn random_bytes(n: i32) -> Vec<u8> {
     if !(1..=1024).contains(&n) {
@@ -558,7 +615,7 @@ fn random_bytes(n: i32) -> Vec<u8> {
     }
     let mut buf = vec![0u8; n as usize];
     if !unsafe { pg_sys::pg_strong_random(buf.as_mut_ptr().cast(), buf.len()) } {
-        MxError::new("XX000", "could not generate random bytes").raise();
+        MxError::new(code::INTERNAL, "could not generate random bytes").raise();
     }
     buf
 }
@@ -599,8 +656,7 @@ thread_local! {
     static PARTITIONS: std::cell::RefCell<Option<Partitions>> = const { std::cell::RefCell::new(None) };
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn partitions_inval(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+fn partitions_inval(relid: pg_sys::Oid) {
     PARTITIONS.with(|p| {
         let mut p = p.borrow_mut();
         if relid == pg_sys::InvalidOid || p.as_ref().is_some_and(|parts| parts.0 == relid) {
@@ -610,7 +666,7 @@ unsafe extern "C-unwind" fn partitions_inval(_arg: pg_sys::Datum, relid: pg_sys:
 }
 
 pub fn init() {
-    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(partitions_inval), pg_sys::Datum::from(0)) };
+    crate::pg::callbacks::on_relcache(partitions_inval);
 }
 
 /// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the
@@ -680,7 +736,7 @@ unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id
                 Some(i) => at[k] = i,
                 None => {
                     pg_sys::table_close(rel, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-                    return Err(MxError::new("XX000", format!("an audit partition lacks column {name}")));
+                    return Err(MxError::new(code::INTERNAL, format!("an audit partition lacks column {name}")));
                 }
             }
         }

@@ -26,7 +26,7 @@ impl AuditMap {
     fn parse(args: &[String]) -> Result<Self, MxError> {
         let mut m = AuditMap::default();
         for a in args {
-            let (k, v) = a.split_once('=').ok_or_else(|| MxError::new("39P01", format!("bad memory.audit_trigger argument \"{a}\"")))?;
+            let (k, v) = a.split_once('=').ok_or_else(|| MxError::new(code::TRIGGER_PROTOCOL, format!("bad memory.audit_trigger argument \"{a}\"")))?;
             let v = Some(v.to_string());
             match k {
                 "table" => m.table = v.unwrap_or_default(),
@@ -38,7 +38,7 @@ impl AuditMap {
                 "user" => m.user = v,
                 "tier" => m.tier = v,
                 "tier_json" => m.tier_json = v.as_deref() == Some("true"),
-                _ => return Err(MxError::new("39P01", format!("unknown memory.audit_trigger argument \"{a}\""))),
+                _ => return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("unknown memory.audit_trigger argument \"{a}\""))),
             }
         }
         Ok(m)
@@ -167,7 +167,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         }
         _ => return Ok(()),
     };
-    let reason = crate::classify::downgrade_reason();
+    let reason = crate::gates::downgrade_reason();
 
     Spi::connect(|client| {
         unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
@@ -243,7 +243,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                         &reclassify
                     }
                 };
-                let payload = FlatPayload::new(members).ok_or_else(|| MxError::new("XX000", "audit payload keys out of order"))?;
+                let payload = FlatPayload::new(members).ok_or_else(|| MxError::new(code::INTERNAL, "audit payload keys out of order"))?;
                 ap.push_ref(
                     client,
                     EventRef {
@@ -292,7 +292,7 @@ impl Batch {
             let n = (*tt).numvals as usize;
             let desc = (*tt).tupdesc;
             if (*desc).natts as usize != cols {
-                return Err(MxError::new("XX000", "audit trigger query returned an unexpected row shape"));
+                return Err(MxError::new(code::INTERNAL, "audit trigger query returned an unexpected row shape"));
             }
             self.cols = cols;
             self.utf8 = crate::tuple::database_is_utf8();

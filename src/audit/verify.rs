@@ -1,7 +1,7 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
 use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
-use crate::errors::{MxError, OrRaise};
+use crate::errors::{code, MxError, OrRaise};
 use crate::tuple;
 use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
 use pgrx::prelude::*;
@@ -132,7 +132,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
                 let batch = Arc::new(unsafe { Batch::take_spi_tuptable(spare.pop()) });
                 pending.push_back(Arc::clone(&batch));
                 if to_helper.send(batch).is_err() {
-                    return Err(MxError::new("XX000", "audit verification helper stopped"));
+                    return Err(MxError::new(code::INTERNAL, "audit verification helper stopped"));
                 }
                 in_flight += 1;
                 if in_flight == 2 {
@@ -152,7 +152,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
             in_flight -= 1;
         }
         drop(from_helper);
-        helper.join().map_err(|_| MxError::new("XX000", "audit verification helper failed"))?;
+        helper.join().map_err(|_| MxError::new(code::INTERNAL, "audit verification helper failed"))?;
         result
     })?;
     let v = verifier.finish(head);
@@ -324,8 +324,8 @@ fn check(
     from_helper: &mpsc::Receiver<Vec<Option<[u8; 32]>>>,
     pending: &mut VecDeque<Arc<Batch>>,
 ) -> Result<Option<Batch>, MxError> {
-    let hashes = from_helper.recv().map_err(|_| MxError::new("XX000", "audit verification helper failed"))?;
-    let batch = pending.pop_front().ok_or_else(|| MxError::new("XX000", "audit verification lost a batch"))?;
+    let hashes = from_helper.recv().map_err(|_| MxError::new(code::INTERNAL, "audit verification helper failed"))?;
+    let batch = pending.pop_front().ok_or_else(|| MxError::new(code::INTERNAL, "audit verification lost a batch"))?;
     for (r, h) in batch.rows.iter().zip(hashes) {
         verifier.push_link(r.seq, r.key_id, batch.get(r.prev_hash), batch.get(r.entry_hash), h);
     }

@@ -1,0 +1,86 @@
+//! Per-transaction gates that memory_ext's own functions open for their own statements and its
+//! triggers read: backend memory, never a setting a session could set itself. Every gate closes
+//! at the end of its transaction and when a subtransaction aborts.
+//!
+//! - downgrade: `memory.reclassify` lets its UPDATE lower one relation's tier, with a reason the
+//!   audit trigger records;
+//! - knowledge: `memory.run_decay` may redact claim content and delete hypotheses;
+//! - superseding: the claim a `memory.claims` insert is superseding, so the audit trigger of the
+//!   old claim's update names it `memory.claim.supersede`.
+
+use crate::pg::callbacks;
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+
+thread_local! {
+    static DOWNGRADE_ALLOWED_ON: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    static DOWNGRADE_REASON: RefCell<Option<String>> = const { RefCell::new(None) };
+    static KNOWLEDGE_OPEN: Cell<bool> = const { Cell::new(false) };
+    static SUPERSEDING: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+fn close_all() {
+    DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+    DOWNGRADE_REASON.with(|r| r.replace(None));
+    KNOWLEDGE_OPEN.with(|g| g.set(false));
+    SUPERSEDING.with(|s| s.replace(None));
+}
+
+pub fn init() {
+    callbacks::on_transaction_end(close_all);
+    callbacks::on_subtransaction_abort(close_all);
+}
+
+/// The relation whose tier memory.reclassify may lower now (InvalidOid: none).
+pub fn downgrade_allowed_on() -> pg_sys::Oid {
+    DOWNGRADE_ALLOWED_ON.with(Cell::get)
+}
+
+/// The reason given to memory.reclassify while its UPDATE runs (for the audit event).
+pub fn downgrade_reason() -> Option<String> {
+    DOWNGRADE_REASON.with(|r| r.borrow().clone())
+}
+
+/// Lets the next UPDATEs of `tbl` in this (sub)transaction lower a tier. Not granted to PUBLIC:
+/// only memory.reclassify (SECURITY DEFINER) calls it.
+#[pg_extern(volatile, name = "_allow_downgrade")]
+fn allow_downgrade(tbl: Option<pg_sys::Oid>, reason: default!(Option<String>, "NULL")) -> bool {
+    match tbl {
+        Some(t) => {
+            DOWNGRADE_ALLOWED_ON.with(|c| c.set(t));
+            DOWNGRADE_REASON.with(|r| r.replace(reason));
+        }
+        None => {
+            DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
+            DOWNGRADE_REASON.with(|r| r.replace(None));
+        }
+    }
+    true
+}
+
+/// Opens or closes the knowledge gate; returns the previous state. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_knowledge_gate")]
+fn knowledge_gate(open: bool) -> bool {
+    KNOWLEDGE_OPEN.with(|g| g.replace(open))
+}
+
+/// Whether memory.run_decay holds the knowledge gate open (the invoker triggers of the knowledge
+/// tables ask it).
+#[pg_extern(volatile, name = "_knowledge_gate_open")]
+fn knowledge_gate_open() -> bool {
+    KNOWLEDGE_OPEN.with(Cell::get)
+}
+
+/// Names the claim an insert into memory.claims is superseding (NULL: none). Not granted to PUBLIC:
+/// only the definer trigger of memory.claims calls it.
+#[pg_extern(volatile, name = "_set_superseding")]
+fn set_superseding(claim: Option<pgrx::Uuid>) -> bool {
+    SUPERSEDING.with(|s| s.replace(claim.map(|c| c.to_string())));
+    true
+}
+
+/// The claim being superseded by the insert in progress, or NULL. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_superseding")]
+fn superseding() -> Option<String> {
+    SUPERSEDING.with(|s| s.borrow().clone())
+}

@@ -1,0 +1,98 @@
+//! The backend's callback registry: one relcache callback, one syscache callback for roles, one
+//! transaction callback and one subtransaction callback are registered with PostgreSQL, and each
+//! capability module registers plain functions here from its own `init`, so no module flushes
+//! another's state.
+
+use pgrx::prelude::*;
+use std::cell::RefCell;
+
+type RelFn = fn(pg_sys::Oid);
+type Fn0 = fn();
+
+thread_local! {
+    static RELCACHE: RefCell<Vec<RelFn>> = const { RefCell::new(Vec::new()) };
+    static ROLES: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `f(relid)` on every relcache invalidation (`InvalidOid`: every relation).
+pub fn on_relcache(f: RelFn) {
+    RELCACHE.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f()` when a role, or a role membership, changes.
+pub fn on_role_change(f: Fn0) {
+    ROLES.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f()` at the end of every transaction (commit or abort).
+pub fn on_transaction_end(f: Fn0) {
+    XACT_END.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f()` when a subtransaction aborts.
+pub fn on_subtransaction_abort(f: Fn0) {
+    SUBXACT_ABORT.with(|v| v.borrow_mut().push(f));
+}
+
+fn run0(list: &'static std::thread::LocalKey<RefCell<Vec<Fn0>>>) {
+    let fs: Vec<Fn0> = list.with(|v| v.borrow().clone());
+    for f in fs {
+        f();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let fs: Vec<RelFn> = RELCACHE.with(|v| v.borrow().clone());
+    for f in fs {
+        f(relid);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn syscache_cb(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
+    run0(&ROLES);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_cb(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    run0(&XACT_END);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_cb(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        run0(&SUBXACT_ABORT);
+    }
+}
+
+/// Tells every backend (at commit) and this one (at the next command) that `relid` changed: the
+/// statement triggers of memory_ext's rule and policy tables call it, and the modules' relcache
+/// functions drop what they cached from that table.
+pub fn invalidate_relation(relid: pg_sys::Oid) {
+    if relid != pg_sys::InvalidOid {
+        // SAFETY: queues an invalidation message for a plain oid.
+        unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    }
+}
+
+/// Registers the four callbacks with PostgreSQL; called once from `_PG_init`, before any module
+/// registers its functions.
+pub fn init() {
+    // SAFETY: each registration stores a pointer to a static function and a null argument, as
+    // the PostgreSQL API expects; they stay valid for the life of the backend.
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_cb), pg_sys::Datum::from(0));
+        pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHMEMMEMROLE as _, Some(syscache_cb), pg_sys::Datum::from(0));
+        pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHOID as _, Some(syscache_cb), pg_sys::Datum::from(0));
+        pg_sys::RegisterXactCallback(Some(xact_cb), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_cb), std::ptr::null_mut());
+    }
+}
