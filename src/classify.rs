@@ -1,7 +1,8 @@
 //! SQL surface of classification (SPEC §1): functions, the attachable trigger, org-rule cache.
 
 use crate::errors::{code, MxError, OrRaise};
-use crate::{gucs, tuple};
+use crate::gucs;
+use crate::pg::tuple;
 use memory_core::classify::{
     apply_org_rules, classify as core_classify, derive_classification, explain, Decision, OrgRule,
     SourceType, Target, Tier,

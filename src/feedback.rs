@@ -145,7 +145,7 @@ fn record_outcome(
 fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<OutcomeRow>, MxError> {
     let (alpha_s, alpha_f) = (crate::gucs::ALPHA_SUCCESS.get(), crate::gucs::ALPHA_FAILURE.get());
     Spi::connect_mut(|client| {
-        unsafe { pg_sys::GetCurrentTransactionId() };
+        crate::pg::xact::ensure_xid();
         let mut unique: Vec<pgrx::Uuid> = Vec::with_capacity(ids.len());
         let mut seen = HashSet::new();
         for id in ids {

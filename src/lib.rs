@@ -15,7 +15,7 @@ mod lifecycle;
 mod pg;
 mod retention;
 mod trust;
-mod tuple;
+
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -2,12 +2,11 @@
 //! rule functions the SQL in `sql/knowledge.sql` builds on. The rules are `memory_core::lifecycle`.
 
 use crate::errors::{code, MxError, OrRaise};
-use crate::tuple;
+use crate::pg::tuple;
 use memory_core::lifecycle::{self as rules, Contender, PiiField, State};
 use pgrx::prelude::*;
 use pgrx::{JsonB, Uuid};
 use std::cell::RefCell;
-use std::ffi::CStr;
 
 fn parse_state(label: &str, what: &str) -> Result<State, MxError> {
     State::parse(label).ok_or_else(|| {
@@ -91,7 +90,8 @@ fn redact_details(details: JsonB, fields: Array<&str>) -> JsonB {
 /// How a firing trigger reads its state column; resolved once per trigger and relation layout.
 struct StateColumn {
     tgoid: pg_sys::Oid,
-    tupdesc: pg_sys::TupleDesc,
+    /// Identity of the descriptor the column was found in.
+    tupdesc: usize,
     attnum: i32,
     typoid: pg_sys::Oid,
     name: String,
@@ -104,36 +104,14 @@ thread_local! {
 }
 
 impl StateColumn {
-    fn still_valid(&self, td: &pg_sys::TriggerData) -> bool {
-        unsafe {
-            let desc = (*td.tg_relation).rd_att;
-            if (*td.tg_trigger).tgoid != self.tgoid || desc != self.tupdesc || self.attnum > (*desc).natts {
-                return false;
-            }
-            let a = &*(*desc).attrs.as_ptr().add(self.attnum as usize - 1);
-            !a.attisdropped && a.atttypid == self.typoid && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == self.name.as_bytes()
-        }
+    fn still_valid(&self, row: &tuple::RowTrigger) -> bool {
+        row.tgoid() == self.tgoid && row.tupdesc_key() == self.tupdesc && row.column_is(self.attnum, self.typoid, &self.name)
     }
 
-    fn resolve(td: &pg_sys::TriggerData) -> Result<StateColumn, MxError> {
-        let tg = unsafe { &*td.tg_trigger };
-        let name = if tg.tgnargs >= 1 {
-            unsafe { CStr::from_ptr(*tg.tgargs) }.to_string_lossy().into_owned()
-        } else {
-            "lifecycle_state".to_string()
-        };
-        let rel = td.tg_relation;
-        let desc = unsafe { (*rel).rd_att };
-        let natts = unsafe { (*desc).natts };
-        let mut found = None;
-        for i in 0..natts {
-            let a = unsafe { &*(*desc).attrs.as_ptr().add(i as usize) };
-            if !a.attisdropped && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == name.as_bytes() {
-                found = Some((i + 1, a.atttypid));
-            }
-        }
-        let Some((attnum, typoid)) = found else {
-            return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the state column)", tuple::relation_name(rel)))
+    fn resolve(row: &tuple::RowTrigger) -> Result<StateColumn, MxError> {
+        let name = row.first_arg().unwrap_or_else(|| "lifecycle_state".to_string());
+        let Some((attnum, typoid)) = row.find_column(&name) else {
+            return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the state column)", row.relname()))
                 .hint("Pass the state column as the trigger's argument, or use memory.govern(table, '{\"state\": \"<column>\"}')."));
         };
         let enum_oids = if typoid == pg_sys::TEXTOID || typoid == pg_sys::VARCHAROID {
@@ -141,7 +119,7 @@ impl StateColumn {
         } else {
             let labels: Vec<(pg_sys::Oid, String)> = Spi::connect(|c| {
                 let rows = c.select(
-                    "SELECT oid, enumlabel::text FROM pg_catalog.pg_enum WHERE enumtypid = $1",
+                    "SELECT e.oid, e.enumlabel::pg_catalog.text FROM pg_catalog.pg_enum e WHERE e.enumtypid OPERATOR(pg_catalog.=) $1",
                     None,
                     &[typoid.into()],
                 )?;
@@ -157,7 +135,7 @@ impl StateColumn {
             if labels.is_empty() {
                 return Err(MxError::bad_argument(format!(
                     "the state column \"{name}\" of {} must be memory.lifecycle_state, an enum of its labels, or text",
-                    tuple::relation_name(rel)
+                    row.relname()
                 )));
             }
             let mut map = Vec::new();
@@ -168,21 +146,15 @@ impl StateColumn {
             }
             Some(map)
         };
-        Ok(StateColumn { tgoid: tg.tgoid, tupdesc: desc, attnum, typoid, name, enum_oids })
+        Ok(StateColumn { tgoid: row.tgoid(), tupdesc: row.tupdesc_key(), attnum, typoid, name, enum_oids })
     }
 
-    /// The column's value in `tuple`, None for NULL.
-    fn value(&self, tuple: pg_sys::HeapTuple) -> Option<pg_sys::Datum> {
-        let mut isnull = false;
-        let d = unsafe { pg_sys::heap_getattr(tuple, self.attnum, self.tupdesc, &mut isnull) };
-        (!isnull).then_some(d)
-    }
-
-    /// The state a value names; None for NULL.
-    fn state(&self, value: Option<pg_sys::Datum>, what: &str) -> Result<Option<State>, MxError> {
-        let Some(d) = value else { return Ok(None) };
+    /// The state of the new (or old) row; None for NULL.
+    fn state(&self, row: &tuple::RowTrigger, old: bool) -> Result<Option<State>, MxError> {
+        let what = if old { "old" } else { "new" };
         match &self.enum_oids {
             Some(map) => {
+                let Some(d) = row.value(old, self.attnum) else { return Ok(None) };
                 let oid = pg_sys::Oid::from(d.value() as u32);
                 match map.iter().find(|(o, _)| *o == oid) {
                     Some((_, s)) => Ok(Some(*s)),
@@ -190,10 +162,10 @@ impl StateColumn {
                         .hint("Use one of: pending, active, superseded, retracted, archived.")),
                 }
             }
-            None => {
-                let text = unsafe { pgrx::text_to_rust_str(d.cast_mut_ptr()) }.map_err(|_| MxError::bad_argument("state text is not UTF-8"))?;
-                parse_state(text, what).map(Some)
-            }
+            None => match row.text_value(old, self.attnum) {
+                None => Ok(None),
+                Some(text) => parse_state(text, what).map(Some),
+            },
         }
     }
 }
@@ -206,47 +178,36 @@ impl StateColumn {
 fn lifecycle_trigger<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
-    let td = trigger.trigger_data();
-    let tuple = check_row(td).or_raise();
-    let desc = unsafe { (*td.tg_relation).rd_att };
-    Ok(Some(unsafe { PgHeapTuple::from_heap_tuple(pgrx::PgTupleDesc::from_pg_unchecked(desc), tuple) }))
+    Ok(Some(check_row(trigger.trigger_data()).or_raise()))
 }
 
-fn check_row(td: &pg_sys::TriggerData) -> Result<pg_sys::HeapTuple, MxError> {
-    let ev = td.tg_event;
-    let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
-    if ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_BEFORE
-        || ev & pg_sys::TRIGGER_EVENT_ROW == 0
-        || !(op == pg_sys::TRIGGER_EVENT_INSERT || op == pg_sys::TRIGGER_EVENT_UPDATE)
-    {
-        return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.lifecycle_trigger must be fired BEFORE INSERT OR UPDATE FOR EACH ROW"));
-    }
+fn check_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
+    let row = tuple::RowTrigger::new(td, "memory.lifecycle_trigger")?;
     let cached = STATE_COLUMN.with(|c| c.borrow_mut().take());
     let col = match cached {
-        Some(c) if c.still_valid(td) => c,
-        _ => StateColumn::resolve(td)?,
+        Some(c) if c.still_valid(&row) => c,
+        _ => StateColumn::resolve(&row)?,
     };
     let result = (|| {
-        if op == pg_sys::TRIGGER_EVENT_INSERT {
+        if !row.is_update() {
             if col.enum_oids.is_none() {
-                col.state(col.value(td.tg_trigtuple), "new")?;
+                col.state(&row, false)?;
             }
-            return Ok(td.tg_trigtuple);
+            return Ok(());
         }
-        let (old, new) = (td.tg_trigtuple, td.tg_newtuple);
-        let (vold, vnew) = (col.value(old), col.value(new));
+        let (vold, vnew) = (row.value(true, col.attnum), row.value(false, col.attnum));
         // The common case, and the cheapest: an enum state that did not change.
         if col.enum_oids.is_some() && vold.is_some() && vold == vnew {
-            return Ok(new);
+            return Ok(());
         }
-        let (from, to) = (col.state(vold, "old")?, col.state(vnew, "new")?);
-        let refused = |f: State, to: &str| transition_error(f, to, &tuple::relation_name(td.tg_relation), &col.name);
+        let (from, to) = (col.state(&row, true)?, col.state(&row, false)?);
+        let refused = |f: State, to: &str| transition_error(f, to, &row.relname(), &col.name);
         match (from, to) {
             (Some(f), None) => Err(refused(f, "NULL")),
             (Some(f), Some(t)) if !rules::update_allowed(f, t) => Err(refused(f, t.as_str())),
-            _ => Ok(new),
+            _ => Ok(()),
         }
     })();
     STATE_COLUMN.with(|c| *c.borrow_mut() = Some(col));
-    result
+    result.map(|()| row.unchanged())
 }

@@ -56,7 +56,7 @@ fn spi_err(e: pgrx::spi::Error) -> MxError {
 /// The policies the classify trigger stamps rows with.
 pub struct Policies;
 
-impl crate::tuple::StampPolicies for Policies {
+impl crate::pg::tuple::StampPolicies for Policies {
     fn tier(&self, org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError> {
         tier_policy(org, tier)
     }

@@ -21,11 +21,10 @@
 //! schema-qualified SQL on memory_ext's own tables and on values of built-in types.
 
 use crate::errors::{code, MxError, OrRaise};
-use crate::pg::callbacks;
+use crate::pg::{callbacks, identity};
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::c_int;
 
 thread_local! {
     // The identity a maintenance statement run as a table's owner acts as (see AsRole).
@@ -41,8 +40,7 @@ const PINNED_PATH: &std::ffi::CStr = c"pg_catalog, pg_temp";
 /// The oid of schema `memory`: a syscache lookup, and a new oid whenever the extension is
 /// re-created, so it keys the caches below.
 fn memory_schema() -> pg_sys::Oid {
-    // SAFETY: a syscache lookup by name; no pointers are kept.
-    unsafe { pg_sys::get_namespace_oid(c"memory".as_ptr(), true) }
+    identity::namespace_oid(c"memory")
 }
 
 thread_local! {
@@ -96,89 +94,23 @@ pub fn caller() -> pg_sys::Oid {
     if o != pg_sys::InvalidOid {
         return o;
     }
-    // SAFETY: plain reads of backend globals.
-    unsafe {
-        if pg_sys::InSecurityRestrictedOperation() {
-            pg_sys::InvalidOid
-        } else {
-            pg_sys::GetOuterUserId()
-        }
-    }
-}
-
-/// Saved user and security context, plus the GUC nest level opened for the pinned search_path.
-struct Saved {
-    user: pg_sys::Oid,
-    ctx: c_int,
-    nest: c_int,
-}
-
-/// Whether search_path already is the pinned value (inside a function with the SET clause).
-fn path_pinned() -> bool {
-    // SAFETY: namespace_search_path is the GUC's current string (never freed while we read it).
-    unsafe {
-        let p = pg_sys::namespace_search_path;
-        !p.is_null() && std::ffi::CStr::from_ptr(p) == PINNED_PATH
-    }
-}
-
-fn switch_to(user: pg_sys::Oid, extra: u32) -> Saved {
-    let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
-    // SAFETY: GetUserIdAndSecContext writes two plain values; NewGUCNestLevel/set_config_option
-    // are what fmgr does for a function's SET clause; SetUserIdAndSecContext sets two globals.
-    // The transaction's abort restores both if an error unwinds past the guard.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
-        if path_pinned() {
-            pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
-            return Saved { user: u, ctx, nest: -1 };
-        }
-        let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            PINNED_PATH.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET as _,
-            pg_sys::GucSource::PGC_S_SESSION as _,
-            pg_sys::GucAction::GUC_ACTION_SAVE as _,
-            true,
-            0,
-            false,
-        );
-        pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
-        Saved { user: u, ctx, nest }
-    }
-}
-
-fn restore(s: &Saved) {
-    // On an error unwinding through here the (sub)transaction abort restores the user, the
-    // security context and the GUC nest level itself; calling into Postgres then is not safe.
-    if std::thread::panicking() {
-        return;
-    }
-    // SAFETY: undoes switch_to in reverse order, with the values it saved.
-    unsafe {
-        pg_sys::SetUserIdAndSecContext(s.user, s.ctx);
-        if s.nest >= 0 {
-            pg_sys::AtEOXact_GUC(true, s.nest);
-        }
+    if identity::in_restricted_operation() {
+        pg_sys::InvalidOid
+    } else {
+        identity::outer_user()
     }
 }
 
 /// While alive: the extension owner, with `search_path = pg_catalog, pg_temp`.
-pub struct AsOwner(Saved);
+pub struct AsOwner(#[allow(dead_code)] identity::Switched);
 
 impl AsOwner {
     pub fn enter() -> Result<Self, MxError> {
         let owner = ext_owner()?;
-        Ok(AsOwner(switch_to(owner, 0)))
+        Ok(AsOwner(identity::Switched::to(owner, false, PINNED_PATH)))
     }
 }
 
-impl Drop for AsOwner {
-    fn drop(&mut self) {
-        restore(&self.0);
-    }
-}
 
 /// Run `f` as the extension owner with the pinned search_path.
 pub fn as_owner<R>(f: impl FnOnce() -> Result<R, MxError>) -> Result<R, MxError> {
@@ -191,15 +123,15 @@ pub fn as_owner<R>(f: impl FnOnce() -> Result<R, MxError>) -> Result<R, MxError>
 /// that role responsible (`caller()`), so whatever code of the table runs meanwhile (its
 /// triggers, casts, column types) acts for that role's orgs and nobody else's.
 pub struct AsRole {
-    saved: Saved,
+    _switched: identity::Switched,
     prev_override: pg_sys::Oid,
 }
 
 impl AsRole {
     pub fn enter(role: pg_sys::Oid) -> Self {
-        let saved = switch_to(role, pg_sys::SECURITY_RESTRICTED_OPERATION);
+        let switched = identity::Switched::to(role, true, PINNED_PATH);
         let prev_override = OVERRIDE.with(|c| c.replace(role));
-        AsRole { saved, prev_override }
+        AsRole { _switched: switched, prev_override }
     }
 
     /// As the owner of `relid`.
@@ -211,7 +143,6 @@ impl AsRole {
 impl Drop for AsRole {
     fn drop(&mut self) {
         OVERRIDE.with(|c| c.set(self.prev_override));
-        restore(&self.saved);
     }
 }
 
@@ -232,8 +163,7 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
         return Ok(false);
     }
     // Superusers and members of the extension owner act for every org (no lookup).
-    // SAFETY: role checks on plain oids (PostgreSQL caches memberships).
-    if unsafe { pg_sys::superuser_arg(who) || pg_sys::has_privs_of_role(who, ext_owner()?) } {
+    if identity::is_superuser(who) || identity::has_privs_of_role(who, ext_owner()?) {
         return Ok(true);
     }
     let key = (who, org.unwrap_or("").to_string());
@@ -268,15 +198,7 @@ pub fn role_name(oid: pg_sys::Oid) -> String {
     if oid == pg_sys::InvalidOid {
         return "(none: a security-restricted operation)".into();
     }
-    // SAFETY: a syscache lookup; the name is copied before anything else runs.
-    unsafe {
-        let n = pg_sys::GetUserNameFromId(oid, true);
-        if n.is_null() {
-            format!("oid {}", oid.to_u32())
-        } else {
-            std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned()
-        }
-    }
+    identity::role_name(oid).unwrap_or_else(|| format!("oid {}", oid.to_u32()))
 }
 
 /// Whether memory.govern / memory.ungovern opened the gate for `relid` in this transaction.
@@ -327,9 +249,8 @@ fn open_governance_gate(tbl: Option<pg_sys::Oid>) -> bool {
     let ok = (|| -> Result<bool, MxError> {
         let owner = rel_owner(tbl)?;
         let who = caller();
-        // SAFETY: role-membership checks on plain oids.
         Ok(who != pg_sys::InvalidOid
-            && unsafe { pg_sys::superuser_arg(who) || pg_sys::has_privs_of_role(who, owner) || pg_sys::has_privs_of_role(who, ext_owner()?) })
+            && (identity::is_superuser(who) || identity::has_privs_of_role(who, owner) || identity::has_privs_of_role(who, ext_owner()?)))
     })()
     .or_raise();
     if !ok {

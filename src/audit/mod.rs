@@ -175,7 +175,7 @@ thread_local! {
 }
 
 fn cached_tid(chain: &str) -> Option<String> {
-    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
+    let xid = crate::pg::xact::top_xid_if_any();
     HEAD_TIDS.with(|c| {
         let c = c.borrow();
         if c.0 == xid {
@@ -187,7 +187,7 @@ fn cached_tid(chain: &str) -> Option<String> {
 }
 
 fn remember_tid(chain: &str, tid: String) {
-    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
+    let xid = crate::pg::xact::top_xid_if_any();
     HEAD_TIDS.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 != xid {
@@ -207,7 +207,7 @@ impl Appender {
     /// with an open cursor).
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
         let owner = crate::trust::AsOwner::enter()?;
-        unsafe { pg_sys::GetCurrentTransactionId() };
+        crate::pg::xact::ensure_xid();
         let row = run(client, "SELECT key_id, key, salt FROM memory._audit_current_key()", &[], &[], Some(1))?.first();
         let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
         let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
@@ -218,7 +218,7 @@ impl Appender {
             key_id,
             key,
             salt,
-            utf8: crate::tuple::database_is_utf8(),
+            utf8: crate::pg::tuple::database_is_utf8(),
             heads: BTreeMap::new(),
             rows: Rows::default(),
         })
@@ -275,7 +275,7 @@ impl Appender {
             // Under the head lock the clock only moves forward, so each month partition holds a
             // contiguous range of every chain (which sealing relies on).
             let tid: String = row.get(5).map_err(spi_err)?.unwrap_or_default();
-            let now = unsafe { pg_sys::GetCurrentTimestamp() } + PG_EPOCH_UNIX_MICROS;
+            let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
             self.heads.insert(chain.to_string(), Head { tid, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
         }
         Ok(())
@@ -440,14 +440,8 @@ impl Appender {
 /// `h:<hex>;role:<name>`. The role is the session's (SPEC §8: events record the database role
 /// that wrote them), not the owner of a SECURITY DEFINER function on the way.
 pub fn default_actor(appender: &Appender) -> String {
-    let app_actor: Option<String> = unsafe {
-        let v = pg_sys::GetConfigOption(c"memory.actor_id".as_ptr(), true, false);
-        if v.is_null() {
-            None
-        } else {
-            Some(std::ffi::CStr::from_ptr(v).to_string_lossy().into_owned()).filter(|s| !s.is_empty())
-        }
-    };
+    let app_actor: Option<String> =
+        crate::gucs::ACTOR_ID.get().map(|c| c.to_string_lossy().into_owned()).filter(|s| !s.is_empty());
     actor_for(appender, app_actor.as_deref())
 }
 
@@ -455,8 +449,7 @@ pub fn default_actor(appender: &Appender) -> String {
 pub fn actor_for(appender: &Appender, app_actor: Option<&str>) -> String {
     let mut who = crate::trust::caller();
     if who == pg_sys::InvalidOid {
-        // SAFETY: reads a backend global.
-        who = unsafe { pg_sys::GetOuterUserId() };
+        who = crate::pg::identity::outer_user();
     }
     let role = format!("role:{}", crate::trust::role_name(who));
     match app_actor {
@@ -614,7 +607,7 @@ fn random_bytes(n: i32) -> Vec<u8> {
         MxError::bad_argument(format!("byte count must be in [1, 1024], got {n}")).raise();
     }
     let mut buf = vec![0u8; n as usize];
-    if !unsafe { pg_sys::pg_strong_random(buf.as_mut_ptr().cast(), buf.len()) } {
+    if !crate::pg::xact::strong_random(&mut buf) {
         MxError::new(code::INTERNAL, "could not generate random bytes").raise();
     }
     buf

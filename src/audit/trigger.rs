@@ -145,7 +145,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     }
     check_column_types(td, &map)?;
     // The table named in events is the one the trigger fired on, whatever its arguments say.
-    map.table = crate::tuple::relation_name(td.tg_relation);
+    map.table = crate::pg::tuple::relation_name(td.tg_relation);
     let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
@@ -295,7 +295,7 @@ impl Batch {
                 return Err(MxError::new(code::INTERNAL, "audit trigger query returned an unexpected row shape"));
             }
             self.cols = cols;
-            self.utf8 = crate::tuple::database_is_utf8();
+            self.utf8 = crate::pg::tuple::database_is_utf8();
             self.values.resize(n * cols, pg_sys::Datum::from(0usize));
             self.nulls.resize(n * cols, true);
             for i in 0..n {
@@ -320,12 +320,12 @@ impl Batch {
     fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
         let k = i * self.cols + c;
         // SAFETY: a non-NULL text datum of the batch, alive until the batch is freed.
-        (!self.nulls[k]).then(|| unsafe { crate::tuple::text_bytes(self.values[k]) })
+        (!self.nulls[k]).then(|| unsafe { crate::pg::tuple::text_bytes(self.values[k]) })
     }
 
     /// The text column `c` of row `i` (see `tuple::as_str`).
     fn text(&self, i: usize, c: usize) -> Option<&str> {
-        self.bytes(i, c).map(|b| crate::tuple::as_str(b, self.utf8))
+        self.bytes(i, c).map(|b| crate::pg::tuple::as_str(b, self.utf8))
     }
 
     fn free(&mut self) {

@@ -2,7 +2,7 @@
 
 use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
-use crate::tuple;
+use crate::pg::tuple;
 use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;

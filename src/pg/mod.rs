@@ -2,3 +2,7 @@
 //! (classify, retention, audit, lifecycle, feedback, trust, gates) are safe code over it.
 
 pub mod callbacks;
+pub mod error;
+pub mod identity;
+pub mod tuple;
+pub mod xact;

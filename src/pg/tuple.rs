@@ -2,14 +2,14 @@
 //! `INSERT ... SELECT`, so: the column mapping is resolved once per trigger and cached, a row is
 //! deformed once and formed once, and no text round trips happen.
 
-use crate::errors::MxError;
+use super::error::MxError;
 use memory_core::classify::{SourceType, Tier};
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
 use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 
-use crate::errors::code::TRIGGER_PROTOCOL;
+use super::error::code::TRIGGER_PROTOCOL;
 
 /// `schema.table` of an open relation, for messages.
 pub fn relation_name(rel: pg_sys::Relation) -> String {
@@ -55,11 +55,74 @@ impl RowTrigger {
         self.old.is_some()
     }
 
+    /// Identity of the relation's tuple descriptor (it changes when the table's shape does), to
+    /// key caches with.
+    pub fn tupdesc_key(&self) -> usize {
+        self.tupdesc as usize
+    }
+
+    /// TG_ARGV[0], if any.
+    pub fn first_arg(&self) -> Option<String> {
+        self.args().into_iter().next()
+    }
+
+    /// Attribute number (1-based) and type of a live column.
+    pub fn find_column(&self, name: &str) -> Option<(i32, pg_sys::Oid)> {
+        (0..self.natts()).find_map(|i| {
+            let a = self.attr(i);
+            // SAFETY: attname is a NUL-terminated NameData inside the descriptor.
+            let n = unsafe { CStr::from_ptr(a.attname.data.as_ptr()) };
+            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some((i as i32 + 1, a.atttypid))
+        })
+    }
+
+    /// Whether column `attnum` still is the live column `name` of type `typoid`.
+    pub fn column_is(&self, attnum: i32, typoid: pg_sys::Oid, name: &str) -> bool {
+        if attnum < 1 || attnum as usize > self.natts() {
+            return false;
+        }
+        let a = self.attr(attnum as usize - 1);
+        // SAFETY: as in find_column.
+        !a.attisdropped && a.atttypid == typoid && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == name.as_bytes()
+    }
+
+    /// Column `attnum` of the new row (or the old one), None for NULL.
+    pub fn value(&self, old: bool, attnum: i32) -> Option<pg_sys::Datum> {
+        let tuple = if old { self.old? } else { self.new };
+        if attnum < 1 || attnum as usize > self.natts() {
+            return None;
+        }
+        let mut isnull = false;
+        // SAFETY: a tuple of this trigger and a valid attribute number of its descriptor.
+        let d = unsafe { pg_sys::heap_getattr(tuple, attnum, self.tupdesc, &mut isnull) };
+        (!isnull).then_some(d)
+    }
+
+    /// Column `attnum` of the new row (or the old one) as text, when the column is text or
+    /// varchar; None for NULL or another type.
+    pub fn text_value(&self, old: bool, attnum: i32) -> Option<&str> {
+        let a = self.attr(attnum as usize - 1);
+        if !is_text(a.atttypid) {
+            return None;
+        }
+        let d = self.value(old, attnum)?;
+        // SAFETY: a non-NULL datum of a text/varchar column of this trigger's row, alive for
+        // the trigger call (which outlives &self).
+        let bytes = unsafe { text_bytes(d) };
+        Some(as_str(bytes, database_is_utf8()))
+    }
+
+    /// The new row, unchanged, as the trigger's result.
+    pub fn unchanged(&self) -> PgHeapTuple<'static, AllocatedByPostgres> {
+        // SAFETY: the new tuple of this trigger with its relation's descriptor.
+        unsafe { PgHeapTuple::from_heap_tuple(pgrx::PgTupleDesc::from_pg_unchecked(self.tupdesc), self.new) }
+    }
+
     pub fn relid(&self) -> pg_sys::Oid {
         unsafe { (*(*self.td).tg_relation).rd_id }
     }
 
-    fn tgoid(&self) -> pg_sys::Oid {
+    pub fn tgoid(&self) -> pg_sys::Oid {
         unsafe { (*(*self.td).tg_trigger).tgoid }
     }
 
@@ -622,7 +685,7 @@ impl ClassifyColumns {
             .new
             .get(&st.created)
             .map(|d| d.value() as i64)
-            .unwrap_or_else(|| unsafe { pg_sys::GetCurrentTransactionStartTimestamp() });
+            .unwrap_or_else(super::xact::xact_start_micros);
         let (retention, grace) = policies.tier(org.as_deref(), tier)?;
         let label: Option<String> = match &st.memory_type {
             None => None,

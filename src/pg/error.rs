@@ -1,0 +1,146 @@
+//! The one error type of the extension and the SQLSTATE table (SPEC §0).
+//!
+//! pgrx reports errors through `PgSqlErrorCode`, a closed enum that cannot carry our own class
+//! `MX`, and a Postgres error that passes back through pgrx is re-reported with an unknown code
+//! collapsed to XX000. So errors are raised here with the raw `ereport` API, after the function
+//! body has returned and dropped its values. Functions that raise these must not be reached
+//! through a Rust SPI call, or the code is lost on the way out: orchestration that writes to
+//! governed tables lives in SQL.
+
+use pgrx::pg_sys;
+use std::ffi::{c_char, c_int, CString};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MxError {
+    pub sqlstate: &'static str,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+/// Every SQLSTATE memory_ext raises (SPEC §0 and the README's table), in one place.
+#[allow(dead_code)] // MX003 (consent) and MX006 (raised by SQL) are part of the contract already
+pub mod code {
+    pub const INVALID_TRANSITION: &str = "MX001";
+    pub const AUDIT_APPEND_ONLY: &str = "MX002";
+    pub const CONSENT_REQUIRED: &str = "MX003";
+    pub const DOWNGRADE: &str = "MX004";
+    pub const SUPERSESSION: &str = "MX005";
+    pub const HOLD_OR_HARD_DELETE: &str = "MX006";
+    pub const BAD_ARGUMENT: &str = "22023";
+    /// An unknown state text (memory.lifecycle_state or a text state column).
+    pub const INVALID_TEXT: &str = "22P02";
+    pub const NOT_FOUND: &str = "23503";
+    /// A row no audit partition can hold.
+    pub const CHECK_VIOLATION: &str = "23514";
+    pub const NO_PRIVILEGE: &str = "42501";
+    pub const UNDEFINED_TABLE: &str = "42P01";
+    /// A memory_ext trigger function attached or fired the wrong way.
+    pub const TRIGGER_PROTOCOL: &str = "39P01";
+    /// memory_ext is not installed in this database.
+    pub const NOT_INSTALLED: &str = "55000";
+    /// A fault inside memory_ext (never a user's input).
+    pub const INTERNAL: &str = "XX000";
+}
+
+impl MxError {
+    pub fn new(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        MxError { sqlstate, message: message.into(), detail: None, hint: None }
+    }
+
+    pub fn bad_argument(message: impl Into<String>) -> Self {
+        Self::new(code::BAD_ARGUMENT, message)
+    }
+
+    /// An SPI failure inside one of our functions (an internal error, naming where).
+    pub fn spi(context: &str, e: pgrx::spi::Error) -> Self {
+        Self::new(code::INTERNAL, format!("memory_ext {context}: {e}"))
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// Raise as an ERROR with this SQLSTATE. Does not return.
+    pub fn raise(self) -> ! {
+        let sqlstate = make_sqlstate(self.sqlstate);
+        // Copy the texts into palloc'd memory and drop every Rust allocation before the longjmp.
+        let message = pg_cstr(&self.message);
+        let detail = self.detail.as_deref().map(pg_cstr);
+        let hint = self.hint.as_deref().map(pg_cstr);
+        drop(self);
+        unsafe { raw_ereport(sqlstate, message, detail, hint) }
+    }
+}
+
+/// Unwrap a result whose error is an `MxError`, raising it.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, MxError> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => e.raise(),
+        }
+    }
+}
+
+fn make_sqlstate(s: &str) -> c_int {
+    let b = s.as_bytes();
+    assert!(b.len() == 5, "SQLSTATE must be five characters");
+    let six = |c: u8| ((c.wrapping_sub(b'0')) & 0x3F) as c_int;
+    six(b[0]) + (six(b[1]) << 6) + (six(b[2]) << 12) + (six(b[3]) << 18) + (six(b[4]) << 24)
+}
+
+fn pg_cstr(s: &str) -> *mut c_char {
+    // Interior NULs cannot occur in SQL text; replace them rather than fail while failing.
+    let c = CString::new(s.replace('\0', "\\0")).unwrap_or_default();
+    unsafe { pg_sys::pstrdup(c.as_ptr()) }
+}
+
+mod raw {
+    use std::ffi::{c_char, c_int};
+    // Declared here, unwrapped, so the longjmp of errfinish reaches Postgres' own handler with
+    // the SQLSTATE intact instead of pgrx's FFI guard.
+    unsafe extern "C-unwind" {
+        pub fn errstart(elevel: c_int, domain: *const c_char) -> bool;
+        pub fn errcode(sqlerrcode: c_int) -> c_int;
+        pub fn errmsg(fmt: *const c_char, ...) -> c_int;
+        pub fn errdetail(fmt: *const c_char, ...) -> c_int;
+        pub fn errhint(fmt: *const c_char, ...) -> c_int;
+        pub fn errfinish(filename: *const c_char, lineno: c_int, funcname: *const c_char);
+    }
+}
+
+unsafe fn raw_ereport(
+    sqlstate: c_int,
+    message: *mut c_char,
+    detail: Option<*mut c_char>,
+    hint: Option<*mut c_char>,
+) -> ! {
+    const PCT_S: &[u8] = b"%s\0";
+    const FILE: &[u8] = b"memory_ext\0";
+    const FUNC: &[u8] = b"memory_ext\0";
+    unsafe {
+        if raw::errstart(pgrx::PgLogLevel::ERROR as c_int, std::ptr::null()) {
+            raw::errcode(sqlstate);
+            raw::errmsg(PCT_S.as_ptr().cast(), message);
+            if let Some(d) = detail {
+                raw::errdetail(PCT_S.as_ptr().cast(), d);
+            }
+            if let Some(h) = hint {
+                raw::errhint(PCT_S.as_ptr().cast(), h);
+            }
+            raw::errfinish(FILE.as_ptr().cast(), 0, FUNC.as_ptr().cast());
+        }
+    }
+    unreachable!("ereport(ERROR) returned")
+}
