@@ -10,6 +10,7 @@ mod trigger;
 mod verify;
 
 use crate::errors::{code, MxError, OrRaise};
+use crate::pg::bulk::Cell;
 use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload};
 use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
@@ -112,7 +113,36 @@ struct Rows {
     arena: Vec<u8>,
 }
 
+/// The columns of memory.audit_log in the order `Rows::cells` gives them.
+const LOG_COLUMNS: [&str; 12] = [
+    "chain_id", "seq", "event_type", "recorded_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
+    "key_id", "prev_hash", "entry_hash",
+];
+
 impl Rows {
+    /// Row `i` as the cells of LOG_COLUMNS.
+    fn cells(&self, i: usize, key_id: i32) -> [Cell<'_>; 12] {
+        let row = &self.rows[i];
+        let text = |s: Option<Span>| s.map(|s| Cell::Varlena(self.get(s))).unwrap_or(Cell::Null);
+        let payload = match row.payload {
+            StoredPayload::Jsonb(s) => Cell::Varlena(self.get(s)),
+            StoredPayload::Text(s) => Cell::JsonText(std::str::from_utf8(self.get(s)).unwrap_or("null")),
+        };
+        [
+            Cell::Varlena(self.chain(row)),
+            Cell::Int8(row.seq),
+            text(Some(row.event_type)),
+            Cell::Timestamptz(row.recorded_at - PG_EPOCH_UNIX_MICROS),
+            text(row.actor),
+            text(row.org),
+            text(row.project),
+            text(row.workspace),
+            payload,
+            Cell::Int4(key_id),
+            Cell::Varlena(&row.prev),
+            Cell::Varlena(&row.hash),
+        ]
+    }
     fn put(&mut self, s: &str) -> Span {
         let at = self.arena.len();
         self.arena.extend_from_slice(s.as_bytes());
@@ -375,7 +405,7 @@ impl Appender {
             // cached partition list cannot go stale under this flush; an attach (which does not)
             // invalidates it, and opening the partitions below then shows it.
             let parts = partitions(client)?;
-            unsafe { pg_sys::LockRelationOid(parts.0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+            crate::pg::bulk::lock_for_insert(parts.0);
             let parts = partitions(client)?;
             let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
             for (i, row) in r.rows.iter().enumerate() {
@@ -395,17 +425,19 @@ impl Appender {
                     None => groups.push((oid, vec![i])),
                 }
             }
-            let rels: Vec<pg_sys::Relation> =
-                groups.iter().map(|g| unsafe { pg_sys::table_open(g.0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) }).collect();
+            let opened = crate::pg::bulk::Opened::open(&groups.iter().map(|g| g.0).collect::<Vec<_>>());
             if PARTITIONS.with(|p| p.borrow().is_none()) {
-                for rel in rels {
-                    unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) };
-                }
                 continue;
             }
-            for ((_, rows), rel) in groups.iter().zip(rels) {
-                unsafe { insert_direct(rel, r, rows, self.key_id)? };
+            for (k, (_, which)) in groups.iter().enumerate() {
+                // Chain by chain, in seq order: each chain's index entries go in one after another
+                // into the same leaf pages, and the heap keeps a chain's entries together.
+                let mut order: Vec<usize> = which.clone();
+                order.sort_unstable_by(|&x, &y| r.chain(&r.rows[x]).cmp(r.chain(&r.rows[y])).then(r.rows[x].seq.cmp(&r.rows[y].seq)));
+                let key_id = self.key_id;
+                opened.insert(k, &LOG_COLUMNS, &order, |i| r.cells(i, key_id))?;
             }
+            drop(opened);
             // The buffers stay allocated for the next chunk.
             self.rows.clear();
             return Ok(());
@@ -701,136 +733,3 @@ fn read_partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, 
     Ok(out)
 }
 
-/// Insert rows `which` of `r` into the partition `rel` (opened with RowExclusiveLock; closed
-/// here) and its indexes, as COPY does: batches of rows go to the table access method's
-/// multi-insert (one WAL record per heap page instead of one per row), then into the indexes.
-///
-/// # Safety
-/// Runs inside the trigger's transaction with `rel` a partition of memory.audit_log.
-unsafe fn insert_direct(rel: pg_sys::Relation, r: &Rows, which: &[usize], key_id: i32) -> Result<(), MxError> {
-    const COLS: [&str; 12] = [
-        "chain_id", "seq", "event_type", "recorded_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
-        "key_id", "prev_hash", "entry_hash",
-    ];
-    // Rows per multi-insert (COPY buffers up to 1000).
-    const BATCH: usize = 1000;
-    unsafe {
-        let desc = (*rel).rd_att;
-        let natts = (*desc).natts as usize;
-        // Where each of our columns is in this partition (an attached table may order them
-        // differently).
-        let mut at = [0usize; 12];
-        for (k, name) in COLS.iter().enumerate() {
-            let found = (0..natts).find(|&i| {
-                let a = &*(*desc).attrs.as_ptr().add(i);
-                !a.attisdropped && std::ffi::CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
-            });
-            match found {
-                Some(i) => at[k] = i,
-                None => {
-                    pg_sys::table_close(rel, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-                    return Err(MxError::new(code::INTERNAL, format!("an audit partition lacks column {name}")));
-                }
-            }
-        }
-        let rri: *mut pg_sys::ResultRelInfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast();
-        (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
-        pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
-        pg_sys::ExecOpenIndices(rri, false);
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let mut slots: Vec<*mut pg_sys::TupleTableSlot> =
-            (0..which.len().min(BATCH)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
-        let bistate = pg_sys::GetBulkInsertState();
-        let cid = pg_sys::GetCurrentCommandId(true);
-        // Chain by chain, in seq order: each chain's index entries go in one after another into
-        // the same leaf pages, and the heap keeps a chain's entries together for verification.
-        let mut order: Vec<usize> = which.to_vec();
-        let rows = &r.rows;
-        order.sort_unstable_by(|&x, &y| r.chain(&rows[x]).cmp(r.chain(&rows[y])).then(rows[x].seq.cmp(&rows[y].seq)));
-        let varlena = |len: usize| maxalign(pg_sys::VARHDRSZ + len);
-        for batch in order.chunks(BATCH) {
-            let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-            // One allocation holds every varlena of the batch.
-            let size: usize = batch
-                .iter()
-                .map(|&i| {
-                    let row = &rows[i];
-                    let texts = [Some(row.event_type), row.actor, row.org, row.project, row.workspace];
-                    let payload = match row.payload {
-                        StoredPayload::Jsonb(s) => varlena(s.len),
-                        StoredPayload::Text(_) => 0,
-                    };
-                    let chain = varlena(r.chain(row).len());
-                    chain + texts.iter().flatten().map(|s| varlena(s.len)).sum::<usize>() + 2 * varlena(32) + payload
-                })
-                .sum();
-            let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
-            let mut used = 0usize;
-            let mut put = |bytes: &[u8]| -> pg_sys::Datum {
-                let p = mem.add(used);
-                pgrx::varlena::set_varsize_4b(p.cast(), (bytes.len() + pg_sys::VARHDRSZ) as i32);
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
-                used += varlena(bytes.len());
-                pg_sys::Datum::from(p)
-            };
-            for (k, &i) in batch.iter().enumerate() {
-                let row = &rows[i];
-                let slot = slots[k];
-                pg_sys::ExecClearTuple(slot);
-                let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
-                let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
-                nulls.fill(true);
-                let payload = match row.payload {
-                    StoredPayload::Jsonb(s) => Some(put(r.get(s))),
-                    StoredPayload::Text(s) => {
-                        let text = std::ffi::CString::new(r.get(s)).unwrap_or_default();
-                        pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
-                    }
-                };
-                let chain = put(r.chain(row));
-                let mut text = |s: Option<Span>| s.map(|s| put(r.get(s)));
-                let cells: [Option<pg_sys::Datum>; 12] = [
-                    Some(chain),
-                    Some(pg_sys::Datum::from(row.seq)),
-                    text(Some(row.event_type)),
-                    Some(pg_sys::Datum::from(row.recorded_at - PG_EPOCH_UNIX_MICROS)),
-                    text(row.actor),
-                    text(row.org),
-                    text(row.project),
-                    text(row.workspace),
-                    payload,
-                    Some(pg_sys::Datum::from(key_id)),
-                    Some(put(&row.prev)),
-                    Some(put(&row.hash)),
-                ];
-                for (c, d) in cells.into_iter().enumerate() {
-                    if let Some(d) = d {
-                        values[at[c]] = d;
-                        nulls[at[c]] = false;
-                    }
-                }
-                pg_sys::ExecStoreVirtualTuple(slot);
-            }
-            debug_assert!(used <= size.max(1));
-            pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
-            for &slot in &slots[..batch.len()] {
-                pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
-            }
-            pg_sys::MemoryContextSwitchTo(old);
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-        }
-        pg_sys::FreeBulkInsertState(bistate);
-        for slot in slots {
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-        }
-        pg_sys::ExecCloseIndices(rri);
-        pg_sys::FreeExecutorState(estate);
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-    }
-    Ok(())
-}
-
-fn maxalign(n: usize) -> usize {
-    (n + 7) & !7
-}

@@ -90,17 +90,7 @@ fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), Mx
         pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID, pg_sys::NAMEOID, pg_sys::UUIDOID,
         pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID,
     ];
-    // SAFETY: the trigger's relation and its descriptor are valid while the trigger runs.
-    let desc = unsafe { (*td.tg_relation).rd_att };
-    let natts = unsafe { (*desc).natts } as usize;
-    let type_of = |name: &str| -> Option<pg_sys::Oid> {
-        (0..natts).find_map(|i| {
-            // SAFETY: i < natts.
-            let a = unsafe { &*(*desc).attrs.as_ptr().add(i) };
-            let n = unsafe { std::ffi::CStr::from_ptr(a.attname.data.as_ptr()) };
-            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some(a.atttypid)
-        })
-    };
+    let type_of = |name: &str| crate::pg::tuple::column_type(td, name);
     let classification = crate::trust::classification_type();
     let checks: [(&str, &Option<String>, &[pg_sys::Oid]); 6] = [
         ("id", &map.id, PLAIN),
@@ -145,7 +135,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     }
     check_column_types(td, &map)?;
     // The table named in events is the one the trigger fired on, whatever its arguments say.
-    map.table = crate::pg::tuple::relation_name(td.tg_relation);
+    map.table = crate::pg::tuple::trigger_relation_name(td);
     let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
@@ -170,15 +160,15 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let reason = crate::gates::downgrade_reason();
 
     Spi::connect(|client| {
-        unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
+        crate::pg::spi::register_trigger_data(td);
         // Every row's org must be one the writing role may act for (Appender::lock checks it).
         let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
         let table = map.table.as_str();
         let cols = if event_type == "memory.reclassify" { 8 } else { 7 };
         let mut cursor = client.open_cursor(query.as_str(), &[]);
-        let mut batch = Batch::default();
-        if !batch.fetch(&mut cursor, cols)? {
+        let mut batch = crate::pg::spi::Fetched::default();
+        if !batch.fetch(&mut cursor, CHUNK, cols)? {
             return Ok(());
         }
         // Lock every chain the statement touches before chaining anything, in order. A statement
@@ -257,7 +247,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                     },
                 )?;
             }
-            if !batch.fetch(&mut cursor, cols)? {
+            if !batch.fetch(&mut cursor, CHUNK, cols)? {
                 break;
             }
         }
@@ -265,84 +255,3 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     })
 }
 
-/// One fetched batch of the trigger's query, deformed once; text columns are read in place.
-#[derive(Default)]
-struct Batch {
-    /// The SPI tuple table of the batch (freed by the next fetch and on drop).
-    table: Option<*mut pg_sys::SPITupleTable>,
-    cols: usize,
-    utf8: bool,
-    values: Vec<pg_sys::Datum>,
-    nulls: Vec<bool>,
-}
-
-impl Batch {
-    /// Fetch the next CHUNK rows of `cursor`; false when there are none.
-    fn fetch(&mut self, cursor: &mut pgrx::spi::SpiCursor, cols: usize) -> Result<bool, MxError> {
-        self.free();
-        if cursor.fetch(CHUNK as std::ffi::c_long).map_err(spi_err)?.is_empty() {
-            return Ok(false);
-        }
-        // SAFETY: the fetch above left its result in SPI_tuptable, with `cols` columns (the
-        // query of audit_statement); the table is ours until freed.
-        unsafe {
-            let tt = pg_sys::SPI_tuptable;
-            pg_sys::SPI_tuptable = std::ptr::null_mut();
-            self.table = Some(tt);
-            let n = (*tt).numvals as usize;
-            let desc = (*tt).tupdesc;
-            if (*desc).natts as usize != cols {
-                return Err(MxError::new(code::INTERNAL, "audit trigger query returned an unexpected row shape"));
-            }
-            self.cols = cols;
-            self.utf8 = crate::pg::tuple::database_is_utf8();
-            self.values.resize(n * cols, pg_sys::Datum::from(0usize));
-            self.nulls.resize(n * cols, true);
-            for i in 0..n {
-                let (v, nl) = (self.values[i * cols..].as_mut_ptr(), self.nulls[i * cols..].as_mut_ptr());
-                pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, v, nl);
-            }
-            self.values.truncate(n * cols);
-            self.nulls.truncate(n * cols);
-        }
-        Ok(true)
-    }
-
-    fn len(&self) -> usize {
-        if self.cols == 0 {
-            0
-        } else {
-            self.values.len() / self.cols
-        }
-    }
-
-    /// Bytes of the text column `c` of row `i` (None for NULL).
-    fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
-        let k = i * self.cols + c;
-        // SAFETY: a non-NULL text datum of the batch, alive until the batch is freed.
-        (!self.nulls[k]).then(|| unsafe { crate::pg::tuple::text_bytes(self.values[k]) })
-    }
-
-    /// The text column `c` of row `i` (see `tuple::as_str`).
-    fn text(&self, i: usize, c: usize) -> Option<&str> {
-        self.bytes(i, c).map(|b| crate::pg::tuple::as_str(b, self.utf8))
-    }
-
-    fn free(&mut self) {
-        if let Some(tt) = self.table.take() {
-            // SAFETY: the table came from SPI in `fetch` and nothing borrows from it any more.
-            unsafe { pg_sys::SPI_freetuptable(tt) };
-        }
-        self.values.clear();
-        self.nulls.clear();
-    }
-}
-
-impl Drop for Batch {
-    fn drop(&mut self) {
-        // On an error the transaction's abort releases SPI memory; no call into Postgres then.
-        if !std::thread::panicking() {
-            self.free();
-        }
-    }
-}

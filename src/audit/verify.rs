@@ -1,6 +1,7 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
 use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
+use crate::pg::spi::Fetched;
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::tuple;
 use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
@@ -110,7 +111,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
     let (helper_out, from_helper) = mpsc::sync_channel::<Vec<Option<[u8; 32]>>>(1);
     let mut pending: VecDeque<Arc<Batch>> = VecDeque::new();
     std::thread::scope(|scope| -> Result<(), MxError> {
-        let helper = spawn_without_signals(scope, move || {
+        let helper = crate::pg::thread::spawn_without_signals(scope, move || {
             let mut hasher = EntryHasher::new(keys);
             for batch in helper_in {
                 let hashes: Vec<_> = batch.rows.iter().map(|r| batch.hash(r, chain, &mut hasher)).collect();
@@ -124,12 +125,13 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
         // Buffers of checked batches, reused: fresh multi-megabyte buffers would fault their
         // pages in again for every batch.
         let mut spare: Vec<Batch> = Vec::new();
+        let mut fetched = Fetched::default();
         let fetched = (|| -> Result<(), MxError> {
             loop {
-                if cursor.fetch(BATCH).map_err(spi_err)?.is_empty() {
+                if !fetched.fetch(&mut cursor, BATCH as usize, 11)? {
                     return Ok(());
                 }
-                let batch = Arc::new(unsafe { Batch::take_spi_tuptable(spare.pop()) });
+                let batch = Arc::new(Batch::copy_from(&fetched, spare.pop()));
                 pending.push_back(Arc::clone(&batch));
                 if to_helper.send(batch).is_err() {
                     return Err(MxError::new(code::INTERNAL, "audit verification helper stopped"));
@@ -188,85 +190,58 @@ struct Batch {
     rows: Vec<Row>,
 }
 
-/// Copy a payload into `bytes`: the container of a flat object as is, anything else as text.
-/// `utf8`: the database encoding is UTF-8 (strings in jsonb are then UTF-8 as stored).
-unsafe fn payload(d: pg_sys::Datum, null: bool, utf8: bool, bytes: &mut Vec<u8>) -> (Span, bool) {
-    if null {
-        let start = bytes.len();
+/// Copy the payload (column 10 of row `i`) into `bytes`: the container of a flat object as is,
+/// anything else as text. `utf8`: the database encoding is UTF-8 (strings in jsonb are then UTF-8
+/// as stored).
+fn payload(f: &Fetched, i: usize, utf8: bool, bytes: &mut Vec<u8>) -> (Span, bool) {
+    let start = bytes.len();
+    let Some(container) = f.bytes(i, 10) else {
         bytes.extend_from_slice(b"null");
         return ((start, 4), false);
+    };
+    // (Strings are UTF-8 only in a UTF-8 database; elsewhere jsonb_out converts them.)
+    if utf8 && jsonb::is_flat_object(container) {
+        bytes.extend_from_slice(container);
+        return ((start, container.len()), true);
     }
-    unsafe {
-        let container = tuple::text_bytes(d);
-        let start = bytes.len();
-        // (Strings are UTF-8 only in a UTF-8 database; elsewhere jsonb_out converts them.)
-        if utf8 && jsonb::is_flat_object(container) {
-            bytes.extend_from_slice(container);
-            return ((start, container.len()), true);
-        }
-        let out = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(d)]).unwrap_or(pg_sys::Datum::from(0usize));
-        if out.is_null() {
-            bytes.extend_from_slice(b"null");
-            return ((start, 4), false);
-        }
-        let text = std::ffi::CStr::from_ptr(out.cast_mut_ptr::<std::ffi::c_char>()).to_bytes();
-        bytes.extend_from_slice(text);
-        ((start, text.len()), false)
-    }
+    let text = f.jsonb_text(i, 10).unwrap_or_else(|| "null".into());
+    bytes.extend_from_slice(text.as_bytes());
+    ((start, text.len()), false)
 }
 
 impl Batch {
-    /// Copy the rows of the current SPI tuple table (of the verification query) and free it.
-    ///
-    /// # Safety
-    /// `SPI_tuptable` must hold the result of the cursor in `verify_chain`, whose columns are
-    /// seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id,
-    /// workspace_id, key_id, payload; no pgrx handle to it may be used afterwards.
-    unsafe fn take_spi_tuptable(reuse: Option<Batch>) -> Batch {
-        unsafe {
-            let tt = pg_sys::SPI_tuptable;
-            let n = (*tt).numvals as usize;
-            let desc = (*tt).tupdesc;
-            let mut b = reuse.unwrap_or(Batch { bytes: Vec::with_capacity(n * 320), rows: Vec::with_capacity(n) });
-            b.bytes.clear();
-            b.rows.clear();
-            let mut values = [pg_sys::Datum::from(0usize); 11];
-            let mut nulls = [true; 11];
-            let utf8 = tuple::database_is_utf8();
-            for i in 0..n {
-                pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, values.as_mut_ptr(), nulls.as_mut_ptr());
-                let mut text = |k: usize| -> Option<Span> {
-                    if nulls[k] {
-                        return None;
-                    }
-                    let v = tuple::text_bytes(values[k]);
-                    let start = b.bytes.len();
-                    b.bytes.extend_from_slice(v);
-                    Some((start, v.len()))
-                };
-                let row = Row {
-                    prev_hash: text(1).unwrap_or_default(),
-                    entry_hash: text(2).unwrap_or_default(),
-                    event_type: text(3).unwrap_or_default(),
-                    actor_id: text(5),
-                    org_id: text(6),
-                    project_id: text(7),
-                    workspace_id: text(8),
-                    payload: payload(values[10], nulls[10], utf8, &mut b.bytes),
-                    seq: if nulls[0] { 0 } else { values[0].value() as i64 },
-                    recorded_at_micros: if nulls[4] {
-                        i64::MIN
-                    } else {
-                        (values[4].value() as i64).saturating_add(PG_EPOCH_UNIX_MICROS)
-                    },
-                    key_id: if nulls[9] { 0 } else { values[9].value() as i32 },
-                };
-                b.rows.push(row);
-            }
-            pg_sys::SPI_freetuptable(tt);
-            pg_sys::SPI_tuptable = std::ptr::null_mut();
-            b
+    /// Copy the rows of a fetched batch of the verification query (columns seq, prev_hash,
+    /// entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id,
+    /// payload) into one buffer.
+    fn copy_from(f: &Fetched, reuse: Option<Batch>) -> Batch {
+        let n = f.len();
+        let mut b = reuse.unwrap_or(Batch { bytes: Vec::with_capacity(n * 320), rows: Vec::with_capacity(n) });
+        b.bytes.clear();
+        b.rows.clear();
+        let utf8 = tuple::database_is_utf8();
+        for i in 0..n {
+            let mut text = |k: usize| -> Option<Span> {
+                let v = f.bytes(i, k)?;
+                let start = b.bytes.len();
+                b.bytes.extend_from_slice(v);
+                Some((start, v.len()))
+            };
+            let row = Row {
+                prev_hash: text(1).unwrap_or_default(),
+                entry_hash: text(2).unwrap_or_default(),
+                event_type: text(3).unwrap_or_default(),
+                actor_id: text(5),
+                org_id: text(6),
+                project_id: text(7),
+                workspace_id: text(8),
+                payload: payload(f, i, utf8, &mut b.bytes),
+                seq: f.int8(i, 0).unwrap_or(0),
+                recorded_at_micros: f.int8(i, 4).map(|t| t.saturating_add(PG_EPOCH_UNIX_MICROS)).unwrap_or(i64::MIN),
+                key_id: f.int4(i, 9).unwrap_or(0),
+            };
+            b.rows.push(row);
         }
+        b
     }
 
     fn get(&self, s: Span) -> &[u8] {
@@ -333,19 +308,3 @@ fn check(
     Ok(Arc::try_unwrap(batch).ok())
 }
 
-/// Start a scoped thread with every signal blocked, so that Postgres' signal handlers keep
-/// running on the backend's own thread.
-fn spawn_without_signals<'scope, 'env, F>(scope: &'scope std::thread::Scope<'scope, 'env>, f: F) -> std::thread::ScopedJoinHandle<'scope, ()>
-where
-    F: FnOnce() + Send + 'scope,
-{
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        let handle = scope.spawn(f);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        handle
-    }
-}

@@ -1,8 +1,11 @@
 //! The low-level layer: the only place that holds raw-pointer code (unsafe). Capability modules
 //! (classify, retention, audit, lifecycle, feedback, trust, gates) are safe code over it.
 
+pub mod bulk;
 pub mod callbacks;
 pub mod error;
 pub mod identity;
+pub mod spi;
+pub mod thread;
 pub mod tuple;
 pub mod xact;

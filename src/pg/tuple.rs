@@ -24,6 +24,24 @@ pub fn relation_name(rel: pg_sys::Relation) -> String {
     }
 }
 
+/// The type of the live column `name` of the trigger's relation, if it has one.
+pub fn column_type(td: &pg_sys::TriggerData, name: &str) -> Option<pg_sys::Oid> {
+    // SAFETY: the trigger's relation and its descriptor are valid while the trigger runs.
+    unsafe {
+        let desc = (*td.tg_relation).rd_att;
+        (0..(*desc).natts as usize).find_map(|i| {
+            let a = &*(*desc).attrs.as_ptr().add(i);
+            let n = CStr::from_ptr(a.attname.data.as_ptr());
+            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some(a.atttypid)
+        })
+    }
+}
+
+/// The schema-qualified name of the relation a trigger fired on.
+pub fn trigger_relation_name(td: &pg_sys::TriggerData) -> String {
+    relation_name(td.tg_relation)
+}
+
 /// The firing context of a BEFORE ROW INSERT/UPDATE trigger.
 pub struct RowTrigger {
     td: *const pg_sys::TriggerData,

@@ -1,0 +1,158 @@
+//! Bulk insert the way COPY does it: rows go straight into a table through its access method's
+//! multi-insert (one WAL record per heap page rather than per row), then into its indexes, with
+//! no SQL statement per batch. The audit log's partitions are written this way.
+
+use super::error::{code, MxError};
+use pgrx::prelude::*;
+
+/// One value of a row to insert.
+#[derive(Clone, Copy)]
+pub enum Cell<'a> {
+    Null,
+    /// The bytes of a varlena value (text, bytea, or a jsonb root container laid out already).
+    Varlena(&'a [u8]),
+    /// JSON text for jsonb_in.
+    JsonText(&'a str),
+    Int8(i64),
+    Int4(i32),
+    /// Microseconds since the PostgreSQL epoch.
+    Timestamptz(i64),
+}
+
+fn maxalign(n: usize) -> usize {
+    (n + 7) & !7
+}
+
+fn varlena_size(len: usize) -> usize {
+    maxalign(pg_sys::VARHDRSZ + len)
+}
+
+/// Tables opened for a bulk insert, kept open (RowExclusiveLock) until closed.
+pub struct Opened(Vec<pg_sys::Relation>);
+
+/// Locks `relid` with RowExclusiveLock for the rest of the transaction (the way an INSERT does).
+pub fn lock_for_insert(relid: pg_sys::Oid) {
+    // SAFETY: takes a heavyweight lock on a plain oid, released at transaction end.
+    unsafe { pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+}
+
+impl Opened {
+    /// Opens each table with RowExclusiveLock.
+    pub fn open(relids: &[pg_sys::Oid]) -> Opened {
+        // SAFETY: table_open raises (does not return) on a missing table; the relations are
+        // closed in Drop.
+        Opened(relids.iter().map(|&r| unsafe { pg_sys::table_open(r, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) }).collect())
+    }
+
+    /// Inserts the rows `rows.len()` of table `k` (one of those opened), in the given order, with
+    /// columns named `columns`; `row(i)` gives row `i`'s cells in the same order.
+    pub fn insert<'a, const N: usize>(
+        &self,
+        k: usize,
+        columns: &[&str; N],
+        rows: &[usize],
+        mut row: impl FnMut(usize) -> [Cell<'a>; N],
+    ) -> Result<(), MxError> {
+        // Rows per multi-insert (COPY buffers up to 1000).
+        const BATCH: usize = 1000;
+        let rel = self.0[k];
+        // SAFETY: `rel` is open with RowExclusiveLock for this transaction; every pointer below is
+        // created, used and freed here, on this backend; datums point into one palloc'd chunk per
+        // batch (in the per-tuple memory context, reset after the batch is inserted) and into
+        // values jsonb_in returned there.
+        unsafe {
+            let desc = (*rel).rd_att;
+            let natts = (*desc).natts as usize;
+            // Where each column is in this table (an attached partition may order them differently).
+            let mut at = [0usize; N];
+            for (c, name) in columns.iter().enumerate() {
+                let found = (0..natts).find(|&i| {
+                    let a = &*(*desc).attrs.as_ptr().add(i);
+                    !a.attisdropped && std::ffi::CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
+                });
+                match found {
+                    Some(i) => at[c] = i,
+                    None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", super::tuple::relation_name(rel)))),
+                }
+            }
+            let rri: *mut pg_sys::ResultRelInfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast();
+            (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+            pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
+            pg_sys::ExecOpenIndices(rri, false);
+            let estate = pg_sys::CreateExecutorState();
+            let econtext = pg_sys::MakePerTupleExprContext(estate);
+            let mut slots: Vec<*mut pg_sys::TupleTableSlot> =
+                (0..rows.len().min(BATCH)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
+            let bistate = pg_sys::GetBulkInsertState();
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let mut cells: Vec<[Cell<'a>; N]> = Vec::with_capacity(rows.len().min(BATCH));
+            for batch in rows.chunks(BATCH) {
+                cells.clear();
+                cells.extend(batch.iter().map(|&i| row(i)));
+                let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+                // One allocation holds every varlena of the batch.
+                let size: usize =
+                    cells.iter().flatten().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum();
+                let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
+                let mut used = 0usize;
+                for (k, row) in cells.iter().enumerate() {
+                    let slot = slots[k];
+                    pg_sys::ExecClearTuple(slot);
+                    let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+                    let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+                    nulls.fill(true);
+                    for (c, cell) in row.iter().enumerate() {
+                        let d = match *cell {
+                            Cell::Null => None,
+                            Cell::Varlena(bytes) => {
+                                let p = mem.add(used);
+                                pgrx::varlena::set_varsize_4b(p.cast(), (bytes.len() + pg_sys::VARHDRSZ) as i32);
+                                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
+                                used += varlena_size(bytes.len());
+                                Some(pg_sys::Datum::from(p))
+                            }
+                            Cell::JsonText(t) => {
+                                let text = std::ffi::CString::new(t).unwrap_or_default();
+                                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+                            }
+                            Cell::Int8(v) => Some(pg_sys::Datum::from(v)),
+                            Cell::Int4(v) => Some(pg_sys::Datum::from(v)),
+                            Cell::Timestamptz(v) => Some(pg_sys::Datum::from(v)),
+                        };
+                        if let Some(d) = d {
+                            values[at[c]] = d;
+                            nulls[at[c]] = false;
+                        }
+                    }
+                    pg_sys::ExecStoreVirtualTuple(slot);
+                }
+                debug_assert!(used <= size.max(1));
+                pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
+                for &slot in &slots[..batch.len()] {
+                    pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+                }
+                pg_sys::MemoryContextSwitchTo(old);
+                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            }
+            pg_sys::FreeBulkInsertState(bistate);
+            for slot in slots {
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+            }
+            pg_sys::ExecCloseIndices(rri);
+            pg_sys::FreeExecutorState(estate);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return; // the transaction's abort closes them
+        }
+        for &rel in &self.0 {
+            // SAFETY: opened in `open`, closed once; the lock stays until transaction end.
+            unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) };
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! SPI results read in place: a fetched batch of a cursor, deformed once, whose text and varlena
+//! columns are borrowed without copying; trigger data registered for transition tables.
+
+use super::error::{code, MxError};
+use pgrx::prelude::*;
+
+/// Makes a statement trigger's transition tables visible to the queries it sends through SPI.
+pub fn register_trigger_data(td: &pg_sys::TriggerData) {
+    // SAFETY: the trigger data is valid for the trigger call, which outlives this SPI connection.
+    unsafe { pg_sys::SPI_register_trigger_data(td as *const _ as *mut _) };
+}
+
+/// One fetched batch of a cursor, deformed once; text columns are read in place.
+#[derive(Default)]
+pub struct Fetched {
+    /// The SPI tuple table of the batch (freed by the next fetch and on drop).
+    table: Option<*mut pg_sys::SPITupleTable>,
+    cols: usize,
+    utf8: bool,
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+impl Fetched {
+    /// Fetch the next `n` rows of `cursor`, whose query returns `cols` columns; false when there
+    /// are none.
+    pub fn fetch(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, cols: usize) -> Result<bool, MxError> {
+        self.free();
+        if cursor.fetch(n as std::ffi::c_long).map_err(|e| MxError::spi("fetch", e))?.is_empty() {
+            return Ok(false);
+        }
+        // SAFETY: the fetch above left its result in SPI_tuptable, with `cols` columns (the
+        // query of audit_statement); the table is ours until freed.
+        unsafe {
+            let tt = pg_sys::SPI_tuptable;
+            pg_sys::SPI_tuptable = std::ptr::null_mut();
+            self.table = Some(tt);
+            let n = (*tt).numvals as usize;
+            let desc = (*tt).tupdesc;
+            if (*desc).natts as usize != cols {
+                return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
+            }
+            self.cols = cols;
+            self.utf8 = super::tuple::database_is_utf8();
+            self.values.resize(n * cols, pg_sys::Datum::from(0usize));
+            self.nulls.resize(n * cols, true);
+            for i in 0..n {
+                let (v, nl) = (self.values[i * cols..].as_mut_ptr(), self.nulls[i * cols..].as_mut_ptr());
+                pg_sys::heap_deform_tuple(*(*tt).vals.add(i), desc, v, nl);
+            }
+            self.values.truncate(n * cols);
+            self.nulls.truncate(n * cols);
+        }
+        Ok(true)
+    }
+
+    pub fn len(&self) -> usize {
+        if self.cols == 0 {
+            0
+        } else {
+            self.values.len() / self.cols
+        }
+    }
+
+    /// Bytes of the text column `c` of row `i` (None for NULL).
+    pub fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
+        let k = i * self.cols + c;
+        // SAFETY: a non-NULL text datum of the batch, alive until the batch is freed.
+        (!self.nulls[k]).then(|| unsafe { super::tuple::text_bytes(self.values[k]) })
+    }
+
+    fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
+        let k = i * self.cols + c;
+        (!self.nulls[k]).then(|| self.values[k])
+    }
+
+    /// An int8 (or timestamptz) column `c` of row `i`.
+    pub fn int8(&self, i: usize, c: usize) -> Option<i64> {
+        self.datum(i, c).map(|d| d.value() as i64)
+    }
+
+    /// An int4 column `c` of row `i`.
+    pub fn int4(&self, i: usize, c: usize) -> Option<i32> {
+        self.datum(i, c).map(|d| d.value() as i32)
+    }
+
+    /// The jsonb column `c` of row `i` as JSON text (jsonb_out).
+    pub fn jsonb_text(&self, i: usize, c: usize) -> Option<String> {
+        let d = self.datum(i, c)?;
+        // SAFETY: a non-NULL jsonb datum of the batch; jsonb_out returns a palloc'd C string,
+        // copied out at once.
+        unsafe {
+            let out = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(d)])?;
+            (!out.is_null()).then(|| std::ffi::CStr::from_ptr(out.cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned())
+        }
+    }
+
+    /// The text column `c` of row `i` (see `tuple::as_str`).
+    pub fn text(&self, i: usize, c: usize) -> Option<&str> {
+        self.bytes(i, c).map(|b| super::tuple::as_str(b, self.utf8))
+    }
+
+    fn free(&mut self) {
+        if let Some(tt) = self.table.take() {
+            // SAFETY: the table came from SPI in `fetch` and nothing borrows from it any more.
+            unsafe { pg_sys::SPI_freetuptable(tt) };
+        }
+        self.values.clear();
+        self.nulls.clear();
+    }
+}
+
+impl Drop for Fetched {
+    fn drop(&mut self) {
+        // On an error the transaction's abort releases SPI memory; no call into Postgres then.
+        if !std::thread::panicking() {
+            self.free();
+        }
+    }
+}
