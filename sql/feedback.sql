@@ -57,8 +57,8 @@ AS $$
      WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
        AND o.soft_deleted_at IS NULL
      GROUP BY h.observation_id, o.weight
-    HAVING count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted') >= 3
-       AND count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted') = 0
+    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted'),
+                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted'))
      ORDER BY 2 DESC, 1
 $$;
 COMMENT ON FUNCTION memory.misleading_observations(text) IS

@@ -16,10 +16,11 @@ GRANT USAGE ON SCHEMA memory TO PUBLIC;
 GRANT SELECT ON memory.governed_tables TO PUBLIC;
 
 -- Every function pins search_path, so a caller's search_path never changes what runs (SQL and
--- PL/pgSQL functions say so where they are defined; this covers the Rust ones) -- except the
--- per-row hot path, which resolves no name when it runs: the two row triggers (Rust; the only
--- SQL they send runs under trust::AsOwner, which pins the path itself) and the inlinable
--- one-line SQL wrappers over pure Rust functions (bodies fully schema-qualified, no operator).
+-- PL/pgSQL functions say so where they are defined; this covers the Rust ones) -- except what
+-- resolves no name when it runs: immutable Rust functions (pure computations over their
+-- arguments), the two row triggers (Rust; the only SQL they send runs under trust::AsOwner,
+-- which pins the path itself), memory._classify/_classify_explain (likewise), and the inlinable
+-- one-line SQL wrappers over them (bodies fully schema-qualified, no operator).
 -- A SET clause would cost a GUC save/restore per row and stop the planner inlining the
 -- wrappers. tests/sql/07_security.sql holds this list.
 DO $$
@@ -28,6 +29,7 @@ BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'memory'::regnamespace
                 AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
+                AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
                 AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
@@ -55,6 +57,9 @@ GRANT EXECUTE ON FUNCTION
     memory._risk_band(text), memory._derive_classification(jsonb), memory._ema(float8, text, float8, float8),
     memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
     memory._caller(), memory._may_act_for(text), memory._acting_org(),
+    -- rules of the core the caller's own statements use (pure functions)
+    memory._is_misleading(bigint, bigint), memory._stamps_t_invalid(text), memory._is_retirement(text, text),
+    memory._is_expired(timestamptz, int, timestamptz), memory._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)

@@ -156,7 +156,7 @@ BEGIN
         RAISE EXCEPTION 'entity % cannot be edited in place (id, org_id, name, entity_type, subject_id, t_created are fixed)', OLD.id
             USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
     END IF;
-    IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived', 'superseded') THEN
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
     END IF;
     RETURN NEW;
@@ -249,7 +249,7 @@ BEGIN
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
-        IF NEW.lifecycle_state IN ('superseded', 'retracted', 'archived') THEN
+        IF memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
             NEW.t_invalid := coalesce(NEW.t_invalid, now());
         END IF;
     END IF;
@@ -293,7 +293,7 @@ BEGIN
             SELECT 2, n.t_invalid, jsonb_build_object('event_type', 'memory.govern.retire_attempt', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
               FROM memory_old o JOIN memory_new n USING (id)
-             WHERE o.lifecycle_state = 'active' AND n.lifecycle_state IN ('retracted', 'archived')) x;
+             WHERE memory._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
     ELSIF TG_TABLE_NAME = 'claims' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('claimId', n.id, 'entityId', n.entity_id, 'kind', n.kind,

@@ -61,6 +61,7 @@ RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    o    record;
     p    record;
     bfsi boolean;
 BEGIN
@@ -71,20 +72,15 @@ BEGIN
     IF retention_policy.org_id IS NOT NULL THEN
         PERFORM memory._require_org(retention_policy.org_id);
     END IF;
-    SELECT r.retention_days, r.soft_delete_grace_days, 'org' AS src INTO p
+    SELECT r.retention_days, r.soft_delete_grace_days INTO o
       FROM memory.retention_policies r WHERE r.org_id = retention_policy.org_id AND r.tier = retention_policy.tier;
-    IF NOT FOUND THEN
-        SELECT r.retention_days, r.soft_delete_grace_days, 'platform' AS src INTO p
-          FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = retention_policy.tier;
-    END IF;
+    SELECT r.retention_days, r.soft_delete_grace_days INTO p
+      FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = retention_policy.tier;
     SELECT s.bfsi_mode INTO bfsi FROM memory.org_settings s WHERE s.org_id = retention_policy.org_id;
-    IF tier = 'restricted' AND coalesce(bfsi, false) THEN
-        retention_days := 2555; soft_delete_grace_days := coalesce(p.soft_delete_grace_days, 7); source := 'bfsi';
-    ELSE
-        retention_days := p.retention_days; soft_delete_grace_days := coalesce(p.soft_delete_grace_days, 0);
-        source := coalesce(p.src, 'platform');
-    END IF;
-    RETURN NEXT;
+    -- The override order is memory_core::retention::resolve_policy.
+    RETURN QUERY SELECT * FROM memory._resolve_retention(tier = 'restricted', coalesce(bfsi, false),
+                                                         o IS NOT NULL AND o.soft_delete_grace_days IS NOT NULL, o.retention_days, o.soft_delete_grace_days,
+                                                         p IS NOT NULL AND p.soft_delete_grace_days IS NOT NULL, p.retention_days, p.soft_delete_grace_days);
 END $$;
 COMMENT ON FUNCTION memory.retention_policy(text, memory.classification) IS
   'The retention that applies to a tier in an org: the org override, else the platform default; BFSI mode keeps restricted 2555 days. source: org, platform or bfsi.';
@@ -92,9 +88,7 @@ COMMENT ON FUNCTION memory.retention_policy(text, memory.classification) IS
 CREATE FUNCTION memory.is_expired(created_at timestamptz, tier memory.classification, org_id text DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE WHEN is_expired.created_at IS NULL OR is_expired.at IS NULL THEN NULL
-                WHEN p.retention_days IS NULL THEN false
-                ELSE is_expired.at >= is_expired.created_at + make_interval(days => p.retention_days) END
+    SELECT memory._is_expired(is_expired.created_at, p.retention_days, is_expired.at)
       FROM memory.retention_policy(is_expired.org_id, is_expired.tier) p
 $$;
 COMMENT ON FUNCTION memory.is_expired(timestamptz, memory.classification, text, timestamptz) IS
@@ -226,8 +220,7 @@ BEGIN
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND t.%6$I OPERATOR(pg_catalog.+) (t.%7$I OPERATOR(pg_catalog.-) coalesce(t.%8$I, t.%7$I))
-                                OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
                             AND memory._may_act_for(%2$s)
                             FOR UPDATE OF t) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text]);
@@ -317,8 +310,8 @@ BEGIN
     SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._held(o.org_id, o.user_id, o.id)
       FROM memory.observations o
      WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after <= at
-       -- A late run still leaves the full grace after the soft delete (grace = purge_after - expires_at).
-       AND o.soft_deleted_at + (o.purge_after - coalesce(o.expires_at, o.purge_after)) <= at
+       -- A late run still leaves the full grace after the soft delete (memory_core::retention::purge_due).
+       AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
      FOR UPDATE OF o;
     FOR g IN SELECT d.org_id, d.classification, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n,
                     CASE WHEN count(DISTINCT d.project_id) = 1 THEN min(d.project_id) END AS project_id,

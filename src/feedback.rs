@@ -15,9 +15,6 @@ use pgrx::JsonB;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::spi("feedback", e)
-}
 
 fn parse_outcome(s: &str) -> Result<Outcome, MxError> {
     Outcome::parse(s).ok_or_else(|| {
@@ -29,6 +26,12 @@ fn parse_outcome(s: &str) -> Result<Outcome, MxError> {
 fn ema_sql(previous: f64, outcome: &str, alpha_success: f64, alpha_failure: f64) -> f64 {
     let o = parse_outcome(outcome).or_raise();
     ema(previous, o, alpha_success, alpha_failure).map_err(|e| MxError::bad_argument(e.to_string())).or_raise()
+}
+
+/// The misleading rule (memory_core::feedback::is_misleading) for SQL.
+#[pg_extern(immutable, parallel_safe, strict, name = "_is_misleading")]
+fn is_misleading_sql(failed_sessions: i64, successful_sessions: i64) -> bool {
+    memory_core::feedback::is_misleading(failed_sessions, successful_sessions)
 }
 
 /// A table whose rows carry a weight: memory.observations or a governed application table.
@@ -76,14 +79,14 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
                 None,
                 &[],
             )
-            .map_err(spi_err)?
+            .map_err(MxError::spi_in("feedback"))?
     };
     for row in rows {
-        let rel: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
-        let opts = row.get::<JsonB>(2).map_err(spi_err)?.map(|j| j.0).unwrap_or(Value::Null);
+        let rel: String = row.get(1).map_err(MxError::spi_in("feedback"))?.unwrap_or_default();
+        let opts = row.get::<JsonB>(2).map_err(MxError::spi_in("feedback"))?.map(|j| j.0).unwrap_or(Value::Null);
         let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
-        let builtin = row.get::<bool>(3).map_err(spi_err)?.unwrap_or(false);
-        let relid = row.get::<pg_sys::Oid>(4).map_err(spi_err)?.unwrap_or(pg_sys::InvalidOid);
+        let builtin = row.get::<bool>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(false);
+        let relid = row.get::<pg_sys::Oid>(4).map_err(MxError::spi_in("feedback"))?.unwrap_or(pg_sys::InvalidOid);
         if let (Some(id), Some(weight)) = (s("id"), s("weight")) {
             out.push(Source { rel, relid, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted"), builtin });
         }
@@ -176,12 +179,12 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             // table as its owner, so its code never runs with the caller's rights.
             let rows = {
                 let _g = Guard::for_source(src)?;
-                client.update(q.as_str(), None, &[pending.into()]).map_err(spi_err)?
+                client.update(q.as_str(), None, &[pending.into()]).map_err(MxError::spi_in("feedback"))?
             };
             for row in rows {
-                let id: pgrx::Uuid = row.get(1).map_err(spi_err)?.expect("id is the lookup key");
+                let id: pgrx::Uuid = row.get(1).map_err(MxError::spi_in("feedback"))?.expect("id is the lookup key");
                 // A row of an org the caller may not act for is not there for it.
-                let org: Option<String> = row.get(2).map_err(spi_err)?;
+                let org: Option<String> = row.get(2).map_err(MxError::spi_in("feedback"))?;
                 if !crate::trust::may_act_for(org.as_deref())? {
                     continue;
                 }
@@ -190,9 +193,9 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                     Target {
                         source: i,
                         org: org.unwrap_or_default(),
-                        project: row.get(3).map_err(spi_err)?,
-                        weight: row.get::<f64>(4).map_err(spi_err)?.unwrap_or(f64::NAN),
-                        deleted: row.get::<bool>(5).map_err(spi_err)?.unwrap_or(false),
+                        project: row.get(3).map_err(MxError::spi_in("feedback"))?,
+                        weight: row.get::<f64>(4).map_err(MxError::spi_in("feedback"))?.unwrap_or(f64::NAN),
+                        deleted: row.get::<bool>(5).map_err(MxError::spi_in("feedback"))?.unwrap_or(false),
                     },
                 );
             }
@@ -208,9 +211,9 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 None,
                 &[session.into(), key.clone().into()],
             )
-            .map_err(spi_err)?
+            .map_err(MxError::spi_in("feedback"))?
         {
-            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(spi_err)? {
+            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
                 recorded.insert(*id.as_bytes());
             }
         }
@@ -224,10 +227,10 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 None,
                 &[key.into()],
             )
-            .map_err(spi_err)?
+            .map_err(MxError::spi_in("feedback"))?
         {
-            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(spi_err)? {
-                counts.insert(*id.as_bytes(), (row.get(2).map_err(spi_err)?.unwrap_or(0), row.get(3).map_err(spi_err)?.unwrap_or(0)));
+            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
+                counts.insert(*id.as_bytes(), (row.get(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(0), row.get(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(0)));
             }
         }
         let orgs: Vec<String> = found.values().map(|t| t.org.clone()).collect::<HashSet<_>>().into_iter().collect();
@@ -238,11 +241,11 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 None,
                 &[orgs.into()],
             )
-            .map_err(spi_err)?
+            .map_err(MxError::spi_in("feedback"))?
         {
-            let org: String = row.get(1).map_err(spi_err)?.unwrap_or_default();
-            let a_s = row.get::<f64>(2).map_err(spi_err)?.unwrap_or(alpha_s);
-            let a_f = row.get::<f64>(3).map_err(spi_err)?.unwrap_or(alpha_f);
+            let org: String = row.get(1).map_err(MxError::spi_in("feedback"))?.unwrap_or_default();
+            let a_s = row.get::<f64>(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_s);
+            let a_f = row.get::<f64>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_f);
             alphas.insert(org, (a_s, a_f));
         }
         drop(owner);
@@ -308,7 +311,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 id = quote_identifier(&s.id)
             );
             let _g = Guard::for_source(s)?;
-            client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(spi_err)?;
+            client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(MxError::spi_in("feedback"))?;
         }
         if !hist.0.is_empty() {
             let projects_by_org: HashMap<String, HashSet<Option<String>>> =
@@ -337,7 +340,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                     None,
                     &args,
                 )
-                .map_err(spi_err)?;
+                .map_err(MxError::spi_in("feedback"))?;
             drop(owner);
             // One memory.feedback event per tenant, through the audit appender itself (the orgs
             // were checked above; the appender checks them again).

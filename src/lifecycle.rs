@@ -27,6 +27,18 @@ fn can_transition(from: &str, to: &str) -> bool {
     rules::can_transition(f, t)
 }
 
+/// Whether `from` -> `to` retires an entity (the seed's memory.govern.retire_attempt).
+#[pg_extern(immutable, parallel_safe, strict, name = "_is_retirement")]
+fn is_retirement(from: &str, to: &str) -> bool {
+    rules::is_retirement(parse_state(from, "from").or_raise(), parse_state(to, "to").or_raise())
+}
+
+/// Whether entering `to` stamps t_invalid (superseded, retracted, archived).
+#[pg_extern(immutable, parallel_safe, strict, name = "_stamps_t_invalid")]
+fn stamps_t_invalid(to: &str) -> bool {
+    rules::stamps_t_invalid(parse_state(to, "to").or_raise())
+}
+
 #[pg_extern(immutable, parallel_safe, name = "_source_tier")]
 fn source_tier(source: Option<&str>) -> i32 {
     rules::source_tier(source)

@@ -2,7 +2,7 @@
 //! memory type, and dropped with the org-rule cache whenever a policy table changes (their
 //! statement triggers invalidate the relcache; see `classify::rules_inval`).
 
-use crate::errors::MxError;
+use crate::errors::{MxError, OrRaise};
 use memory_core::classify::Tier;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -44,14 +44,11 @@ fn watch_policy_tables() -> Result<(), MxError> {
                 'memory.org_settings'::pg_catalog.regclass::pg_catalog.oid,
                 'memory.memory_type_policies'::pg_catalog.regclass::pg_catalog.oid",
     )
-    .map_err(spi_err)?;
+    .map_err(MxError::spi_in("retention"))?;
     WATCHED.with(|w| *w.borrow_mut() = [row.0, row.1, row.2].into_iter().flatten().collect());
     Ok(())
 }
 
-fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::spi("retention", e)
-}
 
 /// The policies the classify trigger stamps rows with.
 pub struct Policies;
@@ -81,7 +78,7 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
            FROM memory.retention_policy($1, $2::memory.classification) p",
         &[org.into(), tier.as_str().into()],
     )
-    .map_err(spi_err)?;
+    .map_err(MxError::spi_in("retention"))?;
     let p = (days, grace.unwrap_or(0));
     TIER_POLICIES.with(|m| m.borrow_mut().insert(key, p));
     Ok(p)
@@ -102,8 +99,65 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
     )
     .or_else(|e| match e {
         pgrx::spi::Error::InvalidPosition => Ok((None, None)),
-        e => Err(spi_err(e)),
+        e => Err(MxError::spi("retention", e)),
     })?;
     TYPE_POLICIES.with(|m| m.borrow_mut().insert(label.to_string(), p));
     Ok(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The retention rules (memory_core::retention) for SQL.
+
+fn finite_micros(t: TimestampWithTimeZone, what: &str) -> Result<i64, MxError> {
+    if t.is_infinity() || t.is_neg_infinity() {
+        return Err(MxError::bad_argument(format!("{what} must be a finite time")));
+    }
+    Ok(pg_sys::TimestampTz::from(t))
+}
+
+/// The policy that applies: BFSI for a restricted tier in BFSI mode, else the org's row, else the
+/// platform's (the override order of SPEC §4).
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(immutable, parallel_safe, name = "_resolve_retention")]
+fn resolve_retention(
+    restricted: bool,
+    bfsi: bool,
+    has_org: bool,
+    org_days: Option<i32>,
+    org_grace: Option<i32>,
+    has_platform: bool,
+    platform_days: Option<i32>,
+    platform_grace: Option<i32>,
+) -> TableIterator<'static, (name!(retention_days, Option<i32>), name!(soft_delete_grace_days, i32), name!(source, &'static str))> {
+    use memory_core::retention::{resolve_policy, Policy};
+    let org = has_org.then_some(Policy { retention_days: org_days, grace_days: org_grace.unwrap_or(0) });
+    let platform = has_platform.then_some(Policy { retention_days: platform_days, grace_days: platform_grace.unwrap_or(0) });
+    let (p, source) = resolve_policy(restricted, bfsi, org, platform);
+    TableIterator::once((p.retention_days, p.grace_days, source.as_str()))
+}
+
+/// at >= created_at + retention_days (false for indefinite retention).
+#[pg_extern(immutable, parallel_safe, name = "_is_expired")]
+fn is_expired(created_at: Option<TimestampWithTimeZone>, retention_days: Option<i32>, at: Option<TimestampWithTimeZone>) -> Option<bool> {
+    let (c, a) = (created_at?, at?);
+    let (c, a) = (finite_micros(c, "created_at").or_raise(), finite_micros(a, "at").or_raise());
+    Some(memory_core::retention::is_expired(c, retention_days, a))
+}
+
+/// Whether a soft-deleted row may be hard-deleted at `at` (past purge_after, and soft-deleted for
+/// its whole grace).
+#[pg_extern(immutable, parallel_safe, name = "_purge_due")]
+fn purge_due(
+    soft_deleted_at: Option<TimestampWithTimeZone>,
+    purge_after: Option<TimestampWithTimeZone>,
+    expires_at: Option<TimestampWithTimeZone>,
+    at: TimestampWithTimeZone,
+) -> bool {
+    let (Some(sd), Some(p)) = (soft_deleted_at, purge_after) else { return false };
+    // Infinite stamps never come due (and are refused on write).
+    let m = |t: TimestampWithTimeZone| (!t.is_infinity() && !t.is_neg_infinity()).then(|| pg_sys::TimestampTz::from(t));
+    match (m(sd), m(p), m(at)) {
+        (Some(sd), Some(p), Some(at)) => memory_core::retention::purge_due(sd, p, expires_at.and_then(m), at),
+        _ => false,
+    }
 }

@@ -53,6 +53,12 @@ pub fn is_retirement(from: State, to: State) -> bool {
     from == State::Active && matches!(to, State::Retracted | State::Archived)
 }
 
+/// Whether entering `to` takes a row out of circulation, which stamps `t_invalid`: superseded,
+/// retracted and archived.
+pub fn stamps_t_invalid(to: State) -> bool {
+    matches!(to, State::Superseded | State::Retracted | State::Archived)
+}
+
 /// Source authority tier (the seed's SOURCE_TIER_MAP): 1 for NEJM, JAMA, Cochrane and NCCN; 2 for
 /// PubMed, Elsevier, Wiley, LWW, ClinicalTrials.gov, ClinVar and DrugBank; 3 for patient notes,
 /// the open web, clinical narrative and anything unknown (fail-safe low). Matching ignores case

@@ -26,12 +26,110 @@ pub fn stamps(created: i64, retention: Option<i64>, grace: i64, ttl: Option<i64>
     }
 }
 
+/// BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
+pub const BFSI_RESTRICTED_DAYS: i32 = 2555;
+/// The grace of the BFSI rule when no policy row names one.
+pub const BFSI_DEFAULT_GRACE_DAYS: i32 = 7;
+
+/// A tier's retention (None: indefinite) and soft-delete grace, in days.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub retention_days: Option<i32>,
+    pub grace_days: i32,
+}
+
+/// Where the policy that applies came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicySource {
+    Org,
+    Platform,
+    Bfsi,
+}
+
+impl PolicySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicySource::Org => "org",
+            PolicySource::Platform => "platform",
+            PolicySource::Bfsi => "bfsi",
+        }
+    }
+}
+
+/// The override order of SPEC §4: BFSI mode decides a restricted tier (2555 days, the grace of
+/// the org's or platform's row, else 7); otherwise the org's row, else the platform's, else
+/// indefinite with no grace.
+pub fn resolve_policy(restricted: bool, bfsi: bool, org: Option<Policy>, platform: Option<Policy>) -> (Policy, PolicySource) {
+    let row = org.map(|p| (p, PolicySource::Org)).or(platform.map(|p| (p, PolicySource::Platform)));
+    if restricted && bfsi {
+        let grace = row.map(|(p, _)| p.grace_days).unwrap_or(BFSI_DEFAULT_GRACE_DAYS);
+        return (Policy { retention_days: Some(BFSI_RESTRICTED_DAYS), grace_days: grace }, PolicySource::Bfsi);
+    }
+    row.unwrap_or((Policy { retention_days: None, grace_days: 0 }, PolicySource::Platform))
+}
+
+/// Whether a row created at `created` (microseconds) has expired at `at` under `retention_days`
+/// (None: never): at or past created + the days.
+pub fn is_expired(created: i64, retention_days: Option<i32>, at: i64) -> bool {
+    match retention_days {
+        None => false,
+        Some(d) => at >= created.saturating_add(i64::from(d).saturating_mul(DAY_US)),
+    }
+}
+
+/// Whether a soft-deleted row may be hard-deleted at `at`: past `purge_after`, and soft-deleted
+/// for at least its grace (purge_after - expires_at), so a late retention run still leaves the
+/// full grace after the soft delete.
+pub fn purge_due(soft_deleted_at: i64, purge_after: i64, expires_at: Option<i64>, at: i64) -> bool {
+    let grace = purge_after.saturating_sub(expires_at.unwrap_or(purge_after));
+    purge_after <= at && soft_deleted_at.saturating_add(grace) <= at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     const HOUR: i64 = 3_600_000_000;
+
+    #[test]
+    fn override_order() {
+        let org = Some(Policy { retention_days: Some(10), grace_days: 1 });
+        let platform = Some(Policy { retention_days: Some(30), grace_days: 7 });
+        assert_eq!(resolve_policy(false, false, org, platform), (org.unwrap(), PolicySource::Org));
+        assert_eq!(resolve_policy(false, false, None, platform), (platform.unwrap(), PolicySource::Platform));
+        assert_eq!(resolve_policy(false, true, None, platform).1, PolicySource::Platform, "BFSI only decides restricted");
+        assert_eq!(
+            resolve_policy(true, true, org, platform),
+            (Policy { retention_days: Some(2555), grace_days: 1 }, PolicySource::Bfsi)
+        );
+        assert_eq!(resolve_policy(true, true, None, None), (Policy { retention_days: Some(2555), grace_days: 7 }, PolicySource::Bfsi));
+        assert_eq!(resolve_policy(true, false, None, None), (Policy { retention_days: None, grace_days: 0 }, PolicySource::Platform));
+    }
+
+    #[test]
+    fn expiry_and_purge() {
+        assert!(!is_expired(0, None, i64::MAX));
+        assert!(!is_expired(0, Some(1), DAY_US - 1));
+        assert!(is_expired(0, Some(1), DAY_US));
+        assert!(is_expired(0, Some(0), 0));
+        // Grace 2 days: expired at day 10, purge after day 12; a soft delete on day 20 waits to day 22.
+        let (exp, purge) = (10 * DAY_US, 12 * DAY_US);
+        assert!(!purge_due(20 * DAY_US, purge, Some(exp), 21 * DAY_US));
+        assert!(purge_due(20 * DAY_US, purge, Some(exp), 22 * DAY_US));
+        assert!(purge_due(exp, purge, Some(exp), purge));
+        assert!(!purge_due(exp, purge, Some(exp), purge - 1));
+    }
+
+    proptest! {
+        #[test]
+        fn purge_never_before_grace_or_purge_after(sd in 0i64..1_000_000, exp in 0i64..1_000_000, grace in 0i64..1_000, at in 0i64..3_000_000) {
+            let purge = exp + grace;
+            if purge_due(sd, purge, Some(exp), at) {
+                prop_assert!(at >= purge && at >= sd + grace);
+            }
+        }
+    }
 
     #[test]
     fn seed_schedules() {

@@ -183,13 +183,13 @@ fn run<'conn>(
     let have = PLANS.with(|p| p.borrow().contains_key(sql));
     if !have {
         let oids: Vec<PgOid> = types.iter().map(|t| PgOid::from(*t)).collect();
-        let plan = client.prepare(sql, &oids).map_err(spi_err)?.keep();
+        let plan = client.prepare(sql, &oids).map_err(MxError::spi_in("audit"))?.keep();
         PLANS.with(|p| p.borrow_mut().insert(sql, plan));
     }
     PLANS.with(|p| {
         let plans = p.borrow();
         let plan = plans.get(sql).expect("prepared above");
-        client.select(plan, limit, args).map_err(spi_err)
+        client.select(plan, limit, args).map_err(MxError::spi_in("audit"))
     })
 }
 
@@ -227,9 +227,6 @@ fn remember_tid(chain: &str, tid: String) {
     });
 }
 
-pub(crate) fn spi_err(e: pgrx::spi::Error) -> MxError {
-    MxError::spi("audit", e)
-}
 
 impl Appender {
     /// Reads the current key. The transaction gets its xid here, so that pgrx runs the writes
@@ -239,9 +236,9 @@ impl Appender {
         let owner = crate::trust::AsOwner::enter()?;
         crate::pg::xact::ensure_xid();
         let row = run(client, "SELECT key_id, key, salt FROM memory._audit_current_key()", &[], &[], Some(1))?.first();
-        let key_id = row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default();
-        let key = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default();
-        let salt = row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default();
+        let key_id = row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        let key = row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        let salt = row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
         Ok(Appender {
             _owner: owner,
             system: false,
@@ -291,20 +288,20 @@ impl Appender {
                 rows = run(client, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?;
             }
             let row = rows.first();
-            let seq = row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default();
-            let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default().try_into().map_err(|_| {
+            let seq = row.get::<i64>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+            let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default().try_into().map_err(|_| {
                 MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
             })?;
-            let tree = MerkleBuilder::from_bytes(&row.get::<Vec<u8>>(3).map_err(spi_err)?.unwrap_or_default())
+            let tree = MerkleBuilder::from_bytes(&row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default())
                 .ok_or_else(|| MxError::new(code::AUDIT_APPEND_ONLY, format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
             let last = row
                 .get::<TimestampWithTimeZone>(4)
-                .map_err(spi_err)?
+                .map_err(MxError::spi_in("audit"))?
                 .map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) + PG_EPOCH_UNIX_MICROS })
                 .unwrap_or(i64::MIN);
             // Under the head lock the clock only moves forward, so each month partition holds a
             // contiguous range of every chain (which sealing relies on).
-            let tid: String = row.get(5).map_err(spi_err)?.unwrap_or_default();
+            let tid: String = row.get(5).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
             let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
             self.heads.insert(chain.to_string(), Head { tid, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
         }
@@ -461,7 +458,7 @@ impl Appender {
             if updated.is_empty() {
                 return Err(MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" moved while locked")));
             }
-            remember_tid(chain, updated.first().get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+            remember_tid(chain, updated.first().get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
         }
         Ok(())
     }
@@ -703,7 +700,7 @@ fn partitions(client: &SpiClient) -> Result<Partitions, MxError> {
     let parent = run(client, "SELECT 'memory.audit_log'::regclass::oid", &[], &[], Some(1))?
         .first()
         .get::<pg_sys::Oid>(1)
-        .map_err(spi_err)?
+        .map_err(MxError::spi_in("audit"))?
         .unwrap_or(pg_sys::InvalidOid);
     let parts: Partitions = std::rc::Rc::new((parent, read_partitions(client)?));
     PARTITIONS.with(|p| *p.borrow_mut() = Some(parts.clone()));
@@ -724,9 +721,9 @@ fn read_partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, 
     )?;
     let mut out = Vec::new();
     for row in rows {
-        let oid = row.get::<pg_sys::Oid>(1).map_err(spi_err)?.unwrap_or(pg_sys::InvalidOid);
-        let lo = row.get::<f64>(2).map_err(spi_err)?;
-        let hi = row.get::<f64>(3).map_err(spi_err)?;
+        let oid = row.get::<pg_sys::Oid>(1).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid);
+        let lo = row.get::<f64>(2).map_err(MxError::spi_in("audit"))?;
+        let hi = row.get::<f64>(3).map_err(MxError::spi_in("audit"))?;
         let to_pg = |s: f64| (s * 1e6).round() as i64 - PG_EPOCH_UNIX_MICROS;
         out.push((oid, lo.zip(hi).map(|(l, h)| (to_pg(l), to_pg(h)))));
     }

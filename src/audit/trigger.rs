@@ -1,7 +1,7 @@
 //! The statement-level trigger of governed tables: one event per affected row, chained per
 //! tenant through the shared `Appender`.
 
-use super::{default_actor, spi_err, Appender, EventRef, CHUNK};
+use super::{default_actor, Appender, EventRef, CHUNK};
 use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{FlatPayload, Payload};
 use pgrx::prelude::*;
@@ -182,8 +182,8 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 if event_type == "memory.reclassify" { ", old_tier" } else { "" }
             );
             let mut chains = Vec::new();
-            for row in client.select(orgs_q.as_str(), None, &[]).map_err(spi_err)? {
-                chains.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+            for row in client.select(orgs_q.as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
+                chains.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
             }
             ap.lock(client, chains.iter().map(String::as_str))?;
         }

@@ -1,6 +1,6 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
-use super::{jsonb, spi_err, PG_EPOCH_UNIX_MICROS};
+use super::{jsonb, PG_EPOCH_UNIX_MICROS};
 use crate::pg::spi::Fetched;
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::tuple;
@@ -37,8 +37,8 @@ type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64);
 fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
     Spi::connect(|client| {
         let mut keys: HashMap<i32, Vec<u8>> = HashMap::new();
-        for row in client.select("SELECT key_id, key FROM memory.audit_keys", None, &[]).map_err(spi_err)? {
-            keys.insert(row.get::<i32>(1).map_err(spi_err)?.unwrap_or_default(), row.get::<Vec<u8>>(2).map_err(spi_err)?.unwrap_or_default());
+        for row in client.select("SELECT key_id, key FROM memory.audit_keys", None, &[]).map_err(MxError::spi_in("audit"))? {
+            keys.insert(row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default(), row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
         }
         let chains: Vec<String> = match chain_id {
             Some(c) => vec![c],
@@ -46,9 +46,9 @@ fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
                 let mut v = Vec::new();
                 for row in client
                     .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log ORDER BY 1", None, &[])
-                    .map_err(spi_err)?
+                    .map_err(MxError::spi_in("audit"))?
                 {
-                    v.push(row.get::<String>(1).map_err(spi_err)?.unwrap_or_default());
+                    v.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
                 }
                 v
             }
@@ -74,23 +74,23 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
             None,
             &[chain.into()],
         )
-        .map_err(spi_err)?
+        .map_err(MxError::spi_in("audit"))?
     {
         seals.push(Seal {
-            first_seq: row.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(),
-            last_seq: row.get::<i64>(2).map_err(spi_err)?.unwrap_or_default(),
-            last_entry_hash: hash32(row.get::<Vec<u8>>(3).map_err(spi_err)?),
-            merkle_root: hash32(row.get::<Vec<u8>>(4).map_err(spi_err)?),
+            first_seq: row.get::<i64>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default(),
+            last_seq: row.get::<i64>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default(),
+            last_entry_hash: hash32(row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?),
+            merkle_root: hash32(row.get::<Vec<u8>>(4).map_err(MxError::spi_in("audit"))?),
         });
     }
     let head = client
         .select("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = $1", Some(1), &[chain.into()])
-        .map_err(spi_err)?;
+        .map_err(MxError::spi_in("audit"))?;
     let head = if head.is_empty() {
         None
     } else {
         let h = head.first();
-        Some((h.get::<i64>(1).map_err(spi_err)?.unwrap_or_default(), hash32(h.get::<Vec<u8>>(2).map_err(spi_err)?)))
+        Some((h.get::<i64>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default(), hash32(h.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?)))
     };
 
     let mut verifier = Verifier::new(keys, seals);

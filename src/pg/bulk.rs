@@ -3,6 +3,7 @@
 //! no SQL statement per batch. The audit log's partitions are written this way.
 
 use super::error::{code, MxError};
+use super::maxalign;
 use pgrx::prelude::*;
 
 /// One value of a row to insert.
@@ -17,10 +18,6 @@ pub enum Cell<'a> {
     Int4(i32),
     /// Microseconds since the PostgreSQL epoch.
     Timestamptz(i64),
-}
-
-fn maxalign(n: usize) -> usize {
-    (n + 7) & !7
 }
 
 fn varlena_size(len: usize) -> usize {

@@ -57,6 +57,11 @@ impl MxError {
         Self::new(code::INTERNAL, format!("memory_ext {context}: {e}"))
     }
 
+    /// `map_err` adapter: an SPI failure in the named capability.
+    pub fn spi_in(context: &'static str) -> impl Fn(pgrx::spi::Error) -> Self {
+        move |e| Self::spi(context, e)
+    }
+
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self

@@ -9,3 +9,8 @@ pub mod spi;
 pub mod thread;
 pub mod tuple;
 pub mod xact;
+
+/// MAXALIGN of this platform (8 bytes): where PostgreSQL aligns tuple data and palloc'd chunks.
+pub fn maxalign(n: usize) -> usize {
+    (n + 7) & !7
+}

@@ -4,6 +4,7 @@
 
 use super::error::MxError;
 use memory_core::classify::{SourceType, Tier};
+use super::maxalign;
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
 use std::cell::{Cell, RefCell};
@@ -12,7 +13,10 @@ use std::ffi::CStr;
 use super::error::code::TRIGGER_PROTOCOL;
 
 /// `schema.table` of an open relation, for messages.
-pub fn relation_name(rel: pg_sys::Relation) -> String {
+///
+/// # Safety
+/// `rel` is an open relation (its relcache entry valid for the call).
+pub unsafe fn relation_name(rel: pg_sys::Relation) -> String {
     unsafe {
         let name = CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
         let ns = pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace);
@@ -39,19 +43,20 @@ pub fn column_type(td: &pg_sys::TriggerData, name: &str) -> Option<pg_sys::Oid> 
 
 /// The schema-qualified name of the relation a trigger fired on.
 pub fn trigger_relation_name(td: &pg_sys::TriggerData) -> String {
-    relation_name(td.tg_relation)
+    // SAFETY: the trigger's relation is open while the trigger runs.
+    unsafe { relation_name(td.tg_relation) }
 }
 
 /// The firing context of a BEFORE ROW INSERT/UPDATE trigger.
-pub struct RowTrigger {
-    td: *const pg_sys::TriggerData,
+pub struct RowTrigger<'a> {
+    td: &'a pg_sys::TriggerData,
     tupdesc: pg_sys::TupleDesc,
     new: pg_sys::HeapTuple,
     old: Option<pg_sys::HeapTuple>,
 }
 
-impl RowTrigger {
-    pub fn new(td: &pg_sys::TriggerData, fname: &str) -> Result<Self, MxError> {
+impl<'a> RowTrigger<'a> {
+    pub fn new(td: &'a pg_sys::TriggerData, fname: &str) -> Result<Self, MxError> {
         let ev = td.tg_event;
         let before = ev & pg_sys::TRIGGER_EVENT_TIMINGMASK == pg_sys::TRIGGER_EVENT_BEFORE;
         let row = ev & pg_sys::TRIGGER_EVENT_ROW != 0;
@@ -137,11 +142,11 @@ impl RowTrigger {
     }
 
     pub fn relid(&self) -> pg_sys::Oid {
-        unsafe { (*(*self.td).tg_relation).rd_id }
+        unsafe { (*self.td.tg_relation).rd_id }
     }
 
     pub fn tgoid(&self) -> pg_sys::Oid {
-        unsafe { (*(*self.td).tg_trigger).tgoid }
+        unsafe { (*self.td.tg_trigger).tgoid }
     }
 
     fn natts(&self) -> usize {
@@ -149,7 +154,7 @@ impl RowTrigger {
     }
 
     pub fn relname(&self) -> String {
-        relation_name(unsafe { (*self.td).tg_relation })
+        trigger_relation_name(self.td)
     }
 
     fn attr(&self, idx: usize) -> &pg_sys::FormData_pg_attribute {
@@ -159,7 +164,7 @@ impl RowTrigger {
     /// The trigger's TG_ARGV, without copying them out of the relcache more than needed.
     fn args(&self) -> Vec<String> {
         unsafe {
-            let tg = &*(*self.td).tg_trigger;
+            let tg = &*self.td.tg_trigger;
             (0..tg.tgnargs as usize)
                 .map(|i| CStr::from_ptr(*tg.tgargs.add(i)).to_string_lossy().into_owned())
                 .collect()
@@ -434,7 +439,12 @@ fn is_text(typoid: pg_sys::Oid) -> bool {
     typoid == pg_sys::TEXTOID || typoid == pg_sys::VARCHAROID
 }
 
-/// Bytes of a text datum, detoasting only when it is compressed or out of line.
+/// Bytes of a text (or any varlena) datum, detoasting only when it is compressed or out of line.
+///
+/// # Safety
+/// `d` is a non-NULL varlena datum, and the returned slice is not used after the memory holding
+/// it (the row, or the detoasted copy in the current memory context) is freed: the caller picks
+/// the lifetime `'a` to match.
 pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
     unsafe {
         let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
@@ -451,6 +461,10 @@ pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
 /// A small array stored in a tuple has a 1-byte varlena header and is read in place: its bytes
 /// after the header are those of the 4-byte-header array that detoasting would make, so offsets
 /// and alignment are counted from where that array would start (3 bytes before this one).
+///
+/// # Safety
+/// `d` is a non-NULL datum of a one-dimensional text[] (or varchar[]), and `visit` keeps the
+/// element slices no longer than the array's memory lives (the caller picks `'a`).
 unsafe fn text_array_elements<'a>(d: pg_sys::Datum, mut visit: impl FnMut(&'a [u8])) {
     unsafe {
         let mut v = d.cast_mut_ptr::<pg_sys::varlena>();
@@ -491,6 +505,9 @@ unsafe fn text_array_elements<'a>(d: pg_sys::Datum, mut visit: impl FnMut(&'a [u
 
 /// An element varlena of an array (1- or 4-byte header, never toasted) at an address that may
 /// be unaligned: its bytes and its whole size.
+///
+/// # Safety
+/// `e` points at an element inside a live array; the caller picks `'a` no longer than it lives.
 unsafe fn element<'a>(e: *const u8) -> (&'a [u8], usize) {
     unsafe {
         // The 1-byte header tests read one byte; the 4-byte header is copied out before use.
@@ -521,10 +538,6 @@ pub(crate) fn as_str(bytes: &[u8], utf8: bool) -> &str {
     }
 }
 
-fn maxalign(n: usize) -> usize {
-    (n + 7) & !7
-}
-
 fn parse_tier(label: &[u8], column: &str) -> Result<Tier, MxError> {
     std::str::from_utf8(label).ok().and_then(Tier::parse).ok_or_else(|| {
         MxError::bad_argument(format!("invalid classification \"{}\" in column \"{column}\"", String::from_utf8_lossy(label)))
@@ -535,7 +548,11 @@ fn parse_tier(label: &[u8], column: &str) -> Result<Tier, MxError> {
 // JB_FOBJECT from utils/jsonb.h: the root container of a jsonb value is an object.
 const JB_FOBJECT: u32 = 0x2000_0000;
 
-fn jsonb_is_object(datum: pg_sys::Datum) -> bool {
+/// Whether a jsonb datum's root is an object.
+///
+/// # Safety
+/// `datum` is a non-NULL jsonb datum.
+unsafe fn jsonb_is_object(datum: pg_sys::Datum) -> bool {
     unsafe {
         let v = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
         let header = *(varlena::vardata_any(v) as *const u32);
@@ -543,14 +560,21 @@ fn jsonb_is_object(datum: pg_sys::Datum) -> bool {
     }
 }
 
-fn jsonb_classification(d: pg_sys::Datum) -> Option<pg_sys::Datum> {
+/// `d->>'classification'`.
+///
+/// # Safety
+/// `d` is a non-NULL jsonb datum.
+unsafe fn jsonb_classification(d: pg_sys::Datum) -> Option<pg_sys::Datum> {
     unsafe { direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(d), "classification".into_datum()]) }
 }
 
 /// Whether two datums of one column have the same stored image (datum_image_eq in C, which pgrx
 /// does not bind). Differently compressed copies of one value count as different; the caller
 /// then re-classifies, which is merely redundant.
-fn same_image(x: pg_sys::Datum, y: pg_sys::Datum, c: &Col) -> bool {
+///
+/// # Safety
+/// `x` and `y` are non-NULL datums of column `c` (by value, or pointing at values of its type).
+unsafe fn same_image(x: pg_sys::Datum, y: pg_sys::Datum, c: &Col) -> bool {
     if c.byval {
         return x.value() == y.value();
     }
@@ -841,10 +865,12 @@ impl ClassifyColumns {
                 }
                 TargetKind::Text => Some(parse_tier(unsafe { text_bytes(d) }, &c.name)?),
                 TargetKind::Jsonb => {
-                    if !jsonb_is_object(d) {
+                    // SAFETY: a non-NULL datum of a jsonb target column of this row.
+                    if !unsafe { jsonb_is_object(d) } {
                         return Err(MxError::bad_argument(format!("column \"{}\" must hold a JSON object to receive \"classification\"", c.name)));
                     }
-                    match jsonb_classification(d) {
+                    // SAFETY: as above.
+                    match unsafe { jsonb_classification(d) } {
                         None => None,
                         Some(v) => Some(parse_tier(unsafe { text_bytes(v) }, &c.name)?),
                     }
@@ -865,7 +891,8 @@ impl ClassifyColumns {
         let cols = [Some(&self.content), self.files.as_ref(), self.source_type.as_ref().map(|s| &s.0), self.org.as_ref()];
         cols.into_iter().flatten().any(|c| match (self.old.get(c), self.new.get(c)) {
             (None, None) => false,
-            (Some(x), Some(y)) => !same_image(x, y, c),
+            // SAFETY: two non-NULL datums of column c, of this trigger's old and new rows.
+            (Some(x), Some(y)) => !unsafe { same_image(x, y, c) },
             _ => true,
         })
     }
@@ -896,7 +923,8 @@ impl ClassifyColumns {
                     match cur {
                         None => patch.expect("jsonb datum"),
                         Some(d) => {
-                            let same = jsonb_classification(d).map(|v| unsafe { text_bytes(v) } == tier.as_str().as_bytes());
+                            // SAFETY: a non-NULL jsonb target of this row; the text lives in the current context.
+                            let same = unsafe { jsonb_classification(d) }.map(|v| unsafe { text_bytes(v) } == tier.as_str().as_bytes());
                             if same == Some(true) {
                                 continue;
                             }

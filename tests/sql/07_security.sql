@@ -300,19 +300,16 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
+                   AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.provolatile = 'i')
                  ORDER BY p.oid::regprocedure::text COLLATE "C"),
-          ARRAY['memory._can_transition(text,text)', 'memory._classify(text,text[],text,text)',
-                'memory._classify_explain(text,text[],text,text)', 'memory._derive_classification(jsonb)',
-                'memory._ema(double precision,text,double precision,double precision)',
-                'memory._is_stale(timestamp with time zone,integer,timestamp with time zone)',
-                'memory._risk_band(text)', 'memory._source_tier(text)',
+          ARRAY['memory._classify(text,text[],text,text)', 'memory._classify_explain(text,text[],text,text)',
                 'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
                 'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
                 'memory.classify_trigger()', 'memory.derive_classification(jsonb)',
                 'memory.ema(double precision,memory.outcome,double precision,double precision)',
                 'memory.is_stale(timestamp with time zone,integer,timestamp with time zone)',
                 'memory.lifecycle_trigger()', 'memory.risk_band(memory.classification)', 'memory.source_tier(text)'],
-          'every function pins search_path = pg_catalog, pg_temp but the per-row hot path, which resolves no name');
+          'every function pins search_path = pg_catalog, pg_temp but immutable Rust functions and the per-row hot path, which resolve no name');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')),

@@ -154,3 +154,10 @@ proptest! {
         prop_assert_eq!(conflict_loser_is_b(&a, &b), !conflict_loser_is_b(&b, &a));
     }
 }
+
+#[test]
+fn out_of_circulation_states_stamp_t_invalid() {
+    use State::*;
+    let stamped: Vec<State> = State::ALL.into_iter().filter(|s| stamps_t_invalid(*s)).collect();
+    assert_eq!(stamped, vec![Superseded, Retracted, Archived]);
+}
