@@ -356,7 +356,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 ap.push(
                     client,
                     crate::audit::Pending {
-                        event_type: std::borrow::Cow::Borrowed("memory.feedback"),
+                        event_type: std::borrow::Cow::Borrowed(memory_core::events::FEEDBACK),
                         org_id: Some(org.clone()).filter(|o| !o.is_empty()),
                         project_id: project,
                         workspace_id: None,

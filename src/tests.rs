@@ -8,16 +8,22 @@ mod tests {
         Spi::get_one::<String>(sql).expect("query ran").expect("not null")
     }
 
+    /// The shared classification vectors (core/tests/vectors/classification.json) through SQL.
     #[pg_test]
-    fn classify_function_follows_seed_examples() {
-        assert_eq!(
-            tier_of("SELECT memory.classify('Added OAuth token rotation to auth middleware', ARRAY['src/auth/token-rotation.ts'], 'decision')::text"),
-            "confidential"
-        );
-        assert_eq!(
-            tier_of("SELECT memory.classify('Updated API documentation for user endpoints', ARRAY['public/docs/api-reference.md'], 'fact')::text"),
-            "public"
-        );
+    fn classify_function_follows_the_shared_vectors() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../core/tests/vectors/classification.json")).expect("vectors are JSON");
+        for v in vectors.as_array().expect("an array") {
+            let got = Spi::get_two_with_args::<String, String>(
+                "SELECT memory.classify(v.content, v.paths, v.source_type)::text,
+                        memory.classify_explain(v.content, v.paths, v.source_type)->>'rule'
+                   FROM jsonb_to_record($1) AS v(content text, paths text[], source_type text)",
+                &[pgrx::JsonB(v.clone()).into()],
+            )
+            .expect("query ran");
+            assert_eq!(got.0.as_deref(), v["tier"].as_str(), "tier of vector {}", v["name"]);
+            assert_eq!(got.1.as_deref(), v["rule"].as_str(), "rule of vector {}", v["name"]);
+        }
     }
 
     #[pg_test]

@@ -11,6 +11,11 @@ for f in "$here"/sql/*.sql; do
   db=t_$(basename "$f" .sql | tr -c 'a-z0-9_\n' '_')
   psql -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   psql -q -d "$db" -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION memory_ext"
+  # The classification vectors, one file shared with the core tests and the #[pg_test]s.
+  psql -q -d "$db" -v ON_ERROR_STOP=1 -v vectors="$(cat "$here/../core/tests/vectors/classification.json")" <<'SQL'
+CREATE TABLE public.classification_vectors AS
+SELECT * FROM jsonb_to_recordset(:'vectors'::jsonb) AS v(name text, content text, paths text[], source_type text, tier text, rule text);
+SQL
   pg_prove -d "$db" "$f" || status=1
 done
 exit $status

@@ -7,3 +7,4 @@ pub mod audit;
 pub mod feedback;
 pub mod lifecycle;
 pub mod retention;
+pub mod events;

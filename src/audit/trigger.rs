@@ -4,6 +4,7 @@
 use super::{default_actor, Appender, EventRef, CHUNK};
 use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{FlatPayload, Payload};
+use memory_core::events;
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
 use std::collections::HashMap;
@@ -140,12 +141,12 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
     let (event_type, query): (&'static str, String) = match (op, new_tt, old_tt) {
-        (pg_sys::TRIGGER_EVENT_INSERT, Some(n), _) => ("memory.store", format!("SELECT {} FROM {n} t", map.select_list("t"))),
-        (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => ("memory.delete", format!("SELECT {} FROM {o} t", map.select_list("t"))),
+        (pg_sys::TRIGGER_EVENT_INSERT, Some(n), _) => (events::STORE, format!("SELECT {} FROM {n} t", map.select_list("t"))),
+        (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => (events::DELETE, format!("SELECT {} FROM {o} t", map.select_list("t"))),
         (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.id.is_some() && map.tier.is_some() => {
             let id = quote_identifier(map.id.as_deref().unwrap_or_default());
             (
-                "memory.reclassify",
+                events::RECLASSIFY,
                 format!(
                     "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {} IS DISTINCT FROM {}",
                     map.select_list("t"),
@@ -165,7 +166,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
         let table = map.table.as_str();
-        let cols = if event_type == "memory.reclassify" { 8 } else { 7 };
+        let cols = if event_type == events::RECLASSIFY { 8 } else { 7 };
         let mut cursor = client.open_cursor(query.as_str(), &[]);
         let mut batch = crate::pg::spi::Fetched::default();
         if !batch.fetch(&mut cursor, CHUNK, cols)? {
@@ -179,7 +180,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         } else {
             let orgs_q = format!(
                 "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
-                if event_type == "memory.reclassify" { ", old_tier" } else { "" }
+                if event_type == events::RECLASSIFY { ", old_tier" } else { "" }
             );
             let mut chains = Vec::new();
             for row in client.select(orgs_q.as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
@@ -219,12 +220,12 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 let delete;
                 let reclassify;
                 let members: &[(&str, Option<&str>)] = match event_type {
-                    "memory.store" => {
+                    t if t == events::STORE => {
                         let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut sha));
                         store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
                         &store
                     }
-                    "memory.delete" => {
+                    t if t == events::DELETE => {
                         delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
                         &delete
                     }

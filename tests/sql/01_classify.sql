@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(75);
+SELECT plan(76);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -10,30 +10,10 @@ SELECT is(greatest('public'::memory.classification, 'restricted', 'internal'), '
 SELECT is(enum_range(NULL::memory.source_type)::text, '{decision,fact,preference,tool_result}', 'source_type labels');
 
 -- Seed rules through memory.classify ------------------------------------------------------------
-CREATE TEMP TABLE vectors (content text, files text[], st text, want memory.classification, rule text);
-INSERT INTO vectors VALUES
-  ('Added OAuth token rotation to auth middleware', ARRAY['src/auth/token-rotation.ts'], 'decision', 'confidential', 'confidential_path'),
-  ('Updated API documentation for user endpoints', ARRAY['public/docs/api-reference.md'], 'fact', 'public', 'public_paths'),
-  ('user ssn stored', ARRAY['app/.env'], NULL, 'restricted', 'restricted_keyword'),
-  ('Social Security numbers are masked', NULL, NULL, 'restricted', 'restricted_keyword'),
-  ('PCI scope', NULL, NULL, 'restricted', 'restricted_keyword'),
-  ('rotate', ARRAY['auth/x.ts'], NULL, 'confidential', 'confidential_path'),
-  ('rotate', ARRAY['.env'], NULL, 'confidential', 'confidential_path'),
-  ('rotate', ARRAY['C:\repo\secrets\a.json'], NULL, 'confidential', 'confidential_path'),
-  ('the password is in the vault', NULL, NULL, 'confidential', 'confidential_keyword'),
-  ('set API_KEY', NULL, 'fact', 'confidential', 'confidential_keyword'),
-  ('We adopt the SOX policy', NULL, 'decision', 'internal', 'internal_compliance_decision'),
-  ('the audit passed', ARRAY['docs/a.md'], 'fact', 'public', 'public_paths'),
-  ('gdpr', ARRAY['docs/a.md'], 'decision', 'internal', 'internal_compliance_decision'),
-  ('mixed', ARRAY['docs/a.md', 'src/b.ts'], NULL, 'internal', 'default'),
-  ('hello', NULL, NULL, 'internal', 'default'),
-  ('hello', '{}', NULL, 'internal', 'default'),
-  ('paid with 4111 1111 1111 1111', NULL, NULL, 'restricted', 'detector_card_number'),
-  ('order 4111 1111 1111 1112', NULL, NULL, 'internal', 'default'),
-  ('id 123-45-6789', NULL, NULL, 'restricted', 'detector_ssn'),
-  ('-----BEGIN PRIVATE KEY-----', NULL, NULL, 'confidential', 'detector_pem_private_key'),
-  ('AKIAIOSFODNN7EXAMPLE', NULL, NULL, 'confidential', 'detector_aws_access_key'),
-  ('eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl', NULL, NULL, 'confidential', 'detector_jwt');
+-- The shared vectors (core/tests/vectors/classification.json, loaded by tests/run-sql.sh).
+CREATE TEMP VIEW vectors AS
+SELECT content, paths AS files, source_type AS st, tier::memory.classification AS want, rule FROM public.classification_vectors;
+SELECT ok((SELECT count(*) FROM vectors) >= 50, 'the shared classification vectors are loaded');
 SELECT is_empty($$ SELECT content, want, memory.classify(content, files, st) FROM vectors
                     WHERE memory.classify(content, files, st) IS DISTINCT FROM want $$, 'every seed/detector vector classifies as expected');
 SELECT is_empty($$ SELECT content, rule, memory.classify_explain(content, files, st)->>'rule' FROM vectors

@@ -4,57 +4,26 @@ fn tier(content: &str, paths: &[&str], st: Option<SourceType>) -> Tier {
     classify(content.as_bytes(), paths, st, true).tier
 }
 
-// (content, paths, source type, expected tier, expected rule)
-macro_rules! vectors {
-    ($($name:ident: $content:expr, $paths:expr, $st:expr => $tier:ident, $rule:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let d = classify($content.as_bytes(), &$paths, $st, true);
-            assert_eq!(d.tier, Tier::$tier, "tier for {:?}", $content);
-            assert_eq!(d.rule, $rule, "rule for {:?}", $content);
-        }
-    )*};
-}
+/// The classification vectors: one file, `core/tests/vectors/classification.json`, read here, by
+/// the `#[pg_test]`s and by the pgTAP suite (tests/run-sql.sh loads it into each test database).
+pub(crate) const VECTORS: &str = include_str!("../../tests/vectors/classification.json");
 
-vectors! {
-    seed_example_auth_path: "Added OAuth token rotation to auth middleware", ["src/auth/token-rotation.ts"], Some(SourceType::Decision) => Confidential, Rule::ConfidentialPath;
-    seed_example_public_docs: "Updated API documentation for user endpoints", ["public/docs/api-reference.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
-    seed_env_and_ssn_is_restricted: "user ssn stored here", ["app/.env"], None => Restricted, Rule::RestrictedKeyword;
-    ssn_keyword: "Customer SSN on file", [], None => Restricted, Rule::RestrictedKeyword;
-    social_security: "their social security number", [], None => Restricted, Rule::RestrictedKeyword;
-    credit_card_kw: "Credit Card stored", [], None => Restricted, Rule::RestrictedKeyword;
-    pci_kw: "PCI scope review", [], None => Restricted, Rule::RestrictedKeyword;
-    pii_kw: "contains pii", [], None => Restricted, Rule::RestrictedKeyword;
-    pii_inside_word_is_not_keyword: "pipiing hot", [], None => Internal, Rule::Default;
-    ssn_detector: "number 123-45-6789 given", [], None => Restricted, Rule::SsnPattern;
-    card_detector_luhn: "paid with 4111 1111 1111 1111 yesterday", [], None => Restricted, Rule::CardNumber;
-    card_detector_dashes: "4111-1111-1111-1111", [], None => Restricted, Rule::CardNumber;
-    card_not_luhn: "order 4111 1111 1111 1112 shipped", [], None => Internal, Rule::Default;
-    confidential_secrets_dir: "rotate", ["config/secrets/prod.yaml"], None => Confidential, Rule::ConfidentialPath;
-    confidential_relative_auth: "x", ["auth/x.ts"], None => Confidential, Rule::ConfidentialPath;
-    confidential_bare_env: "x", [".env"], None => Confidential, Rule::ConfidentialPath;
-    confidential_env_local: "x", ["app/.env.local"], None => Confidential, Rule::ConfidentialPath;
-    env_prefix_not_env: "x", ["app/.envoy/conf"], None => Internal, Rule::Default;
-    windows_path: "x", ["C:\\repo\\credentials\\a.json"], None => Confidential, Rule::ConfidentialPath;
-    keys_dir_upper: "x", ["src/KEYS/a.pem"], None => Confidential, Rule::ConfidentialPath;
-    password_kw: "the password is hunter2", [], None => Confidential, Rule::ConfidentialKeyword;
-    api_key_kw: "set API_KEY in CI", [], None => Confidential, Rule::ConfidentialKeyword;
-    apikey_kw: "apikey rotated", [], None => Confidential, Rule::ConfidentialKeyword;
-    private_key_kw: "private-key loaded", [], None => Confidential, Rule::ConfidentialKeyword;
-    tokens_plural_not_kw: "count the tokens", [], None => Internal, Rule::Default;
-    pem_detector: "-----BEGIN RSA PRIVATE KEY-----\nMIIE", [], None => Confidential, Rule::PemPrivateKey;
-    aws_detector: "creds AKIAIOSFODNN7EXAMPLE here", [], None => Confidential, Rule::AwsAccessKey;
-    jwt_detector: "bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.abcDEF_-12", [], None => Confidential, Rule::Jwt;
-    decision_compliance: "We chose SOX controls", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
-    decision_sr117: "follow SR 11-7 guidance", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
-    decision_sr117_compact: "follow sr117", [], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
-    fact_audit_not_escalated: "the audit passed", ["docs/a.md"], Some(SourceType::Fact) => Public, Rule::PublicPaths;
-    decision_public_paths_compliance: "gdpr decision", ["docs/a.md"], Some(SourceType::Decision) => Internal, Rule::InternalDecision;
-    public_needs_every_path: "x", ["docs/a.md", "src/b.ts"], None => Internal, Rule::Default;
-    public_relative_docs: "x", ["docs/a.md"], None => Public, Rule::PublicPaths;
-    public_with_sensitive_content: "password here", ["docs/a.md"], None => Confidential, Rule::ConfidentialKeyword;
-    no_paths_default: "hello world", [], None => Internal, Rule::Default;
-    empty_path_not_public: "x", [""], None => Internal, Rule::Default;
+#[test]
+fn vectors_from_the_shared_file() {
+    let vectors: serde_json::Value = serde_json::from_str(VECTORS).expect("vectors are JSON");
+    let list = vectors.as_array().expect("an array");
+    assert!(list.len() >= 50, "the shared vectors are all there");
+    for v in list {
+        let s = |k: &str| v[k].as_str().map(str::to_string);
+        let content = s("content").expect("content");
+        let paths: Vec<String> = v["paths"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect()).unwrap_or_default();
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let st = s("source_type").map(|t| SourceType::parse(&t).expect("known source type"));
+        let d = classify(content.as_bytes(), &paths, st, true);
+        let name = s("name").unwrap_or_default();
+        assert_eq!(d.tier.as_str(), s("tier").expect("tier"), "tier of vector {name} ({content:?})");
+        assert_eq!(d.rule.name(), s("rule").expect("rule"), "rule of vector {name} ({content:?})");
+    }
 }
 
 #[test]

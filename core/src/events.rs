@@ -1,0 +1,98 @@
+//! The catalogue of audit event types memory_ext writes itself (SPEC §2 and the seeds). The Rust
+//! shell uses these constants; the SQL files name the same strings, and a test here reads every
+//! SQL file and fails on an event type they append that is not in the catalogue.
+
+pub const STORE: &str = "memory.store";
+pub const DELETE: &str = "memory.delete";
+pub const RECLASSIFY: &str = "memory.reclassify";
+pub const FEEDBACK: &str = "memory.feedback";
+pub const RECALL: &str = "memory.recall";
+pub const PURGE: &str = "memory.purge";
+pub const PURGE_DENIED: &str = "memory.purge.denied";
+pub const ARCHIVE: &str = "memory.archive";
+pub const FORGET: &str = "memory.forget";
+pub const EXPORT: &str = "memory.export";
+pub const TRANSFER: &str = "memory.transfer";
+pub const ENTITY_CREATE: &str = "memory.entity.create";
+pub const ENTITY_STATE_TRANSITION: &str = "memory.entity.state_transition";
+pub const RETIRE_ATTEMPT: &str = "memory.govern.retire_attempt";
+pub const CLAIM_CREATE: &str = "memory.claim.create";
+pub const CLAIM_SUPERSEDE: &str = "memory.claim.supersede";
+pub const CLAIM_STATE_TRANSITION: &str = "memory.claim.state_transition";
+pub const RELATIONSHIP_CREATED: &str = "memory.relationship.created";
+pub const RELATIONSHIP_DELETED: &str = "memory.relationship.deleted";
+pub const DECAY_STARTED: &str = "memory.job.decay.started";
+pub const DECAY_ANONYMIZED: &str = "memory.job.decay.anonymized";
+pub const DECAY_DELETED: &str = "memory.job.decay.deleted";
+pub const DECAY_COMPLETED: &str = "memory.job.decay.completed";
+pub const RECHECK_ENQUEUED: &str = "research.freshness_confidence.enqueued";
+pub const RECHECK_TICK: &str = "research.freshness_confidence.tick";
+pub const GOVERN_UNGOVERN: &str = "memory.govern.ungovern";
+pub const GOVERN_TRUNCATE: &str = "memory.govern.truncate";
+pub const GOVERN_DROP_TABLE: &str = "memory.govern.drop_table";
+pub const ORG_GRANT: &str = "memory.org.grant";
+pub const ORG_REVOKE: &str = "memory.org.revoke";
+
+/// Every event type of the catalogue.
+pub const ALL: &[&str] = &[
+    STORE, DELETE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
+    ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
+    RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
+    GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE,
+];
+
+/// Whether an event type is one memory_ext reserves: its own namespaces (application events
+/// name their own prefix).
+pub fn is_reserved(event_type: &str) -> bool {
+    let t = event_type.trim().to_ascii_lowercase();
+    t.starts_with("memory.") || t.starts_with("research.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Event types the SQL files append: the first argument of memory._audit,
+    /// memory._audit_append and memory._audit_append_system, and the values given for
+    /// 'event_type' in the arrays passed to memory._audit_append_many.
+    fn sql_event_types() -> BTreeSet<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql");
+        let mut out = BTreeSet::new();
+        for entry in std::fs::read_dir(&dir).expect("sql directory") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "sql") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("sql file");
+            for marker in ["memory._audit('", "memory._audit_append('", "memory._audit_append_system('", "'event_type', '", "THEN '", "ELSE '"] {
+                let mut rest = text.as_str();
+                while let Some(i) = rest.find(marker) {
+                    rest = &rest[i + marker.len()..];
+                    let name: String = rest.chars().take_while(|c| *c != '\'').collect();
+                    if is_reserved(&name) && name.matches('.').count() >= 1 && !name.contains(' ') {
+                        out.insert(name);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_event_the_sql_appends_is_in_the_catalogue() {
+        let found = sql_event_types();
+        assert!(found.len() >= 20, "the scan found the SQL's events: {found:?}");
+        let known: BTreeSet<String> = ALL.iter().map(|s| s.to_string()).collect();
+        let unknown: Vec<&String> = found.difference(&known).collect();
+        assert!(unknown.is_empty(), "event types in sql/ missing from memory_core::events: {unknown:?}");
+    }
+
+    #[test]
+    fn catalogue_is_reserved_and_unique() {
+        let set: BTreeSet<&str> = ALL.iter().copied().collect();
+        assert_eq!(set.len(), ALL.len());
+        assert!(ALL.iter().all(|e| is_reserved(e)));
+        assert!(is_reserved(" Memory.purge") && !is_reserved("app.memory.purge"));
+    }
+}
