@@ -218,6 +218,7 @@ DECLARE
     n        bigint;
     a_id text; a_project text; a_workspace text; a_user text; a_tier text;
     smap jsonb;
+    stamp_cols text[];
     c_state text;
 BEGIN
     IF tbl IS NULL THEN
@@ -277,11 +278,6 @@ BEGIN
             END IF;
         END LOOP;
 
-        args := format('%L, %L, %L, %L', c_content, coalesce(c_files, ''), coalesce(c_type, ''), targets[1]);
-        IF c_org IS NOT NULL THEN args := args || format(', %L', 'org=' || c_org); END IF;
-        FOR i IN 2 .. cardinality(targets) LOOP
-            args := args || format(', %L', 'target=' || targets[i]);
-        END LOOP;
         -- Retention stamps, written with the tier: "stamps": true takes the conventional column
         -- names; an object maps them (created_at, expires_at, purge_after, archive_at, memory_type,
         -- and for run_retention soft_deleted_at, soft_delete_reason).
@@ -314,8 +310,8 @@ BEGIN
             IF smap->>'soft_delete_reason' IS NOT NULL THEN
                 PERFORM memory._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
             END IF;
-            args := args || format(', %L', 'stamps=' || concat_ws(',', smap->>'created_at', smap->>'expires_at',
-                                   smap->>'purge_after', smap->>'archive_at', coalesce(smap->>'memory_type', '')));
+            stamp_cols := ARRAY[smap->>'created_at', smap->>'expires_at', smap->>'purge_after', smap->>'archive_at',
+                                coalesce(smap->>'memory_type', '')];
             -- run_retention finds rows by id and checks holds by org and subject.
             a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
             a_user := coalesce(a_user, opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
@@ -331,6 +327,9 @@ BEGIN
         IF c_type IS NOT NULL THEN cols := cols || c_type; END IF;
         IF c_org IS NOT NULL THEN cols := cols || c_org; END IF;
 
+        -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
+        args := (SELECT string_agg(quote_literal(a), ', ')
+                   FROM unnest(memory._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
                        'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
@@ -365,18 +364,16 @@ BEGIN
         a_user := coalesce(opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
         a_tier := coalesce(targets[1], CASE WHEN jsonb_typeof(opts->'target') = 'string' THEN opts->>'target' END,
                            CASE WHEN memory._has_column(tbl, 'classification') THEN 'classification' END);
-        args := format('%L', 'table=' || tbl::text);
         FOREACH k IN ARRAY ARRAY['id', 'content', 'org', 'project', 'workspace', 'user', 'tier'] LOOP
             missing := CASE k WHEN 'id' THEN a_id WHEN 'content' THEN c_content WHEN 'org' THEN c_org
                               WHEN 'project' THEN a_project WHEN 'workspace' THEN a_workspace
                               WHEN 'user' THEN a_user ELSE a_tier END;
             CONTINUE WHEN missing IS NULL;
             PERFORM memory._column_type(tbl, missing, k);
-            args := args || format(', %L', k || '=' || missing);
         END LOOP;
-        IF a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype THEN
-            args := args || ', ''tier_json=true''';
-        END IF;
+        args := (SELECT string_agg(quote_literal(a), ', ')
+                   FROM unnest(memory._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
+                                 a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));

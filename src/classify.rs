@@ -148,6 +148,32 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 // SQL functions. The public names (memory.classify, ...) are SQL wrappers in sql/classify.sql
 // that cast to and from the enums; these take and return their labels.
 
+/// TG_ARGV for memory.classify_trigger from a column mapping (memory_core::protocol);
+/// memory.govern builds its CREATE TRIGGER with it. `stamps`: created, expires, purge, archive
+/// and (or '') memory_type column names.
+#[pg_extern(immutable, parallel_safe, name = "_classify_trigger_args")]
+fn classify_trigger_args(
+    content: String,
+    source_files: Option<String>,
+    source_type: Option<String>,
+    targets: Vec<String>,
+    org: Option<String>,
+    stamps: default!(Option<Vec<String>>, "NULL"),
+) -> Vec<String> {
+    use memory_core::protocol::{ClassifyArgs, StampArgs};
+    let stamps = stamps.and_then(|s| match s.as_slice() {
+        [c, e, p, a, m] => Some(StampArgs {
+            created: c.clone(),
+            expires: e.clone(),
+            purge: p.clone(),
+            archive: a.clone(),
+            memory_type: (!m.is_empty()).then(|| m.clone()),
+        }),
+        _ => None,
+    });
+    ClassifyArgs { content, source_files, source_type, targets, org, stamps }.to_args()
+}
+
 /// An org's rules classify only for roles that may act for the org (42501): a match is a bit of
 /// its patterns.
 fn check_org(org_id: Option<&str>) {

@@ -8,3 +8,4 @@ pub mod feedback;
 pub mod lifecycle;
 pub mod retention;
 pub mod events;
+pub mod protocol;

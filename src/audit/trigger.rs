@@ -5,12 +5,13 @@ use super::{default_actor, Appender, EventRef, CHUNK};
 use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{FlatPayload, Payload};
 use memory_core::events;
+use memory_core::protocol::AuditArgs;
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
 use std::collections::HashMap;
 
-/// Column mapping of `memory.audit_trigger`, from TG_ARGV `key=value` pairs.
-#[derive(Default)]
+/// Column mapping of `memory.audit_trigger` (TG_ARGV, see memory_core::protocol), and the table
+/// the trigger fired on.
 struct AuditMap {
     table: String,
     id: Option<String>,
@@ -24,25 +25,19 @@ struct AuditMap {
 }
 
 impl AuditMap {
-    fn parse(args: &[String]) -> Result<Self, MxError> {
-        let mut m = AuditMap::default();
-        for a in args {
-            let (k, v) = a.split_once('=').ok_or_else(|| MxError::new(code::TRIGGER_PROTOCOL, format!("bad memory.audit_trigger argument \"{a}\"")))?;
-            let v = Some(v.to_string());
-            match k {
-                "table" => m.table = v.unwrap_or_default(),
-                "id" => m.id = v,
-                "content" => m.content = v,
-                "org" => m.org = v,
-                "project" => m.project = v,
-                "workspace" => m.workspace = v,
-                "user" => m.user = v,
-                "tier" => m.tier = v,
-                "tier_json" => m.tier_json = v.as_deref() == Some("true"),
-                _ => return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("unknown memory.audit_trigger argument \"{a}\""))),
-            }
-        }
-        Ok(m)
+    fn parse(args: &[String], table: String) -> Result<Self, MxError> {
+        let a = AuditArgs::parse(args).map_err(|e| MxError::new(code::TRIGGER_PROTOCOL, e.to_string()))?;
+        Ok(AuditMap {
+            table,
+            id: a.id,
+            content: a.content,
+            org: a.org,
+            project: a.project,
+            workspace: a.workspace,
+            user: a.user,
+            tier: a.tier,
+            tier_json: a.tier_json,
+        })
     }
 
     fn col(&self, alias: &str, c: &Option<String>) -> String {
@@ -128,15 +123,14 @@ fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), Mx
 
 fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let td = trigger.trigger_data();
-    let mut map = AuditMap::parse(&trigger.extra_args().unwrap_or_default())?;
+    // The table named in events is the one the trigger fired on.
+    let map = AuditMap::parse(&trigger.extra_args().unwrap_or_default(), crate::pg::tuple::trigger_relation_name(td))?;
     let ev = td.tg_event;
     if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
         return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
             .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
     }
     check_column_types(td, &map)?;
-    // The table named in events is the one the trigger fired on, whatever its arguments say.
-    map.table = crate::pg::tuple::trigger_relation_name(td);
     let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
@@ -256,3 +250,20 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     })
 }
 
+
+/// TG_ARGV for memory.audit_trigger from a column mapping (memory_core::protocol); memory.govern
+/// builds its CREATE TRIGGER with it.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(immutable, parallel_safe, name = "_audit_trigger_args")]
+fn audit_trigger_args(
+    id: Option<String>,
+    content: Option<String>,
+    org: Option<String>,
+    project: Option<String>,
+    workspace: Option<String>,
+    user: Option<String>,
+    tier: Option<String>,
+    tier_json: default!(bool, false),
+) -> Vec<String> {
+    AuditArgs { id, content, org, project, workspace, user, tier, tier_json }.to_args()
+}

@@ -4,6 +4,7 @@
 
 use super::error::MxError;
 use memory_core::classify::{SourceType, Tier};
+use memory_core::protocol::{ClassifyArgs, StampArgs};
 use super::maxalign;
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
@@ -623,48 +624,49 @@ impl ClassifyColumns {
     }
 
     fn resolve(row: &RowTrigger) -> Result<Self, MxError> {
-        let args = row.args();
-        if args.len() < 4 {
-            return Err(MxError::new(TRIGGER_PROTOCOL, format!("memory.classify_trigger on {} needs 4 arguments (content, source_files, source_type, target), got {}", row.relname(), args.len()))
-                .hint("Attach it with memory.govern(table, options)."));
-        }
-        let content = row.column(&args[0], "content")?;
+        let args = ClassifyArgs::parse(&row.args()).map_err(|e| {
+            MxError::new(TRIGGER_PROTOCOL, format!("{e} (on {})", row.relname())).hint("Attach it with memory.govern(table, options).")
+        })?;
+        let content = row.column(&args.content, "content")?;
         if !is_text(content.typoid) {
-            return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text to be classified", args[0], row.relname())));
+            return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text to be classified", args.content, row.relname())));
         }
-        let files = if args[1].is_empty() { None } else { Some(row.column(&args[1], "source_files")?) };
-        if let Some(f) = &files {
-            if f.typoid != pg_sys::TEXTARRAYOID && f.typoid != pg_sys::VARCHARARRAYOID {
-                return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text[]", args[1], row.relname())));
-            }
-        }
-        let source_type = if args[2].is_empty() {
-            None
-        } else {
-            let c = row.column(&args[2], "source_type")?;
-            let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } {
-                SourceTypeKind::Enum
-            } else if is_text(c.typoid) {
-                SourceTypeKind::Text
-            } else {
-                return Err(MxError::bad_argument(format!("column \"{}\" of {} must be memory.source_type or text", args[2], row.relname())));
-            };
-            Some((c, kind))
+        let files = match &args.source_files {
+            None => None,
+            Some(f) => Some(row.column(f, "source_files")?),
         };
-        let mut targets = vec![Self::target(row, &args[3])?];
-        let mut org = None;
-        let mut stamps = None;
-        for extra in &args[4..] {
-            if let Some(spec) = extra.strip_prefix("stamps=") {
-                stamps = Some(Self::stamp_columns(row, spec)?);
-            } else if let Some(c) = extra.strip_prefix("org=") {
-                org = Some(row.column(c, "org")?);
-            } else if let Some(c) = extra.strip_prefix("target=") {
-                targets.push(Self::target(row, c)?);
-            } else {
-                return Err(MxError::new(TRIGGER_PROTOCOL, format!("unknown memory.classify_trigger argument \"{extra}\"")));
+        if let (Some(f), Some(name)) = (&files, &args.source_files) {
+            if f.typoid != pg_sys::TEXTARRAYOID && f.typoid != pg_sys::VARCHARARRAYOID {
+                return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be text[]", row.relname())));
             }
         }
+        let source_type = match &args.source_type {
+            None => None,
+            Some(name) => {
+                let c = row.column(name, "source_type")?;
+                // SAFETY: a catalog lookup of a type oid.
+                let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } {
+                    SourceTypeKind::Enum
+                } else if is_text(c.typoid) {
+                    SourceTypeKind::Text
+                } else {
+                    return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be memory.source_type or text", row.relname())));
+                };
+                Some((c, kind))
+            }
+        };
+        let mut targets = Vec::with_capacity(args.targets.len());
+        for t in &args.targets {
+            targets.push(Self::target(row, t)?);
+        }
+        let org = match &args.org {
+            None => None,
+            Some(c) => Some(row.column(c, "org")?),
+        };
+        let stamps = match &args.stamps {
+            None => None,
+            Some(s) => Some(Self::stamp_columns(row, s)?),
+        };
         Ok(ClassifyColumns {
             tgoid: row.tgoid(),
             relid: row.relid(),
@@ -684,12 +686,8 @@ impl ClassifyColumns {
         })
     }
 
-    /// `created,expires,purge,archive[,memory_type]` column names.
-    fn stamp_columns(row: &RowTrigger, spec: &str) -> Result<StampCols, MxError> {
-        let names: Vec<&str> = spec.split(',').collect();
-        if names.len() != 5 {
-            return Err(MxError::new(TRIGGER_PROTOCOL, format!("bad stamps argument \"{spec}\"")));
-        }
+    /// The retention stamp columns the arguments name.
+    fn stamp_columns(row: &RowTrigger, spec: &StampArgs) -> Result<StampCols, MxError> {
         let ts = |name: &str, role: &str| -> Result<Col, MxError> {
             let c = row.column(name, role)?;
             if c.typoid != pg_sys::TIMESTAMPTZOID {
@@ -697,18 +695,20 @@ impl ClassifyColumns {
             }
             Ok(c)
         };
-        let memory_type = if names[4].is_empty() {
-            None
-        } else {
-            let c = row.column(names[4], "memory_type")?;
-            let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } { SourceTypeKind::Enum } else { SourceTypeKind::Text };
-            Some((c, kind))
+        let memory_type = match &spec.memory_type {
+            None => None,
+            Some(name) => {
+                let c = row.column(name, "memory_type")?;
+                // SAFETY: a catalog lookup of a type oid.
+                let kind = if unsafe { pg_sys::type_is_enum(c.typoid) } { SourceTypeKind::Enum } else { SourceTypeKind::Text };
+                Some((c, kind))
+            }
         };
         Ok(StampCols {
-            created: ts(names[0], "created_at")?,
-            expires: ts(names[1], "expires_at")?,
-            purge: ts(names[2], "purge_after")?,
-            archive: ts(names[3], "archive_at")?,
+            created: ts(&spec.created, "created_at")?,
+            expires: ts(&spec.expires, "expires_at")?,
+            purge: ts(&spec.purge, "purge_after")?,
+            archive: ts(&spec.archive, "archive_at")?,
             memory_type,
             labels: Vec::new(),
         })
