@@ -197,18 +197,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
--- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
--- the backfill) as the caller, in a security-restricted operation (memory._exec_as_caller).
-CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
-RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.govern, classification and retention stamps: the classify trigger, and the backfill.
+CREATE FUNCTION memory._govern_classify(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state'];
     k        text;
-    opts     jsonb := coalesce(options, '{}'::jsonb);
-    eff      jsonb := '{}'::jsonb;
     c_content text; c_files text; c_type text; c_org text;
     targets  text[];
     t        oid;
@@ -221,25 +215,10 @@ DECLARE
     stamp_cols text[];
     c_state text;
 BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(opts) <> 'object' THEN
-        RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
-    END IF;
-    -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
-    -- which the event trigger refuses to anything else (SPEC §8).
-    IF NOT memory._owns_table(tbl) THEN
-        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
-            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
-    END IF;
-    PERFORM memory._open_governance_gate(tbl);
-    FOR k IN SELECT jsonb_object_keys(opts) LOOP
-        IF NOT k = ANY (known) THEN
-            RAISE EXCEPTION 'unknown memory.govern option "%"', k
-                USING ERRCODE = '22023', HINT = 'Known options: ' || array_to_string(known, ', ');
-        END IF;
-    END LOOP;
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_content := eff->>'content'; c_org := eff->>'org';
+    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
+    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
 
     -- Classification: on unless "classify": false (or only a state column is named, on a table
     -- without a content column). Column names default to the conventional ones.
@@ -353,6 +332,31 @@ BEGIN
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
         eff := eff || jsonb_build_object('classify', false);
     END IF;
+    RETURN eff;
+END $$;
+
+-- memory.govern, audit: the statement triggers with transition tables.
+CREATE FUNCTION memory._govern_audit(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k        text;
+    c_content text; c_files text; c_type text; c_org text;
+    targets  text[];
+    t        oid;
+    args     text;
+    cols     text[];
+    missing  text;
+    n        bigint;
+    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
+    smap jsonb;
+    stamp_cols text[];
+    c_state text;
+BEGIN
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_content := eff->>'content'; c_org := eff->>'org';
+    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
+    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
 
     -- Audit: statement triggers with transition tables; the chain is written once per statement.
     IF coalesce((opts->>'audit')::boolean, false) THEN
@@ -393,6 +397,31 @@ BEGIN
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
         eff := eff || jsonb_build_object('audit', false);
     END IF;
+    RETURN eff;
+END $$;
+
+-- memory.govern, feedback weights: what memory.record_outcome needs to find and update rows.
+CREATE FUNCTION memory._govern_weight(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k        text;
+    c_content text; c_files text; c_type text; c_org text;
+    targets  text[];
+    t        oid;
+    args     text;
+    cols     text[];
+    missing  text;
+    n        bigint;
+    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
+    smap jsonb;
+    stamp_cols text[];
+    c_state text;
+BEGIN
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_content := eff->>'content'; c_org := eff->>'org';
+    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
+    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
 
     -- Feedback weights: record_outcome finds ids of this table (uuid id column) and updates the
     -- weight column. Needs classification or audit too (a governed table carries a trigger).
@@ -413,6 +442,31 @@ BEGIN
         eff := eff || jsonb_build_object('weight', opts->>'weight', 'id', a_id, 'org', c_org, 'project', a_project,
                                          'soft_deleted', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
     END IF;
+    RETURN eff;
+END $$;
+
+-- memory.govern, lifecycle: the state machine on one column.
+CREATE FUNCTION memory._govern_state(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k        text;
+    c_content text; c_files text; c_type text; c_org text;
+    targets  text[];
+    t        oid;
+    args     text;
+    cols     text[];
+    missing  text;
+    n        bigint;
+    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
+    smap jsonb;
+    stamp_cols text[];
+    c_state text;
+BEGIN
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_content := eff->>'content'; c_org := eff->>'org';
+    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
+    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
 
     -- Lifecycle: the state machine of SPEC §5 on one column (memory.lifecycle_state or text).
     IF opts ? 'state' AND jsonb_typeof(opts->'state') NOT IN ('null') AND opts->'state' <> 'false'::jsonb THEN
@@ -435,6 +489,47 @@ BEGIN
     ELSE
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
     END IF;
+    RETURN eff;
+END $$;
+
+-- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
+-- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
+-- the backfill) as the caller, in a security-restricted operation (memory._exec_as_caller).
+CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state'];
+    k        text;
+    opts     jsonb := coalesce(options, '{}'::jsonb);
+    eff      jsonb := '{}'::jsonb;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(opts) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
+    END IF;
+    -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
+    -- which the event trigger refuses to anything else (SPEC §8).
+    IF NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
+    END IF;
+    PERFORM memory._open_governance_gate(tbl);
+    FOR k IN SELECT jsonb_object_keys(opts) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown memory.govern option "%"', k
+                USING ERRCODE = '22023', HINT = 'Known options: ' || array_to_string(known, ', ');
+        END IF;
+    END LOOP;
+
+    -- One function per capability, each adding its part of the effective mapping.
+    eff := memory._govern_classify(tbl, opts, eff);
+    eff := memory._govern_audit(tbl, opts, eff);
+    eff := memory._govern_weight(tbl, opts, eff);
+    eff := memory._govern_state(tbl, opts, eff);
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
