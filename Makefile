@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/bin/pg_config
 PGRX_TEST_DATA ?= /tmp/memory_ext-pgrx-test
 export PG_CONFIG
 
-.PHONY: all deps build install test test-core test-pgrx test-sql test-python demo bench clean
+.PHONY: all deps build install test test-layout test-core test-pgrx test-sql test-python demo bench clean
 
 all: install
 
@@ -16,9 +16,13 @@ build: deps
 install: deps
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
-## Every test layer: core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client tests.
-test: deps test-core test-pgrx install test-sql test-python
+## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client tests.
+test: deps test-layout test-core test-pgrx install test-sql test-python
 	@echo "make test: all layers passed"
+
+## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section.
+test-layout:
+	python3 scripts/check_layout.py
 
 test-core:
 	cargo test -p memory_core

@@ -165,7 +165,6 @@ impl Rows {
 }
 
 thread_local! {
-    // (unnest in the select list streams through ProjectSet; in FROM it would be materialised.)
     // Plans of the fixed statements, prepared once per backend (SPI_keepplan). The plan cache
     // re-plans them by itself after DDL, e.g. when partitions are added.
     static PLANS: std::cell::RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> =

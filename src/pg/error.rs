@@ -125,6 +125,12 @@ mod raw {
     }
 }
 
+/// ereport(ERROR) with our SQLSTATE and texts; does not return (longjmps to PostgreSQL's handler).
+///
+/// # Safety
+/// The texts are palloc'd, NUL-terminated strings, and no Rust value with a destructor may still
+/// be alive on the stack between here and the nearest PostgreSQL error handler (the caller drops
+/// its values first).
 unsafe fn raw_ereport(
     sqlstate: c_int,
     message: *mut c_char,
