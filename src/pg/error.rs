@@ -19,7 +19,10 @@ pub struct MxError {
 }
 
 /// Every SQLSTATE memory_ext raises (SPEC §0 and the README's table), in one place.
-#[allow(dead_code)] // MX003 (consent) and MX006 (raised by SQL) are part of the contract already
+// Some codes are raised only by the SQL files (ERRCODE = '...') or reserved by the contract (MX003,
+// consent); core/tests/sqlstates.rs checks that every code raised anywhere is here and that the
+// README documents exactly this table.
+#[allow(dead_code)]
 pub mod code {
     pub const INVALID_TRANSITION: &str = "MX001";
     pub const AUDIT_APPEND_ONLY: &str = "MX002";
@@ -31,6 +34,8 @@ pub mod code {
     /// An unknown state text (memory.lifecycle_state or a text state column).
     pub const INVALID_TEXT: &str = "22P02";
     pub const NOT_FOUND: &str = "23503";
+    /// memory.claim_chain of a claim that does not exist.
+    pub const NO_DATA_FOUND: &str = "P0002";
     /// A row no audit partition can hold.
     pub const CHECK_VIOLATION: &str = "23514";
     pub const NO_PRIVILEGE: &str = "42501";
