@@ -78,8 +78,11 @@ SELECT r.relid::regclass AS table_name,
        r.governed_at,
        r.governed_by
   FROM memory.governance_registry r
-  JOIN pg_catalog.pg_class c ON c.oid = r.relid;
-COMMENT ON VIEW memory.governed_tables IS 'Each governed table, its column mapping and the triggers attached.';
+  JOIN pg_catalog.pg_class c ON c.oid = r.relid
+ -- The tables the caller owns or may read or write.
+ WHERE pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
+COMMENT ON VIEW memory.governed_tables IS 'Each governed table the caller owns or may read or write, its column mapping and the triggers attached.';
 
 CREATE FUNCTION memory._has_column(tbl regclass, col text)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
@@ -202,24 +205,22 @@ CREATE FUNCTION memory._govern_classify(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k        text;
-    c_content text; c_files text; c_type text; c_org text;
-    targets  text[];
-    t        oid;
-    args     text;
-    cols     text[];
-    missing  text;
-    n        bigint;
-    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
+    k text;
+    c_content text;
+    c_files text;
+    c_type text;
+    c_org text;
+    targets text[];
+    t oid;
+    args text;
+    cols text[];
+    missing text;
+    n bigint;
+    a_id text;
+    a_user text;
     smap jsonb;
     stamp_cols text[];
-    c_state text;
 BEGIN
-    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
-    c_content := eff->>'content'; c_org := eff->>'org';
-    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
-    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
-
     -- Classification: on unless "classify": false (or only a state column is named, on a table
     -- without a content column). Column names default to the conventional ones.
     IF coalesce((opts->>'classify')::boolean,
@@ -340,23 +341,26 @@ CREATE FUNCTION memory._govern_audit(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k        text;
-    c_content text; c_files text; c_type text; c_org text;
-    targets  text[];
-    t        oid;
-    args     text;
-    cols     text[];
-    missing  text;
-    n        bigint;
-    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
-    smap jsonb;
-    stamp_cols text[];
-    c_state text;
+    k text;
+    c_content text;
+    c_org text;
+    targets text[];
+    args text;
+    missing text;
+    a_id text;
+    a_project text;
+    a_workspace text;
+    a_user text;
+    a_tier text;
 BEGIN
     -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
-    c_content := eff->>'content'; c_org := eff->>'org';
+    c_content := eff->>'content';
+    c_org := eff->>'org';
     targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
-    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
+    a_id := eff->>'id';
+    a_project := eff->>'project';
+    a_workspace := eff->>'workspace';
+    a_user := eff->>'user';
 
     -- Audit: statement triggers with transition tables; the chain is written once per statement.
     IF coalesce((opts->>'audit')::boolean, false) THEN
@@ -405,23 +409,14 @@ CREATE FUNCTION memory._govern_weight(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k        text;
-    c_content text; c_files text; c_type text; c_org text;
-    targets  text[];
-    t        oid;
-    args     text;
-    cols     text[];
-    missing  text;
-    n        bigint;
-    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
-    smap jsonb;
-    stamp_cols text[];
-    c_state text;
+    c_org text;
+    a_id text;
+    a_project text;
 BEGIN
     -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
-    c_content := eff->>'content'; c_org := eff->>'org';
-    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
-    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
+    c_org := eff->>'org';
+    a_id := eff->>'id';
+    a_project := eff->>'project';
 
     -- Feedback weights: record_outcome finds ids of this table (uuid id column) and updates the
     -- weight column. Needs classification or audit too (a governed table carries a trigger).
@@ -450,24 +445,9 @@ CREATE FUNCTION memory._govern_state(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k        text;
-    c_content text; c_files text; c_type text; c_org text;
-    targets  text[];
-    t        oid;
-    args     text;
-    cols     text[];
-    missing  text;
-    n        bigint;
-    a_id text; a_project text; a_workspace text; a_user text; a_tier text;
-    smap jsonb;
-    stamp_cols text[];
+    t oid;
     c_state text;
 BEGIN
-    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
-    c_content := eff->>'content'; c_org := eff->>'org';
-    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
-    a_id := eff->>'id'; a_user := eff->>'user'; a_project := eff->>'project'; a_workspace := eff->>'workspace';
-
     -- Lifecycle: the state machine of SPEC §5 on one column (memory.lifecycle_state or text).
     IF opts ? 'state' AND jsonb_typeof(opts->'state') NOT IN ('null') AND opts->'state' <> 'false'::jsonb THEN
         IF jsonb_typeof(opts->'state') <> 'string' THEN

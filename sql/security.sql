@@ -29,20 +29,6 @@ CREATE POLICY tenant ON memory.retention_policies
 ALTER VIEW memory.live_observations SET (security_invoker = true);
 ALTER VIEW memory.stats SET (security_invoker = true);
 
--- The registry view lists the tables the caller owns or may read.
-CREATE OR REPLACE VIEW memory.governed_tables AS
-SELECT r.relid::regclass AS table_name,
-       r.options,
-       ARRAY(SELECT t.tgname::text FROM pg_catalog.pg_trigger t
-              WHERE t.tgrelid = r.relid AND t.tgname LIKE 'memory\_%' ORDER BY 1) AS triggers,
-       r.builtin,
-       r.governed_at,
-       r.governed_by
-  FROM memory.governance_registry r
-  JOIN pg_catalog.pg_class c ON c.oid = r.relid
- WHERE pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.has_table_privilege(c.oid, 'SELECT')
-    OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
-
 -- ------------------------------------------------------------------------------------------------
 -- Governance cannot be switched off quietly. memory.govern and memory.ungovern open a gate for
 -- the table they change (memory._open_governance_gate: the caller must own it); outside it,

@@ -14,30 +14,13 @@ use std::collections::HashMap;
 /// the trigger fired on.
 struct AuditMap {
     table: String,
-    id: Option<String>,
-    content: Option<String>,
-    org: Option<String>,
-    project: Option<String>,
-    workspace: Option<String>,
-    user: Option<String>,
-    tier: Option<String>,
-    tier_json: bool,
+    cols: AuditArgs,
 }
 
 impl AuditMap {
     fn parse(args: &[String], table: String) -> Result<Self, MxError> {
-        let a = AuditArgs::parse(args).map_err(|e| MxError::new(code::TRIGGER_PROTOCOL, e.to_string()))?;
-        Ok(AuditMap {
-            table,
-            id: a.id,
-            content: a.content,
-            org: a.org,
-            project: a.project,
-            workspace: a.workspace,
-            user: a.user,
-            tier: a.tier,
-            tier_json: a.tier_json,
-        })
+        let cols = AuditArgs::parse(args).map_err(|e| MxError::new(code::TRIGGER_PROTOCOL, e.to_string()))?;
+        Ok(AuditMap { table, cols })
     }
 
     fn col(&self, alias: &str, c: &Option<String>) -> String {
@@ -48,8 +31,8 @@ impl AuditMap {
     }
 
     fn tier_expr(&self, alias: &str) -> String {
-        match &self.tier {
-            Some(c) if self.tier_json => format!("({alias}.{} OPERATOR(pg_catalog.->>) 'classification')", quote_identifier(c)),
+        match &self.cols.tier {
+            Some(c) if self.cols.tier_json => format!("({alias}.{} OPERATOR(pg_catalog.->>) 'classification')", quote_identifier(c)),
             Some(c) => format!("{alias}.{}::text", quote_identifier(c)),
             None => "NULL::text".into(),
         }
@@ -58,12 +41,12 @@ impl AuditMap {
     /// id, content, org, project, workspace, user, tier of alias `t`.
     fn select_list(&self, alias: &str) -> String {
         [
-            self.col(alias, &self.id),
-            self.col(alias, &self.content),
-            self.col(alias, &self.org),
-            self.col(alias, &self.project),
-            self.col(alias, &self.workspace),
-            self.col(alias, &self.user),
+            self.col(alias, &self.cols.id),
+            self.col(alias, &self.cols.content),
+            self.col(alias, &self.cols.org),
+            self.col(alias, &self.cols.project),
+            self.col(alias, &self.cols.workspace),
+            self.col(alias, &self.cols.user),
             self.tier_expr(alias),
         ]
         .join(", ")
@@ -89,12 +72,12 @@ fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), Mx
     let type_of = |name: &str| crate::pg::tuple::column_type(td, name);
     let classification = crate::trust::classification_type();
     let checks: [(&str, &Option<String>, &[pg_sys::Oid]); 6] = [
-        ("id", &map.id, PLAIN),
-        ("content", &map.content, &[pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID]),
-        ("org", &map.org, PLAIN),
-        ("project", &map.project, PLAIN),
-        ("workspace", &map.workspace, PLAIN),
-        ("user", &map.user, PLAIN),
+        ("id", &map.cols.id, PLAIN),
+        ("content", &map.cols.content, &[pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID]),
+        ("org", &map.cols.org, PLAIN),
+        ("project", &map.cols.project, PLAIN),
+        ("workspace", &map.cols.workspace, PLAIN),
+        ("user", &map.cols.user, PLAIN),
     ];
     for (role, col, allowed) in checks {
         if let Some(c) = col {
@@ -108,9 +91,9 @@ fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), Mx
             }
         }
     }
-    if let Some(c) = &map.tier {
+    if let Some(c) = &map.cols.tier {
         let ok = match type_of(c) {
-            Some(t) if map.tier_json => t == pg_sys::JSONBOID,
+            Some(t) if map.cols.tier_json => t == pg_sys::JSONBOID,
             Some(t) => t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID || (t != pg_sys::InvalidOid && t == classification),
             None => false,
         };
@@ -137,8 +120,8 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let (event_type, query): (&'static str, String) = match (op, new_tt, old_tt) {
         (pg_sys::TRIGGER_EVENT_INSERT, Some(n), _) => (events::STORE, format!("SELECT {} FROM {n} t", map.select_list("t"))),
         (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => (events::DELETE, format!("SELECT {} FROM {o} t", map.select_list("t"))),
-        (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.id.is_some() && map.tier.is_some() => {
-            let id = quote_identifier(map.id.as_deref().unwrap_or_default());
+        (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.cols.id.is_some() && map.cols.tier.is_some() => {
+            let id = quote_identifier(map.cols.id.as_deref().unwrap_or_default());
             (
                 events::RECLASSIFY,
                 format!(

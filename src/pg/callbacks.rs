@@ -43,6 +43,9 @@ fn run0(list: &'static std::thread::LocalKey<RefCell<Vec<Fn0>>>) {
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL's relcache invalidation machinery with its own arguments, on the backend
+/// thread, outside any Rust borrow of the registry.
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let fs: Vec<RelFn> = RELCACHE.with(|v| v.borrow().clone());
@@ -51,16 +54,23 @@ unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid)
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL's syscache invalidation machinery (roles and memberships), on the backend
+/// thread.
 #[pg_guard]
 unsafe extern "C-unwind" fn syscache_cb(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
     run0(&ROLES);
 }
 
+/// # Safety
+/// Called by PostgreSQL at transaction end, on the backend thread.
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_cb(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     run0(&XACT_END);
 }
 
+/// # Safety
+/// Called by PostgreSQL at subtransaction events, on the backend thread.
 #[pg_guard]
 unsafe extern "C-unwind" fn subxact_cb(
     event: pg_sys::SubXactEvent::Type,
