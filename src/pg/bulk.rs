@@ -63,11 +63,7 @@ impl Opened {
             // Where each column is in this table (an attached partition may order them differently).
             let mut at = [0usize; N];
             for (c, name) in columns.iter().enumerate() {
-                let found = (0..natts).find(|&i| {
-                    let a = &*(*desc).attrs.as_ptr().add(i);
-                    !a.attisdropped && std::ffi::CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
-                });
-                match found {
+                match super::tuple::find_attr(desc, name) {
                     Some(i) => at[c] = i,
                     None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", super::tuple::relation_name(rel)))),
                 }

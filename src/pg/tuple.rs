@@ -29,16 +29,27 @@ pub unsafe fn relation_name(rel: pg_sys::Relation) -> String {
     }
 }
 
+/// The index (0-based) of the live column `name` in a tuple descriptor: the one column lookup by
+/// name of the pg layer (triggers, bulk inserts).
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor for the duration of the call.
+pub(crate) unsafe fn find_attr(desc: pg_sys::TupleDesc, name: &str) -> Option<usize> {
+    // SAFETY: attrs holds natts entries; attname is a NUL-terminated NameData.
+    unsafe {
+        (0..(*desc).natts as usize).find(|&i| {
+            let a = &*(*desc).attrs.as_ptr().add(i);
+            !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
+        })
+    }
+}
+
 /// The type of the live column `name` of the trigger's relation, if it has one.
 pub fn column_type(td: &pg_sys::TriggerData, name: &str) -> Option<pg_sys::Oid> {
     // SAFETY: the trigger's relation and its descriptor are valid while the trigger runs.
     unsafe {
         let desc = (*td.tg_relation).rd_att;
-        (0..(*desc).natts as usize).find_map(|i| {
-            let a = &*(*desc).attrs.as_ptr().add(i);
-            let n = CStr::from_ptr(a.attname.data.as_ptr());
-            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some(a.atttypid)
-        })
+        find_attr(desc, name).map(|i| (*(*desc).attrs.as_ptr().add(i)).atttypid)
     }
 }
 
@@ -92,22 +103,14 @@ impl<'a> RowTrigger<'a> {
 
     /// Attribute number (1-based) and type of a live column.
     pub fn find_column(&self, name: &str) -> Option<(i32, pg_sys::Oid)> {
-        (0..self.natts()).find_map(|i| {
-            let a = self.attr(i);
-            // SAFETY: attname is a NUL-terminated NameData inside the descriptor.
-            let n = unsafe { CStr::from_ptr(a.attname.data.as_ptr()) };
-            (!a.attisdropped && n.to_bytes() == name.as_bytes()).then_some((i as i32 + 1, a.atttypid))
-        })
+        // SAFETY: the trigger's descriptor is valid while it runs.
+        let i = unsafe { find_attr(self.tupdesc, name) }?;
+        Some((i as i32 + 1, self.attr(i).atttypid))
     }
 
     /// Whether column `attnum` still is the live column `name` of type `typoid`.
     pub fn column_is(&self, attnum: i32, typoid: pg_sys::Oid, name: &str) -> bool {
-        if attnum < 1 || attnum as usize > self.natts() {
-            return false;
-        }
-        let a = self.attr(attnum as usize - 1);
-        // SAFETY: as in find_column.
-        !a.attisdropped && a.atttypid == typoid && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == name.as_bytes()
+        self.find_column(name) == Some((attnum, typoid))
     }
 
     /// Column `attnum` of the new row (or the old one), None for NULL.
@@ -173,11 +176,8 @@ impl<'a> RowTrigger<'a> {
     }
 
     fn column(&self, name: &str, role: &str) -> Result<Col, MxError> {
-        let found = (0..self.natts()).find(|&i| {
-            let a = self.attr(i);
-            !a.attisdropped && unsafe { CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == name.as_bytes()
-        });
-        let Some(idx) = found else {
+        // SAFETY: the trigger's descriptor is valid while it runs.
+        let Some(idx) = (unsafe { find_attr(self.tupdesc, name) }) else {
             return Err(MxError::bad_argument(format!("table {} has no column \"{name}\" (the {role} column)", self.relname()))
                 .hint("Fix the mapping with memory.govern(table, options)."));
         };
