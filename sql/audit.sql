@@ -48,12 +48,18 @@ CREATE TABLE memory.audit_log (
     prev_hash    bytea NOT NULL,
     entry_hash   bytea NOT NULL
 ) PARTITION BY RANGE (recorded_at);
+-- Dump and restore in any month: CREATE EXTENSION makes only the default partition (a member
+-- of the extension, its rows kept by pg_dump through pg_extension_config_dump). The monthly
+-- partitions are made later by memory.audit_ensure_partitions (maintenance), as ordinary tables
+-- with their own indexes, so pg_dump writes them, their indexes and their rows, and a restore into
+-- a database created in any month finds nothing of its own in the way. (An index on the parent
+-- would be a member whose per-partition children a restore would create twice.)
+CREATE TABLE memory.audit_log_default PARTITION OF memory.audit_log DEFAULT;
 -- Bytewise order for the chain column of the index: lookups are by equality, and a linguistic
 -- collation would make every insert's descent pay for strcoll(). Internal queries say
 -- `chain_id = $1 COLLATE "C"` to use it; the column itself keeps the default collation.
-CREATE INDEX audit_log_chain_seq ON memory.audit_log (chain_id COLLATE "C", seq);
-CREATE INDEX audit_log_workspace ON memory.audit_log (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL;
-CREATE TABLE memory.audit_log_default PARTITION OF memory.audit_log DEFAULT;
+CREATE INDEX audit_log_default_chain_seq ON memory.audit_log_default (chain_id COLLATE "C", seq);
+CREATE INDEX audit_log_default_workspace ON memory.audit_log_default (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL;
 COMMENT ON TABLE memory.audit_log IS
   'Tamper-evident log: entry_hash = HMAC-SHA256(key[key_id], JCS(event)); see the README for the exact format.';
 
@@ -92,6 +98,11 @@ CREATE FUNCTION memory._audit_append_only()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- memory.audit_ensure_partitions moves rows, unchanged, out of the default partition into the
+    -- month partition it creates for them (backend memory opened by it alone).
+    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log_default' AND memory._audit_move_gate_open() THEN
+        RETURN OLD;
+    END IF;
     RAISE EXCEPTION 'memory.audit_log is append-only: % is not allowed', TG_OP
         USING ERRCODE = 'MX002', HINT = 'Entries are only added with memory.audit_append; old partitions are removed with memory.audit_seal and memory.audit_prune.';
 END $$;
@@ -110,36 +121,50 @@ DECLARE
     m     timestamptz;
     name  text;
     made  int := 0;
+    moved bigint;
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
         RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
     END IF;
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', at USING ERRCODE = '22023';
+    END IF;
     FOR i IN 0 .. months_ahead LOOP
-        m := date_trunc('month', coalesce(at, now()) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + make_interval(months => i);
+        m := date_trunc('month', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + make_interval(months => i);
         name := 'audit_log_' || to_char(m AT TIME ZONE 'UTC', 'YYYY"m"MM');
         CONTINUE WHEN to_regclass('memory.' || name) IS NOT NULL;
         CONTINUE WHEN EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = name);
+        -- Rows of this month in the default partition (appended before the month had one) move,
+        -- unchanged, into the new partition: the parent is locked for the move, and the default
+        -- partition's append-only trigger lets this one DELETE through.
+        LOCK TABLE memory.audit_log IN ACCESS EXCLUSIVE MODE;
+        CREATE TEMP TABLE memory_audit_move (LIKE memory.audit_log) ON COMMIT DROP;
+        PERFORM memory._audit_move_gate(true);
+        WITH gone AS (
+            DELETE FROM memory.audit_log_default d WHERE d.recorded_at >= m AND d.recorded_at < m + interval '1 month' RETURNING d.*
+        )
+        INSERT INTO pg_temp.memory_audit_move SELECT * FROM gone;
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        PERFORM memory._audit_move_gate(false);
         EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
                        name, m, m + interval '1 month');
+        EXECUTE format('CREATE INDEX %I ON memory.%I (chain_id COLLATE "C", seq)', name || '_chain_seq', name);
+        EXECUTE format('CREATE INDEX %I ON memory.%I (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL',
+                       name || '_workspace', name);
         EXECUTE format('CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.%I '
                        'FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only()', name);
         EXECUTE format('REVOKE ALL ON memory.%I FROM PUBLIC', name);
+        IF moved > 0 THEN
+            INSERT INTO memory.audit_log SELECT * FROM pg_temp.memory_audit_move;
+        END IF;
+        DROP TABLE pg_temp.memory_audit_move;
         made := made + 1;
     END LOOP;
     RETURN made;
 END $$;
 COMMENT ON FUNCTION memory.audit_ensure_partitions(int, timestamptz) IS
-  'Create the monthly audit partitions from the month of `at` to months_ahead months later (UTC). Returns how many were created.';
-SELECT memory.audit_ensure_partitions(3);
--- Partitions made by this script belong to the extension: have pg_dump keep their rows.
--- (Later ones are ordinary tables and are dumped as such.)
-DO $$
-DECLARE r regclass;
-BEGIN
-    FOR r IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'memory.audit_log'::regclass LOOP
-        PERFORM pg_catalog.pg_extension_config_dump(r, '');
-    END LOOP;
-END $$;
+  'Create the monthly audit partitions from the month of `at` to months_ahead months later (UTC), moving rows of those months out of the default partition. Returns how many were created. Run by memory.run_maintenance; CREATE EXTENSION makes none, so that a dump restores into a database created in any month.';
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_log_default', '');
 
 -- The trigger of governed tables runs with the writer's rights (SECURITY INVOKER): it reads only
 -- columns of built-in types and switches to the extension owner inside Rust for the append alone

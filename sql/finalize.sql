@@ -73,3 +73,18 @@ SELECT pg_catalog.pg_extension_config_dump('memory.relationships', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.recheck_tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');
+
+-- Identity sequences of the tables pg_dump keeps are kept too, so that after a restore new rows
+-- (keys, history, holds, rules, policies, tasks) do not collide with restored ones.
+DO $$
+DECLARE q text;
+BEGIN
+    FOR q IN SELECT pg_catalog.pg_get_serial_sequence(c.oid::regclass::text, a.attname)
+               FROM pg_catalog.pg_extension e
+               CROSS JOIN LATERAL unnest(e.extconfig) AS cfg(oid)
+               JOIN pg_catalog.pg_class c ON c.oid = cfg.oid AND c.relkind = 'r'
+               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attidentity <> '' AND NOT a.attisdropped
+              WHERE e.extname = 'memory_ext' LOOP
+        PERFORM pg_catalog.pg_extension_config_dump(q::regclass, '');
+    END LOOP;
+END $$;

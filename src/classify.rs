@@ -275,7 +275,7 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     if cols.has_stamps() {
         let restamp = !row.is_update() || cols.tiers(true)?.map(|r| r.1) != Some(tier);
         if restamp {
-            cols.stamp(tier, &crate::retention::Policies)?;
+            cols.stamp(tier)?;
         }
     }
     let out = cols.store(&row, tier);

@@ -11,7 +11,6 @@ use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
 use crate::trust::AsOwner;
-use pgrx::JsonB;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -65,7 +64,11 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
                 // Application tables: the caller needs SELECT and UPDATE on them, and the mapped
                 // columns must still have the types govern checked (a later ALTER could have
                 // changed them to a type whose casts are the owner's code).
-                "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.options, g.builtin, g.relid::pg_catalog.oid
+                // (The mapping's members are read as text here: nothing parses the options.)
+                "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.builtin, g.relid::pg_catalog.oid,
+                        g.options OPERATOR(pg_catalog.->>) 'id', g.options OPERATOR(pg_catalog.->>) 'weight',
+                        g.options OPERATOR(pg_catalog.->>) 'org', g.options OPERATOR(pg_catalog.->>) 'project',
+                        g.options OPERATOR(pg_catalog.->>) 'soft_deleted'
                    FROM memory.governance_registry g
                   WHERE g.options OPERATOR(pg_catalog.?) 'weight'
                     AND (g.builtin OR (pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT')
@@ -83,12 +86,11 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
     };
     for row in rows {
         let rel: String = row.get(1).map_err(MxError::spi_in("feedback"))?.unwrap_or_default();
-        let opts = row.get::<JsonB>(2).map_err(MxError::spi_in("feedback"))?.map(|j| j.0).unwrap_or(Value::Null);
-        let s = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
-        let builtin = row.get::<bool>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(false);
-        let relid = row.get::<pg_sys::Oid>(4).map_err(MxError::spi_in("feedback"))?.unwrap_or(pg_sys::InvalidOid);
-        if let (Some(id), Some(weight)) = (s("id"), s("weight")) {
-            out.push(Source { rel, relid, id, org: s("org"), project: s("project"), weight, deleted: s("soft_deleted"), builtin });
+        let builtin = row.get::<bool>(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(false);
+        let relid = row.get::<pg_sys::Oid>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(pg_sys::InvalidOid);
+        let s = |i: usize| row.get::<String>(i).map_err(MxError::spi_in("feedback"));
+        if let (Some(id), Some(weight)) = (s(4)?, s(5)?) {
+            out.push(Source { rel, relid, id, org: s(6)?, project: s(7)?, weight, deleted: s(8)?, builtin });
         }
     }
     Ok(out)

@@ -6,7 +6,9 @@
 //!   audit trigger records;
 //! - knowledge: `memory.run_decay` may redact claim content and delete hypotheses;
 //! - superseding: the claim a `memory.claims` insert is superseding, so the audit trigger of the
-//!   old claim's update names it `memory.claim.supersede`.
+//!   old claim's update names it `memory.claim.supersede`;
+//! - audit move: `memory.audit_ensure_partitions` moves rows, unchanged, out of the default
+//!   partition of the log into the month partition it creates.
 
 use crate::pg::callbacks;
 use pgrx::prelude::*;
@@ -17,6 +19,7 @@ thread_local! {
     static DOWNGRADE_REASON: RefCell<Option<String>> = const { RefCell::new(None) };
     static KNOWLEDGE_OPEN: Cell<bool> = const { Cell::new(false) };
     static SUPERSEDING: RefCell<Option<String>> = const { RefCell::new(None) };
+    static AUDIT_MOVE: Cell<bool> = const { Cell::new(false) };
 }
 
 fn close_all() {
@@ -24,6 +27,7 @@ fn close_all() {
     DOWNGRADE_REASON.with(|r| r.replace(None));
     KNOWLEDGE_OPEN.with(|g| g.set(false));
     SUPERSEDING.with(|s| s.replace(None));
+    AUDIT_MOVE.with(|g| g.set(false));
 }
 
 pub fn init() {
@@ -83,4 +87,16 @@ fn set_superseding(claim: Option<pgrx::Uuid>) -> bool {
 #[pg_extern(volatile, name = "_superseding")]
 fn superseding() -> Option<String> {
     SUPERSEDING.with(|s| s.borrow().clone())
+}
+
+/// Opens or closes the audit-move gate; returns the previous state. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_audit_move_gate")]
+fn audit_move_gate(open: bool) -> bool {
+    AUDIT_MOVE.with(|g| g.replace(open))
+}
+
+/// Whether memory.audit_ensure_partitions is moving rows out of the default partition.
+#[pg_extern(volatile, name = "_audit_move_gate_open")]
+fn audit_move_gate_open() -> bool {
+    AUDIT_MOVE.with(Cell::get)
 }

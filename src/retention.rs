@@ -34,6 +34,7 @@ fn relcache(relid: pg_sys::Oid) {
 
 pub fn init() {
     crate::pg::callbacks::on_relcache(relcache);
+    crate::pg::tuple::register_stamp_policies(&Policies);
 }
 
 /// Learn the OIDs of the policy tables (on every cache miss: cheap, and it follows a re-created

@@ -78,17 +78,18 @@ impl Opened {
                 (0..rows.len().min(BATCH)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
             let bistate = pg_sys::GetBulkInsertState();
             let cid = pg_sys::GetCurrentCommandId(true);
-            let mut cells: Vec<[Cell<'a>; N]> = Vec::with_capacity(rows.len().min(BATCH));
             for batch in rows.chunks(BATCH) {
-                cells.clear();
-                cells.extend(batch.iter().map(|&i| row(i)));
                 let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-                // One allocation holds every varlena of the batch.
-                let size: usize =
-                    cells.iter().flatten().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum();
+                // One allocation holds every varlena of the batch (a first pass sizes it; building
+                // a row's cells only borrows, so asking twice costs no copy).
+                let size: usize = batch
+                    .iter()
+                    .map(|&i| row(i).iter().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum::<usize>())
+                    .sum();
                 let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
                 let mut used = 0usize;
-                for (k, row) in cells.iter().enumerate() {
+                for (k, &i) in batch.iter().enumerate() {
+                    let row = row(i);
                     let slot = slots[k];
                     pg_sys::ExecClearTuple(slot);
                     let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
@@ -122,7 +123,7 @@ impl Opened {
                 debug_assert!(used <= size.max(1));
                 pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
                 for &slot in &slots[..batch.len()] {
-                    pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+                    insert_index_tuples(rri, slot, estate);
                 }
                 pg_sys::MemoryContextSwitchTo(old);
                 pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
@@ -135,6 +136,25 @@ impl Opened {
             pg_sys::FreeExecutorState(estate);
         }
         Ok(())
+    }
+}
+
+/// ExecInsertIndexTuples for a plain insert (no conflict handling); PostgreSQL 16 added the
+/// `onlySummarizing` argument.
+///
+/// # Safety
+/// `rri` has its indexes open, `slot` holds a tuple just inserted into its relation, `estate` is
+/// the executor state they were made in.
+unsafe fn insert_index_tuples(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys::TupleTableSlot, estate: *mut pg_sys::EState) {
+    #[cfg(feature = "pg15")]
+    // SAFETY: as the function's contract.
+    unsafe {
+        pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+    }
+    #[cfg(any(feature = "pg16", feature = "pg17"))]
+    // SAFETY: as the function's contract.
+    unsafe {
+        pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), false);
     }
 }
 

@@ -291,6 +291,17 @@ impl<'a> RowTrigger<'a> {
     }
 }
 
+thread_local! {
+    // The retention module's policies, registered from its init (so the classify trigger, which
+    // stamps, does not depend on the retention module).
+    static STAMP_POLICIES: Cell<Option<&'static dyn StampPolicies>> = const { Cell::new(None) };
+}
+
+/// Registers where stamping finds its policies.
+pub fn register_stamp_policies(p: &'static dyn StampPolicies) {
+    STAMP_POLICIES.with(|c| c.set(Some(p)));
+}
+
 /// Where stamping finds its policies (implemented by the retention module), in microseconds.
 pub trait StampPolicies {
     /// Retention and grace of a tier in an org (None: indefinite).
@@ -719,8 +730,11 @@ impl ClassifyColumns {
     }
 
     /// Stamp expires_at, purge_after and archive_at of the new row for `tier`, with the
-    /// retention module's policies.
-    pub fn stamp(&mut self, tier: Tier, policies: &dyn StampPolicies) -> Result<(), MxError> {
+    /// registered (retention module's) policies.
+    pub fn stamp(&mut self, tier: Tier) -> Result<(), MxError> {
+        let policies = STAMP_POLICIES
+            .with(Cell::get)
+            .ok_or_else(|| MxError::new(super::error::code::INTERNAL, "no retention policies registered"))?;
         let org = self.org().map(str::to_string);
         let Some(st) = self.stamps.as_mut() else { return Ok(()) };
         let created = self

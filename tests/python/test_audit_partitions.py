@@ -5,6 +5,7 @@ import psycopg
 
 def test_partition_list_follows_ddl_of_other_sessions(dsn):
     with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+        a.execute("SELECT memory.audit_ensure_partitions(3)")
         a.execute("SELECT memory.audit_append('x.one', '{}', 'acme')")  # caches the partitions
         # Another session seals and drops the current month's partition.
         b.execute("SELECT count(*) FROM memory.audit_seal(now() + interval '62 days')")

@@ -90,3 +90,60 @@ def test_knowledge_rows_restore_with_triggers_off(dsn, port):
             raise AssertionError("hard delete allowed after restore")
         except psycopg.Error as e:
             assert e.sqlstate == "MX006"
+
+
+def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
+    """pg_dump -Fc / pg_restore into a fresh database, which the target's maintenance then carries
+    months on: every entry, head and sequence comes back, and every writing function works."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("""SELECT memory.audit_append('x.before', '{"n": 1}', 'acme')""")  # into the default partition
+        c.execute("SELECT memory.audit_ensure_partitions(3)")                          # moves it into this month's
+        c.execute("""SELECT memory.audit_append('x.after', '{"n": 2}', 'acme')""")
+        c.execute("SELECT memory.audit_rotate_key()")
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u1', 'ssn on file')")
+        c.execute("INSERT INTO memory.legal_holds (org_id, reason) VALUES ('acme', 'litigation')")
+        c.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'falcon')")
+        c.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'internal', 40)")
+        c.execute("SELECT memory.record_outcome('s1', 'accepted', ARRAY(SELECT id FROM memory.observations))")
+        log = c.execute("SELECT chain_id, seq, event_type, entry_hash, tableoid::regclass::text FROM memory.audit_log ORDER BY 1, 2").fetchall()
+        heads = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_heads ORDER BY 1").fetchall()
+        db = c.execute("SELECT current_database()").fetchone()[0]
+    assert any(row[4] != "memory.audit_log_default" for row in log), "entries live in a month partition"
+    dump = tmp_path / "memory.dump"
+    subprocess.run([f"{BIN}/pg_dump", "-Fc", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-f", str(dump), db], check=True)
+    target = db + "_later"
+    admin = dsn.replace(f"dbname={db}", "dbname=postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {target}")
+        c.execute(f"CREATE DATABASE {target}")
+    try:
+        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
+                                 capture_output=True, text=True)
+        assert restore.returncode == 0, restore.stderr
+        with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
+            # Months later: the target's maintenance makes its own months next to the restored ones.
+            assert c.execute("SELECT memory.audit_ensure_partitions(3, now() + interval '4 months')").fetchone() == (4,)
+            restored_log = c.execute("SELECT chain_id, seq, event_type, entry_hash FROM memory.audit_log "
+                                     "WHERE (chain_id, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])) ORDER BY 1, 2",
+                                     ([r[0] for r in log], [r[1] for r in log])).fetchall()
+            assert restored_log == [r[:4] for r in log]
+            assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+            for chain, seq, entry_hash in heads:
+                got = c.execute("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = %s", (chain,)).fetchone()
+                # The restore's own writes (observations load through their triggers) may extend a chain.
+                assert got[0] >= seq
+                if got[0] == seq:
+                    assert bytes(got[1]) == bytes(entry_hash)
+            # Every sequence came back: new keys, holds, rules, policies and history rows get fresh ids.
+            c.execute("SELECT memory.audit_rotate_key()")
+            c.execute("INSERT INTO memory.legal_holds (org_id, reason) VALUES ('acme', 'second')")
+            c.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'confidential', 'content', 'eagle')")
+            c.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'public', 10)")
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'falcon launch')")
+            applied = c.execute("SELECT applied FROM memory.record_outcome('s2', 'rejected', ARRAY(SELECT id FROM memory.observations))").fetchall()
+            assert applied and all(a for (a,) in applied)
+            c.execute("""SELECT memory.audit_append('x.later', '{}', 'acme')""")
+            assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")

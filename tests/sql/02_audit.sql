@@ -1,6 +1,9 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
+
+-- CREATE EXTENSION makes only the default partition; maintenance makes the months.
+SELECT is(memory.audit_ensure_partitions(3), 4, 'the current month and three ahead are created');
 
 CREATE FUNCTION pg_temp.verdict(c text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN ok THEN 'ok' ELSE first_bad_seq || ' ' || split_part(reason, ':', 1) END FROM memory.audit_verify(c)
