@@ -477,6 +477,8 @@ END $$;
 -- the backfill) as the caller, in a security-restricted operation (memory._exec_as_caller).
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- (DROP TRIGGER IF EXISTS of a first govern would print a NOTICE per trigger.)
+SET client_min_messages = warning
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
@@ -593,7 +595,7 @@ BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
         RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
     END IF;
-    IF reason IS NULL OR btrim(reason) = '' THEN
+    IF memory._blank(reason) THEN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;

@@ -112,6 +112,7 @@ CREATE TABLE memory.recheck_tasks (
     outcome          text
 );
 CREATE INDEX recheck_tasks_open ON memory.recheck_tasks (task_id) WHERE completed_at IS NULL;
+CREATE INDEX recheck_tasks_claim ON memory.recheck_tasks (claim_id);
 COMMENT ON TABLE memory.recheck_tasks IS
   'Critic re-check tasks enqueued by memory.freshness_recheck; workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED).';
 
@@ -447,11 +448,11 @@ BEGIN
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
     END IF;
-    IF max_age IS NULL OR max_age <= interval '0' THEN
-        RAISE EXCEPTION 'max_age must be positive, got %', max_age USING ERRCODE = '22023';
+    IF max_age IS NULL OR max_age <= interval '0' OR max_age > interval '1000 years' THEN
+        RAISE EXCEPTION 'max_age must be positive and at most 1000 years, got %', max_age USING ERRCODE = '22023';
     END IF;
-    IF backoff IS NULL OR backoff < interval '0' THEN
-        RAISE EXCEPTION 'backoff must not be negative, got %', backoff USING ERRCODE = '22023';
+    IF backoff IS NULL OR backoff < interval '0' OR backoff > interval '1000 years' THEN
+        RAISE EXCEPTION 'backoff must be between 0 and 1000 years, got %', backoff USING ERRCODE = '22023';
     END IF;
     IF sample_limit IS NULL OR sample_limit < 1 OR sample_limit > 10000 THEN
         RAISE EXCEPTION 'sample_limit must be in [1, 10000], got %', sample_limit USING ERRCODE = '22023';
@@ -507,7 +508,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE scope text := memory._scope_org();
 BEGIN
-    IF worker IS NULL OR worker = '' THEN
+    IF memory._blank(worker) THEN
         RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
     END IF;
     IF n IS NULL OR n < 1 OR n > 1000 OR lease IS NULL OR lease <= interval '0' THEN
@@ -530,7 +531,7 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_
 AS $$
 DECLARE scope text := memory._scope_org();
 BEGIN
-    IF outcome IS NULL OR outcome = '' THEN
+    IF memory._blank(outcome) THEN
         RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
     END IF;
     UPDATE memory.recheck_tasks t SET completed_at = clock_timestamp(), outcome = complete_recheck_task.outcome

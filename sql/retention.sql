@@ -111,6 +111,9 @@ SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', 'WHERE o
 
 CREATE INDEX observations_due_expiry ON memory.observations (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_due_purge ON memory.observations (purge_after) WHERE soft_deleted_at IS NOT NULL;
+-- Erasure finds a subject's rows, and task end a task's, by index.
+CREATE INDEX observations_user ON memory.observations (user_id) WHERE user_id IS NOT NULL;
+CREATE INDEX observations_task ON memory.observations (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX observations_due_archive ON memory.observations (archive_at) WHERE soft_deleted_at IS NULL AND archive_at IS NOT NULL;
 
 CREATE TABLE memory.legal_holds (
@@ -118,7 +121,7 @@ CREATE TABLE memory.legal_holds (
     org_id         text NOT NULL,
     observation_id uuid,          -- one observation, or
     user_id        text,          -- every observation of a subject, or (both NULL) the whole org
-    reason         text NOT NULL CHECK (btrim(reason) <> ''),
+    reason         text NOT NULL CHECK (reason ~ '[^[:space:]]'),
     created_at     timestamptz NOT NULL DEFAULT now(),
     released_at    timestamptz
 );
@@ -132,6 +135,7 @@ COMMENT ON COLUMN memory.org_settings.retention_guard IS
 CREATE TABLE memory.observations_archive (LIKE memory.observations INCLUDING DEFAULTS);
 ALTER TABLE memory.observations_archive ADD COLUMN archived_at timestamptz NOT NULL DEFAULT now();
 ALTER TABLE memory.observations_archive ADD PRIMARY KEY (id);
+CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) WHERE user_id IS NOT NULL;
 COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
 
 CREATE VIEW memory.live_observations AS
@@ -170,7 +174,7 @@ END $$;
 -- as for memory.observations (no archive: that table is the application's). Holds apply by org
 -- and subject. Returns its counts.
 CREATE FUNCTION memory._retention_sweep(tbl regclass, opts jsonb, dry_run boolean, at timestamptz)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
 AS $$
 DECLARE
     st       jsonb := opts->'stamps';
@@ -259,7 +263,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
 AS $$
 DECLARE
     g        record;

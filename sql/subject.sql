@@ -14,7 +14,7 @@ DECLARE
     scope   text := memory._scope_org();
     skipped jsonb := '[]';
 BEGIN
-    IF subject IS NULL OR btrim(subject) = '' THEN
+    IF memory._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
     SELECT count(*) INTO held FROM memory.observations o
@@ -82,7 +82,7 @@ DECLARE
     s        record;
     scope    text;
 BEGIN
-    IF subject IS NULL OR btrim(subject) = '' THEN
+    IF memory._blank(subject) THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
     scope := memory._scope_org();
@@ -120,7 +120,7 @@ DECLARE
     n bigint;
     scope text := memory._scope_org();
 BEGIN
-    IF task_id IS NULL OR btrim(task_id) = '' THEN
+    IF memory._blank(task_id) THEN
         RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
     END IF;
     DELETE FROM memory.observations o
@@ -140,7 +140,7 @@ DECLARE
     moved jsonb := '{}';
     org text;
 BEGIN
-    IF to_project_id IS NULL OR btrim(to_project_id) = '' THEN
+    IF memory._blank(to_project_id) THEN
         RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
     END IF;
     FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at
@@ -203,7 +203,7 @@ BEGIN
         RAISE EXCEPTION 'pg_cron is not installed in this database' USING ERRCODE = '55000',
             HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name to this database, and CREATE EXTENSION pg_cron.';
     END IF;
-    IF schedule IS NULL OR btrim(schedule) = '' THEN
+    IF memory._blank(schedule) THEN
         RAISE EXCEPTION 'a cron schedule is required' USING ERRCODE = '22023';
     END IF;
     EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job

@@ -9,6 +9,11 @@
 -- Superusers and members of the extension owner are unrestricted: they may act for every org and
 -- write the platform chain ('').
 
+-- Whether a text argument is missing: NULL, empty, or only whitespace (tabs and newlines too).
+CREATE FUNCTION memory._blank(t text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
+
 CREATE TABLE memory.org_grants (
     role_name  name NOT NULL,
     org_id     text NOT NULL CHECK (org_id = '*' OR (btrim(org_id) <> '' AND length(org_id) <= 200)),
@@ -135,7 +140,7 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_
 AS $$
 DECLARE n int;
 BEGIN
-    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (btrim(org_id) = '' OR length(org_id) > 200)) THEN
+    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory._blank(org_id) OR length(org_id) > 200)) THEN
         RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
     END IF;
     IF NOT memory._may_administer(org_id) THEN

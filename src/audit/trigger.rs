@@ -133,7 +133,15 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 ),
             )
         }
-        _ => return Ok(()),
+        // Attached by hand without the transition table its event needs, or AFTER UPDATE without
+        // an id and a tier column: it would audit nothing, so it refuses to run.
+        _ => {
+            return Err(MxError::new(
+                code::TRIGGER_PROTOCOL,
+                "memory.audit_trigger needs a NEW TABLE for INSERT, an OLD TABLE for DELETE, and both plus id= and tier= for UPDATE",
+            )
+            .hint("Attach it with memory.govern(table, '{\"audit\": true}')."))
+        }
     };
     let reason = crate::gates::downgrade_reason();
 

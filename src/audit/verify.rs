@@ -204,9 +204,10 @@ fn payload(f: &Fetched, i: usize, utf8: bool, bytes: &mut Vec<u8>) -> (Span, boo
         bytes.extend_from_slice(container);
         return ((start, container.len()), true);
     }
-    let text = f.jsonb_text(i, 10).unwrap_or_else(|| "null".into());
-    bytes.extend_from_slice(text.as_bytes());
-    ((start, text.len()), false)
+    if !f.jsonb_text_into(i, 10, bytes) {
+        bytes.extend_from_slice(b"null");
+    }
+    ((start, bytes.len() - start), false)
 }
 
 impl Batch {

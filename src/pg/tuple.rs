@@ -742,6 +742,11 @@ impl ClassifyColumns {
             .get(&st.created)
             .map(|d| d.value() as i64)
             .unwrap_or_else(super::xact::xact_start_micros);
+        // ±infinity (PostgreSQL's DT_NOBEGIN / DT_NOEND) would stamp times no timestamptz holds.
+        if created == i64::MIN || created == i64::MAX {
+            return Err(MxError::bad_argument("created_at must be a finite time to stamp retention")
+                .hint("Write a real creation time, or leave it to its default."));
+        }
         let (retention, grace) = policies.tier(org.as_deref(), tier)?;
         let label: Option<String> = match &st.memory_type {
             None => None,

@@ -1,0 +1,47 @@
+-- SQL-level suite for operations and bad input (SPEC §7, §9; issue 13, the parts built so far).
+BEGIN;
+SELECT plan(19);
+
+-- Whitespace-only text is blank wherever a non-blank argument is required.
+INSERT INTO memory.observations (id, org_id, user_id, task_id, content) VALUES
+  ('a0000000-0000-0000-0000-000000000001', 'acme', 'u1', 't1', 'a note');
+SELECT throws_ok($$ SELECT memory.reclassify('a0000000-0000-0000-0000-000000000001', 'public', E'\t\n ') $$, '22023', NULL, 'reclassify: whitespace reason');
+SELECT throws_ok($$ SELECT memory.erase_subject(E'\t\n') $$, '22023', NULL, 'erase_subject: whitespace subject');
+SELECT throws_ok($$ SELECT memory.export_subject(E' \r\n') $$, '22023', NULL, 'export_subject: whitespace subject');
+SELECT throws_ok($$ SELECT memory.end_task(E'\t') $$, '22023', NULL, 'end_task: whitespace task');
+SELECT throws_ok($$ SELECT * FROM memory.transfer_observations(ARRAY['a0000000-0000-0000-0000-000000000001'::uuid], E'\n') $$, '22023', NULL,
+                 'transfer_observations: whitespace project');
+SELECT throws_ok($$ SELECT * FROM memory.claim_recheck_tasks(E' \t') $$, '22023', NULL, 'claim_recheck_tasks: whitespace worker');
+SELECT throws_ok($$ SELECT memory.complete_recheck_task(1, E'\n') $$, '22023', NULL, 'complete_recheck_task: whitespace outcome');
+SELECT throws_ok($$ INSERT INTO memory.legal_holds (org_id, reason) VALUES ('acme', E'\t') $$, '23514', NULL, 'a hold needs a real reason');
+SELECT is((SELECT classification::text FROM memory.observations WHERE id = 'a0000000-0000-0000-0000-000000000001'), 'internal',
+          'and nothing changed');
+
+-- Infinite creation times are refused, not stamped out of range.
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content, created_at) VALUES ('acme', 'x', '-infinity') $$, '22023', NULL,
+                 '-infinity created_at is 22023');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content, created_at) VALUES ('acme', 'x', 'infinity') $$, '22023', NULL,
+                 'infinity created_at is 22023');
+SELECT is((SELECT count(*) FROM memory.observations), 1::bigint, 'no row was stored');
+SELECT lives_ok($$ SELECT expires_at FROM memory.observations $$, 'and every stamp reads back');
+
+-- Bad arguments answered with 22023, not 22004 or 22003.
+SELECT throws_ok($$ SELECT memory.audit_ensure_partitions(3, 'infinity') $$, '22023', NULL, 'audit_ensure_partitions(infinity)');
+SELECT throws_ok($$ SELECT * FROM memory.freshness_recheck(0.5, interval '100000000 years') $$, '22023', NULL, 'freshness_recheck: huge max_age');
+
+-- The audit trigger attached by hand in a way that would audit nothing refuses to run.
+CREATE TABLE public.no_tt (id text, org_id text);
+CREATE TRIGGER t AFTER INSERT ON public.no_tt FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger('id=id', 'org=org_id');
+SELECT throws_ok($$ INSERT INTO public.no_tt VALUES ('1', 'acme') $$, '39P01', NULL, 'audit_trigger without a transition table is 39P01');
+
+-- Erasure and task end find rows by index.
+SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(user_id)%')
+      AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(task_id)%'),
+          'observations are indexed by user and task');
+SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations_archive' AND indexdef LIKE '%(user_id)%'),
+          'the archive by user');
+SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'recheck_tasks' AND indexdef LIKE '%(claim_id)%'),
+          're-check tasks by claim');
+
+SELECT * FROM finish();
+ROLLBACK;
