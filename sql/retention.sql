@@ -56,14 +56,32 @@ INSERT INTO memory.memory_type_policies VALUES
 COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type: TTL, archive age, cleanup mode.';
 
 -- BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
-CREATE FUNCTION memory.retention_policy(org_id text, tier memory.classification)
+-- The policy that applies, for memory_ext's own use (stamping at write): no org check, not
+-- granted to PUBLIC. memory.retention_policy is the checked public door.
+CREATE FUNCTION memory._retention_policy(p_org text, p_tier memory.classification)
 RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     o    record;
     p    record;
     bfsi boolean;
+BEGIN
+    SELECT r.retention_days, r.soft_delete_grace_days INTO o
+      FROM memory.retention_policies r WHERE r.org_id = p_org AND r.tier = p_tier;
+    SELECT r.retention_days, r.soft_delete_grace_days INTO p
+      FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = p_tier;
+    SELECT s.bfsi_mode INTO bfsi FROM memory.org_settings s WHERE s.org_id = p_org;
+    -- The override order is memory_core::retention::resolve_policy.
+    RETURN QUERY SELECT * FROM memory._resolve_retention(p_tier = 'restricted', coalesce(bfsi, false),
+                                                         o IS NOT NULL AND o.soft_delete_grace_days IS NOT NULL, o.retention_days, o.soft_delete_grace_days,
+                                                         p IS NOT NULL AND p.soft_delete_grace_days IS NOT NULL, p.retention_days, p.soft_delete_grace_days);
+END $$;
+
+CREATE FUNCTION memory.retention_policy(org_id text, tier memory.classification)
+RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF tier IS NULL THEN
         RAISE EXCEPTION 'memory.retention_policy needs a tier' USING ERRCODE = '22023';
@@ -72,15 +90,7 @@ BEGIN
     IF retention_policy.org_id IS NOT NULL THEN
         PERFORM memory._require_org(retention_policy.org_id);
     END IF;
-    SELECT r.retention_days, r.soft_delete_grace_days INTO o
-      FROM memory.retention_policies r WHERE r.org_id = retention_policy.org_id AND r.tier = retention_policy.tier;
-    SELECT r.retention_days, r.soft_delete_grace_days INTO p
-      FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = retention_policy.tier;
-    SELECT s.bfsi_mode INTO bfsi FROM memory.org_settings s WHERE s.org_id = retention_policy.org_id;
-    -- The override order is memory_core::retention::resolve_policy.
-    RETURN QUERY SELECT * FROM memory._resolve_retention(tier = 'restricted', coalesce(bfsi, false),
-                                                         o IS NOT NULL AND o.soft_delete_grace_days IS NOT NULL, o.retention_days, o.soft_delete_grace_days,
-                                                         p IS NOT NULL AND p.soft_delete_grace_days IS NOT NULL, p.retention_days, p.soft_delete_grace_days);
+    RETURN QUERY SELECT * FROM memory._retention_policy(retention_policy.org_id, retention_policy.tier);
 END $$;
 COMMENT ON FUNCTION memory.retention_policy(text, memory.classification) IS
   'The retention that applies to a tier in an org: the org override, else the platform default; BFSI mode keeps restricted 2555 days. source: org, platform or bfsi.';

@@ -76,7 +76,7 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
     let (days, grace) = Spi::get_two_with_args::<i64, i64>(
         "SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
                 p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
-           FROM memory.retention_policy($1, $2::memory.classification) p",
+           FROM memory._retention_policy($1, $2::memory.classification) p",
         &[org.into(), tier.as_str().into()],
     )
     .map_err(MxError::spi_in("retention"))?;
