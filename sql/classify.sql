@@ -229,19 +229,19 @@ BEGIN
         c_content := coalesce(opts->>'content', 'content');
         t := memory._column_type(tbl, c_content, 'content');
         IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION 'column "%" of % must be text to be classified, not %', c_content, tbl, t::regtype USING ERRCODE = '22023';
+            RAISE EXCEPTION '%, not %', memory._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
         END IF;
         c_files := coalesce(opts->>'source_files', CASE WHEN memory._has_column(tbl, 'source_files') THEN 'source_files' END);
         IF c_files IS NOT NULL AND memory._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
-            RAISE EXCEPTION 'column "%" of % must be text[]', c_files, tbl USING ERRCODE = '22023';
+            RAISE EXCEPTION '%', memory._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
         END IF;
         c_type := coalesce(opts->>'source_type', CASE WHEN memory._has_column(tbl, 'source_type') THEN 'source_type' END);
         IF c_type IS NOT NULL AND memory._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION 'column "%" of % must be memory.source_type or text', c_type, tbl USING ERRCODE = '22023';
+            RAISE EXCEPTION '%', memory._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
         END IF;
         c_org := coalesce(opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
         IF c_org IS NOT NULL AND memory._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION 'column "%" of % must be text', c_org, tbl USING ERRCODE = '22023';
+            RAISE EXCEPTION '%', memory._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
         END IF;
         targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
                         WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
@@ -254,7 +254,7 @@ BEGIN
         FOREACH k IN ARRAY targets LOOP
             t := memory._column_type(tbl, k, 'target');
             IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
-                RAISE EXCEPTION 'target column "%" of % must be memory.classification, text or jsonb, not %', k, tbl, t::regtype USING ERRCODE = '22023';
+                RAISE EXCEPTION '%, not %', memory._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
             END IF;
         END LOOP;
 
@@ -280,12 +280,12 @@ BEGIN
                 CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
                 IF smap->>k IS NULL OR smap->>k LIKE '%,%'
                    OR memory._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
-                    RAISE EXCEPTION 'the % column ("%") of % must be timestamptz for retention stamps', k, smap->>k, tbl USING ERRCODE = '22023';
+                    RAISE EXCEPTION '% (for retention stamps)', memory._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
                 END IF;
             END LOOP;
             IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
                OR memory._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
-                RAISE EXCEPTION 'the memory_type column of % must be memory.memory_type or text', tbl USING ERRCODE = '22023';
+                RAISE EXCEPTION '%', memory._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
             END IF;
             IF smap->>'soft_delete_reason' IS NOT NULL THEN
                 PERFORM memory._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
@@ -425,7 +425,7 @@ BEGIN
             RAISE EXCEPTION 'option "weight" must be a column name' USING ERRCODE = '22023';
         END IF;
         IF memory._column_type(tbl, opts->>'weight', 'weight') <> 'float8'::regtype THEN
-            RAISE EXCEPTION 'weight column "%" of % must be double precision', opts->>'weight', tbl USING ERRCODE = '22023';
+            RAISE EXCEPTION '%', memory._column_type_message('weight', opts->>'weight', tbl::text) USING ERRCODE = '22023';
         END IF;
         a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
         IF a_id IS NULL OR memory._column_type(tbl, a_id, 'id') <> 'uuid'::regtype THEN
@@ -456,7 +456,7 @@ BEGIN
         c_state := opts->>'state';
         t := memory._column_type(tbl, c_state, 'state');
         IF t NOT IN ('memory.lifecycle_state'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION 'state column "%" of % must be memory.lifecycle_state or text, not %', c_state, tbl, t::regtype
+            RAISE EXCEPTION '%, not %', memory._column_type_message('state', c_state, tbl::text), t::regtype
                 USING ERRCODE = '22023';
         END IF;
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));

@@ -174,6 +174,12 @@ fn classify_trigger_args(
     ClassifyArgs { content, source_files, source_type, targets, org, stamps }.to_args()
 }
 
+/// The message for a mapped column of the wrong type (memory_core::protocol), for memory.govern.
+#[pg_extern(immutable, parallel_safe, strict, name = "_column_type_message")]
+fn column_type_message(role: &str, column: &str, table: &str) -> String {
+    memory_core::protocol::column_type_message(role, column, table)
+}
+
 /// An org's rules classify only for roles that may act for the org (42501): a match is a bit of
 /// its patterns.
 fn check_org(org_id: Option<&str>) {

@@ -166,6 +166,29 @@ impl AuditArgs {
     }
 }
 
+/// What a mapped column must be, by the role it plays (checked by `memory.govern` when it attaches
+/// a trigger and by the trigger when it fires, with this one message).
+pub fn expected_type(role: &str) -> &'static str {
+    match role {
+        "content" => "text or varchar",
+        "source_files" => "text[] or varchar[]",
+        "source_type" => "memory.source_type or text",
+        "org" => "text or varchar",
+        "target" => "memory.classification, text or jsonb",
+        "created_at" | "expires_at" | "purge_after" | "archive_at" | "soft_deleted_at" => "timestamptz",
+        "memory_type" => "memory.memory_type or text",
+        "weight" => "double precision",
+        "id" => "uuid",
+        "state" => "memory.lifecycle_state or text",
+        _ => "of another type",
+    }
+}
+
+/// The message for a mapped column of the wrong type.
+pub fn column_type_message(role: &str, column: &str, table: &str) -> String {
+    format!("the {role} column \"{column}\" of {table} must be {}", expected_type(role))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +218,12 @@ mod tests {
             let a = AuditArgs { id, content, org, project, workspace, user, tier, tier_json };
             prop_assert_eq!(AuditArgs::parse(&a.to_args()), Ok(a));
         }
+    }
+
+    #[test]
+    fn type_messages_name_role_column_table_and_type() {
+        assert_eq!(column_type_message("content", "body", "public.t"), "the content column \"body\" of public.t must be text or varchar");
+        assert_eq!(expected_type("expires_at"), "timestamptz");
     }
 
     #[test]

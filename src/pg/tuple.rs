@@ -4,7 +4,7 @@
 
 use super::error::MxError;
 use memory_core::classify::{SourceType, Tier};
-use memory_core::protocol::{ClassifyArgs, StampArgs};
+use memory_core::protocol::{column_type_message, ClassifyArgs, StampArgs};
 use super::maxalign;
 use pgrx::prelude::*;
 use pgrx::{direct_function_call_as_datum, varlena, IntoDatum, PgTupleDesc};
@@ -640,7 +640,7 @@ impl ClassifyColumns {
         })?;
         let content = row.column(&args.content, "content")?;
         if !is_text(content.typoid) {
-            return Err(MxError::bad_argument(format!("column \"{}\" of {} must be text to be classified", args.content, row.relname())));
+            return Err(MxError::bad_argument(column_type_message("content", &args.content, &row.relname())));
         }
         let files = match &args.source_files {
             None => None,
@@ -648,7 +648,7 @@ impl ClassifyColumns {
         };
         if let (Some(f), Some(name)) = (&files, &args.source_files) {
             if f.typoid != pg_sys::TEXTARRAYOID && f.typoid != pg_sys::VARCHARARRAYOID {
-                return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be text[]", row.relname())));
+                return Err(MxError::bad_argument(column_type_message("source_files", name, &row.relname())));
             }
         }
         let source_type = match &args.source_type {
@@ -661,7 +661,7 @@ impl ClassifyColumns {
                 } else if is_text(c.typoid) {
                     SourceTypeKind::Text
                 } else {
-                    return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be memory.source_type or text", row.relname())));
+                    return Err(MxError::bad_argument(column_type_message("source_type", name, &row.relname())));
                 };
                 Some((c, kind))
             }
@@ -702,7 +702,7 @@ impl ClassifyColumns {
         let ts = |name: &str, role: &str| -> Result<Col, MxError> {
             let c = row.column(name, role)?;
             if c.typoid != pg_sys::TIMESTAMPTZOID {
-                return Err(MxError::bad_argument(format!("column \"{name}\" of {} must be timestamptz", row.relname())));
+                return Err(MxError::bad_argument(column_type_message(role, name, &row.relname())));
             }
             Ok(c)
         };
@@ -794,7 +794,7 @@ impl ClassifyColumns {
                 MxError::bad_argument(format!("enum type of column \"{column}\" lacks the classification labels"))
             })?)
         } else {
-            return Err(MxError::bad_argument(format!("column \"{column}\" of {} must be memory.classification, text or jsonb", row.relname())));
+            return Err(MxError::bad_argument(column_type_message("target", column, &row.relname())));
         };
         Ok((c, kind))
     }
