@@ -323,7 +323,18 @@ BEGIN
                                    THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
                                    ELSE format('%I IS NULL', x) END, ' OR ')
               INTO missing FROM unnest(targets) x;
+            -- The backfill fires the table's own triggers, the caller's code: the governance gate
+            -- is closed while it runs, so that code cannot drop or replace memory_ext triggers.
+            PERFORM memory._close_governance_gate();
             n := memory._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
+            PERFORM memory._open_governance_gate(tbl);
+            -- (A table governed for the first time is not in the registry yet, which the event
+            -- trigger protects: check that the caller's code left the trigger in place.)
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_classify'
+                              AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc) THEN
+                RAISE EXCEPTION 'a trigger of % removed or disabled memory_classify during the backfill', tbl
+                    USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
+            END IF;
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE

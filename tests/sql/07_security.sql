@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(96);
+SELECT plan(99);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -287,6 +287,21 @@ SELECT throws_ok($$ SELECT memory.audit_append(E'memory\u200b.purge', '{}', 'acm
 SELECT throws_ok($$ SELECT memory.audit_append('ｍｅｍｏｒｙ.purge', '{}', 'acme') $$, '42501', NULL,
                  'and full-width forms of a reserved name are reserved too');
 RESET ROLE;
+
+-- The caller's own trigger firing during govern's backfill finds the governance gate closed.
+SET ROLE sec_owner;
+CREATE TABLE public.sec_bf (id int, content text, classification memory.classification);
+INSERT INTO public.sec_bf VALUES (1, 'a note');
+CREATE FUNCTION public.sec_bf_drop() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN DROP TRIGGER IF EXISTS memory_classify ON public.sec_bf; RETURN NEW; END$$;
+CREATE TRIGGER zz_drop AFTER UPDATE ON public.sec_bf FOR EACH ROW EXECUTE FUNCTION public.sec_bf_drop();
+SELECT throws_ok($$ SELECT memory.govern('public.sec_bf', '{"backfill": true}') $$, '42501', NULL,
+                 'a trigger of the caller''s that drops memory_classify during a first backfill is refused');
+DROP TRIGGER zz_drop ON public.sec_bf;
+SELECT lives_ok($$ SELECT memory.govern('public.sec_bf', '{"backfill": true}') $$, 'without it, the backfill runs');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM pg_trigger WHERE tgrelid = 'public.sec_bf'::regclass AND tgname = 'memory_classify'), 1::bigint,
+          'and the classify trigger is still there');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
