@@ -88,3 +88,16 @@ BEGIN
         PERFORM pg_catalog.pg_extension_config_dump(q::regclass, '');
     END LOOP;
 END $$;
+
+-- memory_ext tracks who calls it through SECURITY DEFINER functions (src/pg/identity.rs) from
+-- the moment its library is loaded; loaded in the middle of such a call, it cannot know the
+-- caller and refuses (42501) until the transaction ends. So new sessions of this database load
+-- it at start.
+DO $$
+DECLARE cur text := coalesce(current_setting('session_preload_libraries', true), '');
+BEGIN
+    IF NOT ('memory_ext' = ANY (string_to_array(replace(cur, ' ', ''), ','))) THEN
+        EXECUTE format('ALTER DATABASE %I SET session_preload_libraries = %L', current_database(),
+                       CASE WHEN btrim(cur) = '' THEN 'memory_ext' ELSE cur || ', memory_ext' END);
+    END IF;
+END $$;

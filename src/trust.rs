@@ -3,15 +3,19 @@
 //! per-transaction tenant cache, and the governance gate that lets `memory.govern` and
 //! `memory.ungovern` (and nothing else) drop memory_ext triggers.
 //!
-//! Identity. The *caller* is the role the session acts as (`SET ROLE` or the login), read with
-//! `GetOuterUserId()`, which SECURITY DEFINER functions do not change: so a definer function of
-//! ours can still ask what its caller may do. Two exceptions keep that honest:
+//! Identity. The *caller* is the user of the innermost running SECURITY DEFINER function (or
+//! function with a SET clause) that is not one of memory_ext's own, as PostgreSQL's fmgr hook
+//! reports them (`pg::identity`), else the role the session acts as (`SET ROLE` or the login).
+//! So memory_ext's own SECURITY DEFINER functions still see who called them, and another role's
+//! SECURITY DEFINER function that calls memory_ext acts with that role's identity, never with
+//! its caller's. Exceptions, all failing closed:
 //! - inside a maintenance statement that memory_ext runs as a table's owner (`AsRole`), the
-//!   caller is that owner, so code of the table's owner (its triggers, casts) never borrows the
-//!   maintenance role's orgs;
+//!   caller is that owner, so code of the table's owner never borrows the maintenance role's orgs;
 //! - inside any other security-restricted operation (PostgreSQL runs index expressions,
-//!   materialized views and the like as their owner, whoever started it) the caller is nobody:
-//!   it may act for no org.
+//!   materialized views and the like as their owner, whoever started it) the caller is nobody;
+//! - when the library was loaded in the middle of such a call (the frames below were not seen),
+//!   the caller is nobody until the transaction ends; `CREATE EXTENSION` sets
+//!   `session_preload_libraries` for its database so that new sessions load it at start.
 //!
 //! Privileged work. `AsOwner` switches to the extension owner and pins `search_path` to
 //! `pg_catalog, pg_temp` for the statements memory_ext itself sends (reading keys, rules and
@@ -95,9 +99,14 @@ pub fn caller() -> pg_sys::Oid {
         return o;
     }
     if identity::in_restricted_operation() {
-        pg_sys::InvalidOid
-    } else {
-        identity::outer_user()
+        return pg_sys::InvalidOid;
+    }
+    // Inside another role's SECURITY DEFINER function (or any function with a SET clause), that
+    // function's user; memory_ext's own functions are looked through.
+    match identity::innermost_foreign_frame_user(memory_schema()) {
+        Err(()) => pg_sys::InvalidOid,
+        Ok(Some(user)) => user,
+        Ok(None) => identity::outer_user(),
     }
 }
 
@@ -196,7 +205,9 @@ pub fn require_org(org: Option<&str>) -> Result<(), MxError> {
 
 pub fn role_name(oid: pg_sys::Oid) -> String {
     if oid == pg_sys::InvalidOid {
-        return "(none: a security-restricted operation)".into();
+        return "(unknown: inside a security-restricted operation, or memory_ext loaded in the middle of a SECURITY DEFINER call; \
+                its database sets session_preload_libraries = memory_ext for new sessions)"
+            .into();
     }
     identity::role_name(oid).unwrap_or_else(|| format!("oid {}", oid.to_u32()))
 }
@@ -207,6 +218,7 @@ pub fn gate_open(relid: pg_sys::Oid) -> bool {
 }
 
 fn transaction_end() {
+    identity::reset_frames();
     GATE.with(|g| g.borrow_mut().clear());
     OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
 }
@@ -223,6 +235,7 @@ fn relcache(relid: pg_sys::Oid) {
 }
 
 pub fn init() {
+    identity::install_frame_hook();
     callbacks::on_transaction_end(transaction_end);
     // An error caught inside govern/ungovern must not leave their gate open.
     callbacks::on_subtransaction_abort(|| GATE.with(|g| g.borrow_mut().clear()));

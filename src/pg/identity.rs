@@ -108,3 +108,87 @@ impl Drop for Switched {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Who called: a stack of the functions PostgreSQL runs through fmgr_security_definer (every
+// SECURITY DEFINER function and every function with a SET clause), each with the user it runs
+// as. memory_ext's caller is the user of the innermost frame that is not one of memory_ext's own
+// functions, or the session's role when there is none: so a SECURITY DEFINER function of another
+// role that calls memory_ext acts with that role's identity, never its caller's.
+
+use std::cell::{Cell, RefCell};
+
+#[derive(Clone, Copy)]
+struct Frame {
+    func: pg_sys::Oid,
+    user: pg_sys::Oid,
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    // The library was loaded while such frames were already running (they were not seen): until
+    // the transaction ends, the caller is unknown, and memory_ext treats it as nobody.
+    static LOADED_LATE: Cell<bool> = const { Cell::new(false) };
+    static PREV_FMGR_HOOK: Cell<pg_sys::fmgr_hook_type> = const { Cell::new(None) };
+}
+
+/// # Safety
+/// Called by PostgreSQL's fmgr_security_definer around a function call, on the backend thread,
+/// with the function's FmgrInfo.
+#[pg_guard]
+unsafe extern "C-unwind" fn fmgr_hook(event: pg_sys::FmgrHookEventType::Type, flinfo: *mut pg_sys::FmgrInfo, arg: *mut pg_sys::Datum) {
+    if let Some(prev) = PREV_FMGR_HOOK.with(Cell::get) {
+        // SAFETY: the previous hook, with the arguments PostgreSQL gave us.
+        unsafe { prev(event, flinfo, arg) };
+    }
+    match event {
+        pg_sys::FmgrHookEventType::FHET_START => {
+            // SAFETY: flinfo is the FmgrInfo of the function being called; GetUserId reads a global.
+            let frame = Frame { func: unsafe { (*flinfo).fn_oid }, user: unsafe { pg_sys::GetUserId() } };
+            FRAMES.with(|f| f.borrow_mut().push(frame));
+        }
+        _ => {
+            FRAMES.with(|f| {
+                f.borrow_mut().pop();
+            });
+        }
+    }
+}
+
+/// Installs the frame hook (chained after any earlier one); called once from `_PG_init`. When the
+/// library is loaded inside a running SECURITY DEFINER function or security-restricted operation,
+/// the frames below are unknown for the rest of the transaction.
+pub fn install_frame_hook() {
+    // SAFETY: reads and replaces the global hook pointer once, at library load, keeping the
+    // previous one to chain to.
+    unsafe {
+        PREV_FMGR_HOOK.with(|c| c.set(pg_sys::fmgr_hook));
+        pg_sys::fmgr_hook = Some(fmgr_hook);
+        if pg_sys::InLocalUserIdChange() || pg_sys::InSecurityRestrictedOperation() {
+            LOADED_LATE.with(|c| c.set(true));
+        }
+    }
+}
+
+/// At transaction end every frame has returned.
+pub fn reset_frames() {
+    FRAMES.with(|f| f.borrow_mut().clear());
+    LOADED_LATE.with(|c| c.set(false));
+}
+
+/// The user of the innermost running frame whose function is not in schema `ours`; None when
+/// there is none; Err(()) when the frames are unknown (library loaded late in this transaction).
+pub fn innermost_foreign_frame_user(ours: pg_sys::Oid) -> Result<Option<pg_sys::Oid>, ()> {
+    if LOADED_LATE.with(Cell::get) {
+        return Err(());
+    }
+    let frames: Vec<Frame> = FRAMES.with(|f| f.borrow().clone());
+    for fr in frames.iter().rev() {
+        // SAFETY: a syscache lookup of a function oid.
+        let nsp = unsafe { pg_sys::get_func_namespace(fr.func) };
+        if nsp != ours {
+            return Ok(Some(fr.user));
+        }
+    }
+    Ok(None)
+}

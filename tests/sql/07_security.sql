@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(99);
+SELECT plan(103);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -18,7 +18,7 @@ SELECT memory.grant_org('sec_writer2', 'globex');
 SELECT memory.grant_org('sec_admin', 'acme');
 SELECT memory.grant_org('sec_star', '*');
 SELECT memory.grant_org('sec_owner', 'acme');
-GRANT CREATE ON SCHEMA public TO sec_owner, sec_mallory, sec_writer;
+GRANT CREATE ON SCHEMA public TO sec_owner, sec_mallory, sec_writer, sec_admin;
 
 -- Tenant data written by the owner.
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
@@ -302,6 +302,31 @@ SELECT lives_ok($$ SELECT memory.govern('public.sec_bf', '{"backfill": true}') $
 RESET ROLE;
 SELECT is((SELECT count(*) FROM pg_trigger WHERE tgrelid = 'public.sec_bf'::regclass AND tgname = 'memory_classify'), 1::bigint,
           'and the classify trigger is still there');
+
+-- Found by the second review: another role's SECURITY DEFINER function that calls memory_ext
+-- acts with that role's identity, never with its caller's (a superuser's, an admin's of another org).
+CREATE TABLE public.sec_ran_as (who text);
+GRANT INSERT ON public.sec_ran_as TO PUBLIC;
+SET ROLE sec_mallory;
+CREATE TABLE public.sec_m (content text, classification memory.classification);
+INSERT INTO public.sec_m VALUES ('hello');
+CREATE FUNCTION public.sec_m_trg() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.sec_ran_as VALUES (current_user); RETURN NEW; END$$;
+CREATE TRIGGER zz BEFORE UPDATE ON public.sec_m FOR EACH ROW EXECUTE FUNCTION public.sec_m_trg();
+CREATE FUNCTION public.sec_version() RETURNS text LANGUAGE plpgsql SECURITY DEFINER AS
+  $$BEGIN PERFORM memory.govern('public.sec_m', '{"backfill": true}'); RETURN 'v1'; END$$;
+CREATE FUNCTION public.sec_steal() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS
+  $$BEGIN RETURN (SELECT count(*) FROM memory.recall('globex', 'billing')); END$$;
+RESET ROLE;
+SELECT lives_ok($$ SELECT public.sec_version() $$, 'a superuser calls a function of mallory''s that governs mallory''s table');
+SELECT is((SELECT array_agg(DISTINCT who) FROM public.sec_ran_as), ARRAY['sec_mallory'],
+          'mallory''s trigger ran as mallory, not as the superuser who called');
+SET ROLE sec_admin;
+CREATE FUNCTION public.sec_grab() RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER AS
+  $$BEGIN RETURN memory.grant_org('sec_admin', 'globex'); END$$;
+RESET ROLE;
+SELECT throws_ok($$ SELECT public.sec_grab() $$, '42501', NULL, 'an acme admin''s function cannot grant itself globex, whoever calls it');
+SELECT throws_ok($$ SELECT public.sec_steal() $$, '42501', NULL, 'nor can mallory''s function recall globex with its caller''s rights');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
