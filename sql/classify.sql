@@ -329,12 +329,17 @@ BEGIN
             n := memory._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
             PERFORM memory._open_governance_gate(tbl);
             -- (A table governed for the first time is not in the registry yet, which the event
-            -- trigger protects: check that the caller's code left the trigger in place.)
+            -- trigger protects: whatever the caller's code did to memory_classify during the
+            -- backfill, it is removed and created again as govern means it.)
             IF NOT EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_classify'
-                              AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc) THEN
-                RAISE EXCEPTION 'a trigger of % removed or disabled memory_classify during the backfill', tbl
+                              AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc AND tg.tgqual IS NULL) THEN
+                RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
                     USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
             END IF;
+            PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
+                           'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
+                           (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE
@@ -497,6 +502,7 @@ DECLARE
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
+    prev     jsonb;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -510,6 +516,21 @@ BEGIN
         RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
             USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
     END IF;
+    -- Only plain tables without inheritance or rules: a partition, a child table or a DO INSTEAD
+    -- rule would let writes go around the triggers.
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = tbl) <> 'r'
+       OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION '% is not a plain table without inheritance or partitions', tbl
+            USING ERRCODE = '22023', HINT = 'Govern a plain table; partitioned and inherited tables could write around its triggers.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = tbl AND r.rulename <> '_RETURN') THEN
+        RAISE EXCEPTION '% has rules', tbl USING ERRCODE = '22023', HINT = 'Drop its rules first: they could divert writes around governance.';
+    END IF;
+    -- memory_ext's own tables are governed by CREATE EXTENSION alone.
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
+        RAISE EXCEPTION '% is managed by memory_ext', tbl USING ERRCODE = '55000';
+    END IF;
+    prev := (SELECT g.options FROM memory.governance_registry g WHERE g.relid = tbl);
     PERFORM memory._open_governance_gate(tbl);
     FOR k IN SELECT jsonb_object_keys(opts) LOOP
         IF NOT k = ANY (known) THEN
@@ -529,6 +550,11 @@ BEGIN
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
         PERFORM memory._register_governed(tbl, eff);
+        -- Every change of a table's governance is on the platform chain (a weaker mapping too).
+        IF prev IS DISTINCT FROM eff AND NOT memory._creating_extension() THEN
+            PERFORM memory._audit_append_system('memory.govern.attach',
+                jsonb_build_object('table', tbl::text, 'previous', prev, 'options', eff), NULL);
+        END IF;
     ELSE
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._unregister_governed(tbl);

@@ -56,6 +56,13 @@ BEGIN
     END IF;
     IF TG_EVENT = 'ddl_command_end' THEN
         FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
+            -- A child table of a governed table would take writes around its triggers.
+            IF r.command_tag IN ('CREATE TABLE', 'ALTER TABLE') AND EXISTS (
+                   SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhparent
+                    WHERE i.inhrelid = r.objid) THEN
+                RAISE EXCEPTION 'a governed table takes no child tables' USING ERRCODE = '42501',
+                    HINT = 'Writes into a child table would go around the parent''s memory_ext triggers.';
+            END IF;
             IF r.command_tag = 'ALTER TABLE' THEN
                 CONTINUE WHEN memory._governance_gate_open(r.objid);
                 FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
@@ -108,7 +115,7 @@ BEGIN
         END LOOP;
     END IF;
 END $$;
-CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE')
+CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE', 'CREATE TABLE')
     EXECUTE FUNCTION memory._guard_governance_ddl();
 CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
     EXECUTE FUNCTION memory._guard_governance_ddl();

@@ -123,12 +123,18 @@ AS $$
 $$;
 COMMENT ON FUNCTION memory.my_orgs() IS 'The orgs granted to the calling role (directly or through roles it inherits); ''*'' means every org.';
 
--- Owner, superuser, or a memory_admin member who may act for the org ('*' only for the first two).
-CREATE FUNCTION memory._may_administer(org text)
+-- Owner, superuser, or a memory_admin member who may act for the org ('*' only for the first
+-- two) and, for a grant or revoke, holds ADMIN OPTION on the target role.
+CREATE FUNCTION memory._may_administer(org text, target oid DEFAULT NULL)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT memory._is_unrestricted() OR (
         org OPERATOR(pg_catalog.<>) '*'
+        AND (target IS NULL OR (
+            -- an org admin binds only roles it administers, never memory_ext's group roles
+            pg_catalog.pg_has_role(memory._caller(), target, 'MEMBER WITH ADMIN OPTION')
+            AND (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) target)
+                OPERATOR(pg_catalog.<>) ALL (ARRAY['memory_reader', 'memory_writer', 'memory_admin']::name[])))
         AND pg_catalog.to_regrole('memory_admin') IS NOT NULL
         AND memory._caller() IS NOT NULL
         AND pg_catalog.pg_has_role(memory._caller(), 'memory_admin', 'USAGE')
@@ -143,9 +149,9 @@ BEGIN
     IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory._blank(org_id) OR length(org_id) > 200)) THEN
         RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
     END IF;
-    IF NOT memory._may_administer(org_id) THEN
+    IF NOT memory._may_administer(org_id, role::oid) THEN
         RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
-            USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org grants it; only the first two grant ''*''.';
+            USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org holding ADMIN OPTION on the role grants it; only the first two grant ''*'' or bind memory_ext''s group roles.';
     END IF;
     INSERT INTO memory.org_grants (role_name, org_id, granted_by)
     SELECT r.rolname, grant_org.org_id, coalesce(memory._caller()::regrole::text, current_user)
@@ -169,7 +175,7 @@ BEGIN
     IF role IS NULL OR org_id IS NULL THEN
         RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
     END IF;
-    IF NOT memory._may_administer(org_id) THEN
+    IF NOT memory._may_administer(org_id, role::oid) THEN
         RAISE EXCEPTION 'role % may not revoke org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
             USING ERRCODE = '42501';
     END IF;

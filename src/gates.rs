@@ -100,3 +100,9 @@ fn audit_move_gate(open: bool) -> bool {
 fn audit_move_gate_open() -> bool {
     AUDIT_MOVE.with(Cell::get)
 }
+
+/// Whether CREATE EXTENSION (or ALTER EXTENSION UPDATE) is running its script.
+#[pg_extern(volatile, name = "_creating_extension")]
+fn creating_extension() -> bool {
+    crate::pg::xact::creating_extension()
+}

@@ -27,6 +27,7 @@ pub const DECAY_DELETED: &str = "memory.job.decay.deleted";
 pub const DECAY_COMPLETED: &str = "memory.job.decay.completed";
 pub const RECHECK_ENQUEUED: &str = "research.freshness_confidence.enqueued";
 pub const RECHECK_TICK: &str = "research.freshness_confidence.tick";
+pub const GOVERN_ATTACH: &str = "memory.govern.attach";
 pub const GOVERN_UNGOVERN: &str = "memory.govern.ungovern";
 pub const GOVERN_TRUNCATE: &str = "memory.govern.truncate";
 pub const GOVERN_DROP_TABLE: &str = "memory.govern.drop_table";
@@ -38,7 +39,7 @@ pub const ALL: &[&str] = &[
     STORE, DELETE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
-    GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE,
+    GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

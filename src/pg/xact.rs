@@ -31,3 +31,9 @@ pub fn strong_random(buf: &mut [u8]) -> bool {
     // SAFETY: writes exactly buf.len() bytes into buf.
     unsafe { pg_sys::pg_strong_random(buf.as_mut_ptr().cast(), buf.len()) }
 }
+
+/// Whether this backend is running an extension's install or update script.
+pub fn creating_extension() -> bool {
+    // SAFETY: reads a backend global.
+    unsafe { pg_sys::creating_extension }
+}

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(103);
+SELECT plan(111);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -33,8 +33,14 @@ UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-00
 SELECT count(*) FROM memory.freshness_recheck();
 CREATE TEMP TABLE chains AS SELECT chain_id, seq FROM memory.audit_heads;
 GRANT SELECT ON chains TO PUBLIC;
+-- Tenant chains other than acme are as they were, and the platform chain holds nothing but
+-- memory_ext's governance records (govern of the attackers' own tables writes those).
 CREATE FUNCTION pg_temp.chains_unchanged() RETURNS boolean LANGUAGE sql AS $$
-  SELECT NOT EXISTS (SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id <> 'acme' EXCEPT SELECT chain_id, seq FROM chains WHERE chain_id <> 'acme') $$;
+  SELECT NOT EXISTS (SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id NOT IN ('acme', '')
+                     EXCEPT SELECT chain_id, seq FROM chains WHERE chain_id NOT IN ('acme', ''))
+     AND NOT EXISTS (SELECT 1 FROM memory.audit_log l WHERE l.chain_id = ''
+                        AND l.seq > coalesce((SELECT c.seq FROM chains c WHERE c.chain_id = ''), 0)
+                        AND l.event_type NOT LIKE 'memory.govern.%' AND l.event_type NOT LIKE 'memory.org.%') $$;
 
 -- ---------------------------------------------------------------------------------------------
 -- 1. No role runs code as the extension owner through the audit trigger.
@@ -215,10 +221,12 @@ SELECT lives_ok($$ SELECT memory.ungovern('public.sec_notes') $$, 'ungovern remo
 SELECT lives_ok($$ SELECT memory.govern('public.sec_notes', '{"audit": true}') $$, 'govern again');
 SELECT lives_ok($$ DROP TABLE public.sec_notes $$, 'DROP TABLE of a governed table');
 RESET ROLE;
-SELECT results_eq($$ SELECT event_type, payload->>'table' FROM memory.audit_log WHERE event_type LIKE 'memory.govern.%' AND chain_id = '' ORDER BY seq $$,
-                  $$ VALUES ('memory.govern.truncate', 'public.sec_notes'), ('memory.govern.ungovern', 'public.sec_notes'),
+SELECT results_eq($$ SELECT event_type, payload->>'table' FROM memory.audit_log
+                     WHERE event_type LIKE 'memory.govern.%' AND chain_id = '' AND payload->>'table' = 'public.sec_notes' ORDER BY seq $$,
+                  $$ VALUES ('memory.govern.attach', 'public.sec_notes'), ('memory.govern.truncate', 'public.sec_notes'),
+                            ('memory.govern.ungovern', 'public.sec_notes'), ('memory.govern.attach', 'public.sec_notes'),
                             ('memory.govern.drop_table', 'public.sec_notes') $$,
-                  'ungovern, TRUNCATE and DROP TABLE are on the platform chain');
+                  'govern, ungovern, TRUNCATE and DROP TABLE are on the platform chain');
 SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid::text = 'public.sec_notes'), 0::bigint, 'and the registry forgot it');
 SELECT results_eq($$ SELECT bool_and(ok) FROM memory.audit_verify() $$, $$ VALUES (true) $$, 'every chain verifies');
 
@@ -327,6 +335,28 @@ CREATE FUNCTION public.sec_grab() RETURNS boolean LANGUAGE plpgsql SECURITY DEFI
 RESET ROLE;
 SELECT throws_ok($$ SELECT public.sec_grab() $$, '42501', NULL, 'an acme admin''s function cannot grant itself globex, whoever calls it');
 SELECT throws_ok($$ SELECT public.sec_steal() $$, '42501', NULL, 'nor can mallory''s function recall globex with its caller''s rights');
+
+-- Partitions, child tables and rules could route writes around the triggers: not governed.
+SET ROLE sec_owner;
+CREATE TABLE public.sec_pt (org_id text, content text, classification memory.classification) PARTITION BY LIST (org_id);
+CREATE TABLE public.sec_pt_acme PARTITION OF public.sec_pt FOR VALUES IN ('acme');
+SELECT throws_ok($$ SELECT memory.govern('public.sec_pt', '{"audit": true}') $$, '22023', NULL, 'a partitioned table is not governed');
+SELECT throws_ok($$ SELECT memory.govern('public.sec_pt_acme', '{"audit": true}') $$, '22023', NULL, 'nor a partition');
+CREATE TABLE public.sec_ru (org_id text, content text, classification memory.classification);
+CREATE TABLE public.sec_ru_shadow (LIKE public.sec_ru);
+CREATE RULE divert AS ON INSERT TO public.sec_ru DO INSTEAD INSERT INTO public.sec_ru_shadow VALUES (NEW.*);
+SELECT throws_ok($$ SELECT memory.govern('public.sec_ru', '{"audit": true}') $$, '22023', NULL, 'nor a table with rules');
+SELECT throws_ok($$ CREATE TABLE public.sec_child () INHERITS (public.sec_app) $$, '42501', NULL, 'nor may a governed table get a child table');
+RESET ROLE;
+SELECT throws_ok($$ SELECT memory.govern('memory.observations', '{"classify": false}') $$, '55000', NULL,
+                 'memory_ext''s own tables are governed by CREATE EXTENSION alone, even for a superuser');
+
+-- An org admin binds only roles it administers, never memory_ext's group roles.
+SET ROLE sec_admin;
+SELECT throws_ok($$ SELECT memory.grant_org('memory_writer', 'acme') $$, '42501', NULL, 'an acme admin cannot bind memory_writer to acme');
+SELECT throws_ok($$ SELECT memory.grant_org('sec_writer2', 'acme') $$, '42501', NULL, 'nor a role it does not administer');
+SELECT throws_ok($$ SELECT memory.revoke_org('sec_writer', 'acme') $$, '42501', NULL, 'nor revoke one');
+RESET ROLE;
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
