@@ -20,8 +20,8 @@ CREATE TABLE memory.observation_weight_history (
     org_id          text NOT NULL,
     project_id      text,
     recorded_at     timestamptz NOT NULL DEFAULT now(),
-    -- Each (session, observation) pair is applied once.
-    UNIQUE (session_id, observation_id)
+    -- Each (session, observation) pair of an org is applied once.
+    UNIQUE (session_id, org_id, observation_id)
 );
 CREATE INDEX observation_weight_history_obs ON memory.observation_weight_history (observation_id);
 COMMENT ON TABLE memory.observation_weight_history IS 'One row per applied weight update (seed columns); alpha is the one used, doubled for misleading observations.';
@@ -53,7 +53,7 @@ AS $$
            count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted')::int,
            o.weight
       FROM memory.observation_weight_history h
-      JOIN memory.observations o ON o.id = h.observation_id
+      JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
        AND o.soft_deleted_at IS NULL
      GROUP BY h.observation_id, o.weight

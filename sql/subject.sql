@@ -20,7 +20,7 @@ BEGIN
     SELECT count(*) INTO held FROM memory.observations o
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory._held(o.org_id, o.user_id, o.id);
     DELETE FROM memory.observation_weight_history h USING memory.observations o
-     WHERE h.observation_id = o.id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+     WHERE h.observation_id = o.id AND h.org_id = o.org_id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT memory._held(o.org_id, o.user_id, o.id);
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
     DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
@@ -96,7 +96,7 @@ BEGIN
       FROM memory.observations_archive a
      WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND (include_restricted OR a.classification <> 'restricted');
     SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
-      FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id
+      FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
        AND (include_restricted OR o.classification <> 'restricted');
     FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP

@@ -203,15 +203,20 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             }
         }
 
-        let key: Vec<pgrx::Uuid> = unique.clone();
+        // History is per (org, observation): a uuid that another tenant's table happens to hold
+        // never shares its sessions or its counts.
+        let key: Vec<pgrx::Uuid> = unique.iter().filter(|u| found.contains_key(u.as_bytes())).copied().collect();
+        let key_orgs: Vec<String> = key.iter().map(|u| found[u.as_bytes()].org.clone()).collect();
         let mut recorded = HashSet::new();
         let owner = AsOwner::enter()?;
         for row in client
             .select(
                 "SELECT h.observation_id FROM memory.observation_weight_history h
-                  WHERE h.session_id OPERATOR(pg_catalog.=) $1 AND h.observation_id OPERATOR(pg_catalog.=) ANY($2)",
+                   JOIN unnest($2::pg_catalog.uuid[], $3::pg_catalog.text[]) AS k(id, org)
+                     ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
+                  WHERE h.session_id OPERATOR(pg_catalog.=) $1",
                 None,
-                &[session.into(), key.clone().into()],
+                &[session.into(), key.clone().into(), key_orgs.clone().into()],
             )
             .map_err(MxError::spi_in("feedback"))?
         {
@@ -225,9 +230,12 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 "SELECT h.observation_id,
                         pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
                         pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')
-                   FROM memory.observation_weight_history h WHERE h.observation_id OPERATOR(pg_catalog.=) ANY($1) GROUP BY 1",
+                   FROM memory.observation_weight_history h
+                   JOIN unnest($1::pg_catalog.uuid[], $2::pg_catalog.text[]) AS k(id, org)
+                     ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
+                  GROUP BY 1",
                 None,
-                &[key.into()],
+                &[key.into(), key_orgs.into()],
             )
             .map_err(MxError::spi_in("feedback"))?
         {

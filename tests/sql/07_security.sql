@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(111);
+SELECT plan(112);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -356,6 +356,20 @@ SET ROLE sec_admin;
 SELECT throws_ok($$ SELECT memory.grant_org('memory_writer', 'acme') $$, '42501', NULL, 'an acme admin cannot bind memory_writer to acme');
 SELECT throws_ok($$ SELECT memory.grant_org('sec_writer2', 'acme') $$, '42501', NULL, 'nor a role it does not administer');
 SELECT throws_ok($$ SELECT memory.revoke_org('sec_writer', 'acme') $$, '42501', NULL, 'nor revoke one');
+RESET ROLE;
+
+-- Feedback history is per org: a uuid another tenant's table holds shares no sessions or counts.
+INSERT INTO memory.observations (id, org_id, content) VALUES ('b0000000-0000-0000-0000-0000000000ff', 'globex', 'shared id');
+SET ROLE sec_owner;
+INSERT INTO public.sec_app (id, org_id, content) VALUES ('b0000000-0000-0000-0000-0000000000ff', 'acme', 'shared id');
+SELECT count(*) FROM generate_series(1, 3) g,
+       LATERAL memory.record_outcome('r' || g, 'rejected', ARRAY['b0000000-0000-0000-0000-0000000000ff'::uuid]) o WHERE o.applied;
+RESET ROLE;
+SET ROLE sec_writer2;
+SET memory.org_id = 'globex';
+SELECT is((SELECT alpha FROM memory.record_outcome('r1', 'rejected', ARRAY['b0000000-0000-0000-0000-0000000000ff'::uuid])), 0.15::float8,
+          'another org''s failures on a row with the same id neither count against this one nor block its session');
+RESET memory.org_id;
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------------------------
