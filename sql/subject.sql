@@ -80,6 +80,9 @@ DECLARE
     hist     jsonb;
     manifest jsonb := '{}';
     s        record;
+    t        record;
+    r        jsonb;
+    tables   jsonb := '{}';
     scope    text;
 BEGIN
     IF memory._blank(subject) THEN
@@ -104,11 +107,41 @@ BEGIN
             'count', jsonb_array_length(s.rows),
             'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
     END LOOP;
+    -- Governed application tables with a user column (what erase_subject deletes), read as each
+    -- table's owner, rows of orgs that owner may act for (and of the acting org when scoped).
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col,
+                    coalesce(g.options->>'audit_tier', g.options->'target'->>0) AS tier_col
+               FROM memory.governance_registry g
+              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
+              ORDER BY g.relid::text LOOP
+        CONTINUE WHEN scope IS NOT NULL AND t.org_col IS NULL;
+        BEGIN
+            r := memory._exec_as_table_owner(t.table_name, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
+                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s%s',
+                t.table_name, t.col,
+                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
+                CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
+                     WHEN memory._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
+                          THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
+                     ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END),
+                ARRAY[subject, scope]);
+        EXCEPTION WHEN OTHERS THEN
+            r := jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+        END;
+        tables := tables || jsonb_build_object(t.table_name::text, r);
+        IF jsonb_typeof(r) = 'array' THEN
+            manifest := manifest || jsonb_build_object('table:' || t.table_name::text, jsonb_build_object(
+                'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
+        END IF;
+    END LOOP;
     PERFORM memory._audit('memory.export',
         jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'manifest', manifest,
-                              'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist));
+                              'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
+                                                             'tables', tables));
 END $$;
 COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
   'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
@@ -143,12 +176,17 @@ BEGIN
     IF memory._blank(to_project_id) THEN
         RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
     END IF;
-    FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at
+    FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at,
+                    u.ord > min(u.ord) OVER (PARTITION BY u.id) AS repeated
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
                LEFT JOIN memory.observations o ON o.id = u.id AND memory._may_act_for(o.org_id)
               ORDER BY u.ord LOOP
         id := r.uid;
-        IF r.oid IS NULL THEN
+        IF r.repeated THEN
+            -- An id given again is reported, not moved again (a row updated 100,000 times in one
+            -- statement would cost that many row versions).
+            transferred := false; reason := 'duplicate_in_call';
+        ELSIF r.oid IS NULL THEN
             transferred := false; reason := 'not_found';
         ELSIF r.soft_deleted_at IS NOT NULL THEN
             transferred := false; reason := 'soft_deleted';
@@ -173,26 +211,50 @@ COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
 -- ------------------------------------------------------------------------------------------------
 -- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.
 
+-- Every maintenance run is recorded, so a pg_cron job's result is visible in SQL (SPEC §9).
+CREATE TABLE memory.maintenance_runs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at          timestamptz NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at timestamptz,
+    phases      jsonb NOT NULL DEFAULT '{}',
+    sqlstate    text,
+    error       text
+);
+COMMENT ON TABLE memory.maintenance_runs IS
+  'One row per memory.run_maintenance: when, what each phase did, and the error that stopped it (its work is then rolled back).';
+SELECT pg_catalog.pg_extension_config_dump('memory.maintenance_runs', '');
+
 CREATE FUNCTION memory.run_maintenance(at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ret   jsonb;
-    parts int;
+    ret    jsonb;
+    parts  int;
+    run_id bigint;
+    result jsonb;
 BEGIN
-    IF at IS NULL THEN
-        RAISE EXCEPTION 'memory.run_maintenance needs a time' USING ERRCODE = '22023';
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'memory.run_maintenance needs a finite time' USING ERRCODE = '22023';
     END IF;
-    RAISE NOTICE 'memory maintenance: retention and archive as of %', at;
-    ret := memory.run_retention(false, at);
-    RAISE NOTICE 'memory maintenance: retention done: %', ret;
-    RAISE NOTICE 'memory maintenance: audit partitions';
-    parts := memory.audit_ensure_partitions(3, at);
-    RAISE NOTICE 'memory maintenance: % audit partition(s) created', parts;
-    RETURN jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'at', at);
+    INSERT INTO memory.maintenance_runs (at) VALUES (at) RETURNING id INTO run_id;
+    BEGIN
+        RAISE NOTICE 'memory maintenance: retention and archive as of %', at;
+        ret := memory.run_retention(false, at);
+        parts := memory.audit_ensure_partitions(3, at);
+        RAISE NOTICE 'memory maintenance: % audit partition(s) created', parts;
+        result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'at', at);
+        UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
+    EXCEPTION WHEN OTHERS THEN
+        -- The phases' work is rolled back; the run and its error stay recorded.
+        UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), sqlstate = SQLSTATE, error = SQLERRM WHERE id = run_id;
+        RAISE WARNING 'memory maintenance failed: % (%)', SQLERRM, SQLSTATE;
+        result := jsonb_build_object('error', SQLERRM, 'sqlstate', SQLSTATE, 'at', at);
+    END;
+    RETURN result || jsonb_build_object('run_id', run_id);
 END $$;
 COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
-  'Periodic work in one call, with a NOTICE per phase: run_retention (soft delete, hard delete, archive) and audit partitions ahead. Schedule it with memory.schedule_maintenance.';
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive) and audit partitions ahead, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
 
 CREATE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp

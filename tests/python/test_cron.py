@@ -20,9 +20,14 @@ def test_schedule_maintenance_with_pg_cron(port):
             assert c.execute("SELECT schedule FROM cron.job WHERE jobid = %s", (again,)).fetchone() == ("0 * * * *",)
             # The scheduled command itself runs.
             out = c.execute("SELECT memory.run_maintenance()").fetchone()[0]
-            assert set(out) == {"retention", "audit_partitions_created", "at"}
+            assert set(out) == {"retention", "audit_partitions_created", "at", "run_id"}
+            # ...and is recorded, so a pg_cron run's result is visible in SQL.
+            run = c.execute("SELECT finished_at IS NOT NULL, error, phases ? 'retention' FROM memory.maintenance_runs WHERE id = %s",
+                            (out["run_id"],)).fetchone()
+            assert run == (True, None, True)
             assert c.execute("SELECT memory.unschedule_maintenance()").fetchone() == (True,)
             assert c.execute("SELECT count(*) FROM cron.job WHERE jobname = 'memory_ext maintenance'").fetchone() == (0,)
         finally:
             c.execute("DROP EXTENSION IF EXISTS memory_ext CASCADE")
+            c.execute("ALTER DATABASE postgres RESET session_preload_libraries")
             c.execute("DROP EXTENSION IF EXISTS pg_cron")

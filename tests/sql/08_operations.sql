@@ -1,6 +1,6 @@
 -- SQL-level suite for operations and bad input (SPEC §7, §9; issue 13, the parts built so far).
 BEGIN;
-SELECT plan(19);
+SELECT plan(24);
 
 -- Whitespace-only text is blank wherever a non-blank argument is required.
 INSERT INTO memory.observations (id, org_id, user_id, task_id, content) VALUES
@@ -42,6 +42,23 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND table
           'the archive by user');
 SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'recheck_tasks' AND indexdef LIKE '%(claim_id)%'),
           're-check tasks by claim');
+
+-- Maintenance runs are recorded; an export covers governed application tables; a repeated id
+-- is transferred once.
+SELECT ok((memory.run_maintenance() ? 'run_id'), 'run_maintenance returns its run');
+SELECT is((SELECT count(*) FROM memory.maintenance_runs WHERE finished_at IS NOT NULL AND error IS NULL), 1::bigint, 'and records it');
+CREATE TABLE public.app_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, user_id text, content text,
+                               classification memory.classification);
+SELECT memory.govern('public.app_notes', '{"audit": true}');
+INSERT INTO public.app_notes (org_id, user_id, content) VALUES ('acme', 'u1', 'app note'), ('acme', 'u1', 'ssn 123-45-6789');
+SELECT is((SELECT jsonb_array_length(memory.export_subject('u1')->'sections'->'tables'->'public.app_notes')), 1,
+          'export_subject includes governed tables (restricted rows only when asked)');
+SELECT is((SELECT jsonb_array_length(memory.export_subject('u1', true)->'sections'->'tables'->'public.app_notes')), 2,
+          'and all of them when asked');
+SELECT is((SELECT array_agg(reason ORDER BY ord) FROM memory.transfer_observations(
+              ARRAY['a0000000-0000-0000-0000-000000000001', 'a0000000-0000-0000-0000-000000000001']::uuid[], 'p2')
+              WITH ORDINALITY AS t(id, transferred, reason, ord)),
+          ARRAY['transferred', 'duplicate_in_call'], 'a repeated id is transferred once');
 
 SELECT * FROM finish();
 ROLLBACK;
