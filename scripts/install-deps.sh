@@ -7,7 +7,7 @@ PGRX_VERSION=0.18.1
 PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 
 need=()
-for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo postgresql-15-pgtap postgresql-15-cron python3-venv; do
+for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo postgresql-15-pgtap postgresql-15-cron python3-venv faketime; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

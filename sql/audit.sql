@@ -289,6 +289,14 @@ BEGIN
     IF before IS NULL THEN
         RAISE EXCEPTION 'memory.audit_seal needs a time' USING ERRCODE = '22023';
     END IF;
+    -- Only finished months: a partition that can still receive entries, once sealed, would have
+    -- those entries dropped by audit_prune (a permanent gap), and its month could not be made again.
+    IF before > date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' THEN
+        RAISE EXCEPTION 'memory.audit_seal seals finished months only: % is after the start of the current month', before
+            USING ERRCODE = '22023',
+                  HINT = 'Pass a time at or before ' || (date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')::text
+                          || '; the current month can be sealed once it has ended.';
+    END IF;
     FOR p IN
         SELECT child.relname AS name,
                (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
@@ -324,7 +332,7 @@ BEGIN
     END LOOP;
 END $$;
 COMMENT ON FUNCTION memory.audit_seal(timestamptz) IS
-  'Seal every monthly audit partition that ends at or before `before`: per chain, first/last seq, last hash and RFC 9162 Merkle root.';
+  'Seal every monthly audit partition that ends at or before `before` (at most the start of the current month, else 22023): per chain, first/last seq, last hash and RFC 9162 Merkle root.';
 
 CREATE FUNCTION memory.audit_prune(before timestamptz)
 RETURNS int LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
