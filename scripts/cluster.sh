@@ -4,6 +4,8 @@
 #   cluster.sh stop NAME
 #   cluster.sh port NAME
 # Idempotent: start on a running cluster prints its port.
+# With MEMORY_EXT_FAKETIME_FILE set, the server runs under libfaketime and reads its clock offset
+# from that file on every call (e.g. "+0", "+3024000"): tests move a running cluster into a later month.
 set -euo pipefail
 cmd=${1:?start|stop|port}; name=${2:?cluster name}
 bin=$(/usr/bin/pg_config --bindir)
@@ -32,7 +34,15 @@ case $cmd in
     if [ -f /usr/lib/postgresql/15/lib/pg_cron.so ]; then
       extra="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres"
     fi
-    as_pg "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
+    # RUST_BACKTRACE as a developer's server might have it: no backtrace may reach a client anyway
+    # (tests/python/test_error_fields.py).
+    clock=(env RUST_BACKTRACE=1)
+    if [ -n "${MEMORY_EXT_FAKETIME_FILE:-}" ]; then
+      lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)
+      [ -n "$lib" ] || { echo "libfaketime is not installed (Debian package faketime)" >&2; exit 1; }
+      clock+=("LD_PRELOAD=$lib" "FAKETIME_TIMESTAMP_FILE=$MEMORY_EXT_FAKETIME_FILE" FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1)
+    fi
+    as_pg "${clock[@]}" "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 $extra" start >/dev/null \
       || { cat "$dir/server.log"; exit 1; }
     echo "$port" > "$dir/port"

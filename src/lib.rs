@@ -32,6 +32,7 @@ extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    pg::error::quiet_backtraces();
     // The callback registry first: every module below registers its own functions with it.
     pg::callbacks::init();
     gucs::init();

@@ -89,6 +89,20 @@ impl MxError {
     }
 }
 
+/// Keep Rust backtraces out of error reports. pgrx attaches `Backtrace::capture()` to the DETAIL
+/// of every PostgreSQL error that passes back through a Rust frame (an error under our SPI calls),
+/// and `capture` honours `RUST_BACKTRACE`: a server started with it set would send a kilobyte of
+/// frames to the client with every such error. `RUST_LIB_BACKTRACE` takes precedence for
+/// `capture` (not for panic messages), so it is set to 0 unless the operator set it: a developer
+/// who wants the frames starts the server with `RUST_LIB_BACKTRACE=1`.
+/// Runs in `_PG_init`, before any backtrace is captured (the setting is read once) and before this
+/// library starts any thread.
+pub fn quiet_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+}
+
 /// Unwrap a result whose error is an `MxError`, raising it.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;
