@@ -75,6 +75,44 @@ CREATE TABLE memory.audit_heads (
 );
 REVOKE ALL ON memory.audit_log, memory.audit_heads FROM PUBLIC;
 
+-- Pending entries (SPEC §2 "Integration"; memory.audit_mode = deferred, the default): a writing
+-- transaction records its events here, each with its own HMAC (pending_hash: the entry hash of
+-- the event with seq = -id and a zero prev_hash), and takes no chain lock. The sequencer chains
+-- committed ones into memory.audit_log and deletes them, in one transaction. No index: the table
+-- is kept near empty, and the sequencer reads it whole, in (chain, writer order).
+CREATE TABLE memory.audit_pending (
+    id           bigint NOT NULL,
+    ord          bigint NOT NULL,
+    chain_id     text NOT NULL,
+    event_type   text NOT NULL,
+    written_at   timestamptz NOT NULL,
+    actor_id     text,
+    org_id       text,
+    project_id   text,
+    workspace_id text,
+    payload      jsonb NOT NULL,
+    key_id       int NOT NULL,
+    pending_hash bytea NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 20000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 20000);
+REVOKE ALL ON memory.audit_pending FROM PUBLIC;
+COMMENT ON TABLE memory.audit_pending IS
+  'Audit events written in deferred mode, not yet chained: pending_hash = HMAC-SHA256(key[key_id], JCS(event with seq = -id, prev_hash = 32 zero bytes, recorded_at = written_at)). The sequencer chains and deletes them.';
+
+-- Only the sequencer deletes pending entries; nobody updates or truncates them.
+CREATE FUNCTION memory._audit_pending_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND memory._audit_integrating() THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'memory.audit_pending is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Pending entries are chained and removed by the sequencer (memory.audit_integrate).';
+END $$;
+CREATE TRIGGER memory_pending_guard BEFORE UPDATE OR DELETE OR TRUNCATE ON memory.audit_pending
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_pending_guard();
+
 CREATE TABLE memory.audit_seals (
     chain_id        text NOT NULL,
     partition_name  text NOT NULL,
@@ -195,7 +233,7 @@ BEGIN
     RETURN memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, actor_id);
 END $$;
 COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
-  'Append one event to the chain of org_id ('''' when NULL); returns its seq. Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
+  'Append one event to the chain of org_id ('''' when NULL); returns its seq in immediate mode, NULL in deferred mode (the seq is assigned at integration). Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
 
 -- The internal door for memory_ext's own SQL functions (not granted to PUBLIC): like
 -- audit_append without the reserved-name check; the appender still checks the org.
@@ -204,8 +242,14 @@ CREATE FUNCTION memory._audit(event_type text, payload jsonb, org_id text DEFAUL
 RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
 
+CREATE FUNCTION memory.audit_integrate()
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_integrate(true) $$;
+COMMENT ON FUNCTION memory.audit_integrate() IS
+  'Chain every committed pending audit entry (and the calling transaction''s own) now; returns how many. Waits for another integrator. Needs a read-write READ COMMITTED transaction on a primary (25006 otherwise).';
+
 CREATE FUNCTION memory._audit_verify_for_caller(p_chain text)
-RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 -- A chain is read in seq order through its index: a chain is appended in seq order, so the
 -- heap is visited page after page, and the backend is free to copy rows out while a helper
@@ -214,6 +258,9 @@ SET enable_sort = off
 AS $$
 DECLARE c text;
 BEGIN
+    -- Chain what is pending first (where this transaction can: not read-only, READ COMMITTED,
+    -- on a primary); what stays pending is checked by its own HMAC and counted.
+    PERFORM memory._audit_integrate(false);
     IF p_chain IS NOT NULL THEN
         PERFORM memory._require_org(p_chain);
         RETURN QUERY SELECT v.* FROM memory._audit_verify(p_chain) v;
@@ -222,29 +269,33 @@ BEGIN
         RETURN QUERY SELECT v.* FROM memory._audit_verify(NULL) v;
     ELSE
         FOR c IN SELECT h.chain_id FROM memory.audit_heads h
-                  WHERE h.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs())) ORDER BY 1 LOOP
+                  WHERE h.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs()))
+                 UNION
+                 SELECT DISTINCT p.chain_id FROM memory.audit_pending p
+                  WHERE p.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs())) ORDER BY 1 LOOP
             RETURN QUERY SELECT v.* FROM memory._audit_verify(c) v;
         END LOOP;
     END IF;
 END $$;
 
 CREATE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
-RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM memory._audit_verify_for_caller(chain_id) $$;
 COMMENT ON FUNCTION memory.audit_verify(text) IS
-  'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned.';
+  'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned. Pending entries are integrated first where the transaction can write; those left are checked by their own HMAC and counted in `pending`.';
 
 CREATE FUNCTION memory.audit_head(chain_id text)
 RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_integrate(false);
+      SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
         FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) memory._require_org(audit_head.chain_id) $$;
 COMMENT ON FUNCTION memory.audit_head(text) IS
   'The chain''s head and the RFC 9162 Merkle root of all its entry hashes: an anchor to keep outside the database.';
 
 CREATE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
-RETURNS SETOF memory.audit_log LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS SETOF memory.audit_log LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     all_chains boolean;
@@ -253,6 +304,7 @@ BEGIN
     IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
         RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
     END IF;
+    PERFORM memory._audit_integrate(false);
     -- Only chains the calling role may act for.
     all_chains := memory._may_act_for('');
     orgs := ARRAY(SELECT memory.my_orgs());
@@ -297,6 +349,8 @@ BEGIN
                   HINT = 'Pass a time at or before ' || (date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')::text
                           || '; the current month can be sealed once it has ended.';
     END IF;
+    -- Pending entries get their place (in this month) before months are sealed.
+    PERFORM memory._audit_integrate(false);
     FOR p IN
         SELECT child.relname AS name,
                (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
@@ -365,6 +419,7 @@ REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
                        memory.audit_events(text, text, int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                        memory._audit_append_system(text, jsonb, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory.audit_integrate(), memory._audit_integrate(boolean), memory._audit_integrating() FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory._audit_append(text, text, text, text, text, text),
                        memory._audit_verify(text), memory._random_bytes(int) FROM PUBLIC;
 
@@ -372,3 +427,4 @@ SELECT pg_catalog.pg_extension_config_dump('memory.audit_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_secrets', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_heads', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_seals', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_pending', '');

@@ -9,6 +9,7 @@
 //!   old claim's update names it `memory.claim.supersede`;
 //! - audit move: `memory.audit_ensure_partitions` moves rows, unchanged, out of the default
 //!   partition of the log into the month partition it creates.
+//! - integrating: the sequencer deletes the pending audit entries it has just chained.
 
 use crate::pg::callbacks;
 use pgrx::prelude::*;
@@ -20,6 +21,7 @@ thread_local! {
     static KNOWLEDGE_OPEN: Cell<bool> = const { Cell::new(false) };
     static SUPERSEDING: RefCell<Option<String>> = const { RefCell::new(None) };
     static AUDIT_MOVE: Cell<bool> = const { Cell::new(false) };
+    static INTEGRATING: Cell<bool> = const { Cell::new(false) };
 }
 
 fn close_all() {
@@ -28,6 +30,7 @@ fn close_all() {
     KNOWLEDGE_OPEN.with(|g| g.set(false));
     SUPERSEDING.with(|s| s.replace(None));
     AUDIT_MOVE.with(|g| g.set(false));
+    INTEGRATING.with(|g| g.set(false));
 }
 
 pub fn init() {
@@ -105,4 +108,16 @@ fn audit_move_gate_open() -> bool {
 #[pg_extern(volatile, name = "_creating_extension")]
 fn creating_extension() -> bool {
     crate::pg::xact::creating_extension()
+}
+
+/// Opened by the sequencer (Rust only) around its DELETE of the pending entries it chained.
+pub fn set_integrating(open: bool) {
+    INTEGRATING.with(|g| g.set(open));
+}
+
+/// Whether the sequencer is deleting pending entries it chained (the append-only trigger of
+/// memory.audit_pending asks). Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_audit_integrating")]
+fn audit_integrating() -> bool {
+    INTEGRATING.with(Cell::get)
 }

@@ -1,6 +1,6 @@
 //! Every setting of the extension, registered from `_PG_init`.
 
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 
 /// Deterministic detectors (Luhn card numbers, SSNs, PEM keys, AWS key ids, JWTs) on top of the
 /// seed's rules. Superuser-only: turning detectors off lowers tiers, so a session must not be
@@ -13,12 +13,66 @@ pub static ALPHA_FAILURE: GucSetting<f64> = GucSetting::<f64>::new(0.15);
 
 /// The org a session acts for, among its role's orgs (SPEC §8; see memory.acting_org()). Setting
 /// it to an org the role may not act for grants nothing.
-pub static ORG_ID: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+pub static ORG_ID: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
 
 /// The application's actor, recorded pseudonymised in audit events beside the writing role.
-pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// How a writing transaction records its audit events (SPEC §2 "Integration").
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AuditMode {
+    /// Pending entries, each with its own HMAC, in the writing transaction; no chain lock. The
+    /// sequencer chains them after commit.
+    #[name = c"deferred"]
+    Deferred,
+    /// Chained in the statement, under the chain's head lock until the transaction ends.
+    #[name = c"immediate"]
+    Immediate,
+}
+
+/// Superuser-only: a deployment's choice (ALTER SYSTEM, ALTER DATABASE or ALTER ROLE ... SET).
+pub static AUDIT_MODE: GucSetting<AuditMode> = GucSetting::<AuditMode>::new(AuditMode::Deferred);
+
+/// Databases the background integrator serves (comma-separated; read at server start, when the
+/// library is in shared_preload_libraries).
+pub static INTEGRATOR_DATABASES: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
+/// Milliseconds the background integrator sleeps between rounds when it found nothing to do.
+pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
+    GucRegistry::define_enum_guc(
+        c"memory.audit_mode",
+        c"deferred: audit events are pending entries chained after commit; immediate: chained in the statement.",
+        c"Deferred takes no chain lock in any write or read; the sequencer (background integrator, audit_verify, audit_head, audit_events, maintenance, memory.audit_integrate) chains committed pending entries. Immediate locks the chain head until the transaction ends.",
+        &AUDIT_MODE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // A server-start setting can only be defined while the postmaster loads the library.
+    if crate::pg::xact::preloading() {
+        GucRegistry::define_string_guc(
+        c"memory.integrator_databases",
+        c"Databases whose pending audit entries a background worker integrates (comma-separated).",
+        c"Needs memory_ext in shared_preload_libraries; one worker per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, audit_events, maintenance and memory.audit_integrate()).",
+        &INTEGRATOR_DATABASES,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    }
+    GucRegistry::define_int_guc(
+        c"memory.integrator_naptime",
+        c"Milliseconds the background integrator waits between rounds when there was nothing to integrate.",
+        c"",
+        &INTEGRATOR_NAPTIME,
+        10,
+        60_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
     GucRegistry::define_float_guc(
         c"memory.alpha_success",
         c"EMA alpha for accepted outcomes.",

@@ -7,15 +7,24 @@ port=$("$here/../scripts/cluster.sh" start sqltest)
 trap '"$here/../scripts/cluster.sh" stop sqltest' EXIT
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGOPTIONS="-c client_min_messages=warning"
 status=0
-for f in "$here"/sql/*.sql; do
-  db=t_$(basename "$f" .sql | tr -c 'a-z0-9_\n' '_')
+run_file() { # FILE [DB-SUFFIX]: one pgTAP file in a fresh database
+  local f=$1 db
+  db=t_$(basename "$f" .sql | tr -c 'a-z0-9_\n' '_')${2:-}
   psql -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   psql -q -d "$db" -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION memory_ext"
   # The classification vectors, one file shared with the core tests and the #[pg_test]s.
   psql -q -d "$db" -v ON_ERROR_STOP=1 -v vectors="$(cat "$here/../core/tests/vectors/classification.json")" <<'SQL'
+-- The log as a test reads it: pending entries chained first (memory.audit_mode = deferred).
+CREATE FUNCTION public.audit_log_now() RETURNS SETOF memory.audit_log LANGUAGE sql VOLATILE
+AS $f$ SELECT memory.audit_integrate(); SELECT * FROM memory.audit_log $f$;
 CREATE TABLE public.classification_vectors AS
 SELECT * FROM jsonb_to_recordset(:'vectors'::jsonb) AS v(name text, content text, paths text[], source_type text, tier text, rule text);
 SQL
   pg_prove -d "$db" "$f" || status=1
+}
+for f in "$here"/sql/*.sql; do
+  run_file "$f"
 done
+# The audit file once more with in-statement chaining (memory.audit_mode = immediate).
+PGOPTIONS="$PGOPTIONS -c memory.audit_mode=immediate" run_file "$here/sql/02_audit.sql" _immediate
 exit $status

@@ -564,6 +564,44 @@ impl Chainer {
     }
 }
 
+/// Signs pending entries (SPEC §2 "Integration"): an event a writing transaction records before
+/// it has a place in its chain. Its `pending_hash` is the entry hash of the event with
+/// `seq = -id` (the pending entry's random id, ≥ 1) and `prev_hash` = 32 zero bytes. Chained
+/// entries have `seq ≥ 1`, so no pending hash is ever a valid entry hash, and the id is bound
+/// into the hash: a copied row needs a new id, and with it a new hash only the key can make.
+#[derive(Default)]
+pub struct PendingSigner {
+    buf: Vec<u8>,
+    mac: Option<(Vec<u8>, HmacSha256)>,
+}
+
+impl PendingSigner {
+    pub fn new() -> Self {
+        PendingSigner { buf: Vec::with_capacity(512), mac: None }
+    }
+
+    /// The pending hash of `ev` under pending id `id` (sets `ev.seq` and `ev.prev_hash`).
+    /// An id below 1 has no pending hash (`None`).
+    pub fn sign(&mut self, key: &[u8], ev: &mut Event, id: i64) -> Option<[u8; 32]> {
+        if id < 1 {
+            return None;
+        }
+        ev.seq = -id;
+        ev.prev_hash = ZERO_HASH;
+        self.buf.clear();
+        write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
+        let mac = match &self.mac {
+            Some((k, mac)) if k.as_slice() == key => mac.clone(),
+            _ => {
+                let mac = keyed(key);
+                self.mac = Some((key.to_vec(), mac.clone()));
+                mac
+            }
+        };
+        Some(finish_mac(mac, &self.buf))
+    }
+}
+
 /// One stored row as read back for verification, in the order the verifier reads them (ORDER BY seq).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntry {

@@ -1,24 +1,30 @@
 //! SQL surface of the audit trail (SPEC §2): appends, the statement trigger of governed tables,
 //! verification, Merkle helpers. The hashing and verification rules are in `memory_core::audit`.
 //!
-//! Appends lock each touched chain's head row (in chain order, so writers never deadlock on
-//! each other), chain the statement's events in memory, insert them in chunks, and write each
-//! head once. A statement of a million rows therefore costs one head update, not a million.
+//! Two modes (`memory.audit_mode`, SPEC §2 "Integration"):
+//! - deferred (the default): a writing transaction records its events as pending entries in
+//!   `memory.audit_pending`, each signed on its own (`PendingSigner`), and takes no chain lock;
+//!   the sequencer (`integrate`) chains committed pending entries later, in batches.
+//! - immediate: appends lock each touched chain's head row (in chain order, so writers never
+//!   deadlock on each other), chain the statement's events in memory, insert them in chunks,
+//!   and write each head once. A statement of a million rows costs one head update, not a million.
 
+mod integrate;
 mod jsonb;
 mod trigger;
 mod verify;
+pub mod worker;
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::bulk::Cell;
-use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload};
+use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload, PendingSigner};
 use pgrx::datum::DatumWithOid;
 use pgrx::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01).
 pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
@@ -73,6 +79,13 @@ pub struct Appender {
     utf8: bool,
     heads: BTreeMap<String, Head>,
     rows: Rows,
+    /// Deferred mode: events become pending entries; `lock` only checks orgs.
+    deferred: bool,
+    /// Deferred mode: chains whose org was checked.
+    checked: BTreeSet<String>,
+    signer: PendingSigner,
+    /// Deferred mode: the time every pending entry of this appender carries (Unix microseconds).
+    written_at: i64,
 }
 
 /// Where bytes are in `Rows::arena`.
@@ -93,7 +106,10 @@ enum StoredPayload {
 
 /// One chained event waiting to be written. Its chain is its org (`''` without one).
 struct Row {
+    /// The seq; for a pending entry, its id.
     seq: i64,
+    /// A pending entry's place in its writer's order (0 for chained rows).
+    ord: i64,
     recorded_at: i64,
     event_type: Span,
     actor: Option<Span>,
@@ -119,7 +135,20 @@ const LOG_COLUMNS: [&str; 12] = [
     "key_id", "prev_hash", "entry_hash",
 ];
 
+/// The columns of memory.audit_pending in the order `Rows::pending_cells` gives them.
+const PENDING_COLUMNS: [&str; 12] = [
+    "id", "ord", "chain_id", "event_type", "written_at", "actor_id", "org_id", "project_id", "workspace_id", "payload",
+    "key_id", "pending_hash",
+];
+
 impl Rows {
+    /// Row `i` as the cells of PENDING_COLUMNS.
+    fn pending_cells(&self, i: usize, key_id: i32) -> [Cell<'_>; 12] {
+        let [chain, _seq, event_type, recorded_at, actor, org, project, workspace, payload, key, _prev, hash] = self.cells(i, key_id);
+        let row = &self.rows[i];
+        [Cell::Int8(row.seq), Cell::Int8(row.ord), chain, event_type, recorded_at, actor, org, project, workspace, payload, key, hash]
+    }
+
     /// Row `i` as the cells of LOG_COLUMNS.
     fn cells(&self, i: usize, key_id: i32) -> [Cell<'_>; 12] {
         let row = &self.rows[i];
@@ -247,7 +276,17 @@ impl Appender {
             utf8: crate::pg::tuple::database_is_utf8(),
             heads: BTreeMap::new(),
             rows: Rows::default(),
+            deferred: crate::gucs::AUDIT_MODE.get() == crate::gucs::AuditMode::Deferred,
+            checked: BTreeSet::new(),
+            signer: PendingSigner::new(),
+            written_at: crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS,
         })
+    }
+
+    /// Chain in the statement whatever `memory.audit_mode` says (the sequencer itself).
+    pub fn immediate(mut self) -> Self {
+        self.deferred = false;
+        self
     }
 
     /// Mark the events of this appender as memory_ext's own records (no org check).
@@ -270,8 +309,15 @@ impl Appender {
         // or holding audit_append never opens another tenant's chain.
         if !self.system {
             for chain in &wanted {
-                crate::trust::require_org(Some(chain))?;
+                if !self.checked.contains(*chain) {
+                    crate::trust::require_org(Some(chain))?;
+                }
             }
+        }
+        if self.deferred {
+            // No chain lock: the sequencer orders pending entries after commit.
+            self.checked.extend(wanted.into_iter().map(str::to_string));
+            return Ok(());
         }
         for chain in wanted {
             const BY_TID: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
@@ -314,8 +360,9 @@ impl Appender {
         self.rows.arena.reserve(n * 160);
     }
 
-    /// Chain one event (its chain must be locked); returns its seq.
-    pub fn push(&mut self, client: &SpiClient, ev: Pending) -> Result<i64, MxError> {
+    /// Chain one event (its chain must be locked); returns its seq, or None for a pending entry
+    /// (its seq is assigned when it is integrated).
+    pub fn push(&mut self, client: &SpiClient, ev: Pending) -> Result<Option<i64>, MxError> {
         self.push_ref(
             client,
             EventRef {
@@ -331,18 +378,18 @@ impl Appender {
     }
 
     /// `push` of a borrowed event.
-    pub fn push_ref(&mut self, client: &SpiClient, ev: EventRef) -> Result<i64, MxError> {
+    pub fn push_ref(&mut self, client: &SpiClient, ev: EventRef) -> Result<Option<i64>, MxError> {
         let chain = ev.org_id.unwrap_or("");
-        if !self.heads.contains_key(chain) {
+        let known = if self.deferred { self.checked.contains(chain) } else { self.heads.contains_key(chain) };
+        if !known {
             self.lock(client, [chain])?;
         }
-        let head = self.heads.get_mut(chain).expect("locked above");
         let mut event = Event {
             chain_id: chain,
             seq: 0,
             prev_hash: [0; 32],
             event_type: ev.event_type,
-            recorded_at_micros: head.recorded_at,
+            recorded_at_micros: self.written_at,
             actor_id: ev.actor_id,
             org_id: ev.org_id,
             project_id: ev.project_id,
@@ -350,9 +397,17 @@ impl Appender {
             key_id: self.key_id,
             payload: ev.payload,
         };
-        let (seq, prev, hash) = head.chainer.append(&self.key, &mut event);
-        head.tree.push(&hash);
-        let recorded_at = head.recorded_at;
+        let (seq, ord, recorded_at, prev, hash, result) = if self.deferred {
+            let (id, ord) = next_pending_id();
+            let hash = self.signer.sign(&self.key, &mut event, id).ok_or_else(|| MxError::new(code::INTERNAL, "pending id out of range"))?;
+            (id, ord, self.written_at, [0u8; 32], hash, None)
+        } else {
+            let head = self.heads.get_mut(chain).expect("locked above");
+            event.recorded_at_micros = head.recorded_at;
+            let (seq, prev, hash) = head.chainer.append(&self.key, &mut event);
+            head.tree.push(&hash);
+            (seq, 0, head.recorded_at, prev, hash, Some(seq))
+        };
         let r = &mut self.rows;
         let payload = match ev.payload_text {
             Some(t) => StoredPayload::Text(r.put(t)),
@@ -371,6 +426,7 @@ impl Appender {
         };
         let row = Row {
             seq,
+            ord,
             recorded_at,
             event_type: r.put(ev.event_type),
             actor: ev.actor_id.map(|s| r.put(s)),
@@ -385,7 +441,7 @@ impl Appender {
         if r.rows.len() >= CHUNK {
             self.flush(client)?;
         }
-        Ok(seq)
+        Ok(result)
     }
 
     fn flush(&mut self, client: &SpiClient) -> Result<(), MxError> {
@@ -393,6 +449,16 @@ impl Appender {
             return Ok(());
         }
         let r = &self.rows;
+        if self.deferred {
+            let pending = pending_relid(client)?;
+            let opened = crate::pg::bulk::Opened::open(&[pending]);
+            let order: Vec<usize> = (0..r.rows.len()).collect();
+            let key_id = self.key_id;
+            opened.insert(0, &PENDING_COLUMNS, &order, |i| r.pending_cells(i, key_id))?;
+            drop(opened);
+            self.rows.clear();
+            return Ok(());
+        }
         // Each row goes into the month partition of its recorded_at (or the default one), the
         // way COPY writes: straight into the table and its indexes, no statement per chunk, no
         // arrays to build and unnest.
@@ -443,6 +509,9 @@ impl Appender {
     /// Insert what is pending and write every touched head once.
     pub fn finish(mut self, client: &SpiClient) -> Result<(), MxError> {
         self.flush(client)?;
+        if self.deferred {
+            return Ok(());
+        }
         for (chain, head) in &self.heads {
             let (seq, hash) = head.chainer.head();
             let updated = run(
@@ -497,7 +566,7 @@ fn audit_append(
     project_id: Option<String>,
     workspace_id: Option<String>,
     actor_id: Option<String>,
-) -> i64 {
+) -> Option<i64> {
     append_one(event_type, payload, org_id, project_id, workspace_id, actor_id).or_raise()
 }
 
@@ -508,7 +577,7 @@ fn append_one(
     project_id: Option<String>,
     workspace_id: Option<String>,
     actor_id: Option<String>,
-) -> Result<i64, MxError> {
+) -> Result<Option<i64>, MxError> {
     let event_type = match event_type.map(str::trim) {
         Some(e) if !e.is_empty() && e.chars().count() <= 200 => e.to_string(),
         _ => return Err(MxError::bad_argument("event_type must be a non-empty text of at most 200 characters")),
@@ -545,8 +614,8 @@ fn append_one(
 /// memory_ext's own records (governance DDL, org grants): appended to `org_id`'s chain (the
 /// platform chain when NULL) whoever triggered them. Not granted to PUBLIC.
 #[pg_extern(volatile, name = "_audit_append_system")]
-fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<String>) -> i64 {
-    let run = || -> Result<i64, MxError> {
+fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<String>) -> Option<i64> {
+    let run = || -> Result<Option<i64>, MxError> {
         if !payload.0.is_object() {
             return Err(MxError::bad_argument("payload must be a JSON object"));
         }
@@ -668,6 +737,46 @@ fn pseudonym_sql(id: &str) -> String {
     Spi::connect(|client| Appender::new(client).map(|ap| ap.pseudonym(id))).or_raise()
 }
 
+thread_local! {
+    // Pending ids: a random start per backend, then consecutive; and the writer's order, the
+    // clock made strictly increasing within the backend.
+    static PENDING_SEQ: std::cell::Cell<(i64, i64)> = const { std::cell::Cell::new((0, i64::MIN)) };
+    static PENDING_RELID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
+}
+
+/// (id, ord) of the next pending entry written by this backend.
+fn next_pending_id() -> (i64, i64) {
+    PENDING_SEQ.with(|c| {
+        let (mut id, last_ord) = c.get();
+        if id <= 0 || id == i64::MAX {
+            let mut b = [0u8; 8];
+            crate::pg::xact::strong_random(&mut b);
+            // Below 2^62: consecutive ids never come near i64::MAX.
+            id = ((i64::from_le_bytes(b) & i64::MAX) >> 1).max(1);
+        } else {
+            id += 1;
+        }
+        let ord = (crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS).max(last_ord.saturating_add(1));
+        c.set((id, ord));
+        (id, ord)
+    })
+}
+
+/// memory.audit_pending's oid, cached until its relcache entry is invalidated.
+fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
+    let cached = PENDING_RELID.with(std::cell::Cell::get);
+    if cached != pg_sys::InvalidOid {
+        return Ok(cached);
+    }
+    let oid = run(client, "SELECT 'memory.audit_pending'::regclass::oid", &[], &[], Some(1))?
+        .first()
+        .get::<pg_sys::Oid>(1)
+        .map_err(MxError::spi_in("audit"))?
+        .unwrap_or(pg_sys::InvalidOid);
+    PENDING_RELID.with(|c| c.set(oid));
+    Ok(oid)
+}
+
 /// memory.audit_log's oid and its partitions.
 type Partitions = std::rc::Rc<(pg_sys::Oid, Vec<(pg_sys::Oid, Option<(i64, i64)>)>)>;
 
@@ -678,6 +787,11 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
+    PENDING_RELID.with(|c| {
+        if relid == pg_sys::InvalidOid || c.get() == relid {
+            c.set(pg_sys::InvalidOid);
+        }
+    });
     PARTITIONS.with(|p| {
         let mut p = p.borrow_mut();
         if relid == pg_sys::InvalidOid || p.as_ref().is_some_and(|parts| parts.0 == relid) {
@@ -688,6 +802,7 @@ fn partitions_inval(relid: pg_sys::Oid) {
 
 pub fn init() {
     crate::pg::callbacks::on_relcache(partitions_inval);
+    worker::register();
 }
 
 /// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the

@@ -26,26 +26,25 @@ fn audit_verify(
         name!(first_bad_seq, Option<i64>),
         name!(reason, Option<String>),
         name!(pruned, i64),
+        name!(pending, i64),
     ),
 > {
     let rows = verify_all(chain_id).or_raise();
     TableIterator::new(rows)
 }
 
-type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64);
+type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64, i64);
 
 fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
     Spi::connect(|client| {
-        let mut keys: HashMap<i32, Vec<u8>> = HashMap::new();
-        for row in client.select("SELECT key_id, key FROM memory.audit_keys", None, &[]).map_err(MxError::spi_in("audit"))? {
-            keys.insert(row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default(), row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
-        }
+        let keys = super::integrate::read_keys(client)?;
         let chains: Vec<String> = match chain_id {
             Some(c) => vec![c],
             None => {
                 let mut v = Vec::new();
                 for row in client
-                    .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log ORDER BY 1", None, &[])
+                    .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log
+                              UNION SELECT DISTINCT chain_id FROM memory.audit_pending ORDER BY 1", None, &[])
                     .map_err(MxError::spi_in("audit"))?
                 {
                     v.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
@@ -158,11 +157,39 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
         result
     })?;
     let v = verifier.finish(head);
-    let reason = v.failure.as_ref().map(|f| match &v.detail {
+    let mut reason = v.failure.as_ref().map(|f| match &v.detail {
         Some(d) => format!("{}: {d}", f.reason()),
         None => f.reason().to_string(),
     });
-    Ok((chain.to_string(), v.entries, v.ok, v.first_bad_seq, reason, v.pruned))
+    let (pending, bad) = check_pending(client, keys, chain)?;
+    let mut ok = v.ok;
+    if ok && bad > 0 {
+        ok = false;
+        reason = Some(format!("pending hash mismatch: {bad} of {pending} pending entries"));
+    }
+    Ok((chain.to_string(), v.entries, ok, v.first_bad_seq, reason, v.pruned, pending))
+}
+
+/// The chain's pending entries (not yet integrated): how many, and how many fail their signature.
+fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<(i64, i64), MxError> {
+    let mut cursor = client.open_cursor(
+        "SELECT ctid::pg_catalog.text, id, chain_id, event_type, written_at, actor_id, org_id, project_id,
+                workspace_id, payload, key_id, pending_hash
+           FROM memory.audit_pending WHERE chain_id = $1 COLLATE \"C\"",
+        &[chain.into()],
+    );
+    let mut signer = memory_core::audit::PendingSigner::new();
+    let mut batch = Fetched::default();
+    let (mut n, mut bad) = (0i64, 0i64);
+    while batch.fetch(&mut cursor, BATCH as usize, 12)? {
+        for i in 0..batch.len() {
+            n += 1;
+            if super::integrate::PendingRow::read(&batch, i).checked(keys, &mut signer).is_none() {
+                bad += 1;
+            }
+        }
+    }
+    Ok((n, bad))
 }
 
 type Span = (usize, usize);

@@ -37,3 +37,28 @@ pub fn creating_extension() -> bool {
     // SAFETY: reads a backend global.
     unsafe { pg_sys::creating_extension }
 }
+
+/// Whether this transaction may write tables and take row locks on a fresh snapshot: not in
+/// recovery, not READ ONLY, and READ COMMITTED (at REPEATABLE READ or SERIALIZABLE the
+/// transaction's snapshot would hide rows committed since it began).
+pub fn can_write_fresh() -> bool {
+    // SAFETY: reads backend globals of the transaction state.
+    unsafe {
+        !pg_sys::RecoveryInProgress()
+            && !pg_sys::XactReadOnly
+            && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32
+    }
+}
+
+/// Whether the library is being loaded by shared_preload_libraries (the only time background
+/// workers can be registered statically).
+pub fn preloading() -> bool {
+    // SAFETY: reads a postmaster global.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// Re-reads the configuration files (a background worker's answer to SIGHUP).
+pub fn reload_config() {
+    // SAFETY: called from a background worker's main loop, outside any transaction.
+    unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+}

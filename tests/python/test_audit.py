@@ -26,8 +26,22 @@ import verify_chain  # noqa: E402
 APPEND = "SELECT memory.audit_append(%s, %s::jsonb, %s, %s, %s, %s)"
 
 
+@pytest.fixture(autouse=True, params=["deferred", "immediate"])
+def audit_mode(request, dsn):
+    """Every test here runs in both audit modes (memory.audit_mode, the database's default)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"ALTER DATABASE {c.info.dbname} SET memory.audit_mode = {request.param}")
+    return request.param
+
+
 def append(conn, payload, org=None, event_type="test.event", project=None, workspace=None, actor=None):
-    return conn.execute(APPEND, (event_type, json.dumps(payload), org, project, workspace, actor)).fetchone()[0]
+    """Append and return the entry's seq: in deferred mode audit_append returns NULL and the seq
+    comes from integrating the pending entry (this session's own, even inside a transaction)."""
+    seq = conn.execute(APPEND, (event_type, json.dumps(payload), org, project, workspace, actor)).fetchone()[0]
+    if seq is None:
+        conn.execute("SELECT memory.audit_integrate()")
+        seq = conn.execute("SELECT max(seq) FROM memory.audit_log WHERE chain_id = %s", (org or "",)).fetchone()[0]
+    return seq
 
 
 def py_verify(conn, chain):
@@ -42,6 +56,7 @@ def ext_verify(conn, chain=None):
 
 
 def chains(conn):
+    conn.execute("SELECT memory.audit_integrate()")
     return [r[0] for r in conn.execute("SELECT DISTINCT chain_id FROM memory.audit_log ORDER BY 1")]
 
 
@@ -258,6 +273,7 @@ def test_concurrent_writers_one_chain(dsn, conn):
           f"committed on onechain {total}; per level {per_level}; "
           f"other writers {[round(o['seconds'], 1) for o in others]}s")
 
+    conn.execute("SELECT memory.audit_integrate()")  # deferred mode: chain what was committed
     expected_per_writer = TXNS - TXNS // ROLLBACK_EVERY
     assert all(r["committed"] == expected_per_writer for r in results)
     assert per_level["READ_COMMITTED"]["retries"] == 0  # RC waits for the head lock, never fails
@@ -279,7 +295,11 @@ def test_concurrent_writers_one_chain(dsn, conn):
         assert py_verify(conn, chain) == (True, None, None)
 
 
-def test_other_tenants_do_not_wait(dsn, conn):
+def test_other_tenants_do_not_wait(dsn, conn, audit_mode):
+    """Immediate mode: a writer holds its chain's head until it commits; other chains never wait.
+    (Deferred mode takes no chain lock at all: test_audit_deferred.py.)"""
+    if audit_mode == "deferred":
+        pytest.skip("deferred mode takes no head lock (test_audit_deferred.py)")
     append(conn, {}, "onechain")
     with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as other:
         append(holder, {"holding": True}, "onechain")  # open transaction: holds onechain's head
@@ -348,7 +368,7 @@ def test_app_role_cannot_touch_the_log_directly(conn, app_conn, sql):
     assert exc.value.sqlstate == "42501", str(exc.value)
 
 
-def test_app_role_appends_through_the_function(conn, app_conn):
+def test_app_role_appends_through_the_function(conn, app_conn, audit_mode):
     # Not for PUBLIC: a role needs memory_writer and an org it may act for (SPEC §8).
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')")
@@ -357,8 +377,10 @@ def test_app_role_appends_through_the_function(conn, app_conn):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')")
     conn.execute("SELECT memory.grant_org('app', 'org-app')")  # seq 1 of the chain: memory.org.grant
-    assert app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')").fetchone() == (2,)
-    assert app_conn.execute("SELECT memory.audit_append('x', '{\"n\": 2}', 'org-app')").fetchone() == (3,)
+    deferred = audit_mode == "deferred"
+    assert app_conn.execute("SELECT memory.audit_append('x', '{}', 'org-app')").fetchone() == ((None,) if deferred else (2,))
+    assert app_conn.execute("SELECT memory.audit_append('x', '{\"n\": 2}', 'org-app')").fetchone() == ((None,) if deferred else (3,))
+    conn.execute("SELECT memory.audit_integrate()")
     (actor,) = conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'org-app' AND seq = 2").fetchone()
     assert actor == "role:app"  # the calling role, not the SECURITY DEFINER owner
     assert py_verify(conn, "org-app") == (True, None, None)
@@ -447,6 +469,7 @@ def test_verifier_command_line(dsn, conn):
 def test_payload_numbers_are_stored_as_given(conn, number):
     append_raw = "SELECT memory.audit_append('n', ('{\"v\": ' || %s || '}')::jsonb, 'acme')"
     conn.execute(append_raw, (number,))
+    conn.execute("SELECT memory.audit_integrate()")
     (same,) = conn.execute("SELECT payload->'v' = %s::jsonb FROM memory.audit_log WHERE chain_id = 'acme'", (number,)).fetchone()
     assert same, conn.execute("SELECT payload::text FROM memory.audit_log WHERE chain_id = 'acme'").fetchone()
 
@@ -462,10 +485,14 @@ def test_event_type_limit_counts_characters(conn):
     assert append(conn, {}, "acme", event_type="é" * 150) == 1
 
 
-def test_backend_killed_mid_transaction_leaves_no_gap(dsn):
+def test_backend_killed_mid_transaction_leaves_no_gap(dsn, audit_mode):
     """A writer terminated while it holds the chain head: its appends vanish, the next writer
-    continues the chain, and the chain verifies (SPEC §7, a backend killed mid-transaction)."""
+    continues the chain, and the chain verifies (SPEC §7, a backend killed mid-transaction).
+    (Deferred mode: killed writers and a killed sequencer, test_audit_deferred.py.)"""
     import threading
+
+    if audit_mode == "deferred":
+        pytest.skip("deferred mode takes no head lock (test_audit_deferred.py)")
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("SELECT memory.audit_append('before', '{}', 'killchain')")

@@ -79,6 +79,7 @@ def test_only_finished_months_are_sealed(clock):
         assert root == hashes
         assert b.execute("SELECT memory.audit_prune(now())").fetchone()[0] >= 1
         a.execute("SELECT memory.audit_append('x.next_month', '{}', 'acme')")
+        a.execute("SELECT memory.audit_integrate()")
         row = a.execute("SELECT tableoid::regclass::text, seq, recorded_at FROM memory.audit_log WHERE event_type = 'x.next_month'").fetchone()
         assert row[0] == "memory.audit_log_" + first.strftime("%Ym%m"), row
         assert row[1] == 7

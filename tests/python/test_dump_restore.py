@@ -38,10 +38,12 @@ def test_dump_and_restore_round_trip(dsn, port):
         c.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'falcon')")
         c.execute("SELECT memory.audit_rotate_key()")
         c.execute("""SELECT memory.audit_append('x', '{"n": 123456789012345678901234567890}', 'acme')""")
+        c.execute("SELECT memory.audit_integrate()")
         before = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
         db = c.execute("SELECT current_database()").fetchone()[0]
 
     with restored(dsn, port, db, "_restored") as c:
+        c.execute("SELECT memory.audit_integrate()")
         after = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2").fetchall()
         # Every entry comes back. Loading memory.observations fires its triggers (they exist as
         # soon as CREATE EXTENSION ran), so the restore itself is chained as memory.store events.
@@ -97,6 +99,7 @@ def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
     months on: every entry, head and sequence comes back, and every writing function works."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("""SELECT memory.audit_append('x.before', '{"n": 1}', 'acme')""")  # into the default partition
+        c.execute("SELECT memory.audit_integrate()")
         c.execute("SELECT memory.audit_ensure_partitions(3)")                          # moves it into this month's
         c.execute("""SELECT memory.audit_append('x.after', '{"n": 2}', 'acme')""")
         c.execute("SELECT memory.audit_rotate_key()")
@@ -105,6 +108,7 @@ def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
         c.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'falcon')")
         c.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'internal', 40)")
         c.execute("SELECT memory.record_outcome('s1', 'accepted', ARRAY(SELECT id FROM memory.observations))")
+        c.execute("SELECT memory.audit_integrate()")
         log = c.execute("SELECT chain_id, seq, event_type, entry_hash, tableoid::regclass::text FROM memory.audit_log ORDER BY 1, 2").fetchall()
         heads = c.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_heads ORDER BY 1").fetchall()
         db = c.execute("SELECT current_database()").fetchone()[0]

@@ -20,6 +20,7 @@ def test_record_outcome_round_trip(conn):
     assert rows[0][2] == pytest.approx(0.85) and rows[0][3] == pytest.approx(0.15)
     again = conn.execute("SELECT applied, reason FROM memory.record_outcome(%s, 'accepted', %s)", ("sess-py", [a])).fetchall()
     assert again == [(False, "already_recorded")]
+    conn.execute("SELECT memory.audit_integrate()")
     events = conn.execute("SELECT chain_id, payload FROM memory.audit_log WHERE event_type = 'memory.feedback' ORDER BY chain_id").fetchall()
     assert [e[0] for e in events] == ["acme", "globex"]
     assert events[0][1]["weightDeltasById"][str(a)] == {"previous": 1.0, "new": 0.85}

@@ -11,7 +11,7 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
 TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
 # Closed to every role but the owner (the README says so under "Grant table").
-OWNER_ONLY = {"audit_log", "audit_log_default", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
+OWNER_ONLY = {"audit_log", "audit_log_default", "audit_pending", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
               "org_grants", "governance_registry", "maintenance_runs"}
 
 
@@ -237,6 +237,7 @@ def test_a_governed_table_owner_and_a_writer_with_a_grant(dsn, conn, tenant_role
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("INSERT INTO public.pm_notes (org_id, content) VALUES ('globex', 'x')")
     assert conn.execute("SELECT classification::text FROM public.pm_notes WHERE content = 'the secret token'").fetchone() == ("confidential",)
+    conn.execute("SELECT memory.audit_integrate()")
     assert conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.store' "
                         "AND payload->>'table' = 'public.pm_notes' ORDER BY seq").fetchall() == [("role:pm_owner",), ("role:pm_writer",)]
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'globex'").fetchone() == (0,)

@@ -17,21 +17,24 @@ BEGIN
 END $$;
 
 -- Chain shape ------------------------------------------------------------------------------------
-SELECT is(memory.audit_append('test.event', jsonb_build_object('n', g, 'f', 0.1 * g, 'u', 'é✓'), 'acme', 'p1', 'w1', 'agent-1'), g::bigint)
+SELECT is(memory.audit_append('test.event', jsonb_build_object('n', g, 'f', 0.1 * g, 'u', 'é✓'), 'acme', 'p1', 'w1', 'agent-1'),
+          CASE current_setting('memory.audit_mode') WHEN 'immediate' THEN g::bigint END,
+          'audit_append returns the seq in immediate mode, NULL in deferred mode (the seq comes at integration)')
   FROM generate_series(1, 10) g WHERE g = 1;
 SELECT memory.audit_append('test.event', jsonb_build_object('n', g, 'f', 0.1 * g), 'acme', 'p1', 'w1', 'agent-1') FROM generate_series(2, 10) g;
-SELECT is(memory.audit_append('platform.event', '{}'), 1::bigint, 'a NULL org appends to the platform chain ''''');
-SELECT results_eq($$ SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM memory.audit_log WHERE chain_id = 'acme' $$,
+SELECT memory.audit_append('platform.event', '{}');
+SELECT is((SELECT seq FROM public.audit_log_now() WHERE event_type = 'platform.event'), 1::bigint, 'a NULL org appends to the platform chain ''''');
+SELECT results_eq($$ SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM public.audit_log_now() WHERE chain_id = 'acme' $$,
                   $$ VALUES (10::bigint, 1::bigint, 10::bigint, 10::bigint) $$, 'seq is gapless from 1 per chain');
 SELECT is(prev_hash, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea, 'first prev_hash is 32 zero bytes')
-  FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
-SELECT is_empty($$ SELECT 1 FROM memory.audit_log a JOIN memory.audit_log b ON a.chain_id = b.chain_id AND b.seq = a.seq + 1
+  FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 1;
+SELECT is_empty($$ SELECT 1 FROM public.audit_log_now() a JOIN public.audit_log_now() b ON a.chain_id = b.chain_id AND b.seq = a.seq + 1
                    WHERE a.chain_id = 'acme' AND b.prev_hash <> a.entry_hash $$, 'each prev_hash is the previous entry_hash');
-SELECT ok(actor_id ~ '^h:[0-9a-f]{64};role:postgres$', 'actor ids are pseudonymised, with the writing role') FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 1;
+SELECT ok(actor_id ~ '^h:[0-9a-f]{64};role:postgres$', 'actor ids are pseudonymised, with the writing role') FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 1;
 SELECT results_eq($$ SELECT chain_id, seq, entry_hash FROM memory.audit_head('acme') $$,
-                  $$ SELECT chain_id, seq, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 10 $$, 'audit_head is the last entry');
+                  $$ SELECT chain_id, seq, entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 10 $$, 'audit_head is the last entry');
 SELECT is((SELECT merkle_root FROM memory.audit_head('acme')),
-          memory._merkle_root(ARRAY(SELECT entry_hash FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq)),
+          memory._merkle_root(ARRAY(SELECT entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' ORDER BY seq)),
           'audit_head carries the RFC 9162 root of all entry hashes');
 SELECT is(pg_temp.verdict('acme'), 'ok', 'an untouched chain verifies');
 SELECT is((SELECT count(*) FROM memory.audit_verify()), 2::bigint, 'audit_verify() covers every chain');
@@ -77,11 +80,11 @@ SELECT pg_temp.tamper($$ UPDATE memory.audit_log SET seq = CASE seq WHEN 4 THEN 
 SELECT is(pg_temp.verdict('acme'), '4 hash mismatch', 'swapping two rows is detected at the first');
 ROLLBACK TO t;
 SELECT pg_temp.tamper($$ INSERT INTO memory.audit_log SELECT chain_id, 6, event_type, recorded_at, actor_id, org_id, project_id, workspace_id,
-                              '{"forged": true}', key_id, prev_hash, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 6 $$);
+                              '{"forged": true}', key_id, prev_hash, entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 6 $$);
 SELECT is(pg_temp.verdict('acme'), '6 reorder', 'a forged row beside a real one (a duplicate seq) is detected at its seq');
 ROLLBACK TO t;
 SELECT pg_temp.tamper($$ INSERT INTO memory.audit_log SELECT chain_id, 11, event_type, recorded_at, actor_id, org_id, project_id, workspace_id,
-                              payload, key_id, entry_hash, entry_hash FROM memory.audit_log WHERE chain_id = 'acme' AND seq = 10 $$);
+                              payload, key_id, entry_hash, entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 10 $$);
 SELECT is(pg_temp.verdict('acme'), '11 hash mismatch', 'a forged row appended past the head is detected');
 ROLLBACK TO t;
 SELECT pg_temp.tamper($$ DELETE FROM memory.audit_log WHERE chain_id = 'acme' AND seq >= 9 $$);
@@ -109,7 +112,7 @@ SELECT throws_ok($$ TRUNCATE memory.audit_log_default $$, 'MX002', NULL, 'TRUNCA
 -- Keys ----------------------------------------------------------------------------------------------
 SELECT is(memory.audit_rotate_key(), 2, 'rotating starts key 2');
 SELECT memory.audit_append('test.event', '{"after": "rotation"}', 'acme');
-SELECT results_eq($$ SELECT key_id FROM memory.audit_log WHERE chain_id = 'acme' AND seq IN (10, 11) ORDER BY seq $$,
+SELECT results_eq($$ SELECT key_id FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq IN (10, 11) ORDER BY seq $$,
                   $$ VALUES (1), (2) $$, 'new entries carry the new key_id');
 SELECT is(pg_temp.verdict('acme'), 'ok', 'a chain across two keys verifies');
 
@@ -117,16 +120,16 @@ SELECT is(pg_temp.verdict('acme'), 'ok', 'a chain across two keys verifies');
 CREATE TABLE public.facts (id bigserial PRIMARY KEY, tenant text, body text, tier memory.classification, user_id text);
 SELECT lives_ok($$ SELECT memory.govern('public.facts', '{"content": "body", "target": "tier", "org": "tenant", "audit": true}') $$, 'govern with audit');
 INSERT INTO public.facts (tenant, body, user_id) VALUES ('t1', 'a', 'alice'), ('t1', 'the password', 'bob'), ('t2', 'c', 'alice');
-SELECT results_eq($$ SELECT chain_id, seq, event_type, payload->>'classification' FROM memory.audit_log WHERE chain_id IN ('t1', 't2') ORDER BY 1, 2 $$,
+SELECT results_eq($$ SELECT chain_id, seq, event_type, payload->>'classification' FROM public.audit_log_now() WHERE chain_id IN ('t1', 't2') ORDER BY 1, 2 $$,
                   $$ VALUES ('t1', 1::bigint, 'memory.store', 'internal'), ('t1', 2::bigint, 'memory.store', 'confidential'), ('t2', 1::bigint, 'memory.store', 'internal') $$,
                   'one memory.store per inserted row, chained per tenant');
 SELECT is(payload->>'content_sha256', encode(sha256('the password'), 'hex'), 'payloads carry content_sha256')
-  FROM memory.audit_log WHERE chain_id = 't1' AND seq = 2;
-SELECT is_empty($$ SELECT 1 FROM memory.audit_log WHERE payload::text LIKE '%the password%' OR payload::text LIKE '%alice%' $$,
+  FROM public.audit_log_now() WHERE chain_id = 't1' AND seq = 2;
+SELECT is_empty($$ SELECT 1 FROM public.audit_log_now() WHERE payload::text LIKE '%the password%' OR payload::text LIKE '%alice%' $$,
                 'no raw content or user id in payloads');
 UPDATE public.facts SET tier = 'restricted' WHERE body = 'a';
 DELETE FROM public.facts WHERE tenant = 't2';
-SELECT results_eq($$ SELECT chain_id, event_type, payload->>'from', payload->>'to' FROM memory.audit_log WHERE chain_id IN ('t1', 't2') AND seq > 1 AND event_type <> 'memory.store' ORDER BY 1 $$,
+SELECT results_eq($$ SELECT chain_id, event_type, payload->>'from', payload->>'to' FROM public.audit_log_now() WHERE chain_id IN ('t1', 't2') AND seq > 1 AND event_type <> 'memory.store' ORDER BY 1 $$,
                   $$ VALUES ('t1', 'memory.reclassify', 'internal', 'restricted'), ('t2', 'memory.delete', NULL, NULL) $$,
                   'updates of the tier emit memory.reclassify, deletes memory.delete');
 SELECT is(pg_temp.verdict('t1'), 'ok', 'tenant chain t1 verifies');
@@ -135,9 +138,9 @@ SELECT is(pg_temp.verdict('t1'), 'ok', 'tenant chain t1 verifies');
 INSERT INTO public.facts (tenant, body, user_id) VALUES ('t3', 'naïve café', NULL), ('t3', NULL, 'zoë');
 SELECT is((SELECT bool_and(payload = payload::text::jsonb AND pg_column_size(payload) = pg_column_size(payload::text::jsonb)
                            AND payload::text = payload::text::jsonb::text)
-             FROM memory.audit_log WHERE chain_id IN ('t1', 't2', 't3')),
+             FROM public.audit_log_now() WHERE chain_id IN ('t1', 't2', 't3')),
           true, 'trigger payloads are byte-for-byte the jsonb jsonb_in makes');
-SELECT results_eq($$ SELECT payload->>'userId' IS NULL, payload->>'content_sha256' IS NULL FROM memory.audit_log WHERE chain_id = 't3' ORDER BY seq $$,
+SELECT results_eq($$ SELECT payload->>'userId' IS NULL, payload->>'content_sha256' IS NULL FROM public.audit_log_now() WHERE chain_id = 't3' ORDER BY seq $$,
                   $$ VALUES (true, false), (false, true) $$, 'a NULL user or body is a null member');
 -- Verification hashes string/null payloads straight from their jsonb bytes: edits still show.
 SELECT is(pg_temp.verdict('t3'), 'ok', 'trigger-written chain t3 verifies');
@@ -178,7 +181,7 @@ SELECT jsonb_object_agg('key_' || g || repeat('x', g % 7),
   FROM generate_series(1, 70) g;
 SELECT memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'x.layout', 'org_id', 'layout', 'payload', o))) FROM layout;
 SELECT is((SELECT a.payload = o AND a.payload::text = o::text AND pg_column_size(a.payload) = pg_column_size(o)
-             FROM layout, memory.audit_log a WHERE a.chain_id = 'layout'),
+             FROM layout, public.audit_log_now() a WHERE a.chain_id = 'layout'),
           true, 'a payload written without jsonb_in is byte-for-byte the jsonb jsonb_in makes');
 SELECT is(pg_temp.verdict('layout'), 'ok', 'a 70-member payload with booleans verifies (decoded, not hashed in place)');
 

@@ -49,7 +49,7 @@ SELECT results_eq($$ SELECT observation_id::text, session_id, outcome::text, pre
                   $$ VALUES ('00000000-0000-0000-0000-000000000001', 's1', 'rejected', 1::float8, 0.85::float8, 0.15::float8, 'acme', 'p1') $$,
                   'the history row has the seed columns');
 SELECT results_eq($$ SELECT chain_id, payload->>'sessionId', payload->>'outcome', payload->'observationIds', payload->'weightDeltasById'->'00000000-0000-0000-0000-000000000001'
-                      FROM memory.audit_log WHERE event_type = 'memory.feedback' AND payload->>'sessionId' = 's1' ORDER BY chain_id $$,
+                      FROM public.audit_log_now() WHERE event_type = 'memory.feedback' AND payload->>'sessionId' = 's1' ORDER BY chain_id $$,
                   $$ VALUES ('acme', 's1', 'rejected', '["00000000-0000-0000-0000-000000000001"]'::jsonb, '{"new": 0.85, "previous": 1.0}'::jsonb),
                             ('globex', 's1', 'rejected', '["00000000-0000-0000-0000-000000000003"]'::jsonb, NULL) $$,
                   'one memory.feedback event per tenant with the seed payload');
@@ -87,7 +87,7 @@ SELECT is_empty($$ SELECT * FROM memory.recall('acme', '   ', 10) $$, 'a blank q
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', 0) $$, '22023', NULL, 'k <= 0 is 22023');
 SELECT throws_ok($$ SELECT * FROM memory.recall(NULL, 'x') $$, '22023', NULL, 'a NULL org is 22023');
 SELECT ok(payload ? 'ids' AND payload ? 'count' AND NOT payload::text LIKE '%payments%', 'memory.recall event has ids and count, no query text')
-  FROM memory.audit_log WHERE event_type = 'memory.recall' ORDER BY seq LIMIT 1;
+  FROM public.audit_log_now() WHERE event_type = 'memory.recall' ORDER BY seq LIMIT 1;
 
 -- A governed application table with a weight column ------------------------------------------------------
 CREATE TABLE public.kb (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), tenant text, body text, tier text, score float8 NOT NULL DEFAULT 1);

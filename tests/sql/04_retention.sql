@@ -88,11 +88,11 @@ SELECT results_eq($$ SELECT id::text FROM memory.observations ORDER BY id $$, $$
 SELECT results_eq($$ SELECT id::text, archived_at FROM memory.observations_archive $$,
                   $$ VALUES ('00000000-0000-0000-0000-0000000000a4', '2026-02-05 00:00+00'::timestamptz) $$, 'the archive holds the structured row, out of the hot table');
 SELECT results_eq($$ SELECT payload->>'classification', payload->'observationIds', payload->>'dryRun', payload ? 'retentionPolicyId', payload ? 'workspaceId'
-                      FROM memory.audit_log WHERE event_type = 'memory.purge' ORDER BY seq $$,
+                      FROM public.audit_log_now() WHERE event_type = 'memory.purge' ORDER BY seq $$,
                   $$ VALUES ('internal', '["00000000-0000-0000-0000-0000000000a3"]'::jsonb, 'false', true, true),
                             ('restricted', '["00000000-0000-0000-0000-0000000000a1"]'::jsonb, 'false', true, true) $$,
                   'memory.purge events carry the seed payload');
-SELECT ok((SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.purge.denied') >= 3, 'every run records the denial');
+SELECT ok((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'memory.purge.denied') >= 3, 'every run records the denial');
 CREATE FUNCTION pg_temp.deny_all(uuid) RETURNS boolean LANGUAGE sql AS 'SELECT false';
 INSERT INTO memory.org_settings (org_id, retention_guard) VALUES ('guarded', 'pg_temp.deny_all'::regproc);
 INSERT INTO memory.observations (org_id, content, created_at) VALUES ('guarded', 'ssn g', '2026-01-01 00:00+00');
@@ -123,7 +123,7 @@ SELECT is(memory.run_retention(false, '2026-03-08 00:00+00')->'tables'->'public.
 SELECT is(soft_deleted_at, '2026-03-08 00:00+00'::timestamptz, 'soft-deleted in the application table') FROM public.notes WHERE body = 'erin ssn';
 SELECT is(memory.run_retention(false, '2026-03-20 00:00+00')->'tables'->'public.notes'->>'hard_deleted', '1', 'hard-deleted after the grace');
 SELECT results_eq($$ SELECT body FROM public.notes ORDER BY id $$, $$ VALUES ('dave ssn'), ('recent note') $$, 'held and recent rows remain');
-SELECT ok(EXISTS (SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.purge' AND payload->>'table' = 'public.notes'), 'a memory.purge event names the table');
+SELECT ok(EXISTS (SELECT 1 FROM public.audit_log_now() WHERE event_type = 'memory.purge' AND payload->>'table' = 'public.notes'), 'a memory.purge event names the table');
 CREATE TABLE public.nosoft (id bigserial PRIMARY KEY, content text, classification memory.classification,
                             created_at timestamptz DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
 SELECT memory.govern('public.nosoft', '{"stamps": true}');

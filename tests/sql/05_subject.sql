@@ -40,10 +40,10 @@ SELECT is(memory.erase_subject('alice'), '{"held": 1, "archive": 0, "observation
 SELECT results_eq($$ SELECT id::text FROM memory.observations WHERE user_id = 'alice' $$, $$ VALUES ('00000000-0000-0000-0000-000000000004') $$, 'only the held row is left');
 SELECT is(count(*), 1::bigint, 'other subjects are untouched') FROM memory.observations WHERE user_id = 'bob';
 SELECT ok(payload->>'subject' ~ '^h:[0-9a-f]{64}$' AND NOT payload::text LIKE '%alice%', 'one memory.forget event naming the subject by pseudonym only')
-  FROM memory.audit_log WHERE event_type = 'memory.forget';
+  FROM public.audit_log_now() WHERE event_type = 'memory.forget';
 SELECT is_empty($$ SELECT 1 FROM memory.audit_verify() WHERE NOT ok $$, 'every chain still verifies after erasure');
 SELECT is(memory.erase_subject('nobody'), '{"held": 0, "archive": 0, "observations": 0, "weight_history": 0}'::jsonb, 'erasing an unknown subject gives zero counts');
-SELECT is(count(*), 2::bigint, 'and is still audited') FROM memory.audit_log WHERE event_type = 'memory.forget';
+SELECT is(count(*), 2::bigint, 'and is still audited') FROM public.audit_log_now() WHERE event_type = 'memory.forget';
 
 -- maintenance and stats
 SELECT is(memory.stats.observations, 2::bigint, 'stats counts live rows by type, tier and state (the held row and bob''s)')

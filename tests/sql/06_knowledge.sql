@@ -87,7 +87,7 @@ SELECT throws_ok($$ INSERT INTO memory.claims (org_id, entity_id, claim_text, su
 SELECT throws_ok($$ INSERT INTO memory.claims (org_id, entity_id, claim_text, supersedes)
                     VALUES ('globex', 'e0000000-0000-0000-0000-000000000003', 'x', 'c0000000-0000-0000-0000-000000000002') $$,
                  '23503', NULL, 'superseding another org''s claim is 23503');
-SELECT results_eq($$ SELECT event_type FROM memory.audit_log WHERE chain_id = 'acme' AND event_type LIKE 'memory.claim.%'
+SELECT results_eq($$ SELECT event_type FROM public.audit_log_now() WHERE chain_id = 'acme' AND event_type LIKE 'memory.claim.%'
                       AND (payload->>'claimId') IN ('c0000000-0000-0000-0000-000000000001', 'c0000000-0000-0000-0000-000000000002')
                     ORDER BY seq DESC LIMIT 2 $$,
                   $$ VALUES ('memory.claim.create'), ('memory.claim.supersede') $$,
@@ -135,7 +135,7 @@ SELECT throws_ok($$ SELECT memory.resolve_conflict('c0000000-0000-0000-0000-0000
                  '22023', NULL, 'claims about different entities do not conflict');
 SELECT throws_ok($$ SELECT memory.resolve_conflict('c0000000-0000-0000-0000-000000000011', 'c0000000-0000-0000-0000-0000000000ff') $$,
                  '23503', NULL, 'a missing claim is 23503');
-SELECT is((SELECT payload->>'toState' FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.claim.state_transition'
+SELECT is((SELECT payload->>'toState' FROM public.audit_log_now() WHERE chain_id = 'acme' AND event_type = 'memory.claim.state_transition'
             AND payload->>'claimId' = 'c0000000-0000-0000-0000-000000000013' ORDER BY seq DESC LIMIT 1), 'superseded',
           'the resolution is audited as a state transition');
 
@@ -171,7 +171,7 @@ SELECT is((SELECT count(*) FROM memory.claim_recheck_tasks('w1', 3)), 3::bigint,
 SELECT is((SELECT count(*) FROM memory.claim_recheck_tasks('w2', 10)), 2::bigint, 'another gets only the rest');
 SELECT ok(memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'still_supported'), 'a task is completed once');
 SELECT ok(NOT memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'still_supported'), 'and not twice');
-SELECT is((SELECT count(*) FROM memory.audit_log WHERE event_type = 'research.freshness_confidence.enqueued'), 5::bigint,
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'research.freshness_confidence.enqueued'), 5::bigint,
           'each enqueue is audited');
 
 -- ---------------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ SELECT is((SELECT lifecycle_state::text FROM memory.claims WHERE id = 'c0000000-
 SELECT results_eq($$ SELECT rel_type, subject_id, attributes FROM memory.relationships ORDER BY rel_type $$,
                   $$ VALUES ('prescribed_for', NULL::text, '{}'::jsonb) $$,
                   'the non-PHI relationship is deleted, the PHI one anonymised');
-SELECT results_eq($$ SELECT event_type FROM memory.audit_log WHERE event_type LIKE 'memory.job.decay.%' ORDER BY chain_id, seq $$,
+SELECT results_eq($$ SELECT event_type FROM public.audit_log_now() WHERE event_type LIKE 'memory.job.decay.%' ORDER BY chain_id, seq $$,
                   $$ VALUES ('memory.job.decay.started'), ('memory.job.decay.completed'), ('memory.job.decay.anonymized'),
                             ('memory.job.decay.deleted'), ('memory.job.decay.deleted'), ('memory.job.decay.anonymized') $$,
                   'decay audits started, anonymized, deleted and completed');
@@ -217,7 +217,7 @@ SELECT is((SELECT count(*) FROM memory.claims WHERE id = 'c0000000-0000-0000-000
 
 -- ---------------------------------------------------------------------------------------------
 -- Payloads carry no names and no claim text; the chain verifies.
-SELECT is((SELECT count(*) FROM memory.audit_log WHERE payload::text LIKE '%diabetes%' OR payload::text LIKE '%Metformin%'
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE payload::text LIKE '%diabetes%' OR payload::text LIKE '%Metformin%'
             OR payload::text LIKE '%patients%' OR payload::text LIKE '%pat-42%'), 0::bigint, 'no name, claim text or raw subject id in any payload');
 SELECT results_eq($$ SELECT bool_and(ok) FROM memory.audit_verify() $$, $$ VALUES (true) $$, 'every chain verifies');
 

@@ -31,14 +31,16 @@ INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence
   ('c0000000-0000-0000-0000-0000000000b1', 'globex', 'e0000000-0000-0000-0000-0000000000b1', 'globex claim', 'PubMed', 0.2);
 UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-0000000000b1';
 SELECT count(*) FROM memory.freshness_recheck();
+SELECT memory.audit_integrate();
 CREATE TEMP TABLE chains AS SELECT chain_id, seq FROM memory.audit_heads;
 GRANT SELECT ON chains TO PUBLIC;
 -- Tenant chains other than acme are as they were, and the platform chain holds nothing but
 -- memory_ext's governance records (govern of the attackers' own tables writes those).
 CREATE FUNCTION pg_temp.chains_unchanged() RETURNS boolean LANGUAGE sql AS $$
+  SELECT memory.audit_integrate();
   SELECT NOT EXISTS (SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id NOT IN ('acme', '')
                      EXCEPT SELECT chain_id, seq FROM chains WHERE chain_id NOT IN ('acme', ''))
-     AND NOT EXISTS (SELECT 1 FROM memory.audit_log l WHERE l.chain_id = ''
+     AND NOT EXISTS (SELECT 1 FROM public.audit_log_now() l WHERE l.chain_id = ''
                         AND l.seq > coalesce((SELECT c.seq FROM chains c WHERE c.chain_id = ''), 0)
                         AND l.event_type NOT LIKE 'memory.govern.%' AND l.event_type NOT LIKE 'memory.org.%') $$;
 
@@ -115,7 +117,7 @@ SELECT throws_ok($$ SELECT memory._audit_append('memory.purge', '{}', 'globex', 
 SELECT throws_ok($$ SELECT memory._audit_append_system('memory.purge', '{}', 'globex') $$, '42501', NULL, 'so is the system append');
 RESET ROLE;
 SELECT ok(pg_temp.chains_unchanged(), 'no other chain moved');
-SELECT is((SELECT actor_id FROM memory.audit_log WHERE event_type = 'app.checkout'), 'role:sec_writer', 'the event records the writing role');
+SELECT is((SELECT actor_id FROM public.audit_log_now() WHERE event_type = 'app.checkout'), 'role:sec_writer', 'the event records the writing role');
 
 -- ---------------------------------------------------------------------------------------------
 -- 4. Tenant isolation is bound to roles, not self-asserted.
@@ -166,7 +168,7 @@ SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('g
 RESET ROLE;
 SELECT is((SELECT classification::text || ' ' || (expires_at IS NOT NULL)::text FROM memory.observations WHERE content = 'my api_key is here'),
           'confidential true', 'classified and stamped');
-SELECT is((SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.store' AND actor_id = 'role:sec_writer'),
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'acme' AND event_type = 'memory.store' AND actor_id = 'role:sec_writer'),
           1::bigint, 'and audited under the writer''s role');
 SET ROLE sec_owner;
 CREATE TABLE public.sec_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text,
@@ -214,14 +216,14 @@ SELECT throws_ok($$ DROP TRIGGER memory_audit_ins ON public.sec_notes $$, '42501
 SELECT throws_ok($$ ALTER TRIGGER memory_classify ON public.sec_notes RENAME TO hidden $$, '42501', NULL, 'renaming is refused');
 SELECT lives_ok($$ TRUNCATE public.sec_notes $$, 'TRUNCATE works');
 RESET ROLE;
-SELECT is((SELECT payload->>'table' FROM memory.audit_log WHERE event_type = 'memory.govern.truncate'), 'public.sec_notes',
+SELECT is((SELECT payload->>'table' FROM public.audit_log_now() WHERE event_type = 'memory.govern.truncate'), 'public.sec_notes',
           'and is audited');
 SET ROLE sec_owner;
 SELECT lives_ok($$ SELECT memory.ungovern('public.sec_notes') $$, 'ungovern removes the triggers');
 SELECT lives_ok($$ SELECT memory.govern('public.sec_notes', '{"audit": true}') $$, 'govern again');
 SELECT lives_ok($$ DROP TABLE public.sec_notes $$, 'DROP TABLE of a governed table');
 RESET ROLE;
-SELECT results_eq($$ SELECT event_type, payload->>'table' FROM memory.audit_log
+SELECT results_eq($$ SELECT event_type, payload->>'table' FROM public.audit_log_now()
                      WHERE event_type LIKE 'memory.govern.%' AND chain_id = '' AND payload->>'table' = 'public.sec_notes' ORDER BY seq $$,
                   $$ VALUES ('memory.govern.attach', 'public.sec_notes'), ('memory.govern.truncate', 'public.sec_notes'),
                             ('memory.govern.ungovern', 'public.sec_notes'), ('memory.govern.attach', 'public.sec_notes'),
@@ -258,7 +260,7 @@ SET ROLE sec_admin;
 SELECT is((SELECT memory.erase_subject('victim')->'failed_tables' ? 'public.sec_app'), true,
           'an owner''s trigger forging another org''s row makes its table fail in erasure, reported');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM memory.audit_log WHERE chain_id = 'globex' AND payload->>'table' = 'public.sec_app'), 0::bigint,
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'globex' AND payload->>'table' = 'public.sec_app'), 0::bigint,
           'and nothing reaches another org''s chain');
 SELECT is((SELECT (memory.run_retention(false, now() + interval '100 years'))->'failed_tables'), '{}'::jsonb,
           'retention soft-deletes through the owner''s table');

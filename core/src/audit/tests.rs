@@ -568,3 +568,42 @@ fn sha256_hex_known_answer() {
     let mut buf = [0u8; 64];
     assert_eq!(sha256_hex_in(b"", &mut buf), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
+
+#[test]
+fn pending_hash_binds_the_id_and_differs_from_any_chained_hash() {
+    let key = [7u8; 32];
+    let payload = json!({"a": "b"});
+    let ev = Event {
+        chain_id: "acme",
+        seq: 0,
+        prev_hash: ZERO_HASH,
+        event_type: "memory.store",
+        recorded_at_micros: 1_700_000_000_000_000,
+        actor_id: Some("role:app"),
+        org_id: Some("acme"),
+        project_id: None,
+        workspace_id: None,
+        key_id: 1,
+        payload: Payload::Json(&payload),
+    };
+    let mut signer = PendingSigner::new();
+    let (mut a, mut b) = (ev, ev);
+    let h1 = signer.sign(&key, &mut a, 1).unwrap();
+    let h2 = signer.sign(&key, &mut b, 2).unwrap();
+    assert_ne!(h1, h2, "the id is bound into the hash");
+    assert_eq!(a.seq, -1);
+    // The same as entry_hash with seq = -id and a zero prev_hash: a third party can check it.
+    assert_eq!(h1, entry_hash(&key, &a));
+    // Never the hash the event gets in a chain.
+    let mut c = ev;
+    let (_, _, chained) = Chainer::new(0, ZERO_HASH).append(&key, &mut c);
+    assert_ne!(h1, chained);
+    // Another key or a changed field gives another hash.
+    let mut d = ev;
+    assert_ne!(signer.sign(&[8u8; 32], &mut d, 1).unwrap(), h1);
+    let mut e = ev;
+    e.event_type = "memory.delete";
+    assert_ne!(signer.sign(&key, &mut e, 1).unwrap(), h1);
+    assert!(signer.sign(&key, &mut e, 0).is_none());
+    assert!(signer.sign(&key, &mut e, -5).is_none());
+}

@@ -1,0 +1,75 @@
+//! The background integrator: one worker per database named in `memory.integrator_databases`,
+//! registered when the library is in `shared_preload_libraries`. Each round integrates, in its
+//! own transaction, every pending entry committed so far (`integrate::Caller::Worker`, which
+//! gives way to any other integrator); it naps `memory.integrator_naptime` only after a round
+//! that found nothing. A worker that fails is restarted by the postmaster after 5 s, and what it
+//! had not committed is still pending: nothing is lost.
+
+use super::integrate::{integrate, Caller};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::prelude::*;
+use std::time::Duration;
+
+/// Registers the workers (only while the postmaster loads shared_preload_libraries).
+pub fn register() {
+    if !crate::pg::xact::preloading() {
+        return;
+    }
+    let list = crate::gucs::INTEGRATOR_DATABASES
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for db in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        BackgroundWorkerBuilder::new(&format!("memory_ext integrator {db}"))
+            .set_type("memory_ext integrator")
+            .set_library("memory_ext")
+            .set_function("memory_ext_integrator_main")
+            .set_extra(db)
+            .enable_spi_access()
+            .set_start_time(BgWorkerStartTime::RecoveryFinished)
+            .set_restart_time(Some(Duration::from_secs(5)))
+            .load();
+    }
+}
+
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let db = BackgroundWorker::get_extra().to_string();
+    BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    log!("memory_ext integrator started for database \"{db}\"");
+    let mut nap = Duration::from_millis(0);
+    while BackgroundWorker::wait_latch(Some(nap)) {
+        if BackgroundWorker::sighup_received() {
+            crate::pg::xact::reload_config();
+        }
+        let done = BackgroundWorker::transaction(|| {
+            let installed = Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'memory_ext')")
+                .ok()
+                .flatten()
+                .unwrap_or(false);
+            if !installed {
+                return 0;
+            }
+            match integrate(Caller::Worker) {
+                Ok(n) => n,
+                // Unwinds to the worker's guard: the transaction aborts (nothing half-chained
+                // commits) and the worker exits, to be restarted.
+                Err(e) => pgrx::error!(
+                    "memory_ext integrator: {} (SQLSTATE {})",
+                    e.message,
+                    e.sqlstate
+                ),
+            }
+        });
+        let naptime = Duration::from_millis(crate::gucs::INTEGRATOR_NAPTIME.get().max(10) as u64);
+        nap = if done > 0 {
+            Duration::from_millis(1)
+        } else {
+            naptime
+        };
+    }
+}
