@@ -31,8 +31,16 @@ case $cmd in
       || { cat "$dir/initdb.log"; exit 1; }
     port=$(free_port)
     extra=""
+    # memory_ext is preloaded as in production (its background integrator needs it; with
+    # MEMORY_EXT_INTEGRATOR_DATABASES set, one worker per database named there).
+    preload=memory_ext
     if [ -f /usr/lib/postgresql/15/lib/pg_cron.so ]; then
-      extra="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres"
+      preload=pg_cron,memory_ext
+      extra="-c cron.database_name=postgres"
+    fi
+    extra="$extra -c shared_preload_libraries=$preload"
+    if [ -n "${MEMORY_EXT_INTEGRATOR_DATABASES:-}" ]; then
+      extra="$extra -c memory.integrator_databases=$MEMORY_EXT_INTEGRATOR_DATABASES"
     fi
     # RUST_BACKTRACE as a developer's server might have it: no backtrace may reach a client anyway
     # (tests/python/test_error_fields.py).

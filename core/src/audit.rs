@@ -581,9 +581,10 @@ impl PendingSigner {
     }
 
     /// The pending hash of `ev` under pending id `id` (sets `ev.seq` and `ev.prev_hash`).
-    /// An id below 1 has no pending hash (`None`).
+    /// Ids are in [1, 2^53]: JCS writes numbers as IEEE doubles, so beyond 2^53 neighbouring ids
+    /// would canonicalize alike. Any other id has no pending hash (`None`).
     pub fn sign(&mut self, key: &[u8], ev: &mut Event, id: i64) -> Option<[u8; 32]> {
-        if id < 1 {
+        if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
             return None;
         }
         ev.seq = -id;

@@ -748,11 +748,12 @@ thread_local! {
 fn next_pending_id() -> (i64, i64) {
     PENDING_SEQ.with(|c| {
         let (mut id, last_ord) = c.get();
-        if id <= 0 || id == i64::MAX {
+        // Ids stay in [1, 2^53] (PendingSigner binds them exactly there): a random start below
+        // 2^52, then consecutive, and a new random start should a backend ever reach 2^53.
+        if id <= 0 || id >= 1 << 53 {
             let mut b = [0u8; 8];
             crate::pg::xact::strong_random(&mut b);
-            // Below 2^62: consecutive ids never come near i64::MAX.
-            id = ((i64::from_le_bytes(b) & i64::MAX) >> 1).max(1);
+            id = ((u64::from_le_bytes(b) >> 12) as i64).max(1);
         } else {
             id += 1;
         }

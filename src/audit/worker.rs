@@ -2,8 +2,8 @@
 //! registered when the library is in `shared_preload_libraries`. Each round integrates, in its
 //! own transaction, every pending entry committed so far (`integrate::Caller::Worker`, which
 //! gives way to any other integrator); it naps `memory.integrator_naptime` only after a round
-//! that found nothing. A worker that fails is restarted by the postmaster after 5 s, and what it
-//! had not committed is still pending: nothing is lost.
+//! that found nothing. A worker that fails or is terminated is restarted by the postmaster after
+//! 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller};
 use pgrx::bgworkers::{
@@ -72,4 +72,8 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
             naptime
         };
     }
+    // SIGTERM: from the postmaster at shutdown, or pg_terminate_backend(). In the second case the
+    // worker must come back, so it leaves with exit code 1 (restarted after 5 s).
+    log!("memory_ext integrator for database \"{db}\" stopping");
+    crate::pg::xact::exit_to_be_restarted();
 }

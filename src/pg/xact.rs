@@ -62,3 +62,15 @@ pub fn reload_config() {
     // SAFETY: called from a background worker's main loop, outside any transaction.
     unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
 }
+
+/// Ends a background worker with exit code 1, so that the postmaster starts it again after its
+/// restart interval (exit code 0 would unregister it). At server shutdown nothing is restarted.
+pub fn exit_to_be_restarted() -> ! {
+    // SAFETY: called at the end of a background worker's main function, outside any transaction;
+    // proc_exit runs the exit callbacks and does not return.
+    unsafe { pg_sys::proc_exit(1) };
+    #[allow(unreachable_code)]
+    {
+        unreachable!("proc_exit returned")
+    }
+}

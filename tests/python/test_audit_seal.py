@@ -7,6 +7,7 @@ test appends in this month, moves the server's clock past the month's end, and s
 import datetime as dt
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
@@ -36,6 +37,7 @@ def clock():
         c.execute("CREATE EXTENSION memory_ext")
     yield dsn, f
     subprocess.run([str(CLUSTER), "stop", NAME], check=False)
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def server_now(c):

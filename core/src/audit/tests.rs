@@ -606,4 +606,9 @@ fn pending_hash_binds_the_id_and_differs_from_any_chained_hash() {
     assert_ne!(signer.sign(&key, &mut e, 1).unwrap(), h1);
     assert!(signer.sign(&key, &mut e, 0).is_none());
     assert!(signer.sign(&key, &mut e, -5).is_none());
+    // Up to 2^53 every id hashes apart; beyond, JCS doubles would merge neighbours: refused.
+    let top = 1i64 << 53;
+    let (mut f, mut g) = (ev, ev);
+    assert_ne!(signer.sign(&key, &mut f, top - 1), signer.sign(&key, &mut g, top));
+    assert!(signer.sign(&key, &mut f, top + 1).is_none());
 }

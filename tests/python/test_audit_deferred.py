@@ -1,0 +1,278 @@
+"""Deferred audit (SPEC §2 "Integration", memory.audit_mode = deferred, the default): writers record
+pending entries and take no chain lock; the sequencer chains them after commit.
+
+No timing is asserted: "does not wait" is checked with lock_timeout (a wait on any lock fails the
+statement), and the background worker with a generous deadline on what it must have done.
+"""
+import concurrent.futures
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+from psycopg import errors
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import verify_chain  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "scripts" / "cluster.sh"
+
+
+def governed(conn):
+    conn.execute("CREATE TABLE gov (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text NOT NULL,"
+                 " classification memory.classification)")
+    conn.execute("""SELECT memory.govern('gov', '{"audit": true}')""")
+
+
+def py_verify(conn, chain):
+    rows, keys, head = verify_chain.load(conn, chain)
+    return verify_chain.verify(rows, keys, head)
+
+
+def test_deferred_is_the_default(conn):
+    assert conn.execute("SHOW memory.audit_mode").fetchone() == ("deferred",)
+    conn.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x')")
+    assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM memory.audit_log").fetchone() == (0,)
+    # audit_verify integrates first, then verifies; nothing is left pending.
+    assert conn.execute("SELECT entries, ok, pending FROM memory.audit_verify('acme')").fetchone() == (1, True, 0)
+    assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (0,)
+
+
+def test_an_open_transaction_does_not_hold_up_another_writer_of_its_org(dsn, conn):
+    governed(conn)
+    with psycopg.connect(dsn) as a, psycopg.connect(dsn, autocommit=True) as b:
+        a.execute("INSERT INTO gov (org_id, content) VALUES ('org_1', 'a')")  # left open, as during a model call
+        # Any lock wait would fail the statement: the other writer, and the same org's recall,
+        # go straight through.
+        b.execute("SET lock_timeout = '100ms'")
+        b.execute("INSERT INTO gov (org_id, content) VALUES ('org_1', 'b')")
+        b.execute("SELECT memory.audit_append('app.note', '{}', 'org_1')")
+        b.execute("SELECT * FROM memory.recall('org_1', 'b')")
+        a.commit()
+    assert conn.execute("SELECT entries, ok, pending FROM memory.audit_verify('org_1')").fetchone() == (4, True, 0)
+    assert py_verify(conn, "org_1") == (True, None, None)
+
+
+def test_two_orgs_in_opposite_orders_do_not_deadlock(dsn, conn):
+    governed(conn)
+    with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+        for c in (a, b):
+            c.execute("SET lock_timeout = '200ms'")
+        a.execute("INSERT INTO gov (org_id, content) VALUES ('org_a', '1')")
+        b.execute("INSERT INTO gov (org_id, content) VALUES ('org_b', '1')")
+        a.execute("INSERT INTO gov (org_id, content) VALUES ('org_b', '2')")
+        b.execute("INSERT INTO gov (org_id, content) VALUES ('org_a', '2')")
+        a.commit()
+        b.commit()
+    rows = conn.execute("SELECT chain_id, entries, ok FROM memory.audit_verify() WHERE chain_id IN ('org_a', 'org_b')").fetchall()
+    assert rows == [("org_a", 2, True), ("org_b", 2, True)]
+
+
+@pytest.mark.parametrize("level", ["READ ONLY", "ISOLATION LEVEL REPEATABLE READ", "ISOLATION LEVEL SERIALIZABLE"])
+def test_recall_in_read_only_and_snapshot_transactions_during_writes(dsn, conn, level):
+    conn.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'falcon notes')")
+    with psycopg.connect(dsn) as r, psycopg.connect(dsn, autocommit=True) as w:
+        r.execute(f"BEGIN {level}")
+        assert len(r.execute("SELECT * FROM memory.recall('acme', 'falcon')").fetchall()) == 1
+        for i in range(5):  # concurrent writes to the same tenant
+            w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', %s)", (f"falcon {i}",))
+            w.execute("SELECT memory.audit_integrate()")
+        # READ ONLY at READ COMMITTED sees the new rows; a snapshot transaction does not.
+        seen = 6 if level == "READ ONLY" else 1
+        assert len(r.execute("SELECT * FROM memory.recall('acme', 'falcon')").fetchall()) == seen
+        # audit_verify in such a transaction integrates nothing; it checks and counts what is pending.
+        row = r.execute("SELECT ok, pending FROM memory.audit_verify('acme')").fetchone()
+        assert row[0] is True and row[1] >= 1, row
+        r.commit()
+    conn.execute("SELECT memory.audit_integrate()")
+    events = conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.recall'").fetchone()[0]
+    assert events == 2  # both recalls were recorded and chained
+    assert conn.execute("SELECT ok, pending FROM memory.audit_verify('acme')").fetchone() == (True, 0)
+
+
+def test_explicit_integrate_refuses_where_it_cannot_chain(dsn):
+    with psycopg.connect(dsn) as c:
+        c.execute("BEGIN READ ONLY")
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            c.execute("SELECT memory.audit_integrate()")
+
+
+def test_rollback_leaves_nothing_commit_loses_nothing(dsn, conn):
+    with psycopg.connect(dsn) as c:
+        c.execute("SELECT memory.audit_append('app.gone', '{}', 'acme')")
+        c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'rolled back')")
+        c.rollback()
+        c.execute("SELECT memory.audit_append('app.kept', '{}', 'acme')")
+        with pytest.raises(psycopg.DatabaseError):
+            with c.transaction():
+                c.execute("SELECT memory.audit_append('app.savepoint_gone', '{}', 'acme')")
+                c.execute("SELECT 1/0")
+        c.commit()
+    assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (1,)
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (1,)
+    assert conn.execute("SELECT seq, event_type FROM memory.audit_log WHERE chain_id = 'acme'").fetchall() == [(1, "app.kept")]
+
+
+def test_a_tampered_pending_entry_is_reported_and_never_chained(conn):
+    conn.execute("SELECT memory.audit_append('app.one', '{\"n\": 1}', 'acme')")
+    conn.execute("SELECT memory.audit_append('app.two', '{\"n\": 2}', 'acme')")
+    with pytest.raises(psycopg.DatabaseError) as e:
+        conn.execute("UPDATE memory.audit_pending SET payload = '{\"n\": 3}'")
+    assert e.value.sqlstate == "MX002"
+    with pytest.raises(psycopg.DatabaseError) as e:
+        conn.execute("DELETE FROM memory.audit_pending")
+    assert e.value.sqlstate == "MX002"
+    # A superuser in replica mode (triggers off) edits one entry's payload.
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("UPDATE memory.audit_pending SET payload = '{\"n\": 3}' WHERE event_type = 'app.two'")
+    row = conn.execute("SELECT entries, ok, first_bad_seq, reason, pending FROM memory.audit_verify('acme')").fetchone()
+    assert row[:3] == (1, False, None) and row[3].startswith("pending hash mismatch") and row[4] == 1, row
+    assert conn.execute("SELECT event_type FROM memory.audit_log").fetchall() == [("app.one",)]
+    # A copied row under a new id: its hash no longer checks either.
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("DELETE FROM memory.audit_pending")
+        conn.execute("SELECT memory.audit_append('app.three', '{}', 'acme')")
+        conn.execute("INSERT INTO memory.audit_pending SELECT id + 1, ord + 1, chain_id, event_type, written_at, actor_id, org_id,"
+                     " project_id, workspace_id, payload, key_id, pending_hash FROM memory.audit_pending")
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (1,)
+    row = conn.execute("SELECT entries, ok, pending FROM memory.audit_verify('acme')").fetchone()
+    assert row == (2, False, 1), row
+
+
+def test_the_sequencer_killed_mid_integration_loses_nothing(dsn, conn):
+    for i in range(200):
+        conn.execute("SELECT memory.audit_append('app.n', jsonb_build_object('i', %s), 'acme')", (i,))
+    victim = psycopg.connect(dsn)
+    pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
+    victim.execute("SELECT memory.audit_integrate()")  # chained, deleted, not committed
+    assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (200,)
+    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    try:
+        victim.close()
+    except psycopg.Error:
+        pass
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (200,)
+    assert conn.execute("SELECT entries, ok, pending FROM memory.audit_verify('acme')").fetchone() == (200, True, 0)
+    seen = sorted(r[0] for r in conn.execute("SELECT (payload->>'i')::int FROM memory.audit_log WHERE chain_id = 'acme'"))
+    assert seen == list(range(200))
+
+
+WRITERS = 16
+TXNS = 25
+LEVELS = ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]
+
+
+def _writer(dsn, w, start, killed):
+    """One writer: single-row transactions at its isolation level; every 5th rolls back; its
+    connection is killed partway (by the main thread) and reopened. Returns the marks it committed."""
+    committed = []
+    level = LEVELS[w % len(LEVELS)]
+    start.wait()
+    c = psycopg.connect(dsn)
+    for t in range(TXNS):
+        mark = f"w{w}-t{t}"
+        org = f"org_{(w + t) % 4}"
+        try:
+            c.execute(f"BEGIN ISOLATION LEVEL {level}")
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES (%s, %s)", (org, mark))
+            c.execute("SELECT memory.audit_append('app.mark', jsonb_build_object('mark', %s::text), %s)", (mark, org))
+            if t % 5 == 4:
+                c.rollback()
+                continue
+            if t == 10 and w % 4 == 0:
+                killed.put(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+                time.sleep(0.3)  # killed meanwhile, before its commit
+            c.commit()
+            committed.append(mark)
+        except psycopg.OperationalError:
+            c = psycopg.connect(dsn)
+        except psycopg.errors.SerializationFailure:
+            c.rollback()
+    c.close()
+    return committed
+
+
+def test_many_writers_every_level_rollbacks_and_kills(dsn, conn):
+    import queue
+    start = threading.Barrier(WRITERS + 1)
+    killed = queue.Queue()
+    with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
+        futures = [pool.submit(_writer, dsn, w, start, killed) for w in range(WRITERS)]
+        start.wait()
+        done = 0
+        while done < WRITERS // 4:
+            pid = killed.get(timeout=60)
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            done += 1
+        # Integrate while they write, too.
+        for _ in range(5):
+            conn.execute("SELECT memory.audit_integrate()")
+        marks = [m for f in futures for m in f.result()]
+    conn.execute("SELECT memory.audit_integrate()")
+    rows = conn.execute("SELECT chain_id, entries, ok, pending FROM memory.audit_verify() WHERE chain_id LIKE 'org_%' ORDER BY 1").fetchall()
+    assert all(r[2] and r[3] == 0 for r in rows), rows
+    for (chain,) in conn.execute("SELECT DISTINCT chain_id FROM memory.audit_log WHERE chain_id LIKE 'org_%'").fetchall():
+        n, lo, hi, distinct = conn.execute("SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM memory.audit_log WHERE chain_id = %s",
+                                           (chain,)).fetchone()
+        assert (lo, hi, distinct) == (1, n, n), chain  # gapless, no fork
+        assert py_verify(conn, chain) == (True, None, None)
+    logged = [r[0] for r in conn.execute("SELECT payload->>'mark' FROM memory.audit_log WHERE event_type = 'app.mark'")]
+    assert sorted(logged) == sorted(marks)  # every committed event exactly once, nothing else
+    stored = conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.store'").fetchone()[0]
+    assert stored == len(marks)
+    assert len(marks) >= WRITERS * TXNS * 3 // 5
+
+
+@pytest.fixture(scope="module")
+def worker_cluster():
+    """A cluster whose background integrator serves database 'integrated'."""
+    name = "pytest-worker"
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated")
+    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
+    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
+        c.execute("CREATE DATABASE integrated")
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+    yield dsn
+    subprocess.run([str(CLUSTER), "stop", name], check=False)
+
+
+def _wait_until(f, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if f():
+            return True
+        time.sleep(0.05)
+    return f()
+
+
+def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
+    with psycopg.connect(worker_cluster, autocommit=True) as c:
+        # The worker started before the database existed and is restarted every 5 s until it does.
+        q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
+        assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+        workers = c.execute(q).fetchall()
+        for i in range(100):
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES (%s, 'x')", (f"org_{i % 3}",))
+        # Nobody calls the sequencer here: the worker chains what was committed.
+        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+        assert c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 100
+        # Killed, it is restarted by the postmaster and carries on; nothing is lost.
+        c.execute("SELECT pg_terminate_backend(%s)", (workers[0][0],))
+        for i in range(50):
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_0', 'y')")
+        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 150)
+        rows = c.execute("SELECT bool_and(ok), sum(entries), sum(pending) FROM memory.audit_verify()").fetchone()
+        assert rows == (True, 150, 0)
