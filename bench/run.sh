@@ -5,13 +5,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 cargo pgrx install --release --pg-config "${PG_CONFIG:-/usr/bin/pg_config}"
-port=$("$root/scripts/cluster.sh" start bench)
+# The background integrator serves the benchmark database (deferred audit, the default mode).
+port=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench)
 trap '"$root/scripts/cluster.sh" stop bench' EXIT
 dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
 psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
 cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
+"$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 3 10
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"

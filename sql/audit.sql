@@ -16,22 +16,31 @@ REVOKE ALL ON memory.audit_keys, memory.audit_secrets FROM PUBLIC;
 
 -- Keys and salt are made on first use rather than in this script, so that pg_dump/restore of
 -- the tables above brings back the originals instead of colliding with fresh ones.
-CREATE FUNCTION memory._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea)
+CREATE FUNCTION memory._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea, OUT made boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    made := false;
     SELECT k.key_id, k.key INTO key_id, key FROM memory.audit_keys k WHERE k.retired_at IS NULL ORDER BY k.key_id DESC LIMIT 1;
     IF NOT FOUND THEN
+        made := true;
         INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING audit_keys.key_id, audit_keys.key INTO key_id, key;
     END IF;
     SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
     IF NOT FOUND THEN
+        made := true;
         INSERT INTO memory.audit_secrets VALUES ('pseudonym_salt', memory._random_bytes(32))
         ON CONFLICT (name) DO NOTHING;
         SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
     END IF;
 END $$;
 REVOKE ALL ON FUNCTION memory._audit_current_key() FROM PUBLIC;
+-- Backends cache the current key and the salt (src/audit): every change to either table
+-- invalidates the table's relcache entry, and with it those caches, in every backend at commit.
+CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_keys
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_secrets
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 -- The log: one chain per tenant, monthly range partitions on recorded_at, append-only.
 CREATE TABLE memory.audit_log (

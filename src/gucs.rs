@@ -65,7 +65,7 @@ pub fn init() {
     }
     GucRegistry::define_int_guc(
         c"memory.integrator_naptime",
-        c"Milliseconds the background integrator waits between rounds when there was nothing to integrate.",
+        c"Milliseconds the background integrator waits after a round that found less than a full batch.",
         c"",
         &INTEGRATOR_NAPTIME,
         10,

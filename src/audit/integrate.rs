@@ -10,96 +10,109 @@
 //! other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
 
-use super::{Appender, Pending, CHUNK, PG_EPOCH_UNIX_MICROS};
+use super::{Appender, EventRef, CHUNK, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::Fetched;
-use memory_core::audit::{Event, Payload, PendingSigner};
+use super::jsonb;
+use memory_core::audit::{Event, FlatPayload, Payload, PendingSigner};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The advisory lock key integrators serialize on (the bytes of "memx_int").
 const LOCK_KEY: i64 = 0x6d65_6d78_5f69_6e74;
 
-/// Columns of `PENDING_QUERY`.
-const COLS: usize = 12;
+/// Columns of `PENDING_QUERY` (the sort keys other than the first are fixed-width and come first,
+/// so the sort reads them at fixed offsets).
+pub(super) const COLS: usize = 13;
 /// Pending entries of every chain, in the order they are chained: chain by chain (bytewise, the
 /// order `Appender::lock` locks heads in), each in its writers' order.
-const PENDING_QUERY: &str = "SELECT ctid::pg_catalog.text, id, chain_id, event_type, written_at, actor_id, org_id, project_id,
+const PENDING_QUERY: &str = "SELECT ord, id, chain_id, ctid, event_type, written_at, actor_id, org_id, project_id,
                                     workspace_id, payload, key_id, pending_hash
                                FROM memory.audit_pending
                               ORDER BY chain_id COLLATE \"C\", ord, id";
 
-/// One pending entry as read back.
-pub(super) struct PendingRow {
-    pub ctid: String,
+/// One pending entry as fetched, borrowed from its batch.
+pub(super) struct PendingRef<'a> {
+    b: &'a Fetched,
+    i: usize,
     pub id: i64,
-    pub chain_id: String,
-    pub event_type: String,
+    pub chain_id: &'a str,
+    pub event_type: &'a str,
     /// Unix microseconds.
     pub written_at: i64,
-    pub actor_id: Option<String>,
-    pub org_id: Option<String>,
-    pub project_id: Option<String>,
-    pub workspace_id: Option<String>,
-    pub payload_text: Vec<u8>,
+    pub actor_id: Option<&'a str>,
+    pub org_id: Option<&'a str>,
+    pub project_id: Option<&'a str>,
+    pub workspace_id: Option<&'a str>,
+    /// The stored jsonb root container (copied as is into the chained entry).
+    pub payload_jsonb: &'a [u8],
     pub key_id: i32,
-    pub pending_hash: Vec<u8>,
+    pub pending_hash: &'a [u8],
 }
 
-impl PendingRow {
+impl<'a> PendingRef<'a> {
     /// Row `i` of a batch fetched with the columns of `PENDING_QUERY`.
-    pub fn read(b: &Fetched, i: usize) -> PendingRow {
-        let s = |c: usize| b.text(i, c).map(str::to_string);
-        let mut payload_text = Vec::new();
-        b.jsonb_text_into(i, 9, &mut payload_text);
-        PendingRow {
-            ctid: s(0).unwrap_or_default(),
+    pub fn read(b: &'a Fetched, i: usize) -> PendingRef<'a> {
+        PendingRef {
+            b,
+            i,
             id: b.int8(i, 1).unwrap_or(0),
-            chain_id: s(2).unwrap_or_default(),
-            event_type: s(3).unwrap_or_default(),
-            written_at: b
-                .int8(i, 4)
-                .unwrap_or(0)
-                .saturating_add(PG_EPOCH_UNIX_MICROS),
-            actor_id: s(5),
-            org_id: s(6),
-            project_id: s(7),
-            workspace_id: s(8),
-            payload_text,
-            key_id: b.int4(i, 10).unwrap_or(0),
-            pending_hash: b.bytes(i, 11).map(<[u8]>::to_vec).unwrap_or_default(),
+            chain_id: b.text(i, 2).unwrap_or_default(),
+            event_type: b.text(i, 4).unwrap_or_default(),
+            written_at: b.int8(i, 5).unwrap_or(0).saturating_add(PG_EPOCH_UNIX_MICROS),
+            actor_id: b.text(i, 6),
+            org_id: b.text(i, 7),
+            project_id: b.text(i, 8),
+            workspace_id: b.text(i, 9),
+            payload_jsonb: b.bytes(i, 10).unwrap_or_default(),
+            key_id: b.int4(i, 11).unwrap_or(0),
+            pending_hash: b.bytes(i, 12).unwrap_or_default(),
         }
     }
 
-    /// The payload, when the entry's signature checks under its key and its chain is its org's.
-    pub fn checked(
-        &self,
-        keys: &HashMap<i32, Vec<u8>>,
-        signer: &mut PendingSigner,
-    ) -> Option<Value> {
-        if self.chain_id != self.org_id.as_deref().unwrap_or("") {
-            return None;
+    /// `f(payload)` with the payload as the hash covers it (what reading the stored jsonb back
+    /// yields): a flat object of strings and nulls straight from its jsonb bytes, anything else
+    /// parsed. None when it cannot be read.
+    pub fn with_payload<R>(&self, utf8: bool, f: impl FnOnce(Option<Payload>) -> R) -> R {
+        let c = self.payload_jsonb;
+        let flat_bytes = utf8 && jsonb::is_flat_object(c);
+        let mut members = [("", None); jsonb::MAX_MEMBERS];
+        let n = if flat_bytes { jsonb::flat_string_members(c, &mut members) } else { None };
+        if let Some(flat) = n.and_then(|n| FlatPayload::sorted(&mut members[..n])) {
+            return f(Some(Payload::Flat(flat)));
         }
-        let key = keys.get(&self.key_id)?;
-        let payload: Value = serde_json::from_slice(&self.payload_text).ok()?;
+        let parsed: Option<Value> = if flat_bytes {
+            jsonb::decode_flat_object(c)
+        } else {
+            let mut text = Vec::new();
+            self.b.jsonb_text_into(self.i, 10, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
+        };
+        f(parsed.as_ref().map(Payload::Json))
+    }
+
+    /// Whether the entry's signature checks under its key, with `payload` as read, and its chain
+    /// is its org's.
+    pub fn checks(&self, payload: Payload, keys: &HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> bool {
+        if self.chain_id != self.org_id.unwrap_or("") {
+            return false;
+        }
+        let Some(key) = keys.get(&self.key_id) else { return false };
         let mut ev = Event {
-            chain_id: &self.chain_id,
+            chain_id: self.chain_id,
             seq: 0,
             prev_hash: [0; 32],
-            event_type: &self.event_type,
+            event_type: self.event_type,
             recorded_at_micros: self.written_at,
-            actor_id: self.actor_id.as_deref(),
-            org_id: self.org_id.as_deref(),
-            project_id: self.project_id.as_deref(),
-            workspace_id: self.workspace_id.as_deref(),
+            actor_id: self.actor_id,
+            org_id: self.org_id,
+            project_id: self.project_id,
+            workspace_id: self.workspace_id,
             key_id: self.key_id,
-            payload: Payload::Json(&payload),
+            payload,
         };
-        let hash = signer.sign(key, &mut ev, self.id)?;
-        (hash.as_slice() == self.pending_hash.as_slice()).then_some(payload)
+        signer.sign(key, &mut ev, self.id).is_some_and(|h| h.as_slice() == self.pending_hash)
     }
 }
 
@@ -177,64 +190,66 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
         }
         let keys = read_keys(client)?;
         let mut signer = PendingSigner::new();
-        let mut cursor = client.open_cursor(PENDING_QUERY, &[]);
-        let mut batch = Fetched::default();
         let mut done: i64 = 0;
-        let mut ctids: Vec<String> = Vec::with_capacity(CHUNK);
-        while batch.fetch(&mut cursor, CHUNK, COLS)? {
-            let mut good: Vec<(PendingRow, Value)> = Vec::with_capacity(batch.len());
-            for i in 0..batch.len() {
-                let row = PendingRow::read(&batch, i);
-                // An entry whose signature does not check stays pending (audit_verify names it).
-                if let Some(payload) = row.checked(&keys, &mut signer) {
-                    good.push((row, payload));
+        let utf8 = crate::pg::tuple::database_is_utf8();
+        let mut ctids: Vec<pg_sys::ItemPointerData> = Vec::new();
+        {
+            // The sort of the backlog in memory rather than in temporary files.
+            let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", c"256MB");
+            let mut cursor = client.open_cursor(PENDING_QUERY, &[]);
+            let mut batch = Fetched::default();
+            while batch.fetch(&mut cursor, CHUNK, COLS)? {
+                for i in 0..batch.len() {
+                    let row = PendingRef::read(&batch, i);
+                    // Heads are locked as their chains come, which is in chain order. An entry whose
+                    // signature does not check stays pending (audit_verify names it).
+                    let pushed = row.with_payload(utf8, |payload| -> Result<bool, MxError> {
+                        let Some(payload) = payload else { return Ok(false) };
+                        if !row.checks(payload, &keys, &mut signer) {
+                            return Ok(false);
+                        }
+                        ap.push_ref(
+                            client,
+                            EventRef {
+                                event_type: row.event_type,
+                                org_id: row.org_id,
+                                project_id: row.project_id,
+                                workspace_id: row.workspace_id,
+                                actor_id: row.actor_id,
+                                payload,
+                                payload_text: None,
+                                payload_jsonb: Some(row.payload_jsonb),
+                            },
+                        )?;
+                        Ok(true)
+                    })?;
+                    if pushed {
+                        if let Some(t) = batch.tid(i, 3) {
+                            ctids.push(t);
+                        }
+                    }
                 }
-            }
-            ap.lock(client, good.iter().map(|(r, _)| r.chain_id.as_str()))?;
-            ap.reserve(good.len());
-            ctids.clear();
-            for (row, payload) in good {
-                // The payload is stored as the writer stored it (its jsonb text, which jsonb_in
-                // makes into the same jsonb); the hash covers what reading it back yields.
-                let text = String::from_utf8(row.payload_text).map_err(|_| MxError::new(code::INTERNAL, "pending payload is not UTF-8"))?;
-                ap.push(
-                    client,
-                    Pending {
-                        event_type: Cow::Owned(row.event_type),
-                        org_id: row.org_id,
-                        project_id: row.project_id,
-                        workspace_id: row.workspace_id,
-                        actor_id: row.actor_id,
-                        payload,
-                        payload_text: Some(text),
-                    },
-                )?;
-                ctids.push(row.ctid);
-            }
-            if !ctids.is_empty() {
-                crate::gates::set_integrating(true);
-                let deleted = super::run(
-                    client,
-                    "DELETE FROM memory.audit_pending WHERE ctid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::pg_catalog.tid[])",
-                    &[pg_sys::TEXTARRAYOID],
-                    &[ctids.clone().into()],
-                    None,
-                );
-                crate::gates::set_integrating(false);
-                let deleted = deleted?.len();
-                if deleted != ctids.len() {
-                    return Err(MxError::new(
-                        code::INTERNAL,
-                        format!(
-                            "integrated {} pending entries but deleted {deleted}",
-                            ctids.len()
-                        ),
-                    ));
-                }
-                done += ctids.len() as i64;
-            }
         }
-        drop(batch);
+        }
+
+        // One pass over the table deletes what was chained (the rows stay where they were read:
+        // only an integrator deletes them, and integrators hold the lock above).
+        if !ctids.is_empty() {
+            crate::gates::set_integrating(true);
+            let deleted = super::run(
+                client,
+                "DELETE FROM memory.audit_pending WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)",
+                &[pg_sys::TIDARRAYOID],
+                &[ctids.clone().into()],
+                None,
+            );
+            crate::gates::set_integrating(false);
+            let deleted = deleted?.len();
+            if deleted != ctids.len() {
+                return Err(MxError::new(code::INTERNAL, format!("integrated {} pending entries but deleted {deleted}", ctids.len())));
+            }
+            done = ctids.len() as i64;
+        }
         ap.finish(client)?;
         Ok(done)
     })

@@ -24,6 +24,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01).
@@ -55,6 +56,9 @@ pub struct EventRef<'a> {
     pub payload: Payload<'a>,
     /// As `Pending::payload_text`.
     pub payload_text: Option<&'a str>,
+    /// The payload as a stored jsonb root container (a pending entry's, copied as is); the
+    /// hash covers `payload`, which reading it back yields.
+    pub payload_jsonb: Option<&'a [u8]>,
 }
 
 struct Head {
@@ -263,10 +267,7 @@ impl Appender {
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
         let owner = crate::trust::AsOwner::enter()?;
         crate::pg::xact::ensure_xid();
-        let row = run(client, "SELECT key_id, key, salt FROM memory._audit_current_key()", &[], &[], Some(1))?.first();
-        let key_id = row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-        let key = row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-        let salt = row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        let (key_id, key, salt) = current_key(client)?;
         Ok(Appender {
             _owner: owner,
             system: false,
@@ -373,6 +374,7 @@ impl Appender {
                 actor_id: ev.actor_id.as_deref(),
                 payload: Payload::Json(&ev.payload),
                 payload_text: ev.payload_text.as_deref(),
+                payload_jsonb: None,
             },
         )
     }
@@ -409,9 +411,14 @@ impl Appender {
             (seq, 0, head.recorded_at, prev, hash, Some(seq))
         };
         let r = &mut self.rows;
-        let payload = match ev.payload_text {
-            Some(t) => StoredPayload::Text(r.put(t)),
-            None => {
+        let payload = match (ev.payload_jsonb, ev.payload_text) {
+            (Some(j), _) if self.utf8 => {
+                let at = r.arena.len();
+                r.arena.extend_from_slice(j);
+                StoredPayload::Jsonb(Span { at, len: j.len() })
+            }
+            (_, Some(t)) => StoredPayload::Text(r.put(t)),
+            _ => {
                 let at = r.arena.len();
                 if self.utf8 && jsonb::write_flat_container(ev.payload, &mut r.arena) {
                     StoredPayload::Jsonb(Span { at, len: r.arena.len() - at })
@@ -763,6 +770,59 @@ fn next_pending_id() -> (i64, i64) {
     })
 }
 
+thread_local! {
+    // The current key and the pseudonym salt, with the oids of the tables they come from: kept
+    // until either table's relcache entry is invalidated (their statement triggers invalidate it
+    // on every change, e.g. memory.audit_rotate_key) or everything is.
+    static KEY_CACHE: RefCell<Option<CachedKey>> = const { RefCell::new(None) };
+    static KEY_MADE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// At the end of a transaction or subtransaction that made the key or salt: forget the cache.
+fn key_xact_end() {
+    if KEY_MADE.with(|m| m.replace(false)) {
+        KEY_CACHE.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+struct CachedKey {
+    tables: [pg_sys::Oid; 2],
+    key_id: i32,
+    key: Vec<u8>,
+    salt: Vec<u8>,
+}
+
+/// (key_id, key, salt) for new entries: cached per backend, read (and made on first use) through
+/// memory._audit_current_key() otherwise.
+fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
+    if let Some(k) = KEY_CACHE.with(|c| c.borrow().as_ref().map(|k| (k.key_id, k.key.clone(), k.salt.clone()))) {
+        return Ok(k);
+    }
+    let row = run(
+        client,
+        "SELECT k.key_id, k.key, k.salt, 'memory.audit_keys'::pg_catalog.regclass::pg_catalog.oid,
+                'memory.audit_secrets'::pg_catalog.regclass::pg_catalog.oid, k.made FROM memory._audit_current_key() k",
+        &[],
+        &[],
+        Some(1),
+    )?
+    .first();
+    let key_id = row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+    let key = row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+    let salt = row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+    let keys = row.get::<pg_sys::Oid>(4).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid);
+    let secrets = row.get::<pg_sys::Oid>(5).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid);
+    // A key or salt made by this transaction could still be rolled back: the cache is then
+    // dropped when the transaction (or subtransaction) ends, and read again.
+    if row.get::<bool>(6).map_err(MxError::spi_in("audit"))?.unwrap_or(true) {
+        KEY_MADE.with(|m| m.set(true));
+    }
+    if !key.is_empty() && !salt.is_empty() {
+        KEY_CACHE.with(|c| *c.borrow_mut() = Some(CachedKey { tables: [keys, secrets], key_id, key: key.clone(), salt: salt.clone() }));
+    }
+    Ok((key_id, key, salt))
+}
+
 /// memory.audit_pending's oid, cached until its relcache entry is invalidated.
 fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
     let cached = PENDING_RELID.with(std::cell::Cell::get);
@@ -788,6 +848,12 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
+    KEY_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {
+            *c = None;
+        }
+    });
     PENDING_RELID.with(|c| {
         if relid == pg_sys::InvalidOid || c.get() == relid {
             c.set(pg_sys::InvalidOid);
@@ -803,6 +869,9 @@ fn partitions_inval(relid: pg_sys::Oid) {
 
 pub fn init() {
     crate::pg::callbacks::on_relcache(partitions_inval);
+    crate::pg::callbacks::on_relcache(trigger::forget_plans);
+    crate::pg::callbacks::on_transaction_end(key_xact_end);
+    crate::pg::callbacks::on_subtransaction_abort(key_xact_end);
     worker::register();
 }
 

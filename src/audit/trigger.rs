@@ -8,7 +8,28 @@ use memory_core::events;
 use memory_core::protocol::AuditArgs;
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
+use std::cell::RefCell;
 use std::collections::HashMap;
+
+thread_local! {
+    // Kept plans of the statements that read a table's transition tables, by (table, text): an
+    // agent writes one row per transaction, and parsing and planning the read every time would
+    // cost more than the rest of the append. Dropped when the table's relcache entry is
+    // invalidated (ALTER TABLE, govern), so a plan never outlives the columns it reads.
+    static TRIGGER_PLANS: RefCell<HashMap<(pg_sys::Oid, String), pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
+/// Relcache callback: forget the plans of `relid` (InvalidOid: of every table).
+pub(super) fn forget_plans(relid: pg_sys::Oid) {
+    TRIGGER_PLANS.with(|p| {
+        let mut p = p.borrow_mut();
+        if relid == pg_sys::InvalidOid {
+            p.clear();
+        } else if p.keys().any(|k| k.0 == relid) {
+            p.retain(|k, _| k.0 != relid);
+        }
+    });
+}
 
 /// Column mapping of `memory.audit_trigger` (TG_ARGV, see memory_core::protocol), and the table
 /// the trigger fired on.
@@ -152,7 +173,18 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         let actor = default_actor(&ap);
         let table = map.table.as_str();
         let cols = if event_type == events::RECLASSIFY { 8 } else { 7 };
-        let mut cursor = client.open_cursor(query.as_str(), &[]);
+        // The plan is prepared with this call's transition tables registered (SPI resolves them
+        // by name, the same names on every call) and kept for the next statements.
+        let key = (crate::pg::tuple::trigger_relid(td), query.clone());
+        if !TRIGGER_PLANS.with(|p| p.borrow().contains_key(&key)) {
+            let plan = client.prepare(query.as_str(), &[]).map_err(MxError::spi_in("audit"))?.keep();
+            TRIGGER_PLANS.with(|p| p.borrow_mut().insert(key.clone(), plan));
+        }
+        let mut cursor = TRIGGER_PLANS.with(|p| {
+            let plans = p.borrow();
+            let plan = plans.get(&key).expect("prepared above");
+            client.open_cursor(plan, &[])
+        });
         let mut batch = crate::pg::spi::Fetched::default();
         if !batch.fetch(&mut cursor, CHUNK, cols)? {
             return Ok(());
@@ -230,6 +262,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                         actor_id: Some(&actor),
                         payload: Payload::Flat(payload),
                         payload_text: None,
+                        payload_jsonb: None,
                     },
                 )?;
             }

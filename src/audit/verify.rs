@@ -173,18 +173,20 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
 /// The chain's pending entries (not yet integrated): how many, and how many fail their signature.
 fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<(i64, i64), MxError> {
     let mut cursor = client.open_cursor(
-        "SELECT ctid::pg_catalog.text, id, chain_id, event_type, written_at, actor_id, org_id, project_id,
+        "SELECT ord, id, chain_id, ctid, event_type, written_at, actor_id, org_id, project_id,
                 workspace_id, payload, key_id, pending_hash
            FROM memory.audit_pending WHERE chain_id = $1 COLLATE \"C\"",
         &[chain.into()],
     );
     let mut signer = memory_core::audit::PendingSigner::new();
+    let utf8 = tuple::database_is_utf8();
     let mut batch = Fetched::default();
     let (mut n, mut bad) = (0i64, 0i64);
-    while batch.fetch(&mut cursor, BATCH as usize, 12)? {
+    while batch.fetch(&mut cursor, BATCH as usize, super::integrate::COLS)? {
         for i in 0..batch.len() {
             n += 1;
-            if super::integrate::PendingRow::read(&batch, i).checked(keys, &mut signer).is_none() {
+            let row = super::integrate::PendingRef::read(&batch, i);
+            if !row.with_payload(utf8, |p| p.is_some_and(|p| row.checks(p, keys, &mut signer))) {
                 bad += 1;
             }
         }

@@ -1,8 +1,8 @@
 //! The background integrator: one worker per database named in `memory.integrator_databases`,
 //! registered when the library is in `shared_preload_libraries`. Each round integrates, in its
 //! own transaction, every pending entry committed so far (`integrate::Caller::Worker`, which
-//! gives way to any other integrator); it naps `memory.integrator_naptime` only after a round
-//! that found nothing. A worker that fails or is terminated is restarted by the postmaster after
+//! gives way to any other integrator); it naps `memory.integrator_naptime` after a round that
+//! found less than a full batch. A worker that fails or is terminated is restarted by the postmaster after
 //! 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller};
@@ -66,11 +66,10 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
             }
         });
         let naptime = Duration::from_millis(crate::gucs::INTEGRATOR_NAPTIME.get().max(10) as u64);
-        nap = if done > 0 {
-            Duration::from_millis(1)
-        } else {
-            naptime
-        };
+        // A round that chained a full batch or more has a backlog behind it: go on at once.
+        // Otherwise wait, so that each round's fixed cost (a head lock and update per chain)
+        // is shared by the entries of a whole naptime.
+        nap = if done >= super::CHUNK as i64 { Duration::from_millis(1) } else { naptime };
     }
     // SIGTERM: from the postmaster at shutdown, or pg_terminate_backend(). In the second case the
     // worker must come back, so it leaves with exit code 1 (restarted after 5 s).

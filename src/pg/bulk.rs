@@ -52,6 +52,8 @@ impl Opened {
     ) -> Result<(), MxError> {
         // Rows per multi-insert (COPY buffers up to 1000).
         const BATCH: usize = 1000;
+        // Up to this many rows, one plain tuple insert each, without a bulk-insert state.
+        const SMALL: usize = 8;
         let rel = self.0[k];
         // SAFETY: `rel` is open with RowExclusiveLock for this transaction; every pointer below is
         // created, used and freed here, on this backend; datums point into one palloc'd chunk per
@@ -76,7 +78,10 @@ impl Opened {
             let econtext = pg_sys::MakePerTupleExprContext(estate);
             let mut slots: Vec<*mut pg_sys::TupleTableSlot> =
                 (0..rows.len().min(BATCH)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
-            let bistate = pg_sys::GetBulkInsertState();
+            // A bulk-insert state (a ring of buffers, kept across batches) pays off for many
+            // rows; an agent's single-row transaction inserts one or two, as INSERT does.
+            let bulk = rows.len() > SMALL;
+            let bistate = if bulk { pg_sys::GetBulkInsertState() } else { std::ptr::null_mut() };
             let cid = pg_sys::GetCurrentCommandId(true);
             for batch in rows.chunks(BATCH) {
                 let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
@@ -121,14 +126,22 @@ impl Opened {
                     pg_sys::ExecStoreVirtualTuple(slot);
                 }
                 debug_assert!(used <= size.max(1));
-                pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
+                if bulk {
+                    pg_sys::table_multi_insert(rel, slots.as_mut_ptr(), batch.len() as i32, cid, 0, bistate);
+                } else {
+                    for &slot in &slots[..batch.len()] {
+                        pg_sys::table_tuple_insert(rel, slot, cid, 0, std::ptr::null_mut());
+                    }
+                }
                 for &slot in &slots[..batch.len()] {
                     insert_index_tuples(rri, slot, estate);
                 }
                 pg_sys::MemoryContextSwitchTo(old);
                 pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
             }
-            pg_sys::FreeBulkInsertState(bistate);
+            if bulk {
+                pg_sys::FreeBulkInsertState(bistate);
+            }
             for slot in slots {
                 pg_sys::ExecDropSingleTupleTableSlot(slot);
             }

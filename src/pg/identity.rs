@@ -94,6 +94,43 @@ impl Switched {
     }
 }
 
+/// While alive: a setting changed for this backend, as a function's SET clause changes it; the
+/// previous value comes back on drop. Values are dropped in the reverse order of their making
+/// (a `LocalSetting` made after a `Switched` is dropped before it).
+pub struct LocalSetting {
+    nest: c_int,
+}
+
+impl LocalSetting {
+    pub fn set(name: &CStr, value: &CStr) -> LocalSetting {
+        // SAFETY: what fmgr does for a function's SET clause, undone in Drop at the same level.
+        unsafe {
+            let nest = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET as _,
+                pg_sys::GucSource::PGC_S_SESSION as _,
+                pg_sys::GucAction::GUC_ACTION_SAVE as _,
+                true,
+                0,
+                false,
+            );
+            LocalSetting { nest }
+        }
+    }
+}
+
+impl Drop for LocalSetting {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: pops the level `set` pushed.
+        unsafe { pg_sys::AtEOXact_GUC(true, self.nest) };
+    }
+}
+
 impl Drop for Switched {
     fn drop(&mut self) {
         if std::thread::panicking() {

@@ -79,6 +79,13 @@ impl Fetched {
         self.datum(i, c).map(|d| d.value() as i64)
     }
 
+    /// A tid column `c` of row `i`.
+    pub fn tid(&self, i: usize, c: usize) -> Option<pg_sys::ItemPointerData> {
+        // SAFETY: a non-NULL tid datum of the batch points at its 6 bytes, alive until the batch
+        // is freed; they are copied out.
+        self.datum(i, c).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<pg_sys::ItemPointerData>()) })
+    }
+
     /// An int4 column `c` of row `i`.
     pub fn int4(&self, i: usize, c: usize) -> Option<i32> {
         self.datum(i, c).map(|d| d.value() as i32)

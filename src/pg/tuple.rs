@@ -54,6 +54,11 @@ pub fn column_type(td: &pg_sys::TriggerData, name: &str) -> Option<pg_sys::Oid> 
 }
 
 /// The schema-qualified name of the relation a trigger fired on.
+pub fn trigger_relid(td: &pg_sys::TriggerData) -> pg_sys::Oid {
+    // SAFETY: the trigger's relation is open while the trigger runs.
+    unsafe { (*td.tg_relation).rd_id }
+}
+
 pub fn trigger_relation_name(td: &pg_sys::TriggerData) -> String {
     // SAFETY: the trigger's relation is open while the trigger runs.
     unsafe { relation_name(td.tg_relation) }
