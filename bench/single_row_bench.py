@@ -28,8 +28,10 @@ from audit_bench import SETUP as AUDIT_SETUP
 from common import machine, median, write_section
 
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
-DROP TABLE IF EXISTS sr_bare, sr_baseline, sr_deferred, sr_immediate;
+DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_baseline, sr_deferred, sr_immediate;
 CREATE TABLE sr_bare (LIKE ab_bare INCLUDING ALL);
+CREATE TABLE sr_floor (LIKE ab_bare INCLUDING ALL);
+CREATE TABLE sr_floor_pending (LIKE memory.audit_pending);
 CREATE TABLE sr_baseline (LIKE ab_bare INCLUDING ALL);
 CREATE TRIGGER a_classify BEFORE INSERT ON sr_baseline FOR EACH ROW EXECUTE FUNCTION ab_plpgsql_classify();
 CREATE TRIGGER b_audit AFTER INSERT ON sr_baseline FOR EACH ROW EXECUTE FUNCTION ab_plpgsql_audit();
@@ -57,7 +59,20 @@ def pgbench(port, db, script, clients, seconds):
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
 
 
+# The floor of any design that writes an audit record in the writer's own transaction: the bare
+# insert plus one plain insert of a row shaped like a pending entry (no trigger, no hashing).
+FLOOR = r"""\set t random(1, {tenants})
+WITH p AS (INSERT INTO sr_floor_pending VALUES (:client_id, 1, 'org-' || :t, 'memory.store', now(), 'role:postgres', 'org-' || :t, NULL, NULL,
+  '{{"classification": "internal", "content_sha256": "5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", "id": "0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d", "table": "public.sr_deferred", "userId": "h:5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}}',
+  1, '\x5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b'))
+INSERT INTO sr_floor (org_id, user_id, content, source_type)
+VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agent ' || :client_id || ' note ' || random(), 'preference');
+"""
+
+
 def script_for(variant, tenants):
+    if variant == "floor":
+        return FLOOR.format(tenants=tenants)
     return SCRIPT.format(tenants=tenants, table=variant)
 
 
@@ -111,7 +126,7 @@ def main():
                             " AND datname = current_database()").fetchone()[0]
         assert workers == 1, "start the cluster with memory.integrator_databases naming this database"
 
-    variants = ["bare", "baseline", "deferred", "immediate"]
+    variants = ["bare", "floor", "baseline", "deferred", "immediate"]
     tps = {(v, t): [] for v in variants for t in (1, 64)}
     for r in range(rounds):
         for tenants in (1, 64):
@@ -188,6 +203,7 @@ run. Medians of the rounds, all variants measured side by side in this run.
 | variant | 1 tenant TPS | vs bare | vs baseline | 64 tenants TPS | vs bare | vs baseline |
 |---|---|---|---|---|---|---|
 {row('bare', 'bare table')}
+{row('floor', 'bare + one plain insert of a pending-shaped row in the same transaction (the floor of any in-transaction audit record)')}
 {row('baseline', 'PL/pgSQL classification + pgcrypto HMAC chain, head row per row (baseline)')}
 {row('deferred', 'memory_ext, deferred (pending entry per row; integrator running)')}
 {row('immediate', 'memory_ext, immediate (chained under the head lock)')}

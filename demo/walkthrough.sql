@@ -60,7 +60,12 @@ SELECT table_name, triggers FROM memory.governed_tables;
 
 \echo
 \echo '== 5. Every write is on a per-tenant hash chain ============================================='
-\echo 'The inserts above were chained per org: memory.store events with content_sha256, never content.'
+\echo 'Each insert recorded a signed pending entry in its own transaction, taking no lock on the chain'
+\echo '(memory.audit_mode = deferred). The sequencer chains them per org: the background integrator'
+\echo 'every ~100 ms, or on demand:'
+SELECT count(*) AS pending FROM memory.audit_pending;
+SELECT memory.audit_integrate() AS chained;
+\echo 'memory.store events with content_sha256, never content:'
 SELECT chain_id, seq, event_type, left(encode(entry_hash, 'hex'), 16) || '…' AS entry_hash,
        payload->>'classification' AS tier, left(payload->>'content_sha256', 12) || '…' AS content_sha256
   FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq LIMIT 6;
@@ -102,6 +107,7 @@ SELECT * FROM memory.misleading_observations('acme');
 \echo 'recall ranks live rows of one tenant by full-text relevance x weight (and audits ids, not content):'
 SELECT left(content, 50) AS content, round(weight::numeric, 4) AS weight, round(score::numeric, 5) AS score
   FROM memory.recall('acme', 'payments worker backoff', 5);
+SELECT memory.audit_integrate() \g /dev/null
 SELECT event_type, payload - 'query_sha256' AS payload FROM memory.audit_log
  WHERE chain_id = 'acme' AND event_type IN ('memory.feedback', 'memory.recall') ORDER BY seq DESC LIMIT 2;
 
@@ -147,6 +153,7 @@ INSERT INTO memory.claims (id, org_id, entity_id, claim_text, supports, source, 
   ('c0000000-0000-0000-0000-000000000002', 'acme', 'e0000000-0000-0000-0000-000000000001',
    'Corrected: 1,250 patients', ARRAY['src-1'], 'PubMed', 0.85, 'c0000000-0000-0000-0000-000000000001');
 SELECT * FROM memory.claim_chain('c0000000-0000-0000-0000-000000000002');
+SELECT memory.audit_integrate() \g /dev/null
 SELECT event_type, payload - 'claimSha256' - 'subjectId' AS payload FROM memory.audit_log
  WHERE chain_id = 'acme' AND event_type LIKE 'memory.claim.%' ORDER BY seq DESC LIMIT 2;
 \echo
@@ -192,5 +199,6 @@ INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'sneaky');
 SELECT memory.audit_append('memory.purge', '{"forged": true}', 'acme');
 \set ON_ERROR_STOP on
 RESET ROLE;
+SELECT memory.audit_integrate() \g /dev/null
 SELECT actor_id, event_type, payload->>'classification' AS tier FROM memory.audit_log
  WHERE chain_id = 'acme' AND actor_id = 'role:demo_agent';

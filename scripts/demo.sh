@@ -3,7 +3,8 @@
 # to connect. The cluster keeps running; `scripts/cluster.sh stop demo` removes it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-port=$("$root/scripts/cluster.sh" start demo)
+# memory_ext is preloaded (scripts/cluster.sh); its background integrator serves memdemo.
+port=$(MEMORY_EXT_INTEGRATOR_DATABASES=memdemo "$root/scripts/cluster.sh" start demo)
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres
 psql -q -d postgres -c "DROP DATABASE IF EXISTS memdemo WITH (FORCE)" -c "CREATE DATABASE memdemo"
 psql -q -d memdemo -v ON_ERROR_STOP=1 -c "CREATE EXTENSION memory_ext"

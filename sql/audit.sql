@@ -244,6 +244,18 @@ END $$;
 COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
   'Append one event to the chain of org_id ('''' when NULL); returns its seq in immediate mode, NULL in deferred mode (the seq is assigned at integration). Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
 
+-- memory_ext's own records (governance DDL, org grants), whoever triggered them: the payload goes
+-- to Rust as text (any jsonb is then a clean 22023 or an event). Not granted to PUBLIC.
+CREATE FUNCTION memory._audit_append_system(event_type text, payload jsonb, org_id text)
+RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append_system_text(event_type, payload::pg_catalog.text, org_id) $$;
+-- Many events in one call (memory_ext's PL/pgSQL functions and knowledge triggers); as text too.
+CREATE FUNCTION memory._audit_append_many(events jsonb)
+RETURNS int LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append_events(events::pg_catalog.text) $$;
+REVOKE ALL ON FUNCTION memory._audit_append_system(text, jsonb, text), memory._audit_append_system_text(text, text, text),
+                       memory._audit_append_many(jsonb), memory._audit_append_events(text) FROM PUBLIC;
+
 -- The internal door for memory_ext's own SQL functions (not granted to PUBLIC): like
 -- audit_append without the reserved-name check; the appender still checks the org.
 CREATE FUNCTION memory._audit(event_type text, payload jsonb, org_id text DEFAULT NULL,

@@ -26,7 +26,7 @@ COMMENT ON FUNCTION memory.risk_band(memory.classification) IS
 
 CREATE FUNCTION memory.derive_classification(metadata jsonb)
 RETURNS memory.classification LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT memory._derive_classification(metadata)::memory.classification $$;
+AS $$ SELECT memory._derive_classification(metadata OPERATOR(pg_catalog.->>) 'classification')::memory.classification $$;
 COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
   'metadata->>''classification'' when it is a valid tier, else internal (the safe default).';
 

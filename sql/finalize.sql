@@ -54,7 +54,7 @@ GRANT EXECUTE ON FUNCTION
     memory.govern(regclass, jsonb), memory.ungovern(regclass),
     -- what those call with the caller's rights
     memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
-    memory._risk_band(text), memory._derive_classification(jsonb), memory._ema(float8, text, float8, float8),
+    memory._risk_band(text), memory._derive_classification(text), memory._ema(float8, text, float8, float8),
     memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
     memory._caller(), memory._may_act_for(text), memory._acting_org(),
     -- rules of the core the caller's own statements use (pure functions)

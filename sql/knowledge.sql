@@ -339,7 +339,21 @@ CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.relationships REFERENC
     FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
 CREATE TRIGGER knowledge_audit_del AFTER DELETE ON memory.relationships REFERENCING OLD TABLE AS memory_old
     FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
-REVOKE ALL ON FUNCTION memory._audit_append_many(jsonb), memory._knowledge_gate(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory._knowledge_gate(boolean) FROM PUBLIC;
+
+-- `details` with each top-level key named `details.<key>` in `fields` set to the redaction
+-- marker; jsonb operators only, so details of any depth or number range are redacted.
+CREATE FUNCTION memory._redact_details(details jsonb, fields text[])
+RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.jsonb_typeof(details) OPERATOR(pg_catalog.=) 'object' THEN
+        details OPERATOR(pg_catalog.||) coalesce((
+            SELECT pg_catalog.jsonb_object_agg(k, pg_catalog.to_jsonb(memory._redacted_marker()))
+              FROM (SELECT DISTINCT pg_catalog.substr(f, 9) AS k FROM pg_catalog.unnest(fields) f
+                     WHERE f OPERATOR(pg_catalog.~~) 'details.%' AND pg_catalog.length(f) OPERATOR(pg_catalog.>) 8) x
+             WHERE details OPERATOR(pg_catalog.?) x.k), '{}'::jsonb)
+    ELSE details END
+$$;
 
 -- ------------------------------------------------------------------------------------------------
 -- Reading.

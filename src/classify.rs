@@ -153,14 +153,23 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 /// and (or '') memory_type column names.
 #[pg_extern(immutable, parallel_safe, name = "_classify_trigger_args")]
 fn classify_trigger_args(
-    content: String,
+    content: Option<String>,
     source_files: Option<String>,
     source_type: Option<String>,
-    targets: Vec<String>,
+    targets: Option<Vec<Option<String>>>,
     org: Option<String>,
-    stamps: default!(Option<Vec<String>>, "NULL"),
-) -> Vec<String> {
+    stamps: default!(Option<Vec<Option<String>>>, "NULL"),
+) -> Option<Vec<String>> {
     use memory_core::protocol::{ClassifyArgs, StampArgs};
+    let no_nulls = |v: Vec<Option<String>>, what: &str| -> Vec<String> {
+        v.into_iter()
+            .map(|c| c.ok_or_else(|| MxError::bad_argument(format!("{what} column names must not be NULL"))))
+            .collect::<Result<Vec<_>, _>>()
+            .or_raise()
+    };
+    let content = content?;
+    let targets = no_nulls(targets?, "target");
+    let stamps = stamps.map(|s| no_nulls(s, "stamp"));
     let stamps = stamps.and_then(|s| match s.as_slice() {
         [c, e, p, a, m] => Some(StampArgs {
             created: c.clone(),
@@ -171,7 +180,7 @@ fn classify_trigger_args(
         }),
         _ => None,
     });
-    ClassifyArgs { content, source_files, source_type, targets, org, stamps }.to_args()
+    Some(ClassifyArgs { content, source_files, source_type, targets, org, stamps }.to_args())
 }
 
 /// The message for a mapped column of the wrong type (memory_core::protocol), for memory.govern.
@@ -232,9 +241,10 @@ fn risk_band(tier: &str) -> &'static str {
         .or_raise()
 }
 
+/// The tier of `metadata->>'classification'` (memory.derive_classification passes the text, so
+/// no JSON of any depth or size is parsed here).
 #[pg_extern(immutable, parallel_safe, name = "_derive_classification")]
-fn derive_label(metadata: Option<JsonB>) -> &'static str {
-    let label = metadata.as_ref().and_then(|m| m.0.get("classification")).and_then(|v| v.as_str());
+fn derive_label(label: Option<&str>) -> &'static str {
     derive_classification(label).as_str()
 }
 
@@ -249,7 +259,9 @@ fn check_rule_pattern(pattern: &str) -> bool {
 
 /// Statement trigger on memory.classification_rules: tell every backend (at commit) and this one
 /// (at the next command) to drop its compiled rules.
-#[pg_trigger]
+#[pg_trigger(sql = r#"
+CREATE FUNCTION "rules_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_rules_changed_checked';
+"#)]
 fn rules_changed<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
@@ -264,7 +276,9 @@ fn rules_changed<'a>(
 /// `memory.classify_trigger()`: BEFORE INSERT OR UPDATE FOR EACH ROW.
 /// TG_ARGV: content column, source-files column (or ''), source-type column (or ''), target
 /// column, then optional `org=<column>` and further `target=<column>` arguments.
-#[pg_trigger]
+#[pg_trigger(sql = r#"
+CREATE FUNCTION "classify_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_classify_trigger_checked';
+"#)]
 fn classify_trigger<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
@@ -335,3 +349,9 @@ fn classify_row_inputs(cols: &mut tuple::ClassifyColumns) -> Result<Decision, Mx
     }
     Ok(cols.with_source_files(|paths| decide(cols.content(), paths, st, cols.org())))
 }
+
+// The SQL entry point: `39P01` when called other than as a trigger (see src/pg/trigger.rs).
+crate::checked_trigger_entry!(memory_rules_changed_checked, pg_finfo_memory_rules_changed_checked, "memory.rules_changed()", rules_changed_wrapper);
+
+// The SQL entry point: `39P01` when called other than as a trigger (see src/pg/trigger.rs).
+crate::checked_trigger_entry!(memory_classify_trigger_checked, pg_finfo_memory_classify_trigger_checked, "memory.classify_trigger()", classify_trigger_wrapper);

@@ -3,9 +3,9 @@
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::tuple;
-use memory_core::lifecycle::{self as rules, Contender, PiiField, State};
+use memory_core::lifecycle::{self as rules, Contender, State};
 use pgrx::prelude::*;
-use pgrx::{JsonB, Uuid};
+use pgrx::Uuid;
 use std::cell::RefCell;
 
 fn parse_state(label: &str, what: &str) -> Result<State, MxError> {
@@ -86,13 +86,11 @@ fn pii_unknown(fields: Option<Array<&str>>) -> Option<String> {
     rules::first_unknown_pii_field(fields?.iter())
 }
 
-/// `details` with the `details.<key>` fields of `fields` replaced by "[redacted]".
-#[pg_extern(immutable, parallel_safe, strict, name = "_redact_details")]
-fn redact_details(details: JsonB, fields: Array<&str>) -> JsonB {
-    let parsed: Vec<PiiField> = fields.iter().flatten().filter_map(PiiField::parse).collect();
-    let mut d = details.0;
-    rules::redact_details(&mut d, &parsed);
-    JsonB(d)
+/// The marker redacted fields get (memory._redact_details, in SQL so that jsonb of any depth or
+/// number range is redacted without being parsed).
+#[pg_extern(immutable, parallel_safe, name = "_redacted_marker")]
+fn redacted_marker() -> &'static str {
+    rules::REDACTED
 }
 
 
@@ -186,7 +184,9 @@ impl StateColumn {
 /// column (default `lifecycle_state`), of type `memory.lifecycle_state`, an enum with its labels, or
 /// text. UPDATE: keeping the state is a no-op, a transition outside the seed's table raises MX001,
 /// clearing it raises MX001. INSERT: a text state must be a known label (22P02).
-#[pg_trigger]
+#[pg_trigger(sql = r#"
+CREATE FUNCTION "lifecycle_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_lifecycle_trigger_checked';
+"#)]
 fn lifecycle_trigger<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
@@ -223,3 +223,6 @@ fn check_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, AllocatedB
     STATE_COLUMN.with(|c| *c.borrow_mut() = Some(col));
     result.map(|()| row.unchanged())
 }
+
+// The SQL entry point: `39P01` when called other than as a trigger (see src/pg/trigger.rs).
+crate::checked_trigger_entry!(memory_lifecycle_trigger_checked, pg_finfo_memory_lifecycle_trigger_checked, "memory.lifecycle_trigger()", lifecycle_trigger_wrapper);

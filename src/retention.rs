@@ -121,20 +121,22 @@ fn finite_micros(t: TimestampWithTimeZone, what: &str) -> Result<i64, MxError> {
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(immutable, parallel_safe, name = "_resolve_retention")]
 fn resolve_retention(
-    restricted: bool,
-    bfsi: bool,
-    has_org: bool,
+    restricted: Option<bool>,
+    bfsi: Option<bool>,
+    has_org: Option<bool>,
     org_days: Option<i32>,
     org_grace: Option<i32>,
-    has_platform: bool,
+    has_platform: Option<bool>,
     platform_days: Option<i32>,
     platform_grace: Option<i32>,
 ) -> TableIterator<'static, (name!(retention_days, Option<i32>), name!(soft_delete_grace_days, i32), name!(source, &'static str))> {
     use memory_core::retention::{resolve_policy, Policy};
-    let org = has_org.then_some(Policy { retention_days: org_days, grace_days: org_grace.unwrap_or(0) });
-    let platform = has_platform.then_some(Policy { retention_days: platform_days, grace_days: platform_grace.unwrap_or(0) });
-    let (p, source) = resolve_policy(restricted, bfsi, org, platform);
-    TableIterator::once((p.retention_days, p.grace_days, source.as_str()))
+    // No tier (a NULL `restricted`): no policy.
+    let Some(restricted) = restricted else { return TableIterator::new(Vec::new()) };
+    let org = has_org.unwrap_or(false).then_some(Policy { retention_days: org_days, grace_days: org_grace.unwrap_or(0) });
+    let platform = has_platform.unwrap_or(false).then_some(Policy { retention_days: platform_days, grace_days: platform_grace.unwrap_or(0) });
+    let (p, source) = resolve_policy(restricted, bfsi.unwrap_or(false), org, platform);
+    TableIterator::new(vec![(p.retention_days, p.grace_days, source.as_str())])
 }
 
 /// at >= created_at + retention_days (false for indefinite retention).
@@ -152,13 +154,14 @@ fn purge_due(
     soft_deleted_at: Option<TimestampWithTimeZone>,
     purge_after: Option<TimestampWithTimeZone>,
     expires_at: Option<TimestampWithTimeZone>,
-    at: TimestampWithTimeZone,
-) -> bool {
-    let (Some(sd), Some(p)) = (soft_deleted_at, purge_after) else { return false };
+    at: Option<TimestampWithTimeZone>,
+) -> Option<bool> {
+    let at = at?;
+    let (Some(sd), Some(p)) = (soft_deleted_at, purge_after) else { return Some(false) };
     // Infinite stamps never come due (and are refused on write).
     let m = |t: TimestampWithTimeZone| (!t.is_infinity() && !t.is_neg_infinity()).then(|| pg_sys::TimestampTz::from(t));
-    match (m(sd), m(p), m(at)) {
+    Some(match (m(sd), m(p), m(at)) {
         (Some(sd), Some(p), Some(at)) => memory_core::retention::purge_due(sd, p, expires_at.and_then(m), at),
         _ => false,
-    }
+    })
 }

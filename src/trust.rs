@@ -160,7 +160,11 @@ fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
         "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
         &[relid.into()],
     )
-    .map_err(|e| MxError::spi("trust", e))?
+    .or_else(|e| match e {
+        // No row: the relation does not exist.
+        pgrx::spi::Error::InvalidPosition => Ok(None),
+        e => Err(MxError::spi("trust", e)),
+    })?
     .ok_or_else(|| MxError::new(code::UNDEFINED_TABLE, format!("relation with oid {} does not exist", relid.to_u32())))
 }
 

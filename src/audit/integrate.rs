@@ -153,7 +153,7 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
     if !crate::pg::xact::can_write_fresh() {
         return match caller {
             Caller::Explicit => Err(MxError::new(
-                "25006",
+                code::READ_ONLY_TRANSACTION,
                 "memory.audit_integrate needs a read-write, READ COMMITTED transaction on a primary",
             )
             .hint("Call it in its own transaction; audit_verify reports pending entries wherever it runs.")),

@@ -620,10 +620,15 @@ fn append_one(
 
 /// memory_ext's own records (governance DDL, org grants): appended to `org_id`'s chain (the
 /// platform chain when NULL) whoever triggered them. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_audit_append_system")]
-fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<String>) -> Option<i64> {
+/// (memory._audit_append_system(text, jsonb, text) passes the payload as text: JSON serde cannot
+/// read is then a clean 22023 rather than a failure to decode the argument.)
+#[pg_extern(volatile, name = "_audit_append_system_text")]
+fn audit_append_system(event_type: Option<&str>, payload: Option<&str>, org_id: Option<String>) -> Option<i64> {
     let run = || -> Result<Option<i64>, MxError> {
-        if !payload.0.is_object() {
+        let event_type = event_type.filter(|e| !e.trim().is_empty()).ok_or_else(|| MxError::bad_argument("event_type must not be empty"))?;
+        let payload: Value = serde_json::from_str(payload.unwrap_or("null"))
+            .map_err(|e| MxError::bad_argument(format!("payload cannot be hashed: {e}")))?;
+        if !payload.is_object() {
             return Err(MxError::bad_argument("payload must be a JSON object"));
         }
         Spi::connect(|client| {
@@ -637,7 +642,7 @@ fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<St
                     project_id: None,
                     workspace_id: None,
                     actor_id: Some(actor),
-                    payload: payload.0,
+                    payload,
                     payload_text: None,
                 },
             )?;
@@ -654,9 +659,13 @@ fn audit_append_system(event_type: &str, payload: pgrx::JsonB, org_id: Option<St
 
 /// Append a JSON array of `{"event_type", "org_id", "payload"}` objects, chain by chain, in
 /// array order; returns how many. The actor is the caller (or `memory.actor_id`).
-#[pg_extern(volatile, name = "_audit_append_many")]
-fn audit_append_many(events: Option<pgrx::JsonB>) -> i32 {
-    append_many(events.map(|j| j.0)).or_raise()
+/// (memory._audit_append_many(jsonb) passes the array as text, for the reason above.)
+#[pg_extern(volatile, name = "_audit_append_events")]
+fn audit_append_many(events: Option<&str>) -> i32 {
+    let parsed = events
+        .map(|t| serde_json::from_str::<Value>(t).map_err(|e| MxError::bad_argument(format!("events cannot be hashed: {e}"))))
+        .transpose();
+    parsed.and_then(append_many).or_raise()
 }
 
 fn append_many(events: Option<Value>) -> Result<i32, MxError> {

@@ -74,7 +74,9 @@ impl AuditMap {
     }
 }
 
-#[pg_trigger]
+#[pg_trigger(sql = r#"
+CREATE FUNCTION "audit_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_audit_trigger_checked';
+"#)]
 fn audit_trigger<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
@@ -287,7 +289,10 @@ fn audit_trigger_args(
     workspace: Option<String>,
     user: Option<String>,
     tier: Option<String>,
-    tier_json: default!(bool, false),
+    tier_json: default!(Option<bool>, false),
 ) -> Vec<String> {
-    AuditArgs { id, content, org, project, workspace, user, tier, tier_json }.to_args()
+    AuditArgs { id, content, org, project, workspace, user, tier, tier_json: tier_json.unwrap_or(false) }.to_args()
 }
+
+// The SQL entry point: `39P01` when called other than as a trigger (see src/pg/trigger.rs).
+crate::checked_trigger_entry!(memory_audit_trigger_checked, pg_finfo_memory_audit_trigger_checked, "memory.audit_trigger()", audit_trigger_wrapper);

@@ -44,6 +44,8 @@ pub mod code {
     pub const TRIGGER_PROTOCOL: &str = "39P01";
     /// memory_ext is not installed in this database.
     pub const NOT_INSTALLED: &str = "55000";
+    /// memory.audit_integrate() where it cannot chain (read-only or snapshot transaction, standby).
+    pub const READ_ONLY_TRANSACTION: &str = "25006";
     /// A fault inside memory_ext (never a user's input).
     pub const INTERNAL: &str = "XX000";
 }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod identity;
 pub mod spi;
 pub mod thread;
+pub mod trigger;
 pub mod tuple;
 pub mod xact;
 
