@@ -3,9 +3,12 @@
 #   cluster.sh start NAME   -> prints the port; data in /tmp/memory_ext-NAME, socket in the same dir
 #   cluster.sh stop NAME
 #   cluster.sh port NAME
+#   cluster.sh standby NAME PRIMARY -> a hot standby of cluster PRIMARY (pg_basebackup -R, streaming);
+#                                      prints its port
 # Idempotent: start on a running cluster prints its port.
 # With MEMORY_EXT_FAKETIME_FILE set, the server runs under libfaketime and reads its clock offset
 # from that file on every call (e.g. "+0", "+3024000"): tests move a running cluster into a later month.
+# MEMORY_EXT_SERVER_OPTS adds server options (e.g. "-c wal_level=logical").
 set -euo pipefail
 cmd=${1:?start|stop|port}; name=${2:?cluster name}
 bin=$(/usr/bin/pg_config --bindir)
@@ -38,7 +41,7 @@ case $cmd in
       preload=pg_cron,memory_ext
       extra="-c cron.database_name=postgres"
     fi
-    extra="$extra -c shared_preload_libraries=$preload"
+    extra="$extra -c shared_preload_libraries=$preload ${MEMORY_EXT_SERVER_OPTS:-}"
     if [ -n "${MEMORY_EXT_INTEGRATOR_DATABASES:-}" ]; then
       extra="$extra -c memory.integrator_databases=$MEMORY_EXT_INTEGRATOR_DATABASES"
     fi
@@ -52,6 +55,22 @@ case $cmd in
     fi
     as_pg "${clock[@]}" "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 $extra" start >/dev/null \
+      || { cat "$dir/server.log"; exit 1; }
+    echo "$port" > "$dir/port"
+    echo "$port"
+    ;;
+  standby)
+    primary=${3:?primary cluster name}
+    pport=$(cat "/tmp/memory_ext-$primary/port")
+    rm -rf "$dir"; mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 \
+      || { cat "$dir/basebackup.log"; exit 1; }
+    port=$(free_port)
+    preload=memory_ext
+    [ -f /usr/lib/postgresql/15/lib/pg_cron.so ] && preload=pg_cron,memory_ext
+    as_pg env RUST_BACKTRACE=1 "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 -c hot_standby=on -c shared_preload_libraries=$preload" start >/dev/null \
       || { cat "$dir/server.log"; exit 1; }
     echo "$port" > "$dir/port"
     echo "$port"

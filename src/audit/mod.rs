@@ -90,6 +90,9 @@ pub struct Appender {
     signer: PendingSigner,
     /// Deferred mode: the time every pending entry of this appender carries (Unix microseconds).
     written_at: i64,
+    /// On a hot standby nothing can be written: the events this appender could not record, by
+    /// type, logged by `finish` (SPEC §9: read-only work runs there; what it cannot audit is logged).
+    standby: Option<BTreeMap<String, u64>>,
 }
 
 /// Where bytes are in `Rows::arena`.
@@ -266,7 +269,10 @@ impl Appender {
     /// with an open cursor).
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
         let owner = crate::trust::AsOwner::enter()?;
-        crate::pg::xact::ensure_xid();
+        let standby = crate::pg::xact::in_recovery();
+        if !standby {
+            crate::pg::xact::ensure_xid();
+        }
         let (key_id, key, salt) = current_key(client)?;
         Ok(Appender {
             _owner: owner,
@@ -281,6 +287,7 @@ impl Appender {
             checked: BTreeSet::new(),
             signer: PendingSigner::new(),
             written_at: crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS,
+            standby: standby.then(BTreeMap::new),
         })
     }
 
@@ -315,8 +322,9 @@ impl Appender {
                 }
             }
         }
-        if self.deferred {
-            // No chain lock: the sequencer orders pending entries after commit.
+        if self.deferred || self.standby.is_some() {
+            // No chain lock: the sequencer orders pending entries after commit (and a standby
+            // records nothing).
             self.checked.extend(wanted.into_iter().map(str::to_string));
             return Ok(());
         }
@@ -382,9 +390,13 @@ impl Appender {
     /// `push` of a borrowed event.
     pub fn push_ref(&mut self, client: &SpiClient, ev: EventRef) -> Result<Option<i64>, MxError> {
         let chain = ev.org_id.unwrap_or("");
-        let known = if self.deferred { self.checked.contains(chain) } else { self.heads.contains_key(chain) };
+        let known = if self.deferred || self.standby.is_some() { self.checked.contains(chain) } else { self.heads.contains_key(chain) };
         if !known {
             self.lock(client, [chain])?;
+        }
+        if let Some(missed) = &mut self.standby {
+            *missed.entry(ev.event_type.to_string()).or_default() += 1;
+            return Ok(None);
         }
         let mut event = Event {
             chain_id: chain,
@@ -515,6 +527,13 @@ impl Appender {
 
     /// Insert what is pending and write every touched head once.
     pub fn finish(mut self, client: &SpiClient) -> Result<(), MxError> {
+        if let Some(missed) = self.standby.take() {
+            if !missed.is_empty() {
+                let list: Vec<String> = missed.iter().map(|(t, n)| format!("{t} x{n}")).collect();
+                pgrx::log!("memory_ext: audit events not recorded on a hot standby (read-only): {}", list.join(", "));
+            }
+            return Ok(());
+        }
         self.flush(client)?;
         if self.deferred {
             return Ok(());

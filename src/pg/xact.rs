@@ -74,3 +74,9 @@ pub fn exit_to_be_restarted() -> ! {
         unreachable!("proc_exit returned")
     }
 }
+
+/// Whether the server is in recovery (a hot standby): nothing can be written.
+pub fn in_recovery() -> bool {
+    // SAFETY: reads shared state.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
