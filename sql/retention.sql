@@ -212,7 +212,9 @@ BEGIN
                    ELSE format('t.%I::pg_catalog.text', tierc) END;
     setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_app_due (id text, org_id text, tier text, denied boolean) ON COMMIT DROP;
+    IF pg_catalog.to_regclass('pg_temp.memory_app_due') IS NULL THEN
+        CREATE TEMP TABLE pg_temp.memory_app_due (id text, org_id text, tier text, denied boolean) ON COMMIT DROP;
+    END IF;
 
     -- Every statement on the application table runs as the table's owner, in a
     -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
@@ -242,8 +244,11 @@ BEGIN
         INSERT INTO pg_temp.memory_app_due
         SELECT x->>0, x->>1, x->>2, memory._held(coalesce(x->>1, ''), x->>3, NULL)
           FROM jsonb_array_elements(rows) x;
+        -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
         FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-                   FROM pg_temp.memory_app_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
+                   FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                           FROM pg_temp.memory_app_due a) d
+                  GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
             IF g.denied THEN
                 PERFORM memory._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
                         'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
@@ -292,8 +297,10 @@ BEGIN
     END IF;
 
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_due (id uuid PRIMARY KEY, org_id text, project_id text, workspace_id text,
+    IF pg_catalog.to_regclass('pg_temp.memory_due') IS NULL THEN
+        CREATE TEMP TABLE pg_temp.memory_due (id uuid PRIMARY KEY, org_id text, project_id text, workspace_id text,
                                                        classification memory.classification, denied boolean) ON COMMIT DROP;
+    END IF;
     TRUNCATE pg_temp.memory_due;
     INSERT INTO pg_temp.memory_due
     SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
@@ -301,8 +308,11 @@ BEGIN
       FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id = o.org_id
      WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at <= at
      FOR UPDATE OF o;
+    -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
     FOR g IN SELECT d.org_id, d.classification, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-               FROM pg_temp.memory_due d WHERE d.denied GROUP BY 1, 2 ORDER BY 1, 2 LOOP
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification ORDER BY a.id) - 1) / 1000 AS part
+                       FROM pg_temp.memory_due a WHERE a.denied) d
+              GROUP BY 1, 2, d.part ORDER BY 1, 2, d.part LOOP
         PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
                 'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
@@ -310,7 +320,9 @@ BEGIN
     END LOOP;
     SELECT count(*) INTO soft FROM pg_temp.memory_due d WHERE NOT d.denied;
     -- Rows this run soft-deletes are not archived by it (a dry run must predict that too).
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.memory_soft (id uuid PRIMARY KEY) ON COMMIT DROP;
+    IF pg_catalog.to_regclass('pg_temp.memory_soft') IS NULL THEN
+        CREATE TEMP TABLE pg_temp.memory_soft (id uuid PRIMARY KEY) ON COMMIT DROP;
+    END IF;
     TRUNCATE pg_temp.memory_soft;
     INSERT INTO pg_temp.memory_soft SELECT d.id FROM pg_temp.memory_due d WHERE NOT d.denied;
     IF NOT dry_run THEN
@@ -318,7 +330,7 @@ BEGIN
           FROM pg_temp.memory_due d WHERE d.id = o.id AND NOT d.denied;
     END IF;
 
-    -- 2. Past the grace: hard delete, one memory.purge per org and tier (the seed's payload).
+    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the seed's payload).
     TRUNCATE pg_temp.memory_due;
     INSERT INTO pg_temp.memory_due
     SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._held(o.org_id, o.user_id, o.id)
@@ -330,7 +342,9 @@ BEGIN
     FOR g IN SELECT d.org_id, d.classification, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n,
                     CASE WHEN count(DISTINCT d.project_id) = 1 THEN min(d.project_id) END AS project_id,
                     CASE WHEN count(DISTINCT d.workspace_id) = 1 THEN min(d.workspace_id) END AS workspace_id
-               FROM pg_temp.memory_due d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LOOP
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                       FROM pg_temp.memory_due a) d
+              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
         IF g.denied THEN
             PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                     'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
@@ -359,7 +373,9 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM pg_temp.memory_soft s WHERE s.id = o.id)
      FOR UPDATE OF o;
     FOR g IN SELECT d.org_id, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-               FROM pg_temp.memory_due d GROUP BY 1 ORDER BY 1 LOOP
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) - 1) / 1000 AS part
+                       FROM pg_temp.memory_due a) d
+              GROUP BY 1, d.part ORDER BY 1, d.part LOOP
         PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
         archived := archived + g.n;
