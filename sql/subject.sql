@@ -241,10 +241,10 @@ BEGIN
     INSERT INTO memory.maintenance_runs (at) VALUES (at) RETURNING id INTO run_id;
     BEGIN
         pending := memory._audit_integrate(false);
-        RAISE NOTICE 'memory maintenance: retention and archive as of %', at;
+        RAISE DEBUG 'memory maintenance: retention and archive as of %', at;
         ret := memory.run_retention(false, at);
         parts := memory.audit_ensure_partitions(3, at);
-        RAISE NOTICE 'memory maintenance: % audit partition(s) created', parts;
+        RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
         result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending, 'at', at);
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
