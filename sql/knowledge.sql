@@ -181,6 +181,11 @@ BEGIN
         RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
     END IF;
     PERFORM memory._require_org(NEW.org_id);
+    -- A restore (memory.restore_mode, superuser-only) loads claims as they were: any state, their
+    -- supersession links and stamps.
+    IF memory._restore_mode() THEN
+        RETURN NEW;
+    END IF;
     IF NEW.lifecycle_state IS DISTINCT FROM 'pending' THEN
         RAISE EXCEPTION 'invalid lifecycle transition from (new) to %: a claim starts pending', NEW.lifecycle_state
             USING ERRCODE = 'MX001', HINT = 'Insert it pending; a memory_admin promotes it with UPDATE ... SET lifecycle_state = ''active''.';
@@ -277,6 +282,10 @@ BEGIN
     IF TG_RELID OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
        OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
         RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
+    END IF;
+    -- Rows loaded by a restore are not new writes: the log comes back with them.
+    IF TG_OP = 'INSERT' AND memory._restore_mode() THEN
+        RETURN NULL;
     END IF;
     IF TG_TABLE_NAME = 'entities' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,

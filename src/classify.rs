@@ -248,6 +248,14 @@ fn derive_label(label: Option<&str>) -> &'static str {
     derive_classification(label).as_str()
 }
 
+/// Whether a restore is loading rows (memory.restore_mode), for the PL/pgSQL triggers. Calling into
+/// the library defines the setting first, so a value a session set as a placeholder before the
+/// library was loaded (which would not need superuser) is never what they read.
+#[pg_extern(stable, parallel_safe, name = "_restore_mode")]
+fn restore_mode() -> bool {
+    crate::gucs::RESTORE_MODE.get()
+}
+
 /// Raises 22023 when an org rule's pattern does not compile; used by the rules table trigger.
 #[pg_extern(immutable, parallel_safe, strict, name = "_check_rule_pattern")]
 fn check_rule_pattern(pattern: &str) -> bool {
@@ -287,6 +295,11 @@ fn classify_trigger<'a>(
 
 fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
     let row = tuple::RowTrigger::new(trigger.trigger_data(), "memory.classify_trigger")?;
+    // A restore (memory.restore_mode, superuser-only) loads rows as they were: tier and stamps
+    // included, whatever the policies loaded so far say.
+    if crate::gucs::RESTORE_MODE.get() && !row.is_update() {
+        return Ok(row.unchanged());
+    }
     let mut cols = tuple::ClassifyColumns::acquire(&row)?;
     cols.load(&row);
     let tier = decide_row(&row, &mut cols)?;

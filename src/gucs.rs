@@ -20,6 +20,10 @@ pub static ORG_ID: GucSetting<Option<std::ffi::CString>> =
 pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// Restoring a dump: rows written while on are taken as they come back (no classification, no
+/// stamps, no lifecycle entry checks, no audit events). Superuser-only.
+pub static RESTORE_MODE: GucSetting<bool> = GucSetting::<bool>::new(false);
+
 /// How a writing transaction records its audit events (SPEC §2 "Integration").
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum AuditMode {
@@ -44,6 +48,14 @@ pub static INTEGRATOR_DATABASES: GucSetting<Option<std::ffi::CString>> =
 pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"memory.restore_mode",
+        c"Take rows as they come back from a dump (pg_restore / psql of a dump).",
+        c"While on, memory_ext's triggers accept rows unchanged: no classification, no retention stamps, claims in any state, and no audit events for the loaded rows (the log is restored with them). Superuser-only; set it for the restore session only: PGOPTIONS='-c memory.restore_mode=on' pg_restore ...",
+        &RESTORE_MODE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_enum_guc(
         c"memory.audit_mode",
         c"deferred: audit events are pending entries chained after commit; immediate: chained in the statement.",

@@ -151,3 +151,67 @@ def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")
+
+
+def test_restore_mode_brings_rows_back_unchanged(dsn, port, tmp_path):
+    """One documented command restores every row exactly, triggers on: observations keep their tier
+    and stamps (their org's policy loads after them), claims keep any state, and the restore appends
+    no events (memory.restore_mode, superuser-only, for the restoring session)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT memory.audit_ensure_partitions(1)")
+        c.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'internal', 40)")
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content, created_at) VALUES "
+                  "('acme', 'u1', 'plain note', now() - interval '3 days'), ('acme', 'u2', 'ssn on file', now()), ('globex', NULL, 'x', now())")
+        c.execute("INSERT INTO memory.entities (id, org_id, name, entity_type) VALUES "
+                  "('e0000000-0000-0000-0000-000000000001', 'acme', 'Drug X', 'intervention')")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES "
+                  "('c0000000-0000-0000-0000-000000000001', 'acme', 'e0000000-0000-0000-0000-000000000001', 'works', 'PubMed', 0.9)")
+        c.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000001'")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score, supersedes) VALUES "
+                  "('c0000000-0000-0000-0000-000000000002', 'acme', 'e0000000-0000-0000-0000-000000000001', 'works better', 'NEJM', 0.95,"
+                  " 'c0000000-0000-0000-0000-000000000001')")
+        c.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000002'")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source) VALUES "
+                  "('c0000000-0000-0000-0000-000000000003', 'acme', 'e0000000-0000-0000-0000-000000000001', 'maybe', 'blog')")
+        c.execute("SELECT memory.audit_integrate()")
+        obs_q = "SELECT id, org_id, classification::text, created_at, expires_at, purge_after, archive_at, weight FROM memory.observations ORDER BY id"
+        claims_q = "SELECT id, lifecycle_state::text, superseded_by, supersedes, t_invalid, confidence_score FROM memory.claims ORDER BY id"
+        log_q = "SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2"
+        obs, claims, log = c.execute(obs_q).fetchall(), c.execute(claims_q).fetchall(), c.execute(log_q).fetchall()
+        assert {r[1] for r in claims} == {"superseded", "active", "pending"}
+        db = c.execute("SELECT current_database()").fetchone()[0]
+    dump = tmp_path / "memory.dump"
+    subprocess.run([f"{BIN}/pg_dump", "-Fc", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-f", str(dump), db], check=True)
+    target = db + "_exact"
+    admin = dsn.replace(f"dbname={db}", "dbname=postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {target}")
+        c.execute(f"CREATE DATABASE {target}")
+    try:
+        env = dict(__import__("os").environ, PGOPTIONS="-c memory.restore_mode=on")
+        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
+                                 capture_output=True, text=True, env=env)
+        assert restore.returncode == 0, restore.stderr
+        with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
+            assert c.execute("SHOW memory.restore_mode").fetchone() == ("off",)
+            c.execute("SELECT memory.audit_integrate()")
+            assert c.execute(obs_q).fetchall() == obs
+            assert c.execute(claims_q).fetchall() == claims
+            assert c.execute(log_q).fetchall() == log  # nothing appended by the restore
+            assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+            # Ordinary writers afterwards are governed as ever.
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'after the restore')")
+            with __import__("pytest").raises(psycopg.DatabaseError) as e:
+                c.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, source, lifecycle_state) VALUES "
+                          "('acme', 'e0000000-0000-0000-0000-000000000001', 'sneaky', 'PubMed', 'active')")
+            assert e.value.sqlstate == "MX001"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {target} WITH (FORCE)")
+
+
+def test_restore_mode_is_superuser_only(dsn, conn):
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'plain_user') THEN CREATE ROLE plain_user LOGIN; END IF; END $$")
+    with psycopg.connect(dsn.replace("user=postgres", "user=plain_user"), autocommit=True) as c:
+        with __import__("pytest").raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SET memory.restore_mode = on")
