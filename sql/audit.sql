@@ -232,8 +232,9 @@ BEGIN
     IF event_type OPERATOR(pg_catalog.~) '[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0[:cntrl:]]' THEN
         RAISE EXCEPTION 'event type contains invisible or control characters' USING ERRCODE = '22023';
     END IF;
-    IF (pg_catalog.lower(pg_catalog.normalize(pg_catalog.btrim(event_type), 'NFKC')) LIKE 'memory.%'
-        OR pg_catalog.lower(pg_catalog.normalize(pg_catalog.btrim(event_type), 'NFKC')) LIKE 'research.%')
+    -- (Folded first, then trimmed: a compatibility space such as U+3000 folds to a space.)
+    IF (pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'memory.%'
+        OR pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'research.%')
        AND NOT memory._is_unrestricted() THEN
         RAISE EXCEPTION 'event type "%" is reserved for memory_ext', event_type
             USING ERRCODE = '42501', HINT = 'Name application events with a prefix of your own, e.g. app.checkout.';
@@ -267,7 +268,7 @@ CREATE FUNCTION memory.audit_integrate()
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._audit_integrate(true) $$;
 COMMENT ON FUNCTION memory.audit_integrate() IS
-  'Chain every committed pending audit entry (and the calling transaction''s own) now; returns how many. Waits for another integrator. Needs a read-write READ COMMITTED transaction on a primary (25006 otherwise).';
+  'Chain every committed pending audit entry (and the calling transaction''s own) now; returns how many. Waits for another integrator. Needs a read-write READ COMMITTED transaction on a primary (25006 otherwise). Owner-only.';
 
 CREATE FUNCTION memory._audit_verify_for_caller(p_chain text)
 RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)

@@ -174,7 +174,6 @@ BEGIN
                               memory.run_decay(timestamptz),
                               memory.reclassify(uuid, memory.classification, text),
                               memory.audit_verify(text), memory._audit_verify_for_caller(text), memory.audit_head(text),
-                              memory.audit_integrate(),
                               memory.audit_events(text, text, int, int),
                               memory.erase_subject(text), memory.export_subject(text, boolean),
                               memory.grant_org(regrole, text), memory.revoke_org(regrole, text)

@@ -234,6 +234,8 @@ DECLARE
     run_id bigint;
     result jsonb;
     pending bigint;
+    err_state text;
+    err_text text;
 BEGIN
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'memory.run_maintenance needs a finite time' USING ERRCODE = '22023';
@@ -249,9 +251,12 @@ BEGIN
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
         -- The phases' work is rolled back; the run and its error stay recorded.
-        UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), sqlstate = SQLSTATE, error = SQLERRM WHERE id = run_id;
-        RAISE WARNING 'memory maintenance failed: % (%)', SQLERRM, SQLSTATE;
-        result := jsonb_build_object('error', SQLERRM, 'sqlstate', SQLSTATE, 'at', at);
+        -- (Into variables first: in the UPDATE, "sqlstate" would also name the column.)
+        err_state := SQLSTATE;
+        err_text := SQLERRM;
+        UPDATE memory.maintenance_runs m SET finished_at = clock_timestamp(), sqlstate = err_state, error = err_text WHERE m.id = run_id;
+        RAISE WARNING 'memory maintenance failed: % (%)', err_text, err_state;
+        result := jsonb_build_object('error', err_text, 'sqlstate', err_state, 'at', at);
     END;
     RETURN result || jsonb_build_object('run_id', run_id);
 END $$;

@@ -6,11 +6,11 @@
 //! each signature, chains the good ones through an immediate `Appender` (head lock, seq,
 //! prev_hash, entry_hash, one head update per chain), and deletes them, all in one transaction:
 //! a failure leaves them pending, and two integrators never chain the same entry (they serialize
-//! on a transaction-level advisory lock; a READ COMMITTED statement after the lock sees what the
+//! on a lock of memory.audit_pending only the owner can take; a READ COMMITTED statement after the lock sees what the
 //! other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
 
-use super::{Appender, EventRef, CHUNK, PG_EPOCH_UNIX_MICROS};
+use super::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::Fetched;
 use super::jsonb;
@@ -20,9 +20,8 @@ use pgrx::spi::SpiClient;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// The advisory lock key integrators serialize on (the bytes of "memx_int").
-const LOCK_KEY: i64 = 0x6d65_6d78_5f69_6e74;
-
+/// Pending rows per fetch: payloads of up to MAX_PAYLOAD_BYTES keep a batch's memory bounded.
+const FETCH: usize = 2_000;
 /// Columns of `PENDING_QUERY` (the sort keys other than the first are fixed-width and come first,
 /// so the sort reads them at fixed offsets).
 pub(super) const COLS: usize = 13;
@@ -98,6 +97,14 @@ impl<'a> PendingRef<'a> {
         if self.chain_id != self.org_id.unwrap_or("") {
             return false;
         }
+        // No writer can make such an entry (Appender::push_ref refuses it); one that got here
+        // otherwise is parked, never allowed to fail the integration of every chain.
+        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::MAX_ID_BYTES);
+        if too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
+            || self.event_type.chars().count() > 200
+        {
+            return false;
+        }
         let Some(key) = keys.get(&self.key_id) else { return false };
         let mut ev = Event {
             chain_id: self.chain_id,
@@ -163,28 +170,10 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
     Spi::connect(|client| {
         // The appender first: it runs everything below as the extension owner.
         let mut ap = Appender::new(client)?.immediate().system(true);
-        let got = if caller == Caller::Worker {
-            client
-                .select(
-                    "SELECT pg_catalog.pg_try_advisory_xact_lock($1)",
-                    Some(1),
-                    &[LOCK_KEY.into()],
-                )
-                .map_err(MxError::spi_in("audit"))?
-                .first()
-                .get::<bool>(1)
-                .map_err(MxError::spi_in("audit"))?
-                .unwrap_or(false)
-        } else {
-            client
-                .select(
-                    "SELECT pg_catalog.pg_advisory_xact_lock($1)",
-                    Some(1),
-                    &[LOCK_KEY.into()],
-                )
-                .map_err(MxError::spi_in("audit"))?;
-            true
-        };
+        // Integrators serialize on a lock of memory.audit_pending that only the extension owner
+        // can take (an advisory lock any role could hold forever). Only an explicit call waits;
+        // readers and the worker give way and leave what is pending to the next integration.
+        let got = crate::pg::bulk::lock_self_exclusive(super::pending_relid(client)?, caller == Caller::Explicit);
         if !got {
             return Ok(0);
         }
@@ -198,11 +187,26 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
             let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", c"256MB");
             let mut cursor = client.open_cursor(PENDING_QUERY, &[]);
             let mut batch = Fetched::default();
-            while batch.fetch(&mut cursor, CHUNK, COLS)? {
+            // Entries whose (chain, id) occurs more than once: copies (the id is bound into the
+            // signature, so a copy signs like its original). Neither is chained; audit_verify
+            // reports them.
+            let mut copies: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
+            for row in client
+                .select("SELECT chain_id, id FROM memory.audit_pending GROUP BY 1, 2 HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1", None, &[])
+                .map_err(MxError::spi_in("audit"))?
+            {
+                let chain = row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+                let id = row.get::<i64>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+                copies.insert((chain, id));
+            }
+            while batch.fetch(&mut cursor, FETCH, COLS)? {
                 for i in 0..batch.len() {
                     let row = PendingRef::read(&batch, i);
-                    // Heads are locked as their chains come, which is in chain order. An entry whose
-                    // signature does not check stays pending (audit_verify names it).
+                    if !copies.is_empty() && copies.contains(&(row.chain_id.to_string(), row.id)) {
+                        continue;
+                    }
+                    // Heads are locked as their chains come, which is in chain order. An entry
+                    // whose signature does not check stays pending (audit_verify names it).
                     let pushed = row.with_payload(utf8, |payload| -> Result<bool, MxError> {
                         let Some(payload) = payload else { return Ok(false) };
                         if !row.checks(payload, &keys, &mut signer) {
@@ -229,7 +233,7 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
                         }
                     }
                 }
-        }
+            }
         }
 
         // One pass over the table deletes what was chained (the rows stay where they were read:

@@ -31,6 +31,23 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub(crate) const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 /// Rows per INSERT when a statement appends many events.
 pub(crate) const CHUNK: usize = 10_000;
+/// Longest org, project, workspace or actor id an event may carry, in bytes: every one of them
+/// must fit the log's index entries, or one writer's event could make integration fail for all.
+pub(crate) const MAX_ID_BYTES: usize = 512;
+/// Largest payload `memory.audit_append` takes, in bytes of JSON text (events name and hash
+/// content; they do not carry it).
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+/// `Err(22023)` for an id longer than MAX_ID_BYTES.
+fn check_id(what: &str, v: Option<&str>) -> Result<(), MxError> {
+    match v {
+        Some(s) if s.len() > MAX_ID_BYTES => Err(MxError::bad_argument(format!(
+            "{what} of an audit event is {} bytes long; at most {MAX_ID_BYTES} are allowed",
+            s.len()
+        ))),
+        _ => Ok(()),
+    }
+}
 
 /// An event waiting for its place in a chain.
 pub struct Pending {
@@ -389,6 +406,10 @@ impl Appender {
 
     /// `push` of a borrowed event.
     pub fn push_ref(&mut self, client: &SpiClient, ev: EventRef) -> Result<Option<i64>, MxError> {
+        check_id("org_id", ev.org_id)?;
+        check_id("project_id", ev.project_id)?;
+        check_id("workspace_id", ev.workspace_id)?;
+        check_id("actor_id", ev.actor_id)?;
         let chain = ev.org_id.unwrap_or("");
         let known = if self.deferred || self.standby.is_some() { self.checked.contains(chain) } else { self.heads.contains_key(chain) };
         if !known {
@@ -604,11 +625,20 @@ fn append_one(
     workspace_id: Option<String>,
     actor_id: Option<String>,
 ) -> Result<Option<i64>, MxError> {
-    let event_type = match event_type.map(str::trim) {
+    // Stored exactly as checked: no leading or trailing whitespace of any kind (audit_append's
+    // reserved-name check reads the same string).
+    let event_type = match event_type {
+        Some(e) if e != e.trim() => {
+            return Err(MxError::bad_argument("event_type must not begin or end with whitespace"));
+        }
         Some(e) if !e.is_empty() && e.chars().count() <= 200 => e.to_string(),
         _ => return Err(MxError::bad_argument("event_type must be a non-empty text of at most 200 characters")),
     };
     let text = payload.unwrap_or("null");
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(MxError::bad_argument(format!("payload is {} bytes of JSON; at most {MAX_PAYLOAD_BYTES} are allowed", text.len()))
+            .hint("Audit events name and hash what they are about (content_sha256); they do not carry it."));
+    }
     // serde_json's limits (numbers beyond a double, nesting deeper than 128) are refused here
     // rather than stored and unverifiable.
     let value: Value = serde_json::from_str(text)

@@ -182,11 +182,13 @@ fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) 
     let utf8 = tuple::database_is_utf8();
     let mut batch = Fetched::default();
     let (mut n, mut bad) = (0i64, 0i64);
+    // A second entry with an id already seen is a copy (it signs like the original).
+    let mut ids = std::collections::HashSet::new();
     while batch.fetch(&mut cursor, BATCH as usize, super::integrate::COLS)? {
         for i in 0..batch.len() {
             n += 1;
             let row = super::integrate::PendingRef::read(&batch, i);
-            if !row.with_payload(utf8, |p| p.is_some_and(|p| row.checks(p, keys, &mut signer))) {
+            if !ids.insert(row.id) || !row.with_payload(utf8, |p| p.is_some_and(|p| row.checks(p, keys, &mut signer))) {
                 bad += 1;
             }
         }

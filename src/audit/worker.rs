@@ -40,6 +40,24 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    // The worker runs as the bootstrap superuser, in a database whose owner may have set its
+    // defaults (ALTER DATABASE ... SET): none of them may steer it. Its session pins the search
+    // path (no operator or function of the database's schemas resolves in its SQL) and the
+    // transaction settings integration needs, before it runs anything.
+    BackgroundWorker::transaction(|| {
+        for (name, value) in [
+            (c"search_path", c"pg_catalog, pg_temp"),
+            (c"default_transaction_read_only", c"off"),
+            (c"default_transaction_isolation", c"read committed"),
+            (c"default_transaction_deferrable", c"off"),
+            (c"session_replication_role", c"origin"),
+            (c"statement_timeout", c"0"),
+            (c"lock_timeout", c"0"),
+            (c"memory.audit_mode", c"immediate"),
+        ] {
+            crate::pg::identity::set_for_session(name, value);
+        }
+    });
     log!("memory_ext integrator started for database \"{db}\"");
     let mut nap = Duration::from_millis(0);
     while BackgroundWorker::wait_latch(Some(nap)) {
@@ -47,7 +65,9 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
             crate::pg::xact::reload_config();
         }
         let done = BackgroundWorker::transaction(|| {
-            let installed = Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'memory_ext')")
+            let installed = Spi::get_one::<bool>(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
+            )
                 .ok()
                 .flatten()
                 .unwrap_or(false);

@@ -33,6 +33,22 @@ pub fn lock_for_insert(relid: pg_sys::Oid) {
     unsafe { pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
 }
 
+/// Takes SHARE UPDATE EXCLUSIVE on `relid` for the rest of the transaction: it conflicts with
+/// itself (and VACUUM), not with inserts. With `wait` false, gives up at once if another holds
+/// it; returns whether it is held.
+pub fn lock_self_exclusive(relid: pg_sys::Oid, wait: bool) -> bool {
+    let mode = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
+    // SAFETY: heavyweight locks on a plain oid, released at transaction end.
+    unsafe {
+        if wait {
+            pg_sys::LockRelationOid(relid, mode);
+            true
+        } else {
+            pg_sys::ConditionalLockRelationOid(relid, mode)
+        }
+    }
+}
+
 impl Opened {
     /// Opens each table with RowExclusiveLock.
     pub fn open(relids: &[pg_sys::Oid]) -> Opened {

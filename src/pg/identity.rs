@@ -121,6 +121,23 @@ impl LocalSetting {
     }
 }
 
+/// Sets a setting for the rest of the session, as `SET` does (no SQL is parsed or run).
+pub fn set_for_session(name: &CStr, value: &CStr) {
+    // SAFETY: set_config_option with plain C strings, at session level, inside a transaction.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET as _,
+            pg_sys::GucSource::PGC_S_SESSION as _,
+            pg_sys::GucAction::GUC_ACTION_SET as _,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
 impl Drop for LocalSetting {
     fn drop(&mut self) {
         if std::thread::panicking() {

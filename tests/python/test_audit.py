@@ -102,7 +102,7 @@ def test_independent_verifier_agrees_with_extension(conn):
         conn.execute(
             "INSERT INTO memory.observations (org_id, user_id, workspace_id, content) "
             "SELECT %s, 'u' || g, 'ws-' || (g %% 2), 'note ' || g FROM generate_series(1, 5) g", (org,))
-        append(conn, {"after": "insert", "n": 1}, org, event_type="  app.after  ")
+        append(conn, {"after": "insert", "n": 1}, org, event_type="app.after")
     append(conn, {"tenantless": True})  # org NULL: chain ''
 
     # Payloads round-trip: jsonb equality is numeric, so 1e21 = 1000000000000000000000.

@@ -276,3 +276,31 @@ def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
         assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 150)
         rows = c.execute("SELECT bool_and(ok), sum(entries), sum(pending) FROM memory.audit_verify()").fetchone()
         assert rows == (True, 150, 0)
+
+
+def test_the_worker_is_not_steered_by_database_settings(worker_cluster):
+    """The worker runs as the bootstrap superuser; what a database owner sets for the database
+    (a search path with its own operators, read-only transactions) must not run its code or stop
+    it (an attacker's review found both)."""
+    with psycopg.connect(worker_cluster, autocommit=True) as c:
+        c.execute("CREATE SCHEMA IF NOT EXISTS evil")
+        c.execute("CREATE TABLE IF NOT EXISTS public.hits (who text)")
+        c.execute("CREATE OR REPLACE FUNCTION evil.eq(a name, b name) RETURNS bool LANGUAGE plpgsql AS "
+                  "$$BEGIN INSERT INTO public.hits VALUES (current_user); RETURN a OPERATOR(pg_catalog.=) b; END$$")
+        c.execute("DROP OPERATOR IF EXISTS evil.= (name, name)")
+        c.execute("CREATE OPERATOR evil.= (leftarg = name, rightarg = name, function = evil.eq)")
+        c.execute("ALTER DATABASE integrated SET search_path = evil, pg_catalog")
+        c.execute("ALTER DATABASE integrated SET default_transaction_read_only = on")
+        try:
+            q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
+            assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'")
+            # It comes back under the database's settings, and still integrates.
+            c.execute("BEGIN READ WRITE")
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_9', 'after the settings')")
+            c.execute("COMMIT")
+            assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+            assert c.execute("SELECT count(*) FROM public.hits").fetchone() == (0,)
+        finally:
+            c.execute("ALTER DATABASE integrated RESET search_path")
+            c.execute("ALTER DATABASE integrated RESET default_transaction_read_only")
