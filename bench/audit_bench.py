@@ -96,16 +96,22 @@ def insert_runs(conn, runs, rows_limit, names):
             t = timed(conn, f"INSERT INTO ab_{name} {COLS} SELECT * FROM ab_src LIMIT {rows_limit}")
             times[name].append(t)
             print(f"run {r + 1} {name} ({rows_limit} rows): {t:.2f}s ({rows_limit / t:,.0f} rows/s)", flush=True)
+            if name == "governed":
+                # Deferred mode (the default): the statement wrote pending entries; chaining them
+                # is the sequencer's work, timed on its own.
+                ti = timed(conn, "SELECT memory.audit_integrate()")
+                times.setdefault("integrate", []).append(ti)
+                print(f"run {r + 1} integrate ({rows_limit} entries): {ti:.2f}s", flush=True)
     return {k: median(v) for k, v in times.items()}
 
 
-def pgbench(port, script, clients, seconds):
+def pgbench(port, script, clients, seconds, db="postgres"):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
     cmd = ["/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n",
-           "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, "postgres"]
+           "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, db]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     os.unlink(path)
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
@@ -116,7 +122,16 @@ def main():
     rows = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
     runs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     base_rows = int(sys.argv[5]) if len(sys.argv) > 5 else 20_000
+    # A database of its own, which no background integrator serves: integration is timed here.
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS audit_bench WITH (FORCE)")
+        c.execute("CREATE DATABASE audit_bench")
+    db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    dsn = dsn.replace(f"dbname={db}", "dbname=audit_bench")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
     with psycopg.connect(dsn, autocommit=True) as conn:
+        mode = conn.execute("SHOW memory.audit_mode").fetchone()[0]
         conn.execute(SETUP.replace("%(rows)s", str(rows)))
 
         big = insert_runs(conn, runs, rows, ["bare", "governed"])
@@ -126,6 +141,7 @@ def main():
         # Verification speed over one chain of at least `rows` entries.
         conn.execute("TRUNCATE ab_governed")
         conn.execute("INSERT INTO ab_governed (org_id, user_id, content) SELECT 'verify-chain', user_id, content FROM ab_src")
+        conn.execute("SELECT memory.audit_integrate()")  # verification alone is timed below
         vt = []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -136,9 +152,9 @@ def main():
 
     tps = {}
     seconds = 10
-    tps["bare"] = pgbench(port, "INSERT INTO ab_pgb_bare (org_id, content) VALUES ('org-1', 'note ' || random());\n", 8, seconds)
-    tps["one"] = pgbench(port, "INSERT INTO ab_governed (org_id, content) VALUES ('pgb-one', 'note ' || random());\n", 8, seconds)
-    tps["eight"] = pgbench(port, "INSERT INTO ab_governed (org_id, content) VALUES ('pgb-' || :client_id, 'note ' || random());\n", 8, seconds)
+    tps["bare"] = pgbench(port, "INSERT INTO ab_pgb_bare (org_id, content) VALUES ('org-1', 'note ' || random());\n", 8, seconds, "audit_bench")
+    tps["one"] = pgbench(port, "INSERT INTO ab_governed (org_id, content) VALUES ('pgb-one', 'note ' || random());\n", 8, seconds, "audit_bench")
+    tps["eight"] = pgbench(port, "INSERT INTO ab_governed (org_id, content) VALUES ('pgb-' || :client_id, 'note ' || random());\n", 8, seconds, "audit_bench")
     with psycopg.connect(dsn, autocommit=True) as conn:
         bad = conn.execute("SELECT chain_id FROM memory.audit_verify() WHERE chain_id LIKE 'pgb-%' AND NOT ok").fetchall()
         assert not bad, f"chains failed verification after pgbench: {bad}"
@@ -147,17 +163,20 @@ def main():
 Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.
 Tables have the memory-table shape (uuid key, org, user, content, classification, `created_at`); 4 tenants, 1,000 users.
 Median of {runs} runs, measured side by side in one run. Governed = `memory.govern(..., '{{"audit": true}}')`: classification
-trigger plus one `memory.store` event per row, chained per tenant (one head update per statement and tenant).
+trigger plus one `memory.store` event per row. `memory.audit_mode` = {mode}: the statement writes each event as a signed pending
+entry, and `memory.audit_integrate()` (timed separately, in a database no background integrator serves) chains them per tenant.
 
 | `INSERT ... SELECT` | rows | median s | rows/s | vs bare |
 |---|---|---|---|---|
 | bare | {rows:,} | {big['bare']:.2f} | {rows / big['bare']:,.0f} | 100% |
-| classification + audit (memory_ext) | {rows:,} | {big['governed']:.2f} | {rows / big['governed']:,.0f} | **{100 * big['bare'] / big['governed']:.0f}%** |
+| classification + audit (memory_ext), the statement | {rows:,} | {big['governed']:.2f} | {rows / big['governed']:,.0f} | **{100 * big['bare'] / big['governed']:.0f}%** |
+| the same + integrating its {rows:,} entries | {rows:,} | {big['governed'] + big['integrate']:.2f} | {rows / (big['governed'] + big['integrate']):,.0f} | {100 * big['bare'] / (big['governed'] + big['integrate']):.0f}% |
 | bare | {base_rows:,} | {small['bare']:.2f} | {base_rows / small['bare']:,.0f} | 100% |
 | classification + audit (memory_ext) | {base_rows:,} | {small['governed']:.2f} | {base_rows / small['governed']:,.0f} | {100 * small['bare'] / small['governed']:.0f}% |
 | PL/pgSQL + pgcrypto baseline (row triggers, head row per row) | {base_rows:,} | {small['plpgsql']:.2f} | {base_rows / small['plpgsql']:,.0f} | {100 * small['bare'] / small['plpgsql']:.0f}% |
 
-- Classification + audit runs at **{100 * big['bare'] / big['governed']:.0f}% of bare** on {rows:,} rows (target: at least 40%).
+- Classification + audit runs at **{100 * big['bare'] / big['governed']:.0f}% of bare** on {rows:,} rows (target: at least 40%); with the
+  integration of its entries counted in, {100 * big['bare'] / (big['governed'] + big['integrate']):.0f}% (integration: {rows / big['integrate']:,.0f} entries/s).
 - memory_ext is **{small['plpgsql'] / small['governed']:.1f}x faster** than the PL/pgSQL + pgcrypto baseline on {base_rows:,} rows (target: at least 5x).
   The baseline is quadratic in the statement size (SPEC §2's measured trap), so it is compared at {base_rows:,} rows; at {rows:,} it would take hours.
 - `memory.audit_verify` over one chain of {rows:,} entries: median {v_med:.2f} s = **{rows / v_med:,.0f} entries/s** (target: at least 500,000).

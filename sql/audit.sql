@@ -108,6 +108,13 @@ REVOKE ALL ON memory.audit_pending FROM PUBLIC;
 COMMENT ON TABLE memory.audit_pending IS
   'Audit events written in deferred mode, not yet chained: pending_hash = HMAC-SHA256(key[key_id], JCS(event with seq = -id, prev_hash = 32 zero bytes, recorded_at = written_at)). The sequencer chains and deletes them.';
 
+-- What integrators lock to run one at a time: an empty table of the owner's (no role can lock it,
+-- no autovacuum ever works on it, and writers never touch it).
+CREATE TABLE memory.audit_integration_lock ();
+REVOKE ALL ON memory.audit_integration_lock FROM PUBLIC;
+COMMENT ON TABLE memory.audit_integration_lock IS
+  'Locked (SHARE UPDATE EXCLUSIVE) by the audit sequencer for its transaction, so that integrators run one at a time. Empty.';
+
 -- Only the sequencer deletes pending entries; nobody updates or truncates them.
 CREATE FUNCTION memory._audit_pending_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp

@@ -6,7 +6,7 @@
 //! each signature, chains the good ones through an immediate `Appender` (head lock, seq,
 //! prev_hash, entry_hash, one head update per chain), and deletes them, all in one transaction:
 //! a failure leaves them pending, and two integrators never chain the same entry (they serialize
-//! on a lock of memory.audit_pending only the owner can take; a READ COMMITTED statement after the lock sees what the
+//! on a lock of memory.audit_integration_lock only the owner can take; a READ COMMITTED statement after the lock sees what the
 //! other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
 
@@ -170,10 +170,11 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
     Spi::connect(|client| {
         // The appender first: it runs everything below as the extension owner.
         let mut ap = Appender::new(client)?.immediate().system(true);
-        // Integrators serialize on a lock of memory.audit_pending that only the extension owner
-        // can take (an advisory lock any role could hold forever). Only an explicit call waits;
+        // Integrators serialize on a lock of memory.audit_integration_lock, an empty table only
+        // the extension owner can lock (an advisory lock any role could hold forever; a lock of
+        // memory.audit_pending would conflict with its autovacuum). Only an explicit call waits;
         // readers and the worker give way and leave what is pending to the next integration.
-        let got = crate::pg::bulk::lock_self_exclusive(super::pending_relid(client)?, caller == Caller::Explicit);
+        let got = crate::pg::bulk::lock_self_exclusive(super::integration_lock_relid(client)?, caller == Caller::Explicit);
         if !got {
             return Ok(0);
         }

@@ -881,6 +881,25 @@ fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
     Ok((key_id, key, salt))
 }
 
+thread_local! {
+    static LOCK_RELID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
+}
+
+/// memory.audit_integration_lock's oid, cached until its relcache entry is invalidated.
+pub(crate) fn integration_lock_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
+    let cached = LOCK_RELID.with(std::cell::Cell::get);
+    if cached != pg_sys::InvalidOid {
+        return Ok(cached);
+    }
+    let oid = run(client, "SELECT 'memory.audit_integration_lock'::regclass::oid", &[], &[], Some(1))?
+        .first()
+        .get::<pg_sys::Oid>(1)
+        .map_err(MxError::spi_in("audit"))?
+        .unwrap_or(pg_sys::InvalidOid);
+    LOCK_RELID.with(|c| c.set(oid));
+    Ok(oid)
+}
+
 /// memory.audit_pending's oid, cached until its relcache entry is invalidated.
 fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
     let cached = PENDING_RELID.with(std::cell::Cell::get);
@@ -906,6 +925,11 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
+    LOCK_RELID.with(|c| {
+        if relid == pg_sys::InvalidOid || c.get() == relid {
+            c.set(pg_sys::InvalidOid);
+        }
+    });
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {

@@ -34,7 +34,7 @@ pub fn lock_for_insert(relid: pg_sys::Oid) {
 }
 
 /// Takes SHARE UPDATE EXCLUSIVE on `relid` for the rest of the transaction: it conflicts with
-/// itself (and VACUUM), not with inserts. With `wait` false, gives up at once if another holds
+/// itself (and VACUUM of `relid`), not with inserts. With `wait` false, gives up at once if another holds
 /// it; returns whether it is held.
 pub fn lock_self_exclusive(relid: pg_sys::Oid, wait: bool) -> bool {
     let mode = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;

@@ -25,7 +25,7 @@ def test_no_role_can_hold_integration_up(dsn, conn, roles):
         # The lock integrators do take is the extension owner's alone.
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             with nobody.transaction():
-                nobody.execute("LOCK TABLE memory.audit_pending IN SHARE UPDATE EXCLUSIVE MODE")
+                nobody.execute("LOCK TABLE memory.audit_integration_lock IN SHARE UPDATE EXCLUSIVE MODE")
         conn.execute("SET statement_timeout = '10s'")
         conn.execute("SELECT memory.audit_append('app.x', '{}', 'org_a')")
         assert conn.execute("SELECT memory.audit_integrate()").fetchone()[0] >= 1
