@@ -13,18 +13,14 @@ Usage: single_row_bench.py DSN PORT [ROUNDS] [SECONDS]
 The cluster must run the background integrator for the DSN's database
 (memory.integrator_databases; bench/run.sh starts it so).
 """
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import psycopg
 
-from audit_bench import SETUP as AUDIT_SETUP
+from audit_bench import SETUP as AUDIT_SETUP, pgbench as run_pgbench
 from common import machine, median, write_section
 
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
@@ -48,15 +44,7 @@ VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agen
 
 
 def pgbench(port, db, script, clients, seconds):
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-        f.write(script)
-        path = f.name
-    os.chmod(path, 0o644)
-    cmd = ["/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n",
-           "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, db]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    os.unlink(path)
-    return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+    return run_pgbench(port, script, clients, seconds, db)
 
 
 # The floor of any design that writes an audit record in the writer's own transaction: the bare

@@ -380,6 +380,19 @@ fn keyed(key: &[u8]) -> HmacSha256 {
     HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length")
 }
 
+/// The keyed HMAC state for `key`, from `cache` when it holds the same key (keying hashes the key
+/// into two blocks; a batch signs many events with one key).
+fn cached_mac(cache: &mut Option<(Vec<u8>, HmacSha256)>, key: &[u8]) -> HmacSha256 {
+    match cache {
+        Some((k, mac)) if k.as_slice() == key => mac.clone(),
+        _ => {
+            let mac = keyed(key);
+            *cache = Some((key.to_vec(), mac.clone()));
+            mac
+        }
+    }
+}
+
 fn finish_mac(mut mac: HmacSha256, data: &[u8]) -> [u8; 32] {
     mac.update(data);
     mac.finalize().into_bytes().into()
@@ -545,14 +558,7 @@ impl Chainer {
         ev.prev_hash = prev;
         self.buf.clear();
         write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
-        let mac = match &self.mac {
-            Some((k, mac)) if k.as_slice() == key => mac.clone(),
-            _ => {
-                let mac = keyed(key);
-                self.mac = Some((key.to_vec(), mac.clone()));
-                mac
-            }
-        };
+        let mac = cached_mac(&mut self.mac, key);
         let hash = finish_mac(mac, &self.buf);
         self.last_seq = seq;
         self.last_hash = hash;
@@ -591,14 +597,7 @@ impl PendingSigner {
         ev.prev_hash = ZERO_HASH;
         self.buf.clear();
         write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
-        let mac = match &self.mac {
-            Some((k, mac)) if k.as_slice() == key => mac.clone(),
-            _ => {
-                let mac = keyed(key);
-                self.mac = Some((key.to_vec(), mac.clone()));
-                mac
-            }
-        };
+        let mac = cached_mac(&mut self.mac, key);
         Some(finish_mac(mac, &self.buf))
     }
 }

@@ -885,34 +885,41 @@ thread_local! {
     static LOCK_RELID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
 }
 
-/// memory.audit_integration_lock's oid, cached until its relcache entry is invalidated.
-pub(crate) fn integration_lock_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    let cached = LOCK_RELID.with(std::cell::Cell::get);
+/// An oid kept per backend until its relation's relcache entry is invalidated.
+type RelidCache = std::thread::LocalKey<std::cell::Cell<pg_sys::Oid>>;
+
+/// The oid `query` reads, from `cache` when it has one.
+fn cached_relid(cache: &'static RelidCache, client: &SpiClient, query: &'static str) -> Result<pg_sys::Oid, MxError> {
+    let cached = cache.with(std::cell::Cell::get);
     if cached != pg_sys::InvalidOid {
         return Ok(cached);
     }
-    let oid = run(client, "SELECT 'memory.audit_integration_lock'::regclass::oid", &[], &[], Some(1))?
+    let oid = run(client, query, &[], &[], Some(1))?
         .first()
         .get::<pg_sys::Oid>(1)
         .map_err(MxError::spi_in("audit"))?
         .unwrap_or(pg_sys::InvalidOid);
-    LOCK_RELID.with(|c| c.set(oid));
+    cache.with(|c| c.set(oid));
     Ok(oid)
 }
 
-/// memory.audit_pending's oid, cached until its relcache entry is invalidated.
+/// Relcache callback part: forget `cache` when `relid` is its relation (InvalidOid: any).
+fn forget_relid(cache: &'static RelidCache, relid: pg_sys::Oid) {
+    cache.with(|c| {
+        if relid == pg_sys::InvalidOid || c.get() == relid {
+            c.set(pg_sys::InvalidOid);
+        }
+    });
+}
+
+/// memory.audit_integration_lock's oid.
+pub(crate) fn integration_lock_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
+    cached_relid(&LOCK_RELID, client, "SELECT 'memory.audit_integration_lock'::regclass::oid")
+}
+
+/// memory.audit_pending's oid.
 fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    let cached = PENDING_RELID.with(std::cell::Cell::get);
-    if cached != pg_sys::InvalidOid {
-        return Ok(cached);
-    }
-    let oid = run(client, "SELECT 'memory.audit_pending'::regclass::oid", &[], &[], Some(1))?
-        .first()
-        .get::<pg_sys::Oid>(1)
-        .map_err(MxError::spi_in("audit"))?
-        .unwrap_or(pg_sys::InvalidOid);
-    PENDING_RELID.with(|c| c.set(oid));
-    Ok(oid)
+    cached_relid(&PENDING_RELID, client, "SELECT 'memory.audit_pending'::regclass::oid")
 }
 
 /// memory.audit_log's oid and its partitions.
@@ -925,20 +932,12 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
-    LOCK_RELID.with(|c| {
-        if relid == pg_sys::InvalidOid || c.get() == relid {
-            c.set(pg_sys::InvalidOid);
-        }
-    });
+    forget_relid(&LOCK_RELID, relid);
+    forget_relid(&PENDING_RELID, relid);
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {
             *c = None;
-        }
-    });
-    PENDING_RELID.with(|c| {
-        if relid == pg_sys::InvalidOid || c.get() == relid {
-            c.set(pg_sys::InvalidOid);
         }
     });
     PARTITIONS.with(|p| {

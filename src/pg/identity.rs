@@ -59,37 +59,22 @@ fn search_path_is(path: &CStr) -> bool {
 pub struct Switched {
     user: pg_sys::Oid,
     ctx: c_int,
-    /// The GUC nest level opened for search_path (-1: the path already was `path`).
-    nest: c_int,
+    /// search_path set for the switch (None: the path already was `path`); restored after the
+    /// user, when this field drops.
+    _path: Option<LocalSetting>,
 }
 
 impl Switched {
     pub fn to(user: pg_sys::Oid, restricted: bool, path: &CStr) -> Switched {
         let extra = if restricted { pg_sys::SECURITY_RESTRICTED_OPERATION } else { 0 };
         let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
-        // SAFETY: GetUserIdAndSecContext writes two plain values; NewGUCNestLevel and
-        // set_config_option are what fmgr does for a function's SET clause, undone in Drop by
-        // AtEOXact_GUC at the same level; SetUserIdAndSecContext sets two backend globals.
+        // SAFETY: GetUserIdAndSecContext writes two plain values; SetUserIdAndSecContext sets two
+        // backend globals, undone in Drop.
         unsafe {
             pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
-            let nest = if search_path_is(path) {
-                -1
-            } else {
-                let nest = pg_sys::NewGUCNestLevel();
-                pg_sys::set_config_option(
-                    c"search_path".as_ptr(),
-                    path.as_ptr(),
-                    pg_sys::GucContext::PGC_USERSET as _,
-                    pg_sys::GucSource::PGC_S_SESSION as _,
-                    pg_sys::GucAction::GUC_ACTION_SAVE as _,
-                    true,
-                    0,
-                    false,
-                );
-                nest
-            };
+            let path = (!search_path_is(path)).then(|| LocalSetting::set(c"search_path", path));
             pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
-            Switched { user: u, ctx, nest }
+            Switched { user: u, ctx, _path: path }
         }
     }
 }
@@ -104,33 +89,27 @@ pub struct LocalSetting {
 impl LocalSetting {
     pub fn set(name: &CStr, value: &CStr) -> LocalSetting {
         // SAFETY: what fmgr does for a function's SET clause, undone in Drop at the same level.
-        unsafe {
-            let nest = pg_sys::NewGUCNestLevel();
-            pg_sys::set_config_option(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_USERSET as _,
-                pg_sys::GucSource::PGC_S_SESSION as _,
-                pg_sys::GucAction::GUC_ACTION_SAVE as _,
-                true,
-                0,
-                false,
-            );
-            LocalSetting { nest }
-        }
+        let nest = unsafe { pg_sys::NewGUCNestLevel() };
+        set_option(name, value, pg_sys::GucContext::PGC_USERSET, pg_sys::GucAction::GUC_ACTION_SAVE);
+        LocalSetting { nest }
     }
 }
 
 /// Sets a setting for the rest of the session, as `SET` does (no SQL is parsed or run).
 pub fn set_for_session(name: &CStr, value: &CStr) {
-    // SAFETY: set_config_option with plain C strings, at session level, inside a transaction.
+    set_option(name, value, pg_sys::GucContext::PGC_SUSET, pg_sys::GucAction::GUC_ACTION_SET);
+}
+
+/// set_config_option at session source, raising on a bad value.
+fn set_option(name: &CStr, value: &CStr, context: pg_sys::GucContext::Type, action: pg_sys::GucAction::Type) {
+    // SAFETY: plain C strings; called inside a transaction (the assign hooks may read catalogs).
     unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),
             value.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET as _,
+            context as _,
             pg_sys::GucSource::PGC_S_SESSION as _,
-            pg_sys::GucAction::GUC_ACTION_SET as _,
+            action as _,
             true,
             0,
             false,
@@ -153,13 +132,8 @@ impl Drop for Switched {
         if std::thread::panicking() {
             return;
         }
-        // SAFETY: undoes `to` in reverse order with the values it saved.
-        unsafe {
-            pg_sys::SetUserIdAndSecContext(self.user, self.ctx);
-            if self.nest >= 0 {
-                pg_sys::AtEOXact_GUC(true, self.nest);
-            }
-        }
+        // SAFETY: restores the user and context `to` saved; search_path follows when `_path` drops.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.ctx) };
     }
 }
 
