@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/bin/pg_config
 PGRX_TEST_DATA ?= /tmp/memory_ext-pgrx-test
 export PG_CONFIG
 
-.PHONY: all deps build install test test-layout test-core test-pgrx test-sql test-python demo bench clean
+.PHONY: all deps build install test test-layout test-core test-pgrx test-sql test-python test-upgrade demo bench clean
 
 all: install
 
@@ -13,11 +13,15 @@ deps:
 build: deps
 	cargo build
 
+## The release build, the current install script and the upgrade scripts (cargo pgrx install), and the
+## install scripts of earlier releases, kept so `CREATE EXTENSION memory_ext VERSION '0.1.0'` works.
 install: deps
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	install -m 644 sql/memory_ext--0.1.0.sql $$($(PG_CONFIG) --sharedir)/extension/
 
-## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client tests.
-test: deps test-layout test-core test-pgrx install test-sql test-python
+## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
+## tests, the upgrade from release 0.1.0.
+test: deps test-layout test-core test-pgrx install test-sql test-python test-upgrade
 	@echo "make test: all layers passed"
 
 ## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section.
@@ -35,6 +39,10 @@ test-sql: install
 
 test-python: install
 	tests/run-python.sh
+
+## Release 0.1.0 (built from its commit) filled with data, then ALTER EXTENSION UPDATE to this release.
+test-upgrade: install
+	tests/upgrade/run.sh
 
 ## Build, install, start a throwaway cluster, run the narrated walkthrough, print how to connect.
 demo: install

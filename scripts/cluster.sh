@@ -3,6 +3,7 @@
 #   cluster.sh start NAME   -> prints the port; data in /tmp/memory_ext-NAME, socket in the same dir
 #   cluster.sh stop NAME
 #   cluster.sh port NAME
+#   cluster.sh restart NAME -> same data and options, a new server (loads a newly installed library)
 #   cluster.sh standby NAME PRIMARY -> a hot standby of cluster PRIMARY (pg_basebackup -R, streaming);
 #                                      prints its port
 # Idempotent: start on a running cluster prints its port.
@@ -74,6 +75,18 @@ case $cmd in
       || { cat "$dir/server.log"; exit 1; }
     echo "$port" > "$dir/port"
     echo "$port"
+    ;;
+  restart)
+    # Same data, port and options (pg_ctl keeps them in postmaster.opts); a new server process
+    # loads the library installed now (an upgrade's new memory_ext.so).
+    clock=(env RUST_BACKTRACE=1)
+    if [ -n "${MEMORY_EXT_FAKETIME_FILE:-}" ]; then
+      lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)
+      clock+=("LD_PRELOAD=$lib" "FAKETIME_TIMESTAMP_FILE=$MEMORY_EXT_FAKETIME_FILE" FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1)
+    fi
+    as_pg "${clock[@]}" "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -m fast restart >/dev/null \
+      || { cat "$dir/server.log"; exit 1; }
+    cat "$dir/port"
     ;;
   stop)
     if [ -d "$data" ]; then as_pg "$bin/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true; fi

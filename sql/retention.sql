@@ -30,6 +30,31 @@ END $$;
 CREATE TRIGGER memory_check BEFORE INSERT OR UPDATE ON memory.retention_policies
     FOR EACH ROW EXECUTE FUNCTION memory._check_retention_policy();
 
+-- A platform default is one row per tier, seeded below: inserting one for a tier that has one
+-- sets it instead (so a dump, which carries every row, restores edited defaults over the seeded
+-- ones). The UPDATE runs with the inserting role's rights: row-level security lets only the
+-- owner and superusers change platform rows; anyone else falls through to the INSERT, which the
+-- policies refuse.
+CREATE FUNCTION memory._merge_platform_policy()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.org_id IS NULL THEN
+        UPDATE memory.retention_policies p
+           SET retention_days = NEW.retention_days, soft_delete_grace_days = NEW.soft_delete_grace_days,
+               created_at = NEW.created_at
+         WHERE p.org_id IS NULL AND p.tier OPERATOR(pg_catalog.=) NEW.tier;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_merge_default BEFORE INSERT ON memory.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION memory._merge_platform_policy();
+-- Also in replica mode (a restore with session_replication_role = replica).
+ALTER TABLE memory.retention_policies ENABLE ALWAYS TRIGGER memory_merge_default;
+
 -- The seed's platform schedule.
 INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES
     (NULL, 'public', NULL, 0),
@@ -53,7 +78,22 @@ INSERT INTO memory.memory_type_policies VALUES
     ('episodic',   '90 days',  '90 days',  'ttl',      true),
     ('entity',     NULL,       NULL,       'manual',   true),
     ('structured', NULL,       '180 days', 'manual',   true);
-COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type: TTL, archive age, cleanup mode.';
+COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type: TTL, archive age, cleanup mode. Inserting a type''s row sets it (every type has one).';
+-- Every memory type has its row: inserting one sets it (so a dump restores edited schedules over
+-- the seeded ones). Only the owner and superusers write this table.
+CREATE FUNCTION memory._merge_memory_type_policy()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE memory.memory_type_policies p
+       SET ttl = NEW.ttl, archive_after = NEW.archive_after, cleanup = NEW.cleanup, backup = NEW.backup
+     WHERE p.memory_type OPERATOR(pg_catalog.=) NEW.memory_type;
+    RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
+END $$;
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.memory_type_policies
+    FOR EACH ROW EXECUTE FUNCTION memory._merge_memory_type_policy();
+ALTER TABLE memory.memory_type_policies ENABLE ALWAYS TRIGGER memory_merge;
+SELECT pg_catalog.pg_extension_config_dump('memory.memory_type_policies', '');
 
 -- BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
 -- The policy that applies, for memory_ext's own use (stamping at write): no org check, not
@@ -112,7 +152,8 @@ CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
 CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_settings
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
-SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', 'WHERE org_id IS NOT NULL');
+-- Every row, platform defaults too (edited defaults restore over the seeded ones, above).
+SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', '');
 
 -- ------------------------------------------------------------------------------------------------
 -- The pipeline: expired live rows -> hold/guard check -> soft delete -> after grace, hard delete;
@@ -212,25 +253,24 @@ BEGIN
                    ELSE format('t.%I::pg_catalog.text', tierc) END;
     setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
-    IF pg_catalog.to_regclass('pg_temp.memory_app_due') IS NULL THEN
-        CREATE TEMP TABLE pg_temp.memory_app_due (id text, org_id text, tier text, denied boolean) ON COMMIT DROP;
-    END IF;
-
     -- Every statement on the application table runs as the table's owner, in a
     -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
     -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
     -- of orgs the table's owner may act for are swept: the org values are the owner's data, so
     -- events (memory.purge and the table's own) never name an org its owner could not write.
+    -- A real run locks the rows it will change; a dry run changes nothing and locks nothing (so
+    -- it runs in a read-only transaction, on a standby too). No temporary table: the due rows
+    -- are one jsonb value.
     FOR step IN 1 .. 2 LOOP
-        TRUNCATE pg_temp.memory_app_due;
         IF step = 1 THEN
             rows := memory._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND memory._may_act_for(%2$s)
-                            FOR UPDATE OF t) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at'), ARRAY[at::text]);
+                            %8$s) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END),
+                ARRAY[at::text]);
         ELSE
             rows := memory._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
@@ -238,22 +278,24 @@ BEGIN
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
                             AND memory._may_act_for(%2$s)
-                            FOR UPDATE OF t) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text]);
+                            %9$s) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
+                CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END), ARRAY[at::text]);
         END IF;
-        INSERT INTO pg_temp.memory_app_due
-        SELECT x->>0, x->>1, x->>2, memory._held(coalesce(x->>1, ''), x->>3, NULL)
-          FROM jsonb_array_elements(rows) x;
+        ids := '{}';
         -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
         FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
                    FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
-                           FROM pg_temp.memory_app_due a) d
+                           FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                        memory._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                                   FROM jsonb_array_elements(rows) x) a) d
                   GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
             IF g.denied THEN
                 PERFORM memory._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
                         'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
                         'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
                 denied := denied + g.n;
+                CONTINUE;
             ELSIF step = 1 THEN
                 soft := soft + g.n;
             ELSE
@@ -262,9 +304,9 @@ BEGIN
                         'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
                 hard := hard + g.n;
             END IF;
+            ids := ids || g.ids;
         END LOOP;
         IF NOT dry_run THEN
-            ids := ARRAY(SELECT d.id FROM pg_temp.memory_app_due d WHERE NOT d.denied ORDER BY d.id);
             IF cardinality(ids) > 0 AND step = 1 THEN
                 PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
                                tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
@@ -291,60 +333,65 @@ DECLARE
     skipped  jsonb := '[]';
     failed   jsonb := '{}';
     r        jsonb;
+    lock     text;
+    soft_ids    uuid[] := '{}';
+    hard_ids    uuid[] := '{}';
+    archive_ids uuid[] := '{}';
 BEGIN
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
     END IF;
 
+    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
+    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
+    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
+    -- temporary tables (nothing to create per run; nothing a standby refuses).
+    lock := CASE WHEN dry_run THEN '' ELSE ' FOR UPDATE OF o' END;
+
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
-    IF pg_catalog.to_regclass('pg_temp.memory_due') IS NULL THEN
-        CREATE TEMP TABLE pg_temp.memory_due (id uuid PRIMARY KEY, org_id text, project_id text, workspace_id text,
-                                                       classification memory.classification, denied boolean) ON COMMIT DROP;
-    END IF;
-    TRUNCATE pg_temp.memory_due;
-    INSERT INTO pg_temp.memory_due
-    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
-           memory._held(o.org_id, o.user_id, o.id) OR NOT memory._guard_allows(s.retention_guard, o.id)
-      FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id = o.org_id
-     WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at <= at
-     FOR UPDATE OF o;
     -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
-    FOR g IN SELECT d.org_id, d.classification, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification ORDER BY a.id) - 1) / 1000 AS part
-                       FROM pg_temp.memory_due a WHERE a.denied) d
-              GROUP BY 1, 2, d.part ORDER BY 1, 2, d.part LOOP
-        PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
-                'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
-                'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
-        denied := denied + g.n;
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.classification,
+                                memory._held(o.org_id, o.user_id, o.id) OR NOT memory._guard_allows(s.retention_guard, o.id) AS denied
+                           FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id OPERATOR(pg_catalog.=) o.org_id
+                          WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) $1'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
+    LOOP
+        IF g.denied THEN
+            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                    'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
+                    'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+        ELSE
+            soft_ids := soft_ids || g.ids;
+            soft := soft + g.n;
+        END IF;
     END LOOP;
-    SELECT count(*) INTO soft FROM pg_temp.memory_due d WHERE NOT d.denied;
-    -- Rows this run soft-deletes are not archived by it (a dry run must predict that too).
-    IF pg_catalog.to_regclass('pg_temp.memory_soft') IS NULL THEN
-        CREATE TEMP TABLE pg_temp.memory_soft (id uuid PRIMARY KEY) ON COMMIT DROP;
-    END IF;
-    TRUNCATE pg_temp.memory_soft;
-    INSERT INTO pg_temp.memory_soft SELECT d.id FROM pg_temp.memory_due d WHERE NOT d.denied;
-    IF NOT dry_run THEN
+    IF NOT dry_run AND soft > 0 THEN
         UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
-          FROM pg_temp.memory_due d WHERE d.id = o.id AND NOT d.denied;
+         WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
 
     -- 2. Past the grace: hard delete, memory.purge events per org and tier (the seed's payload).
-    TRUNCATE pg_temp.memory_due;
-    INSERT INTO pg_temp.memory_due
-    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, memory._held(o.org_id, o.user_id, o.id)
-      FROM memory.observations o
-     WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after <= at
-       -- A late run still leaves the full grace after the soft delete (memory_core::retention::purge_due).
-       AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
-     FOR UPDATE OF o;
-    FOR g IN SELECT d.org_id, d.classification, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n,
-                    CASE WHEN count(DISTINCT d.project_id) = 1 THEN min(d.project_id) END AS project_id,
-                    CASE WHEN count(DISTINCT d.workspace_id) = 1 THEN min(d.workspace_id) END AS workspace_id
-               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) - 1) / 1000 AS part
-                       FROM pg_temp.memory_due a) d
-              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
+                CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
+                CASE WHEN pg_catalog.count(DISTINCT d.workspace_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.workspace_id) END AS workspace_id
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
+                                memory._held(o.org_id, o.user_id, o.id) AS denied
+                           FROM memory.observations o
+                          WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) $1
+                            -- A late run still leaves the full grace after the soft delete (memory_core::retention::purge_due).
+                            AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, $1)'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
+    LOOP
         IF g.denied THEN
             PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                     'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
@@ -357,33 +404,36 @@ BEGIN
                                            WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
                                            ORDER BY p.org_id NULLS LAST LIMIT 1),
                     'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
+            hard_ids := hard_ids || g.ids;
             hard := hard + g.n;
         END IF;
     END LOOP;
-    IF NOT dry_run THEN
-        DELETE FROM memory.observations o USING pg_temp.memory_due d WHERE d.id = o.id AND NOT d.denied;
+    IF NOT dry_run AND hard > 0 THEN
+        DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
     END IF;
 
-    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps them).
-    TRUNCATE pg_temp.memory_due;
-    INSERT INTO pg_temp.memory_due
-    SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification, false
-      FROM memory.observations o
-     WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at <= at
-       AND NOT EXISTS (SELECT 1 FROM pg_temp.memory_soft s WHERE s.id = o.id)
-     FOR UPDATE OF o;
-    FOR g IN SELECT d.org_id, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) - 1) / 1000 AS part
-                       FROM pg_temp.memory_due a) d
-              GROUP BY 1, d.part ORDER BY 1, d.part LOOP
+    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
+    -- them); rows this run soft-deletes are not archived by it (a dry run predicts that too).
+    FOR g IN EXECUTE
+        'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id
+                           FROM memory.observations o
+                          WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at OPERATOR(pg_catalog.<=) $1
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)'
+                          || lock || ') a) d
+          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids
+    LOOP
         PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
+        archive_ids := archive_ids || g.ids;
         archived := archived + g.n;
     END LOOP;
     IF NOT dry_run AND archived > 0 THEN
         INSERT INTO memory.observations_archive
-        SELECT o.*, at FROM memory.observations o JOIN pg_temp.memory_due d ON d.id = o.id;
-        DELETE FROM memory.observations o USING pg_temp.memory_due d WHERE d.id = o.id;
+        SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
     END IF;
 
     -- 4. Governed application tables with stamps and a soft-delete column.

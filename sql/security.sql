@@ -153,6 +153,8 @@ BEGIN
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
+    -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
+    REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                               memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),

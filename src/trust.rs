@@ -62,20 +62,36 @@ fn ext() -> Result<(pg_sys::Oid, pg_sys::Oid, pg_sys::Oid), MxError> {
     if cached == nsp {
         return Ok((owner, class, grants));
     }
-    let (owner, class, grants) = Spi::connect(|c| {
+    let (owner, class, grants, version) = Spi::connect(|c| {
         let row = c
             .select(
-                "SELECT e.extowner, 'memory.classification'::pg_catalog.regtype::pg_catalog.oid,
-                        'memory.org_grants'::pg_catalog.regclass::pg_catalog.oid
+                "SELECT e.extowner, pg_catalog.to_regtype('memory.classification')::pg_catalog.oid,
+                        pg_catalog.to_regclass('memory.org_grants')::pg_catalog.oid, e.extversion
                    FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'memory_ext'",
                 Some(1),
                 &[],
             )?
             .first();
-        Ok::<_, pgrx::spi::Error>((row.get::<pg_sys::Oid>(1)?, row.get::<pg_sys::Oid>(2)?, row.get::<pg_sys::Oid>(3)?))
+        Ok::<_, pgrx::spi::Error>((
+            row.get::<pg_sys::Oid>(1)?,
+            row.get::<pg_sys::Oid>(2)?,
+            row.get::<pg_sys::Oid>(3)?,
+            row.get::<String>(4)?,
+        ))
     })
     .map_err(|e| MxError::spi("trust", e))?;
     let owner = owner.ok_or_else(|| MxError::new(code::NOT_INSTALLED, "memory_ext is not installed in this database"))?;
+    // A new library under an earlier release's SQL (a package installed, ALTER EXTENSION UPDATE
+    // not yet run): nothing runs against tables that are not there yet. Not cached, so the
+    // update is seen at once. (The update script itself runs with the new version recorded.)
+    let library = env!("CARGO_PKG_VERSION");
+    if version.as_deref() != Some(library) {
+        return Err(MxError::new(
+            code::NOT_INSTALLED,
+            format!("this database has memory_ext {} and the library installed is {library}", version.unwrap_or_default()),
+        )
+        .hint("Run ALTER EXTENSION memory_ext UPDATE in this database."));
+    }
     let (class, grants) = (class.unwrap_or(pg_sys::InvalidOid), grants.unwrap_or(pg_sys::InvalidOid));
     EXT.with(|c| c.set((nsp, owner, class, grants)));
     Ok((owner, class, grants))

@@ -175,22 +175,5 @@ pub fn first_unknown_pii_field<'a>(names: impl IntoIterator<Item = Option<&'a st
     })
 }
 
-/// Redact the `details.<key>` fields of a claim's details object in place; returns the keys
-/// that were present and redacted.
-pub fn redact_details(details: &mut serde_json::Value, fields: &[PiiField]) -> Vec<String> {
-    let mut done = Vec::new();
-    if let Some(obj) = details.as_object_mut() {
-        for f in fields {
-            if let PiiField::Detail(k) = f {
-                if let Some(v) = obj.get_mut(k) {
-                    *v = serde_json::Value::String(REDACTED.to_string());
-                    done.push(k.clone());
-                }
-            }
-        }
-    }
-    done
-}
-
 #[cfg(test)]
 mod tests;

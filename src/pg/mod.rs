@@ -3,6 +3,7 @@
 
 pub mod bulk;
 pub mod callbacks;
+pub mod compat;
 pub mod error;
 pub mod identity;
 pub mod spi;

@@ -3,10 +3,13 @@
 A throwaway cluster is started with scripts/cluster.sh; each test gets a fresh database with
 memory_ext created, so tests do not see each other's rows.
 """
+import contextlib
 import itertools
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import psycopg
 import pytest
@@ -45,3 +48,20 @@ def dsn(port):
 def conn(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         yield c
+
+
+@contextlib.contextmanager
+def clock_cluster(name, offset="+0"):
+    """A cluster under libfaketime whose clock offset (e.g. "+0", "-40d", "+120d") is read from a
+    file on every clock call, so a test moves the running server in time. Yields (port, file)."""
+    d = tempfile.mkdtemp(prefix=f"memory_ext-{name}-clock-")
+    os.chmod(d, 0o755)
+    f = pathlib.Path(d) / "offset"
+    f.write_text(offset + "\n")
+    os.chmod(f, 0o644)
+    env = dict(os.environ, MEMORY_EXT_FAKETIME_FILE=str(f))
+    try:
+        yield int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip()), f
+    finally:
+        subprocess.run([str(CLUSTER), "stop", name], check=False)
+        shutil.rmtree(d, ignore_errors=True)

@@ -5,14 +5,12 @@ The cluster runs under libfaketime with its offset read from a file on every clo
 test appends in this month, moves the server's clock past the month's end, and seals it there.
 """
 import datetime as dt
-import os
 import pathlib
-import shutil
-import subprocess
-import tempfile
 
 import psycopg
 import pytest
+
+from conftest import clock_cluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
@@ -22,22 +20,14 @@ MONTH_START = "date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
 
 @pytest.fixture(scope="module")
 def clock():
-    d = tempfile.mkdtemp(prefix="memory_ext-clock-")
-    os.chmod(d, 0o755)
-    f = pathlib.Path(d) / "offset"
-    f.write_text("+0\n")
-    os.chmod(f, 0o644)
-    env = dict(os.environ, MEMORY_EXT_FAKETIME_FILE=str(f))
-    port = int(subprocess.check_output([str(CLUSTER), "start", NAME], text=True, env=env).strip())
-    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS seal")
-        c.execute("CREATE DATABASE seal")
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=seal"
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
-    yield dsn, f
-    subprocess.run([str(CLUSTER), "stop", NAME], check=False)
-    shutil.rmtree(d, ignore_errors=True)
+    with clock_cluster(NAME) as (port, f):
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
+            c.execute("DROP DATABASE IF EXISTS seal")
+            c.execute("CREATE DATABASE seal")
+        dsn = f"host=127.0.0.1 port={port} user=postgres dbname=seal"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("CREATE EXTENSION memory_ext")
+        yield dsn, f
 
 
 def server_now(c):

@@ -47,6 +47,9 @@ def primary_and_standby():
         c.execute("SELECT memory.audit_ensure_partitions(1)")
         c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES "
                   "('acme', 'u1', 'the payments worker retries with backoff'), ('acme', 'u1', 'ssn on file')")
+        # Due for retention: a dry run on the standby reports them.
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content, created_at) VALUES "
+                  "('acme', 'u2', 'ssn 123-45-6789 long ago', now() - interval '100 days'), ('globex', 'u3', 'card 4111 1111 1111 1111', now() - interval '60 days')")
         c.execute("INSERT INTO memory.entities (id, org_id, name, entity_type) VALUES "
                   "('e0000000-0000-0000-0000-000000000001', 'acme', 'Drug X', 'intervention')")
         c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source) VALUES "
@@ -79,6 +82,11 @@ def test_read_only_work_on_a_hot_standby(primary_and_standby):
         assert hits == [("the payments worker retries with backoff",)]
         export = s.execute("SELECT memory.export_subject('u1', true)").fetchone()[0]
         assert export["manifest"]["observations"]["count"] == 2
+        # A retention dry run reports what a run would do (no temporary tables, no row locks).
+        dry = s.execute("SELECT memory.run_retention(true)").fetchone()[0]
+        assert (dry["dry_run"], dry["soft_deleted"], dry["hard_deleted"], dry["failed_tables"]) == (True, 2, 0, {}), dry
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            s.execute("SELECT memory.run_retention(false)")
         # Writes are refused as on any standby, with PostgreSQL's read-only error.
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             s.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x')")
@@ -87,6 +95,9 @@ def test_read_only_work_on_a_hot_standby(primary_and_standby):
     log = pathlib.Path("/tmp/memory_ext-pytest-standby/server.log").read_text()
     assert "audit events not recorded on a hot standby (read-only): memory.recall x1" in log
     assert "memory.export x1" in log
+    # The dry run changed nothing on the primary.
+    with psycopg.connect(dsn(port, "rep"), autocommit=True) as p:
+        assert p.execute("SELECT count(*) FROM memory.observations WHERE soft_deleted_at IS NOT NULL").fetchone() == (0,)
     # The primary is as it was.
     with psycopg.connect(dsn(port, "rep"), autocommit=True) as p:
         assert p.execute("SELECT chain_id, seq, entry_hash FROM memory.audit_heads ORDER BY 1").fetchall() == heads

@@ -1,0 +1,2713 @@
+-- memory_ext 0.1.0 -> 0.2.0. Run by ALTER EXTENSION memory_ext UPDATE (see README "Upgrading").
+-- Statements in order: what 0.1.0 had in another shape is changed first (tables, the audit log's
+-- partitions and indexes, policies, functions whose result or arguments changed), then every
+-- object that is new or different in 0.2.0 is created or replaced, as the 0.2.0 install script
+-- creates it. tests/upgrade/run.sh checks that the result equals a fresh install of 0.2.0.
+\echo Use "ALTER EXTENSION memory_ext UPDATE TO '0.2.0'" to load this file. \quit
+
+-- Functions 0.2.0 no longer has, or whose result type or argument names changed (CREATE OR
+-- REPLACE cannot change those): dropped here, created again below where they still exist.
+DROP FUNCTION memory._org_rules(text);
+DROP FUNCTION memory._derive_classification(jsonb);   -- now _derive_classification(text)
+DROP FUNCTION memory.audit_verify(text);              -- gains the `pending` column
+DROP FUNCTION memory._audit_verify(text);
+DROP FUNCTION memory._audit_current_key();           -- gains `made`
+
+-- Feedback history is per (session, org, observation): another tenant's row with the same uuid
+-- shares nothing.
+ALTER TABLE memory.observation_weight_history
+    DROP CONSTRAINT observation_weight_history_session_id_observation_id_key,
+    ADD CONSTRAINT observation_weight_history_session_id_org_id_observation_id_key UNIQUE (session_id, org_id, observation_id);
+
+-- A hold's reason must have a non-space character (0.1.0 let a tab or a newline through). A hold
+-- whose reason is whitespace is kept as it is: the check then holds for new and changed rows only
+-- (NOT VALID), and a WARNING says so.
+ALTER TABLE memory.legal_holds DROP CONSTRAINT legal_holds_reason_check;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM memory.legal_holds WHERE reason OPERATOR(pg_catalog.!~) '[^[:space:]]') THEN
+        RAISE WARNING 'memory.legal_holds has holds whose reason is only whitespace; they are kept, and the new reason check applies to new and changed holds only'
+            USING HINT = 'Give those holds a reason, then: ALTER TABLE memory.legal_holds VALIDATE CONSTRAINT legal_holds_reason_check';
+        ALTER TABLE memory.legal_holds ADD CONSTRAINT legal_holds_reason_check CHECK (reason ~ '[^[:space:]]') NOT VALID;
+    ELSE
+        ALTER TABLE memory.legal_holds ADD CONSTRAINT legal_holds_reason_check CHECK (reason ~ '[^[:space:]]');
+    END IF;
+END $$;
+
+-- The audit log survives a dump restored in another month (issue 13): monthly partitions are
+-- ordinary tables with their own indexes, not members of the extension, and the parent has no
+-- index (0.2.0's CREATE EXTENSION makes only the default partition). 0.1.0 made the first months'
+-- partitions members and indexed the parent: those partitions leave the extension (pg_dump then
+-- writes them, their indexes and their rows), each partition gets the indexes
+-- audit_ensure_partitions gives a new one, and the parent's indexes (with their per-partition
+-- children) go.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS rel, c.relname
+               FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+              WHERE i.inhparent = 'memory.audit_log'::regclass AND c.relname <> 'audit_log_default'
+              ORDER BY c.relname
+    LOOP
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = r.rel::oid
+                      AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e') THEN
+            EXECUTE format('ALTER EXTENSION memory_ext DROP TABLE %s', r.rel);
+        END IF;
+        EXECUTE format('CREATE INDEX %I ON %s (chain_id COLLATE "C", seq)', r.relname || '_chain_seq', r.rel);
+        EXECUTE format('CREATE INDEX %I ON %s (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL',
+                       r.relname || '_workspace', r.rel);
+    END LOOP;
+END $$;
+DROP INDEX memory.audit_log_chain_seq;
+DROP INDEX memory.audit_log_workspace;
+
+-- Row-level security by the role's bound org (SPEC §8) replaces 0.1.0's policies, which trusted
+-- the memory.org_id setting; the new policies are created below for every tenant table.
+DROP POLICY tenant ON memory.entities;
+DROP POLICY tenant ON memory.claims;
+DROP POLICY tenant ON memory.relationships;
+DROP POLICY tenant ON memory.recheck_tasks;
+
+-- ---------------------------------------------------------------------------------------------
+-- New and changed objects, as 0.2.0 creates them.
+-- ---------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION "_audit_append_events"(
+	"events" TEXT 
+) RETURNS INT 
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_append_many_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_append_system_text"(
+	"event_type" TEXT, 
+	"payload" TEXT, 
+	"org_id" TEXT 
+) RETURNS bigint 
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_append_system_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_integrate"(
+	"explicit" bool 
+) RETURNS bigint 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_integrate_sql_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_integrating"() RETURNS bool 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_integrating_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_move_gate"(
+	"open" bool 
+) RETURNS bool 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_move_gate_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_move_gate_open"() RETURNS bool 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_move_gate_open_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_trigger_args"(
+	"id" TEXT, 
+	"content" TEXT, 
+	"org" TEXT, 
+	"project" TEXT, 
+	"workspace" TEXT, 
+	"user" TEXT, 
+	"tier" TEXT, 
+	"tier_json" bool DEFAULT false 
+) RETURNS TEXT[] 
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_trigger_args_wrapper';
+
+CREATE OR REPLACE FUNCTION "_audit_verify"(
+	"chain_id" TEXT 
+) RETURNS TABLE (
+	"chain_id" TEXT,  
+	"entries" bigint,  
+	"ok" bool,  
+	"first_bad_seq" bigint,  
+	"reason" TEXT,  
+	"pruned" bigint,  
+	"pending" bigint  
+)
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'audit_verify_wrapper';
+
+CREATE OR REPLACE FUNCTION "_caller"() RETURNS oid 
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'caller_sql_wrapper';
+
+CREATE OR REPLACE FUNCTION "_classify_trigger_args"(
+	"content" TEXT, 
+	"source_files" TEXT, 
+	"source_type" TEXT, 
+	"targets" TEXT[], 
+	"org" TEXT, 
+	"stamps" TEXT[] DEFAULT NULL 
+) RETURNS TEXT[] 
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'classify_trigger_args_wrapper';
+
+CREATE OR REPLACE FUNCTION "_close_governance_gate"() RETURNS bool 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'close_governance_gate_wrapper';
+
+CREATE OR REPLACE FUNCTION "_column_type_message"(
+	"role" TEXT, 
+	"column" TEXT, 
+	"table" TEXT 
+) RETURNS TEXT 
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'column_type_message_wrapper';
+
+CREATE OR REPLACE FUNCTION "_creating_extension"() RETURNS bool 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'creating_extension_wrapper';
+
+CREATE OR REPLACE FUNCTION "_derive_classification"(
+	"label" TEXT 
+) RETURNS TEXT 
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'derive_label_wrapper';
+
+CREATE OR REPLACE FUNCTION "_exec_as_caller"(
+	"sql" TEXT 
+) RETURNS bigint 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'exec_as_caller_wrapper';
+
+CREATE OR REPLACE FUNCTION "_exec_as_table_owner"(
+	"tbl" oid, 
+	"sql" TEXT, 
+	"args" TEXT[] DEFAULT '{}' 
+) RETURNS jsonb 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'exec_as_table_owner_wrapper';
+
+CREATE OR REPLACE FUNCTION "_governance_gate_open"(
+	"tbl" oid 
+) RETURNS bool 
+STRICT STABLE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'governance_gate_open_wrapper';
+
+CREATE OR REPLACE FUNCTION "_is_expired"(
+	"created_at" timestamp with time zone, 
+	"retention_days" INT, 
+	"at" timestamp with time zone 
+) RETURNS bool 
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'is_expired_wrapper';
+
+CREATE OR REPLACE FUNCTION "_is_misleading"(
+	"failed_sessions" bigint, 
+	"successful_sessions" bigint 
+) RETURNS bool 
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'is_misleading_sql_wrapper';
+
+CREATE OR REPLACE FUNCTION "_is_retirement"(
+	"from" TEXT, 
+	"to" TEXT 
+) RETURNS bool 
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'is_retirement_wrapper';
+
+CREATE OR REPLACE FUNCTION "_open_governance_gate"(
+	"tbl" oid 
+) RETURNS bool 
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'open_governance_gate_wrapper';
+
+CREATE OR REPLACE FUNCTION "_purge_due"(
+	"soft_deleted_at" timestamp with time zone, 
+	"purge_after" timestamp with time zone, 
+	"expires_at" timestamp with time zone, 
+	"at" timestamp with time zone 
+) RETURNS bool 
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'purge_due_wrapper';
+
+CREATE OR REPLACE FUNCTION "_redacted_marker"() RETURNS TEXT 
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'redacted_marker_wrapper';
+
+CREATE OR REPLACE FUNCTION "_resolve_retention"(
+	"restricted" bool, 
+	"bfsi" bool, 
+	"has_org" bool, 
+	"org_days" INT, 
+	"org_grace" INT, 
+	"has_platform" bool, 
+	"platform_days" INT, 
+	"platform_grace" INT 
+) RETURNS TABLE (
+	"retention_days" INT,  
+	"soft_delete_grace_days" INT,  
+	"source" TEXT  
+)
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'resolve_retention_wrapper';
+
+CREATE OR REPLACE FUNCTION "_restore_mode"() RETURNS bool 
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'restore_mode_wrapper';
+
+CREATE OR REPLACE FUNCTION "_set_superseding"(
+	"claim" uuid 
+) RETURNS bool 
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'set_superseding_wrapper';
+
+CREATE OR REPLACE FUNCTION "_stamps_t_invalid"(
+	"to" TEXT 
+) RETURNS bool 
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'stamps_t_invalid_wrapper';
+
+CREATE OR REPLACE FUNCTION "_superseding"() RETURNS TEXT 
+STRICT VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'superseding_wrapper';
+
+CREATE OR REPLACE FUNCTION "audit_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_audit_trigger_checked';
+
+CREATE OR REPLACE FUNCTION "classify_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_classify_trigger_checked';
+
+CREATE OR REPLACE FUNCTION "lifecycle_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_lifecycle_trigger_checked';
+
+CREATE OR REPLACE FUNCTION "rules_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_rules_changed_checked';
+
+CREATE OR REPLACE FUNCTION memory._blank(t text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
+
+CREATE TABLE memory.org_grants (
+    role_name  name NOT NULL,
+    org_id     text NOT NULL CHECK (org_id = '*' OR (btrim(org_id) <> '' AND length(org_id) <= 200)),
+    granted_by name NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (role_name, org_id)
+);
+
+REVOKE ALL ON memory.org_grants FROM PUBLIC;
+
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
+COMMENT ON TABLE memory.org_grants IS
+  'Tenant binding: the orgs each role may act for (''*'' = every org). Written by memory.grant_org / memory.revoke_org; roles by name, so a dump restores onto another cluster''s roles of the same names.';
+
+CREATE OR REPLACE FUNCTION memory._is_unrestricted_role(r oid)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r IS NOT NULL AND (
+           coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false)
+        OR coalesce((SELECT pg_catalog.pg_has_role(r, e.extowner, 'USAGE') FROM pg_catalog.pg_extension e
+                      WHERE e.extname OPERATOR(pg_catalog.=) 'memory_ext'), false))
+$$;
+
+CREATE OR REPLACE FUNCTION memory._may_act_for_role(r oid, org text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r IS NOT NULL AND (memory._is_unrestricted_role(r) OR EXISTS (
+        SELECT 1 FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE (g.org_id OPERATOR(pg_catalog.=) '*' OR g.org_id OPERATOR(pg_catalog.=) coalesce(org, ''))
+           AND pg_catalog.pg_has_role(r, ro.oid, 'USAGE')))
+$$;
+
+CREATE OR REPLACE FUNCTION memory._may_act_for(org text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._may_act_for_role(memory._caller(), org) $$;
+
+CREATE OR REPLACE FUNCTION memory._is_unrestricted()
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
+
+CREATE OR REPLACE FUNCTION memory._acting_org()
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   oid := memory._caller();
+    s   text := nullif(current_setting('memory.org_id', true), '');
+    one text;
+    n   int;
+BEGIN
+    IF r IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF s IS NOT NULL THEN
+        RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
+    END IF;
+    SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+      FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+     WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
+    RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' THEN one END;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._scope_org()
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE a text := memory._acting_org();
+BEGIN
+    IF a IS NOT NULL THEN
+        RETURN a;
+    END IF;
+    IF memory._is_unrestricted() THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'role % acts for no org', coalesce(memory._caller()::regrole::text, '(none)')
+        USING ERRCODE = '42501', HINT = 'SET memory.org_id to one of the role''s orgs (see memory.grant_org).';
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._require_org(org text)
+RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT memory._may_act_for(org) THEN
+        RAISE EXCEPTION 'role % may not act for org "%"', coalesce(memory._caller()::regrole::text, '(none)'), coalesce(org, '')
+            USING ERRCODE = '42501', HINT = 'An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id).';
+    END IF;
+    RETURN org;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.acting_org()
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._acting_org() $$;
+
+COMMENT ON FUNCTION memory.acting_org() IS
+  'The org this session acts for: memory.org_id when the role may act for it, else the role''s only org, else NULL (row-level security then shows nothing).';
+
+CREATE OR REPLACE FUNCTION memory.my_orgs()
+RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT DISTINCT g.org_id FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+     WHERE pg_catalog.pg_has_role(memory._caller(), ro.oid, 'USAGE') ORDER BY 1
+$$;
+
+COMMENT ON FUNCTION memory.my_orgs() IS 'The orgs granted to the calling role (directly or through roles it inherits); ''*'' means every org.';
+
+CREATE OR REPLACE FUNCTION memory._may_administer(org text, target oid DEFAULT NULL)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._is_unrestricted() OR (
+        org OPERATOR(pg_catalog.<>) '*'
+        AND (target IS NULL OR (
+            -- an org admin binds only roles it administers, never memory_ext's group roles
+            pg_catalog.pg_has_role(memory._caller(), target, 'MEMBER WITH ADMIN OPTION')
+            AND (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) target)
+                OPERATOR(pg_catalog.<>) ALL (ARRAY['memory_reader', 'memory_writer', 'memory_admin']::name[])))
+        AND pg_catalog.to_regrole('memory_admin') IS NOT NULL
+        AND memory._caller() IS NOT NULL
+        AND pg_catalog.pg_has_role(memory._caller(), 'memory_admin', 'USAGE')
+        AND memory._may_act_for(org))
+$$;
+
+CREATE OR REPLACE FUNCTION memory.grant_org(role regrole, org_id text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE n int;
+BEGIN
+    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory._blank(org_id) OR length(org_id) > 200)) THEN
+        RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
+    END IF;
+    IF NOT memory._may_administer(org_id, role::oid) THEN
+        RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+            USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org holding ADMIN OPTION on the role grants it; only the first two grant ''*'' or bind memory_ext''s group roles.';
+    END IF;
+    INSERT INTO memory.org_grants (role_name, org_id, granted_by)
+    SELECT r.rolname, grant_org.org_id, coalesce(memory._caller()::regrole::text, current_user)
+      FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) grant_org.role::oid
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM memory._audit_append_system('memory.org.grant',
+            jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
+    END IF;
+    RETURN n > 0;
+END $$;
+
+COMMENT ON FUNCTION memory.grant_org(regrole, text) IS
+  'Bind a role to an org (''*'': every org). By the extension owner, a superuser, or a memory_admin of that org. True when the grant is new; audited as memory.org.grant.';
+
+CREATE OR REPLACE FUNCTION memory.revoke_org(role regrole, org_id text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE n int;
+BEGIN
+    IF role IS NULL OR org_id IS NULL THEN
+        RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
+    END IF;
+    IF NOT memory._may_administer(org_id, role::oid) THEN
+        RAISE EXCEPTION 'role % may not revoke org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+            USING ERRCODE = '42501';
+    END IF;
+    DELETE FROM memory.org_grants g
+     WHERE g.role_name OPERATOR(pg_catalog.=) (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid)
+       AND g.org_id OPERATOR(pg_catalog.=) revoke_org.org_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM memory._audit_append_system('memory.org.revoke',
+            jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
+    END IF;
+    RETURN n > 0;
+END $$;
+
+COMMENT ON FUNCTION memory.revoke_org(regrole, text) IS
+  'Unbind a role from an org. By the extension owner, a superuser, or a memory_admin of that org. True when a grant was removed; audited as memory.org.revoke.';
+
+REVOKE ALL ON FUNCTION memory._is_unrestricted_role(oid), memory._may_act_for_role(oid, text),
+                       memory.grant_org(regrole, text), memory.revoke_org(regrole, text),
+                       memory._open_governance_gate(oid), memory._exec_as_table_owner(oid, text, text[]) FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.org_grants', '');
+
+CREATE OR REPLACE FUNCTION memory.risk_band(tier memory.classification)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._risk_band(tier::pg_catalog.text) $$;
+
+CREATE OR REPLACE FUNCTION memory.derive_classification(metadata jsonb)
+RETURNS memory.classification LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT memory._derive_classification(metadata OPERATOR(pg_catalog.->>) 'classification')::memory.classification $$;
+
+CREATE OR REPLACE VIEW memory.governed_tables AS
+SELECT r.relid::regclass AS table_name,
+       r.options,
+       ARRAY(SELECT t.tgname::text FROM pg_catalog.pg_trigger t
+              WHERE t.tgrelid = r.relid AND t.tgname LIKE 'memory\_%' ORDER BY 1) AS triggers,
+       r.builtin,
+       r.governed_at,
+       r.governed_by
+  FROM memory.governance_registry r
+  JOIN pg_catalog.pg_class c ON c.oid = r.relid
+ 
+ WHERE pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
+
+COMMENT ON VIEW memory.governed_tables IS 'Each governed table the caller owns or may read or write, its column mapping and the triggers attached.';
+
+CREATE OR REPLACE FUNCTION memory._column_type_is(tbl oid, col text, typ regtype, nullable boolean DEFAULT false)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN col IS NULL THEN nullable ELSE EXISTS (
+        SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
+           AND (a.atttypid = typ OR (typ = 'text'::regtype AND a.atttypid = 'varchar'::regtype))) END
+$$;
+
+CREATE OR REPLACE FUNCTION memory._valid_governance_options(opts jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_typeof(opts) OPERATOR(pg_catalog.=) 'object' AND NOT EXISTS (
+        SELECT 1 FROM jsonb_each(opts) e
+         WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
+                       'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
+                       'soft_deleted', 'stamps', 'state']))
+            OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
+                    OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
+                        AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
+                    OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'object'
+                        AND NOT EXISTS (SELECT 1 FROM jsonb_each(e.value) y
+                                         WHERE jsonb_typeof(y.value) OPERATOR(pg_catalog.<>) ALL (ARRAY['string', 'null'])))))
+$$;
+
+CREATE OR REPLACE FUNCTION memory._owns_table(tbl regclass)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._caller() IS NOT NULL AND (memory._is_unrestricted() OR EXISTS (
+        SELECT 1 FROM pg_catalog.pg_class c
+         WHERE c.oid OPERATOR(pg_catalog.=) tbl
+           AND pg_catalog.pg_has_role(memory._caller(), c.relowner, 'USAGE')
+           AND c.relnamespace OPERATOR(pg_catalog.<>) 'memory'::pg_catalog.regnamespace))
+$$;
+
+CREATE OR REPLACE FUNCTION memory._register_governed(tbl regclass, opts jsonb)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it (with memory.govern).';
+    END IF;
+    IF NOT memory._valid_governance_options(opts) THEN
+        RAISE EXCEPTION 'governance options of % are not in memory.govern''s shape', tbl USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+                      AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
+        RAISE EXCEPTION 'table % carries no memory_ext trigger', tbl USING ERRCODE = '42501';
+    END IF;
+    -- Forget tables that were dropped since they were governed.
+    DELETE FROM memory.governance_registry g WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid OPERATOR(pg_catalog.=) g.relid);
+    INSERT INTO memory.governance_registry AS g (relid, options, governed_by)
+    VALUES (tbl, opts, coalesce(memory._caller()::regrole::text, current_user)::name)
+    ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = excluded.governed_by;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._unregister_governed(tbl regclass)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl USING ERRCODE = '42501';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
+        RAISE EXCEPTION 'table % still carries memory_ext triggers', tbl USING ERRCODE = '42501';
+    END IF;
+    DELETE FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
+    IF FOUND THEN
+        PERFORM memory._audit_append_system('memory.govern.ungovern', jsonb_build_object('table', tbl::text), NULL);
+        RETURN true;
+    END IF;
+    RETURN false;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._audit_truncate()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT'
+       OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID) THEN
+        RAISE EXCEPTION 'memory._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
+            USING ERRCODE = '39P01', HINT = 'Attach it with memory.govern.';
+    END IF;
+    PERFORM memory._audit_append_system('memory.govern.truncate',
+        jsonb_build_object('table', TG_RELID::regclass::text), NULL);
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._govern_classify(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    c_content text;
+    c_files text;
+    c_type text;
+    c_org text;
+    targets text[];
+    t oid;
+    args text;
+    cols text[];
+    missing text;
+    n bigint;
+    a_id text;
+    a_user text;
+    smap jsonb;
+    stamp_cols text[];
+BEGIN
+    -- Classification: on unless "classify": false (or only a state column is named, on a table
+    -- without a content column). Column names default to the conventional ones.
+    IF coalesce((opts->>'classify')::boolean,
+                NOT (opts ? 'state') OR opts ?| ARRAY['content', 'source_files', 'source_type', 'target', 'stamps', 'backfill']
+                OR memory._has_column(tbl, 'content')) THEN
+        c_content := coalesce(opts->>'content', 'content');
+        t := memory._column_type(tbl, c_content, 'content');
+        IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%, not %', memory._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
+        END IF;
+        c_files := coalesce(opts->>'source_files', CASE WHEN memory._has_column(tbl, 'source_files') THEN 'source_files' END);
+        IF c_files IS NOT NULL AND memory._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
+            RAISE EXCEPTION '%', memory._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
+        END IF;
+        c_type := coalesce(opts->>'source_type', CASE WHEN memory._has_column(tbl, 'source_type') THEN 'source_type' END);
+        IF c_type IS NOT NULL AND memory._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%', memory._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
+        END IF;
+        c_org := coalesce(opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        IF c_org IS NOT NULL AND memory._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%', memory._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
+        END IF;
+        targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
+                        WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
+                        WHEN jsonb_typeof(opts->'target') = 'array'
+                             THEN ARRAY(SELECT jsonb_array_elements_text(opts->'target'))
+                   END;
+        IF targets IS NULL OR cardinality(targets) = 0 THEN
+            RAISE EXCEPTION 'option "target" must be a column name or an array of them' USING ERRCODE = '22023';
+        END IF;
+        FOREACH k IN ARRAY targets LOOP
+            t := memory._column_type(tbl, k, 'target');
+            IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
+                RAISE EXCEPTION '%, not %', memory._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+
+        -- Retention stamps, written with the tier: "stamps": true takes the conventional column
+        -- names; an object maps them (created_at, expires_at, purge_after, archive_at, memory_type,
+        -- and for run_retention soft_deleted_at, soft_delete_reason).
+        IF jsonb_typeof(opts->'stamps') = 'object' OR opts->'stamps' = 'true'::jsonb THEN
+            smap := jsonb_build_object('created_at', 'created_at', 'expires_at', 'expires_at', 'purge_after', 'purge_after',
+                        'archive_at', 'archive_at',
+                        'memory_type', CASE WHEN memory._has_column(tbl, 'memory_type') THEN 'memory_type' END,
+                        'soft_deleted_at', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
+                        'soft_delete_reason', CASE WHEN memory._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
+            IF jsonb_typeof(opts->'stamps') = 'object' THEN
+                FOR k IN SELECT jsonb_object_keys(opts->'stamps') LOOP
+                    IF NOT k = ANY (ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'memory_type',
+                                          'soft_deleted_at', 'soft_delete_reason']) THEN
+                        RAISE EXCEPTION 'unknown stamps key "%"', k USING ERRCODE = '22023';
+                    END IF;
+                END LOOP;
+                smap := smap || (opts->'stamps');
+            END IF;
+            FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'soft_deleted_at'] LOOP
+                CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
+                IF smap->>k IS NULL OR smap->>k LIKE '%,%'
+                   OR memory._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
+                    RAISE EXCEPTION '% (for retention stamps)', memory._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
+                END IF;
+            END LOOP;
+            IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
+               OR memory._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
+                RAISE EXCEPTION '%', memory._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
+            END IF;
+            IF smap->>'soft_delete_reason' IS NOT NULL THEN
+                PERFORM memory._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
+            END IF;
+            stamp_cols := ARRAY[smap->>'created_at', smap->>'expires_at', smap->>'purge_after', smap->>'archive_at',
+                                coalesce(smap->>'memory_type', '')];
+            -- run_retention finds rows by id and checks holds by org and subject.
+            a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+            a_user := coalesce(a_user, opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+            IF a_id IS NOT NULL THEN PERFORM memory._column_type(tbl, a_id, 'id'); END IF;
+            IF a_user IS NOT NULL THEN PERFORM memory._column_type(tbl, a_user, 'user'); END IF;
+            eff := eff || jsonb_build_object('stamps', smap, 'id', a_id, 'user', a_user);
+        ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
+            RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
+        END IF;
+        -- Fire on UPDATE only when an input or a target is in the SET list.
+        cols := ARRAY[c_content] || targets;
+        IF c_files IS NOT NULL THEN cols := cols || c_files; END IF;
+        IF c_type IS NOT NULL THEN cols := cols || c_type; END IF;
+        IF c_org IS NOT NULL THEN cols := cols || c_org; END IF;
+
+        -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
+        args := (SELECT string_agg(quote_literal(a), ', ')
+                   FROM unnest(memory._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
+                       'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
+                       (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
+        eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
+                                         'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
+        -- Existing rows without a tier: touching the content column fires the trigger, which
+        -- classifies a row that holds no tier yet.
+        IF coalesce((opts->>'backfill')::boolean, false) THEN
+            SELECT string_agg(CASE WHEN memory._column_type(tbl, x, 'target') = 'jsonb'::regtype
+                                   THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
+                                   ELSE format('%I IS NULL', x) END, ' OR ')
+              INTO missing FROM unnest(targets) x;
+            -- The backfill fires the table's own triggers, the caller's code: the governance gate
+            -- is closed while it runs, so that code cannot drop or replace memory_ext triggers.
+            PERFORM memory._close_governance_gate();
+            n := memory._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
+            PERFORM memory._open_governance_gate(tbl);
+            -- (A table governed for the first time is not in the registry yet, which the event
+            -- trigger protects: whatever the caller's code did to memory_classify during the
+            -- backfill, it is removed and created again as govern means it.)
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_classify'
+                              AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc AND tg.tgqual IS NULL) THEN
+                RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
+                    USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
+            END IF;
+            PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
+                           'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
+                           (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
+            eff := eff || jsonb_build_object('backfilled', n);
+        END IF;
+    ELSE
+        IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
+            RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
+        END IF;
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        eff := eff || jsonb_build_object('classify', false);
+    END IF;
+    RETURN eff;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._govern_audit(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    c_content text;
+    c_org text;
+    targets text[];
+    args text;
+    missing text;
+    a_id text;
+    a_project text;
+    a_workspace text;
+    a_user text;
+    a_tier text;
+BEGIN
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_content := eff->>'content';
+    c_org := eff->>'org';
+    targets := CASE WHEN eff ? 'target' THEN ARRAY(SELECT jsonb_array_elements_text(eff->'target')) END;
+    a_id := eff->>'id';
+    a_project := eff->>'project';
+    a_workspace := eff->>'workspace';
+    a_user := eff->>'user';
+
+    -- Audit: statement triggers with transition tables; the chain is written once per statement.
+    IF coalesce((opts->>'audit')::boolean, false) THEN
+        c_content := coalesce(c_content, opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_id := coalesce(opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+        a_project := coalesce(opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
+        a_workspace := coalesce(opts->>'workspace', CASE WHEN memory._has_column(tbl, 'workspace_id') THEN 'workspace_id' END);
+        a_user := coalesce(opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+        a_tier := coalesce(targets[1], CASE WHEN jsonb_typeof(opts->'target') = 'string' THEN opts->>'target' END,
+                           CASE WHEN memory._has_column(tbl, 'classification') THEN 'classification' END);
+        FOREACH k IN ARRAY ARRAY['id', 'content', 'org', 'project', 'workspace', 'user', 'tier'] LOOP
+            missing := CASE k WHEN 'id' THEN a_id WHEN 'content' THEN c_content WHEN 'org' THEN c_org
+                              WHEN 'project' THEN a_project WHEN 'workspace' THEN a_workspace
+                              WHEN 'user' THEN a_user ELSE a_tier END;
+            CONTINUE WHEN missing IS NULL;
+            PERFORM memory._column_type(tbl, missing, k);
+        END LOOP;
+        args := (SELECT string_agg(quote_literal(a), ', ')
+                   FROM unnest(memory._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
+                                 a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
+        IF a_id IS NOT NULL AND a_tier IS NOT NULL THEN
+            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
+                           'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
+        END IF;
+        eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
+                                         'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
+    ELSE
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        eff := eff || jsonb_build_object('audit', false);
+    END IF;
+    RETURN eff;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._govern_weight(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_org text;
+    a_id text;
+    a_project text;
+BEGIN
+    -- What earlier capabilities resolved (memory.govern passes their effective mapping along).
+    c_org := eff->>'org';
+    a_id := eff->>'id';
+    a_project := eff->>'project';
+
+    -- Feedback weights: record_outcome finds ids of this table (uuid id column) and updates the
+    -- weight column. Needs classification or audit too (a governed table carries a trigger).
+    IF opts ? 'weight' THEN
+        IF jsonb_typeof(opts->'weight') <> 'string' THEN
+            RAISE EXCEPTION 'option "weight" must be a column name' USING ERRCODE = '22023';
+        END IF;
+        IF memory._column_type(tbl, opts->>'weight', 'weight') <> 'float8'::regtype THEN
+            RAISE EXCEPTION '%', memory._column_type_message('weight', opts->>'weight', tbl::text) USING ERRCODE = '22023';
+        END IF;
+        a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+        IF a_id IS NULL OR memory._column_type(tbl, a_id, 'id') <> 'uuid'::regtype THEN
+            RAISE EXCEPTION 'a table with a weight column needs a uuid id column (option "id")' USING ERRCODE = '22023',
+                HINT = 'memory.record_outcome takes uuid ids.';
+        END IF;
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_project := coalesce(a_project, opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
+        eff := eff || jsonb_build_object('weight', opts->>'weight', 'id', a_id, 'org', c_org, 'project', a_project,
+                                         'soft_deleted', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
+    END IF;
+    RETURN eff;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._govern_state(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t oid;
+    c_state text;
+BEGIN
+    -- Lifecycle: the state machine of SPEC §5 on one column (memory.lifecycle_state or text).
+    IF opts ? 'state' AND jsonb_typeof(opts->'state') NOT IN ('null') AND opts->'state' <> 'false'::jsonb THEN
+        IF jsonb_typeof(opts->'state') <> 'string' THEN
+            RAISE EXCEPTION 'option "state" must be a column name' USING ERRCODE = '22023';
+        END IF;
+        c_state := opts->>'state';
+        t := memory._column_type(tbl, c_state, 'state');
+        IF t NOT IN ('memory.lifecycle_state'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%, not %', memory._column_type_message('state', c_state, tbl::text), t::regtype
+                USING ERRCODE = '22023';
+        END IF;
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        -- An enum value is always a state: only changes need checking. Text is checked on insert too.
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
+                       CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
+                            ELSE format('INSERT OR UPDATE OF %I', c_state) END,
+                       tbl, c_state));
+        eff := eff || jsonb_build_object('state', c_state);
+    ELSE
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+    END IF;
+    RETURN eff;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+
+SET client_min_messages = warning
+AS $$
+DECLARE
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state'];
+    k        text;
+    opts     jsonb := coalesce(options, '{}'::jsonb);
+    eff      jsonb := '{}'::jsonb;
+    prev     jsonb;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(opts) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
+    END IF;
+    -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
+    -- which the event trigger refuses to anything else (SPEC §8).
+    IF NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
+    END IF;
+    -- Only plain tables without inheritance or rules: a partition, a child table or a DO INSTEAD
+    -- rule would let writes go around the triggers.
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = tbl) <> 'r'
+       OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION '% is not a plain table without inheritance or partitions', tbl
+            USING ERRCODE = '22023', HINT = 'Govern a plain table; partitioned and inherited tables could write around its triggers.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = tbl AND r.rulename <> '_RETURN') THEN
+        RAISE EXCEPTION '% has rules', tbl USING ERRCODE = '22023', HINT = 'Drop its rules first: they could divert writes around governance.';
+    END IF;
+    -- memory_ext's own tables are governed by CREATE EXTENSION alone.
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
+        RAISE EXCEPTION '% is managed by memory_ext', tbl USING ERRCODE = '55000';
+    END IF;
+    prev := (SELECT g.options FROM memory.governance_registry g WHERE g.relid = tbl);
+    PERFORM memory._open_governance_gate(tbl);
+    FOR k IN SELECT jsonb_object_keys(opts) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown memory.govern option "%"', k
+                USING ERRCODE = '22023', HINT = 'Known options: ' || array_to_string(known, ', ');
+        END IF;
+    END LOOP;
+
+    -- One function per capability, each adding its part of the effective mapping.
+    eff := memory._govern_classify(tbl, opts, eff);
+    eff := memory._govern_audit(tbl, opts, eff);
+    eff := memory._govern_weight(tbl, opts, eff);
+    eff := memory._govern_state(tbl, opts, eff);
+
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
+        -- TRUNCATE is recorded on the platform chain whatever else is attached.
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
+        PERFORM memory._register_governed(tbl, eff);
+        -- Every change of a table's governance is on the platform chain (a weaker mapping too).
+        IF prev IS DISTINCT FROM eff AND NOT memory._creating_extension() THEN
+            PERFORM memory._audit_append_system('memory.govern.attach',
+                jsonb_build_object('table', tbl::text, 'previous', prev, 'options', eff), NULL);
+        END IF;
+    ELSE
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory._unregister_governed(tbl);
+    END IF;
+    PERFORM memory._close_governance_gate();
+    RETURN eff;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.ungovern(tbl regclass)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tg name;
+    was boolean;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.ungovern needs a table' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
+        RAISE EXCEPTION '% is managed by memory_ext and stays governed', tbl USING ERRCODE = '55000';
+    END IF;
+    IF NOT memory._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+            USING ERRCODE = '42501', HINT = 'Only the owner of a table ungoverns it.';
+    END IF;
+    PERFORM memory._open_governance_gate(tbl);
+    FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
+                 AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
+    END LOOP;
+    was := memory._unregister_governed(tbl);
+    PERFORM memory._close_governance_gate();
+    RETURN was;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.reclassify(observation_id uuid, tier memory.classification, reason text)
+RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE prev memory.classification;
+BEGIN
+    IF observation_id IS NULL OR tier IS NULL THEN
+        RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
+    END IF;
+    IF memory._blank(reason) THEN
+        RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
+            HINT = 'The reason is recorded with the change.';
+    END IF;
+    SELECT o.classification INTO prev FROM memory.observations o
+     WHERE o.id OPERATOR(pg_catalog.=) observation_id AND memory._may_act_for(o.org_id) FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
+    END IF;
+    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid, reason);
+    UPDATE memory.observations o
+       SET classification = tier,
+           metadata = o.metadata || jsonb_build_object('classification', tier::text)
+     WHERE o.id = observation_id;
+    PERFORM memory._allow_downgrade(NULL);
+    RETURN prev;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea, OUT made boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    made := false;
+    SELECT k.key_id, k.key INTO key_id, key FROM memory.audit_keys k WHERE k.retired_at IS NULL ORDER BY k.key_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        made := true;
+        INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING audit_keys.key_id, audit_keys.key INTO key_id, key;
+    END IF;
+    SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
+    IF NOT FOUND THEN
+        made := true;
+        INSERT INTO memory.audit_secrets VALUES ('pseudonym_salt', memory._random_bytes(32))
+        ON CONFLICT (name) DO NOTHING;
+        SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
+    END IF;
+END $$;
+
+CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_keys
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
+CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_secrets
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
+CREATE INDEX audit_log_default_chain_seq ON memory.audit_log_default (chain_id COLLATE "C", seq);
+
+CREATE INDEX audit_log_default_workspace ON memory.audit_log_default (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL;
+
+CREATE TABLE memory.audit_pending (
+    id           bigint NOT NULL,
+    ord          bigint NOT NULL,
+    chain_id     text NOT NULL,
+    event_type   text NOT NULL,
+    written_at   timestamptz NOT NULL,
+    actor_id     text,
+    org_id       text,
+    project_id   text,
+    workspace_id text,
+    payload      jsonb NOT NULL,
+    key_id       int NOT NULL,
+    pending_hash bytea NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 20000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 20000);
+
+REVOKE ALL ON memory.audit_pending FROM PUBLIC;
+
+COMMENT ON TABLE memory.audit_pending IS
+  'Audit events written in deferred mode, not yet chained: pending_hash = HMAC-SHA256(key[key_id], JCS(event with seq = -id, prev_hash = 32 zero bytes, recorded_at = written_at)). The sequencer chains and deletes them.';
+
+CREATE TABLE memory.audit_integration_lock ();
+
+REVOKE ALL ON memory.audit_integration_lock FROM PUBLIC;
+
+COMMENT ON TABLE memory.audit_integration_lock IS
+  'Locked (SHARE UPDATE EXCLUSIVE) by the audit sequencer for its transaction, so that integrators run one at a time. Empty.';
+
+CREATE OR REPLACE FUNCTION memory._audit_pending_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND memory._audit_integrating() THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION 'memory.audit_pending is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Pending entries are chained and removed by the sequencer (memory.audit_integrate).';
+END $$;
+
+CREATE TRIGGER memory_pending_guard BEFORE UPDATE OR DELETE OR TRUNCATE ON memory.audit_pending
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_pending_guard();
+
+CREATE OR REPLACE FUNCTION memory._audit_append_only()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- memory.audit_ensure_partitions moves rows, unchanged, out of the default partition into the
+    -- month partition it creates for them (backend memory opened by it alone).
+    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log_default' AND memory._audit_move_gate_open() THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'memory.audit_log is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Entries are only added with memory.audit_append; old partitions are removed with memory.audit_seal and memory.audit_prune.';
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.audit_ensure_partitions(months_ahead int DEFAULT 3, at timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m     timestamptz;
+    name  text;
+    made  int := 0;
+    moved bigint;
+BEGIN
+    IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
+        RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
+    END IF;
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', at USING ERRCODE = '22023';
+    END IF;
+    FOR i IN 0 .. months_ahead LOOP
+        m := date_trunc('month', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + make_interval(months => i);
+        name := 'audit_log_' || to_char(m AT TIME ZONE 'UTC', 'YYYY"m"MM');
+        CONTINUE WHEN to_regclass('memory.' || name) IS NOT NULL;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = name);
+        -- Rows of this month in the default partition (appended before the month had one) move,
+        -- unchanged, into the new partition: the parent is locked for the move, and the default
+        -- partition's append-only trigger lets this one DELETE through.
+        LOCK TABLE memory.audit_log IN ACCESS EXCLUSIVE MODE;
+        CREATE TEMP TABLE memory_audit_move (LIKE memory.audit_log) ON COMMIT DROP;
+        PERFORM memory._audit_move_gate(true);
+        WITH gone AS (
+            DELETE FROM memory.audit_log_default d WHERE d.recorded_at >= m AND d.recorded_at < m + interval '1 month' RETURNING d.*
+        )
+        INSERT INTO pg_temp.memory_audit_move SELECT * FROM gone;
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        PERFORM memory._audit_move_gate(false);
+        EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
+                       name, m, m + interval '1 month');
+        EXECUTE format('CREATE INDEX %I ON memory.%I (chain_id COLLATE "C", seq)', name || '_chain_seq', name);
+        EXECUTE format('CREATE INDEX %I ON memory.%I (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL',
+                       name || '_workspace', name);
+        EXECUTE format('CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.%I '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only()', name);
+        EXECUTE format('REVOKE ALL ON memory.%I FROM PUBLIC', name);
+        IF moved > 0 THEN
+            INSERT INTO memory.audit_log SELECT * FROM pg_temp.memory_audit_move;
+        END IF;
+        DROP TABLE pg_temp.memory_audit_move;
+        made := made + 1;
+    END LOOP;
+    RETURN made;
+END $$;
+
+COMMENT ON FUNCTION memory.audit_ensure_partitions(int, timestamptz) IS
+  'Create the monthly audit partitions from the month of `at` to months_ahead months later (UTC), moving rows of those months out of the default partition. Returns how many were created. Run by memory.run_maintenance; CREATE EXTENSION makes none, so that a dump restores into a database created in any month.';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_log_default', '');
+
+ALTER FUNCTION memory.audit_trigger() SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text DEFAULT NULL,
+                                    project_id text DEFAULT NULL, workspace_id text DEFAULT NULL,
+                                    actor_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- No invisible characters in event names (a zero-width space could make a look-alike of a
+    -- reserved name), and the extension's own names, compared after Unicode compatibility folding
+    -- (full-width letters) and lower-casing, are written by the extension alone.
+    IF event_type OPERATOR(pg_catalog.~) '[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0[:cntrl:]]' THEN
+        RAISE EXCEPTION 'event type contains invisible or control characters' USING ERRCODE = '22023';
+    END IF;
+    -- (Folded first, then trimmed: a compatibility space such as U+3000 folds to a space.)
+    IF (pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'memory.%'
+        OR pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'research.%')
+       AND NOT memory._is_unrestricted() THEN
+        RAISE EXCEPTION 'event type "%" is reserved for memory_ext', event_type
+            USING ERRCODE = '42501', HINT = 'Name application events with a prefix of your own, e.g. app.checkout.';
+    END IF;
+    -- The org check is the appender's: only chains of orgs the calling role may act for.
+    RETURN memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, actor_id);
+END $$;
+
+COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
+  'Append one event to the chain of org_id ('''' when NULL); returns its seq in immediate mode, NULL in deferred mode (the seq is assigned at integration). Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
+
+CREATE OR REPLACE FUNCTION memory._audit_append_system(event_type text, payload jsonb, org_id text)
+RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append_system_text(event_type, payload::pg_catalog.text, org_id) $$;
+
+CREATE OR REPLACE FUNCTION memory._audit_append_many(events jsonb)
+RETURNS int LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append_events(events::pg_catalog.text) $$;
+
+REVOKE ALL ON FUNCTION memory._audit_append_system(text, jsonb, text), memory._audit_append_system_text(text, text, text),
+                       memory._audit_append_many(jsonb), memory._audit_append_events(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION memory._audit(event_type text, payload jsonb, org_id text DEFAULT NULL,
+                              project_id text DEFAULT NULL, workspace_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
+
+CREATE OR REPLACE FUNCTION memory.audit_integrate()
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_integrate(true) $$;
+
+COMMENT ON FUNCTION memory.audit_integrate() IS
+  'Chain every committed pending audit entry (and the calling transaction''s own) now; returns how many. Waits for another integrator. Needs a read-write READ COMMITTED transaction on a primary (25006 otherwise). Owner-only.';
+
+CREATE OR REPLACE FUNCTION memory._audit_verify_for_caller(p_chain text)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+
+
+
+SET enable_sort = off
+AS $$
+DECLARE c text;
+BEGIN
+    -- Chain what is pending first (where this transaction can: not read-only, READ COMMITTED,
+    -- on a primary); what stays pending is checked by its own HMAC and counted.
+    PERFORM memory._audit_integrate(false);
+    IF p_chain IS NOT NULL THEN
+        PERFORM memory._require_org(p_chain);
+        RETURN QUERY SELECT v.* FROM memory._audit_verify(p_chain) v;
+    ELSIF memory._may_act_for('') THEN
+        -- Every chain: unrestricted roles and '*' roles.
+        RETURN QUERY SELECT v.* FROM memory._audit_verify(NULL) v;
+    ELSE
+        FOR c IN SELECT h.chain_id FROM memory.audit_heads h
+                  WHERE h.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs()))
+                 UNION
+                 SELECT DISTINCT p.chain_id FROM memory.audit_pending p
+                  WHERE p.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs())) ORDER BY 1 LOOP
+            RETURN QUERY SELECT v.* FROM memory._audit_verify(c) v;
+        END LOOP;
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
+RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM memory._audit_verify_for_caller(chain_id) $$;
+
+COMMENT ON FUNCTION memory.audit_verify(text) IS
+  'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned. Pending entries are integrated first where the transaction can write; those left are checked by their own HMAC and counted in `pending`.';
+
+CREATE OR REPLACE FUNCTION memory.audit_head(chain_id text)
+RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT memory._audit_integrate(false);
+      SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
+        FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) memory._require_org(audit_head.chain_id) $$;
+
+CREATE OR REPLACE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
+RETURNS SETOF memory.audit_log LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    all_chains boolean;
+    orgs text[];
+BEGIN
+    IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
+        RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory._audit_integrate(false);
+    -- Only chains the calling role may act for.
+    all_chains := memory._may_act_for('');
+    orgs := ARRAY(SELECT memory.my_orgs());
+    RETURN QUERY SELECT * FROM memory.audit_log a
+                  WHERE a.workspace_id OPERATOR(pg_catalog.=) audit_events.workspace_id
+                    AND (all_chains OR a.chain_id OPERATOR(pg_catalog.=) ANY (orgs))
+                    AND (audit_events.event_type IS NULL OR a.event_type OPERATOR(pg_catalog.=) audit_events.event_type)
+                  ORDER BY a.recorded_at DESC, a.seq DESC
+                  LIMIT lim OFFSET off;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.audit_seal(before timestamptz)
+RETURNS TABLE (partition_name text, chain_id text, first_seq bigint, last_seq bigint, entries bigint, merkle_root bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    c record;
+BEGIN
+    IF before IS NULL THEN
+        RAISE EXCEPTION 'memory.audit_seal needs a time' USING ERRCODE = '22023';
+    END IF;
+    -- Only finished months: a partition that can still receive entries, once sealed, would have
+    -- those entries dropped by audit_prune (a permanent gap), and its month could not be made again.
+    IF before > date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' THEN
+        RAISE EXCEPTION 'memory.audit_seal seals finished months only: % is after the start of the current month', before
+            USING ERRCODE = '22023',
+                  HINT = 'Pass a time at or before ' || (date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')::text
+                          || '; the current month can be sealed once it has ended.';
+    END IF;
+    -- Pending entries get their place (in this month) before months are sealed.
+    PERFORM memory._audit_integrate(false);
+    FOR p IN
+        SELECT child.relname AS name,
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[2]::timestamptz AS hi
+          FROM pg_inherits i JOIN pg_class child ON child.oid = i.inhrelid
+         WHERE i.inhparent = 'memory.audit_log'::regclass
+           AND pg_get_expr(child.relpartbound, child.oid) <> 'DEFAULT'
+         ORDER BY 2
+    LOOP
+        CONTINUE WHEN p.hi > before;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name);
+        FOR c IN EXECUTE format(
+            'SELECT chain_id, min(seq) AS lo, max(seq) AS hi, count(*) AS n,
+                    (array_agg(entry_hash ORDER BY seq DESC))[1] AS last_hash,
+                    memory._merkle_root(array_agg(entry_hash ORDER BY seq)) AS root
+               FROM memory.%I GROUP BY chain_id', p.name)
+        LOOP
+            IF c.hi - c.lo + 1 <> c.n THEN
+                RAISE EXCEPTION 'chain "%" is not contiguous in partition % (seq % to %, % entries)', c.chain_id, p.name, c.lo, c.hi, c.n
+                    USING ERRCODE = 'MX002', HINT = 'Run memory.audit_verify first; a gap means entries were removed.';
+            END IF;
+            INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
+            VALUES (c.chain_id, p.name, p.lo, p.hi, c.lo, c.hi, c.n, c.last_hash, c.root);
+            partition_name := p.name; chain_id := c.chain_id; first_seq := c.lo; last_seq := c.hi;
+            entries := c.n; merkle_root := c.root;
+            RETURN NEXT;
+        END LOOP;
+        -- An empty partition is sealed too, so that it may be dropped.
+        IF NOT EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name) THEN
+            INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
+            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, '\x', memory._merkle_root('{}'));
+        END IF;
+    END LOOP;
+END $$;
+
+COMMENT ON FUNCTION memory.audit_seal(timestamptz) IS
+  'Seal every monthly audit partition that ends at or before `before` (at most the start of the current month, else 22023): per chain, first/last seq, last hash and RFC 9162 Merkle root.';
+
+REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
+                       memory._audit_append_system(text, jsonb, text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION memory.audit_integrate(), memory._audit_integrate(boolean), memory._audit_integrating() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.audit_pending', '');
+
+CREATE OR REPLACE FUNCTION memory.ema(previous float8, outcome memory.outcome, alpha_success float8 DEFAULT 0.1, alpha_failure float8 DEFAULT 0.15)
+RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._ema(previous, outcome::pg_catalog.text, alpha_success, alpha_failure) $$;
+
+CREATE OR REPLACE FUNCTION memory.record_outcome(session_id text, outcome memory.outcome, observation_ids uuid[])
+RETURNS TABLE (observation_id uuid, previous_weight float8, new_weight float8, alpha float8, applied boolean, reason text)
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::pg_catalog.text, observation_ids) $$;
+
+CREATE OR REPLACE FUNCTION memory.misleading_observations(org_id text DEFAULT NULL)
+RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int, weight float8)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT h.observation_id,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted')::int,
+           o.weight
+      FROM memory.observation_weight_history h
+      JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
+     WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
+       AND o.soft_deleted_at IS NULL
+     GROUP BY h.observation_id, o.weight
+    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted'),
+                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted'))
+     ORDER BY 2 DESC, 1
+$$;
+
+CREATE OR REPLACE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q   tsquery;
+    r   record;
+    ids uuid[] := '{}';
+BEGIN
+    IF recall.org_id IS NULL THEN
+        RAISE EXCEPTION 'memory.recall needs an org_id' USING ERRCODE = '22023';
+    END IF;
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %', k USING ERRCODE = '22023';
+    END IF;
+    -- Definer (it appends memory.recall): the org is checked against the calling role here.
+    PERFORM memory._require_org(recall.org_id);
+    q := websearch_to_tsquery('english', coalesce(query, ''));
+    -- A blank query (or one of stop words only) matches nothing: no rows, no event.
+    IF numnode(q) = 0 THEN
+        RETURN;
+    END IF;
+    FOR r IN
+        SELECT o.id, o.content, o.classification, o.weight,
+               (ts_rank_cd(to_tsvector('english', o.content), q) * o.weight)::float8 AS score
+          FROM memory.observations o
+         WHERE o.org_id = recall.org_id
+           AND to_tsvector('english', o.content) @@ q
+           AND o.soft_deleted_at IS NULL
+           AND (o.expires_at IS NULL OR o.expires_at > now())
+           AND (recall.project_id IS NULL OR o.project_id = recall.project_id)
+         ORDER BY 5 DESC, o.id
+         LIMIT k
+    LOOP
+        id := r.id; content := r.content; classification := r.classification; weight := r.weight; score := r.score;
+        ids := ids || r.id;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM memory._audit_append('memory.recall',
+        jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
+                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))::text,
+        recall.org_id, recall.project_id, NULL, NULL);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._merge_platform_policy()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.org_id IS NULL THEN
+        UPDATE memory.retention_policies p
+           SET retention_days = NEW.retention_days, soft_delete_grace_days = NEW.soft_delete_grace_days,
+               created_at = NEW.created_at
+         WHERE p.org_id IS NULL AND p.tier OPERATOR(pg_catalog.=) NEW.tier;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER memory_merge_default BEFORE INSERT ON memory.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION memory._merge_platform_policy();
+
+ALTER TABLE memory.retention_policies ENABLE ALWAYS TRIGGER memory_merge_default;
+
+COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type: TTL, archive age, cleanup mode. Inserting a type''s row sets it (every type has one).';
+
+CREATE OR REPLACE FUNCTION memory._merge_memory_type_policy()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE memory.memory_type_policies p
+       SET ttl = NEW.ttl, archive_after = NEW.archive_after, cleanup = NEW.cleanup, backup = NEW.backup
+     WHERE p.memory_type OPERATOR(pg_catalog.=) NEW.memory_type;
+    RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
+END $$;
+
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.memory_type_policies
+    FOR EACH ROW EXECUTE FUNCTION memory._merge_memory_type_policy();
+
+ALTER TABLE memory.memory_type_policies ENABLE ALWAYS TRIGGER memory_merge;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.memory_type_policies', '');
+
+CREATE OR REPLACE FUNCTION memory._retention_policy(p_org text, p_tier memory.classification)
+RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o    record;
+    p    record;
+    bfsi boolean;
+BEGIN
+    SELECT r.retention_days, r.soft_delete_grace_days INTO o
+      FROM memory.retention_policies r WHERE r.org_id = p_org AND r.tier = p_tier;
+    SELECT r.retention_days, r.soft_delete_grace_days INTO p
+      FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = p_tier;
+    SELECT s.bfsi_mode INTO bfsi FROM memory.org_settings s WHERE s.org_id = p_org;
+    -- The override order is memory_core::retention::resolve_policy.
+    RETURN QUERY SELECT * FROM memory._resolve_retention(p_tier = 'restricted', coalesce(bfsi, false),
+                                                         o IS NOT NULL AND o.soft_delete_grace_days IS NOT NULL, o.retention_days, o.soft_delete_grace_days,
+                                                         p IS NOT NULL AND p.soft_delete_grace_days IS NOT NULL, p.retention_days, p.soft_delete_grace_days);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.retention_policy(org_id text, tier memory.classification)
+RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tier IS NULL THEN
+        RAISE EXCEPTION 'memory.retention_policy needs a tier' USING ERRCODE = '22023';
+    END IF;
+    -- An org's overrides are its own business: 42501 for roles that may not act for it.
+    IF retention_policy.org_id IS NOT NULL THEN
+        PERFORM memory._require_org(retention_policy.org_id);
+    END IF;
+    RETURN QUERY SELECT * FROM memory._retention_policy(retention_policy.org_id, retention_policy.tier);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.is_expired(created_at timestamptz, tier memory.classification, org_id text DEFAULT NULL, at timestamptz DEFAULT now())
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memory._is_expired(is_expired.created_at, p.retention_days, is_expired.at)
+      FROM memory.retention_policy(is_expired.org_id, is_expired.tier) p
+$$;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', '');
+
+CREATE INDEX observations_user ON memory.observations (user_id) WHERE user_id IS NOT NULL;
+
+CREATE INDEX observations_task ON memory.observations (task_id) WHERE task_id IS NOT NULL;
+
+CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) WHERE user_id IS NOT NULL;
+
+CREATE OR REPLACE FUNCTION memory._retention_sweep(tbl regclass, opts jsonb, dry_run boolean, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    tierc    text := coalesce(opts->>'audit_tier', opts->'target'->>0);
+    org_e    text;
+    user_e   text;
+    tier_e   text;
+    idtype   text;
+    setc     text;
+    g        record;
+    rows     jsonb;
+    ids      text[];
+    soft     bigint := 0;
+    hard     bigint := 0;
+    denied   bigint := 0;
+    actor    constant text := 'system:retention';
+BEGIN
+    idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
+    org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'org') END;
+    user_e := CASE WHEN opts->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'user') END;
+    tier_e := CASE WHEN tierc IS NULL THEN 'NULL::pg_catalog.text'
+                   WHEN memory._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I OPERATOR(pg_catalog.->>) %L)', tierc, 'classification')
+                   ELSE format('t.%I::pg_catalog.text', tierc) END;
+    setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
+                                          ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
+    -- Every statement on the application table runs as the table's owner, in a
+    -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
+    -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
+    -- of orgs the table's owner may act for are swept: the org values are the owner's data, so
+    -- events (memory.purge and the table's own) never name an org its owner could not write.
+    -- A real run locks the rows it will change; a dry run changes nothing and locks nothing (so
+    -- it runs in a read-only transaction, on a standby too). No temporary table: the due rows
+    -- are one jsonb value.
+    FOR step IN 1 .. 2 LOOP
+        IF step = 1 THEN
+            rows := memory._exec_as_table_owner(tbl, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                           FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND memory._may_act_for(%2$s)
+                            %8$s) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END),
+                ARRAY[at::text]);
+        ELSE
+            rows := memory._exec_as_table_owner(tbl, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                           FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                            AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
+                            AND memory._may_act_for(%2$s)
+                            %9$s) d',
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
+                CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END), ARRAY[at::text]);
+        END IF;
+        ids := '{}';
+        -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
+        FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+                   FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                           FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                        memory._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                                   FROM jsonb_array_elements(rows) x) a) d
+                  GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+            IF g.denied THEN
+                PERFORM memory._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                        'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                        'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+                denied := denied + g.n;
+                CONTINUE;
+            ELSIF step = 1 THEN
+                soft := soft + g.n;
+            ELSE
+                PERFORM memory._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                        'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
+                        'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
+                hard := hard + g.n;
+            END IF;
+            ids := ids || g.ids;
+        END LOOP;
+        IF NOT dry_run THEN
+            IF cardinality(ids) > 0 AND step = 1 THEN
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+            ELSIF cardinality(ids) > 0 THEN
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                               tbl, idc, idtype), ARRAY[ids::text]);
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+AS $$
+DECLARE
+    g        record;
+    soft     bigint := 0;
+    hard     bigint := 0;
+    archived bigint := 0;
+    denied   bigint := 0;
+    actor    constant text := 'system:retention';
+    tables   jsonb := '{}';
+    skipped  jsonb := '[]';
+    failed   jsonb := '{}';
+    r        jsonb;
+    lock     text;
+    soft_ids    uuid[] := '{}';
+    hard_ids    uuid[] := '{}';
+    archive_ids uuid[] := '{}';
+BEGIN
+    IF dry_run IS NULL OR at IS NULL THEN
+        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
+    END IF;
+
+    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
+    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
+    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
+    -- temporary tables (nothing to create per run; nothing a standby refuses).
+    lock := CASE WHEN dry_run THEN '' ELSE ' FOR UPDATE OF o' END;
+
+    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
+    -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.classification,
+                                memory._held(o.org_id, o.user_id, o.id) OR NOT memory._guard_allows(s.retention_guard, o.id) AS denied
+                           FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id OPERATOR(pg_catalog.=) o.org_id
+                          WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) $1'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
+    LOOP
+        IF g.denied THEN
+            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                    'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
+                    'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+        ELSE
+            soft_ids := soft_ids || g.ids;
+            soft := soft + g.n;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND soft > 0 THEN
+        UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+         WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
+    END IF;
+
+    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the seed's payload).
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
+                CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
+                CASE WHEN pg_catalog.count(DISTINCT d.workspace_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.workspace_id) END AS workspace_id
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
+                                memory._held(o.org_id, o.user_id, o.id) AS denied
+                           FROM memory.observations o
+                          WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) $1
+                            -- A late run still leaves the full grace after the soft delete (memory_core::retention::purge_due).
+                            AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, $1)'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
+    LOOP
+        IF g.denied THEN
+            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                    'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
+                    'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+        ELSE
+            PERFORM memory._audit('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
+                    'orgId', g.org_id, 'projectId', g.project_id, 'observationIds', to_jsonb(g.ids),
+                    'retentionPolicyId', (SELECT p.id FROM memory.retention_policies p
+                                           WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
+                                           ORDER BY p.org_id NULLS LAST LIMIT 1),
+                    'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
+            hard_ids := hard_ids || g.ids;
+            hard := hard + g.n;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND hard > 0 THEN
+        DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
+    END IF;
+
+    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
+    -- them); rows this run soft-deletes are not archived by it (a dry run predicts that too).
+    FOR g IN EXECUTE
+        'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id
+                           FROM memory.observations o
+                          WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at OPERATOR(pg_catalog.<=) $1
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)'
+                          || lock || ') a) d
+          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids
+    LOOP
+        PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+                'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
+        archive_ids := archive_ids || g.ids;
+        archived := archived + g.n;
+    END LOOP;
+    IF NOT dry_run AND archived > 0 THEN
+        INSERT INTO memory.observations_archive
+        SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+    END IF;
+
+    -- 4. Governed application tables with stamps and a soft-delete column.
+    FOR g IN SELECT t.table_name, t.options FROM memory.governed_tables t
+              WHERE NOT t.builtin AND jsonb_typeof(t.options->'stamps') = 'object' ORDER BY t.table_name::text LOOP
+        IF g.options->'stamps'->>'soft_deleted_at' IS NULL OR g.options->>'id' IS NULL THEN
+            skipped := skipped || to_jsonb(g.table_name::text);
+            CONTINUE;
+        END IF;
+        -- One table's failure (a column renamed since govern, the owner's trigger raising) is
+        -- reported and does not stop the others.
+        BEGIN
+            r := memory._retention_sweep(g.table_name, g.options, dry_run, at);
+        EXCEPTION WHEN OTHERS THEN
+            failed := failed || jsonb_build_object(g.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+            CONTINUE;
+        END;
+        tables := tables || jsonb_build_object(g.table_name::text, r);
+        soft := soft + (r->>'soft_deleted')::bigint;
+        hard := hard + (r->>'hard_deleted')::bigint;
+        denied := denied + (r->>'denied')::bigint;
+    END LOOP;
+
+    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
+                              'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped,
+                              'failed_tables', failed);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.erase_subject(user_id text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject text := erase_subject.user_id;
+    counts  jsonb := '{}';
+    held    bigint;
+    n       bigint;
+    t       record;
+    r       jsonb;
+    -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
+    scope   text := memory._scope_org();
+    skipped jsonb := '[]';
+BEGIN
+    IF memory._blank(subject) THEN
+        RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    SELECT count(*) INTO held FROM memory.observations o
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory._held(o.org_id, o.user_id, o.id);
+    DELETE FROM memory.observation_weight_history h USING memory.observations o
+     WHERE h.observation_id = o.id AND h.org_id = o.org_id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
+    DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
+    SELECT held + count(*) INTO held FROM memory.observations_archive a
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory._held(a.org_id, a.user_id, a.id);
+    DELETE FROM memory.observations_archive a WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope)
+       AND NOT memory._held(a.org_id, a.user_id, a.id);
+    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('archive', n);
+    -- Governed application tables with a user column, each as its owner (its triggers and casts
+    -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col
+               FROM memory.governance_registry g
+              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
+              ORDER BY g.relid::text LOOP
+        IF scope IS NOT NULL AND t.org_col IS NULL THEN
+            skipped := skipped || to_jsonb(t.table_name::text);
+            CONTINUE;
+        END IF;
+        -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
+        -- one table's failure is reported without stopping the erasure elsewhere.
+        BEGIN
+            r := memory._exec_as_table_owner(t.table_name,
+                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
+                            t.table_name, t.col,
+                            CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                            CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                     ARRAY[subject, scope]);
+        EXCEPTION WHEN OTHERS THEN
+            counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
+                                || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));
+            CONTINUE;
+        END;
+        n := (r->>'processed')::bigint;
+        counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
+    END LOOP;
+    IF jsonb_array_length(skipped) > 0 THEN
+        counts := counts || jsonb_build_object('skipped_tables', skipped);
+    END IF;
+    -- One event naming the subject only by pseudonym, on the acting org's chain (the platform
+    -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
+    PERFORM memory._audit('memory.forget',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'counts', counts, 'held', held), scope);
+    RETURN counts || jsonb_build_object('held', held);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject  text := export_subject.user_id;
+    obs      jsonb;
+    arch     jsonb;
+    hist     jsonb;
+    manifest jsonb := '{}';
+    s        record;
+    t        record;
+    r        jsonb;
+    tables   jsonb := '{}';
+    scope    text;
+BEGIN
+    IF memory._blank(subject) THEN
+        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    scope := memory._scope_org();
+    -- Everything still held about the subject: expired rows too, until retention soft-deletes
+    -- them (soft-deleted rows are invisible to every query function).
+    SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
+      FROM memory.observations o
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
+       AND (include_restricted OR o.classification <> 'restricted');
+    SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id), '[]') INTO arch
+      FROM memory.observations_archive a
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND (include_restricted OR a.classification <> 'restricted');
+    SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
+      FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
+       AND (include_restricted OR o.classification <> 'restricted');
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
+        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
+            'count', jsonb_array_length(s.rows),
+            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
+    END LOOP;
+    -- Governed application tables with a user column (what erase_subject deletes), read as each
+    -- table's owner, rows of orgs that owner may act for (and of the acting org when scoped).
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col,
+                    coalesce(g.options->>'audit_tier', g.options->'target'->>0) AS tier_col
+               FROM memory.governance_registry g
+              WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
+              ORDER BY g.relid::text LOOP
+        CONTINUE WHEN scope IS NOT NULL AND t.org_col IS NULL;
+        BEGIN
+            r := memory._exec_as_table_owner(t.table_name, format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
+                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s%s',
+                t.table_name, t.col,
+                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
+                CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
+                     WHEN memory._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
+                          THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
+                     ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END),
+                ARRAY[subject, scope]);
+        EXCEPTION WHEN OTHERS THEN
+            r := jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+        END;
+        tables := tables || jsonb_build_object(t.table_name::text, r);
+        IF jsonb_typeof(r) = 'array' THEN
+            manifest := manifest || jsonb_build_object('table:' || t.table_name::text, jsonb_build_object(
+                'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
+        END IF;
+    END LOOP;
+    PERFORM memory._audit('memory.export',
+        jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
+    RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
+                              'manifest', manifest,
+                              'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
+                                                             'tables', tables));
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.end_task(task_id text)
+RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+    scope text := memory._scope_org();
+BEGIN
+    IF memory._blank(task_id) THEN
+        RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM memory.observations o
+     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND (scope IS NULL OR o.org_id = scope)
+       AND NOT memory._held(o.org_id, o.user_id, o.id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.transfer_observations(ids uuid[], to_project_id text)
+RETURNS TABLE (id uuid, transferred boolean, reason text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    moved jsonb := '{}';
+    org text;
+BEGIN
+    IF memory._blank(to_project_id) THEN
+        RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
+    END IF;
+    FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at,
+                    u.ord > min(u.ord) OVER (PARTITION BY u.id) AS repeated
+               FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
+               LEFT JOIN memory.observations o ON o.id = u.id AND memory._may_act_for(o.org_id)
+              ORDER BY u.ord LOOP
+        id := r.uid;
+        IF r.repeated THEN
+            -- An id given again is reported, not moved again (a row updated 100,000 times in one
+            -- statement would cost that many row versions).
+            transferred := false; reason := 'duplicate_in_call';
+        ELSIF r.oid IS NULL THEN
+            transferred := false; reason := 'not_found';
+        ELSIF r.soft_deleted_at IS NOT NULL THEN
+            transferred := false; reason := 'soft_deleted';
+        ELSIF r.classification > 'internal' THEN
+            -- Only public and internal observations may cross projects.
+            transferred := false; reason := 'classification:' || r.classification;
+        ELSE
+            UPDATE memory.observations o SET project_id = to_project_id WHERE o.id = r.oid;
+            transferred := true; reason := 'transferred';
+            moved := jsonb_set(moved, ARRAY[r.org_id], coalesce(moved->r.org_id, '[]') || to_jsonb(r.oid));
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    FOR org IN SELECT jsonb_object_keys(moved) LOOP
+        PERFORM memory._audit('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
+    END LOOP;
+END $$;
+
+CREATE TABLE memory.maintenance_runs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at          timestamptz NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at timestamptz,
+    phases      jsonb NOT NULL DEFAULT '{}',
+    sqlstate    text,
+    error       text
+);
+
+COMMENT ON TABLE memory.maintenance_runs IS
+  'One row per memory.run_maintenance: when, what each phase did, and the error that stopped it (its work is then rolled back).';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.maintenance_runs', '');
+
+CREATE OR REPLACE FUNCTION memory.run_maintenance(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ret    jsonb;
+    parts  int;
+    run_id bigint;
+    result jsonb;
+    pending bigint;
+    err_state text;
+    err_text text;
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'memory.run_maintenance needs a finite time' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO memory.maintenance_runs (at) VALUES (at) RETURNING id INTO run_id;
+    BEGIN
+        pending := memory._audit_integrate(false);
+        RAISE DEBUG 'memory maintenance: retention and archive as of %', at;
+        ret := memory.run_retention(false, at);
+        parts := memory.audit_ensure_partitions(3, at);
+        RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
+        result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending, 'at', at);
+        UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
+    EXCEPTION WHEN OTHERS THEN
+        -- The phases' work is rolled back; the run and its error stay recorded.
+        -- (Into variables first: in the UPDATE, "sqlstate" would also name the column.)
+        err_state := SQLSTATE;
+        err_text := SQLERRM;
+        UPDATE memory.maintenance_runs m SET finished_at = clock_timestamp(), sqlstate = err_state, error = err_text WHERE m.id = run_id;
+        RAISE WARNING 'memory maintenance failed: % (%)', err_text, err_state;
+        result := jsonb_build_object('error', err_text, 'sqlstate', err_state, 'at', at);
+    END;
+    RETURN result || jsonb_build_object('run_id', run_id);
+END $$;
+
+COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive) and audit partitions ahead, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
+
+CREATE OR REPLACE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
+RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE job bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in this database' USING ERRCODE = '55000',
+            HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name to this database, and CREATE EXTENSION pg_cron.';
+    END IF;
+    IF memory._blank(schedule) THEN
+        RAISE EXCEPTION 'a cron schedule is required' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job
+      USING 'memory_ext maintenance', schedule, 'SELECT memory.run_maintenance()';
+    RETURN job;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.can_transition("from" memory.lifecycle_state, "to" memory.lifecycle_state)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT memory._can_transition($1::pg_catalog.text, $2::pg_catalog.text) $$;
+
+CREATE INDEX recheck_tasks_claim ON memory.recheck_tasks (claim_id);
+
+CREATE OR REPLACE FUNCTION memory._entities_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.name <> OLD.name OR NEW.entity_type <> OLD.entity_type
+       OR NEW.subject_id IS DISTINCT FROM OLD.subject_id OR NEW.t_created <> OLD.t_created THEN
+        RAISE EXCEPTION 'entity % cannot be edited in place (id, org_id, name, entity_type, subject_id, t_created are fixed)', OLD.id
+            USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
+    END IF;
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
+        NEW.t_invalid := coalesce(NEW.t_invalid, now());
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._claims_before_insert()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    old_claim memory.claims;
+    bad text;
+BEGIN
+    -- A definer trigger fires only where it belongs: attached to a table of the caller's own it
+    -- would otherwise supersede claims of any org.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.claims'::regclass OR TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE'
+       OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
+        RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
+    END IF;
+    PERFORM memory._require_org(NEW.org_id);
+    -- A restore (memory.restore_mode, superuser-only) loads claims as they were: any state, their
+    -- supersession links and stamps.
+    IF memory._restore_mode() THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.lifecycle_state IS DISTINCT FROM 'pending' THEN
+        RAISE EXCEPTION 'invalid lifecycle transition from (new) to %: a claim starts pending', NEW.lifecycle_state
+            USING ERRCODE = 'MX001', HINT = 'Insert it pending; a memory_admin promotes it with UPDATE ... SET lifecycle_state = ''active''.';
+    END IF;
+    bad := memory._pii_unknown(NEW.pii_fields);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown pii_fields name "%"', bad
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    NEW.superseded_by := '{}';
+    NEW.t_invalid := NULL;
+    NEW.anonymized_at := NULL;
+    IF NEW.supersedes IS NULL THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.supersedes = NEW.id THEN
+        RAISE EXCEPTION 'claim % cannot supersede itself', NEW.id
+            USING ERRCODE = 'MX005', HINT = 'supersedes names the older claim this one replaces.';
+    END IF;
+    SELECT * INTO old_claim FROM memory.claims c WHERE c.id = NEW.supersedes AND c.org_id = NEW.org_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'claim % to supersede does not exist in org %', NEW.supersedes, NEW.org_id
+            USING ERRCODE = '23503';
+    END IF;
+    IF old_claim.lifecycle_state <> 'active' THEN
+        RAISE EXCEPTION 'claim % is %: only an active claim can be superseded', old_claim.id, old_claim.lifecycle_state
+            USING ERRCODE = 'MX005';
+    END IF;
+    -- A cycle would need the new id already in the chain: supersedes is fixed once written, so a
+    -- chain only grows at its newest end. An id already taken is a cycle or a duplicate.
+    IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = NEW.id) THEN
+        RAISE EXCEPTION 'claim % already exists: superseding with it would close a cycle', NEW.id USING ERRCODE = 'MX005';
+    END IF;
+    IF NOT memory._supersession_tier_allowed(NEW.source, old_claim.source) THEN
+        RAISE EXCEPTION 'a tier-3 source (%) may not supersede a tier-1 claim (%)', coalesce(NEW.source, 'unknown'), old_claim.source
+            USING ERRCODE = 'MX005', HINT = 'Tier-1: NEJM, JAMA, Cochrane, NCCN. Supersede it with a tier-1 or tier-2 source, or ask a memory_admin to retract it.';
+    END IF;
+    PERFORM memory._set_superseding(NEW.id);
+    UPDATE memory.claims c
+       SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || NEW.id
+     WHERE c.id = old_claim.id;
+    PERFORM memory._set_superseding(NULL);
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._claims_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.entity_id <> OLD.entity_id OR NEW.kind <> OLD.kind
+       OR NEW.supersedes IS DISTINCT FROM OLD.supersedes OR NEW.t_created <> OLD.t_created THEN
+        RAISE EXCEPTION 'claim % cannot be edited in place (id, org_id, entity_id, kind, supersedes, t_created are fixed)', OLD.id
+            USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes.';
+    END IF;
+    IF (NEW.claim_text <> OLD.claim_text OR NEW.supports <> OLD.supports OR NEW.pii_fields <> OLD.pii_fields
+        OR NEW.subject_id IS DISTINCT FROM OLD.subject_id OR NEW.details <> OLD.details OR NEW.source IS DISTINCT FROM OLD.source
+        OR NEW.anonymized_at IS DISTINCT FROM OLD.anonymized_at)
+       AND NOT memory._knowledge_gate_open() THEN
+        RAISE EXCEPTION 'the content of claim % is immutable', OLD.id
+            USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes; memory.run_decay alone redacts PII.';
+    END IF;
+    IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
+        IF NOT memory._is_knowledge_admin() THEN
+            RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
+                USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
+        END IF;
+        IF memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
+            NEW.t_invalid := coalesce(NEW.t_invalid, now());
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._knowledge_audit()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    events jsonb;
+    -- Backend memory set by _claims_before_insert, not a setting a session could set itself.
+    superseding text := coalesce(memory._superseding(), '');
+BEGIN
+    IF TG_RELID OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
+       OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
+        RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
+    END IF;
+    -- Rows loaded by a restore are not new writes: the log comes back with them.
+    IF TG_OP = 'INSERT' AND memory._restore_mode() THEN
+        RETURN NULL;
+    END IF;
+    IF TG_TABLE_NAME = 'entities' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('entityId', n.id, 'entityType', n.entity_type, 'origin', n.origin,
+                                               'lifecycleState', n.lifecycle_state, 'ontologyCodes', jsonb_array_length(n.ontology_codes),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'entities' THEN
+        SELECT jsonb_agg(e ORDER BY ord) INTO events FROM (
+            SELECT 1 AS ord, n.t_invalid, jsonb_build_object('event_type', 'memory.entity.state_transition', 'org_id', n.org_id,
+                     'payload', jsonb_build_object('entityId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
+                                                   'subjectId', memory._subject_pseudonym(n.subject_id))) AS e
+              FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state
+            UNION ALL
+            SELECT 2, n.t_invalid, jsonb_build_object('event_type', 'memory.govern.retire_attempt', 'org_id', n.org_id,
+                     'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
+              FROM memory_old o JOIN memory_new n USING (id)
+             WHERE memory._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
+    ELSIF TG_TABLE_NAME = 'claims' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('claimId', n.id, 'entityId', n.entity_id, 'kind', n.kind,
+                                               'lifecycleState', n.lifecycle_state, 'confidenceScore', n.confidence_score,
+                                               'sourceTier', memory._source_tier(n.source), 'supportsCount', cardinality(n.supports),
+                                               'piiFields', to_jsonb(n.pii_fields), 'supersedes', n.supersedes,
+                                               'claimSha256', encode(sha256(convert_to(n.claim_text, 'UTF8')), 'hex'),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'claims' THEN
+        SELECT jsonb_agg(jsonb_build_object(
+                 'event_type', CASE WHEN n.lifecycle_state = 'superseded' AND superseding <> '' AND superseding = ANY (n.superseded_by::text[])
+                                    THEN 'memory.claim.supersede' ELSE 'memory.claim.state_transition' END,
+                 'org_id', n.org_id,
+                 'payload', jsonb_build_object('claimId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
+                                               'confidenceScore', n.confidence_score, 'supersededBy', to_jsonb(n.superseded_by),
+                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.id)
+          INTO events FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state;
+    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'INSERT' THEN
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.created', 'org_id', n.org_id,
+                 'payload', jsonb_build_object('relationshipId', n.id, 'sourceId', n.source_id, 'targetId', n.target_id,
+                                               'relType', n.rel_type, 'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+          INTO events FROM memory_new n;
+    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'DELETE' AND NOT memory._knowledge_gate_open() THEN
+        -- (memory.run_decay audits its own deletions as memory.job.decay.deleted.)
+        SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.deleted', 'org_id', o.org_id,
+                 'payload', jsonb_build_object('relationshipId', o.id, 'relType', o.rel_type)) ORDER BY o.id)
+          INTO events FROM memory_old o;
+    END IF;
+    PERFORM memory._audit_append_many(events);
+    RETURN NULL;
+END $$;
+
+REVOKE ALL ON FUNCTION memory._knowledge_gate(boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION memory._redact_details(details jsonb, fields text[])
+RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.jsonb_typeof(details) OPERATOR(pg_catalog.=) 'object' THEN
+        details OPERATOR(pg_catalog.||) coalesce((
+            SELECT pg_catalog.jsonb_object_agg(k, pg_catalog.to_jsonb(memory._redacted_marker()))
+              FROM (SELECT DISTINCT pg_catalog.substr(f, 9) AS k FROM pg_catalog.unnest(fields) f
+                     WHERE f OPERATOR(pg_catalog.~~) 'details.%' AND pg_catalog.length(f) OPERATOR(pg_catalog.>) 8) x
+             WHERE details OPERATOR(pg_catalog.?) x.k), '{}'::jsonb)
+    ELSE details END
+$$;
+
+CREATE OR REPLACE FUNCTION memory.resolve_conflict(a uuid, b uuid)
+RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ca memory.claims;
+    cb memory.claims;
+    loser memory.claims;
+    winner memory.claims;
+BEGIN
+    IF a IS NULL OR b IS NULL OR a = b THEN
+        RAISE EXCEPTION 'memory.resolve_conflict needs two different claims' USING ERRCODE = '22023';
+    END IF;
+    -- Lock both in id order so that two resolutions never deadlock.
+    PERFORM 1 FROM memory.claims c WHERE c.id IN (a, b) ORDER BY c.id FOR UPDATE;
+    SELECT * INTO ca FROM memory.claims c WHERE c.id = a;
+    IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
+    SELECT * INTO cb FROM memory.claims c WHERE c.id = b;
+    IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503'; END IF;
+    PERFORM memory._require_org(ca.org_id);
+    IF ca.org_id <> cb.org_id OR ca.entity_id <> cb.entity_id THEN
+        RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
+    END IF;
+    IF memory._conflict_loser_is_b(ca.confidence_score, ca.t_created, ca.id, cb.confidence_score, cb.t_created, cb.id) THEN
+        loser := cb; winner := ca;
+    ELSE
+        loser := ca; winner := cb;
+    END IF;
+    IF ca.lifecycle_state <> 'active' OR cb.lifecycle_state <> 'active' THEN
+        RAISE EXCEPTION 'only two active claims conflict (% is %, % is %)', a, ca.lifecycle_state, b, cb.lifecycle_state
+            USING ERRCODE = 'MX005';
+    END IF;
+    UPDATE memory.claims c
+       SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || winner.id
+     WHERE c.id = loser.id;
+    RETURN loser.id;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.freshness_recheck(threshold float8 DEFAULT 0.5, max_age interval DEFAULT '90 days',
+                                         backoff interval DEFAULT '7 days', sample_limit int DEFAULT 50,
+                                         at timestamptz DEFAULT now())
+RETURNS TABLE (claim_id uuid, reason text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_age_us bigint;
+    found_tasks jsonb;
+    events jsonb;
+    scope text;
+BEGIN
+    IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
+        RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
+    END IF;
+    IF max_age IS NULL OR max_age <= interval '0' OR max_age > interval '1000 years' THEN
+        RAISE EXCEPTION 'max_age must be positive and at most 1000 years, got %', max_age USING ERRCODE = '22023';
+    END IF;
+    IF backoff IS NULL OR backoff < interval '0' OR backoff > interval '1000 years' THEN
+        RAISE EXCEPTION 'backoff must be between 0 and 1000 years, got %', backoff USING ERRCODE = '22023';
+    END IF;
+    IF sample_limit IS NULL OR sample_limit < 1 OR sample_limit > 10000 THEN
+        RAISE EXCEPTION 'sample_limit must be in [1, 10000], got %', sample_limit USING ERRCODE = '22023';
+    END IF;
+    at := coalesce(at, now());
+    max_age_us := (extract(epoch FROM max_age) * 1000000)::bigint;
+    scope := memory._scope_org();
+
+    -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
+    WITH due AS (
+        SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
+               memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+          FROM memory.claims c
+         WHERE c.lifecycle_state = 'active'
+           AND (scope IS NULL OR c.org_id = scope)
+           AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+           AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+         ORDER BY c.confidence_score, c.t_created, c.id
+         LIMIT sample_limit
+           FOR UPDATE OF c SKIP LOCKED
+    ), stamped AS (
+        UPDATE memory.claims c SET freshness_recheck_requested_at = at FROM due d WHERE c.id = d.id RETURNING c.id
+    ), tasks AS (
+        INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
+        SELECT d.org_id, d.id, ARRAY[d.entity_id],
+               jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
+                                  'trigger_reason', d.why, 'original_claim_id', d.id),
+               d.why, d.confidence_score
+          FROM due d ORDER BY d.confidence_score, d.id
+        RETURNING recheck_tasks.task_id, recheck_tasks.org_id, recheck_tasks.claim_id, recheck_tasks.reason, recheck_tasks.confidence_score
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object('task_id', t.task_id, 'org_id', t.org_id, 'claim_id', t.claim_id,
+                                                 'reason', t.reason, 'confidence', t.confidence_score) ORDER BY t.task_id), '[]')
+      INTO found_tasks FROM tasks t;
+
+    SELECT coalesce(jsonb_agg(jsonb_build_object('event_type', 'research.freshness_confidence.enqueued', 'org_id', x->>'org_id',
+                     'payload', jsonb_build_object('claimId', x->'claim_id', 'reason', x->'reason',
+                                                   'confidenceScore', x->'confidence', 'taskId', x->'task_id'))), '[]')
+      INTO events FROM jsonb_array_elements(found_tasks) x;
+    events := events || jsonb_build_array(jsonb_build_object('event_type', 'research.freshness_confidence.tick', 'org_id', scope,
+                'payload', jsonb_build_object('enqueued', jsonb_array_length(found_tasks), 'threshold', threshold,
+                                              'maxAgeSec', max_age_us / 1000000, 'backoffSec', extract(epoch FROM backoff)::bigint,
+                                              'sampleLimit', sample_limit, 'at', at)));
+    PERFORM memory._audit_append_many(events);
+    RETURN QUERY SELECT (x->>'claim_id')::uuid, x->>'reason' FROM jsonb_array_elements(found_tasks) x;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.claim_recheck_tasks(worker text, n int DEFAULT 1, lease interval DEFAULT '15 minutes')
+RETURNS SETOF memory.recheck_tasks
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE scope text := memory._scope_org();
+BEGIN
+    IF memory._blank(worker) THEN
+        RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
+    END IF;
+    IF n IS NULL OR n < 1 OR n > 1000 OR lease IS NULL OR lease <= interval '0' THEN
+        RAISE EXCEPTION 'n must be in [1, 1000] and lease positive (got %, %)', n, lease USING ERRCODE = '22023';
+    END IF;
+    -- Open tasks nobody holds, or whose lease ran out (a worker that died); taken rows are skipped.
+    RETURN QUERY
+    UPDATE memory.recheck_tasks t SET claimed_at = clock_timestamp(), claimed_by = worker
+     WHERE t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
+                          WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < clock_timestamp() - lease)
+                            AND (scope IS NULL OR q.org_id = scope)
+                          ORDER BY q.task_id LIMIT n FOR UPDATE SKIP LOCKED)
+    RETURNING t.*;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE scope text := memory._scope_org();
+BEGIN
+    IF memory._blank(outcome) THEN
+        RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
+    END IF;
+    UPDATE memory.recheck_tasks t SET completed_at = clock_timestamp(), outcome = complete_recheck_task.outcome
+     WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL
+       AND (scope IS NULL OR t.org_id = scope);
+    RETURN FOUND;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad record;
+    n_anon int := 0; n_del int := 0; n_arch int := 0; n_rel_del int := 0; n_rel_anon int := 0;
+    due_claims int; due_rels int;
+    gone uuid[];
+    events jsonb;
+    result jsonb;
+    scope text := memory._scope_org();
+BEGIN
+    at := coalesce(at, now());
+    -- Nothing changes if a due claim names a field decay does not know.
+    SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
+      FROM memory.claims c
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory._pii_unknown(c.pii_fields) IS NOT NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
+    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
+    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
+                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
+
+    PERFORM memory._knowledge_gate(true);
+
+    -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
+    WITH due AS (
+        SELECT c.id FROM memory.claims c
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND cardinality(c.pii_fields) > 0
+         ORDER BY c.id FOR UPDATE
+    ), upd AS (
+        UPDATE memory.claims c
+           SET claim_text = CASE WHEN 'claim_text' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.claim_text END,
+               subject_id = CASE WHEN 'subject_id' = ANY (c.pii_fields) THEN NULL ELSE c.subject_id END,
+               supports   = CASE WHEN 'supports' = ANY (c.pii_fields) THEN '{}'::text[] ELSE c.supports END,
+               source     = CASE WHEN 'source' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.source END,
+               details    = memory._redact_details(c.details, c.pii_fields),
+               anonymized_at = at,
+               lifecycle_state = 'archived',
+               t_invalid = coalesce(c.t_invalid, at)
+          FROM due WHERE c.id = due.id
+        RETURNING c.id, c.org_id, c.pii_fields
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
+               'payload', jsonb_build_object('claimId', u.id, 'fields', to_jsonb(u.pii_fields))) ORDER BY u.id)
+      INTO n_anon, events FROM upd u;
+    PERFORM memory._audit_append_many(events);
+
+    -- Hypotheses outside any supersession chain: deleted (their re-check tasks with them).
+    -- (Ids go through a variable, not a temp table: this runs as the owner, and a temp table
+    -- named by the caller could carry the caller's triggers.)
+    SELECT coalesce(array_agg(h.id ORDER BY h.id), '{}') INTO gone FROM (
+        SELECT c.id FROM memory.claims c
+         WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND c.kind = 'hypothesis'
+           AND c.supersedes IS NULL AND c.superseded_by = '{}'
+           AND NOT EXISTS (SELECT 1 FROM memory.claims s WHERE s.supersedes = c.id)
+         FOR UPDATE OF c) h;
+    DELETE FROM memory.recheck_tasks t WHERE t.claim_id = ANY (gone);
+    WITH del AS (
+        DELETE FROM memory.claims c WHERE c.id = ANY (gone) RETURNING c.id, c.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
+               'payload', jsonb_build_object('kind', 'claim', 'claimId', d.id)) ORDER BY d.id)
+      INTO n_del, events FROM del d;
+    PERFORM memory._audit_append_many(events);
+
+    -- Every other due claim leaves circulation as archived (the update audits each transition).
+    UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
+    GET DIAGNOSTICS n_arch = ROW_COUNT;
+
+    -- Relationships: without a subject they are deleted; with one, the subject and attributes go.
+    WITH del AS (
+        DELETE FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NULL AND r.anonymized_at IS NULL
+        RETURNING r.id, r.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
+               'payload', jsonb_build_object('kind', 'relationship', 'relationshipId', d.id)) ORDER BY d.id)
+      INTO n_rel_del, events FROM del d;
+    PERFORM memory._audit_append_many(events);
+    WITH upd AS (
+        UPDATE memory.relationships r SET subject_id = NULL, attributes = '{}', anonymized_at = at
+         WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NOT NULL AND r.anonymized_at IS NULL
+        RETURNING r.id, r.org_id
+    )
+    SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
+               'payload', jsonb_build_object('relationshipId', u.id, 'fields', jsonb_build_array('subject_id', 'attributes'))) ORDER BY u.id)
+      INTO n_rel_anon, events FROM upd u;
+    PERFORM memory._audit_append_many(events);
+
+    PERFORM memory._knowledge_gate(false);
+    result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
+                                 'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
+    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
+                'org_id', scope, 'payload', result)));
+    RETURN result;
+END $$;
+
+DO $$
+DECLARE t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
+                             'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks'] LOOP
+        EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
+    END LOOP;
+END $$;
+
+ALTER TABLE memory.retention_policies ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY platform_read ON memory.retention_policies FOR SELECT USING (org_id IS NULL);
+
+CREATE POLICY tenant ON memory.retention_policies
+    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
+
+ALTER VIEW memory.live_observations SET (security_invoker = true);
+
+ALTER VIEW memory.stats SET (security_invoker = true);
+
+CREATE OR REPLACE FUNCTION memory._is_memory_trigger_fn(f oid)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f
+                        AND p.pronamespace OPERATOR(pg_catalog.=) 'memory'::pg_catalog.regnamespace) $$;
+
+CREATE OR REPLACE FUNCTION memory._guard_governance_ddl()
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    t   record;
+    rel regclass;
+BEGIN
+    -- Superusers and the extension owner are not stopped here (they could drop this trigger;
+    -- restores run as them and re-create the triggers): the guard is for table owners.
+    IF memory._is_unrestricted() AND TG_EVENT = 'ddl_command_end' THEN
+        RETURN;
+    END IF;
+    IF TG_EVENT = 'ddl_command_end' THEN
+        FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
+            -- A child table of a governed table would take writes around its triggers.
+            IF r.command_tag IN ('CREATE TABLE', 'ALTER TABLE') AND EXISTS (
+                   SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhparent
+                    WHERE i.inhrelid = r.objid) THEN
+                RAISE EXCEPTION 'a governed table takes no child tables' USING ERRCODE = '42501',
+                    HINT = 'Writes into a child table would go around the parent''s memory_ext triggers.';
+            END IF;
+            IF r.command_tag = 'ALTER TABLE' THEN
+                CONTINUE WHEN memory._governance_gate_open(r.objid);
+                FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
+                          WHERE tg.tgrelid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid)
+                            AND tg.tgenabled NOT IN ('O', 'A')
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END LOOP;
+            ELSIF r.command_tag = 'CREATE TRIGGER' THEN
+                -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
+                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                          WHERE tg.oid = r.objid AND (tg.tgname LIKE 'memory\_%' OR memory._is_memory_trigger_fn(tg.tgfoid))
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
+                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) to change the mapping.';
+                END LOOP;
+            ELSIF r.command_tag = 'CREATE RULE' THEN
+                -- A rule could divert writes around the triggers (DO INSTEAD).
+                FOR t IN SELECT rw.ev_class FROM pg_catalog.pg_rewrite rw
+                          WHERE rw.oid = r.objid AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rw.ev_class) LOOP
+                    RAISE EXCEPTION 'governed table % takes no rules', t.ev_class::regclass
+                        USING ERRCODE = '42501', HINT = 'Rules could divert writes around governance; ungovern the table first.';
+                END LOOP;
+            ELSIF r.command_tag = 'ALTER TRIGGER' THEN
+                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                          WHERE tg.oid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid) AND tg.tgname NOT LIKE 'memory\_%'
+                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END LOOP;
+            END IF;
+        END LOOP;
+    ELSIF TG_EVENT = 'sql_drop' THEN
+        FOR r IN SELECT d.* FROM pg_catalog.pg_event_trigger_dropped_objects() d LOOP
+            IF r.object_type = 'trigger' AND r.address_names[3] LIKE 'memory\_%' THEN
+                -- A trigger dropped with its table is not a table left ungoverned.
+                rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
+                IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
+                   AND NOT memory._governance_gate_open(rel::oid) AND NOT memory._is_unrestricted() THEN
+                    RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
+                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END IF;
+            ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
+                DELETE FROM memory.governance_registry g WHERE g.relid::oid = r.objid;
+                PERFORM memory._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
+            END IF;
+        END LOOP;
+    END IF;
+END $$;
+
+CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE', 'CREATE TABLE')
+    EXECUTE FUNCTION memory._guard_governance_ddl();
+
+CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
+    EXECUTE FUNCTION memory._guard_governance_ddl();
+
+CREATE OR REPLACE FUNCTION memory.setup_roles()
+RETURNS TABLE (role_name text, created boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
+        role_name := r;
+        created := to_regrole(r) IS NULL;
+        IF created THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
+    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
+
+    GRANT USAGE ON SCHEMA memory TO memory_reader;
+    -- Readers: their org's memories, knowledge graph, history, policies.
+    GRANT SELECT ON memory.observations, memory.live_observations, memory.observations_archive,
+                    memory.observation_weight_history, memory.entities, memory.claims, memory.relationships,
+                    memory.retention_policies, memory.memory_type_policies, memory.org_settings, memory.stats
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid),
+                              memory.recall(text, text, int, text), memory.misleading_observations(text)
+        TO memory_reader;
+    -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
+    -- the re-check queue.
+    GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
+    -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
+    REVOKE SELECT ON memory.observations FROM memory_writer;
+    GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
+                              memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),
+                              memory.transfer_observations(uuid[], text), memory.end_task(text),
+                              memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
+        TO memory_writer;
+    -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
+    -- subject rights, audit reading, tenant grants, all within their orgs.
+    GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
+    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
+    GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
+    GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
+    GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
+    -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
+    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
+          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
+    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid),
+                              memory.freshness_recheck(float8, interval, interval, int, timestamptz),
+                              memory.run_decay(timestamptz),
+                              memory.reclassify(uuid, memory.classification, text),
+                              memory.audit_verify(text), memory._audit_verify_for_caller(text), memory.audit_head(text),
+                              memory.audit_events(text, text, int, int),
+                              memory.erase_subject(text), memory.export_subject(text, boolean),
+                              memory.grant_org(regrole, text), memory.revoke_org(regrole, text)
+        TO memory_admin;
+END $$;
+
+COMMENT ON FUNCTION memory.setup_roles() IS
+  'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the README''s grant table). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';
+
+DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'memory'::regnamespace
+                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
+                AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
+                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
+                    'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
+                    '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
+                    '_source_tier', 'is_stale', '_is_stale']) LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
+    END LOOP;
+END $$;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA memory FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+    
+    memory.classify(text, text[], text, text), memory.classify_explain(text, text[], text, text),
+    memory.risk_band(memory.classification), memory.derive_classification(jsonb),
+    memory.ema(float8, memory.outcome, float8, float8), memory.can_transition(memory.lifecycle_state, memory.lifecycle_state),
+    memory.source_tier(text), memory.is_stale(timestamptz, int, timestamptz),
+    memory.retention_policy(text, memory.classification), memory.is_expired(timestamptz, memory.classification, text, timestamptz),
+    memory.acting_org(), memory.my_orgs(),
+    memory.govern(regclass, jsonb), memory.ungovern(regclass),
+    
+    memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
+    memory._risk_band(text), memory._derive_classification(text), memory._ema(float8, text, float8, float8),
+    memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
+    memory._caller(), memory._may_act_for(text), memory._acting_org(),
+    
+    memory._is_misleading(bigint, bigint), memory._stamps_t_invalid(text), memory._is_retirement(text, text),
+    memory._is_expired(timestamptz, int, timestamptz), memory._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
+    
+    memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
+    
+    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate()
+TO PUBLIC;
+
+DO $$
+DECLARE q text;
+BEGIN
+    FOR q IN SELECT pg_catalog.pg_get_serial_sequence(c.oid::regclass::text, a.attname)
+               FROM pg_catalog.pg_extension e
+               CROSS JOIN LATERAL unnest(e.extconfig) AS cfg(oid)
+               JOIN pg_catalog.pg_class c ON c.oid = cfg.oid AND c.relkind = 'r'
+               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attidentity <> '' AND NOT a.attisdropped
+              WHERE e.extname = 'memory_ext' LOOP
+        PERFORM pg_catalog.pg_extension_config_dump(q::regclass, '');
+    END LOOP;
+END $$;
+
+DO $$
+DECLARE cur text := coalesce(current_setting('session_preload_libraries', true), '');
+BEGIN
+    IF NOT ('memory_ext' = ANY (string_to_array(replace(cur, ' ', ''), ','))) THEN
+        EXECUTE format('ALTER DATABASE %I SET session_preload_libraries = %L', current_database(),
+                       CASE WHEN btrim(cur) = '' THEN 'memory_ext' ELSE cur || ', memory_ext' END);
+    END IF;
+END $$;
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Governed tables under 0.2.0's memory.govern.
+-- ---------------------------------------------------------------------------------------------
+
+-- The extension's own tables: governed again as CREATE EXTENSION governs them (0.2.0's audit
+-- trigger arguments, the TRUNCATE audit trigger); their registry rows keep when and by whom.
+DO $$
+DECLARE
+    saved jsonb := (SELECT pg_catalog.jsonb_object_agg(g.relid::oid::text, pg_catalog.jsonb_build_array(g.governed_at, g.governed_by))
+                      FROM memory.governance_registry g WHERE g.builtin);
+BEGIN
+    UPDATE memory.governance_registry SET builtin = false WHERE builtin;
+    PERFORM memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
+        "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
+        "weight": "weight", "stamps": true}');
+    PERFORM memory.govern('memory.entities', '{"classify": false, "state": "lifecycle_state"}');
+    PERFORM memory.govern('memory.claims', '{"classify": false, "state": "lifecycle_state"}');
+    UPDATE memory.governance_registry g
+       SET builtin = true,
+           governed_at = coalesce((saved->(g.relid::oid::text)->>0)::timestamptz, g.governed_at),
+           governed_by = coalesce((saved->(g.relid::oid::text)->>1)::name, g.governed_by)
+     WHERE g.relid IN ('memory.observations'::regclass, 'memory.entities'::regclass, 'memory.claims'::regclass);
+END $$;
+
+-- Application tables keep their triggers (0.2.0 reads 0.1.0's trigger arguments; the `table=`
+-- argument is ignored) and gain the TRUNCATE audit trigger memory.govern now attaches.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT g.relid FROM memory.governance_registry g
+              WHERE NOT g.builtin
+                AND EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = g.relid AND t.tgname LIKE 'memory\_%')
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = g.relid AND t.tgname = 'memory_audit_truncate')
+    LOOP
+        EXECUTE format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()',
+                       r.relid);
+    END LOOP;
+END $$;
