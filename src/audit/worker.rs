@@ -12,6 +12,9 @@ use pgrx::bgworkers::{
 use pgrx::prelude::*;
 use std::time::Duration;
 
+/// Deletions from memory.audit_pending after which the worker vacuums it.
+const VACUUM_AFTER: i64 = 5_000;
+
 /// Registers the workers (only while the postmaster loads shared_preload_libraries).
 pub fn register() {
     if !crate::pg::xact::preloading() {
@@ -60,6 +63,9 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
     });
     log!("memory_ext integrator started for database \"{db}\"");
     let mut nap = Duration::from_millis(0);
+    // Entries chained (and deleted from memory.audit_pending) since the worker last vacuumed it.
+    let mut deleted: i64 = 0;
+    let mut vacuumed = std::time::Instant::now();
     while BackgroundWorker::wait_latch(Some(nap)) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
@@ -85,6 +91,20 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
                 ),
             }
         });
+        // Each round reads memory.audit_pending whole; the rows it deletes stay in the table as
+        // dead rows until a vacuum, and a table grown by a backlog keeps every later round slow
+        // (autovacuum visits a database once a minute). The worker vacuums it itself after
+        // VACUUM_AFTER deletions, or when a round finds nothing left after some, at most once a
+        // second: a table without indexes vacuums in one pass (pages it empties are marked
+        // all-visible, so the next vacuum skips them), SKIP_LOCKED gives way to a running
+        // autovacuum, and TRUNCATE false never waits for the writers' locks (the freed space is
+        // reused by the next inserts).
+        deleted += done;
+        if (deleted >= VACUUM_AFTER || (done == 0 && deleted > 0)) && vacuumed.elapsed() >= Duration::from_secs(1) {
+            crate::pg::xact::vacuum_in_worker(c"VACUUM (SKIP_LOCKED, TRUNCATE false) memory.audit_pending");
+            deleted = 0;
+            vacuumed = std::time::Instant::now();
+        }
         let naptime = Duration::from_millis(crate::gucs::INTEGRATOR_NAPTIME.get().max(10) as u64);
         // A round that chained a full batch or more has a backlog behind it: go on at once.
         // Otherwise wait, so that each round's fixed cost (a head lock and update per chain)

@@ -80,3 +80,45 @@ pub fn in_recovery() -> bool {
     // SAFETY: reads shared state.
     unsafe { pg_sys::RecoveryInProgress() }
 }
+
+/// Runs `sql`, one VACUUM statement, as a top-level command of a background worker: it starts
+/// and commits its own transactions, as autovacuum's calls do, so that the worker clears the
+/// dead rows of a table it deletes from without waiting for autovacuum's next visit.
+///
+/// Only in a background worker connected to a database, between its transactions (checked: it
+/// does nothing elsewhere). An error longjmps to the worker's guard (the worker then exits and
+/// is restarted), like any error in its loop.
+pub fn vacuum_in_worker(sql: &std::ffi::CStr) {
+    // SAFETY: reads of two process-local flags.
+    let between_transactions = unsafe { pg_sys::IsBackgroundWorker && !pg_sys::IsTransactionState() };
+    if !between_transactions {
+        return;
+    }
+    // SAFETY: no transaction is open (checked), so this starts one; the statement and its parse
+    // state live in a context of their own that outlives the transactions vacuum() commits and
+    // starts (as a portal's context does for a client's VACUUM), deleted after.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        let cxt = pg_sys::AllocSetContextCreateInternal(
+            pg_sys::TopMemoryContext,
+            c"memory_ext worker vacuum".as_ptr(),
+            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+        );
+        let old = pg_sys::MemoryContextSwitchTo(cxt);
+        let parsed = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+        assert!(!parsed.is_null() && (*parsed).length == 1, "vacuum_in_worker takes one statement");
+        let raw = (*(*parsed).elements).ptr_value as *mut pg_sys::RawStmt;
+        let stmt = (*raw).stmt;
+        assert!((*stmt).type_ == pg_sys::NodeTag::T_VacuumStmt, "vacuum_in_worker takes a VACUUM statement");
+        let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
+        let old_portal = pg_sys::PortalContext;
+        pg_sys::PortalContext = cxt;
+        pg_sys::ExecVacuum(pstate, stmt as *mut pg_sys::VacuumStmt, true);
+        pg_sys::PortalContext = old_portal;
+        pg_sys::MemoryContextSwitchTo(old);
+        pg_sys::CommitTransactionCommand();
+        pg_sys::MemoryContextDelete(cxt);
+    }
+}

@@ -304,3 +304,19 @@ def test_the_worker_is_not_steered_by_database_settings(worker_cluster):
         finally:
             c.execute("ALTER DATABASE integrated RESET search_path")
             c.execute("ALTER DATABASE integrated RESET default_transaction_read_only")
+
+
+def test_the_worker_clears_the_rows_it_chained(worker_cluster):
+    """After a backlog the worker vacuums memory.audit_pending itself (autovacuum comes by once a
+    minute at best), so the dead rows of what it chained do not slow its later rounds."""
+    with psycopg.connect(worker_cluster, autocommit=True) as c:
+        vacuums = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass"
+        before = c.execute(vacuums).fetchone()[0]
+        c.execute("INSERT INTO memory.observations (org_id, content) SELECT 'org_' || (g % 8), 'backlog ' || g FROM generate_series(1, 30000) g")
+        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0, 60)
+        # The next round after the backlog vacuums (at most a second after the last one).
+        c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_0', 'after the backlog')")
+        assert _wait_until(lambda: c.execute(vacuums).fetchone()[0] > before, 30)
+        assert _wait_until(lambda: c.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass").fetchone()[0] < 1000, 30)
+        rows = c.execute("SELECT ok, pending FROM memory.audit_verify()").fetchall()
+        assert rows and all(r[0] and r[1] == 0 for r in rows), rows

@@ -1,6 +1,6 @@
 -- SQL-level suite for operations and bad input (SPEC §7, §9; issue 13, the parts built so far).
 BEGIN;
-SELECT plan(24);
+SELECT plan(30);
 
 -- Whitespace-only text is blank wherever a non-blank argument is required.
 INSERT INTO memory.observations (id, org_id, user_id, task_id, content) VALUES
@@ -33,6 +33,26 @@ SELECT throws_ok($$ SELECT * FROM memory.freshness_recheck(0.5, interval '100000
 CREATE TABLE public.no_tt (id text, org_id text);
 CREATE TRIGGER t AFTER INSERT ON public.no_tt FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger('id=id', 'org=org_id');
 SELECT throws_ok($$ INSERT INTO public.no_tt VALUES ('1', 'acme') $$, '39P01', NULL, 'audit_trigger without a transition table is 39P01');
+CREATE TABLE public.no_tier (id text, org_id text, content text);
+CREATE TRIGGER t AFTER UPDATE ON public.no_tier REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger('org=org_id', 'content=content');
+INSERT INTO public.no_tier VALUES ('1', 'acme', 'x');
+SELECT throws_ok($$ UPDATE public.no_tier SET content = 'y' $$, '39P01', NULL, 'an AFTER UPDATE audit trigger without id and tier is 39P01');
+-- Trigger functions called as functions answer 39P01, as PL/pgSQL's do.
+SELECT throws_ok($$ SELECT memory.classify_trigger() $$, '39P01', NULL, 'classify_trigger called directly is 39P01');
+SELECT throws_ok($$ SELECT memory.audit_trigger() $$, '39P01', NULL, 'audit_trigger called directly is 39P01');
+SELECT throws_ok($$ SELECT memory.lifecycle_trigger() $$, '39P01', NULL, 'lifecycle_trigger called directly is 39P01');
+
+-- Decay redacts a detail whatever its number range (1e400 is valid jsonb, not a float8).
+INSERT INTO memory.entities (id, org_id, name, entity_type) VALUES ('e0000000-0000-0000-0000-0000000000e8', 'acme', 'X', 'concept');
+INSERT INTO memory.claims (id, org_id, entity_id, claim_text, subject_id, pii_fields, details, decay_at) VALUES
+  ('c0000000-0000-0000-0000-0000000000e8', 'acme', 'e0000000-0000-0000-0000-0000000000e8', 'patient data', 'p-1',
+   ARRAY['details.n', 'details.deep'], ('{"n": 1e400, "m": -1e400, "deep": ' || repeat('[', 200) || repeat(']', 200) || '}')::jsonb,
+   now() - interval '1 day');
+SELECT lives_ok($$ SELECT memory.run_decay() $$, 'run_decay with a 1e400 detail and 200-deep nesting');
+SELECT is((SELECT details FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-0000000000e8'),
+          jsonb_build_object('n', memory._redacted_marker(), 'm', '-1e400'::jsonb, 'deep', memory._redacted_marker()),
+          'the named details are redacted, the others kept as they were');
 
 -- Erasure and task end find rows by index.
 SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(user_id)%')
