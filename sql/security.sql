@@ -12,7 +12,8 @@ DO $$
 DECLARE t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
-                             'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks'] LOOP
+                             'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks',
+                             'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
@@ -156,6 +157,18 @@ BEGIN
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    -- Consent-era rows of their org's users (SPEC §6): consent through the functions below,
+    -- contexts, threads and training candidates by INSERT (their triggers check consent).
+    GRANT SELECT ON memory.consents, memory.user_contexts, memory.threads, memory.training_candidates,
+                    memory.persona_drift_log TO memory_reader;
+    GRANT INSERT ON memory.user_contexts, memory.threads, memory.training_candidates TO memory_writer;
+    GRANT UPDATE (title, cognition_object, status, updated_at) ON memory.threads TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
+                              memory.consent_receipt(text, text, int)
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jsonb, text, timestamptz),
+                              memory.revoke_consent(text, text, memory.consent_scope[], timestamptz)
+        TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                               memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),
                               memory.transfer_observations(uuid[], text), memory.end_task(text),

@@ -151,18 +151,21 @@ RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_c
 AS $$
 DECLARE
     n bigint;
-    scope text := memory._scope_org();
+    org_scope text := memory._scope_org();
 BEGIN
     IF memory._blank(task_id) THEN
         RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
     END IF;
     DELETE FROM memory.observations o
-     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND (scope IS NULL OR o.org_id = scope)
+     WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND (org_scope IS NULL OR o.org_id = org_scope)
        AND NOT memory._held(o.org_id, o.user_id, o.id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    -- The task's user contexts expire 24 hours after it ends (seed §3.2); maintenance purges them.
+    UPDATE memory.user_contexts u SET expires_at = now() + interval '24 hours'
+     WHERE u.task_id = end_task.task_id AND u.scope = 'task' AND u.expires_at IS NULL AND (org_scope IS NULL OR u.org_id = org_scope);
     RETURN n;
 END $$;
-COMMENT ON FUNCTION memory.end_task(text) IS 'Clear the working memories of a finished task (rt-005), except rows under a legal hold; returns how many.';
+COMMENT ON FUNCTION memory.end_task(text) IS 'Clear the working memories of a finished task (rt-005), except rows under a legal hold, and let its user contexts expire 24 hours later; returns how many memories were cleared.';
 
 CREATE FUNCTION memory.transfer_observations(ids uuid[], to_project_id text)
 RETURNS TABLE (id uuid, transferred boolean, reason text)
@@ -247,7 +250,9 @@ BEGIN
         ret := memory.run_retention(false, at);
         parts := memory.audit_ensure_partitions(3, at);
         RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
-        result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending, 'at', at);
+        RAISE DEBUG 'memory maintenance: expired task contexts and drift rows due for purge';
+        result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending,
+                                     'consent', memory._consent_maintenance(at), 'at', at);
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
         -- The phases' work is rolled back; the run and its error stay recorded.
@@ -261,7 +266,7 @@ BEGIN
     RETURN result || jsonb_build_object('run_id', run_id);
 END $$;
 COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
-  'Periodic work in one call: run_retention (soft delete, hard delete, archive) and audit partitions ahead, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
 
 CREATE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp

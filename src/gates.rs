@@ -10,6 +10,8 @@
 //! - audit move: `memory.audit_ensure_partitions` moves rows, unchanged, out of the default
 //!   partition of the log into the month partition it creates.
 //! - integrating: the sequencer deletes the pending audit entries it has just chained.
+//! - consent: `memory.revoke_consent` and maintenance change the append-only consent-era rows
+//!   (thread contexts blocked, drift rows stamped or purged).
 
 use crate::pg::callbacks;
 use pgrx::prelude::*;
@@ -22,6 +24,7 @@ thread_local! {
     static SUPERSEDING: RefCell<Option<String>> = const { RefCell::new(None) };
     static AUDIT_MOVE: Cell<bool> = const { Cell::new(false) };
     static INTEGRATING: Cell<bool> = const { Cell::new(false) };
+    static CONSENT_OPEN: Cell<bool> = const { Cell::new(false) };
 }
 
 fn close_all() {
@@ -31,6 +34,7 @@ fn close_all() {
     SUPERSEDING.with(|s| s.replace(None));
     AUDIT_MOVE.with(|g| g.set(false));
     INTEGRATING.with(|g| g.set(false));
+    CONSENT_OPEN.with(|g| g.set(false));
 }
 
 pub fn init() {
@@ -120,4 +124,18 @@ pub fn set_integrating(open: bool) {
 #[pg_extern(volatile, name = "_audit_integrating")]
 fn audit_integrating() -> bool {
     INTEGRATING.with(Cell::get)
+}
+
+/// Opens or closes the consent gate; returns the previous state. Not granted to PUBLIC: only
+/// memory_ext's definer functions (revocation, maintenance) call it.
+#[pg_extern(volatile, name = "_consent_gate")]
+fn consent_gate(open: bool) -> bool {
+    CONSENT_OPEN.with(|g| g.replace(open))
+}
+
+/// Whether a memory_ext function holds the consent gate open (the guards of the append-only
+/// consent-era tables ask it).
+#[pg_extern(volatile, name = "_consent_gate_open")]
+fn consent_gate_open() -> bool {
+    CONSENT_OPEN.with(Cell::get)
 }

@@ -33,13 +33,17 @@ pub const GOVERN_TRUNCATE: &str = "memory.govern.truncate";
 pub const GOVERN_DROP_TABLE: &str = "memory.govern.drop_table";
 pub const ORG_GRANT: &str = "memory.org.grant";
 pub const ORG_REVOKE: &str = "memory.org.revoke";
+pub const CONSENT_GRANT: &str = "memory.consent.grant";
+pub const CONSENT_REVOKE: &str = "memory.consent.revoke";
+pub const CONTEXT_WRITE: &str = "memory.context.write";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
     STORE, DELETE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
-    GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE,
+    GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
+    CONTEXT_WRITE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

@@ -46,6 +46,8 @@ pub mod code {
     pub const NOT_INSTALLED: &str = "55000";
     /// memory.audit_integrate() where it cannot chain (read-only or snapshot transaction, standby).
     pub const READ_ONLY_TRANSACTION: &str = "25006";
+    /// A consent change that lost a race it cannot read past (snapshot isolation): retry.
+    pub const SERIALIZATION_FAILURE: &str = "40001";
     /// A fault inside memory_ext (never a user's input).
     pub const INTERNAL: &str = "XX000";
 }

@@ -90,6 +90,17 @@ def fill(c, clock):
     c.execute("INSERT INTO memory.relationships (org_id, source_id, target_id, rel_type) VALUES "
               "('acme', 'e0000000-0000-0000-0000-000000000001', 'e0000000-0000-0000-0000-000000000001', 'related_to')")
     c.execute("SELECT count(*) FROM memory.freshness_recheck()")  # a re-check task for the old active claim
+    # Consent-era rows (SPEC §6).
+    c.execute("""SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_thread,save_to_profile,training_use_allowed}',"""
+              """ '{"language_preference": "English"}')""")
+    c.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields) "
+              "VALUES ('acme', 'u1', 'thread', 'th-1', 'save_as_thread', '{\"research_style\": \"top-down\"}')")
+    c.execute("INSERT INTO memory.threads (thread_id, org_id, user_id, title) VALUES ('th-1', 'acme', 'u1', 'SOL thesis')")
+    c.execute("INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u1', 'snapshot:1')")
+    c.execute("INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, signal_kind, prior_signal, current_signal,"
+              " delta_summary, triggers_alert) VALUES ('drift_2026-01-01T00:00:00Z_abcdef', 'acme', 'u1', 'snapshot:1', 'grade_reversal',"
+              " '{\"value\": \"thumbs_up\"}', '{\"value\": \"not_helpful\"}', 'flip', true)")
+    c.execute("SELECT memory.revoke_consent('acme', 'u1', '{training_use_allowed}')")
     c.execute("SELECT memory.audit_rotate_key()")
     c.execute("SELECT memory.audit_append('app.event', '{\"n\": 1}', 'acme')")
     c.execute("SELECT memory.run_maintenance()")

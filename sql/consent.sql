@@ -1,0 +1,501 @@
+-- Consent-gated user memory (SPEC §6, seed finclaw-memory-personalization §3, §5, §8, §10):
+-- versioned consent, user contexts written under it, and what a revocation does to them, in
+-- the writing transaction. Every table carries org_id and user_id and falls under §8's
+-- row-level security (security.sql).
+
+CREATE TYPE memory.consent_scope AS ENUM ('create_task', 'save_to_thread', 'save_to_profile', 'training_use_allowed');
+COMMENT ON TYPE memory.consent_scope IS 'What a user consented to (seed ConsentScope).';
+CREATE TYPE memory.context_scope AS ENUM ('task', 'thread', 'profile');
+COMMENT ON TYPE memory.context_scope IS 'Where a user context lives: one task (24 h after it ends), a thread, or the profile.';
+CREATE TYPE memory.drift_signal AS ENUM ('grade_reversal', 'feedback_conflict', 'refresh_stance_flip', 'watch_question_resolved_then_reopened');
+COMMENT ON TYPE memory.drift_signal IS 'Kinds of persona drift (seed §4.2).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Consent: append-only versions per (org, user). Version n is the consent in force after the
+-- n-th grant or revocation: `scopes` holds every scope granted at that point.
+
+CREATE TABLE memory.consents (
+    org_id            text NOT NULL CHECK (org_id ~ '[^[:space:]]'),
+    user_id           text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    version           int NOT NULL CHECK (version >= 1),
+    scopes            memory.consent_scope[] NOT NULL,
+    recorded_at       timestamptz NOT NULL,
+    collection_method text NOT NULL CHECK (collection_method ~ '[^[:space:]]'),
+    revoked_at        timestamptz,
+    revoked_scopes    memory.consent_scope[],
+    recorded_by       text NOT NULL,
+    receipt_id        uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE,
+    written_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (org_id, user_id, version)
+);
+COMMENT ON TABLE memory.consents IS
+  'Consent versions per (org, user), append-only: version n holds every scope in force after the n-th grant or revocation (revoked_at and revoked_scopes on a revocation''s version). Written by memory.grant_consent and memory.revoke_consent.';
+
+CREATE FUNCTION memory._consent_append_only()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
+END $$;
+CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.consents
+    FOR EACH ROW EXECUTE FUNCTION memory._consent_append_only();
+CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_append_only();
+
+-- The scopes in force for (org, user): NULL when consent was never asked.
+CREATE FUNCTION memory._consent_scopes(p_org text, p_user text)
+RETURNS memory.consent_scope[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.scopes FROM memory.consents c
+     WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+     ORDER BY c.version DESC LIMIT 1
+$$;
+
+-- Checks shared by the consent functions; returns nothing or raises 22023 / 42501.
+CREATE FUNCTION memory._consent_args(p_org text, p_user text, p_at timestamptz)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._blank(p_org) OR memory._blank(p_user) THEN
+        RAISE EXCEPTION 'consent needs an org_id and a user_id' USING ERRCODE = '22023';
+    END IF;
+    IF p_at IS NULL OR NOT isfinite(p_at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', p_at USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory._require_org(p_org);
+END $$;
+
+-- Appends the next version for (org, user): the scopes in force plus `added` minus `removed`
+-- (a revocation when `removed` is set). Concurrent writers of one user serialize on the latest
+-- version's row; one that lost a race (its version number taken meanwhile) reads again and
+-- retries, so versions stay gapless without a lock over other users. At a snapshot isolation
+-- level a lost race cannot be read past: 40001, retry the transaction.
+CREATE FUNCTION memory._consent_append(p_org text, p_user text, added memory.consent_scope[], removed memory.consent_scope[],
+                                       p_at timestamptz, method text)
+RETURNS memory.consents LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    prev memory.consents;
+    row  memory.consents;
+BEGIN
+    FOR attempt IN 1 .. 100 LOOP
+        SELECT * INTO prev FROM memory.consents c
+         WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+         ORDER BY c.version DESC LIMIT 1 FOR UPDATE;
+        IF removed IS NOT NULL AND prev.version IS NULL THEN
+            RAISE EXCEPTION 'user "%" of org "%" has no consent to revoke', p_user, p_org
+                USING ERRCODE = 'P0002', HINT = 'memory.consent_status reports not_determined for every scope.';
+        END IF;
+        BEGIN
+            INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, revoked_at, revoked_scopes, recorded_by)
+            VALUES (p_org, p_user, coalesce(prev.version, 0) + 1,
+                    ARRAY(SELECT DISTINCT x FROM unnest(coalesce(prev.scopes, '{}') || coalesce(added, '{}')) x
+                           WHERE removed IS NULL OR NOT x = ANY (removed) ORDER BY x),
+                    p_at, coalesce(method, prev.collection_method),
+                    CASE WHEN removed IS NOT NULL THEN p_at END, removed,
+                    coalesce(memory._caller()::regrole::text, session_user))
+            RETURNING * INTO row;
+            RETURN row;
+        EXCEPTION WHEN unique_violation THEN
+            IF attempt = 100 OR pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+                RAISE EXCEPTION 'consent of user "%" of org "%" is being changed concurrently', p_user, p_org
+                    USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+            END IF;
+        END;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION memory.grant_consent(org_id text, user_id text, scopes memory.consent_scope[],
+                                     preferences jsonb DEFAULT NULL, collection_method text DEFAULT 'dialog',
+                                     at timestamptz DEFAULT now())
+RETURNS int LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org   text := grant_consent.org_id;
+    p_user  text := grant_consent.user_id;
+    c       memory.consents;
+    prefs   jsonb;
+BEGIN
+    PERFORM memory._consent_args(p_org, p_user, at);
+    IF scopes IS NULL OR cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'grant_consent needs at least one scope, and no NULL' USING ERRCODE = '22023';
+    END IF;
+    IF memory._blank(collection_method) THEN
+        RAISE EXCEPTION 'collection_method must not be blank' USING ERRCODE = '22023';
+    END IF;
+    IF preferences IS NOT NULL AND jsonb_typeof(preferences) <> 'object' THEN
+        RAISE EXCEPTION 'preferences must be a JSON object, got %', jsonb_typeof(preferences) USING ERRCODE = '22023';
+    END IF;
+    c := memory._consent_append(p_org, p_user, scopes, NULL, at, collection_method);
+    PERFORM memory._audit('memory.consent.grant', jsonb_build_object(
+        'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(scopes), 'inForce', to_jsonb(c.scopes),
+        'collectionMethod', collection_method, 'receiptId', c.receipt_id), p_org);
+    -- The onboarding path: preferences given with save_to_profile become the profile context.
+    IF preferences IS NOT NULL AND 'save_to_profile' = ANY (c.scopes) THEN
+        prefs := (SELECT coalesce(jsonb_object_agg(k, preferences->k), '{}') FROM jsonb_object_keys(preferences) k
+                   WHERE k IN ('language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason'));
+        IF prefs <> '{}' THEN
+            INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields, created_at)
+            VALUES (p_org, p_user, 'profile', 'onboarding', prefs, at);
+        END IF;
+    END IF;
+    RETURN c.version;
+END $$;
+COMMENT ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jsonb, text, timestamptz) IS
+  'Grant scopes to (org, user): a new consent version holding every scope in force. preferences (language_preference, research_depth, risk_prompt_preference, user_focus_reason) become the profile context when save_to_profile is in force. Emits memory.consent.grant. Returns the version.';
+
+CREATE FUNCTION memory.revoke_consent(org_id text, user_id text, scopes memory.consent_scope[] DEFAULT NULL,
+                                      at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org    text := revoke_consent.org_id;
+    p_user   text := revoke_consent.user_id;
+    c        memory.consents;
+    gone     memory.consent_scope[];
+    n_prof   bigint := 0;
+    n_thread bigint := 0;
+    n_drift  bigint := 0;
+    n_train  bigint := 0;
+    counts   jsonb;
+BEGIN
+    PERFORM memory._consent_args(p_org, p_user, at);
+    IF scopes IS NOT NULL AND (cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'revoke_consent needs NULL (every scope) or at least one scope, and no NULL' USING ERRCODE = '22023';
+    END IF;
+    gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
+    c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
+
+    PERFORM memory._consent_gate(true);
+    -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
+    -- blocked from loading; the drift log is purged by maintenance 48 hours later.
+    IF 'save_to_profile' = ANY (gone) THEN
+        DELETE FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'profile';
+        GET DIAGNOSTICS n_prof = ROW_COUNT;
+        UPDATE memory.persona_drift_log d SET purge_after = at + interval '48 hours'
+         WHERE d.org_id = p_org AND d.user_id = p_user AND (d.purge_after IS NULL OR d.purge_after > at + interval '48 hours');
+        GET DIAGNOSTICS n_drift = ROW_COUNT;
+    END IF;
+    IF 'save_to_thread' = ANY (gone) THEN
+        UPDATE memory.user_contexts u SET consent_blocked = true
+         WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread' AND NOT u.consent_blocked;
+        GET DIAGNOSTICS n_thread = ROW_COUNT;
+    END IF;
+    IF 'training_use_allowed' = ANY (gone) THEN
+        UPDATE memory.training_candidates t SET withdrawal_status = 'revoked', withdrawn_at = at
+         WHERE t.org_id = p_org AND t.user_id = p_user AND t.withdrawal_status IS DISTINCT FROM 'revoked';
+        GET DIAGNOSTICS n_train = ROW_COUNT;
+    END IF;
+    PERFORM memory._consent_gate(false);
+
+    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes),
+                                 'profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread,
+                                 'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train);
+    PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
+        'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
+        'receiptId', c.receipt_id,
+        'counts', counts - 'version' - 'revoked' - 'in_force'), p_org);
+    RETURN counts;
+END $$;
+COMMENT ON FUNCTION memory.revoke_consent(text, text, memory.consent_scope[], timestamptz) IS
+  'Revoke scopes (NULL: every scope) of (org, user) in one transaction: a new consent version; save_to_profile deletes the profile contexts and stamps the drift log for purge 48 h later; save_to_thread blocks thread contexts; training_use_allowed revokes training candidates. Emits memory.consent.revoke with the counts, which it returns. P0002 when there is no consent.';
+
+-- Per scope: the state, and the version that put it there.
+CREATE FUNCTION memory._consent_status(p_org text, p_user text)
+RETURNS TABLE (scope memory.consent_scope, state text, version int)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cur memory.consent_scope[];
+BEGIN
+    PERFORM memory._consent_args(p_org, p_user, now());
+    cur := memory._consent_scopes(p_org, p_user);
+    -- Per scope: granted when the latest version holds it (version: the first of that unbroken
+    -- run), revoked when an earlier version held it (version: the one that took it),
+    -- not_determined when none did.
+    RETURN QUERY
+    WITH v AS (SELECT c.version, c.scopes FROM memory.consents c WHERE c.org_id = p_org AND c.user_id = p_user)
+    SELECT x.s,
+           CASE WHEN x.s = ANY (cur) THEN 'granted'
+                WHEN EXISTS (SELECT 1 FROM v WHERE x.s = ANY (v.scopes)) THEN 'revoked'
+                ELSE 'not_determined' END,
+           CASE WHEN x.s = ANY (cur)
+                THEN (SELECT coalesce(max(v.version) FILTER (WHERE NOT x.s = ANY (v.scopes)), 0) + 1 FROM v)
+                WHEN EXISTS (SELECT 1 FROM v WHERE x.s = ANY (v.scopes))
+                THEN (SELECT min(v.version) FROM v WHERE NOT x.s = ANY (v.scopes)
+                        AND v.version > (SELECT max(w.version) FROM v w WHERE x.s = ANY (w.scopes))) END
+      FROM unnest(enum_range(NULL::memory.consent_scope)) x(s)
+     ORDER BY x.s;
+END $$;
+
+CREATE FUNCTION memory.consent_status(org_id text, user_id text)
+RETURNS TABLE (scope memory.consent_scope, state text, version int, since timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT st.scope, st.state, st.version, c.recorded_at
+      FROM memory._consent_status(consent_status.org_id, consent_status.user_id) st
+      LEFT JOIN memory.consents c ON c.org_id OPERATOR(pg_catalog.=) consent_status.org_id
+                                 AND c.user_id OPERATOR(pg_catalog.=) consent_status.user_id
+                                 AND c.version OPERATOR(pg_catalog.=) st.version
+     ORDER BY st.scope
+$$;
+COMMENT ON FUNCTION memory.consent_status(text, text) IS
+  'Every scope of (org, user): granted, revoked or not_determined (never asked is not denied), with the version that put it there and when.';
+
+CREATE FUNCTION memory.require_consent(org_id text, user_id text, scopes memory.consent_scope[])
+RETURNS void LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    missing memory.consent_scope[];
+BEGIN
+    PERFORM memory._consent_args(require_consent.org_id, require_consent.user_id, now());
+    IF scopes IS NULL OR array_position(scopes, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'require_consent needs scopes, and no NULL' USING ERRCODE = '22023';
+    END IF;
+    missing := ARRAY(SELECT DISTINCT s FROM unnest(scopes) s
+                      WHERE NOT s = ANY (coalesce(memory._consent_scopes(require_consent.org_id, require_consent.user_id), '{}'))
+                      ORDER BY s);
+    IF cardinality(missing) > 0 THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003',
+            DETAIL = 'required_scopes: ' || array_to_string(missing, ', '),
+            HINT = 'Record the user''s consent with memory.grant_consent.';
+    END IF;
+END $$;
+COMMENT ON FUNCTION memory.require_consent(text, text, memory.consent_scope[]) IS
+  'Nothing when every scope is in force for (org, user); otherwise MX003 profile_consent_required with the missing scopes in DETAIL (required_scopes: ...).';
+
+CREATE FUNCTION memory.consent_receipt(org_id text, user_id text, version int DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c      memory.consents;
+    anchor record;
+BEGIN
+    PERFORM memory._consent_args(consent_receipt.org_id, consent_receipt.user_id, now());
+    SELECT * INTO c FROM memory.consents k
+     WHERE k.org_id = consent_receipt.org_id AND k.user_id = consent_receipt.user_id
+       AND (consent_receipt.version IS NULL OR k.version = consent_receipt.version)
+     ORDER BY k.version DESC LIMIT 1;
+    IF c.version IS NULL THEN
+        RAISE EXCEPTION 'no consent version % for user "%" of org "%"', coalesce(consent_receipt.version::text, '(current)'),
+            consent_receipt.user_id, consent_receipt.org_id USING ERRCODE = 'P0002';
+    END IF;
+    -- The consent event in the org's chain (pending entries are chained first where this
+    -- transaction can; a receipt whose event is still pending has no anchor yet).
+    PERFORM memory._audit_integrate(false);
+    SELECT l.chain_id, l.seq, l.entry_hash INTO anchor FROM memory.audit_log l
+     WHERE l.chain_id OPERATOR(pg_catalog.=) c.org_id COLLATE "C" AND l.recorded_at >= c.written_at
+       AND l.event_type IN ('memory.consent.grant', 'memory.consent.revoke')
+       AND l.payload->>'receiptId' = c.receipt_id::text
+     LIMIT 1;
+    RETURN jsonb_build_object(
+        'receipt_id', c.receipt_id, 'org_id', c.org_id, 'user_id', c.user_id, 'version', c.version,
+        'scopes', to_jsonb(c.scopes), 'recorded_at', c.recorded_at, 'revoked_at', c.revoked_at,
+        'revoked_scopes', to_jsonb(c.revoked_scopes), 'collection_method', c.collection_method,
+        'audit', CASE WHEN anchor.seq IS NULL THEN NULL
+                      ELSE jsonb_build_object('chain_id', anchor.chain_id, 'seq', anchor.seq,
+                                              'entry_hash', encode(anchor.entry_hash, 'hex')) END);
+END $$;
+COMMENT ON FUNCTION memory.consent_receipt(text, text, int) IS
+  'A receipt for one consent version (default: the current one): receipt_id, scopes, timestamps, collection method, and the audit anchor of its consent event (chain_id, seq, entry_hash hex), to check against the chain. P0002 for a version that does not exist.';
+
+-- ------------------------------------------------------------------------------------------------
+-- User contexts (seed §3.2, §5): what the assistant remembers about a user, by scope.
+
+CREATE TABLE memory.user_contexts (
+    id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id          text NOT NULL,
+    user_id         text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    scope           memory.context_scope NOT NULL,
+    task_id         text,
+    thread_id       text,
+    source          text NOT NULL CHECK (source IN ('onboarding', 'user_review', 'save_as_thread', 'refresh', 'task')),
+    fields          jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(fields) = 'object'),
+    consent_version int,
+    consent_blocked boolean NOT NULL DEFAULT false,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    expires_at      timestamptz,
+    CHECK (scope <> 'task' OR task_id IS NOT NULL),
+    CHECK (scope <> 'thread' OR thread_id IS NOT NULL)
+);
+CREATE INDEX user_contexts_user ON memory.user_contexts (org_id, user_id, scope);
+CREATE INDEX user_contexts_task ON memory.user_contexts (task_id) WHERE task_id IS NOT NULL;
+CREATE INDEX user_contexts_expiry ON memory.user_contexts (expires_at) WHERE expires_at IS NOT NULL;
+COMMENT ON TABLE memory.user_contexts IS
+  'User contexts by scope (task, thread, profile). Written by plain INSERT; memory._user_context_rules enforces consent, sources and position fields in the writing transaction.';
+
+-- The write rules (seed §3.2, §5.1, §10.2), in the writing transaction.
+CREATE FUNCTION memory._user_context_rules()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    have     memory.consent_scope[];
+    position text[] := ARRAY['user_stated_position_context', 'constraints', 'time_horizon'];
+    known    text[] := ARRAY['language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason',
+                             'research_style', 'user_stated_position_context', 'constraints', 'time_horizon', 'position_consent'];
+    k        text;
+BEGIN
+    -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
+    IF memory._restore_mode() THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        -- Contexts are written, not rewritten: a refresh appends a row. Only revocation changes
+        -- consent_blocked, and end_task the expiry of task contexts.
+        IF memory._consent_gate_open() THEN
+            RETURN NEW;
+        END IF;
+        IF (NEW.id, NEW.org_id, NEW.user_id, NEW.scope, NEW.task_id, NEW.thread_id, NEW.source, NEW.fields, NEW.consent_version, NEW.consent_blocked, NEW.created_at)
+           IS DISTINCT FROM
+           (OLD.id, OLD.org_id, OLD.user_id, OLD.scope, OLD.task_id, OLD.thread_id, OLD.source, OLD.fields, OLD.consent_version, OLD.consent_blocked, OLD.created_at) THEN
+            RAISE EXCEPTION 'user contexts are append-only: write a new context (a refresh appends one)' USING ERRCODE = 'MX002';
+        END IF;
+        RETURN NEW;
+    END IF;
+    PERFORM memory._require_org(NEW.org_id);
+    FOR k IN SELECT jsonb_object_keys(NEW.fields) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
+                HINT = 'Fields: ' || array_to_string(known, ', ');
+        END IF;
+    END LOOP;
+    have := coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}');
+    IF NEW.scope = 'thread' AND NOT 'save_to_thread' = ANY (have) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
+    END IF;
+    IF NEW.scope = 'profile' THEN
+        IF NOT 'save_to_profile' = ANY (have) THEN
+            RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
+        END IF;
+        -- No implicit learning: a profile changes only at onboarding or by the user's own review.
+        IF NEW.source NOT IN ('onboarding', 'user_review') THEN
+            RAISE EXCEPTION 'a profile context is written only from onboarding or user_review, not %', NEW.source
+                USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
+        END IF;
+    END IF;
+    -- Position, constraints and horizon outside one task need save_to_profile and the user's
+    -- explicit consent on the row.
+    IF NEW.scope <> 'task' AND NEW.fields ?| position
+       AND NOT ('save_to_profile' = ANY (have) AND coalesce(NEW.fields->'position_consent' = 'true'::jsonb, false)) THEN
+        RAISE EXCEPTION 'position fields outside a task need save_to_profile and "position_consent": true'
+            USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
+    END IF;
+    NEW.consent_version := (SELECT max(c.version) FROM memory.consents c WHERE c.org_id = NEW.org_id AND c.user_id = NEW.user_id);
+    NEW.consent_blocked := false;
+    IF NEW.created_at IS NULL OR NOT isfinite(NEW.created_at) THEN
+        RAISE EXCEPTION 'created_at must be a finite time' USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory._audit('memory.context.write', jsonb_build_object(
+        'userId', memory._pseudonym(NEW.user_id), 'scope', NEW.scope, 'source', NEW.source, 'contextId', NEW.id,
+        'fields', to_jsonb(ARRAY(SELECT jsonb_object_keys(NEW.fields) ORDER BY 1))), NEW.org_id);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_context_rules BEFORE INSERT OR UPDATE ON memory.user_contexts
+    FOR EACH ROW EXECUTE FUNCTION memory._user_context_rules();
+
+-- Threads (seed §3.2; slice S6 reads them).
+CREATE TABLE memory.threads (
+    thread_id        text NOT NULL CHECK (thread_id ~ '[^[:space:]]'),
+    org_id           text NOT NULL,
+    user_id          text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    title            text,
+    cognition_object jsonb,
+    status           text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'closed')),
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (org_id, thread_id)
+);
+COMMENT ON TABLE memory.threads IS 'A user''s research threads (title, cognition object, active or closed).';
+
+-- Training candidates (seed §3.4): need training_use_allowed; a revocation marks them revoked.
+CREATE TABLE memory.training_candidates (
+    id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id            text NOT NULL,
+    user_id           text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    object_ref        text NOT NULL CHECK (object_ref ~ '[^[:space:]]'),
+    status            text NOT NULL DEFAULT 'pending' CHECK (status = 'pending'),
+    withdrawal_status text CHECK (withdrawal_status = 'revoked'),
+    withdrawn_at      timestamptz,
+    created_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX training_candidates_user ON memory.training_candidates (org_id, user_id);
+COMMENT ON TABLE memory.training_candidates IS
+  'Objects a user allowed for future training (training_use_allowed); never fed to training in V1. A revocation sets withdrawal_status = revoked.';
+
+CREATE FUNCTION memory._training_candidate_rules()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._restore_mode() THEN
+        RETURN NEW;
+    END IF;
+    PERFORM memory._require_org(NEW.org_id);
+    IF NOT 'training_use_allowed' = ANY (coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}')) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: training_use_allowed';
+    END IF;
+    NEW.withdrawal_status := NULL;
+    NEW.withdrawn_at := NULL;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_consent BEFORE INSERT ON memory.training_candidates
+    FOR EACH ROW EXECUTE FUNCTION memory._training_candidate_rules();
+
+-- The persona drift log (seed §3.3): append-only; revocation stamps purge_after (48 h), and
+-- maintenance purges what is due.
+CREATE TABLE memory.persona_drift_log (
+    drift_id         text PRIMARY KEY CHECK (drift_id ~ '^drift_'),
+    org_id           text NOT NULL,
+    user_id          text NOT NULL,
+    object_ref       text NOT NULL,
+    cognition_object jsonb,
+    signal_kind      memory.drift_signal NOT NULL,
+    prior_signal     jsonb NOT NULL,
+    current_signal   jsonb NOT NULL,
+    delta_summary    text NOT NULL,
+    triggers_alert   boolean NOT NULL,
+    schema_version   text NOT NULL DEFAULT '1.0' CHECK (schema_version = '1.0'),
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    purge_after      timestamptz
+);
+CREATE INDEX persona_drift_log_user ON memory.persona_drift_log (org_id, user_id, created_at);
+CREATE INDEX persona_drift_log_purge ON memory.persona_drift_log (purge_after) WHERE purge_after IS NOT NULL;
+COMMENT ON TABLE memory.persona_drift_log IS
+  'Persona drift observations (seed §3.3 schema plus org_id, user_id, created_at, purge_after). Append-only (MX002); a revocation of save_to_profile stamps purge_after 48 h later and maintenance purges.';
+
+CREATE FUNCTION memory._drift_log_append_only()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._consent_gate_open() THEN
+        RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RAISE EXCEPTION 'memory.persona_drift_log is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'MX002', HINT = 'Drift rows leave with a consent revocation (48 hours later) or an account deletion.';
+END $$;
+CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drift_log
+    FOR EACH ROW EXECUTE FUNCTION memory._drift_log_append_only();
+CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_drift_log
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._drift_log_append_only();
+
+-- Maintenance: task contexts past their expiry and drift rows past purge_after.
+CREATE FUNCTION memory._consent_maintenance(at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n_ctx   bigint;
+    n_drift bigint;
+BEGIN
+    PERFORM memory._consent_gate(true);
+    DELETE FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
+    GET DIAGNOSTICS n_ctx = ROW_COUNT;
+    DELETE FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at;
+    GET DIAGNOSTICS n_drift = ROW_COUNT;
+    PERFORM memory._consent_gate(false);
+    RETURN jsonb_build_object('task_contexts_purged', n_ctx, 'drift_rows_purged', n_drift);
+END $$;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.consents', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.user_contexts', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.threads', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.training_candidates', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.persona_drift_log', '');

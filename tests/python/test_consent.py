@@ -1,0 +1,69 @@
+"""Consent through a client (SPEC §6): a writer bound to its org records consent and contexts;
+another org's writer can neither read nor change them; concurrent grants keep versions gapless;
+a revocation's side effects commit or roll back with it."""
+import concurrent.futures
+
+import psycopg
+import pytest
+
+
+@pytest.fixture
+def writers(dsn, conn):
+    conn.execute("SELECT * FROM memory.setup_roles()")
+    for role, org in (("consent_acme", "acme"), ("consent_globex", "globex")):
+        conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN "
+                     f"CREATE ROLE {role} LOGIN IN ROLE memory_writer; END IF; END $$")
+        conn.execute("SELECT memory.grant_org(%s, %s)", (role, org))
+    return {org: dsn.replace("user=postgres", f"user={role}") for role, org in (("consent_acme", "acme"), ("consent_globex", "globex"))}
+
+
+def test_a_bound_writer_records_consent_and_contexts_of_its_org_only(writers):
+    with psycopg.connect(writers["acme"], autocommit=True) as a, psycopg.connect(writers["globex"], autocommit=True) as g:
+        assert a.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_thread}')").fetchone() == (1,)
+        a.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields) "
+                  "VALUES ('acme', 'u1', 'thread', 'th-1', 'save_as_thread', '{\"research_style\": \"top-down\"}')")
+        assert a.execute("SELECT state FROM memory.consent_status('acme', 'u1') WHERE scope = 'save_to_thread'").fetchone() == ("granted",)
+        # Another org's writer: no door into acme's consent, and acme's rows are invisible to it.
+        for q in ("SELECT memory.grant_consent('acme', 'u1', '{save_to_profile}')",
+                  "SELECT memory.revoke_consent('acme', 'u1')",
+                  "SELECT * FROM memory.consent_status('acme', 'u1')",
+                  "SELECT memory.consent_receipt('acme', 'u1')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                g.execute(q)
+        assert g.execute("SELECT count(*) FROM memory.consents").fetchone() == (0,)
+        assert g.execute("SELECT count(*) FROM memory.user_contexts").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            g.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source) VALUES ('acme', 'u1', 'task', 't', 'task')")
+        # Nor can the writer change history directly.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute("INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, recorded_by) "
+                      "VALUES ('acme', 'u1', 2, '{save_to_profile}', now(), 'forged', 'me')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute("UPDATE memory.user_contexts SET consent_blocked = false")
+
+
+def test_concurrent_grants_keep_versions_gapless(writers):
+    def grant(i):
+        with psycopg.connect(writers["acme"], autocommit=True) as c:
+            scope = ("create_task", "save_to_thread", "save_to_profile", "training_use_allowed")[i % 4]
+            return c.execute("SELECT memory.grant_consent('acme', 'u7', ARRAY[%s]::memory.consent_scope[])", (scope,)).fetchone()[0]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        versions = sorted(pool.map(grant, range(24)))
+    assert versions == list(range(1, 25))
+    with psycopg.connect(writers["acme"], autocommit=True) as c:
+        assert c.execute("SELECT scopes::text[] FROM memory.consents WHERE user_id = 'u7' AND version = 24").fetchone()[0] == \
+            ["create_task", "save_to_thread", "save_to_profile", "training_use_allowed"]
+
+
+def test_a_revocation_rolled_back_leaves_everything_in_force(writers, conn):
+    with psycopg.connect(writers["acme"]) as a:
+        a.execute("SELECT memory.grant_consent('acme', 'u2', '{save_to_profile}', '{\"research_depth\": \"deep\"}')")
+        a.commit()
+        a.execute("SELECT memory.revoke_consent('acme', 'u2')")
+        assert a.execute("SELECT count(*) FROM memory.user_contexts WHERE user_id = 'u2'").fetchone() == (0,)
+        a.rollback()
+        assert a.execute("SELECT count(*) FROM memory.user_contexts WHERE user_id = 'u2'").fetchone() == (1,)
+        assert a.execute("SELECT max(version) FROM memory.consents WHERE user_id = 'u2'").fetchone() == (1,)
+    conn.execute("SELECT memory.audit_integrate()")
+    events = [r[0] for r in conn.execute("SELECT event_type FROM memory.audit_log WHERE chain_id = 'acme' AND event_type LIKE 'memory.consent.%' ORDER BY seq")]
+    assert events == ["memory.consent.grant"]  # the revocation's event went with its transaction

@@ -1,0 +1,137 @@
+-- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
+BEGIN;
+SELECT plan(50);
+
+-- Never asked is not denied.
+SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
+          ARRAY['not_determined', 'not_determined', 'not_determined', 'not_determined'], 'a new user: not_determined for every scope');
+SELECT throws_ok($$ SELECT memory.require_consent('acme', 'u1', '{create_task}') $$, 'MX003', 'profile_consent_required',
+                 'require_consent without consent is MX003');
+CREATE FUNCTION pg_temp.detail_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE d text;
+BEGIN
+    EXECUTE q;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN d;
+END $f$;
+SELECT is(pg_temp.detail_of($$ SELECT memory.require_consent('acme', 'u1', '{save_to_profile,create_task,create_task}') $$),
+          'required_scopes: create_task, save_to_profile', 'its detail lists the missing scopes, each once');
+
+-- Onboarding: a grant with preferences writes the profile context.
+SELECT is(memory.grant_consent('acme', 'u1', '{create_task,save_to_thread,save_to_profile}',
+                               '{"language_preference": "English", "research_depth": "deep", "risk_prompt_preference": "cautious", "nickname": "x"}'),
+          1, 'the first grant is version 1');
+SELECT is((SELECT fields FROM memory.user_contexts WHERE user_id = 'u1' AND scope = 'profile'),
+          '{"language_preference": "English", "research_depth": "deep", "risk_prompt_preference": "cautious"}'::jsonb,
+          'the preferences became the profile context (known fields only)');
+SELECT is((SELECT source || '/' || consent_version FROM memory.user_contexts WHERE user_id = 'u1' AND scope = 'profile'), 'onboarding/1',
+          'from onboarding, under version 1');
+SELECT lives_ok($$ SELECT memory.require_consent('acme', 'u1', '{create_task,save_to_profile}') $$, 'require_consent passes now');
+SELECT is((SELECT state || '/' || version FROM memory.consent_status('acme', 'u1') WHERE scope = 'save_to_thread'), 'granted/1',
+          'status: granted since version 1');
+SELECT is((SELECT state FROM memory.consent_status('acme', 'u1') WHERE scope = 'training_use_allowed'), 'not_determined',
+          'a scope not granted stays not_determined');
+SELECT is(memory.grant_consent('acme', 'u1', '{training_use_allowed}', NULL, 'settings'), 2, 'a second grant is version 2');
+SELECT is((SELECT scopes FROM memory.consents WHERE user_id = 'u1' AND version = 2),
+          '{create_task,save_to_thread,save_to_profile,training_use_allowed}'::memory.consent_scope[], 'it holds every scope in force');
+
+-- Contexts under the write rules.
+SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+                   VALUES ('acme', 'u1', 'thread', 'th-1', 'save_as_thread', '{"user_focus_reason": "SOL thesis", "research_style": "bottom-up"}') $$,
+                'a thread context with save_to_thread');
+SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+                   VALUES ('acme', 'u1', 'thread', 'th-1', 'refresh', '{"user_focus_reason": "SOL thesis, revised"}') $$,
+                'a refresh appends another');
+SELECT throws_ok($$ UPDATE memory.user_contexts SET fields = '{"user_focus_reason": "overwritten"}' WHERE thread_id = 'th-1' $$,
+                 'MX002', NULL, 'a context is never overwritten');
+SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields)
+                    VALUES ('acme', 'u1', 'profile', 'refresh', '{"research_depth": "quick"}') $$,
+                 'MX003', NULL, 'no implicit learning: a profile only from onboarding or user_review');
+SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields)
+                   VALUES ('acme', 'u1', 'profile', 'user_review', '{"research_depth": "quick"}') $$,
+                'the user''s own review writes the profile');
+SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+                    VALUES ('acme', 'u1', 'thread', 'th-1', 'refresh', '{"user_stated_position_context": "long 10 SOL at 140"}') $$,
+                 'MX003', NULL, 'a position outside a task needs explicit position consent');
+SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+                   VALUES ('acme', 'u1', 'thread', 'th-1', 'refresh', '{"user_stated_position_context": "long 10 SOL", "position_consent": true}') $$,
+                'with save_to_profile and "position_consent": true it is kept');
+SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
+                   VALUES ('acme', 'u1', 'task', 't-9', 'task', '{"user_stated_position_context": "short ETH", "time_horizon": "1w"}') $$,
+                'inside a task a position needs nothing more');
+SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
+                    VALUES ('acme', 'u1', 'task', 't-9', 'task', '{"favourite_colour": "blue"}') $$,
+                 '22023', NULL, 'unknown fields are refused');
+SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+                    VALUES ('acme', 'u2', 'thread', 'th-2', 'save_as_thread', '{}') $$,
+                 'MX003', NULL, 'a thread context of a user without save_to_thread is MX003');
+SELECT ok((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'memory.context.write' AND chain_id = 'acme') = 6,
+          'every context write is audited');
+SELECT ok(NOT EXISTS (SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.context.write' AND payload::text LIKE '%SOL%'),
+          'the events name fields, never their values');
+
+-- Training candidates need training_use_allowed.
+SELECT lives_ok($$ INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u1', 'snapshot:1') $$,
+                'a training candidate with training_use_allowed');
+SELECT throws_ok($$ INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u2', 'snapshot:2') $$,
+                 'MX003', NULL, 'and MX003 without it');
+
+-- The drift log is append-only.
+INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, signal_kind, prior_signal, current_signal, delta_summary, triggers_alert)
+VALUES ('drift_2026-11-01T00:00:00Z_a1b2c3', 'acme', 'u1', 'snapshot:1', 'grade_reversal',
+        '{"value": "thumbs_up"}', '{"value": "not_helpful"}', 'graded SOL helpful, then not helpful', true);
+SELECT throws_ok($$ UPDATE memory.persona_drift_log SET delta_summary = 'edited' $$, 'MX002', NULL, 'drift rows are not edited');
+SELECT throws_ok($$ DELETE FROM memory.persona_drift_log $$, 'MX002', NULL, 'nor deleted');
+
+-- Revoking only training_use_allowed touches only training candidates.
+SELECT is(memory.revoke_consent('acme', 'u1', '{training_use_allowed}') - 'version' - 'revoked' - 'in_force',
+          '{"profile_contexts_deleted": 0, "thread_contexts_blocked": 0, "drift_rows_to_purge": 0, "training_candidates_revoked": 1}'::jsonb,
+          'revoking training use revokes the candidates only');
+SELECT is((SELECT withdrawal_status FROM memory.training_candidates WHERE object_ref = 'snapshot:1'), 'revoked', 'the candidate is revoked');
+SELECT is((SELECT state || '/' || version FROM memory.consent_status('acme', 'u1') WHERE scope = 'training_use_allowed'), 'revoked/3',
+          'status: revoked by version 3');
+
+-- Revoking everything: the seed's side effects in the same transaction.
+SELECT is(memory.revoke_consent('acme', 'u1', NULL, '2026-11-20 12:00+00') - 'version' - 'revoked' - 'in_force',
+          '{"profile_contexts_deleted": 2, "thread_contexts_blocked": 3, "drift_rows_to_purge": 1, "training_candidates_revoked": 0}'::jsonb,
+          'a full revocation: profile contexts deleted, thread contexts blocked, drift log stamped');
+SELECT is((SELECT count(*) FROM memory.user_contexts WHERE user_id = 'u1' AND scope = 'profile'), 0::bigint, 'no profile context is left');
+SELECT is((SELECT bool_and(consent_blocked) FROM memory.user_contexts WHERE user_id = 'u1' AND scope = 'thread'), true,
+          'thread contexts stay, blocked');
+SELECT is((SELECT purge_after FROM memory.persona_drift_log WHERE user_id = 'u1'), '2026-11-22 12:00+00'::timestamptz,
+          'the drift log is purged 48 hours after the revocation');
+SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')), ARRAY['revoked', 'revoked', 'revoked', 'revoked'],
+          'every scope revoked');
+SELECT throws_ok($$ SELECT memory.require_consent('acme', 'u1', '{create_task}') $$, 'MX003', NULL, 'create_task is required again');
+SELECT is((SELECT count(*)::int FROM memory.consents WHERE user_id = 'u1'), 4, 'four versions: the history is kept');
+SELECT throws_ok($$ UPDATE memory.consents SET scopes = '{}' $$, 'MX002', NULL, 'consent versions are never changed');
+SELECT throws_ok($$ DELETE FROM memory.consents $$, 'MX002', NULL, 'nor deleted');
+SELECT throws_ok($$ SELECT memory.revoke_consent('acme', 'nobody') $$, 'P0002', NULL, 'nothing to revoke is P0002');
+
+-- Receipts anchor to the chain.
+SELECT is((SELECT (r->>'version')::int FROM memory.consent_receipt('acme', 'u1', 1) r), 1, 'a receipt for version 1');
+SELECT is((SELECT l.entry_hash FROM memory.audit_log l, memory.consent_receipt('acme', 'u1', 1) r
+            WHERE l.chain_id = r->'audit'->>'chain_id' AND l.seq = (r->'audit'->>'seq')::bigint),
+          (SELECT decode(r->'audit'->>'entry_hash', 'hex') FROM memory.consent_receipt('acme', 'u1', 1) r),
+          'its anchor is the chain entry with that hash');
+SELECT is((SELECT l.payload->>'receiptId' FROM memory.audit_log l, memory.consent_receipt('acme', 'u1', 1) r
+            WHERE l.chain_id = r->'audit'->>'chain_id' AND l.seq = (r->'audit'->>'seq')::bigint),
+          (SELECT r->>'receipt_id' FROM memory.consent_receipt('acme', 'u1', 1) r), 'and that entry names the receipt');
+SELECT is((SELECT r->'audit'->>'chain_id' FROM memory.consent_receipt('acme', 'u1') r), 'acme', 'the current version''s receipt too');
+SELECT throws_ok($$ SELECT memory.consent_receipt('acme', 'u1', 99) $$, 'P0002', NULL, 'no such version is P0002');
+
+-- Bad arguments.
+SELECT throws_ok($$ SELECT memory.grant_consent('acme', E' \t', '{create_task}') $$, '22023', NULL, 'a blank user is 22023');
+SELECT throws_ok($$ SELECT memory.grant_consent('acme', 'u3', '{}') $$, '22023', NULL, 'no scope is 22023');
+SELECT throws_ok($$ SELECT memory.grant_consent('acme', 'u3', '{create_task}', '[1]') $$, '22023', NULL, 'preferences must be an object');
+
+-- Tasks: contexts expire 24 hours after end_task and maintenance purges them.
+SELECT memory.end_task('t-9');
+SELECT ok((SELECT expires_at BETWEEN now() + interval '23 hours' AND now() + interval '25 hours' FROM memory.user_contexts WHERE task_id = 't-9'),
+          'end_task lets the task''s contexts expire 24 hours later');
+SELECT is((memory.run_maintenance(now() + interval '3 days')->'consent'->>'task_contexts_purged')::int, 1, 'maintenance purges them');
+
+SELECT * FROM finish();
+ROLLBACK;
