@@ -3,6 +3,31 @@ import psycopg
 import pytest
 
 
+def test_pg_cron_runs_the_job_and_its_result_is_recorded(port):
+    """The job pg_cron starts (not the test) runs memory.run_maintenance, and its result is a row
+    of memory.maintenance_runs (pg_cron's own record only says '1 row')."""
+    import time
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        c.execute("CREATE EXTENSION IF NOT EXISTS memory_ext")
+        try:
+            c.execute("SELECT memory.schedule_maintenance('* * * * *')")
+            deadline = time.monotonic() + 75  # pg_cron 1.4 schedules by the minute
+            runs = []
+            while time.monotonic() < deadline and not runs:
+                runs = c.execute("SELECT phases ? 'retention', error FROM memory.maintenance_runs WHERE finished_at IS NOT NULL").fetchall()
+                time.sleep(1)
+            assert runs and runs[0] == (True, None), runs
+            assert c.execute("SELECT status FROM cron.job_run_details ORDER BY runid DESC LIMIT 1").fetchone() == ("succeeded",)
+        finally:
+            c.execute("SELECT memory.unschedule_maintenance()")
+            c.execute("DROP EXTENSION IF EXISTS memory_ext CASCADE")
+            c.execute("ALTER DATABASE postgres RESET session_preload_libraries")
+            c.execute("DROP EXTENSION IF EXISTS pg_cron")
+
+
+# After the test above: it drops pg_cron, whose scheduler then takes a while to see it again.
 def test_schedule_maintenance_with_pg_cron(port):
     dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -31,3 +56,18 @@ def test_schedule_maintenance_with_pg_cron(port):
             c.execute("DROP EXTENSION IF EXISTS memory_ext CASCADE")
             c.execute("ALTER DATABASE postgres RESET session_preload_libraries")
             c.execute("DROP EXTENSION IF EXISTS pg_cron")
+
+
+def test_govern_and_maintenance_send_no_notices(conn):
+    """Routine calls print nothing at the default client_min_messages (issue 13: govern printed
+    five 'trigger ... does not exist, skipping' lines, run_maintenance four phase NOTICEs)."""
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.execute("SET client_min_messages = notice")
+    conn.execute("CREATE TABLE public.quiet (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text,"
+                 " classification memory.classification)")
+    conn.execute("""SELECT memory.govern('public.quiet', '{"audit": true}')""")
+    conn.execute("INSERT INTO public.quiet (org_id, content) VALUES ('acme', 'x')")
+    conn.execute("SELECT memory.run_maintenance()")
+    conn.execute("SELECT memory.run_retention(true)")
+    assert notices == []
