@@ -499,3 +499,204 @@ SELECT pg_catalog.pg_extension_config_dump('memory.user_contexts', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.threads', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.training_candidates', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.persona_drift_log', '');
+
+-- ------------------------------------------------------------------------------------------------
+-- Slices (seed §6, §7.3): which parts of a user's memory a request may load, per route.
+
+CREATE TABLE memory.route_slices (
+    route text NOT NULL CHECK (route ~ '^[a-z][a-z0-9_]{0,62}$'),
+    slice text NOT NULL CHECK (slice IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S4_user_focus_reason',
+                                         'S5_research_style', 'S6_recent_active_threads_titles',
+                                         'S7_user_stated_position_context', 'S8_constraints', 'S9_persona_drift_recent')),
+    mode  text NOT NULL CHECK (mode IN ('required', 'optional', 'never')),
+    PRIMARY KEY (route, slice)
+);
+COMMENT ON TABLE memory.route_slices IS
+  'The route x slice matrix (seed §6.3): required, optional or never. Editable by the extension owner; every change is audited (memory.route_slices.change).';
+INSERT INTO memory.route_slices (route, slice, mode)
+SELECT r.route, s.slice,
+       CASE WHEN s.n = ANY (r.req) THEN 'required' WHEN s.n = ANY (r.opt) THEN 'optional' ELSE 'never' END
+  FROM (VALUES ('snapshot',            ARRAY[1, 2, 3],       ARRAY[6]),
+               ('thread_refresh',      ARRAY[1, 2, 3, 4, 5], ARRAY[9]),
+               ('risk_challenge',      ARRAY[1, 3],          ARRAY[5]),
+               ('pre_execution',       ARRAY[1, 2, 3],       ARRAY[7, 8]),
+               ('evidence_audit',      ARRAY[1],             ARRAY[]::int[]),
+               ('narrative_mapper',    ARRAY[1, 2],          ARRAY[6]),
+               ('event_impact_reader', ARRAY[1, 2],          ARRAY[6])) AS r(route, req, opt)
+ CROSS JOIN (VALUES (1, 'S1_language_pref'), (2, 'S2_research_depth'), (3, 'S3_risk_prompt_pref'), (4, 'S4_user_focus_reason'),
+                    (5, 'S5_research_style'), (6, 'S6_recent_active_threads_titles'), (7, 'S7_user_stated_position_context'),
+                    (8, 'S8_constraints'), (9, 'S9_persona_drift_recent')) AS s(n, slice);
+
+-- Every (route, slice) has its row: inserting one sets it (so a dump restores an edited matrix
+-- over the seeded one), also in replica mode.
+CREATE FUNCTION memory._merge_route_slice()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE memory.route_slices r SET mode = NEW.mode WHERE r.route = NEW.route AND r.slice = NEW.slice;
+    RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
+END $$;
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.route_slices
+    FOR EACH ROW EXECUTE FUNCTION memory._merge_route_slice();
+ALTER TABLE memory.route_slices ENABLE ALWAYS TRIGGER memory_merge;
+
+-- Each change of the matrix is one event naming the route, the slice and both modes; a row
+-- written unchanged (a restore's merge) records nothing.
+CREATE FUNCTION memory._route_slices_changed()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._creating_extension() OR memory._restore_mode() THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM memory._audit('memory.route_slices.change', jsonb_build_object('operation', 'truncate'), NULL);
+    ELSIF TG_OP = 'UPDATE' AND (OLD.route, OLD.slice, OLD.mode) IS NOT DISTINCT FROM (NEW.route, NEW.slice, NEW.mode) THEN
+        RETURN NULL;
+    ELSE
+        PERFORM memory._audit('memory.route_slices.change', jsonb_build_object(
+            'operation', lower(TG_OP),
+            'route', CASE WHEN TG_OP = 'DELETE' THEN OLD.route ELSE NEW.route END,
+            'slice', CASE WHEN TG_OP = 'DELETE' THEN OLD.slice ELSE NEW.slice END,
+            'from', CASE WHEN TG_OP <> 'INSERT' THEN OLD.mode END,
+            'to', CASE WHEN TG_OP <> 'DELETE' THEN NEW.mode END), NULL);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_audit AFTER INSERT OR UPDATE OR DELETE ON memory.route_slices
+    FOR EACH ROW EXECUTE FUNCTION memory._route_slices_changed();
+CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON memory.route_slices
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._route_slices_changed();
+
+CREATE FUNCTION memory.advisor_order(risk_prompt_preference text DEFAULT 'balanced')
+RETURNS text[] LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p text := coalesce(risk_prompt_preference, 'balanced');
+BEGIN
+    IF p = 'balanced' THEN
+        RETURN ARRAY['asset_research', 'market_macro', 'risk', 'counter_thesis'];
+    ELSIF p = 'counter_first' THEN
+        RETURN ARRAY['counter_thesis', 'asset_research', 'market_macro', 'risk'];
+    ELSIF p = 'risk_first' THEN
+        RETURN ARRAY['risk', 'asset_research', 'counter_thesis', 'market_macro'];
+    ELSIF p = 'permission_or_credential' THEN
+        -- Pre-Execution Checkpoint only: its advisor first, the others in the default order.
+        RETURN ARRAY['pre_execution', 'asset_research', 'market_macro', 'risk', 'counter_thesis'];
+    END IF;
+    RAISE EXCEPTION 'unknown risk_prompt_preference "%"', p USING ERRCODE = '22023',
+        HINT = 'One of balanced, counter_first, risk_first, permission_or_credential.';
+END $$;
+COMMENT ON FUNCTION memory.advisor_order(text) IS
+  'The advisors'' order for a risk_prompt_preference (seed §7.3): balanced (default, also for NULL), counter_first, risk_first, permission_or_credential (pre-execution first). The set of advisors never changes. Unknown -> 22023.';
+
+CREATE FUNCTION memory.load_slices(org_id text, user_id text, route text, task_id text DEFAULT NULL, thread_id text DEFAULT NULL,
+                                   optional text[] DEFAULT '{}', at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org    text := load_slices.org_id;
+    p_user   text := load_slices.user_id;
+    have     memory.consent_scope[];
+    profile  boolean;
+    threads  boolean;
+    t_fields jsonb;   -- the task's context (latest), unless expired
+    h_fields jsonb;   -- the thread's context (latest), unless blocked or without consent
+    p_fields jsonb;   -- the profile (latest), with save_to_profile
+    wanted   text[];
+    cold     boolean;
+    sl       text;
+    v        jsonb;
+    slices   jsonb := '{}';
+    loaded   text[] := '{}';
+    missing  text[] := '{}';
+    blocked  text[] := '{}';
+    lines    text[] := '{}';
+    src      constant jsonb := '{"S1_language_pref": "language_preference", "S2_research_depth": "research_depth",
+                                 "S3_risk_prompt_pref": "risk_prompt_preference", "S4_user_focus_reason": "user_focus_reason",
+                                 "S5_research_style": "research_style", "S7_user_stated_position_context": "user_stated_position_context",
+                                 "S8_constraints": "constraints"}';
+    defaults constant jsonb := '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced"}';
+BEGIN
+    PERFORM memory._consent_args(p_org, p_user, at);
+    IF NOT EXISTS (SELECT 1 FROM memory.route_slices r WHERE r.route = load_slices.route) THEN
+        RAISE EXCEPTION 'unknown route "%"', route USING ERRCODE = '22023',
+            HINT = 'Routes: ' || (SELECT string_agg(DISTINCT r.route, ', ') FROM memory.route_slices r);
+    END IF;
+    IF optional IS NULL OR array_position(optional, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(optional) o WHERE NOT o = ANY (ARRAY(SELECT jsonb_object_keys(src)) || ARRAY['S6_recent_active_threads_titles', 'S9_persona_drift_recent'])) THEN
+        RAISE EXCEPTION 'optional must name slices (S1_language_pref ... S9_persona_drift_recent)' USING ERRCODE = '22023';
+    END IF;
+    have := coalesce(memory._consent_scopes(p_org, p_user), '{}');
+    profile := 'save_to_profile' = ANY (have);
+    threads := 'save_to_thread' = ANY (have);
+    -- The route's required slices and the optional ones asked for; never a `never` slice.
+    wanted := ARRAY(SELECT r.slice FROM memory.route_slices r
+                     WHERE r.route = load_slices.route AND (r.mode = 'required' OR (r.mode = 'optional' AND r.slice = ANY (optional)))
+                     ORDER BY r.slice);
+    IF task_id IS NOT NULL THEN
+        SELECT u.fields INTO t_fields FROM memory.user_contexts u
+         WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'task' AND u.task_id = load_slices.task_id
+           AND (u.expires_at IS NULL OR u.expires_at > at)
+         ORDER BY u.created_at DESC, u.id DESC LIMIT 1;
+    END IF;
+    IF thread_id IS NOT NULL AND threads THEN
+        SELECT u.fields INTO h_fields FROM memory.user_contexts u
+         WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread' AND u.thread_id = load_slices.thread_id
+           AND NOT u.consent_blocked
+         ORDER BY u.created_at DESC, u.id DESC LIMIT 1;
+    END IF;
+    IF profile THEN
+        SELECT u.fields INTO p_fields FROM memory.user_contexts u
+         WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'profile'
+         ORDER BY u.created_at DESC, u.id DESC LIMIT 1;
+    END IF;
+    cold := p_fields IS NULL AND h_fields IS NULL;
+
+    FOREACH sl IN ARRAY wanted LOOP
+        v := NULL;
+        IF src ? sl THEN
+            -- Priority task > thread > profile; position and constraints are task-scoped only.
+            v := coalesce(t_fields->(src->>sl),
+                          CASE WHEN sl NOT IN ('S7_user_stated_position_context', 'S8_constraints') THEN h_fields->(src->>sl) END,
+                          CASE WHEN sl NOT IN ('S7_user_stated_position_context', 'S8_constraints') THEN p_fields->(src->>sl) END);
+            IF v IS NULL AND cold AND defaults ? sl THEN
+                v := defaults->sl;
+            END IF;
+        ELSIF sl = 'S6_recent_active_threads_titles' AND threads THEN
+            v := (SELECT jsonb_agg(jsonb_build_object('title', t.title, 'cognition_object', t.cognition_object) ORDER BY t.updated_at DESC)
+                    FROM (SELECT * FROM memory.threads t WHERE t.org_id = p_org AND t.user_id = p_user AND t.status = 'active'
+                           ORDER BY t.updated_at DESC LIMIT 3) t);
+        ELSIF sl = 'S9_persona_drift_recent' AND profile THEN
+            -- A count, never the rows' text.
+            v := to_jsonb((SELECT count(*) FROM memory.persona_drift_log d
+                            WHERE d.org_id = p_org AND d.user_id = p_user AND d.created_at > at - interval '30 days' AND d.created_at <= at));
+        END IF;
+        IF v IS NOT NULL AND v <> 'null'::jsonb THEN
+            slices := slices || jsonb_build_object(sl, v);
+            loaded := loaded || sl;
+            lines := lines || (sl || ': ' || CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END);
+        ELSIF (sl IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S9_persona_drift_recent') AND NOT profile)
+              OR (sl = 'S4_user_focus_reason' AND NOT (profile OR threads))
+              OR (sl IN ('S5_research_style', 'S6_recent_active_threads_titles') AND NOT threads)
+              OR (sl IN ('S4_user_focus_reason', 'S5_research_style') AND thread_id IS NOT NULL AND h_fields IS NULL
+                  AND EXISTS (SELECT 1 FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread'
+                                 AND u.thread_id = load_slices.thread_id AND u.consent_blocked)) THEN
+            -- Not loaded because a scope it comes from is not in force (or its thread context was
+            -- blocked by a revocation).
+            blocked := blocked || sl;
+        ELSE
+            missing := missing || sl;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object(
+        'route', route, 'slices', slices, 'slices_loaded', to_jsonb(loaded), 'slices_skipped_missing', to_jsonb(missing),
+        'slices_blocked_by_consent', to_jsonb(blocked), 'cold_start', cold,
+        'tokens_estimated', (SELECT coalesce(sum(ceil(length(l) / 4.0)), 0)::int FROM unnest(lines) l),
+        'rendered', '<user_context>' || E'\n' || coalesce((SELECT string_agg(l || E'\n', '' ORDER BY n) FROM unnest(lines) WITH ORDINALITY x(l, n)), '')
+                    || '</user_context>');
+END $$;
+COMMENT ON FUNCTION memory.load_slices(text, text, text, text, text, text[], timestamptz) IS
+  'The slices of a user''s memory a request on `route` may load (seed §6): the route''s required slices and the optional ones asked for, never a `never` one; task > thread > profile; missing fields skipped; cold start (no profile or thread context) fills S1-S3 with English, standard, balanced; thread contexts blocked by a revocation are not read; S9 is a count. Returns slices, slices_loaded, slices_skipped_missing, slices_blocked_by_consent, cold_start, tokens_estimated and the rendered <user_context> block. Unknown route or slice -> 22023.';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.route_slices', '');

@@ -50,7 +50,7 @@ GRANT EXECUTE ON FUNCTION
     memory.ema(float8, memory.outcome, float8, float8), memory.can_transition(memory.lifecycle_state, memory.lifecycle_state),
     memory.source_tier(text), memory.is_stale(timestamptz, int, timestamptz),
     memory.retention_policy(text, memory.classification), memory.is_expired(timestamptz, memory.classification, text, timestamptz),
-    memory.acting_org(), memory.my_orgs(),
+    memory.acting_org(), memory.my_orgs(), memory.advisor_order(text),
     memory.govern(regclass, jsonb), memory.ungovern(regclass),
     -- what those call with the caller's rights
     memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),

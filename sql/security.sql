@@ -163,8 +163,10 @@ BEGIN
                     memory.persona_drift_log TO memory_reader;
     GRANT INSERT ON memory.user_contexts, memory.threads, memory.training_candidates TO memory_writer;
     GRANT UPDATE (title, cognition_object, status, updated_at) ON memory.threads TO memory_writer;
+    GRANT SELECT ON memory.route_slices TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
-                              memory.consent_receipt(text, text, int)
+                              memory.consent_receipt(text, text, int),
+                              memory.load_slices(text, text, text, text, text, text[], timestamptz)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jsonb, text, timestamptz),
                               memory.revoke_consent(text, text, memory.consent_scope[], timestamptz)

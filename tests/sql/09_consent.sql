@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(50);
+SELECT plan(69);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -132,6 +132,64 @@ SELECT memory.end_task('t-9');
 SELECT ok((SELECT expires_at BETWEEN now() + interval '23 hours' AND now() + interval '25 hours' FROM memory.user_contexts WHERE task_id = 't-9'),
           'end_task lets the task''s contexts expire 24 hours later');
 SELECT is((memory.run_maintenance(now() + interval '3 days')->'consent'->>'task_contexts_purged')::int, 1, 'maintenance purges them');
+
+
+-- Slices (seed §6): what a request on a route may load.
+SELECT is((SELECT count(*)::int FROM memory.route_slices), 63, 'the matrix: 7 routes x 9 slices');
+SELECT memory.grant_consent('acme', 'u5', '{create_task,save_to_thread,save_to_profile}',
+                            '{"language_preference": "中文", "research_depth": "deep", "risk_prompt_preference": "risk_first", "user_focus_reason": "profile focus"}');
+INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+VALUES ('acme', 'u5', 'thread', 'th-5', 'save_as_thread', '{"user_focus_reason": "SOL unlocks", "research_style": "bottom-up"}');
+INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
+VALUES ('acme', 'u5', 'task', 't-5', 'task', '{"research_depth": "quick", "user_stated_position_context": "long 10 SOL", "constraints": "no leverage"}');
+INSERT INTO memory.threads (thread_id, org_id, user_id, title, status, updated_at) VALUES
+  ('th-5', 'acme', 'u5', 'SOL unlock schedule', 'active', now() - interval '1 day'),
+  ('th-6', 'acme', 'u5', 'ETH staking', 'active', now()),
+  ('th-7', 'acme', 'u5', 'closed one', 'closed', now());
+INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, signal_kind, prior_signal, current_signal, delta_summary, triggers_alert, created_at)
+VALUES ('drift_a_000001', 'acme', 'u5', 'snapshot:9', 'grade_reversal', '{"value": "agree"}', '{"value": "disagree"}', 'secret text', true, now() - interval '2 days'),
+       ('drift_a_000002', 'acme', 'u5', 'snapshot:9', 'feedback_conflict', '{"value": "x"}', '{"value": "y"}', 'secret text', false, now() - interval '40 days');
+SELECT is((SELECT memory.load_slices('acme', 'u5', 'snapshot')->'slices'),
+          '{"S1_language_pref": "中文", "S2_research_depth": "deep", "S3_risk_prompt_pref": "risk_first"}'::jsonb,
+          'snapshot: S1-S3 from the profile, nothing else');
+SELECT is((SELECT r->'slices' FROM memory.load_slices('acme', 'u5', 'thread_refresh', NULL, 'th-5', '{S9_persona_drift_recent}') r),
+          '{"S1_language_pref": "中文", "S2_research_depth": "deep", "S3_risk_prompt_pref": "risk_first", "S4_user_focus_reason": "SOL unlocks",
+            "S5_research_style": "bottom-up", "S9_persona_drift_recent": 1}'::jsonb,
+          'thread_refresh: the thread over the profile, S9 a count of 30 days');
+SELECT ok(position('secret text' IN memory.load_slices('acme', 'u5', 'thread_refresh', NULL, 'th-5', '{S9_persona_drift_recent}')::text) = 0,
+          'never the drift rows'' text');
+SELECT is((SELECT r->'slices'->>'S2_research_depth' || '/' || (r->'slices'->>'S7_user_stated_position_context')
+             FROM memory.load_slices('acme', 'u5', 'pre_execution', 't-5', NULL, '{S7_user_stated_position_context}') r),
+          'quick/long 10 SOL', 'pre_execution: the task over the profile, S7 when asked');
+SELECT is((SELECT r->'slices_loaded' FROM memory.load_slices('acme', 'u5', 'pre_execution', 't-5') r),
+          '["S1_language_pref", "S2_research_depth", "S3_risk_prompt_pref"]'::jsonb, 'optional slices only when asked');
+SELECT is((SELECT r->'slices' FROM memory.load_slices('acme', 'u5', 'evidence_audit', 't-5', 'th-5', '{S2_research_depth,S7_user_stated_position_context}') r),
+          '{"S1_language_pref": "中文"}'::jsonb, 'evidence_audit: S1 only, never a never slice even when asked');
+SELECT is((SELECT r->'slices'->'S6_recent_active_threads_titles' FROM memory.load_slices('acme', 'u5', 'snapshot', NULL, NULL, '{S6_recent_active_threads_titles}') r),
+          '[{"title": "ETH staking", "cognition_object": null}, {"title": "SOL unlock schedule", "cognition_object": null}]'::jsonb,
+          'S6: the active threads, newest first');
+SELECT is((SELECT r->>'rendered' FROM memory.load_slices('acme', 'u5', 'risk_challenge') r),
+          E'<user_context>\nS1_language_pref: 中文\nS3_risk_prompt_pref: risk_first\n</user_context>', 'the rendered block');
+SELECT ok((SELECT (r->>'tokens_estimated')::int > 0 AND NOT (r->>'cold_start')::boolean FROM memory.load_slices('acme', 'u5', 'snapshot') r),
+          'tokens estimated; not a cold start');
+-- Cold start: never asked.
+SELECT is((SELECT r->'slices' || jsonb_build_object('cold', r->'cold_start') FROM memory.load_slices('acme', 'newbie', 'thread_refresh', NULL, 'th-x') r),
+          '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced", "cold": true}'::jsonb,
+          'cold start: English, standard, balanced');
+SELECT is((SELECT r->'slices_blocked_by_consent' FROM memory.load_slices('acme', 'newbie', 'thread_refresh', NULL, 'th-x') r),
+          '["S4_user_focus_reason", "S5_research_style"]'::jsonb, 'and the thread slices blocked by consent');
+-- A revocation of save_to_thread: its contexts are no longer read.
+SELECT memory.revoke_consent('acme', 'u5', '{save_to_thread}');
+SELECT is((SELECT r->'slices'->>'S4_user_focus_reason' || '|' || (r->'slices_blocked_by_consent')::text
+             FROM memory.load_slices('acme', 'u5', 'thread_refresh', NULL, 'th-5') r),
+          'profile focus|["S5_research_style"]', 'after revoking save_to_thread: the profile''s focus, the thread''s style blocked');
+SELECT throws_ok($$ SELECT memory.load_slices('acme', 'u5', 'horoscope') $$, '22023', NULL, 'an unknown route is 22023');
+SELECT throws_ok($$ SELECT memory.load_slices('acme', 'u5', 'snapshot', NULL, NULL, '{S10}') $$, '22023', NULL, 'an unknown slice is 22023');
+SELECT is(memory.advisor_order('counter_first'), ARRAY['counter_thesis', 'asset_research', 'market_macro', 'risk'], 'advisor_order: counter_first');
+SELECT is(memory.advisor_order(NULL), ARRAY['asset_research', 'market_macro', 'risk', 'counter_thesis'], 'and balanced by default');
+SELECT throws_ok($$ SELECT memory.advisor_order('yolo') $$, '22023', NULL, 'an unknown preference is 22023');
+UPDATE memory.route_slices SET mode = 'optional' WHERE route = 'snapshot' AND slice = 'S9_persona_drift_recent';
+SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = 'memory.route_slices.change'), 1, 'editing the matrix is audited');
 
 SELECT * FROM finish();
 ROLLBACK;
