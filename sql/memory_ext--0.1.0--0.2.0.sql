@@ -3167,12 +3167,280 @@ COMMENT ON FUNCTION memory.load_slices(text, text, text, text, text, text[], tim
 
 SELECT pg_catalog.pg_extension_config_dump('memory.route_slices', '');
 
+CREATE TABLE memory.drift_thresholds (
+    name        text PRIMARY KEY,
+    value       numeric NOT NULL CHECK (value >= 0),
+    description text NOT NULL
+);
+
+INSERT INTO memory.drift_thresholds (name, value, description) VALUES
+    ('grade_reversal_days', 14, 'a rating on the same object flips polarity within this many days'),
+    ('feedback_conflict_min', 2, 'opposing feedback keywords on the same kind of object at least this many times'),
+    ('refresh_changed_inferences_min', 5, 'a refresh changing more inferences than this may be a stance flip'),
+    ('refresh_lookback_days', 14, 'the thesis is compared with the refresh at least this many days earlier'),
+    ('refresh_jaccard_max', 0.2, 'a keyword Jaccard similarity below this is a flip'),
+    ('watch_reopen_days', 14, 'a watch question reopened within this many days of being resolved'),
+    ('watch_reopen_min_hours', 1, 'and not within this many hours (no instant misjudgement)'),
+    ('alert_window_hours', 24, 'drift_alerts: this window'),
+    ('alert_min_rows', 3, 'drift_alerts: at least this many drift rows in the window'),
+    ('alert_feedback_conflicts', 5, 'drift_alerts: or at least this many feedback_conflict rows');
+
+COMMENT ON TABLE memory.drift_thresholds IS 'Thresholds of the drift detectors and of memory.drift_alerts (seed §9.1 defaults); editable by the extension owner.';
+
+CREATE TABLE memory.drift_lexicon (
+    word     text PRIMARY KEY CHECK (word ~ '[^[:space:]]'),
+    polarity smallint NOT NULL CHECK (polarity IN (-1, 1))
+);
+
+INSERT INTO memory.drift_lexicon (word, polarity) VALUES
+    ('thumbs_up', 1), ('not_helpful', -1), ('agree', 1), ('disagree', -1), ('对', 1), ('错', -1);
+
+COMMENT ON TABLE memory.drift_lexicon IS 'Feedback keywords and their polarity for feedback_conflict (the seed''s O-2 starter words); editable by the extension owner.';
+
+CREATE OR REPLACE FUNCTION memory._merge_drift_setting()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'drift_thresholds' THEN
+        UPDATE memory.drift_thresholds t SET value = NEW.value, description = NEW.description WHERE t.name = NEW.name;
+    ELSE
+        UPDATE memory.drift_lexicon l SET polarity = NEW.polarity WHERE l.word = NEW.word;
+    END IF;
+    RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
+END $$;
+
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_thresholds FOR EACH ROW EXECUTE FUNCTION memory._merge_drift_setting();
+
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_lexicon FOR EACH ROW EXECUTE FUNCTION memory._merge_drift_setting();
+
+ALTER TABLE memory.drift_thresholds ENABLE ALWAYS TRIGGER memory_merge;
+
+ALTER TABLE memory.drift_lexicon ENABLE ALWAYS TRIGGER memory_merge;
+
+CREATE OR REPLACE FUNCTION memory._drift_threshold(p_name text)
+RETURNS numeric LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT t.value FROM memory.drift_thresholds t WHERE t.name OPERATOR(pg_catalog.=) p_name $$;
+
+CREATE OR REPLACE FUNCTION memory._rating_polarity(rating text)
+RETURNS int LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN rating IN ('thumbs_up', 'agree') THEN 1 WHEN rating IN ('not_helpful', 'disagree') THEN -1 END $$;
+
+CREATE OR REPLACE FUNCTION memory._comment_polarity(comment text)
+RETURNS int LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NULLIF(pg_catalog.sign(sum(l.polarity))::int, 0)
+      FROM memory.drift_lexicon l
+     WHERE CASE WHEN l.word ~ '^[a-z0-9_]+$'
+                THEN pg_catalog.lower(comment) ~ ('(^|[^[:alnum:]_])' || l.word || '($|[^[:alnum:]_])')
+                ELSE pg_catalog.strpos(comment, l.word) > 0 END
+$$;
+
+CREATE OR REPLACE FUNCTION memory._thesis_words(t text)
+RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(DISTINCT w ORDER BY w), '{}')
+      FROM regexp_split_to_table(pg_catalog.lower(coalesce(t, '')), '[^[:alnum:]]+') w
+     WHERE length(w) >= 2
+$$;
+
+CREATE OR REPLACE FUNCTION memory._jaccard(a text[], b text[])
+RETURNS float8 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN cardinality(a) + cardinality(b) = 0 THEN 1.0
+                ELSE (SELECT count(*) FROM (SELECT unnest(a) INTERSECT SELECT unnest(b)) i)::float8
+                     / (SELECT count(*) FROM (SELECT unnest(a) UNION SELECT unnest(b)) u) END
+$$;
+
+CREATE OR REPLACE FUNCTION memory._drift_record(p_org text, p_user text, p_ref text, p_cog jsonb, p_kind memory.drift_signal,
+                                     p_prior jsonb, p_current jsonb, p_summary text)
+RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    id     text := 'drift_' || to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '_'
+                   || substr(md5(gen_random_uuid()::text), 1, 6);
+    alert  boolean := p_kind IN ('grade_reversal', 'refresh_stance_flip');
+BEGIN
+    INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, cognition_object, signal_kind, prior_signal,
+                                          current_signal, delta_summary, triggers_alert)
+    VALUES (id, p_org, p_user, p_ref, p_cog, p_kind, p_prior, p_current, p_summary, alert);
+    PERFORM memory._audit('memory.drift.detected', jsonb_build_object(
+        'userId', memory._pseudonym(p_user), 'driftId', id, 'signalKind', p_kind, 'triggersAlert', alert), p_org);
+    RETURN id;
+END $$;
+
+CREATE TABLE memory.user_feedback (
+    id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id             text NOT NULL,
+    user_id            text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    related_object_ref text NOT NULL CHECK (related_object_ref ~ '[^[:space:]]'),
+    cognition_object   jsonb,
+    rating             text CHECK (rating IN ('thumbs_up', 'not_helpful', 'agree', 'disagree')),
+    comment            text,
+    created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
+);
+
+CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, created_at);
+
+COMMENT ON TABLE memory.user_feedback IS
+  'A user''s feedback on an object (rating, comment); an insert runs the grade_reversal and feedback_conflict detectors.';
+
+CREATE TABLE memory.thread_refreshes (
+    id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id             text NOT NULL,
+    user_id            text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    thread_id          text NOT NULL CHECK (thread_id ~ '[^[:space:]]'),
+    main_thesis        text NOT NULL,
+    changed_inferences int NOT NULL DEFAULT 0 CHECK (changed_inferences >= 0),
+    created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
+);
+
+CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, thread_id, created_at);
+
+COMMENT ON TABLE memory.thread_refreshes IS 'A thread refresh (main thesis, changed inferences); an insert runs the refresh_stance_flip detector.';
+
+CREATE TABLE memory.watch_question_updates (
+    id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    org_id            text NOT NULL,
+    user_id           text NOT NULL CHECK (user_id ~ '[^[:space:]]'),
+    watch_question_id text NOT NULL CHECK (watch_question_id ~ '[^[:space:]]'),
+    thread_id         text,
+    status            text NOT NULL CHECK (status IN ('resolved', 'reopened')),
+    created_at        timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
+);
+
+CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, watch_question_id, created_at);
+
+COMMENT ON TABLE memory.watch_question_updates IS
+  'Watch question lifecycle (resolved, reopened); an insert runs the watch_question_resolved_then_reopened detector.';
+
+CREATE OR REPLACE FUNCTION memory._detect_drift()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    prior record;
+    pol   int;
+    n     bigint;
+    kind  text;
+BEGIN
+    IF memory._restore_mode() OR NOT 'save_to_profile' = ANY (coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}')) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_TABLE_NAME = 'user_feedback' THEN
+        -- grade_reversal: the latest earlier rating of the same object, within the window, of the
+        -- other polarity.
+        pol := memory._rating_polarity(NEW.rating);
+        IF pol IS NOT NULL THEN
+            SELECT f.rating, f.created_at INTO prior FROM memory.user_feedback f
+             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.related_object_ref = NEW.related_object_ref
+               AND f.id <> NEW.id AND f.rating IS NOT NULL AND f.created_at <= NEW.created_at
+               AND f.created_at > NEW.created_at - make_interval(days => memory._drift_threshold('grade_reversal_days')::int)
+             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
+            IF prior.rating IS NOT NULL AND memory._rating_polarity(prior.rating) = -pol THEN
+                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'grade_reversal',
+                    jsonb_build_object('value', prior.rating, 'captured_at', prior.created_at, 'captured_in_object_ref', NEW.related_object_ref),
+                    jsonb_build_object('value', NEW.rating, 'captured_at', NEW.created_at, 'captured_in_object_ref', NEW.related_object_ref),
+                    format('%s graded %s, then %s graded %s', to_char(prior.created_at, 'YYYY-MM-DD'), prior.rating,
+                           to_char(NEW.created_at, 'YYYY-MM-DD'), NEW.rating));
+            END IF;
+        END IF;
+        -- feedback_conflict: earlier comments on the same kind of object whose keywords point the
+        -- other way, at least feedback_conflict_min of them.
+        pol := memory._comment_polarity(NEW.comment);
+        IF pol IS NOT NULL THEN
+            kind := NEW.cognition_object->>'type';
+            SELECT count(*) INTO n FROM memory.user_feedback f
+             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.id <> NEW.id AND f.created_at <= NEW.created_at
+               AND (f.cognition_object->>'type') IS NOT DISTINCT FROM kind
+               AND memory._comment_polarity(f.comment) = -pol;
+            IF n >= memory._drift_threshold('feedback_conflict_min') THEN
+                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'feedback_conflict',
+                    jsonb_build_object('value', CASE WHEN pol > 0 THEN 'negative' ELSE 'positive' END, 'count', n),
+                    jsonb_build_object('value', CASE WHEN pol > 0 THEN 'positive' ELSE 'negative' END, 'captured_at', NEW.created_at,
+                                       'captured_in_object_ref', NEW.related_object_ref),
+                    format('%s earlier comments on %s objects point the other way', n, coalesce(kind, 'untyped')));
+            END IF;
+        END IF;
+    ELSIF TG_TABLE_NAME = 'thread_refreshes' THEN
+        -- refresh_stance_flip: many changed inferences, and a thesis sharing few words with the
+        -- thread's thesis of at least refresh_lookback_days earlier.
+        IF NEW.changed_inferences > memory._drift_threshold('refresh_changed_inferences_min') THEN
+            SELECT r.main_thesis, r.created_at INTO prior FROM memory.thread_refreshes r
+             WHERE r.org_id = NEW.org_id AND r.thread_id = NEW.thread_id AND r.id <> NEW.id
+               AND r.created_at <= NEW.created_at - make_interval(days => memory._drift_threshold('refresh_lookback_days')::int)
+             ORDER BY r.created_at DESC, r.id DESC LIMIT 1;
+            IF prior.created_at IS NOT NULL
+               AND memory._jaccard(memory._thesis_words(prior.main_thesis), memory._thesis_words(NEW.main_thesis))
+                   < memory._drift_threshold('refresh_jaccard_max') THEN
+                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, 'thread:' || NEW.thread_id, NULL, 'refresh_stance_flip',
+                    jsonb_build_object('value', 'thesis', 'captured_at', prior.created_at, 'captured_in_object_ref', 'thread:' || NEW.thread_id),
+                    jsonb_build_object('value', 'thesis', 'captured_at', NEW.created_at, 'captured_in_object_ref', 'thread:' || NEW.thread_id,
+                                       'changed_inferences', NEW.changed_inferences),
+                    format('thesis of thread %s changed (%s inferences) since %s', NEW.thread_id, NEW.changed_inferences,
+                           to_char(prior.created_at, 'YYYY-MM-DD')));
+            END IF;
+        END IF;
+    ELSE
+        -- watch_question_resolved_then_reopened: reopened within the window after resolved, but
+        -- not within the first watch_reopen_min_hours.
+        IF NEW.status = 'reopened' THEN
+            SELECT w.created_at INTO prior FROM memory.watch_question_updates w
+             WHERE w.org_id = NEW.org_id AND w.watch_question_id = NEW.watch_question_id AND w.status = 'resolved'
+               AND w.id <> NEW.id AND w.created_at <= NEW.created_at
+             ORDER BY w.created_at DESC, w.id DESC LIMIT 1;
+            IF prior.created_at IS NOT NULL
+               AND NEW.created_at - prior.created_at <= make_interval(days => memory._drift_threshold('watch_reopen_days')::int)
+               AND NEW.created_at - prior.created_at >= make_interval(hours => memory._drift_threshold('watch_reopen_min_hours')::int) THEN
+                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, 'watch_question:' || NEW.watch_question_id, NULL,
+                    'watch_question_resolved_then_reopened',
+                    jsonb_build_object('value', 'resolved', 'captured_at', prior.created_at, 'captured_in_object_ref', 'watch_question:' || NEW.watch_question_id),
+                    jsonb_build_object('value', 'reopened', 'captured_at', NEW.created_at, 'captured_in_object_ref', 'watch_question:' || NEW.watch_question_id),
+                    format('watch question %s resolved %s, reopened %s', NEW.watch_question_id,
+                           to_char(prior.created_at, 'YYYY-MM-DD HH24:MI'), to_char(NEW.created_at, 'YYYY-MM-DD HH24:MI')));
+            END IF;
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
+
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
+
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.watch_question_updates FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
+
+CREATE OR REPLACE VIEW memory.drift_alerts AS
+SELECT d.org_id, d.user_id,
+       count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory._drift_threshold('alert_window_hours')::int)) AS drift_in_window,
+       count(*) FILTER (WHERE d.signal_kind = 'feedback_conflict') AS feedback_conflicts,
+       max(d.created_at) AS last_drift_at
+  FROM memory.persona_drift_log d
+ GROUP BY d.org_id, d.user_id
+HAVING count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory._drift_threshold('alert_window_hours')::int))
+           >= memory._drift_threshold('alert_min_rows')
+    OR count(*) FILTER (WHERE d.signal_kind = 'feedback_conflict') >= memory._drift_threshold('alert_feedback_conflicts');
+
+ALTER VIEW memory.drift_alerts SET (security_invoker = true);
+
+COMMENT ON VIEW memory.drift_alerts IS
+  'Users with at least alert_min_rows drift rows in alert_window_hours, or at least alert_feedback_conflicts feedback_conflict rows (memory.drift_thresholds).';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.drift_thresholds', '');
+
+SELECT pg_catalog.pg_extension_config_dump('memory.drift_lexicon', '');
+
+SELECT pg_catalog.pg_extension_config_dump('memory.user_feedback', '');
+
+SELECT pg_catalog.pg_extension_config_dump('memory.thread_refreshes', '');
+
+SELECT pg_catalog.pg_extension_config_dump('memory.watch_question_updates', '');
+
 DO $$
 DECLARE t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
                              'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks',
-                             'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log'] LOOP
+                             'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
@@ -3315,7 +3583,10 @@ BEGIN
                     memory.persona_drift_log TO memory_reader;
     GRANT INSERT ON memory.user_contexts, memory.threads, memory.training_candidates TO memory_writer;
     GRANT UPDATE (title, cognition_object, status, updated_at) ON memory.threads TO memory_writer;
-    GRANT SELECT ON memory.route_slices TO memory_reader;
+    GRANT SELECT ON memory.route_slices, memory.drift_thresholds, memory.drift_lexicon, memory.drift_alerts,
+                    memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory._drift_threshold(text) TO memory_reader;
+    GRANT INSERT ON memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
                               memory.consent_receipt(text, text, int),
                               memory.load_slices(text, text, text, text, text, text[], timestamptz)

@@ -13,7 +13,8 @@ DECLARE t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
                              'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks',
-                             'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log'] LOOP
+                             'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
@@ -163,7 +164,10 @@ BEGIN
                     memory.persona_drift_log TO memory_reader;
     GRANT INSERT ON memory.user_contexts, memory.threads, memory.training_candidates TO memory_writer;
     GRANT UPDATE (title, cognition_object, status, updated_at) ON memory.threads TO memory_writer;
-    GRANT SELECT ON memory.route_slices TO memory_reader;
+    GRANT SELECT ON memory.route_slices, memory.drift_thresholds, memory.drift_lexicon, memory.drift_alerts,
+                    memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory._drift_threshold(text) TO memory_reader;
+    GRANT INSERT ON memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
                               memory.consent_receipt(text, text, int),
                               memory.load_slices(text, text, text, text, text, text[], timestamptz)

@@ -100,6 +100,10 @@ def fill(c, clock):
     c.execute("INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, signal_kind, prior_signal, current_signal,"
               " delta_summary, triggers_alert) VALUES ('drift_2026-01-01T00:00:00Z_abcdef', 'acme', 'u1', 'snapshot:1', 'grade_reversal',"
               " '{\"value\": \"thumbs_up\"}', '{\"value\": \"not_helpful\"}', 'flip', true)")
+    c.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, comment) VALUES ('acme', 'u1', 'snapshot:1', 'agree', 'agree')")
+    c.execute("INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences) VALUES ('acme', 'u1', 'th-1', 'SOL bullish', 2)")
+    c.execute("INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES ('acme', 'u1', 'wq-1', 'resolved')")
+    c.execute("UPDATE memory.drift_thresholds SET value = 21 WHERE name = 'grade_reversal_days'")
     c.execute("SELECT memory.revoke_consent('acme', 'u1', '{training_use_allowed}')")
     c.execute("SELECT memory.audit_rotate_key()")
     c.execute("SELECT memory.audit_append('app.event', '{\"n\": 1}', 'acme')")

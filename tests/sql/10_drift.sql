@@ -1,0 +1,87 @@
+-- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
+BEGIN;
+SELECT plan(20);
+
+SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
+SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
+
+-- grade_reversal: the same object, the other polarity, within 14 days.
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, created_at) VALUES
+  ('acme', 'u1', 'snapshot:1', '{"type": "asset", "ref": "SOL"}', 'thumbs_up', now() - interval '5 days'),
+  ('acme', 'u1', 'snapshot:2', '{"type": "asset", "ref": "ETH"}', 'thumbs_up', now() - interval '20 days');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating) VALUES
+  ('acme', 'u1', 'snapshot:1', '{"type": "asset", "ref": "SOL"}', 'not_helpful');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'), 1, 'a reversal within 14 days is drift');
+SELECT is((SELECT prior_signal->>'value' || ' -> ' || (current_signal->>'value') || ' alert=' || triggers_alert
+             FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'),
+          'thumbs_up -> not_helpful alert=true', 'with both signals, and it triggers an alert');
+SELECT ok((SELECT drift_id ~ '^drift_\d{4}-\d\d-\d\dT[0-9:.]+Z_[0-9a-f]{6}$' AND schema_version = '1.0'
+             FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'), 'the seed''s id and schema version');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'snapshot:2', 'not_helpful');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'), 1, 'not after 20 days');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'snapshot:1', 'disagree');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'), 1, 'nor for the same polarity again');
+UPDATE memory.drift_thresholds SET value = 30 WHERE name = 'grade_reversal_days';
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'snapshot:2', 'agree');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'grade_reversal'), 2,
+          'thresholds are read from memory.drift_thresholds (30 days now)');
+
+-- feedback_conflict: opposing keywords on the same kind of object, at least twice.
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, comment) VALUES
+  ('acme', 'u1', 'snapshot:3', '{"type": "theme"}', 'I agree with the thesis'),
+  ('acme', 'u1', 'snapshot:4', '{"type": "event"}', 'I agree');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, comment) VALUES
+  ('acme', 'u1', 'snapshot:5', '{"type": "theme"}', 'I disagree now');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), 0, 'one opposing comment is not enough');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, comment) VALUES
+  ('acme', 'u1', 'snapshot:6', '{"type": "theme"}', 'agree, mostly');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), 0,
+          'agreeing again opposes only one comment');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, comment) VALUES
+  ('acme', 'u1', 'snapshot:7', '{"type": "theme"}', '这个判断错了');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), 1,
+          'a comment opposing two earlier ones on the same kind of object is drift (错 by the lexicon)');
+SELECT is((SELECT triggers_alert FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), false, 'without an alert');
+
+-- refresh_stance_flip: more than 5 changed inferences and a thesis unlike the one 14+ days before.
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences, created_at)
+VALUES ('acme', 'u1', 'th-1', 'SOL bullish on unlock demand from staking', 0, now() - interval '20 days');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences)
+VALUES ('acme', 'u1', 'th-1', 'Bearish: ETH rotation drains liquidity', 5);
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'refresh_stance_flip'), 0, 'five changed inferences are not enough');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences)
+VALUES ('acme', 'u1', 'th-1', 'SOL bullish on unlock demand, staking steady', 9);
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'refresh_stance_flip'), 0, 'nor a thesis that kept its words');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences)
+VALUES ('acme', 'u1', 'th-1', 'Bearish: ETH rotation drains liquidity', 6);
+SELECT is((SELECT object_ref FROM memory.persona_drift_log WHERE signal_kind = 'refresh_stance_flip'), 'thread:th-1',
+          'a new thesis with six changed inferences is a stance flip');
+
+-- watch_question_resolved_then_reopened: within 14 days, not within the first hour.
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status, created_at) VALUES
+  ('acme', 'u1', 'wq-1', 'resolved', now() - interval '3 days'),
+  ('acme', 'u1', 'wq-2', 'resolved', now() - interval '30 minutes'),
+  ('acme', 'u1', 'wq-3', 'resolved', now() - interval '20 days');
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES
+  ('acme', 'u1', 'wq-1', 'reopened'), ('acme', 'u1', 'wq-2', 'reopened'), ('acme', 'u1', 'wq-3', 'reopened');
+SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE signal_kind = 'watch_question_resolved_then_reopened'),
+          ARRAY['watch_question:wq-1'], 'reopened after 3 days: drift; after 30 minutes or 20 days: not');
+
+-- Only users whose profile consent is in force are observed; drift never changes a profile.
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at) VALUES
+  ('acme', 'quiet', 'snapshot:1', 'thumbs_up', now() - interval '1 day');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'quiet', 'snapshot:1', 'not_helpful');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE user_id = 'quiet'), 0, 'no drift is logged without save_to_profile');
+SELECT is((SELECT count(*)::int FROM memory.user_contexts), 0, 'drift wrote no context');
+
+-- Alerts and events.
+SELECT is((SELECT drift_in_window::int FROM memory.drift_alerts WHERE user_id = 'u1'), 5, 'drift_alerts: five rows in 24 hours');
+SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = 'memory.drift.detected'), 5, 'each drift is an event');
+SELECT ok(NOT EXISTS (SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.drift.detected'
+                        AND (payload::text LIKE '%agree%' OR payload::text LIKE '%判断%' OR payload::text LIKE '%thesis%' OR payload::text LIKE '%u1%')),
+          'events carry no feedback text and no plain user id');
+SELECT throws_ok($$ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'x', 'meh') $$,
+                 '23514', NULL, 'an unknown rating is refused');
+
+SELECT * FROM finish();
+ROLLBACK;
