@@ -35,6 +35,10 @@ CREATE FUNCTION memory._consent_append_only()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- Only an account deletion (memory.erase_subject, which leaves a deletion stub) removes them.
+    IF TG_OP = 'DELETE' AND memory._consent_gate_open() THEN
+        RETURN OLD;
+    END IF;
     RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
         USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
 END $$;
@@ -958,3 +962,66 @@ SELECT pg_catalog.pg_extension_config_dump('memory.drift_lexicon', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.user_feedback', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.thread_refreshes', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.watch_question_updates', '');
+
+-- Account deletion (seed §10.5): what is left of a user whose consent-era rows were erased.
+CREATE TABLE memory.deletion_stubs (
+    org_id                      text NOT NULL,
+    user_id                     text NOT NULL,
+    deleted_at                  timestamptz NOT NULL DEFAULT now(),
+    consent_version_at_deletion int
+);
+CREATE INDEX deletion_stubs_user ON memory.deletion_stubs (org_id, user_id);
+COMMENT ON TABLE memory.deletion_stubs IS
+  'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (seed §10.5).';
+SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
+
+-- The consent-era part of memory.erase_subject: every row of the subject in the orgs it may
+-- erase (scope NULL: every org) except orgs holding the user (a legal hold on the user), and a
+-- deletion stub per org whose consent history goes. Returns the counts.
+CREATE FUNCTION memory._erase_consent_rows(p_subject text, p_scope text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    counts jsonb := '{}';
+    n      bigint;
+    t      text;
+BEGIN
+    PERFORM memory._consent_gate(true);
+    INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
+    SELECT c.org_id, c.user_id, max(c.version) FROM memory.consents c
+     WHERE c.user_id = p_subject AND (p_scope IS NULL OR c.org_id = p_scope) AND NOT memory._held(c.org_id, c.user_id, NULL)
+     GROUP BY 1, 2;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    counts := counts || jsonb_build_object('deletion_stubs', n);
+    FOREACH t IN ARRAY ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
+        EXECUTE format('DELETE FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1 '
+                       'AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2) AND NOT memory._held(x.org_id, x.user_id, NULL)', t)
+          USING p_subject, p_scope;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        counts := counts || jsonb_build_object(t, n);
+    END LOOP;
+    PERFORM memory._consent_gate(false);
+    RETURN counts;
+END $$;
+
+-- The consent-era sections of memory.export_subject (SPEC §6): every consent version, the
+-- contexts (profile, thread, and task contexts of the last 7 days), the drift log, and the
+-- training candidates' metadata.
+CREATE FUNCTION memory._export_consent_rows(p_subject text, p_scope text)
+RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'consents', (SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.org_id, c.version), '[]') FROM memory.consents c
+                      WHERE c.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR c.org_id OPERATOR(pg_catalog.=) p_scope)),
+        'user_contexts', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.created_at, u.id), '[]') FROM memory.user_contexts u
+                           WHERE u.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR u.org_id OPERATOR(pg_catalog.=) p_scope)
+                             AND (u.scope OPERATOR(pg_catalog.<>) 'task' OR u.created_at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.-) interval '7 days'))),
+        'persona_drift', (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.created_at, d.drift_id), '[]') FROM memory.persona_drift_log d
+                           WHERE d.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR d.org_id OPERATOR(pg_catalog.=) p_scope)),
+        'training_candidates', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'org_id', t.org_id, 'object_ref', t.object_ref,
+                                                                      'status', t.status, 'withdrawal_status', t.withdrawal_status,
+                                                                      'created_at', t.created_at) ORDER BY t.created_at, t.id), '[]')
+                                  FROM memory.training_candidates t
+                                 WHERE t.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) p_scope)))
+$$;

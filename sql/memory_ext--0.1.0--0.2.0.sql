@@ -1806,6 +1806,12 @@ BEGIN
     IF jsonb_array_length(skipped) > 0 THEN
         counts := counts || jsonb_build_object('skipped_tables', skipped);
     END IF;
+    -- The account's consent-era rows (SPEC §6), leaving a deletion stub per org.
+    r := memory._erase_consent_rows(subject, scope);
+    counts := counts || jsonb_build_object('consent', r);
+    IF (SELECT sum(v::bigint) FROM jsonb_each_text(r) x(k, v)) > 0 THEN
+        PERFORM memory._audit('memory.user.delete', jsonb_build_object('subject', memory._pseudonym(subject), 'counts', r), scope);
+    END IF;
     -- One event naming the subject only by pseudonym, on the acting org's chain (the platform
     -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
     PERFORM memory._audit('memory.forget',
@@ -1827,6 +1833,7 @@ DECLARE
     r        jsonb;
     tables   jsonb := '{}';
     scope    text;
+    consent  jsonb;
 BEGIN
     IF memory._blank(subject) THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
@@ -1845,7 +1852,10 @@ BEGIN
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
        AND (include_restricted OR o.classification <> 'restricted');
-    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
+    consent := memory._export_consent_rows(subject, scope);
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
+                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
+                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
         manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
             'count', jsonb_array_length(s.rows),
             'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
@@ -1884,7 +1894,7 @@ BEGIN
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'manifest', manifest,
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
-                                                             'tables', tables));
+                                                             'tables', tables) || consent);
 END $$;
 
 CREATE OR REPLACE FUNCTION memory.end_task(task_id text)
@@ -2492,6 +2502,10 @@ CREATE OR REPLACE FUNCTION memory._consent_append_only()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- Only an account deletion (memory.erase_subject, which leaves a deletion stub) removes them.
+    IF TG_OP = 'DELETE' AND memory._consent_gate_open() THEN
+        RETURN OLD;
+    END IF;
     RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
         USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
 END $$;
@@ -3434,13 +3448,72 @@ SELECT pg_catalog.pg_extension_config_dump('memory.thread_refreshes', '');
 
 SELECT pg_catalog.pg_extension_config_dump('memory.watch_question_updates', '');
 
+CREATE TABLE memory.deletion_stubs (
+    org_id                      text NOT NULL,
+    user_id                     text NOT NULL,
+    deleted_at                  timestamptz NOT NULL DEFAULT now(),
+    consent_version_at_deletion int
+);
+
+CREATE INDEX deletion_stubs_user ON memory.deletion_stubs (org_id, user_id);
+
+COMMENT ON TABLE memory.deletion_stubs IS
+  'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (seed §10.5).';
+
+SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
+
+CREATE OR REPLACE FUNCTION memory._erase_consent_rows(p_subject text, p_scope text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    counts jsonb := '{}';
+    n      bigint;
+    t      text;
+BEGIN
+    PERFORM memory._consent_gate(true);
+    INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
+    SELECT c.org_id, c.user_id, max(c.version) FROM memory.consents c
+     WHERE c.user_id = p_subject AND (p_scope IS NULL OR c.org_id = p_scope) AND NOT memory._held(c.org_id, c.user_id, NULL)
+     GROUP BY 1, 2;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    counts := counts || jsonb_build_object('deletion_stubs', n);
+    FOREACH t IN ARRAY ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
+        EXECUTE format('DELETE FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1 '
+                       'AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2) AND NOT memory._held(x.org_id, x.user_id, NULL)', t)
+          USING p_subject, p_scope;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        counts := counts || jsonb_build_object(t, n);
+    END LOOP;
+    PERFORM memory._consent_gate(false);
+    RETURN counts;
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._export_consent_rows(p_subject text, p_scope text)
+RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'consents', (SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.org_id, c.version), '[]') FROM memory.consents c
+                      WHERE c.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR c.org_id OPERATOR(pg_catalog.=) p_scope)),
+        'user_contexts', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.created_at, u.id), '[]') FROM memory.user_contexts u
+                           WHERE u.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR u.org_id OPERATOR(pg_catalog.=) p_scope)
+                             AND (u.scope OPERATOR(pg_catalog.<>) 'task' OR u.created_at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.-) interval '7 days'))),
+        'persona_drift', (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.created_at, d.drift_id), '[]') FROM memory.persona_drift_log d
+                           WHERE d.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR d.org_id OPERATOR(pg_catalog.=) p_scope)),
+        'training_candidates', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'org_id', t.org_id, 'object_ref', t.object_ref,
+                                                                      'status', t.status, 'withdrawal_status', t.withdrawal_status,
+                                                                      'created_at', t.created_at) ORDER BY t.created_at, t.id), '[]')
+                                  FROM memory.training_candidates t
+                                 WHERE t.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) p_scope)))
+$$;
+
 DO $$
 DECLARE t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
                              'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks',
                              'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
-                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates', 'deletion_stubs'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
@@ -3602,7 +3675,7 @@ BEGIN
     -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
     -- subject rights, audit reading, tenant grants, all within their orgs.
     GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
-    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
+    GRANT SELECT ON memory.recheck_tasks, memory.deletion_stubs TO memory_admin;
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;

@@ -14,7 +14,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'observation_weight_history', 'legal_holds',
                              'classification_rules', 'org_settings', 'entities', 'claims', 'relationships', 'recheck_tasks',
                              'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
-                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
+                             'user_feedback', 'thread_refreshes', 'watch_question_updates', 'deletion_stubs'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
@@ -183,7 +183,7 @@ BEGIN
     -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
     -- subject rights, audit reading, tenant grants, all within their orgs.
     GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
-    GRANT SELECT ON memory.recheck_tasks TO memory_admin;
+    GRANT SELECT ON memory.recheck_tasks, memory.deletion_stubs TO memory_admin;
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;

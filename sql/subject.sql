@@ -61,6 +61,12 @@ BEGIN
     IF jsonb_array_length(skipped) > 0 THEN
         counts := counts || jsonb_build_object('skipped_tables', skipped);
     END IF;
+    -- The account's consent-era rows (SPEC §6), leaving a deletion stub per org.
+    r := memory._erase_consent_rows(subject, scope);
+    counts := counts || jsonb_build_object('consent', r);
+    IF (SELECT sum(v::bigint) FROM jsonb_each_text(r) x(k, v)) > 0 THEN
+        PERFORM memory._audit('memory.user.delete', jsonb_build_object('subject', memory._pseudonym(subject), 'counts', r), scope);
+    END IF;
     -- One event naming the subject only by pseudonym, on the acting org's chain (the platform
     -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
     PERFORM memory._audit('memory.forget',
@@ -84,6 +90,7 @@ DECLARE
     r        jsonb;
     tables   jsonb := '{}';
     scope    text;
+    consent  jsonb;
 BEGIN
     IF memory._blank(subject) THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
@@ -102,7 +109,10 @@ BEGIN
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
        AND (include_restricted OR o.classification <> 'restricted');
-    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist)) v(name, rows) LOOP
+    consent := memory._export_consent_rows(subject, scope);
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
+                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
+                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
         manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
             'count', jsonb_array_length(s.rows),
             'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
@@ -141,7 +151,7 @@ BEGIN
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'manifest', manifest,
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
-                                                             'tables', tables));
+                                                             'tables', tables) || consent);
 END $$;
 COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
   'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';

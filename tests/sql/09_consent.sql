@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(69);
+SELECT plan(77);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -191,5 +191,20 @@ SELECT throws_ok($$ SELECT memory.advisor_order('yolo') $$, '22023', NULL, 'an u
 UPDATE memory.route_slices SET mode = 'optional' WHERE route = 'snapshot' AND slice = 'S9_persona_drift_recent';
 SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = 'memory.route_slices.change'), 1, 'editing the matrix is audited');
 
+
+-- Export and account deletion (seed §10.5, §11).
+SELECT is((SELECT (memory.export_subject('u5')->'manifest'->'consents'->>'count')::int), 2, 'export_subject: every consent version');
+SELECT is((SELECT jsonb_array_length(memory.export_subject('u5')->'sections'->'user_contexts')), 3, 'the profile, thread and recent task contexts');
+SELECT is((SELECT jsonb_array_length(memory.export_subject('u5')->'sections'->'persona_drift')), 2, 'the drift log');
+SELECT ok((SELECT memory.export_subject('u5')->'manifest' ?& ARRAY['consents', 'user_contexts', 'persona_drift', 'training_candidates']),
+          'each in the manifest');
+SELECT is((SELECT memory.erase_subject('u5')->'consent'), '{"deletion_stubs": 1, "consents": 2, "user_contexts": 3, "threads": 3, "training_candidates": 0,
+          "persona_drift_log": 2, "user_feedback": 0, "thread_refreshes": 0, "watch_question_updates": 0}'::jsonb,
+          'erase_subject removes every consent-era row of the account');
+SELECT is((SELECT row(org_id, user_id, consent_version_at_deletion)::text FROM memory.deletion_stubs), '(acme,u5,2)',
+          'and leaves one deletion stub with the consent version');
+SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = 'memory.user.delete'), 1, 'audited as memory.user.delete');
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u1', 'litigation');
+SELECT is((SELECT (memory.erase_subject('u1')->'consent'->>'consents')::int), 0, 'a held user''s consent history stays');
 SELECT * FROM finish();
 ROLLBACK;
