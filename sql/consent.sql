@@ -20,7 +20,7 @@ CREATE TABLE memory.consents (
     version           int NOT NULL CHECK (version >= 1),
     scopes            memory.consent_scope[] NOT NULL,
     recorded_at       timestamptz NOT NULL,
-    collection_method text NOT NULL CHECK (collection_method ~ '[^[:space:]]'),
+    collection_method text NOT NULL CHECK (collection_method ~ '^[a-z][a-z0-9_]{0,62}$'),
     revoked_at        timestamptz,
     revoked_scopes    memory.consent_scope[],
     recorded_by       text NOT NULL,
@@ -56,6 +56,20 @@ AS $$
      ORDER BY c.version DESC LIMIT 1
 $$;
 
+-- The same for a write gated on consent: the latest version is share-locked first, so a
+-- revocation (which locks it for update) waits for this transaction, or this one for it and
+-- then reads the revocation's version; rows written under a consent are never missed by the
+-- revocation that ends it.
+CREATE FUNCTION memory._consent_scopes_locked(p_org text, p_user text)
+RETURNS memory.consent_scope[] LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM 1 FROM memory.consents c
+      WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+      ORDER BY c.version DESC LIMIT 1 FOR KEY SHARE;
+    RETURN memory._consent_scopes(p_org, p_user);
+END $$;
+
 -- Checks shared by the consent functions; returns nothing or raises 22023 / 42501.
 CREATE FUNCTION memory._consent_args(p_org text, p_user text, p_at timestamptz)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
@@ -66,6 +80,10 @@ BEGIN
     END IF;
     IF p_at IS NULL OR NOT isfinite(p_at) THEN
         RAISE EXCEPTION 'at must be a finite time, got %', p_at USING ERRCODE = '22023';
+    END IF;
+    -- Consent is recorded when it is given, not ahead of it.
+    IF p_at > now() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'at may not be in the future, got %', p_at USING ERRCODE = '22023';
     END IF;
     PERFORM memory._require_org(p_org);
 END $$;
@@ -87,6 +105,11 @@ BEGIN
         SELECT * INTO prev FROM memory.consents c
          WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
          ORDER BY c.version DESC LIMIT 1 FOR UPDATE;
+        -- History runs forward: a version is not recorded before the one it follows (beyond the
+        -- few minutes by which concurrent transactions' clocks may cross).
+        IF prev.recorded_at > p_at + interval '5 minutes' THEN
+            RAISE EXCEPTION 'at (%) precedes version % of this consent (%)', p_at, prev.version, prev.recorded_at USING ERRCODE = '22023';
+        END IF;
         IF removed IS NOT NULL AND prev.version IS NULL THEN
             RAISE EXCEPTION 'user "%" of org "%" has no consent to revoke', p_user, p_org
                 USING ERRCODE = 'P0002', HINT = 'memory.consent_status reports not_determined for every scope.';
@@ -125,8 +148,9 @@ BEGIN
     IF scopes IS NULL OR cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'grant_consent needs at least one scope, and no NULL' USING ERRCODE = '22023';
     END IF;
-    IF memory._blank(collection_method) THEN
-        RAISE EXCEPTION 'collection_method must not be blank' USING ERRCODE = '22023';
+    -- A name, not free text (it is written to the audit chain).
+    IF collection_method IS NULL OR collection_method !~ '^[a-z][a-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'collection_method must be a lower-case name such as dialog or settings' USING ERRCODE = '22023';
     END IF;
     IF preferences IS NOT NULL AND jsonb_typeof(preferences) <> 'object' THEN
         RAISE EXCEPTION 'preferences must be a JSON object, got %', jsonb_typeof(preferences) USING ERRCODE = '22023';
@@ -162,6 +186,7 @@ DECLARE
     n_thread bigint := 0;
     n_drift  bigint := 0;
     n_train  bigint := 0;
+    n_threads bigint := 0;
     counts   jsonb;
 BEGIN
     PERFORM memory._consent_args(p_org, p_user, at);
@@ -185,6 +210,8 @@ BEGIN
         UPDATE memory.user_contexts u SET consent_blocked = true
          WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread' AND NOT u.consent_blocked;
         GET DIAGNOSTICS n_thread = ROW_COUNT;
+        UPDATE memory.threads t SET consent_blocked = true WHERE t.org_id = p_org AND t.user_id = p_user AND NOT t.consent_blocked;
+        GET DIAGNOSTICS n_threads = ROW_COUNT;
     END IF;
     IF 'training_use_allowed' = ANY (gone) THEN
         UPDATE memory.training_candidates t SET withdrawal_status = 'revoked', withdrawn_at = at
@@ -194,12 +221,16 @@ BEGIN
     PERFORM memory._consent_gate(false);
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes),
-                                 'profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread,
+                                 'profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
                                  'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train);
     PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
         'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
         'counts', counts - 'version' - 'revoked' - 'in_force'), p_org);
+    IF n_prof > 0 THEN
+        PERFORM memory._audit('memory.context.delete', jsonb_build_object(
+            'userId', memory._pseudonym(p_user), 'scope', 'profile', 'count', n_prof, 'reason', 'consent_revoked'), p_org);
+    END IF;
     RETURN counts;
 END $$;
 COMMENT ON FUNCTION memory.revoke_consent(text, text, memory.consent_scope[], timestamptz) IS
@@ -295,7 +326,7 @@ BEGIN
      LIMIT 1;
     RETURN jsonb_build_object(
         'receipt_id', c.receipt_id, 'org_id', c.org_id, 'user_id', c.user_id, 'version', c.version,
-        'scopes', to_jsonb(c.scopes), 'recorded_at', c.recorded_at, 'revoked_at', c.revoked_at,
+        'scopes', to_jsonb(c.scopes), 'recorded_at', c.recorded_at, 'written_at', c.written_at, 'revoked_at', c.revoked_at,
         'revoked_scopes', to_jsonb(c.revoked_scopes), 'collection_method', c.collection_method,
         'audit', CASE WHEN anchor.seq IS NULL THEN NULL
                       ELSE jsonb_build_object('chain_id', anchor.chain_id, 'seq', anchor.seq,
@@ -303,6 +334,19 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION memory.consent_receipt(text, text, int) IS
   'A receipt for one consent version (default: the current one): receipt_id, scopes, timestamps, collection method, and the audit anchor of its consent event (chain_id, seq, entry_hash hex), to check against the chain. P0002 for a version that does not exist.';
+
+-- Consent-era rows that only memory_ext changes or removes (revocation, maintenance, account
+-- deletion, which open the consent gate): anything else is MX002.
+CREATE FUNCTION memory._consent_era_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._consent_gate_open() THEN
+        RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RAISE EXCEPTION 'memory.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'MX002', HINT = 'These rows leave with a consent revocation, maintenance or an account deletion.';
+END $$;
 
 -- ------------------------------------------------------------------------------------------------
 -- User contexts (seed §3.2, §5): what the assistant remembers about a user, by scope.
@@ -363,8 +407,18 @@ BEGIN
             RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
                 HINT = 'Fields: ' || array_to_string(known, ', ');
         END IF;
+        -- Values are text (position_consent a boolean): nothing nests a field inside another.
+        IF jsonb_typeof(NEW.fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
+            RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
+                USING ERRCODE = '22023';
+        END IF;
     END LOOP;
-    have := coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}');
+    -- Expiry is the extension's (end_task); a context is not written ahead of its time.
+    NEW.expires_at := NULL;
+    IF NEW.created_at > now() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'created_at may not be in the future' USING ERRCODE = '22023';
+    END IF;
+    have := coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
     IF NEW.scope = 'thread' AND NOT 'save_to_thread' = ANY (have) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
     END IF;
@@ -397,6 +451,11 @@ BEGIN
 END $$;
 CREATE TRIGGER memory_context_rules BEFORE INSERT OR UPDATE ON memory.user_contexts
     FOR EACH ROW EXECUTE FUNCTION memory._user_context_rules();
+-- Contexts leave only through memory_ext (revocation, task expiry, account deletion).
+CREATE TRIGGER memory_append_only BEFORE DELETE ON memory.user_contexts
+    FOR EACH ROW EXECUTE FUNCTION memory._consent_era_guard();
+CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.user_contexts
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
 
 -- Threads (seed §3.2; slice S6 reads them).
 CREATE TABLE memory.threads (
@@ -407,9 +466,28 @@ CREATE TABLE memory.threads (
     cognition_object jsonb,
     status           text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'closed')),
     updated_at       timestamptz NOT NULL DEFAULT now(),
+    consent_blocked  boolean NOT NULL DEFAULT false,
     PRIMARY KEY (org_id, thread_id)
 );
-COMMENT ON TABLE memory.threads IS 'A user''s research threads (title, cognition object, active or closed).';
+COMMENT ON TABLE memory.threads IS
+  'A user''s research threads (title, cognition object, active or closed). A new thread needs save_to_thread; its revocation blocks the user''s threads from slice S6.';
+
+CREATE FUNCTION memory._thread_rules()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory._restore_mode() THEN
+        RETURN NEW;
+    END IF;
+    PERFORM memory._require_org(NEW.org_id);
+    IF NOT 'save_to_thread' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
+    END IF;
+    NEW.consent_blocked := false;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_consent BEFORE INSERT ON memory.threads
+    FOR EACH ROW EXECUTE FUNCTION memory._thread_rules();
 
 -- Training candidates (seed §3.4): need training_use_allowed; a revocation marks them revoked.
 CREATE TABLE memory.training_candidates (
@@ -434,7 +512,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory._require_org(NEW.org_id);
-    IF NOT 'training_use_allowed' = ANY (coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}')) THEN
+    IF NOT 'training_use_allowed' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: training_use_allowed';
     END IF;
     NEW.withdrawal_status := NULL;
@@ -466,20 +544,10 @@ CREATE INDEX persona_drift_log_purge ON memory.persona_drift_log (purge_after) W
 COMMENT ON TABLE memory.persona_drift_log IS
   'Persona drift observations (seed §3.3 schema plus org_id, user_id, created_at, purge_after). Append-only (MX002); a revocation of save_to_profile stamps purge_after 48 h later and maintenance purges.';
 
-CREATE FUNCTION memory._drift_log_append_only()
-RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF memory._consent_gate_open() THEN
-        RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    RAISE EXCEPTION 'memory.persona_drift_log is append-only: % is not allowed', TG_OP
-        USING ERRCODE = 'MX002', HINT = 'Drift rows leave with a consent revocation (48 hours later) or an account deletion.';
-END $$;
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drift_log
-    FOR EACH ROW EXECUTE FUNCTION memory._drift_log_append_only();
+    FOR EACH ROW EXECUTE FUNCTION memory._consent_era_guard();
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_drift_log
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._drift_log_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
 
 -- Maintenance: task contexts past their expiry and drift rows past purge_after.
 CREATE FUNCTION memory._consent_maintenance(at timestamptz)
@@ -488,10 +556,16 @@ AS $$
 DECLARE
     n_ctx   bigint;
     n_drift bigint;
+    g       record;
 BEGIN
     PERFORM memory._consent_gate(true);
-    DELETE FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
-    GET DIAGNOSTICS n_ctx = ROW_COUNT;
+    n_ctx := 0;
+    FOR g IN WITH gone AS (DELETE FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at
+                           RETURNING u.org_id)
+             SELECT gone.org_id, count(*) AS n FROM gone GROUP BY 1 ORDER BY 1 LOOP
+        PERFORM memory._audit('memory.context.delete', jsonb_build_object('scope', 'task', 'count', g.n, 'reason', 'task_expired'), g.org_id);
+        n_ctx := n_ctx + g.n;
+    END LOOP;
     DELETE FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at;
     GET DIAGNOSTICS n_drift = ROW_COUNT;
     PERFORM memory._consent_gate(false);
@@ -670,6 +744,7 @@ BEGIN
         ELSIF sl = 'S6_recent_active_threads_titles' AND threads THEN
             v := (SELECT jsonb_agg(jsonb_build_object('title', t.title, 'cognition_object', t.cognition_object) ORDER BY t.updated_at DESC)
                     FROM (SELECT * FROM memory.threads t WHERE t.org_id = p_org AND t.user_id = p_user AND t.status = 'active'
+                             AND NOT t.consent_blocked
                            ORDER BY t.updated_at DESC LIMIT 3) t);
         ELSIF sl = 'S9_persona_drift_recent' AND profile THEN
             -- A count, never the rows' text.
@@ -679,7 +754,11 @@ BEGIN
         IF v IS NOT NULL AND v <> 'null'::jsonb THEN
             slices := slices || jsonb_build_object(sl, v);
             loaded := loaded || sl;
-            lines := lines || (sl || ': ' || CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END);
+            -- One line per slice; what a user wrote cannot close the block or start a line of
+            -- its own (<, > and & escaped, line breaks as spaces).
+            lines := lines || (sl || ': ' || replace(replace(replace(regexp_replace(
+                         CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END, '[\r\n]+', ' ', 'g'),
+                         '&', '&amp;'), '<', '&lt;'), '>', '&gt;'));
         ELSIF (sl IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S9_persona_drift_recent') AND NOT profile)
               OR (sl = 'S4_user_focus_reason' AND NOT (profile OR threads))
               OR (sl IN ('S5_research_style', 'S6_recent_active_threads_titles') AND NOT threads)

@@ -36,6 +36,7 @@ pub const ORG_REVOKE: &str = "memory.org.revoke";
 pub const CONSENT_GRANT: &str = "memory.consent.grant";
 pub const CONSENT_REVOKE: &str = "memory.consent.revoke";
 pub const CONTEXT_WRITE: &str = "memory.context.write";
+pub const CONTEXT_DELETE: &str = "memory.context.delete";
 pub const ROUTE_SLICES_CHANGE: &str = "memory.route_slices.change";
 pub const DRIFT_DETECTED: &str = "memory.drift.detected";
 pub const USER_DELETE: &str = "memory.user.delete";
@@ -46,7 +47,7 @@ pub const ALL: &[&str] = &[
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
-    CONTEXT_WRITE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE,
+    CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

@@ -67,3 +67,28 @@ def test_a_revocation_rolled_back_leaves_everything_in_force(writers, conn):
     conn.execute("SELECT memory.audit_integrate()")
     events = [r[0] for r in conn.execute("SELECT event_type FROM memory.audit_log WHERE chain_id = 'acme' AND event_type LIKE 'memory.consent.%' ORDER BY seq")]
     assert events == ["memory.consent.grant"]  # the revocation's event went with its transaction
+
+
+def test_a_write_under_consent_is_not_missed_by_a_concurrent_revocation(writers):
+    """A training candidate written in a transaction still open when the revocation starts: the
+    revocation waits for it and revokes it too."""
+    import threading
+    with psycopg.connect(writers["acme"], autocommit=True) as c:
+        c.execute("SELECT memory.grant_consent('acme', 'u9', '{training_use_allowed}')")
+    a = psycopg.connect(writers["acme"])
+    a.execute("INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u9', 'snapshot:9')")
+    result = {}
+
+    def revoke():
+        with psycopg.connect(writers["acme"], autocommit=True) as b:
+            result["counts"] = b.execute("SELECT memory.revoke_consent('acme', 'u9', '{training_use_allowed}')").fetchone()[0]
+    t = threading.Thread(target=revoke)
+    t.start()
+    t.join(1.0)
+    assert t.is_alive(), "the revocation waits for the open write"
+    a.commit()
+    a.close()
+    t.join(10)
+    assert result["counts"]["training_candidates_revoked"] == 1
+    with psycopg.connect(writers["acme"], autocommit=True) as c:
+        assert c.execute("SELECT withdrawal_status FROM memory.training_candidates WHERE user_id = 'u9'").fetchone() == ("revoked",)

@@ -105,6 +105,8 @@ def fill(c, clock):
     c.execute("INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES ('acme', 'u1', 'wq-1', 'resolved')")
     c.execute("UPDATE memory.drift_thresholds SET value = 21 WHERE name = 'grade_reversal_days'")
     c.execute("SELECT memory.revoke_consent('acme', 'u1', '{training_use_allowed}')")
+    c.execute("SELECT memory.grant_consent('acme', 'gone', '{create_task}')")
+    c.execute("SELECT memory.erase_subject('gone')")  # leaves a deletion stub
     c.execute("SELECT memory.audit_rotate_key()")
     c.execute("SELECT memory.audit_append('app.event', '{\"n\": 1}', 'acme')")
     c.execute("SELECT memory.run_maintenance()")
