@@ -202,3 +202,38 @@ RESET ROLE;
 SELECT memory.audit_integrate() \g /dev/null
 SELECT actor_id, event_type, payload->>'classification' AS tier FROM memory.audit_log
  WHERE chain_id = 'acme' AND actor_id = 'role:demo_agent';
+\echo
+\echo 'Consent (SPEC §6): the onboarding grant records consent and, with save_to_profile, the user''s'
+\echo 'preferences as a profile context; the consent event anchors a receipt in the chain:'
+SELECT memory.grant_consent('acme', 'carol', '{create_task,save_to_thread,save_to_profile}',
+                            '{"language_preference": "English", "research_depth": "deep", "risk_prompt_preference": "counter_first"}') AS version;
+SELECT scope, state, version FROM memory.consent_status('acme', 'carol');
+SELECT r->>'version' AS version, r->'scopes' AS scopes, r->'audit'->>'chain_id' AS chain, r->'audit'->>'seq' AS seq
+  FROM memory.consent_receipt('acme', 'carol') r;
+\echo 'A thread context (save_to_thread); a position outside a task needs explicit consent:'
+INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+VALUES ('acme', 'carol', 'thread', 'th-sol', 'save_as_thread', '{"user_focus_reason": "SOL unlock schedule", "research_style": "bottom-up"}');
+\set ON_ERROR_STOP off
+\set VERBOSITY sqlstate
+INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+VALUES ('acme', 'carol', 'thread', 'th-sol', 'refresh', '{"user_stated_position_context": "long 10 SOL"}');
+\set VERBOSITY default
+\set ON_ERROR_STOP on
+\echo 'Slices for two routes: snapshot loads S1-S3; thread_refresh adds the thread''s S4 and S5.'
+\echo 'evidence_audit would load S1 only (evidence is never personalised):'
+SELECT r->'slices_loaded' AS loaded, r->'cold_start' AS cold_start, r->'tokens_estimated' AS tokens
+  FROM memory.load_slices('acme', 'carol', 'snapshot') r;
+SELECT r->>'rendered' AS rendered FROM memory.load_slices('acme', 'carol', 'thread_refresh', NULL, 'th-sol') r;
+SELECT memory.advisor_order('counter_first') AS advisor_order;
+\echo 'A grade reversal on the same snapshot is persona drift (observed, never written to the profile):'
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at)
+VALUES ('acme', 'carol', 'snapshot:sol-1', 'thumbs_up', now() - interval '3 days');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'carol', 'snapshot:sol-1', 'not_helpful');
+SELECT signal_kind, prior_signal->>'value' AS prior, current_signal->>'value' AS current, triggers_alert FROM memory.persona_drift_log;
+\echo 'Revoking every scope, in one transaction: the profile goes, the thread context stays blocked,'
+\echo 'the drift log is purged 48 hours later by maintenance; the next load is a cold start:'
+SELECT memory.revoke_consent('acme', 'carol') - 'revoked' - 'in_force' AS revoked;
+SELECT r->'slices' AS slices, r->'slices_blocked_by_consent' AS blocked, r->'cold_start' AS cold_start
+  FROM memory.load_slices('acme', 'carol', 'thread_refresh', NULL, 'th-sol') r;
+SELECT memory.audit_integrate() \g /dev/null
+SELECT chain_id, entries, ok FROM memory.audit_verify() WHERE chain_id = 'acme';
