@@ -121,7 +121,7 @@ AS $$
         SELECT 1 FROM jsonb_each(opts) e
          WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
                        'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
-                       'soft_deleted', 'stamps', 'state']))
+                       'soft_deleted', 'stamps', 'state', 'consent']))
             OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
                     OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
                         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
@@ -498,7 +498,7 @@ SET client_min_messages = warning
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -544,6 +544,7 @@ BEGIN
     eff := memory._govern_audit(tbl, opts, eff);
     eff := memory._govern_weight(tbl, opts, eff);
     eff := memory._govern_state(tbl, opts, eff);
+    eff := memory._govern_consent(tbl, opts, eff);
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.

@@ -187,6 +187,7 @@ DECLARE
     n_drift  bigint := 0;
     n_train  bigint := 0;
     n_threads bigint := 0;
+    n_tables jsonb;
     counts   jsonb;
 BEGIN
     PERFORM memory._consent_args(p_org, p_user, at);
@@ -213,6 +214,8 @@ BEGIN
         UPDATE memory.threads t SET consent_blocked = true WHERE t.org_id = p_org AND t.user_id = p_user AND NOT t.consent_blocked;
         GET DIAGNOSTICS n_threads = ROW_COUNT;
     END IF;
+    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
+    n_tables := memory._revoke_governed(p_org, p_user, gone);
     IF 'training_use_allowed' = ANY (gone) THEN
         UPDATE memory.training_candidates t SET withdrawal_status = 'revoked', withdrawn_at = at
          WHERE t.org_id = p_org AND t.user_id = p_user AND t.withdrawal_status IS DISTINCT FROM 'revoked';
@@ -222,7 +225,8 @@ BEGIN
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes),
                                  'profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
-                                 'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train);
+                                 'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train)
+              || CASE WHEN n_tables <> '{}' THEN jsonb_build_object('tables_deleted', n_tables) ELSE '{}' END;
     PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
         'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
@@ -1104,3 +1108,112 @@ AS $$
                                   FROM memory.training_candidates t
                                  WHERE t.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) p_scope)))
 $$;
+
+-- ------------------------------------------------------------------------------------------------
+-- memory.govern's "consent" option (SPEC §6): an application table whose rows belong to users
+-- takes them only under a consent scope, and a revocation of that scope deletes them
+-- ("on_revoke": "delete") or keeps them, refusing new ones ("block").
+
+-- Whether (org, user) has `scope` in force; only for orgs the caller may act for (42501), and
+-- share-locking the latest version as every consent-gated write does. Any role may call it:
+-- it answers nothing about an org the caller is not bound to.
+CREATE FUNCTION memory._has_consent(p_org text, p_user text, p_scope text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- A restore brings rows back as dumped (memory.restore_mode, superuser-only).
+    IF memory._restore_mode() THEN
+        RETURN true;
+    END IF;
+    IF memory._blank(p_org) OR memory._blank(p_user) THEN
+        RETURN false;
+    END IF;
+    PERFORM memory._require_org(p_org);
+    RETURN p_scope = ANY (ARRAY(SELECT s::text FROM unnest(coalesce(memory._consent_scopes_locked(p_org, p_user), '{}')) s));
+END $$;
+
+-- The trigger of a governed table (SECURITY INVOKER: it reads the writer's own row with the
+-- writer's rights): TG_ARGV = user column, org column, scope.
+CREATE FUNCTION memory._consent_row_gate()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r     jsonb;
+    u     text;
+    o     text;
+BEGIN
+    r := to_jsonb(NEW);
+    u := r->>TG_ARGV[0];
+    o := CASE WHEN TG_ARGV[1] = '' THEN NULL ELSE r->>TG_ARGV[1] END;
+    IF u IS NULL THEN
+        RETURN NEW;  -- a row of no user needs no user's consent
+    END IF;
+    IF o IS NULL OR NOT memory._has_consent(o, u, TG_ARGV[2]) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || TG_ARGV[2],
+            HINT = format('%s rows of a user need the user''s %s consent (memory.grant_consent).', TG_TABLE_NAME, TG_ARGV[2]);
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION memory._govern_consent(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c       jsonb := opts->'consent';
+    c_user  text;
+    c_org   text;
+    scope   text;
+    mode    text;
+BEGIN
+    IF c IS NULL OR c = 'false'::jsonb OR c = 'null'::jsonb THEN
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+        RETURN eff;
+    END IF;
+    IF jsonb_typeof(c) <> 'object' OR EXISTS (SELECT 1 FROM jsonb_object_keys(c) k WHERE k NOT IN ('user', 'scope', 'on_revoke')) THEN
+        RAISE EXCEPTION 'option "consent" must be {"user": column, "scope": consent scope, "on_revoke": "delete" or "block"}' USING ERRCODE = '22023';
+    END IF;
+    c_user := c->>'user';
+    scope := c->>'scope';
+    mode := coalesce(c->>'on_revoke', 'delete');
+    c_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+    IF c_user IS NULL OR NOT scope = ANY (ARRAY(SELECT s::text FROM unnest(enum_range(NULL::memory.consent_scope)) s))
+       OR mode NOT IN ('delete', 'block') THEN
+        RAISE EXCEPTION 'option "consent" needs "user" (a column), "scope" (one of %) and "on_revoke" delete or block',
+            array_to_string(enum_range(NULL::memory.consent_scope), ', ') USING ERRCODE = '22023';
+    END IF;
+    IF c_org IS NULL THEN
+        RAISE EXCEPTION 'option "consent" needs the table''s org column ("org")' USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory._column_type(tbl, c_user, 'user');
+    PERFORM memory._column_type(tbl, c_org, 'org');
+    PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+    PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_consent BEFORE INSERT ON %s FOR EACH ROW '
+                                          'EXECUTE FUNCTION memory._consent_row_gate(%L, %L, %L)', tbl, c_user, c_org, scope));
+    RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));
+END $$;
+
+-- A revocation's effect on governed tables: rows of (org, user) deleted, as each table's owner,
+-- where the table asked for it. Returns {table: rows}.
+CREATE FUNCTION memory._revoke_governed(p_org text, p_user text, gone memory.consent_scope[])
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t   record;
+    r   jsonb;
+    out jsonb := '{}';
+BEGIN
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->'consent' AS c
+               FROM memory.governance_registry g
+              WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
+                AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
+                AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
+              ORDER BY g.relid::text LOOP
+        r := memory._exec_as_table_owner(t.table_name,
+                 format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2'
+                        ' AND memory._may_act_for(t.%I::pg_catalog.text)',
+                        t.table_name, t.c->>'user', t.c->>'org', t.c->>'org'),
+                 ARRAY[p_user, p_org]);
+        out := out || jsonb_build_object(t.table_name::text, (r->>'processed')::bigint);
+    END LOOP;
+    RETURN out;
+END $$;

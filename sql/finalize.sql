@@ -63,7 +63,10 @@ GRANT EXECUTE ON FUNCTION
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
-    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate()
+    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
+    memory._consent_row_gate(),
+    -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
+    memory._has_consent(text, text, text)
 TO PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');

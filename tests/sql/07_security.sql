@@ -379,7 +379,7 @@ RESET ROLE;
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
-          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._may_act_for(text)',
+          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._may_act_for(text)',
                 'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
                 'memory.ungovern(regclass)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');

@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(86);
+SELECT plan(94);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -217,6 +217,22 @@ SELECT throws_ok($$ INSERT INTO memory.threads (thread_id, org_id, user_id, titl
 SELECT memory.revoke_consent('acme', 'u8');
 SELECT is((SELECT payload->>'count' FROM public.audit_log_now() WHERE event_type = 'memory.context.delete' ORDER BY seq DESC LIMIT 1), '1',
           'deleted profile contexts are a memory.context.delete event');
+
+-- govern's "consent" option: an application table's user rows under a scope.
+CREATE TABLE public.notes (id bigserial PRIMARY KEY, org_id text NOT NULL, owner_user text, body text);
+SELECT is((memory.govern('public.notes', '{"classify": false, "consent": {"user": "owner_user", "scope": "save_to_thread"}}')->'consent'->>'on_revoke'),
+          'delete', 'govern takes the consent option (on_revoke delete by default)');
+SELECT throws_ok($$ INSERT INTO public.notes (org_id, owner_user, body) VALUES ('acme', 'u10', 'x') $$, 'MX003', NULL,
+                 'a user''s row without the scope is MX003');
+SELECT lives_ok($$ INSERT INTO public.notes (org_id, owner_user, body) VALUES ('acme', NULL, 'nobody''s') $$, 'a row of no user needs none');
+SELECT memory.grant_consent('acme', 'u10', '{save_to_thread}');
+INSERT INTO public.notes (org_id, owner_user, body) VALUES ('acme', 'u10', 'a'), ('acme', 'u10', 'b');
+SELECT is((memory.revoke_consent('acme', 'u10')->'tables_deleted'), '{"public.notes": 2}'::jsonb, 'a revocation deletes the user''s rows');
+SELECT is((SELECT count(*)::int FROM public.notes), 1, 'and only them');
+SELECT throws_ok($$ SELECT memory.govern('public.notes', '{"classify": false, "consent": {"user": "owner_user", "scope": "everything"}}') $$, '22023', NULL,
+                 'an unknown scope is 22023');
+SELECT ok(memory.ungovern('public.notes'), 'ungovern removes it');
+SELECT lives_ok($$ INSERT INTO public.notes (org_id, owner_user, body) VALUES ('acme', 'u10', 'free again') $$, 'and the gate with it');
 
 -- Export and account deletion (seed §10.5, §11).
 SELECT is((SELECT (memory.export_subject('u5')->'manifest'->'consents'->>'count')::int), 2, 'export_subject: every consent version');
