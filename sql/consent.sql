@@ -70,6 +70,17 @@ BEGIN
     RETURN memory._consent_scopes(p_org, p_user);
 END $$;
 
+-- The check of a write gated on one scope: MX003 with the scope unless it is in force (read
+-- under the share lock, _consent_scopes_locked).
+CREATE FUNCTION memory._require_scope(p_org text, p_user text, p_scope memory.consent_scope)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT p_scope = ANY (coalesce(memory._consent_scopes_locked(p_org, p_user), '{}')) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || p_scope;
+    END IF;
+END $$;
+
 -- Checks shared by the consent functions; returns nothing or raises 22023 / 42501.
 CREATE FUNCTION memory._consent_args(p_org text, p_user text, p_at timestamptz)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
@@ -484,9 +495,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory._require_org(NEW.org_id);
-    IF NOT 'save_to_thread' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
-        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
-    END IF;
+    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'save_to_thread');
     NEW.consent_blocked := false;
     RETURN NEW;
 END $$;
@@ -516,9 +525,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory._require_org(NEW.org_id);
-    IF NOT 'training_use_allowed' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
-        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: training_use_allowed';
-    END IF;
+    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'training_use_allowed');
     NEW.withdrawal_status := NULL;
     NEW.withdrawn_at := NULL;
     RETURN NEW;

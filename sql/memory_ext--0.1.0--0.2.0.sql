@@ -2535,6 +2535,15 @@ BEGIN
     RETURN memory._consent_scopes(p_org, p_user);
 END $$;
 
+CREATE OR REPLACE FUNCTION memory._require_scope(p_org text, p_user text, p_scope memory.consent_scope)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT p_scope = ANY (coalesce(memory._consent_scopes_locked(p_org, p_user), '{}')) THEN
+        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || p_scope;
+    END IF;
+END $$;
+
 CREATE OR REPLACE FUNCTION memory._consent_args(p_org text, p_user text, p_at timestamptz)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2947,9 +2956,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory._require_org(NEW.org_id);
-    IF NOT 'save_to_thread' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
-        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
-    END IF;
+    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'save_to_thread');
     NEW.consent_blocked := false;
     RETURN NEW;
 END $$;
@@ -2981,9 +2988,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory._require_org(NEW.org_id);
-    IF NOT 'training_use_allowed' = ANY (coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}')) THEN
-        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: training_use_allowed';
-    END IF;
+    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'training_use_allowed');
     NEW.withdrawal_status := NULL;
     NEW.withdrawn_at := NULL;
     RETURN NEW;
