@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(112);
+SELECT plan(117);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -373,6 +373,20 @@ SELECT is((SELECT alpha FROM memory.record_outcome('r1', 'rejected', ARRAY['b000
           'another org''s failures on a row with the same id neither count against this one nor block its session');
 RESET memory.org_id;
 RESET ROLE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Consent (SPEC §6) for a role with no grants: the one PUBLIC door answers nothing about an org
+-- it is not bound to, and the rest are closed.
+SELECT memory.grant_consent('acme', 'victim', '{save_to_profile}');
+SET ROLE sec_mallory;
+SELECT throws_ok($$ SELECT memory._has_consent('acme', 'victim', 'save_to_profile') $$, '42501', NULL,
+                 'a role with no grants learns nothing of another org''s consent');
+SELECT throws_ok($$ SELECT memory.grant_consent('acme', 'victim', '{training_use_allowed}') $$, '42501', NULL,
+                 'nor records consent');
+SELECT throws_ok($$ SELECT * FROM memory.consent_status('acme', 'victim') $$, '42501', NULL, 'nor reads its status');
+SELECT throws_ok($$ SELECT memory._consent_gate(true) $$, '42501', NULL, 'nor opens the consent gate');
+RESET ROLE;
+SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1, 'the victim''s consent is as it was');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
