@@ -4,8 +4,13 @@
 //! only for these keywords, so the patterns are compiled as byte regexes with Unicode off. That
 //! keeps the semantics of the seed and lets the engine use its fastest literal prefilters.
 
+use crate::detect::{self, Detector, Gates};
+use crate::fold;
 use regex::bytes::{Regex, RegexSet, RegexSetBuilder};
+use std::borrow::Cow;
 use std::sync::LazyLock;
+
+pub use crate::detect::{luhn_valid, Set as DetectorSet};
 
 /// Sensitivity tier, ordered from least to most restrictive (matches the SQL enum order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -79,13 +84,10 @@ impl SourceType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rule {
     RestrictedKeyword,
-    CardNumber,
-    SsnPattern,
     ConfidentialPath,
     ConfidentialKeyword,
-    PemPrivateKey,
-    AwsAccessKey,
-    Jwt,
+    /// A validated detector (`crate::detect`) matched.
+    Detector(Detector),
     InternalDecision,
     PublicPaths,
     Default,
@@ -97,13 +99,9 @@ impl Rule {
     pub fn name(&self) -> String {
         match self {
             Rule::RestrictedKeyword => "restricted_keyword".into(),
-            Rule::CardNumber => "detector_card_number".into(),
-            Rule::SsnPattern => "detector_ssn".into(),
             Rule::ConfidentialPath => "confidential_path".into(),
             Rule::ConfidentialKeyword => "confidential_keyword".into(),
-            Rule::PemPrivateKey => "detector_pem_private_key".into(),
-            Rule::AwsAccessKey => "detector_aws_access_key".into(),
-            Rule::Jwt => "detector_jwt".into(),
+            Rule::Detector(d) => format!("detector_{}", d.name()),
             Rule::InternalDecision => "internal_compliance_decision".into(),
             Rule::PublicPaths => "public_paths".into(),
             Rule::Default => "default".into(),
@@ -114,40 +112,34 @@ impl Rule {
 
 /// The outcome of classification: the tier, the rule that decided it, and the evidence.
 ///
-/// Evidence is a matched keyword or path, never a detector's match: echoing a card number or a
-/// key back in an explanation would leak exactly what the tier protects.
+/// Evidence is a matched keyword (as the writer wrote it, before folding) or path, never a
+/// detector's match: echoing a card number or a key back in an explanation would leak exactly
+/// what the tier protects. `detectors` names every enabled detector that matched (filled by
+/// `explain` only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub tier: Tier,
     pub rule: Rule,
     pub evidence: Option<String>,
+    pub detectors: DetectorSet,
 }
 
 impl Decision {
     fn new(tier: Tier, rule: Rule, evidence: Option<String>) -> Self {
-        Decision { tier, rule, evidence }
+        Decision { tier, rule, evidence, detectors: DetectorSet::NONE }
     }
 }
 
-// Content patterns, indexed by the constants below. One RegexSet scans the content once.
+// Content patterns of the seed's keyword rules, indexed by the constants below. One RegexSet
+// scans the content once.
 const C_RESTRICTED: usize = 0;
 const C_CONFIDENTIAL: usize = 1;
 const C_INTERNAL: usize = 2;
-const C_SSN: usize = 3;
-const C_CARD: usize = 4;
-const C_PEM: usize = 5;
-const C_AWS: usize = 6;
-const C_JWT: usize = 7;
 
-const CONTENT_PATTERNS: [&str; 8] = [
+const CONTENT_PATTERNS: [&str; 3] = [
     r"(?i)\b(ssn|social security|credit card|pci|pii)\b",
     r"(?i)\b(password|api[_-]?key|token|private[_-]?key|secret)\b",
     r"(?i)\b(compliance|security|audit|policy|sox|sr[-_ ]?11[-_ ]?7|gdpr|hipaa)\b",
-    r"\b\d{3}-\d{2}-\d{4}\b",
-    r"\b\d(?:[ -]?\d){12,18}\b",
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
-    r"\bAKIA[0-9A-Z]{16}\b",
-    r"\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",
 ];
 
 // Path patterns, matched against the normalised path (leading `/`, `\` turned into `/`).
@@ -177,41 +169,56 @@ static PATH_SET: LazyLock<RegexSet> = LazyLock::new(|| build_set(&PATH_PATTERNS)
 static CONTENT_ONE: LazyLock<Vec<Regex>> =
     LazyLock::new(|| CONTENT_PATTERNS.iter().map(|p| build_one(p)).collect());
 
-/// Luhn checksum over the digits of `candidate` (separators ignored).
-pub fn luhn_valid(candidate: &[u8]) -> bool {
-    let digits: Vec<u32> =
-        candidate.iter().filter(|b| b.is_ascii_digit()).map(|b| u32::from(b - b'0')).collect();
-    if !(13..=19).contains(&digits.len()) {
-        return false;
-    }
-    let sum: u32 = digits
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, &d)| {
-            if i % 2 == 1 {
-                let x = d * 2;
-                if x > 9 {
-                    x - 9
-                } else {
-                    x
-                }
-            } else {
-                d
+/// The first match of keyword rule `idx` in the scanned text, reported as the writer wrote it:
+/// the original characters of a folded match (`ｓｓｎ` stays `ｓｓｎ`), lower-cased when plain.
+fn keyword(idx: usize, text: &Text<'_>) -> Option<String> {
+    CONTENT_ONE[idx].find(text.scanned()).map(|m| match text.original_of(m.start(), m.end()) {
+        Some(orig) => orig.to_string(),
+        None => String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase(),
+    })
+}
+
+/// Content as classification scans it: folded when it is UTF-8 and folding changes it (bytes
+/// that are not UTF-8 are scanned as they are).
+struct Text<'a> {
+    original: &'a [u8],
+    folded: Option<(&'a str, fold::Folded<'a>)>,
+}
+
+impl<'a> Text<'a> {
+    fn new(content: &'a [u8]) -> Text<'a> {
+        if content.is_ascii() {
+            return Text { original: content, folded: None };
+        }
+        match std::str::from_utf8(content) {
+            Ok(s) => {
+                let f = fold::fold(s);
+                Text { original: content, folded: f.changed().then_some((s, f)) }
             }
-        })
-        .sum();
-    sum % 10 == 0
+            Err(_) => Text { original: content, folded: None },
+        }
+    }
+
+    fn scanned(&self) -> &[u8] {
+        match &self.folded {
+            Some((_, f)) => f.text.as_bytes(),
+            None => self.original,
+        }
+    }
+
+    /// The writer's characters behind the scanned range, when the text was folded.
+    fn original_of(&self, start: usize, end: usize) -> Option<&'a str> {
+        self.folded.as_ref().map(|(s, f)| f.original(s, start, end))
+    }
 }
 
-fn has_card_number(content: &[u8]) -> bool {
-    CONTENT_ONE[C_CARD].find_iter(content).any(|m| luhn_valid(m.as_bytes()))
-}
-
-fn keyword(idx: usize, content: &[u8]) -> Option<String> {
-    CONTENT_ONE[idx]
-        .find(content)
-        .map(|m| String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase())
+/// A path as the path rules see it: folded like content.
+fn fold_path(p: &str) -> Cow<'_, str> {
+    if p.is_ascii() {
+        Cow::Borrowed(p)
+    } else {
+        fold::fold_path(p)
+    }
 }
 
 /// Path as the seed's regexes expect it: rooted and with forward slashes, so that a relative
@@ -232,62 +239,53 @@ pub fn classify_reference(
     content: &[u8],
     paths: &[&str],
     source_type: Option<SourceType>,
-    detectors: bool,
+    detectors: DetectorSet,
 ) -> Decision {
-    let hits = CONTENT_SET.matches(content);
+    let text = Text::new(content);
+    let scanned = text.scanned();
+    let hits = CONTENT_SET.matches(scanned);
+    let found = detect::find_folded(scanned, detectors);
+    let first_found = |tier: Tier| found.iter().find(|d| d.tier() == tier);
+    let with_found = |mut d: Decision| {
+        d.detectors = found;
+        d
+    };
 
     // Priority 1: restricted.
     if hits.matched(C_RESTRICTED) {
-        return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, keyword(C_RESTRICTED, content));
+        return with_found(Decision::new(Tier::Restricted, Rule::RestrictedKeyword, keyword(C_RESTRICTED, &text)));
     }
-    if detectors {
-        if hits.matched(C_SSN) {
-            return Decision::new(Tier::Restricted, Rule::SsnPattern, None);
-        }
-        if hits.matched(C_CARD) && has_card_number(content) {
-            return Decision::new(Tier::Restricted, Rule::CardNumber, None);
-        }
+    if let Some(d) = first_found(Tier::Restricted) {
+        return with_found(Decision::new(Tier::Restricted, Rule::Detector(d), None));
     }
 
     // Priority 2: confidential, paths first (2a) then content (2b).
     let mut all_public = !paths.is_empty();
     for p in paths {
-        let norm = normalize_path(p);
+        let norm = normalize_path(&fold_path(p));
         let ph = PATH_SET.matches(&norm);
         if ph.matched(P_CONFIDENTIAL_DIR) || ph.matched(P_DOTENV) {
-            return Decision::new(Tier::Confidential, Rule::ConfidentialPath, Some((*p).to_string()));
+            return with_found(Decision::new(Tier::Confidential, Rule::ConfidentialPath, Some((*p).to_string())));
         }
         all_public &= ph.matched(P_PUBLIC);
     }
     if hits.matched(C_CONFIDENTIAL) {
-        return Decision::new(
-            Tier::Confidential,
-            Rule::ConfidentialKeyword,
-            keyword(C_CONFIDENTIAL, content),
-        );
+        return with_found(Decision::new(Tier::Confidential, Rule::ConfidentialKeyword, keyword(C_CONFIDENTIAL, &text)));
     }
-    if detectors {
-        if hits.matched(C_PEM) {
-            return Decision::new(Tier::Confidential, Rule::PemPrivateKey, None);
-        }
-        if hits.matched(C_AWS) {
-            return Decision::new(Tier::Confidential, Rule::AwsAccessKey, None);
-        }
-        if hits.matched(C_JWT) {
-            return Decision::new(Tier::Confidential, Rule::Jwt, None);
-        }
+    if let Some(d) = first_found(Tier::Confidential) {
+        return with_found(Decision::new(Tier::Confidential, Rule::Detector(d), None));
     }
 
     // Priority 3: internal for compliance decisions.
     if source_type == Some(SourceType::Decision) && hits.matched(C_INTERNAL) {
-        return Decision::new(Tier::Internal, Rule::InternalDecision, keyword(C_INTERNAL, content));
+        return with_found(Decision::new(Tier::Internal, Rule::InternalDecision, keyword(C_INTERNAL, &text)));
     }
 
     // Priority 4: public when every (present) path is a public/docs path.
     if all_public {
-        return Decision::new(Tier::Public, Rule::PublicPaths, None);
+        return with_found(Decision::new(Tier::Public, Rule::PublicPaths, None));
     }
-    Decision::new(Tier::Internal, Rule::Default, None)
+    with_found(Decision::new(Tier::Internal, Rule::Default, None))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,11 +331,15 @@ const CLASS: [u8; 256] = {
     t
 };
 
-/// The words `scan_content` matches (whole keywords, and the first words of the keywords that
-/// span words), which the prefilter below is built from. `sr 11-7` is followed by `sr_11_7`.
-const KEYWORD_WORDS: [&str; 21] = [
+/// The words `scan_content` matches (whole keywords, the first words of the keywords that span
+/// words, and the detectors' context words), which the prefilter below is built from. `sr 11-7`
+/// is followed by `sr_11_7`.
+const KEYWORD_WORDS: [&str; 37] = [
     "ssn", "pci", "pii", "social", "credit", "password", "token", "secret", "apikey", "api_key", "privatekey",
     "private_key", "api", "private", "compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa",
+    // detect::PHONE_WORDS, ROUTING_WORDS, WALLET_WORDS
+    "phone", "phones", "telephone", "tel", "mobile", "cell", "cellphone", "routing", "aba", "rtn", "transit",
+    "wallet", "address", "eth", "ethereum", "ether",
 ];
 
 /// By first byte (either case): a bit per word length that some entry of `KEYWORD_WORDS` starting
@@ -360,14 +362,8 @@ struct ContentHits {
     restricted: bool,
     confidential: bool,
     internal: bool,
-    pem: bool,
-    aws: bool,
-    jwt: bool,
-    /// A chain of all-digit words joined by single spaces or dashes: the most digits in one,
-    /// and whether a chain of at least nine digits had a dash (the card and SSN gates; both
-    /// patterns run from a word start to a word end through such a chain).
-    digit_chain: usize,
-    dashed_nine: bool,
+    /// What the detectors need to have a chance (see `detect::Gates`).
+    gates: Gates,
 }
 
 /// Whether `content[at..]` starts with `sep` then the word `word` (ASCII case-insensitive) ending
@@ -400,11 +396,11 @@ fn sr_11_7(content: &[u8], at: usize) -> bool {
 }
 
 /// Masks of one block of at most 64 bytes (bit i: byte i): word bytes (`[A-Za-z0-9_]`), digits,
-/// dashes (the PEM gate), and the bytes a word worth looking at can start with (the first letters
-/// of the keyword words in either case, `e` and `A` of the detectors, digits).
+/// dashes (the PEM gate), the bytes a word worth looking at can start with (`FIRST`), and `@`,
+/// `+`, `:` (the e-mail, phone and URL gates).
 #[inline]
-fn block_masks(block: &[u8]) -> [u64; 4] {
-    let (mut word, mut digit, mut dash, mut first) = (0u64, 0u64, 0u64, 0u64);
+fn block_masks(block: &[u8]) -> [u64; 5] {
+    let (mut word, mut digit, mut dash, mut first, mut punct) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE2 is part of the x86_64 baseline; every load reads 16 bytes inside `block`.
@@ -424,15 +420,25 @@ fn block_masks(block: &[u8]) -> [u64; 4] {
             let d = _mm_cmplt_epi8(_mm_add_epi8(v, digit_bias), digit_limit);
             let a = _mm_cmplt_epi8(_mm_add_epi8(lower, alpha_bias), alpha_limit);
             let w = _mm_or_si128(_mm_or_si128(a, d), eq(v, b'_'));
+            // Upper-case letters: letters whose case bit is clear.
+            let up = _mm_andnot_si128(_mm_cmpeq_epi8(_mm_and_si128(v, case_bit), case_bit), a);
             let f = _mm_or_si128(
-                _mm_or_si128(_mm_or_si128(eq(lower, b's'), eq(lower, b'p')), _mm_or_si128(eq(lower, b'c'), eq(lower, b't'))),
-                _mm_or_si128(_mm_or_si128(eq(lower, b'a'), eq(lower, b'g')), _mm_or_si128(eq(lower, b'h'), eq(lower, b'e'))),
+                _mm_or_si128(
+                    _mm_or_si128(_mm_or_si128(eq(v, b's'), eq(v, b'p')), _mm_or_si128(eq(v, b'c'), eq(v, b't'))),
+                    _mm_or_si128(_mm_or_si128(eq(v, b'a'), eq(v, b'g')), _mm_or_si128(eq(v, b'h'), eq(v, b'e'))),
+                ),
+                _mm_or_si128(
+                    _mm_or_si128(_mm_or_si128(eq(v, b'x'), eq(v, b'r')), _mm_or_si128(eq(v, b'b'), eq(v, b'm'))),
+                    eq(v, b'w'),
+                ),
             );
-            let f = _mm_or_si128(_mm_and_si128(f, a), d);
+            let f = _mm_or_si128(_mm_or_si128(f, up), d);
+            let p = _mm_or_si128(_mm_or_si128(eq(v, b'@'), eq(v, b'+')), eq(v, b':'));
             word |= (_mm_movemask_epi8(w) as u16 as u64) << i;
             digit |= (_mm_movemask_epi8(d) as u16 as u64) << i;
             dash |= (_mm_movemask_epi8(eq(v, b'-')) as u16 as u64) << i;
             first |= (_mm_movemask_epi8(f) as u16 as u64) << i;
+            punct |= (_mm_movemask_epi8(p) as u16 as u64) << i;
             i += 16;
         }
     }
@@ -443,20 +449,27 @@ fn block_masks(block: &[u8]) -> [u64; 4] {
         digit |= ((c == DIGIT) as u64) << i;
         dash |= ((b == b'-') as u64) << i;
         first |= (FIRST[b as usize] as u64) << i;
+        punct |= (matches!(b, b'@' | b'+' | b':') as u64) << i;
         i += 1;
     }
-    [word, digit, dash, first]
+    [word, digit, dash, first, punct]
 }
 
-/// Bytes that can start a word `Scan::word` acts on (see `block_masks`).
+/// Bytes that can start a word `Scan::word` acts on (see `block_masks`): every upper-case letter
+/// (keywords in any case, IBAN, AWS, Google, bech32 in upper case), the lower-case first letters
+/// of the keyword and context words and of the detectors' prefixes, and digits.
 const FIRST: [bool; 256] = {
     let mut t = [false; 256];
-    let starts = b"spctaghe";
+    let starts = b"spctaghexrbmw";
     let mut k = 0;
     while k < starts.len() {
         t[starts[k] as usize] = true;
-        t[starts[k].to_ascii_uppercase() as usize] = true;
         k += 1;
+    }
+    let mut c = b'A';
+    while c <= b'Z' {
+        t[c as usize] = true;
+        c += 1;
     }
     let mut d = b'0';
     while d <= b'9' {
@@ -494,7 +507,11 @@ impl Scan<'_> {
     fn word(&mut self, start: usize, end: usize, all_digits: bool) -> bool {
         let content = self.content;
         let h = &mut self.hits;
+        let g = &mut h.gates;
         let word = &content[start..end];
+        let b = word[0];
+        // Bitcoin Base58Check addresses start with 1 or 3 and are 26+ characters.
+        g.base58 |= matches!(b, b'1' | b'3') && word.len() >= 26;
         if all_digits {
             let ce = self.chain_end;
             let joined = ce != usize::MAX && start == ce + 1 && matches!(content[ce], b' ' | b'-');
@@ -505,21 +522,38 @@ impl Scan<'_> {
                 (self.chain, self.chain_dash) = (word.len(), false);
             }
             self.chain_end = end;
-            h.digit_chain = h.digit_chain.max(self.chain);
-            h.dashed_nine |= self.chain_dash && self.chain >= 9;
+            g.digits = true;
+            g.nine_digits |= word.len() == 9;
+            g.digit_chain = g.digit_chain.max(self.chain);
+            g.dashed_nine |= self.chain_dash && self.chain >= 9;
             return false;
         }
-        let b = word[0];
-        // Detector gates: both patterns begin at a word boundary and are case-sensitive.
+        // Detector gates: their patterns begin at a word boundary and are case-sensitive.
         match b {
-            b'A' => h.aws |= word.starts_with(b"AKIA"),
-            b'e' => h.jwt |= word.starts_with(b"eyJ"),
-            b's' | b'S' => {
-                if word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
-                    h.internal = true;
-                }
+            b'A' => {
+                g.aws |= word.starts_with(b"AKIA") || word.starts_with(b"ASIA");
+                g.google |= word.starts_with(b"AIza");
             }
+            b'e' => g.jwt |= word.starts_with(b"eyJ"),
+            b'g' => g.github |= word.starts_with(b"gh") || word.starts_with(b"github_pat_"),
+            b'x' => g.slack |= word.starts_with(b"xox"),
+            b'0' => g.hex0x |= word.len() > 1 && word[1] == b'x',
+            b'b' | b'B' => g.bech32 |= word.len() >= 3 && word[..3].eq_ignore_ascii_case(b"bc1"),
             _ => {}
+        }
+        if matches!(b, b's' | b'r') && word[1..].starts_with(b"k_live_") {
+            g.stripe = true;
+        }
+        if b.is_ascii_uppercase()
+            && word.len() >= 4
+            && word[1].is_ascii_uppercase()
+            && word[2].is_ascii_digit()
+            && word[3].is_ascii_digit()
+        {
+            g.iban = true;
+        }
+        if (b | 0x20) == b's' && word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
+            h.internal = true;
         }
         if word.len() > self.low.len() || KEYWORD_LENGTHS[b as usize] & (1 << word.len()) == 0 {
             return false;
@@ -534,6 +568,9 @@ impl Scan<'_> {
             b"password" | b"token" | b"secret" | b"apikey" | b"api_key" | b"privatekey" | b"private_key" => h.confidential = true,
             b"api" | b"private" => h.confidential |= followed_by(content, end, b'-', "key"),
             b"compliance" | b"security" | b"audit" | b"policy" | b"sox" | b"gdpr" | b"hipaa" => h.internal = true,
+            b"phone" | b"phones" | b"telephone" | b"tel" | b"mobile" | b"cell" | b"cellphone" => h.gates.ctx_phone = true,
+            b"routing" | b"aba" | b"rtn" | b"transit" => h.gates.ctx_routing = true,
+            b"wallet" | b"address" | b"eth" | b"ethereum" | b"ether" => h.gates.ctx_wallet = true,
             _ => {}
         }
         // Nothing outranks a restricted keyword.
@@ -550,14 +587,26 @@ fn scan_content(content: &[u8]) -> ContentHits {
     let mut prev_word = false;
     while base < n {
         let len = (n - base).min(64);
-        let [w, d, dash, first] = block_masks(&content[base..base + len]);
+        let [w, d, dash, first, punct] = block_masks(&content[base..base + len]);
         let mut dm = dash;
         while dm != 0 {
             let at = base + dm.trailing_zeros() as usize;
             if content[at..].starts_with(b"-----BEGIN ") {
-                s.hits.pem = true;
+                s.hits.gates.pem = true;
             }
             dm &= dm - 1;
+        }
+        let mut pm = punct;
+        while pm != 0 {
+            let at = base + pm.trailing_zeros() as usize;
+            let next = content.get(at + 1).copied().unwrap_or(0);
+            let g = &mut s.hits.gates;
+            match content[at] {
+                b'@' => g.at = true,
+                b'+' => g.plus_digit |= next.is_ascii_digit() || next == b'(',
+                _ => g.scheme |= content[at..].starts_with(b"://"),
+            }
+            pm &= pm - 1;
         }
         let starts = w & !((w << 1) | prev_word as u64);
         let mut todo = starts & first;
@@ -631,22 +680,30 @@ fn path_class(path: &str) -> PathClass {
 /// Same result as `classify_reference`, without the evidence; use `explain` for that.
 ///
 /// `paths` holds the source files that are present; callers drop NULL array elements.
-pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: bool) -> Decision {
-    let h = scan_content(content);
+pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: DetectorSet) -> Decision {
+    let text = Text::new(content);
+    classify_scanned(text.scanned(), paths, source_type, detectors)
+}
+
+/// The plain scanner: `classify` of content as written, no folding (the differential tests).
+#[cfg(test)]
+pub(crate) fn classify_plain(content: &[u8], detectors: DetectorSet) -> Decision {
+    classify_scanned(content, &[], None, detectors)
+}
+
+fn classify_scanned(scanned: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: DetectorSet) -> Decision {
+    let h = scan_content(scanned);
     if h.restricted {
         return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, None);
     }
-    if detectors {
-        if h.dashed_nine && CONTENT_ONE[C_SSN].is_match(content) {
-            return Decision::new(Tier::Restricted, Rule::SsnPattern, None);
-        }
-        if h.digit_chain >= 13 && has_card_number(content) {
-            return Decision::new(Tier::Restricted, Rule::CardNumber, None);
+    if !detectors.is_empty() {
+        if let Some(d) = detect::first_match(scanned, detectors, Tier::Restricted, &h.gates) {
+            return Decision::new(Tier::Restricted, Rule::Detector(d), None);
         }
     }
     let mut all_public = !paths.is_empty();
     for p in paths {
-        match path_class(p) {
+        match path_class(&fold_path(p)) {
             PathClass::Confidential => return Decision::new(Tier::Confidential, Rule::ConfidentialPath, None),
             PathClass::Public => {}
             PathClass::Other => all_public = false,
@@ -655,15 +712,9 @@ pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>,
     if h.confidential {
         return Decision::new(Tier::Confidential, Rule::ConfidentialKeyword, None);
     }
-    if detectors {
-        if h.pem && CONTENT_ONE[C_PEM].is_match(content) {
-            return Decision::new(Tier::Confidential, Rule::PemPrivateKey, None);
-        }
-        if h.aws && CONTENT_ONE[C_AWS].is_match(content) {
-            return Decision::new(Tier::Confidential, Rule::AwsAccessKey, None);
-        }
-        if h.jwt && CONTENT_ONE[C_JWT].is_match(content) {
-            return Decision::new(Tier::Confidential, Rule::Jwt, None);
+    if !detectors.is_empty() {
+        if let Some(d) = detect::first_match(scanned, detectors, Tier::Confidential, &h.gates) {
+            return Decision::new(Tier::Confidential, Rule::Detector(d), None);
         }
     }
     if source_type == Some(SourceType::Decision) && h.internal {
@@ -676,7 +727,7 @@ pub fn classify(content: &[u8], paths: &[&str], source_type: Option<SourceType>,
 }
 
 /// `classify` with the evidence filled in (the matched keyword or the deciding path).
-pub fn explain(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: bool) -> Decision {
+pub fn explain(content: &[u8], paths: &[&str], source_type: Option<SourceType>, detectors: DetectorSet) -> Decision {
     classify_reference(content, paths, source_type, detectors)
 }
 

@@ -3,6 +3,8 @@
 //! The extension crate moves values between SQL and these functions; every rule lives here.
 
 pub mod classify;
+pub mod detect;
+pub mod fold;
 pub mod audit;
 pub mod feedback;
 pub mod lifecycle;

@@ -1,7 +1,7 @@
 use super::*;
 
 fn tier(content: &str, paths: &[&str], st: Option<SourceType>) -> Tier {
-    classify(content.as_bytes(), paths, st, true).tier
+    classify(content.as_bytes(), paths, st, true.into()).tier
 }
 
 /// The classification vectors: one file, `core/tests/vectors/classification.json`, read here, by
@@ -19,7 +19,7 @@ fn vectors_from_the_shared_file() {
         let paths: Vec<String> = v["paths"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect()).unwrap_or_default();
         let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
         let st = s("source_type").map(|t| SourceType::parse(&t).expect("known source type"));
-        let d = classify(content.as_bytes(), &paths, st, true);
+        let d = classify(content.as_bytes(), &paths, st, true.into());
         let name = s("name").unwrap_or_default();
         assert_eq!(d.tier.as_str(), s("tier").expect("tier"), "tier of vector {name} ({content:?})");
         assert_eq!(d.rule.name(), s("rule").expect("rule"), "rule of vector {name} ({content:?})");
@@ -29,9 +29,9 @@ fn vectors_from_the_shared_file() {
 #[test]
 fn keyword_inside_a_failed_longer_keyword_is_found() {
     // "social security" fails its left boundary; "security" inside it does not.
-    let d = classify(b"xsocial security", &[], Some(SourceType::Decision), true);
+    let d = classify(b"xsocial security", &[], Some(SourceType::Decision), true.into());
     assert_eq!((d.tier, d.rule), (Tier::Internal, Rule::InternalDecision));
-    assert_eq!(classify_reference(b"xsocial security", &[], Some(SourceType::Decision), true).rule, Rule::InternalDecision);
+    assert_eq!(classify_reference(b"xsocial security", &[], Some(SourceType::Decision), true.into()).rule, Rule::InternalDecision);
 }
 
 #[test]
@@ -39,30 +39,30 @@ fn keywords_spanning_words() {
     for (text, tier) in [("social security", Tier::Restricted), ("credit card", Tier::Restricted), ("api-key", Tier::Confidential),
                          ("private-key", Tier::Confidential), ("api key", Tier::Internal), ("social  security", Tier::Internal),
                          ("credit cards", Tier::Internal), ("sr 11-7", Tier::Internal), ("SR_117", Tier::Internal), ("sr-11-7x", Tier::Internal)] {
-        assert_eq!(classify(text.as_bytes(), &[], None, true).tier, tier, "{text}");
-        assert_eq!(classify_reference(text.as_bytes(), &[], None, true).tier, tier, "{text}");
+        assert_eq!(classify(text.as_bytes(), &[], None, true.into()).tier, tier, "{text}");
+        assert_eq!(classify_reference(text.as_bytes(), &[], None, true.into()).tier, tier, "{text}");
     }
-    let d = classify(b"sr-11-7", &[], Some(SourceType::Decision), true);
+    let d = classify(b"sr-11-7", &[], Some(SourceType::Decision), true.into());
     assert_eq!(d.rule, Rule::InternalDecision);
-    let d = classify(b"sr-11-7x", &[], Some(SourceType::Decision), true);
+    let d = classify(b"sr-11-7x", &[], Some(SourceType::Decision), true.into());
     assert_eq!(d.rule, Rule::Default);
 }
 
 #[test]
 fn detectors_off_keeps_only_seed_rules() {
-    let d = classify(b"number 123-45-6789", &[], None, false);
+    let d = classify(b"number 123-45-6789", &[], None, false.into());
     assert_eq!(d.tier, Tier::Internal);
-    let d = classify(b"AKIAIOSFODNN7EXAMPLE", &["docs/a.md"], None, false);
+    let d = classify(b"AKIAIOSFODNN7EXAMPLE", &["docs/a.md"], None, false.into());
     assert_eq!(d.tier, Tier::Public);
 }
 
 #[test]
 fn evidence_names_keyword_or_path_never_detector_match() {
-    let d = explain(b"My PASSWORD", &[], None, true);
+    let d = explain(b"My PASSWORD", &[], None, true.into());
     assert_eq!(d.evidence.as_deref(), Some("password"));
-    let d = explain(b"4111 1111 1111 1111", &[], None, true);
+    let d = explain(b"4111 1111 1111 1111", &[], None, true.into());
     assert_eq!(d.evidence, None);
-    let d = explain(b"x", &["a/secrets/b"], None, true);
+    let d = explain(b"x", &["a/secrets/b"], None, true.into());
     assert_eq!(d.evidence.as_deref(), Some("a/secrets/b"));
 }
 
@@ -79,7 +79,7 @@ fn luhn_known_values() {
 fn org_rules_raise_never_lower() {
     let up = OrgRule::compile(7, Tier::Restricted, Target::Content, "(?i)project x", None).unwrap();
     let down = OrgRule::compile(8, Tier::Public, Target::Content, "password", None).unwrap();
-    let base = classify(b"password for Project X", &[], None, true);
+    let base = classify(b"password for Project X", &[], None, true.into());
     assert_eq!(base.tier, Tier::Confidential);
     let d = apply_org_rules(base.clone(), &[down.clone()], b"password for Project X", &[], None);
     assert_eq!(d, base);
@@ -90,7 +90,7 @@ fn org_rules_raise_never_lower() {
 #[test]
 fn org_rule_paths_and_source_type() {
     let r = OrgRule::compile(1, Tier::Confidential, Target::Path, "^/vault/", Some(SourceType::Fact)).unwrap();
-    let base = classify(b"x", &["vault/a"], Some(SourceType::Fact), true);
+    let base = classify(b"x", &["vault/a"], Some(SourceType::Fact), true.into());
     assert_eq!(apply_org_rules(base.clone(), &[r.clone()], b"x", &["vault/a"], Some(SourceType::Fact)).tier, Tier::Confidential);
     assert_eq!(apply_org_rules(base, &[r], b"x", &["vault/a"], None).tier, Tier::Internal);
 }
@@ -118,7 +118,7 @@ fn labels_round_trip_and_bands() {
 #[test]
 fn non_utf8_and_non_ascii_content_is_fine() {
     assert_eq!(tier("passwörd über", &[], None), Tier::Internal);
-    assert_eq!(classify(&[0xff, 0xfe, b' ', b's', b's', b'n'], &[], None, true).tier, Tier::Restricted);
+    assert_eq!(classify(&[0xff, 0xfe, b' ', b's', b's', b'n'], &[], None, true.into()).tier, Tier::Restricted);
 }
 
 mod props {
@@ -146,15 +146,15 @@ mod props {
         // except for the public rule, which only applies when every path is public.
         #[test]
         fn restricted_content_dominates_paths(content in any_tier_content(), path in "[a-z/.]{0,20}") {
-            let without = classify(content.as_bytes(), &[], None, true);
-            let with = classify(content.as_bytes(), &[path.as_str()], None, true);
+            let without = classify(content.as_bytes(), &[], None, true.into());
+            let with = classify(content.as_bytes(), &[path.as_str()], None, true.into());
             if without.tier == Tier::Restricted { prop_assert_eq!(with.tier, Tier::Restricted); }
             if without.tier >= Tier::Confidential { prop_assert!(with.tier >= Tier::Confidential); }
         }
 
         #[test]
         fn org_rules_are_monotone(content in any_tier_content(), tier_idx in 0usize..4) {
-            let base = classify(content.as_bytes(), &[], None, true);
+            let base = classify(content.as_bytes(), &[], None, true.into());
             let r = OrgRule::compile(1, Tier::ALL[tier_idx], Target::Content, ".", None).unwrap();
             let d = apply_org_rules(base.clone(), &[r], content.as_bytes(), &[], None);
             prop_assert!(d.tier >= base.tier);
@@ -163,20 +163,21 @@ mod props {
         #[test]
         fn detectors_only_raise(content in any_tier_content(), paths in prop::collection::vec("[a-z/.]{0,12}", 0..3)) {
             let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
-            let on = classify(content.as_bytes(), &ps, Some(SourceType::Decision), true);
-            let off = classify(content.as_bytes(), &ps, Some(SourceType::Decision), false);
+            let on = classify(content.as_bytes(), &ps, Some(SourceType::Decision), true.into());
+            let off = classify(content.as_bytes(), &ps, Some(SourceType::Decision), false.into());
             prop_assert!(on.tier >= off.tier);
         }
 
         // The vector masks of a block equal the byte-by-byte tables, whatever the bytes.
         #[test]
         fn block_masks_match_tables(block in prop::collection::vec(any::<u8>(), 0..=64)) {
-            let mut want = [0u64; 4];
+            let mut want = [0u64; 5];
             for (i, &b) in block.iter().enumerate() {
                 want[0] |= u64::from(CLASS[b as usize] != 0) << i;
                 want[1] |= u64::from(CLASS[b as usize] == DIGIT) << i;
                 want[2] |= u64::from(b == b'-') << i;
                 want[3] |= u64::from(FIRST[b as usize]) << i;
+                want[4] |= u64::from(matches!(b, b'@' | b'+' | b':')) << i;
             }
             prop_assert_eq!(block_masks(&block), want);
         }
@@ -217,14 +218,14 @@ mod props {
             }
             let ps: Vec<&str> = paths.iter().map(String::as_str).collect();
             let st = st.map(|i| SourceType::ALL[i]);
-            let fast = classify(content.as_bytes(), &ps, st, detectors);
-            let reference = classify_reference(content.as_bytes(), &ps, st, detectors);
+            let fast = classify(content.as_bytes(), &ps, st, detectors.into());
+            let reference = classify_reference(content.as_bytes(), &ps, st, detectors.into());
             prop_assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {:?} paths {:?}", content, ps);
         }
 
         #[test]
         fn never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            let _ = classify(&bytes, &["x/y"], None, true);
+            let _ = classify(&bytes, &["x/y"], None, true.into());
         }
     }
 }
@@ -246,8 +247,8 @@ fn keyword_prefilter_passes_every_keyword_in_any_case() {
                 format!("{form}s"),
             ] {
                 for st in [None, Some(SourceType::Decision)] {
-                    let fast = classify(content.as_bytes(), &[], st, true);
-                    let reference = classify_reference(content.as_bytes(), &[], st, true);
+                    let fast = classify(content.as_bytes(), &[], st, true.into());
+                    let reference = classify_reference(content.as_bytes(), &[], st, true.into());
                     assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {content:?}");
                 }
             }
@@ -264,8 +265,8 @@ fn keywords_at_every_offset() {
             for filler in ["a", " ", "é", "7"] {
                 let content = format!("{}{needle}{}", filler.repeat(pad), filler.repeat(pad % 7));
                 for st in [None, Some(SourceType::Decision)] {
-                    let fast = classify(content.as_bytes(), &[], st, true);
-                    let reference = classify_reference(content.as_bytes(), &[], st, true);
+                    let fast = classify(content.as_bytes(), &[], st, true.into());
+                    let reference = classify_reference(content.as_bytes(), &[], st, true.into());
                     assert_eq!((fast.tier, fast.rule), (reference.tier, reference.rule), "content {content:?}");
                 }
             }
