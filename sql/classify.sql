@@ -30,6 +30,21 @@ AS $$ SELECT memory._derive_classification(metadata OPERATOR(pg_catalog.->>) 'cl
 COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
   'metadata->>''classification'' when it is a valid tier, else internal (the safe default).';
 
+-- The validated detectors (SPEC §1 "Detectors, second generation"), by name, for rules outside
+-- classification (the consent layer's sensitive-input gate) and for applications.
+CREATE FUNCTION memory.detect(content text, detectors text[] DEFAULT NULL)
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT memory._detect(content, detectors) $$;
+COMMENT ON FUNCTION memory.detect(text, text[]) IS
+  'Names of the detectors (all, or those listed) that match content after folding, in memory.detectors() order; never the matched value. NULL content gives NULL; an unknown or NULL name raises 22023.';
+
+CREATE FUNCTION memory.detectors()
+RETURNS TABLE (name text, tier memory.classification, validation text, context_words text[])
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT d.name, d.tier::memory.classification, d.validation, d.context_words FROM memory._detectors() d $$;
+COMMENT ON FUNCTION memory.detectors() IS
+  'Every detector: name (as in classify_explain.detectors and memory.detect), the tier it raises to, what validates a match, and the context words it needs nearby (empty when none).';
+
 -- ------------------------------------------------------------------------------------------------
 -- Org rules: raise only. Patterns are checked on write (22023) and compiled once per backend;
 -- a statement trigger tells every backend to drop its compiled copy.

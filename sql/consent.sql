@@ -398,6 +398,7 @@ DECLARE
     known    text[] := ARRAY['language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason',
                              'research_style', 'user_stated_position_context', 'constraints', 'time_horizon', 'position_consent'];
     k        text;
+    found    text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
     IF memory._restore_mode() THEN
@@ -426,6 +427,16 @@ BEGIN
         IF jsonb_typeof(NEW.fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
             RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
                 USING ERRCODE = '22023';
+        END IF;
+        -- Sensitive input is never kept, whatever the consent (SPEC §6): every §1 detector runs on
+        -- the value; the refusal names the detector and the field, never the value.
+        IF k <> 'position_consent' THEN
+            found := memory.detect(NEW.fields->>k);
+            IF cardinality(found) > 0 THEN
+                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
+                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
+            END IF;
         END IF;
     END LOOP;
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.

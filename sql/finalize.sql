@@ -52,8 +52,10 @@ GRANT EXECUTE ON FUNCTION
     memory.retention_policy(text, memory.classification), memory.is_expired(timestamptz, memory.classification, text, timestamptz),
     memory.acting_org(), memory.my_orgs(), memory.advisor_order(text),
     memory.govern(regclass, jsonb), memory.ungovern(regclass),
+    memory.detect(text, text[]), memory.detectors(),
     -- what those call with the caller's rights
     memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
+    memory._detect(text, text[]), memory._detectors(),
     memory._risk_band(text), memory._derive_classification(text), memory._ema(float8, text, float8, float8),
     memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
     memory._caller(), memory._may_act_for(text), memory._acting_org(),

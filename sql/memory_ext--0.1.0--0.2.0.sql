@@ -2857,6 +2857,7 @@ DECLARE
     known    text[] := ARRAY['language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason',
                              'research_style', 'user_stated_position_context', 'constraints', 'time_horizon', 'position_consent'];
     k        text;
+    found    text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
     IF memory._restore_mode() THEN
@@ -2885,6 +2886,16 @@ BEGIN
         IF jsonb_typeof(NEW.fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
             RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
                 USING ERRCODE = '22023';
+        END IF;
+        -- Sensitive input is never kept, whatever the consent (SPEC §6): every §1 detector runs on
+        -- the value; the refusal names the detector and the field, never the value.
+        IF k <> 'position_consent' THEN
+            found := memory.detect(NEW.fields->>k);
+            IF cardinality(found) > 0 THEN
+                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
+                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
+            END IF;
         END IF;
     END LOOP;
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
@@ -3877,6 +3888,38 @@ END $$;
 COMMENT ON FUNCTION memory.setup_roles() IS
   'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the README''s grant table). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';
 
+-- Second-generation detectors (SPEC §1): memory.detect and memory.detectors.
+CREATE FUNCTION "_detect"(
+	"content" TEXT,
+	"detectors" TEXT[]
+) RETURNS TEXT[]
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'detect_names_wrapper';
+
+CREATE FUNCTION "_detectors"() RETURNS TABLE (
+	"name" TEXT,
+	"tier" TEXT,
+	"validation" TEXT,
+	"context_words" TEXT[]
+)
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'detectors_table_wrapper';
+
+CREATE FUNCTION memory.detect(content text, detectors text[] DEFAULT NULL)
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT memory._detect(content, detectors) $$;
+COMMENT ON FUNCTION memory.detect(text, text[]) IS
+  'Names of the detectors (all, or those listed) that match content after folding, in memory.detectors() order; never the matched value. NULL content gives NULL; an unknown or NULL name raises 22023.';
+
+CREATE FUNCTION memory.detectors()
+RETURNS TABLE (name text, tier memory.classification, validation text, context_words text[])
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT d.name, d.tier::memory.classification, d.validation, d.context_words FROM memory._detectors() d $$;
+COMMENT ON FUNCTION memory.detectors() IS
+  'Every detector: name (as in classify_explain.detectors and memory.detect), the tier it raises to, what validates a match, and the context words it needs nearby (empty when none).';
+
 DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -3903,8 +3946,10 @@ GRANT EXECUTE ON FUNCTION
     memory.retention_policy(text, memory.classification), memory.is_expired(timestamptz, memory.classification, text, timestamptz),
     memory.acting_org(), memory.my_orgs(), memory.advisor_order(text),
     memory.govern(regclass, jsonb), memory.ungovern(regclass),
+    memory.detect(text, text[]), memory.detectors(),
     
     memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
+    memory._detect(text, text[]), memory._detectors(),
     memory._risk_band(text), memory._derive_classification(text), memory._ema(float8, text, float8, float8),
     memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
     memory._caller(), memory._may_act_for(text), memory._acting_org(),

@@ -4,9 +4,10 @@ use crate::errors::{code, MxError, OrRaise};
 use crate::gucs;
 use crate::pg::tuple;
 use memory_core::classify::{
-    apply_org_rules, classify as core_classify, derive_classification, explain, Decision, OrgRule,
-    SourceType, Target, Tier,
+    apply_org_rules, classify as core_classify, derive_classification, explain, Decision, DetectorSet,
+    OrgRule, SourceType, Target, Tier,
 };
+use memory_core::detect::{self, Detector};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
@@ -118,13 +119,13 @@ pub fn decide(content: &[u8], paths: &[&str], st: Option<SourceType>, org: Optio
 
 /// `decide` with the built-in step chosen: the fast classifier, or `explain` for evidence.
 fn decide_with(
-    builtin: fn(&[u8], &[&str], Option<SourceType>, bool) -> Decision,
+    builtin: fn(&[u8], &[&str], Option<SourceType>, DetectorSet) -> Decision,
     content: &[u8],
     paths: &[&str],
     st: Option<SourceType>,
     org: Option<&str>,
 ) -> Decision {
-    let base = builtin(content, paths, st, gucs::CLASSIFY_DETECTORS.get());
+    let base = builtin(content, paths, st, gucs::detector_set());
     match org {
         Some(org) => {
             let rules = rules_for(org);
@@ -227,10 +228,48 @@ fn classify_explain(
         "rule": d.rule.name(),
         "risk_band": d.tier.risk_band(),
         "evidence": d.evidence,
-        "detectors": gucs::CLASSIFY_DETECTORS.get(),
+        "detectors": d.detectors.names(),
+        "detector_set": gucs::detector_setting(),
         "org_id": org_id,
         "paths_considered": n_paths,
     })))
+}
+
+/// `memory.detect`: the names of the detectors (all, or those named) that match `content`,
+/// folded first. Names only: a matched value never leaves the function.
+#[pg_extern(immutable, parallel_safe, name = "_detect")]
+fn detect_names(content: Option<&str>, detectors: Option<Array<&str>>) -> Option<Vec<&'static str>> {
+    let set = match detectors {
+        None => DetectorSet::all(),
+        Some(names) => {
+            let mut set = DetectorSet::NONE;
+            for name in names.iter() {
+                let name = name
+                    .ok_or_else(|| MxError::bad_argument("detector names must not be NULL"))
+                    .or_raise();
+                let d = Detector::parse(name)
+                    .ok_or_else(|| {
+                        MxError::bad_argument(format!("unknown detector \"{name}\""))
+                            .hint(format!("Detectors: {}.", DetectorSet::all().names().join(", ")))
+                    })
+                    .or_raise();
+                set.insert(d);
+            }
+            set
+        }
+    };
+    Some(detect::find(content?, set).names())
+}
+
+/// `memory.detectors()`: every detector with its tier, what validates it and its context words.
+#[pg_extern(immutable, parallel_safe, name = "_detectors")]
+fn detectors_table() -> TableIterator<
+    'static,
+    (name!(name, &'static str), name!(tier, &'static str), name!(validation, &'static str), name!(context_words, Vec<&'static str>)),
+> {
+    TableIterator::new(
+        Detector::ALL.into_iter().map(|d| (d.name(), d.tier().as_str(), d.validation(), d.context_words().to_vec())),
+    )
 }
 
 #[pg_extern(immutable, parallel_safe, strict, name = "_risk_band")]

@@ -2,10 +2,56 @@
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 
-/// Deterministic detectors (Luhn card numbers, SSNs, PEM keys, AWS key ids, JWTs) on top of the
-/// seed's rules. Superuser-only: turning detectors off lowers tiers, so a session must not be
-/// able to do it for itself.
-pub static CLASSIFY_DETECTORS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// Which validated detectors (memory_core::detect) raise tiers on top of the seed's rules: `on`
+/// (all of them, the default), `first_generation` (0.1.0's set: card numbers, SSNs, PEM keys, AWS
+/// key ids, JWTs) or `off`. The boolean spellings of 0.1.0's setting are kept. Superuser-only:
+/// fewer detectors lower tiers, so a session must not be able to choose for itself.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Detectors {
+    #[name = c"on"]
+    On,
+    #[name = c"off"]
+    Off,
+    #[name = c"first_generation"]
+    FirstGeneration,
+    #[name = c"true"]
+    True,
+    #[name = c"false"]
+    False,
+    #[name = c"yes"]
+    Yes,
+    #[name = c"no"]
+    No,
+    #[name = c"1"]
+    One,
+    #[name = c"0"]
+    Zero,
+}
+
+pub static CLASSIFY_DETECTORS: GucSetting<Detectors> = GucSetting::<Detectors>::new(Detectors::On);
+
+/// The detector set the setting selects.
+pub fn detector_set() -> memory_core::detect::Set {
+    use memory_core::detect::Set;
+    match CLASSIFY_DETECTORS.get() {
+        Detectors::On | Detectors::True | Detectors::Yes | Detectors::One => Set::all(),
+        Detectors::FirstGeneration => Set::first_generation(),
+        Detectors::Off | Detectors::False | Detectors::No | Detectors::Zero => Set::NONE,
+    }
+}
+
+/// The setting's name for the set it selects (`on`, `first_generation` or `off`).
+pub fn detector_setting() -> &'static str {
+    use memory_core::detect::Set;
+    let s = detector_set();
+    if s == Set::all() {
+        "on"
+    } else if s.is_empty() {
+        "off"
+    } else {
+        "first_generation"
+    }
+}
 
 /// EMA learning rates (SPEC §3); per-org overrides live in memory.org_settings.
 pub static ALPHA_SUCCESS: GucSetting<f64> = GucSetting::<f64>::new(0.1);
@@ -121,10 +167,10 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    GucRegistry::define_bool_guc(
+    GucRegistry::define_enum_guc(
         c"memory.classify_detectors",
-        c"Raise classification tiers with deterministic detectors.",
-        c"Luhn-valid card numbers and SSN patterns raise to restricted; PEM private keys, AWS access key ids and JWTs raise to confidential.",
+        c"Raise classification tiers with validated detectors: on, first_generation or off.",
+        c"on: every detector of memory.detectors() (personal data restricted, secrets confidential); first_generation: 0.1.0's card, SSN, PEM, AWS and JWT detectors; off: the seed's rules only.",
         &CLASSIFY_DETECTORS,
         GucContext::Suset,
         GucFlags::default(),

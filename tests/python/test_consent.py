@@ -92,3 +92,33 @@ def test_a_write_under_consent_is_not_missed_by_a_concurrent_revocation(writers)
     assert result["counts"]["training_candidates_revoked"] == 1
     with psycopg.connect(writers["acme"], autocommit=True) as c:
         assert c.execute("SELECT withdrawal_status FROM memory.training_candidates WHERE user_id = 'u9'").fetchone() == ("revoked",)
+
+
+def test_sensitive_input_is_refused_naming_the_detector_never_the_value(writers):
+    """MX007 through a client: the SQLSTATE, the detector in DETAIL, no value anywhere in the error."""
+    secrets = {
+        "email": "reach me at jane.doe@example.com",
+        "phone": "call +44 20 7946 0958",
+        "iban": "salary to GB82 WEST 1234 5698 7654 32",
+        "bitcoin_address": "tips: bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+        "stripe_key": "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+        "email_fullwidth": "ｊａｎｅ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+    }
+    with psycopg.connect(writers["acme"], autocommit=True) as a:
+        a.execute("SELECT memory.grant_consent('acme', 'u9', '{create_task,save_to_thread}')")
+        for name, value in secrets.items():
+            with pytest.raises(psycopg.Error) as e:
+                a.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields) "
+                          "VALUES ('acme', 'u9', 'thread', 'th-9', 'save_as_thread', jsonb_build_object('user_focus_reason', %s::text))",
+                          (value,))
+            diag = e.value.diag
+            assert e.value.sqlstate == "MX007", (name, e.value)
+            assert diag.message_detail == f"detector: {name.removesuffix('_fullwidth')}"
+            everything = " ".join(filter(None, (diag.message_primary, diag.message_detail, diag.message_hint, diag.context)))
+            for part in value.split():
+                if len(part) > 6:
+                    assert part not in everything, (name, everything)
+        assert a.execute("SELECT count(*) FROM memory.user_contexts WHERE user_id = 'u9'").fetchone() == (0,)
+        # The detectors answer any client by name.
+        assert a.execute("SELECT memory.detect(%s)", (secrets["iban"],)).fetchone() == (["iban"],)
