@@ -1,6 +1,6 @@
 //! Throughput of the built-in classifier on realistic agent-memory content.
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use memory_core::classify::{classify, SourceType};
+use memory_core::classify::{classify, DetectorSet, SourceType};
 
 const SAMPLES: [&str; 6] = [
     "Refactored the retry loop in the payment worker to back off exponentially after timeouts",
@@ -18,7 +18,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for (i, s) in SAMPLES.iter().enumerate() {
                 let paths: &[&str] = if i % 2 == 0 { &["src/worker/retry.rs"] } else { &[] };
-                black_box(classify(black_box(s.as_bytes()), paths, Some(SourceType::Decision), true));
+                black_box(classify(black_box(s.as_bytes()), paths, Some(SourceType::Decision), DetectorSet::all()));
             }
         })
     });
@@ -49,14 +49,16 @@ fn bench(c: &mut Criterion) {
         .collect();
     let rows: Vec<(&str, Vec<&str>)> = rows.iter().map(|(t, ps)| (t.as_str(), ps.iter().map(String::as_str).collect())).collect();
     g.throughput(Throughput::Elements(rows.len() as u64));
-    g.bench_function("bench_rows", |b| {
-        b.iter(|| {
-            for (i, (t, ps)) in rows.iter().enumerate() {
-                let st = [SourceType::Decision, SourceType::Fact, SourceType::Preference, SourceType::ToolResult][i % 4];
-                black_box(classify(black_box(t.as_bytes()), ps, Some(st), true));
-            }
-        })
-    });
+    for (name, set) in [("bench_rows_first_generation", DetectorSet::first_generation()), ("bench_rows_all_detectors", DetectorSet::all())] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for (i, (t, ps)) in rows.iter().enumerate() {
+                    let st = [SourceType::Decision, SourceType::Fact, SourceType::Preference, SourceType::ToolResult][i % 4];
+                    black_box(classify(black_box(t.as_bytes()), ps, Some(st), set));
+                }
+            })
+        });
+    }
     g.finish();
 }
 
