@@ -619,8 +619,9 @@ fn country_code_assigned(code: u32) -> bool {
 }
 
 /// Digits of a phone-shaped run from `from`: digits, single separators (space, dash, dot) between
-/// groups, at most one parenthesised group. Returns (digits, end, groups) or None.
-fn phone_run(t: &[u8], from: usize) -> Option<(Vec<u8>, usize, Vec<usize>)> {
+/// groups, at most one parenthesised group. `Ok((digits, end, group sizes))`, or `Err(end)` where
+/// the shape ends when it is not a phone number (callers resume there: every run is read once).
+fn phone_run(t: &[u8], from: usize) -> Result<(Vec<u8>, usize, Vec<usize>), usize> {
     let mut digits = Vec::new();
     let mut groups = Vec::new();
     let mut j = from;
@@ -630,7 +631,7 @@ fn phone_run(t: &[u8], from: usize) -> Option<(Vec<u8>, usize, Vec<usize>)> {
             paren = true;
             let g = run_len(t, j + 1, |b| b.is_ascii_digit());
             if g == 0 || j + 1 + g >= t.len() || t[j + 1 + g] != b')' {
-                return None;
+                return Err(j + 1 + g);
             }
             digits.extend_from_slice(&t[j + 1..j + 1 + g]);
             groups.push(g);
@@ -641,7 +642,7 @@ fn phone_run(t: &[u8], from: usize) -> Option<(Vec<u8>, usize, Vec<usize>)> {
         } else {
             let g = run_len(t, j, |b| b.is_ascii_digit());
             if g == 0 {
-                return None;
+                return Err(j.max(from + 1));
             }
             digits.extend_from_slice(&t[j..j + g]);
             groups.push(g);
@@ -657,9 +658,9 @@ fn phone_run(t: &[u8], from: usize) -> Option<(Vec<u8>, usize, Vec<usize>)> {
         break;
     }
     if j < t.len() && (is_word(t[j]) || (t[j] == b':' && j + 1 < t.len() && t[j + 1].is_ascii_digit())) {
-        return None;
+        return Err(j);
     }
-    Some((digits, j, groups))
+    Ok((digits, j, groups))
 }
 
 fn phone(t: &[u8]) -> bool {
@@ -669,7 +670,7 @@ fn phone(t: &[u8]) -> bool {
         if p + 1 >= n || !matches!(t[p + 1], b'1'..=b'9' | b'(') || (p > 0 && is_word(t[p - 1])) {
             continue;
         }
-        if let Some((d, _, _)) = phone_run(t, p + 1) {
+        if let Ok((d, _, _)) = phone_run(t, p + 1) {
             let code = |k: usize| d.iter().take(k).fold(0u32, |a, b| a * 10 + u32::from(b - b'0'));
             let assigned = (1..=3).any(|k| d.len() > k && country_code_assigned(code(k)));
             if (8..=15).contains(&d.len()) && assigned {
@@ -686,7 +687,7 @@ fn phone(t: &[u8]) -> bool {
             continue;
         }
         match phone_run(t, i) {
-            Some((d, end, groups)) => {
+            Ok((d, end, groups)) => {
                 let dashed_date = groups.len() == 3 && groups[0] == 4 && groups[1] <= 2 && groups[2] <= 2;
                 // North American numbers: area code and exchange start with 2-9.
                 let nanp_ok = match d.len() {
@@ -699,7 +700,7 @@ fn phone(t: &[u8]) -> bool {
                 }
                 i = end.max(i + 1);
             }
-            None => i += 1,
+            Err(end) => i = end.max(i + 1),
         }
     }
     false
@@ -850,12 +851,15 @@ fn github(t: &[u8]) -> bool {
 }
 
 fn slack(t: &[u8]) -> bool {
+    // A token's run is read once: occurrences inside a run already read are skipped.
+    let mut read_to = 0;
     occurrences(t, b"xox").any(|i| {
-        if !starts_word(t, i) || i + 4 >= t.len() || !matches!(t[i + 3], b'a' | b'b' | b'p' | b'o' | b's' | b'r') || t[i + 4] != b'-' {
+        if i < read_to || !starts_word(t, i) || i + 4 >= t.len() || !matches!(t[i + 3], b'a' | b'b' | b'p' | b'o' | b's' | b'r') || t[i + 4] != b'-' {
             return false;
         }
         let body = &t[i + 5..];
         let run = run_len(body, 0, |b| b.is_ascii_alphanumeric() || b == b'-');
+        read_to = i + 5 + run;
         let tok = &body[..run];
         let segments = tok.split(|&b| b == b'-').filter(|s| !s.is_empty()).count();
         run >= 15 && segments >= 2 && tok.iter().any(u8::is_ascii_digit) && ends_word(body, run)

@@ -416,3 +416,34 @@ proptest! {
         let _ = classify(&bytes, &["x"], None, Set::all());
     }
 }
+
+/// Inputs built to make a detector read the same bytes again and again. Each detector reads every
+/// byte a bounded number of times (runs are skipped once read), so these finish like any text of
+/// their size; a quadratic scan would not finish in the test run. No timing is asserted.
+#[test]
+fn adversarial_inputs_are_read_in_linear_passes() {
+    let n = 200_000;
+    let inputs = [
+        format!("phone {}x", "1 ".repeat(n)),
+        format!("phone {}", "(1) 2-".repeat(n / 6)),
+        format!("+{}", "1 ".repeat(n)),
+        "xoxb-".repeat(n / 5),
+        "a@".repeat(n / 2),
+        format!("{}@example.com", "a.".repeat(n / 2)),
+        format!("x://{}", "a:".repeat(n / 2)),
+        "0x".repeat(n / 2),
+        format!("routing {}", "021000021 ".repeat(n / 10)),
+        "GB82 ".repeat(n / 5),
+        "eyJ.".repeat(n / 4),
+        "AIza".repeat(n / 4),
+        "ghp_".repeat(n / 4),
+        "sk_live_".repeat(n / 8),
+        "1".repeat(n),
+        "\u{200B}ｓ".repeat(n / 2),
+    ];
+    for text in &inputs {
+        let _ = find(text, Set::all());
+        let _ = classify(text.as_bytes(), &[], None, Set::all());
+        let _ = classify_reference(text.as_bytes(), &[], None, Set::all());
+    }
+}
