@@ -84,6 +84,11 @@ def main():
                              "WHERE memory.classify_explain(content)->>'rule' LIKE 'detector\\_%'").fetchone()[0]
         any_detector = conn.execute("SELECT count(*) FROM bench_corpus WHERE cardinality(memory.detect(content)) > 0").fetchone()[0]
         by_name = dict(conn.execute("SELECT d, count(*) FROM bench_corpus, unnest(memory.detect(content)) d GROUP BY 1").fetchall())
+        # Bare numeric ids (not in the corpus above): how often a random 16-digit number is taken for a card.
+        conn.execute("CREATE TABLE bench_ids AS SELECT 'Record ' || (1000000000000000 + floor(random() * 9000000000000000))::bigint "
+                     "|| ' updated' AS content FROM generate_series(1, 20000)")
+        ids_fired = conn.execute("SELECT count(*) FROM bench_ids WHERE cardinality(memory.detect(content)) > 0").fetchone()[0]
+        conn.execute("DROP TABLE bench_ids")
         rules = dict(conn.execute("""SELECT memory.classify_explain(content)->>'rule', count(*) FROM bench_corpus GROUP BY 1
                                       ORDER BY 2 DESC""").fetchall())
         samples = [s for (s,) in conn.execute("SELECT content FROM bench_corpus ORDER BY id LIMIT 3").fetchall()]
@@ -113,7 +118,8 @@ Rows: the classification benchmark's {rows:,} rows (`bench/classify_bench.py`), 
   Deciding rules over the corpus: `{rules}`.
   By design a 13–19 digit number in a card issuer's range with that issuer's length and a valid Luhn digit is taken for a
   card number (about 1 in 10 random numbers in those ranges pass Luhn), so an application whose ids look like that
-  should not write them bare; epoch milliseconds (13 digits from 1) are outside every issuer range.
+  should not write them bare; epoch milliseconds (13 digits from 1) are outside every issuer range. Measured apart from the
+  corpus: of 20,000 sentences `Record <random 16-digit number> updated`, {ids_fired} ({100 * ids_fired / 20000:.1f}%) were taken for card numbers.
 """
     print(body)
     write_section("Detectors, second generation (issue 16)", body)

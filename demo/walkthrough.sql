@@ -18,6 +18,18 @@ SELECT content, source_files, source_type, memory.classify(content, source_files
 SELECT memory.classify_explain('rotate the api_key in .env', ARRAY['app/.env']) AS explain;
 
 \echo
+\echo 'Validated detectors (memory.detectors()): checksums keep look-alikes out, folding keeps evasions in;'
+\echo 'explanations name detectors, never the values they matched:'
+SELECT v.content, memory.classify(v.content) AS tier, memory.classify_explain(v.content)->'detectors' AS detectors
+  FROM (VALUES
+    ('Refund to GB82 WEST 1234 5698 7654 32'),
+    ('Refund to GB82 WEST 1234 5698 7654 33'),
+    ('Commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 on 2026-11-23, order ORD-2024-004512'),
+    ('Reach me at ｊａｎｅ＠ｅｘａｍｐｌｅ．ｃｏｍ'),
+    ('the s' || chr(8203) || 'sn is on file'),
+    ('DATABASE_URL=postgres://app:s3cret@db.internal/prod')) AS v(content);
+
+\echo
 \echo '== 2. The managed observation store is governed: no client can skip classification =='
 INSERT INTO memory.observations (org_id, user_id, content, source_files, source_type) VALUES
   ('acme', 'u1', 'Updated docs index', ARRAY['docs/index.md'], 'fact'),
@@ -218,6 +230,9 @@ VALUES ('acme', 'carol', 'thread', 'th-sol', 'save_as_thread', '{"user_focus_rea
 INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
 VALUES ('acme', 'carol', 'thread', 'th-sol', 'refresh', '{"user_stated_position_context": "long 10 SOL"}');
 \set VERBOSITY default
+\echo 'Sensitive input is refused whatever the consent (MX007), naming the detector, never the value:'
+INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)
+VALUES ('acme', 'carol', 'thread', 'th-sol', 'refresh', '{"user_focus_reason": "ping me at carol@example.com"}');
 \set ON_ERROR_STOP on
 \echo 'Slices for two routes: snapshot loads S1-S3; thread_refresh adds the thread''s S4 and S5.'
 \echo 'evidence_audit would load S1 only (evidence is never personalised):'

@@ -331,15 +331,12 @@ const CLASS: [u8; 256] = {
     t
 };
 
-/// The words `scan_content` matches (whole keywords, the first words of the keywords that span
-/// words, and the detectors' context words), which the prefilter below is built from. `sr 11-7`
-/// is followed by `sr_11_7`.
-const KEYWORD_WORDS: [&str; 37] = [
+/// The words `scan_content` matches (whole keywords, and the first words of the keywords that
+/// span words), which the prefilter below is built from. `sr 11-7` is followed by `sr_11_7`.
+/// (The detectors' context words are their validators' to find, near a candidate.)
+const KEYWORD_WORDS: [&str; 21] = [
     "ssn", "pci", "pii", "social", "credit", "password", "token", "secret", "apikey", "api_key", "privatekey",
     "private_key", "api", "private", "compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa",
-    // detect::PHONE_WORDS, ROUTING_WORDS, WALLET_WORDS
-    "phone", "phones", "telephone", "tel", "mobile", "cell", "cellphone", "routing", "aba", "rtn", "transit",
-    "wallet", "address", "eth", "ethereum", "ether",
 ];
 
 /// By first byte (either case): a bit per word length that some entry of `KEYWORD_WORDS` starting
@@ -396,11 +393,12 @@ fn sr_11_7(content: &[u8], at: usize) -> bool {
 }
 
 /// Masks of one block of at most 64 bytes (bit i: byte i): word bytes (`[A-Za-z0-9_]`), digits,
-/// dashes (the PEM gate), the bytes a word worth looking at can start with (`FIRST`), and `@`,
-/// `+`, `:` (the e-mail, phone and URL gates).
+/// dashes (the PEM and Slack gates), the bytes a word worth looking at can start with (`FIRST`),
+/// `@`, `+`, `:`, `_` (the e-mail, phone, URL and Stripe gates), upper-case letters (the IBAN
+/// gate) and `1` (the bech32 gate: `bc1`).
 #[inline]
-fn block_masks(block: &[u8]) -> [u64; 5] {
-    let (mut word, mut digit, mut dash, mut first, mut punct) = (0u64, 0u64, 0u64, 0u64, 0u64);
+fn block_masks(block: &[u8]) -> [u64; 7] {
+    let (mut word, mut digit, mut dash, mut first, mut punct, mut upper, mut ones) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE2 is part of the x86_64 baseline; every load reads 16 bytes inside `block`.
@@ -423,22 +421,18 @@ fn block_masks(block: &[u8]) -> [u64; 5] {
             // Upper-case letters: letters whose case bit is clear.
             let up = _mm_andnot_si128(_mm_cmpeq_epi8(_mm_and_si128(v, case_bit), case_bit), a);
             let f = _mm_or_si128(
-                _mm_or_si128(
-                    _mm_or_si128(_mm_or_si128(eq(v, b's'), eq(v, b'p')), _mm_or_si128(eq(v, b'c'), eq(v, b't'))),
-                    _mm_or_si128(_mm_or_si128(eq(v, b'a'), eq(v, b'g')), _mm_or_si128(eq(v, b'h'), eq(v, b'e'))),
-                ),
-                _mm_or_si128(
-                    _mm_or_si128(_mm_or_si128(eq(v, b'x'), eq(v, b'r')), _mm_or_si128(eq(v, b'b'), eq(v, b'm'))),
-                    eq(v, b'w'),
-                ),
+                _mm_or_si128(_mm_or_si128(eq(lower, b's'), eq(lower, b'p')), _mm_or_si128(eq(lower, b'c'), eq(lower, b't'))),
+                _mm_or_si128(_mm_or_si128(eq(lower, b'a'), eq(lower, b'g')), _mm_or_si128(eq(lower, b'h'), eq(lower, b'e'))),
             );
-            let f = _mm_or_si128(_mm_or_si128(f, up), d);
-            let p = _mm_or_si128(_mm_or_si128(eq(v, b'@'), eq(v, b'+')), eq(v, b':'));
+            let f = _mm_or_si128(_mm_and_si128(f, a), d);
+            let p = _mm_or_si128(_mm_or_si128(eq(v, b'@'), eq(v, b'+')), _mm_or_si128(eq(v, b':'), eq(v, b'_')));
             word |= (_mm_movemask_epi8(w) as u16 as u64) << i;
             digit |= (_mm_movemask_epi8(d) as u16 as u64) << i;
             dash |= (_mm_movemask_epi8(eq(v, b'-')) as u16 as u64) << i;
             first |= (_mm_movemask_epi8(f) as u16 as u64) << i;
             punct |= (_mm_movemask_epi8(p) as u16 as u64) << i;
+            upper |= (_mm_movemask_epi8(up) as u16 as u64) << i;
+            ones |= (_mm_movemask_epi8(eq(v, b'1')) as u16 as u64) << i;
             i += 16;
         }
     }
@@ -449,27 +443,26 @@ fn block_masks(block: &[u8]) -> [u64; 5] {
         digit |= ((c == DIGIT) as u64) << i;
         dash |= ((b == b'-') as u64) << i;
         first |= (FIRST[b as usize] as u64) << i;
-        punct |= (matches!(b, b'@' | b'+' | b':') as u64) << i;
+        punct |= (matches!(b, b'@' | b'+' | b':' | b'_') as u64) << i;
+        upper |= (b.is_ascii_uppercase() as u64) << i;
+        ones |= ((b == b'1') as u64) << i;
         i += 1;
     }
-    [word, digit, dash, first, punct]
+    [word, digit, dash, first, punct, upper, ones]
 }
 
-/// Bytes that can start a word `Scan::word` acts on (see `block_masks`): every upper-case letter
-/// (keywords in any case, IBAN, AWS, Google, bech32 in upper case), the lower-case first letters
-/// of the keyword and context words and of the detectors' prefixes, and digits.
+/// Bytes that can start a word `Scan::word` acts on (see `block_masks`): in either case, the
+/// first letters of the keyword words and of the word-start detector prefixes (`AKIA`, `ASIA`,
+/// `AIza`, `eyJ`, `gh`), and digits. The other detectors are gated from the masks (IBAN, Slack,
+/// Stripe, bech32, e-mail, phone, URL).
 const FIRST: [bool; 256] = {
     let mut t = [false; 256];
-    let starts = b"spctaghexrbmw";
+    let starts = b"spctaghe";
     let mut k = 0;
     while k < starts.len() {
         t[starts[k] as usize] = true;
+        t[starts[k].to_ascii_uppercase() as usize] = true;
         k += 1;
-    }
-    let mut c = b'A';
-    while c <= b'Z' {
-        t[c as usize] = true;
-        c += 1;
     }
     let mut d = b'0';
     while d <= b'9' {
@@ -499,6 +492,8 @@ struct Scan<'c> {
     chain: usize,
     chain_dash: bool,
     chain_end: usize,
+    // The phone chain: digit words joined by one or two of ` -.()` (see `detect::Gates`).
+    pchain: usize,
 }
 
 impl Scan<'_> {
@@ -521,8 +516,13 @@ impl Scan<'_> {
             } else {
                 (self.chain, self.chain_dash) = (word.len(), false);
             }
+            // Phone shapes join groups with a space, dash or dot, or around one parenthesised group.
+            let pjoined = ce != usize::MAX
+                && (start == ce + 1 || start == ce + 2)
+                && content[ce..start].iter().all(|&c| matches!(c, b' ' | b'-' | b'.' | b'(' | b')'));
+            self.pchain = if pjoined { self.pchain + word.len() } else { word.len() };
+            g.phone_chain = g.phone_chain.max(self.pchain);
             self.chain_end = end;
-            g.digits = true;
             g.nine_digits |= word.len() == 9;
             g.digit_chain = g.digit_chain.max(self.chain);
             g.dashed_nine |= self.chain_dash && self.chain >= 9;
@@ -536,21 +536,8 @@ impl Scan<'_> {
             }
             b'e' => g.jwt |= word.starts_with(b"eyJ"),
             b'g' => g.github |= word.starts_with(b"gh") || word.starts_with(b"github_pat_"),
-            b'x' => g.slack |= word.starts_with(b"xox"),
             b'0' => g.hex0x |= word.len() > 1 && word[1] == b'x',
-            b'b' | b'B' => g.bech32 |= word.len() >= 3 && word[..3].eq_ignore_ascii_case(b"bc1"),
             _ => {}
-        }
-        if matches!(b, b's' | b'r') && word[1..].starts_with(b"k_live_") {
-            g.stripe = true;
-        }
-        if b.is_ascii_uppercase()
-            && word.len() >= 4
-            && word[1].is_ascii_uppercase()
-            && word[2].is_ascii_digit()
-            && word[3].is_ascii_digit()
-        {
-            g.iban = true;
         }
         if (b | 0x20) == b's' && word.len() >= 2 && (word[1] | 0x20) == b'r' && sr_11_7(content, start) {
             h.internal = true;
@@ -568,9 +555,6 @@ impl Scan<'_> {
             b"password" | b"token" | b"secret" | b"apikey" | b"api_key" | b"privatekey" | b"private_key" => h.confidential = true,
             b"api" | b"private" => h.confidential |= followed_by(content, end, b'-', "key"),
             b"compliance" | b"security" | b"audit" | b"policy" | b"sox" | b"gdpr" | b"hipaa" => h.internal = true,
-            b"phone" | b"phones" | b"telephone" | b"tel" | b"mobile" | b"cell" | b"cellphone" => h.gates.ctx_phone = true,
-            b"routing" | b"aba" | b"rtn" | b"transit" => h.gates.ctx_routing = true,
-            b"wallet" | b"address" | b"eth" | b"ethereum" | b"ether" => h.gates.ctx_wallet = true,
             _ => {}
         }
         // Nothing outranks a restricted keyword.
@@ -580,21 +564,45 @@ impl Scan<'_> {
 
 fn scan_content(content: &[u8]) -> ContentHits {
     let n = content.len();
-    let mut s = Scan { content, hits: ContentHits::default(), low: [0; 12], chain: 0, chain_dash: false, chain_end: usize::MAX };
+    let mut s = Scan { content, hits: ContentHits::default(), low: [0; 12], chain: 0, chain_dash: false, chain_end: usize::MAX, pchain: 0 };
     // Words are found from masks, 64 bytes at a time: only those starting with a byte that can
     // matter are looked at (other words touch no keyword, detector or digit chain).
     let mut base = 0;
     let mut prev_word = false;
+    let mut prev_letter = false;
     while base < n {
         let len = (n - base).min(64);
-        let [w, d, dash, first, punct] = block_masks(&content[base..base + len]);
+        let [w, d, dash, first, punct, up, ones] = block_masks(&content[base..base + len]);
+        // IBAN gate: two upper-case letters then two digits somewhere (the validator finds where);
+        // an occurrence may start in the last three bytes of a full block and end in the next.
+        if up & (up >> 1) & (d >> 2) & (d >> 3) != 0 {
+            s.hits.gates.iban = true;
+        } else if up >> 61 != 0 && base + len < n {
+            let c = content;
+            s.hits.gates.iban |= (61..64).map(|i| base + i).any(|at| {
+                at + 3 < n && c[at].is_ascii_uppercase() && c[at + 1].is_ascii_uppercase() && c[at + 2].is_ascii_digit() && c[at + 3].is_ascii_digit()
+            });
+        }
         let mut dm = dash;
         while dm != 0 {
             let at = base + dm.trailing_zeros() as usize;
             if content[at..].starts_with(b"-----BEGIN ") {
                 s.hits.gates.pem = true;
             }
+            // Slack: `xox?-`.
+            if at >= 4 && &content[at - 4..at - 1] == b"xox" {
+                s.hits.gates.slack = true;
+            }
             dm &= dm - 1;
+        }
+        // bech32: a `1` right after `bc` (either case).
+        let mut om = ones & ((w & !d) << 1 | prev_letter as u64);
+        while om != 0 {
+            let at = base + om.trailing_zeros() as usize;
+            if at >= 2 && content[at - 2..at].eq_ignore_ascii_case(b"bc") {
+                s.hits.gates.bech32 = true;
+            }
+            om &= om - 1;
         }
         let mut pm = punct;
         while pm != 0 {
@@ -604,6 +612,8 @@ fn scan_content(content: &[u8]) -> ContentHits {
             match content[at] {
                 b'@' => g.at = true,
                 b'+' => g.plus_digit |= next.is_ascii_digit() || next == b'(',
+                // Stripe: `sk_live_`, `rk_live_`.
+                b'_' => g.stripe |= at >= 2 && matches!(&content[at - 2..at], b"sk" | b"rk") && content[at + 1..].starts_with(b"live_"),
                 _ => g.scheme |= content[at..].starts_with(b"://"),
             }
             pm &= pm - 1;
@@ -630,6 +640,7 @@ fn scan_content(content: &[u8]) -> ContentHits {
             }
         }
         prev_word = w >> (len - 1) & 1 == 1;
+        prev_letter = (w & !d) >> (len - 1) & 1 == 1;
         base += len;
     }
     s.hits
@@ -696,8 +707,9 @@ fn classify_scanned(scanned: &[u8], paths: &[&str], source_type: Option<SourceTy
     if h.restricted {
         return Decision::new(Tier::Restricted, Rule::RestrictedKeyword, None);
     }
-    if !detectors.is_empty() {
-        if let Some(d) = detect::first_match(scanned, detectors, Tier::Restricted, &h.gates) {
+    let candidates = if detectors.is_empty() { DetectorSet::NONE } else { detectors.and(h.gates.admitted()) };
+    if !candidates.is_empty() {
+        if let Some(d) = detect::first_match(scanned, candidates, Tier::Restricted) {
             return Decision::new(Tier::Restricted, Rule::Detector(d), None);
         }
     }
@@ -712,8 +724,8 @@ fn classify_scanned(scanned: &[u8], paths: &[&str], source_type: Option<SourceTy
     if h.confidential {
         return Decision::new(Tier::Confidential, Rule::ConfidentialKeyword, None);
     }
-    if !detectors.is_empty() {
-        if let Some(d) = detect::first_match(scanned, detectors, Tier::Confidential, &h.gates) {
+    if !candidates.is_empty() {
+        if let Some(d) = detect::first_match(scanned, candidates, Tier::Confidential) {
             return Decision::new(Tier::Confidential, Rule::Detector(d), None);
         }
     }

@@ -207,8 +207,9 @@ pub struct Gates {
     pub digit_chain: usize,
     /// A chain of at least nine digits with a dash (the SSN shape).
     pub dashed_nine: bool,
-    /// Some all-digit word (phones written with parentheses or dots).
-    pub digits: bool,
+    /// Most digits in one chain of all-digit words joined by a single space, dash or dot, or by a
+    /// `)` (the national phone shapes; their context word is the validator's to find).
+    pub phone_chain: usize,
     /// An all-digit word of exactly nine digits (ABA).
     pub nine_digits: bool,
     pub pem: bool,
@@ -226,9 +227,6 @@ pub struct Gates {
     pub hex0x: bool,
     pub base58: bool,
     pub bech32: bool,
-    pub ctx_phone: bool,
-    pub ctx_routing: bool,
-    pub ctx_wallet: bool,
 }
 
 impl Gates {
@@ -237,7 +235,7 @@ impl Gates {
         Gates {
             digit_chain: usize::MAX,
             dashed_nine: true,
-            digits: true,
+            phone_chain: usize::MAX,
             nine_digits: true,
             pem: true,
             at: true,
@@ -253,31 +251,6 @@ impl Gates {
             hex0x: true,
             base58: true,
             bech32: true,
-            ctx_phone: true,
-            ctx_routing: true,
-            ctx_wallet: true,
-        }
-    }
-
-    /// Whether `d` could match given what the scan saw.
-    pub fn admits(&self, d: Detector) -> bool {
-        match d {
-            Detector::CardNumber => self.digit_chain >= 13,
-            Detector::Ssn => self.dashed_nine,
-            Detector::Iban => self.iban,
-            Detector::AbaRouting => self.nine_digits && self.ctx_routing,
-            Detector::Email => self.at,
-            Detector::Phone => self.plus_digit || (self.digits && self.ctx_phone),
-            Detector::BitcoinAddress => self.base58 || self.bech32,
-            Detector::EthereumAddress => self.hex0x,
-            Detector::PemPrivateKey => self.pem,
-            Detector::AwsAccessKey => self.aws,
-            Detector::Jwt => self.jwt,
-            Detector::GithubToken => self.github,
-            Detector::SlackToken => self.slack,
-            Detector::StripeKey => self.stripe,
-            Detector::GoogleApiKey => self.google,
-            Detector::UrlCredentials => self.scheme && self.at,
         }
     }
 }
@@ -304,9 +277,66 @@ pub fn matches(d: Detector, t: &[u8]) -> bool {
     }
 }
 
-/// The first detector of `set`, in order, whose tier is `tier` and that matches, given the gates.
-pub fn first_match(t: &[u8], set: Set, tier: Tier, gates: &Gates) -> Option<Detector> {
-    set.iter().filter(|d| d.tier() == tier).find(|&d| gates.admits(d) && matches(d, t))
+impl Gates {
+    /// The detectors the gates admit, as a set (one pass over the flags; the common case, plain
+    /// text, admits none and costs no more).
+    pub fn admitted(&self) -> Set {
+        let mut bits = 0u32;
+        let mut on = |c: bool, d: Detector| bits |= (c as u32) << (d as u32);
+        on(self.digit_chain >= 13, Detector::CardNumber);
+        on(self.dashed_nine, Detector::Ssn);
+        on(self.iban, Detector::Iban);
+        on(self.nine_digits, Detector::AbaRouting);
+        on(self.at, Detector::Email);
+        on(self.plus_digit || self.phone_chain >= 7, Detector::Phone);
+        on(self.base58 || self.bech32, Detector::BitcoinAddress);
+        on(self.hex0x, Detector::EthereumAddress);
+        on(self.pem, Detector::PemPrivateKey);
+        on(self.aws, Detector::AwsAccessKey);
+        on(self.jwt, Detector::Jwt);
+        on(self.github, Detector::GithubToken);
+        on(self.slack, Detector::SlackToken);
+        on(self.stripe, Detector::StripeKey);
+        on(self.google, Detector::GoogleApiKey);
+        on(self.scheme && self.at, Detector::UrlCredentials);
+        Set(bits)
+    }
+}
+
+impl Set {
+    /// Members also in `other`.
+    pub fn and(self, other: Set) -> Set {
+        Set(self.0 & other.0)
+    }
+
+    /// The members of one tier.
+    pub fn of_tier(self, tier: Tier) -> Set {
+        let restricted = Set::of(&[
+            Detector::CardNumber,
+            Detector::Ssn,
+            Detector::Iban,
+            Detector::AbaRouting,
+            Detector::Email,
+            Detector::Phone,
+            Detector::BitcoinAddress,
+            Detector::EthereumAddress,
+        ]);
+        match tier {
+            Tier::Restricted => self.and(restricted),
+            Tier::Confidential => Set(self.0 & !restricted.0),
+            _ => Set::NONE,
+        }
+    }
+}
+
+/// The first detector of `candidates` (already filtered by the gates), in order, whose tier is
+/// `tier` and that matches.
+pub fn first_match(t: &[u8], candidates: Set, tier: Tier) -> Option<Detector> {
+    let c = candidates.of_tier(tier);
+    if c.is_empty() {
+        return None;
+    }
+    c.iter().find(|&d| matches(d, t))
 }
 
 /// Every detector of `set` that matches `text` (folded first). For rules outside classification

@@ -30,6 +30,7 @@ pub mod code {
     pub const DOWNGRADE: &str = "MX004";
     pub const SUPERSESSION: &str = "MX005";
     pub const HOLD_OR_HARD_DELETE: &str = "MX006";
+    pub const SENSITIVE_INPUT: &str = "MX007";
     pub const BAD_ARGUMENT: &str = "22023";
     /// An unknown state text (memory.lifecycle_state or a text state column).
     pub const INVALID_TEXT: &str = "22P02";

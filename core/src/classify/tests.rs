@@ -171,13 +171,15 @@ mod props {
         // The vector masks of a block equal the byte-by-byte tables, whatever the bytes.
         #[test]
         fn block_masks_match_tables(block in prop::collection::vec(any::<u8>(), 0..=64)) {
-            let mut want = [0u64; 5];
+            let mut want = [0u64; 7];
             for (i, &b) in block.iter().enumerate() {
                 want[0] |= u64::from(CLASS[b as usize] != 0) << i;
                 want[1] |= u64::from(CLASS[b as usize] == DIGIT) << i;
                 want[2] |= u64::from(b == b'-') << i;
                 want[3] |= u64::from(FIRST[b as usize]) << i;
-                want[4] |= u64::from(matches!(b, b'@' | b'+' | b':')) << i;
+                want[4] |= u64::from(matches!(b, b'@' | b'+' | b':' | b'_')) << i;
+                want[5] |= u64::from(b.is_ascii_uppercase()) << i;
+                want[6] |= u64::from(b == b'1') << i;
             }
             prop_assert_eq!(block_masks(&block), want);
         }
