@@ -25,7 +25,6 @@ BIG = 10_000
 
 SETUP = f"""
 SET memory.restore_mode = on;  -- bulk load as a restore would (superuser); the rules run on later writes
-TRUNCATE memory.user_contexts, memory.consents, memory.user_feedback, memory.persona_drift_log, memory.threads;
 INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, recorded_by)
 SELECT 'org-' || (u % 10), 'user-' || u, 1, '{{create_task,save_to_thread,save_to_profile}}', now() - interval '1 day', 'onboarding', 'bench'
   FROM generate_series(1, {USERS}) u;
@@ -67,7 +66,15 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     seconds = int(sys.argv[4]) if len(sys.argv) > 4 else 10
     calls = int(sys.argv[5]) if len(sys.argv) > 5 else 2000
+    # A database of its own: contexts and consents are append-only, so a rerun starts afresh.
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS consent_bench WITH (FORCE)")
+        c.execute("CREATE DATABASE consent_bench")
     db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    dsn = dsn.replace(f"dbname={db}", "dbname=consent_bench")
+    db = "consent_bench"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
     rnd = random.Random(14)
     with psycopg.connect(dsn, autocommit=True) as conn:
         t0 = time.perf_counter()
@@ -122,8 +129,6 @@ def main():
     with psycopg.connect(dsn, autocommit=True) as conn:
         drift = conn.execute("SELECT signal_kind, count(*) FROM memory.persona_drift_log GROUP BY 1 ORDER BY 1").fetchall()
         fb_rows = conn.execute("SELECT count(*) FROM memory.user_feedback").fetchone()[0]
-        conn.execute("DROP TABLE bench_ctx_bare, bench_feedback_bare")
-        conn.execute("TRUNCATE memory.user_feedback, memory.persona_drift_log")
 
     ratio_slices = med_lat["load_slices"] / med_lat["select"]
     med_tps = {k: median(v) for k, v in tps.items()}
@@ -148,6 +153,8 @@ thread contexts), consent `create_task, save_to_thread, save_to_profile` for eve
 """
     print(body)
     write_section("Consent and user contexts (issue 14)", body)
+    with psycopg.connect(sys.argv[1], autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS consent_bench WITH (FORCE)")
 
 
 if __name__ == "__main__":

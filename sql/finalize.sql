@@ -74,6 +74,7 @@ TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.entities', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.claims', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.screen_profiles', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.relationships', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.recheck_tasks', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');

@@ -64,6 +64,8 @@ CREATE TABLE memory.claims (
     superseded_by                  uuid[] NOT NULL DEFAULT '{}',
     freshness_recheck_requested_at timestamptz,
     anonymized_at                  timestamptz,
+    -- The screening field the claim answers (memory.completeness); NULL when it answers none.
+    field                          text CONSTRAINT claims_field_check CHECK (field ~ '^[a-z][a-z0-9_]{0,62}$'),
     UNIQUE (org_id, id),
     FOREIGN KEY (org_id, entity_id) REFERENCES memory.entities (org_id, id),
     FOREIGN KEY (org_id, supersedes) REFERENCES memory.claims (org_id, id)
@@ -103,7 +105,8 @@ CREATE TABLE memory.recheck_tasks (
     agent_role       text NOT NULL DEFAULT 'critic',
     entity_context   uuid[] NOT NULL DEFAULT '{}',
     metadata         jsonb NOT NULL DEFAULT '{}',
-    reason           text NOT NULL CHECK (reason IN ('below_confidence', 'aged', 'below_confidence_and_aged')),
+    reason           text NOT NULL CONSTRAINT recheck_tasks_reason_check
+                     CHECK (reason IN ('below_confidence', 'aged', 'below_confidence_and_aged', 'eroded', 'retracted_source')),
     confidence_score float8,
     enqueued_at      timestamptz NOT NULL DEFAULT now(),
     claimed_at       timestamptz,
@@ -114,7 +117,7 @@ CREATE TABLE memory.recheck_tasks (
 CREATE INDEX recheck_tasks_open ON memory.recheck_tasks (task_id) WHERE completed_at IS NULL;
 CREATE INDEX recheck_tasks_claim ON memory.recheck_tasks (claim_id);
 COMMENT ON TABLE memory.recheck_tasks IS
-  'Critic re-check tasks enqueued by memory.freshness_recheck; workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED).';
+  'Critic re-check tasks enqueued by memory.freshness_recheck and by the replicator''s verdicts (memory.record_verdict); workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED).';
 
 -- ------------------------------------------------------------------------------------------------
 -- Guards.
@@ -239,8 +242,8 @@ RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.entity_id <> OLD.entity_id OR NEW.kind <> OLD.kind
-       OR NEW.supersedes IS DISTINCT FROM OLD.supersedes OR NEW.t_created <> OLD.t_created THEN
-        RAISE EXCEPTION 'claim % cannot be edited in place (id, org_id, entity_id, kind, supersedes, t_created are fixed)', OLD.id
+       OR NEW.supersedes IS DISTINCT FROM OLD.supersedes OR NEW.t_created <> OLD.t_created OR NEW.field IS DISTINCT FROM OLD.field THEN
+        RAISE EXCEPTION 'claim % cannot be edited in place (id, org_id, entity_id, kind, supersedes, t_created, field are fixed)', OLD.id
             USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes.';
     END IF;
     IF (NEW.claim_text <> OLD.claim_text OR NEW.supports <> OLD.supports OR NEW.pii_fields <> OLD.pii_fields
@@ -563,6 +566,421 @@ BEGIN
     RETURN FOUND;
 END $$;
 COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text) IS 'Close a re-check task with its outcome; false when it was already closed or does not exist.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Replicator verdicts (seed §4.4): a sampled claim re-checked against its cited sources.
+
+CREATE FUNCTION memory.record_verdict(claim_id uuid, verdict text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_claim uuid := record_verdict.claim_id;
+    v       text := record_verdict.verdict;
+    c       memory.claims;
+    task    bigint;
+    events  jsonb;
+BEGIN
+    IF v IS NULL OR v NOT IN ('still_supported', 'eroded', 'retracted_source', 'broken_provenance') THEN
+        RAISE EXCEPTION 'unknown verdict "%"', coalesce(v, '(null)') USING ERRCODE = '22023',
+            HINT = 'Verdicts: still_supported, eroded, retracted_source, broken_provenance.';
+    END IF;
+    IF p_claim IS NULL THEN
+        RAISE EXCEPTION 'record_verdict needs a claim id' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
+    -- A claim of an org the caller may not act for is not found (its existence is not told).
+    IF NOT FOUND OR NOT memory._may_act_for(c.org_id) THEN
+        RAISE EXCEPTION 'claim % does not exist', p_claim USING ERRCODE = '23503';
+    END IF;
+    IF c.lifecycle_state NOT IN ('pending', 'active') THEN
+        RAISE EXCEPTION 'claim % is %: a verdict applies to a pending or active claim', c.id, c.lifecycle_state
+            USING ERRCODE = 'MX001';
+    END IF;
+    IF v IN ('eroded', 'retracted_source') THEN
+        -- The Critic re-checks it: a task on the freshness_recheck queue, the seed's re-task shape.
+        INSERT INTO memory.recheck_tasks (org_id, claim_id, agent_role, entity_context, metadata, reason, confidence_score)
+        VALUES (c.org_id, c.id, 'critic', ARRAY[c.entity_id],
+                jsonb_build_object('source', 'replicator', 'original_claim_id', c.id, 'verdict', v), v, c.confidence_score)
+        RETURNING recheck_tasks.task_id INTO task;
+        events := jsonb_build_array(
+            jsonb_build_object('event_type', 'memory.govern.' || v, 'org_id', c.org_id,
+                'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'taskId', task,
+                                              'subjectId', memory._subject_pseudonym(c.subject_id))),
+            jsonb_build_object('event_type', 'research.task.enqueued', 'org_id', c.org_id,
+                'payload', jsonb_build_object('taskId', task, 'claimId', c.id, 'agentRole', 'critic', 'source', 'replicator',
+                                              'reason', v)));
+    ELSIF v = 'broken_provenance' THEN
+        -- The source is gone: the claim is retracted (its memory.claim.state_transition is
+        -- recorded by the audit trigger, then the verdict).
+        UPDATE memory.claims x SET lifecycle_state = 'retracted' WHERE x.id = c.id;
+        events := jsonb_build_array(jsonb_build_object('event_type', 'memory.govern.broken_provenance', 'org_id', c.org_id,
+            'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'fromState', c.lifecycle_state,
+                                          'toState', 'retracted', 'subjectId', memory._subject_pseudonym(c.subject_id))));
+    ELSE
+        events := jsonb_build_array(jsonb_build_object('event_type', 'memory.govern.still_supported', 'org_id', c.org_id,
+            'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v)));
+    END IF;
+    PERFORM memory._audit_append_many(events);
+    RETURN jsonb_build_object('claim_id', c.id, 'verdict', v,
+        'action', CASE v WHEN 'still_supported' THEN 'none' WHEN 'broken_provenance' THEN 'retracted' ELSE 'recheck_enqueued' END,
+        'task_id', task,
+        'lifecycle_state', CASE WHEN v = 'broken_provenance' THEN 'retracted' ELSE c.lifecycle_state::text END);
+END $$;
+COMMENT ON FUNCTION memory.record_verdict(uuid, text) IS
+  'The replicator''s verdict on a pending or active claim: still_supported (recorded), eroded or retracted_source (a critic re-check task, source replicator), broken_provenance (the claim is retracted). Audited as memory.govern.<verdict> (plus research.task.enqueued). Unknown verdict 22023; missing claim 23503; other states MX001. Not granted to PUBLIC (memory_admin).';
+
+-- ------------------------------------------------------------------------------------------------
+-- Completeness (seed §4.2): how much of a screening profile an entity's active claims answer.
+
+CREATE TABLE memory.screen_profiles (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    org_id         text,            -- NULL: a platform profile
+    profile        text NOT NULL CHECK (profile ~ '[^[:space:]]'),
+    field          text NOT NULL CHECK (field ~ '^[a-z][a-z0-9_]{0,62}$'),
+    freshness_days int NOT NULL CHECK (freshness_days > 0),
+    required       boolean NOT NULL DEFAULT true,
+    UNIQUE NULLS NOT DISTINCT (org_id, profile, field)
+);
+COMMENT ON TABLE memory.screen_profiles IS
+  'Screening profiles: the fields a profile asks for, how fresh an answer must be, and whether it counts in the score. Platform profiles (org_id NULL) serve every org that defines no profile of the same name.';
+
+CREATE FUNCTION memory.completeness(entity_id uuid, profile text, at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_entity  uuid := completeness.entity_id;
+    p_profile text := completeness.profile;
+    e_org     text;
+    r         record;
+    present   text[] := '{}';
+    stale     text[] := '{}';
+    missing   text[] := '{}';
+    opt       jsonb := '{}';
+    n_req     int := 0;
+    state     text;
+BEGIN
+    IF p_entity IS NULL OR p_profile IS NULL OR p_profile !~ '[^[:space:]]' OR at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'completeness needs an entity id, a profile name and a finite time' USING ERRCODE = '22023';
+    END IF;
+    -- Read with the caller's rights: an entity of another org is not there.
+    SELECT e.org_id INTO e_org FROM memory.entities e WHERE e.id = p_entity;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'entity % does not exist', p_entity USING ERRCODE = '23503';
+    END IF;
+    FOR r IN
+        SELECT p.field, p.freshness_days, p.required FROM memory.screen_profiles p
+         WHERE p.profile = p_profile
+           AND (p.org_id = e_org
+                OR (p.org_id IS NULL AND NOT EXISTS (SELECT 1 FROM memory.screen_profiles q WHERE q.profile = p_profile AND q.org_id = e_org)))
+         ORDER BY p.field
+    LOOP
+        -- Only active claims answer; one inside the freshness window makes the field present.
+        SELECT CASE WHEN bool_or(NOT memory.is_stale(c.t_created, r.freshness_days, at)) THEN 'present'
+                    WHEN count(*) > 0 THEN 'stale' ELSE 'missing' END
+          INTO state
+          FROM memory.claims c
+         WHERE c.entity_id = p_entity AND c.org_id = e_org AND c.field = r.field
+           AND c.lifecycle_state = 'active' AND c.t_created <= at;
+        IF r.required THEN
+            n_req := n_req + 1;
+            CASE state WHEN 'present' THEN present := present || r.field;
+                       WHEN 'stale' THEN stale := stale || r.field;
+                       ELSE missing := missing || r.field; END CASE;
+        ELSE
+            opt := opt || jsonb_build_object(r.field, state);
+        END IF;
+    END LOOP;
+    IF n_req = 0 AND opt = '{}' THEN
+        RAISE EXCEPTION 'unknown screening profile "%"', p_profile USING ERRCODE = '22023',
+            HINT = 'Profiles are rows of memory.screen_profiles (the org''s, else the platform''s).';
+    END IF;
+    RETURN jsonb_build_object('entity_id', p_entity, 'profile', p_profile, 'at', at,
+        'score', CASE WHEN n_req = 0 THEN 1.0 ELSE round((cardinality(present) + 0.5 * cardinality(stale)) / n_req, 4) END,
+        'required', n_req, 'present', to_jsonb(present), 'stale', to_jsonb(stale), 'missing', to_jsonb(missing),
+        'optional', opt);
+END $$;
+COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
+  'Completeness of an entity against a screening profile: score = (present + 0.5 x stale) / required fields (1.0 when none are required), with the present, stale and missing field lists and the optional fields'' states. Only active claims created by at count; present = one within freshness_days. Unknown profile 22023; missing entity 23503. Reads with the caller''s rights.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Bulk ingest (seed "Add in bulk", FR-043-005: partial failure). Items are checked set-wise per
+-- chunk and the chunk's good items inserted by one statement; when that statement fails (a
+-- trigger's rule, say a supersession), the chunk's items are inserted one by one, each in its own
+-- subtransaction, so a bad item is reported and the others land.
+
+-- A timestamp from JSON text, or NULL when it is not one.
+CREATE FUNCTION memory._ingest_ts(t text)
+RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE WHEN t IS NULL THEN NULL ELSE t::timestamptz END;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END $$;
+
+-- The first problem of one item (SQLSTATE and message), or NULL. `keys`: the keys it may have.
+CREATE FUNCTION memory._ingest_shape(j jsonb, keys text[], strings text[], required text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+        WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(j) k WHERE NOT k = ANY (keys))
+            THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(k) FROM jsonb_object_keys(j) k WHERE NOT k = ANY (keys)))]
+        WHEN EXISTS (SELECT 1 FROM unnest(required) r WHERE NOT j ? r OR j->r = 'null'::jsonb)
+            THEN ARRAY['22023', format('"%s" is required', (SELECT min(r) FROM unnest(required) r WHERE NOT j ? r OR j->r = 'null'::jsonb))]
+        WHEN EXISTS (SELECT 1 FROM unnest(strings) k WHERE j ? k AND j->k <> 'null'::jsonb AND jsonb_typeof(j->k) <> 'string')
+            THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(k) FROM unnest(strings) k WHERE j ? k AND j->k <> 'null'::jsonb AND jsonb_typeof(j->k) <> 'string'))]
+        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['id', 'entity_id', 'source_id', 'target_id', 'supersedes']) k
+                      WHERE j ? k AND jsonb_typeof(j->k) = 'string'
+                        AND (j->>k) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$')
+            THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(k) FROM unnest(ARRAY['id', 'entity_id', 'source_id', 'target_id', 'supersedes']) k
+                      WHERE j ? k AND jsonb_typeof(j->k) = 'string'
+                        AND (j->>k) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['decay_at', 't_created']) k
+                      WHERE j ? k AND jsonb_typeof(j->k) = 'string' AND memory._ingest_ts(j->>k) IS NULL)
+            THEN ARRAY['22007', 'a time is not a valid timestamp']
+        ELSE NULL END
+$$;
+
+CREATE FUNCTION memory._ingest_insert_entities(rows jsonb)
+RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO memory.entities (id, org_id, entity_type, name, taxonomy_category, ontology_codes, subject_id, origin, lifecycle_state)
+    SELECT (r->>'id')::uuid, r->>'org_id', r->>'entity_type', r->>'name', r->>'taxonomy_category', r->'ontology_codes',
+           r->>'subject_id', r->>'origin', (r->>'lifecycle_state')::memory.lifecycle_state
+      FROM jsonb_array_elements(rows) r
+$$;
+
+CREATE FUNCTION memory._ingest_insert_claims(rows jsonb)
+RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO memory.claims (id, org_id, entity_id, kind, claim_text, supports, pii_fields, subject_id, details, decay_at,
+                               confidence_score, source, lifecycle_state, supersedes, field, t_created)
+    SELECT (r->>'id')::uuid, r->>'org_id', (r->>'entity_id')::uuid, r->>'kind', r->>'claim_text',
+           ARRAY(SELECT jsonb_array_elements_text(r->'supports')), ARRAY(SELECT jsonb_array_elements_text(r->'pii_fields')),
+           r->>'subject_id', r->'details', (r->>'decay_at')::timestamptz, (r->>'confidence_score')::float8, r->>'source',
+           (r->>'lifecycle_state')::memory.lifecycle_state, (r->>'supersedes')::uuid, r->>'field', (r->>'t_created')::timestamptz
+      FROM jsonb_array_elements(rows) r
+$$;
+
+CREATE FUNCTION memory._ingest_insert_relationships(rows jsonb)
+RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO memory.relationships (id, org_id, source_id, target_id, rel_type, attributes, subject_id, decay_at)
+    SELECT (r->>'id')::uuid, r->>'org_id', (r->>'source_id')::uuid, (r->>'target_id')::uuid, r->>'rel_type', r->'attributes',
+           r->>'subject_id', (r->>'decay_at')::timestamptz
+      FROM jsonb_array_elements(rows) r
+$$;
+
+CREATE FUNCTION memory.ingest_batch(entities jsonb DEFAULT '[]', claims jsonb DEFAULT '[]', relationships jsonb DEFAULT '[]',
+                                    chunk_size int DEFAULT 500)
+RETURNS TABLE (kind text, item int, id uuid, ok boolean, sqlstate text, message text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller  oid := memory._caller();
+    acting  text := memory._acting_org();
+    refs    jsonb := '{}';      -- batch-local entity refs -> ids of entities that landed
+    dups    text[];             -- refs given to more than one entity
+    allowed jsonb;              -- org -> may the caller act for it (per chunk)
+    orgs    jsonb := '{}';      -- org -> counts, for the batch events
+    k       text;
+    items   jsonb;
+    n       int;
+    lo      int;
+    checked jsonb;              -- [[item, id, org, sqlstate, message, row], ...] of one chunk
+    good    jsonb;
+    c       jsonb;
+    st      text;
+    msg     text;
+BEGIN
+    IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 10000 THEN
+        RAISE EXCEPTION 'chunk_size must be in [1, 10000], got %', chunk_size USING ERRCODE = '22023';
+    END IF;
+    -- The caller inserts through this function only what it may insert itself.
+    IF caller IS NULL OR NOT (has_table_privilege(caller, 'memory.entities', 'INSERT')
+                              AND has_table_privilege(caller, 'memory.claims', 'INSERT')
+                              AND has_table_privilege(caller, 'memory.relationships', 'INSERT')) THEN
+        RAISE EXCEPTION 'ingest_batch needs INSERT on memory.entities, memory.claims and memory.relationships' USING ERRCODE = '42501';
+    END IF;
+    FOREACH k IN ARRAY ARRAY['entities', 'claims', 'relationships'] LOOP
+        items := CASE k WHEN 'entities' THEN ingest_batch.entities WHEN 'claims' THEN ingest_batch.claims ELSE ingest_batch.relationships END;
+        IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
+            RAISE EXCEPTION '% must be a JSON array', k USING ERRCODE = '22023';
+        END IF;
+        n := jsonb_array_length(items);
+        IF k = 'entities' THEN
+            dups := ARRAY(SELECT e->>'ref' FROM jsonb_array_elements(items) e
+                           WHERE jsonb_typeof(e) = 'object' AND jsonb_typeof(e->'ref') = 'string' GROUP BY 1 HAVING count(*) > 1);
+        END IF;
+        lo := 0;
+        WHILE lo < n LOOP
+            SELECT coalesce(jsonb_object_agg(o.org, memory._may_act_for(o.org)), '{}') INTO allowed
+              FROM (SELECT DISTINCT coalesce(items->g.i->>'org_id', acting) AS org
+                      FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)
+                     WHERE jsonb_typeof(items->g.i) = 'object') o
+             WHERE o.org IS NOT NULL;
+            -- Check the chunk's items set-wise: the first problem of each, and its normalised row.
+            IF k = 'entities' THEN
+                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r) ORDER BY x.i) INTO checked
+                  FROM (SELECT y.i, y.rid, y.org, y.r,
+                               coalesce(y.shape,
+                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                                        WHEN (y.j->>'entity_type') NOT IN ('concept', 'problem', 'intervention', 'outcome', 'population')
+                                            THEN ARRAY['23514', format('unknown entity_type "%s"', y.j->>'entity_type')]
+                                        WHEN y.j ? 'ontology_codes' AND jsonb_typeof(y.j->'ontology_codes') <> 'array'
+                                            THEN ARRAY['22023', '"ontology_codes" must be an array']
+                                        WHEN y.j ? 'ref' AND (y.j->>'ref') = ANY (dups) THEN ARRAY['22023', format('ref "%s" is given to more than one entity', y.j->>'ref')]
+                                   END) AS e
+                          FROM (SELECT z.i, z.j, z.shape,
+                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                                           'org_id', coalesce(z.j->>'org_id', acting), 'entity_type', z.j->'entity_type', 'name', z.j->'name',
+                                           'taxonomy_category', z.j->'taxonomy_category', 'ontology_codes', coalesce(z.j->'ontology_codes', '[]'),
+                                           'subject_id', z.j->'subject_id', 'origin', coalesce(z.j->'origin', '"import"'),
+                                           'lifecycle_state', coalesce(z.j->'lifecycle_state', '"active"')) END AS r
+                                  FROM (SELECT g.i, items->g.i AS j,
+                                               memory._ingest_shape(items->g.i,
+                                                   ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes',
+                                                         'subject_id', 'origin', 'lifecycle_state'],
+                                                   ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'subject_id', 'origin',
+                                                         'lifecycle_state'],
+                                                   ARRAY['entity_type', 'name']) AS shape
+                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+            ELSIF k = 'claims' THEN
+                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r || jsonb_build_object('entity_id', x.ent)) ORDER BY x.i) INTO checked
+                  FROM (SELECT y.i, y.rid, y.org, y.r, y.ent,
+                               coalesce(y.shape,
+                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                                        WHEN y.j ? 'entity_ref' AND NOT refs ? (y.j->>'entity_ref')
+                                            THEN ARRAY['23503', format('entity_ref "%s" names no entity of this batch that was inserted', y.j->>'entity_ref')]
+                                        WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
+                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.ent)
+                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
+                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis')
+                                            THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
+                                        WHEN y.j ? 'confidence_score' AND (jsonb_typeof(y.j->'confidence_score') <> 'number'
+                                             OR NOT ((y.j->>'confidence_score')::float8 BETWEEN 0 AND 1))
+                                            THEN ARRAY['23514', 'confidence_score must be a number in [0, 1]']
+                                        WHEN coalesce(y.j->>'lifecycle_state', 'pending') <> 'pending'
+                                            THEN ARRAY['MX001', format('invalid lifecycle transition from (new) to %s: a claim starts pending', y.j->>'lifecycle_state')]
+                                        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['supports', 'pii_fields']) a WHERE y.j ? a
+                                                      AND (jsonb_typeof(y.j->a) <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->a) v WHERE jsonb_typeof(v) <> 'string')))
+                                            THEN ARRAY['22023', '"supports" and "pii_fields" must be arrays of strings']
+                                        WHEN y.j ? 'details' AND jsonb_typeof(y.j->'details') <> 'object' THEN ARRAY['22023', '"details" must be an object']
+                                        WHEN y.j ? 'field' AND (y.j->>'field') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'a field name is lower-case snake_case']
+                                   END) AS e
+                          FROM (SELECT z.i, z.j, z.shape,
+                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'entity_ref'))::uuid, (z.j->>'entity_id')::uuid) END AS ent,
+                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                                           'org_id', coalesce(z.j->>'org_id', acting), 'kind', coalesce(z.j->'kind', '"evidence"'),
+                                           'claim_text', z.j->'claim_text', 'supports', coalesce(z.j->'supports', '[]'),
+                                           'pii_fields', coalesce(z.j->'pii_fields', '[]'), 'subject_id', z.j->'subject_id',
+                                           'details', coalesce(z.j->'details', '{}'), 'decay_at', z.j->'decay_at',
+                                           'confidence_score', coalesce(z.j->'confidence_score', '0.5'), 'source', z.j->'source',
+                                           'lifecycle_state', 'pending', 'supersedes', z.j->'supersedes', 'field', z.j->'field',
+                                           't_created', coalesce(z.j->'t_created', to_jsonb(now()))) END AS r
+                                  FROM (SELECT g.i, items->g.i AS j,
+                                               memory._ingest_shape(items->g.i,
+                                                   ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields',
+                                                         'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state',
+                                                         'supersedes', 'field', 't_created'],
+                                                   ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at',
+                                                         'source', 'lifecycle_state', 'supersedes', 'field', 't_created'],
+                                                   ARRAY['claim_text']) AS shape
+                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+            ELSE
+                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2],
+                                                   x.r || jsonb_build_object('source_id', x.src, 'target_id', x.tgt)) ORDER BY x.i) INTO checked
+                  FROM (SELECT y.i, y.rid, y.org, y.r, y.src, y.tgt,
+                               coalesce(y.shape,
+                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                                        WHEN y.src IS NULL OR y.tgt IS NULL
+                                            THEN ARRAY['23503', 'source and target must name entities (source_id/source_ref, target_id/target_ref)']
+                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.src)
+                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.src, y.org)]
+                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.tgt)
+                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.tgt, y.org)]
+                                        WHEN (y.j->>'rel_type') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'rel_type is lower-case snake_case']
+                                        WHEN y.j ? 'attributes' AND jsonb_typeof(y.j->'attributes') <> 'object' THEN ARRAY['22023', '"attributes" must be an object']
+                                   END) AS e
+                          FROM (SELECT z.i, z.j, z.shape,
+                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'source_ref'))::uuid, (z.j->>'source_id')::uuid) END AS src,
+                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'target_ref'))::uuid, (z.j->>'target_id')::uuid) END AS tgt,
+                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                                           'org_id', coalesce(z.j->>'org_id', acting), 'rel_type', z.j->'rel_type',
+                                           'attributes', coalesce(z.j->'attributes', '{}'), 'subject_id', z.j->'subject_id',
+                                           'decay_at', z.j->'decay_at') END AS r
+                                  FROM (SELECT g.i, items->g.i AS j,
+                                               memory._ingest_shape(items->g.i,
+                                                   ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type',
+                                                         'attributes', 'subject_id', 'decay_at'],
+                                                   ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type',
+                                                         'subject_id', 'decay_at'],
+                                                   ARRAY['rel_type']) AS shape
+                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+            END IF;
+            -- The good rows of the chunk, with their ids; one statement inserts them all.
+            SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
+              FROM jsonb_array_elements(checked) c2 WHERE c2->>3 IS NULL;
+            BEGIN
+                CASE k WHEN 'entities' THEN PERFORM memory._ingest_insert_entities(good);
+                       WHEN 'claims' THEN PERFORM memory._ingest_insert_claims(good);
+                       ELSE PERFORM memory._ingest_insert_relationships(good); END CASE;
+            EXCEPTION WHEN OTHERS THEN
+                -- One of them broke a rule the checks above do not see: insert them one by one.
+                good := NULL;
+            END;
+            IF good IS NULL THEN
+                SELECT jsonb_agg(c2 ORDER BY (c2->>0)::int) INTO checked FROM jsonb_array_elements(checked) c2;
+                FOR lo_i IN 0 .. jsonb_array_length(checked) - 1 LOOP
+                    c := checked->lo_i;
+                    CONTINUE WHEN c->>3 IS NOT NULL;
+                    BEGIN
+                        CASE k WHEN 'entities' THEN PERFORM memory._ingest_insert_entities(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
+                               WHEN 'claims' THEN PERFORM memory._ingest_insert_claims(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
+                               ELSE PERFORM memory._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
+                    EXCEPTION WHEN OTHERS THEN
+                        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+                        checked := jsonb_set(checked, ARRAY[lo_i::text], jsonb_build_array(c->0, c->1, c->2, st, msg, c->5));
+                    END;
+                END LOOP;
+            END IF;
+            -- Report the chunk, remember the refs of entities that landed, count per org.
+            FOR c IN SELECT x FROM jsonb_array_elements(checked) x LOOP
+                IF k = 'entities' AND c->>3 IS NULL AND (items->((c->>0)::int)) ? 'ref' THEN
+                    refs := refs || jsonb_build_object(items->((c->>0)::int)->>'ref', c->1);
+                END IF;
+                IF c->>2 IS NOT NULL AND coalesce((allowed->>(c->>2))::boolean, false) THEN
+                    orgs := jsonb_set(orgs, ARRAY[c->>2],
+                        coalesce(orgs->(c->>2), '{}') || jsonb_build_object(k || CASE WHEN c->>3 IS NULL THEN 'Inserted' ELSE 'Failed' END,
+                            coalesce((orgs->(c->>2)->>(k || CASE WHEN c->>3 IS NULL THEN 'Inserted' ELSE 'Failed' END))::int, 0) + 1));
+                END IF;
+                kind := k; item := (c->>0)::int; ok := c->>3 IS NULL;
+                id := CASE WHEN ok THEN (c->>1)::uuid END; sqlstate := c->>3; message := c->>4;
+                RETURN NEXT;
+            END LOOP;
+            lo := lo + chunk_size;
+        END LOOP;
+    END LOOP;
+    -- One event per org the batch wrote to, with counts only.
+    PERFORM memory._audit_append_many(coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.ingest.batch', 'org_id', o.key,
+                'payload', jsonb_build_object('entities', jsonb_build_object('inserted', coalesce((o.value->>'entitiesInserted')::int, 0), 'failed', coalesce((o.value->>'entitiesFailed')::int, 0)),
+                                              'claims', jsonb_build_object('inserted', coalesce((o.value->>'claimsInserted')::int, 0), 'failed', coalesce((o.value->>'claimsFailed')::int, 0)),
+                                              'relationships', jsonb_build_object('inserted', coalesce((o.value->>'relationshipsInserted')::int, 0), 'failed', coalesce((o.value->>'relationshipsFailed')::int, 0)),
+                                              'chunkSize', chunk_size)) ORDER BY o.key)
+                FROM jsonb_each(orgs) o), '[]'));
+END $$;
+COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
+  'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"). Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
 
 -- ------------------------------------------------------------------------------------------------
 -- Decay (the seed's decay job): PHI claims past decay_at are redacted field by field and

@@ -27,6 +27,13 @@ CREATE POLICY tenant ON memory.retention_policies
     USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
     WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
 
+-- Screening profiles likewise: platform profiles (org_id NULL) are everyone's to read.
+ALTER TABLE memory.screen_profiles ENABLE ROW LEVEL SECURITY;
+CREATE POLICY platform_read ON memory.screen_profiles FOR SELECT USING (org_id IS NULL);
+CREATE POLICY tenant ON memory.screen_profiles
+    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
+
 -- Views read with the caller's rights, so the policies above apply through them.
 ALTER VIEW memory.live_observations SET (security_invoker = true);
 ALTER VIEW memory.stats SET (security_invoker = true);
@@ -149,12 +156,15 @@ BEGIN
                     memory.observation_weight_history, memory.entities, memory.claims, memory.relationships,
                     memory.retention_policies, memory.memory_type_policies, memory.org_settings, memory.stats
         TO memory_reader;
+    GRANT SELECT ON memory.screen_profiles TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid),
                               memory.recall(text, text, int, text), memory.misleading_observations(text)
         TO memory_reader;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) TO memory_writer;
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
@@ -187,10 +197,11 @@ BEGIN
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
+    GRANT INSERT, UPDATE, DELETE ON memory.screen_profiles TO memory_admin;
     -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
     GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
           UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
-    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid),
+    GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid), memory.record_verdict(uuid, text),
                               memory.freshness_recheck(float8, interval, interval, int, timestamptz),
                               memory.run_decay(timestamptz),
                               memory.reclassify(uuid, memory.classification, text),

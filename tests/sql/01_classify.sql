@@ -19,7 +19,7 @@ SELECT is_empty($$ SELECT content, want, memory.classify(content, files, st) FRO
 SELECT is_empty($$ SELECT content, rule, memory.classify_explain(content, files, st)->>'rule' FROM vectors
                     WHERE memory.classify_explain(content, files, st)->>'rule' IS DISTINCT FROM rule $$, 'classify_explain names the deciding rule');
 
-SELECT is(memory.classify_explain('the password', NULL, NULL) - 'org_id' - 'paths_considered' - 'detectors',
+SELECT is(memory.classify_explain('the password', NULL, NULL) - 'org_id' - 'paths_considered' - 'detectors' - 'detector_set',
           '{"tier": "confidential", "rule": "confidential_keyword", "evidence": "password", "risk_band": "high"}'::jsonb,
           'classify_explain has tier, rule, risk_band and evidence');
 SELECT is(memory.classify_explain('4111 1111 1111 1111')->>'evidence', NULL, 'detector evidence never echoes the match');
