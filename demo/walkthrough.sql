@@ -182,6 +182,18 @@ INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence
 UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-000000000004';
 SELECT * FROM memory.freshness_recheck();
 SELECT task_id, claim_id, reason, claimed_by FROM memory.claim_recheck_tasks('critic-1', 10);
+\echo 'The replicator''s verdicts: eroded queues the critic, broken provenance retracts:'
+SELECT memory.record_verdict('c0000000-0000-0000-0000-000000000004', 'eroded') AS eroded;
+\echo
+\echo 'Bulk ingest: one row per item; a bad item is reported with its SQLSTATE and the rest land.'
+\echo 'Claims name an entity of the same batch by its ref:'
+SELECT kind, item, ok, sqlstate, message
+  FROM memory.ingest_batch(
+    entities => '[{"ref": "ics", "org_id": "acme", "entity_type": "intervention", "name": "Inhaled corticosteroid"}]',
+    claims => '[{"org_id": "acme", "entity_ref": "ics", "claim_text": "Reduces exacerbations (Cochrane 2024)", "source": "Cochrane"},
+                {"org_id": "acme", "entity_ref": "ics", "claim_text": "Starts active", "lifecycle_state": "active"},
+                {"org_id": "acme", "entity_id": "00000000-0000-0000-0000-0000000000ff", "claim_text": "No such entity"},
+                {"org_id": "acme", "entity_ref": "ics", "claim_text": 42}]');
 \echo
 \echo 'Decay: a PHI claim past decay_at is redacted field by field and archived; a hypothesis is deleted:'
 INSERT INTO memory.claims (id, org_id, entity_id, claim_text, subject_id, pii_fields, details, decay_at) VALUES

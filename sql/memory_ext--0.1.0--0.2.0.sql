@@ -3385,10 +3385,14 @@ CREATE TABLE memory.user_feedback (
     cognition_object   jsonb,
     rating             text CHECK (rating IN ('thumbs_up', 'not_helpful', 'agree', 'disagree')),
     comment            text,
-    created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
+    created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at)),
+    -- The comment's lexicon polarity when it was written (memory._feedback_polarity), so the
+    -- conflict detector counts earlier comments by an index instead of re-reading each one.
+    comment_polarity   smallint CONSTRAINT user_feedback_polarity_check CHECK (comment_polarity IS NULL OR (comment_polarity IN (-1, 1) AND comment IS NOT NULL))
 );
 
-CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, created_at);
+CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, related_object_ref, created_at);
+CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity) WHERE comment_polarity IS NOT NULL;
 
 COMMENT ON TABLE memory.user_feedback IS
   'A user''s feedback on an object (rating, comment); an insert runs the grade_reversal and feedback_conflict detectors.';
@@ -3431,20 +3435,26 @@ DECLARE
     n     bigint;
     kind  text;
 BEGIN
-    IF memory._restore_mode() OR NOT 'save_to_profile' = ANY (coalesce(memory._consent_scopes(NEW.org_id, NEW.user_id), '{}')) THEN
+    -- (The consent, polarity and threshold lookups are written out here rather than called:
+    -- this runs once per feedback row, and each function call would cost more than its query.)
+    IF memory._restore_mode() OR NOT EXISTS (
+           SELECT 1 FROM (SELECT c.scopes FROM memory.consents c WHERE c.org_id = NEW.org_id AND c.user_id = NEW.user_id
+                           ORDER BY c.version DESC LIMIT 1) s
+            WHERE 'save_to_profile' = ANY (s.scopes)) THEN
         RETURN NULL;
     END IF;
     IF TG_TABLE_NAME = 'user_feedback' THEN
         -- grade_reversal: the latest earlier rating of the same object, within the window, of the
         -- other polarity.
-        pol := memory._rating_polarity(NEW.rating);
+        pol := CASE WHEN NEW.rating IN ('thumbs_up', 'agree') THEN 1 WHEN NEW.rating IN ('not_helpful', 'disagree') THEN -1 END;
         IF pol IS NOT NULL THEN
             SELECT f.rating, f.created_at INTO prior FROM memory.user_feedback f
              WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.related_object_ref = NEW.related_object_ref
                AND f.id <> NEW.id AND f.rating IS NOT NULL AND f.created_at <= NEW.created_at
-               AND f.created_at > NEW.created_at - make_interval(days => memory._drift_threshold('grade_reversal_days')::int)
+               AND f.created_at > NEW.created_at
+                   - make_interval(days => (SELECT t.value FROM memory.drift_thresholds t WHERE t.name = 'grade_reversal_days')::int)
              ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
-            IF prior.rating IS NOT NULL AND memory._rating_polarity(prior.rating) = -pol THEN
+            IF prior.rating IS NOT NULL AND (CASE WHEN prior.rating IN ('thumbs_up', 'agree') THEN 1 ELSE -1 END) = -pol THEN
                 PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'grade_reversal',
                     jsonb_build_object('value', prior.rating, 'captured_at', prior.created_at, 'captured_in_object_ref', NEW.related_object_ref),
                     jsonb_build_object('value', NEW.rating, 'captured_at', NEW.created_at, 'captured_in_object_ref', NEW.related_object_ref),
@@ -3454,14 +3464,14 @@ BEGIN
         END IF;
         -- feedback_conflict: earlier comments on the same kind of object whose keywords point the
         -- other way, at least feedback_conflict_min of them.
-        pol := memory._comment_polarity(NEW.comment);
+        pol := NEW.comment_polarity;
         IF pol IS NOT NULL THEN
             kind := NEW.cognition_object->>'type';
             SELECT count(*) INTO n FROM memory.user_feedback f
-             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.id <> NEW.id AND f.created_at <= NEW.created_at
-               AND (f.cognition_object->>'type') IS NOT DISTINCT FROM kind
-               AND memory._comment_polarity(f.comment) = -pol;
-            IF n >= memory._drift_threshold('feedback_conflict_min') THEN
+             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.comment_polarity = -pol
+               AND f.id <> NEW.id AND f.created_at <= NEW.created_at
+               AND (f.cognition_object->>'type') IS NOT DISTINCT FROM kind;
+            IF n >= (SELECT t.value FROM memory.drift_thresholds t WHERE t.name = 'feedback_conflict_min') THEN
                 PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'feedback_conflict',
                     jsonb_build_object('value', CASE WHEN pol > 0 THEN 'negative' ELSE 'positive' END, 'count', n),
                     jsonb_build_object('value', CASE WHEN pol > 0 THEN 'positive' ELSE 'negative' END, 'captured_at', NEW.created_at,
@@ -3511,7 +3521,20 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
+-- A comment's polarity is fixed when it is written (by the lexicon of that moment; a restore keeps it).
+CREATE FUNCTION memory._feedback_polarity()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT memory._restore_mode() THEN
+        NEW.comment_polarity := CASE WHEN NEW.comment IS NOT NULL THEN memory._comment_polarity(NEW.comment) END;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_feedback_polarity BEFORE INSERT ON memory.user_feedback
+    FOR EACH ROW WHEN (NEW.comment IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._feedback_polarity();
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
+    FOR EACH ROW WHEN (NEW.rating IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._detect_drift();
 
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 

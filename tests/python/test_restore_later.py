@@ -90,6 +90,8 @@ def fill(c, clock):
     c.execute("INSERT INTO memory.relationships (org_id, source_id, target_id, rel_type) VALUES "
               "('acme', 'e0000000-0000-0000-0000-000000000001', 'e0000000-0000-0000-0000-000000000001', 'related_to')")
     c.execute("SELECT count(*) FROM memory.freshness_recheck()")  # a re-check task for the old active claim
+    c.execute("INSERT INTO memory.screen_profiles (profile, field, freshness_days) VALUES ('intake', 'hba1c', 90), ('intake', 'egfr', 365)")
+    c.execute("INSERT INTO memory.screen_profiles (org_id, profile, field, freshness_days, required) VALUES ('acme', 'intake', 'bmi', 30, false)")
     # Consent-era rows (SPEC §6).
     c.execute("""SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_thread,save_to_profile,training_use_allowed}',"""
               """ '{"language_preference": "English"}')""")
