@@ -518,6 +518,8 @@ DECLARE
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
     prev     jsonb;
+    h_org     text;
+    h_content text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -561,10 +563,23 @@ BEGIN
     eff := memory._govern_state(tbl, opts, eff);
     eff := memory._govern_consent(tbl, opts, eff);
 
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
+        -- Legal holds block content changes and deletes of held rows (memory._hold_guard).
+        h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        IF h_org IS NOT NULL THEN
+            h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+            PERFORM memory._exec_as_caller(format(
+                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
+                coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
+                coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),
+                coalesce(h_content, '')));
+        END IF;
+
         PERFORM memory._register_governed(tbl, eff);
         -- Every change of a table's governance is on the platform chain (a weaker mapping too).
         IF prev IS DISTINCT FROM eff AND NOT memory._creating_extension() THEN
@@ -573,6 +588,7 @@ BEGIN
         END IF;
     ELSE
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
         PERFORM memory._unregister_governed(tbl);
     END IF;
     PERFORM memory._close_governance_gate();

@@ -899,9 +899,57 @@ BEGIN
     RETURN eff;
 END $$;
 
+CREATE FUNCTION "_inside_memory_ext"() RETURNS bool
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'inside_memory_ext_wrapper';
+
+-- Legal holds block writes (SPEC MX006): an UPDATE of the content or a DELETE of a held row of
+-- a governed table (memory.observations among them) fails, naming the hold. memory.govern
+-- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
+-- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
+-- revocation: a trigger fired inside another memory_ext function) keeps its rules, and a restore
+-- loads rows as they were. Holds are looked up only for orgs the caller may act for.
+CREATE FUNCTION memory._hold_guard()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o    jsonb;
+    org  text;
+    hold bigint;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
+       OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
+        RAISE EXCEPTION 'memory._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
+    END IF;
+    IF memory._restore_mode() OR memory._inside_memory_ext() THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    o := to_jsonb(OLD);
+    IF TG_OP = 'UPDATE' AND (TG_ARGV[3] = '' OR (o->TG_ARGV[3]) IS NOT DISTINCT FROM (to_jsonb(NEW)->TG_ARGV[3])) THEN
+        RETURN NEW;
+    END IF;
+    org := o->>TG_ARGV[0];
+    IF org IS NULL OR NOT memory._may_act_for(org) THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    SELECT h.id INTO hold FROM memory.legal_holds h
+     WHERE h.released_at IS NULL AND h.org_id = org
+       AND ((h.observation_id IS NOT NULL AND TG_ARGV[2] <> '' AND h.observation_id::text = o->>TG_ARGV[2])
+            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR (TG_ARGV[1] <> '' AND h.user_id = o->>TG_ARGV[1]))))
+     ORDER BY h.id LIMIT 1;
+    IF hold IS NOT NULL THEN
+        RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,
+                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'a change of ' || TG_ARGV[3] END
+            USING ERRCODE = 'MX006',
+                  HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
 CREATE OR REPLACE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-
+-- (DROP TRIGGER IF EXISTS of a first govern would print a NOTICE per trigger.)
 SET client_min_messages = warning
 AS $$
 DECLARE
@@ -911,6 +959,8 @@ DECLARE
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
     prev     jsonb;
+    h_org     text;
+    h_content text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -954,10 +1004,23 @@ BEGIN
     eff := memory._govern_state(tbl, opts, eff);
     eff := memory._govern_consent(tbl, opts, eff);
 
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname <> 'memory_audit_truncate') THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
+        -- Legal holds block content changes and deletes of held rows (memory._hold_guard).
+        h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        IF h_org IS NOT NULL THEN
+            h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+            PERFORM memory._exec_as_caller(format(
+                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
+                coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
+                coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),
+                coalesce(h_content, '')));
+        END IF;
+
         PERFORM memory._register_governed(tbl, eff);
         -- Every change of a table's governance is on the platform chain (a weaker mapping too).
         IF prev IS DISTINCT FROM eff AND NOT memory._creating_extension() THEN
@@ -966,6 +1029,7 @@ BEGIN
         END IF;
     ELSE
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
         PERFORM memory._unregister_governed(tbl);
     END IF;
     PERFORM memory._close_governance_gate();
@@ -4386,7 +4450,7 @@ BEGIN
                 AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
-                    '_source_tier', 'is_stale', '_is_stale']) LOOP
+                    '_source_tier', 'is_stale', '_is_stale', '_inside_memory_ext']) LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
     END LOOP;
 END $$;
@@ -4416,7 +4480,7 @@ GRANT EXECUTE ON FUNCTION
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(),
+    memory._consent_row_gate(), memory._hold_guard(),
     
     memory._has_consent(text, text, text)
 TO PUBLIC;
@@ -4481,5 +4545,27 @@ BEGIN
     LOOP
         EXECUTE format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()',
                        r.relid);
+    END LOOP;
+END $$;
+
+-- Application tables gain the legal-hold trigger memory.govern now attaches (MX006).
+DO $$
+DECLARE
+    r record;
+    h_org text;
+    h_content text;
+BEGIN
+    FOR r IN SELECT g.relid, g.options FROM memory.governance_registry g
+              WHERE NOT g.builtin
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = g.relid AND t.tgname = 'memory_hold')
+    LOOP
+        h_org := coalesce(r.options->>'org', CASE WHEN memory._has_column(r.relid, 'org_id') THEN 'org_id' END);
+        CONTINUE WHEN h_org IS NULL;
+        h_content := coalesce(r.options->>'content', CASE WHEN memory._has_column(r.relid, 'content') THEN 'content' END);
+        EXECUTE format('CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                       CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, r.relid, h_org,
+                       coalesce(r.options->>'user', CASE WHEN memory._has_column(r.relid, 'user_id') THEN 'user_id' END, ''),
+                       coalesce(r.options->>'id', CASE WHEN memory._has_column(r.relid, 'id') THEN 'id' END, ''),
+                       coalesce(h_content, ''));
     END LOOP;
 END $$;

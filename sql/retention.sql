@@ -205,6 +205,49 @@ AS $$
                            OR (h.observation_id IS NULL AND h.user_id IS NULL)))
 $$;
 
+-- Legal holds block writes (SPEC MX006): an UPDATE of the content or a DELETE of a held row of
+-- a governed table (memory.observations among them) fails, naming the hold. memory.govern
+-- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
+-- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
+-- revocation: a trigger fired inside another memory_ext function) keeps its rules, and a restore
+-- loads rows as they were. Holds are looked up only for orgs the caller may act for.
+CREATE FUNCTION memory._hold_guard()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o    jsonb;
+    org  text;
+    hold bigint;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
+       OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
+        RAISE EXCEPTION 'memory._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
+    END IF;
+    IF memory._restore_mode() OR memory._inside_memory_ext() THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    o := to_jsonb(OLD);
+    IF TG_OP = 'UPDATE' AND (TG_ARGV[3] = '' OR (o->TG_ARGV[3]) IS NOT DISTINCT FROM (to_jsonb(NEW)->TG_ARGV[3])) THEN
+        RETURN NEW;
+    END IF;
+    org := o->>TG_ARGV[0];
+    IF org IS NULL OR NOT memory._may_act_for(org) THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    SELECT h.id INTO hold FROM memory.legal_holds h
+     WHERE h.released_at IS NULL AND h.org_id = org
+       AND ((h.observation_id IS NOT NULL AND TG_ARGV[2] <> '' AND h.observation_id::text = o->>TG_ARGV[2])
+            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR (TG_ARGV[1] <> '' AND h.user_id = o->>TG_ARGV[1]))))
+     ORDER BY h.id LIMIT 1;
+    IF hold IS NOT NULL THEN
+        RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,
+                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'a change of ' || TG_ARGV[3] END
+            USING ERRCODE = 'MX006',
+                  HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
 -- The org's guard, asked per row; a guard that raises or does not exist denies.
 CREATE FUNCTION memory._guard_allows(guard regproc, id uuid)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp

@@ -1,0 +1,63 @@
+-- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
+BEGIN;
+SELECT plan(18);
+
+INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
+  ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
+  ('00000000-0000-0000-0000-0000000000a2', 'acme', 'dave', 'dave note 2'),
+  ('00000000-0000-0000-0000-0000000000a3', 'acme', 'erin', 'erin note'),
+  ('00000000-0000-0000-0000-0000000000a4', 'globex', 'dave', 'another org''s dave');
+INSERT INTO memory.legal_holds (id, org_id, user_id, reason) OVERRIDING SYSTEM VALUE VALUES (901, 'acme', 'dave', 'litigation');
+
+SELECT throws_ok($$ UPDATE memory.observations SET content = 'rewritten' WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
+                 'MX006', 'legal hold 901 covers this row of memory.observations: a change of content is blocked',
+                 'changing the content of a held observation is MX006, naming the hold');
+SELECT throws_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a2' $$,
+                 'MX006', 'legal hold 901 covers this row of memory.observations: DELETE is blocked', 'so is deleting it');
+SELECT lives_ok($$ UPDATE memory.observations SET weight = 0.5 WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
+                'other columns may change (a weight)');
+SELECT lives_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a3' $$, 'another subject is not held');
+SELECT lives_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a4' $$, 'nor is the same name in another org');
+
+-- One observation, and a whole org.
+INSERT INTO memory.observations (id, org_id, user_id, content) VALUES ('00000000-0000-0000-0000-0000000000b1', 'initech', 'x', 'one');
+INSERT INTO memory.legal_holds (id, org_id, observation_id, reason) OVERRIDING SYSTEM VALUE
+VALUES (902, 'initech', '00000000-0000-0000-0000-0000000000b1', 'subpoena');
+SELECT throws_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000b1' $$, 'MX006', NULL,
+                 'a hold on one observation');
+INSERT INTO memory.observations (id, org_id, user_id, content) VALUES ('00000000-0000-0000-0000-0000000000c1', 'umbrella', 'y', 'two');
+INSERT INTO memory.legal_holds (id, org_id, reason) OVERRIDING SYSTEM VALUE VALUES (903, 'umbrella', 'regulator');
+SELECT throws_ok($$ DELETE FROM memory.observations WHERE org_id = 'umbrella' $$, 'MX006', NULL, 'a hold on a whole org');
+
+-- Release lifts it.
+UPDATE memory.legal_holds SET released_at = now() WHERE id = 901;
+SELECT lives_ok($$ UPDATE memory.observations SET content = 'rewritten' WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
+                'after release the content may change');
+SELECT lives_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a2' $$, 'and the row may go');
+UPDATE memory.legal_holds SET released_at = NULL WHERE id = 901;
+
+-- A governed application table, mapped by memory.govern.
+CREATE TABLE app_notes (id bigint PRIMARY KEY, tenant text NOT NULL, person text, body text, classification memory.classification);
+SELECT memory.govern('app_notes', '{"content": "body", "target": "classification", "org": "tenant", "user": "person"}');
+SELECT ok(EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'app_notes'::regclass AND tgname = 'memory_hold'), 'govern attaches memory_hold');
+INSERT INTO app_notes VALUES (1, 'acme', 'dave', 'held'), (2, 'acme', 'erin', 'free');
+SELECT throws_ok($$ DELETE FROM app_notes WHERE id = 1 $$, 'MX006', 'legal hold 901 covers this row of public.app_notes: DELETE is blocked',
+                 'a held row of a governed table cannot be deleted');
+SELECT throws_ok($$ UPDATE app_notes SET body = 'changed' WHERE id = 1 $$, 'MX006', NULL, 'nor its content changed');
+SELECT lives_ok($$ DELETE FROM app_notes WHERE id = 2 $$, 'other subjects'' rows can');
+SELECT lives_ok($$ UPDATE app_notes SET classification = 'restricted' WHERE id = 1 $$, 'and other columns of the held row can change');
+
+-- Retention and erasure keep their rules: they skip held rows instead of failing.
+INSERT INTO memory.observations (id, org_id, user_id, content, created_at) VALUES
+  ('00000000-0000-0000-0000-0000000000d1', 'acme', 'dave', 'old and held', now() - interval '3 years');
+UPDATE memory.observations SET expires_at = now() - interval '1 year', purge_after = now() - interval '300 days'
+ WHERE id = '00000000-0000-0000-0000-0000000000d1';
+SELECT lives_ok($$ SELECT memory.run_retention() $$, 'run_retention runs with a held expired row');
+SELECT ok(EXISTS (SELECT 1 FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000d1' AND soft_deleted_at IS NULL),
+          'and keeps it: not soft-deleted, moved to the archive as before (its hold follows it)');
+SELECT is((memory.erase_subject('dave'))->>'held', '2', 'erase_subject reports dave''s held rows (hot and archived) instead of failing');
+SELECT memory.ungovern('app_notes');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'app_notes'::regclass AND tgname LIKE 'memory\_%'), 'ungovern removes it');
+
+SELECT * FROM finish();
+ROLLBACK;
