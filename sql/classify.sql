@@ -573,7 +573,8 @@ BEGIN
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
             PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
+                'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
                 CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
                 coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
                 coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),

@@ -66,7 +66,7 @@ GRANT EXECUTE ON FUNCTION
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(), memory._hold_guard(),
+    memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
     memory._has_consent(text, text, text)
 TO PUBLIC;

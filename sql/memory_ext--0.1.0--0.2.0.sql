@@ -908,8 +908,9 @@ AS 'MODULE_PATHNAME', 'inside_memory_ext_wrapper';
 -- a governed table (memory.observations among them) fails, naming the hold. memory.govern
 -- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
 -- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
--- revocation: a trigger fired inside another memory_ext function) keeps its rules, and a restore
--- loads rows as they were. Holds are looked up only for orgs the caller may act for.
+-- revocation) keeps its rules: the trigger's WHEN (NOT memory._inside_memory_ext()) skips rows
+-- changed inside a memory_ext function, before any PL/pgSQL runs. Holds are looked up only for
+-- orgs the caller may act for.
 CREATE FUNCTION memory._hold_guard()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -922,7 +923,7 @@ BEGIN
        OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
         RAISE EXCEPTION 'memory._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
     END IF;
-    IF memory._restore_mode() OR memory._inside_memory_ext() THEN
+    IF memory._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     o := to_jsonb(OLD);
@@ -1014,7 +1015,8 @@ BEGIN
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
             PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
+                'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
                 CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
                 coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
                 coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),
@@ -4480,7 +4482,7 @@ GRANT EXECUTE ON FUNCTION
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(), memory._hold_guard(),
+    memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
     
     memory._has_consent(text, text, text)
 TO PUBLIC;
@@ -4562,7 +4564,8 @@ BEGIN
         h_org := coalesce(r.options->>'org', CASE WHEN memory._has_column(r.relid, 'org_id') THEN 'org_id' END);
         CONTINUE WHEN h_org IS NULL;
         h_content := coalesce(r.options->>'content', CASE WHEN memory._has_column(r.relid, 'content') THEN 'content' END);
-        EXECUTE format('CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+        EXECUTE format('CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
+                'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
                        CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, r.relid, h_org,
                        coalesce(r.options->>'user', CASE WHEN memory._has_column(r.relid, 'user_id') THEN 'user_id' END, ''),
                        coalesce(r.options->>'id', CASE WHEN memory._has_column(r.relid, 'id') THEN 'id' END, ''),

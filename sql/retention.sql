@@ -209,8 +209,9 @@ $$;
 -- a governed table (memory.observations among them) fails, naming the hold. memory.govern
 -- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
 -- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
--- revocation: a trigger fired inside another memory_ext function) keeps its rules, and a restore
--- loads rows as they were. Holds are looked up only for orgs the caller may act for.
+-- revocation) keeps its rules: the trigger's WHEN (NOT memory._inside_memory_ext()) skips rows
+-- changed inside a memory_ext function, before any PL/pgSQL runs. Holds are looked up only for
+-- orgs the caller may act for.
 CREATE FUNCTION memory._hold_guard()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -223,7 +224,7 @@ BEGIN
        OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
         RAISE EXCEPTION 'memory._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
     END IF;
-    IF memory._restore_mode() OR memory._inside_memory_ext() THEN
+    IF memory._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     o := to_jsonb(OLD);

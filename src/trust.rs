@@ -268,13 +268,13 @@ pub fn init() {
 
 /// The role memory_ext holds responsible (see `caller`); NULL inside a security-restricted
 /// operation memory_ext did not start.
-/// Whether the calling function runs inside another memory_ext function: true for a trigger
-/// fired by memory_ext's own maintenance (retention, archive, erasure, revocation), false for a
-/// statement a role ran itself (and when that cannot be told). The caller is the innermost frame
-/// (a function with a SET clause); this function has none (finalize.sql leaves it without one).
+/// Whether a memory_ext function (SECURITY DEFINER or with a SET clause) is running: true for a
+/// row changed by memory_ext's own maintenance (retention, archive, erasure, revocation), false
+/// for a statement a role ran itself (and when that cannot be told). Used in trigger WHEN
+/// clauses, so it has no SET clause itself (finalize.sql leaves it without one) and no frame.
 #[pg_extern(volatile, parallel_unsafe, name = "_inside_memory_ext")]
 fn inside_memory_ext() -> bool {
-    matches!(identity::frames_in(memory_schema()), Ok(n) if n > 1)
+    matches!(identity::frames_in(memory_schema()), Ok(n) if n > 0)
 }
 
 #[pg_extern(stable, parallel_safe, name = "_caller")]
