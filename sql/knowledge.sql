@@ -40,6 +40,7 @@ CREATE TABLE memory.entities (
     t_invalid         timestamptz,
     UNIQUE (org_id, id)
 );
+CREATE INDEX entities_retention_due ON memory.entities (t_created) WHERE lifecycle_state <> 'archived' AND subject_id IS NOT NULL;
 COMMENT ON TABLE memory.entities IS
   'Knowledge-graph entities (concept, problem, intervention, outcome, population). subject_id is the seed''s patientId (NULL for public ontology). No hard delete: retract or archive.';
 
@@ -47,7 +48,10 @@ CREATE TABLE memory.claims (
     id                             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     org_id                         text NOT NULL,
     entity_id                      uuid NOT NULL,
-    kind                           text NOT NULL DEFAULT 'evidence' CHECK (kind IN ('evidence', 'hypothesis')),
+    -- evidence and hypotheses, and the findings of the correlator, replicator and librarian
+    -- agents (kept 180 days: memory._knowledge_retention).
+    kind                           text NOT NULL DEFAULT 'evidence'
+                                   CONSTRAINT claims_kind_check CHECK (kind IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')),
     claim_text                     text NOT NULL,
     supports                       text[] NOT NULL DEFAULT '{}',
     pii_fields                     text[] NOT NULL DEFAULT '{}',
@@ -75,6 +79,9 @@ CREATE INDEX claims_supersedes ON memory.claims (supersedes) WHERE supersedes IS
 -- The decay job's scan and the re-check job's scan read only live claims.
 CREATE INDEX claims_decay_due ON memory.claims (decay_at) WHERE lifecycle_state IN ('pending', 'active') AND decay_at IS NOT NULL;
 CREATE INDEX claims_active_recheck ON memory.claims (confidence_score, t_created) WHERE lifecycle_state = 'active';
+-- Knowledge retention reads only what can come due: subject knowledge and agents' findings.
+CREATE INDEX claims_retention_due ON memory.claims (t_created)
+    WHERE lifecycle_state <> 'archived' AND (subject_id IS NOT NULL OR kind IN ('correlator', 'replicator', 'librarian'));
 COMMENT ON TABLE memory.claims IS
   'Evidence statements about an entity. Claims start pending; content is immutable (insert a corrected claim with supersedes); no hard delete. pii_fields names what decay redacts: claim_text, subject_id, supports, source, details.<key>.';
 
@@ -703,6 +710,71 @@ COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
   'Completeness of an entity against a screening profile: score = (present + 0.5 x stale) / required fields (1.0 when none are required), with the present, stale and missing field lists and the optional fields'' states. Only active claims created by at count; present = one within freshness_days. Unknown profile 22023; missing entity 23503. Reads with the caller''s rights.';
 
 -- ------------------------------------------------------------------------------------------------
+-- Knowledge retention (seed §3 "Retention eventually disposes"): entities and claims about a
+-- subject ride the subject's data-retention policy (the org's restricted-tier retention, from
+-- t_created); the correlator's, replicator's and librarian's findings keep 180 days. Disposal is
+-- a state transition to archived, logged as memory.govern.retention_disposed, never a delete.
+-- A legal hold on the subject (or the org) keeps them. Part of memory.run_maintenance.
+
+CREATE FUNCTION memory._knowledge_retention(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    scope    text := memory._scope_org();
+    days     jsonb;
+    claims_n int;
+    ents_n   int;
+    held_n   int;
+    events   jsonb;
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'knowledge retention needs a finite time' USING ERRCODE = '22023';
+    END IF;
+    -- Each org's retention for restricted data (NULL: kept indefinitely; BFSI mode applies).
+    SELECT coalesce(jsonb_object_agg(o.org_id, (SELECT r.retention_days FROM memory.retention_policy(o.org_id, 'restricted') r)), '{}')
+      INTO days
+      FROM (SELECT DISTINCT c.org_id FROM memory.claims c
+             WHERE c.lifecycle_state <> 'archived' AND c.subject_id IS NOT NULL AND (scope IS NULL OR c.org_id = scope)
+            UNION
+            SELECT DISTINCT e.org_id FROM memory.entities e
+             WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)) o;
+
+    WITH due AS (
+        SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
+               CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
+                    THEN 'finding_ttl' ELSE 'subject_retention' END AS why,
+               c.subject_id AS subject, memory._held(c.org_id, c.subject_id, NULL) AS held
+          FROM memory.claims c
+         WHERE c.lifecycle_state <> 'archived' AND (scope IS NULL OR c.org_id = scope)
+           AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
+           AND ((c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days')
+                OR (c.subject_id IS NOT NULL AND days->>c.org_id IS NOT NULL
+                    AND c.t_created <= at - make_interval(days => (days->>c.org_id)::int)))
+        UNION ALL
+        SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory._held(e.org_id, e.subject_id, NULL)
+          FROM memory.entities e
+         WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)
+           AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
+    ),
+    -- The transitions (their state_transition events come from the audit triggers).
+    c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
+                WHERE d.kind = 'claim' AND NOT d.held AND c.id = d.id RETURNING c.id),
+    e_done AS (UPDATE memory.entities e SET lifecycle_state = 'archived' FROM due d
+                WHERE d.kind = 'entity' AND NOT d.held AND e.id = d.id RETURNING e.id)
+    SELECT (SELECT count(*) FROM c_done), (SELECT count(*) FROM e_done), count(*) FILTER (WHERE d.held),
+           jsonb_agg(jsonb_build_object('event_type', 'memory.govern.retention_disposed', 'org_id', d.org_id,
+                     'payload', jsonb_build_object(CASE d.kind WHEN 'claim' THEN 'claimId' ELSE 'entityId' END, d.id,
+                                                   'fromState', d.from_state, 'toState', 'archived', 'reason', d.why,
+                                                   'subjectId', memory._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
+                     FILTER (WHERE NOT d.held)
+      INTO claims_n, ents_n, held_n, events FROM due d;
+    PERFORM memory._audit_append_many(coalesce(events, '[]'));
+    RETURN jsonb_build_object('claims_disposed', claims_n, 'entities_disposed', ents_n, 'held', held_n);
+END $$;
+COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
+  'Knowledge retention, run by memory.run_maintenance: subject claims and entities past the org''s restricted retention, and correlator, replicator and librarian findings older than 180 days, are archived (memory.govern.retention_disposed per row); held ones stay (counted).';
+
+-- ------------------------------------------------------------------------------------------------
 -- Bulk ingest (seed "Add in bulk", FR-043-005: partial failure). Items are checked set-wise per
 -- chunk and the chunk's good items inserted by one statement; when that statement fails (a
 -- trigger's rule, say a supersession), the chunk's items are inserted one by one, each in its own
@@ -860,7 +932,7 @@ BEGIN
                                         WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
                                         WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.ent)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
-                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis')
+                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
                                             THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
                                         WHEN y.j ? 'confidence_score' AND (jsonb_typeof(y.j->'confidence_score') <> 'number'
                                              OR NOT ((y.j->>'confidence_score')::float8 BETWEEN 0 AND 1))

@@ -2066,7 +2066,7 @@ BEGIN
         RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
         RAISE DEBUG 'memory maintenance: expired task contexts and drift rows due for purge';
         result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending,
-                                     'consent', memory._consent_maintenance(at), 'at', at);
+                                     'consent', memory._consent_maintenance(at), 'knowledge', memory._knowledge_retention(at), 'at', at);
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
         -- The phases' work is rolled back; the run and its error stay recorded.
@@ -2079,9 +2079,8 @@ BEGIN
     END;
     RETURN result || jsonb_build_object('run_id', run_id);
 END $$;
-
 COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
-  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, knowledge retention (memory._knowledge_retention), recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
 
 CREATE OR REPLACE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -4288,7 +4287,7 @@ BEGIN
                                         WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
                                         WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.ent)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
-                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis')
+                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
                                             THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
                                         WHEN y.j ? 'confidence_score' AND (jsonb_typeof(y.j->'confidence_score') <> 'number'
                                              OR NOT ((y.j->>'confidence_score')::float8 BETWEEN 0 AND 1))
@@ -4409,6 +4408,78 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
   'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"). Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
+
+-- Knowledge retention (issue 18): agents' findings as claim kinds, indexes for what can come due.
+ALTER TABLE memory.claims DROP CONSTRAINT claims_kind_check,
+    ADD CONSTRAINT claims_kind_check CHECK (kind IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian'));
+CREATE INDEX claims_retention_due ON memory.claims (t_created)
+    WHERE lifecycle_state <> 'archived' AND (subject_id IS NOT NULL OR kind IN ('correlator', 'replicator', 'librarian'));
+CREATE INDEX entities_retention_due ON memory.entities (t_created) WHERE lifecycle_state <> 'archived' AND subject_id IS NOT NULL;
+
+-- ------------------------------------------------------------------------------------------------
+-- Knowledge retention (seed §3 "Retention eventually disposes"): entities and claims about a
+-- subject ride the subject's data-retention policy (the org's restricted-tier retention, from
+-- t_created); the correlator's, replicator's and librarian's findings keep 180 days. Disposal is
+-- a state transition to archived, logged as memory.govern.retention_disposed, never a delete.
+-- A legal hold on the subject (or the org) keeps them. Part of memory.run_maintenance.
+
+CREATE FUNCTION memory._knowledge_retention(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    scope    text := memory._scope_org();
+    days     jsonb;
+    claims_n int;
+    ents_n   int;
+    held_n   int;
+    events   jsonb;
+BEGIN
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'knowledge retention needs a finite time' USING ERRCODE = '22023';
+    END IF;
+    -- Each org's retention for restricted data (NULL: kept indefinitely; BFSI mode applies).
+    SELECT coalesce(jsonb_object_agg(o.org_id, (SELECT r.retention_days FROM memory.retention_policy(o.org_id, 'restricted') r)), '{}')
+      INTO days
+      FROM (SELECT DISTINCT c.org_id FROM memory.claims c
+             WHERE c.lifecycle_state <> 'archived' AND c.subject_id IS NOT NULL AND (scope IS NULL OR c.org_id = scope)
+            UNION
+            SELECT DISTINCT e.org_id FROM memory.entities e
+             WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)) o;
+
+    WITH due AS (
+        SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
+               CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
+                    THEN 'finding_ttl' ELSE 'subject_retention' END AS why,
+               c.subject_id AS subject, memory._held(c.org_id, c.subject_id, NULL) AS held
+          FROM memory.claims c
+         WHERE c.lifecycle_state <> 'archived' AND (scope IS NULL OR c.org_id = scope)
+           AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
+           AND ((c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days')
+                OR (c.subject_id IS NOT NULL AND days->>c.org_id IS NOT NULL
+                    AND c.t_created <= at - make_interval(days => (days->>c.org_id)::int)))
+        UNION ALL
+        SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory._held(e.org_id, e.subject_id, NULL)
+          FROM memory.entities e
+         WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)
+           AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
+    ),
+    -- The transitions (their state_transition events come from the audit triggers).
+    c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
+                WHERE d.kind = 'claim' AND NOT d.held AND c.id = d.id RETURNING c.id),
+    e_done AS (UPDATE memory.entities e SET lifecycle_state = 'archived' FROM due d
+                WHERE d.kind = 'entity' AND NOT d.held AND e.id = d.id RETURNING e.id)
+    SELECT (SELECT count(*) FROM c_done), (SELECT count(*) FROM e_done), count(*) FILTER (WHERE d.held),
+           jsonb_agg(jsonb_build_object('event_type', 'memory.govern.retention_disposed', 'org_id', d.org_id,
+                     'payload', jsonb_build_object(CASE d.kind WHEN 'claim' THEN 'claimId' ELSE 'entityId' END, d.id,
+                                                   'fromState', d.from_state, 'toState', 'archived', 'reason', d.why,
+                                                   'subjectId', memory._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
+                     FILTER (WHERE NOT d.held)
+      INTO claims_n, ents_n, held_n, events FROM due d;
+    PERFORM memory._audit_append_many(coalesce(events, '[]'));
+    RETURN jsonb_build_object('claims_disposed', claims_n, 'entities_disposed', ents_n, 'held', held_n);
+END $$;
+COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
+  'Knowledge retention, run by memory.run_maintenance: subject claims and entities past the org''s restricted retention, and correlator, replicator and librarian findings older than 180 days, are archived (memory.govern.retention_disposed per row); held ones stay (counted).';
 
 -- Second-generation detectors (SPEC §1): memory.detect and memory.detectors.
 CREATE FUNCTION "_detect"(

@@ -262,7 +262,7 @@ BEGIN
         RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
         RAISE DEBUG 'memory maintenance: expired task contexts and drift rows due for purge';
         result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending,
-                                     'consent', memory._consent_maintenance(at), 'at', at);
+                                     'consent', memory._consent_maintenance(at), 'knowledge', memory._knowledge_retention(at), 'at', at);
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
         -- The phases' work is rolled back; the run and its error stay recorded.
@@ -276,7 +276,7 @@ BEGIN
     RETURN result || jsonb_build_object('run_id', run_id);
 END $$;
 COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
-  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, knowledge retention (memory._knowledge_retention), recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
 
 CREATE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
