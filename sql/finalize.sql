@@ -67,6 +67,8 @@ GRANT EXECUTE ON FUNCTION
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
     memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
+    -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
+    memory._audit_denied(text, jsonb, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
     memory._has_consent(text, text, text)
 TO PUBLIC;

@@ -167,6 +167,14 @@ BEGIN
         RAISE EXCEPTION 'entity % cannot be edited in place (id, org_id, name, entity_type, subject_id, t_created are fixed)', OLD.id
             USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
     END IF;
+    -- A retirement the state machine refuses (memory_lifecycle raises MX001 next) is audited as
+    -- a denied memory.govern.retire_attempt although the statement fails (seed §2).
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived')
+       AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
+        PERFORM memory._audit_denied('memory.govern.retire_attempt',
+            jsonb_build_object('entityId', OLD.id, 'actionDetail', 'denied', 'fromState', OLD.lifecycle_state,
+                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text), OLD.org_id);
+    END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
     END IF;
@@ -262,6 +270,10 @@ BEGIN
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
         IF NOT memory._is_knowledge_admin() THEN
+            -- The attempt is audited although this statement fails (seed §2).
+            PERFORM memory._audit_denied('memory.govern.unauthorized_access_attempt',
+                jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
+                                   'deniedRole', current_user::text, 'action', 'claim.state_transition'), OLD.org_id);
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
@@ -1058,7 +1070,7 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Decay (the seed's decay job): PHI claims past decay_at are redacted field by field and
 -- archived; hypotheses and non-PHI relationships are deleted; other claims are archived.
 
-CREATE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+CREATE FUNCTION memory._run_decay(at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1159,6 +1171,22 @@ BEGIN
                 'org_id', scope, 'payload', result)));
     RETURN result;
 END $$;
+-- The decay job's entry point: a failure is recorded as memory.job.decay.error although its
+-- transaction rolls back (memory._audit_denied hands it to the integrator), then raised again.
+CREATE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st  text;
+    msg text;
+BEGIN
+    RETURN memory._run_decay(at);
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    PERFORM memory._audit_denied('memory.job.decay.error',
+        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at), memory._scope_org());
+    RAISE;
+END $$;
 COMMENT ON FUNCTION memory.run_decay(timestamptz) IS
-  'The decay job: claims (pending or active) past decay_at: PHI-bearing ones (non-empty pii_fields) redacted field by field and archived, hypotheses outside supersession chains deleted, others archived; relationships past decay_at deleted, or anonymised when they carry a subject. Audits started, anonymized, deleted, completed. Not granted to PUBLIC (memory_admin).';
+  'The decay job: claims (pending or active) past decay_at: PHI-bearing ones (non-empty pii_fields) redacted field by field and archived, hypotheses outside supersession chains deleted, others archived; relationships past decay_at deleted, or anonymised when they carry a subject. Audits started, anonymized, deleted, completed; a failure is audited as memory.job.decay.error although the run rolls back. Not granted to PUBLIC (memory_admin).';
 

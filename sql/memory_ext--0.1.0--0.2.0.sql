@@ -2114,6 +2114,14 @@ BEGIN
         RAISE EXCEPTION 'entity % cannot be edited in place (id, org_id, name, entity_type, subject_id, t_created are fixed)', OLD.id
             USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
     END IF;
+    -- A retirement the state machine refuses (memory_lifecycle raises MX001 next) is audited as
+    -- a denied memory.govern.retire_attempt although the statement fails (seed §2).
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived')
+       AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
+        PERFORM memory._audit_denied('memory.govern.retire_attempt',
+            jsonb_build_object('entityId', OLD.id, 'actionDetail', 'denied', 'fromState', OLD.lifecycle_state,
+                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text), OLD.org_id);
+    END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
     END IF;
@@ -2202,6 +2210,10 @@ BEGIN
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
         IF NOT memory._is_knowledge_admin() THEN
+            -- The attempt is audited although this statement fails (seed §2).
+            PERFORM memory._audit_denied('memory.govern.unauthorized_access_attempt',
+                jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
+                                   'deniedRole', current_user::text, 'action', 'claim.state_transition'), OLD.org_id);
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
@@ -2432,7 +2444,7 @@ BEGIN
     RETURN FOUND;
 END $$;
 
-CREATE OR REPLACE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+CREATE FUNCTION memory._run_decay(at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -2533,6 +2545,26 @@ BEGIN
                 'org_id', scope, 'payload', result)));
     RETURN result;
 END $$;
+
+-- The decay job's entry point: a failure is recorded as memory.job.decay.error although its
+-- transaction rolls back (memory._audit_denied hands it to the integrator), then raised again.
+CREATE OR REPLACE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st  text;
+    msg text;
+BEGIN
+    RETURN memory._run_decay(at);
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    PERFORM memory._audit_denied('memory.job.decay.error',
+        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at), memory._scope_org());
+    RAISE;
+END $$;
+COMMENT ON FUNCTION memory.run_decay(timestamptz) IS
+  'The decay job: claims (pending or active) past decay_at: PHI-bearing ones (non-empty pii_fields) redacted field by field and archived, hypotheses outside supersession chains deleted, others archived; relationships past decay_at deleted, or anonymised when they carry a subject. Audits started, anonymized, deleted, completed; a failure is audited as memory.job.decay.error although the run rolls back. Not granted to PUBLIC (memory_admin).';
+
 
 CREATE TYPE memory.consent_scope AS ENUM ('create_task', 'save_to_thread', 'save_to_profile', 'training_use_allowed');
 
@@ -3933,6 +3965,9 @@ BEGIN
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    -- Writers may try to change a claim's state: memory._claims_guard refuses it unless the role is
+    -- a knowledge admin (42501) and audits the attempt although the statement fails (seed §2).
+    GRANT UPDATE (lifecycle_state) ON memory.claims TO memory_writer;
     -- Consent-era rows of their org's users (SPEC §6): consent through the functions below,
     -- contexts, threads and training candidates by INSERT (their triggers check consent).
     GRANT SELECT ON memory.consents, memory.user_contexts, memory.threads, memory.training_candidates,
@@ -4481,6 +4516,16 @@ END $$;
 COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
   'Knowledge retention, run by memory.run_maintenance: subject claims and entities past the org''s restricted retention, and correlator, replicator and librarian findings older than 180 days, are archived (memory.govern.retention_disposed per row); held ones stay (counted).';
 
+-- Denied attempts, audited although the statement fails (issue 18).
+CREATE FUNCTION "_audit_denied"(
+	"event_type" TEXT,
+	"payload" jsonb,
+	"org" TEXT
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'audit_denied_wrapper';
+
 -- Second-generation detectors (SPEC §1): memory.detect and memory.detectors.
 CREATE FUNCTION "_detect"(
 	"content" TEXT,
@@ -4554,6 +4599,8 @@ GRANT EXECUTE ON FUNCTION
     
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
     memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
+    -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
+    memory._audit_denied(text, jsonb, text),
     
     memory._has_consent(text, text, text)
 TO PUBLIC;

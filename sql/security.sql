@@ -168,6 +168,9 @@ BEGIN
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
+    -- Writers may try to change a claim's state: memory._claims_guard refuses it unless the role is
+    -- a knowledge admin (42501) and audits the attempt although the statement fails (seed §2).
+    GRANT UPDATE (lifecycle_state) ON memory.claims TO memory_writer;
     -- Consent-era rows of their org's users (SPEC §6): consent through the functions below,
     -- contexts, threads and training candidates by INSERT (their triggers check consent).
     GRANT SELECT ON memory.consents, memory.user_contexts, memory.threads, memory.training_candidates,

@@ -268,6 +268,21 @@ pub fn init() {
 
 /// The role memory_ext holds responsible (see `caller`); NULL inside a security-restricted
 /// operation memory_ext did not start.
+/// The name of the innermost running frame's function when it is a memory_ext function, skipping
+/// frames of `except` (the asking function's own); None when it is another schema's function,
+/// when nothing runs in a frame, or when the frames are unknown.
+pub fn innermost_memory_function_except(except: &str) -> Option<String> {
+    let ours = memory_schema();
+    for func in identity::frame_functions().ok()? {
+        let (nsp, name) = identity::function_namespace_and_name(func);
+        if nsp == ours && name == except {
+            continue;
+        }
+        return (nsp == ours).then_some(name);
+    }
+    None
+}
+
 /// Whether a memory_ext function (SECURITY DEFINER or with a SET clause) is running: true for a
 /// row changed by memory_ext's own maintenance (retention, archive, erasure, revocation), false
 /// for a statement a role ran itself (and when that cannot be told). Used in trigger WHEN

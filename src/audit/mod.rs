@@ -9,6 +9,7 @@
 //!   deadlock on each other), chain the statement's events in memory, insert them in chunks,
 //!   and write each head once. A statement of a million rows costs one head update, not a million.
 
+pub mod denied;
 mod integrate;
 mod jsonb;
 mod trigger;
@@ -954,6 +955,7 @@ pub fn init() {
     crate::pg::callbacks::on_transaction_end(key_xact_end);
     crate::pg::callbacks::on_subtransaction_abort(key_xact_end);
     worker::register();
+    denied::init();
 }
 
 /// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the

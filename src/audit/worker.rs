@@ -80,6 +80,15 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
             if !installed {
                 return 0;
             }
+            // Events of denied attempts handed over by failed transactions (audit::denied).
+            for (event, org, payload) in super::denied::take_for_database() {
+                if let Err(e) = Spi::run_with_args(
+                    "SELECT memory._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
+                    &[event.as_str().into(), payload.as_str().into(), org.as_str().into()],
+                ) {
+                    warning!("memory_ext integrator: could not append {event} for org \"{org}\": {e} (it is in the server log)");
+                }
+            }
             match integrate(Caller::Worker) {
                 Ok(n) => n,
                 // Unwinds to the worker's guard: the transaction aborts (nothing half-chained

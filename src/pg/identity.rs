@@ -206,6 +206,25 @@ pub fn reset_frames() {
 
 /// The user of the innermost running frame whose function is not in schema `ours`; None when
 /// there is none; Err(()) when the frames are unknown (library loaded late in this transaction).
+/// The functions of the running frames (SECURITY DEFINER or SET-clause functions), innermost
+/// first; `Err` when the frames are unknown (the library was loaded late).
+pub fn frame_functions() -> Result<Vec<pg_sys::Oid>, ()> {
+    if LOADED_LATE.with(Cell::get) {
+        return Err(());
+    }
+    Ok(FRAMES.with(|f| f.borrow().iter().rev().map(|fr| fr.func).collect()))
+}
+
+/// A function's schema and name (syscache lookups; an unknown oid gives InvalidOid and "").
+pub fn function_namespace_and_name(func: pg_sys::Oid) -> (pg_sys::Oid, String) {
+    // SAFETY: syscache lookups of a function oid; get_func_name returns a palloc'd copy or NULL.
+    unsafe {
+        let n = pg_sys::get_func_name(func);
+        let name = if n.is_null() { String::new() } else { std::ffi::CStr::from_ptr(n).to_string_lossy().into_owned() };
+        (pg_sys::get_func_namespace(func), name)
+    }
+}
+
 /// How many running frames (SECURITY DEFINER or SET-clause functions) are functions of schema
 /// `ours`; `Err` when the frames are unknown (the library was loaded late).
 pub fn frames_in(ours: pg_sys::Oid) -> Result<usize, ()> {

@@ -1,0 +1,70 @@
+//! Denied attempts, audited although the statement fails (seed §2: a non-admin's claim state
+//! change emits `memory.govern.unauthorized_access_attempt`, a denied retirement
+//! `memory.govern.retire_attempt` with `denied`, the decay job's failure `memory.job.decay.error`).
+//!
+//! The failing transaction rolls back everything it wrote, so the event cannot be written in it.
+//! It is handed instead to shared memory (a ring of `SLOTS` slots, taken under an LWLock), which a
+//! rollback does not touch; the database's background integrator appends it to the org's chain
+//! in its own transaction on its next round (at most `memory.integrator_naptime` later). When the
+//! library is not preloaded (no shared memory, no integrator) or the ring is full, the event goes
+//! to the server log as a line in pgaudit's format instead: it is never dropped silently.
+//!
+//! Guarantee: an event handed over is in the chain once the integrator's next round commits; if
+//! the server stops first, it is lost from the chain (shared memory does not survive a restart)
+//! but its server-log line is not: every event is also logged when it is handed over.
+
+use crate::errors::{code, MxError, OrRaise};
+use crate::pg::shmem;
+use pgrx::prelude::*;
+
+/// The events that may be handed over through `memory._audit_denied`, and the memory_ext
+/// functions that may hand each over (the innermost running memory_ext function must be one of
+/// them).
+const ALLOWED: [(&str, &[&str]); 3] = [
+    ("memory.govern.unauthorized_access_attempt", &["_claims_guard"]),
+    ("memory.govern.retire_attempt", &["_entities_guard"]),
+    ("memory.job.decay.error", &["run_decay"]),
+];
+
+/// Requests the shared memory the hand-over uses (while the postmaster preloads the library).
+pub fn init() {
+    shmem::init();
+}
+
+/// Hands an event over to the integrator (see the module notes), and logs it in pgaudit's
+/// format: the line is the fallback when there is no ring or it is full, and a record of the
+/// hand-over otherwise. `payload` is a JSON object's text.
+pub fn hand_over(event: &str, org: &str, payload: &str) {
+    let payload = if payload.len() > shmem::PAYLOAD_MAX { "{\"truncated\": true}" } else { payload };
+    let why = if shmem::push(event, org, payload) {
+        "handed to the integrator"
+    } else if shmem::available() {
+        "ring full: server log only"
+    } else {
+        "library not preloaded: server log only"
+    };
+    log!("AUDIT: SESSION,0,0,MEMORY_EXT,DENIED,,,\"{event} org={org} payload={payload} ({why})\",<not logged>");
+}
+
+/// The events handed over in this database, taken out of the ring (the integrator's).
+pub fn take_for_database() -> Vec<(String, String, String)> {
+    shmem::take()
+}
+
+/// `memory._audit_denied(event_type, payload, org)`: for memory_ext's own guards, right before
+/// they raise. Refused (42501) unless the innermost running memory_ext function is one that may
+/// hand this event over: a role cannot call it to write an event of its choosing.
+#[pg_extern(volatile, parallel_unsafe, name = "_audit_denied")]
+fn audit_denied(event_type: &str, payload: pgrx::JsonB, org: Option<&str>) {
+    let allowed = ALLOWED.iter().find(|(e, _)| *e == event_type).map(|(_, f)| *f);
+    let caller = crate::trust::innermost_memory_function_except("_audit_denied");
+    let ok = matches!((allowed, caller.as_deref()), (Some(fs), Some(f)) if fs.contains(&f));
+    if !ok {
+        Err::<(), _>(MxError::new(code::NO_PRIVILEGE, "memory._audit_denied is for memory_ext's own guards"))
+            .or_raise();
+    }
+    if !matches!(payload.0, serde_json::Value::Object(_)) {
+        Err::<(), _>(MxError::bad_argument("payload must be a JSON object")).or_raise();
+    }
+    hand_over(event_type, org.unwrap_or(""), &payload.0.to_string());
+}
