@@ -1038,20 +1038,23 @@ BEGIN
                     END;
                 END LOOP;
             END IF;
-            -- Report the chunk, remember the refs of entities that landed, count per org.
-            FOR c IN SELECT x FROM jsonb_array_elements(checked) x LOOP
-                IF k = 'entities' AND c->>3 IS NULL AND (items->((c->>0)::int)) ? 'ref' THEN
-                    refs := refs || jsonb_build_object(items->((c->>0)::int)->>'ref', c->1);
-                END IF;
-                IF c->>2 IS NOT NULL AND coalesce((allowed->>(c->>2))::boolean, false) THEN
-                    orgs := jsonb_set(orgs, ARRAY[c->>2],
-                        coalesce(orgs->(c->>2), '{}') || jsonb_build_object(k || CASE WHEN c->>3 IS NULL THEN 'Inserted' ELSE 'Failed' END,
-                            coalesce((orgs->(c->>2)->>(k || CASE WHEN c->>3 IS NULL THEN 'Inserted' ELSE 'Failed' END))::int, 0) + 1));
-                END IF;
-                kind := k; item := (c->>0)::int; ok := c->>3 IS NULL;
-                id := CASE WHEN ok THEN (c->>1)::uuid END; sqlstate := c->>3; message := c->>4;
-                RETURN NEXT;
+            -- Remember the refs of entities that landed, count per org, report the chunk.
+            IF k = 'entities' THEN
+                SELECT refs || coalesce(jsonb_object_agg(items->((x->>0)::int)->>'ref', x->1), '{}') INTO refs
+                  FROM jsonb_array_elements(checked) x
+                 WHERE x->>3 IS NULL AND jsonb_typeof(items->((x->>0)::int)->'ref') = 'string';
+            END IF;
+            FOR c IN SELECT jsonb_build_object('org', x->>2, 'ok', count(*) FILTER (WHERE x->>3 IS NULL),
+                                               'bad', count(*) FILTER (WHERE x->>3 IS NOT NULL))
+                       FROM jsonb_array_elements(checked) x
+                      WHERE x->>2 IS NOT NULL AND coalesce((allowed->>(x->>2))::boolean, false)
+                      GROUP BY x->>2 LOOP
+                orgs := jsonb_set(orgs, ARRAY[c->>'org'], coalesce(orgs->(c->>'org'), '{}') || jsonb_build_object(
+                    k || 'Inserted', coalesce((orgs->(c->>'org')->>(k || 'Inserted'))::int, 0) + (c->>'ok')::int,
+                    k || 'Failed', coalesce((orgs->(c->>'org')->>(k || 'Failed'))::int, 0) + (c->>'bad')::int));
             END LOOP;
+            RETURN QUERY SELECT k, (x->>0)::int, CASE WHEN x->>3 IS NULL THEN (x->>1)::uuid END, x->>3 IS NULL, x->>3, x->>4
+                           FROM jsonb_array_elements(checked) x ORDER BY (x->>0)::int;
             lo := lo + chunk_size;
         END LOOP;
     END LOOP;
