@@ -4180,30 +4180,6 @@ EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END $$;
 
--- The first problem of one item (SQLSTATE and message), or NULL. `keys`: the keys it may have.
-CREATE FUNCTION memory._ingest_shape(j jsonb, keys text[], strings text[], required text[])
-RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE
-        WHEN jsonb_typeof(j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
-        WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(j) k WHERE NOT k = ANY (keys))
-            THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(k) FROM jsonb_object_keys(j) k WHERE NOT k = ANY (keys)))]
-        WHEN EXISTS (SELECT 1 FROM unnest(required) r WHERE NOT j ? r OR j->r = 'null'::jsonb)
-            THEN ARRAY['22023', format('"%s" is required', (SELECT min(r) FROM unnest(required) r WHERE NOT j ? r OR j->r = 'null'::jsonb))]
-        WHEN EXISTS (SELECT 1 FROM unnest(strings) k WHERE j ? k AND j->k <> 'null'::jsonb AND jsonb_typeof(j->k) <> 'string')
-            THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(k) FROM unnest(strings) k WHERE j ? k AND j->k <> 'null'::jsonb AND jsonb_typeof(j->k) <> 'string'))]
-        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['id', 'entity_id', 'source_id', 'target_id', 'supersedes']) k
-                      WHERE j ? k AND jsonb_typeof(j->k) = 'string'
-                        AND (j->>k) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$')
-            THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(k) FROM unnest(ARRAY['id', 'entity_id', 'source_id', 'target_id', 'supersedes']) k
-                      WHERE j ? k AND jsonb_typeof(j->k) = 'string'
-                        AND (j->>k) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['decay_at', 't_created']) k
-                      WHERE j ? k AND jsonb_typeof(j->k) = 'string' AND memory._ingest_ts(j->>k) IS NULL)
-            THEN ARRAY['22007', 'a time is not a valid timestamp']
-        ELSE NULL END
-$$;
-
 CREATE FUNCTION memory._ingest_insert_entities(rows jsonb)
 RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -4270,6 +4246,9 @@ BEGIN
         IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
             RAISE EXCEPTION '% must be a JSON array', k USING ERRCODE = '22023';
         END IF;
+        -- Detoasted once here: every item is read by index below, and a value still toasted
+        -- (compressed or out of line, as a large argument is) would be detoasted whole per read.
+        items := items || '[]'::jsonb;
         n := jsonb_array_length(items);
         IF k = 'entities' THEN
             dups := ARRAY(SELECT e->>'ref' FROM jsonb_array_elements(items) e
@@ -4303,14 +4282,18 @@ BEGIN
                                            'taxonomy_category', z.j->'taxonomy_category', 'ontology_codes', coalesce(z.j->'ontology_codes', '[]'),
                                            'subject_id', z.j->'subject_id', 'origin', coalesce(z.j->'origin', '"import"'),
                                            'lifecycle_state', coalesce(z.j->'lifecycle_state', '"active"')) END AS r
-                                  FROM (SELECT g.i, items->g.i AS j,
-                                               memory._ingest_shape(items->g.i,
-                                                   ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes',
-                                                         'subject_id', 'origin', 'lifecycle_state'],
-                                                   ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'subject_id', 'origin',
-                                                         'lifecycle_state'],
-                                                   ARRAY['entity_type', 'name']) AS shape
-                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+                                  FROM (SELECT w.i, w.j,
+                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                                      WHEN (w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) <> '{}'::jsonb
+                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) u))]
+                                                      WHEN coalesce(w.j->'entity_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"entity_type" is required']
+                                                      WHEN coalesce(w.j->'name', 'null') = 'null'::jsonb THEN ARRAY['22023', '"name" is required']
+                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'name') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'taxonomy_category') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'origin') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null')
+                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'subject_id', 'origin', 'lifecycle_state']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                                 END AS shape
+                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
             ELSIF k = 'claims' THEN
                 SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r || jsonb_build_object('entity_id', x.ent)) ORDER BY x.i) INTO checked
                   FROM (SELECT y.i, y.rid, y.org, y.r, y.ent,
@@ -4347,15 +4330,19 @@ BEGIN
                                            'confidence_score', coalesce(z.j->'confidence_score', '0.5'), 'source', z.j->'source',
                                            'lifecycle_state', 'pending', 'supersedes', z.j->'supersedes', 'field', z.j->'field',
                                            't_created', coalesce(z.j->'t_created', to_jsonb(now()))) END AS r
-                                  FROM (SELECT g.i, items->g.i AS j,
-                                               memory._ingest_shape(items->g.i,
-                                                   ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields',
-                                                         'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state',
-                                                         'supersedes', 'field', 't_created'],
-                                                   ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at',
-                                                         'source', 'lifecycle_state', 'supersedes', 'field', 't_created'],
-                                                   ARRAY['claim_text']) AS shape
-                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+                                  FROM (SELECT w.i, w.j,
+                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                                      WHEN (w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']::text[]) <> '{}'::jsonb
+                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']::text[]) u))]
+                                                      WHEN coalesce(w.j->'claim_text', 'null') = 'null'::jsonb THEN ARRAY['22023', '"claim_text" is required']
+                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'kind') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'claim_text') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'supersedes') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'field') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'t_created') NOT IN ('string', 'null')
+                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'entity_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'supersedes') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'entity_id', 'supersedes']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'t_created') IS NULL)
+                                                          THEN ARRAY['22007', 'a time is not a valid timestamp']
+                                                 END AS shape
+                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
             ELSE
                 SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2],
                                                    x.r || jsonb_build_object('source_id', x.src, 'target_id', x.tgt)) ORDER BY x.i) INTO checked
@@ -4381,14 +4368,19 @@ BEGIN
                                            'org_id', coalesce(z.j->>'org_id', acting), 'rel_type', z.j->'rel_type',
                                            'attributes', coalesce(z.j->'attributes', '{}'), 'subject_id', z.j->'subject_id',
                                            'decay_at', z.j->'decay_at') END AS r
-                                  FROM (SELECT g.i, items->g.i AS j,
-                                               memory._ingest_shape(items->g.i,
-                                                   ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type',
-                                                         'attributes', 'subject_id', 'decay_at'],
-                                                   ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type',
-                                                         'subject_id', 'decay_at'],
-                                                   ARRAY['rel_type']) AS shape
-                                          FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) z) y) x;
+                                  FROM (SELECT w.i, w.j,
+                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                                      WHEN (w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) <> '{}'::jsonb
+                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) u))]
+                                                      WHEN coalesce(w.j->'rel_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"rel_type" is required']
+                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'rel_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null')
+                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'subject_id', 'decay_at']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'source_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'target_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'source_id', 'target_id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL)
+                                                          THEN ARRAY['22007', 'a time is not a valid timestamp']
+                                                 END AS shape
+                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
             END IF;
             -- The good rows of the chunk, with their ids; one statement inserts them all.
             SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
