@@ -843,6 +843,8 @@ DECLARE
     refs    jsonb := '{}';      -- batch-local entity refs -> ids of entities that landed
     dups    text[];             -- refs given to more than one entity
     allowed jsonb;              -- org -> may the caller act for it (per chunk)
+    elems   jsonb[];            -- the items, split once (a query per chunk reads only its slice)
+    ch      jsonb[];            -- the chunk's items
     orgs    jsonb := '{}';      -- org -> counts, for the batch events
     k       text;
     items   jsonb;
@@ -868,9 +870,9 @@ BEGIN
         IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
             RAISE EXCEPTION '% must be a JSON array', k USING ERRCODE = '22023';
         END IF;
-        -- Detoasted once here: every item is read by index below, and a value still toasted
-        -- (compressed or out of line, as a large argument is) would be detoasted whole per read.
-        items := items || '[]'::jsonb;
+        -- Split once: the chunk queries read a slice, never the whole argument (a large value
+        -- passed to a query per chunk would be detoasted or copied whole each time).
+        elems := ARRAY(SELECT e FROM jsonb_array_elements(items) e);
         n := jsonb_array_length(items);
         IF k = 'entities' THEN
             dups := ARRAY(SELECT e->>'ref' FROM jsonb_array_elements(items) e
@@ -878,10 +880,10 @@ BEGIN
         END IF;
         lo := 0;
         WHILE lo < n LOOP
+            ch := elems[lo + 1 : least(lo + chunk_size, n)];
             SELECT coalesce(jsonb_object_agg(o.org, memory._may_act_for(o.org)), '{}') INTO allowed
-              FROM (SELECT DISTINCT coalesce(items->g.i->>'org_id', acting) AS org
-                      FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)
-                     WHERE jsonb_typeof(items->g.i) = 'object') o
+              FROM (SELECT DISTINCT coalesce(u.j->>'org_id', acting) AS org FROM unnest(ch) u(j)
+                     WHERE jsonb_typeof(u.j) = 'object') o
              WHERE o.org IS NOT NULL;
             -- Check the chunk's items set-wise: the first problem of each, and its normalised row.
             IF k = 'entities' THEN
@@ -915,7 +917,7 @@ BEGIN
                                                       WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
                                                           THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
                                                  END AS shape
-                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
+                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
             ELSIF k = 'claims' THEN
                 SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r || jsonb_build_object('entity_id', x.ent)) ORDER BY x.i) INTO checked
                   FROM (SELECT y.i, y.rid, y.org, y.r, y.ent,
@@ -964,7 +966,7 @@ BEGIN
                                                       WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'t_created') IS NULL)
                                                           THEN ARRAY['22007', 'a time is not a valid timestamp']
                                                  END AS shape
-                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
+                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
             ELSE
                 SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2],
                                                    x.r || jsonb_build_object('source_id', x.src, 'target_id', x.tgt)) ORDER BY x.i) INTO checked
@@ -1002,7 +1004,7 @@ BEGIN
                                                       WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL)
                                                           THEN ARRAY['22007', 'a time is not a valid timestamp']
                                                  END AS shape
-                                            FROM (SELECT g.i, items->g.i AS j FROM generate_series(lo, least(lo + chunk_size, n) - 1) g(i)) w) z) y) x;
+                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
             END IF;
             -- The good rows of the chunk, with their ids; one statement inserts them all.
             SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
@@ -1032,9 +1034,9 @@ BEGIN
             END IF;
             -- Remember the refs of entities that landed, count per org, report the chunk.
             IF k = 'entities' THEN
-                SELECT refs || coalesce(jsonb_object_agg(items->((x->>0)::int)->>'ref', x->1), '{}') INTO refs
+                SELECT refs || coalesce(jsonb_object_agg(ch[(x->>0)::int - lo + 1]->>'ref', x->1), '{}') INTO refs
                   FROM jsonb_array_elements(checked) x
-                 WHERE x->>3 IS NULL AND jsonb_typeof(items->((x->>0)::int)->'ref') = 'string';
+                 WHERE x->>3 IS NULL AND jsonb_typeof(ch[(x->>0)::int - lo + 1]->'ref') = 'string';
             END IF;
             FOR c IN SELECT jsonb_build_object('org', x->>2, 'ok', count(*) FILTER (WHERE x->>3 IS NULL),
                                                'bad', count(*) FILTER (WHERE x->>3 IS NOT NULL))

@@ -39,7 +39,7 @@ def test_ingest_of_1000_claims_with_10_bad_ones_in_known_places(writer, conn):
     assert conn.execute("SELECT count(*) FROM memory.claims WHERE org_id = 'globex'").fetchone() == (0,)
 
 
-def test_a_verdict_of_each_kind(conn):
+def test_a_verdict_of_each_kind(writer, conn):
     conn.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text) VALUES "
                  "('c7000000-0000-0000-0000-000000000001', 'acme', %s, 'a'), ('c7000000-0000-0000-0000-000000000002', 'acme', %s, 'b'), "
                  "('c7000000-0000-0000-0000-000000000003', 'acme', %s, 'c'), ('c7000000-0000-0000-0000-000000000004', 'acme', %s, 'd')",
@@ -82,7 +82,7 @@ def test_a_legal_hold_blocks_writes_until_released(conn):
     conn.execute("DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000007a1'")
 
 
-def test_knowledge_retention_disposes_by_transition(conn):
+def test_knowledge_retention_disposes_by_transition(writer, conn):
     conn.execute("INSERT INTO memory.claims (org_id, entity_id, kind, claim_text, t_created) VALUES "
                  "('acme', %s, 'replicator', 'old finding', now() - interval '181 days'), "
                  "('acme', %s, 'replicator', 'recent finding', now() - interval '179 days')", (ENTITY, ENTITY))
