@@ -520,6 +520,8 @@ DECLARE
     prev     jsonb;
     h_org     text;
     h_content text;
+    h_user    text;
+    h_id      text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -572,13 +574,13 @@ BEGIN
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+            h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+            h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
             PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
+                'CREATE TRIGGER memory_hold BEFORE UPDATE OF %s OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
                 'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
-                CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
-                coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
-                coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),
-                coalesce(h_content, '')));
+                (SELECT string_agg(DISTINCT quote_ident(c), ', ') FROM unnest(ARRAY[h_org, h_user, h_id, h_content]) c WHERE c IS NOT NULL),
+                tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
         END IF;
 
         PERFORM memory._register_governed(tbl, eff);

@@ -1249,11 +1249,13 @@ BEGIN
                 AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
                 AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
               ORDER BY g.relid::text LOOP
+        PERFORM memory._hold_gate(true);   -- a revocation deletes what its option says, as before holds
         r := memory._exec_as_table_owner(t.table_name,
                  format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2'
                         ' AND memory._may_act_for(t.%I::pg_catalog.text)',
                         t.table_name, t.c->>'user', t.c->>'org', t.c->>'org'),
                  ARRAY[p_user, p_org]);
+        PERFORM memory._hold_gate(false);
         out := out || jsonb_build_object(t.table_name::text, (r->>'processed')::bigint);
     END LOOP;
     RETURN out;

@@ -33,7 +33,7 @@ BEGIN
                 AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
-                    '_source_tier', 'is_stale', '_is_stale', '_inside_memory_ext']) LOOP
+                    '_source_tier', 'is_stale', '_is_stale']) LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
     END LOOP;
 END $$;
@@ -66,9 +66,9 @@ GRANT EXECUTE ON FUNCTION
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
+    memory._consent_row_gate(), memory._hold_guard(), memory._hold_for(text, text, text), memory._hold_gate_open(),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
-    memory._audit_denied(text, jsonb, text),
+    memory._audit_denied(text, text, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
     memory._has_consent(text, text, text)
 TO PUBLIC;

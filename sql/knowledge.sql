@@ -173,7 +173,7 @@ BEGIN
        AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
         PERFORM memory._audit_denied('memory.govern.retire_attempt',
             jsonb_build_object('entityId', OLD.id, 'actionDetail', 'denied', 'fromState', OLD.lifecycle_state,
-                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text), OLD.org_id);
+                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text)::text, OLD.org_id);
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
@@ -273,7 +273,7 @@ BEGIN
             -- The attempt is audited although this statement fails (seed §2).
             PERFORM memory._audit_denied('memory.govern.unauthorized_access_attempt',
                 jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
-                                   'deniedRole', current_user::text, 'action', 'claim.state_transition'), OLD.org_id);
+                                   'deniedRole', current_user::text, 'action', 'claim.state_transition')::text, OLD.org_id);
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
@@ -606,11 +606,13 @@ BEGIN
     IF p_claim IS NULL THEN
         RAISE EXCEPTION 'record_verdict needs a claim id' USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
-    -- A claim of an org the caller may not act for is not found (its existence is not told).
+    -- A claim of an org the caller may not act for is not found (its existence is not told), and
+    -- is not locked either: the org is checked before the row lock is taken.
+    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim;
     IF NOT FOUND OR NOT memory._may_act_for(c.org_id) THEN
         RAISE EXCEPTION 'claim % does not exist', p_claim USING ERRCODE = '23503';
     END IF;
+    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
     IF c.lifecycle_state NOT IN ('pending', 'active') THEN
         RAISE EXCEPTION 'claim % is %: a verdict applies to a pending or active claim', c.id, c.lifecycle_state
             USING ERRCODE = 'MX001';
@@ -767,6 +769,9 @@ BEGIN
           FROM memory.entities e
          WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)
            AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
+        -- Bounded per run (oldest first): a backlog is worked off over several runs, each within
+        -- the limits of one event array.
+        ORDER BY 1 LIMIT 10000
     ),
     -- The transitions (their state_transition events come from the audit triggers).
     c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
@@ -794,10 +799,11 @@ COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
 
 -- A timestamp from JSON text, or NULL when it is not one.
 CREATE FUNCTION memory._ingest_ts(t text)
-RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN CASE WHEN t IS NULL THEN NULL ELSE t::timestamptz END;
+    -- A finite time only ('infinity' would break the jobs that compute with it).
+    RETURN CASE WHEN t IS NULL OR NOT isfinite(t::timestamptz) THEN NULL ELSE t::timestamptz END;
 EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END $$;
@@ -845,6 +851,7 @@ DECLARE
     allowed jsonb;              -- org -> may the caller act for it (per chunk)
     elems   jsonb[];            -- the items, split once (a query per chunk reads only its slice)
     ch      jsonb[];            -- the chunk's items
+    fails   jsonb[];            -- items the one-by-one fallback could not insert
     orgs    jsonb := '{}';      -- org -> counts, for the batch events
     k       text;
     items   jsonb;
@@ -1019,6 +1026,7 @@ BEGIN
             END;
             IF good IS NULL THEN
                 SELECT jsonb_agg(c2 ORDER BY (c2->>0)::int) INTO checked FROM jsonb_array_elements(checked) c2;
+                fails := '{}';
                 FOR lo_i IN 0 .. jsonb_array_length(checked) - 1 LOOP
                     c := checked->lo_i;
                     CONTINUE WHEN c->>3 IS NOT NULL;
@@ -1028,9 +1036,13 @@ BEGIN
                                ELSE PERFORM memory._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
                     EXCEPTION WHEN OTHERS THEN
                         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-                        checked := jsonb_set(checked, ARRAY[lo_i::text], jsonb_build_array(c->0, c->1, c->2, st, msg, c->5));
+                        fails := fails || jsonb_build_array(c->0, c->1, c->2, st, msg, c->5);
                     END;
                 END LOOP;
+                -- The failures replace their items in one pass.
+                SELECT jsonb_agg(coalesce(f.x, x.x) ORDER BY (x.x->>0)::int) INTO checked
+                  FROM jsonb_array_elements(checked) x(x)
+                  LEFT JOIN unnest(fails) f(x) ON (f.x->>0)::int = (x.x->>0)::int;
             END IF;
             -- Remember the refs of entities that landed, count per org, report the chunk.
             IF k = 'entities' THEN
@@ -1181,7 +1193,7 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
     PERFORM memory._audit_denied('memory.job.decay.error',
-        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at), memory._scope_org());
+        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at)::text, memory._scope_org());
     RAISE;
 END $$;
 COMMENT ON FUNCTION memory.run_decay(timestamptz) IS

@@ -899,24 +899,51 @@ BEGIN
     RETURN eff;
 END $$;
 
-CREATE FUNCTION "_inside_memory_ext"() RETURNS bool
-STRICT VOLATILE PARALLEL UNSAFE
+CREATE FUNCTION "_hold_gate"(
+	"open" bool
+) RETURNS bool
+STRICT VOLATILE
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'inside_memory_ext_wrapper';
+AS 'MODULE_PATHNAME', 'hold_gate_wrapper';
 
--- Legal holds block writes (SPEC MX006): an UPDATE of the content or a DELETE of a held row of
--- a governed table (memory.observations among them) fails, naming the hold. memory.govern
--- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
--- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
--- revocation) keeps its rules: the trigger's WHEN (NOT memory._inside_memory_ext()) skips rows
--- changed inside a memory_ext function, before any PL/pgSQL runs. Holds are looked up only for
--- orgs the caller may act for.
+CREATE FUNCTION "_hold_gate_open"() RETURNS bool
+STRICT VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'hold_gate_open_wrapper';
+
+-- Legal holds block writes (SPEC MX006): an UPDATE of the mapped content, org, user or id
+-- column, or a DELETE, of a held row of a governed table (memory.observations among them) fails,
+-- naming the hold. memory.govern attaches it as
+--   BEFORE UPDATE OF <those columns> OR DELETE ... WHEN (NOT memory._hold_gate_open())
+-- with TG_ARGV org, user, id and content columns ('' when the table has none). It runs with the
+-- writer's rights and reads only the mapped columns, as text; the hold lookup is
+-- memory._hold_for, which takes those plain values. memory_ext opens the hold gate only around
+-- its own move of held rows (retention's archive step); erasure, revocation and retention skip
+-- held rows themselves.
+CREATE FUNCTION memory._hold_for(p_org text, p_user text, p_id text)
+RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE hold bigint;
+BEGIN
+    IF p_org IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- An org the caller may not act for: 42501 (no answer about another org's holds).
+    PERFORM memory._require_org(p_org);
+    SELECT h.id INTO hold FROM memory.legal_holds h
+     WHERE h.released_at IS NULL AND h.org_id = p_org
+       AND ((h.observation_id IS NOT NULL AND h.observation_id::text = p_id)
+            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR h.user_id = p_user)))
+     ORDER BY h.id LIMIT 1;
+    RETURN hold;
+END $$;
+
 CREATE FUNCTION memory._hold_guard()
-RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    o    jsonb;
-    org  text;
+    cols text[];
+    vals text[];
     hold bigint;
 BEGIN
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
@@ -926,22 +953,15 @@ BEGIN
     IF memory._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    o := to_jsonb(OLD);
-    IF TG_OP = 'UPDATE' AND (TG_ARGV[3] = '' OR (o->TG_ARGV[3]) IS NOT DISTINCT FROM (to_jsonb(NEW)->TG_ARGV[3])) THEN
-        RETURN NEW;
-    END IF;
-    org := o->>TG_ARGV[0];
-    IF org IS NULL OR NOT memory._may_act_for(org) THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    SELECT h.id INTO hold FROM memory.legal_holds h
-     WHERE h.released_at IS NULL AND h.org_id = org
-       AND ((h.observation_id IS NOT NULL AND TG_ARGV[2] <> '' AND h.observation_id::text = o->>TG_ARGV[2])
-            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR (TG_ARGV[1] <> '' AND h.user_id = o->>TG_ARGV[1]))))
-     ORDER BY h.id LIMIT 1;
+    -- The old row's org, user and id, as text ('' columns read as NULL).
+    cols := ARRAY[TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]];
+    EXECUTE 'SELECT ARRAY[' || (SELECT string_agg(CASE WHEN c = '' THEN 'NULL::text' ELSE format('($1).%I::text', c) END, ', ' ORDER BY o)
+                                  FROM unnest(cols) WITH ORDINALITY u(c, o)) || ']'
+       INTO vals USING OLD;
+    hold := memory._hold_for(vals[1], vals[2], vals[3]);
     IF hold IS NOT NULL THEN
         RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,
-                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'a change of ' || TG_ARGV[3] END
+                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'UPDATE of ' || array_to_string(array_remove(ARRAY[TG_ARGV[3], TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]], ''), ', ') END
             USING ERRCODE = 'MX006',
                   HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
     END IF;
@@ -962,6 +982,8 @@ DECLARE
     prev     jsonb;
     h_org     text;
     h_content text;
+    h_user    text;
+    h_id      text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -1014,13 +1036,13 @@ BEGIN
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
+            h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+            h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
             PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
+                'CREATE TRIGGER memory_hold BEFORE UPDATE OF %s OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
                 'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
-                CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, tbl, h_org,
-                coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END, ''),
-                coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END, ''),
-                coalesce(h_content, '')));
+                (SELECT string_agg(DISTINCT quote_ident(c), ', ') FROM unnest(ARRAY[h_org, h_user, h_id, h_content]) c WHERE c IS NOT NULL),
+                tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
         END IF;
 
         PERFORM memory._register_governed(tbl, eff);
@@ -1661,8 +1683,11 @@ BEGIN
                 PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
                                tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
+                -- (Held rows were denied above: the hold gate spares these their per-row check.)
+                PERFORM memory._hold_gate(true);
                 PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
                                tbl, idc, idtype), ARRAY[ids::text]);
+                PERFORM memory._hold_gate(false);
             END IF;
         END IF;
     END LOOP;
@@ -1759,7 +1784,9 @@ BEGIN
         END IF;
     END LOOP;
     IF NOT dry_run AND hard > 0 THEN
+        PERFORM memory._hold_gate(true);   -- held rows were denied above
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
+        PERFORM memory._hold_gate(false);
     END IF;
 
     -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
@@ -1783,7 +1810,10 @@ BEGIN
     IF NOT dry_run AND archived > 0 THEN
         INSERT INTO memory.observations_archive
         SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        -- Archiving moves held rows too (their holds follow them to the archive).
+        PERFORM memory._hold_gate(true);
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        PERFORM memory._hold_gate(false);
     END IF;
 
     -- 4. Governed application tables with stamps and a soft-delete column.
@@ -1856,12 +1886,16 @@ BEGIN
         -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
         -- one table's failure is reported without stopping the erasure elsewhere.
         BEGIN
+            -- Erasure keeps its rule for application tables: the subject's rows go, held or not
+            -- (the hold gate; a failure closes it with the subtransaction).
+            PERFORM memory._hold_gate(true);
             r := memory._exec_as_table_owner(t.table_name,
                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
                             t.table_name, t.col,
                             CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
                             CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
                      ARRAY[subject, scope]);
+            PERFORM memory._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
                                 || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));
@@ -2120,7 +2154,7 @@ BEGIN
        AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
         PERFORM memory._audit_denied('memory.govern.retire_attempt',
             jsonb_build_object('entityId', OLD.id, 'actionDetail', 'denied', 'fromState', OLD.lifecycle_state,
-                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text), OLD.org_id);
+                               'toState', NEW.lifecycle_state, 'deniedRole', current_user::text)::text, OLD.org_id);
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
@@ -2213,7 +2247,7 @@ BEGIN
             -- The attempt is audited although this statement fails (seed §2).
             PERFORM memory._audit_denied('memory.govern.unauthorized_access_attempt',
                 jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
-                                   'deniedRole', current_user::text, 'action', 'claim.state_transition'), OLD.org_id);
+                                   'deniedRole', current_user::text, 'action', 'claim.state_transition')::text, OLD.org_id);
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
@@ -2559,7 +2593,7 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
     PERFORM memory._audit_denied('memory.job.decay.error',
-        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at), memory._scope_org());
+        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at)::text, memory._scope_org());
     RAISE;
 END $$;
 COMMENT ON FUNCTION memory.run_decay(timestamptz) IS
@@ -3809,11 +3843,13 @@ BEGIN
                 AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
                 AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
               ORDER BY g.relid::text LOOP
+        PERFORM memory._hold_gate(true);   -- a revocation deletes what its option says, as before holds
         r := memory._exec_as_table_owner(t.table_name,
                  format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2'
                         ' AND memory._may_act_for(t.%I::pg_catalog.text)',
                         t.table_name, t.c->>'user', t.c->>'org', t.c->>'org'),
                  ARRAY[p_user, p_org]);
+        PERFORM memory._hold_gate(false);
         out := out || jsonb_build_object(t.table_name::text, (r->>'processed')::bigint);
     END LOOP;
     RETURN out;
@@ -4042,11 +4078,13 @@ BEGIN
     IF p_claim IS NULL THEN
         RAISE EXCEPTION 'record_verdict needs a claim id' USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
-    -- A claim of an org the caller may not act for is not found (its existence is not told).
+    -- A claim of an org the caller may not act for is not found (its existence is not told), and
+    -- is not locked either: the org is checked before the row lock is taken.
+    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim;
     IF NOT FOUND OR NOT memory._may_act_for(c.org_id) THEN
         RAISE EXCEPTION 'claim % does not exist', p_claim USING ERRCODE = '23503';
     END IF;
+    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
     IF c.lifecycle_state NOT IN ('pending', 'active') THEN
         RAISE EXCEPTION 'claim % is %: a verdict applies to a pending or active claim', c.id, c.lifecycle_state
             USING ERRCODE = 'MX001';
@@ -4172,10 +4210,11 @@ CREATE POLICY tenant ON memory.screen_profiles
 
 -- A timestamp from JSON text, or NULL when it is not one.
 CREATE FUNCTION memory._ingest_ts(t text)
-RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN CASE WHEN t IS NULL THEN NULL ELSE t::timestamptz END;
+    -- A finite time only ('infinity' would break the jobs that compute with it).
+    RETURN CASE WHEN t IS NULL OR NOT isfinite(t::timestamptz) THEN NULL ELSE t::timestamptz END;
 EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END $$;
@@ -4223,6 +4262,7 @@ DECLARE
     allowed jsonb;              -- org -> may the caller act for it (per chunk)
     elems   jsonb[];            -- the items, split once (a query per chunk reads only its slice)
     ch      jsonb[];            -- the chunk's items
+    fails   jsonb[];            -- items the one-by-one fallback could not insert
     orgs    jsonb := '{}';      -- org -> counts, for the batch events
     k       text;
     items   jsonb;
@@ -4397,6 +4437,7 @@ BEGIN
             END;
             IF good IS NULL THEN
                 SELECT jsonb_agg(c2 ORDER BY (c2->>0)::int) INTO checked FROM jsonb_array_elements(checked) c2;
+                fails := '{}';
                 FOR lo_i IN 0 .. jsonb_array_length(checked) - 1 LOOP
                     c := checked->lo_i;
                     CONTINUE WHEN c->>3 IS NOT NULL;
@@ -4406,9 +4447,13 @@ BEGIN
                                ELSE PERFORM memory._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
                     EXCEPTION WHEN OTHERS THEN
                         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-                        checked := jsonb_set(checked, ARRAY[lo_i::text], jsonb_build_array(c->0, c->1, c->2, st, msg, c->5));
+                        fails := fails || jsonb_build_array(c->0, c->1, c->2, st, msg, c->5);
                     END;
                 END LOOP;
+                -- The failures replace their items in one pass.
+                SELECT jsonb_agg(coalesce(f.x, x.x) ORDER BY (x.x->>0)::int) INTO checked
+                  FROM jsonb_array_elements(checked) x(x)
+                  LEFT JOIN unnest(fails) f(x) ON (f.x->>0)::int = (x.x->>0)::int;
             END IF;
             -- Remember the refs of entities that landed, count per org, report the chunk.
             IF k = 'entities' THEN
@@ -4494,6 +4539,9 @@ BEGIN
           FROM memory.entities e
          WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)
            AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
+        -- Bounded per run (oldest first): a backlog is worked off over several runs, each within
+        -- the limits of one event array.
+        ORDER BY 1 LIMIT 10000
     ),
     -- The transitions (their state_transition events come from the audit triggers).
     c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
@@ -4516,7 +4564,7 @@ COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
 -- Denied attempts, audited although the statement fails (issue 18).
 CREATE FUNCTION "_audit_denied"(
 	"event_type" TEXT,
-	"payload" jsonb,
+	"payload" TEXT,
 	"org" TEXT
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE
@@ -4565,7 +4613,7 @@ BEGIN
                 AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
-                    '_source_tier', 'is_stale', '_is_stale', '_inside_memory_ext']) LOOP
+                    '_source_tier', 'is_stale', '_is_stale']) LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
     END LOOP;
 END $$;
@@ -4595,9 +4643,9 @@ GRANT EXECUTE ON FUNCTION
     memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
     
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(), memory._hold_guard(), memory._inside_memory_ext(),
+    memory._consent_row_gate(), memory._hold_guard(), memory._hold_for(text, text, text), memory._hold_gate_open(),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
-    memory._audit_denied(text, jsonb, text),
+    memory._audit_denied(text, text, text),
     
     memory._has_consent(text, text, text)
 TO PUBLIC;
@@ -4670,6 +4718,8 @@ DO $$
 DECLARE
     r record;
     h_org text;
+    h_user text;
+    h_id text;
     h_content text;
 BEGIN
     FOR r IN SELECT g.relid, g.options FROM memory.governance_registry g
@@ -4679,11 +4729,11 @@ BEGIN
         h_org := coalesce(r.options->>'org', CASE WHEN memory._has_column(r.relid, 'org_id') THEN 'org_id' END);
         CONTINUE WHEN h_org IS NULL;
         h_content := coalesce(r.options->>'content', CASE WHEN memory._has_column(r.relid, 'content') THEN 'content' END);
-        EXECUTE format('CREATE TRIGGER memory_hold BEFORE %s DELETE ON %s FOR EACH ROW WHEN (NOT memory._inside_memory_ext()) '
-                'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
-                       CASE WHEN h_content IS NOT NULL THEN format('UPDATE OF %I OR', h_content) ELSE '' END, r.relid, h_org,
-                       coalesce(r.options->>'user', CASE WHEN memory._has_column(r.relid, 'user_id') THEN 'user_id' END, ''),
-                       coalesce(r.options->>'id', CASE WHEN memory._has_column(r.relid, 'id') THEN 'id' END, ''),
-                       coalesce(h_content, ''));
+        h_user := coalesce(r.options->>'user', CASE WHEN memory._has_column(r.relid, 'user_id') THEN 'user_id' END);
+        h_id := coalesce(r.options->>'id', CASE WHEN memory._has_column(r.relid, 'id') THEN 'id' END);
+        EXECUTE format('CREATE TRIGGER memory_hold BEFORE UPDATE OF %s OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
+                       'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+                       (SELECT string_agg(DISTINCT quote_ident(c), ', ') FROM unnest(ARRAY[h_org, h_user, h_id, h_content]) c WHERE c IS NOT NULL),
+                       r.relid, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, ''));
     END LOOP;
 END $$;

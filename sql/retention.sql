@@ -205,19 +205,39 @@ AS $$
                            OR (h.observation_id IS NULL AND h.user_id IS NULL)))
 $$;
 
--- Legal holds block writes (SPEC MX006): an UPDATE of the content or a DELETE of a held row of
--- a governed table (memory.observations among them) fails, naming the hold. memory.govern
--- attaches it BEFORE UPDATE OF <content> OR DELETE; TG_ARGV: org, user, id and content columns
--- ('' when the table has none). memory_ext's own maintenance (retention, archive, erasure,
--- revocation) keeps its rules: the trigger's WHEN (NOT memory._inside_memory_ext()) skips rows
--- changed inside a memory_ext function, before any PL/pgSQL runs. Holds are looked up only for
--- orgs the caller may act for.
+-- Legal holds block writes (SPEC MX006): an UPDATE of the mapped content, org, user or id
+-- column, or a DELETE, of a held row of a governed table (memory.observations among them) fails,
+-- naming the hold. memory.govern attaches it as
+--   BEFORE UPDATE OF <those columns> OR DELETE ... WHEN (NOT memory._hold_gate_open())
+-- with TG_ARGV org, user, id and content columns ('' when the table has none). It runs with the
+-- writer's rights and reads only the mapped columns, as text; the hold lookup is
+-- memory._hold_for, which takes those plain values. memory_ext opens the hold gate only around
+-- its own move of held rows (retention's archive step); erasure, revocation and retention skip
+-- held rows themselves.
+CREATE FUNCTION memory._hold_for(p_org text, p_user text, p_id text)
+RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE hold bigint;
+BEGIN
+    IF p_org IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- An org the caller may not act for: 42501 (no answer about another org's holds).
+    PERFORM memory._require_org(p_org);
+    SELECT h.id INTO hold FROM memory.legal_holds h
+     WHERE h.released_at IS NULL AND h.org_id = p_org
+       AND ((h.observation_id IS NOT NULL AND h.observation_id::text = p_id)
+            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR h.user_id = p_user)))
+     ORDER BY h.id LIMIT 1;
+    RETURN hold;
+END $$;
+
 CREATE FUNCTION memory._hold_guard()
-RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    o    jsonb;
-    org  text;
+    cols text[];
+    vals text[];
     hold bigint;
 BEGIN
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
@@ -227,22 +247,15 @@ BEGIN
     IF memory._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    o := to_jsonb(OLD);
-    IF TG_OP = 'UPDATE' AND (TG_ARGV[3] = '' OR (o->TG_ARGV[3]) IS NOT DISTINCT FROM (to_jsonb(NEW)->TG_ARGV[3])) THEN
-        RETURN NEW;
-    END IF;
-    org := o->>TG_ARGV[0];
-    IF org IS NULL OR NOT memory._may_act_for(org) THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    SELECT h.id INTO hold FROM memory.legal_holds h
-     WHERE h.released_at IS NULL AND h.org_id = org
-       AND ((h.observation_id IS NOT NULL AND TG_ARGV[2] <> '' AND h.observation_id::text = o->>TG_ARGV[2])
-            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR (TG_ARGV[1] <> '' AND h.user_id = o->>TG_ARGV[1]))))
-     ORDER BY h.id LIMIT 1;
+    -- The old row's org, user and id, as text ('' columns read as NULL).
+    cols := ARRAY[TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]];
+    EXECUTE 'SELECT ARRAY[' || (SELECT string_agg(CASE WHEN c = '' THEN 'NULL::text' ELSE format('($1).%I::text', c) END, ', ' ORDER BY o)
+                                  FROM unnest(cols) WITH ORDINALITY u(c, o)) || ']'
+       INTO vals USING OLD;
+    hold := memory._hold_for(vals[1], vals[2], vals[3]);
     IF hold IS NOT NULL THEN
         RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,
-                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'a change of ' || TG_ARGV[3] END
+                        CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'UPDATE of ' || array_to_string(array_remove(ARRAY[TG_ARGV[3], TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]], ''), ', ') END
             USING ERRCODE = 'MX006',
                   HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
     END IF;
@@ -355,8 +368,11 @@ BEGIN
                 PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
                                tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
+                -- (Held rows were denied above: the hold gate spares these their per-row check.)
+                PERFORM memory._hold_gate(true);
                 PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
                                tbl, idc, idtype), ARRAY[ids::text]);
+                PERFORM memory._hold_gate(false);
             END IF;
         END IF;
     END LOOP;
@@ -453,7 +469,9 @@ BEGIN
         END IF;
     END LOOP;
     IF NOT dry_run AND hard > 0 THEN
+        PERFORM memory._hold_gate(true);   -- held rows were denied above
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
+        PERFORM memory._hold_gate(false);
     END IF;
 
     -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
@@ -477,7 +495,10 @@ BEGIN
     IF NOT dry_run AND archived > 0 THEN
         INSERT INTO memory.observations_archive
         SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        -- Archiving moves held rows too (their holds follow them to the archive).
+        PERFORM memory._hold_gate(true);
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        PERFORM memory._hold_gate(false);
     END IF;
 
     -- 4. Governed application tables with stamps and a soft-delete column.

@@ -44,12 +44,16 @@ BEGIN
         -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
         -- one table's failure is reported without stopping the erasure elsewhere.
         BEGIN
+            -- Erasure keeps its rule for application tables: the subject's rows go, held or not
+            -- (the hold gate; a failure closes it with the subtransaction).
+            PERFORM memory._hold_gate(true);
             r := memory._exec_as_table_owner(t.table_name,
                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
                             t.table_name, t.col,
                             CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
                             CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
                      ARRAY[subject, scope]);
+            PERFORM memory._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
                                 || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));

@@ -25,12 +25,14 @@ thread_local! {
     static AUDIT_MOVE: Cell<bool> = const { Cell::new(false) };
     static INTEGRATING: Cell<bool> = const { Cell::new(false) };
     static CONSENT_OPEN: Cell<bool> = const { Cell::new(false) };
+    static HOLD_OPEN: Cell<bool> = const { Cell::new(false) };
 }
 
 fn close_all() {
     DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
     DOWNGRADE_REASON.with(|r| r.replace(None));
     KNOWLEDGE_OPEN.with(|g| g.set(false));
+    HOLD_OPEN.with(|g| g.set(false));
     SUPERSEDING.with(|s| s.replace(None));
     AUDIT_MOVE.with(|g| g.set(false));
     INTEGRATING.with(|g| g.set(false));
@@ -80,6 +82,19 @@ fn knowledge_gate(open: bool) -> bool {
 #[pg_extern(volatile, name = "_knowledge_gate_open")]
 fn knowledge_gate_open() -> bool {
     KNOWLEDGE_OPEN.with(Cell::get)
+}
+
+/// Opens or closes the hold gate around memory_ext's own moves of held rows (retention's archive
+/// step); returns the previous state. Not granted to PUBLIC.
+#[pg_extern(volatile, name = "_hold_gate")]
+fn hold_gate(open: bool) -> bool {
+    HOLD_OPEN.with(|g| g.replace(open))
+}
+
+/// Whether memory_ext holds the hold gate open (the WHEN clause of the memory_hold triggers).
+#[pg_extern(volatile, name = "_hold_gate_open")]
+fn hold_gate_open() -> bool {
+    HOLD_OPEN.with(Cell::get)
 }
 
 /// Names the claim an insert into memory.claims is superseding (NULL: none). Not granted to PUBLIC:

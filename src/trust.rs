@@ -283,15 +283,6 @@ pub fn innermost_memory_function_except(except: &str) -> Option<String> {
     None
 }
 
-/// Whether a memory_ext function (SECURITY DEFINER or with a SET clause) is running: true for a
-/// row changed by memory_ext's own maintenance (retention, archive, erasure, revocation), false
-/// for a statement a role ran itself (and when that cannot be told). Used in trigger WHEN
-/// clauses, so it has no SET clause itself (finalize.sql leaves it without one) and no frame.
-#[pg_extern(volatile, parallel_unsafe, name = "_inside_memory_ext")]
-fn inside_memory_ext() -> bool {
-    matches!(identity::frames_in(memory_schema()), Ok(n) if n > 0)
-}
-
 #[pg_extern(stable, parallel_safe, name = "_caller")]
 fn caller_sql() -> Option<pg_sys::Oid> {
     let c = caller();

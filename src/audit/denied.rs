@@ -39,7 +39,7 @@ pub fn hand_over(event: &str, org: &str, payload: &str) {
     let why = if shmem::push(event, org, payload) {
         "handed to the integrator"
     } else if shmem::available() {
-        "ring full: server log only"
+        "ring full (or this database's share of it): server log only"
     } else {
         "library not preloaded: server log only"
     };
@@ -53,18 +53,19 @@ pub fn take_for_database() -> Vec<(String, String, String)> {
 
 /// `memory._audit_denied(event_type, payload, org)`: for memory_ext's own guards, right before
 /// they raise. Refused (42501) unless the innermost running memory_ext function is one that may
-/// hand this event over: a role cannot call it to write an event of its choosing.
+/// hand this event over (checked before anything else is read): a role cannot call it to write an
+/// event of its choosing. `payload` is a JSON object's text.
 #[pg_extern(volatile, parallel_unsafe, name = "_audit_denied")]
-fn audit_denied(event_type: &str, payload: pgrx::JsonB, org: Option<&str>) {
-    let allowed = ALLOWED.iter().find(|(e, _)| *e == event_type).map(|(_, f)| *f);
+fn audit_denied(event_type: Option<&str>, payload: Option<&str>, org: Option<&str>) {
+    let allowed = event_type.and_then(|e| ALLOWED.iter().find(|(a, _)| *a == e)).map(|(_, f)| *f);
     let caller = crate::trust::innermost_memory_function_except("_audit_denied");
     let ok = matches!((allowed, caller.as_deref()), (Some(fs), Some(f)) if fs.contains(&f));
     if !ok {
-        Err::<(), _>(MxError::new(code::NO_PRIVILEGE, "memory._audit_denied is for memory_ext's own guards"))
-            .or_raise();
+        Err::<(), _>(MxError::new(code::NO_PRIVILEGE, "memory._audit_denied is for memory_ext's own guards")).or_raise();
     }
-    if !matches!(payload.0, serde_json::Value::Object(_)) {
-        Err::<(), _>(MxError::bad_argument("payload must be a JSON object")).or_raise();
+    let payload = payload.unwrap_or("");
+    if !matches!(serde_json::from_str::<serde_json::Value>(payload), Ok(serde_json::Value::Object(_))) {
+        Err::<(), _>(MxError::bad_argument("payload must be a JSON object's text")).or_raise();
     }
-    hand_over(event_type, org.unwrap_or(""), &payload.0.to_string());
+    hand_over(event_type.unwrap_or_default(), org.unwrap_or(""), payload);
 }

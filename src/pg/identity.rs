@@ -225,21 +225,6 @@ pub fn function_namespace_and_name(func: pg_sys::Oid) -> (pg_sys::Oid, String) {
     }
 }
 
-/// How many running frames (SECURITY DEFINER or SET-clause functions) are functions of schema
-/// `ours`; `Err` when the frames are unknown (the library was loaded late).
-pub fn frames_in(ours: pg_sys::Oid) -> Result<usize, ()> {
-    if LOADED_LATE.with(Cell::get) {
-        return Err(());
-    }
-    Ok(FRAMES.with(|f| {
-        f.borrow()
-            .iter()
-            // SAFETY: a syscache lookup of a function oid.
-            .filter(|fr| unsafe { pg_sys::get_func_namespace(fr.func) } == ours)
-            .count()
-    }))
-}
-
 pub fn innermost_foreign_frame_user(ours: pg_sys::Oid) -> Result<Option<pg_sys::Oid>, ()> {
     if LOADED_LATE.with(Cell::get) {
         return Err(());

@@ -11,6 +11,8 @@ pub const SLOTS: usize = 64;
 pub const EVENT_MAX: usize = 64;
 pub const ORG_MAX: usize = 128;
 pub const PAYLOAD_MAX: usize = 1024;
+/// Slots one database may hold at a time.
+pub const PER_DATABASE: usize = SLOTS / 4;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -87,6 +89,11 @@ pub fn push(event: &str, org: &str, payload: &str) -> bool {
     }
     let db = my_database();
     let mut ring = RING.exclusive();
+    // One database may hold at most a quarter of the ring: a database whose roles provoke denials
+    // in a loop (or that no integrator serves) cannot starve the others.
+    if ring.slots.iter().filter(|s| s.used && s.db == db).count() >= PER_DATABASE {
+        return false;
+    }
     match ring.slots.iter_mut().find(|s| !s.used) {
         Some(s) => {
             s.used = true;

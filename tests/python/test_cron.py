@@ -47,7 +47,7 @@ def test_schedule_maintenance_with_pg_cron(port):
             assert c.execute("SELECT schedule FROM cron.job WHERE jobid = %s", (again,)).fetchone() == ("0 * * * *",)
             # The scheduled command itself runs.
             out = c.execute("SELECT memory.run_maintenance()").fetchone()[0]
-            assert set(out) == {"retention", "audit_partitions_created", "audit_integrated", "consent", "at", "run_id"}
+            assert set(out) == {"retention", "audit_partitions_created", "audit_integrated", "consent", "knowledge", "at", "run_id"}
             # ...and is recorded, so a pg_cron run's result is visible in SQL.
             run = c.execute("SELECT finished_at IS NOT NULL, error, phases ? 'retention' FROM memory.maintenance_runs WHERE id = %s",
                             (out["run_id"],)).fetchone()

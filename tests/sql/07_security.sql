@@ -393,7 +393,7 @@ SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
-          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._hold_guard()', 'memory._may_act_for(text)',
+          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._hold_for(text,text,text)', 'memory._may_act_for(text)',
                 'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
                 'memory.ungovern(regclass)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
@@ -402,7 +402,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
                    AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.provolatile = 'i')
                  ORDER BY p.oid::regprocedure::text COLLATE "C"),
-          ARRAY['memory._classify(text,text[],text,text)', 'memory._classify_explain(text,text[],text,text)', 'memory._inside_memory_ext()',
+          ARRAY['memory._classify(text,text[],text,text)', 'memory._classify_explain(text,text[],text,text)',
                 'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
                 'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
                 'memory.classify_trigger()', 'memory.derive_classification(jsonb)',

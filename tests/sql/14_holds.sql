@@ -1,6 +1,6 @@
 -- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
 BEGIN;
-SELECT plan(18);
+SELECT plan(21);
 
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
   ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
@@ -10,12 +10,14 @@ INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
 INSERT INTO memory.legal_holds (id, org_id, user_id, reason) OVERRIDING SYSTEM VALUE VALUES (901, 'acme', 'dave', 'litigation');
 
 SELECT throws_ok($$ UPDATE memory.observations SET content = 'rewritten' WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
-                 'MX006', 'legal hold 901 covers this row of memory.observations: a change of content is blocked',
+                 'MX006', 'legal hold 901 covers this row of memory.observations: UPDATE of content, org_id, user_id, id is blocked',
                  'changing the content of a held observation is MX006, naming the hold');
 SELECT throws_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a2' $$,
                  'MX006', 'legal hold 901 covers this row of memory.observations: DELETE is blocked', 'so is deleting it');
 SELECT lives_ok($$ UPDATE memory.observations SET weight = 0.5 WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
                 'other columns may change (a weight)');
+SELECT throws_ok($$ UPDATE memory.observations SET user_id = 'nobody' WHERE id = '00000000-0000-0000-0000-0000000000a1' $$,
+                 'MX006', NULL, 'a held row cannot be moved out of its subject''s hold (then deleted)');
 SELECT lives_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a3' $$, 'another subject is not held');
 SELECT lives_ok($$ DELETE FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a4' $$, 'nor is the same name in another org');
 
@@ -58,6 +60,22 @@ SELECT ok(EXISTS (SELECT 1 FROM memory.observations_archive WHERE id = '00000000
 SELECT is((memory.erase_subject('dave'))->>'held', '2', 'erase_subject reports dave''s held rows (hot and archived) instead of failing');
 SELECT memory.ungovern('app_notes');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'app_notes'::regclass AND tgname LIKE 'memory\_%'), 'ungovern removes it');
+
+-- The guard runs as the writer: attached to a table of one's own whose org column has a type of
+-- one's own with a cast that runs code, that code runs with the writer's rights, never the owner's.
+CREATE ROLE hold_mallory LOGIN;
+GRANT CREATE ON SCHEMA public TO hold_mallory;
+SET ROLE hold_mallory;
+CREATE TYPE public.evil AS ENUM ('x');
+CREATE FUNCTION public.evil_text(public.evil) RETURNS text LANGUAGE plpgsql
+AS $f$ BEGIN EXECUTE format('ALTER ROLE %I SUPERUSER', current_user); RETURN 'x'; END $f$;
+CREATE CAST (public.evil AS text) WITH FUNCTION public.evil_text(public.evil);
+CREATE TABLE public.mal (org_id public.evil, body text);
+INSERT INTO public.mal VALUES ('x', 'b');
+CREATE TRIGGER h BEFORE DELETE ON public.mal FOR EACH ROW EXECUTE FUNCTION memory._hold_guard('org_id', '', '', '');
+SELECT throws_ok($$ DELETE FROM public.mal $$, '42501', NULL, 'the guard''s read of the column runs the cast as the writer: refused');
+RESET ROLE;
+SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'hold_mallory'), 'and the writer did not become a superuser');
 
 SELECT * FROM finish();
 ROLLBACK;
