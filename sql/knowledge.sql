@@ -624,7 +624,8 @@ BEGIN
                 jsonb_build_object('source', 'replicator', 'original_claim_id', c.id, 'verdict', v), v, c.confidence_score)
         RETURNING recheck_tasks.task_id INTO task;
         events := jsonb_build_array(
-            jsonb_build_object('event_type', 'memory.govern.' || v, 'org_id', c.org_id,
+            jsonb_build_object('event_type', CASE v WHEN 'eroded' THEN 'memory.govern.eroded' ELSE 'memory.govern.retracted_source' END,
+                'org_id', c.org_id,
                 'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'taskId', task,
                                               'subjectId', memory._subject_pseudonym(c.subject_id))),
             jsonb_build_object('event_type', 'research.task.enqueued', 'org_id', c.org_id,

@@ -40,6 +40,15 @@ pub const CONTEXT_DELETE: &str = "memory.context.delete";
 pub const ROUTE_SLICES_CHANGE: &str = "memory.route_slices.change";
 pub const DRIFT_DETECTED: &str = "memory.drift.detected";
 pub const USER_DELETE: &str = "memory.user.delete";
+pub const GOVERN_STILL_SUPPORTED: &str = "memory.govern.still_supported";
+pub const GOVERN_ERODED: &str = "memory.govern.eroded";
+pub const GOVERN_RETRACTED_SOURCE: &str = "memory.govern.retracted_source";
+pub const GOVERN_BROKEN_PROVENANCE: &str = "memory.govern.broken_provenance";
+pub const TASK_ENQUEUED: &str = "research.task.enqueued";
+pub const RETENTION_DISPOSED: &str = "memory.govern.retention_disposed";
+pub const INGEST_BATCH: &str = "memory.ingest.batch";
+pub const UNAUTHORIZED_ACCESS_ATTEMPT: &str = "memory.govern.unauthorized_access_attempt";
+pub const DECAY_ERROR: &str = "memory.job.decay.error";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
@@ -47,7 +56,9 @@ pub const ALL: &[&str] = &[
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
-    CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE,
+    CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE, GOVERN_STILL_SUPPORTED, GOVERN_ERODED,
+    GOVERN_RETRACTED_SOURCE, GOVERN_BROKEN_PROVENANCE, TASK_ENQUEUED, RETENTION_DISPOSED, INGEST_BATCH,
+    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events
