@@ -3318,7 +3318,18 @@ DECLARE
                                  "S8_constraints": "constraints"}';
     defaults constant jsonb := '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced"}';
 BEGIN
-    PERFORM memory._consent_args(p_org, p_user, at);
+    -- memory._consent_args and memory._consent_scopes written out: this is the read path of every
+    -- request, and each call of a function with a SET clause costs more than its query.
+    IF p_org IS NULL OR p_org !~ '[^[:space:]]' OR p_user IS NULL OR p_user !~ '[^[:space:]]' THEN
+        RAISE EXCEPTION 'consent needs an org_id and a user_id' USING ERRCODE = '22023';
+    END IF;
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'at must be a finite time, got %', at USING ERRCODE = '22023';
+    END IF;
+    IF at > now() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'at may not be in the future, got %', at USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory._require_org(p_org);
     IF NOT EXISTS (SELECT 1 FROM memory.route_slices r WHERE r.route = load_slices.route) THEN
         RAISE EXCEPTION 'unknown route "%"', route USING ERRCODE = '22023',
             HINT = 'Routes: ' || (SELECT string_agg(DISTINCT r.route, ', ') FROM memory.route_slices r);
@@ -3327,7 +3338,8 @@ BEGIN
        OR EXISTS (SELECT 1 FROM unnest(optional) o WHERE NOT o = ANY (ARRAY(SELECT jsonb_object_keys(src)) || ARRAY['S6_recent_active_threads_titles', 'S9_persona_drift_recent'])) THEN
         RAISE EXCEPTION 'optional must name slices (S1_language_pref ... S9_persona_drift_recent)' USING ERRCODE = '22023';
     END IF;
-    have := coalesce(memory._consent_scopes(p_org, p_user), '{}');
+    SELECT c.scopes INTO have FROM memory.consents c WHERE c.org_id = p_org AND c.user_id = p_user ORDER BY c.version DESC LIMIT 1;
+    have := coalesce(have, '{}');
     profile := 'save_to_profile' = ANY (have);
     threads := 'save_to_thread' = ANY (have);
     -- The route's required slices and the optional ones asked for; never a `never` slice.
