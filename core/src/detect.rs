@@ -200,7 +200,8 @@ impl From<bool> for Set {
 }
 
 /// What the one-pass scan saw that a detector needs before it can match (each flag is necessary
-/// for its detectors, never sufficient). `Gates::open()` lets every detector run.
+/// for its detectors, never sufficient). Without a scan (`find`, the reference path), every
+/// detector runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Gates {
     /// Most digits in one chain of all-digit words joined by single spaces or dashes.
@@ -227,32 +228,6 @@ pub struct Gates {
     pub hex0x: bool,
     pub base58: bool,
     pub bech32: bool,
-}
-
-impl Gates {
-    /// Every gate open: the detectors decide alone (reference path, `find`).
-    pub fn open() -> Gates {
-        Gates {
-            digit_chain: usize::MAX,
-            dashed_nine: true,
-            phone_chain: usize::MAX,
-            nine_digits: true,
-            pem: true,
-            at: true,
-            plus_digit: true,
-            scheme: true,
-            iban: true,
-            aws: true,
-            google: true,
-            jwt: true,
-            github: true,
-            slack: true,
-            stripe: true,
-            hex0x: true,
-            base58: true,
-            bech32: true,
-        }
-    }
 }
 
 /// Whether detector `d` matches somewhere in the (folded) text.
@@ -419,8 +394,13 @@ fn build(p: &str) -> Regex {
 
 /// Luhn checksum over the digits of `candidate` (separators ignored), 13 to 19 digits.
 pub fn luhn_valid(candidate: &[u8]) -> bool {
-    let digits: Vec<u32> = candidate.iter().filter(|b| b.is_ascii_digit()).map(|b| u32::from(b - b'0')).collect();
+    let digits = digits_of(candidate);
     (13..=19).contains(&digits.len()) && luhn(&digits)
+}
+
+/// The digits of a candidate, separators dropped.
+fn digits_of(candidate: &[u8]) -> Vec<u32> {
+    candidate.iter().filter(|b| b.is_ascii_digit()).map(|b| u32::from(b - b'0')).collect()
 }
 
 fn luhn(digits: &[u32]) -> bool {
@@ -460,7 +440,7 @@ pub fn card_issuer_valid(digits: &[u32]) -> bool {
 
 fn card_number(t: &[u8]) -> bool {
     CARD.find_iter(t).any(|m| {
-        let digits: Vec<u32> = m.as_bytes().iter().filter(|b| b.is_ascii_digit()).map(|b| u32::from(b - b'0')).collect();
+        let digits = digits_of(m.as_bytes());
         luhn(&digits) && card_issuer_valid(&digits)
     })
 }
