@@ -17,10 +17,14 @@ thread_local! {
     // cost more than the rest of the append. Dropped when the table's relcache entry is
     // invalidated (ALTER TABLE, govern), so a plan never outlives the columns it reads.
     static TRIGGER_PLANS: RefCell<HashMap<(pg_sys::Oid, String), pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+    // Counts relcache invalidations seen by forget_plans: a plan taken out of TRIGGER_PLANS is put
+    // back only if none came in while it was out.
+    static PLANS_FORGOTTEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Relcache callback: forget the plans of `relid` (InvalidOid: of every table).
 pub(super) fn forget_plans(relid: pg_sys::Oid) {
+    PLANS_FORGOTTEN.with(|g| g.set(g.get().wrapping_add(1)));
     TRIGGER_PLANS.with(|p| {
         let mut p = p.borrow_mut();
         if relid == pg_sys::InvalidOid {
@@ -187,11 +191,15 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             let plan = client.prepare(query.as_str(), &[]).map_err(MxError::spi_in("audit"))?.keep();
             TRIGGER_PLANS.with(|p| p.borrow_mut().insert(key.clone(), plan));
         }
-        let mut cursor = TRIGGER_PLANS.with(|p| {
-            let plans = p.borrow();
-            let plan = plans.get(&key).expect("prepared above");
-            client.open_cursor(plan, &[])
-        });
+        // The plan is taken out while the cursor opens: opening it can accept invalidation
+        // messages, whose relcache callback (forget_plans) needs the map, and a borrow held across
+        // it failed with "RefCell already borrowed" under concurrent DDL.
+        let plan = TRIGGER_PLANS.with(|p| p.borrow_mut().remove(&key)).expect("prepared above");
+        let seen = PLANS_FORGOTTEN.with(|g| g.get());
+        let mut cursor = client.open_cursor(&plan, &[]);
+        if PLANS_FORGOTTEN.with(|g| g.get()) == seen {
+            TRIGGER_PLANS.with(|p| p.borrow_mut().insert(key.clone(), plan));
+        }
         let mut batch = crate::pg::spi::Fetched::default();
         if !batch.fetch(&mut cursor, CHUNK, cols)? {
             return Ok(());
