@@ -9,7 +9,8 @@
 # Idempotent: start on a running cluster prints its port.
 # With MEMORY_EXT_FAKETIME_FILE set, the server runs under libfaketime and reads its clock offset
 # from that file on every call (e.g. "+0", "+3024000"): tests move a running cluster into a later month.
-# MEMORY_EXT_SERVER_OPTS adds server options (e.g. "-c wal_level=logical").
+# MEMORY_EXT_SERVER_OPTS adds server options (e.g. "-c wal_level=logical"); MEMORY_EXT_PRELOAD_FIRST
+# names libraries preloaded before memory_ext (Citus must come first: scripts/citus.sh).
 set -euo pipefail
 cmd=${1:?start|stop|port}; name=${2:?cluster name}
 bin=$(/usr/bin/pg_config --bindir)
@@ -42,6 +43,7 @@ case $cmd in
       preload=pg_cron,memory_ext
       extra="-c cron.database_name=postgres"
     fi
+    preload=${MEMORY_EXT_PRELOAD_FIRST:+$MEMORY_EXT_PRELOAD_FIRST,}$preload
     extra="$extra -c shared_preload_libraries=$preload ${MEMORY_EXT_SERVER_OPTS:-}"
     if [ -n "${MEMORY_EXT_INTEGRATOR_DATABASES:-}" ]; then
       extra="$extra -c memory.integrator_databases=$MEMORY_EXT_INTEGRATOR_DATABASES"

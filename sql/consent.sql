@@ -633,6 +633,11 @@ CREATE FUNCTION memory._merge_route_slice()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.route_slices'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     UPDATE memory.route_slices r SET mode = NEW.mode WHERE r.route = NEW.route AND r.slice = NEW.slice;
     RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
 END $$;
@@ -646,6 +651,11 @@ CREATE FUNCTION memory._route_slices_changed()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus the change is made on every node's copy of the table: recorded once, by the
+    -- coordinator's copy.
+    IF memory._citus_other_copy(TG_RELID, 'memory.route_slices'::pg_catalog.regclass) THEN
+        RETURN NULL;
+    END IF;
     IF memory._creating_extension() OR memory._restore_mode() THEN
         RETURN NULL;
     END IF;
@@ -855,6 +865,11 @@ CREATE FUNCTION memory._merge_drift_setting()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.drift_thresholds'::pg_catalog.regclass AND TG_RELID OPERATOR(pg_catalog.<>) 'memory.drift_lexicon'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     IF TG_TABLE_NAME = 'drift_thresholds' THEN
         UPDATE memory.drift_thresholds t SET value = NEW.value, description = NEW.description WHERE t.name = NEW.name;
     ELSE

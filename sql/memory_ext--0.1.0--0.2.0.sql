@@ -1510,6 +1510,11 @@ CREATE OR REPLACE FUNCTION memory._merge_platform_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.retention_policies'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     IF NEW.org_id IS NULL THEN
         UPDATE memory.retention_policies p
            SET retention_days = NEW.retention_days, soft_delete_grace_days = NEW.soft_delete_grace_days,
@@ -1533,6 +1538,11 @@ CREATE OR REPLACE FUNCTION memory._merge_memory_type_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.memory_type_policies'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     UPDATE memory.memory_type_policies p
        SET ttl = NEW.ttl, archive_after = NEW.archive_after, cleanup = NEW.cleanup, backup = NEW.backup
      WHERE p.memory_type OPERATOR(pg_catalog.=) NEW.memory_type;
@@ -3230,6 +3240,11 @@ CREATE OR REPLACE FUNCTION memory._merge_route_slice()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.route_slices'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     UPDATE memory.route_slices r SET mode = NEW.mode WHERE r.route = NEW.route AND r.slice = NEW.slice;
     RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
 END $$;
@@ -3243,6 +3258,11 @@ CREATE OR REPLACE FUNCTION memory._route_slices_changed()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus the change is made on every node's copy of the table: recorded once, by the
+    -- coordinator's copy.
+    IF memory._citus_other_copy(TG_RELID, 'memory.route_slices'::pg_catalog.regclass) THEN
+        RETURN NULL;
+    END IF;
     IF memory._creating_extension() OR memory._restore_mode() THEN
         RETURN NULL;
     END IF;
@@ -3453,6 +3473,11 @@ CREATE OR REPLACE FUNCTION memory._merge_drift_setting()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.drift_thresholds'::pg_catalog.regclass AND TG_RELID OPERATOR(pg_catalog.<>) 'memory.drift_lexicon'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     IF TG_TABLE_NAME = 'drift_thresholds' THEN
         UPDATE memory.drift_thresholds t SET value = NEW.value, description = NEW.description WHERE t.name = NEW.name;
     ELSE

@@ -39,6 +39,11 @@ CREATE FUNCTION memory._merge_platform_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.retention_policies'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     IF NEW.org_id IS NULL THEN
         UPDATE memory.retention_policies p
            SET retention_days = NEW.retention_days, soft_delete_grace_days = NEW.soft_delete_grace_days,
@@ -85,6 +90,11 @@ CREATE FUNCTION memory._merge_memory_type_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- On Citus a trigger fires on the shards of the table (reference copies): a restore merges
+    -- into the table itself, never into a shard.
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.memory_type_policies'::pg_catalog.regclass THEN
+        RETURN NEW;
+    END IF;
     UPDATE memory.memory_type_policies p
        SET ttl = NEW.ttl, archive_after = NEW.archive_after, cleanup = NEW.cleanup, backup = NEW.backup
      WHERE p.memory_type OPERATOR(pg_catalog.=) NEW.memory_type;

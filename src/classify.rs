@@ -314,6 +314,16 @@ fn rules_changed<'a>(
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
     let relid = trigger.relid().unwrap_or(pg_sys::InvalidOid);
     crate::pg::callbacks::invalidate_relation(relid);
+    // On Citus the trigger fires on a shard or reference-table copy (`<table>_<shardid>`), while
+    // the caches are keyed by the table itself: invalidate that too, on this node.
+    if let Ok(Some(logical)) = Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT pg_catalog.to_regclass(pg_catalog.format('%I.%I', n.nspname, pg_catalog.substring(c.relname, '^(.*)_[0-9]+$')))::pg_catalog.oid
+           FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+          WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.~) '_[0-9]+$'",
+        &[relid.into()],
+    ) {
+        crate::pg::callbacks::invalidate_relation(logical);
+    }
     Ok(None)
 }
 

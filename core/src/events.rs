@@ -49,6 +49,7 @@ pub const RETENTION_DISPOSED: &str = "memory.govern.retention_disposed";
 pub const INGEST_BATCH: &str = "memory.ingest.batch";
 pub const UNAUTHORIZED_ACCESS_ATTEMPT: &str = "memory.govern.unauthorized_access_attempt";
 pub const DECAY_ERROR: &str = "memory.job.decay.error";
+pub const DISTRIBUTE: &str = "memory.distribute";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
@@ -58,7 +59,7 @@ pub const ALL: &[&str] = &[
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
     CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE, GOVERN_STILL_SUPPORTED, GOVERN_ERODED,
     GOVERN_RETRACTED_SOURCE, GOVERN_BROKEN_PROVENANCE, TASK_ENQUEUED, RETENTION_DISPOSED, INGEST_BATCH,
-    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR,
+    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

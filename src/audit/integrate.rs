@@ -156,7 +156,15 @@ pub enum Caller {
 }
 
 /// Integrate the pending entries this transaction sees; returns how many were chained.
+///
+/// On Citus (SPEC §10) each node integrates the shard groups it holds: the background worker of
+/// a node and `memory._audit_integrate_local` do that; anything else asks every node to
+/// (`run_command_on_all_nodes`, each node in its own transaction) and sums their counts.
 pub fn integrate(caller: Caller) -> Result<i64, MxError> {
+    integrate_where(caller, false)
+}
+
+fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
     if !crate::pg::xact::can_write_fresh() {
         return match caller {
             Caller::Explicit => Err(MxError::new(
@@ -168,6 +176,50 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
         };
     }
     Spi::connect(|client| {
+        if !super::storage::distributed(client)? {
+            let tables = super::storage::local(client)?;
+            return integrate_in(client, caller, &tables);
+        }
+        if local_only || caller == Caller::Worker {
+            let mut done = 0;
+            for tables in super::storage::local_groups(client)? {
+                done += integrate_in(client, caller, &tables)?;
+            }
+            return Ok(done);
+        }
+        let _owner = crate::trust::AsOwner::enter()?;
+        let command = format!("SELECT memory._audit_integrate_local({})", caller == Caller::Explicit);
+        let mut done = 0i64;
+        for row in client
+            .select(
+                "SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid",
+                None,
+                &[command.as_str().into()],
+            )
+            .map_err(MxError::spi_in("audit"))?
+        {
+            let node: i32 = row.get(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+            let ok: bool = row.get(2).map_err(MxError::spi_in("audit"))?.unwrap_or(false);
+            let result: String = row.get(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+            match (ok, result.parse::<i64>()) {
+                (true, Ok(n)) => done += n,
+                // Readers go on without what a node could not integrate (audit_verify counts
+                // it as pending); an explicit call reports it.
+                _ if caller != Caller::Explicit => {
+                    pgrx::warning!("memory_ext: audit integration on Citus node {node} failed: {result}")
+                }
+                _ => {
+                    return Err(MxError::new(code::INTERNAL, format!("audit integration on Citus node {node} failed: {result}")))
+                }
+            }
+        }
+        Ok(done)
+    })
+}
+
+/// Integration of the pending entries of one place (the node's own tables, or one shard group).
+fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tables) -> Result<i64, MxError> {
+    {
         // The appender first: it runs everything below as the extension owner.
         let mut ap = Appender::new(client)?.immediate().system(true);
         // Integrators serialize on a lock of memory.audit_integration_lock, an empty table only
@@ -186,14 +238,19 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
         {
             // The sort of the backlog in memory rather than in temporary files.
             let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", c"256MB");
-            let mut cursor = client.open_cursor(PENDING_QUERY, &[]);
+            let pending_query = tables.sql(PENDING_QUERY);
+            let mut cursor = client.open_cursor(pending_query.as_str(), &[]);
             let mut batch = Fetched::default();
             // Entries whose (chain, id) occurs more than once: copies (the id is bound into the
             // signature, so a copy signs like its original). Neither is chained; audit_verify
             // reports them.
             let mut copies: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
             for row in client
-                .select("SELECT chain_id, id FROM memory.audit_pending GROUP BY 1, 2 HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1", None, &[])
+                .select(
+                    tables.sql("SELECT chain_id, id FROM memory.audit_pending GROUP BY 1, 2 HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1").as_str(),
+                    None,
+                    &[],
+                )
                 .map_err(MxError::spi_in("audit"))?
             {
                 let chain = row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
@@ -241,8 +298,9 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
         // only an integrator deletes them, and integrators hold the lock above).
         if !ctids.is_empty() {
             crate::gates::set_integrating(true);
-            let deleted = super::run(
+            let deleted = super::run_in(
                 client,
+                tables,
                 "DELETE FROM memory.audit_pending WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)",
                 &[pg_sys::TIDARRAYOID],
                 &[ctids.clone().into()],
@@ -257,7 +315,7 @@ pub fn integrate(caller: Caller) -> Result<i64, MxError> {
         }
         ap.finish(client)?;
         Ok(done)
-    })
+    }
 }
 
 /// `memory.audit_integrate()` and the readers' integration (not granted to PUBLIC; the SQL
@@ -270,4 +328,11 @@ fn audit_integrate_sql(explicit: bool) -> i64 {
         Caller::Reader
     })
     .or_raise()
+}
+
+/// On Citus, a node's share of an integration: the shard groups it holds (not granted to PUBLIC;
+/// called by `memory._audit_integrate` on the coordinator through `run_command_on_all_nodes`).
+#[pg_extern(volatile, name = "_audit_integrate_local")]
+fn audit_integrate_local_sql(explicit: bool) -> i64 {
+    integrate_where(if explicit { Caller::Explicit } else { Caller::Reader }, true).or_raise()
 }

@@ -12,6 +12,7 @@
 pub mod denied;
 mod integrate;
 mod jsonb;
+pub mod storage;
 mod trigger;
 mod verify;
 pub mod worker;
@@ -82,6 +83,8 @@ pub struct EventRef<'a> {
 struct Head {
     /// ctid of the head row version this transaction holds locked.
     tid: String,
+    /// Where the chain is (its shard group on Citus).
+    tables: std::rc::Rc<storage::Tables>,
     chainer: Chainer,
     tree: MerkleBuilder,
     recorded_at: i64,
@@ -103,6 +106,8 @@ pub struct Appender {
     rows: Rows,
     /// Deferred mode: events become pending entries; `lock` only checks orgs.
     deferred: bool,
+    /// Chained in the statement because the caller said so (the sequencer), not by the mode.
+    sequencer: bool,
     /// Deferred mode: chains whose org was checked.
     checked: BTreeSet<String>,
     signer: PendingSigner,
@@ -246,6 +251,22 @@ fn run<'conn>(
     })
 }
 
+/// `run` on the tables of `tables`: the kept plan for the node's own tables, the statement with
+/// the shard names put in (planned each time) for a Citus shard group.
+fn run_in<'conn>(
+    client: &SpiClient<'conn>,
+    tables: &storage::Tables,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+    limit: Option<std::ffi::c_long>,
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
+    if !tables.is_shard_group() {
+        return run(client, sql, types, args, limit);
+    }
+    client.select(tables.sql(sql).as_str(), limit, args).map_err(MxError::spi_in("audit"))
+}
+
 thread_local! {
     // Head rows this transaction already updated: chain -> ctid of the newest version. Every
     // update of a row leaves a version that a lookup by key must walk past until the
@@ -302,6 +323,7 @@ impl Appender {
             heads: BTreeMap::new(),
             rows: Rows::default(),
             deferred: crate::gucs::AUDIT_MODE.get() == crate::gucs::AuditMode::Deferred,
+            sequencer: false,
             checked: BTreeSet::new(),
             signer: PendingSigner::new(),
             written_at: crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS,
@@ -312,6 +334,7 @@ impl Appender {
     /// Chain in the statement whatever `memory.audit_mode` says (the sequencer itself).
     pub fn immediate(mut self) -> Self {
         self.deferred = false;
+        self.sequencer = true;
         self
     }
 
@@ -340,6 +363,17 @@ impl Appender {
                 }
             }
         }
+        if !self.deferred && self.standby.is_none() && !self.sequencer && self.heads.is_empty() && self.rows.rows.is_empty() {
+            // Immediate mode on Citus for a chain placed on another node (an event appended on
+            // the coordinator, which holds no shards): its head cannot be locked here, so the
+            // appender records pending entries, which the sequencer of the chain's node chains.
+            for chain in &wanted {
+                if storage::for_chain(client, chain)?.is_none() {
+                    self.deferred = true;
+                    break;
+                }
+            }
+        }
         if self.deferred || self.standby.is_some() {
             // No chain lock: the sequencer orders pending entries after commit (and a standby
             // records nothing).
@@ -351,13 +385,18 @@ impl Appender {
                                    WHERE ctid = $1::tid AND chain_id = $2 FOR UPDATE";
             const BY_KEY: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
                                    WHERE chain_id = $1 FOR UPDATE";
+            const NEW_HEAD: &str = "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING";
+            let tables = storage::for_chain(client, chain)?.ok_or_else(|| {
+                MxError::new(code::INTERNAL, format!("the audit shards of chain \"{chain}\" are not on this node"))
+                    .hint("Integrate on the node that holds them: memory.audit_integrate() on the coordinator does.")
+            })?;
             let mut rows = match cached_tid(chain) {
-                Some(tid) => run(client, BY_TID, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[tid.as_str().into(), chain.into()], Some(1))?,
-                None => run(client, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?,
+                Some(tid) => run_in(client, &tables, BY_TID, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[tid.as_str().into(), chain.into()], Some(1))?,
+                None => run_in(client, &tables, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?,
             };
             if rows.is_empty() {
-                run(client, "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING", &[pg_sys::TEXTOID], &[chain.into()], None)?;
-                rows = run(client, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?;
+                run_in(client, &tables, NEW_HEAD, &[pg_sys::TEXTOID], &[chain.into()], None)?;
+                rows = run_in(client, &tables, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?;
             }
             let row = rows.first();
             let seq = row.get::<i64>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
@@ -375,7 +414,7 @@ impl Appender {
             // contiguous range of every chain (which sealing relies on).
             let tid: String = row.get(5).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
             let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
-            self.heads.insert(chain.to_string(), Head { tid, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
+            self.heads.insert(chain.to_string(), Head { tid, tables, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
         }
         Ok(())
     }
@@ -491,12 +530,43 @@ impl Appender {
         }
         let r = &self.rows;
         if self.deferred {
-            let pending = pending_relid(client)?;
-            let opened = crate::pg::bulk::Opened::open(&[pending]);
-            let order: Vec<usize> = (0..r.rows.len()).collect();
             let key_id = self.key_id;
-            opened.insert(0, &PENDING_COLUMNS, &order, |i| r.pending_cells(i, key_id))?;
+            if !storage::distributed(client)? {
+                let pending = pending_relid(client)?;
+                let opened = crate::pg::bulk::Opened::open(&[pending]);
+                let order: Vec<usize> = (0..r.rows.len()).collect();
+                opened.insert(0, &PENDING_COLUMNS, &order, |i| r.pending_cells(i, key_id))?;
+                drop(opened);
+                self.rows.clear();
+                return Ok(());
+            }
+            // Citus: each entry into its chain's pending shard when that is on this node (a
+            // trigger on a worker's shard: the co-located shard beside it), else through the outbox.
+            let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
+            let mut outbox = false;
+            for (i, row) in r.rows.iter().enumerate() {
+                let chain = std::str::from_utf8(r.chain(row)).unwrap_or_default();
+                let oid = match storage::for_chain(client, chain)? {
+                    Some(t) => t.pending,
+                    None => {
+                        outbox = true;
+                        storage::outbox(client)?
+                    }
+                };
+                match groups.iter_mut().find(|g| g.0 == oid) {
+                    Some(g) => g.1.push(i),
+                    None => groups.push((oid, vec![i])),
+                }
+            }
+            let opened = crate::pg::bulk::Opened::open(&groups.iter().map(|g| g.0).collect::<Vec<_>>());
+            for (k, (_, which)) in groups.iter().enumerate() {
+                opened.insert(k, &PENDING_COLUMNS, which, |i| r.pending_cells(i, key_id))?;
+            }
             drop(opened);
+            if outbox {
+                crate::pg::xact::command_counter_increment();
+                storage::ship_outbox(client)?;
+            }
             self.rows.clear();
             return Ok(());
         }
@@ -507,12 +577,21 @@ impl Appender {
             // Creating a partition locks the parent exclusively, so with the parent locked the
             // cached partition list cannot go stale under this flush; an attach (which does not)
             // invalidates it, and opening the partitions below then shows it.
-            let parts = partitions(client)?;
-            crate::pg::bulk::lock_for_insert(parts.0);
-            let parts = partitions(client)?;
+            let mut logs: Vec<(pg_sys::Oid, Partitions)> = Vec::new();
+            for head in self.heads.values() {
+                if !logs.iter().any(|l| l.0 == head.tables.log) {
+                    let log = head.tables.log;
+                    let parts = partitions_of(client, log)?;
+                    crate::pg::bulk::lock_for_insert(parts.0);
+                    logs.push((log, partitions_of(client, log)?));
+                }
+            }
             let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
             for (i, row) in r.rows.iter().enumerate() {
                 let pg_at = row.recorded_at - PG_EPOCH_UNIX_MICROS;
+                let chain = std::str::from_utf8(r.chain(row)).unwrap_or_default();
+                let log = self.heads.get(chain).map(|h| h.tables.log).unwrap_or(pg_sys::InvalidOid);
+                let parts = &logs.iter().find(|l| l.0 == log).ok_or_else(|| MxError::new(code::INTERNAL, format!("chain \"{chain}\" is not locked")))?.1;
                 let oid = parts
                     .1
                     .iter()
@@ -529,7 +608,7 @@ impl Appender {
                 }
             }
             let opened = crate::pg::bulk::Opened::open(&groups.iter().map(|g| g.0).collect::<Vec<_>>());
-            if PARTITIONS.with(|p| p.borrow().is_none()) {
+            if logs.iter().any(|l| !partitions_current(l.0, &l.1)) {
                 continue;
             }
             for (k, (_, which)) in groups.iter().enumerate() {
@@ -562,8 +641,9 @@ impl Appender {
         }
         for (chain, head) in &self.heads {
             let (seq, hash) = head.chainer.head();
-            let updated = run(
+            let updated = run_in(
                 client,
+                &head.tables,
                 "UPDATE memory.audit_heads SET seq = $2, entry_hash = $3, merkle_frontier = $4,
                         last_recorded_at = 'epoch'::timestamptz + $5 * interval '1 microsecond', updated_at = now()
                   WHERE ctid = $6::tid AND chain_id = $1 RETURNING ctid::text",
@@ -927,9 +1007,10 @@ fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
 type Partitions = std::rc::Rc<(pg_sys::Oid, Vec<(pg_sys::Oid, Option<(i64, i64)>)>)>;
 
 thread_local! {
-    // memory.audit_log's oid and its partitions, kept until a relcache invalidation of the log
-    // (attaching or detaching a partition invalidates the parent) or of everything.
-    static PARTITIONS: std::cell::RefCell<Option<Partitions>> = const { std::cell::RefCell::new(None) };
+    // The partitions of memory.audit_log (and, on Citus, of this node's shards of it) by the
+    // log's oid, kept until a relcache invalidation of that log (attaching or detaching a
+    // partition invalidates the parent) or of everything.
+    static PARTITIONS: std::cell::RefCell<HashMap<pg_sys::Oid, Partitions>> = std::cell::RefCell::new(HashMap::new());
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
@@ -943,10 +1024,13 @@ fn partitions_inval(relid: pg_sys::Oid) {
     });
     PARTITIONS.with(|p| {
         let mut p = p.borrow_mut();
-        if relid == pg_sys::InvalidOid || p.as_ref().is_some_and(|parts| parts.0 == relid) {
-            *p = None;
+        if relid == pg_sys::InvalidOid {
+            p.clear();
+        } else {
+            p.remove(&relid);
         }
     });
+    storage::forget(relid);
 }
 
 pub fn init() {
@@ -958,32 +1042,32 @@ pub fn init() {
     denied::init();
 }
 
-/// The partitions of memory.audit_log: (oid, [lo, hi) in Postgres microseconds, None for the
-/// default partition). Read once, then from the cache.
-fn partitions(client: &SpiClient) -> Result<Partitions, MxError> {
-    if let Some(p) = PARTITIONS.with(|p| p.borrow().clone()) {
+/// The partitions of the log `log` (memory.audit_log, or a shard of it on Citus): (oid, [lo, hi)
+/// in Postgres microseconds, None for the default partition). Read once, then from the cache.
+fn partitions_of(client: &SpiClient, log: pg_sys::Oid) -> Result<Partitions, MxError> {
+    if let Some(p) = PARTITIONS.with(|p| p.borrow().get(&log).cloned()) {
         return Ok(p);
     }
-    let parent = run(client, "SELECT 'memory.audit_log'::regclass::oid", &[], &[], Some(1))?
-        .first()
-        .get::<pg_sys::Oid>(1)
-        .map_err(MxError::spi_in("audit"))?
-        .unwrap_or(pg_sys::InvalidOid);
-    let parts: Partitions = std::rc::Rc::new((parent, read_partitions(client)?));
-    PARTITIONS.with(|p| *p.borrow_mut() = Some(parts.clone()));
+    let parts: Partitions = std::rc::Rc::new((log, read_partitions(client, log)?));
+    PARTITIONS.with(|p| p.borrow_mut().insert(log, parts.clone()));
     Ok(parts)
 }
 
-fn read_partitions(client: &SpiClient) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
+/// Whether `parts` is still the cached partition list of `log` (no invalidation since).
+fn partitions_current(log: pg_sys::Oid, parts: &Partitions) -> bool {
+    PARTITIONS.with(|p| p.borrow().get(&log).is_some_and(|c| std::rc::Rc::ptr_eq(c, parts)))
+}
+
+fn read_partitions(client: &SpiClient, log: pg_sys::Oid) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
     let rows = run(
         client,
         "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8
            FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
                 LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
                                              'FROM \\(''([^'']+)''\\) TO \\(''([^'']+)''\\)') AS m) b
-          WHERE i.inhparent = 'memory.audit_log'::regclass",
-        &[],
-        &[],
+          WHERE i.inhparent = $1",
+        &[pg_sys::OIDOID],
+        &[log.into()],
         None,
     )?;
     let mut out = Vec::new();

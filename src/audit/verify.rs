@@ -35,41 +35,130 @@ fn audit_verify(
 
 type VerifyRow = (String, i64, bool, Option<i64>, Option<String>, i64, i64);
 
+/// Every chain of one place (or only `chain_id` if it is there), in chain order.
+const CHAINS: &str = "SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log
+                       UNION SELECT DISTINCT chain_id FROM memory.audit_pending ORDER BY 1";
+
 fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
+    verify_where(chain_id, false)
+}
+
+/// On Citus (SPEC §10) each node verifies the chains of the shard groups it holds
+/// (`memory._audit_verify_local`); elsewhere the coordinator asks every node and merges.
+fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<VerifyRow>, MxError> {
     Spi::connect(|client| {
         let keys = super::integrate::read_keys(client)?;
-        let chains: Vec<String> = match chain_id {
-            Some(c) => vec![c],
-            None => {
-                let mut v = Vec::new();
-                for row in client
-                    .select("SELECT chain_id FROM memory.audit_heads UNION SELECT DISTINCT chain_id FROM memory.audit_log
-                              UNION SELECT DISTINCT chain_id FROM memory.audit_pending ORDER BY 1", None, &[])
-                    .map_err(MxError::spi_in("audit"))?
-                {
-                    v.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
-                }
-                v
-            }
+        let places = if !super::storage::distributed(client)? {
+            vec![super::storage::local(client)?]
+        } else if local_only {
+            super::storage::local_groups(client)?
+        } else {
+            return verify_on_nodes(client, chain_id);
         };
-        let mut out = Vec::with_capacity(chains.len());
-        for chain in chains {
-            out.push(verify_chain(client, &keys, &chain)?);
+        let mut out = Vec::new();
+        for tables in places {
+            let chains: Vec<String> = match (&chain_id, tables.is_shard_group()) {
+                (Some(c), false) => vec![c.clone()],
+                _ => {
+                    let mut v = Vec::new();
+                    for row in client.select(tables.sql(CHAINS).as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
+                        let c = row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+                        if chain_id.as_ref().is_none_or(|want| *want == c) {
+                            v.push(c);
+                        }
+                    }
+                    v
+                }
+            };
+            for chain in chains {
+                out.push(verify_chain(client, &keys, &chain, &tables)?);
+            }
         }
         Ok(out)
     })
+}
+
+/// The coordinator's verification on Citus: every node verifies the chains it holds, in its own
+/// transaction; the rows come back as JSON and are merged in chain order. A chain no node holds
+/// has no entries (as on a single node).
+fn verify_on_nodes(client: &SpiClient, chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
+    let _owner = crate::trust::AsOwner::enter()?;
+    let mut out: Vec<VerifyRow> = Vec::new();
+    for row in client
+        .select(
+            "SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes(pg_catalog.format(
+                 'SELECT COALESCE(pg_catalog.json_agg(v), ''[]''::pg_catalog.json) FROM memory._audit_verify_local(%L) v', $1::text))
+              ORDER BY nodeid",
+            None,
+            &[chain_id.as_deref().into()],
+        )
+        .map_err(MxError::spi_in("audit"))?
+    {
+        let node: i32 = row.get(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        let ok: bool = row.get(2).map_err(MxError::spi_in("audit"))?.unwrap_or(false);
+        let result: String = row.get(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        if !ok {
+            return Err(MxError::new(code::INTERNAL, format!("audit verification on Citus node {node} failed: {result}")));
+        }
+        let rows: Vec<Value> = serde_json::from_str(&result)
+            .map_err(|e| MxError::new(code::INTERNAL, format!("audit verification on Citus node {node} answered {e}")))?;
+        for r in rows {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
+            let n = |k: &str| r.get(k).and_then(Value::as_i64);
+            out.push((
+                s("chain_id").unwrap_or_default(),
+                n("entries").unwrap_or(0),
+                r.get("ok").and_then(Value::as_bool).unwrap_or(false),
+                n("first_bad_seq"),
+                s("reason"),
+                n("pruned").unwrap_or(0),
+                n("pending").unwrap_or(0),
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(c) = chain_id {
+        if out.is_empty() {
+            out.push((c, 0, true, None, None, 0, 0));
+        }
+    }
+    Ok(out)
+}
+
+/// `memory._audit_verify` on one node of a Citus cluster: the chains of the shard groups it
+/// holds (called by the coordinator's verification through `run_command_on_all_nodes`).
+#[pg_extern(volatile, name = "_audit_verify_local")]
+fn audit_verify_local(
+    chain_id: Option<String>,
+) -> TableIterator<
+    'static,
+    (
+        name!(chain_id, String),
+        name!(entries, i64),
+        name!(ok, bool),
+        name!(first_bad_seq, Option<i64>),
+        name!(reason, Option<String>),
+        name!(pruned, i64),
+        name!(pending, i64),
+    ),
+> {
+    TableIterator::new(verify_where(chain_id, true).or_raise())
 }
 
 fn hash32(v: Option<Vec<u8>>) -> [u8; 32] {
     v.and_then(|b| b.try_into().ok()).unwrap_or([0xff; 32])
 }
 
-fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<VerifyRow, MxError> {
+fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str, tables: &super::storage::Tables) -> Result<VerifyRow, MxError> {
     let mut seals = Vec::new();
     for row in client
         .select(
-            "SELECT first_seq, last_seq, last_entry_hash, merkle_root FROM memory.audit_seals
+            tables
+                .sql(
+                    "SELECT first_seq, last_seq, last_entry_hash, merkle_root FROM memory.audit_seals
               WHERE chain_id = $1 AND entries > 0 ORDER BY first_seq",
+                )
+                .as_str(),
             None,
             &[chain.into()],
         )
@@ -83,7 +172,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
         });
     }
     let head = client
-        .select("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = $1", Some(1), &[chain.into()])
+        .select(tables.sql("SELECT seq, entry_hash FROM memory.audit_heads WHERE chain_id = $1").as_str(), Some(1), &[chain.into()])
         .map_err(MxError::spi_in("audit"))?;
     let head = if head.is_empty() {
         None
@@ -93,11 +182,11 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
     };
 
     let mut verifier = Verifier::new(keys, seals);
-    let mut cursor = client.open_cursor(
+    let log_query = tables.sql(
         "SELECT seq, prev_hash, entry_hash, event_type, recorded_at, actor_id, org_id, project_id, workspace_id, key_id, payload
            FROM memory.audit_log WHERE chain_id = $1 COLLATE \"C\" ORDER BY seq",
-        &[chain.into()],
     );
+    let mut cursor = client.open_cursor(log_query.as_str(), &[chain.into()]);
     // Reading rows (SPI, this thread) and hashing them (pure Rust) overlap: a helper thread parses
     // and hashes batch k while this thread fetches batch k+1; the checks, which are sequential,
     // stay here in seq order. The helper never calls into Postgres.
@@ -161,7 +250,7 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
         Some(d) => format!("{}: {d}", f.reason()),
         None => f.reason().to_string(),
     });
-    let (pending, bad) = check_pending(client, keys, chain)?;
+    let (pending, bad) = check_pending(client, keys, chain, tables)?;
     let mut ok = v.ok;
     if ok && bad > 0 {
         ok = false;
@@ -171,13 +260,13 @@ fn verify_chain(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -
 }
 
 /// The chain's pending entries (not yet integrated): how many, and how many fail their signature.
-fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str) -> Result<(i64, i64), MxError> {
-    let mut cursor = client.open_cursor(
+fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str, tables: &super::storage::Tables) -> Result<(i64, i64), MxError> {
+    let query = tables.sql(
         "SELECT ord, id, chain_id, ctid, event_type, written_at, actor_id, org_id, project_id,
                 workspace_id, payload, key_id, pending_hash
            FROM memory.audit_pending WHERE chain_id = $1 COLLATE \"C\"",
-        &[chain.into()],
     );
+    let mut cursor = client.open_cursor(query.as_str(), &[chain.into()]);
     let mut signer = memory_core::audit::PendingSigner::new();
     let utf8 = tuple::database_is_utf8();
     let mut batch = Fetched::default();

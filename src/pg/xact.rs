@@ -122,3 +122,10 @@ pub fn vacuum_in_worker(sql: &std::ffi::CStr) {
         pg_sys::MemoryContextDelete(cxt);
     }
 }
+
+/// Makes this command's writes visible to the statements that follow (rows inserted straight
+/// into a table, then read by SQL).
+pub fn command_counter_increment() {
+    // SAFETY: advances the transaction's command counter, as between statements.
+    unsafe { pg_sys::CommandCounterIncrement() };
+}
