@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/bin/pg_config
 PGRX_TEST_DATA ?= /tmp/memory_ext-pgrx-test
 export PG_CONFIG
 
-.PHONY: all deps build install test test-layout test-core test-pgrx test-sql test-python test-upgrade demo bench clean
+.PHONY: all deps build install test test-layout test-core test-pgrx test-sql test-python test-upgrade test-citus demo bench clean
 
 all: install
 
@@ -21,7 +21,7 @@ install: deps
 
 ## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
 ## tests, the upgrade from release 0.1.0.
-test: deps test-layout test-core test-pgrx install test-sql test-python test-upgrade
+test: deps test-layout test-core test-pgrx install test-sql test-python test-upgrade test-citus
 	@echo "make test: all layers passed"
 
 ## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section.
@@ -43,6 +43,11 @@ test-python: install
 ## Release 0.1.0 (built from its commit) filled with data, then ALTER EXTENSION UPDATE to this release.
 test-upgrade: install
 	tests/upgrade/run.sh
+
+## Citus (SPEC §10): builds Citus from ../shared/vendor/citus when none is installed, then a
+## coordinator + 2 workers; skipped (and says so) where neither exists.
+test-citus: install
+	tests/citus/run.sh
 
 ## Build, install, start a throwaway cluster, run the narrated walkthrough, print how to connect.
 demo: install

@@ -1340,12 +1340,23 @@ AS $$ SELECT * FROM memory._audit_verify_for_caller(chain_id) $$;
 COMMENT ON FUNCTION memory.audit_verify(text) IS
   'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned. Pending entries are integrated first where the transaction can write; those left are checked by their own HMAC and counted in `pending`.';
 
+-- The head is read by PL/pgSQL: on Citus a SQL function's parameters cannot be planned into a
+-- distributed query, a PL/pgSQL variable can.
+CREATE FUNCTION memory._audit_head_for(p_chain text)
+RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE c text := memory._require_org(p_chain);
+BEGIN
+    PERFORM memory._audit_integrate(false);
+    RETURN QUERY SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
+                   FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) c;
+END $$;
+
 CREATE OR REPLACE FUNCTION memory.audit_head(chain_id text)
 RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_integrate(false);
-      SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
-        FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) memory._require_org(audit_head.chain_id) $$;
+AS $$ SELECT * FROM memory._audit_head_for(audit_head.chain_id) $$;
 
 CREATE OR REPLACE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
 RETURNS SETOF memory.audit_log LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -1,0 +1,257 @@
+"""Scale-out on a real Citus cluster (SPEC §10): coordinator + 2 workers on local ports
+(scripts/citus.sh), memory_ext distributed by memory.distribute(), an application table governed
+and distributed by org. Everything is driven through the coordinator, as an application would;
+the workers are connected to directly only to look at where rows landed and to tamper.
+"""
+import os
+import pathlib
+import subprocess
+
+import psycopg
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CITUS = ROOT / "scripts" / "citus.sh"
+NAME = os.environ.get("MEMORY_EXT_CITUS_CLUSTER", "citustest")
+ORGS = [f"org_{i}" for i in range(8)]
+
+
+def dsn(port):
+    return f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ports = subprocess.check_output([str(CITUS), "start", NAME], text=True).split()
+    coord, w1, w2 = (int(p) for p in ports)
+    with psycopg.connect(dsn(coord), autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+        c.execute("""CREATE TABLE notes (id bigserial, org_id text NOT NULL, content text,
+                                         classification memory.classification, PRIMARY KEY (org_id, id))""")
+        c.execute("""SELECT memory.govern('notes', '{"content": "content", "target": "classification",
+                                                     "org": "org_id", "audit": true}')""")
+        done = c.execute("SELECT memory.distribute(8)").fetchone()[0]
+        assert done["governed"] == ["public.notes"]
+        assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
+        assert "memory.audit_keys" in done["reference"] and "memory.org_grants" in done["reference"]
+    yield {"coord": coord, "workers": {w1, w2}}
+    subprocess.run([str(CITUS), "stop", NAME], check=False)
+
+
+@pytest.fixture
+def coord(cluster):
+    with psycopg.connect(dsn(cluster["coord"]), autocommit=True) as c:
+        yield c
+
+
+def node_of(c, table, org):
+    """The port of the worker holding `org`'s shard of `table`, and the shard's name."""
+    return c.execute(
+        """SELECT p.nodeport, shard_name(%s::regclass, s)::text
+             FROM get_shard_id_for_distribution_column(%s::regclass, %s::text) s
+             JOIN pg_dist_shard_placement p ON p.shardid = s""",
+        (table, table, org),
+    ).fetchone()
+
+
+def insert(c, org, n, secret_every=3):
+    c.execute(
+        """INSERT INTO notes (org_id, content)
+           SELECT %s, 'note ' || i || CASE WHEN i %% %s = 0 THEN ' ssn 123-45-6789' ELSE '' END
+             FROM generate_series(1, %s) i""",
+        (org, secret_every, n),
+    )
+
+
+def verify(c, org=None):
+    rows = c.execute("SELECT chain_id, entries, ok, first_bad_seq, reason, pending FROM memory.audit_verify(%s)", (org,)).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_tenants_spread_over_both_workers_and_events_land_beside_their_rows(cluster, coord):
+    for i, org in enumerate(ORGS):
+        insert(coord, org, 10 + i)
+    nodes = {node_of(coord, "notes", org)[0] for org in ORGS}
+    assert nodes == cluster["workers"], "the 8 tenants' shards are on both workers"
+    # Classification ran on the shards.
+    tiers = dict(coord.execute("SELECT org_id, count(*) FILTER (WHERE classification = 'restricted') FROM notes GROUP BY 1").fetchall())
+    assert tiers["org_0"] == 3 and tiers["org_7"] == 5
+    # Each tenant's events are pending in the co-located shard of memory.audit_pending, on the
+    # worker that holds its rows, and nowhere else.
+    for i, org in enumerate(ORGS):
+        port, _ = node_of(coord, "notes", org)
+        pport, pshard = node_of(coord, "memory.audit_pending", org)
+        assert pport == port
+        with psycopg.connect(dsn(port), autocommit=True) as w:
+            n = w.execute(f"SELECT count(*) FROM {pshard} WHERE chain_id = %s", (org,)).fetchone()[0]
+        assert n == 10 + i
+    # The coordinator's own copy of the table holds none.
+    assert coord.execute("SELECT count(*) FROM ONLY memory.audit_outbox").fetchone()[0] == 0
+
+
+def test_coordinator_integrates_and_verifies_every_chain(coord):
+    coord.execute("SELECT memory.audit_integrate()")
+    v = verify(coord)
+    for i, org in enumerate(ORGS):
+        entries, ok, bad, reason, pending = v[org]
+        assert (entries, ok, bad, reason, pending) == (10 + i, True, None, None, 0), org
+    assert all(r[1] for r in v.values()), v
+    # Gapless seq per chain, in the distributed log.
+    for org, n, lo, hi in coord.execute("SELECT chain_id, count(*), min(seq), max(seq) FROM memory.audit_log WHERE chain_id LIKE 'org_%' GROUP BY 1").fetchall():
+        assert (lo, hi) == (1, n), org
+    assert coord.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0
+    head = coord.execute("SELECT seq, length(entry_hash), length(merkle_root) FROM memory.audit_head('org_3')").fetchone()
+    assert head == (13, 32, 32)
+
+
+def test_single_row_transactions_in_both_modes(cluster, coord):
+    org = "org_single"
+    with psycopg.connect(dsn(cluster["coord"])) as a, psycopg.connect(dsn(cluster["coord"])) as b:
+        for i in range(5):
+            a.execute("INSERT INTO notes (org_id, content) VALUES (%s, %s)", (org, f"deferred {i}"))
+            a.commit()
+        # Immediate mode on the worker that holds the chain: chained in the writing transaction.
+        # The trigger runs on the worker, so the setting must reach it: Citus forwards SET LOCAL
+        # with citus.propagate_set_commands = local (a session SET stays on the coordinator).
+        b.execute("SET citus.propagate_set_commands = 'local'")
+        for i in range(5):
+            b.execute("SET LOCAL memory.audit_mode = immediate")
+            b.execute("INSERT INTO notes (org_id, content) VALUES (%s, %s)", (org, f"immediate {i}"))
+            b.commit()
+        # A rolled-back write leaves nothing.
+        a.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'rolled back')", (org,))
+        a.rollback()
+    # The deferred ones are pending until integrated; the immediate ones are chained already.
+    chained = coord.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = %s", (org,)).fetchone()[0]
+    pending = coord.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = %s", (org,)).fetchone()[0]
+    assert (chained, pending) == (5, 5)
+    coord.execute("SELECT memory.audit_integrate()")
+    assert verify(coord, org)[org][:2] == (10, True)
+
+
+def test_coordinator_appends_go_to_the_chains_shard(coord):
+    # memory.audit_append runs on the coordinator, which holds no shards: the event goes through
+    # the outbox into the chain's pending shard, in the same transaction.
+    with coord.transaction():
+        coord.execute("SELECT memory.audit_append('app.checkout', '{\"step\": 1}', 'org_1', NULL, 'ws_1')")
+    assert coord.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = 'org_1'").fetchone()[0] == 1
+    assert coord.execute("SELECT count(*) FROM memory.audit_outbox").fetchone()[0] == 0
+    # A rolled-back append leaves nothing anywhere.
+    with pytest.raises(psycopg.errors.RaiseException):
+        with coord.transaction():
+            coord.execute("SELECT memory.audit_append('app.checkout', '{\"step\": 2}', 'org_1', NULL, 'ws_1')")
+            coord.execute("DO $$ BEGIN RAISE EXCEPTION 'abort'; END $$")
+    events = coord.execute("SELECT event_type, payload FROM memory.audit_events('ws_1')").fetchall()
+    assert events == [("app.checkout", {"step": 1})]
+    assert verify(coord, "org_1")["org_1"][:2] == (12, True)
+
+
+def tamper(coord, org, sql):
+    """Runs `sql` (with {log} for the org's log shard) on the worker that holds the org's log, as
+    an attacker with the worker's superuser would, past the append-only guard."""
+    port, log = node_of(coord, "memory.audit_log", org)
+    with psycopg.connect(dsn(port), autocommit=True) as w:
+        w.execute("SET session_replication_role = replica")
+        w.execute(sql.format(log=log), (org,))
+
+
+@pytest.mark.parametrize(
+    "org, sql, reason",
+    [
+        ("org_t1", "UPDATE {log} SET payload = payload || '{{\"x\": 1}}' WHERE chain_id = %s AND seq = 2", "hash mismatch"),
+        ("org_t2", "DELETE FROM {log} WHERE chain_id = %s AND seq = 2", "gap"),
+        ("org_t3", "DELETE FROM {log} WHERE chain_id = %s AND seq = 4", "tail"),
+        ("org_t4", "UPDATE {log} SET key_id = 999 WHERE chain_id = %s AND seq = 3", "key"),
+        ("org_t5", "UPDATE {log} SET seq = CASE seq WHEN 2 THEN 3 ELSE 2 END WHERE chain_id = %s AND seq IN (2, 3)", ""),
+    ],
+)
+def test_tampering_on_a_workers_shard_is_detected_from_the_coordinator(coord, org, sql, reason):
+    insert(coord, org, 4)
+    coord.execute("SELECT memory.audit_integrate()")
+    assert verify(coord, org)[org][:2] == (4, True)
+    tamper(coord, org, sql)
+    entries, ok, bad, why, _ = verify(coord, org)[org]
+    assert not ok and bad is not None, (org, why)
+    assert reason in why.lower(), why
+    # Every other chain still verifies.
+    others = {k: v for k, v in verify(coord).items() if not k.startswith("org_t")}
+    assert all(v[1] for v in others.values()), others
+
+
+def test_tampered_pending_entry_on_a_worker_is_reported(coord):
+    org = "org_tp"
+    insert(coord, org, 3)
+    port, shard = node_of(coord, "memory.audit_pending", org)
+    with psycopg.connect(dsn(port), autocommit=True) as w:
+        w.execute("SET session_replication_role = replica")
+        w.execute(f"UPDATE {shard} SET payload = payload || '{{\"forged\": true}}' WHERE chain_id = %s AND ord = (SELECT min(ord) FROM {shard} WHERE chain_id = %s)", (org, org))
+    coord.execute("SELECT memory.audit_integrate()")
+    entries, ok, bad, why, pending = verify(coord, org)[org]
+    assert (entries, ok, pending) == (2, False, 1) and "pending hash mismatch" in why
+
+
+def test_moving_a_tenants_shard_group_keeps_its_chain(cluster, coord):
+    org = "org_move"
+    insert(coord, org, 6)
+    coord.execute("SELECT memory.audit_integrate()")
+    insert(coord, org, 4)  # left pending across the move
+    src, _ = node_of(coord, "notes", org)
+    (dst,) = cluster["workers"] - {src}
+    shard = coord.execute("SELECT get_shard_id_for_distribution_column('notes', %s::text)", (org,)).fetchone()[0]
+    coord.execute(
+        "SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s, shard_transfer_mode := 'block_writes')",
+        (shard, src, dst),
+    )
+    # The whole group moved: the tenant's rows, its pending entries, head and log.
+    for t in ("notes", "memory.audit_pending", "memory.audit_heads", "memory.audit_log"):
+        assert node_of(coord, t, org)[0] == dst, t
+    insert(coord, org, 5)
+    coord.execute("SELECT memory.audit_integrate()")
+    assert verify(coord, org)[org][:3] == (15, True, None)
+    seqs = [r[0] for r in coord.execute("SELECT seq FROM memory.audit_log WHERE chain_id = %s ORDER BY seq", (org,)).fetchall()]
+    assert seqs == list(range(1, 16))
+
+
+def test_isolating_a_tenant_keeps_its_chain(coord):
+    org = "org_big"
+    insert(coord, org, 7)
+    coord.execute("SELECT memory.audit_integrate()")
+    insert(coord, org, 2)
+    before = coord.execute("SELECT get_shard_id_for_distribution_column('notes', %s::text)", (org,)).fetchone()[0]
+    coord.execute("SELECT isolate_tenant_to_new_shard('notes', %s::text, 'CASCADE', shard_transfer_mode := 'block_writes')", (org,))
+    after = coord.execute("SELECT get_shard_id_for_distribution_column('notes', %s::text)", (org,)).fetchone()[0]
+    assert after != before
+    # Its audit shards were split with it and hold only its chain.
+    _, log = node_of(coord, "memory.audit_pending", org)
+    insert(coord, org, 3)
+    coord.execute("SELECT memory.audit_integrate()")
+    assert verify(coord, org)[org][:3] == (12, True, None)
+    # Neighbours that shared the old shard still verify.
+    assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
+
+
+def test_a_tenant_role_writes_through_the_coordinator(cluster, coord):
+    coord.execute("DROP ROLE IF EXISTS agent_citus")
+    coord.execute("CREATE ROLE agent_citus LOGIN")
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("GRANT memory_writer TO agent_citus")
+    coord.execute("GRANT INSERT, SELECT ON notes TO agent_citus")
+    coord.execute("GRANT USAGE ON SEQUENCE notes_id_seq TO agent_citus")
+    coord.execute("SELECT memory.grant_org('agent_citus', 'org_agent')")
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_citus dbname=postgres", autocommit=True) as a:
+        a.execute("INSERT INTO notes (org_id, content) VALUES ('org_agent', 'mine')")
+        # Another tenant's chain is refused on the worker, in the writing statement.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute("INSERT INTO notes (org_id, content) VALUES ('org_0', 'not mine')")
+    coord.execute("SELECT memory.audit_integrate()")
+    # memory.org.grant (written by the coordinator) and the one memory.store of the agent's row.
+    assert verify(coord, "org_agent")["org_agent"][:2] == (2, True)
+    actor = coord.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'org_agent' AND event_type = 'memory.store'").fetchone()[0]
+    assert actor.endswith("role:agent_citus")
+
+
+def test_audit_verify_counts_every_chain_once(coord):
+    v = coord.execute("SELECT chain_id, count(*) FROM memory.audit_verify() GROUP BY 1 HAVING count(*) > 1").fetchall()
+    assert v == []
+    chains = {r[0] for r in coord.execute("SELECT DISTINCT chain_id FROM memory.audit_log").fetchall()}
+    assert chains <= set(verify(coord))
