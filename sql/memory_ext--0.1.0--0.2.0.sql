@@ -4652,6 +4652,175 @@ AS $$ SELECT d.name, d.tier::memory.classification, d.validation, d.context_word
 COMMENT ON FUNCTION memory.detectors() IS
   'Every detector: name (as in classify_explain.detectors and memory.detect), the tier it raises to, what validates a match, and the context words it needs nearby (empty when none).';
 
+-- Scale-out on Citus (SPEC §10).
+-- On Citus (SPEC §10), where a node puts audit events whose chain's shards are on another node
+-- (events appended on the coordinator): written like pending entries, then moved into the
+-- distributed memory.audit_pending by the same transaction. Always empty between transactions.
+CREATE TABLE memory.audit_outbox (
+    id           bigint NOT NULL,
+    ord          bigint NOT NULL,
+    chain_id     text NOT NULL,
+    event_type   text NOT NULL,
+    written_at   timestamptz NOT NULL,
+    actor_id     text,
+    org_id       text,
+    project_id   text,
+    workspace_id text,
+    payload      jsonb NOT NULL,
+    key_id       int NOT NULL,
+    pending_hash bytea NOT NULL
+);
+REVOKE ALL ON memory.audit_outbox FROM PUBLIC;
+COMMENT ON TABLE memory.audit_outbox IS
+  'Citus only: pending audit entries of chains placed on another node, moved into memory.audit_pending by the transaction that wrote them. Empty between transactions.';
+
+CREATE FUNCTION "_audit_integrate_local"(
+	"explicit" bool
+) RETURNS bigint
+STRICT VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'audit_integrate_local_sql_wrapper';
+
+CREATE FUNCTION "_audit_verify_local"(
+	"chain_id" TEXT
+) RETURNS TABLE (
+	"chain_id" TEXT,
+	"entries" bigint,
+	"ok" bool,
+	"first_bad_seq" bigint,
+	"reason" TEXT,
+	"pruned" bigint,
+	"pending" bigint
+)
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'audit_verify_local_wrapper';
+
+-- On Citus a trigger fires on the shards of its table, and for a reference table on every
+-- node's copy: whether this firing (on relation `fired`, a copy of `logical`) is on a node other
+-- than the coordinator, so that what it records is recorded once.
+CREATE FUNCTION memory._citus_other_copy(fired regclass, logical regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE g int;
+BEGIN
+    IF fired OPERATOR(pg_catalog.=) logical THEN
+        RETURN false;
+    END IF;
+    -- Citus's catalog, named only where Citus is installed (a shard exists only there).
+    EXECUTE 'SELECT groupid FROM pg_catalog.pg_dist_local_group' INTO g;
+    RETURN coalesce(g, 0) OPERATOR(pg_catalog.<>) 0;
+END $$;
+
+-- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
+-- memory._acting_org() per row instead of once per statement as an InitPlan (same rows).
+CREATE FUNCTION memory._policy_without_subquery(t regclass)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
+        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory._acting_org()) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory._acting_org())', t);
+    END IF;
+END $$;
+
+CREATE FUNCTION memory.distribute(shard_count int DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ref text;
+    t text;
+    r record;
+    kind "char";
+    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'kept_local', '[]'::jsonb);
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'memory.distribute needs the citus extension in this database'
+            USING ERRCODE = '55000', HINT = 'CREATE EXTENSION citus (with citus first in shared_preload_libraries on every node), add the workers, then call memory.distribute().';
+    END IF;
+    IF shard_count IS NOT NULL AND (shard_count < 1 OR shard_count > 64000) THEN
+        RAISE EXCEPTION 'shard_count must be between 1 and 64000 (got %)', shard_count USING ERRCODE = '22023';
+    END IF;
+    -- Triggers on distributed tables (classification, audit, holds, lifecycle) run on the shards.
+    IF pg_catalog.current_setting('citus.enable_unsafe_triggers') <> 'on' THEN
+        RAISE EXCEPTION 'memory.distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = '55000',
+                  HINT = 'memory_ext''s triggers run on the shards, and write only co-located shards; set it on every node (ALTER SYSTEM SET citus.enable_unsafe_triggers = on; SELECT pg_reload_conf()), so that shard moves and later memory.govern() calls keep them.';
+    END IF;
+    IF shard_count IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
+    END IF;
+    -- Citus copies the rows already there into the shards, firing the tables' triggers on them:
+    -- they are loaded as they are, like a restore (no classification, stamps or audit events).
+    PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
+    -- The key and the pseudonym salt exist before their tables are replicated: a worker never
+    -- makes one (SPEC §10: one key set for the cluster).
+    PERFORM memory._audit_current_key();
+
+    -- Keys and registries: reference tables, a copy on every node, read by the triggers on the
+    -- shards beside them.
+    FOREACH ref IN ARRAY ARRAY['memory.audit_keys', 'memory.audit_secrets', 'memory.governance_registry', 'memory.org_grants',
+                                'memory.org_settings', 'memory.classification_rules', 'memory.retention_policies',
+                                'memory.memory_type_policies', 'memory.legal_holds', 'memory.drift_lexicon',
+                                'memory.drift_thresholds', 'memory.route_slices', 'memory.screen_profiles'] LOOP
+        SELECT p.partmethod INTO kind FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ref::regclass;
+        IF kind IS NULL THEN
+            PERFORM memory._policy_without_subquery(ref::regclass);
+            EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING ref::regclass;
+        ELSIF kind <> 'n' THEN
+            RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
+        END IF;
+        done := jsonb_set(done, '{reference}', (done->'reference') || to_jsonb(ref));
+    END LOOP;
+
+    -- The audit tables: by chain (= org), co-located, so a chain's pending entries, head, log and
+    -- seals are one shard group, on the node of its tenant's rows.
+    FOREACH t IN ARRAY ARRAY['memory.audit_pending', 'memory.audit_heads', 'memory.audit_log', 'memory.audit_seals'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
+            IF t = 'memory.audit_pending' THEN
+                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''none'')' USING t::regclass;
+            ELSE
+                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+            END IF;
+        END IF;
+        done := jsonb_set(done, '{audit}', (done->'audit') || to_jsonb(t));
+    END LOOP;
+
+    -- Governed application tables: by their org column, co-located with the audit tables, so
+    -- that an event written by a trigger on a shard lands in the co-located shard of the log.
+    FOR r IN SELECT g.relid, coalesce(g.options->>'org', CASE WHEN memory._has_column(g.relid, 'org_id') THEN 'org_id' END) AS org
+               FROM memory.governance_registry g WHERE NOT g.builtin ORDER BY g.relid::text LOOP
+        IF r.org IS NULL THEN
+            done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', r.relid::text, 'why', 'no org column'));
+            CONTINUE;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
+            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := ''memory.audit_pending'')' USING r.relid, r.org;
+        ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
+                           WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
+                             AND a.colocationid = b.colocationid) THEN
+            RAISE EXCEPTION '% is distributed, but not co-located with memory.audit_pending', r.relid
+                USING ERRCODE = '55000', HINT = 'SELECT alter_distributed_table(''' || r.relid::text || ''', colocate_with := ''memory.audit_pending'') first.';
+        END IF;
+        done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
+    END LOOP;
+
+    PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
+    -- memory_ext's own stores stay on the coordinator for now: their keys are (id), not
+    -- (org_id, id), and Citus requires the distribution column in every unique key.
+    FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+              WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
+                AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
+        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'unique keys without org_id'));
+    END LOOP;
+    PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
+        'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed')), NULL);
+    RETURN done;
+END $$;
+COMMENT ON FUNCTION memory.distribute(int) IS
+  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
+
 DO $$
 DECLARE f regprocedure;
 BEGIN
