@@ -379,6 +379,11 @@ BEGIN
     IF s IS NOT NULL THEN
         RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
     END IF;
+    -- A superuser "has" every role (pg_has_role), so the grants of others are not its orgs: it
+    -- acts for an org only when memory.org_id names one.
+    IF coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false) THEN
+        RETURN NULL;
+    END IF;
     SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
       FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
      WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
@@ -1637,6 +1642,11 @@ DECLARE
     hard     bigint := 0;
     denied   bigint := 0;
     actor    constant text := 'system:retention';
+    -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
+    -- below then check again that each row is still due.
+    dist     constant boolean := memory._citus_distributed(tbl);
+    may_e    text;
+    orgs     text[] := '{}';
 BEGIN
     idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
     org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'org') END;
@@ -1646,6 +1656,17 @@ BEGIN
                    ELSE format('t.%I::pg_catalog.text', tierc) END;
     setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
+    may_e := format('memory._may_act_for(%s)', org_e);
+    IF dist AND opts->>'org' IS NOT NULL THEN
+        -- On a Citus shard a function cannot read the registries (a distributed query from a
+        -- query on a shard): the orgs the owner may act for are worked out here, from the table's
+        -- distinct orgs, and the sweep names them.
+        SELECT coalesce(array_agg(o), '{}') INTO orgs
+          FROM pg_catalog.jsonb_array_elements_text(memory._exec_as_table_owner(tbl,
+                   format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t', opts->>'org', tbl), '{}')) o
+         WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o);
+        may_e := format('%s OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])', org_e);
+    END IF;
     -- Every statement on the application table runs as the table's owner, in a
     -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
     -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
@@ -1660,20 +1681,20 @@ BEGIN
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND memory._may_act_for(%2$s)
+                            AND %9$s
                             %8$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END),
-                ARRAY[at::text]);
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e),
+                ARRAY[at::text, orgs::text]);
         ELSE
             rows := memory._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
-                            AND memory._may_act_for(%2$s)
+                            AND %10$s
                             %9$s) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
-                CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END), ARRAY[at::text]);
+                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e), ARRAY[at::text, orgs::text]);
         END IF;
         ids := '{}';
         -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
@@ -1701,13 +1722,15 @@ BEGIN
         END LOOP;
         IF NOT dry_run THEN
             IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
-                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])%s',
+                               tbl, setc, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NULL', sd) ELSE '' END),
+                               ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
                 -- (Held rows were denied above: the hold gate spares these their per-row check.)
                 PERFORM memory._hold_gate(true);
-                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
-                               tbl, idc, idtype), ARRAY[ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])%s',
+                               tbl, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NOT NULL', sd) ELSE '' END),
+                               ARRAY[ids::text]);
                 PERFORM memory._hold_gate(false);
             END IF;
         END IF;
@@ -1910,12 +1933,31 @@ BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             PERFORM memory._hold_gate(true);
-            r := memory._exec_as_table_owner(t.table_name,
-                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
-                            t.table_name, t.col,
-                            CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                            CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
-                     ARRAY[subject, scope]);
+            IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
+                -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE:
+                -- the orgs the owner may act for are found by a query first.
+                -- Citus (SPEC §10): on a shard no function may read the registries (a distributed
+                -- query from a query on a shard), so the subject's orgs that the owner may act for
+                -- are worked out here and the DELETE names them.
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
+                                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
+                         ARRAY[subject]);
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                                    AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s',
+                                t.table_name, t.col, t.org_col,
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                         ARRAY[subject, scope, ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
+                                                      WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), o))::text]);
+            ELSE
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
+                                t.table_name, t.col,
+                                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                         ARRAY[subject, scope]);
+            END IF;
             PERFORM memory._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
@@ -4710,6 +4752,19 @@ BEGIN
     -- Citus's catalog, named only where Citus is installed (a shard exists only there).
     EXECUTE 'SELECT groupid FROM pg_catalog.pg_dist_local_group' INTO g;
     RETURN coalesce(g, 0) OPERATOR(pg_catalog.<>) 0;
+END $$;
+
+-- Whether a table is distributed by Citus (false where Citus is not installed).
+CREATE FUNCTION memory._citus_distributed(t regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE d boolean;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)' INTO d USING t;
+    RETURN d;
 END $$;
 
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls

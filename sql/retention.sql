@@ -311,6 +311,11 @@ DECLARE
     hard     bigint := 0;
     denied   bigint := 0;
     actor    constant text := 'system:retention';
+    -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
+    -- below then check again that each row is still due.
+    dist     constant boolean := memory._citus_distributed(tbl);
+    may_e    text;
+    orgs     text[] := '{}';
 BEGIN
     idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
     org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'org') END;
@@ -320,6 +325,17 @@ BEGIN
                    ELSE format('t.%I::pg_catalog.text', tierc) END;
     setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
+    may_e := format('memory._may_act_for(%s)', org_e);
+    IF dist AND opts->>'org' IS NOT NULL THEN
+        -- On a Citus shard a function cannot read the registries (a distributed query from a
+        -- query on a shard): the orgs the owner may act for are worked out here, from the table's
+        -- distinct orgs, and the sweep names them.
+        SELECT coalesce(array_agg(o), '{}') INTO orgs
+          FROM pg_catalog.jsonb_array_elements_text(memory._exec_as_table_owner(tbl,
+                   format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t', opts->>'org', tbl), '{}')) o
+         WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o);
+        may_e := format('%s OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])', org_e);
+    END IF;
     -- Every statement on the application table runs as the table's owner, in a
     -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
     -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
@@ -334,20 +350,20 @@ BEGIN
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND memory._may_act_for(%2$s)
+                            AND %9$s
                             %8$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END),
-                ARRAY[at::text]);
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e),
+                ARRAY[at::text, orgs::text]);
         ELSE
             rows := memory._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
-                            AND memory._may_act_for(%2$s)
+                            AND %10$s
                             %9$s) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
-                CASE WHEN dry_run THEN '' ELSE 'FOR UPDATE OF t' END), ARRAY[at::text]);
+                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e), ARRAY[at::text, orgs::text]);
         END IF;
         ids := '{}';
         -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
@@ -375,13 +391,15 @@ BEGIN
         END LOOP;
         IF NOT dry_run THEN
             IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
-                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])%s',
+                               tbl, setc, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NULL', sd) ELSE '' END),
+                               ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
                 -- (Held rows were denied above: the hold gate spares these their per-row check.)
                 PERFORM memory._hold_gate(true);
-                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
-                               tbl, idc, idtype), ARRAY[ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])%s',
+                               tbl, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NOT NULL', sd) ELSE '' END),
+                               ARRAY[ids::text]);
                 PERFORM memory._hold_gate(false);
             END IF;
         END IF;

@@ -16,6 +16,19 @@ BEGIN
     RETURN coalesce(g, 0) OPERATOR(pg_catalog.<>) 0;
 END $$;
 
+-- Whether a table is distributed by Citus (false where Citus is not installed).
+CREATE FUNCTION memory._citus_distributed(t regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE d boolean;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)' INTO d USING t;
+    RETURN d;
+END $$;
+
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
 -- memory._acting_org() per row instead of once per statement as an InitPlan (same rows).
 CREATE FUNCTION memory._policy_without_subquery(t regclass)

@@ -47,12 +47,31 @@ BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             PERFORM memory._hold_gate(true);
-            r := memory._exec_as_table_owner(t.table_name,
-                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
-                            t.table_name, t.col,
-                            CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                            CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
-                     ARRAY[subject, scope]);
+            IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
+                -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE:
+                -- the orgs the owner may act for are found by a query first.
+                -- Citus (SPEC §10): on a shard no function may read the registries (a distributed
+                -- query from a query on a shard), so the subject's orgs that the owner may act for
+                -- are worked out here and the DELETE names them.
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
+                                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
+                         ARRAY[subject]);
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                                    AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s',
+                                t.table_name, t.col, t.org_col,
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                         ARRAY[subject, scope, ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
+                                                      WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), o))::text]);
+            ELSE
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
+                                t.table_name, t.col,
+                                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                         ARRAY[subject, scope]);
+            END IF;
             PERFORM memory._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')

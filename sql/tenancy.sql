@@ -74,6 +74,11 @@ BEGIN
     IF s IS NOT NULL THEN
         RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
     END IF;
+    -- A superuser "has" every role (pg_has_role), so the grants of others are not its orgs: it
+    -- acts for an org only when memory.org_id names one.
+    IF coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false) THEN
+        RETURN NULL;
+    END IF;
     SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
       FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
      WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');

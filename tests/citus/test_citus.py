@@ -26,10 +26,12 @@ def cluster():
     coord, w1, w2 = (int(p) for p in ports)
     with psycopg.connect(dsn(coord), autocommit=True) as c:
         c.execute("CREATE EXTENSION memory_ext")
-        c.execute("""CREATE TABLE notes (id bigserial, org_id text NOT NULL, content text,
-                                         classification memory.classification, PRIMARY KEY (org_id, id))""")
-        c.execute("""SELECT memory.govern('notes', '{"content": "content", "target": "classification",
-                                                     "org": "org_id", "audit": true}')""")
+        c.execute("""CREATE TABLE notes (id bigserial, org_id text NOT NULL, user_id text, content text,
+                                         classification memory.classification, created_at timestamptz DEFAULT now(),
+                                         expires_at timestamptz, purge_after timestamptz, archive_at timestamptz,
+                                         soft_deleted_at timestamptz, soft_delete_reason text, PRIMARY KEY (org_id, id))""")
+        c.execute("""SELECT memory.govern('notes', '{"content": "content", "target": "classification", "org": "org_id",
+                                                     "user": "user_id", "audit": true, "stamps": true}')""")
         done = c.execute("SELECT memory.distribute(8)").fetchone()[0]
         assert done["governed"] == ["public.notes"]
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
@@ -255,3 +257,59 @@ def test_audit_verify_counts_every_chain_once(coord):
     assert v == []
     chains = {r[0] for r in coord.execute("SELECT DISTINCT chain_id FROM memory.audit_log").fetchall()}
     assert chains <= set(verify(coord))
+
+
+def events(c, org, event_type):
+    c.execute("SELECT memory.audit_integrate()")
+    return c.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = %s AND event_type = %s", (org, event_type)).fetchone()[0]
+
+
+def test_org_rules_changed_on_the_coordinator_reach_the_workers_at_once(coord):
+    org = "org_rules"
+    insert(coord, org, 1)  # the workers' connections now have the org's (empty) rules cached
+    coord.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES (%s, 'confidential', 'content', 'project falcon')", (org,))
+    coord.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'about project falcon')", (org,))
+    tier = coord.execute("SELECT classification FROM notes WHERE org_id = %s AND content = 'about project falcon'", (org,)).fetchone()[0]
+    assert tier == "confidential"
+
+
+def test_reference_table_changes_are_audited_once(coord):
+    before = events(coord, "", "memory.route_slices.change")
+    slice, mode = coord.execute("SELECT slice, mode FROM memory.route_slices WHERE route = 'snapshot' ORDER BY slice LIMIT 1").fetchone()
+    other = "optional" if mode != "optional" else "required"
+    coord.execute("UPDATE memory.route_slices SET mode = %s WHERE route = 'snapshot' AND slice = %s", (other, slice))
+    coord.execute("UPDATE memory.route_slices SET mode = %s WHERE route = 'snapshot' AND slice = %s", (mode, slice))
+    assert events(coord, "", "memory.route_slices.change") == before + 2
+
+
+def test_retention_sweeps_distributed_tables_from_the_coordinator(coord):
+    org = "org_ret"
+    insert(coord, org, 6)
+    coord.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES (%s, 'held_user', 'litigation')", (org,))
+    coord.execute("INSERT INTO notes (org_id, user_id, content) VALUES (%s, 'held_user', 'keep me')", (org,))
+    soft = coord.execute("SELECT memory.run_retention(false, now() + interval '2 years')").fetchone()[0]
+    assert soft["tables"]["public.notes"]["soft_deleted"] >= 6
+    assert soft["tables"]["public.notes"]["denied"] >= 1
+    hard = coord.execute("SELECT memory.run_retention(false, now() + interval '3 years')").fetchone()[0]
+    assert hard["tables"]["public.notes"]["hard_deleted"] >= 6
+    left = coord.execute("SELECT user_id FROM notes WHERE org_id = %s", (org,)).fetchall()
+    assert left == [("held_user",)], "only the held subject's row is kept"
+    assert events(coord, org, "memory.purge") >= 1 and events(coord, org, "memory.purge.denied") >= 1
+    assert verify(coord, org)[org][1]
+
+
+def test_erasure_export_and_recall_from_the_coordinator(coord):
+    for org in ("org_e1", "org_e2"):
+        coord.execute("INSERT INTO notes (org_id, user_id, content) VALUES (%s, 'subject_x', 'x wrote this'), (%s, 'subject_y', 'y')", (org, org))
+    coord.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_e1', 'subject_x', 'x said this')")
+    exported = coord.execute("SELECT memory.export_subject('subject_x')").fetchone()[0]
+    assert "x said this" in str(exported), exported["sections"]["observations"]
+    erased = coord.execute("SELECT memory.erase_subject('subject_x')").fetchone()[0]
+    assert erased["tables"]["public.notes"] == 2 and erased["observations"] == 1 and "failed_tables" not in erased, erased
+    assert coord.execute("SELECT count(*) FROM notes WHERE user_id = 'subject_x'").fetchone()[0] == 0
+    assert coord.execute("SELECT count(*) FROM notes WHERE user_id = 'subject_y'").fetchone()[0] == 2
+    # memory_ext's own store stays on the coordinator; recall audits on the org's chain.
+    coord.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_e1', 'the user likes green tea')")
+    assert coord.execute("SELECT count(*) FROM memory.recall('org_e1', 'tea')").fetchone()[0] == 1
+    assert events(coord, "org_e1", "memory.recall") == 1
+    assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)

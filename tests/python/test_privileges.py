@@ -242,3 +242,22 @@ def test_a_governed_table_owner_and_a_writer_with_a_grant(dsn, conn, tenant_role
                         "AND payload->>'table' = 'public.pm_notes' ORDER BY seq").fetchall() == [("role:pm_owner",), ("role:pm_writer",)]
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'globex'").fetchone() == (0,)
     assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
+
+
+def test_a_superuser_is_not_scoped_by_another_roles_only_grant(conn):
+    """pg_has_role() says a superuser has every role: with one org granted to one agent role in the
+    whole database, the superuser must still act for no org (and export or erase in all of them),
+    not silently for the agent's (found running the Citus layer)."""
+    conn.execute("SELECT memory.setup_roles()")
+    conn.execute("DROP ROLE IF EXISTS only_agent")
+    conn.execute("CREATE ROLE only_agent IN ROLE memory_writer")
+    conn.execute("SELECT memory.grant_org('only_agent', 'org_agent')")
+    conn.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_a', 'subj', 'a'), ('org_b', 'subj', 'b')")
+    assert conn.execute("SELECT memory.acting_org()").fetchone()[0] is None
+    exported = conn.execute("SELECT memory.export_subject('subj')").fetchone()[0]
+    assert sorted(o["org_id"] for o in exported["sections"]["observations"]) == ["org_a", "org_b"]
+    conn.execute("SET memory.org_id = 'org_a'")
+    assert conn.execute("SELECT memory.acting_org()").fetchone()[0] == "org_a"
+    conn.execute("RESET memory.org_id")
+    conn.execute("DROP OWNED BY only_agent")
+    conn.execute("DROP ROLE only_agent")
