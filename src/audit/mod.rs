@@ -1059,6 +1059,13 @@ fn partitions_current(log: pg_sys::Oid, parts: &Partitions) -> bool {
 }
 
 fn read_partitions(client: &SpiClient, log: pg_sys::Oid) -> Result<Vec<(pg_sys::Oid, Option<(i64, i64)>)>, MxError> {
+    // Citus hides shards from queries of pg_class in sessions it does not recognise as its own
+    // (a background worker's, a client's): the partitions of a log shard are read with them shown.
+    let _shards_shown = if storage::distributed(client)? {
+        Some(crate::pg::identity::LocalSetting::set(c"citus.override_table_visibility", c"off"))
+    } else {
+        None
+    };
     let rows = run(
         client,
         "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8

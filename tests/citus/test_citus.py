@@ -6,6 +6,7 @@ the workers are connected to directly only to look at where rows landed and to t
 import os
 import pathlib
 import subprocess
+import time
 
 import psycopg
 import pytest
@@ -313,3 +314,45 @@ def test_erasure_export_and_recall_from_the_coordinator(coord):
     assert coord.execute("SELECT count(*) FROM memory.recall('org_e1', 'tea')").fetchone()[0] == 1
     assert events(coord, "org_e1", "memory.recall") == 1
     assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
+
+
+def test_consent_from_the_coordinator(coord):
+    org = "org_consent"
+    v = coord.execute("SELECT memory.grant_consent(%s, 'u_c', ARRAY['save_to_profile', 'save_to_thread']::memory.consent_scope[],"
+                      " '{\"language_preference\": \"German\"}')", (org,)).fetchone()[0]
+    assert v == 1
+    slices = coord.execute("SELECT memory.load_slices(%s, 'u_c', 'snapshot')", (org,)).fetchone()[0]
+    assert slices["cold_start"] is False and "German" in slices["rendered"]
+    revoked = coord.execute("SELECT memory.revoke_consent(%s, 'u_c')", (org,)).fetchone()[0]
+    assert revoked["profile_contexts_deleted"] == 1, revoked
+    receipt = coord.execute("SELECT memory.consent_receipt(%s, 'u_c', 1)", (org,)).fetchone()[0]
+    coord.execute("SELECT memory.audit_integrate()")
+    seq, entry = coord.execute("SELECT seq, encode(entry_hash, 'hex') FROM memory.audit_log WHERE chain_id = %s AND event_type = 'memory.consent.grant'",
+                               (org,)).fetchone()
+    assert (receipt["audit"]["chain_id"], receipt["audit"]["seq"], receipt["audit"]["entry_hash"]) == (org, seq, entry)
+    assert verify(coord, org)[org][1]
+
+
+def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord):
+    """Last: restarts every node with memory.integrator_databases naming the database; each node's
+    integrator then chains the shard groups it holds, with nobody calling audit_integrate()."""
+    for n in ("c", "w1", "w2"):
+        port = cluster["coord"] if n == "c" else None
+        port = port or int(open(f"/tmp/memory_ext-{NAME}-{n}/port").read())
+        with psycopg.connect(dsn(port), autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET memory.integrator_databases = 'postgres'")
+        subprocess.run([str(ROOT / "scripts" / "cluster.sh"), "restart", f"{NAME}-{n}"], check=True, capture_output=True)
+    with psycopg.connect(dsn(cluster["coord"]), autocommit=True) as c:
+        workers = c.execute("SELECT result FROM run_command_on_all_nodes($$SELECT count(*) FROM pg_stat_activity"
+                            " WHERE backend_type = 'memory_ext integrator'$$) ORDER BY nodeid").fetchall()
+        assert [int(r[0]) for r in workers] == [1, 1, 1]
+        for org in ORGS:
+            insert(c, org, 3)
+        # (org_tp's forged entry stays pending for good: it is parked, and reported by audit_verify.)
+        left = "SELECT count(*) FROM memory.audit_pending WHERE chain_id = ANY(%s)"
+        deadline = time.time() + 30
+        while c.execute(left, (ORGS,)).fetchone()[0] and time.time() < deadline:
+            time.sleep(0.2)
+        assert c.execute(left, (ORGS,)).fetchone()[0] == 0
+        v = verify(c)
+        assert all(v[org][1] and v[org][4] == 0 for org in ORGS), v
