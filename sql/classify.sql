@@ -207,6 +207,11 @@ AS $$
 BEGIN
     IF TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT'
        OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID) THEN
+        -- On Citus a TRUNCATE of a distributed table fires on its shards as well: the firing on
+        -- the table itself, on the coordinator, records it.
+        IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' AND TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' AND memory._citus_shard(TG_RELID) THEN
+            RETURN NULL;
+        END IF;
         RAISE EXCEPTION 'memory._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
             USING ERRCODE = '39P01', HINT = 'Attach it with memory.govern.';
     END IF;

@@ -478,7 +478,11 @@ COMMENT ON FUNCTION memory.grant_org(regrole, text) IS
 CREATE OR REPLACE FUNCTION memory.revoke_org(role regrole, org_id text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE n int;
+DECLARE
+    n int;
+    -- The name first: on Citus, org_grants is a reference table, and a change of it may not read
+    -- a catalog in a subquery.
+    rname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid);
 BEGIN
     IF role IS NULL OR org_id IS NULL THEN
         RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
@@ -488,7 +492,7 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     DELETE FROM memory.org_grants g
-     WHERE g.role_name OPERATOR(pg_catalog.=) (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid)
+     WHERE g.role_name OPERATOR(pg_catalog.=) rname
        AND g.org_id OPERATOR(pg_catalog.=) revoke_org.org_id;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
@@ -612,6 +616,11 @@ AS $$
 BEGIN
     IF TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT'
        OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID) THEN
+        -- On Citus a TRUNCATE of a distributed table fires on its shards as well: the firing on
+        -- the table itself, on the coordinator, records it.
+        IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' AND TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' AND memory._citus_shard(TG_RELID) THEN
+            RETURN NULL;
+        END IF;
         RAISE EXCEPTION 'memory._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
             USING ERRCODE = '39P01', HINT = 'Attach it with memory.govern.';
     END IF;
@@ -4754,6 +4763,30 @@ BEGIN
     RETURN coalesce(g, 0) OPERATOR(pg_catalog.<>) 0;
 END $$;
 
+-- Whether a relation is a shard of a Citus table (`<table>_<shardid>`, in Citus's metadata).
+CREATE FUNCTION memory._citus_shard(rel regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    id text := pg_catalog.substring(rel::pg_catalog.text, '_([0-9]+)$');
+    d  boolean;
+BEGIN
+    IF id IS NULL OR pg_catalog.to_regclass('pg_catalog.pg_dist_shard') IS NULL THEN
+        RETURN false;
+    END IF;
+    -- The shard's name is its table's with _<shardid>, in the same schema (compared as regclass
+    -- prints both here, schema-qualified: search_path is pg_catalog only).
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_shard d
+                              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.logicalrelid
+                              JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+                             WHERE d.shardid OPERATOR(pg_catalog.=) $1
+                               AND pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) ''.''
+                                   OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname OPERATOR(pg_catalog.||) ''_'' OPERATOR(pg_catalog.||) d.shardid::pg_catalog.text)
+                                   OPERATOR(pg_catalog.=) $2)'
+       INTO d USING id::bigint, rel::pg_catalog.text;
+    RETURN d;
+END $$;
+
 -- Whether a table is distributed by Citus (false where Citus is not installed).
 CREATE FUNCTION memory._citus_distributed(t regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
@@ -4814,7 +4847,9 @@ BEGIN
 
     -- Keys and registries: reference tables, a copy on every node, read by the triggers on the
     -- shards beside them.
-    FOREACH ref IN ARRAY ARRAY['memory.audit_keys', 'memory.audit_secrets', 'memory.governance_registry', 'memory.org_grants',
+    -- (memory.governance_registry stays each node's own: it names tables by oid, and oids are
+    -- per node; the shards' triggers carry their mapping in their arguments.)
+    FOREACH ref IN ARRAY ARRAY['memory.audit_keys', 'memory.audit_secrets', 'memory.org_grants',
                                 'memory.org_settings', 'memory.classification_rules', 'memory.retention_policies',
                                 'memory.memory_type_policies', 'memory.legal_holds', 'memory.drift_lexicon',
                                 'memory.drift_thresholds', 'memory.route_slices', 'memory.screen_profiles'] LOOP

@@ -175,7 +175,11 @@ COMMENT ON FUNCTION memory.grant_org(regrole, text) IS
 CREATE FUNCTION memory.revoke_org(role regrole, org_id text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE n int;
+DECLARE
+    n int;
+    -- The name first: on Citus, org_grants is a reference table, and a change of it may not read
+    -- a catalog in a subquery.
+    rname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid);
 BEGIN
     IF role IS NULL OR org_id IS NULL THEN
         RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
@@ -185,7 +189,7 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     DELETE FROM memory.org_grants g
-     WHERE g.role_name OPERATOR(pg_catalog.=) (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) revoke_org.role::oid)
+     WHERE g.role_name OPERATOR(pg_catalog.=) rname
        AND g.org_id OPERATOR(pg_catalog.=) revoke_org.org_id;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN

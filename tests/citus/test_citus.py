@@ -71,6 +71,23 @@ def verify(c, org=None):
     return {r[0]: r[1:] for r in rows}
 
 
+def test_the_demo_walkthrough_runs_through_the_coordinator(cluster, coord):
+    """`make demo`'s narrated walkthrough, unchanged, against the Citus coordinator after
+    memory.distribute(): every step runs (psql stops at the first unexpected error), and every
+    chain it wrote verifies from the coordinator. Its tamper step sets session_replication_role
+    with SET LOCAL, which reaches the worker with citus.propagate_set_commands = local."""
+    env = dict(os.environ, PGOPTIONS="-c citus.propagate_set_commands=local")
+    out = subprocess.run(["psql", "-X", "-h", "127.0.0.1", "-p", str(cluster["coord"]), "-U", "postgres", "-d", "postgres",
+                          "-v", "ON_ERROR_STOP=1", "-P", "pager=off", "-f", str(ROOT / "demo" / "walkthrough.sql")],
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    v = verify(coord)
+    assert "acme" in v, sorted(v)
+    assert all(r[1] for r in v.values()), v
+    # The demo tenant's chain is on a worker.
+    assert node_of(coord, "memory.audit_log", "acme")[0] in cluster["workers"]
+
+
 def test_tenants_spread_over_both_workers_and_events_land_beside_their_rows(cluster, coord):
     for i, org in enumerate(ORGS):
         insert(coord, org, 10 + i)
@@ -331,6 +348,39 @@ def test_consent_from_the_coordinator(coord):
                                (org,)).fetchone()
     assert (receipt["audit"]["chain_id"], receipt["audit"]["seq"], receipt["audit"]["entry_hash"]) == (org, seq, entry)
     assert verify(coord, org)[org][1]
+
+
+def test_govern_after_distribute_and_truncate(coord):
+    coord.execute("CREATE TABLE later (id bigserial, org_id text NOT NULL, body text, tier memory.classification, PRIMARY KEY (org_id, id))")
+    coord.execute("""SELECT memory.govern('later', '{"content": "body", "target": "tier", "org": "org_id", "audit": true}')""")
+    done = coord.execute("SELECT memory.distribute()").fetchone()[0]
+    assert "public.later" in done["governed"]
+    colocated = coord.execute("SELECT a.colocationid = b.colocationid FROM pg_dist_partition a, pg_dist_partition b"
+                              " WHERE a.logicalrelid = 'later'::regclass AND b.logicalrelid = 'memory.audit_pending'::regclass").fetchone()[0]
+    assert colocated
+    coord.execute("INSERT INTO later (org_id, body) VALUES ('org_later', 'card 4111 1111 1111 1111')")
+    assert coord.execute("SELECT tier FROM later").fetchone()[0] == "restricted"
+    assert events(coord, "org_later", "memory.store") == 1
+    before = events(coord, "", "memory.govern.truncate")
+    coord.execute("TRUNCATE later")
+    # Recorded once, by the table itself on the coordinator (its shards' firings record nothing).
+    assert events(coord, "", "memory.govern.truncate") == before + 1
+    assert verify(coord, "")[""][1]
+
+
+def test_org_grants_changed_on_the_coordinator_bind_at_once_on_the_workers(cluster, coord):
+    coord.execute("DROP ROLE IF EXISTS agent_flip")
+    coord.execute("CREATE ROLE agent_flip LOGIN IN ROLE memory_writer")
+    coord.execute("GRANT INSERT, SELECT ON notes TO agent_flip")
+    coord.execute("GRANT USAGE ON SEQUENCE notes_id_seq TO agent_flip")
+    coord.execute("SELECT memory.grant_org('agent_flip', 'org_flip')")
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_flip dbname=postgres", autocommit=True) as a:
+        a.execute("INSERT INTO notes (org_id, content) VALUES ('org_flip', 'first')")
+        assert coord.execute("SELECT memory.revoke_org('agent_flip', 'org_flip')").fetchone()[0] is True
+        # The same session, whose worker connection cached the grant: refused now.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute("INSERT INTO notes (org_id, content) VALUES ('org_flip', 'second')")
+    assert coord.execute("SELECT count(*) FROM notes WHERE org_id = 'org_flip'").fetchone()[0] == 1
 
 
 def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord):
