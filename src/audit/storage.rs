@@ -70,8 +70,11 @@ thread_local! {
     // The oid of memory.audit_pending when DISTRIBUTED was read.
     static LOGICAL_PENDING: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
     // chain -> its shard group on this node (None: not on this node), until a relcache
-    // invalidation of a table of the group, of a logical audit table, or of everything.
+    // invalidation of a table of the group, of a logical audit table, or of everything; at most
+    // MAX_CHAINS chains (a backend that has seen more starts over), sharing one Tables per group.
     static GROUPS: RefCell<HashMap<String, Option<Rc<Tables>>>> = RefCell::new(HashMap::new());
+    // shard group (its hash range's first value) -> its tables on this node.
+    static BY_RANGE: RefCell<HashMap<String, Option<Rc<Tables>>>> = RefCell::new(HashMap::new());
     // The node's own tables, while not distributed.
     static LOCAL: RefCell<Option<Rc<Tables>>> = const { RefCell::new(None) };
 }
@@ -88,16 +91,16 @@ pub(super) fn forget(relid: pg_sys::Oid) {
             *l = None;
         }
     });
-    GROUPS.with(|g| {
-        let mut g = g.borrow_mut();
-        if all {
-            g.clear();
-        } else if g.values().flatten().any(|t| t.pending == relid || t.log == relid) {
-            // A shard of ours was moved, split or dropped: read every placement again.
-            g.clear();
-        }
-    });
+    let stale = all || BY_RANGE.with(|g| g.borrow().values().flatten().any(|t| t.pending == relid || t.log == relid));
+    if stale {
+        // A shard of ours was moved, split or dropped: read every placement again.
+        GROUPS.with(|g| g.borrow_mut().clear());
+        BY_RANGE.with(|g| g.borrow_mut().clear());
+    }
 }
+
+/// Chains remembered per backend before the map starts over.
+const MAX_CHAINS: usize = 10_000;
 
 /// Whether the audit tables are distributed by Citus on this database.
 pub fn distributed(client: &SpiClient) -> Result<bool, MxError> {
@@ -224,10 +227,23 @@ pub fn for_chain(client: &SpiClient, chain: &str) -> Result<Option<Rc<Tables>>, 
         .get(1)
         .map_err(MxError::spi_in("audit"))?;
     let t = match minvalue {
-        Some(m) => read_group(client, &m)?,
+        Some(m) => match BY_RANGE.with(|g| g.borrow().get(&m).cloned()) {
+            Some(t) => t,
+            None => {
+                let t = read_group(client, &m)?;
+                BY_RANGE.with(|g| g.borrow_mut().insert(m, t.clone()));
+                t
+            }
+        },
         None => None,
     };
-    GROUPS.with(|g| g.borrow_mut().insert(chain.to_string(), t.clone()));
+    GROUPS.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.len() >= MAX_CHAINS {
+            g.clear();
+        }
+        g.insert(chain.to_string(), t.clone());
+    });
     Ok(t)
 }
 
