@@ -379,14 +379,21 @@ BEGIN
     IF s IS NOT NULL THEN
         RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
     END IF;
-    -- A superuser "has" every role (pg_has_role), so the grants of others are not its orgs: it
-    -- acts for an org only when memory.org_id names one.
+    -- A superuser "has" every role (pg_has_role), so for it only the grants of itself and of the
+    -- roles it is really a member of (pg_auth_members) count, not every other role's.
     IF coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false) THEN
-        RETURN NULL;
+        WITH RECURSIVE m(oid) AS (
+            SELECT r
+            UNION
+            SELECT am.roleid FROM pg_catalog.pg_auth_members am JOIN m ON am.member OPERATOR(pg_catalog.=) m.oid)
+        SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+          FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE ro.oid IN (SELECT m.oid FROM m);
+    ELSE
+        SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+          FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
     END IF;
-    SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
-      FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
-     WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
     RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' THEN one END;
 END $$;
 
@@ -1653,7 +1660,7 @@ DECLARE
     actor    constant text := 'system:retention';
     -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
-    dist     constant boolean := memory._citus_distributed(tbl);
+    dist     constant boolean := opts->>'org' IS NOT NULL AND memory._citus_distributed(tbl);
     may_e    text;
     orgs     text[] := '{}';
 BEGIN
@@ -1727,19 +1734,36 @@ BEGIN
                         'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
                 hard := hard + g.n;
             END IF;
-            ids := ids || g.ids;
+            IF dist AND NOT dry_run THEN
+                -- Citus: ids are unique only within an org (every unique key holds the org column),
+                -- so each org's ids change in a statement naming the org, which also checks again
+                -- that each row is still due (a query over every shard locks nothing).
+                IF step = 1 THEN
+                    PERFORM memory._exec_as_table_owner(tbl, format(
+                        'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                            AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
+                        tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+                ELSE
+                    PERFORM memory._hold_gate(true);
+                    PERFORM memory._exec_as_table_owner(tbl, format(
+                        'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                            AND t.%I IS NOT NULL AND memory._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
+                        tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+                    PERFORM memory._hold_gate(false);
+                END IF;
+            ELSE
+                ids := ids || g.ids;
+            END IF;
         END LOOP;
-        IF NOT dry_run THEN
+        IF NOT dry_run AND NOT dist THEN
             IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])%s',
-                               tbl, setc, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NULL', sd) ELSE '' END),
-                               ARRAY[at::text, ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
                 -- (Held rows were denied above: the hold gate spares these their per-row check.)
                 PERFORM memory._hold_gate(true);
-                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])%s',
-                               tbl, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NOT NULL', sd) ELSE '' END),
-                               ARRAY[ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                               tbl, idc, idtype), ARRAY[ids::text]);
                 PERFORM memory._hold_gate(false);
             END IF;
         END IF;
@@ -4820,6 +4844,9 @@ DECLARE
     t text;
     r record;
     kind "char";
+    found_coordinator boolean;
+    i int;
+    moved regclass[] := '{}';
     done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'kept_local', '[]'::jsonb);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
@@ -4834,6 +4861,13 @@ BEGIN
         RAISE EXCEPTION 'memory.distribute needs citus.enable_unsafe_triggers = on'
             USING ERRCODE = '55000',
                   HINT = 'memory_ext''s triggers run on the shards, and write only co-located shards; set it on every node (ALTER SYSTEM SET citus.enable_unsafe_triggers = on; SELECT pg_reload_conf()), so that shard moves and later memory.govern() calls keep them.';
+    END IF;
+    -- Changes of the reference tables that memory_ext audits are recorded by the coordinator's
+    -- copy (memory._citus_other_copy): the coordinator must hold one.
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node WHERE groupid = 0)' INTO found_coordinator;
+    IF NOT found_coordinator THEN
+        RAISE EXCEPTION 'memory.distribute needs the coordinator in Citus''s metadata'
+            USING ERRCODE = '55000', HINT = 'SELECT citus_set_coordinator_host(''<host>'', <port>) on the coordinator first.';
     END IF;
     IF shard_count IS NOT NULL THEN
         PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
@@ -4857,6 +4891,7 @@ BEGIN
         IF kind IS NULL THEN
             PERFORM memory._policy_without_subquery(ref::regclass);
             EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING ref::regclass;
+            moved := moved || ref::regclass;
         ELSIF kind <> 'n' THEN
             RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
         END IF;
@@ -4872,6 +4907,7 @@ BEGIN
             ELSE
                 EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
             END IF;
+            moved := moved || t::regclass;
         END IF;
         done := jsonb_set(done, '{audit}', (done->'audit') || to_jsonb(t));
     END LOOP;
@@ -4886,6 +4922,7 @@ BEGIN
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
             EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := ''memory.audit_pending'')' USING r.relid, r.org;
+            moved := moved || r.relid;
         ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
                            WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
                              AND a.colocationid = b.colocationid) THEN
@@ -4895,6 +4932,14 @@ BEGIN
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
 
+    -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
+    -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
+    -- append-only guards would refuse the TRUNCATE: ordinary triggers are off in replica mode.)
+    PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+    FOR i IN 1 .. coalesce(array_length(moved, 1), 0) LOOP
+        EXECUTE 'SELECT pg_catalog.truncate_local_data_after_distributing_table($1)' USING moved[i];
+    END LOOP;
+    PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
     -- memory_ext's own stores stay on the coordinator for now: their keys are (id), not
     -- (org_id, id), and Citus requires the distribution column in every unique key.

@@ -313,7 +313,7 @@ DECLARE
     actor    constant text := 'system:retention';
     -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
-    dist     constant boolean := memory._citus_distributed(tbl);
+    dist     constant boolean := opts->>'org' IS NOT NULL AND memory._citus_distributed(tbl);
     may_e    text;
     orgs     text[] := '{}';
 BEGIN
@@ -387,19 +387,36 @@ BEGIN
                         'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
                 hard := hard + g.n;
             END IF;
-            ids := ids || g.ids;
+            IF dist AND NOT dry_run THEN
+                -- Citus: ids are unique only within an org (every unique key holds the org column),
+                -- so each org's ids change in a statement naming the org, which also checks again
+                -- that each row is still due (a query over every shard locks nothing).
+                IF step = 1 THEN
+                    PERFORM memory._exec_as_table_owner(tbl, format(
+                        'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                            AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
+                        tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+                ELSE
+                    PERFORM memory._hold_gate(true);
+                    PERFORM memory._exec_as_table_owner(tbl, format(
+                        'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                            AND t.%I IS NOT NULL AND memory._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
+                        tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+                    PERFORM memory._hold_gate(false);
+                END IF;
+            ELSE
+                ids := ids || g.ids;
+            END IF;
         END LOOP;
-        IF NOT dry_run THEN
+        IF NOT dry_run AND NOT dist THEN
             IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])%s',
-                               tbl, setc, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NULL', sd) ELSE '' END),
-                               ARRAY[at::text, ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
                 -- (Held rows were denied above: the hold gate spares these their per-row check.)
                 PERFORM memory._hold_gate(true);
-                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])%s',
-                               tbl, idc, idtype, CASE WHEN dist THEN format(' AND t.%I IS NOT NULL', sd) ELSE '' END),
-                               ARRAY[ids::text]);
+                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                               tbl, idc, idtype), ARRAY[ids::text]);
                 PERFORM memory._hold_gate(false);
             END IF;
         END IF;

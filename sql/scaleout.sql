@@ -73,6 +73,9 @@ DECLARE
     t text;
     r record;
     kind "char";
+    found_coordinator boolean;
+    i int;
+    moved regclass[] := '{}';
     done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'kept_local', '[]'::jsonb);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
@@ -87,6 +90,13 @@ BEGIN
         RAISE EXCEPTION 'memory.distribute needs citus.enable_unsafe_triggers = on'
             USING ERRCODE = '55000',
                   HINT = 'memory_ext''s triggers run on the shards, and write only co-located shards; set it on every node (ALTER SYSTEM SET citus.enable_unsafe_triggers = on; SELECT pg_reload_conf()), so that shard moves and later memory.govern() calls keep them.';
+    END IF;
+    -- Changes of the reference tables that memory_ext audits are recorded by the coordinator's
+    -- copy (memory._citus_other_copy): the coordinator must hold one.
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node WHERE groupid = 0)' INTO found_coordinator;
+    IF NOT found_coordinator THEN
+        RAISE EXCEPTION 'memory.distribute needs the coordinator in Citus''s metadata'
+            USING ERRCODE = '55000', HINT = 'SELECT citus_set_coordinator_host(''<host>'', <port>) on the coordinator first.';
     END IF;
     IF shard_count IS NOT NULL THEN
         PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
@@ -110,6 +120,7 @@ BEGIN
         IF kind IS NULL THEN
             PERFORM memory._policy_without_subquery(ref::regclass);
             EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING ref::regclass;
+            moved := moved || ref::regclass;
         ELSIF kind <> 'n' THEN
             RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
         END IF;
@@ -125,6 +136,7 @@ BEGIN
             ELSE
                 EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
             END IF;
+            moved := moved || t::regclass;
         END IF;
         done := jsonb_set(done, '{audit}', (done->'audit') || to_jsonb(t));
     END LOOP;
@@ -139,6 +151,7 @@ BEGIN
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
             EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := ''memory.audit_pending'')' USING r.relid, r.org;
+            moved := moved || r.relid;
         ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
                            WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
                              AND a.colocationid = b.colocationid) THEN
@@ -148,6 +161,14 @@ BEGIN
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
 
+    -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
+    -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
+    -- append-only guards would refuse the TRUNCATE: ordinary triggers are off in replica mode.)
+    PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+    FOR i IN 1 .. coalesce(array_length(moved, 1), 0) LOOP
+        EXECUTE 'SELECT pg_catalog.truncate_local_data_after_distributing_table($1)' USING moved[i];
+    END LOOP;
+    PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
     -- memory_ext's own stores stay on the coordinator for now: their keys are (id), not
     -- (org_id, id), and Citus requires the distribution column in every unique key.

@@ -74,14 +74,21 @@ BEGIN
     IF s IS NOT NULL THEN
         RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
     END IF;
-    -- A superuser "has" every role (pg_has_role), so the grants of others are not its orgs: it
-    -- acts for an org only when memory.org_id names one.
+    -- A superuser "has" every role (pg_has_role), so for it only the grants of itself and of the
+    -- roles it is really a member of (pg_auth_members) count, not every other role's.
     IF coalesce((SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r), false) THEN
-        RETURN NULL;
+        WITH RECURSIVE m(oid) AS (
+            SELECT r
+            UNION
+            SELECT am.roleid FROM pg_catalog.pg_auth_members am JOIN m ON am.member OPERATOR(pg_catalog.=) m.oid)
+        SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+          FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE ro.oid IN (SELECT m.oid FROM m);
+    ELSE
+        SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
+          FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+         WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
     END IF;
-    SELECT count(DISTINCT g.org_id), min(g.org_id) INTO n, one
-      FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
-     WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
     RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' THEN one END;
 END $$;
 

@@ -110,6 +110,8 @@ pub struct Appender {
     sequencer: bool,
     /// Deferred mode: chains whose org was checked.
     checked: BTreeSet<String>,
+    /// Immediate mode on Citus: chains placed on another node, recorded as pending entries.
+    remote: BTreeSet<String>,
     signer: PendingSigner,
     /// Deferred mode: the time every pending entry of this appender carries (Unix microseconds).
     written_at: i64,
@@ -140,6 +142,8 @@ struct Row {
     seq: i64,
     /// A pending entry's place in its writer's order (0 for chained rows).
     ord: i64,
+    /// A pending entry (deferred mode, or a chain placed on another Citus node), not a chained row.
+    pending: bool,
     recorded_at: i64,
     event_type: Span,
     actor: Option<Span>,
@@ -325,6 +329,7 @@ impl Appender {
             deferred: crate::gucs::AUDIT_MODE.get() == crate::gucs::AuditMode::Deferred,
             sequencer: false,
             checked: BTreeSet::new(),
+            remote: BTreeSet::new(),
             signer: PendingSigner::new(),
             written_at: crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS,
             standby: standby.then(BTreeMap::new),
@@ -386,10 +391,20 @@ impl Appender {
             const BY_KEY: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
                                    WHERE chain_id = $1 FOR UPDATE";
             const NEW_HEAD: &str = "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING";
-            let tables = storage::for_chain(client, chain)?.ok_or_else(|| {
-                MxError::new(code::INTERNAL, format!("the audit shards of chain \"{chain}\" are not on this node"))
-                    .hint("Integrate on the node that holds them: memory.audit_integrate() on the coordinator does.")
-            })?;
+            let tables = match storage::for_chain(client, chain)? {
+                Some(t) => t,
+                // Citus: a chain placed on another node, met after this appender locked a chain
+                // here. Its events become pending entries (through the outbox), chained by the
+                // sequencer of the chain's node.
+                None if !self.sequencer => {
+                    self.remote.insert(chain.to_string());
+                    continue;
+                }
+                None => {
+                    return Err(MxError::new(code::INTERNAL, format!("the audit shards of chain \"{chain}\" are not on this node"))
+                        .hint("Integrate on the node that holds them: memory.audit_integrate() on the coordinator does."))
+                }
+            };
             let mut rows = match cached_tid(chain) {
                 Some(tid) => run_in(client, &tables, BY_TID, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[tid.as_str().into(), chain.into()], Some(1))?,
                 None => run_in(client, &tables, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?,
@@ -451,7 +466,11 @@ impl Appender {
         check_id("workspace_id", ev.workspace_id)?;
         check_id("actor_id", ev.actor_id)?;
         let chain = ev.org_id.unwrap_or("");
-        let known = if self.deferred || self.standby.is_some() { self.checked.contains(chain) } else { self.heads.contains_key(chain) };
+        let known = if self.deferred || self.standby.is_some() {
+            self.checked.contains(chain)
+        } else {
+            self.heads.contains_key(chain) || self.remote.contains(chain)
+        };
         if !known {
             self.lock(client, [chain])?;
         }
@@ -472,7 +491,8 @@ impl Appender {
             key_id: self.key_id,
             payload: ev.payload,
         };
-        let (seq, ord, recorded_at, prev, hash, result) = if self.deferred {
+        let pending = self.deferred || self.remote.contains(chain);
+        let (seq, ord, recorded_at, prev, hash, result) = if pending {
             let (id, ord) = next_pending_id();
             let hash = self.signer.sign(&self.key, &mut event, id).ok_or_else(|| MxError::new(code::INTERNAL, "pending id out of range"))?;
             (id, ord, self.written_at, [0u8; 32], hash, None)
@@ -507,6 +527,7 @@ impl Appender {
         let row = Row {
             seq,
             ord,
+            pending,
             recorded_at,
             event_type: r.put(ev.event_type),
             actor: ev.actor_id.map(|s| r.put(s)),
@@ -529,51 +550,48 @@ impl Appender {
             return Ok(());
         }
         let r = &self.rows;
-        if self.deferred {
-            let key_id = self.key_id;
+        let key_id = self.key_id;
+        // Pending entries (deferred mode, or chains placed on another Citus node) and chained rows.
+        let (pending, chained): (Vec<usize>, Vec<usize>) = (0..r.rows.len()).partition(|&i| r.rows[i].pending);
+        if !pending.is_empty() {
             if !storage::distributed(client)? {
-                let pending = pending_relid(client)?;
-                let opened = crate::pg::bulk::Opened::open(&[pending]);
-                let order: Vec<usize> = (0..r.rows.len()).collect();
-                opened.insert(0, &PENDING_COLUMNS, &order, |i| r.pending_cells(i, key_id))?;
+                let opened = crate::pg::bulk::Opened::open(&[pending_relid(client)?]);
+                opened.insert(0, &PENDING_COLUMNS, &pending, |i| r.pending_cells(i, key_id))?;
                 drop(opened);
-                self.rows.clear();
-                return Ok(());
-            }
-            // Citus: each entry into its chain's pending shard when that is on this node (a
-            // trigger on a worker's shard: the co-located shard beside it), else through the outbox.
-            let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
-            let mut outbox = false;
-            for (i, row) in r.rows.iter().enumerate() {
-                let chain = std::str::from_utf8(r.chain(row)).unwrap_or_default();
-                let oid = match storage::for_chain(client, chain)? {
-                    Some(t) => t.pending,
-                    None => {
-                        outbox = true;
-                        storage::outbox(client)?
+            } else {
+                // Citus: each entry into its chain's pending shard when that is on this node (a
+                // trigger on a worker's shard: the co-located shard beside it), else through the outbox.
+                let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
+                let mut outbox = false;
+                for &i in &pending {
+                    let chain = std::str::from_utf8(r.chain(&r.rows[i])).unwrap_or_default();
+                    let oid = match storage::for_chain(client, chain)? {
+                        Some(t) => t.pending,
+                        None => {
+                            outbox = true;
+                            storage::outbox(client)?
+                        }
+                    };
+                    match groups.iter_mut().find(|g| g.0 == oid) {
+                        Some(g) => g.1.push(i),
+                        None => groups.push((oid, vec![i])),
                     }
-                };
-                match groups.iter_mut().find(|g| g.0 == oid) {
-                    Some(g) => g.1.push(i),
-                    None => groups.push((oid, vec![i])),
+                }
+                let opened = crate::pg::bulk::Opened::open(&groups.iter().map(|g| g.0).collect::<Vec<_>>());
+                for (k, (_, which)) in groups.iter().enumerate() {
+                    opened.insert(k, &PENDING_COLUMNS, which, |i| r.pending_cells(i, key_id))?;
+                }
+                drop(opened);
+                if outbox {
+                    crate::pg::xact::command_counter_increment();
+                    storage::ship_outbox(client)?;
                 }
             }
-            let opened = crate::pg::bulk::Opened::open(&groups.iter().map(|g| g.0).collect::<Vec<_>>());
-            for (k, (_, which)) in groups.iter().enumerate() {
-                opened.insert(k, &PENDING_COLUMNS, which, |i| r.pending_cells(i, key_id))?;
-            }
-            drop(opened);
-            if outbox {
-                crate::pg::xact::command_counter_increment();
-                storage::ship_outbox(client)?;
-            }
-            self.rows.clear();
-            return Ok(());
         }
-        // Each row goes into the month partition of its recorded_at (or the default one), the
-        // way COPY writes: straight into the table and its indexes, no statement per chunk, no
+        // Each chained row goes into the month partition of its recorded_at (or the default one),
+        // the way COPY writes: straight into the table and its indexes, no statement per chunk, no
         // arrays to build and unnest.
-        loop {
+        while !chained.is_empty() {
             // Creating a partition locks the parent exclusively, so with the parent locked the
             // cached partition list cannot go stale under this flush; an attach (which does not)
             // invalidates it, and opening the partitions below then shows it.
@@ -587,7 +605,8 @@ impl Appender {
                 }
             }
             let mut groups: Vec<(pg_sys::Oid, Vec<usize>)> = Vec::new();
-            for (i, row) in r.rows.iter().enumerate() {
+            for &i in &chained {
+                let row = &r.rows[i];
                 let pg_at = row.recorded_at - PG_EPOCH_UNIX_MICROS;
                 let chain = std::str::from_utf8(r.chain(row)).unwrap_or_default();
                 let log = self.heads.get(chain).map(|h| h.tables.log).unwrap_or(pg_sys::InvalidOid);
@@ -616,14 +635,14 @@ impl Appender {
                 // into the same leaf pages, and the heap keeps a chain's entries together.
                 let mut order: Vec<usize> = which.clone();
                 order.sort_unstable_by(|&x, &y| r.chain(&r.rows[x]).cmp(r.chain(&r.rows[y])).then(r.rows[x].seq.cmp(&r.rows[y].seq)));
-                let key_id = self.key_id;
                 opened.insert(k, &LOG_COLUMNS, &order, |i| r.cells(i, key_id))?;
             }
             drop(opened);
-            // The buffers stay allocated for the next chunk.
-            self.rows.clear();
-            return Ok(());
+            break;
         }
+        // The buffers stay allocated for the next chunk.
+        self.rows.clear();
+        Ok(())
     }
 
     /// Insert what is pending and write every touched head once.

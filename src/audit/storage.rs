@@ -77,6 +77,8 @@ thread_local! {
     static BY_RANGE: RefCell<HashMap<String, Option<Rc<Tables>>>> = RefCell::new(HashMap::new());
     // The node's own tables, while not distributed.
     static LOCAL: RefCell<Option<Rc<Tables>>> = const { RefCell::new(None) };
+    // memory.audit_outbox's oid.
+    static OUTBOX: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
 }
 
 /// Relcache callback part.
@@ -85,6 +87,11 @@ pub(super) fn forget(relid: pg_sys::Oid) {
     if all {
         DISTRIBUTED.with(|d| d.set(0));
     }
+    OUTBOX.with(|o| {
+        if relid == pg_sys::InvalidOid || o.get() == relid {
+            o.set(pg_sys::InvalidOid);
+        }
+    });
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if all || l.as_ref().is_some_and(|t| t.pending == relid || t.log == relid) {
@@ -215,7 +222,8 @@ pub fn for_chain(client: &SpiClient, chain: &str) -> Result<Option<Rc<Tables>>, 
     if let Some(t) = GROUPS.with(|g| g.borrow().get(chain).cloned()) {
         return Ok(t);
     }
-    let minvalue: Option<String> = client
+    let mut minvalue: Option<String> = None;
+    for row in client
         .select(
             "SELECT d.shardminvalue FROM pg_catalog.pg_dist_shard d
               WHERE d.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column('memory.audit_pending'::pg_catalog.regclass, $1)",
@@ -223,9 +231,9 @@ pub fn for_chain(client: &SpiClient, chain: &str) -> Result<Option<Rc<Tables>>, 
             &[chain.into()],
         )
         .map_err(MxError::spi_in("audit"))?
-        .first()
-        .get(1)
-        .map_err(MxError::spi_in("audit"))?;
+    {
+        minvalue = row.get(1).map_err(MxError::spi_in("audit"))?;
+    }
     let t = match minvalue {
         Some(m) => match BY_RANGE.with(|g| g.borrow().get(&m).cloned()) {
             Some(t) => t,
@@ -247,9 +255,33 @@ pub fn for_chain(client: &SpiClient, chain: &str) -> Result<Option<Rc<Tables>>, 
     Ok(t)
 }
 
+/// Whether the metadata places `chain`'s shard group on this node while its shards are not all
+/// here (verification must not take that for a chain with no entries).
+pub fn missing_here(client: &SpiClient, chain: &str) -> Result<bool, MxError> {
+    let mut placed: Option<String> = None;
+    for row in client
+        .select(
+            "SELECT d.shardminvalue FROM pg_catalog.pg_dist_shard d
+               JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) d.shardid
+              WHERE d.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column('memory.audit_pending'::pg_catalog.regclass, $1)
+                AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
+            Some(1),
+            &[chain.into()],
+        )
+        .map_err(MxError::spi_in("audit"))?
+    {
+        placed = row.get(1).map_err(MxError::spi_in("audit"))?;
+    }
+    match placed {
+        Some(m) => Ok(read_group(client, &m)?.is_none()),
+        None => Ok(false),
+    }
+}
+
 /// Every shard group of the audit tables placed on this node (none on a coordinator without
-/// shards).
-pub fn local_groups(client: &SpiClient) -> Result<Vec<Rc<Tables>>, MxError> {
+/// shards), and the hash ranges of those the metadata places here whose shards are not all
+/// present (a move in progress, or a shard dropped or renamed).
+pub fn local_groups(client: &SpiClient) -> Result<(Vec<Rc<Tables>>, Vec<String>), MxError> {
     let mut mins = Vec::new();
     for row in client
         .select(
@@ -266,21 +298,29 @@ pub fn local_groups(client: &SpiClient) -> Result<Vec<Rc<Tables>>, MxError> {
         mins.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
     }
     let mut out = Vec::new();
+    let mut missing = Vec::new();
     for m in mins {
-        if let Some(t) = read_group(client, &m)? {
-            out.push(t);
+        match read_group(client, &m)? {
+            Some(t) => out.push(t),
+            None => missing.push(m),
         }
     }
-    Ok(out)
+    Ok((out, missing))
 }
 
 /// memory.audit_outbox's oid: where a node puts events whose chain is placed elsewhere.
 pub fn outbox(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    Ok(run(client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid", &[], &[], Some(1))?
+    let cached = OUTBOX.with(Cell::get);
+    if cached != pg_sys::InvalidOid {
+        return Ok(cached);
+    }
+    let oid = run(client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid", &[], &[], Some(1))?
         .first()
         .get::<pg_sys::Oid>(1)
         .map_err(MxError::spi_in("audit"))?
-        .unwrap_or(pg_sys::InvalidOid))
+        .unwrap_or(pg_sys::InvalidOid);
+    OUTBOX.with(|o| o.set(oid));
+    Ok(oid)
 }
 
 /// Moves what this transaction put into memory.audit_outbox into the distributed
@@ -289,7 +329,14 @@ pub fn ship_outbox(client: &SpiClient) -> Result<(), MxError> {
     // Only rows of this transaction are in the outbox: every writer ships and deletes its own
     // rows before it commits, and a rolled-back writer's rows are invisible.
     client
-        .select("INSERT INTO memory.audit_pending SELECT * FROM memory.audit_outbox", None, &[])
+        .select(
+            "INSERT INTO memory.audit_pending (id, ord, chain_id, event_type, written_at, actor_id, org_id, project_id, workspace_id,
+                                               payload, key_id, pending_hash)
+             SELECT id, ord, chain_id, event_type, written_at, actor_id, org_id, project_id, workspace_id, payload, key_id, pending_hash
+               FROM memory.audit_outbox",
+            None,
+            &[],
+        )
         .map_err(MxError::spi_in("audit"))?;
     client.select("DELETE FROM memory.audit_outbox", None, &[]).map_err(MxError::spi_in("audit"))?;
     Ok(())

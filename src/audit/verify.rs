@@ -50,22 +50,45 @@ fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<Verify
         let keys = super::integrate::read_keys(client)?;
         let places = if !super::storage::distributed(client)? {
             vec![super::storage::local(client)?]
-        } else if local_only {
-            super::storage::local_groups(client)?
-        } else {
+        } else if !local_only {
             return verify_on_nodes(client, chain_id);
+        } else if let Some(c) = &chain_id {
+            // One chain: its group only, if it is on this node.
+            match super::storage::for_chain(client, c)? {
+                Some(t) => vec![t],
+                None if super::storage::missing_here(client, c)? => {
+                    return Err(MxError::new(
+                        code::AUDIT_APPEND_ONLY,
+                        format!("the audit shards of chain \"{c}\" are placed on this node but missing: it cannot be verified"),
+                    )
+                    .hint("A shard move in progress ends by itself; otherwise the audit shards were dropped or renamed."))
+                }
+                None => Vec::new(),
+            }
+        } else {
+            let (groups, missing) = super::storage::local_groups(client)?;
+            if !missing.is_empty() {
+                // Never a silent gap: chains whose shards are missing cannot be verified.
+                return Err(MxError::new(
+                    code::AUDIT_APPEND_ONLY,
+                    format!(
+                        "audit shard groups placed on this node are missing shards (hash ranges from {}): their chains cannot be verified",
+                        missing.join(", ")
+                    ),
+                )
+                .hint("A shard move in progress ends by itself; otherwise the audit shards were dropped or renamed."));
+            }
+            groups
         };
         let mut out = Vec::new();
         for tables in places {
-            let chains: Vec<String> = match (&chain_id, tables.is_shard_group()) {
-                (Some(c), false) => vec![c.clone()],
-                _ => {
+            let chains: Vec<String> = match &chain_id {
+                // (On Citus `places` is then the chain's own group.)
+                Some(c) => vec![c.clone()],
+                None => {
                     let mut v = Vec::new();
                     for row in client.select(tables.sql(CHAINS).as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
-                        let c = row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-                        if chain_id.as_ref().is_none_or(|want| *want == c) {
-                            v.push(c);
-                        }
+                        v.push(row.get::<String>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default());
                     }
                     v
                 }

@@ -33,6 +33,8 @@ def cluster():
                                          soft_deleted_at timestamptz, soft_delete_reason text, PRIMARY KEY (org_id, id))""")
         c.execute("""SELECT memory.govern('notes', '{"content": "content", "target": "classification", "org": "org_id",
                                                      "user": "user_id", "audit": true, "stamps": true}')""")
+        # Rows written before distribution: copied into the shards, and not left behind.
+        c.execute("INSERT INTO notes (org_id, user_id, content) VALUES ('org_pre', 'pre_user', 'written before'), ('org_pre', 'pre_user', 'also')")
         done = c.execute("SELECT memory.distribute(8)").fetchone()[0]
         assert done["governed"] == ["public.notes"]
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
@@ -86,6 +88,15 @@ def test_the_demo_walkthrough_runs_through_the_coordinator(cluster, coord):
     assert all(r[1] for r in v.values()), v
     # The demo tenant's chain is on a worker.
     assert node_of(coord, "memory.audit_log", "acme")[0] in cluster["workers"]
+
+
+def test_distribute_leaves_no_copy_of_the_rows_on_the_coordinator(coord):
+    assert coord.execute("SELECT count(*) FROM notes WHERE org_id = 'org_pre'").fetchone()[0] == 2
+    # The coordinator's own tables (Citus's shells) hold nothing on disk any more: an erased
+    # subject's rows cannot linger there.
+    for t in ("notes", "memory.audit_pending", "memory.audit_keys", "memory.org_grants"):
+        assert coord.execute("SELECT pg_relation_size(%s::regclass)", (t,)).fetchone()[0] == 0, t
+    assert verify(coord, "org_pre")["org_pre"][:2] == (2, True)
 
 
 def test_tenants_spread_over_both_workers_and_events_land_beside_their_rows(cluster, coord):
@@ -381,6 +392,34 @@ def test_org_grants_changed_on_the_coordinator_bind_at_once_on_the_workers(clust
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             a.execute("INSERT INTO notes (org_id, content) VALUES ('org_flip', 'second')")
     assert coord.execute("SELECT count(*) FROM notes WHERE org_id = 'org_flip'").fetchone()[0] == 1
+
+
+def test_retention_on_citus_touches_only_the_due_rows_of_their_own_org(coord):
+    # The same id in two orgs (unique keys hold the org on Citus); only org_short's row is due.
+    coord.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES ('org_short', 'internal', 1, 1)")
+    coord.execute("INSERT INTO notes (id, org_id, content) VALUES (900001, 'org_short', 'due soon'), (900001, 'org_long', 'kept a year')")
+    res = coord.execute("SELECT memory.run_retention(false, now() + interval '3 days')").fetchone()[0]
+    rows = dict(coord.execute("SELECT org_id, soft_deleted_at IS NOT NULL FROM notes WHERE id = 900001").fetchall())
+    assert rows == {"org_short": True, "org_long": False}, (rows, res)
+    coord.execute("SELECT memory.run_retention(false, now() + interval '5 days')")
+    rows = dict(coord.execute("SELECT org_id, soft_deleted_at IS NOT NULL FROM notes WHERE id = 900001").fetchall())
+    assert rows == {"org_long": False}, rows
+
+
+def test_an_immediate_appender_on_a_worker_spans_chains_of_both_workers(cluster, coord):
+    here = next(o for o in (f"org_span_{i}" for i in range(100)) if node_of(coord, "memory.audit_log", o)[0] == min(cluster["workers"]))
+    there = next(o for o in (f"org_span_{i}" for i in range(100)) if node_of(coord, "memory.audit_log", o)[0] == max(cluster["workers"]))
+    with psycopg.connect(dsn(min(cluster["workers"]))) as w:
+        w.execute("SET memory.audit_mode = immediate")
+        w.execute("SELECT memory.audit_append('app.span', '{\"n\": 1}', %s)", (here,))
+        w.execute("SELECT memory.audit_append('app.span', '{\"n\": 2}', %s)", (there,))
+        w.commit()
+    # The local chain was chained at once, the other one's event went through the outbox.
+    assert coord.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = %s", (here,)).fetchone()[0] == 1
+    assert coord.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = %s", (there,)).fetchone()[0] == 1
+    coord.execute("SELECT memory.audit_integrate()")
+    v = verify(coord)
+    assert v[here][:2] == (1, True) and v[there][:2] == (1, True)
 
 
 def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord):
