@@ -261,3 +261,22 @@ def test_a_superuser_is_not_scoped_by_another_roles_only_grant(conn):
     conn.execute("RESET memory.org_id")
     conn.execute("DROP OWNED BY only_agent")
     conn.execute("DROP ROLE only_agent")
+
+
+def test_a_superuser_bound_to_one_org_acts_for_it(conn):
+    """Its own grant (and those of roles it is really a member of) still count for a superuser."""
+    conn.execute("SELECT memory.setup_roles()")
+    for r in ("su_bound", "other_agent"):
+        conn.execute(f"DROP ROLE IF EXISTS {r}")
+    conn.execute("CREATE ROLE su_bound SUPERUSER")
+    conn.execute("CREATE ROLE other_agent")
+    conn.execute("SELECT memory.grant_org('su_bound', 'org_self')")
+    conn.execute("SELECT memory.grant_org('other_agent', 'org_other')")
+    conn.execute("SET ROLE su_bound")
+    try:
+        assert conn.execute("SELECT memory.acting_org()").fetchone()[0] == "org_self"
+    finally:
+        conn.execute("RESET ROLE")
+    for r in ("su_bound", "other_agent"):
+        conn.execute(f"DROP OWNED BY {r}")
+        conn.execute(f"DROP ROLE {r}")
