@@ -422,6 +422,24 @@ def test_an_immediate_appender_on_a_worker_spans_chains_of_both_workers(cluster,
     assert v[here][:2] == (1, True) and v[there][:2] == (1, True)
 
 
+def test_a_missing_log_shard_fails_verification_instead_of_hiding_its_chains(coord):
+    org = "org_hidden"
+    insert(coord, org, 2)
+    coord.execute("SELECT memory.audit_integrate()")
+    port, log = node_of(coord, "memory.audit_log", org)
+    schema, name = log.split(".")
+    with psycopg.connect(dsn(port), autocommit=True) as w:
+        w.execute("SET citus.enable_manual_changes_to_shards = on")
+        w.execute(f"ALTER TABLE {log} RENAME TO {name}_away")
+        try:
+            for chain in (None, org):
+                with pytest.raises(psycopg.Error, match="missing"):
+                    verify(coord, chain)
+        finally:
+            w.execute(f"ALTER TABLE {schema}.{name}_away RENAME TO {name}")
+    assert verify(coord, org)[org][:2] == (2, True)
+
+
 def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord):
     """Last: restarts every node with memory.integrator_databases naming the database; each node's
     integrator then chains the shard groups it holds, with nobody calling audit_integrate()."""
