@@ -11,3 +11,4 @@ pub mod lifecycle;
 pub mod retention;
 pub mod events;
 pub mod protocol;
+pub mod shards;

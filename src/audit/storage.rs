@@ -48,14 +48,15 @@ impl Tables {
     pub fn sql(&self, sql: &str) -> String {
         match &self.names {
             None => sql.to_string(),
-            Some(n) => {
-                // Longest names first: memory.audit_log is not a prefix of any other name used in
-                // these statements, but keep the order safe anyway.
-                sql.replace("memory.audit_pending", &n.pending)
-                    .replace("memory.audit_heads", &n.heads)
-                    .replace("memory.audit_seals", &n.seals)
-                    .replace("memory.audit_log", &n.log)
-            }
+            Some(n) => memory_core::shards::put_shard_names(
+                sql,
+                &[
+                    ("memory.audit_pending", &n.pending),
+                    ("memory.audit_heads", &n.heads),
+                    ("memory.audit_seals", &n.seals),
+                    ("memory.audit_log", &n.log),
+                ],
+            ),
         }
     }
 
