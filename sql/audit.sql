@@ -111,20 +111,7 @@ COMMENT ON TABLE memory.audit_pending IS
 -- On Citus (SPEC §10), where a node puts audit events whose chain's shards are on another node
 -- (events appended on the coordinator): written like pending entries, then moved into the
 -- distributed memory.audit_pending by the same transaction. Always empty between transactions.
-CREATE TABLE memory.audit_outbox (
-    id           bigint NOT NULL,
-    ord          bigint NOT NULL,
-    chain_id     text NOT NULL,
-    event_type   text NOT NULL,
-    written_at   timestamptz NOT NULL,
-    actor_id     text,
-    org_id       text,
-    project_id   text,
-    workspace_id text,
-    payload      jsonb NOT NULL,
-    key_id       int NOT NULL,
-    pending_hash bytea NOT NULL
-);
+CREATE TABLE memory.audit_outbox (LIKE memory.audit_pending);
 REVOKE ALL ON memory.audit_outbox FROM PUBLIC;
 COMMENT ON TABLE memory.audit_outbox IS
   'Citus only: pending audit entries of chains placed on another node, moved into memory.audit_pending by the transaction that wrote them. Empty between transactions.';

@@ -195,20 +195,9 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
             }
             return Ok(done);
         }
-        let _owner = crate::trust::AsOwner::enter()?;
         let command = format!("SELECT memory._audit_integrate_local({})", caller == Caller::Explicit);
         let mut done = 0i64;
-        for row in client
-            .select(
-                "SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid",
-                None,
-                &[command.as_str().into()],
-            )
-            .map_err(MxError::spi_in("audit"))?
-        {
-            let node: i32 = row.get(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-            let ok: bool = row.get(2).map_err(MxError::spi_in("audit"))?.unwrap_or(false);
-            let result: String = row.get(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+        for (node, ok, result) in super::storage::on_all_nodes(client, &command)? {
             match (ok, result.parse::<i64>()) {
                 (true, Ok(n)) => done += n,
                 // Readers go on without what a node could not integrate (audit_verify counts

@@ -368,17 +368,6 @@ impl Appender {
                 }
             }
         }
-        if !self.deferred && self.standby.is_none() && !self.sequencer && self.heads.is_empty() && self.rows.rows.is_empty() {
-            // Immediate mode on Citus for a chain placed on another node (an event appended on
-            // the coordinator, which holds no shards): its head cannot be locked here, so the
-            // appender records pending entries, which the sequencer of the chain's node chains.
-            for chain in &wanted {
-                if storage::for_chain(client, chain)?.is_none() {
-                    self.deferred = true;
-                    break;
-                }
-            }
-        }
         if self.deferred || self.standby.is_some() {
             // No chain lock: the sequencer orders pending entries after commit (and a standby
             // records nothing).
@@ -393,9 +382,10 @@ impl Appender {
             const NEW_HEAD: &str = "INSERT INTO memory.audit_heads (chain_id) VALUES ($1) ON CONFLICT (chain_id) DO NOTHING";
             let tables = match storage::for_chain(client, chain)? {
                 Some(t) => t,
-                // Citus: a chain placed on another node, met after this appender locked a chain
-                // here. Its events become pending entries (through the outbox), chained by the
-                // sequencer of the chain's node.
+                // Immediate mode on Citus for a chain placed on another node (an event appended
+                // on the coordinator, which holds no shards, or on a worker for another worker's
+                // tenant): its head cannot be locked here, so its events become pending entries
+                // (through the outbox), chained by the sequencer of the chain's node.
                 None if !self.sequencer => {
                     self.remote.insert(chain.to_string());
                     continue;
@@ -555,7 +545,7 @@ impl Appender {
         let (pending, chained): (Vec<usize>, Vec<usize>) = (0..r.rows.len()).partition(|&i| r.rows[i].pending);
         if !pending.is_empty() {
             if !storage::distributed(client)? {
-                let opened = crate::pg::bulk::Opened::open(&[pending_relid(client)?]);
+                let opened = crate::pg::bulk::Opened::open(&[storage::local(client)?.pending]);
                 opened.insert(0, &PENDING_COLUMNS, &pending, |i| r.pending_cells(i, key_id))?;
                 drop(opened);
             } else {
@@ -906,7 +896,6 @@ thread_local! {
     // Pending ids: a random start per backend, then consecutive; and the writer's order, the
     // clock made strictly increasing within the backend.
     static PENDING_SEQ: std::cell::Cell<(i64, i64)> = const { std::cell::Cell::new((0, i64::MIN)) };
-    static PENDING_RELID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
 }
 
 /// (id, ord) of the next pending entry written by this backend.
@@ -1017,10 +1006,6 @@ pub(crate) fn integration_lock_relid(client: &SpiClient) -> Result<pg_sys::Oid, 
     cached_relid(&LOCK_RELID, client, "SELECT 'memory.audit_integration_lock'::regclass::oid")
 }
 
-/// memory.audit_pending's oid.
-fn pending_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    cached_relid(&PENDING_RELID, client, "SELECT 'memory.audit_pending'::regclass::oid")
-}
 
 /// memory.audit_log's oid and its partitions.
 type Partitions = std::rc::Rc<(pg_sys::Oid, Vec<(pg_sys::Oid, Option<(i64, i64)>)>)>;
@@ -1034,7 +1019,6 @@ thread_local! {
 
 fn partitions_inval(relid: pg_sys::Oid) {
     forget_relid(&LOCK_RELID, relid);
-    forget_relid(&PENDING_RELID, relid);
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {

@@ -88,11 +88,7 @@ pub(super) fn forget(relid: pg_sys::Oid) {
     if all {
         DISTRIBUTED.with(|d| d.set(0));
     }
-    OUTBOX.with(|o| {
-        if relid == pg_sys::InvalidOid || o.get() == relid {
-            o.set(pg_sys::InvalidOid);
-        }
-    });
+    super::forget_relid(&OUTBOX, relid);
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if all || l.as_ref().is_some_and(|t| t.pending == relid || t.log == relid) {
@@ -311,17 +307,7 @@ pub fn local_groups(client: &SpiClient) -> Result<(Vec<Rc<Tables>>, Vec<String>)
 
 /// memory.audit_outbox's oid: where a node puts events whose chain is placed elsewhere.
 pub fn outbox(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    let cached = OUTBOX.with(Cell::get);
-    if cached != pg_sys::InvalidOid {
-        return Ok(cached);
-    }
-    let oid = run(client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid", &[], &[], Some(1))?
-        .first()
-        .get::<pg_sys::Oid>(1)
-        .map_err(MxError::spi_in("audit"))?
-        .unwrap_or(pg_sys::InvalidOid);
-    OUTBOX.with(|o| o.set(oid));
-    Ok(oid)
+    super::cached_relid(&OUTBOX, client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid")
 }
 
 /// Moves what this transaction put into memory.audit_outbox into the distributed
@@ -341,4 +327,27 @@ pub fn ship_outbox(client: &SpiClient) -> Result<(), MxError> {
         .map_err(MxError::spi_in("audit"))?;
     client.select("DELETE FROM memory.audit_outbox", None, &[]).map_err(MxError::spi_in("audit"))?;
     Ok(())
+}
+
+/// `command` run on every node of the Citus cluster, this one included, each in its own
+/// transaction (`run_command_on_all_nodes`), as the extension owner: (node id, whether it
+/// succeeded, its result or error text), in node order.
+pub fn on_all_nodes(client: &SpiClient, command: &str) -> Result<Vec<(i32, bool, String)>, MxError> {
+    let _owner = crate::trust::AsOwner::enter()?;
+    let mut out = Vec::new();
+    for row in client
+        .select(
+            "SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid",
+            None,
+            &[command.into()],
+        )
+        .map_err(MxError::spi_in("audit"))?
+    {
+        out.push((
+            row.get::<i32>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default(),
+            row.get::<bool>(2).map_err(MxError::spi_in("audit"))?.unwrap_or(false),
+            row.get::<String>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default(),
+        ));
+    }
+    Ok(out)
 }

@@ -105,21 +105,12 @@ fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<Verify
 /// transaction; the rows come back as JSON and are merged in chain order. A chain no node holds
 /// has no entries (as on a single node).
 fn verify_on_nodes(client: &SpiClient, chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
-    let _owner = crate::trust::AsOwner::enter()?;
+    let command = format!(
+        "SELECT COALESCE(pg_catalog.json_agg(v), '[]'::pg_catalog.json) FROM memory._audit_verify_local({}) v",
+        chain_id.as_deref().map_or_else(|| "NULL".to_string(), pgrx::spi::quote_literal)
+    );
     let mut out: Vec<VerifyRow> = Vec::new();
-    for row in client
-        .select(
-            "SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes(pg_catalog.format(
-                 'SELECT COALESCE(pg_catalog.json_agg(v), ''[]''::pg_catalog.json) FROM memory._audit_verify_local(%L) v', $1::text))
-              ORDER BY nodeid",
-            None,
-            &[chain_id.as_deref().into()],
-        )
-        .map_err(MxError::spi_in("audit"))?
-    {
-        let node: i32 = row.get(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-        let ok: bool = row.get(2).map_err(MxError::spi_in("audit"))?.unwrap_or(false);
-        let result: String = row.get(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
+    for (node, ok, result) in super::storage::on_all_nodes(client, &command)? {
         if !ok {
             return Err(MxError::new(code::INTERNAL, format!("audit verification on Citus node {node} failed: {result}")));
         }
