@@ -3580,56 +3580,15 @@ ALTER TABLE memory.drift_thresholds ENABLE ALWAYS TRIGGER memory_merge;
 
 ALTER TABLE memory.drift_lexicon ENABLE ALWAYS TRIGGER memory_merge;
 
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_thresholds
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_lexicon
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
 CREATE OR REPLACE FUNCTION memory._drift_threshold(p_name text)
 RETURNS numeric LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT t.value FROM memory.drift_thresholds t WHERE t.name OPERATOR(pg_catalog.=) p_name $$;
-
-CREATE OR REPLACE FUNCTION memory._rating_polarity(rating text)
-RETURNS int LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT CASE WHEN rating IN ('thumbs_up', 'agree') THEN 1 WHEN rating IN ('not_helpful', 'disagree') THEN -1 END $$;
-
-CREATE OR REPLACE FUNCTION memory._comment_polarity(comment text)
-RETURNS int LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT NULLIF(pg_catalog.sign(sum(l.polarity))::int, 0)
-      FROM memory.drift_lexicon l
-     WHERE CASE WHEN l.word ~ '^[a-z0-9_]+$'
-                THEN pg_catalog.lower(comment) ~ ('(^|[^[:alnum:]_])' || l.word || '($|[^[:alnum:]_])')
-                ELSE pg_catalog.strpos(comment, l.word) > 0 END
-$$;
-
-CREATE OR REPLACE FUNCTION memory._thesis_words(t text)
-RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT coalesce(array_agg(DISTINCT w ORDER BY w), '{}')
-      FROM regexp_split_to_table(pg_catalog.lower(coalesce(t, '')), '[^[:alnum:]]+') w
-     WHERE length(w) >= 2
-$$;
-
-CREATE OR REPLACE FUNCTION memory._jaccard(a text[], b text[])
-RETURNS float8 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN cardinality(a) + cardinality(b) = 0 THEN 1.0
-                ELSE (SELECT count(*) FROM (SELECT unnest(a) INTERSECT SELECT unnest(b)) i)::float8
-                     / (SELECT count(*) FROM (SELECT unnest(a) UNION SELECT unnest(b)) u) END
-$$;
-
-CREATE OR REPLACE FUNCTION memory._drift_record(p_org text, p_user text, p_ref text, p_cog jsonb, p_kind memory.drift_signal,
-                                     p_prior jsonb, p_current jsonb, p_summary text)
-RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    id     text := 'drift_' || to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '_'
-                   || substr(md5(gen_random_uuid()::text), 1, 6);
-    alert  boolean := p_kind IN ('grade_reversal', 'refresh_stance_flip');
-BEGIN
-    INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, cognition_object, signal_kind, prior_signal,
-                                          current_signal, delta_summary, triggers_alert)
-    VALUES (id, p_org, p_user, p_ref, p_cog, p_kind, p_prior, p_current, p_summary, alert);
-    PERFORM memory._audit('memory.drift.detected', jsonb_build_object(
-        'userId', memory._pseudonym(p_user), 'driftId', id, 'signalKind', p_kind, 'triggersAlert', alert), p_org);
-    RETURN id;
-END $$;
 
 CREATE TABLE memory.user_feedback (
     id                 uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -3641,12 +3600,12 @@ CREATE TABLE memory.user_feedback (
     comment            text,
     created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at)),
     -- The comment's lexicon polarity when it was written (memory._feedback_polarity), so the
-    -- conflict detector counts earlier comments by an index instead of re-reading each one.
+    -- conflict detector reads the latest opposing comments by an index instead of re-reading each one.
     comment_polarity   smallint CONSTRAINT user_feedback_polarity_check CHECK (comment_polarity IS NULL OR (comment_polarity IN (-1, 1) AND comment IS NOT NULL))
 );
 
 CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, related_object_ref, created_at);
-CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity) WHERE comment_polarity IS NOT NULL;
+CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity, created_at) WHERE comment_polarity IS NOT NULL;
 
 COMMENT ON TABLE memory.user_feedback IS
   'A user''s feedback on an object (rating, comment); an insert runs the grade_reversal and feedback_conflict detectors.';
@@ -3680,111 +3639,13 @@ CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (o
 COMMENT ON TABLE memory.watch_question_updates IS
   'Watch question lifecycle (resolved, reopened); an insert runs the watch_question_resolved_then_reopened detector.';
 
-CREATE OR REPLACE FUNCTION memory._detect_drift()
-RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    prior record;
-    pol   int;
-    n     bigint;
-    kind  text;
-BEGIN
-    -- (The consent, polarity and threshold lookups are written out here rather than called:
-    -- this runs once per feedback row, and each function call would cost more than its query.)
-    IF memory._restore_mode() OR NOT EXISTS (
-           SELECT 1 FROM (SELECT c.scopes FROM memory.consents c WHERE c.org_id = NEW.org_id AND c.user_id = NEW.user_id
-                           ORDER BY c.version DESC LIMIT 1) s
-            WHERE 'save_to_profile' = ANY (s.scopes)) THEN
-        RETURN NULL;
-    END IF;
-    IF TG_TABLE_NAME = 'user_feedback' THEN
-        -- grade_reversal: the latest earlier rating of the same object, within the window, of the
-        -- other polarity.
-        pol := CASE WHEN NEW.rating IN ('thumbs_up', 'agree') THEN 1 WHEN NEW.rating IN ('not_helpful', 'disagree') THEN -1 END;
-        IF pol IS NOT NULL THEN
-            SELECT f.rating, f.created_at INTO prior FROM memory.user_feedback f
-             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.related_object_ref = NEW.related_object_ref
-               AND f.id <> NEW.id AND f.rating IS NOT NULL AND f.created_at <= NEW.created_at
-               AND f.created_at > NEW.created_at
-                   - make_interval(days => (SELECT t.value FROM memory.drift_thresholds t WHERE t.name = 'grade_reversal_days')::int)
-             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
-            IF prior.rating IS NOT NULL AND (CASE WHEN prior.rating IN ('thumbs_up', 'agree') THEN 1 ELSE -1 END) = -pol THEN
-                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'grade_reversal',
-                    jsonb_build_object('value', prior.rating, 'captured_at', prior.created_at, 'captured_in_object_ref', NEW.related_object_ref),
-                    jsonb_build_object('value', NEW.rating, 'captured_at', NEW.created_at, 'captured_in_object_ref', NEW.related_object_ref),
-                    format('%s graded %s, then %s graded %s', to_char(prior.created_at, 'YYYY-MM-DD'), prior.rating,
-                           to_char(NEW.created_at, 'YYYY-MM-DD'), NEW.rating));
-            END IF;
-        END IF;
-        -- feedback_conflict: earlier comments on the same kind of object whose keywords point the
-        -- other way, at least feedback_conflict_min of them.
-        pol := NEW.comment_polarity;
-        IF pol IS NOT NULL THEN
-            kind := NEW.cognition_object->>'type';
-            SELECT count(*) INTO n FROM memory.user_feedback f
-             WHERE f.org_id = NEW.org_id AND f.user_id = NEW.user_id AND f.comment_polarity = -pol
-               AND f.id <> NEW.id AND f.created_at <= NEW.created_at
-               AND (f.cognition_object->>'type') IS NOT DISTINCT FROM kind;
-            IF n >= (SELECT t.value FROM memory.drift_thresholds t WHERE t.name = 'feedback_conflict_min') THEN
-                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, NEW.related_object_ref, NEW.cognition_object, 'feedback_conflict',
-                    jsonb_build_object('value', CASE WHEN pol > 0 THEN 'negative' ELSE 'positive' END, 'count', n),
-                    jsonb_build_object('value', CASE WHEN pol > 0 THEN 'positive' ELSE 'negative' END, 'captured_at', NEW.created_at,
-                                       'captured_in_object_ref', NEW.related_object_ref),
-                    format('%s earlier comments on %s objects point the other way', n, coalesce(kind, 'untyped')));
-            END IF;
-        END IF;
-    ELSIF TG_TABLE_NAME = 'thread_refreshes' THEN
-        -- refresh_stance_flip: many changed inferences, and a thesis sharing few words with the
-        -- thread's thesis of at least refresh_lookback_days earlier.
-        IF NEW.changed_inferences > memory._drift_threshold('refresh_changed_inferences_min') THEN
-            SELECT r.main_thesis, r.created_at INTO prior FROM memory.thread_refreshes r
-             WHERE r.org_id = NEW.org_id AND r.thread_id = NEW.thread_id AND r.id <> NEW.id
-               AND r.created_at <= NEW.created_at - make_interval(days => memory._drift_threshold('refresh_lookback_days')::int)
-             ORDER BY r.created_at DESC, r.id DESC LIMIT 1;
-            IF prior.created_at IS NOT NULL
-               AND memory._jaccard(memory._thesis_words(prior.main_thesis), memory._thesis_words(NEW.main_thesis))
-                   < memory._drift_threshold('refresh_jaccard_max') THEN
-                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, 'thread:' || NEW.thread_id, NULL, 'refresh_stance_flip',
-                    jsonb_build_object('value', 'thesis', 'captured_at', prior.created_at, 'captured_in_object_ref', 'thread:' || NEW.thread_id),
-                    jsonb_build_object('value', 'thesis', 'captured_at', NEW.created_at, 'captured_in_object_ref', 'thread:' || NEW.thread_id,
-                                       'changed_inferences', NEW.changed_inferences),
-                    format('thesis of thread %s changed (%s inferences) since %s', NEW.thread_id, NEW.changed_inferences,
-                           to_char(prior.created_at, 'YYYY-MM-DD')));
-            END IF;
-        END IF;
-    ELSE
-        -- watch_question_resolved_then_reopened: reopened within the window after resolved, but
-        -- not within the first watch_reopen_min_hours.
-        IF NEW.status = 'reopened' THEN
-            SELECT w.created_at INTO prior FROM memory.watch_question_updates w
-             WHERE w.org_id = NEW.org_id AND w.watch_question_id = NEW.watch_question_id AND w.status = 'resolved'
-               AND w.id <> NEW.id AND w.created_at <= NEW.created_at
-             ORDER BY w.created_at DESC, w.id DESC LIMIT 1;
-            IF prior.created_at IS NOT NULL
-               AND NEW.created_at - prior.created_at <= make_interval(days => memory._drift_threshold('watch_reopen_days')::int)
-               AND NEW.created_at - prior.created_at >= make_interval(hours => memory._drift_threshold('watch_reopen_min_hours')::int) THEN
-                PERFORM memory._drift_record(NEW.org_id, NEW.user_id, 'watch_question:' || NEW.watch_question_id, NULL,
-                    'watch_question_resolved_then_reopened',
-                    jsonb_build_object('value', 'resolved', 'captured_at', prior.created_at, 'captured_in_object_ref', 'watch_question:' || NEW.watch_question_id),
-                    jsonb_build_object('value', 'reopened', 'captured_at', NEW.created_at, 'captured_in_object_ref', 'watch_question:' || NEW.watch_question_id),
-                    format('watch question %s resolved %s, reopened %s', NEW.watch_question_id,
-                           to_char(prior.created_at, 'YYYY-MM-DD HH24:MI'), to_char(NEW.created_at, 'YYYY-MM-DD HH24:MI')));
-            END IF;
-        END IF;
-    END IF;
-    RETURN NULL;
-END $$;
-
--- A comment's polarity is fixed when it is written (by the lexicon of that moment; a restore keeps it).
-CREATE FUNCTION memory._feedback_polarity()
-RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NOT memory._restore_mode() THEN
-        NEW.comment_polarity := CASE WHEN NEW.comment IS NOT NULL THEN memory._comment_polarity(NEW.comment) END;
-    END IF;
-    RETURN NEW;
-END $$;
+-- The detectors (src/drift.rs, rules in memory_core::drift): memory._feedback_polarity() fixes a
+-- comment's lexicon polarity when it is written (a restore keeps it); memory._detect_drift() runs
+-- the four detectors after each insert, for users with save_to_profile in force. Both are C
+-- triggers that read and write as the extension owner; the writer's org was checked by row-level
+-- security. They cache the lexicon and thresholds: a change to either table tells every backend.
+CREATE FUNCTION "_feedback_polarity"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_feedback_polarity_checked';
+CREATE FUNCTION "_detect_drift"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_detect_drift_checked';
 CREATE TRIGGER memory_feedback_polarity BEFORE INSERT ON memory.user_feedback
     FOR EACH ROW WHEN (NEW.comment IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._feedback_polarity();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
@@ -4950,7 +4811,7 @@ BEGIN
               WHERE p.pronamespace = 'memory'::regnamespace
                 AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
                 AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
-                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', 'classify', '_classify',
+                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
                     '_source_tier', 'is_stale', '_is_stale']) LOOP

@@ -12,3 +12,4 @@ pub mod retention;
 pub mod events;
 pub mod protocol;
 pub mod shards;
+pub mod drift;

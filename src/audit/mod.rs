@@ -21,7 +21,6 @@ use crate::errors::{code, MxError, OrRaise};
 use crate::pg::bulk::Cell;
 use memory_core::audit::{pseudonymize, Chainer, Event, MerkleBuilder, Payload, PendingSigner};
 use pgrx::datum::DatumWithOid;
-use pgrx::PgOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
@@ -227,13 +226,6 @@ impl Rows {
     }
 }
 
-thread_local! {
-    // Plans of the fixed statements, prepared once per backend (SPI_keepplan). The plan cache
-    // re-plans them by itself after DDL, e.g. when partitions are added.
-    static PLANS: std::cell::RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> =
-        std::cell::RefCell::new(HashMap::new());
-}
-
 /// Run one of the fixed statements through its kept plan.
 fn run<'conn>(
     client: &SpiClient<'conn>,
@@ -242,17 +234,7 @@ fn run<'conn>(
     args: &[DatumWithOid],
     limit: Option<std::ffi::c_long>,
 ) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
-    let have = PLANS.with(|p| p.borrow().contains_key(sql));
-    if !have {
-        let oids: Vec<PgOid> = types.iter().map(|t| PgOid::from(*t)).collect();
-        let plan = client.prepare(sql, &oids).map_err(MxError::spi_in("audit"))?.keep();
-        PLANS.with(|p| p.borrow_mut().insert(sql, plan));
-    }
-    PLANS.with(|p| {
-        let plans = p.borrow();
-        let plan = plans.get(sql).expect("prepared above");
-        client.select(plan, limit, args).map_err(MxError::spi_in("audit"))
-    })
+    crate::pg::spi::kept(client, sql, types, args, limit).map_err(MxError::spi_in("audit"))
 }
 
 /// `run` on the tables of `tables`: the kept plan for the node's own tables, the statement with

@@ -2,7 +2,38 @@
 //! columns are borrowed without copying; trigger data registered for transition tables.
 
 use super::error::{code, MxError};
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+thread_local! {
+    // Plans of memory_ext's fixed statements, prepared once per backend (SPI_keepplan). The plan
+    // cache re-plans them by itself after DDL, e.g. when partitions are added.
+    static PLANS: RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
+/// Runs one of memory_ext's fixed statements (a constant, schema-qualified SQL text) through its
+/// kept plan, preparing it on first use with parameters of `types`.
+pub fn kept<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+    limit: Option<std::ffi::c_long>,
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, pgrx::spi::Error> {
+    if !PLANS.with(|p| p.borrow().contains_key(sql)) {
+        let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
+        let plan = client.prepare(sql, &oids)?.keep();
+        PLANS.with(|p| p.borrow_mut().insert(sql, plan));
+    }
+    PLANS.with(|p| {
+        let plans = p.borrow();
+        let plan = plans.get(sql).expect("prepared above");
+        client.select(plan, limit, args)
+    })
+}
 
 /// Makes a statement trigger's transition tables visible to the queries it sends through SPI.
 pub fn register_trigger_data(td: &pg_sys::TriggerData) {

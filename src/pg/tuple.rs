@@ -296,6 +296,110 @@ impl<'a> RowTrigger<'a> {
     }
 }
 
+/// The row of an INSERT row trigger, BEFORE or AFTER, read by column name: memory_ext's own
+/// tables' triggers (their layout is the extension's, so no mapping is cached).
+pub struct InsertedRow<'a> {
+    td: &'a pg_sys::TriggerData,
+    tupdesc: pg_sys::TupleDesc,
+    tuple: pg_sys::HeapTuple,
+}
+
+impl<'a> InsertedRow<'a> {
+    /// The inserted row, when `td` is the firing of a row trigger on INSERT at that timing.
+    pub fn new(td: &'a pg_sys::TriggerData, fname: &str, before: bool) -> Result<Self, MxError> {
+        let ev = td.tg_event;
+        let timing = ev & pg_sys::TRIGGER_EVENT_TIMINGMASK;
+        let ok_timing = if before { timing == pg_sys::TRIGGER_EVENT_BEFORE } else { timing == pg_sys::TRIGGER_EVENT_AFTER };
+        if !ok_timing || ev & pg_sys::TRIGGER_EVENT_ROW == 0 || ev & pg_sys::TRIGGER_EVENT_OPMASK != pg_sys::TRIGGER_EVENT_INSERT {
+            let when = if before { "BEFORE" } else { "AFTER" };
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("{fname} must be fired {when} INSERT FOR EACH ROW")));
+        }
+        // SAFETY: the trigger's relation is open while the trigger runs.
+        let tupdesc = unsafe { (*td.tg_relation).rd_att };
+        Ok(InsertedRow { td, tupdesc, tuple: td.tg_trigtuple })
+    }
+
+    pub fn relid(&self) -> pg_sys::Oid {
+        trigger_relid(self.td)
+    }
+
+    /// Attribute number (1-based) and type of the live column `name`.
+    fn column(&self, name: &str) -> Result<(i32, pg_sys::Oid), MxError> {
+        // SAFETY: the trigger's descriptor is valid while it runs; find_attr returns an index below natts.
+        unsafe {
+            match find_attr(self.tupdesc, name) {
+                Some(i) => Ok((i as i32 + 1, (*(*self.tupdesc).attrs.as_ptr().add(i)).atttypid)),
+                None => Err(MxError::new(TRIGGER_PROTOCOL, format!("{} has no column \"{name}\"", trigger_relation_name(self.td)))),
+            }
+        }
+    }
+
+    /// Column `name`, None for NULL.
+    pub fn datum(&self, name: &str) -> Result<Option<pg_sys::Datum>, MxError> {
+        let (attnum, _) = self.column(name)?;
+        let mut isnull = false;
+        // SAFETY: the trigger's tuple with its relation's descriptor and a live attribute number.
+        let d = unsafe { pg_sys::heap_getattr(self.tuple, attnum, self.tupdesc, &mut isnull) };
+        Ok((!isnull).then_some(d))
+    }
+
+    /// Column `name` as an SPI argument of the column's own type, the datum passed as it is
+    /// (valid for the trigger call, which outlives every statement sent with it).
+    pub fn arg(&self, name: &str) -> Result<pgrx::datum::DatumWithOid<'a>, MxError> {
+        let (_, typoid) = self.column(name)?;
+        Ok(match self.datum(name)? {
+            None => pgrx::datum::DatumWithOid::null_oid(typoid),
+            // SAFETY: a non-NULL datum of a column of type typoid, alive for the trigger call.
+            Some(d) => unsafe { pgrx::datum::DatumWithOid::new(d, typoid) },
+        })
+    }
+
+    /// Column `name` (text or varchar) as text, None for NULL.
+    pub fn text(&self, name: &str) -> Result<Option<&'a str>, MxError> {
+        let (_, typoid) = self.column(name)?;
+        if !is_text(typoid) {
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not text", trigger_relation_name(self.td))));
+        }
+        // SAFETY: a non-NULL datum of a text column of this trigger's row, alive for the call.
+        Ok(self.datum(name)?.map(|d| as_str(unsafe { text_bytes(d) }, database_is_utf8())))
+    }
+
+    /// Column `name` of a by-value integer or timestamp type (int2, int4, int8, timestamptz).
+    pub fn int(&self, name: &str) -> Result<Option<i64>, MxError> {
+        let (_, typoid) = self.column(name)?;
+        let d = self.datum(name)?;
+        Ok(match typoid {
+            pg_sys::INT2OID => d.map(|d| d.value() as i16 as i64),
+            pg_sys::INT4OID => d.map(|d| d.value() as i32 as i64),
+            pg_sys::INT8OID | pg_sys::TIMESTAMPTZOID => d.map(|d| d.value() as i64),
+            _ => return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not an integer", trigger_relation_name(self.td)))),
+        })
+    }
+
+    /// The row, unchanged, as a BEFORE trigger's result.
+    pub fn unchanged(&self) -> PgHeapTuple<'static, AllocatedByPostgres> {
+        // SAFETY: the trigger's tuple with its relation's descriptor.
+        unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(self.tupdesc), self.tuple) }
+    }
+
+    /// The row with the int2 column `name` set to `value`, as a BEFORE trigger's result.
+    pub fn with_int2(&self, name: &str, value: Option<i16>) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
+        let (attnum, typoid) = self.column(name)?;
+        if typoid != pg_sys::INT2OID {
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not smallint", trigger_relation_name(self.td))));
+        }
+        let mut cols = [attnum];
+        let mut values = [pg_sys::Datum::from(value.unwrap_or(0))];
+        let mut nulls = [value.is_none()];
+        // SAFETY: the trigger's tuple and descriptor, one live attribute number with a by-value
+        // datum of its type; heap_modify_tuple_by_cols keeps the tuple's identity fields.
+        unsafe {
+            let t = pg_sys::heap_modify_tuple_by_cols(self.tuple, self.tupdesc, 1, cols.as_mut_ptr(), values.as_mut_ptr(), nulls.as_mut_ptr());
+            Ok(PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(self.tupdesc), t))
+        }
+    }
+}
+
 thread_local! {
     // The retention module's policies, registered from its init (so the classify trigger, which
     // stamps, does not depend on the retention module).

@@ -1,6 +1,6 @@
 -- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
 BEGIN;
-SELECT plan(20);
+SELECT plan(27);
 
 SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
 SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
@@ -42,6 +42,11 @@ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition
 SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), 1,
           'a comment opposing two earlier ones on the same kind of object is drift (错 by the lexicon)');
 SELECT is((SELECT triggers_alert FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'), false, 'without an alert');
+SELECT ok((SELECT prior_signal->>'value' = 'positive' AND prior_signal->>'captured_in_object_ref' IN ('snapshot:3', 'snapshot:6')
+                  AND (prior_signal->>'captured_at')::timestamptz = now() AND current_signal->>'value' = 'negative'
+                  AND current_signal->>'captured_in_object_ref' = 'snapshot:7'
+             FROM memory.persona_drift_log WHERE signal_kind = 'feedback_conflict'),
+          'the prior signal is the latest opposing comment (the seed''s value, captured_at, captured_in_object_ref)');
 
 -- refresh_stance_flip: more than 5 changed inferences and a thesis unlike the one 14+ days before.
 INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences, created_at)
@@ -80,6 +85,46 @@ SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = '
 SELECT ok(NOT EXISTS (SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.drift.detected'
                         AND (payload::text LIKE '%agree%' OR payload::text LIKE '%判断%' OR payload::text LIKE '%thesis%' OR payload::text LIKE '%u1%')),
           'events carry no feedback text and no plain user id');
+-- Boundaries (issue 14), for another user: 13 vs 15 days, Jaccard 0.19 vs 0.21, reopened after
+-- 30 minutes vs 2 hours. The threshold goes back to 14 days in this transaction: the detectors'
+-- cached thresholds follow the table at once.
+SELECT memory.grant_consent('acme', 'u2', '{create_task,save_to_profile}');
+UPDATE memory.drift_thresholds SET value = 14 WHERE name = 'grade_reversal_days';
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at) VALUES
+  ('acme', 'u2', 'b:13', 'thumbs_up', now() - interval '13 days'),
+  ('acme', 'u2', 'b:15', 'thumbs_up', now() - interval '15 days');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES
+  ('acme', 'u2', 'b:13', 'disagree'), ('acme', 'u2', 'b:15', 'disagree');
+SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE user_id = 'u2' AND signal_kind = 'grade_reversal'),
+          ARRAY['b:13'], 'a rating reversed after 13 days is drift, after 15 days it is not');
+-- Two theses 20 days apart with 100 distinct words between them, sharing 19 or 21.
+CREATE FUNCTION pg_temp.words(prefix text, n int) RETURNS text LANGUAGE sql
+AS $f$ SELECT string_agg(prefix || i, ' ') FROM generate_series(1, n) i $f$;
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences, created_at) VALUES
+  ('acme', 'u2', 'th-19', pg_temp.words('s', 19) || ' ' || pg_temp.words('a', 40), 0, now() - interval '20 days'),
+  ('acme', 'u2', 'th-21', pg_temp.words('s', 21) || ' ' || pg_temp.words('a', 39), 0, now() - interval '20 days');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences) VALUES
+  ('acme', 'u2', 'th-19', pg_temp.words('s', 19) || ' ' || pg_temp.words('b', 41), 6),
+  ('acme', 'u2', 'th-21', pg_temp.words('s', 21) || ' ' || pg_temp.words('b', 40), 6);
+SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE user_id = 'u2' AND signal_kind = 'refresh_stance_flip'),
+          ARRAY['thread:th-19'], 'a thesis at Jaccard 0.19 is a stance flip, at 0.21 it is not');
+SELECT is((SELECT (current_signal->>'changed_inferences')::int FROM memory.persona_drift_log WHERE object_ref = 'thread:th-19'), 6,
+          'the flip records its changed inferences');
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status, created_at) VALUES
+  ('acme', 'u2', 'wq-30m', 'resolved', now() - interval '30 minutes'),
+  ('acme', 'u2', 'wq-2h', 'resolved', now() - interval '2 hours');
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES
+  ('acme', 'u2', 'wq-30m', 'reopened'), ('acme', 'u2', 'wq-2h', 'reopened');
+SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE user_id = 'u2' AND signal_kind = 'watch_question_resolved_then_reopened'),
+          ARRAY['watch_question:wq-2h'], 'reopened after 2 hours is drift, after 30 minutes it is not');
+-- A lexicon edit applies to the next comment at once; stored polarities stay.
+INSERT INTO memory.drift_lexicon (word, polarity) VALUES ('wrong', -1);
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) VALUES ('acme', 'u2', 'c:1', 'That call was WRONG.');
+SELECT is((SELECT comment_polarity::int FROM memory.user_feedback WHERE related_object_ref = 'c:1'), -1,
+          'a word added to the lexicon sets the polarity of the next comment');
+SELECT is((SELECT count(*)::int FROM memory.user_feedback WHERE comment_polarity IS NOT NULL AND user_id = 'u1'), 5,
+          'earlier comments keep the polarity they were written with');
+
 SELECT throws_ok($$ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'x', 'meh') $$,
                  '23514', NULL, 'an unknown rating is refused');
 
