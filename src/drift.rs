@@ -174,17 +174,11 @@ macro_rules! consent_in_force {
     };
 }
 
-/// Feedback: the consent; the latest earlier rating of the same object within the window
-/// ($6: the new rating's polarity, NULL to skip; $7: the window in days); the latest earlier
-/// comments on the same kind of object of the other polarity, at most $10 of them (the
-/// threshold: the detector needs to know whether there are that many, so its cost does not
-/// grow with the user's history), how many were found and the latest one's time and object
-/// ($8: the new comment's polarity, NULL to skip; $9: the new row's cognition object, whose
-/// `type` is the kind of object, returned last).
-const FEEDBACK_QUERY: &str = concat!(
-    "SELECT c.ok, g.rating, g.created_at, n.opposing, n.latest_at, n.latest_ref, $9 OPERATOR(pg_catalog.->>) 'type' FROM ",
-    consent_in_force!(),
-    "
+/// The latest earlier rating of the same object within the window ($6: the new rating's
+/// polarity; $7: the window in days).
+macro_rules! grade_lookup {
+    () => {
+        "
       LEFT JOIN LATERAL (
             SELECT f.rating, f.created_at FROM memory.user_feedback f
              WHERE c.ok AND $6::pg_catalog.int4 IS NOT NULL
@@ -193,7 +187,18 @@ const FEEDBACK_QUERY: &str = concat!(
                AND f.id OPERATOR(pg_catalog.<>) $4 AND f.rating IS NOT NULL
                AND f.created_at OPERATOR(pg_catalog.<=) $5
                AND f.created_at OPERATOR(pg_catalog.>) ($5 OPERATOR(pg_catalog.-) pg_catalog.make_interval(days => $7))
-             ORDER BY f.created_at DESC, f.id DESC LIMIT 1) g ON true
+             ORDER BY f.created_at DESC, f.id DESC LIMIT 1) g ON true"
+    };
+}
+
+/// The latest earlier comments on the same kind of object of the other polarity, at most $10 of
+/// them (the threshold: the detector needs to know whether there are that many, so its cost
+/// does not grow with the user's history): how many were found, the latest one's time and
+/// object ($8: the new comment's polarity; $9: the new row's cognition object, whose `type` is
+/// the kind of object).
+macro_rules! conflict_lookup {
+    () => {
+        "
       LEFT JOIN LATERAL (
             SELECT pg_catalog.count(*) AS opposing, pg_catalog.max(o.created_at) AS latest_at,
                    (pg_catalog.array_agg(o.related_object_ref ORDER BY o.created_at DESC, o.id DESC))[1] AS latest_ref
@@ -204,6 +209,29 @@ const FEEDBACK_QUERY: &str = concat!(
                        AND f.id OPERATOR(pg_catalog.<>) $4 AND f.created_at OPERATOR(pg_catalog.<=) $5
                        AND (f.cognition_object OPERATOR(pg_catalog.->>) 'type') IS NOT DISTINCT FROM ($9 OPERATOR(pg_catalog.->>) 'type')
                      ORDER BY f.created_at DESC LIMIT $10) o) n ON true"
+    };
+}
+
+/// Feedback: the consent, then the lookups the row needs, one statement each way (a plan with a
+/// lookup the row does not need would still open its index scan). Every variant is prepared with
+/// the same ten parameters (those a variant does not read are unused) and returns: consent in force, prior rating and its time, opposing comments
+/// found, the latest one's time and object, the new row's kind of object.
+const FEEDBACK_BOTH: &str = concat!(
+    "SELECT c.ok, g.rating, g.created_at, n.opposing, n.latest_at, n.latest_ref, $9 OPERATOR(pg_catalog.->>) 'type' FROM ",
+    consent_in_force!(),
+    grade_lookup!(),
+    conflict_lookup!()
+);
+const FEEDBACK_GRADE: &str = concat!(
+    "SELECT c.ok, g.rating, g.created_at, NULL::pg_catalog.int8, NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, NULL::pg_catalog.text FROM ",
+    consent_in_force!(),
+    grade_lookup!()
+);
+const FEEDBACK_CONFLICT: &str = concat!(
+    "SELECT c.ok, NULL::pg_catalog.text, NULL::pg_catalog.timestamptz, n.opposing, n.latest_at, n.latest_ref,
+            $9 OPERATOR(pg_catalog.->>) 'type' FROM ",
+    consent_in_force!(),
+    conflict_lookup!()
 );
 
 /// Thread refresh: the consent; the thread's latest refresh of at least $6 days before ($3: thread).
@@ -290,9 +318,14 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             let _owner = crate::trust::AsOwner::enter()?;
             let err = MxError::spi_in("drift");
             let (ok, prior_rating, prior_at, opposing, latest_at, latest_ref, kind) = {
+                let query = match (look_grade, look_conflict) {
+                    (Some(_), Some(_)) => FEEDBACK_BOTH,
+                    (Some(_), None) => FEEDBACK_GRADE,
+                    _ => FEEDBACK_CONFLICT,
+                };
                 let r = kept(
                     client,
-                    FEEDBACK_QUERY,
+                    query,
                     &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::UUIDOID, pg_sys::TIMESTAMPTZOID,
                       pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::JSONBOID, pg_sys::INT8OID],
                     &[row.arg("org_id")?, row.arg("user_id")?, row.arg("related_object_ref")?, row.arg("id")?, row.arg("created_at")?,

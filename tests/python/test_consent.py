@@ -122,3 +122,57 @@ def test_sensitive_input_is_refused_naming_the_detector_never_the_value(writers)
         assert a.execute("SELECT count(*) FROM memory.user_contexts WHERE user_id = 'u9'").fetchone() == (0,)
         # The detectors answer any client by name.
         assert a.execute("SELECT memory.detect(%s)", (secrets["iban"],)).fetchone() == (["iban"],)
+
+
+def test_drift_detectors_run_for_a_bound_writer_and_follow_lexicon_edits_of_other_sessions(writers, conn):
+    """The Rust drift triggers from a client: a writer bound to acme (no rights on the drift log or
+    the consents) gets its reversal detected and chained in acme's chain, under a pseudonym; a
+    lexicon word the owner adds in another session applies to the writer's next comment in its
+    already open session (the backends' cached lexicon is invalidated); another org's writer
+    cannot write acme's feedback."""
+    with psycopg.connect(writers["acme"], autocommit=True) as a, psycopg.connect(writers["globex"], autocommit=True) as g:
+        a.execute("SELECT memory.grant_consent('acme', 'u9', '{create_task,save_to_profile}')")
+        a.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at) "
+                  "VALUES ('acme', 'u9', 'snapshot:9', 'thumbs_up', now() - interval '2 days')")
+        a.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) VALUES ('acme', 'u9', 'snapshot:9', 'plain wrong')")
+        assert a.execute("SELECT comment_polarity FROM memory.user_feedback WHERE comment = 'plain wrong'").fetchone() == (None,)
+        # The owner adds a word, in its own session.
+        conn.execute("INSERT INTO memory.drift_lexicon (word, polarity) VALUES ('wrong', -1)")
+        try:
+            a.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, comment) "
+                      "VALUES ('acme', 'u9', 'snapshot:9', 'not_helpful', 'that was wrong')")
+            assert a.execute("SELECT comment_polarity FROM memory.user_feedback WHERE comment = 'that was wrong'").fetchone() == (-1,)
+        finally:
+            conn.execute("DELETE FROM memory.drift_lexicon WHERE word = 'wrong'")
+        rows = conn.execute("SELECT signal_kind::text, prior_signal->>'value', current_signal->>'value', triggers_alert "
+                            "FROM memory.persona_drift_log WHERE org_id = 'acme' AND user_id = 'u9'").fetchall()
+        assert rows == [("grade_reversal", "thumbs_up", "not_helpful", True)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            g.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u9', 'snapshot:9', 'agree')")
+    conn.execute("SELECT memory.audit_integrate()")
+    events = conn.execute("SELECT payload, actor_id FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.drift.detected'").fetchall()
+    assert len(events) == 1
+    payload, actor = events[0]
+    assert payload["signalKind"] == "grade_reversal" and payload["triggersAlert"] is True
+    assert payload["userId"].startswith("h:") and "u9" not in str(payload)
+    assert actor.endswith("role:consent_acme")
+    assert conn.execute("SELECT bool_and(ok) FROM memory.audit_verify('acme')").fetchone() == (True,)
+
+
+def test_drift_triggers_refuse_other_tables(conn):
+    """memory._detect_drift and memory._feedback_polarity run only on memory_ext's own tables, even
+    for the extension owner (they would otherwise run the owner's statements over any table)."""
+    conn.execute("DROP TABLE IF EXISTS public.user_feedback")
+    conn.execute("CREATE TABLE public.user_feedback (LIKE memory.user_feedback INCLUDING DEFAULTS)")
+    try:
+        conn.execute("CREATE TRIGGER d AFTER INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._detect_drift()")
+        conn.execute("CREATE TRIGGER p BEFORE INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._feedback_polarity()")
+        for name in ("memory._feedback_polarity()", "memory._detect_drift()"):
+            with pytest.raises(psycopg.errors.TriggerProtocolViolated) as e:
+                conn.execute("INSERT INTO public.user_feedback (id, org_id, user_id, related_object_ref, rating) "
+                             "VALUES (gen_random_uuid(), 'acme', 'u1', 'x', 'agree')")
+            assert name in str(e.value) and "instead of memory.user_feedback" in str(e.value)
+            conn.execute("DROP TRIGGER IF EXISTS p ON public.user_feedback")
+        assert conn.execute("SELECT count(*) FROM public.user_feedback").fetchone() == (0,)
+    finally:
+        conn.execute("DROP TABLE public.user_feedback")
