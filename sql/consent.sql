@@ -904,7 +904,7 @@ CREATE TABLE memory.user_feedback (
     -- conflict detector reads the latest opposing comments by an index instead of re-reading each one.
     comment_polarity   smallint CONSTRAINT user_feedback_polarity_check CHECK (comment_polarity IS NULL OR (comment_polarity IN (-1, 1) AND comment IS NOT NULL))
 );
-CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, related_object_ref, created_at);
+CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, related_object_ref, created_at, id);
 CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity, created_at) WHERE comment_polarity IS NOT NULL;
 COMMENT ON TABLE memory.user_feedback IS
   'A user''s feedback on an object (rating, comment); an insert runs the grade_reversal and feedback_conflict detectors.';
@@ -918,7 +918,7 @@ CREATE TABLE memory.thread_refreshes (
     changed_inferences int NOT NULL DEFAULT 0 CHECK (changed_inferences >= 0),
     created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
 );
-CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, thread_id, created_at);
+CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, thread_id, created_at, id);
 COMMENT ON TABLE memory.thread_refreshes IS 'A thread refresh (main thesis, changed inferences); an insert runs the refresh_stance_flip detector.';
 
 CREATE TABLE memory.watch_question_updates (
@@ -930,7 +930,7 @@ CREATE TABLE memory.watch_question_updates (
     status            text NOT NULL CHECK (status IN ('resolved', 'reopened')),
     created_at        timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
 );
-CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, watch_question_id, created_at);
+CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, watch_question_id, created_at, id);
 COMMENT ON TABLE memory.watch_question_updates IS
   'Watch question lifecycle (resolved, reopened); an insert runs the watch_question_resolved_then_reopened detector.';
 
