@@ -230,8 +230,9 @@ SELECT pg_catalog.pg_extension_config_dump('memory.audit_log_default', '');
 
 -- The trigger of governed tables runs with the writer's rights (SECURITY INVOKER): it reads only
 -- columns of built-in types and switches to the extension owner inside Rust for the append alone
--- (src/trust.rs), after checking that the writer may act for each row's org.
-ALTER FUNCTION memory.audit_trigger() SET search_path = pg_catalog, pg_temp;
+-- (src/trust.rs, which pins search_path for the statements it sends), after checking that the
+-- writer may act for each row's org. It has no SET clause: that would cost a GUC save and restore
+-- on every governed statement (finalize.sql lists it with the other Rust triggers).
 
 -- Public contract ---------------------------------------------------------------------------------
 

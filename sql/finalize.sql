@@ -18,8 +18,8 @@ GRANT SELECT ON memory.governed_tables TO PUBLIC;
 -- Every function pins search_path, so a caller's search_path never changes what runs (SQL and
 -- PL/pgSQL functions say so where they are defined; this covers the Rust ones) -- except what
 -- resolves no name when it runs: immutable Rust functions (pure computations over their
--- arguments), the Rust row triggers (classify, lifecycle, and the drift detectors on memory's own
--- feedback tables; the only SQL they send runs under trust::AsOwner, which pins the path itself), memory._classify/_classify_explain (likewise), and the inlinable
+-- arguments), the Rust triggers (classify, audit, lifecycle, and the drift detectors on memory's
+-- own feedback tables; the only SQL they send runs under trust::AsOwner, which pins the path itself), memory._classify/_classify_explain (likewise), and the inlinable
 -- one-line SQL wrappers over them (bodies fully schema-qualified, no operator).
 -- A SET clause would cost a GUC save/restore per row and stop the planner inlining the
 -- wrappers. tests/sql/07_security.sql holds this list.
@@ -30,7 +30,7 @@ BEGIN
               WHERE p.pronamespace = 'memory'::regnamespace
                 AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
                 AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
-                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
+                AND p.proname <> ALL (ARRAY['classify_trigger', 'audit_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
                     '_source_tier', 'is_stale', '_is_stale']) LOOP

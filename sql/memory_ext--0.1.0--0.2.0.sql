@@ -1272,7 +1272,9 @@ COMMENT ON FUNCTION memory.audit_ensure_partitions(int, timestamptz) IS
 
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_log_default', '');
 
-ALTER FUNCTION memory.audit_trigger() SET search_path = pg_catalog, pg_temp;
+-- No SET clause on the governed tables' trigger (a GUC save and restore per statement); its SQL
+-- runs under the owner switch, which pins search_path (finalize.sql lists it).
+ALTER FUNCTION memory.audit_trigger() RESET search_path;
 
 CREATE OR REPLACE FUNCTION memory.audit_append(event_type text, payload jsonb, org_id text DEFAULT NULL,
                                     project_id text DEFAULT NULL, workspace_id text DEFAULT NULL,
@@ -4811,7 +4813,7 @@ BEGIN
               WHERE p.pronamespace = 'memory'::regnamespace
                 AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
                 AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
-                AND p.proname <> ALL (ARRAY['classify_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
+                AND p.proname <> ALL (ARRAY['classify_trigger', 'audit_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
                     '_source_tier', 'is_stale', '_is_stale']) LOOP

@@ -403,7 +403,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                    AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.provolatile = 'i')
                  ORDER BY p.oid::regprocedure::text COLLATE "C"),
           ARRAY['memory._classify(text,text[],text,text)', 'memory._classify_explain(text,text[],text,text)',
-                'memory._detect_drift()', 'memory._feedback_polarity()',
+                'memory._detect_drift()', 'memory._feedback_polarity()', 'memory.audit_trigger()',
                 'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
                 'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
                 'memory.classify_trigger()', 'memory.derive_classification(jsonb)',
