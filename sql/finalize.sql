@@ -109,3 +109,17 @@ BEGIN
                        CASE WHEN btrim(cur) = '' THEN 'memory_ext' ELSE cur || ', memory_ext' END);
     END IF;
 END $$;
+
+-- The statement triggers that drop the backends' cached rules, policies, thresholds and org
+-- grants fire in every session_replication_role: a change applied by logical replication or a
+-- restore run as replica must reach the caches too (they only send an invalidation).
+DO $$
+DECLARE t regclass;
+BEGIN
+    FOR t IN SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg
+               JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
+              WHERE tg.tgname = 'memory_rules_changed' AND c.relnamespace = 'memory'::regnamespace
+    LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER memory_rules_changed', t);
+    END LOOP;
+END $$;

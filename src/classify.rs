@@ -67,27 +67,29 @@ fn load_rules(org: &str) -> Rc<Vec<OrgRule>> {
     // Read as the extension owner: the rules table is closed, and an org's patterns are never
     // shown to the writer whose row they classify.
     let _owner = crate::trust::AsOwner::enter().or_raise();
+    // Under a snapshot taken now, so a dropped cache is never refilled from an older snapshot
+    // (spi::read_latest).
     let rows: Vec<(i64, String, String, String, Option<String>)> = Spi::connect(|client| {
-        let table = client.select(
-            "SELECT r.id, r.tier::pg_catalog.text, r.target, r.pattern, r.source_type::pg_catalog.text
-               FROM memory.classification_rules r
-              WHERE r.org_id OPERATOR(pg_catalog.=) $1 AND r.enabled ORDER BY r.id",
-            None,
+        let table = crate::pg::spi::read_latest(
+            client,
+            c"SELECT r.id, r.tier::pg_catalog.text, r.target, r.pattern, r.source_type::pg_catalog.text
+                FROM memory.classification_rules r
+               WHERE r.org_id OPERATOR(pg_catalog.=) $1 AND r.enabled ORDER BY r.id",
             &[org.into()],
         )?;
         let mut out = Vec::new();
-        for row in table {
+        for i in 0..table.len() {
             out.push((
-                row.get::<i64>(1)?.unwrap_or_default(),
-                row.get::<String>(2)?.unwrap_or_default(),
-                row.get::<String>(3)?.unwrap_or_default(),
-                row.get::<String>(4)?.unwrap_or_default(),
-                row.get::<String>(5)?,
+                table.get::<i64>(i, 1)?.unwrap_or_default(),
+                table.get::<String>(i, 2)?.unwrap_or_default(),
+                table.get::<String>(i, 3)?.unwrap_or_default(),
+                table.get::<String>(i, 4)?.unwrap_or_default(),
+                table.get::<String>(i, 5)?,
             ));
         }
-        Ok::<_, pgrx::spi::Error>(out)
+        Ok::<_, MxError>(out)
     })
-    .unwrap_or_else(|e| error!("memory_ext: could not load classification rules: {e}"));
+    .or_raise();
     // Patterns were validated on write; a rule that still fails to compile (say, a size limit
     // lowered by an upgrade) is skipped rather than blocking every write of the org.
     let compiled = rows

@@ -16,7 +16,7 @@
 //! relcache invalidation), so a row reads neither table.
 
 use crate::errors::{code, MxError, OrRaise};
-use crate::pg::spi::kept;
+use crate::pg::spi::{kept, read_latest};
 use crate::pg::tuple::InsertedRow;
 use memory_core::drift::{self as rules, Lexicon, Thresholds};
 use pgrx::datum::DatumWithOid;
@@ -79,15 +79,19 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         .first();
     let oid = |i: usize| -> Result<pg_sys::Oid, MxError> { Ok(row.get::<pg_sys::Oid>(i).map_err(&err)?.unwrap_or(pg_sys::InvalidOid)) };
     let (lexicon_rel, thresholds_rel, feedback, refreshes, watch) = (oid(1)?, oid(2)?, oid(3)?, oid(4)?, oid(5)?);
+    // Under a snapshot taken now: a cache dropped by another session's change is never refilled
+    // with the rows that change replaced (spi::read_latest).
     let mut words: Vec<(String, i16)> = Vec::new();
-    for r in client.select("SELECT l.word, l.polarity FROM memory.drift_lexicon l", None, &[]).map_err(&err)? {
-        if let (Some(w), Some(p)) = (r.get::<String>(1).map_err(&err)?, r.get::<i16>(2).map_err(&err)?) {
+    let lex = read_latest(client, c"SELECT l.word, l.polarity FROM memory.drift_lexicon l", &[])?;
+    for i in 0..lex.len() {
+        if let (Some(w), Some(p)) = (lex.get::<String>(i, 1)?, lex.get::<i16>(i, 2)?) {
             words.push((w, p));
         }
     }
     let mut thresholds = Thresholds::missing();
-    for r in client.select("SELECT t.name, t.value::pg_catalog.float8 FROM memory.drift_thresholds t", None, &[]).map_err(&err)? {
-        if let (Some(n), Some(v)) = (r.get::<String>(1).map_err(&err)?, r.get::<f64>(2).map_err(&err)?) {
+    let th = read_latest(client, c"SELECT t.name, t.value::pg_catalog.float8 FROM memory.drift_thresholds t", &[])?;
+    for i in 0..th.len() {
+        if let (Some(n), Some(v)) = (th.get::<String>(i, 1)?, th.get::<f64>(i, 2)?) {
             thresholds.set(&n, v);
         }
     }

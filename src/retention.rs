@@ -2,7 +2,8 @@
 //! memory type, and dropped with the org-rule cache whenever a policy table changes (their
 //! statement triggers invalidate the relcache; see `classify::rules_inval`).
 
-use crate::errors::{MxError, OrRaise};
+use crate::errors::{code, MxError, OrRaise};
+use crate::pg::spi::read_latest;
 use memory_core::classify::Tier;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -73,13 +74,20 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
     // so neither the writer's rights nor its operators matter.
     let _owner = crate::trust::AsOwner::enter()?;
     watch_policy_tables()?;
-    let (days, grace) = Spi::get_two_with_args::<i64, i64>(
-        "SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
-                p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
-           FROM memory._retention_policy($1, $2::memory.classification) p",
-        &[org.into(), tier.as_str().into()],
-    )
-    .map_err(MxError::spi_in("retention"))?;
+    // Under a snapshot taken now, so a dropped cache is never refilled from an older snapshot.
+    let (days, grace) = Spi::connect(|client| {
+        let r = read_latest(
+            client,
+            c"SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
+                     p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
+                FROM memory._retention_policy($1, $2::memory.classification) p",
+            &[org.into(), tier.as_str().into()],
+        )?;
+        if r.len() == 0 {
+            return Err(MxError::new(code::INTERNAL, "memory._retention_policy returned no row"));
+        }
+        Ok::<_, MxError>((r.get::<i64>(0, 1)?, r.get::<i64>(0, 2)?))
+    })?;
     let p = (days, grace.unwrap_or(0));
     TIER_POLICIES.with(|m| m.borrow_mut().insert(key, p));
     Ok(p)
@@ -92,15 +100,18 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
     }
     let _owner = crate::trust::AsOwner::enter()?;
     watch_policy_tables()?;
-    let p = Spi::get_two_with_args::<i64, i64>(
-        "SELECT (pg_catalog.date_part('epoch', p.ttl) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8,
-                (pg_catalog.date_part('epoch', p.archive_after) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
-           FROM memory.memory_type_policies p WHERE p.memory_type::pg_catalog.text OPERATOR(pg_catalog.=) $1",
-        &[label.into()],
-    )
-    .or_else(|e| match e {
-        pgrx::spi::Error::InvalidPosition => Ok((None, None)),
-        e => Err(MxError::spi("retention", e)),
+    let p = Spi::connect(|client| {
+        let r = read_latest(
+            client,
+            c"SELECT (pg_catalog.date_part('epoch', p.ttl) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8,
+                     (pg_catalog.date_part('epoch', p.archive_after) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+                FROM memory.memory_type_policies p WHERE p.memory_type::pg_catalog.text OPERATOR(pg_catalog.=) $1",
+            &[label.into()],
+        )?;
+        if r.len() == 0 {
+            return Ok::<_, MxError>((None, None));
+        }
+        Ok((r.get::<i64>(0, 1)?, r.get::<i64>(0, 2)?))
     })?;
     TYPE_POLICIES.with(|m| m.borrow_mut().insert(label.to_string(), p));
     Ok(p)

@@ -200,8 +200,15 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
         return Ok(v);
     }
     let v = as_owner(|| {
-        Spi::get_one_with_args::<bool>("SELECT memory._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])
-            .map_err(|e| MxError::spi("trust", e))
+        // Under a snapshot taken now: a grant revoked by another session is never re-read from
+        // an older snapshot into the cache (spi::read_latest).
+        Spi::connect(|client| {
+            let r = crate::pg::spi::read_latest(client, c"SELECT memory._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])?;
+            if r.len() == 0 {
+                return Ok(None);
+            }
+            r.get::<bool>(0, 1)
+        })
     })?
     .unwrap_or(false);
     ORGS.with(|m| m.borrow_mut().insert(key, v));

@@ -162,3 +162,86 @@ impl Drop for Fetched {
         }
     }
 }
+
+/// The rows of a read of memory_ext's rule and policy tables under a snapshot taken now (see
+/// `read_latest`), read by column with pgrx's datum conversions.
+pub struct Latest<'conn> {
+    table: *mut pg_sys::SPITupleTable,
+    rows: usize,
+    _conn: std::marker::PhantomData<&'conn SpiClient<'conn>>,
+}
+
+impl Latest<'_> {
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Column `col` (1-based) of row `row` (0-based), converted as `T`.
+    pub fn get<T: pgrx::FromDatum + pgrx::IntoDatum>(&self, row: usize, col: usize) -> Result<Option<T>, MxError> {
+        if row >= self.rows {
+            return Err(MxError::new(code::INTERNAL, "a settings read past its rows"));
+        }
+        // SAFETY: `table` is the SPI tuple table of this read, alive until dropped (or until the
+        // SPI connection `'conn` ends); `row` is in range; SPI_getbinval checks the column number.
+        unsafe {
+            let desc = (*self.table).tupdesc;
+            if col == 0 || col > (*desc).natts as usize {
+                return Err(MxError::new(code::INTERNAL, "a settings read asked for a column it does not have"));
+            }
+            let typ = pg_sys::SPI_gettypeid(desc, col as i32);
+            if !T::is_compatible_with(typ) {
+                return Err(MxError::new(code::INTERNAL, "a settings read asked for a column of another type"));
+            }
+            let mut isnull = false;
+            let d = pg_sys::SPI_getbinval(*(*self.table).vals.add(row), desc, col as i32, &mut isnull);
+            Ok(T::from_polymorphic_datum(d, isnull, typ))
+        }
+    }
+}
+
+impl Drop for Latest<'_> {
+    fn drop(&mut self) {
+        // On an error the transaction's abort releases SPI memory; no call into Postgres then.
+        if !std::thread::panicking() && !self.table.is_null() {
+            // SAFETY: the table came from SPI in `read_latest`; nothing borrows from it any more.
+            unsafe { pg_sys::SPI_freetuptable(self.table) };
+        }
+    }
+}
+
+/// Runs the fixed read-only query `sql` under a snapshot taken now, not the statement's or the
+/// transaction's: what memory_ext caches per backend (rules, policies, thresholds, org grants)
+/// is read this way, so a cache dropped by another session's committed change is never refilled
+/// from a snapshot older than that change (at REPEATABLE READ, or inside a statement that began
+/// before it) and kept after this transaction ends. PostgreSQL's foreign-key checks read the
+/// referenced table the same way. Must run inside `client`'s SPI connection.
+pub fn read_latest<'conn>(_client: &SpiClient<'conn>, sql: &'static std::ffi::CStr, args: &[DatumWithOid]) -> Result<Latest<'conn>, MxError> {
+    let mut types: Vec<pg_sys::Oid> = args.iter().map(|a| a.oid()).collect();
+    let mut values: Vec<pg_sys::Datum> =
+        args.iter().map(|a| a.datum().map(|d| d.sans_lifetime()).unwrap_or(pg_sys::Datum::from(0usize))).collect();
+    let nulls: Vec<std::ffi::c_char> = args.iter().map(|a| if a.datum().is_some() { b' ' } else { b'n' } as std::ffi::c_char).collect();
+    // SAFETY: inside an SPI connection (the `client` borrow); the snapshot pushed is popped on
+    // the normal path, and an error's abort unwinds the active-snapshot stack; the arrays live
+    // across the call and have one entry per argument; read_only = true makes SPI run the query
+    // under the pushed (active) snapshot rather than taking its own.
+    unsafe {
+        pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+        let rc = pg_sys::SPI_execute_with_args(
+            sql.as_ptr(),
+            args.len() as i32,
+            types.as_mut_ptr(),
+            values.as_mut_ptr(),
+            nulls.as_ptr(),
+            true,
+            0,
+        );
+        pg_sys::PopActiveSnapshot();
+        if rc != pg_sys::SPI_OK_SELECT as i32 {
+            return Err(MxError::new(code::INTERNAL, format!("a settings read failed (SPI code {rc})")));
+        }
+        let table = pg_sys::SPI_tuptable;
+        pg_sys::SPI_tuptable = std::ptr::null_mut();
+        let rows = if table.is_null() { 0 } else { (*table).numvals as usize };
+        Ok(Latest { table, rows, _conn: std::marker::PhantomData })
+    }
+}

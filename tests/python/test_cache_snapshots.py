@@ -1,0 +1,92 @@
+"""memory_ext caches rules, thresholds and org grants per backend and drops them when their tables
+change (the tables' statement triggers send a relcache invalidation). A backend whose transaction
+holds an older snapshot (REPEATABLE READ, begun before the change) refills a dropped cache: it
+must refill it with the rows in force now, never with what its snapshot still shows, or the old
+rule would outlive the transaction and apply in every later one of that backend."""
+import psycopg
+import pytest
+
+
+def rr(dsn):
+    c = psycopg.connect(dsn)
+    c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    return c
+
+
+def test_a_revoked_org_grant_is_not_re_cached_from_an_older_snapshot(dsn, conn):
+    conn.execute("SELECT * FROM memory.setup_roles()")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'snap_w') THEN "
+                 "CREATE ROLE snap_w LOGIN IN ROLE memory_writer; END IF; END $$")
+    conn.execute("SELECT memory.grant_org('snap_w', 'acme')")
+    with psycopg.connect(dsn.replace("user=postgres", "user=snap_w"), autocommit=True) as other:
+        assert other.execute("SELECT memory.classify('x', NULL, NULL, 'acme')").fetchone() == ("internal",)
+    with rr(dsn.replace("user=postgres", "user=snap_w")) as w:
+        w.execute("SELECT 1")  # the transaction's snapshot is taken here, while the grant holds
+        conn.execute("SELECT memory.revoke_org('snap_w', 'acme')")
+        # The grant is read for the first time in this backend: as of now, not as of the snapshot.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            w.execute("SELECT memory.classify('x', NULL, NULL, 'acme')")
+        w.rollback()
+        # And no later transaction of this backend acts for acme.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            w.execute("SELECT memory.classify('x', NULL, NULL, 'acme')")
+        w.rollback()
+
+
+def test_a_changed_classification_rule_is_not_re_cached_from_an_older_snapshot(dsn, conn):
+    with rr(dsn) as a:
+        a.execute("SELECT 1")
+        conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'falcon')")
+        # acme's rules are compiled for the first time in this backend, from the rules of now.
+        assert a.execute("SELECT memory.classify('falcon plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
+        a.commit()
+        assert a.execute("SELECT memory.classify('falcon plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
+        a.commit()
+
+
+def test_a_changed_drift_lexicon_is_not_re_cached_from_an_older_snapshot(dsn, conn):
+    conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
+    insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) "
+              "VALUES ('acme', 'u1', 'snapshot:1', %s) RETURNING comment_polarity")
+    with rr(dsn) as a:
+        assert a.execute(insert, ("quite zorky",)).fetchone() == (None,)
+        a.commit()
+        a.execute("SELECT 1")
+        conn.execute("INSERT INTO memory.drift_lexicon (word, polarity) VALUES ('zorky', -1)")
+        assert a.execute(insert, ("still zorky",)).fetchone() == (-1,)
+        a.commit()
+        assert a.execute(insert, ("zorky again",)).fetchone() == (-1,)
+        a.commit()
+
+
+def test_a_changed_retention_policy_is_not_re_cached_from_an_older_snapshot(dsn, conn):
+    stamp = ("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'a note') "
+             "RETURNING (expires_at - created_at) IS NOT DISTINCT FROM interval '40 days'")
+    with rr(dsn) as a:
+        a.execute(stamp)
+        a.commit()
+        a.execute("SELECT 1")
+        conn.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'internal', 40)")
+        assert a.execute(stamp).fetchone() == (True,)
+        a.commit()
+        assert a.execute(stamp).fetchone() == (True,)
+        a.commit()
+
+
+def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
+    """Logical replication's apply and `session_replication_role = replica` restores skip ordinary
+    triggers; the invalidating statement triggers are ENABLE ALWAYS, so the caches follow."""
+    assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
+                        "WHERE tgname = 'memory_rules_changed'").fetchone() == (7, 7)
+    conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
+    insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) "
+              "VALUES ('acme', 'u1', 'snapshot:1', %s) RETURNING comment_polarity")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        assert a.execute(insert, ("quite blorpy",)).fetchone() == (None,)
+        assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("internal",)
+        with psycopg.connect(dsn, autocommit=True) as replica:
+            replica.execute("SET session_replication_role = replica")
+            replica.execute("INSERT INTO memory.drift_lexicon (word, polarity) VALUES ('blorpy', 1)")
+            replica.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'heron')")
+        assert a.execute(insert, ("still blorpy",)).fetchone() == (1,)
+        assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
