@@ -5,6 +5,17 @@
 -- creates it. tests/upgrade/run.sh checks that the result equals a fresh install of 0.2.0.
 \echo Use "ALTER EXTENSION memory_ext UPDATE TO '0.2.0'" to load this file. \quit
 
+-- memory_ext needs a UTF-8 database: its classifiers, audit payloads (JSON, hashed as UTF-8),
+-- pseudonyms and lexicons read text as UTF-8, and in another encoding non-ASCII values would
+-- fail or be misread. Refused before anything is created.
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION 'memory_ext requires a UTF-8 database; database "%" is %', pg_catalog.current_database(), pg_catalog.getdatabaseencoding()
+            USING ERRCODE = '0A000', HINT = 'Create the database with ENCODING ''UTF8'' (for example CREATE DATABASE .. ENCODING ''UTF8'' TEMPLATE template0).';
+    END IF;
+END $$;
+
 -- Functions 0.2.0 no longer has, or whose result type or argument names changed (CREATE OR
 -- REPLACE cannot change those): dropped here, created again below where they still exist.
 DROP FUNCTION memory._org_rules(text);

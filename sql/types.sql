@@ -1,3 +1,14 @@
+-- memory_ext needs a UTF-8 database: its classifiers, audit payloads (JSON, hashed as UTF-8),
+-- pseudonyms and lexicons read text as UTF-8, and in another encoding non-ASCII values would
+-- fail or be misread. Refused before anything is created.
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.<>) 'UTF8' THEN
+        RAISE EXCEPTION 'memory_ext requires a UTF-8 database; database "%" is %', pg_catalog.current_database(), pg_catalog.getdatabaseencoding()
+            USING ERRCODE = '0A000', HINT = 'Create the database with ENCODING ''UTF8'' (for example CREATE DATABASE .. ENCODING ''UTF8'' TEMPLATE template0).';
+    END IF;
+END $$;
+
 -- Enums of the public contract (SPEC §1). Order matters: comparison follows declaration order,
 -- so greatest() of classifications is the most restrictive one.
 CREATE TYPE classification AS ENUM ('public', 'internal', 'confidential', 'restricted');

@@ -139,7 +139,7 @@ fn polarity_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, Allocat
     if crate::gucs::RESTORE_MODE.get() {
         return Ok(row.unchanged());
     }
-    let polarity = row.text("comment")?.and_then(|c| s.lexicon.polarity(c));
+    let polarity = row.text("comment")?.and_then(|c| s.lexicon.polarity(&c));
     let stored = row.int("comment_polarity")?.map(|p| p as i16);
     if stored == polarity {
         return Ok(row.unchanged());
@@ -212,7 +212,7 @@ macro_rules! conflict_lookup {
                        AND f.comment_polarity OPERATOR(pg_catalog.=) (OPERATOR(pg_catalog.-) $8::pg_catalog.int4)
                        AND f.id OPERATOR(pg_catalog.<>) $4 AND f.created_at OPERATOR(pg_catalog.<=) $5
                        AND (f.cognition_object OPERATOR(pg_catalog.->>) 'type') IS NOT DISTINCT FROM ($9 OPERATOR(pg_catalog.->>) 'type')
-                     ORDER BY f.created_at DESC LIMIT $10) o) n ON true"
+                     ORDER BY f.created_at DESC, f.id DESC LIMIT $10) o) n ON true"
     };
 }
 
@@ -285,8 +285,9 @@ struct Finding<'a> {
     cognition_object: DatumWithOid<'a>,
     prior_value: String,
     prior_at: Option<TimestampWithTimeZone>,
-    /// The object the prior signal was captured in.
-    prior_ref: String,
+    /// The object the prior signal was captured in (None: no earlier signal, as when
+    /// feedback_conflict_min is 0).
+    prior_ref: Option<String>,
     current_value: String,
     current_at: DatumWithOid<'a>,
     changed_inferences: Option<i32>,
@@ -310,7 +311,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     let t = &s.thresholds;
     let relid = row.relid();
     if relid == s.feedback {
-        let rating_polarity = row.text("rating")?.and_then(rules::rating_polarity);
+        let rating_polarity = row.text("rating")?.as_deref().and_then(rules::rating_polarity);
         let comment_polarity = row.int("comment_polarity")?.map(|p| p as i32);
         let grade_days = (!t.grade_reversal_days.is_nan()).then(|| Thresholds::whole(t.grade_reversal_days));
         let look_grade = rating_polarity.filter(|_| grade_days.is_some());
@@ -353,16 +354,16 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                 return Ok(());
             }
             let mut found = Vec::new();
-            let new_rating = row.text("rating")?.unwrap_or_default().to_string();
+            let new_rating = row.text("rating")?.unwrap_or_default();
             if let (Some(pol), Some(prior), Some(at)) = (look_grade, prior_rating.as_deref(), prior_at) {
                 if rules::is_grade_reversal(prior, pol) {
                     found.push(Finding {
                         kind: "grade_reversal",
-                        object_ref: row.text("related_object_ref")?.unwrap_or_default().to_string(),
+                        object_ref: row.text("related_object_ref")?.unwrap_or_default(),
                         cognition_object: row.arg("cognition_object")?,
                         prior_value: prior.to_string(),
                         prior_at: Some(at),
-                        prior_ref: row.text("related_object_ref")?.unwrap_or_default().to_string(),
+                        prior_ref: row.text("related_object_ref")?,
                         current_value: new_rating.clone(),
                         current_at: row.arg("created_at")?,
                         changed_inferences: None,
@@ -375,11 +376,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                 if rules::is_feedback_conflict(n, t) {
                     found.push(Finding {
                         kind: "feedback_conflict",
-                        object_ref: row.text("related_object_ref")?.unwrap_or_default().to_string(),
+                        object_ref: row.text("related_object_ref")?.unwrap_or_default(),
                         cognition_object: row.arg("cognition_object")?,
                         prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
                         prior_at: latest_at,
-                        prior_ref: latest_ref.clone().unwrap_or_default(),
+                        prior_ref: latest_ref.clone(),
                         current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
                         current_at: row.arg("created_at")?,
                         changed_inferences: None,
@@ -415,7 +416,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             let (ok, prior_thesis, prior_at) =
                 (r.get::<bool>(1).map_err(&err)?.unwrap_or(false), r.get::<String>(2).map_err(&err)?, r.get::<TimestampWithTimeZone>(3).map_err(&err)?);
             let (Some(prior_thesis), Some(prior_at)) = (prior_thesis, prior_at) else { return Ok(()) };
-            if !ok || !rules::is_stance_flip(&prior_thesis, row.text("main_thesis")?.unwrap_or_default(), t) {
+            if !ok || !rules::is_stance_flip(&prior_thesis, &row.text("main_thesis")?.unwrap_or_default(), t) {
                 return Ok(());
             }
             let thread = row.text("thread_id")?.unwrap_or_default();
@@ -428,18 +429,18 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                     cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
                     prior_value: "thesis".into(),
                     prior_at: Some(prior_at),
-                    prior_ref: format!("thread:{thread}"),
+                    prior_ref: Some(format!("thread:{thread}")),
                     current_value: "thesis".into(),
                     current_at: row.arg("created_at")?,
                     changed_inferences: Some(changed),
-                    summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(thread)),
+                    summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(&thread)),
                     time_format: "YYYY-MM-DD",
                 }],
             )
         });
     }
     if relid == s.watch {
-        if row.text("status")? != Some("reopened") {
+        if row.text("status")?.as_deref() != Some("reopened") {
             return Ok(());
         }
         let at = row.int("created_at")?.unwrap_or(0);
@@ -470,11 +471,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                     cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
                     prior_value: "resolved".into(),
                     prior_at: Some(resolved),
-                    prior_ref: format!("watch_question:{question}"),
+                    prior_ref: Some(format!("watch_question:{question}")),
                     current_value: "reopened".into(),
                     current_at: row.arg("created_at")?,
                     changed_inferences: None,
-                    summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(question)),
+                    summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
                     time_format: "YYYY-MM-DD HH24:MI",
                 }],
             )
@@ -490,8 +491,8 @@ fn record(client: &SpiClient, row: &InsertedRow, found: Vec<Finding>) -> Result<
         return Ok(());
     }
     let err = MxError::spi_in("drift");
-    let org = row.text("org_id")?.unwrap_or_default().to_string();
-    let user = row.text("user_id")?.unwrap_or_default().to_string();
+    let org = row.text("org_id")?.unwrap_or_default();
+    let user = row.text("user_id")?.unwrap_or_default();
     let mut ap = crate::audit::Appender::new(client)?;
     let actor = crate::audit::default_actor(&ap);
     for f in found {
@@ -508,8 +509,8 @@ fn record(client: &SpiClient, row: &InsertedRow, found: Vec<Finding>) -> Result<
               pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TEXTOID,
               pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TEXTOID, pg_sys::INT4OID,
               pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::BOOLOID],
-            &[id.as_str().into(), org.as_str().into(), user.as_str().into(), f.object_ref.as_str().into(), f.cognition_object, f.kind.into(),
-              f.prior_value.as_str().into(), f.prior_at.into(), f.prior_ref.as_str().into(),
+            &[id.as_str().into(), row.arg("org_id")?, row.arg("user_id")?, f.object_ref.as_str().into(), f.cognition_object, f.kind.into(),
+              f.prior_value.as_str().into(), f.prior_at.into(), f.prior_ref.as_deref().into(),
               f.current_value.as_str().into(), f.current_at, f.object_ref.as_str().into(), f.changed_inferences.into(),
               f.summary.as_str().into(), f.time_format.into(), alert.into()],
             None,

@@ -45,6 +45,8 @@ pub mod code {
     pub const TRIGGER_PROTOCOL: &str = "39P01";
     /// memory_ext is not installed in this database.
     pub const NOT_INSTALLED: &str = "55000";
+    /// CREATE EXTENSION (or the upgrade) in a database that is not UTF-8 (raised by the scripts).
+    pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     /// memory.audit_integrate() where it cannot chain (read-only or snapshot transaction, standby).
     pub const READ_ONLY_TRANSACTION: &str = "25006";
     /// A consent change that lost a race it cannot read past (snapshot isolation): retry.

@@ -354,14 +354,16 @@ impl<'a> InsertedRow<'a> {
         })
     }
 
-    /// Column `name` (text or varchar) as text, None for NULL.
-    pub fn text(&self, name: &str) -> Result<Option<&'a str>, MxError> {
+    /// Column `name` (text or varchar) as text, an owned copy (a detoasted value lives in the
+    /// memory context current at the call, which may end before the trigger does), None for NULL.
+    pub fn text(&self, name: &str) -> Result<Option<String>, MxError> {
         let (_, typoid) = self.column(name)?;
         if !is_text(typoid) {
             return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not text", trigger_relation_name(self.td))));
         }
-        // SAFETY: a non-NULL datum of a text column of this trigger's row, alive for the call.
-        Ok(self.datum(name)?.map(|d| as_str(unsafe { text_bytes(d) }, database_is_utf8())))
+        // SAFETY: a non-NULL datum of a text column of this trigger's row, alive for the call;
+        // the bytes are copied before anything else runs.
+        Ok(self.datum(name)?.map(|d| as_str(unsafe { text_bytes(d) }, database_is_utf8()).to_owned()))
     }
 
     /// Column `name` of a by-value integer or timestamp type (int2, int4, int8, timestamptz).

@@ -1,6 +1,6 @@
 -- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
 SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
@@ -124,6 +124,15 @@ SELECT is((SELECT comment_polarity::int FROM memory.user_feedback WHERE related_
           'a word added to the lexicon sets the polarity of the next comment');
 SELECT is((SELECT count(*)::int FROM memory.user_feedback WHERE comment_polarity IS NOT NULL AND user_id = 'u1'), 5,
           'earlier comments keep the polarity they were written with');
+
+-- feedback_conflict_min = 0 flags every polar comment; with no earlier opposing comment the
+-- prior signal names only its value (no time, no object).
+SELECT memory.grant_consent('acme', 'u3', '{create_task,save_to_profile}');
+UPDATE memory.drift_thresholds SET value = 0 WHERE name = 'feedback_conflict_min';
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) VALUES ('acme', 'u3', 'c:9', 'I agree');
+SELECT is((SELECT prior_signal FROM memory.persona_drift_log WHERE user_id = 'u3' AND signal_kind = 'feedback_conflict'),
+          '{"value": "negative"}'::jsonb, 'a conflict with no earlier opposing comment has no prior time or object');
+UPDATE memory.drift_thresholds SET value = 2 WHERE name = 'feedback_conflict_min';
 
 SELECT throws_ok($$ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'x', 'meh') $$,
                  '23514', NULL, 'an unknown rating is refused');

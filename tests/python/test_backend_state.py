@@ -2,7 +2,10 @@
 change (the tables' statement triggers send a relcache invalidation). A backend whose transaction
 holds an older snapshot (REPEATABLE READ, begun before the change) refills a dropped cache: it
 must refill it with the rows in force now, never with what its snapshot still shows, or the old
-rule would outlive the transaction and apply in every later one of that backend."""
+rule would outlive the transaction and apply in every later one of that backend.
+
+The encoding check is here too: backend state (caches, row text) is read as UTF-8, so a database
+in another encoding is refused at CREATE EXTENSION."""
 import psycopg
 import pytest
 
@@ -90,3 +93,17 @@ def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
             replica.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'heron')")
         assert a.execute(insert, ("still blorpy",)).fetchone() == (1,)
         assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
+
+
+def test_a_database_that_is_not_utf8_is_refused_before_anything_is_created(dsn, conn):
+    for enc in ("LATIN1", "SQL_ASCII"):
+        conn.execute(f"DROP DATABASE IF EXISTS enc_{enc.lower()}")
+        conn.execute(f"CREATE DATABASE enc_{enc.lower()} ENCODING '{enc}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        try:
+            with psycopg.connect(dsn.replace(f"dbname={conn.info.dbname}", f"dbname=enc_{enc.lower()}"), autocommit=True) as c:
+                with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+                    c.execute("CREATE EXTENSION memory_ext")
+                assert "requires a UTF-8 database" in str(e.value) and enc in str(e.value)
+                assert c.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'memory'").fetchone() == (0,)
+        finally:
+            conn.execute(f"DROP DATABASE IF EXISTS enc_{enc.lower()} WITH (FORCE)")
