@@ -4953,15 +4953,17 @@ BEGIN
 END $$;
 
 -- The statement triggers that drop the backends' cached rules, policies, thresholds and org
--- grants fire in every session_replication_role: a change applied by logical replication or a
--- restore run as replica must reach the caches too (they only send an invalidation).
+-- grants, and the audit key and salt, fire in every session_replication_role: a change applied by
+-- logical replication or a restore run as replica must reach the caches too (they only send an
+-- invalidation).
 DO $$
-DECLARE t regclass;
+DECLARE t regclass; n name;
 BEGIN
-    FOR t IN SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg
+    FOR t, n IN SELECT tg.tgrelid::regclass, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-              WHERE tg.tgname = 'memory_rules_changed' AND c.relnamespace = 'memory'::regnamespace
+              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')
+                AND c.relnamespace = 'memory'::regnamespace
     LOOP
-        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER memory_rules_changed', t);
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', t, n);
     END LOOP;
 END $$;

@@ -38,7 +38,7 @@ fn relcache(relid: pg_sys::Oid) {
 /// Learn the rules table's OID (on every cache miss: cheap, and it follows a re-created extension).
 fn watch_rules_table() {
     let Ok(_owner) = crate::trust::AsOwner::enter() else { return };
-    if let Ok(Some(o)) = Spi::get_one::<pg_sys::Oid>("SELECT 'memory.classification_rules'::pg_catalog.regclass::pg_catalog.oid") {
+    if let Ok(Some(o)) = crate::pg::spi::read_one::<pg_sys::Oid>("SELECT 'memory.classification_rules'::pg_catalog.regclass::pg_catalog.oid", &[]) {
         RULES_TABLE.with(|c| c.set(o));
     }
 }
@@ -56,9 +56,12 @@ fn rules_for(org: &str) -> Rc<Vec<OrgRule>> {
         LAST_ORG.with(|l| *l.borrow_mut() = Some((org.to_string(), r.clone())));
         return r;
     }
+    let fill = crate::pg::callbacks::Fill::begin();
     let rules = load_rules(org);
-    ORG_RULES.with(|m| m.borrow_mut().insert(org.to_string(), rules.clone()));
-    LAST_ORG.with(|l| *l.borrow_mut() = Some((org.to_string(), rules.clone())));
+    if fill.keep() {
+        ORG_RULES.with(|m| m.borrow_mut().insert(org.to_string(), rules.clone()));
+        LAST_ORG.with(|l| *l.borrow_mut() = Some((org.to_string(), rules.clone())));
+    }
     rules
 }
 

@@ -66,6 +66,7 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
     if let Some(s) = cached() {
         return Ok(s);
     }
+    let fill = crate::pg::callbacks::Fill::begin();
     let err = MxError::spi_in("drift");
     let row = client
         .select(
@@ -96,7 +97,9 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         }
     }
     let s = Rc::new(Settings { lexicon_rel, thresholds_rel, feedback, refreshes, watch, lexicon: Lexicon::new(words), thresholds });
-    SETTINGS.with(|c| *c.borrow_mut() = Some(s.clone()));
+    if fill.keep() {
+        SETTINGS.with(|c| *c.borrow_mut() = Some(s.clone()));
+    }
     Ok(s)
 }
 

@@ -41,13 +41,13 @@ pub fn init() {
 /// Learn the OIDs of the policy tables (on every cache miss: cheap, and it follows a re-created
 /// extension).
 fn watch_policy_tables() -> Result<(), MxError> {
-    let row = Spi::get_three::<pg_sys::Oid, pg_sys::Oid, pg_sys::Oid>(
-        "SELECT 'memory.retention_policies'::pg_catalog.regclass::pg_catalog.oid,
-                'memory.org_settings'::pg_catalog.regclass::pg_catalog.oid,
-                'memory.memory_type_policies'::pg_catalog.regclass::pg_catalog.oid",
-    )
-    .map_err(MxError::spi_in("retention"))?;
-    WATCHED.with(|w| *w.borrow_mut() = [row.0, row.1, row.2].into_iter().flatten().collect());
+    let mut watched = Vec::new();
+    for t in ["memory.retention_policies", "memory.org_settings", "memory.memory_type_policies"] {
+        let oid = crate::pg::spi::read_one::<pg_sys::Oid>("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", &[t.into()])
+            .map_err(MxError::spi_in("retention"))?;
+        watched.extend(oid);
+    }
+    WATCHED.with(|w| *w.borrow_mut() = watched);
     Ok(())
 }
 
@@ -72,6 +72,7 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
     }
     // The policy tables are closed; read them as the extension owner with a pinned search_path,
     // so neither the writer's rights nor its operators matter.
+    let fill = crate::pg::callbacks::Fill::begin();
     let _owner = crate::trust::AsOwner::enter()?;
     watch_policy_tables()?;
     // Under a snapshot taken now, so a dropped cache is never refilled from an older snapshot.
@@ -89,7 +90,9 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
         Ok::<_, MxError>((r.get::<i64>(0, 1)?, r.get::<i64>(0, 2)?))
     })?;
     let p = (days, grace.unwrap_or(0));
-    TIER_POLICIES.with(|m| m.borrow_mut().insert(key, p));
+    if fill.keep() {
+        TIER_POLICIES.with(|m| m.borrow_mut().insert(key, p));
+    }
     Ok(p)
 }
 
@@ -98,6 +101,7 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
     if let Some(p) = TYPE_POLICIES.with(|m| m.borrow().get(label).copied()) {
         return Ok(p);
     }
+    let fill = crate::pg::callbacks::Fill::begin();
     let _owner = crate::trust::AsOwner::enter()?;
     watch_policy_tables()?;
     let p = Spi::connect(|client| {
@@ -113,7 +117,9 @@ pub fn type_policy(label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
         }
         Ok((r.get::<i64>(0, 1)?, r.get::<i64>(0, 2)?))
     })?;
-    TYPE_POLICIES.with(|m| m.borrow_mut().insert(label.to_string(), p));
+    if fill.keep() {
+        TYPE_POLICIES.with(|m| m.borrow_mut().insert(label.to_string(), p));
+    }
     Ok(p)
 }
 

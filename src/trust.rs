@@ -172,15 +172,9 @@ impl Drop for AsRole {
 }
 
 fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
-    Spi::get_one_with_args::<pg_sys::Oid>(
-        "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-        &[relid.into()],
-    )
-    .or_else(|e| match e {
-        // No row: the relation does not exist.
-        pgrx::spi::Error::InvalidPosition => Ok(None),
-        e => Err(MxError::spi("trust", e)),
-    })?
+    // No row: the relation does not exist.
+    crate::pg::spi::read_one::<pg_sys::Oid>("SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1", &[relid.into()])
+        .map_err(|e| MxError::spi("trust", e))?
     .ok_or_else(|| MxError::new(code::UNDEFINED_TABLE, format!("relation with oid {} does not exist", relid.to_u32())))
 }
 
@@ -199,6 +193,7 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
     if let Some(v) = ORGS.with(|m| m.borrow().get(&key).copied()) {
         return Ok(v);
     }
+    let fill = callbacks::Fill::begin();
     let v = as_owner(|| {
         // Under a snapshot taken now: a grant revoked by another session is never re-read from
         // an older snapshot into the cache (spi::read_latest).
@@ -211,7 +206,9 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
         })
     })?
     .unwrap_or(false);
-    ORGS.with(|m| m.borrow_mut().insert(key, v));
+    if fill.keep() {
+        ORGS.with(|m| m.borrow_mut().insert(key, v));
+    }
     Ok(v)
 }
 
@@ -267,7 +264,12 @@ pub fn init() {
     // An error caught inside govern/ungovern must not leave their gate open.
     callbacks::on_subtransaction_abort(|| GATE.with(|g| g.borrow_mut().clear()));
     callbacks::on_relcache(relcache);
-    callbacks::on_role_change(forget_orgs);
+    // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
+    // the DROP ROLE after it).
+    callbacks::on_role_change(|| {
+        forget_orgs();
+        EXT.with(|c| c.set((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)));
+    });
 }
 
 // ---------------------------------------------------------------------------------------------

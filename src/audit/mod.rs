@@ -927,6 +927,33 @@ fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
     if let Some(k) = KEY_CACHE.with(|c| c.borrow().as_ref().map(|k| (k.key_id, k.key.clone(), k.salt.clone()))) {
         return Ok(k);
     }
+    // The key in force and the salt as of now (a key retired by a rotation that committed after
+    // this transaction's snapshot is never cached again); made by the function below only when
+    // there is none yet.
+    let fill = crate::pg::callbacks::Fill::begin();
+    {
+        let now = crate::pg::spi::read_latest(
+            client,
+            c"SELECT k.key_id, k.key, s.value, 'memory.audit_keys'::pg_catalog.regclass::pg_catalog.oid,
+                     'memory.audit_secrets'::pg_catalog.regclass::pg_catalog.oid
+                FROM memory.audit_keys k, memory.audit_secrets s
+               WHERE k.retired_at IS NULL AND s.name OPERATOR(pg_catalog.=) 'pseudonym_salt'
+               ORDER BY k.key_id DESC LIMIT 1",
+            &[],
+        )?;
+        if now.len() == 1 {
+            let key_id = now.get::<i32>(0, 1)?.unwrap_or_default();
+            let key = now.get::<Vec<u8>>(0, 2)?.unwrap_or_default();
+            let salt = now.get::<Vec<u8>>(0, 3)?.unwrap_or_default();
+            let tables = [now.get::<pg_sys::Oid>(0, 4)?.unwrap_or(pg_sys::InvalidOid), now.get::<pg_sys::Oid>(0, 5)?.unwrap_or(pg_sys::InvalidOid)];
+            if !key.is_empty() && !salt.is_empty() {
+                if fill.keep() {
+                    KEY_CACHE.with(|c| *c.borrow_mut() = Some(CachedKey { tables, key_id, key: key.clone(), salt: salt.clone() }));
+                }
+                return Ok((key_id, key, salt));
+            }
+        }
+    }
     let row = run(
         client,
         "SELECT k.key_id, k.key, k.salt, 'memory.audit_keys'::pg_catalog.regclass::pg_catalog.oid,
@@ -1051,6 +1078,11 @@ fn read_partitions(client: &SpiClient, log: pg_sys::Oid) -> Result<Vec<(pg_sys::
     } else {
         None
     };
+    // The bounds are printed by pg_get_expr and read back as timestamptz: both under ISO and UTC,
+    // whatever the session has (under SQL style an abbreviation such as CST would be read back
+    // as another zone's).
+    let _datestyle = crate::pg::identity::LocalSetting::set(c"DateStyle", c"ISO, MDY");
+    let _timezone = crate::pg::identity::LocalSetting::set(c"TimeZone", c"UTC");
     let rows = run(
         client,
         "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8

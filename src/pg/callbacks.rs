@@ -14,6 +14,31 @@ thread_local! {
     static ROLES: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    // Bumped by every relcache and role invalidation this backend processes (see `Fill`).
+    static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A cache fill in progress: taken before a cache reads its table (under a snapshot taken now,
+/// `spi::read_latest`), asked after. An invalidation processed in between (a change that
+/// committed after the snapshot was taken sends it when the read first locks something) means
+/// the rows read may be older than the change, so they are used for this call but not kept; in
+/// parallel mode (where a snapshot cannot be taken now) nothing is kept either.
+pub struct Fill(u64);
+
+impl Fill {
+    pub fn begin() -> Fill {
+        Fill(GENERATION.with(std::cell::Cell::get))
+    }
+
+    /// Whether what was read may be cached.
+    pub fn keep(&self) -> bool {
+        // SAFETY: reads a backend-local flag.
+        GENERATION.with(std::cell::Cell::get) == self.0 && !unsafe { pg_sys::IsInParallelMode() }
+    }
+}
+
+fn bump() {
+    GENERATION.with(|g| g.set(g.get().wrapping_add(1)));
 }
 
 /// `f(relid)` on every relcache invalidation (`InvalidOid`: every relation).
@@ -48,6 +73,7 @@ fn run0(list: &'static std::thread::LocalKey<RefCell<Vec<Fn0>>>) {
 /// thread, outside any Rust borrow of the registry.
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    bump();
     let fs: Vec<RelFn> = RELCACHE.with(|v| v.borrow().clone());
     for f in fs {
         f(relid);
@@ -59,6 +85,7 @@ unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 /// thread.
 #[pg_guard]
 unsafe extern "C-unwind" fn syscache_cb(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
+    bump();
     run0(&ROLES);
 }
 

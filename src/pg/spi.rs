@@ -35,6 +35,19 @@ pub fn kept<'conn>(
     })
 }
 
+/// The first column of the first row of a read-only query (None: no row, or NULL). pgrx's
+/// `Spi::get_one` runs its query as a writing statement, which takes a transaction id: that
+/// fails in a parallel worker (memory.classify is PARALLEL SAFE) and makes a read write.
+pub fn read_one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Result<Option<T>, pgrx::spi::Error> {
+    Spi::connect(|c| {
+        let t = c.select(sql, Some(1), args)?;
+        if t.is_empty() {
+            return Ok(None);
+        }
+        t.first().get_one::<T>()
+    })
+}
+
 /// Makes a statement trigger's transition tables visible to the queries it sends through SPI.
 pub fn register_trigger_data(td: &pg_sys::TriggerData) {
     // SAFETY: the trigger data is valid for the trigger call, which outlives this SPI connection.
@@ -177,7 +190,7 @@ impl Latest<'_> {
     }
 
     /// Column `col` (1-based) of row `row` (0-based), converted as `T`.
-    pub fn get<T: pgrx::FromDatum + pgrx::IntoDatum>(&self, row: usize, col: usize) -> Result<Option<T>, MxError> {
+    pub fn get<T: pgrx::FromDatum + pgrx::IntoDatum + 'static>(&self, row: usize, col: usize) -> Result<Option<T>, MxError> {
         if row >= self.rows {
             return Err(MxError::new(code::INTERNAL, "a settings read past its rows"));
         }
@@ -214,7 +227,9 @@ impl Drop for Latest<'_> {
 /// is read this way, so a cache dropped by another session's committed change is never refilled
 /// from a snapshot older than that change (at REPEATABLE READ, or inside a statement that began
 /// before it) and kept after this transaction ends. PostgreSQL's foreign-key checks read the
-/// referenced table the same way. Must run inside `client`'s SPI connection.
+/// referenced table the same way. Must run inside `client`'s SPI connection. In parallel mode
+/// (no new snapshot can be taken there) it reads under the query's snapshot, and
+/// `callbacks::Fill::keep` says not to cache the result.
 pub fn read_latest<'conn>(_client: &SpiClient<'conn>, sql: &'static std::ffi::CStr, args: &[DatumWithOid]) -> Result<Latest<'conn>, MxError> {
     let mut types: Vec<pg_sys::Oid> = args.iter().map(|a| a.oid()).collect();
     let mut values: Vec<pg_sys::Datum> =
@@ -225,7 +240,10 @@ pub fn read_latest<'conn>(_client: &SpiClient<'conn>, sql: &'static std::ffi::CS
     // across the call and have one entry per argument; read_only = true makes SPI run the query
     // under the pushed (active) snapshot rather than taking its own.
     unsafe {
-        pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+        let latest = !pg_sys::IsInParallelMode();
+        if latest {
+            pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+        }
         let rc = pg_sys::SPI_execute_with_args(
             sql.as_ptr(),
             args.len() as i32,
@@ -235,7 +253,9 @@ pub fn read_latest<'conn>(_client: &SpiClient<'conn>, sql: &'static std::ffi::CS
             true,
             0,
         );
-        pg_sys::PopActiveSnapshot();
+        if latest {
+            pg_sys::PopActiveSnapshot();
+        }
         if rc != pg_sys::SPI_OK_SELECT as i32 {
             return Err(MxError::new(code::INTERNAL, format!("a settings read failed (SPI code {rc})")));
         }

@@ -537,7 +537,7 @@ fn tier_enum_oids(typoid: pg_sys::Oid) -> Option<[pg_sys::Oid; 4]> {
     }
     let mut out = [pg_sys::InvalidOid; 4];
     for (i, t) in Tier::ALL.iter().enumerate() {
-        out[i] = Spi::get_one_with_args::<pg_sys::Oid>(
+        out[i] = super::spi::read_one::<pg_sys::Oid>(
             "SELECT oid FROM pg_catalog.pg_enum WHERE enumtypid = $1 AND enumlabel = $2",
             &[typoid.into(), t.as_str().into()],
         )

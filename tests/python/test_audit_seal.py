@@ -82,3 +82,32 @@ def test_only_finished_months_are_sealed(clock):
             b.execute("SELECT * FROM memory.audit_seal(now())")
         assert b.execute("SELECT memory.audit_ensure_partitions(0, now() - interval '1 month')").fetchone()[0] == 0
         assert b.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme'").fetchone()[0] == 1
+
+
+def test_the_session_time_zone_and_date_style_do_not_move_entries_between_months(clock):
+    """The partitions' bounds are read as text and back: under a session's SQL date style and a
+    zone whose abbreviation means another zone when read back (Asia/Shanghai prints CST, read as
+    US Central), bounds 14 hours off would put an entry made early on the 1st (UTC) into the
+    month before. They are read under ISO and UTC."""
+    dsn, f = clock
+    now = dt.datetime.now(dt.timezone.utc)
+    first = (now.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=95)).replace(day=1)
+    with psycopg.connect(dsn, autocommit=True) as b:
+        # The month before `first`, and `first`'s.
+        b.execute("SELECT memory.audit_ensure_partitions(1, %s)", (first - dt.timedelta(days=10),))
+    f.write_text(f"+{int((first + dt.timedelta(hours=5) - now).total_seconds())}\n")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as a:
+            a.execute("SET TimeZone = 'Asia/Shanghai'")
+            a.execute("SET DateStyle = 'SQL, DMY'")
+            a.execute("SET memory.audit_mode = immediate")
+            a.execute("SELECT memory.audit_append('x.tz_immediate', '{}', 'acme')")
+            a.execute("SET memory.audit_mode = deferred")
+            a.execute("SELECT memory.audit_append('x.tz_deferred', '{}', 'acme')")
+            a.execute("SELECT memory.audit_integrate()")
+            rows = a.execute("SELECT event_type, tableoid::regclass::text FROM memory.audit_log "
+                             "WHERE event_type LIKE 'x.tz%' ORDER BY seq").fetchall()
+            month = "memory.audit_log_" + first.strftime("%Ym%m")
+            assert rows == [("x.tz_immediate", month), ("x.tz_deferred", month)]
+    finally:
+        f.write_text("+0\n")

@@ -80,7 +80,7 @@ def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
     """Logical replication's apply and `session_replication_role = replica` restores skip ordinary
     triggers; the invalidating statement triggers are ENABLE ALWAYS, so the caches follow."""
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
-                        "WHERE tgname = 'memory_rules_changed'").fetchone() == (7, 7)
+                        "WHERE tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')").fetchone() == (9, 9)
     conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
     insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) "
               "VALUES ('acme', 'u1', 'snapshot:1', %s) RETURNING comment_polarity")
@@ -107,3 +107,37 @@ def test_a_database_that_is_not_utf8_is_refused_before_anything_is_created(dsn, 
                 assert c.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'memory'").fetchone() == (0,)
         finally:
             conn.execute(f"DROP DATABASE IF EXISTS enc_{enc.lower()} WITH (FORCE)")
+
+
+def test_a_rotated_audit_key_is_not_re_cached_from_an_older_snapshot(dsn, conn):
+    conn.execute("SELECT memory.audit_append('x.first', '{}', 'acme')")
+    with rr(dsn) as a:
+        a.execute("SELECT 1")
+        (new,) = conn.execute("SELECT memory.audit_rotate_key()").fetchone()
+        # This backend reads the key for the first time: the one in force now.
+        a.execute("SELECT memory.audit_append('x.during', '{}', 'acme')")
+        a.commit()
+        a.execute("SELECT memory.audit_append('x.after', '{}', 'acme')")
+        a.commit()
+    rows = dict(conn.execute("SELECT event_type, key_id FROM memory.audit_pending WHERE event_type LIKE 'x.%'").fetchall())
+    assert rows["x.during"] == new and rows["x.after"] == new and rows["x.first"] < new
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT bool_and(ok) FROM memory.audit_verify()").fetchone() == (True,)
+
+
+def test_org_rules_and_grants_are_read_in_parallel_workers(dsn, conn):
+    """A parallel worker cannot take a snapshot of its own: it reads under the query's and keeps
+    nothing (memory.classify is PARALLEL SAFE)."""
+    conn.execute("SELECT * FROM memory.setup_roles()")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'par_w') THEN "
+                 "CREATE ROLE par_w LOGIN IN ROLE memory_writer; END IF; END $$")
+    conn.execute("SELECT memory.grant_org('par_w', 'acme')")
+    conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'osprey')")
+    with psycopg.connect(dsn.replace("user=postgres", "user=par_w"), autocommit=True) as w:
+        w.execute("SET force_parallel_mode = on")
+        plan = "\n".join(r[0] for r in w.execute("EXPLAIN SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchall())
+        assert "Gather" in plan, plan
+        for _ in range(2):
+            assert w.execute("SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchone() == ("restricted",)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            w.execute("SELECT memory.classify('osprey', NULL, NULL, 'globex')")
