@@ -3618,7 +3618,7 @@ CREATE TABLE memory.user_feedback (
 );
 
 CREATE INDEX user_feedback_user ON memory.user_feedback (org_id, user_id, related_object_ref, created_at, id);
-CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity, created_at) WHERE comment_polarity IS NOT NULL;
+CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity, created_at, id) WHERE comment_polarity IS NOT NULL;
 
 COMMENT ON TABLE memory.user_feedback IS
   'A user''s feedback on an object (rating, comment); an insert runs the grade_reversal and feedback_conflict detectors.';

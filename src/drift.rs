@@ -4,9 +4,10 @@
 //! lexicon polarity when it is written; `memory._detect_drift()` (AFTER INSERT on
 //! `memory.user_feedback`, `memory.thread_refreshes` and `memory.watch_question_updates`) runs the
 //! four detectors in the writing transaction. The rules are `memory_core::drift`; this module
-//! reads what a detector needs (the consent in force and the one earlier row, in one statement
-//! per row through a kept plan) and appends what is found to `memory.persona_drift_log` and to the
-//! org's audit chain (`memory.drift.detected`, naming the kind, never the signals' text).
+//! reads what a detector needs (the consent in force and the earlier rows) by backward scans of
+//! the tables' own indexes (`pg::scan`: no statement is parsed, planned or started per row) and
+//! appends what is found to `memory.persona_drift_log` and to the org's audit chain
+//! (`memory.drift.detected`, naming the kind, never the signals' text).
 //!
 //! Both triggers are SECURITY INVOKER C functions that run only on those tables (39P01 elsewhere):
 //! what they send runs as the extension owner (`trust::AsOwner`, pinned `search_path`), fixed
@@ -16,6 +17,7 @@
 //! relcache invalidation), so a row reads neither table.
 
 use crate::errors::{code, MxError, OrRaise};
+use crate::pg::scan::{self, Key, Lookup};
 use crate::pg::spi::{kept, read_latest};
 use crate::pg::tuple::InsertedRow;
 use memory_core::drift::{self as rules, Lexicon, Thresholds};
@@ -25,15 +27,69 @@ use pgrx::spi::SpiClient;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// The lexicon, the thresholds, and the oids of the tables the triggers belong to.
+/// The lexicon, the thresholds, the oids of the tables the triggers belong to and of the
+/// indexes the detectors read (backward, latest first), and the column numbers they read.
 struct Settings {
     lexicon_rel: pg_sys::Oid,
     thresholds_rel: pg_sys::Oid,
     feedback: pg_sys::Oid,
     refreshes: pg_sys::Oid,
     watch: pg_sys::Oid,
+    consents: pg_sys::Oid,
+    /// memory.consents (org_id, user_id, version)
+    consents_key: pg_sys::Oid,
+    /// memory.user_feedback (org_id, user_id, related_object_ref, created_at, id)
+    feedback_by_object: pg_sys::Oid,
+    /// memory.user_feedback (org_id, user_id, comment_polarity, created_at, id) WHERE comment_polarity IS NOT NULL
+    feedback_by_polarity: pg_sys::Oid,
+    /// memory.thread_refreshes (org_id, thread_id, created_at, id)
+    refreshes_by_thread: pg_sys::Oid,
+    /// memory.watch_question_updates (org_id, watch_question_id, created_at, id)
+    watch_by_question: pg_sys::Oid,
+    /// memory.consent_scope and its label save_to_profile.
+    scope_type: pg_sys::Oid,
+    save_to_profile: pg_sys::Oid,
+    col: Columns,
     lexicon: Lexicon,
     thresholds: Thresholds,
+}
+
+/// Column numbers of what the lookups read.
+struct Columns {
+    consent_scopes: i16,
+    fb_id: i16,
+    fb_rating: i16,
+    fb_created_at: i16,
+    fb_object: i16,
+    fb_cognition: i16,
+    rf_id: i16,
+    rf_thesis: i16,
+    rf_created_at: i16,
+    wq_id: i16,
+    wq_status: i16,
+    wq_created_at: i16,
+}
+
+impl Columns {
+    fn read(consents: pg_sys::Oid, feedback: pg_sys::Oid, refreshes: pg_sys::Oid, watch: pg_sys::Oid) -> Result<Columns, MxError> {
+        let a = |rel: pg_sys::Oid, name: &std::ffi::CStr| {
+            scan::attnum(rel, name).ok_or_else(|| MxError::new(code::INTERNAL, format!("drift: relation {} has no column {name:?}", rel.to_u32())))
+        };
+        Ok(Columns {
+            consent_scopes: a(consents, c"scopes")?,
+            fb_id: a(feedback, c"id")?,
+            fb_rating: a(feedback, c"rating")?,
+            fb_created_at: a(feedback, c"created_at")?,
+            fb_object: a(feedback, c"related_object_ref")?,
+            fb_cognition: a(feedback, c"cognition_object")?,
+            rf_id: a(refreshes, c"id")?,
+            rf_thesis: a(refreshes, c"main_thesis")?,
+            rf_created_at: a(refreshes, c"created_at")?,
+            wq_id: a(watch, c"id")?,
+            wq_status: a(watch, c"status")?,
+            wq_created_at: a(watch, c"created_at")?,
+        })
+    }
 }
 
 thread_local! {
@@ -45,7 +101,9 @@ fn forget(relid: pg_sys::Oid) {
         let mut s = s.borrow_mut();
         let stale = s.as_ref().is_some_and(|x| {
             relid == pg_sys::InvalidOid
-                || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch].contains(&relid)
+                || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.feedback_by_object,
+                    x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question]
+                    .contains(&relid)
         });
         if stale {
             *s = None;
@@ -72,7 +130,15 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         .select(
             "SELECT 'memory.drift_lexicon'::pg_catalog.regclass::pg_catalog.oid, 'memory.drift_thresholds'::pg_catalog.regclass::pg_catalog.oid,
                     'memory.user_feedback'::pg_catalog.regclass::pg_catalog.oid, 'memory.thread_refreshes'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.watch_question_updates'::pg_catalog.regclass::pg_catalog.oid",
+                    'memory.watch_question_updates'::pg_catalog.regclass::pg_catalog.oid, 'memory.consents'::pg_catalog.regclass::pg_catalog.oid,
+                    'memory.consents_pkey'::pg_catalog.regclass::pg_catalog.oid, 'memory.user_feedback_user'::pg_catalog.regclass::pg_catalog.oid,
+                    'memory.user_feedback_polarity'::pg_catalog.regclass::pg_catalog.oid,
+                    'memory.thread_refreshes_thread'::pg_catalog.regclass::pg_catalog.oid,
+                    'memory.watch_question_updates_question'::pg_catalog.regclass::pg_catalog.oid,
+                    'memory.consent_scope'::pg_catalog.regtype::pg_catalog.oid,
+                    (SELECT e.oid FROM pg_catalog.pg_enum e
+                      WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
+                        AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile')",
             Some(1),
             &[],
         )
@@ -80,6 +146,9 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         .first();
     let oid = |i: usize| -> Result<pg_sys::Oid, MxError> { Ok(row.get::<pg_sys::Oid>(i).map_err(&err)?.unwrap_or(pg_sys::InvalidOid)) };
     let (lexicon_rel, thresholds_rel, feedback, refreshes, watch) = (oid(1)?, oid(2)?, oid(3)?, oid(4)?, oid(5)?);
+    let (consents, consents_key, feedback_by_object, feedback_by_polarity) = (oid(6)?, oid(7)?, oid(8)?, oid(9)?);
+    let (refreshes_by_thread, watch_by_question, scope_type, save_to_profile) = (oid(10)?, oid(11)?, oid(12)?, oid(13)?);
+    let col = Columns::read(consents, feedback, refreshes, watch)?;
     // Under a snapshot taken now: a cache dropped by another session's change is never refilled
     // with the rows that change replaced (spi::read_latest).
     let mut words: Vec<(String, i16)> = Vec::new();
@@ -96,7 +165,24 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
             thresholds.set(&n, v);
         }
     }
-    let s = Rc::new(Settings { lexicon_rel, thresholds_rel, feedback, refreshes, watch, lexicon: Lexicon::new(words), thresholds });
+    let s = Rc::new(Settings {
+        lexicon_rel,
+        thresholds_rel,
+        feedback,
+        refreshes,
+        watch,
+        consents,
+        consents_key,
+        feedback_by_object,
+        feedback_by_polarity,
+        refreshes_by_thread,
+        watch_by_question,
+        scope_type,
+        save_to_profile,
+        col,
+        lexicon: Lexicon::new(words),
+        thresholds,
+    });
     if fill.keep() {
         SETTINGS.with(|c| *c.borrow_mut() = Some(s.clone()));
     }
@@ -170,102 +256,24 @@ fn detect_drift<'a>(
 
 crate::checked_trigger_entry!(memory_detect_drift_checked, pg_finfo_memory_detect_drift_checked, "memory._detect_drift()", detect_drift_wrapper);
 
-/// The latest consent of ($1 org, $2 user) holds save_to_profile: the first relation of every
-/// detector's statement.
-macro_rules! consent_in_force {
-    () => {
-        "(SELECT COALESCE((SELECT 'save_to_profile'::memory.consent_scope OPERATOR(pg_catalog.=) ANY (s.scopes)
-                                        FROM memory.consents s
-                                       WHERE s.org_id OPERATOR(pg_catalog.=) $1 AND s.user_id OPERATOR(pg_catalog.=) $2
-                                       ORDER BY s.version DESC LIMIT 1), false) AS ok) c"
-    };
+/// Whether the latest consent of the row's user holds save_to_profile (memory.consents read
+/// backward by (org_id, user_id, version): the first row is the latest version).
+fn consent_in_force(s: &Settings, lk: &Lookup, org: pg_sys::Datum, user: pg_sys::Datum) -> Result<bool, MxError> {
+    let mut c = lk.backward(s.consents, s.consents_key, &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user)])?;
+    Ok(c.next() && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile))))
 }
 
-/// The latest earlier rating of the same object within the window ($6: the new rating's
-/// polarity; $7: the window in days).
-macro_rules! grade_lookup {
-    () => {
-        "
-      LEFT JOIN LATERAL (
-            SELECT f.rating, f.created_at FROM memory.user_feedback f
-             WHERE c.ok AND $6::pg_catalog.int4 IS NOT NULL
-               AND f.org_id OPERATOR(pg_catalog.=) $1 AND f.user_id OPERATOR(pg_catalog.=) $2
-               AND f.related_object_ref OPERATOR(pg_catalog.=) $3
-               AND f.id OPERATOR(pg_catalog.<>) $4 AND f.rating IS NOT NULL
-               AND f.created_at OPERATOR(pg_catalog.<=) $5
-               AND f.created_at OPERATOR(pg_catalog.>) ($5 OPERATOR(pg_catalog.-) pg_catalog.make_interval(days => $7))
-             ORDER BY f.created_at DESC, f.id DESC LIMIT 1) g ON true"
-    };
+fn at_or_before(attno: i16, at: pg_sys::Datum) -> Key {
+    Key { attno, strategy: pg_sys::BTLessEqualStrategyNumber, proc: pg_sys::F_TIMESTAMPTZ_LE, arg: at }
 }
 
-/// The latest earlier comments on the same kind of object of the other polarity, at most $10 of
-/// them (the threshold: the detector needs to know whether there are that many, so its cost
-/// does not grow with the user's history): how many were found, the latest one's time and
-/// object ($8: the new comment's polarity; $9: the new row's cognition object, whose `type` is
-/// the kind of object).
-macro_rules! conflict_lookup {
-    () => {
-        "
-      LEFT JOIN LATERAL (
-            SELECT pg_catalog.count(*) AS opposing, pg_catalog.max(o.created_at) AS latest_at,
-                   (pg_catalog.array_agg(o.related_object_ref ORDER BY o.created_at DESC, o.id DESC))[1] AS latest_ref
-              FROM (SELECT f.created_at, f.id, f.related_object_ref FROM memory.user_feedback f
-                     WHERE c.ok AND $8::pg_catalog.int4 IS NOT NULL
-                       AND f.org_id OPERATOR(pg_catalog.=) $1 AND f.user_id OPERATOR(pg_catalog.=) $2
-                       AND f.comment_polarity OPERATOR(pg_catalog.=) (OPERATOR(pg_catalog.-) $8::pg_catalog.int4)
-                       AND f.id OPERATOR(pg_catalog.<>) $4 AND f.created_at OPERATOR(pg_catalog.<=) $5
-                       AND (f.cognition_object OPERATOR(pg_catalog.->>) 'type') IS NOT DISTINCT FROM ($9 OPERATOR(pg_catalog.->>) 'type')
-                     ORDER BY f.created_at DESC, f.id DESC LIMIT $10) o) n ON true"
-    };
+fn after(attno: i16, at: pg_sys::Datum) -> Key {
+    Key { attno, strategy: pg_sys::BTGreaterStrategyNumber, proc: pg_sys::F_TIMESTAMPTZ_GT, arg: at }
 }
 
-/// Feedback: the consent, then the lookups the row needs, one statement each way (a plan with a
-/// lookup the row does not need would still open its index scan). Every variant is prepared with
-/// the same ten parameters (those a variant does not read are unused) and returns: consent in force, prior rating and its time, opposing comments
-/// found, the latest one's time and object, the new row's kind of object.
-const FEEDBACK_BOTH: &str = concat!(
-    "SELECT c.ok, g.rating, g.created_at, n.opposing, n.latest_at, n.latest_ref, $9 OPERATOR(pg_catalog.->>) 'type' FROM ",
-    consent_in_force!(),
-    grade_lookup!(),
-    conflict_lookup!()
-);
-const FEEDBACK_GRADE: &str = concat!(
-    "SELECT c.ok, g.rating, g.created_at, NULL::pg_catalog.int8, NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, NULL::pg_catalog.text FROM ",
-    consent_in_force!(),
-    grade_lookup!()
-);
-const FEEDBACK_CONFLICT: &str = concat!(
-    "SELECT c.ok, NULL::pg_catalog.text, NULL::pg_catalog.timestamptz, n.opposing, n.latest_at, n.latest_ref,
-            $9 OPERATOR(pg_catalog.->>) 'type' FROM ",
-    consent_in_force!(),
-    conflict_lookup!()
-);
-
-/// Thread refresh: the consent; the thread's latest refresh of at least $6 days before ($3: thread).
-const REFRESH_QUERY: &str = concat!(
-    "SELECT c.ok, r.main_thesis, r.created_at FROM ",
-    consent_in_force!(),
-    "
-      LEFT JOIN LATERAL (
-            SELECT r.main_thesis, r.created_at FROM memory.thread_refreshes r
-             WHERE c.ok AND r.org_id OPERATOR(pg_catalog.=) $1 AND r.thread_id OPERATOR(pg_catalog.=) $3
-               AND r.id OPERATOR(pg_catalog.<>) $4
-               AND r.created_at OPERATOR(pg_catalog.<=) ($5 OPERATOR(pg_catalog.-) pg_catalog.make_interval(days => $6))
-             ORDER BY r.created_at DESC, r.id DESC LIMIT 1) r ON true"
-);
-
-/// Watch question reopened: the consent; the question's latest resolution ($3: question).
-const WATCH_QUERY: &str = concat!(
-    "SELECT c.ok, w.created_at FROM ",
-    consent_in_force!(),
-    "
-      LEFT JOIN LATERAL (
-            SELECT w.created_at FROM memory.watch_question_updates w
-             WHERE c.ok AND w.org_id OPERATOR(pg_catalog.=) $1 AND w.watch_question_id OPERATOR(pg_catalog.=) $3
-               AND w.status OPERATOR(pg_catalog.=) 'resolved'
-               AND w.id OPERATOR(pg_catalog.<>) $4 AND w.created_at OPERATOR(pg_catalog.<=) $5
-             ORDER BY w.created_at DESC, w.id DESC LIMIT 1) w ON true"
-);
+fn timestamptz(d: Option<pg_sys::Datum>) -> Option<TimestampWithTimeZone> {
+    d.and_then(|d| TimestampWithTimeZone::try_from(d.value() as i64).ok())
+}
 
 /// One drift row. The signals are the seed's `{value, captured_at, captured_in_object_ref}` ($7-$9
 /// prior, $10-$12 current, plus `changed_inferences` $13 for a refresh; NULL members left out);
@@ -312,179 +320,198 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     }
     let s = settings_as_owner()?;
     let t = &s.thresholds;
+    let c = &s.col;
     let relid = row.relid();
+    if relid != s.feedback && relid != s.refreshes && relid != s.watch {
+        return Err(wrong_table(NAME, relid, "memory.user_feedback, memory.thread_refreshes or memory.watch_question_updates"));
+    }
+    let (Some(org), Some(user), Some(at)) = (row.datum("org_id")?, row.datum("user_id")?, row.datum("created_at")?) else {
+        return Ok(());
+    };
+    let new_id = row.uuid("id")?;
+    // The lookups read memory_ext's closed tables directly (as the extension owner would: the
+    // writer's org was checked by row-level security before the row got here).
+    let mut found = Vec::new();
     if relid == s.feedback {
         let rating_polarity = row.text("rating")?.as_deref().and_then(rules::rating_polarity);
         let comment_polarity = row.int("comment_polarity")?.map(|p| p as i32);
         let grade_days = (!t.grade_reversal_days.is_nan()).then(|| Thresholds::whole(t.grade_reversal_days));
-        let look_grade = rating_polarity.filter(|_| grade_days.is_some());
+        let object = row.datum("related_object_ref")?;
+        let look_grade = rating_polarity.filter(|_| grade_days.is_some() && object.is_some());
         let look_conflict = comment_polarity.filter(|_| !t.feedback_conflict_min.is_nan());
         if look_grade.is_none() && look_conflict.is_none() {
             return Ok(());
         }
-        return Spi::connect(|client| {
-            let _owner = crate::trust::AsOwner::enter()?;
-            let err = MxError::spi_in("drift");
-            let (ok, prior_rating, prior_at, opposing, latest_at, latest_ref, kind) = {
-                let query = match (look_grade, look_conflict) {
-                    (Some(_), Some(_)) => FEEDBACK_BOTH,
-                    (Some(_), None) => FEEDBACK_GRADE,
-                    _ => FEEDBACK_CONFLICT,
-                };
-                let r = kept(
-                    client,
-                    query,
-                    &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::UUIDOID, pg_sys::TIMESTAMPTZOID,
-                      pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::JSONBOID, pg_sys::INT8OID],
-                    &[row.arg("org_id")?, row.arg("user_id")?, row.arg("related_object_ref")?, row.arg("id")?, row.arg("created_at")?,
-                      look_grade.map(|p| p as i32).into(), grade_days.unwrap_or(0).into(), look_conflict.into(), row.arg("cognition_object")?,
-                      rules::conflict_lookups(t).into()],
-                    Some(1),
-                )
-                .map_err(&err)?
-                .first();
-                (
-                    r.get::<bool>(1).map_err(&err)?.unwrap_or(false),
-                    r.get::<String>(2).map_err(&err)?,
-                    r.get::<TimestampWithTimeZone>(3).map_err(&err)?,
-                    r.get::<i64>(4).map_err(&err)?,
-                    r.get::<TimestampWithTimeZone>(5).map_err(&err)?,
-                    r.get::<String>(6).map_err(&err)?,
-                    r.get::<String>(7).map_err(&err)?,
-                )
-            };
-            if !ok {
-                return Ok(());
-            }
-            let mut found = Vec::new();
-            let new_rating = row.text("rating")?.unwrap_or_default();
-            if let (Some(pol), Some(prior), Some(at)) = (look_grade, prior_rating.as_deref(), prior_at) {
-                if rules::is_grade_reversal(prior, pol) {
+        let lk = Lookup::begin();
+        if !consent_in_force(&s, &lk, org, user)? {
+            return Ok(());
+        }
+        // grade_reversal: the latest earlier rating of the same object within the window.
+        if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
+            let since = scan::minus_days(at, days as i32);
+            let mut f = lk.backward(
+                s.feedback,
+                s.feedback_by_object,
+                &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user), Key::eq(3, pg_sys::F_TEXTEQ, object),
+                  at_or_before(4, at), after(4, since)],
+            )?;
+            while f.next() {
+                if f.uuid(c.fb_id) == new_id {
+                    continue;
+                }
+                let Some(prior) = f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned()) else { continue };
+                if rules::is_grade_reversal(&prior, pol) {
+                    let new_rating = row.text("rating")?.unwrap_or_default();
+                    let object_ref = row.text("related_object_ref")?.unwrap_or_default();
                     found.push(Finding {
                         kind: "grade_reversal",
-                        object_ref: row.text("related_object_ref")?.unwrap_or_default(),
+                        object_ref: object_ref.clone(),
                         cognition_object: row.arg("cognition_object")?,
-                        prior_value: prior.to_string(),
-                        prior_at: Some(at),
-                        prior_ref: row.text("related_object_ref")?,
+                        prior_value: prior.clone(),
+                        prior_at: timestamptz(f.datum(c.fb_created_at)),
+                        prior_ref: Some(object_ref),
                         current_value: new_rating.clone(),
                         current_at: row.arg("created_at")?,
                         changed_inferences: None,
-                        summary: format!("%1$s graded {}, then %2$s graded {}", literal(prior), literal(&new_rating)),
+                        summary: format!("%1$s graded {}, then %2$s graded {}", literal(&prior), literal(&new_rating)),
                         time_format: "YYYY-MM-DD",
                     });
                 }
+                break;
             }
-            if let (Some(pol), Some(n)) = (look_conflict, opposing) {
-                if rules::is_feedback_conflict(n, t) {
-                    found.push(Finding {
-                        kind: "feedback_conflict",
-                        object_ref: row.text("related_object_ref")?.unwrap_or_default(),
-                        cognition_object: row.arg("cognition_object")?,
-                        prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
-                        prior_at: latest_at,
-                        prior_ref: latest_ref.clone(),
-                        current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
-                        current_at: row.arg("created_at")?,
-                        changed_inferences: None,
-                        summary: format!(
-                            "at least {n} earlier comments on {} objects point the other way, the latest on %1$s",
-                            literal(kind.as_deref().unwrap_or("untyped"))
-                        ),
-                        time_format: "YYYY-MM-DD",
-                    });
+        }
+        // feedback_conflict: the latest earlier comments of the other polarity on objects of the
+        // same kind, at most as many as the threshold asks for.
+        if let Some(pol) = look_conflict {
+            let cognition = row.datum("cognition_object")?;
+            let kind = scan::jsonb_field_text(cognition, "type");
+            let limit = rules::conflict_lookups(t);
+            let (mut n, mut latest_at, mut latest_ref) = (0i64, None, None);
+            let mut f = lk.backward(
+                s.feedback,
+                s.feedback_by_polarity,
+                &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user),
+                  Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)],
+            )?;
+            while n < limit && f.next() {
+                if f.uuid(c.fb_id) == new_id || scan::jsonb_field_text(f.datum(c.fb_cognition), "type") != kind {
+                    continue;
                 }
+                if n == 0 {
+                    latest_at = timestamptz(f.datum(c.fb_created_at));
+                    latest_ref = f.bytes(c.fb_object).map(|b| String::from_utf8_lossy(b).into_owned());
+                }
+                n += 1;
             }
-            record(client, &row, found)
-        });
-    }
-    if relid == s.refreshes {
+            drop(f);
+            if rules::is_feedback_conflict(n, t) {
+                let kind = kind.map(|k| String::from_utf8_lossy(&k).into_owned());
+                found.push(Finding {
+                    kind: "feedback_conflict",
+                    object_ref: row.text("related_object_ref")?.unwrap_or_default(),
+                    cognition_object: row.arg("cognition_object")?,
+                    prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
+                    prior_at: latest_at,
+                    prior_ref: latest_ref,
+                    current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
+                    current_at: row.arg("created_at")?,
+                    changed_inferences: None,
+                    summary: format!(
+                        "at least {n} earlier comments on {} objects point the other way, the latest on %1$s",
+                        literal(kind.as_deref().unwrap_or("untyped"))
+                    ),
+                    time_format: "YYYY-MM-DD",
+                });
+            }
+        }
+    } else if relid == s.refreshes {
         let changed = row.int("changed_inferences")?.unwrap_or(0) as i32;
+        let Some(thread) = row.datum("thread_id")? else { return Ok(()) };
         if !rules::refresh_may_flip(changed, t) || t.refresh_lookback_days.is_nan() {
             return Ok(());
         }
-        return Spi::connect(|client| {
-            let _owner = crate::trust::AsOwner::enter()?;
-            let err = MxError::spi_in("drift");
-            let r = kept(
-                client,
-                REFRESH_QUERY,
-                &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::UUIDOID, pg_sys::TIMESTAMPTZOID, pg_sys::INT4OID],
-                &[row.arg("org_id")?, row.arg("user_id")?, row.arg("thread_id")?, row.arg("id")?, row.arg("created_at")?,
-                  Thresholds::whole(t.refresh_lookback_days).into()],
-                Some(1),
-            )
-            .map_err(&err)?
-            .first();
-            let (ok, prior_thesis, prior_at) =
-                (r.get::<bool>(1).map_err(&err)?.unwrap_or(false), r.get::<String>(2).map_err(&err)?, r.get::<TimestampWithTimeZone>(3).map_err(&err)?);
-            let (Some(prior_thesis), Some(prior_at)) = (prior_thesis, prior_at) else { return Ok(()) };
-            if !ok || !rules::is_stance_flip(&prior_thesis, &row.text("main_thesis")?.unwrap_or_default(), t) {
-                return Ok(());
+        let lk = Lookup::begin();
+        if !consent_in_force(&s, &lk, org, user)? {
+            return Ok(());
+        }
+        // The thread's latest refresh of at least refresh_lookback_days before.
+        let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
+        let mut r = lk.backward(
+            s.refreshes,
+            s.refreshes_by_thread,
+            &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, thread), at_or_before(3, before)],
+        )?;
+        while r.next() {
+            if r.uuid(c.rf_id) == new_id {
+                continue;
             }
-            let thread = row.text("thread_id")?.unwrap_or_default();
-            record(
-                client,
-                &row,
-                vec![Finding {
+            let prior_thesis = r.bytes(c.rf_thesis).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+            if rules::is_stance_flip(&prior_thesis, &row.text("main_thesis")?.unwrap_or_default(), t) {
+                let thread = row.text("thread_id")?.unwrap_or_default();
+                found.push(Finding {
                     kind: "refresh_stance_flip",
                     object_ref: format!("thread:{thread}"),
                     cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
                     prior_value: "thesis".into(),
-                    prior_at: Some(prior_at),
+                    prior_at: timestamptz(r.datum(c.rf_created_at)),
                     prior_ref: Some(format!("thread:{thread}")),
                     current_value: "thesis".into(),
                     current_at: row.arg("created_at")?,
                     changed_inferences: Some(changed),
                     summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(&thread)),
                     time_format: "YYYY-MM-DD",
-                }],
-            )
-        });
-    }
-    if relid == s.watch {
+                });
+            }
+            break;
+        }
+    } else {
         if row.text("status")?.as_deref() != Some("reopened") {
             return Ok(());
         }
-        let at = row.int("created_at")?.unwrap_or(0);
-        return Spi::connect(|client| {
-            let _owner = crate::trust::AsOwner::enter()?;
-            let err = MxError::spi_in("drift");
-            let r = kept(
-                client,
-                WATCH_QUERY,
-                &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::UUIDOID, pg_sys::TIMESTAMPTZOID],
-                &[row.arg("org_id")?, row.arg("user_id")?, row.arg("watch_question_id")?, row.arg("id")?, row.arg("created_at")?],
-                Some(1),
-            )
-            .map_err(&err)?
-            .first();
-            let (ok, resolved) = (r.get::<bool>(1).map_err(&err)?.unwrap_or(false), r.get::<TimestampWithTimeZone>(2).map_err(&err)?);
-            let Some(resolved) = resolved else { return Ok(()) };
-            if !ok || !rules::is_reopen_drift(at.saturating_sub(pg_sys::TimestampTz::from(resolved)), t) {
-                return Ok(());
+        let Some(question) = row.datum("watch_question_id")? else { return Ok(()) };
+        let lk = Lookup::begin();
+        if !consent_in_force(&s, &lk, org, user)? {
+            return Ok(());
+        }
+        // The question's latest resolution.
+        let mut w = lk.backward(
+            s.watch,
+            s.watch_by_question,
+            &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, question), at_or_before(3, at)],
+        )?;
+        while w.next() {
+            if w.uuid(c.wq_id) == new_id || w.bytes(c.wq_status) != Some(b"resolved".as_slice()) {
+                continue;
             }
-            let question = row.text("watch_question_id")?.unwrap_or_default();
-            record(
-                client,
-                &row,
-                vec![Finding {
-                    kind: "watch_question_resolved_then_reopened",
-                    object_ref: format!("watch_question:{question}"),
-                    cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
-                    prior_value: "resolved".into(),
-                    prior_at: Some(resolved),
-                    prior_ref: Some(format!("watch_question:{question}")),
-                    current_value: "reopened".into(),
-                    current_at: row.arg("created_at")?,
-                    changed_inferences: None,
-                    summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
-                    time_format: "YYYY-MM-DD HH24:MI",
-                }],
-            )
-        });
+            let resolved = w.datum(c.wq_created_at).map(|d| d.value() as i64);
+            if let Some(resolved) = resolved {
+                if rules::is_reopen_drift((at.value() as i64).saturating_sub(resolved), t) {
+                    let question = row.text("watch_question_id")?.unwrap_or_default();
+                    found.push(Finding {
+                        kind: "watch_question_resolved_then_reopened",
+                        object_ref: format!("watch_question:{question}"),
+                        cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
+                        prior_value: "resolved".into(),
+                        prior_at: timestamptz(Some(pg_sys::Datum::from(resolved as usize))),
+                        prior_ref: Some(format!("watch_question:{question}")),
+                        current_value: "reopened".into(),
+                        current_at: row.arg("created_at")?,
+                        changed_inferences: None,
+                        summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
+                        time_format: "YYYY-MM-DD HH24:MI",
+                    });
+                }
+            }
+            break;
+        }
     }
-    Err(wrong_table(NAME, relid, "memory.user_feedback, memory.thread_refreshes or memory.watch_question_updates"))
+    if found.is_empty() {
+        return Ok(());
+    }
+    Spi::connect(|client| {
+        let _owner = crate::trust::AsOwner::enter()?;
+        record(client, &row, found)
+    })
 }
 
 /// Appends the findings to the drift log and one `memory.drift.detected` event each to the org's

@@ -6,6 +6,7 @@ pub mod callbacks;
 pub mod compat;
 pub mod error;
 pub mod identity;
+pub mod scan;
 pub mod shmem;
 pub mod spi;
 pub mod thread;

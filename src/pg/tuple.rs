@@ -366,6 +366,16 @@ impl<'a> InsertedRow<'a> {
         Ok(self.datum(name)?.map(|d| as_str(unsafe { text_bytes(d) }, database_is_utf8()).to_owned()))
     }
 
+    /// The 16 bytes of the uuid column `name`, None for NULL.
+    pub fn uuid(&self, name: &str) -> Result<Option<[u8; 16]>, MxError> {
+        let (_, typoid) = self.column(name)?;
+        if typoid != pg_sys::UUIDOID {
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not a uuid", trigger_relation_name(self.td))));
+        }
+        // SAFETY: a non-NULL uuid datum of this trigger's row points at its 16 bytes.
+        Ok(self.datum(name)?.map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) }))
+    }
+
     /// Column `name` of a by-value integer or timestamp type (int2, int4, int8, timestamptz).
     pub fn int(&self, name: &str) -> Result<Option<i64>, MxError> {
         let (_, typoid) = self.column(name)?;

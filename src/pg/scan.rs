@@ -1,0 +1,220 @@
+//! Index scans without the executor: what a row trigger reads many times a second (the drift
+//! detectors' "latest earlier row" lookups) as a btree scan of a known index with equality and
+//! range keys, read backward, the rows' columns taken from the heap tuple in place. No statement
+//! is parsed, planned or started, so a lookup costs its index descent and heap fetches.
+//!
+//! A `Lookup` sees what an SPI statement sent from the trigger would see: the command counter is
+//! advanced and the snapshot taken as `_SPI_execute_plan` takes it for a read-write statement
+//! (a new one per lookup at READ COMMITTED, the transaction's at REPEATABLE READ or above, with
+//! this command's rows visible). Row-level security is not applied: callers run as the owner of
+//! the tables they read (memory_ext's own, closed tables).
+
+use super::error::{code, MxError};
+use pgrx::pg_sys;
+
+/// One scan key: index column `attno` (1-based) compared by `strategy` (a btree strategy
+/// number) through the operator function `proc` with `arg`.
+#[derive(Clone, Copy)]
+pub struct Key {
+    pub attno: i16,
+    pub strategy: u32,
+    pub proc: u32,
+    pub arg: pg_sys::Datum,
+}
+
+impl Key {
+    pub fn eq(attno: i16, proc: u32, arg: pg_sys::Datum) -> Key {
+        Key { attno, strategy: pg_sys::BTEqualStrategyNumber, proc, arg }
+    }
+}
+
+/// The snapshot lookups read under, pushed as the active snapshot while alive.
+pub struct Lookup {
+    snapshot: pg_sys::Snapshot,
+}
+
+impl Lookup {
+    /// Advances the command counter and pushes the snapshot of a read-write SPI statement.
+    pub fn begin() -> Lookup {
+        // SAFETY: what _SPI_execute_plan does before a read-write statement, inside the trigger's
+        // transaction; popped in Drop (on an error, the abort pops it).
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+            pg_sys::UpdateActiveSnapshotCommandId();
+            Lookup { snapshot: pg_sys::GetActiveSnapshot() }
+        }
+    }
+
+    /// A backward scan (latest first, in the index's order) of `index` on `heap` with `keys`.
+    pub fn backward(&self, heap: pg_sys::Oid, index: pg_sys::Oid, keys: &[Key]) -> Result<Scan<'_>, MxError> {
+        // SAFETY: the relations are opened with AccessShareLock (kept to the transaction's end,
+        // as the executor keeps them); the index must belong to the heap and be a btree, which is
+        // checked before the scan starts; scan keys take the index column's collation; the scan
+        // and its slot are ended in Scan's Drop, before this Lookup pops the snapshot.
+        unsafe {
+            let h = pg_sys::table_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let i = pg_sys::index_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let ok = !(*i).rd_index.is_null()
+                && (*(*i).rd_index).indrelid == heap
+                && (*i).rd_rel.as_ref().is_some_and(|r| r.relam == pg_sys::BTREE_AM_OID);
+            if !ok {
+                pg_sys::index_close(i, pg_sys::NoLock as pg_sys::LOCKMODE);
+                pg_sys::table_close(h, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Err(MxError::new(code::INTERNAL, format!("index {} is not a btree of relation {}", index.to_u32(), heap.to_u32())));
+            }
+            let nkeyatts = (*(*i).rd_index).indnkeyatts as i16;
+            let mut sk: Vec<pg_sys::ScanKeyData> = vec![std::mem::zeroed(); keys.len()];
+            for (k, key) in keys.iter().enumerate() {
+                if key.attno < 1 || key.attno > nkeyatts {
+                    pg_sys::index_close(i, pg_sys::NoLock as pg_sys::LOCKMODE);
+                    pg_sys::table_close(h, pg_sys::NoLock as pg_sys::LOCKMODE);
+                    return Err(MxError::new(code::INTERNAL, "a scan key names a column the index does not have"));
+                }
+                let collation = *(*i).rd_indcollation.add(key.attno as usize - 1);
+                pg_sys::ScanKeyEntryInitialize(
+                    &mut sk[k],
+                    0,
+                    key.attno,
+                    key.strategy as pg_sys::StrategyNumber,
+                    pg_sys::InvalidOid,
+                    collation,
+                    pg_sys::Oid::from(key.proc),
+                    key.arg,
+                );
+            }
+            let scan = pg_sys::index_beginscan(h, i, self.snapshot, keys.len() as i32, 0);
+            pg_sys::index_rescan(scan, sk.as_mut_ptr(), keys.len() as i32, std::ptr::null_mut(), 0);
+            let slot = pg_sys::table_slot_create(h, std::ptr::null_mut());
+            Ok(Scan { heap: h, index: i, scan, slot, tuple: std::ptr::null_mut(), _keys: sk, _lookup: std::marker::PhantomData })
+        }
+    }
+}
+
+impl Drop for Lookup {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: pops the snapshot pushed in `begin` (every Scan borrowing it is gone).
+            unsafe { pg_sys::PopActiveSnapshot() };
+        }
+    }
+}
+
+/// An index scan in progress; `next` moves to the next visible row.
+pub struct Scan<'l> {
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    scan: pg_sys::IndexScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+    tuple: pg_sys::HeapTuple,
+    // The keys the scan reads (index_rescan keeps a copy; kept alive to be safe).
+    _keys: Vec<pg_sys::ScanKeyData>,
+    _lookup: std::marker::PhantomData<&'l Lookup>,
+}
+
+impl Scan<'_> {
+    /// The next row visible to the lookup's snapshot, false when there is none.
+    pub fn next(&mut self) -> bool {
+        // SAFETY: the scan and slot made in `backward`; the heap tuple of a buffer slot is read in
+        // place (should_free stays false) and is valid until the next call or the end of the scan.
+        unsafe {
+            if !pg_sys::index_getnext_slot(self.scan, pg_sys::ScanDirection::BackwardScanDirection, self.slot) {
+                self.tuple = std::ptr::null_mut();
+                return false;
+            }
+            let mut should_free = false;
+            self.tuple = pg_sys::ExecFetchSlotHeapTuple(self.slot, false, &mut should_free);
+            true
+        }
+    }
+
+    /// Column `attno` (1-based, of the table) of the current row; None for NULL (or no row).
+    pub fn datum(&self, attno: i16) -> Option<pg_sys::Datum> {
+        if self.tuple.is_null() {
+            return None;
+        }
+        let mut isnull = false;
+        // SAFETY: the current row's tuple with its table's descriptor; heap_getattr checks attno
+        // against the tuple's own attribute count (missing columns read as NULL or their default).
+        let d = unsafe { pgrx::pg_sys::heap_getattr(self.tuple, attno as i32, (*self.heap).rd_att, &mut isnull) };
+        (!isnull).then_some(d)
+    }
+
+    /// The text column `attno` of the current row as bytes (None for NULL), valid until `next`.
+    pub fn bytes(&self, attno: i16) -> Option<&[u8]> {
+        // SAFETY: a non-NULL text datum of the current row (or its detoasted copy in the current
+        // memory context), not used after the row changes (the borrow of self).
+        self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
+    }
+
+    /// The 16 bytes of the uuid column `attno` of the current row.
+    pub fn uuid(&self, attno: i16) -> Option<[u8; 16]> {
+        // SAFETY: a non-NULL uuid datum points at its 16 bytes.
+        self.datum(attno).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) })
+    }
+}
+
+impl Drop for Scan<'_> {
+    fn drop(&mut self) {
+        // On an error the transaction's abort ends the scan and releases the relations.
+        if !std::thread::panicking() {
+            // SAFETY: ends what `backward` began, in reverse order; the locks stay to the end of
+            // the transaction.
+            unsafe {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+                pg_sys::index_endscan(self.scan);
+                pg_sys::index_close(self.index, pg_sys::NoLock as pg_sys::LOCKMODE);
+                pg_sys::table_close(self.heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+        }
+    }
+}
+
+/// Column number (1-based) of `name` in relation `relid`, None when it has none.
+pub fn attnum(relid: pg_sys::Oid, name: &std::ffi::CStr) -> Option<i16> {
+    // SAFETY: a syscache lookup by relation oid and name; InvalidAttrNumber (0) when absent.
+    let n = unsafe { pg_sys::get_attnum(relid, name.as_ptr()) };
+    (n > 0).then_some(n)
+}
+
+/// Whether the array datum `d` (of 4-byte by-value elements of type `elemtype`, such as an enum
+/// array) holds `value`.
+pub fn array_holds(d: pg_sys::Datum, elemtype: pg_sys::Oid, value: pg_sys::Datum) -> bool {
+    // SAFETY: `d` is a non-NULL array datum of a column of type elemtype[] (detoasted into the
+    // current memory context); its element type is checked before it is taken apart.
+    unsafe {
+        let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        if (*arr).elemtype != elemtype {
+            return false;
+        }
+        let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+        let mut nulls: *mut bool = std::ptr::null_mut();
+        let mut n: std::ffi::c_int = 0;
+        pg_sys::deconstruct_array(arr, elemtype, 4, true, pg_sys::TYPALIGN_INT as std::ffi::c_char, &mut elems, &mut nulls, &mut n);
+        (0..n as usize).any(|k| !*nulls.add(k) && (*elems.add(k)).value() as u32 == value.value() as u32)
+    }
+}
+
+/// `at - make_interval(days => days)` for a timestamptz `at` (calendar days in the session's
+/// time zone, as the SQL expression computes it).
+pub fn minus_days(at: pg_sys::Datum, days: i32) -> pg_sys::Datum {
+    // SAFETY: timestamptz_mi_interval of a timestamptz datum and a palloc'd interval; the
+    // result is a by-value timestamptz.
+    unsafe {
+        let iv = pg_sys::palloc0(std::mem::size_of::<pg_sys::Interval>()) as *mut pg_sys::Interval;
+        (*iv).day = days;
+        pgrx::direct_function_call_as_datum(pg_sys::timestamptz_mi_interval, &[Some(at), Some(pg_sys::Datum::from(iv))])
+            .unwrap_or(at)
+    }
+}
+
+/// `j ->> key` of a jsonb datum as bytes (None: NULL, not an object, no such key).
+pub fn jsonb_field_text(j: Option<pg_sys::Datum>, key: &str) -> Option<Vec<u8>> {
+    let j = j?;
+    // SAFETY: a non-NULL jsonb datum and a text key built here; the result text is copied out.
+    unsafe {
+        let k = pg_sys::cstring_to_text_with_len(key.as_ptr().cast(), key.len() as i32);
+        let t = pgrx::direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(j), Some(pg_sys::Datum::from(k))])?;
+        Some(super::tuple::text_bytes(t).to_vec())
+    }
+}
