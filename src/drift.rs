@@ -54,6 +54,56 @@ struct Settings {
     thresholds: Thresholds,
 }
 
+/// The scans' keys and the columns they read assume the tables and indexes as memory_ext makes
+/// them (column types, each index's leading key columns): anything else is refused (55000)
+/// rather than read with the wrong comparison.
+fn check_layout(
+    consents: pg_sys::Oid,
+    feedback: pg_sys::Oid,
+    refreshes: pg_sys::Oid,
+    watch: pg_sys::Oid,
+    scope_type: pg_sys::Oid,
+    indexes: &[(pg_sys::Oid, pg_sys::Oid, &[&str])],
+) -> Result<(), MxError> {
+    let changed = |what: String| {
+        MxError::new(code::NOT_INSTALLED, format!("memory_ext's drift detectors cannot read {what}"))
+            .hint("The table or index was changed from what memory_ext made; restore it as README \"Consent and user contexts\" lists it.")
+    };
+    let attno = |rel: pg_sys::Oid, name: &str| -> Result<i16, MxError> {
+        let c = std::ffi::CString::new(name).map_err(|_| changed(format!("column {name}")))?;
+        scan::attnum(rel, &c).ok_or_else(|| changed(format!("column {name} of relation {}", rel.to_u32())))
+    };
+    for &(index, rel, cols) in indexes {
+        let keys = scan::index_key_columns(index).ok_or_else(|| changed(format!("index {}", index.to_u32())))?;
+        let want: Vec<i16> = cols.iter().map(|c| attno(rel, c)).collect::<Result<_, _>>()?;
+        if keys.len() < want.len() || keys[..want.len()] != want[..] {
+            return Err(changed(format!("index {} (its key columns are not ({}))", index.to_u32(), cols.join(", "))));
+        }
+    }
+    let text = pg_sys::TEXTOID;
+    let tz = pg_sys::TIMESTAMPTZOID;
+    let types: &[(pg_sys::Oid, &str, pg_sys::Oid)] = &[
+        (consents, "org_id", text), (consents, "user_id", text),
+        (feedback, "org_id", text), (feedback, "user_id", text), (feedback, "related_object_ref", text), (feedback, "created_at", tz),
+        (feedback, "id", pg_sys::UUIDOID), (feedback, "rating", text), (feedback, "comment_polarity", pg_sys::INT2OID),
+        (feedback, "cognition_object", pg_sys::JSONBOID),
+        (refreshes, "org_id", text), (refreshes, "thread_id", text), (refreshes, "created_at", tz), (refreshes, "id", pg_sys::UUIDOID),
+        (refreshes, "main_thesis", text),
+        (watch, "org_id", text), (watch, "watch_question_id", text), (watch, "created_at", tz), (watch, "id", pg_sys::UUIDOID),
+        (watch, "status", text),
+    ];
+    for &(rel, name, typ) in types {
+        if scan::atttype(rel, attno(rel, name)?) != typ {
+            return Err(changed(format!("column {name} of relation {} (not of the type memory_ext made it)", rel.to_u32())));
+        }
+    }
+    let scopes = scan::atttype(consents, attno(consents, "scopes")?);
+    if scope_type == pg_sys::InvalidOid || scan::array_type_of(scope_type) != scopes {
+        return Err(changed("memory.consents.scopes (not memory.consent_scope[])".into()));
+    }
+    Ok(())
+}
+
 /// Column numbers of what the lookups read.
 struct Columns {
     consent_scopes: i16,
@@ -149,6 +199,13 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
     let (consents, consents_key, feedback_by_object, feedback_by_polarity) = (oid(6)?, oid(7)?, oid(8)?, oid(9)?);
     let (refreshes_by_thread, watch_by_question, scope_type, save_to_profile) = (oid(10)?, oid(11)?, oid(12)?, oid(13)?);
     let col = Columns::read(consents, feedback, refreshes, watch)?;
+    check_layout(consents, feedback, refreshes, watch, scope_type, &[
+        (consents_key, consents, &["org_id", "user_id", "version"]),
+        (feedback_by_object, feedback, &["org_id", "user_id", "related_object_ref", "created_at"]),
+        (feedback_by_polarity, feedback, &["org_id", "user_id", "comment_polarity", "created_at"]),
+        (refreshes_by_thread, refreshes, &["org_id", "thread_id", "created_at"]),
+        (watch_by_question, watch, &["org_id", "watch_question_id", "created_at"]),
+    ])?;
     // Under a snapshot taken now: a cache dropped by another session's change is never refilled
     // with the rows that change replaced (spi::read_latest).
     let mut words: Vec<(String, i16)> = Vec::new();

@@ -6,8 +6,9 @@
 //! A `Lookup` sees what an SPI statement sent from the trigger would see: the command counter is
 //! advanced and the snapshot taken as `_SPI_execute_plan` takes it for a read-write statement
 //! (a new one per lookup at READ COMMITTED, the transaction's at REPEATABLE READ or above, with
-//! this command's rows visible). Row-level security is not applied: callers run as the owner of
-//! the tables they read (memory_ext's own, closed tables).
+//! this command's rows visible). Neither privileges nor row-level security are checked: callers
+//! read memory_ext's own closed tables, with keys taken from a row that already passed the
+//! table's row-level security, and use what they read only to decide what to record.
 
 use super::error::{code, MxError};
 use pgrx::pg_sys;
@@ -62,6 +63,15 @@ impl Lookup {
                 pg_sys::index_close(i, pg_sys::NoLock as pg_sys::LOCKMODE);
                 pg_sys::table_close(h, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return Err(MxError::new(code::INTERNAL, format!("index {} is not a btree of relation {}", index.to_u32(), heap.to_u32())));
+            }
+            // An index left invalid (a failed CREATE INDEX CONCURRENTLY under the same name) would
+            // miss rows: refused, as the planner would not use it either.
+            if !((*(*i).rd_index).indisvalid && (*(*i).rd_index).indisready) {
+                let name = std::ffi::CStr::from_ptr((*(*i).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned();
+                pg_sys::index_close(i, pg_sys::NoLock as pg_sys::LOCKMODE);
+                pg_sys::table_close(h, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Err(MxError::new(code::NOT_INSTALLED, format!("index memory.{name} is not valid"))
+                    .hint("REINDEX it (memory_ext's detectors read it)."));
             }
             let nkeyatts = (*(*i).rd_index).indnkeyatts as i16;
             let mut sk: Vec<pg_sys::ScanKeyData> = vec![std::mem::zeroed(); keys.len()];
@@ -170,6 +180,40 @@ impl Drop for Scan<'_> {
     }
 }
 
+/// The table columns (attribute numbers) of `index`'s key columns, in order (0 for an
+/// expression), or None when it is not an index.
+pub fn index_key_columns(index: pg_sys::Oid) -> Option<Vec<i16>> {
+    // SAFETY: the index is opened with AccessShareLock for the read and closed at once; indkey
+    // has indnkeyatts valid entries.
+    unsafe {
+        let rel = pg_sys::try_relation_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if rel.is_null() {
+            return None;
+        }
+        let out = if (*rel).rd_index.is_null() {
+            None
+        } else {
+            let ix = (*rel).rd_index;
+            let n = (*ix).indnkeyatts as usize;
+            Some((0..n).map(|k| *(*ix).indkey.values.as_ptr().add(k)).collect())
+        };
+        pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        out
+    }
+}
+
+/// The type of column `attno` of relation `relid` (InvalidOid when there is none).
+pub fn atttype(relid: pg_sys::Oid, attno: i16) -> pg_sys::Oid {
+    // SAFETY: a syscache lookup by relation oid and attribute number.
+    unsafe { pg_sys::get_atttype(relid, attno) }
+}
+
+/// The array type of `elem` (InvalidOid when it has none).
+pub fn array_type_of(elem: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: a syscache lookup by type oid.
+    unsafe { pg_sys::get_array_type(elem) }
+}
+
 /// Column number (1-based) of `name` in relation `relid`, None when it has none.
 pub fn attnum(relid: pg_sys::Oid, name: &std::ffi::CStr) -> Option<i16> {
     // SAFETY: a syscache lookup by relation oid and name; InvalidAttrNumber (0) when absent.
@@ -208,13 +252,45 @@ pub fn minus_days(at: pg_sys::Datum, days: i32) -> pg_sys::Datum {
     }
 }
 
+thread_local! {
+    // A memory context for what one call below allocates (a detoasted jsonb, its field), reset
+    // after each call, so a loop over many rows does not keep every row's copy to its end.
+    static SCRATCH: std::cell::Cell<pg_sys::MemoryContext> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
+/// Runs `f` with the scratch context current, then resets it; `f` returns owned Rust data.
+fn in_scratch<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the scratch context is a child of TopMemoryContext made once per backend; the
+    // previous context is current again before the reset (an error in `f` leaves the switch to
+    // the abort, which makes another context current, and the next call resets the scratch).
+    unsafe {
+        let mut cx = SCRATCH.with(std::cell::Cell::get);
+        if cx.is_null() {
+            cx = pg_sys::AllocSetContextCreateExtended(
+                pg_sys::TopMemoryContext,
+                c"memory_ext scan scratch".as_ptr(),
+                pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+            );
+            SCRATCH.with(|c| c.set(cx));
+        }
+        let prev = pg_sys::MemoryContextSwitchTo(cx);
+        let r = f();
+        pg_sys::MemoryContextSwitchTo(prev);
+        pg_sys::MemoryContextReset(cx);
+        r
+    }
+}
+
 /// `j ->> key` of a jsonb datum as bytes (None: NULL, not an object, no such key).
 pub fn jsonb_field_text(j: Option<pg_sys::Datum>, key: &str) -> Option<Vec<u8>> {
     let j = j?;
-    // SAFETY: a non-NULL jsonb datum and a text key built here; the result text is copied out.
-    unsafe {
+    // SAFETY: a non-NULL jsonb datum and a text key built here; the detoasted jsonb and the
+    // result live in the scratch context and the result is copied out before it is reset.
+    in_scratch(|| unsafe {
         let k = pg_sys::cstring_to_text_with_len(key.as_ptr().cast(), key.len() as i32);
         let t = pgrx::direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(j), Some(pg_sys::Datum::from(k))])?;
         Some(super::tuple::text_bytes(t).to_vec())
-    }
+    })
 }

@@ -141,3 +141,28 @@ def test_org_rules_and_grants_are_read_in_parallel_workers(dsn, conn):
             assert w.execute("SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchone() == ("restricted",)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             w.execute("SELECT memory.classify('osprey', NULL, NULL, 'globex')")
+
+
+def test_the_detectors_refuse_an_index_they_cannot_read_rightly(dsn, conn):
+    """The drift detectors scan memory_ext's own indexes directly: an index rebuilt with other key
+    columns, or left invalid, is refused (55000) rather than read with the wrong keys."""
+    conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
+    insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, comment) "
+              "VALUES ('acme', 'u1', 'snapshot:1', 'agree', 'I agree')")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        a.execute(insert)
+        conn.execute("DROP INDEX memory.user_feedback_polarity")
+        conn.execute("CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, comment_polarity, user_id, created_at) "
+                      "WHERE comment_polarity IS NOT NULL")
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as e:
+            a.execute(insert)
+        assert "cannot read index" in str(e.value)
+        conn.execute("DROP INDEX memory.user_feedback_polarity")
+        conn.execute("CREATE INDEX user_feedback_polarity ON memory.user_feedback (org_id, user_id, comment_polarity, created_at, id) "
+                     "WHERE comment_polarity IS NOT NULL")
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'memory.user_feedback_polarity'::regclass")
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as e:
+            a.execute(insert)
+        assert "is not valid" in str(e.value)
+        conn.execute("REINDEX INDEX memory.user_feedback_polarity")
+        a.execute(insert)
