@@ -50,12 +50,26 @@ impl Lookup {
     /// A backward scan (latest first, in the index's order) of `index` on `heap` with `keys`.
     pub fn backward(&self, heap: pg_sys::Oid, index: pg_sys::Oid, keys: &[Key]) -> Result<Scan<'_>, MxError> {
         // SAFETY: the relations are opened with AccessShareLock (kept to the transaction's end,
-        // as the executor keeps them); the index must belong to the heap and be a btree, which is
+        // as the executor keeps them; relation_close and index_close do the same for a relation
+        // opened either way); the index must belong to the heap and be a btree, which is
         // checked before the scan starts; scan keys take the index column's collation; the scan
         // and its slot are ended in Scan's Drop, before this Lookup pops the snapshot.
         unsafe {
-            let h = pg_sys::table_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-            let i = pg_sys::index_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            // A relation dropped since its oid was cached (DROP INDEX, the end of REINDEX
+            // CONCURRENTLY): the cache is dropped by now, and the statement can be retried.
+            let gone = || {
+                MxError::new(code::SERIALIZATION_FAILURE, "a table or index memory_ext reads was dropped or replaced concurrently")
+                    .hint("Retry the transaction.")
+            };
+            let h = pg_sys::try_relation_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if h.is_null() {
+                return Err(gone());
+            }
+            let i = pg_sys::try_relation_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if i.is_null() {
+                pg_sys::table_close(h, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Err(gone());
+            }
             let ok = !(*i).rd_index.is_null()
                 && (*(*i).rd_index).indrelid == heap
                 && (*i).rd_rel.as_ref().is_some_and(|r| r.relam == pg_sys::BTREE_AM_OID);
