@@ -9,19 +9,19 @@
 //! appends what is found to `memory.persona_drift_log` and to the org's audit chain
 //! (`memory.drift.detected`, naming the kind, never the signals' text).
 //!
-//! Both triggers are SECURITY INVOKER C functions that run only on those tables (39P01 elsewhere):
-//! what they send runs as the extension owner (`trust::AsOwner`, pinned `search_path`), fixed
-//! statements with the row's own column values as parameters. The writer's org was checked by
-//! the tables' row-level security before the row got here. The lexicon and the thresholds are
-//! cached per backend and dropped when their tables change (their statement triggers send a
-//! relcache invalidation), so a row reads neither table.
+//! Both triggers are SECURITY INVOKER C functions that run only on those tables (39P01 elsewhere).
+//! They send no SQL per row: the lookups are index scans, a finding is written straight into
+//! `memory.persona_drift_log` (`pg::bulk`, as the audit log is written) and its event through the
+//! audit `Appender` (as the extension owner, pinned `search_path`). The writer's org was checked
+//! by the tables' row-level security before the row got here. The lexicon, the thresholds and
+//! the tables' and indexes' oids are cached per backend and dropped when those change (their
+//! statement triggers send a relcache invalidation), so a row reads neither settings table.
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::scan::{self, Key, Lookup};
-use crate::pg::spi::{kept, read_latest};
+use crate::pg::spi::read_latest;
 use crate::pg::tuple::InsertedRow;
 use memory_core::drift::{self as rules, Lexicon, Thresholds};
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use std::cell::RefCell;
@@ -49,6 +49,9 @@ struct Settings {
     /// memory.consent_scope and its label save_to_profile.
     scope_type: pg_sys::Oid,
     save_to_profile: pg_sys::Oid,
+    /// memory.persona_drift_log, and the memory.drift_signal labels' oids.
+    drift_log: pg_sys::Oid,
+    signal_kinds: Vec<(String, pg_sys::Oid)>,
     col: Columns,
     lexicon: Lexicon,
     thresholds: Thresholds,
@@ -152,7 +155,7 @@ fn forget(relid: pg_sys::Oid) {
         let stale = s.as_ref().is_some_and(|x| {
             relid == pg_sys::InvalidOid
                 || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.feedback_by_object,
-                    x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question]
+                    x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question, x.drift_log]
                     .contains(&relid)
         });
         if stale {
@@ -188,7 +191,8 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
                     'memory.consent_scope'::pg_catalog.regtype::pg_catalog.oid,
                     (SELECT e.oid FROM pg_catalog.pg_enum e
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
-                        AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile')",
+                        AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
+                    'memory.persona_drift_log'::pg_catalog.regclass::pg_catalog.oid",
             Some(1),
             &[],
         )
@@ -198,6 +202,21 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
     let (lexicon_rel, thresholds_rel, feedback, refreshes, watch) = (oid(1)?, oid(2)?, oid(3)?, oid(4)?, oid(5)?);
     let (consents, consents_key, feedback_by_object, feedback_by_polarity) = (oid(6)?, oid(7)?, oid(8)?, oid(9)?);
     let (refreshes_by_thread, watch_by_question, scope_type, save_to_profile) = (oid(10)?, oid(11)?, oid(12)?, oid(13)?);
+    let drift_log = oid(14)?;
+    let mut signal_kinds = Vec::new();
+    for r in client
+        .select(
+            "SELECT e.enumlabel::pg_catalog.text, e.oid FROM pg_catalog.pg_enum e
+              WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.drift_signal'::pg_catalog.regtype",
+            None,
+            &[],
+        )
+        .map_err(&err)?
+    {
+        if let (Some(l), Some(o)) = (r.get::<String>(1).map_err(&err)?, r.get::<pg_sys::Oid>(2).map_err(&err)?) {
+            signal_kinds.push((l, o));
+        }
+    }
     let col = Columns::read(consents, feedback, refreshes, watch)?;
     check_layout(consents, feedback, refreshes, watch, scope_type, &[
         (consents_key, consents, &["org_id", "user_id", "version"]),
@@ -236,6 +255,8 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         watch_by_question,
         scope_type,
         save_to_profile,
+        drift_log,
+        signal_kinds,
         col,
         lexicon: Lexicon::new(words),
         thresholds,
@@ -332,32 +353,19 @@ fn timestamptz(d: Option<pg_sys::Datum>) -> Option<TimestampWithTimeZone> {
     d.and_then(|d| TimestampWithTimeZone::try_from(d.value() as i64).ok())
 }
 
-/// One drift row. The signals are the seed's `{value, captured_at, captured_in_object_ref}` ($7-$9
-/// prior, $10-$12 current, plus `changed_inferences` $13 for a refresh; NULL members left out);
-/// the summary is `pg_catalog.format($14, <prior time>, <current time>)` with both times as
-/// `to_char(.., $15)` in the session's time zone.
-const RECORD: &str = "INSERT INTO memory.persona_drift_log (drift_id, org_id, user_id, object_ref, cognition_object, signal_kind,
-                                                   prior_signal, current_signal, delta_summary, triggers_alert)
-     VALUES ($1, $2, $3, $4, $5, $6::memory.drift_signal,
-             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('value', $7::pg_catalog.text, 'captured_at', $8::pg_catalog.timestamptz,
-                 'captured_in_object_ref', $9::pg_catalog.text)),
-             pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('value', $10::pg_catalog.text, 'captured_at', $11::pg_catalog.timestamptz,
-                 'captured_in_object_ref', $12::pg_catalog.text, 'changed_inferences', $13::pg_catalog.int4)),
-             pg_catalog.format($14, pg_catalog.to_char($8, $15), pg_catalog.to_char($11, $15)),
-             $16)";
-
-/// A finding, as the drift row and its event carry it.
-struct Finding<'a> {
+/// A finding, as the drift row and its event carry it. The current signal was captured in the
+/// new row (its time, and `object_ref`).
+struct Finding {
     kind: &'static str,
     object_ref: String,
-    cognition_object: DatumWithOid<'a>,
+    /// The new row's cognition object (feedback only).
+    cognition_object: bool,
     prior_value: String,
     prior_at: Option<TimestampWithTimeZone>,
     /// The object the prior signal was captured in (None: no earlier signal, as when
     /// feedback_conflict_min is 0).
     prior_ref: Option<String>,
     current_value: String,
-    current_at: DatumWithOid<'a>,
     changed_inferences: Option<i32>,
     /// A `format` template: `%1$s` the prior time, `%2$s` the current time (as `time_format`).
     summary: String,
@@ -423,12 +431,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                     found.push(Finding {
                         kind: "grade_reversal",
                         object_ref: object_ref.clone(),
-                        cognition_object: row.arg("cognition_object")?,
+                        cognition_object: true,
                         prior_value: prior.clone(),
                         prior_at: timestamptz(f.datum(c.fb_created_at)),
                         prior_ref: Some(object_ref),
                         current_value: new_rating.clone(),
-                        current_at: row.arg("created_at")?,
                         changed_inferences: None,
                         summary: format!("%1$s graded {}, then %2$s graded {}", literal(&prior), literal(&new_rating)),
                         time_format: "YYYY-MM-DD",
@@ -466,12 +473,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                 found.push(Finding {
                     kind: "feedback_conflict",
                     object_ref: row.text("related_object_ref")?.unwrap_or_default(),
-                    cognition_object: row.arg("cognition_object")?,
+                    cognition_object: true,
                     prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
                     prior_at: latest_at,
                     prior_ref: latest_ref,
                     current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
-                    current_at: row.arg("created_at")?,
                     changed_inferences: None,
                     summary: format!(
                         "at least {n} earlier comments on {} objects point the other way, the latest on %1$s",
@@ -508,12 +514,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                 found.push(Finding {
                     kind: "refresh_stance_flip",
                     object_ref: format!("thread:{thread}"),
-                    cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
+                    cognition_object: false,
                     prior_value: "thesis".into(),
                     prior_at: timestamptz(r.datum(c.rf_created_at)),
                     prior_ref: Some(format!("thread:{thread}")),
                     current_value: "thesis".into(),
-                    current_at: row.arg("created_at")?,
                     changed_inferences: Some(changed),
                     summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(&thread)),
                     time_format: "YYYY-MM-DD",
@@ -547,12 +552,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                     found.push(Finding {
                         kind: "watch_question_resolved_then_reopened",
                         object_ref: format!("watch_question:{question}"),
-                        cognition_object: DatumWithOid::null_oid(pg_sys::JSONBOID),
+                        cognition_object: false,
                         prior_value: "resolved".into(),
                         prior_at: timestamptz(Some(pg_sys::Datum::from(resolved as usize))),
                         prior_ref: Some(format!("watch_question:{question}")),
                         current_value: "reopened".into(),
-                        current_at: row.arg("created_at")?,
                         changed_inferences: None,
                         summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
                         time_format: "YYYY-MM-DD HH24:MI",
@@ -567,21 +571,26 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     }
     Spi::connect(|client| {
         let _owner = crate::trust::AsOwner::enter()?;
-        record(client, &row, found)
+        record(client, &s, &row, found)
     })
 }
 
 /// Appends the findings to the drift log and one `memory.drift.detected` event each to the org's
 /// chain (the user pseudonymized).
-fn record(client: &SpiClient, row: &InsertedRow, found: Vec<Finding>) -> Result<(), MxError> {
+fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Finding>) -> Result<(), MxError> {
     if found.is_empty() {
         return Ok(());
     }
-    let err = MxError::spi_in("drift");
     let org = row.text("org_id")?.unwrap_or_default();
     let user = row.text("user_id")?.unwrap_or_default();
+    let at = row.int("created_at")?.unwrap_or_else(crate::pg::xact::xact_start_micros);
+    let cognition = if found.iter().any(|f| f.cognition_object) { row.bytes("cognition_object")? } else { None };
+    let now = crate::pg::xact::xact_start_micros();
     let mut ap = crate::audit::Appender::new(client)?;
     let actor = crate::audit::default_actor(&ap);
+    // The drift rows go straight into the table (no statement per finding): values made here,
+    // as the INSERT through SQL made them (jsonb_build_object's timestamps, to_char, format).
+    let log = crate::pg::bulk::Opened::open(&[s.drift_log]);
     for f in found {
         let mut random = [0u8; 3];
         if !crate::pg::xact::strong_random(&mut random) {
@@ -589,20 +598,57 @@ fn record(client: &SpiClient, row: &InsertedRow, found: Vec<Finding>) -> Result<
         }
         let id = rules::drift_id(crate::pg::xact::now_micros() + crate::audit::PG_EPOCH_UNIX_MICROS, random);
         let alert = f.kind == "grade_reversal" || f.kind == "refresh_stance_flip";
-        kept(
-            client,
-            RECORD,
-            &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::JSONBOID, pg_sys::TEXTOID,
-              pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TEXTOID,
-              pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TEXTOID, pg_sys::INT4OID,
-              pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::BOOLOID],
-            &[id.as_str().into(), row.arg("org_id")?, row.arg("user_id")?, f.object_ref.as_str().into(), f.cognition_object, f.kind.into(),
-              f.prior_value.as_str().into(), f.prior_at.into(), f.prior_ref.as_deref().into(),
-              f.current_value.as_str().into(), f.current_at, f.object_ref.as_str().into(), f.changed_inferences.into(),
-              f.summary.as_str().into(), f.time_format.into(), alert.into()],
-            None,
-        )
-        .map_err(&err)?;
+        let kind = s.signal_kinds.iter().find(|(l, _)| l == f.kind).map(|(_, o)| *o).ok_or_else(|| {
+            MxError::new(code::NOT_INSTALLED, format!("memory.drift_signal has no label {}", f.kind))
+        })?;
+        let prior_at = f.prior_at.map(|t| pg_sys::TimestampTz::from(t));
+        let signal = |value: &str, at: Option<i64>, object: Option<&str>, changed: Option<i32>| {
+            let mut m = serde_json::Map::new();
+            m.insert("value".into(), value.into());
+            if let Some(at) = at {
+                m.insert("captured_at".into(), crate::pg::xact::json_timestamptz(at).into());
+            }
+            if let Some(o) = object {
+                m.insert("captured_in_object_ref".into(), o.into());
+            }
+            if let Some(c) = changed {
+                m.insert("changed_inferences".into(), c.into());
+            }
+            serde_json::Value::Object(m).to_string()
+        };
+        let prior = signal(&f.prior_value, prior_at, f.prior_ref.as_deref(), None);
+        let current = signal(&f.current_value, Some(at), Some(&f.object_ref), f.changed_inferences);
+        let summary = rules::fill_summary(
+            &f.summary,
+            prior_at.map(|t| crate::pg::xact::to_char(t, f.time_format)).as_deref(),
+            Some(&crate::pg::xact::to_char(at, f.time_format)),
+        );
+        use crate::pg::bulk::Cell;
+        log.insert(
+            0,
+            &["drift_id", "org_id", "user_id", "object_ref", "cognition_object", "signal_kind", "prior_signal", "current_signal",
+              "delta_summary", "triggers_alert", "schema_version", "created_at"],
+            &[0],
+            |_| {
+                [
+                    Cell::Varlena(id.as_bytes()),
+                    Cell::Varlena(org.as_bytes()),
+                    Cell::Varlena(user.as_bytes()),
+                    Cell::Varlena(f.object_ref.as_bytes()),
+                    match (&cognition, f.cognition_object) {
+                        (Some(c), true) => Cell::Varlena(c),
+                        _ => Cell::Null,
+                    },
+                    Cell::Oid(kind),
+                    Cell::JsonText(&prior),
+                    Cell::JsonText(&current),
+                    Cell::Varlena(summary.as_bytes()),
+                    Cell::Bool(alert),
+                    Cell::Varlena(b"1.0"),
+                    Cell::Timestamptz(now),
+                ]
+            },
+        )?;
         ap.push(
             client,
             crate::audit::Pending {
@@ -618,5 +664,6 @@ fn record(client: &SpiClient, row: &InsertedRow, found: Vec<Finding>) -> Result<
             },
         )?;
     }
+    drop(log);
     ap.finish(client)
 }

@@ -189,6 +189,33 @@ impl Thresholds {
     }
 }
 
+/// Fills a summary template as PostgreSQL's `format(template, a, b)` would for the templates
+/// the detectors make: `%1$s` is `a`, `%2$s` is `b` (an absent value is empty, as format shows
+/// NULL), `%%` is `%`; anything else is kept as it is.
+pub fn fill_summary(template: &str, a: Option<&str>, b: Option<&str>) -> String {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(t) = tail.strip_prefix("%%") {
+            out.push('%');
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix("%1$s") {
+            out.push_str(a.unwrap_or(""));
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix("%2$s") {
+            out.push_str(b.unwrap_or(""));
+            rest = t;
+        } else {
+            out.push('%');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The seed's drift id, `drift_<UTC time to the microsecond>Z_<6 hex>`, from Unix microseconds
 /// and three random bytes.
 pub fn drift_id(unix_micros: i64, random: [u8; 3]) -> String {
@@ -403,6 +430,17 @@ mod tests {
         assert!(!is_stance_flip("aa", "bb", &t));
         assert!(!is_reopen_drift(0, &t));
         assert!(!is_reopen_drift(2 * 3_600_000_000, &t));
+    }
+
+    #[test]
+    fn summaries_fill_like_format() {
+        assert_eq!(fill_summary("%1$s graded agree, then %2$s graded 100%% disagree", Some("2026-01-01"), Some("2026-01-02")),
+                   "2026-01-01 graded agree, then 2026-01-02 graded 100% disagree");
+        assert_eq!(fill_summary("since %1$s", None, Some("x")), "since ");
+        assert_eq!(fill_summary("a %%1$s b", Some("X"), None), "a %1$s b");
+        assert_eq!(fill_summary("", Some("X"), None), "");
+        assert_eq!(fill_summary("watch question q%%%% resolved %1$s, reopened %2$s", Some("a"), Some("b")),
+                   "watch question q%% resolved a, reopened b");
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub enum Cell<'a> {
     Int4(i32),
     /// Microseconds since the PostgreSQL epoch.
     Timestamptz(i64),
+    Bool(bool),
+    /// An oid (as an enum value is stored).
+    Oid(pg_sys::Oid),
 }
 
 fn varlena_size(len: usize) -> usize {
@@ -133,6 +136,8 @@ impl Opened {
                             Cell::Int8(v) => Some(pg_sys::Datum::from(v)),
                             Cell::Int4(v) => Some(pg_sys::Datum::from(v)),
                             Cell::Timestamptz(v) => Some(pg_sys::Datum::from(v)),
+                            Cell::Bool(v) => Some(pg_sys::Datum::from(v)),
+                            Cell::Oid(v) => Some(pg_sys::Datum::from(v)),
                         };
                         if let Some(d) = d {
                             values[at[c]] = d;

@@ -343,17 +343,6 @@ impl<'a> InsertedRow<'a> {
         Ok((!isnull).then_some(d))
     }
 
-    /// Column `name` as an SPI argument of the column's own type, the datum passed as it is
-    /// (valid for the trigger call, which outlives every statement sent with it).
-    pub fn arg(&self, name: &str) -> Result<pgrx::datum::DatumWithOid<'a>, MxError> {
-        let (_, typoid) = self.column(name)?;
-        Ok(match self.datum(name)? {
-            None => pgrx::datum::DatumWithOid::null_oid(typoid),
-            // SAFETY: a non-NULL datum of a column of type typoid, alive for the trigger call.
-            Some(d) => unsafe { pgrx::datum::DatumWithOid::new(d, typoid) },
-        })
-    }
-
     /// Column `name` (text or varchar) as text, an owned copy (a detoasted value lives in the
     /// memory context current at the call, which may end before the trigger does), None for NULL.
     pub fn text(&self, name: &str) -> Result<Option<String>, MxError> {
@@ -364,6 +353,19 @@ impl<'a> InsertedRow<'a> {
         // SAFETY: a non-NULL datum of a text column of this trigger's row, alive for the call;
         // the bytes are copied before anything else runs.
         Ok(self.datum(name)?.map(|d| as_str(unsafe { text_bytes(d) }, database_is_utf8()).to_owned()))
+    }
+
+    /// The data bytes (after the header, detoasted) of the varlena column `name` (text, jsonb,
+    /// bytea...), an owned copy, None for NULL.
+    pub fn bytes(&self, name: &str) -> Result<Option<Vec<u8>>, MxError> {
+        let (attnum, _) = self.column(name)?;
+        // SAFETY: the column's attribute length says whether it is a varlena.
+        let varlena = unsafe { (*(*self.tupdesc).attrs.as_ptr().add(attnum as usize - 1)).attlen == -1 };
+        if !varlena {
+            return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not a varlena", trigger_relation_name(self.td))));
+        }
+        // SAFETY: a non-NULL varlena datum of this trigger's row; its bytes are copied at once.
+        Ok(self.datum(name)?.map(|d| unsafe { text_bytes(d) }.to_vec()))
     }
 
     /// The 16 bytes of the uuid column `name`, None for NULL.

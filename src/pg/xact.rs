@@ -20,6 +20,32 @@ pub fn now_micros() -> i64 {
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
+/// A timestamptz as JSON writes it (`jsonb_build_object`, `to_json`): ISO 8601 in the
+/// session's time zone.
+pub fn json_timestamptz(micros: i64) -> String {
+    // SAFETY: JsonEncodeDateTime with no buffer returns a palloc'd C string for a timestamptz
+    // datum (it raises on an infinite value), copied and freed.
+    unsafe {
+        let p = pg_sys::JsonEncodeDateTime(std::ptr::null_mut(), pg_sys::Datum::from(micros), pg_sys::TIMESTAMPTZOID, std::ptr::null());
+        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        pg_sys::pfree(p.cast());
+        s
+    }
+}
+
+/// `to_char(timestamptz, format)` in the session's time zone.
+pub fn to_char(micros: i64, format: &str) -> String {
+    // SAFETY: timestamptz_to_char of a timestamptz datum and a text built here; the result text
+    // is copied out.
+    unsafe {
+        let f = pg_sys::cstring_to_text_with_len(format.as_ptr().cast(), format.len() as i32);
+        match pgrx::direct_function_call_as_datum(pg_sys::timestamptz_to_char, &[Some(pg_sys::Datum::from(micros)), Some(pg_sys::Datum::from(f))]) {
+            Some(t) => String::from_utf8_lossy(super::tuple::text_bytes(t)).into_owned(),
+            None => String::new(),
+        }
+    }
+}
+
 /// The start of the current transaction, microseconds since the PostgreSQL epoch.
 pub fn xact_start_micros() -> i64 {
     // SAFETY: reads the transaction state.

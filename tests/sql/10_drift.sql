@@ -1,6 +1,6 @@
 -- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
 BEGIN;
-SELECT plan(28);
+SELECT plan(31);
 
 SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
 SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
@@ -133,6 +133,31 @@ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) 
 SELECT is((SELECT prior_signal FROM memory.persona_drift_log WHERE user_id = 'u3' AND signal_kind = 'feedback_conflict'),
           '{"value": "negative"}'::jsonb, 'a conflict with no earlier opposing comment has no prior time or object');
 UPDATE memory.drift_thresholds SET value = 2 WHERE name = 'feedback_conflict_min';
+
+-- The drift row is written straight into the table: its signals and summary are what
+-- jsonb_build_object, to_char and format make of the same values, in the session's time zone.
+SET LOCAL TimeZone = 'America/St_Johns';
+SELECT memory.grant_consent('acme', 'u4', '{create_task,save_to_profile}');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, created_at) VALUES
+  ('acme', 'u4', 'tz:1', '{"type": "asset", "ref": "ETH"}', 'agree', now() - interval '3 days 5 hours');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating) VALUES
+  ('acme', 'u4', 'tz:1', '{"type": "asset", "ref": "ETH"}', 'disagree');
+WITH d AS (SELECT * FROM memory.persona_drift_log WHERE user_id = 'u4'),
+     p AS (SELECT created_at FROM memory.user_feedback WHERE user_id = 'u4' AND rating = 'agree'),
+     c AS (SELECT created_at FROM memory.user_feedback WHERE user_id = 'u4' AND rating = 'disagree')
+SELECT is((SELECT (d.prior_signal, d.current_signal, d.cognition_object, d.signal_kind::text, d.triggers_alert, d.schema_version, d.object_ref)::text FROM d),
+          (SELECT (jsonb_build_object('value', 'agree', 'captured_at', p.created_at, 'captured_in_object_ref', 'tz:1'),
+                   jsonb_build_object('value', 'disagree', 'captured_at', c.created_at, 'captured_in_object_ref', 'tz:1'),
+                   '{"type": "asset", "ref": "ETH"}'::jsonb, 'grade_reversal', true, '1.0', 'tz:1')::text FROM p, c),
+          'the drift row''s signals are jsonb_build_object''s, timestamps in the session''s time zone');
+WITH d AS (SELECT * FROM memory.persona_drift_log WHERE user_id = 'u4'),
+     p AS (SELECT created_at FROM memory.user_feedback WHERE user_id = 'u4' AND rating = 'agree'),
+     c AS (SELECT created_at FROM memory.user_feedback WHERE user_id = 'u4' AND rating = 'disagree')
+SELECT is((SELECT delta_summary FROM d),
+          (SELECT format('%s graded agree, then %s graded disagree', to_char(p.created_at, 'YYYY-MM-DD'), to_char(c.created_at, 'YYYY-MM-DD')) FROM p, c),
+          'the summary is format() of to_char() of both times');
+SELECT is((SELECT created_at FROM memory.persona_drift_log WHERE user_id = 'u4'), now(), 'the drift row is stamped with the transaction''s time, as DEFAULT now()');
+RESET TimeZone;
 
 SELECT throws_ok($$ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'x', 'meh') $$,
                  '23514', NULL, 'an unknown rating is refused');
