@@ -20,11 +20,31 @@ thread_local! {
     // Counts relcache invalidations seen by forget_plans: a plan taken out of TRIGGER_PLANS is put
     // back only if none came in while it was out.
     static PLANS_FORGOTTEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    // What a trigger's firing for one kind of statement works out from its arguments and its
+    // table (the column mapping, checked against the table's column types; the event type; the
+    // read of the transition tables), by (trigger, operation): the same for every statement
+    // until the table changes, and dropped with the plans.
+    static STATEMENTS: RefCell<HashMap<(pg_sys::Oid, u32), std::rc::Rc<Statement>>> = RefCell::new(HashMap::new());
+}
+
+struct Statement {
+    relid: pg_sys::Oid,
+    map: AuditMap,
+    event_type: &'static str,
+    query: String,
 }
 
 /// Relcache callback: forget the plans of `relid` (InvalidOid: of every table).
 pub(super) fn forget_plans(relid: pg_sys::Oid) {
     PLANS_FORGOTTEN.with(|g| g.set(g.get().wrapping_add(1)));
+    STATEMENTS.with(|m| {
+        let mut m = m.borrow_mut();
+        if relid == pg_sys::InvalidOid {
+            m.clear();
+        } else {
+            m.retain(|_, st| st.relid != relid);
+        }
+    });
     TRIGGER_PLANS.with(|p| {
         let mut p = p.borrow_mut();
         if relid == pg_sys::InvalidOid {
@@ -131,22 +151,11 @@ fn check_column_types(td: &pg_sys::TriggerData, map: &AuditMap) -> Result<(), Mx
     Ok(())
 }
 
-fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
-    let td = trigger.trigger_data();
-    // Rows loaded by a restore (memory.restore_mode, superuser-only) are not new writes: the log
-    // comes back with them.
-    if crate::gucs::RESTORE_MODE.get() && td.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_INSERT {
-        return Ok(());
-    }
+/// What a firing of `trigger` for `op` works out before reading any row (see STATEMENTS).
+fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<Statement, MxError> {
     // The table named in events is the one the trigger fired on.
     let map = AuditMap::parse(&trigger.extra_args().unwrap_or_default(), crate::pg::tuple::trigger_relation_name(td))?;
-    let ev = td.tg_event;
-    if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
-        return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
-            .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
-    }
     check_column_types(td, &map)?;
-    let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
     let new_tt = trigger.new_transition_table_name().ok().flatten().map(quote_identifier);
     let old_tt = trigger.old_transition_table_name().ok().flatten().map(quote_identifier);
     let (event_type, query): (&'static str, String) = match (op, new_tt, old_tt) {
@@ -175,6 +184,35 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             .hint("Attach it with memory.govern(table, '{\"audit\": true}')."))
         }
     };
+    Ok(Statement { relid: crate::pg::tuple::trigger_relid(td), map, event_type, query })
+}
+
+fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
+    let td = trigger.trigger_data();
+    // Rows loaded by a restore (memory.restore_mode, superuser-only) are not new writes: the log
+    // comes back with them.
+    if crate::gucs::RESTORE_MODE.get() && td.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_INSERT {
+        return Ok(());
+    }
+    let ev = td.tg_event;
+    if ev & pg_sys::TRIGGER_EVENT_ROW != 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
+        return Err(MxError::new(code::TRIGGER_PROTOCOL, "memory.audit_trigger must be fired AFTER ... FOR EACH STATEMENT with transition tables")
+            .hint("Attach it with memory.govern(table, '{\"audit\": true}')."));
+    }
+    let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
+    let key = (crate::pg::tuple::trigger_oid(td), op);
+    let st = match STATEMENTS.with(|m| m.borrow().get(&key).cloned()) {
+        Some(st) => st,
+        None => {
+            let seen = PLANS_FORGOTTEN.with(|g| g.get());
+            let st = std::rc::Rc::new(statement(trigger, td, op)?);
+            if PLANS_FORGOTTEN.with(|g| g.get()) == seen {
+                STATEMENTS.with(|m| m.borrow_mut().insert(key, st.clone()));
+            }
+            st
+        }
+    };
+    let (map, event_type, query) = (&st.map, st.event_type, &st.query);
     let reason = crate::gates::downgrade_reason();
 
     Spi::connect(|client| {

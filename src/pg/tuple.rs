@@ -59,6 +59,12 @@ pub fn trigger_relid(td: &pg_sys::TriggerData) -> pg_sys::Oid {
     unsafe { (*td.tg_relation).rd_id }
 }
 
+/// The oid of the trigger that fired.
+pub fn trigger_oid(td: &pg_sys::TriggerData) -> pg_sys::Oid {
+    // SAFETY: the trigger's description is valid while it runs.
+    unsafe { (*td.tg_trigger).tgoid }
+}
+
 pub fn trigger_relation_name(td: &pg_sys::TriggerData) -> String {
     // SAFETY: the trigger's relation is open while the trigger runs.
     unsafe { relation_name(td.tg_relation) }
