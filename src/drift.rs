@@ -60,49 +60,30 @@ struct Settings {
 /// The scans' keys and the columns they read assume the tables and indexes as memory_ext makes
 /// them (column types, each index's leading key columns): anything else is refused (55000)
 /// rather than read with the wrong comparison.
-fn check_layout(
-    consents: pg_sys::Oid,
-    feedback: pg_sys::Oid,
-    refreshes: pg_sys::Oid,
-    watch: pg_sys::Oid,
-    scope_type: pg_sys::Oid,
-    indexes: &[(pg_sys::Oid, pg_sys::Oid, &[&str])],
-) -> Result<(), MxError> {
-    let changed = |what: String| {
-        MxError::new(code::NOT_INSTALLED, format!("memory_ext's drift detectors cannot read {what}"))
-            .hint("The table or index was changed from what memory_ext made; restore it as README \"Consent and user contexts\" lists it.")
-    };
-    let attno = |rel: pg_sys::Oid, name: &str| -> Result<i16, MxError> {
-        let c = std::ffi::CString::new(name).map_err(|_| changed(format!("column {name}")))?;
-        scan::attnum(rel, &c).ok_or_else(|| changed(format!("column {name} of relation {}", rel.to_u32())))
-    };
+fn changed(what: String) -> MxError {
+    MxError::new(code::NOT_INSTALLED, format!("memory_ext's drift detectors cannot read {what}"))
+        .hint("The table or index was changed from what memory_ext made; restore it as README \"Consent and user contexts\" lists it.")
+}
+
+/// The number of column `name` of `rel`, which must be of type `typ`.
+fn column(rel: pg_sys::Oid, name: &std::ffi::CStr, typ: pg_sys::Oid) -> Result<i16, MxError> {
+    let n = scan::attnum(rel, name).ok_or_else(|| changed(format!("column {name:?} of relation {}", rel.to_u32())))?;
+    if scan::atttype(rel, n) != typ {
+        return Err(changed(format!("column {name:?} of relation {} (not of the type memory_ext made it)", rel.to_u32())));
+    }
+    Ok(n)
+}
+
+/// Each index's leading key columns are the table's columns named (of the types the scan keys
+/// compare).
+fn check_indexes(indexes: &[(pg_sys::Oid, pg_sys::Oid, &[(&std::ffi::CStr, pg_sys::Oid)])]) -> Result<(), MxError> {
     for &(index, rel, cols) in indexes {
         let keys = scan::index_key_columns(index).ok_or_else(|| changed(format!("index {}", index.to_u32())))?;
-        let want: Vec<i16> = cols.iter().map(|c| attno(rel, c)).collect::<Result<_, _>>()?;
+        let want: Vec<i16> = cols.iter().map(|&(c, t)| column(rel, c, t)).collect::<Result<_, _>>()?;
         if keys.len() < want.len() || keys[..want.len()] != want[..] {
-            return Err(changed(format!("index {} (its key columns are not ({}))", index.to_u32(), cols.join(", "))));
+            let names: Vec<String> = cols.iter().map(|(c, _)| c.to_string_lossy().into_owned()).collect();
+            return Err(changed(format!("index {} (its key columns are not ({}))", index.to_u32(), names.join(", "))));
         }
-    }
-    let text = pg_sys::TEXTOID;
-    let tz = pg_sys::TIMESTAMPTZOID;
-    let types: &[(pg_sys::Oid, &str, pg_sys::Oid)] = &[
-        (consents, "org_id", text), (consents, "user_id", text),
-        (feedback, "org_id", text), (feedback, "user_id", text), (feedback, "related_object_ref", text), (feedback, "created_at", tz),
-        (feedback, "id", pg_sys::UUIDOID), (feedback, "rating", text), (feedback, "comment_polarity", pg_sys::INT2OID),
-        (feedback, "cognition_object", pg_sys::JSONBOID),
-        (refreshes, "org_id", text), (refreshes, "thread_id", text), (refreshes, "created_at", tz), (refreshes, "id", pg_sys::UUIDOID),
-        (refreshes, "main_thesis", text),
-        (watch, "org_id", text), (watch, "watch_question_id", text), (watch, "created_at", tz), (watch, "id", pg_sys::UUIDOID),
-        (watch, "status", text),
-    ];
-    for &(rel, name, typ) in types {
-        if scan::atttype(rel, attno(rel, name)?) != typ {
-            return Err(changed(format!("column {name} of relation {} (not of the type memory_ext made it)", rel.to_u32())));
-        }
-    }
-    let scopes = scan::atttype(consents, attno(consents, "scopes")?);
-    if scope_type == pg_sys::InvalidOid || scan::array_type_of(scope_type) != scopes {
-        return Err(changed("memory.consents.scopes (not memory.consent_scope[])".into()));
     }
     Ok(())
 }
@@ -124,23 +105,25 @@ struct Columns {
 }
 
 impl Columns {
-    fn read(consents: pg_sys::Oid, feedback: pg_sys::Oid, refreshes: pg_sys::Oid, watch: pg_sys::Oid) -> Result<Columns, MxError> {
-        let a = |rel: pg_sys::Oid, name: &std::ffi::CStr| {
-            scan::attnum(rel, name).ok_or_else(|| MxError::new(code::INTERNAL, format!("drift: relation {} has no column {name:?}", rel.to_u32())))
-        };
+    fn read(consents: pg_sys::Oid, feedback: pg_sys::Oid, refreshes: pg_sys::Oid, watch: pg_sys::Oid, scope_type: pg_sys::Oid) -> Result<Columns, MxError> {
+        let (text, tz, uuid) = (pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::UUIDOID);
+        let scopes = scan::array_type_of(scope_type);
+        if scope_type == pg_sys::InvalidOid || scopes == pg_sys::InvalidOid {
+            return Err(changed("memory.consents.scopes (not memory.consent_scope[])".into()));
+        }
         Ok(Columns {
-            consent_scopes: a(consents, c"scopes")?,
-            fb_id: a(feedback, c"id")?,
-            fb_rating: a(feedback, c"rating")?,
-            fb_created_at: a(feedback, c"created_at")?,
-            fb_object: a(feedback, c"related_object_ref")?,
-            fb_cognition: a(feedback, c"cognition_object")?,
-            rf_id: a(refreshes, c"id")?,
-            rf_thesis: a(refreshes, c"main_thesis")?,
-            rf_created_at: a(refreshes, c"created_at")?,
-            wq_id: a(watch, c"id")?,
-            wq_status: a(watch, c"status")?,
-            wq_created_at: a(watch, c"created_at")?,
+            consent_scopes: column(consents, c"scopes", scopes)?,
+            fb_id: column(feedback, c"id", uuid)?,
+            fb_rating: column(feedback, c"rating", text)?,
+            fb_created_at: column(feedback, c"created_at", tz)?,
+            fb_object: column(feedback, c"related_object_ref", text)?,
+            fb_cognition: column(feedback, c"cognition_object", pg_sys::JSONBOID)?,
+            rf_id: column(refreshes, c"id", uuid)?,
+            rf_thesis: column(refreshes, c"main_thesis", text)?,
+            rf_created_at: column(refreshes, c"created_at", tz)?,
+            wq_id: column(watch, c"id", uuid)?,
+            wq_status: column(watch, c"status", text)?,
+            wq_created_at: column(watch, c"created_at", tz)?,
         })
     }
 }
@@ -217,13 +200,14 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
             signal_kinds.push((l, o));
         }
     }
-    let col = Columns::read(consents, feedback, refreshes, watch)?;
-    check_layout(consents, feedback, refreshes, watch, scope_type, &[
-        (consents_key, consents, &["org_id", "user_id", "version"]),
-        (feedback_by_object, feedback, &["org_id", "user_id", "related_object_ref", "created_at"]),
-        (feedback_by_polarity, feedback, &["org_id", "user_id", "comment_polarity", "created_at"]),
-        (refreshes_by_thread, refreshes, &["org_id", "thread_id", "created_at"]),
-        (watch_by_question, watch, &["org_id", "watch_question_id", "created_at"]),
+    let col = Columns::read(consents, feedback, refreshes, watch, scope_type)?;
+    let (text, tz, int2) = (pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::INT2OID);
+    check_indexes(&[
+        (consents_key, consents, &[(c"org_id", text), (c"user_id", text), (c"version", pg_sys::INT4OID)]),
+        (feedback_by_object, feedback, &[(c"org_id", text), (c"user_id", text), (c"related_object_ref", text), (c"created_at", tz)]),
+        (feedback_by_polarity, feedback, &[(c"org_id", text), (c"user_id", text), (c"comment_polarity", int2), (c"created_at", tz)]),
+        (refreshes_by_thread, refreshes, &[(c"org_id", text), (c"thread_id", text), (c"created_at", tz)]),
+        (watch_by_question, watch, &[(c"org_id", text), (c"watch_question_id", text), (c"created_at", tz)]),
     ])?;
     // Under a snapshot taken now: a cache dropped by another session's change is never refilled
     // with the rows that change replaced (spi::read_latest).
