@@ -47,6 +47,11 @@ CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.consents
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_append_only();
 
+-- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
+-- in every session_replication_role (finalize.sql): the trigger only sends an invalidation.
+CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.consents
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
+
 -- The scopes in force for (org, user): NULL when consent was never asked.
 CREATE FUNCTION memory._consent_scopes(p_org text, p_user text)
 RETURNS memory.consent_scope[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -939,10 +944,12 @@ COMMENT ON TABLE memory.watch_question_updates IS
 -- the four detectors after each insert, for users with save_to_profile in force. Both are C
 -- triggers that read and write as the extension owner; the writer's org was checked by row-level
 -- security. They cache the lexicon and thresholds: a change to either table tells every backend.
+-- No WHEN clause: a trigger's WHEN is read and prepared again by every statement, which costs a
+-- single-row insert more than the functions' own early return for a row without comment or rating.
 CREATE TRIGGER memory_feedback_polarity BEFORE INSERT ON memory.user_feedback
-    FOR EACH ROW WHEN (NEW.comment IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._feedback_polarity();
+    FOR EACH ROW EXECUTE FUNCTION memory._feedback_polarity();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
-    FOR EACH ROW WHEN (NEW.rating IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._detect_drift();
+    FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.watch_question_updates FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 

@@ -111,7 +111,7 @@ BEGIN
 END $$;
 
 -- The statement triggers that drop the backends' cached rules, policies, thresholds and org
--- grants, and the audit key and salt, fire in every session_replication_role: a change applied by
+-- grants, consents, and the audit key and salt, fire in every session_replication_role: a change applied by
 -- logical replication or a restore run as replica must reach the caches too (they only send an
 -- invalidation).
 DO $$
@@ -119,7 +119,7 @@ DECLARE t regclass; n name;
 BEGIN
     FOR t, n IN SELECT tg.tgrelid::regclass, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')
+              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed')
                 AND c.relnamespace = 'memory'::regnamespace
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', t, n);

@@ -2757,6 +2757,12 @@ CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.consents
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_append_only();
 
+CREATE FUNCTION "_consents_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_consents_changed_checked';
+-- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
+-- in every session_replication_role (finalize.sql): the trigger only sends an invalidation.
+CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.consents
+    FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
+
 CREATE OR REPLACE FUNCTION memory._consent_scopes(p_org text, p_user text)
 RETURNS memory.consent_scope[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -3659,10 +3665,12 @@ COMMENT ON TABLE memory.watch_question_updates IS
 -- security. They cache the lexicon and thresholds: a change to either table tells every backend.
 CREATE FUNCTION "_feedback_polarity"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_feedback_polarity_checked';
 CREATE FUNCTION "_detect_drift"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_detect_drift_checked';
+-- No WHEN clause: a trigger's WHEN is read and prepared again by every statement, which costs a
+-- single-row insert more than the functions' own early return for a row without comment or rating.
 CREATE TRIGGER memory_feedback_polarity BEFORE INSERT ON memory.user_feedback
-    FOR EACH ROW WHEN (NEW.comment IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._feedback_polarity();
+    FOR EACH ROW EXECUTE FUNCTION memory._feedback_polarity();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
-    FOR EACH ROW WHEN (NEW.rating IS NOT NULL OR NEW.comment_polarity IS NOT NULL) EXECUTE FUNCTION memory._detect_drift();
+    FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
 
@@ -4953,7 +4961,7 @@ BEGIN
 END $$;
 
 -- The statement triggers that drop the backends' cached rules, policies, thresholds and org
--- grants, and the audit key and salt, fire in every session_replication_role: a change applied by
+-- grants, consents, and the audit key and salt, fire in every session_replication_role: a change applied by
 -- logical replication or a restore run as replica must reach the caches too (they only send an
 -- invalidation).
 DO $$
@@ -4961,7 +4969,7 @@ DECLARE t regclass; n name;
 BEGIN
     FOR t, n IN SELECT tg.tgrelid::regclass, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')
+              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed')
                 AND c.relnamespace = 'memory'::regnamespace
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', t, n);

@@ -15,7 +15,9 @@
 //! audit `Appender` (as the extension owner, pinned `search_path`). The writer's org was checked
 //! by the tables' row-level security before the row got here. The lexicon, the thresholds and
 //! the tables' and indexes' oids are cached per backend and dropped when those change (their
-//! statement triggers send a relcache invalidation), so a row reads neither settings table.
+//! statement triggers send a relcache invalidation), so a row reads neither settings table; each
+//! user's consent is cached too (`ConsentCache`), read under a snapshot taken then and dropped
+//! when consent rows change (`memory._consents_changed()`).
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::scan::{self, Key, Lookup};
@@ -38,6 +40,11 @@ struct Settings {
     consents: pg_sys::Oid,
     /// memory.consents (org_id, user_id, version)
     consents_key: pg_sys::Oid,
+    /// memory.consents' receipt index (InvalidOid when missing): not read, only invalidated by
+    /// `memory._consents_changed()` when consent rows change, so that a new consent version drops
+    /// the cached consents (`CONSENT`) without the DDL signal (an invalidation of the table
+    /// itself) that drops these settings.
+    consents_signal: pg_sys::Oid,
     /// memory.user_feedback (org_id, user_id, related_object_ref, created_at, id)
     feedback_by_object: pg_sys::Oid,
     /// memory.user_feedback (org_id, user_id, comment_polarity, created_at, id) WHERE comment_polarity IS NOT NULL
@@ -128,8 +135,22 @@ impl Columns {
     }
 }
 
+/// Whether the latest consent of (org, user) holds save_to_profile, as read under a snapshot
+/// taken then (`Lookup::latest`), for the oids it was read with. Dropped on an invalidation of
+/// memory.consents or of its signal index (every change of consent rows sends one, at commit to
+/// the other backends and at the next command to this one), or of every relation.
+struct ConsentCache {
+    consents: pg_sys::Oid,
+    signal: pg_sys::Oid,
+    held: std::collections::HashMap<(Vec<u8>, Vec<u8>), bool>,
+}
+
+/// At most this many users' consents are kept per backend (then the cache starts afresh).
+const CONSENT_CACHE_MAX: usize = 16_384;
+
 thread_local! {
     static SETTINGS: RefCell<Option<Rc<Settings>>> = const { RefCell::new(None) };
+    static CONSENT: RefCell<Option<ConsentCache>> = const { RefCell::new(None) };
 }
 
 fn forget(relid: pg_sys::Oid) {
@@ -143,6 +164,12 @@ fn forget(relid: pg_sys::Oid) {
         });
         if stale {
             *s = None;
+        }
+    });
+    CONSENT.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_some_and(|x| relid == pg_sys::InvalidOid || relid == x.consents || relid == x.signal) {
+            *c = None;
         }
     });
 }
@@ -175,7 +202,8 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
                     (SELECT e.oid FROM pg_catalog.pg_enum e
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
                         AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
-                    'memory.persona_drift_log'::pg_catalog.regclass::pg_catalog.oid",
+                    'memory.persona_drift_log'::pg_catalog.regclass::pg_catalog.oid,
+                    pg_catalog.to_regclass('memory.consents_receipt_id_key')::pg_catalog.oid",
             Some(1),
             &[],
         )
@@ -185,7 +213,7 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
     let (lexicon_rel, thresholds_rel, feedback, refreshes, watch) = (oid(1)?, oid(2)?, oid(3)?, oid(4)?, oid(5)?);
     let (consents, consents_key, feedback_by_object, feedback_by_polarity) = (oid(6)?, oid(7)?, oid(8)?, oid(9)?);
     let (refreshes_by_thread, watch_by_question, scope_type, save_to_profile) = (oid(10)?, oid(11)?, oid(12)?, oid(13)?);
-    let drift_log = oid(14)?;
+    let (drift_log, consents_signal) = (oid(14)?, oid(15)?);
     let mut signal_kinds = Vec::new();
     for r in client
         .select(
@@ -233,6 +261,7 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         watch,
         consents,
         consents_key,
+        consents_signal,
         feedback_by_object,
         feedback_by_polarity,
         refreshes_by_thread,
@@ -318,11 +347,60 @@ fn detect_drift<'a>(
 
 crate::checked_trigger_entry!(memory_detect_drift_checked, pg_finfo_memory_detect_drift_checked, "memory._detect_drift()", detect_drift_wrapper);
 
-/// Whether the latest consent of the row's user holds save_to_profile (memory.consents read
-/// backward by (org_id, user_id, version): the first row is the latest version).
-fn consent_in_force(s: &Settings, lk: &Lookup, org: pg_sys::Datum, user: pg_sys::Datum) -> Result<bool, MxError> {
-    let mut c = lk.backward(s.consents, s.consents_key, &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user)])?;
-    Ok(c.next() && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile))))
+/// `memory._consents_changed()`: AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE FOR EACH STATEMENT
+/// on memory.consents: every backend drops its cached consents (`ConsentCache`), through the
+/// receipt index, so the detectors' settings (dropped on DDL of the table itself) stay.
+#[pg_trigger(sql = r#"
+CREATE FUNCTION "_consents_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_consents_changed_checked';
+"#)]
+fn consents_changed<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, std::convert::Infallible> {
+    if let Ok(relid) = trigger.relid() {
+        crate::pg::callbacks::invalidate_rows(relid, CONSENTS_SIGNAL);
+    }
+    Ok(None)
+}
+
+crate::checked_trigger_entry!(memory_consents_changed_checked, pg_finfo_memory_consents_changed_checked, "memory._consents_changed()", consents_changed_wrapper);
+
+/// The index of memory.consents that `memory._consents_changed()` invalidates.
+const CONSENTS_SIGNAL: &std::ffi::CStr = c"consents_receipt_id_key";
+
+/// Whether the latest consent of the row's user holds save_to_profile: memory.consents read
+/// backward by (org_id, user_id, version), the first row being the latest version, under a
+/// snapshot taken now (a revocation committed after the writing transaction began is in force
+/// for it too), and kept per backend until consent rows change (`ConsentCache`).
+fn consent_in_force(s: &Settings, row: &InsertedRow, org: pg_sys::Datum, user: pg_sys::Datum) -> Result<bool, MxError> {
+    let key = (row.bytes("org_id")?.unwrap_or_default(), row.bytes("user_id")?.unwrap_or_default());
+    let cacheable = s.consents_signal != pg_sys::InvalidOid;
+    if cacheable {
+        let hit = CONSENT.with(|c| {
+            c.borrow().as_ref().filter(|x| x.consents == s.consents && x.signal == s.consents_signal).and_then(|x| x.held.get(&key).copied())
+        });
+        if let Some(held) = hit {
+            return Ok(held);
+        }
+    }
+    let fill = crate::pg::callbacks::Fill::begin();
+    let held = {
+        let lk = Lookup::latest();
+        let mut c = lk.backward(s.consents, s.consents_key, &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user)])?;
+        c.next() && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile)))
+    };
+    if cacheable && fill.keep() {
+        CONSENT.with(|c| {
+            let mut c = c.borrow_mut();
+            let fresh = c.as_ref().is_none_or(|x| x.consents != s.consents || x.signal != s.consents_signal || x.held.len() >= CONSENT_CACHE_MAX);
+            if fresh {
+                *c = Some(ConsentCache { consents: s.consents, signal: s.consents_signal, held: Default::default() });
+            }
+            if let Some(x) = c.as_mut() {
+                x.held.insert(key, held);
+            }
+        });
+    }
+    Ok(held)
 }
 
 fn at_or_before(attno: i16, at: pg_sys::Datum) -> Key {
@@ -391,10 +469,10 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if look_grade.is_none() && look_conflict.is_none() {
             return Ok(());
         }
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &lk, org, user)? {
+        if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
+        let lk = Lookup::begin();
         // grade_reversal: the latest earlier rating of the same object within the window.
         if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
             let since = scan::minus_days(at, days as i32);
@@ -477,10 +555,10 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if !rules::refresh_may_flip(changed, t) || t.refresh_lookback_days.is_nan() {
             return Ok(());
         }
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &lk, org, user)? {
+        if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
+        let lk = Lookup::begin();
         // The thread's latest refresh of at least refresh_lookback_days before.
         let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
         let mut r = lk.backward(
@@ -515,10 +593,10 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             return Ok(());
         }
         let Some(question) = row.datum("watch_question_id")? else { return Ok(()) };
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &lk, org, user)? {
+        if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
+        let lk = Lookup::begin();
         // The question's latest resolution.
         let mut w = lk.backward(
             s.watch,

@@ -120,6 +120,19 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
     }
 }
 
+/// Tells every backend (at commit) and this one (at the next command) that the rows of `relid`
+/// changed, through its signal relation `signal` (a relation of the same schema, e.g. one of its
+/// indexes): caches of those rows are dropped on the signal, caches of `relid`'s definition (which
+/// drop on `relid` itself) are kept. Without such a relation, `relid` itself is invalidated.
+pub fn invalidate_rows(relid: pg_sys::Oid, signal: &std::ffi::CStr) {
+    // SAFETY: catalog lookups by oid and by a NUL-terminated name, inside a transaction.
+    let sig = unsafe {
+        let ns = pg_sys::get_rel_namespace(relid);
+        if ns == pg_sys::InvalidOid { pg_sys::InvalidOid } else { pg_sys::get_relname_relid(signal.as_ptr(), ns) }
+    };
+    invalidate_relation(if sig != pg_sys::InvalidOid { sig } else { relid });
+}
+
 /// Registers the four callbacks with PostgreSQL; called once from `_PG_init`, before any module
 /// registers its functions.
 pub fn init() {

@@ -47,6 +47,19 @@ impl Lookup {
         }
     }
 
+    /// Like `begin`, but under a snapshot taken now (`GetLatestSnapshot`, with this command's
+    /// rows visible) rather than the transaction's: what a per-backend cache fills from, so that
+    /// at REPEATABLE READ it never keeps rows a change committed since the transaction began
+    /// has replaced (as `spi::read_latest` reads for the SQL-filled caches).
+    pub fn latest() -> Lookup {
+        // SAFETY: as in `begin`; PushActiveSnapshot copies the static latest snapshot.
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+            Lookup { snapshot: pg_sys::GetActiveSnapshot() }
+        }
+    }
+
     /// A backward scan (latest first, in the index's order) of `index` on `heap` with `keys`.
     pub fn backward(&self, heap: pg_sys::Oid, index: pg_sys::Oid, keys: &[Key]) -> Result<Scan<'_>, MxError> {
         // SAFETY: the relations are opened with AccessShareLock (kept to the transaction's end,

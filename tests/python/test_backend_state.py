@@ -95,6 +95,78 @@ def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
         assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
 
 
+RATE = "INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', %s, %s, %s)"
+DRIFT = "SELECT count(*) FROM memory.persona_drift_log WHERE user_id = %s"
+
+
+_objects = iter(range(1, 1000))
+
+
+def reversal(c, user):
+    """Two ratings of a new object, the second the other way: a grade_reversal when observed."""
+    obj = f"snapshot:{next(_objects)}"
+    c.execute(RATE, (user, obj, "thumbs_up"))
+    c.execute(RATE, (user, obj, "not_helpful"))
+
+
+def test_the_detectors_cached_consent_follows_grants_and_revocations_of_other_sessions(dsn, conn):
+    """The detectors keep each user's consent per backend; a new consent version, written by any
+    session (or applied as replica), drops it in every backend."""
+    assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
+                        "WHERE tgname = 'memory_consents_changed'").fetchone() == (1, 1)
+    conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        reversal(a, "u1")
+        assert conn.execute(DRIFT, ("u1",)).fetchone() == (1,)
+        conn.execute("SELECT memory.revoke_consent('acme', 'u1', '{save_to_profile}')")
+        reversal(a, "u1")
+        assert conn.execute(DRIFT, ("u1",)).fetchone() == (1,)
+        conn.execute("SELECT memory.grant_consent('acme', 'u1', '{save_to_profile}')")
+        reversal(a, "u1")
+        assert conn.execute(DRIFT, ("u1",)).fetchone() == (2,)
+        with psycopg.connect(dsn, autocommit=True) as replica:
+            replica.execute("SET session_replication_role = replica")
+            replica.execute("SELECT memory.revoke_consent('acme', 'u1', '{save_to_profile}')")
+        reversal(a, "u1")
+        assert conn.execute(DRIFT, ("u1",)).fetchone() == (2,)
+
+
+def test_the_detectors_cached_consent_follows_the_own_transaction_and_its_rollback(dsn, conn):
+    with psycopg.connect(dsn) as a:
+        reversal(a, "u2")  # consent never asked: not observed (and so cached)
+        assert a.execute(DRIFT, ("u2",)).fetchone() == (0,)
+        a.commit()
+        a.execute("SELECT memory.grant_consent('acme', 'u2', '{create_task,save_to_profile}')")
+        reversal(a, "u2")  # the grant of this transaction is in force for it
+        assert a.execute(DRIFT, ("u2",)).fetchone() == (1,)
+        a.rollback()
+        reversal(a, "u2")  # rolled back: never granted
+        assert a.execute(DRIFT, ("u2",)).fetchone() == (0,)
+        a.commit()
+        a.execute("SAVEPOINT s")
+        a.execute("SELECT memory.grant_consent('acme', 'u2', '{create_task,save_to_profile}')")
+        reversal(a, "u2")
+        a.execute("ROLLBACK TO SAVEPOINT s")
+        reversal(a, "u2")
+        assert a.execute(DRIFT, ("u2",)).fetchone() == (0,)
+        a.commit()
+
+
+def test_a_revocation_is_in_force_for_a_transaction_that_began_before_it(dsn, conn):
+    """Consent is read as of now, not as of a REPEATABLE READ transaction's snapshot: a revocation
+    committed meanwhile stops the observation at once, and is never cached as granted."""
+    conn.execute("SELECT memory.grant_consent('acme', 'u3', '{create_task,save_to_profile}')")
+    with rr(dsn) as a:
+        a.execute("SELECT 1")
+        conn.execute("SELECT memory.revoke_consent('acme', 'u3', '{save_to_profile}')")
+        reversal(a, "u3")
+        assert a.execute(DRIFT, ("u3",)).fetchone() == (0,)
+        a.commit()
+        reversal(a, "u3")
+        a.commit()
+    assert conn.execute(DRIFT, ("u3",)).fetchone() == (0,)
+
+
 def test_a_database_that_is_not_utf8_is_refused_before_anything_is_created(dsn, conn):
     for enc in ("LATIN1", "SQL_ASCII"):
         conn.execute(f"DROP DATABASE IF EXISTS enc_{enc.lower()}")
