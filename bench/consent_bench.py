@@ -167,6 +167,7 @@ thread contexts), consent `create_task, save_to_thread, save_to_profile` for eve
 - `load_slices` answered `slices_loaded` = `{sample['slices_loaded']}` for a sampled user (`cold_start` {sample['cold_start']}).
 - The revocation reported `{ {k: counts[k] for k in counts if k != 'receipt'} if isinstance(counts, dict) else counts }`.
 - Feedback rows written during the pgbench rounds: {fb_rows:,}; drift findings: `{dict(drift)}`.
+- Feedback rounds (TPS, memory_ext / bare, in the order run): {'; '.join(f"{m:,.0f} / {b:,.0f} ({100 * m / b:.0f}%)" for m, b in zip(tps['memory'], tps['bare']))}.
 """
     print(body)
     write_section("Consent and user contexts (issue 14)", body)

@@ -18,5 +18,5 @@ cd "$root/bench"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" detector_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 200000
-"$root/.venv/bin/python" consent_bench.py "$dsn" "$port" 3 10 2000
+"$root/.venv/bin/python" consent_bench.py "$dsn" "$port" 5 10 2000
 "$root/.venv/bin/python" ingest_bench.py "$dsn" 100000 "${2:-5}"

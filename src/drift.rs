@@ -475,16 +475,27 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         let lk = Lookup::begin();
         // grade_reversal: the latest earlier rating of the same object within the window.
         if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
-            let since = scan::minus_days(at, days as i32);
+            // The window is `at - days` in the session's time zone (calendar days, as
+            // timestamptz - interval counts them). The scan is bounded two days wider (no zone's
+            // offset moves by more), and only a row within two days of that bound is checked
+            // against the exact start: most rows are read without working the calendar out.
+            const DAY: i64 = 86_400_000_000;
+            let at_us = at.value() as i64;
+            let loose = at_us.saturating_sub((i64::from(days) + 2).saturating_mul(DAY));
+            let sure = at_us.saturating_sub((i64::from(days) - 2).saturating_mul(DAY));
             let mut f = lk.backward(
                 s.feedback,
                 s.feedback_by_object,
                 &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user), Key::eq(3, pg_sys::F_TEXTEQ, object),
-                  at_or_before(4, at), after(4, since)],
+                  at_or_before(4, at), after(4, pg_sys::Datum::from(loose))],
             )?;
             while f.next() {
                 if f.uuid(c.fb_id) == new_id {
                     continue;
+                }
+                let prior_at = f.datum(c.fb_created_at).map(|d| d.value() as i64);
+                if prior_at.is_none_or(|p| p <= sure && p <= scan::minus_days(at, days as i32).value() as i64) {
+                    break;
                 }
                 let Some(prior) = f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned()) else { continue };
                 if rules::is_grade_reversal(&prior, pol) {
@@ -676,7 +687,12 @@ fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Findin
             if let Some(c) = changed {
                 m.insert("changed_inferences".into(), c.into());
             }
-            serde_json::Value::Object(m).to_string()
+            let v = serde_json::Value::Object(m);
+            // Laid out here when flat (strings only), else through jsonb_in.
+            match crate::audit::flat_jsonb(&v) {
+                Some(bytes) => (bytes, String::new()),
+                None => (Vec::new(), v.to_string()),
+            }
         };
         let prior = signal(&f.prior_value, prior_at, f.prior_ref.as_deref(), None);
         let current = signal(&f.current_value, Some(at), Some(&f.object_ref), f.changed_inferences);
@@ -702,8 +718,8 @@ fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Findin
                         _ => Cell::Null,
                     },
                     Cell::Oid(kind),
-                    Cell::JsonText(&prior),
-                    Cell::JsonText(&current),
+                    if prior.1.is_empty() { Cell::Varlena(&prior.0) } else { Cell::JsonText(&prior.1) },
+                    if current.1.is_empty() { Cell::Varlena(&current.0) } else { Cell::JsonText(&current.1) },
                     Cell::Varlena(summary.as_bytes()),
                     Cell::Bool(alert),
                     Cell::Varlena(b"1.0"),

@@ -12,6 +12,14 @@
 pub mod denied;
 mod integrate;
 mod jsonb;
+
+/// The jsonb root container (the bytes after the varlena header) of `value`, laid out as
+/// `jsonb_in` would lay it out, when it is a flat object of strings, booleans or nulls (for
+/// `pg::bulk::Cell::Varlena`); None for anything else (which then goes through `jsonb_in`).
+pub(crate) fn flat_jsonb(value: &serde_json::Value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    jsonb::write_flat_container(Payload::Json(value), &mut out).then_some(out)
+}
 pub mod storage;
 mod trigger;
 mod verify;

@@ -1,6 +1,6 @@
 -- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
 SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
@@ -97,6 +97,17 @@ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) V
   ('acme', 'u2', 'b:13', 'disagree'), ('acme', 'u2', 'b:15', 'disagree');
 SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE user_id = 'u2' AND signal_kind = 'grade_reversal'),
           ARRAY['b:13'], 'a rating reversed after 13 days is drift, after 15 days it is not');
+-- The window counts calendar days in the session's time zone, as timestamptz - interval does:
+-- across the start of daylight saving time (New York, 2026-03-08) 14 days are 335 hours, so a
+-- rating 14 days to the local minute before is outside, one a minute later inside.
+SET LOCAL TIME ZONE 'America/New_York';
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at) VALUES
+  ('acme', 'u2', 'dst:edge', 'thumbs_up', '2026-03-01 12:00'), ('acme', 'u2', 'dst:in', 'thumbs_up', '2026-03-01 12:01');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at) VALUES
+  ('acme', 'u2', 'dst:edge', 'disagree', '2026-03-15 12:00'), ('acme', 'u2', 'dst:in', 'disagree', '2026-03-15 12:00');
+SELECT is(ARRAY(SELECT object_ref FROM memory.persona_drift_log WHERE user_id = 'u2' AND object_ref LIKE 'dst:%'),
+          ARRAY['dst:in'], 'the grade_reversal window is 14 calendar days of the session''s time zone (335 hours across a DST start)');
+RESET TimeZone;
 -- Two theses 20 days apart with 100 distinct words between them, sharing 19 or 21.
 CREATE FUNCTION pg_temp.words(prefix text, n int) RETURNS text LANGUAGE sql
 AS $f$ SELECT string_agg(prefix || i, ' ') FROM generate_series(1, n) i $f$;
