@@ -66,16 +66,21 @@ ANALYZE;
 """
 
 # A user rates an object consistently (its polarity from user and object), reversing 1 time in 50;
-# 1 row in 4 carries a comment of the same polarity.
+# 1 row in 4 carries a comment of the same polarity. The bare table gets the same row as
+# memory.user_feedback stores it: with the comment's polarity (which memory_ext's BEFORE trigger
+# sets from the lexicon: 'agree' +1, 'disagree' -1), so both index it in their partial index.
 FEEDBACK = r"""\set u random(1, 1000)
 \set r random(1, 8)
 \set o random(1, 50)
 \set f random(1, 50)
-INSERT INTO {table} (org_id, user_id, related_object_ref, cognition_object, rating, comment)
+INSERT INTO {table} (org_id, user_id, related_object_ref, cognition_object, rating, comment{polarity_column})
 VALUES ('org-' || (:u % 10), 'user-' || :u, 'snapshot:' || :o, '{{"type": "asset", "ref": "SOL"}}',
         (ARRAY['thumbs_up', 'agree', 'not_helpful', 'disagree'])[1 + :r % 2 + 2 * ((:u + :o + (:f = 1)::int) % 2)],
-        CASE WHEN :r > 6 THEN (ARRAY['I agree with the thesis', 'I disagree with the thesis'])[1 + (:u + :o) % 2] END);
+        CASE WHEN :r > 6 THEN (ARRAY['I agree with the thesis', 'I disagree with the thesis'])[1 + (:u + :o) % 2] END{polarity_value});
 """
+BARE_POLARITY = {"polarity_column": ", comment_polarity",
+                 "polarity_value": ",\n        CASE WHEN :r > 6 THEN (ARRAY[1, -1])[1 + (:u + :o) % 2] END"}
+MEMORY_POLARITY = {"polarity_column": "", "polarity_value": ""}
 
 
 def main():
@@ -140,12 +145,17 @@ def main():
     for r in range(rounds):
         for name in (["bare", "memory"] if r % 2 == 0 else ["memory", "bare"]):
             table = "bench_feedback_bare" if name == "bare" else "memory.user_feedback"
-            x = pgbench(port, FEEDBACK.format(table=table), 8, seconds, db)
+            x = pgbench(port, FEEDBACK.format(table=table, **(BARE_POLARITY if name == "bare" else MEMORY_POLARITY)), 8, seconds, db)
             tps[name].append(x)
             print(f"round {r + 1} user_feedback {name}: {x:,.0f} tps", flush=True)
     with psycopg.connect(dsn, autocommit=True) as conn:
         drift = conn.execute("SELECT signal_kind, count(*) FROM memory.persona_drift_log GROUP BY 1 ORDER BY 1").fetchall()
         fb_rows = conn.execute("SELECT count(*) FROM memory.user_feedback").fetchone()[0] - HISTORY
+        # Both tables stored the same rows: the share with a comment polarity (the partial index's rows).
+        # (The history ends a day ago; the rounds ran in the last hour.)
+        share = {t: conn.execute(f"SELECT round(100.0 * count(comment_polarity) / count(*), 1) FROM {t}"
+                                 " WHERE created_at > now() - interval '1 hour'").fetchone()[0]
+                 for t in ("memory.user_feedback", "bench_feedback_bare")}
 
     ratio_slices = med_lat["load_slices"] / med_lat["select"]
     med_tps = {k: median(v) for k, v in tps.items()}
@@ -167,6 +177,7 @@ thread contexts), consent `create_task, save_to_thread, save_to_profile` for eve
 - `load_slices` answered `slices_loaded` = `{sample['slices_loaded']}` for a sampled user (`cold_start` {sample['cold_start']}).
 - The revocation reported `{ {k: counts[k] for k in counts if k != 'receipt'} if isinstance(counts, dict) else counts }`.
 - Feedback rows written during the pgbench rounds: {fb_rows:,}; drift findings: `{dict(drift)}`.
+- Rows of the rounds with a comment polarity (indexed by the partial polarity index): memory_ext {share['memory.user_feedback']}%, bare {share['bench_feedback_bare']}%.
 - Feedback rounds (TPS, memory_ext / bare, in the order run): {'; '.join(f"{m:,.0f} / {b:,.0f} ({100 * m / b:.0f}%)" for m, b in zip(tps['memory'], tps['bare']))}.
 """
     print(body)
