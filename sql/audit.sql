@@ -37,9 +37,13 @@ END $$;
 REVOKE ALL ON FUNCTION memory._audit_current_key() FROM PUBLIC;
 -- Backends cache the current key and the salt (src/audit): every change to either table
 -- invalidates the table's relcache entry, and with it those caches, in every backend at commit.
-CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_keys
+CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE ON memory.audit_keys
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_keys_changed_truncate AFTER TRUNCATE ON memory.audit_keys
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
-CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_secrets
+CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE ON memory.audit_secrets
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_secrets_changed_truncate AFTER TRUNCATE ON memory.audit_secrets
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 -- The log: one chain per tenant, monthly range partitions on recorded_at, append-only.

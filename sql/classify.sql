@@ -64,8 +64,9 @@ CREATE INDEX ON memory.classification_rules (org_id) WHERE enabled;
 COMMENT ON TABLE memory.classification_rules IS
   'Per-org classification rules. A matching rule raises the tier to its own; it never lowers one.';
 
-CREATE TRIGGER memory_rules_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.classification_rules
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.classification_rules
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.classification_rules
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 -- The classify trigger reads rules as the extension owner (src/classify.rs, load_rules): the table

@@ -49,7 +49,9 @@ CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
 
 -- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
 -- in every session_replication_role (finalize.sql): the trigger only sends an invalidation.
-CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.consents
+CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE ON memory.consents
+    FOR EACH ROW EXECUTE FUNCTION memory._consents_changed();
+CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
 
 -- The scopes in force for (org, user): NULL when consent was never asked.
@@ -886,9 +888,13 @@ CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_thresholds FOR EACH RO
 CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_lexicon FOR EACH ROW EXECUTE FUNCTION memory._merge_drift_setting();
 ALTER TABLE memory.drift_thresholds ENABLE ALWAYS TRIGGER memory_merge;
 ALTER TABLE memory.drift_lexicon ENABLE ALWAYS TRIGGER memory_merge;
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_thresholds
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.drift_thresholds
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.drift_thresholds
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_lexicon
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.drift_lexicon
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.drift_lexicon
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 CREATE FUNCTION memory._drift_threshold(p_name text)

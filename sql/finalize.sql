@@ -110,8 +110,9 @@ BEGIN
     END IF;
 END $$;
 
--- The statement triggers that drop the backends' cached rules, policies, thresholds and org
--- grants, consents, and the audit key and salt, fire in every session_replication_role: a change applied by
+-- The triggers that drop the backends' cached rules, policies, thresholds and org grants,
+-- consents, and the audit key and salt (row triggers, as logical replication's apply fires no
+-- statement trigger but TRUNCATE's) fire in every session_replication_role: a change applied by
 -- logical replication or a restore run as replica must reach the caches too (they only send an
 -- invalidation).
 DO $$
@@ -119,7 +120,9 @@ DECLARE t regclass; n name;
 BEGIN
     FOR t, n IN SELECT tg.tgrelid::regclass, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed')
+              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed',
+                                  'memory_rules_changed_truncate', 'memory_keys_changed_truncate', 'memory_secrets_changed_truncate',
+                                  'memory_consents_changed_truncate')
                 AND c.relnamespace = 'memory'::regnamespace
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', t, n);

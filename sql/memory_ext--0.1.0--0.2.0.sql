@@ -329,6 +329,29 @@ CREATE OR REPLACE FUNCTION "lifecycle_trigger"() RETURNS TRIGGER LANGUAGE c AS '
 
 CREATE OR REPLACE FUNCTION "rules_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_rules_changed_checked';
 
+-- The cache invalidations fire per row, so changes applied by logical replication (whose apply
+-- fires row triggers only) reach the caches too, and on TRUNCATE.
+DROP TRIGGER memory_rules_changed ON memory.classification_rules;
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.classification_rules
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.classification_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+DROP TRIGGER memory_rules_changed ON memory.retention_policies;
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.retention_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+DROP TRIGGER memory_rules_changed ON memory.memory_type_policies;
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.memory_type_policies
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.memory_type_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+DROP TRIGGER memory_rules_changed ON memory.org_settings;
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.org_settings
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
+
 CREATE OR REPLACE FUNCTION memory._blank(t text)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
@@ -343,7 +366,9 @@ CREATE TABLE memory.org_grants (
 
 REVOKE ALL ON memory.org_grants FROM PUBLIC;
 
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_grants
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.org_grants
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_grants
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 COMMENT ON TABLE memory.org_grants IS
@@ -1164,10 +1189,14 @@ BEGIN
     END IF;
 END $$;
 
-CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_keys
+CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE ON memory.audit_keys
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_keys_changed_truncate AFTER TRUNCATE ON memory.audit_keys
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
-CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.audit_secrets
+CREATE TRIGGER memory_secrets_changed AFTER INSERT OR UPDATE OR DELETE ON memory.audit_secrets
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_secrets_changed_truncate AFTER TRUNCATE ON memory.audit_secrets
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 CREATE INDEX audit_log_default_chain_seq ON memory.audit_log_default (chain_id COLLATE "C", seq);
@@ -2760,7 +2789,9 @@ CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
 CREATE FUNCTION "_consents_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_consents_changed_checked';
 -- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
 -- in every session_replication_role (finalize.sql): the trigger only sends an invalidation.
-CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.consents
+CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE ON memory.consents
+    FOR EACH ROW EXECUTE FUNCTION memory._consents_changed();
+CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
 
 CREATE OR REPLACE FUNCTION memory._consent_scopes(p_org text, p_user text)
@@ -3599,10 +3630,14 @@ ALTER TABLE memory.drift_thresholds ENABLE ALWAYS TRIGGER memory_merge;
 
 ALTER TABLE memory.drift_lexicon ENABLE ALWAYS TRIGGER memory_merge;
 
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_thresholds
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.drift_thresholds
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.drift_thresholds
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.drift_lexicon
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.drift_lexicon
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.drift_lexicon
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 CREATE OR REPLACE FUNCTION memory._drift_threshold(p_name text)
@@ -4960,8 +4995,9 @@ BEGIN
     END LOOP;
 END $$;
 
--- The statement triggers that drop the backends' cached rules, policies, thresholds and org
--- grants, consents, and the audit key and salt, fire in every session_replication_role: a change applied by
+-- The triggers that drop the backends' cached rules, policies, thresholds and org grants,
+-- consents, and the audit key and salt (row triggers, as logical replication's apply fires no
+-- statement trigger but TRUNCATE's) fire in every session_replication_role: a change applied by
 -- logical replication or a restore run as replica must reach the caches too (they only send an
 -- invalidation).
 DO $$
@@ -4969,7 +5005,9 @@ DECLARE t regclass; n name;
 BEGIN
     FOR t, n IN SELECT tg.tgrelid::regclass, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
-              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed')
+              WHERE tg.tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed', 'memory_consents_changed',
+                                  'memory_rules_changed_truncate', 'memory_keys_changed_truncate', 'memory_secrets_changed_truncate',
+                                  'memory_consents_changed_truncate')
                 AND c.relnamespace = 'memory'::regnamespace
     LOOP
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', t, n);

@@ -155,11 +155,17 @@ COMMENT ON FUNCTION memory.is_expired(timestamptz, memory.classification, text, 
   'True when `at` is at or past created_at + the retention days of the tier (false for indefinite retention).';
 
 -- Stamping caches these per backend: any change tells every backend to drop its copy.
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.retention_policies
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.retention_policies
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.retention_policies
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.memory_type_policies
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.memory_type_policies
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.memory_type_policies
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_settings
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.org_settings
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_settings
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 -- Every row, platform defaults too (edited defaults restore over the seeded ones, above).

@@ -23,7 +23,9 @@ CREATE TABLE memory.org_grants (
 );
 REVOKE ALL ON memory.org_grants FROM PUBLIC;
 -- Backends cache who may act for which org; any change here tells them to drop it.
-CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memory.org_grants
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.org_grants
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_grants
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 COMMENT ON TABLE memory.org_grants IS
   'Tenant binding: the orgs each role may act for (''*'' = every org). Written by memory.grant_org / memory.revoke_org; roles by name, so a dump restores onto another cluster''s roles of the same names.';

@@ -15,7 +15,7 @@
 //! audit `Appender` (as the extension owner, pinned `search_path`). The writer's org was checked
 //! by the tables' row-level security before the row got here. The lexicon, the thresholds and
 //! the tables' and indexes' oids are cached per backend and dropped when those change (their
-//! statement triggers send a relcache invalidation), so a row reads neither settings table; each
+//! row and TRUNCATE triggers send a relcache invalidation), so a row reads neither settings table; each
 //! user's consent is cached too (`ConsentCache`), read under a snapshot taken then and dropped
 //! when consent rows change (`memory._consents_changed()`).
 
@@ -40,10 +40,11 @@ struct Settings {
     consents: pg_sys::Oid,
     /// memory.consents (org_id, user_id, version)
     consents_key: pg_sys::Oid,
-    /// memory.consents' receipt index (InvalidOid when missing): not read, only invalidated by
-    /// `memory._consents_changed()` when consent rows change, so that a new consent version drops
-    /// the cached consents (`CONSENT`) without the DDL signal (an invalidation of the table
-    /// itself) that drops these settings.
+    /// memory.consents' receipt index: not read, only invalidated by `memory._consents_changed()`
+    /// when consent rows change, so that a new consent version drops the cached consents
+    /// (`CONSENT`) without the DDL signal (an invalidation of the table itself) that drops these
+    /// settings. InvalidOid (consents are then not cached) when the index is missing, or the two
+    /// invalidating triggers are not both there and enabled ALWAYS.
     consents_signal: pg_sys::Oid,
     /// memory.user_feedback (org_id, user_id, related_object_ref, created_at, id)
     feedback_by_object: pg_sys::Oid,
@@ -143,10 +144,15 @@ struct ConsentCache {
     consents: pg_sys::Oid,
     signal: pg_sys::Oid,
     held: std::collections::HashMap<(Vec<u8>, Vec<u8>), bool>,
+    /// The keys' bytes.
+    bytes: usize,
 }
 
-/// At most this many users' consents are kept per backend (then the cache starts afresh).
+/// At most this many users' consents, and this many bytes of their keys, are kept per backend
+/// (then the cache starts afresh); a key longer than `CONSENT_KEY_MAX` is not kept at all.
 const CONSENT_CACHE_MAX: usize = 16_384;
+const CONSENT_CACHE_BYTES: usize = 2 << 20;
+const CONSENT_KEY_MAX: usize = 512;
 
 thread_local! {
     static SETTINGS: RefCell<Option<Rc<Settings>>> = const { RefCell::new(None) };
@@ -158,8 +164,8 @@ fn forget(relid: pg_sys::Oid) {
         let mut s = s.borrow_mut();
         let stale = s.as_ref().is_some_and(|x| {
             relid == pg_sys::InvalidOid
-                || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.feedback_by_object,
-                    x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question, x.drift_log]
+                || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.consents_signal,
+                    x.feedback_by_object, x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question, x.drift_log]
                     .contains(&relid)
         });
         if stale {
@@ -203,7 +209,11 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
                         AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
                     'memory.persona_drift_log'::pg_catalog.regclass::pg_catalog.oid,
-                    pg_catalog.to_regclass('memory.consents_receipt_id_key')::pg_catalog.oid",
+                    (SELECT pg_catalog.to_regclass('memory.consents_receipt_id_key')::pg_catalog.oid
+                      WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger tg
+                              WHERE tg.tgrelid OPERATOR(pg_catalog.=) 'memory.consents'::pg_catalog.regclass
+                                AND tg.tgname OPERATOR(pg_catalog.=) ANY ('{memory_consents_changed,memory_consents_changed_truncate}'::pg_catalog.name[])
+                                AND tg.tgenabled OPERATOR(pg_catalog.=) 'A') OPERATOR(pg_catalog.=) 2)",
             Some(1),
             &[],
         )
@@ -383,24 +393,56 @@ fn consent_in_force(s: &Settings, row: &InsertedRow, org: pg_sys::Datum, user: p
         }
     }
     let fill = crate::pg::callbacks::Fill::begin();
-    let held = {
+    let (held, written_here) = {
         let lk = Lookup::latest();
         let mut c = lk.backward(s.consents, s.consents_key, &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user)])?;
-        c.next() && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile)))
+        let found = c.next();
+        (found && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile))),
+         c.written_here())
     };
-    if cacheable && fill.keep() {
+    // A consent version this transaction wrote may still roll back (with the statement that wrote
+    // it, before its invalidation was sent): used, not kept.
+    let size = key.0.len() + key.1.len();
+    if cacheable && !written_here && size <= CONSENT_KEY_MAX && fill.keep() {
         CONSENT.with(|c| {
             let mut c = c.borrow_mut();
-            let fresh = c.as_ref().is_none_or(|x| x.consents != s.consents || x.signal != s.consents_signal || x.held.len() >= CONSENT_CACHE_MAX);
+            let fresh = c.as_ref().is_none_or(|x| {
+                x.consents != s.consents || x.signal != s.consents_signal || x.held.len() >= CONSENT_CACHE_MAX || x.bytes + size > CONSENT_CACHE_BYTES
+            });
             if fresh {
-                *c = Some(ConsentCache { consents: s.consents, signal: s.consents_signal, held: Default::default() });
+                *c = Some(ConsentCache { consents: s.consents, signal: s.consents_signal, held: Default::default(), bytes: 0 });
             }
             if let Some(x) = c.as_mut() {
-                x.held.insert(key, held);
+                if x.held.insert(key, held).is_none() {
+                    x.bytes += size;
+                }
             }
         });
     }
     Ok(held)
+}
+
+/// The new row, as the scans tell it from the rows before it.
+#[derive(Clone, Copy)]
+struct NewRow {
+    at: pg_sys::Datum,
+    id: Option<[u8; 16]>,
+    command: pg_sys::CommandId,
+}
+
+/// Whether the scan's row (at or before `new.at`) comes before the new row. Rows of one
+/// statement share their created_at (`now()`), and every row's trigger fires after all of them
+/// are in: among those, only the rows of lower id count, so a reversal inside one multi-row
+/// statement is one finding, not one per row. A row of an earlier statement or transaction
+/// with the same created_at comes before.
+fn earlier(f: &scan::Scan, created_at: i16, id: i16, new: NewRow) -> bool {
+    match f.datum(created_at) {
+        Some(t) if t.value() as i64 == new.at.value() as i64 && f.written_by_command(new.command) => {
+            f.uuid(id).zip(new.id).is_some_and(|(a, b)| a < b)
+        }
+        Some(_) => true,
+        None => false,
+    }
 }
 
 fn at_or_before(attno: i16, at: pg_sys::Datum) -> Key {
@@ -456,6 +498,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         return Ok(());
     };
     let new_id = row.uuid("id")?;
+    let new = NewRow { at, id: new_id, command: row.command_id() };
     // The lookups read memory_ext's closed tables directly (as the extension owner would: the
     // writer's org was checked by row-level security before the row got here).
     let mut found = Vec::new();
@@ -475,27 +518,17 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         let lk = Lookup::begin();
         // grade_reversal: the latest earlier rating of the same object within the window.
         if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
-            // The window is `at - days` in the session's time zone (calendar days, as
-            // timestamptz - interval counts them). The scan is bounded two days wider (no zone's
-            // offset moves by more), and only a row within two days of that bound is checked
-            // against the exact start: most rows are read without working the calendar out.
-            const DAY: i64 = 86_400_000_000;
-            let at_us = at.value() as i64;
-            let loose = at_us.saturating_sub((i64::from(days) + 2).saturating_mul(DAY));
-            let sure = at_us.saturating_sub((i64::from(days) - 2).saturating_mul(DAY));
+            // The window counts calendar days in the session's time zone (timestamptz - interval).
+            let since = scan::minus_days(at, days as i32);
             let mut f = lk.backward(
                 s.feedback,
                 s.feedback_by_object,
                 &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user), Key::eq(3, pg_sys::F_TEXTEQ, object),
-                  at_or_before(4, at), after(4, pg_sys::Datum::from(loose))],
+                  at_or_before(4, at), after(4, since)],
             )?;
             while f.next() {
-                if f.uuid(c.fb_id) == new_id {
+                if !earlier(&f, c.fb_created_at, c.fb_id, new) {
                     continue;
-                }
-                let prior_at = f.datum(c.fb_created_at).map(|d| d.value() as i64);
-                if prior_at.is_none_or(|p| p <= sure && p <= scan::minus_days(at, days as i32).value() as i64) {
-                    break;
                 }
                 let Some(prior) = f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned()) else { continue };
                 if rules::is_grade_reversal(&prior, pol) {
@@ -531,7 +564,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                   Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)],
             )?;
             while n < limit && f.next() {
-                if f.uuid(c.fb_id) == new_id || scan::jsonb_field_text(f.datum(c.fb_cognition), "type") != kind {
+                if !earlier(&f, c.fb_created_at, c.fb_id, new) || scan::jsonb_field_text(f.datum(c.fb_cognition), "type") != kind {
                     continue;
                 }
                 if n == 0 {

@@ -1,6 +1,6 @@
 //! Retention stamps at write (SPEC §4). Policies are read once per backend and (org, tier) or
 //! memory type, and dropped with the org-rule cache whenever a policy table changes (their
-//! statement triggers invalidate the relcache; see `classify::rules_inval`).
+//! row and TRUNCATE triggers invalidate the relcache; see `classify::rules_inval`).
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::read_latest;
@@ -18,7 +18,7 @@ thread_local! {
 
 thread_local! {
     // memory.retention_policies, memory.org_settings, memory.memory_type_policies: a change to any
-    // (their statement triggers invalidate them) drops both caches.
+    // (their row and TRUNCATE triggers invalidate them) drops both caches.
     static WATCHED: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
 }
 

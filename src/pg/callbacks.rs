@@ -111,7 +111,7 @@ unsafe extern "C-unwind" fn subxact_cb(
 }
 
 /// Tells every backend (at commit) and this one (at the next command) that `relid` changed: the
-/// statement triggers of memory_ext's rule and policy tables call it, and the modules' relcache
+/// row and TRUNCATE triggers of memory_ext's rule and policy tables call it, and the modules' relcache
 /// functions drop what they cached from that table.
 pub fn invalidate_relation(relid: pg_sys::Oid) {
     if relid != pg_sys::InvalidOid {
@@ -125,12 +125,23 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
 /// indexes): caches of those rows are dropped on the signal, caches of `relid`'s definition (which
 /// drop on `relid` itself) are kept. Without such a relation, `relid` itself is invalidated.
 pub fn invalidate_rows(relid: pg_sys::Oid, signal: &std::ffi::CStr) {
-    // SAFETY: catalog lookups by oid and by a NUL-terminated name, inside a transaction.
+    // SAFETY: catalog lookups by oid and by a NUL-terminated name, inside a transaction. Only an
+    // index of `relid` by that name is its signal.
     let sig = unsafe {
         let ns = pg_sys::get_rel_namespace(relid);
-        if ns == pg_sys::InvalidOid { pg_sys::InvalidOid } else { pg_sys::get_relname_relid(signal.as_ptr(), ns) }
+        let sig = if ns == pg_sys::InvalidOid { pg_sys::InvalidOid } else { pg_sys::get_relname_relid(signal.as_ptr(), ns) };
+        if sig != pg_sys::InvalidOid && pg_sys::IndexGetRelation(sig, true) == relid { sig } else { pg_sys::InvalidOid }
     };
     invalidate_relation(if sig != pg_sys::InvalidOid { sig } else { relid });
+}
+
+/// The name of relation `relid` (None when there is none).
+pub fn relation_name(relid: pg_sys::Oid) -> Option<String> {
+    // SAFETY: get_rel_name returns a palloc'd copy or NULL; it is copied at once.
+    unsafe {
+        let p = pg_sys::get_rel_name(relid);
+        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
 }
 
 /// Registers the four callbacks with PostgreSQL; called once from `_PG_init`, before any module

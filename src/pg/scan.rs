@@ -185,6 +185,27 @@ impl Scan<'_> {
     }
 
     /// The 16 bytes of the uuid column `attno` of the current row.
+    /// Whether the current row was written by this transaction (or one of its subtransactions):
+    /// such a row may yet be rolled back, so what is read from it is not for a cache.
+    pub fn written_here(&self) -> bool {
+        if self.tuple.is_null() {
+            return false;
+        }
+        // SAFETY: the current tuple's header (see `next`); its raw xmin is a plain field.
+        unsafe {
+            let xmin = (*(*self.tuple).t_data).t_choice.t_heap.t_xmin;
+            pg_sys::TransactionIdIsCurrentTransactionId(xmin)
+        }
+    }
+
+    /// Whether the current row was inserted by this transaction's command `cid` (the statement
+    /// whose row a trigger fires for: rows of one statement share their `now()`).
+    pub fn written_by_command(&self, cid: pg_sys::CommandId) -> bool {
+        // SAFETY: as in `written_here`; a row visible here and inserted by this transaction was
+        // not deleted by it, so its raw command id is its cmin.
+        self.written_here() && unsafe { (*(*self.tuple).t_data).t_choice.t_heap.t_field3.t_cid } == cid
+    }
+
     pub fn uuid(&self, attno: i16) -> Option<[u8; 16]> {
         // SAFETY: a non-NULL uuid datum points at its 16 bytes.
         self.datum(attno).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) })

@@ -329,6 +329,13 @@ impl<'a> InsertedRow<'a> {
         trigger_relid(self.td)
     }
 
+    /// The command that inserted the row (its raw cmin: a row this trigger fires for was
+    /// inserted, not yet deleted, by this transaction).
+    pub fn command_id(&self) -> pg_sys::CommandId {
+        // SAFETY: the trigger's tuple and its header, alive for the call.
+        unsafe { (*(*self.tuple).t_data).t_choice.t_heap.t_field3.t_cid }
+    }
+
     /// Attribute number (1-based) and type of the live column `name`.
     fn column(&self, name: &str) -> Result<(i32, pg_sys::Oid), MxError> {
         // SAFETY: the trigger's descriptor is valid while it runs; find_attr returns an index below natts.

@@ -81,6 +81,8 @@ def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
     triggers; the invalidating statement triggers are ENABLE ALWAYS, so the caches follow."""
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
                         "WHERE tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')").fetchone() == (9, 9)
+    assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
+                        "WHERE tgname IN ('memory_rules_changed_truncate', 'memory_keys_changed_truncate', 'memory_secrets_changed_truncate')").fetchone() == (9, 9)
     conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
     insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) "
               "VALUES ('acme', 'u1', 'snapshot:1', %s) RETURNING comment_polarity")
@@ -113,7 +115,7 @@ def test_the_detectors_cached_consent_follows_grants_and_revocations_of_other_se
     """The detectors keep each user's consent per backend; a new consent version, written by any
     session (or applied as replica), drops it in every backend."""
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
-                        "WHERE tgname = 'memory_consents_changed'").fetchone() == (1, 1)
+                        "WHERE tgname IN ('memory_consents_changed', 'memory_consents_changed_truncate')").fetchone() == (2, 2)
     conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
     with psycopg.connect(dsn, autocommit=True) as a:
         reversal(a, "u1")
@@ -150,6 +152,37 @@ def test_the_detectors_cached_consent_follows_the_own_transaction_and_its_rollba
         reversal(a, "u2")
         assert a.execute(DRIFT, ("u2",)).fetchone() == (0,)
         a.commit()
+
+
+def test_a_consent_written_by_a_statement_that_fails_is_not_kept(dsn, conn):
+    """The detectors read the consent after the command counter moved, so they may see a consent
+    version written earlier in the same statement; if the statement then fails, that version is
+    gone, and nothing read from it may stay cached."""
+    conn.execute("CREATE FUNCTION public.boom() RETURNS trigger LANGUAGE plpgsql AS "
+                 "$$ BEGIN RAISE EXCEPTION 'boom' USING ERRCODE = 'P0001'; END $$")
+    # Named to fire after memory_drift (triggers fire in name order).
+    conn.execute("CREATE TRIGGER zz_boom AFTER INSERT ON memory.user_feedback FOR EACH ROW "
+                 "WHEN (NEW.related_object_ref = 'boom') EXECUTE FUNCTION public.boom()")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        with pytest.raises(psycopg.errors.RaiseException):
+            a.execute("WITH c AS (INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, recorded_by)"
+                      " VALUES ('acme', 'u9', 1, '{create_task,save_to_profile}', now(), 'dialog', 'test') RETURNING 1)"
+                      " INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) SELECT 'acme', 'u9', 'boom', 'thumbs_up' FROM c")
+        reversal(a, "u9")
+        assert conn.execute(DRIFT, ("u9",)).fetchone() == (0,)
+    conn.execute("DROP TRIGGER zz_boom ON memory.user_feedback")
+
+
+def test_a_reversal_within_one_statement_is_one_finding(dsn, conn):
+    conn.execute("SELECT memory.grant_consent('acme', 'u8', '{create_task,save_to_profile}')")
+    conn.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES "
+                 "('acme', 'u8', 'snapshot:1', 'thumbs_up'), ('acme', 'u8', 'snapshot:1', 'not_helpful')")
+    assert conn.execute(DRIFT, ("u8",)).fetchone() == (1,)
+    conn.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES "
+                 "('acme', 'u8', 'snapshot:2', 'thumbs_up'), ('acme', 'u8', 'snapshot:2', 'not_helpful'), ('acme', 'u8', 'snapshot:2', 'thumbs_up')")
+    # Three ratings in one statement share created_at: each is compared with the one before it in
+    # id order, so (up, down, up) in some order has one or two reversals, never one per pair.
+    assert conn.execute(DRIFT, ("u8",)).fetchone()[0] in (2, 3)
 
 
 def test_a_revocation_is_in_force_for_a_transaction_that_began_before_it(dsn, conn):

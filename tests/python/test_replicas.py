@@ -139,3 +139,53 @@ def test_audit_events_stream_out_through_a_publication():
             sink.execute("DROP SUBSCRIPTION memory_audit_sink")
     finally:
         stop("pytest-logical")
+
+
+def test_caches_follow_changes_applied_by_logical_replication():
+    """Logical replication's apply fires row triggers (and TRUNCATE's statement triggers) only:
+    memory_ext's cache invalidations are row triggers, ENABLE ALWAYS, so a backend of the
+    subscriber drops its cached consents, rules and lexicon when the apply writes new ones."""
+    port = start("pytest-logical-caches", MEMORY_EXT_SERVER_OPTS="-c wal_level=logical")
+    try:
+        with psycopg.connect(dsn(port, "postgres"), autocommit=True) as c:
+            for db in ("pub", "sub"):
+                c.execute(f"DROP DATABASE IF EXISTS {db}")
+                c.execute(f"CREATE DATABASE {db}")
+        with psycopg.connect(dsn(port, "pub"), autocommit=True) as pub, \
+                psycopg.connect(dsn(port, "sub"), autocommit=True) as sub, \
+                psycopg.connect(dsn(port, "sub"), autocommit=True) as a:
+            for c in (pub, sub):
+                c.execute("CREATE EXTENSION memory_ext")
+            pub.execute("CREATE PUBLICATION memory_rules FOR TABLE memory.consents, memory.classification_rules, memory.drift_lexicon")
+            pub.execute("SELECT pg_create_logical_replication_slot('memory_rules_sub', 'pgoutput')")
+            sub.execute(f"CREATE SUBSCRIPTION memory_rules_sub CONNECTION '{dsn(port, 'pub')}' PUBLICATION memory_rules"
+                        " WITH (create_slot = false, slot_name = 'memory_rules_sub', copy_data = false)")
+            versions = "SELECT count(*) FROM memory.consents WHERE org_id = 'acme' AND user_id = 'u1'"
+            drift = "SELECT count(*) FROM memory.persona_drift_log WHERE user_id = 'u1'"
+            rate = "INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', %s, %s)"
+
+            def reversal(obj):
+                a.execute(rate, (obj, "thumbs_up"))
+                a.execute(rate, (obj, "not_helpful"))
+
+            pub.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
+            assert wait_until(lambda: sub.execute(versions).fetchone()[0] == 1)
+            reversal("lr:1")  # backend a caches the consent (held)
+            assert sub.execute(drift).fetchone() == (1,)
+            assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("internal",)
+            polarity = "INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) VALUES ('acme', 'u9', 'x', 'I agree') RETURNING comment_polarity"
+            assert a.execute(polarity).fetchone() == (1,)
+
+            pub.execute("SELECT memory.revoke_consent('acme', 'u1', '{save_to_profile}')")
+            pub.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'heron')")
+            pub.execute("TRUNCATE memory.drift_lexicon")
+            assert wait_until(lambda: sub.execute(versions).fetchone()[0] == 2
+                              and sub.execute("SELECT count(*) FROM memory.drift_lexicon").fetchone()[0] == 0
+                              and sub.execute("SELECT count(*) FROM memory.classification_rules WHERE pattern = 'heron'").fetchone()[0] == 1)
+            reversal("lr:2")  # the revocation, applied by the subscription, is in force in backend a
+            assert sub.execute(drift).fetchone() == (1,)
+            assert a.execute("SELECT memory.classify('heron plans', NULL, NULL, 'acme')").fetchone() == ("restricted",)
+            assert a.execute(polarity).fetchone() == (None,)
+            sub.execute("DROP SUBSCRIPTION memory_rules_sub")
+    finally:
+        stop("pytest-logical-caches")
