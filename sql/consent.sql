@@ -48,8 +48,9 @@ CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_append_only();
 
 -- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
--- in every session_replication_role (finalize.sql): the trigger only sends an invalidation.
-CREATE TRIGGER memory_consents_changed AFTER INSERT OR UPDATE OR DELETE ON memory.consents
+-- in every session_replication_role (finalize.sql): the trigger only sends an invalidation, before
+-- the row is written (so a detector later in the same statement sees it), and returns the row.
+CREATE TRIGGER memory_consents_changed BEFORE INSERT OR UPDATE OR DELETE ON memory.consents
     FOR EACH ROW EXECUTE FUNCTION memory._consents_changed();
 CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();

@@ -309,8 +309,9 @@ fn check_rule_pattern(pattern: &str) -> bool {
     true
 }
 
-/// Statement trigger on memory.classification_rules: tell every backend (at commit) and this one
-/// (at the next command) to drop its compiled rules.
+/// Row trigger (and TRUNCATE statement trigger) on memory_ext's rule, policy, grant and key
+/// tables: tell every backend (at commit) and this one (at the next command) to drop what it
+/// cached from that table.
 #[pg_trigger(sql = r#"
 CREATE FUNCTION "rules_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_rules_changed_checked';
 "#)]

@@ -357,9 +357,12 @@ fn detect_drift<'a>(
 
 crate::checked_trigger_entry!(memory_detect_drift_checked, pg_finfo_memory_detect_drift_checked, "memory._detect_drift()", detect_drift_wrapper);
 
-/// `memory._consents_changed()`: AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE FOR EACH STATEMENT
-/// on memory.consents: every backend drops its cached consents (`ConsentCache`), through the
-/// receipt index, so the detectors' settings (dropped on DDL of the table itself) stay.
+/// `memory._consents_changed()`: BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW, and AFTER
+/// TRUNCATE, on memory.consents (row triggers, which logical replication's apply fires too):
+/// every backend drops its cached consents (`ConsentCache`), through the receipt index, so the
+/// detectors' settings (dropped on DDL of the table itself) stay. Before the row is written, so
+/// that a detector reading it later in the same statement (after advancing the command counter,
+/// which processes this backend's pending invalidations) neither uses nor keeps an older copy.
 #[pg_trigger(sql = r#"
 CREATE FUNCTION "_consents_changed"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_consents_changed_checked';
 "#)]
@@ -369,7 +372,8 @@ fn consents_changed<'a>(
     if let Ok(relid) = trigger.relid() {
         crate::pg::callbacks::invalidate_rows(relid, CONSENTS_SIGNAL);
     }
-    Ok(None)
+    // The row goes on unchanged (NULL for the TRUNCATE statement trigger, where it is ignored).
+    Ok(trigger.new().or_else(|| trigger.old()))
 }
 
 crate::checked_trigger_entry!(memory_consents_changed_checked, pg_finfo_memory_consents_changed_checked, "memory._consents_changed()", consents_changed_wrapper);
@@ -422,26 +426,38 @@ fn consent_in_force(s: &Settings, row: &InsertedRow, org: pg_sys::Datum, user: p
     Ok(held)
 }
 
-/// The new row, as the scans tell it from the rows before it.
-#[derive(Clone, Copy)]
-struct NewRow {
-    at: pg_sys::Datum,
-    id: Option<[u8; 16]>,
-    command: pg_sys::CommandId,
+/// Where a row stands in the order rows were written: its created_at, then (for rows that share
+/// it, as the rows of one transaction share `now()`) rows of other transactions first, then this
+/// transaction's by the command that inserted them, then by id (the rows of one statement, whose
+/// triggers all fire after every row is in). The detectors compare a new row with the rows before
+/// it in this order, so a reversal inside one multi-row statement is one finding, not one per row.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Written {
+    at: i64,
+    here: Option<pg_sys::CommandId>,
+    id: [u8; 16],
 }
 
-/// Whether the scan's row (at or before `new.at`) comes before the new row. Rows of one
-/// statement share their created_at (`now()`), and every row's trigger fires after all of them
-/// are in: among those, only the rows of lower id count, so a reversal inside one multi-row
-/// statement is one finding, not one per row. A row of an earlier statement or transaction
-/// with the same created_at comes before.
-fn earlier(f: &scan::Scan, created_at: i16, id: i16, new: NewRow) -> bool {
-    match f.datum(created_at) {
-        Some(t) if t.value() as i64 == new.at.value() as i64 && f.written_by_command(new.command) => {
-            f.uuid(id).zip(new.id).is_some_and(|(a, b)| a < b)
+impl Written {
+    fn of(f: &scan::Scan, created_at: i16, id: i16) -> Option<Written> {
+        Some(Written { at: f.datum(created_at)?.value() as i64, here: f.inserting_command(), id: f.uuid(id)? })
+    }
+}
+
+/// Reads a backward scan (latest created_at first, then descending id) for the rows before
+/// `new` in `Written` order: `visit(row, its place, shares new's created_at)`. The rows sharing
+/// the new row's created_at come first, in any order among themselves (what `visit` returns for
+/// them is not asked), then each earlier row in order, until `visit` returns false.
+fn rows_before(f: &mut scan::Scan, created_at: i16, id: i16, new: Written, mut visit: impl FnMut(&scan::Scan, Written, bool) -> bool) {
+    while f.next() {
+        let Some(w) = Written::of(f, created_at, id) else { continue };
+        if w >= new {
+            continue;
         }
-        Some(_) => true,
-        None => false,
+        let same = w.at == new.at;
+        if !visit(f, w, same) && !same {
+            break;
+        }
     }
 }
 
@@ -498,7 +514,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         return Ok(());
     };
     let new_id = row.uuid("id")?;
-    let new = NewRow { at, id: new_id, command: row.command_id() };
+    let new = Written { at: at.value() as i64, here: Some(row.command_id()), id: new_id.unwrap_or([0xff; 16]) };
     // The lookups read memory_ext's closed tables directly (as the extension owner would: the
     // writer's org was checked by row-level security before the row got here).
     let mut found = Vec::new();
@@ -512,10 +528,12 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if look_grade.is_none() && look_conflict.is_none() {
             return Ok(());
         }
+        // The command counter first: a consent version written earlier in this statement has
+        // queued its invalidation, which this processes before the cache is asked.
+        let lk = Lookup::begin();
         if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
-        let lk = Lookup::begin();
         // grade_reversal: the latest earlier rating of the same object within the window.
         if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
             // The window counts calendar days in the session's time zone (timestamptz - interval).
@@ -526,11 +544,25 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                 &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user), Key::eq(3, pg_sys::F_TEXTEQ, object),
                   at_or_before(4, at), after(4, since)],
             )?;
-            while f.next() {
-                if !earlier(&f, c.fb_created_at, c.fb_id, new) {
-                    continue;
+            // The latest rating before the new row: the greatest among those sharing its
+            // created_at, else the first of the earlier ones.
+            let mut latest: Option<(Written, String, Option<TimestampWithTimeZone>)> = None;
+            let rating = |f: &scan::Scan| f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned());
+            rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
+                let Some(r) = rating(f) else { return true };
+                if same {
+                    if latest.as_ref().is_none_or(|l| w > l.0) {
+                        latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
+                    }
+                    return true;
                 }
-                let Some(prior) = f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned()) else { continue };
+                if latest.is_none() {
+                    latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
+                }
+                false
+            });
+            drop(f);
+            if let Some((_, prior, prior_at)) = latest {
                 if rules::is_grade_reversal(&prior, pol) {
                     let new_rating = row.text("rating")?.unwrap_or_default();
                     let object_ref = row.text("related_object_ref")?.unwrap_or_default();
@@ -539,7 +571,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                         object_ref: object_ref.clone(),
                         cognition_object: true,
                         prior_value: prior.clone(),
-                        prior_at: timestamptz(f.datum(c.fb_created_at)),
+                        prior_at,
                         prior_ref: Some(object_ref),
                         current_value: new_rating.clone(),
                         changed_inferences: None,
@@ -547,7 +579,6 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
                         time_format: "YYYY-MM-DD",
                     });
                 }
-                break;
             }
         }
         // feedback_conflict: the latest earlier comments of the other polarity on objects of the
@@ -556,24 +587,35 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             let cognition = row.datum("cognition_object")?;
             let kind = scan::jsonb_field_text(cognition, "type");
             let limit = rules::conflict_lookups(t);
-            let (mut n, mut latest_at, mut latest_ref) = (0i64, None, None);
+            let mut n = 0i64;
+            let mut latest: Option<(Written, Option<TimestampWithTimeZone>, Option<String>)> = None;
             let mut f = lk.backward(
                 s.feedback,
                 s.feedback_by_polarity,
                 &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user),
                   Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)],
             )?;
-            while n < limit && f.next() {
-                if !earlier(&f, c.fb_created_at, c.fb_id, new) || scan::jsonb_field_text(f.datum(c.fb_cognition), "type") != kind {
-                    continue;
-                }
-                if n == 0 {
-                    latest_at = timestamptz(f.datum(c.fb_created_at));
-                    latest_ref = f.bytes(c.fb_object).map(|b| String::from_utf8_lossy(b).into_owned());
-                }
-                n += 1;
+            // Every opposing comment sharing the new row's created_at that comes before it, then
+            // earlier ones until the threshold is reached; the latest is the greatest of them.
+            let same_kind = |f: &scan::Scan| scan::jsonb_field_text(f.datum(c.fb_cognition), "type") == kind;
+            let at_ref = |f: &scan::Scan| (timestamptz(f.datum(c.fb_created_at)), f.bytes(c.fb_object).map(|b| String::from_utf8_lossy(b).into_owned()));
+            if limit > 0 {
+                rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
+                    if !same && n >= limit {
+                        return false;
+                    }
+                    if same_kind(f) {
+                        n += 1;
+                        if latest.as_ref().is_none_or(|l| w > l.0) {
+                            let (a, r) = at_ref(f);
+                            latest = Some((w, a, r));
+                        }
+                    }
+                    same || n < limit
+                });
             }
             drop(f);
+            let (latest_at, latest_ref) = latest.map_or((None, None), |l| (l.1, l.2));
             if rules::is_feedback_conflict(n, t) {
                 let kind = kind.map(|k| String::from_utf8_lossy(&k).into_owned());
                 found.push(Finding {
@@ -599,10 +641,12 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if !rules::refresh_may_flip(changed, t) || t.refresh_lookback_days.is_nan() {
             return Ok(());
         }
+        // The command counter first: a consent version written earlier in this statement has
+        // queued its invalidation, which this processes before the cache is asked.
+        let lk = Lookup::begin();
         if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
-        let lk = Lookup::begin();
         // The thread's latest refresh of at least refresh_lookback_days before.
         let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
         let mut r = lk.backward(
@@ -637,10 +681,12 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             return Ok(());
         }
         let Some(question) = row.datum("watch_question_id")? else { return Ok(()) };
+        // The command counter first: a consent version written earlier in this statement has
+        // queued its invalidation, which this processes before the cache is asked.
+        let lk = Lookup::begin();
         if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
-        let lk = Lookup::begin();
         // The question's latest resolution.
         let mut w = lk.backward(
             s.watch,

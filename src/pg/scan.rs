@@ -191,19 +191,22 @@ impl Scan<'_> {
         if self.tuple.is_null() {
             return false;
         }
-        // SAFETY: the current tuple's header (see `next`); its raw xmin is a plain field.
+        // SAFETY: the current tuple's header (see `next`); its raw xmin is a plain field. A row
+        // known committed (or frozen, whose raw xmin may be any old number) is not this
+        // transaction's.
         unsafe {
-            let xmin = (*(*self.tuple).t_data).t_choice.t_heap.t_xmin;
-            pg_sys::TransactionIdIsCurrentTransactionId(xmin)
+            let h = (*self.tuple).t_data;
+            (u32::from((*h).t_infomask) & pg_sys::HEAP_XMIN_COMMITTED) == 0
+                && pg_sys::TransactionIdIsCurrentTransactionId((*h).t_choice.t_heap.t_xmin)
         }
     }
 
-    /// Whether the current row was inserted by this transaction's command `cid` (the statement
-    /// whose row a trigger fires for: rows of one statement share their `now()`).
-    pub fn written_by_command(&self, cid: pg_sys::CommandId) -> bool {
-        // SAFETY: as in `written_here`; a row visible here and inserted by this transaction was
-        // not deleted by it, so its raw command id is its cmin.
-        self.written_here() && unsafe { (*(*self.tuple).t_data).t_choice.t_heap.t_field3.t_cid } == cid
+    /// The command of this transaction that inserted the current row (its cmin, through a combo
+    /// command id when the row was also updated or deleted, even in a rolled-back
+    /// subtransaction); None for a row of another transaction.
+    pub fn inserting_command(&self) -> Option<pg_sys::CommandId> {
+        // SAFETY: HeapTupleHeaderGetCmin reads the header of a tuple inserted by this transaction.
+        self.written_here().then(|| unsafe { pg_sys::HeapTupleHeaderGetCmin((*self.tuple).t_data) })
     }
 
     pub fn uuid(&self, attno: i16) -> Option<[u8; 16]> {

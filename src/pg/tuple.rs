@@ -329,11 +329,12 @@ impl<'a> InsertedRow<'a> {
         trigger_relid(self.td)
     }
 
-    /// The command that inserted the row (its raw cmin: a row this trigger fires for was
-    /// inserted, not yet deleted, by this transaction).
+    /// The command of this transaction that inserted the row (its cmin, through a combo command
+    /// id if the row was changed since).
     pub fn command_id(&self) -> pg_sys::CommandId {
-        // SAFETY: the trigger's tuple and its header, alive for the call.
-        unsafe { (*(*self.tuple).t_data).t_choice.t_heap.t_field3.t_cid }
+        // SAFETY: the trigger's tuple, inserted by this transaction, and its header, alive for
+        // the call.
+        unsafe { pg_sys::HeapTupleHeaderGetCmin((*self.tuple).t_data) }
     }
 
     /// Attribute number (1-based) and type of the live column `name`.

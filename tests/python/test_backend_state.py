@@ -185,6 +185,40 @@ def test_a_reversal_within_one_statement_is_one_finding(dsn, conn):
     assert conn.execute(DRIFT, ("u8",)).fetchone()[0] in (2, 3)
 
 
+def test_rows_of_earlier_statements_of_a_transaction_come_before_whatever_their_ids(dsn, conn):
+    """Every statement of a transaction shares now(): the rows of earlier statements come before
+    the new row by the command that inserted them (read through a combo command id when the row
+    was changed in a rolled-back subtransaction), not by their ids."""
+    conn.execute("SELECT memory.grant_consent('acme', 'u7', '{create_task,save_to_profile}')")
+    ins = ("INSERT INTO memory.user_feedback (id, org_id, user_id, related_object_ref, rating) "
+           "VALUES (%s, 'acme', 'u7', 'snapshot:1', %s)")
+    with psycopg.connect(dsn) as a:
+        a.execute(ins, ("ffffffff-ffff-4fff-bfff-ffffffffffff", "thumbs_up"))
+        a.execute("SAVEPOINT s")
+        a.execute("UPDATE memory.user_feedback SET comment = 'x' WHERE user_id = 'u7'")
+        a.execute("ROLLBACK TO SAVEPOINT s")
+        a.execute(ins, ("11111111-1111-4111-8111-111111111111", "not_helpful"))
+        a.execute(ins, ("22222222-2222-4222-8222-222222222222", "thumbs_up"))
+        a.commit()
+    rows = conn.execute("SELECT prior_signal->>'value', current_signal->>'value' FROM memory.persona_drift_log "
+                        "WHERE user_id = 'u7'").fetchall()
+    assert sorted(rows) == [("not_helpful", "thumbs_up"), ("thumbs_up", "not_helpful")]
+
+
+def test_a_revocation_written_in_the_same_statement_is_in_force_for_its_rows(dsn, conn):
+    """A consent version written earlier in the statement (by a role that may write the table
+    directly) reaches a backend that had the user's consent cached, before the rows' detectors run."""
+    conn.execute("SELECT memory.grant_consent('acme', 'u6', '{create_task,save_to_profile}')")
+    with psycopg.connect(dsn, autocommit=True) as a:
+        reversal(a, "u6")
+        assert a.execute(DRIFT, ("u6",)).fetchone() == (1,)
+        a.execute("WITH c AS (INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, recorded_by)"
+                  " VALUES ('acme', 'u6', 2, '{create_task}', now(), 'dialog', 'test') RETURNING 1)"
+                  " INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating)"
+                  " SELECT 'acme', 'u6', 'snapshot:same', r FROM c, unnest(ARRAY['thumbs_up', 'not_helpful']) r")
+        assert a.execute(DRIFT, ("u6",)).fetchone() == (1,)
+
+
 def test_a_revocation_is_in_force_for_a_transaction_that_began_before_it(dsn, conn):
     """Consent is read as of now, not as of a REPEATABLE READ transaction's snapshot: a revocation
     committed meanwhile stops the observation at once, and is never cached as granted."""
