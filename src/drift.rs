@@ -727,6 +727,14 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     })
 }
 
+/// A drift signal's cell: its jsonb laid out already, or JSON text for jsonb_in.
+fn json_cell(j: &Result<Vec<u8>, String>) -> crate::pg::bulk::Cell<'_> {
+    match j {
+        Ok(laid_out) => crate::pg::bulk::Cell::Varlena(laid_out),
+        Err(text) => crate::pg::bulk::Cell::JsonText(text),
+    }
+}
+
 /// Appends the findings to the drift log and one `memory.drift.detected` event each to the org's
 /// chain (the user pseudonymized).
 fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Finding>) -> Result<(), MxError> {
@@ -767,12 +775,10 @@ fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Findin
                 m.insert("changed_inferences".into(), c.into());
             }
             let v = serde_json::Value::Object(m);
-            // Laid out here when flat (strings only), else through jsonb_in.
-            match crate::audit::flat_jsonb(&v) {
-                Some(bytes) => (bytes, String::new()),
-                None => (Vec::new(), v.to_string()),
-            }
+            // Laid out here when flat (strings only), else JSON text for jsonb_in.
+            crate::audit::flat_jsonb(&v).ok_or_else(|| v.to_string())
         };
+
         let prior = signal(&f.prior_value, prior_at, f.prior_ref.as_deref(), None);
         let current = signal(&f.current_value, Some(at), Some(&f.object_ref), f.changed_inferences);
         let summary = rules::fill_summary(
@@ -797,8 +803,8 @@ fn record(client: &SpiClient, s: &Settings, row: &InsertedRow, found: Vec<Findin
                         _ => Cell::Null,
                     },
                     Cell::Oid(kind),
-                    if prior.1.is_empty() { Cell::Varlena(&prior.0) } else { Cell::JsonText(&prior.1) },
-                    if current.1.is_empty() { Cell::Varlena(&current.0) } else { Cell::JsonText(&current.1) },
+                    json_cell(&prior),
+                    json_cell(&current),
                     Cell::Varlena(summary.as_bytes()),
                     Cell::Bool(alert),
                     Cell::Varlena(b"1.0"),

@@ -184,7 +184,6 @@ impl Scan<'_> {
         self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
     }
 
-    /// The 16 bytes of the uuid column `attno` of the current row.
     /// Whether the current row was written by this transaction (or one of its subtransactions):
     /// such a row may yet be rolled back, so what is read from it is not for a cache.
     pub fn written_here(&self) -> bool {
@@ -209,6 +208,7 @@ impl Scan<'_> {
         self.written_here().then(|| unsafe { pg_sys::HeapTupleHeaderGetCmin((*self.tuple).t_data) })
     }
 
+    /// The 16 bytes of the uuid column `attno` of the current row.
     pub fn uuid(&self, attno: i16) -> Option<[u8; 16]> {
         // SAFETY: a non-NULL uuid datum points at its 16 bytes.
         self.datum(attno).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) })
