@@ -7,6 +7,7 @@ use memory_core::audit::{FlatPayload, Payload};
 use memory_core::events;
 use memory_core::protocol::AuditArgs;
 use pgrx::prelude::*;
+use crate::pg::transition::{Columns, Rows, Which};
 use pgrx::spi::quote_identifier;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -32,6 +33,40 @@ struct Statement {
     map: AuditMap,
     event_type: &'static str,
     query: String,
+    /// INSERT and DELETE: the transition table and its mapped columns in `query`'s order, read
+    /// directly when a statement's rows fit in one chunk (UPDATE's join is left to the query).
+    direct: Option<(Which, Columns)>,
+}
+
+/// A batch of rows in `Statement::query`'s column order, wherever it was read from.
+trait Batch {
+    fn len(&self) -> usize;
+    fn text(&self, i: usize, c: usize) -> Option<&str>;
+    fn bytes(&self, i: usize, c: usize) -> Option<&[u8]>;
+}
+
+impl Batch for crate::pg::spi::Fetched {
+    fn len(&self) -> usize {
+        crate::pg::spi::Fetched::len(self)
+    }
+    fn text(&self, i: usize, c: usize) -> Option<&str> {
+        crate::pg::spi::Fetched::text(self, i, c)
+    }
+    fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
+        crate::pg::spi::Fetched::bytes(self, i, c)
+    }
+}
+
+impl Batch for Rows {
+    fn len(&self) -> usize {
+        Rows::len(self)
+    }
+    fn text(&self, i: usize, c: usize) -> Option<&str> {
+        Rows::text(self, i, c)
+    }
+    fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
+        Rows::bytes(self, i, c)
+    }
 }
 
 /// Relcache callback: forget the plans of `relid` (InvalidOid: of every table).
@@ -184,7 +219,16 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
             .hint("Attach it with memory.govern(table, '{\"audit\": true}')."))
         }
     };
-    Ok(Statement { relid: crate::pg::tuple::trigger_relid(td), map, event_type, query })
+    let direct = match op {
+        pg_sys::TRIGGER_EVENT_INSERT | pg_sys::TRIGGER_EVENT_DELETE => {
+            let c = &map.cols;
+            let names = [&c.id, &c.content, &c.org, &c.project, &c.workspace, &c.user, &c.tier].map(|n| n.as_deref());
+            let which = if op == pg_sys::TRIGGER_EVENT_INSERT { Which::New } else { Which::Old };
+            Some((which, Columns::plan(td, &names, c.tier_json.then_some(6), crate::trust::classification_type())?))
+        }
+        _ => None,
+    };
+    Ok(Statement { relid: crate::pg::tuple::trigger_relid(td), map, event_type, query, direct })
 }
 
 fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
@@ -219,8 +263,28 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         crate::pg::spi::register_trigger_data(td);
         // Every row's org must be one the writing role may act for (Appender::lock checks it).
         let mut ap = Appender::new(client)?;
-        let actor = default_actor(&ap);
-        let table = map.table.as_str();
+        let mut rows = RowEvents {
+            actor: default_actor(&ap),
+            table: map.table.as_str(),
+            event_type,
+            reason: reason.as_deref(),
+            pseudonyms: HashMap::new(),
+            sha: [0u8; 64],
+        };
+        // A statement whose rows fit in one chunk (an agent's single-row INSERT) is read straight
+        // from its transition table; the same columns as the query's, as the query casts them.
+        if let Some((which, columns)) = &st.direct {
+            if crate::pg::transition::count(td, *which).is_some_and(|n| n < CHUNK) {
+                let batch = Rows::read(td, *which, columns)?;
+                if batch.len() == 0 {
+                    return Ok(());
+                }
+                ap.lock(client, (0..batch.len()).map(|i| batch.text(i, 2).unwrap_or("")).collect::<Vec<_>>())?;
+                ap.reserve(batch.len());
+                rows.push(&mut ap, client, &batch)?;
+                return ap.finish(client);
+            }
+        }
         let cols = if event_type == events::RECLASSIFY { 8 } else { 7 };
         // The plan is prepared with this call's transition tables registered (SPI resolves them
         // by name, the same names on every call) and kept for the next statements.
@@ -259,72 +323,89 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             ap.lock(client, chains.iter().map(String::as_str))?;
         }
         ap.reserve(batch.len());
-        // Pseudonyms of the statement's users: each is an HMAC, and a statement usually writes
-        // for few users.
-        let mut pseudonyms: HashMap<String, String> = HashMap::new();
-        let mut sha = [0u8; 64];
         loop {
-            for i in 0..batch.len() {
-                let id = batch.text(i, 0);
-                let org = batch.text(i, 2);
-                let user = batch.text(i, 5);
-                let tier = batch.text(i, 6);
-                let fresh;
-                let user_p: Option<&str> = match user {
-                    None => None,
-                    Some(u) => {
-                        if !pseudonyms.contains_key(u) && pseudonyms.len() < 100_000 {
-                            pseudonyms.insert(u.to_string(), ap.pseudonym(u));
-                        }
-                        match pseudonyms.get(u) {
-                            Some(p) => Some(p.as_str()),
-                            None => {
-                                fresh = ap.pseudonym(u);
-                                Some(fresh.as_str())
-                            }
-                        }
-                    }
-                };
-                // Members in RFC 8785 key order (FlatPayload checks it).
-                let store;
-                let delete;
-                let reclassify;
-                let members: &[(&str, Option<&str>)] = match event_type {
-                    t if t == events::STORE => {
-                        let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut sha));
-                        store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
-                        &store
-                    }
-                    t if t == events::DELETE => {
-                        delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
-                        &delete
-                    }
-                    _ => {
-                        reclassify = [("from", batch.text(i, 7)), ("id", id), ("reason", reason.as_deref()), ("table", Some(table)), ("to", tier), ("userId", user_p)];
-                        &reclassify
-                    }
-                };
-                let payload = FlatPayload::new(members).ok_or_else(|| MxError::new(code::INTERNAL, "audit payload keys out of order"))?;
-                ap.push_ref(
-                    client,
-                    EventRef {
-                        event_type,
-                        org_id: org,
-                        project_id: batch.text(i, 3),
-                        workspace_id: batch.text(i, 4),
-                        actor_id: Some(&actor),
-                        payload: Payload::Flat(payload),
-                        payload_text: None,
-                        payload_jsonb: None,
-                    },
-                )?;
-            }
+            rows.push(&mut ap, client, &batch)?;
             if !batch.fetch(&mut cursor, CHUNK, cols)? {
                 break;
             }
         }
         ap.finish(client)
     })
+}
+
+/// What turns a statement's rows into events: the same for every batch of the statement.
+struct RowEvents<'s> {
+    actor: String,
+    table: &'s str,
+    event_type: &'static str,
+    reason: Option<&'s str>,
+    /// Pseudonyms of the statement's users: each is an HMAC, and a statement usually writes for
+    /// few users.
+    pseudonyms: HashMap<String, String>,
+    sha: [u8; 64],
+}
+
+impl RowEvents<'_> {
+    /// Append one event per row of `batch` (columns as in `Statement::query`).
+    fn push(&mut self, ap: &mut Appender, client: &pgrx::spi::SpiClient, batch: &impl Batch) -> Result<(), MxError> {
+        let (table, event_type) = (self.table, self.event_type);
+        for i in 0..batch.len() {
+            let id = batch.text(i, 0);
+            let org = batch.text(i, 2);
+            let user = batch.text(i, 5);
+            let tier = batch.text(i, 6);
+            let fresh;
+            let user_p: Option<&str> = match user {
+                None => None,
+                Some(u) => {
+                    if !self.pseudonyms.contains_key(u) && self.pseudonyms.len() < 100_000 {
+                        self.pseudonyms.insert(u.to_string(), ap.pseudonym(u));
+                    }
+                    match self.pseudonyms.get(u) {
+                        Some(p) => Some(p.as_str()),
+                        None => {
+                            fresh = ap.pseudonym(u);
+                            Some(fresh.as_str())
+                        }
+                    }
+                }
+            };
+            // Members in RFC 8785 key order (FlatPayload checks it).
+            let store;
+            let delete;
+            let reclassify;
+            let members: &[(&str, Option<&str>)] = match event_type {
+                t if t == events::STORE => {
+                    let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha));
+                    store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                    &store
+                }
+                t if t == events::DELETE => {
+                    delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                    &delete
+                }
+                _ => {
+                    reclassify = [("from", batch.text(i, 7)), ("id", id), ("reason", self.reason), ("table", Some(table)), ("to", tier), ("userId", user_p)];
+                    &reclassify
+                }
+            };
+            let payload = FlatPayload::new(members).ok_or_else(|| MxError::new(code::INTERNAL, "audit payload keys out of order"))?;
+            ap.push_ref(
+                client,
+                EventRef {
+                    event_type,
+                    org_id: org,
+                    project_id: batch.text(i, 3),
+                    workspace_id: batch.text(i, 4),
+                    actor_id: Some(&self.actor),
+                    payload: Payload::Flat(payload),
+                    payload_text: None,
+                    payload_jsonb: None,
+                },
+            )?;
+        }
+        Ok(())
+    }
 }
 
 

@@ -10,6 +10,7 @@ pub mod scan;
 pub mod shmem;
 pub mod spi;
 pub mod thread;
+pub mod transition;
 pub mod trigger;
 pub mod tuple;
 pub mod xact;
