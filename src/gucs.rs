@@ -91,6 +91,10 @@ pub static INTEGRATOR_DATABASES: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
 /// Milliseconds the background integrator sleeps between rounds when it found nothing to do.
+/// Memory (kB) the sequencer may hold a backlog of pending entries in: a pending table no larger
+/// is read straight from its heap and sorted in memory; a larger one is sorted by a query with
+/// this much work_mem, at least 4MB (spilling to disk beyond it). 0: always by a query.
+pub static INTEGRATION_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(262_144);
 pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
@@ -121,6 +125,16 @@ pub fn init() {
         GucFlags::default(),
     );
     }
+    GucRegistry::define_int_guc(
+        c"memory.integration_memory",
+        c"Memory the audit sequencer may hold a backlog of pending entries in.",
+        c"A pending table no larger is read and sorted in memory; a larger one is sorted by a query with this much work_mem (at least 4MB). 0: always by a query.",
+        &INTEGRATION_MEMORY,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_KB,
+    );
     GucRegistry::define_int_guc(
         c"memory.integrator_naptime",
         c"Milliseconds the background integrator waits after a round that found less than a full batch.",

@@ -32,10 +32,8 @@ const PENDING_QUERY: &str = "SELECT ord, id, chain_id, ctid, event_type, written
                                FROM memory.audit_pending
                               ORDER BY chain_id COLLATE \"C\", ord, id";
 
-/// One pending entry as fetched, borrowed from its batch.
+/// One pending entry as read, borrowed from its batch.
 pub(super) struct PendingRef<'a> {
-    b: &'a Fetched,
-    i: usize,
     pub id: i64,
     pub chain_id: &'a str,
     pub event_type: &'a str,
@@ -55,8 +53,6 @@ impl<'a> PendingRef<'a> {
     /// Row `i` of a batch fetched with the columns of `PENDING_QUERY`.
     pub fn read(b: &'a Fetched, i: usize) -> PendingRef<'a> {
         PendingRef {
-            b,
-            i,
             id: b.int8(i, 1).unwrap_or(0),
             chain_id: b.text(i, 2).unwrap_or_default(),
             event_type: b.text(i, 4).unwrap_or_default(),
@@ -86,7 +82,7 @@ impl<'a> PendingRef<'a> {
             jsonb::decode_flat_object(c)
         } else {
             let mut text = Vec::new();
-            self.b.jsonb_text_into(self.i, 10, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
+            crate::pg::tuple::jsonb_container_text(c, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
         };
         f(parsed.as_ref().map(Payload::Json))
     }
@@ -120,6 +116,143 @@ impl<'a> PendingRef<'a> {
             payload,
         };
         signer.sign(key, &mut ev, self.id).is_some_and(|h| h.as_slice() == self.pending_hash)
+    }
+}
+
+/// The pending entries of one table read straight from its heap (no statement, no sort node):
+/// every row the transaction's snapshot sees, copied into one buffer. `integrate_in` reads a
+/// backlog so when its table fits in `memory.integration_memory`.
+struct Stored {
+    buf: Vec<u8>,
+    rows: Vec<StoredRow>,
+}
+
+/// Where a text or bytea value of a stored row is in `Stored::buf` (None: NULL).
+type Span = Option<(usize, usize)>;
+
+struct StoredRow {
+    ord: i64,
+    id: i64,
+    /// Microseconds since the PostgreSQL epoch.
+    written_at: i64,
+    key_id: i32,
+    tid: pg_sys::ItemPointerData,
+    /// chain_id, event_type, actor_id, org_id, project_id, workspace_id, payload (its jsonb root
+    /// container), pending_hash.
+    spans: [Span; 8],
+}
+
+impl Stored {
+    /// The columns read, by name, with their types.
+    const COLUMNS: [(&'static std::ffi::CStr, pg_sys::Oid); 12] = [
+        (c"ord", pg_sys::INT8OID),
+        (c"id", pg_sys::INT8OID),
+        (c"written_at", pg_sys::TIMESTAMPTZOID),
+        (c"key_id", pg_sys::INT4OID),
+        (c"chain_id", pg_sys::TEXTOID),
+        (c"event_type", pg_sys::TEXTOID),
+        (c"actor_id", pg_sys::TEXTOID),
+        (c"org_id", pg_sys::TEXTOID),
+        (c"project_id", pg_sys::TEXTOID),
+        (c"workspace_id", pg_sys::TEXTOID),
+        (c"payload", pg_sys::JSONBOID),
+        (c"pending_hash", pg_sys::BYTEAOID),
+    ];
+
+    fn read(relid: pg_sys::Oid) -> Result<Stored, MxError> {
+        let mut at = [0i16; 12];
+        for (k, (name, _)) in Self::COLUMNS.iter().enumerate() {
+            at[k] = crate::pg::scan::attnum(relid, name)
+                .ok_or_else(|| MxError::new(code::INTERNAL, format!("the pending table lacks column {}", name.to_string_lossy())))?;
+        }
+        // What an SPI statement of this READ COMMITTED transaction would see, its own rows too.
+        let lookup = crate::pg::scan::Lookup::begin();
+        let mut scan = lookup.all(relid)?;
+        if Self::COLUMNS.iter().enumerate().any(|(k, &(_, typ))| !scan.column_is(at[k], typ)) {
+            return Err(MxError::new(code::INTERNAL, "the pending table's columns have unexpected types"));
+        }
+        let mut st = Stored { buf: Vec::new(), rows: Vec::new() };
+        while scan.next() {
+            let int = |k: usize| scan.datum(at[k]).map(|d| d.value() as i64);
+            let mut spans: [Span; 8] = [None; 8];
+            for (j, span) in spans.iter_mut().enumerate() {
+                *span = scan.bytes(at[4 + j]).map(|b| {
+                    let start = st.buf.len();
+                    st.buf.extend_from_slice(b);
+                    (start, b.len())
+                });
+            }
+            st.rows.push(StoredRow {
+                ord: int(0).unwrap_or(0),
+                id: int(1).unwrap_or(0),
+                written_at: int(2).unwrap_or(0),
+                key_id: int(3).unwrap_or(0) as i32,
+                tid: scan.tid(),
+                spans,
+            });
+        }
+        Ok(st)
+    }
+
+    fn get(&self, s: Span) -> Option<&[u8]> {
+        s.map(|(a, n)| &self.buf[a..a + n])
+    }
+
+    fn chain(&self, k: usize) -> &[u8] {
+        self.get(self.rows[k].spans[0]).unwrap_or_default()
+    }
+
+    /// The rows to chain, in the order PENDING_QUERY gives them (chain bytewise, then the
+    /// writer's order, then id), without copies: entries whose (chain, id) occurs more than once
+    /// (the id is bound into the signature, so a copy signs like its original). Neither is
+    /// chained; audit_verify reports them.
+    fn order(&self) -> Vec<usize> {
+        // Each chain's rank in bytewise order, so the sorts below compare integers.
+        let mut chains: Vec<&[u8]> = (0..self.rows.len()).map(|k| self.chain(k)).collect();
+        chains.sort_unstable();
+        chains.dedup();
+        let mut rank_of: HashMap<&[u8], u32> = HashMap::with_capacity(chains.len());
+        for (r, c) in chains.iter().enumerate() {
+            rank_of.insert(c, r as u32);
+        }
+        // (chain, ord, id, row)
+        let mut keys: Vec<(u32, i64, i64, u32)> =
+            self.rows.iter().enumerate().map(|(k, r)| (rank_of[self.chain(k)], r.ord, r.id, k as u32)).collect();
+        let mut by_id: Vec<(u32, i64, u32)> = keys.iter().map(|&(c, _, id, k)| (c, id, k)).collect();
+        by_id.sort_unstable();
+        let mut copy = vec![false; self.rows.len()];
+        for w in by_id.windows(2) {
+            if (w[0].0, w[0].1) == (w[1].0, w[1].1) {
+                copy[w[0].2 as usize] = true;
+                copy[w[1].2 as usize] = true;
+            }
+        }
+        keys.retain(|k| !copy[k.3 as usize]);
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k.3 as usize).collect()
+    }
+
+    fn tid(&self, k: usize) -> pg_sys::ItemPointerData {
+        self.rows[k].tid
+    }
+
+    /// Row `k` as PendingRef reads a fetched one.
+    fn row(&self, k: usize, utf8: bool) -> PendingRef<'_> {
+        let r = &self.rows[k];
+        let text = |j: usize| self.get(r.spans[j]).map(|b| crate::pg::tuple::as_str(b, utf8));
+        PendingRef {
+            id: r.id,
+            chain_id: text(0).unwrap_or_default(),
+            event_type: text(1).unwrap_or_default(),
+            written_at: r.written_at.saturating_add(PG_EPOCH_UNIX_MICROS),
+            actor_id: text(2),
+            org_id: text(3),
+            project_id: text(4),
+            workspace_id: text(5),
+            payload_jsonb: self.get(r.spans[6]).unwrap_or_default(),
+            key_id: r.key_id,
+            pending_hash: self.get(r.spans[7]).unwrap_or_default(),
+        }
     }
 }
 
@@ -232,9 +365,58 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let mut done: i64 = 0;
         let utf8 = crate::pg::tuple::database_is_utf8();
         let mut ctids: Vec<pg_sys::ItemPointerData> = Vec::new();
+        // Chain one entry, unless its signature does not check (it then stays pending, and
+        // audit_verify names it). Heads are locked as their chains come, in chain order.
+        let mut chain_one = |ap: &mut Appender, row: &PendingRef, tid: Option<pg_sys::ItemPointerData>| -> Result<(), MxError> {
+            let pushed = row.with_payload(utf8, |payload| -> Result<bool, MxError> {
+                let Some(payload) = payload else { return Ok(false) };
+                if !row.checks(payload, &keys, &mut signer) {
+                    return Ok(false);
+                }
+                ap.push_ref(
+                    client,
+                    EventRef {
+                        event_type: row.event_type,
+                        org_id: row.org_id,
+                        project_id: row.project_id,
+                        workspace_id: row.workspace_id,
+                        actor_id: row.actor_id,
+                        payload,
+                        payload_text: None,
+                        payload_jsonb: Some(row.payload_jsonb),
+                    },
+                )?;
+                Ok(true)
+            })?;
+            if pushed {
+                if let Some(t) = tid {
+                    ctids.push(t);
+                }
+            }
+            Ok(())
+        };
+        // A backlog that fits in memory.integration_memory is read straight from the heap and
+        // sorted here; a bigger one is sorted by a query, in that much work_mem.
+        let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024;
+        let direct = budget > 0 && crate::pg::scan::relation_pages(tables.pending) * pg_sys::BLCKSZ as u64 <= budget;
+        if direct {
+            let stored = Stored::read(tables.pending)?;
+            for k in stored.order() {
+                chain_one(&mut ap, &stored.row(k, utf8), Some(stored.tid(k)))?;
+            }
+            drop(chain_one);
+            if !ctids.is_empty() {
+                // In the table's order: each page is visited once, in turn.
+                ctids.sort_unstable_by_key(|t| (t.ip_blkid.bi_hi, t.ip_blkid.bi_lo, t.ip_posid));
+                crate::pg::bulk::delete_rows(tables.pending, &ctids);
+                done = ctids.len() as i64;
+            }
+            ap.finish(client)?;
+            return Ok(done);
+        }
         {
-            // The sort of the backlog in memory rather than in temporary files.
-            let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", c"256MB");
+            let work_mem = std::ffi::CString::new(format!("{}kB", (budget / 1024).max(4096))).unwrap_or_default();
+            let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", &work_mem);
             let pending_query = tables.sql(PENDING_QUERY);
             let mut cursor = client.open_cursor(pending_query.as_str(), &[]);
             let mut batch = Fetched::default();
@@ -260,36 +442,11 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
                     if !copies.is_empty() && copies.contains(&(row.chain_id.to_string(), row.id)) {
                         continue;
                     }
-                    // Heads are locked as their chains come, which is in chain order. An entry
-                    // whose signature does not check stays pending (audit_verify names it).
-                    let pushed = row.with_payload(utf8, |payload| -> Result<bool, MxError> {
-                        let Some(payload) = payload else { return Ok(false) };
-                        if !row.checks(payload, &keys, &mut signer) {
-                            return Ok(false);
-                        }
-                        ap.push_ref(
-                            client,
-                            EventRef {
-                                event_type: row.event_type,
-                                org_id: row.org_id,
-                                project_id: row.project_id,
-                                workspace_id: row.workspace_id,
-                                actor_id: row.actor_id,
-                                payload,
-                                payload_text: None,
-                                payload_jsonb: Some(row.payload_jsonb),
-                            },
-                        )?;
-                        Ok(true)
-                    })?;
-                    if pushed {
-                        if let Some(t) = batch.tid(i, 3) {
-                            ctids.push(t);
-                        }
-                    }
+                    chain_one(&mut ap, &row, batch.tid(i, 3))?;
                 }
             }
         }
+        drop(chain_one);
 
         // One pass over the table deletes what was chained (the rows stay where they were read:
         // only an integrator deletes them, and integrators hold the lock above).

@@ -341,7 +341,16 @@ impl Appender {
 
     /// Pseudonym of an actor or user id, as payloads and actor_id carry them.
     pub fn pseudonym(&self, id: &str) -> String {
-        pseudonymize(&self.salt, id)
+        // An agent's session writes for the same user statement after statement: the HMAC is
+        // kept per backend, for the salt it was made with (a new salt empties the cache).
+        PSEUDONYMS.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != self.salt || c.1.len() >= 4096 {
+                c.0.clone_from(&self.salt);
+                c.1.clear();
+            }
+            c.1.entry(id.to_string()).or_insert_with(|| pseudonymize(&self.salt, id)).clone()
+        })
     }
 
     /// Lock the heads of these chains for the rest of the transaction, in sorted order.
@@ -886,6 +895,11 @@ thread_local! {
     // Pending ids: a random start per backend, then consecutive; and the writer's order, the
     // clock made strictly increasing within the backend.
     static PENDING_SEQ: std::cell::Cell<(i64, i64)> = const { std::cell::Cell::new((0, i64::MIN)) };
+}
+
+thread_local! {
+    // Pseudonyms made in this backend: (the salt they were made with, id -> pseudonym).
+    static PSEUDONYMS: RefCell<(Vec<u8>, HashMap<String, String>)> = RefCell::new((Vec::new(), HashMap::new()));
 }
 
 /// (id, ord) of the next pending entry written by this backend.

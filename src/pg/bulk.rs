@@ -192,6 +192,24 @@ unsafe fn insert_index_tuples(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys
     }
 }
 
+/// Deletes the rows at `tids` of the heap table `relid` one by one with simple_heap_delete: no
+/// statement, no triggers, no privilege check; the caller must own the rows (the sequencer, which
+/// alone deletes pending entries, under its lock). A row already deleted or updated by another
+/// transaction is an ERROR (and the whole transaction rolls back).
+pub fn delete_rows(relid: pg_sys::Oid, tids: &[pg_sys::ItemPointerData]) {
+    // SAFETY: the table is opened with RowExclusiveLock (kept to the transaction's end, as a
+    // DELETE keeps it) and closed here; each tid is a row read under this transaction's snapshot
+    // (simple_heap_delete raises on one that is gone or changed).
+    unsafe {
+        let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        for tid in tids {
+            let mut t = *tid;
+            pg_sys::simple_heap_delete(rel, &mut t);
+        }
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+}
+
 impl Drop for Opened {
     fn drop(&mut self) {
         if std::thread::panicking() {

@@ -128,6 +128,128 @@ impl Lookup {
     }
 }
 
+impl Lookup {
+    /// A sequential scan of every row of `heap` this lookup's snapshot sees, in physical order.
+    pub fn all(&self, heap: pg_sys::Oid) -> Result<HeapScan<'_>, MxError> {
+        // SAFETY: the table is opened with AccessShareLock (kept to the transaction's end); the
+        // scan and its slot are ended in HeapScan's Drop, before this Lookup pops the snapshot.
+        unsafe {
+            let h = pg_sys::try_relation_open(heap, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if h.is_null() {
+                return Err(MxError::new(code::SERIALIZATION_FAILURE, "a table memory_ext reads was dropped concurrently").hint("Retry the transaction."));
+            }
+            let scan = pg_sys::table_beginscan(h, self.snapshot, 0, std::ptr::null_mut());
+            let slot = pg_sys::table_slot_create(h, std::ptr::null_mut());
+            Ok(HeapScan { heap: h, scan, slot, tuple: std::ptr::null_mut(), _lookup: std::marker::PhantomData })
+        }
+    }
+}
+
+/// A sequential scan in progress; `next` moves to the next visible row.
+pub struct HeapScan<'l> {
+    heap: pg_sys::Relation,
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+    tuple: pg_sys::HeapTuple,
+    _lookup: std::marker::PhantomData<&'l Lookup>,
+}
+
+impl HeapScan<'_> {
+    /// The next row visible to the lookup's snapshot, false when there is none.
+    pub fn next(&mut self) -> bool {
+        // SAFETY: the scan and slot made in `all`; the heap tuple of a buffer slot is read in
+        // place (should_free stays false) and is valid until the next call or the end of the scan.
+        unsafe {
+            let found = pg_sys::table_scan_getnextslot(self.scan, pg_sys::ScanDirection::ForwardScanDirection, self.slot);
+            self.tuple = if found { slot_tuple(self.slot) } else { std::ptr::null_mut() };
+            found
+        }
+    }
+
+    /// Column `attno` (1-based) of the current row; None for NULL (or no row).
+    pub fn datum(&self, attno: i16) -> Option<pg_sys::Datum> {
+        // SAFETY: the current row's tuple (or none) of this open table.
+        unsafe { column(self.heap, self.tuple, attno) }
+    }
+
+    /// The varlena column `attno` of the current row as bytes after its header (None for NULL),
+    /// valid until `next`; a toasted value is detoasted into the current memory context.
+    pub fn bytes(&self, attno: i16) -> Option<&[u8]> {
+        // SAFETY: a non-NULL varlena datum of the current row, not used after the row changes.
+        self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
+    }
+
+    /// The current row's place in the table.
+    pub fn tid(&self) -> pg_sys::ItemPointerData {
+        // SAFETY: the slot holds the current row (tts_tid is set by the scan).
+        unsafe { (*self.slot).tts_tid }
+    }
+
+    /// Whether the type of column `attno` is `typ` (a scan reads columns by number; callers check
+    /// the table's shape first).
+    pub fn column_is(&self, attno: i16, typ: pg_sys::Oid) -> bool {
+        // SAFETY: the open relation's descriptor; attno is checked against natts.
+        unsafe {
+            let desc = (*self.heap).rd_att;
+            attno >= 1 && (attno as i32) <= (*desc).natts && {
+                let a = &*(*desc).attrs.as_ptr().add(attno as usize - 1);
+                !a.attisdropped && a.atttypid == typ
+            }
+        }
+    }
+}
+
+impl Drop for HeapScan<'_> {
+    fn drop(&mut self) {
+        // On an error the transaction's abort ends the scan and releases the relation.
+        if !std::thread::panicking() {
+            // SAFETY: ends what `all` began; the lock stays to the end of the transaction.
+            unsafe {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+                pg_sys::table_endscan(self.scan);
+                pg_sys::table_close(self.heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+        }
+    }
+}
+
+/// Pages of the main fork of `relid` (0 when it cannot be opened).
+pub fn relation_pages(relid: pg_sys::Oid) -> u64 {
+    // SAFETY: opened with AccessShareLock (kept to the transaction's end) for the count.
+    unsafe {
+        let rel = pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if rel.is_null() {
+            return 0;
+        }
+        let n = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        n as u64
+    }
+}
+
+/// The heap tuple a buffer slot holds, read in place (valid while the slot keeps it).
+///
+/// # Safety
+/// `slot` is a buffer heap tuple slot holding a row.
+unsafe fn slot_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::HeapTuple {
+    let mut should_free = false;
+    unsafe { pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free) }
+}
+
+/// Column `attno` (1-based) of `tuple`, a row of `heap`; None for NULL or no row.
+///
+/// # Safety
+/// `heap` is open and `tuple` is null or a valid tuple of it; heap_getattr checks attno against
+/// the tuple's own attribute count (missing columns read as NULL or their default).
+unsafe fn column(heap: pg_sys::Relation, tuple: pg_sys::HeapTuple, attno: i16) -> Option<pg_sys::Datum> {
+    if tuple.is_null() {
+        return None;
+    }
+    let mut isnull = false;
+    let d = unsafe { pgrx::pg_sys::heap_getattr(tuple, attno as i32, (*heap).rd_att, &mut isnull) };
+    (!isnull).then_some(d)
+}
+
 impl Drop for Lookup {
     fn drop(&mut self) {
         if !std::thread::panicking() {
@@ -155,26 +277,16 @@ impl Scan<'_> {
         // SAFETY: the scan and slot made in `backward`; the heap tuple of a buffer slot is read in
         // place (should_free stays false) and is valid until the next call or the end of the scan.
         unsafe {
-            if !pg_sys::index_getnext_slot(self.scan, pg_sys::ScanDirection::BackwardScanDirection, self.slot) {
-                self.tuple = std::ptr::null_mut();
-                return false;
-            }
-            let mut should_free = false;
-            self.tuple = pg_sys::ExecFetchSlotHeapTuple(self.slot, false, &mut should_free);
-            true
+            let found = pg_sys::index_getnext_slot(self.scan, pg_sys::ScanDirection::BackwardScanDirection, self.slot);
+            self.tuple = if found { slot_tuple(self.slot) } else { std::ptr::null_mut() };
+            found
         }
     }
 
     /// Column `attno` (1-based, of the table) of the current row; None for NULL (or no row).
     pub fn datum(&self, attno: i16) -> Option<pg_sys::Datum> {
-        if self.tuple.is_null() {
-            return None;
-        }
-        let mut isnull = false;
-        // SAFETY: the current row's tuple with its table's descriptor; heap_getattr checks attno
-        // against the tuple's own attribute count (missing columns read as NULL or their default).
-        let d = unsafe { pgrx::pg_sys::heap_getattr(self.tuple, attno as i32, (*self.heap).rd_att, &mut isnull) };
-        (!isnull).then_some(d)
+        // SAFETY: the current row's tuple (or none) of this open table.
+        unsafe { column(self.heap, self.tuple, attno) }
     }
 
     /// The text column `attno` of the current row as bytes (None for NULL), valid until `next`.

@@ -604,6 +604,28 @@ pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
     }
 }
 
+/// The JSON text (jsonb_out) of a jsonb value given by its root container (the bytes after the
+/// varlena header, as `text_bytes` returns them), appended to `out`; false when it cannot be
+/// made.
+pub(crate) fn jsonb_container_text(container: &[u8], out: &mut Vec<u8>) -> bool {
+    // SAFETY: a palloc'd 4-byte-header varlena holding a copy of the container is a jsonb datum
+    // (the container is one that a jsonb column stored); jsonb_out returns a palloc'd C string,
+    // copied out; both are freed.
+    unsafe {
+        let len = container.len() + pg_sys::VARHDRSZ;
+        let v = pg_sys::palloc(len).cast::<u8>();
+        varlena::set_varsize_4b(v.cast(), len as i32);
+        std::ptr::copy_nonoverlapping(container.as_ptr(), v.add(pg_sys::VARHDRSZ), container.len());
+        let text = direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(pg_sys::Datum::from(v))]);
+        pg_sys::pfree(v.cast());
+        let Some(text) = text.filter(|t| !t.is_null()) else { return false };
+        let p = text.cast_mut_ptr::<std::ffi::c_char>();
+        out.extend_from_slice(CStr::from_ptr(p).to_bytes());
+        pg_sys::pfree(p.cast());
+        true
+    }
+}
+
 /// Visit the non-NULL elements of a text[] datum without copying them (the walk of
 /// array_iter_next in arrayaccess.h: elements are varlenas, each followed by int alignment).
 ///

@@ -320,3 +320,29 @@ def test_the_worker_clears_the_rows_it_chained(worker_cluster):
         assert _wait_until(lambda: c.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass").fetchone()[0] < 1000, 30)
         rows = c.execute("SELECT ok, pending FROM memory.audit_verify()").fetchall()
         assert rows and all(r[0] and r[1] == 0 for r in rows), rows
+
+
+@pytest.mark.parametrize("memory", ["256MB", "0"])
+def test_both_integration_paths_chain_alike(conn, memory):
+    """A backlog within memory.integration_memory is read from the heap and sorted in memory; 0
+    makes the sequencer sort it by a query. Both chain the same entries in the same order: by
+    chain, then each writer's order; a copied entry and its original and a forged entry stay
+    pending."""
+    conn.execute(f"SET memory.integration_memory = '{memory}'")
+    for n in range(5):
+        for org in ("b_org", "a_org"):
+            conn.execute("SELECT memory.audit_append('app.n', jsonb_build_object('n', %s::int), %s)", (n, org))
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("INSERT INTO memory.audit_pending SELECT * FROM memory.audit_pending WHERE chain_id = 'a_org' AND payload->>'n' = '2'")
+        conn.execute("UPDATE memory.audit_pending SET payload = '{\"n\": 33}' WHERE chain_id = 'b_org' AND payload->>'n' = '3'")
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (8,)
+    chained = conn.execute("SELECT chain_id, seq, (payload->>'n')::int FROM memory.audit_log WHERE event_type = 'app.n'"
+                           " ORDER BY chain_id, seq").fetchall()
+    assert chained == [("a_org", 1, 0), ("a_org", 2, 1), ("a_org", 3, 3), ("a_org", 4, 4),
+                       ("b_org", 1, 0), ("b_org", 2, 1), ("b_org", 3, 2), ("b_org", 4, 4)], chained
+    assert conn.execute("SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1 ORDER BY 1").fetchall() == [("a_org", 2), ("b_org", 1)]
+    for chain, pending in (("a_org", 2), ("b_org", 1)):
+        row = conn.execute("SELECT entries, ok, pending FROM memory.audit_verify(%s)", (chain,)).fetchone()
+        assert row == (4, False, pending), (chain, row)  # the parked entries are reported
+        assert py_verify(conn, chain) == (True, None, None)  # the chained ones verify
