@@ -90,11 +90,13 @@ pub static AUDIT_MODE: GucSetting<AuditMode> = GucSetting::<AuditMode>::new(Audi
 pub static INTEGRATOR_DATABASES: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
-/// Milliseconds the background integrator sleeps between rounds when it found nothing to do.
-/// Memory (kB) the sequencer may hold a backlog of pending entries in: a pending table no larger
-/// is read straight from its heap and sorted in memory; a larger one is sorted by a query with
-/// this much work_mem, at least 4MB (spilling to disk beyond it). 0: always by a query.
+/// Memory (kB) the sequencer may hold a backlog of pending entries in: a backlog whose rows (as
+/// read, detoasted) fit is read straight from the heap and sorted in memory; a larger one is
+/// sorted by a query with this much work_mem, at least 4MB (spilling to disk beyond it). 0:
+/// always by a query. Superuser-only: it sizes what SECURITY DEFINER integrations hold.
 pub static INTEGRATION_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(262_144);
+
+/// Milliseconds the background integrator sleeps between rounds when it found nothing to do.
 pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
@@ -128,11 +130,11 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"memory.integration_memory",
         c"Memory the audit sequencer may hold a backlog of pending entries in.",
-        c"A pending table no larger is read and sorted in memory; a larger one is sorted by a query with this much work_mem (at least 4MB). 0: always by a query.",
+        c"A backlog whose rows fit is read and sorted in memory; a larger one is sorted by a query with this much work_mem (at least 4MB). 0: always by a query.",
         &INTEGRATION_MEMORY,
         0,
         i32::MAX,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::UNIT_KB,
     );
     GucRegistry::define_int_guc(

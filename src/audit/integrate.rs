@@ -159,12 +159,16 @@ impl Stored {
         (c"pending_hash", pg_sys::BYTEAOID),
     ];
 
-    fn read(relid: pg_sys::Oid) -> Result<Stored, MxError> {
+    /// Every pending row of `relid`, or None when holding them (their values detoasted, and the
+    /// sort keys) would take more than `budget` bytes.
+    fn read(relid: pg_sys::Oid, budget: u64) -> Result<Option<Stored>, MxError> {
         let mut at = [0i16; 12];
         for (k, (name, _)) in Self::COLUMNS.iter().enumerate() {
             at[k] = crate::pg::scan::attnum(relid, name)
                 .ok_or_else(|| MxError::new(code::INTERNAL, format!("the pending table lacks column {}", name.to_string_lossy())))?;
         }
+        // Per row: the row itself, and its share of the sort vectors of `order`.
+        const PER_ROW: u64 = (std::mem::size_of::<StoredRow>() + 48) as u64;
         // What an SPI statement of this READ COMMITTED transaction would see, its own rows too.
         let lookup = crate::pg::scan::Lookup::begin();
         let mut scan = lookup.all(relid)?;
@@ -173,15 +177,20 @@ impl Stored {
         }
         let mut st = Stored { buf: Vec::new(), rows: Vec::new() };
         while scan.next() {
+            pgrx::check_for_interrupts!();
             let int = |k: usize| scan.datum(at[k]).map(|d| d.value() as i64);
             let mut spans: [Span; 8] = [None; 8];
-            for (j, span) in spans.iter_mut().enumerate() {
-                *span = scan.bytes(at[4 + j]).map(|b| {
-                    let start = st.buf.len();
-                    st.buf.extend_from_slice(b);
-                    (start, b.len())
-                });
-            }
+            // A toasted value is detoasted in a scratch context reset after the row: only the
+            // copy in `buf` is kept.
+            crate::pg::scan::in_scratch(|| {
+                for (j, span) in spans.iter_mut().enumerate() {
+                    *span = scan.bytes(at[4 + j]).map(|b| {
+                        let start = st.buf.len();
+                        st.buf.extend_from_slice(b);
+                        (start, b.len())
+                    });
+                }
+            });
             st.rows.push(StoredRow {
                 ord: int(0).unwrap_or(0),
                 id: int(1).unwrap_or(0),
@@ -190,8 +199,11 @@ impl Stored {
                 tid: scan.tid(),
                 spans,
             });
+            if st.buf.len() as u64 + st.rows.len() as u64 * PER_ROW > budget {
+                return Ok(None);
+            }
         }
-        Ok(st)
+        Ok(Some(st))
     }
 
     fn get(&self, s: Span) -> Option<&[u8]> {
@@ -395,12 +407,12 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             }
             Ok(())
         };
-        // A backlog that fits in memory.integration_memory is read straight from the heap and
-        // sorted here; a bigger one is sorted by a query, in that much work_mem.
+        // A backlog that fits in memory.integration_memory (its rows as read, detoasted) is read
+        // straight from the heap and sorted here; a bigger one is sorted by a query, in that much
+        // work_mem.
         let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024;
-        let direct = budget > 0 && crate::pg::scan::relation_pages(tables.pending) * pg_sys::BLCKSZ as u64 <= budget;
-        if direct {
-            let stored = Stored::read(tables.pending)?;
+        let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget)? } else { None };
+        if let Some(stored) = stored {
             for k in stored.order() {
                 chain_one(&mut ap, &stored.row(k, utf8), Some(stored.tid(k)))?;
             }
@@ -408,7 +420,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             if !ctids.is_empty() {
                 // In the table's order: each page is visited once, in turn.
                 ctids.sort_unstable_by_key(|t| (t.ip_blkid.bi_hi, t.ip_blkid.bi_lo, t.ip_posid));
-                crate::pg::bulk::delete_rows(tables.pending, &ctids);
+                crate::pg::bulk::delete_rows(tables.pending, &ctids)?;
                 done = ctids.len() as i64;
             }
             ap.finish(client)?;

@@ -194,19 +194,43 @@ unsafe fn insert_index_tuples(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys
 
 /// Deletes the rows at `tids` of the heap table `relid` one by one with simple_heap_delete: no
 /// statement, no triggers, no privilege check; the caller must own the rows (the sequencer, which
-/// alone deletes pending entries, under its lock). A row already deleted or updated by another
-/// transaction is an ERROR (and the whole transaction rolls back).
-pub fn delete_rows(relid: pg_sys::Oid, tids: &[pg_sys::ItemPointerData]) {
+/// alone deletes pending entries, under its lock). As a DELETE would, it refuses a table a
+/// publication publishes deletes of without a replica identity (55000), so a subscriber never
+/// keeps rows the publisher deleted. A row already deleted or updated by another transaction is
+/// an ERROR (and the whole transaction rolls back). `relid` must be a heap table (`is_heap`).
+pub fn delete_rows(relid: pg_sys::Oid, tids: &[pg_sys::ItemPointerData]) -> Result<(), MxError> {
     // SAFETY: the table is opened with RowExclusiveLock (kept to the transaction's end, as a
-    // DELETE keeps it) and closed here; each tid is a row read under this transaction's snapshot
+    // DELETE keeps it) and closed here; its access method is checked to be heap before
+    // simple_heap_delete touches it; each tid is a row read under this transaction's snapshot
     // (simple_heap_delete raises on one that is gone or changed).
     unsafe {
         let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Err(MxError::new(code::INTERNAL, "a direct delete from a table that is not a heap"));
+        }
+        pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_DELETE);
         for tid in tids {
+            pgrx::check_for_interrupts!();
             let mut t = *tid;
             pg_sys::simple_heap_delete(rel, &mut t);
         }
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    Ok(())
+}
+
+/// Whether `relid` is a table stored by the heap access method.
+pub fn is_heap(relid: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache-backed open with AccessShareLock (kept to the transaction's end).
+    unsafe {
+        let rel = pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if rel.is_null() {
+            return false;
+        }
+        let heap = (*(*rel).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
+        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        heap
     }
 }
 

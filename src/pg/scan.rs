@@ -213,20 +213,6 @@ impl Drop for HeapScan<'_> {
     }
 }
 
-/// Pages of the main fork of `relid` (0 when it cannot be opened).
-pub fn relation_pages(relid: pg_sys::Oid) -> u64 {
-    // SAFETY: opened with AccessShareLock (kept to the transaction's end) for the count.
-    unsafe {
-        let rel = pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        if rel.is_null() {
-            return 0;
-        }
-        let n = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
-        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-        n as u64
-    }
-}
-
 /// The heap tuple a buffer slot holds, read in place (valid while the slot keeps it).
 ///
 /// # Safety
@@ -421,8 +407,9 @@ thread_local! {
     static SCRATCH: std::cell::Cell<pg_sys::MemoryContext> = const { std::cell::Cell::new(std::ptr::null_mut()) };
 }
 
-/// Runs `f` with the scratch context current, then resets it; `f` returns owned Rust data.
-fn in_scratch<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` with the scratch context current, then resets it; `f` returns owned Rust data (what
+/// it allocates in Postgres memory, such as detoasted values, is gone when it returns).
+pub(crate) fn in_scratch<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: the scratch context is a child of TopMemoryContext made once per backend; the
     // previous context is current again before the reset (an error in `f` leaves the switch to
     // the abort, which makes another context current, and the next call resets the scratch).

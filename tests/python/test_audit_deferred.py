@@ -346,3 +346,40 @@ def test_both_integration_paths_chain_alike(conn, memory):
         row = conn.execute("SELECT entries, ok, pending FROM memory.audit_verify(%s)", (chain,)).fetchone()
         assert row == (4, False, pending), (chain, row)  # the parked entries are reported
         assert py_verify(conn, chain) == (True, None, None)  # the chained ones verify
+
+
+def test_a_backlog_of_toasted_payloads_is_bounded_by_what_it_holds(conn):
+    """The direct read counts the payloads as detoasted, not the table's pages: compressible
+    payloads that make a small table but a large backlog go to the sorting query."""
+    rows = 40
+    for n in range(rows):
+        conn.execute("SELECT memory.audit_append('app.big', jsonb_build_object('n', %s::int, 'p', repeat('a', 60000)), 'big_org')", (n,))
+    (pages,) = conn.execute("SELECT pg_relation_size('memory.audit_pending') / 8192").fetchone()
+    assert pages * 8 < 2048, pages  # compressed inline: the table is far smaller than 2MB
+    for memory in ("2MB", "256MB"):  # 40 x 60 kB > 2MB: the query; then the heap read
+        conn.execute(f"SET memory.integration_memory = '{memory}'")
+        conn.execute("SELECT memory.audit_append('app.big', jsonb_build_object('n', -1, 'p', repeat('b', 60000)), 'big_org')")
+        before = conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0]
+        assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (before,)
+    assert conn.execute("SELECT count(*), count(DISTINCT payload->>'n') FROM memory.audit_log WHERE chain_id = 'big_org'").fetchone() == (rows + 2, rows + 1)
+    assert conn.execute("SELECT bool_and(length(payload->>'p') = 60000) FROM memory.audit_log WHERE chain_id = 'big_org'").fetchone() == (True,)
+    assert py_verify(conn, "big_org") == (True, None, None)
+    assert conn.execute("SELECT ok, pending FROM memory.audit_verify('big_org')").fetchone() == (True, 0)
+
+
+@pytest.mark.parametrize("memory", ["256MB", "0"])
+def test_integration_refuses_to_delete_what_a_publication_would_not_replicate(conn, memory):
+    """memory.audit_pending has no replica identity: a publication of its deletes would leave a
+    subscriber with entries already chained, so integration refuses, as a DELETE would."""
+    conn.execute(f"SET memory.integration_memory = '{memory}'")
+    conn.execute("SELECT memory.audit_append('app.pub', '{}', 'pub_org')")
+    conn.execute("CREATE PUBLICATION pending_pub FOR TABLE memory.audit_pending WITH (publish = 'delete')")
+    try:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            conn.execute("SELECT memory.audit_integrate()")
+        assert e.value.sqlstate == "55000", e.value
+        assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'pub_org'").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = 'pub_org'").fetchone() == (1,)
+    finally:
+        conn.execute("DROP PUBLICATION pending_pub")
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (1,)

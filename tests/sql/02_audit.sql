@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(64);
+SELECT plan(67);
 
 -- CREATE EXTENSION makes only the default partition; maintenance makes the months.
 SELECT is(memory.audit_ensure_partitions(3), 4, 'the current month and three ahead are created');
@@ -208,6 +208,21 @@ SELECT results_eq($$ SELECT project_id, workspace_id, payload->>'classification'
                   $$ VALUES ('0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d', 'w s', 'internal', encode(sha256('hello  '), 'hex'), true) $$,
                   'the columns are read as their text casts (char without trailing spaces, varchar as stored)');
 SELECT is(pg_temp.verdict('oddorg'), 'ok', 'the chain of both paths verifies');
+
+-- The direct read of a transition table spilled to disk (work_mem 64kB), and of toasted values.
+CREATE TABLE public.spill (id int PRIMARY KEY, tenant text, body text);
+SELECT memory.govern('public.spill', '{"content": "body", "org": "tenant", "classify": false, "audit": true}');
+SET LOCAL work_mem = '64kB';
+INSERT INTO public.spill SELECT g, 'spill', repeat(md5(g::text), 8) FROM generate_series(1, 3000) g;
+INSERT INTO public.spill SELECT 10000 + g, 'spill', string_agg(md5(g::text || ':' || k::text), '') FROM generate_series(1, 3) g, generate_series(1, 4000) k GROUP BY g;
+DELETE FROM public.spill WHERE id > 10000;
+RESET work_mem;
+SELECT results_eq($$ SELECT l.event_type, count(*) FROM public.audit_log_now() l JOIN public.spill s ON l.payload->>'id' = s.id::text
+                     WHERE l.chain_id = 'spill' AND l.payload->>'content_sha256' = encode(sha256(convert_to(s.body, 'UTF8')), 'hex') GROUP BY 1 $$,
+                  $$ VALUES ('memory.store', 3000::bigint) $$, 'a transition table spilled to disk is read whole, each row''s content hashed');
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'spill' AND event_type = 'memory.delete' AND (payload->>'id')::int > 10000),
+          3::bigint, 'rows with toasted content are recorded when deleted');
+SELECT is(pg_temp.verdict('spill'), 'ok', 'the spilled statement''s chain verifies');
 
 SELECT * FROM finish();
 ROLLBACK;
