@@ -13,7 +13,7 @@ psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
 cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
-"$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 3 10
+"$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"

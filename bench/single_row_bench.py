@@ -208,7 +208,8 @@ side by side in this run.
   {100 * med[('deferred', 1)] / med[('floor', 1)]:.0f}% / {100 * med[('deferred', 64)] / med[('floor', 64)]:.0f}% of that floor (classification, the pending entry's HMAC, its statement trigger).
 - Every chain verified afterwards ({n_chained:,} chained entries after integrating what was left).
 - Integration throughput: `memory.audit_integrate()` over a backlog of {backlog:,} pending entries in 64 chains:
-  median {it_med:.2f} s = **{backlog / it_med:,.0f} entries/s** (target: at least 200,000).
+  median {it_med:.2f} s = **{backlog / it_med:,.0f} entries/s** (target: at least 200,000); by round (the log grows by
+  {backlog:,} entries a round): {', '.join(f'{backlog / x:,.0f}' for x in it)} entries/s.
 - Integration lag with the background integrator while pgbench writes at full speed (deferred, 64 tenants,
   {statistics.median(lag_tps):,.0f} TPS median): a probe committed an event every 50 ms and polled every 2 ms until it was chained;
   {len(lags)} samples: p50 **{1000 * pct(finite, 50):.0f} ms**, p90 {1000 * pct(finite, 90):.0f} ms, p99 **{1000 * pct(finite, 99):.0f} ms**,

@@ -198,10 +198,23 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
         (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => (events::DELETE, format!("SELECT {} FROM {o} t", map.select_list("t"))),
         (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.cols.id.is_some() && map.cols.tier.is_some() => {
             let id = quote_identifier(map.cols.id.as_deref().unwrap_or_default());
+            // Old and new rows are paired by id. A table keyed by (org, id) may update two orgs'
+            // rows sharing an id in one statement: an id the statement updated more than once is
+            // paired within its org, so no row is paired with another org's (which recorded
+            // each change once per such row). A row moved to another org keeps its pairing when
+            // its id is the statement's only one.
+            let same_org = match &map.cols.org {
+                Some(_) => format!(
+                    " AND ({} IS NOT DISTINCT FROM {} OR t.{id} OPERATOR(pg_catalog.=) ANY (SELECT d.{id} FROM {o} d GROUP BY d.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1))",
+                    map.col("o", &map.cols.org),
+                    map.col("t", &map.cols.org)
+                ),
+                None => String::new(),
+            };
             (
                 events::RECLASSIFY,
                 format!(
-                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {} IS DISTINCT FROM {}",
+                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {} IS DISTINCT FROM {}{same_org}",
                     map.select_list("t"),
                     map.tier_expr("o"),
                     map.tier_expr("o"),

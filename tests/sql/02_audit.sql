@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(67);
+SELECT plan(68);
 
 -- CREATE EXTENSION makes only the default partition; maintenance makes the months.
 SELECT is(memory.audit_ensure_partitions(3), 4, 'the current month and three ahead are created');
@@ -223,6 +223,18 @@ SELECT results_eq($$ SELECT l.event_type, count(*) FROM public.audit_log_now() l
 SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'spill' AND event_type = 'memory.delete' AND (payload->>'id')::int > 10000),
           3::bigint, 'rows with toasted content are recorded when deleted');
 SELECT is(pg_temp.verdict('spill'), 'ok', 'the spilled statement''s chain verifies');
+
+-- An UPDATE of two orgs' rows that share an id records one reclassify per row, in its own org.
+CREATE TABLE public.shared_ids (tenant text, id int, body text, tier memory.classification, PRIMARY KEY (tenant, id));
+SELECT memory.govern('public.shared_ids', '{"content": "body", "org": "tenant", "id": "id", "target": "tier", "audit": true}');
+INSERT INTO public.shared_ids VALUES ('sh_a', 1, 'x', NULL), ('sh_b', 1, 'y', NULL), ('sh_a', 2, 'z', NULL);
+UPDATE public.shared_ids SET tier = 'confidential';
+UPDATE public.shared_ids SET tenant = 'sh_c', tier = 'restricted' WHERE id = 2;
+SELECT results_eq($$ SELECT chain_id, payload->>'id', payload->>'from', payload->>'to' FROM public.audit_log_now()
+                     WHERE chain_id IN ('sh_a', 'sh_b', 'sh_c') AND event_type = 'memory.reclassify' ORDER BY 1, 2, 4 $$,
+                  $$ VALUES ('sh_a', '1', 'internal', 'confidential'), ('sh_a', '2', 'internal', 'confidential'),
+                            ('sh_b', '1', 'internal', 'confidential'), ('sh_c', '2', 'confidential', 'restricted') $$,
+                  'rows sharing an id are paired within their org; a row moved to another org keeps its pairing');
 
 SELECT * FROM finish();
 ROLLBACK;
