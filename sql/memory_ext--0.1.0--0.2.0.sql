@@ -1973,6 +1973,8 @@ DECLARE
     r       jsonb;
     -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
     scope   text := memory._scope_org();
+    o       text;
+    failed  jsonb;
     skipped jsonb := '[]';
 BEGIN
     IF memory._blank(subject) THEN
@@ -2007,6 +2009,7 @@ BEGIN
         BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
+            failed := '{}';
             PERFORM memory._hold_gate(true);
             IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
                 -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE:
@@ -2018,13 +2021,26 @@ BEGIN
                          format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
                                   WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
                          ARRAY[subject]);
-                r := memory._exec_as_table_owner(t.table_name,
-                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
-                                    AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s',
-                                t.table_name, t.col, t.org_col,
-                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
-                         ARRAY[subject, scope, ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
-                                                      WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), o))::text]);
+                -- One org at a time, on its shard: the hold gate is this backend's, and the
+                -- shards' hold triggers run in the workers' backends, so a held row there still
+                -- raises MX006. That org's rows stay (reported under failed_tables); the other
+                -- orgs' rows go.
+                n := 0;
+                FOR o IN SELECT x FROM pg_catalog.jsonb_array_elements_text(r) x
+                          WHERE (scope IS NULL OR x OPERATOR(pg_catalog.=) scope)
+                            AND memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), x)
+                          ORDER BY 1 LOOP
+                    BEGIN
+                        n := n + (memory._exec_as_table_owner(t.table_name,
+                                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                                                 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                                             t.table_name, t.col, t.org_col),
+                                      ARRAY[subject, o])->>'processed')::bigint;
+                    EXCEPTION WHEN OTHERS THEN
+                        failed := failed || jsonb_build_object(o, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+                    END;
+                END LOOP;
+                r := jsonb_build_object('processed', n);
             ELSE
                 r := memory._exec_as_table_owner(t.table_name,
                          format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
@@ -2041,6 +2057,11 @@ BEGIN
         END;
         n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
+        IF failed OPERATOR(pg_catalog.<>) '{}' THEN
+            counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
+                                || jsonb_build_object(t.table_name::text, (SELECT v FROM pg_catalog.jsonb_each(failed) e(k, v) ORDER BY k LIMIT 1)
+                                                                         || jsonb_build_object('orgs', failed)));
+        END IF;
     END LOOP;
     IF jsonb_array_length(skipped) > 0 THEN
         counts := counts || jsonb_build_object('skipped_tables', skipped);
@@ -2069,6 +2090,7 @@ DECLARE
     manifest jsonb := '{}';
     s        record;
     t        record;
+    restricted text;
     r        jsonb;
     tables   jsonb := '{}';
     scope    text;
@@ -2108,17 +2130,37 @@ BEGIN
               ORDER BY g.relid::text LOOP
         CONTINUE WHEN scope IS NOT NULL AND t.org_col IS NULL;
         BEGIN
-            r := memory._exec_as_table_owner(t.table_name, format(
-                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
-                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s%s',
-                t.table_name, t.col,
-                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
-                CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
-                     WHEN memory._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
-                          THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
-                     ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END),
-                ARRAY[subject, scope]);
+            restricted := CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
+                               WHEN memory._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
+                                    THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
+                               ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
+            IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
+                -- Citus (SPEC §10): on a shard no function may read the registries, so the
+                -- subject's orgs that the owner may act for are worked out here and the read
+                -- names them (as erase_subject deletes).
+                r := memory._exec_as_table_owner(t.table_name,
+                         format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
+                                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
+                         ARRAY[subject]);
+                r := memory._exec_as_table_owner(t.table_name, format(
+                    'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
+                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                        AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s%s',
+                    t.table_name, t.col, t.org_col,
+                    CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
+                    restricted),
+                    ARRAY[subject, scope, ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
+                                                 WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), o))::text]);
+            ELSE
+                r := memory._exec_as_table_owner(t.table_name, format(
+                    'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
+                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s%s',
+                    t.table_name, t.col,
+                    CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
+                    CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
+                    restricted),
+                    ARRAY[subject, scope]);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             r := jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
         END;

@@ -5,14 +5,14 @@
 //! Ids are resolved in `memory.observations` first, then in every governed table registered with
 //! a `weight` column (its `id` column must be uuid), in registration order; the first match wins.
 
-use crate::errors::{MxError, OrRaise};
+use crate::errors::{code, MxError, OrRaise};
 use memory_core::feedback::{alpha_for, check_alpha, ema, step, Outcome};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
 use crate::trust::AsOwner;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 
 fn parse_outcome(s: &str) -> Result<Outcome, MxError> {
@@ -44,12 +44,56 @@ struct Source {
     deleted: Option<String>,
     /// memory.observations: read and written as the extension owner.
     builtin: bool,
+    /// Distributed by Citus (SPEC §10): rows are locked and written per org, on its shard.
+    distributed: bool,
 }
 
 impl Source {
     fn col(&self, c: &Option<String>) -> String {
         c.as_ref().map(|c| format!("t.{}::text", quote_identifier(c))).unwrap_or_else(|| "NULL::text".into())
     }
+
+    /// On a distributed table, the condition naming one org (parameter `$2`): Citus then runs
+    /// the statement on that org's shard alone.
+    fn org_filter(&self) -> String {
+        match (&self.org, self.distributed) {
+            (Some(o), true) => format!(" AND t.{} OPERATOR(pg_catalog.=) $2::pg_catalog.text", quote_identifier(o)),
+            _ => String::new(),
+        }
+    }
+
+    /// On a distributed table, the orgs (sorted) of the rows with these ids, read without a lock
+    /// (the caller's orgs are checked on the rows read); None elsewhere (one locking read serves).
+    fn orgs_of(&self, client: &SpiClient, ids: &[pgrx::Uuid]) -> Result<Option<BTreeSet<String>>, MxError> {
+        let Some(org) = self.org.as_ref().filter(|_| self.distributed) else { return Ok(None) };
+        let q = format!(
+            "SELECT DISTINCT t.{o}::pg_catalog.text FROM {rel} t WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1)",
+            o = quote_identifier(org),
+            rel = self.rel,
+            id = quote_identifier(&self.id)
+        );
+        let mut out = BTreeSet::new();
+        for row in client.select(q.as_str(), None, &[ids.to_vec().into()]).map_err(MxError::spi_in("feedback"))? {
+            if let Some(o) = row.get::<String>(1).map_err(MxError::spi_in("feedback"))? {
+                out.insert(o);
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// (id, org, project, weight, soft-deleted) of a row of the locking read.
+type TargetRow = (pgrx::Uuid, Option<String>, Option<String>, f64, bool);
+
+fn read_target(row: &pgrx::spi::SpiHeapTupleData) -> Result<TargetRow, MxError> {
+    let e = MxError::spi_in("feedback");
+    Ok((
+        row.get::<pgrx::Uuid>(1).map_err(&e)?.ok_or_else(|| MxError::new(code::INTERNAL, "a weighted row without its id"))?,
+        row.get(2).map_err(&e)?,
+        row.get(3).map_err(&e)?,
+        row.get::<f64>(4).map_err(&e)?.unwrap_or(f64::NAN),
+        row.get::<bool>(5).map_err(&e)?.unwrap_or(false),
+    ))
 }
 
 /// Weighted tables: memory.observations (read as the extension owner, rows limited to orgs the
@@ -68,7 +112,7 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
                 "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.builtin, g.relid::pg_catalog.oid,
                         g.options OPERATOR(pg_catalog.->>) 'id', g.options OPERATOR(pg_catalog.->>) 'weight',
                         g.options OPERATOR(pg_catalog.->>) 'org', g.options OPERATOR(pg_catalog.->>) 'project',
-                        g.options OPERATOR(pg_catalog.->>) 'soft_deleted'
+                        g.options OPERATOR(pg_catalog.->>) 'soft_deleted', memory._citus_distributed(g.relid)
                    FROM memory.governance_registry g
                   WHERE g.options OPERATOR(pg_catalog.?) 'weight'
                     AND (g.builtin OR (pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT')
@@ -90,7 +134,8 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
         let relid = row.get::<pg_sys::Oid>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(pg_sys::InvalidOid);
         let s = |i: usize| row.get::<String>(i).map_err(MxError::spi_in("feedback"));
         if let (Some(id), Some(weight)) = (s(4)?, s(5)?) {
-            out.push(Source { rel, relid, id, org: s(6)?, project: s(7)?, weight, deleted: s(8)?, builtin });
+            let distributed = row.get::<bool>(9).map_err(MxError::spi_in("feedback"))?.unwrap_or(false);
+            out.push(Source { rel, relid, id, org: s(6)?, project: s(7)?, weight, deleted: s(8)?, builtin, distributed });
         }
     }
     Ok(out)
@@ -169,37 +214,44 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             }
             let q = format!(
                 "SELECT t.{id}, {org}, {proj}, t.{w}::pg_catalog.float8, {del} FROM {rel} t
-                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1) ORDER BY t.{id} FOR UPDATE",
+                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1){per_org} ORDER BY t.{id} FOR UPDATE",
                 id = quote_identifier(&src.id),
                 org = src.col(&src.org),
                 proj = src.col(&src.project),
                 w = quote_identifier(&src.weight),
                 del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
                 rel = src.rel,
+                per_org = src.org_filter(),
             );
             // memory.observations as the extension owner (orgs checked below); an application
             // table as its owner, so its code never runs with the caller's rights.
             let rows = {
                 let _g = Guard::for_source(src)?;
-                client.update(q.as_str(), None, &[pending.into()]).map_err(MxError::spi_in("feedback"))?
+                match src.orgs_of(client, &pending)? {
+                    // Citus refuses FOR UPDATE over all shards: the orgs of the ids are read
+                    // first, and each org's rows locked on its shard, in order.
+                    Some(orgs) => {
+                        let mut rows = Vec::new();
+                        for org in orgs {
+                            let t = client.update(q.as_str(), None, &[pending.clone().into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
+                            rows.extend(t.map(|r| read_target(&r)));
+                        }
+                        rows
+                    }
+                    None => client
+                        .update(q.as_str(), None, &[pending.into()])
+                        .map_err(MxError::spi_in("feedback"))?
+                        .map(|r| read_target(&r))
+                        .collect(),
+                }
             };
             for row in rows {
-                let id: pgrx::Uuid = row.get(1).map_err(MxError::spi_in("feedback"))?.expect("id is the lookup key");
+                let (id, org, project, weight, deleted) = row?;
                 // A row of an org the caller may not act for is not there for it.
-                let org: Option<String> = row.get(2).map_err(MxError::spi_in("feedback"))?;
                 if !crate::trust::may_act_for(org.as_deref())? {
                     continue;
                 }
-                found.insert(
-                    *id.as_bytes(),
-                    Target {
-                        source: i,
-                        org: org.unwrap_or_default(),
-                        project: row.get(3).map_err(MxError::spi_in("feedback"))?,
-                        weight: row.get::<f64>(4).map_err(MxError::spi_in("feedback"))?.unwrap_or(f64::NAN),
-                        deleted: row.get::<bool>(5).map_err(MxError::spi_in("feedback"))?.unwrap_or(false),
-                    },
-                );
+                found.insert(*id.as_bytes(), Target { source: i, org: org.unwrap_or_default(), project, weight, deleted });
             }
         }
 
@@ -262,7 +314,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
 
         // Decide every id, in the caller's order.
         let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
-        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
+        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>, Vec<String>)> = BTreeMap::new();
         let mut hist = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<Option<String>>::new());
         let mut events: BTreeMap<(String, Option<String>), (Vec<String>, Map<String, Value>)> = BTreeMap::new();
         let mut done: HashSet<[u8; 16]> = HashSet::new();
@@ -299,6 +351,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             let u = updates.entry(t.source).or_default();
             u.0.push(*id);
             u.1.push(new);
+            u.2.push(t.org.clone());
             hist.0.push(*id);
             hist.1.push(t.weight);
             hist.2.push(new);
@@ -311,17 +364,37 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
         }
 
         // Write: weights per source, history rows, one event per tenant.
-        for (src, (uids, weights)) in updates {
+        for (src, (uids, weights, orgs)) in updates {
             let s = &srcs[src];
+            // Each row in its own org: a uuid another tenant's row also carries is not written.
             let q = format!(
-                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::pg_catalog.uuid[], $2::pg_catalog.float8[]) AS u(id, w)
-                  WHERE t.{id} OPERATOR(pg_catalog.=) u.id",
+                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::pg_catalog.uuid[], $2::pg_catalog.float8[], $3::pg_catalog.text[]) AS u(id, w, org)
+                  WHERE t.{id} OPERATOR(pg_catalog.=) u.id{same_org}",
                 rel = s.rel,
                 w = quote_identifier(&s.weight),
-                id = quote_identifier(&s.id)
+                id = quote_identifier(&s.id),
+                same_org = match &s.org {
+                    Some(o) if s.distributed => format!(" AND t.{} OPERATOR(pg_catalog.=) $4::pg_catalog.text", quote_identifier(o)),
+                    Some(o) => format!(" AND t.{}::pg_catalog.text OPERATOR(pg_catalog.=) u.org", quote_identifier(o)),
+                    None => String::new(),
+                },
             );
             let _g = Guard::for_source(s)?;
-            client.update(q.as_str(), None, &[uids.into(), weights.into()]).map_err(MxError::spi_in("feedback"))?;
+            if s.distributed && s.org.is_some() {
+                // On Citus, one org's rows at a time, on its shard (as they were locked).
+                let mut by_org: BTreeMap<String, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
+                for ((u, w), o) in uids.into_iter().zip(weights).zip(orgs) {
+                    let e = by_org.entry(o).or_default();
+                    e.0.push(u);
+                    e.1.push(w);
+                }
+                for (org, (u, w)) in by_org {
+                    let orgs = vec![org.clone(); u.len()];
+                    client.update(q.as_str(), None, &[u.into(), w.into(), orgs.into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
+                }
+            } else {
+                client.update(q.as_str(), None, &[uids.into(), weights.into(), orgs.into()]).map_err(MxError::spi_in("feedback"))?;
+            }
         }
         if !hist.0.is_empty() {
             let projects_by_org: HashMap<String, HashSet<Option<String>>> =

@@ -333,6 +333,9 @@ def test_erasure_export_and_recall_from_the_coordinator(coord):
     coord.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_e1', 'subject_x', 'x said this')")
     exported = coord.execute("SELECT memory.export_subject('subject_x')").fetchone()[0]
     assert "x said this" in str(exported), exported["sections"]["observations"]
+    # The distributed application table's rows too (read per org: no function on the shards).
+    rows = exported["sections"]["tables"]["public.notes"]
+    assert isinstance(rows, list) and sorted(r["org_id"] for r in rows) == ["org_e1", "org_e2"], rows
     erased = coord.execute("SELECT memory.erase_subject('subject_x')").fetchone()[0]
     assert erased["tables"]["public.notes"] == 2 and erased["observations"] == 1 and "failed_tables" not in erased, erased
     assert coord.execute("SELECT count(*) FROM notes WHERE user_id = 'subject_x'").fetchone()[0] == 0
@@ -463,3 +466,34 @@ def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord
         assert c.execute(left, (ORGS,)).fetchone()[0] == 0
         v = verify(c)
         assert all(v[org][1] and v[org][4] == 0 for org in ORGS), v
+
+
+def test_feedback_and_erasure_of_a_distributed_weighted_table(coord):
+    """record_outcome locks and writes a distributed table's rows org by org (Citus refuses FOR
+    UPDATE over all shards), never another tenant's row with the same uuid; erase_subject deletes
+    org by org, so an org whose rows a legal hold covers keeps them (the hold gate is the
+    coordinator's backend's; the shards' hold triggers run on the workers) and is reported, while
+    the other orgs' rows go."""
+    coord.execute("""CREATE TABLE wnotes (id uuid DEFAULT gen_random_uuid(), org_id text NOT NULL, user_id text, content text,
+                                         classification memory.classification, weight float8 NOT NULL DEFAULT 1.0,
+                                         PRIMARY KEY (org_id, id))""")
+    coord.execute("""SELECT memory.govern('wnotes', '{"content": "content", "target": "classification", "org": "org_id",
+                                                     "user": "user_id", "audit": true, "weight": "weight"}')""")
+    assert "public.wnotes" in coord.execute("SELECT memory.distribute()").fetchone()[0]["governed"]
+    same, other = "00000000-0000-0000-0000-0000000000f1", "00000000-0000-0000-0000-0000000000f2"
+    coord.execute("INSERT INTO wnotes (id, org_id, user_id, content) VALUES (%s, 'org_w1', 'subj_w', 'a'), (%s, 'org_w2', 'subj_w', 'b'),"
+                  " (%s, 'org_w3', 'subj_w', 'c')", (same, other, same))
+    out = coord.execute("SELECT observation_id::text, applied, reason FROM memory.record_outcome('sw1', 'rejected', ARRAY[%s, %s]::uuid[])",
+                        (same, other)).fetchall()
+    assert out == [(same, True, "applied"), (other, True, "applied")], out
+    weights = dict(coord.execute("SELECT org_id, weight FROM wnotes ORDER BY 1").fetchall())
+    # The shared uuid resolved to one row, and only that row moved.
+    assert weights["org_w2"] == 0.85 and sorted([weights["org_w1"], weights["org_w3"]]) == [0.85, 1.0], weights
+    coord.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('org_w1', 'subj_w', 'litigation')")
+    erased = coord.execute("SELECT memory.erase_subject('subj_w')").fetchone()[0]
+    assert erased["tables"]["public.wnotes"] == 2, erased
+    assert list(erased["failed_tables"]["public.wnotes"]["orgs"]) == ["org_w1"], erased
+    assert coord.execute("SELECT org_id FROM wnotes WHERE user_id = 'subj_w'").fetchall() == [("org_w1",)]
+    coord.execute("UPDATE memory.legal_holds SET released_at = now() WHERE org_id = 'org_w1' AND user_id = 'subj_w'")
+    assert coord.execute("SELECT memory.erase_subject('subj_w')").fetchone()[0]["tables"]["public.wnotes"] == 1
+    assert all(v[1] for k, v in verify(coord).items() if k.startswith("org_w")), verify(coord)

@@ -1,6 +1,6 @@
 -- SQL-level suite for feedback weights (SPEC §3).
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 
 -- ema -------------------------------------------------------------------------------------------------
 SELECT is(memory.ema(1.0, 'accepted'), 1.0::float8, 'accepted from 1.0 stays 1.0');
@@ -96,6 +96,22 @@ INSERT INTO public.kb (id, tenant, body) VALUES ('00000000-0000-0000-0000-000000
 SELECT results_eq($$ SELECT applied, new_weight FROM memory.record_outcome('s7', 'rejected', ARRAY['00000000-0000-0000-0000-0000000000aa']::uuid[]) $$,
                   $$ VALUES (true, 0.85::float8) $$, 'record_outcome serves a governed table with a weight column');
 SELECT is(score, 0.85::float8, 'the application table''s weight column moved') FROM public.kb;
+
+-- A uuid that two tenants' rows share: only the caller's org's row moves.
+CREATE TABLE public.kb2 (id uuid, tenant text, body text, tier text, score float8 NOT NULL DEFAULT 1, PRIMARY KEY (tenant, id));
+SELECT memory.govern('public.kb2', '{"content": "body", "target": "tier", "org": "tenant", "weight": "score"}');
+INSERT INTO public.kb2 (id, tenant, body) VALUES ('00000000-0000-0000-0000-0000000000bb', 'acme', 'ours'),
+                                                 ('00000000-0000-0000-0000-0000000000bb', 'beta', 'theirs');
+SELECT memory.setup_roles();
+CREATE ROLE fb_acme LOGIN IN ROLE memory_writer;
+GRANT SELECT, UPDATE ON public.kb2 TO fb_acme;
+SELECT memory.grant_org('fb_acme', 'acme');
+SET ROLE fb_acme;
+SELECT results_eq($$ SELECT applied, new_weight FROM memory.record_outcome('s8', 'rejected', ARRAY['00000000-0000-0000-0000-0000000000bb']::uuid[]) $$,
+                  $$ VALUES (true, 0.85::float8) $$, 'record_outcome applies to the caller''s org''s row');
+RESET ROLE;
+SELECT results_eq($$ SELECT tenant, score FROM public.kb2 ORDER BY tenant $$, $$ VALUES ('acme', 0.85::float8), ('beta', 1::float8) $$,
+                  'another tenant''s row with the same uuid is not written');
 
 SELECT * FROM finish();
 ROLLBACK;
