@@ -175,7 +175,9 @@ impl Stored {
         if Self::COLUMNS.iter().enumerate().any(|(k, &(_, typ))| !scan.column_is(at[k], typ)) {
             return Err(MxError::new(code::INTERNAL, "the pending table's columns have unexpected types"));
         }
-        let mut st = Stored { buf: Vec::new(), rows: Vec::new() };
+        // Room for what the pages hold, up to the budget: the buffer is not regrown row by row.
+        let room = (scan.pages() * pg_sys::BLCKSZ as u64).min(budget) as usize;
+        let mut st = Stored { buf: Vec::with_capacity(room), rows: Vec::new() };
         while scan.next() {
             pgrx::check_for_interrupts!();
             let int = |k: usize| scan.datum(at[k]).map(|d| d.value() as i64);

@@ -179,6 +179,12 @@ impl HeapScan<'_> {
         self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
     }
 
+    /// Pages of the table's main fork (what the scan reads).
+    pub fn pages(&self) -> u64 {
+        // SAFETY: the open relation of the scan.
+        unsafe { pg_sys::RelationGetNumberOfBlocksInFork(self.heap, pg_sys::ForkNumber::MAIN_FORKNUM) as u64 }
+    }
+
     /// The current row's place in the table.
     pub fn tid(&self) -> pg_sys::ItemPointerData {
         // SAFETY: the slot holds the current row (tts_tid is set by the scan).
