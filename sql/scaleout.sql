@@ -40,7 +40,9 @@ BEGIN
     RETURN d;
 END $$;
 
--- Whether a table is distributed by Citus (false where Citus is not installed).
+-- Whether a table's rows are sharded by Citus (hash-distributed: each org's rows on one shard,
+-- whose statements run on a worker); false for reference and Citus-local tables, and where Citus
+-- is not installed.
 CREATE FUNCTION memory._citus_distributed(t regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -49,7 +51,8 @@ BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN false;
     END IF;
-    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)' INTO d USING t;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1
+                                AND partmethod OPERATOR(pg_catalog.=) ''h'')' INTO d USING t;
     RETURN d;
 END $$;
 

@@ -70,6 +70,8 @@ BEGIN
                             AND memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), x)
                           ORDER BY 1 LOOP
                     BEGIN
+                        -- (A failed org's subtransaction closed the gate: open again.)
+                        PERFORM memory._hold_gate(true);
                         n := n + (memory._exec_as_table_owner(t.table_name,
                                       format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                                                  AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',

@@ -158,7 +158,9 @@ impl Guard {
 
 struct Target {
     source: usize,
+    /// The row's org ('' for a NULL one, the platform's), and whether it was NULL.
     org: String,
+    org_null: bool,
     project: Option<String>,
     weight: f64,
     deleted: bool,
@@ -214,7 +216,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             }
             let q = format!(
                 "SELECT t.{id}, {org}, {proj}, t.{w}::pg_catalog.float8, {del} FROM {rel} t
-                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1){per_org} ORDER BY t.{id} FOR UPDATE",
+                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1){per_org} ORDER BY t.{id}, {org} COLLATE \"C\" FOR UPDATE",
                 id = quote_identifier(&src.id),
                 org = src.col(&src.org),
                 proj = src.col(&src.project),
@@ -225,11 +227,27 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             );
             // memory.observations as the extension owner (orgs checked below); an application
             // table as its owner, so its code never runs with the caller's rights.
+            // Citus refuses FOR UPDATE over all shards: the orgs of the ids are read first, and
+            // each org the caller may act for has its rows locked on its shard, in org order.
+            let orgs = {
+                let _g = Guard::for_source(src)?;
+                src.orgs_of(client, &pending)?
+            };
+            let orgs = match orgs {
+                Some(all) => {
+                    let mut mine = BTreeSet::new();
+                    for o in all {
+                        if crate::trust::may_act_for(Some(&o))? {
+                            mine.insert(o);
+                        }
+                    }
+                    Some(mine)
+                }
+                None => None,
+            };
             let rows = {
                 let _g = Guard::for_source(src)?;
-                match src.orgs_of(client, &pending)? {
-                    // Citus refuses FOR UPDATE over all shards: the orgs of the ids are read
-                    // first, and each org's rows locked on its shard, in order.
+                match orgs {
                     Some(orgs) => {
                         let mut rows = Vec::new();
                         for org in orgs {
@@ -251,7 +269,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 if !crate::trust::may_act_for(org.as_deref())? {
                     continue;
                 }
-                found.insert(*id.as_bytes(), Target { source: i, org: org.unwrap_or_default(), project, weight, deleted });
+                found.insert(*id.as_bytes(), Target { source: i, org_null: org.is_none(), org: org.unwrap_or_default(), project, weight, deleted });
             }
         }
 
@@ -314,7 +332,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
 
         // Decide every id, in the caller's order.
         let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
-        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>, Vec<String>)> = BTreeMap::new();
+        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>, Vec<Option<String>>)> = BTreeMap::new();
         let mut hist = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<Option<String>>::new());
         let mut events: BTreeMap<(String, Option<String>), (Vec<String>, Map<String, Value>)> = BTreeMap::new();
         let mut done: HashSet<[u8; 16]> = HashSet::new();
@@ -351,7 +369,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             let u = updates.entry(t.source).or_default();
             u.0.push(*id);
             u.1.push(new);
-            u.2.push(t.org.clone());
+            u.2.push((!t.org_null).then(|| t.org.clone()));
             hist.0.push(*id);
             hist.1.push(t.weight);
             hist.2.push(new);
@@ -375,21 +393,22 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 id = quote_identifier(&s.id),
                 same_org = match &s.org {
                     Some(o) if s.distributed => format!(" AND t.{} OPERATOR(pg_catalog.=) $4::pg_catalog.text", quote_identifier(o)),
-                    Some(o) => format!(" AND t.{}::pg_catalog.text OPERATOR(pg_catalog.=) u.org", quote_identifier(o)),
+                    Some(o) => format!(" AND t.{}::pg_catalog.text IS NOT DISTINCT FROM u.org", quote_identifier(o)),
                     None => String::new(),
                 },
             );
             let _g = Guard::for_source(s)?;
             if s.distributed && s.org.is_some() {
                 // On Citus, one org's rows at a time, on its shard (as they were locked).
+                // (A distributed table's org, its distribution column, is never NULL.)
                 let mut by_org: BTreeMap<String, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
                 for ((u, w), o) in uids.into_iter().zip(weights).zip(orgs) {
-                    let e = by_org.entry(o).or_default();
+                    let e = by_org.entry(o.unwrap_or_default()).or_default();
                     e.0.push(u);
                     e.1.push(w);
                 }
                 for (org, (u, w)) in by_org {
-                    let orgs = vec![org.clone(); u.len()];
+                    let orgs = vec![Some(org.clone()); u.len()];
                     client.update(q.as_str(), None, &[u.into(), w.into(), orgs.into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
                 }
             } else {

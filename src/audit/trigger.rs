@@ -198,29 +198,33 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
         (pg_sys::TRIGGER_EVENT_DELETE, _, Some(o)) => (events::DELETE, format!("SELECT {} FROM {o} t", map.select_list("t"))),
         (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.cols.id.is_some() && map.cols.tier.is_some() => {
             let id = quote_identifier(map.cols.id.as_deref().unwrap_or_default());
-            // Old and new rows are paired by id. A table keyed by (org, id) may update two orgs'
-            // rows sharing an id in one statement: an id the statement updated more than once is
-            // paired within its org, so no row is paired with another org's (which recorded
-            // each change once per such row). A row moved to another org keeps its pairing when
-            // its id is the statement's only one.
-            let same_org = match &map.cols.org {
-                Some(_) => format!(
-                    " AND ({} IS NOT DISTINCT FROM {} OR t.{id} OPERATOR(pg_catalog.=) ANY (SELECT d.{id} FROM {o} d GROUP BY d.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1))",
-                    map.col("o", &map.cols.org),
-                    map.col("t", &map.cols.org)
+            let (sel, tier_o, tier_t) = (map.select_list("t"), map.tier_expr("o"), map.tier_expr("t"));
+            let query = match &map.cols.org {
+                None => format!(
+                    "SELECT {sel}, {tier_o} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {tier_o} IS DISTINCT FROM {tier_t}"
                 ),
-                None => String::new(),
+                // A table keyed by (org, id) may update two orgs' rows sharing an id in one
+                // statement: old and new rows are paired by id within their org first. A row
+                // left over (moved to another org, or its id changed) is paired with the one
+                // leftover old row of its id when each side has exactly one, and otherwise
+                // recorded with no previous tier: never dropped, never paired across orgs by
+                // guess.
+                Some(org) => {
+                    let (org_o, org_t) = (map.col("o", &Some(org.clone())), map.col("t", &Some(org.clone())));
+                    format!(
+                        "WITH lo AS (SELECT o.* FROM {o} o WHERE NOT EXISTS (SELECT 1 FROM {n} t WHERE t.{id} OPERATOR(pg_catalog.=) o.{id} AND {org_t} IS NOT DISTINCT FROM {org_o})),
+                              ln AS (SELECT t.* FROM {n} t WHERE NOT EXISTS (SELECT 1 FROM {o} o WHERE o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t})),
+                              lone AS (SELECT x.{id} FROM lo x GROUP BY x.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1
+                                       INTERSECT SELECT y.{id} FROM ln y GROUP BY y.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1)
+                         SELECT {sel}, {tier_o} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t}
+                          WHERE {tier_o} IS DISTINCT FROM {tier_t}
+                         UNION ALL
+                         SELECT {sel}, {tier_o} FROM ln t LEFT JOIN lo o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND t.{id} OPERATOR(pg_catalog.=) ANY (SELECT l.{id} FROM lone l)
+                          WHERE {tier_o} IS DISTINCT FROM {tier_t}"
+                    )
+                }
             };
-            (
-                events::RECLASSIFY,
-                format!(
-                    "SELECT {}, {} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {} IS DISTINCT FROM {}{same_org}",
-                    map.select_list("t"),
-                    map.tier_expr("o"),
-                    map.tier_expr("o"),
-                    map.tier_expr("t")
-                ),
-            )
+            (events::RECLASSIFY, query)
         }
         // Attached by hand without the transition table its event needs, or AFTER UPDATE without
         // an id and a tier column: it would audit nothing, so it refuses to run.

@@ -1,6 +1,6 @@
 -- SQL-level suite for feedback weights (SPEC §3).
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 -- ema -------------------------------------------------------------------------------------------------
 SELECT is(memory.ema(1.0, 'accepted'), 1.0::float8, 'accepted from 1.0 stays 1.0');
@@ -112,6 +112,14 @@ SELECT results_eq($$ SELECT applied, new_weight FROM memory.record_outcome('s8',
 RESET ROLE;
 SELECT results_eq($$ SELECT tenant, score FROM public.kb2 ORDER BY tenant $$, $$ VALUES ('acme', 0.85::float8), ('beta', 1::float8) $$,
                   'another tenant''s row with the same uuid is not written');
+
+-- A row with no org (the platform's) is written too.
+CREATE TABLE public.kb3 (id uuid PRIMARY KEY, tenant text, body text, tier text, score float8 NOT NULL DEFAULT 1);
+SELECT memory.govern('public.kb3', '{"content": "body", "target": "tier", "org": "tenant", "weight": "score"}');
+INSERT INTO public.kb3 (id, tenant, body) VALUES ('00000000-0000-0000-0000-0000000000cc', NULL, 'platform row');
+SELECT results_eq($$ SELECT applied, new_weight FROM memory.record_outcome('s9', 'rejected', ARRAY['00000000-0000-0000-0000-0000000000cc']::uuid[]) $$,
+                  $$ VALUES (true, 0.85::float8) $$, 'record_outcome applies to a row with no org');
+SELECT is(score, 0.85::float8, 'and writes its weight') FROM public.kb3;
 
 SELECT * FROM finish();
 ROLLBACK;
