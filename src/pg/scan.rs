@@ -140,7 +140,7 @@ impl Lookup {
             }
             let scan = pg_sys::table_beginscan(h, self.snapshot, 0, std::ptr::null_mut());
             let slot = pg_sys::table_slot_create(h, std::ptr::null_mut());
-            Ok(HeapScan { heap: h, scan, slot, tuple: std::ptr::null_mut(), _lookup: std::marker::PhantomData })
+            Ok(HeapScan { heap: h, scan, slot, on_row: false, _lookup: std::marker::PhantomData })
         }
     }
 }
@@ -150,26 +150,39 @@ pub struct HeapScan<'l> {
     heap: pg_sys::Relation,
     scan: pg_sys::TableScanDesc,
     slot: *mut pg_sys::TupleTableSlot,
-    tuple: pg_sys::HeapTuple,
+    /// Whether the slot holds a row (the last `next` found one).
+    on_row: bool,
     _lookup: std::marker::PhantomData<&'l Lookup>,
 }
 
 impl HeapScan<'_> {
     /// The next row visible to the lookup's snapshot, false when there is none.
     pub fn next(&mut self) -> bool {
-        // SAFETY: the scan and slot made in `all`; the heap tuple of a buffer slot is read in
-        // place (should_free stays false) and is valid until the next call or the end of the scan.
+        // SAFETY: the scan and slot made in `all`; the slot's values stay valid until the next
+        // call or the end of the scan.
+        // The row is deformed once, into the slot's arrays (by-reference values point into the
+        // buffer page the slot pins): reading its columns one by one would walk the tuple from its
+        // start for each column after the first variable-width one.
         unsafe {
-            let found = pg_sys::table_scan_getnextslot(self.scan, pg_sys::ScanDirection::ForwardScanDirection, self.slot);
-            self.tuple = if found { slot_tuple(self.slot) } else { std::ptr::null_mut() };
-            found
+            self.on_row = pg_sys::table_scan_getnextslot(self.scan, pg_sys::ScanDirection::ForwardScanDirection, self.slot);
+            if self.on_row {
+                pg_sys::slot_getallattrs(self.slot);
+            }
+            self.on_row
         }
     }
 
     /// Column `attno` (1-based) of the current row; None for NULL (or no row).
     pub fn datum(&self, attno: i16) -> Option<pg_sys::Datum> {
-        // SAFETY: the current row's tuple (or none) of this open table.
-        unsafe { column(self.heap, self.tuple, attno) }
+        // SAFETY: after slot_getallattrs the slot's arrays hold tts_nvalid (= natts) entries;
+        // attno is checked against it.
+        unsafe {
+            if !self.on_row || attno < 1 || attno as i32 > (*self.slot).tts_nvalid as i32 {
+                return None;
+            }
+            let k = attno as usize - 1;
+            (!*(*self.slot).tts_isnull.add(k)).then(|| *(*self.slot).tts_values.add(k))
+        }
     }
 
     /// The varlena column `attno` of the current row as bytes after its header (None for NULL),
