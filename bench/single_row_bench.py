@@ -206,6 +206,7 @@ side by side in this run.
 - The floor row writes, with no trigger and no hashing, just the one extra row any design that records its event in the
   writer's own transaction must write: {100 * med[('floor', 1)] / med[('bare', 1)]:.0f}% / {100 * med[('floor', 64)] / med[('bare', 64)]:.0f}% of bare here. Deferred memory_ext reaches
   {100 * med[('deferred', 1)] / med[('floor', 1)]:.0f}% / {100 * med[('deferred', 64)] / med[('floor', 64)]:.0f}% of that floor (classification, the pending entry's HMAC, its statement trigger).
+  2.4x this run's baseline on 1 tenant would be {240 * med[('baseline', 1)] / med[('bare', 1)]:.0f}% of bare: {'above' if 2.4 * med[('baseline', 1)] > med[('floor', 1)] else 'below'} the floor.
 - Every chain verified afterwards ({n_chained:,} chained entries after integrating what was left).
 - Integration throughput: `memory.audit_integrate()` over a backlog of {backlog:,} pending entries in 64 chains:
   median {it_med:.2f} s = **{backlog / it_med:,.0f} entries/s** (target: at least 200,000); by round (the log grows by
