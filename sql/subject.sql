@@ -1,5 +1,23 @@
 -- Data-subject rights and housekeeping (SPEC §4): erasure, export, task cleanup, transfer.
 
+-- Citus (SPEC §10): the orgs of a subject's rows in a distributed application table that the
+-- table's owner may act for, sorted. On a shard no function may read the registries (a
+-- distributed query from a query on a shard), so erasure and export work these out here and
+-- their statements name the orgs.
+CREATE FUNCTION memory._subject_orgs(tbl regclass, user_col text, org_col text, subject text)
+RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r jsonb := memory._exec_as_table_owner(tbl,
+                   format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
+                            WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', org_col, tbl, user_col),
+                   ARRAY[subject]);
+BEGIN
+    RETURN ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
+                  WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o)
+                  ORDER BY 1);
+END $$;
+
 CREATE FUNCTION memory.erase_subject(user_id text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -51,24 +69,15 @@ BEGIN
             failed := '{}';
             PERFORM memory._hold_gate(true);
             IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
-                -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE:
-                -- the orgs the owner may act for are found by a query first.
-                -- Citus (SPEC §10): on a shard no function may read the registries (a distributed
-                -- query from a query on a shard), so the subject's orgs that the owner may act for
-                -- are worked out here and the DELETE names them.
-                r := memory._exec_as_table_owner(t.table_name,
-                         format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
-                                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
-                         ARRAY[subject]);
-                -- One org at a time, on its shard: the hold gate is this backend's, and the
-                -- shards' hold triggers run in the workers' backends, so a held row there still
-                -- raises MX006. That org's rows stay (reported under failed_tables); the other
-                -- orgs' rows go.
+                -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE,
+                -- nor any that reads the registries on a shard: the DELETE names each org
+                -- (memory._subject_orgs). One org at a time, on its shard: the hold gate is this
+                -- backend's, and the shards' hold triggers run in the workers' backends, so a held
+                -- row there still raises MX006. That org's rows stay (reported under
+                -- failed_tables); the other orgs' rows go.
                 n := 0;
-                FOR o IN SELECT x FROM pg_catalog.jsonb_array_elements_text(r) x
-                          WHERE (scope IS NULL OR x OPERATOR(pg_catalog.=) scope)
-                            AND memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), x)
-                          ORDER BY 1 LOOP
+                FOREACH o IN ARRAY memory._subject_orgs(t.table_name, t.col, t.org_col, subject) LOOP
+                    CONTINUE WHEN scope IS NOT NULL AND o OPERATOR(pg_catalog.<>) scope;
                     BEGIN
                         -- (A failed org's subtransaction closed the gate: open again.)
                         PERFORM memory._hold_gate(true);
@@ -178,13 +187,7 @@ BEGIN
                                     THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
                                ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
             IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
-                -- Citus (SPEC §10): on a shard no function may read the registries, so the
-                -- subject's orgs that the owner may act for are worked out here and the read
-                -- names them (as erase_subject deletes).
-                r := memory._exec_as_table_owner(t.table_name,
-                         format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
-                                  WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', t.org_col, t.table_name, t.col),
-                         ARRAY[subject]);
+                -- Citus (SPEC §10): the read names the subject's orgs (memory._subject_orgs).
                 r := memory._exec_as_table_owner(t.table_name, format(
                     'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
                       WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
@@ -192,8 +195,7 @@ BEGIN
                     t.table_name, t.col, t.org_col,
                     CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
                     restricted),
-                    ARRAY[subject, scope, ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
-                                                 WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = t.table_name), o))::text]);
+                    ARRAY[subject, scope, memory._subject_orgs(t.table_name, t.col, t.org_col, subject)::text]);
             ELSE
                 r := memory._exec_as_table_owner(t.table_name, format(
                     'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t

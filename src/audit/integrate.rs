@@ -414,21 +414,12 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         // work_mem.
         let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024;
         let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget)? } else { None };
+        let direct = stored.is_some();
         if let Some(stored) = stored {
             for k in stored.order() {
                 chain_one(&mut ap, &stored.row(k, utf8), Some(stored.tid(k)))?;
             }
-            drop(chain_one);
-            if !ctids.is_empty() {
-                // In the table's order: each page is visited once, in turn.
-                ctids.sort_unstable_by_key(|t| (t.ip_blkid.bi_hi, t.ip_blkid.bi_lo, t.ip_posid));
-                crate::pg::bulk::delete_rows(tables.pending, &ctids)?;
-                done = ctids.len() as i64;
-            }
-            ap.finish(client)?;
-            return Ok(done);
-        }
-        {
+        } else {
             let work_mem = std::ffi::CString::new(format!("{}kB", (budget / 1024).max(4096))).unwrap_or_default();
             let _work_mem = crate::pg::identity::LocalSetting::set(c"work_mem", &work_mem);
             let pending_query = tables.sql(PENDING_QUERY);
@@ -464,7 +455,12 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
 
         // One pass over the table deletes what was chained (the rows stay where they were read:
         // only an integrator deletes them, and integrators hold the lock above).
-        if !ctids.is_empty() {
+        if !ctids.is_empty() && direct {
+            // In the table's order: each page is visited once, in turn.
+            ctids.sort_unstable_by_key(|t| (t.ip_blkid.bi_hi, t.ip_blkid.bi_lo, t.ip_posid));
+            crate::pg::bulk::delete_rows(tables.pending, &ctids)?;
+            done = ctids.len() as i64;
+        } else if !ctids.is_empty() {
             crate::gates::set_integrating(true);
             let deleted = super::run_in(
                 client,

@@ -209,8 +209,8 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
                 // leftover old row of its id when each side has exactly one, and otherwise
                 // recorded with no previous tier: never dropped, never paired across orgs by
                 // guess.
-                Some(org) => {
-                    let (org_o, org_t) = (map.col("o", &Some(org.clone())), map.col("t", &Some(org.clone())));
+                Some(_) => {
+                    let (org_o, org_t) = (map.col("o", &map.cols.org), map.col("t", &map.cols.org));
                     format!(
                         "WITH lo AS (SELECT o.* FROM {o} o WHERE NOT EXISTS (SELECT 1 FROM {n} t WHERE t.{id} OPERATOR(pg_catalog.=) o.{id} AND {org_t} IS NOT DISTINCT FROM {org_o})),
                               ln AS (SELECT t.* FROM {n} t WHERE NOT EXISTS (SELECT 1 FROM {o} o WHERE o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t})),

@@ -138,18 +138,8 @@ impl Fetched {
     /// The jsonb column `c` of row `i` as JSON text (jsonb_out), appended to `out`; false for NULL.
     pub fn jsonb_text_into(&self, i: usize, c: usize, out: &mut Vec<u8>) -> bool {
         let Some(d) = self.datum(i, c) else { return false };
-        // SAFETY: a non-NULL jsonb datum of the batch; jsonb_out returns a palloc'd C string,
-        // copied out at once and freed.
-        unsafe {
-            let Some(text) = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(d)]) else { return false };
-            if text.is_null() {
-                return false;
-            }
-            let p = text.cast_mut_ptr::<std::ffi::c_char>();
-            out.extend_from_slice(std::ffi::CStr::from_ptr(p).to_bytes());
-            pg_sys::pfree(p.cast());
-            true
-        }
+        // SAFETY: a non-NULL jsonb datum of the batch.
+        unsafe { super::tuple::jsonb_out_into(d, out) }
     }
 
     /// The text column `c` of row `i` (see `tuple::as_str`).

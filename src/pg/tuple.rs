@@ -609,16 +609,27 @@ pub(crate) unsafe fn text_bytes<'a>(d: pg_sys::Datum) -> &'a [u8] {
 /// made.
 pub(crate) fn jsonb_container_text(container: &[u8], out: &mut Vec<u8>) -> bool {
     // SAFETY: a palloc'd 4-byte-header varlena holding a copy of the container is a jsonb datum
-    // (the container is one that a jsonb column stored); jsonb_out returns a palloc'd C string,
-    // copied out; both are freed.
+    // (the container is one that a jsonb column stored), freed once read.
     unsafe {
         let len = container.len() + pg_sys::VARHDRSZ;
         let v = pg_sys::palloc(len).cast::<u8>();
         varlena::set_varsize_4b(v.cast(), len as i32);
         std::ptr::copy_nonoverlapping(container.as_ptr(), v.add(pg_sys::VARHDRSZ), container.len());
-        let text = direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(pg_sys::Datum::from(v))]);
+        let made = jsonb_out_into(pg_sys::Datum::from(v), out);
         pg_sys::pfree(v.cast());
-        let Some(text) = text.filter(|t| !t.is_null()) else { return false };
+        made
+    }
+}
+
+/// The JSON text (jsonb_out) of the jsonb datum `d`, appended to `out`; false when it cannot be
+/// made.
+///
+/// # Safety
+/// `d` is a non-NULL jsonb datum.
+pub(crate) unsafe fn jsonb_out_into(d: pg_sys::Datum, out: &mut Vec<u8>) -> bool {
+    // jsonb_out returns a palloc'd C string, copied out and freed.
+    unsafe {
+        let Some(text) = direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(d)]).filter(|t| !t.is_null()) else { return false };
         let p = text.cast_mut_ptr::<std::ffi::c_char>();
         out.extend_from_slice(CStr::from_ptr(p).to_bytes());
         pg_sys::pfree(p.cast());
