@@ -50,7 +50,8 @@ UPDATE memory.observations SET classification = 'public' WHERE content = 'Custom
 \set VERBOSITY default
 \set ON_ERROR_STOP on
 \echo 'memory.reclassify is the one way down (needs a reason; not granted to PUBLIC):'
-SELECT memory.reclassify(id, 'internal', 'synthetic test record') AS previous_tier FROM memory.observations WHERE content = 'Customer SSN is on file';
+SELECT id AS ssn_id FROM memory.observations WHERE content = 'Customer SSN is on file' \gset
+SELECT memory.reclassify(:'ssn_id', 'internal', 'synthetic test record') AS previous_tier;
 SELECT content, classification FROM memory.observations WHERE content = 'Customer SSN is on file';
 
 \echo

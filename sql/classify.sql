@@ -663,12 +663,53 @@ CREATE TABLE memory.observations (
 CREATE INDEX observations_org_created ON memory.observations (org_id, created_at);
 COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by memory.govern like an application table.';
 
+-- Citus (SPEC §10): the relation whose rows of `org` a statement of this backend changes: on a
+-- distributed table the org's shard when it is on this node (NULL when it is not), else t.
+-- The gates a function opens for its own statements (a tier lowered, a held row moved) name
+-- the relation the triggers fire on.
+CREATE FUNCTION memory._local_relation(t regclass, org text)
+RETURNS regclass LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE s bigint;
+BEGIN
+    IF NOT memory._citus_distributed(t) THEN
+        RETURN t;
+    END IF;
+    EXECUTE 'SELECT pg_catalog.get_shard_id_for_distribution_column($1, $2)' INTO s USING t, org;
+    RETURN pg_catalog.to_regclass(t::pg_catalog.text OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s::pg_catalog.text);
+END $$;
+
+-- memory.reclassify's change of one row of one org, after the caller's check. On Citus,
+-- memory.distribute() makes it a function Citus runs on the node of the org's shard, so that
+-- the downgrade gate is open in the backend where the shard's triggers fire. Not granted to PUBLIC.
+CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text)
+RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE prev memory.classification;
+BEGIN
+    SELECT o.classification INTO prev FROM memory.observations o
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
+    END IF;
+    PERFORM memory._allow_downgrade(memory._local_relation('memory.observations', org)::oid, reason);
+    UPDATE memory.observations o
+       SET classification = tier,
+           metadata = o.metadata || jsonb_build_object('classification', tier::text)
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id;
+    PERFORM memory._allow_downgrade(NULL);
+    RETURN prev;
+END $$;
+
 -- The one way to lower a tier. SECURITY DEFINER and not granted to PUBLIC: grant it to the roles
 -- that may declassify.
 CREATE FUNCTION memory.reclassify(observation_id uuid, tier memory.classification, reason text)
 RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE prev memory.classification;
+DECLARE
+    org  text;
+    c    text;
+    prev memory.classification;
 BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
         RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
@@ -677,17 +718,22 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    SELECT o.classification INTO prev FROM memory.observations o
-     WHERE o.id OPERATOR(pg_catalog.=) observation_id AND memory._may_act_for(o.org_id) FOR UPDATE;
-    IF NOT FOUND THEN
+    -- The row's org is checked here, against the caller, never inside a statement (on Citus a
+    -- statement over the observations runs on a worker, as the definer). Ids are unique per org
+    -- there: an id of several of the caller's orgs is the greatest org's (bytewise).
+    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
+              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
+        IF memory._may_act_for(c) THEN
+            org := c;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid, reason);
-    UPDATE memory.observations o
-       SET classification = tier,
-           metadata = o.metadata || jsonb_build_object('classification', tier::text)
-     WHERE o.id = observation_id;
-    PERFORM memory._allow_downgrade(NULL);
+    -- Values as literals: Citus sends a call with constant arguments to the org's node.
+    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L) r',
+                              org, observation_id, tier, reason) INTO prev;
     RETURN prev;
 END $$;
 COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS

@@ -46,21 +46,25 @@ COMMENT ON FUNCTION memory.record_outcome(text, memory.outcome, uuid[]) IS
 
 CREATE FUNCTION memory.misleading_observations(org_id text DEFAULT NULL)
 RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int, weight float8)
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- PL/pgSQL, grouped by org too: on Citus (SPEC §10) the query then runs whole on each shard
+    -- (Citus plans no parameter of a SQL-language function).
+    RETURN QUERY
     SELECT h.observation_id,
-           count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted')::int,
-           count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')::int,
            o.weight
       FROM memory.observation_weight_history h
-      JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
-     WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
+      JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) h.observation_id AND o.org_id OPERATOR(pg_catalog.=) h.org_id
+     WHERE (misleading_observations.org_id IS NULL OR o.org_id OPERATOR(pg_catalog.=) misleading_observations.org_id)
        AND o.soft_deleted_at IS NULL
-     GROUP BY h.observation_id, o.weight
-    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted'),
-                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted'))
-     ORDER BY 2 DESC, 1
-$$;
+     GROUP BY o.org_id, h.observation_id, o.weight
+    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
+                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted'))
+     ORDER BY 2 DESC, 1;
+END $$;
 COMMENT ON FUNCTION memory.misleading_observations(text) IS
   'Live observations with at least 3 distinct failed sessions and no successful one.';
 

@@ -402,6 +402,7 @@ AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
 
 CREATE OR REPLACE FUNCTION memory._acting_org()
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
 AS $$
 DECLARE
     r   oid := memory._caller();
@@ -1144,10 +1145,44 @@ BEGIN
     RETURN was;
 END $$;
 
+CREATE FUNCTION memory._local_relation(t regclass, org text)
+RETURNS regclass LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE s bigint;
+BEGIN
+    IF NOT memory._citus_distributed(t) THEN
+        RETURN t;
+    END IF;
+    EXECUTE 'SELECT pg_catalog.get_shard_id_for_distribution_column($1, $2)' INTO s USING t, org;
+    RETURN pg_catalog.to_regclass(t::pg_catalog.text OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s::pg_catalog.text);
+END $$;
+
+CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text)
+RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE prev memory.classification;
+BEGIN
+    SELECT o.classification INTO prev FROM memory.observations o
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
+    END IF;
+    PERFORM memory._allow_downgrade(memory._local_relation('memory.observations', org)::oid, reason);
+    UPDATE memory.observations o
+       SET classification = tier,
+           metadata = o.metadata || jsonb_build_object('classification', tier::text)
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id;
+    PERFORM memory._allow_downgrade(NULL);
+    RETURN prev;
+END $$;
+
 CREATE OR REPLACE FUNCTION memory.reclassify(observation_id uuid, tier memory.classification, reason text)
 RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE prev memory.classification;
+DECLARE
+    org  text;
+    c    text;
+    prev memory.classification;
 BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
         RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
@@ -1156,17 +1191,22 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    SELECT o.classification INTO prev FROM memory.observations o
-     WHERE o.id OPERATOR(pg_catalog.=) observation_id AND memory._may_act_for(o.org_id) FOR UPDATE;
-    IF NOT FOUND THEN
+    -- The row's org is checked here, against the caller, never inside a statement (on Citus a
+    -- statement over the observations runs on a worker, as the definer). Ids are unique per org
+    -- there: an id of several of the caller's orgs is the greatest org's (bytewise).
+    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
+              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
+        IF memory._may_act_for(c) THEN
+            org := c;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    PERFORM memory._allow_downgrade('memory.observations'::regclass::oid, reason);
-    UPDATE memory.observations o
-       SET classification = tier,
-           metadata = o.metadata || jsonb_build_object('classification', tier::text)
-     WHERE o.id = observation_id;
-    PERFORM memory._allow_downgrade(NULL);
+    -- Values as literals: Citus sends a call with constant arguments to the org's node.
+    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L) r',
+                              org, observation_id, tier, reason) INTO prev;
     RETURN prev;
 END $$;
 
@@ -1520,21 +1560,25 @@ AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::pg_catalog.text,
 
 CREATE OR REPLACE FUNCTION memory.misleading_observations(org_id text DEFAULT NULL)
 RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int, weight float8)
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- PL/pgSQL, grouped by org too: on Citus (SPEC §10) the query then runs whole on each shard
+    -- (Citus plans no parameter of a SQL-language function).
+    RETURN QUERY
     SELECT h.observation_id,
-           count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted')::int,
-           count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted')::int,
+           count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')::int,
            o.weight
       FROM memory.observation_weight_history h
-      JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
-     WHERE (misleading_observations.org_id IS NULL OR o.org_id = misleading_observations.org_id)
+      JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) h.observation_id AND o.org_id OPERATOR(pg_catalog.=) h.org_id
+     WHERE (misleading_observations.org_id IS NULL OR o.org_id OPERATOR(pg_catalog.=) misleading_observations.org_id)
        AND o.soft_deleted_at IS NULL
-     GROUP BY h.observation_id, o.weight
-    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome <> 'accepted'),
-                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome = 'accepted'))
-     ORDER BY 2 DESC, 1
-$$;
+     GROUP BY o.org_id, h.observation_id, o.weight
+    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
+                                 count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted'))
+     ORDER BY 2 DESC, 1;
+END $$;
 
 CREATE OR REPLACE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8)
@@ -1813,6 +1857,17 @@ BEGIN
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
 END $$;
 
+CREATE OR REPLACE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
+AS $$
+    SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
+                    WHERE h.released_at IS NULL AND h.org_id = p_org
+                      AND (h.observation_id = p_id
+                           OR (h.observation_id IS NULL AND h.user_id = p_user)
+                           OR (h.observation_id IS NULL AND h.user_id IS NULL)))
+$$;
+
 CREATE OR REPLACE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
 AS $$
@@ -1831,6 +1886,8 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
+    -- Citus (SPEC §10): the observations are distributed by org.
+    dist     constant boolean := memory._citus_distributed('memory.observations');
 BEGIN
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
@@ -1840,7 +1897,11 @@ BEGIN
     -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
     -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
     -- temporary tables (nothing to create per run; nothing a standby refuses).
-    lock := CASE WHEN dry_run THEN '' ELSE ' FOR UPDATE OF o' END;
+    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
+    -- are unique only within an org: each group's rows change in a statement naming its org,
+    -- which checks again that each row is still due (an event may then name a row that a
+    -- concurrent change made no longer due).
+    lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
 
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
     -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
@@ -1863,9 +1924,14 @@ BEGIN
         ELSE
             soft_ids := soft_ids || g.ids;
             soft := soft + g.n;
+            IF dist AND NOT dry_run THEN
+                UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NULL AND o.expires_at OPERATOR(pg_catalog.<=) at;
+            END IF;
         END IF;
     END LOOP;
-    IF NOT dry_run AND soft > 0 THEN
+    IF NOT dry_run AND NOT dist AND soft > 0 THEN
         UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
@@ -1900,16 +1966,28 @@ BEGIN
                     'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
             hard_ids := hard_ids || g.ids;
             hard := hard + g.n;
+            IF dist AND NOT dry_run THEN
+                DELETE FROM memory.observations o
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) at
+                   AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
+                   -- (a row held since is left, as the hold trigger on its shard would refuse it)
+                   AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
+                                    WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
+                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
+                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))));
+            END IF;
         END IF;
     END LOOP;
-    IF NOT dry_run AND hard > 0 THEN
+    IF NOT dry_run AND NOT dist AND hard > 0 THEN
         PERFORM memory._hold_gate(true);   -- held rows were denied above
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
         PERFORM memory._hold_gate(false);
     END IF;
 
     -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
-    -- them); rows this run soft-deletes are not archived by it (a dry run predicts that too).
+    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
+    -- by it (a dry run predicts that too).
     FOR g IN EXECUTE
         'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -1917,16 +1995,35 @@ BEGIN
                    FROM (SELECT o.id, o.org_id
                            FROM memory.observations o
                           WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at OPERATOR(pg_catalog.<=) $1
-                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)'
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)
+                            -- On Citus held rows stay in the table until their hold ends: the hold
+                            -- gate that lets them move is this backend''s, and the hold triggers of
+                            -- the shards fire in the workers'' backends.
+                            AND NOT ($3 AND memory._held(o.org_id, o.user_id, o.id))'
                           || lock || ') a) d
-          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids
+          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids, dist
     LOOP
         PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
         archive_ids := archive_ids || g.ids;
         archived := archived + g.n;
+        IF dist AND NOT dry_run THEN
+            -- The group's rows, locked on their shard, move in one statement naming the org.
+            PERFORM 1 FROM memory.observations o
+              WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids) FOR UPDATE;
+            WITH moved AS (
+                DELETE FROM memory.observations o
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NULL AND o.archive_at OPERATOR(pg_catalog.<=) at
+                   AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
+                                    WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
+                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
+                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))))
+                RETURNING o.*)
+            INSERT INTO memory.observations_archive SELECT m.*, at FROM moved m;
+        END IF;
     END LOOP;
-    IF NOT dry_run AND archived > 0 THEN
+    IF NOT dry_run AND NOT dist AND archived > 0 THEN
         INSERT INTO memory.observations_archive
         SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
         -- Archiving moves held rows too (their holds follow them to the archive).
@@ -1980,6 +2077,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION memory._subject_orgs(regclass, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory._local_relation(regclass, text), memory._reclassify_in(text, uuid, memory.classification, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION memory.erase_subject(user_id text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2000,19 +2098,31 @@ BEGIN
     IF memory._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
+    -- The hold test is written out in the deletes (memory._held in the counts): on Citus these
+    -- statements run on the shards, where Citus refuses a STABLE function of a column in a
+    -- DELETE. No tenant test runs in them: the scope is worked out here, for the caller.
     SELECT count(*) INTO held FROM memory.observations o
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory._held(o.org_id, o.user_id, o.id);
     DELETE FROM memory.observation_weight_history h USING memory.observations o
      WHERE h.observation_id = o.id AND h.org_id = o.org_id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
-       AND NOT memory._held(o.org_id, o.user_id, o.id);
+       AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
+                           WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
+                             AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
     DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
-       AND NOT memory._held(o.org_id, o.user_id, o.id);
+       AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
+                           WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
+                             AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
     SELECT held + count(*) INTO held FROM memory.observations_archive a
      WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory._held(a.org_id, a.user_id, a.id);
-    DELETE FROM memory.observations_archive a WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope)
-       AND NOT memory._held(a.org_id, a.user_id, a.id);
+    DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+       AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
+                           WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
+                             AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('archive', n);
     -- Governed application tables with a user column, each as its owner (its triggers and casts
     -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
@@ -2194,9 +2304,13 @@ BEGIN
     IF memory._blank(task_id) THEN
         RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
     END IF;
+    -- (The hold test written out, as in memory.erase_subject.)
     DELETE FROM memory.observations o
      WHERE o.task_id = end_task.task_id AND o.memory_type = 'working' AND (org_scope IS NULL OR o.org_id = org_scope)
-       AND NOT memory._held(o.org_id, o.user_id, o.id);
+       AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
+                           WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
+                             AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT;
     -- The task's user contexts expire 24 hours after it ends (seed §3.2); maintenance purges them.
     UPDATE memory.user_contexts u SET expires_at = now() + interval '24 hours'
@@ -2214,31 +2328,54 @@ DECLARE
     r   record;
     moved jsonb := '{}';
     org text;
+    c   text;
+    cls memory.classification;
+    sd  timestamptz;
 BEGIN
     IF memory._blank(to_project_id) THEN
         RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
     END IF;
-    FOR r IN SELECT u.id AS uid, u.ord, o.id AS oid, o.org_id, o.classification, o.soft_deleted_at,
-                    u.ord > min(u.ord) OVER (PARTITION BY u.id) AS repeated
+    FOR r IN SELECT u.id AS uid, u.ord, u.ord > min(u.ord) OVER (PARTITION BY u.id) AS repeated
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
-               LEFT JOIN memory.observations o ON o.id = u.id AND memory._may_act_for(o.org_id)
               ORDER BY u.ord LOOP
         id := r.uid;
+        -- Each row's org is checked here, for the caller, never inside a statement (on Citus a
+        -- statement over the observations runs on a worker, as the definer); the row is then
+        -- read and changed naming its org. An id of several of the caller's orgs (ids are unique
+        -- per org on Citus) is the greatest org's (bytewise), as in memory.reclassify.
+        org := NULL;
+        IF NOT r.repeated THEN
+            FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
+                      WHERE o.id OPERATOR(pg_catalog.=) r.uid ORDER BY 1 DESC LOOP
+                IF memory._may_act_for(c) THEN
+                    org := c;
+                    EXIT;
+                END IF;
+            END LOOP;
+        END IF;
+        IF org IS NOT NULL THEN
+            SELECT o.classification, o.soft_deleted_at INTO cls, sd FROM memory.observations o
+             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid FOR UPDATE;
+            IF NOT FOUND THEN
+                org := NULL;
+            END IF;
+        END IF;
         IF r.repeated THEN
             -- An id given again is reported, not moved again (a row updated 100,000 times in one
             -- statement would cost that many row versions).
             transferred := false; reason := 'duplicate_in_call';
-        ELSIF r.oid IS NULL THEN
+        ELSIF org IS NULL THEN
             transferred := false; reason := 'not_found';
-        ELSIF r.soft_deleted_at IS NOT NULL THEN
+        ELSIF sd IS NOT NULL THEN
             transferred := false; reason := 'soft_deleted';
-        ELSIF r.classification > 'internal' THEN
+        ELSIF cls > 'internal' THEN
             -- Only public and internal observations may cross projects.
-            transferred := false; reason := 'classification:' || r.classification;
+            transferred := false; reason := 'classification:' || cls;
         ELSE
-            UPDATE memory.observations o SET project_id = to_project_id WHERE o.id = r.oid;
+            UPDATE memory.observations o SET project_id = to_project_id
+             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid;
             transferred := true; reason := 'transferred';
-            moved := jsonb_set(moved, ARRAY[r.org_id], coalesce(moved->r.org_id, '[]') || to_jsonb(r.oid));
+            moved := jsonb_set(moved, ARRAY[org], coalesce(moved->org, '[]') || to_jsonb(r.uid));
         END IF;
         RETURN NEXT;
     END LOOP;
@@ -4803,7 +4940,9 @@ DECLARE
     found_coordinator boolean;
     i int;
     moved regclass[] := '{}';
-    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'kept_local', '[]'::jsonb);
+    pk name;
+    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'stores', '[]'::jsonb,
+                                     'kept_local', '[]'::jsonb);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'memory.distribute needs the citus extension in this database'
@@ -4888,6 +5027,38 @@ BEGIN
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
 
+    -- The observation store (the observations, their archive and weight history): by org,
+    -- co-located with the audit tables, so a tenant's memories, its chain and the work on them
+    -- (recall, feedback, retention, erasure) are one shard group. Citus requires the
+    -- distribution column in every unique key: the primary keys become (org_id, id), and ids are
+    -- unique per org from then on (the functions that take an id name its org in their
+    -- statements; an id of several of the caller's orgs is the greatest org's, bytewise).
+    FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
+            SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
+            IF pk IS NOT NULL AND (SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attname)
+                                     FROM pg_catalog.pg_constraint c, unnest(c.conkey) k(n)
+                                     JOIN pg_catalog.pg_attribute a ON a.attnum = k.n
+                                    WHERE c.conrelid = t::regclass AND c.conname = pk AND a.attrelid = t::regclass)
+                                  IS DISTINCT FROM ARRAY['id', 'org_id'] THEN
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
+            END IF;
+            -- (The functions that take an id read its orgs first: by index, on every shard.)
+            IF t = 'memory.observations' THEN
+                CREATE INDEX IF NOT EXISTS observations_id ON memory.observations (id);
+            END IF;
+            PERFORM memory._policy_without_subquery(t::regclass);
+            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''org_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+            moved := moved || t::regclass;
+        END IF;
+        done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));
+    END LOOP;
+    -- The gate memory.reclassify opens to lower a tier is the backend's: the function that
+    -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
+    -- triggers fire.
+    EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
+        USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
+
     -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
     -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
     -- append-only guards would refuse the TRUNCATE: ordinary triggers are off in replica mode.)
@@ -4897,20 +5068,22 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's own stores stay on the coordinator for now: their keys are (id), not
-    -- (org_id, id), and Citus requires the distribution column in every unique key.
+    -- memory_ext's other stores (knowledge, consent, maintenance runs) stay on the coordinator:
+    -- their functions act on rows by id without the org, which Citus cannot route (see README
+    -- "What Citus cannot do").
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
                 AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
-        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'unique keys without org_id'));
+        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'not distributed by memory_ext yet'));
     END LOOP;
     PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
-        'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed')), NULL);
+        'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),
+        'stores', jsonb_array_length(done->'stores')), NULL);
     RETURN done;
 END $$;
 COMMENT ON FUNCTION memory.distribute(int) IS
-  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
+  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation store by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
 
 DO $$
 DECLARE f regprocedure;

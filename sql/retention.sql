@@ -210,9 +210,13 @@ SELECT * FROM memory.observations o
  WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now());
 COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted nor expired.';
 
--- Whether an active legal hold covers (org, user, observation).
+-- Whether an active legal hold covers (org, user, observation). On Citus it runs on the shards
+-- of a query over the observations, and reads the holds (a reference table) from the node's own
+-- copy (see memory._acting_org). Statements that change rows test the same condition inline:
+-- Citus refuses a STABLE function of a column there.
 CREATE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
 AS $$
     SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
                     WHERE h.released_at IS NULL AND h.org_id = p_org
@@ -448,6 +452,8 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
+    -- Citus (SPEC §10): the observations are distributed by org.
+    dist     constant boolean := memory._citus_distributed('memory.observations');
 BEGIN
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
@@ -457,7 +463,11 @@ BEGIN
     -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
     -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
     -- temporary tables (nothing to create per run; nothing a standby refuses).
-    lock := CASE WHEN dry_run THEN '' ELSE ' FOR UPDATE OF o' END;
+    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
+    -- are unique only within an org: each group's rows change in a statement naming its org,
+    -- which checks again that each row is still due (an event may then name a row that a
+    -- concurrent change made no longer due).
+    lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
 
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
     -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
@@ -480,9 +490,14 @@ BEGIN
         ELSE
             soft_ids := soft_ids || g.ids;
             soft := soft + g.n;
+            IF dist AND NOT dry_run THEN
+                UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NULL AND o.expires_at OPERATOR(pg_catalog.<=) at;
+            END IF;
         END IF;
     END LOOP;
-    IF NOT dry_run AND soft > 0 THEN
+    IF NOT dry_run AND NOT dist AND soft > 0 THEN
         UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
@@ -517,16 +532,28 @@ BEGIN
                     'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
             hard_ids := hard_ids || g.ids;
             hard := hard + g.n;
+            IF dist AND NOT dry_run THEN
+                DELETE FROM memory.observations o
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) at
+                   AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
+                   -- (a row held since is left, as the hold trigger on its shard would refuse it)
+                   AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
+                                    WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
+                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
+                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))));
+            END IF;
         END IF;
     END LOOP;
-    IF NOT dry_run AND hard > 0 THEN
+    IF NOT dry_run AND NOT dist AND hard > 0 THEN
         PERFORM memory._hold_gate(true);   -- held rows were denied above
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
         PERFORM memory._hold_gate(false);
     END IF;
 
     -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
-    -- them); rows this run soft-deletes are not archived by it (a dry run predicts that too).
+    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
+    -- by it (a dry run predicts that too).
     FOR g IN EXECUTE
         'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -534,16 +561,35 @@ BEGIN
                    FROM (SELECT o.id, o.org_id
                            FROM memory.observations o
                           WHERE o.soft_deleted_at IS NULL AND o.archive_at IS NOT NULL AND o.archive_at OPERATOR(pg_catalog.<=) $1
-                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)'
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) s(id) WHERE s.id OPERATOR(pg_catalog.=) o.id)
+                            -- On Citus held rows stay in the table until their hold ends: the hold
+                            -- gate that lets them move is this backend''s, and the hold triggers of
+                            -- the shards fire in the workers'' backends.
+                            AND NOT ($3 AND memory._held(o.org_id, o.user_id, o.id))'
                           || lock || ') a) d
-          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids
+          GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids, dist
     LOOP
         PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
         archive_ids := archive_ids || g.ids;
         archived := archived + g.n;
+        IF dist AND NOT dry_run THEN
+            -- The group's rows, locked on their shard, move in one statement naming the org.
+            PERFORM 1 FROM memory.observations o
+              WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids) FOR UPDATE;
+            WITH moved AS (
+                DELETE FROM memory.observations o
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NULL AND o.archive_at OPERATOR(pg_catalog.<=) at
+                   AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
+                                    WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
+                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
+                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))))
+                RETURNING o.*)
+            INSERT INTO memory.observations_archive SELECT m.*, at FROM moved m;
+        END IF;
     END LOOP;
-    IF NOT dry_run AND archived > 0 THEN
+    IF NOT dry_run AND NOT dist AND archived > 0 THEN
         INSERT INTO memory.observations_archive
         SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
         -- Archiving moves held rows too (their holds follow them to the archive).

@@ -79,7 +79,9 @@ DECLARE
     found_coordinator boolean;
     i int;
     moved regclass[] := '{}';
-    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'kept_local', '[]'::jsonb);
+    pk name;
+    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'stores', '[]'::jsonb,
+                                     'kept_local', '[]'::jsonb);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'memory.distribute needs the citus extension in this database'
@@ -164,6 +166,38 @@ BEGIN
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
 
+    -- The observation store (the observations, their archive and weight history): by org,
+    -- co-located with the audit tables, so a tenant's memories, its chain and the work on them
+    -- (recall, feedback, retention, erasure) are one shard group. Citus requires the
+    -- distribution column in every unique key: the primary keys become (org_id, id), and ids are
+    -- unique per org from then on (the functions that take an id name its org in their
+    -- statements; an id of several of the caller's orgs is the greatest org's, bytewise).
+    FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
+            SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
+            IF pk IS NOT NULL AND (SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attname)
+                                     FROM pg_catalog.pg_constraint c, unnest(c.conkey) k(n)
+                                     JOIN pg_catalog.pg_attribute a ON a.attnum = k.n
+                                    WHERE c.conrelid = t::regclass AND c.conname = pk AND a.attrelid = t::regclass)
+                                  IS DISTINCT FROM ARRAY['id', 'org_id'] THEN
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
+            END IF;
+            -- (The functions that take an id read its orgs first: by index, on every shard.)
+            IF t = 'memory.observations' THEN
+                CREATE INDEX IF NOT EXISTS observations_id ON memory.observations (id);
+            END IF;
+            PERFORM memory._policy_without_subquery(t::regclass);
+            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''org_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+            moved := moved || t::regclass;
+        END IF;
+        done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));
+    END LOOP;
+    -- The gate memory.reclassify opens to lower a tier is the backend's: the function that
+    -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
+    -- triggers fire.
+    EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
+        USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
+
     -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
     -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
     -- append-only guards would refuse the TRUNCATE: ordinary triggers are off in replica mode.)
@@ -173,17 +207,19 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's own stores stay on the coordinator for now: their keys are (id), not
-    -- (org_id, id), and Citus requires the distribution column in every unique key.
+    -- memory_ext's other stores (knowledge, consent, maintenance runs) stay on the coordinator:
+    -- their functions act on rows by id without the org, which Citus cannot route (see README
+    -- "What Citus cannot do").
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
                 AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
-        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'unique keys without org_id'));
+        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'not distributed by memory_ext yet'));
     END LOOP;
     PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
-        'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed')), NULL);
+        'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),
+        'stores', jsonb_array_length(done->'stores')), NULL);
     RETURN done;
 END $$;
 COMMENT ON FUNCTION memory.distribute(int) IS
-  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
+  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation store by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';

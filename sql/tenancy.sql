@@ -61,8 +61,13 @@ AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
 
 -- The org the session acts for: memory.org_id when the role may act for it; else the role's only
 -- org (a '*' grant is not one org); else NULL, which row-level security matches with nothing.
+-- On Citus the tenant policies of distributed tables call it on the workers' shards, where it
+-- reads the grants, a reference table, from the node's own copy: Citus allows that read from a
+-- query on a shard only with citus.allow_nested_distributed_execution (a setting of its own,
+-- unknown and without effect where Citus is not loaded).
 CREATE FUNCTION memory._acting_org()
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
 AS $$
 DECLARE
     r   oid := memory._caller();

@@ -39,6 +39,7 @@ def cluster():
         assert done["governed"] == ["public.notes"]
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
         assert "memory.audit_keys" in done["reference"] and "memory.org_grants" in done["reference"]
+        assert done["stores"] == ["memory.observations", "memory.observations_archive", "memory.observation_weight_history"], done
     yield {"coord": coord, "workers": {w1, w2}}
     subprocess.run([str(CITUS), "stop", NAME], check=False)
 
@@ -77,7 +78,10 @@ def test_the_demo_walkthrough_runs_through_the_coordinator(cluster, coord):
     """`make demo`'s narrated walkthrough, unchanged, against the Citus coordinator after
     memory.distribute(): every step runs (psql stops at the first unexpected error), and every
     chain it wrote verifies from the coordinator. Its tamper step sets session_replication_role
-    with SET LOCAL, which reaches the worker with citus.propagate_set_commands = local."""
+    with SET LOCAL, which reaches the worker with citus.propagate_set_commands = local.
+    Citus reaches the workers by logging in as the current role, so the walkthrough's agent
+    role is made a LOGIN role first (the walkthrough keeps a role that exists)."""
+    coord.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_agent') THEN CREATE ROLE demo_agent LOGIN; END IF; END $$")
     env = dict(os.environ, PGOPTIONS="-c citus.propagate_set_commands=local")
     out = subprocess.run(["psql", "-X", "-h", "127.0.0.1", "-p", str(cluster["coord"]), "-U", "postgres", "-d", "postgres",
                           "-v", "ON_ERROR_STOP=1", "-P", "pager=off", "-f", str(ROOT / "demo" / "walkthrough.sql")],
@@ -340,7 +344,7 @@ def test_erasure_export_and_recall_from_the_coordinator(coord):
     assert erased["tables"]["public.notes"] == 2 and erased["observations"] == 1 and "failed_tables" not in erased, erased
     assert coord.execute("SELECT count(*) FROM notes WHERE user_id = 'subject_x'").fetchone()[0] == 0
     assert coord.execute("SELECT count(*) FROM notes WHERE user_id = 'subject_y'").fetchone()[0] == 2
-    # memory_ext's own store stays on the coordinator; recall audits on the org's chain.
+    # The observation store is distributed too; recall audits on the org's chain.
     coord.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_e1', 'the user likes green tea')")
     assert coord.execute("SELECT count(*) FROM memory.recall('org_e1', 'tea')").fetchone()[0] == 1
     assert events(coord, "org_e1", "memory.recall") == 1
@@ -497,3 +501,72 @@ def test_feedback_and_erasure_of_a_distributed_weighted_table(coord):
     coord.execute("UPDATE memory.legal_holds SET released_at = now() WHERE org_id = 'org_w1' AND user_id = 'subj_w'")
     assert coord.execute("SELECT memory.erase_subject('subj_w')").fetchone()[0]["tables"]["public.wnotes"] == 1
     assert all(v[1] for k, v in verify(coord).items() if k.startswith("org_w")), verify(coord)
+
+
+def test_the_observation_store_is_distributed_with_its_tenants(cluster, coord):
+    """memory.observations, its archive and weight history live in each tenant's shard group on
+    a worker; a tenant role sees and writes its own org's rows there (the tenant policy runs on
+    the shards), and every function that takes an id acts on the caller's org's row only, though
+    ids are unique only per org."""
+    a, b = "org_obs_a", "org_obs_b"
+    for t in ("memory.observations", "memory.observations_archive", "memory.observation_weight_history"):
+        assert coord.execute("SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = %s::regclass", (t,)).fetchone()[0] == "h", t
+        assert node_of(coord, t, a)[0] == node_of(coord, "memory.audit_log", a)[0] in cluster["workers"], t
+    shared = "00000000-0000-0000-0000-0000000000ab"
+    coord.execute("INSERT INTO memory.observations (id, org_id, user_id, content) VALUES (%s, %s, 'u_obs', 'ssn 123-45-6789 on file'),"
+                  " (%s, %s, 'u_obs', 'ssn 123-45-6789 elsewhere')", (shared, a, shared, b))
+    coord.execute("DROP ROLE IF EXISTS agent_obs")
+    coord.execute("CREATE ROLE agent_obs LOGIN IN ROLE memory_writer, memory_reader")
+    coord.execute("GRANT EXECUTE ON FUNCTION memory.reclassify(uuid, memory.classification, text),"
+                  " memory.transfer_observations(uuid[], text) TO agent_obs")
+    coord.execute("SELECT memory.grant_org('agent_obs', %s)", (a,))
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_obs dbname=postgres", autocommit=True) as ag:
+        # Its only org: the policy on the shards finds it there (no setting needed).
+        ag.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES (%s, 'u_obs', 'agent note')", (a,))
+        assert sorted(r[0] for r in ag.execute("SELECT org_id FROM memory.observations").fetchall()) == [a, a]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            ag.execute("INSERT INTO memory.observations (org_id, content) VALUES (%s, 'sneaky')", (b,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            ag.execute("UPDATE memory.observations SET classification = 'public' WHERE id = %s", (shared,))
+        # Not even the owner lowers a tier by UPDATE on the shard; reclassify is the way down.
+        with pytest.raises(psycopg.Error) as down:
+            coord.execute("UPDATE memory.observations SET classification = 'public' WHERE org_id = %s AND id = %s", (a, shared))
+        assert down.value.sqlstate == "MX004"
+        # The shared id is its own org's row: lowered there, with the reason, on a's chain only.
+        assert ag.execute("SELECT memory.reclassify(%s, 'internal', 'redacted upstream')", (shared,)).fetchone()[0] == "restricted"
+        moved = ag.execute("SELECT reason FROM memory.transfer_observations(ARRAY[%s]::uuid[], 'p2')", (shared,)).fetchall()
+        assert moved == [("transferred",)]
+    tiers = dict(coord.execute("SELECT org_id, classification::text || '/' || coalesce(project_id, '') FROM memory.observations WHERE id = %s",
+                               (shared,)).fetchall())
+    assert tiers == {a: "internal/p2", b: "restricted/"}, tiers
+    assert events(coord, a, "memory.reclassify") == 1 and events(coord, b, "memory.reclassify") == 0
+    reason = coord.execute("SELECT payload->>'reason' FROM memory.audit_log WHERE chain_id = %s AND event_type = 'memory.reclassify'",
+                           (a,)).fetchone()[0]
+    assert reason == "redacted upstream"
+    # Feedback on the shard: weight and history of a's row; three failures make it misleading.
+    # (By the owner, who may act for both orgs: the shared id is the greatest org's, b's.)
+    for s in ("s1", "s2", "s3"):
+        coord.execute("SELECT * FROM memory.record_outcome(%s, 'rejected', ARRAY[%s]::uuid[])", (s, shared))
+    assert coord.execute("SELECT count(*) FROM memory.observation_weight_history WHERE org_id = %s", (b,)).fetchone()[0] == 3
+    assert coord.execute("SELECT count(*) FROM memory.observation_weight_history WHERE org_id = %s", (a,)).fetchone()[0] == 0
+    assert [r[0] for r in coord.execute("SELECT observation_id::text FROM memory.misleading_observations(%s)", (b,)).fetchall()] == [shared]
+    assert coord.execute("SELECT count(*) FROM memory.misleading_observations(%s)", (a,)).fetchone()[0] == 0
+    # Retention on the shards: a held row stays in the table, the others are archived.
+    coord.execute("INSERT INTO memory.observations (org_id, user_id, content, archive_at, memory_type, task_id) VALUES"
+                  " (%s, 'u_arch', 'old note', now() - interval '1 day', 'long_term', NULL),"
+                  " (%s, 'u_held', 'held note', now() - interval '1 day', 'long_term', NULL),"
+                  " (%s, 'u_task', 'scratch', NULL, 'working', 't_obs')", (a, a, a))
+    # (Stamped at write from the policies; made due here.)
+    coord.execute("UPDATE memory.observations SET archive_at = now() - interval '1 day' WHERE org_id = %s AND user_id IN ('u_arch', 'u_held')", (a,))
+    coord.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES (%s, 'u_held', 'litigation')", (a,))
+    coord.execute("SELECT memory.run_retention(false, now())")
+    assert coord.execute("SELECT user_id FROM memory.observations_archive WHERE org_id = %s", (a,)).fetchall() == [("u_arch",)]
+    assert coord.execute("SELECT count(*) FROM memory.observations WHERE org_id = %s AND user_id = 'u_held'", (a,)).fetchone()[0] == 1
+    assert events(coord, a, "memory.archive") == 1
+    assert coord.execute("SELECT memory.end_task('t_obs')").fetchone()[0] == 1
+    # Erasure on the shards: the held subject's row stays and is counted.
+    erased = coord.execute("SELECT memory.erase_subject('u_held')").fetchone()[0]
+    assert erased["held"] == 1 and erased["observations"] == 0, erased
+    erased = coord.execute("SELECT memory.erase_subject('u_obs')").fetchone()[0]
+    assert erased["observations"] == 3 and erased["weight_history"] == 3, erased  # a's two, b's one (and its history)
+    assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
