@@ -679,6 +679,24 @@ BEGIN
     RETURN pg_catalog.to_regclass(t::pg_catalog.text OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s::pg_catalog.text);
 END $$;
 
+-- The org of the observation `observation_id` that the caller may act for, or NULL. Checked here,
+-- for the caller, never inside a statement: on Citus a statement over the observations runs on
+-- a worker, as the definer. Ids are unique per org there: an id of several of the caller's orgs
+-- is the greatest org's (bytewise), as in memory.record_outcome. Not granted to PUBLIC.
+CREATE FUNCTION memory._observation_org(observation_id uuid)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE c text;
+BEGIN
+    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
+              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
+        IF memory._may_act_for(c) THEN
+            RETURN c;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+
 -- memory.reclassify's change of one row of one org, after the caller's check. On Citus,
 -- memory.distribute() makes it a function Citus runs on the node of the org's shard, so that
 -- the downgrade gate is open in the backend where the shard's triggers fire. Not granted to PUBLIC.
@@ -708,7 +726,6 @@ RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path 
 AS $$
 DECLARE
     org  text;
-    c    text;
     prev memory.classification;
 BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
@@ -718,16 +735,7 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    -- The row's org is checked here, against the caller, never inside a statement (on Citus a
-    -- statement over the observations runs on a worker, as the definer). Ids are unique per org
-    -- there: an id of several of the caller's orgs is the greatest org's (bytewise).
-    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
-              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
-        IF memory._may_act_for(c) THEN
-            org := c;
-            EXIT;
-        END IF;
-    END LOOP;
+    org := memory._observation_org(observation_id);
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;

@@ -1157,6 +1157,20 @@ BEGIN
     RETURN pg_catalog.to_regclass(t::pg_catalog.text OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s::pg_catalog.text);
 END $$;
 
+CREATE FUNCTION memory._observation_org(observation_id uuid)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE c text;
+BEGIN
+    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
+              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
+        IF memory._may_act_for(c) THEN
+            RETURN c;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text)
 RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1181,7 +1195,6 @@ RETURNS memory.classification LANGUAGE plpgsql SECURITY DEFINER SET search_path 
 AS $$
 DECLARE
     org  text;
-    c    text;
     prev memory.classification;
 BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
@@ -1191,16 +1204,7 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    -- The row's org is checked here, against the caller, never inside a statement (on Citus a
-    -- statement over the observations runs on a worker, as the definer). Ids are unique per org
-    -- there: an id of several of the caller's orgs is the greatest org's (bytewise).
-    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
-              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
-        IF memory._may_act_for(c) THEN
-            org := c;
-            EXIT;
-        END IF;
-    END LOOP;
+    org := memory._observation_org(observation_id);
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
@@ -2077,7 +2081,8 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION memory._subject_orgs(regclass, text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory._local_relation(regclass, text), memory._reclassify_in(text, uuid, memory.classification, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory._local_relation(regclass, text), memory._reclassify_in(text, uuid, memory.classification, text),
+                       memory._observation_org(uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION memory.erase_subject(user_id text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -2328,7 +2333,6 @@ DECLARE
     r   record;
     moved jsonb := '{}';
     org text;
-    c   text;
     cls memory.classification;
     sd  timestamptz;
 BEGIN
@@ -2339,20 +2343,9 @@ BEGIN
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
               ORDER BY u.ord LOOP
         id := r.uid;
-        -- Each row's org is checked here, for the caller, never inside a statement (on Citus a
-        -- statement over the observations runs on a worker, as the definer); the row is then
-        -- read and changed naming its org. An id of several of the caller's orgs (ids are unique
-        -- per org on Citus) is the greatest org's (bytewise), as in memory.reclassify.
-        org := NULL;
-        IF NOT r.repeated THEN
-            FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
-                      WHERE o.id OPERATOR(pg_catalog.=) r.uid ORDER BY 1 DESC LOOP
-                IF memory._may_act_for(c) THEN
-                    org := c;
-                    EXIT;
-                END IF;
-            END LOOP;
-        END IF;
+        -- The row's org, checked for the caller (memory._observation_org); the row is then read
+        -- and changed naming its org.
+        org := CASE WHEN NOT r.repeated THEN memory._observation_org(r.uid) END;
         IF org IS NOT NULL THEN
             SELECT o.classification, o.soft_deleted_at INTO cls, sd FROM memory.observations o
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid FOR UPDATE;
@@ -5036,11 +5029,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
-            IF pk IS NOT NULL AND (SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attname)
-                                     FROM pg_catalog.pg_constraint c, unnest(c.conkey) k(n)
-                                     JOIN pg_catalog.pg_attribute a ON a.attnum = k.n
-                                    WHERE c.conrelid = t::regclass AND c.conname = pk AND a.attrelid = t::regclass)
-                                  IS DISTINCT FROM ARRAY['id', 'org_id'] THEN
+            IF pk IS NOT NULL THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
             END IF;
             -- (The functions that take an id read its orgs first: by index, on every shard.)

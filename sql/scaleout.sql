@@ -175,11 +175,7 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
-            IF pk IS NOT NULL AND (SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attname)
-                                     FROM pg_catalog.pg_constraint c, unnest(c.conkey) k(n)
-                                     JOIN pg_catalog.pg_attribute a ON a.attnum = k.n
-                                    WHERE c.conrelid = t::regclass AND c.conname = pk AND a.attrelid = t::regclass)
-                                  IS DISTINCT FROM ARRAY['id', 'org_id'] THEN
+            IF pk IS NOT NULL THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
             END IF;
             -- (The functions that take an id read its orgs first: by index, on every shard.)

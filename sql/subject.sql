@@ -270,7 +270,6 @@ DECLARE
     r   record;
     moved jsonb := '{}';
     org text;
-    c   text;
     cls memory.classification;
     sd  timestamptz;
 BEGIN
@@ -281,20 +280,9 @@ BEGIN
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
               ORDER BY u.ord LOOP
         id := r.uid;
-        -- Each row's org is checked here, for the caller, never inside a statement (on Citus a
-        -- statement over the observations runs on a worker, as the definer); the row is then
-        -- read and changed naming its org. An id of several of the caller's orgs (ids are unique
-        -- per org on Citus) is the greatest org's (bytewise), as in memory.reclassify.
-        org := NULL;
-        IF NOT r.repeated THEN
-            FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
-                      WHERE o.id OPERATOR(pg_catalog.=) r.uid ORDER BY 1 DESC LOOP
-                IF memory._may_act_for(c) THEN
-                    org := c;
-                    EXIT;
-                END IF;
-            END LOOP;
-        END IF;
+        -- The row's org, checked for the caller (memory._observation_org); the row is then read
+        -- and changed naming its org.
+        org := CASE WHEN NOT r.repeated THEN memory._observation_org(r.uid) END;
         IF org IS NOT NULL THEN
             SELECT o.classification, o.soft_deleted_at INTO cls, sd FROM memory.observations o
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid FOR UPDATE;
