@@ -682,12 +682,23 @@ END $$;
 -- The org of the observation `observation_id` that the caller may act for, or NULL. Checked here,
 -- for the caller, never inside a statement: on Citus a statement over the observations runs on
 -- a worker, as the definer. Ids are unique per org there: an id of several of the caller's orgs
--- is the greatest org's (bytewise), as in memory.record_outcome. Not granted to PUBLIC.
+-- is the org the session acts for (memory.org_id) when that org holds it, and otherwise the
+-- greatest org's (bytewise), as in memory.record_outcome. Not granted to PUBLIC.
 CREATE FUNCTION memory._observation_org(observation_id uuid)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE c text;
+DECLARE
+    c text;
+    s text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
 BEGIN
+    -- (Two statements: on Citus a statement over the observations runs on a worker, and the
+    -- caller's check must not go there with it.)
+    IF s IS NOT NULL AND memory._may_act_for(s) THEN
+        IF EXISTS (SELECT 1 FROM memory.observations o
+                    WHERE o.org_id OPERATOR(pg_catalog.=) s AND o.id OPERATOR(pg_catalog.=) observation_id) THEN
+            RETURN s;
+        END IF;
+    END IF;
     FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
               WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
         IF memory._may_act_for(c) THEN

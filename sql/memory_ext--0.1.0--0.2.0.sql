@@ -1160,8 +1160,18 @@ END $$;
 CREATE FUNCTION memory._observation_org(observation_id uuid)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE c text;
+DECLARE
+    c text;
+    s text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
 BEGIN
+    -- (Two statements: on Citus a statement over the observations runs on a worker, and the
+    -- caller's check must not go there with it.)
+    IF s IS NOT NULL AND memory._may_act_for(s) THEN
+        IF EXISTS (SELECT 1 FROM memory.observations o
+                    WHERE o.org_id OPERATOR(pg_catalog.=) s AND o.id OPERATOR(pg_catalog.=) observation_id) THEN
+            RETURN s;
+        END IF;
+    END IF;
     FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
               WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
         IF memory._may_act_for(c) THEN
@@ -5025,7 +5035,7 @@ BEGIN
     -- (recall, feedback, retention, erasure) are one shard group. Citus requires the
     -- distribution column in every unique key: the primary keys become (org_id, id), and ids are
     -- unique per org from then on (the functions that take an id name its org in their
-    -- statements; an id of several of the caller's orgs is the greatest org's, bytewise).
+    -- statements; an id of several of the caller's orgs is the acting org's, else the greatest).
     FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';

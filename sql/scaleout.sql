@@ -171,7 +171,7 @@ BEGIN
     -- (recall, feedback, retention, erasure) are one shard group. Citus requires the
     -- distribution column in every unique key: the primary keys become (org_id, id), and ids are
     -- unique per org from then on (the functions that take an id name its org in their
-    -- statements; an id of several of the caller's orgs is the greatest org's, bytewise).
+    -- statements; an id of several of the caller's orgs is the acting org's, else the greatest).
     FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';

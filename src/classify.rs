@@ -323,23 +323,10 @@ fn rules_changed<'a>(
     // On Citus the trigger fires on a shard or reference-table copy (`<table>_<shardid>`), while
     // the caches are keyed by the table itself: invalidate that too, on this node. (It fires per
     // row: only a name of that shape is looked up.)
-    if !crate::pg::callbacks::relation_name(relid).is_some_and(|n| shard_suffixed(&n)) {
-        return Ok(None);
-    }
-    if let Ok(Some(logical)) = Spi::get_one_with_args::<pg_sys::Oid>(
-        "SELECT pg_catalog.to_regclass(pg_catalog.format('%I.%I', n.nspname, pg_catalog.substring(c.relname, '^(.*)_[0-9]+$')))::pg_catalog.oid
-           FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
-          WHERE c.oid OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.~) '_[0-9]+$'",
-        &[relid.into()],
-    ) {
+    if let Some(logical) = crate::pg::citus::logical_table(relid) {
         crate::pg::callbacks::invalidate_relation(logical);
     }
     Ok(None)
-}
-
-/// Whether `name` ends in `_<digits>`, as Citus names a shard (`'_[0-9]+$'`).
-fn shard_suffixed(name: &str) -> bool {
-    name.rsplit_once('_').is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -209,6 +209,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
         // Resolve and lock the rows, source by source.
         let srcs = sources(client)?;
         let mut found: HashMap<[u8; 16], Target> = HashMap::new();
+        let acting: Option<String> = crate::gucs::ORG_ID.get().and_then(|c| c.to_str().ok().map(str::to_owned)).filter(|s| !s.is_empty());
         for (i, src) in srcs.iter().enumerate() {
             let pending: Vec<pgrx::Uuid> = unique.iter().filter(|u| !found.contains_key(u.as_bytes())).copied().collect();
             if pending.is_empty() {
@@ -267,6 +268,12 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
                 let (id, org, project, weight, deleted) = row?;
                 // A row of an org the caller may not act for is not there for it.
                 if !crate::trust::may_act_for(org.as_deref())? {
+                    continue;
+                }
+                // An id several of the caller's orgs hold is the acting org's (memory.org_id)
+                // when that org holds it, and otherwise the greatest org's: rows come in org
+                // order, so the last one stays unless the acting org's came first.
+                if found.get(id.as_bytes()).is_some_and(|t| !t.org_null && acting.as_deref() == Some(t.org.as_str())) {
                     continue;
                 }
                 found.insert(*id.as_bytes(), Target { source: i, org_null: org.is_none(), org: org.unwrap_or_default(), project, weight, deleted });

@@ -29,9 +29,33 @@ pub fn put_shard_names(sql: &str, names: &[(&str, &str)]) -> String {
     out
 }
 
+/// The shard id a relation name ends in when it has the shape Citus gives a shard's name
+/// (`<table>_<shardid>`); None for any other name. (Whether it is a shard is Citus's metadata to
+/// say: `events_2024` has the shape too.)
+pub fn shard_id_suffix(name: &str) -> Option<i64> {
+    let (table, digits) = name.rsplit_once('_')?;
+    if table.is_empty() || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::put_shard_names;
+    use super::{put_shard_names, shard_id_suffix};
+
+    #[test]
+    fn shard_id_suffixes() {
+        assert_eq!(shard_id_suffix("observations_102060"), Some(102060));
+        assert_eq!(shard_id_suffix("audit_log_2026_11_102026"), Some(102026));
+        assert_eq!(shard_id_suffix("events_2024"), Some(2024));
+        assert_eq!(shard_id_suffix("observations"), None);
+        assert_eq!(shard_id_suffix("audit_log_default"), None);
+        assert_eq!(shard_id_suffix("notes_"), None);
+        assert_eq!(shard_id_suffix("_42"), None);
+        assert_eq!(shard_id_suffix("t_12a"), None);
+        assert_eq!(shard_id_suffix("t_99999999999999999999"), None);
+    }
 
     const NAMES: [(&str, &str); 4] = [
         ("memory.audit_pending", "memory.audit_pending_102010"),

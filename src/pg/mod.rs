@@ -3,6 +3,7 @@
 
 pub mod bulk;
 pub mod callbacks;
+pub mod citus;
 pub mod compat;
 pub mod error;
 pub mod identity;

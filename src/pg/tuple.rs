@@ -65,8 +65,18 @@ pub fn trigger_oid(td: &pg_sys::TriggerData) -> pg_sys::Oid {
     unsafe { (*td.tg_trigger).tgoid }
 }
 
+/// `schema.table` of the table a trigger fired on, for events and messages: on Citus, the
+/// distributed table a shard belongs to, not the shard (`memory.observations`, not
+/// `memory.observations_102060`), so a tenant's events name the same table on every node and
+/// after its shard is moved or split. Looked up when the statement's work is first worked out
+/// (cached with it) and on error paths, never per row.
 pub fn trigger_relation_name(td: &pg_sys::TriggerData) -> String {
     // SAFETY: the trigger's relation is open while the trigger runs.
+    let relid = unsafe { (*td.tg_relation).rd_id };
+    if let Some(name) = super::citus::logical_table(relid).and_then(super::citus::qualified_name) {
+        return name;
+    }
+    // SAFETY: as above.
     unsafe { relation_name(td.tg_relation) }
 }
 

@@ -532,6 +532,7 @@ def test_the_observation_store_is_distributed_with_its_tenants(cluster, coord):
         with pytest.raises(psycopg.Error) as down:
             coord.execute("UPDATE memory.observations SET classification = 'public' WHERE org_id = %s AND id = %s", (a, shared))
         assert down.value.sqlstate == "MX004"
+        assert "of memory.observations cannot" in down.value.diag.message_primary, down.value.diag.message_primary
         # The shared id is its own org's row: lowered there, with the reason, on a's chain only.
         assert ag.execute("SELECT memory.reclassify(%s, 'internal', 'redacted upstream')", (shared,)).fetchone()[0] == "restricted"
         moved = ag.execute("SELECT reason FROM memory.transfer_observations(ARRAY[%s]::uuid[], 'p2')", (shared,)).fetchall()
@@ -551,6 +552,16 @@ def test_the_observation_store_is_distributed_with_its_tenants(cluster, coord):
     assert coord.execute("SELECT count(*) FROM memory.observation_weight_history WHERE org_id = %s", (a,)).fetchone()[0] == 0
     assert [r[0] for r in coord.execute("SELECT observation_id::text FROM memory.misleading_observations(%s)", (b,)).fetchall()] == [shared]
     assert coord.execute("SELECT count(*) FROM memory.misleading_observations(%s)", (a,)).fetchone()[0] == 0
+    # A session acting for a (memory.org_id) means a's row, though the owner may act for both.
+    with coord.transaction():
+        coord.execute("SELECT set_config('memory.org_id', %s, true)", (a,))
+        coord.execute("SELECT * FROM memory.record_outcome('s4', 'rejected', ARRAY[%s]::uuid[])", (shared,))
+        assert coord.execute("SELECT memory.reclassify(%s, 'public', 'acting for a')", (shared,)).fetchone()[0] == "internal"
+    history = dict(coord.execute("SELECT org_id, count(*) FROM memory.observation_weight_history WHERE observation_id = %s GROUP BY 1",
+                                 (shared,)).fetchall())
+    assert history == {a: 1, b: 3}, history
+    tiers = dict(coord.execute("SELECT org_id, classification::text FROM memory.observations WHERE id = %s", (shared,)).fetchall())
+    assert tiers == {a: "public", b: "restricted"}, tiers
     # Retention on the shards: a held row stays in the table, the others are archived.
     coord.execute("INSERT INTO memory.observations (org_id, user_id, content, archive_at, memory_type, task_id) VALUES"
                   " (%s, 'u_arch', 'old note', now() - interval '1 day', 'long_term', NULL),"
@@ -568,5 +579,19 @@ def test_the_observation_store_is_distributed_with_its_tenants(cluster, coord):
     erased = coord.execute("SELECT memory.erase_subject('u_held')").fetchone()[0]
     assert erased["held"] == 1 and erased["observations"] == 0, erased
     erased = coord.execute("SELECT memory.erase_subject('u_obs')").fetchone()[0]
-    assert erased["observations"] == 3 and erased["weight_history"] == 3, erased  # a's two, b's one (and its history)
+    assert erased["observations"] == 3 and erased["weight_history"] == 4, erased  # a's two, b's one (and their history)
     assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
+
+
+def test_events_name_the_distributed_table_not_its_shard(cluster, coord):
+    """Triggers fire on the shards (`notes_102041`), but a tenant's events name the table the
+    application writes (`public.notes`), the same on every node and after a shard move or split."""
+    coord.execute("INSERT INTO notes (org_id, user_id, content) VALUES ('org_named', 'u', 'a note')")
+    coord.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_named', 'u', 'a memory')")
+    coord.execute("SELECT memory.audit_integrate()")
+    named = [r[0] for r in coord.execute("""SELECT payload->>'table' FROM memory.audit_log
+                                              WHERE chain_id = 'org_named' AND event_type = 'memory.store' ORDER BY seq""").fetchall()]
+    assert named == ["public.notes", "memory.observations"], named
+    shards = coord.execute(r"""SELECT DISTINCT payload->>'table' FROM memory.audit_log
+                                WHERE payload ? 'table' AND payload->>'table' ~ '_[0-9]+$'""").fetchall()
+    assert shards == [], shards
