@@ -182,12 +182,15 @@ CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.audit_log_d
 
 CREATE FUNCTION memory.audit_ensure_partitions(months_ahead int DEFAULT 3, at timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    -- (Restored on return: on Citus the move below forwards its SET LOCALs to the workers.)
+    SET citus.propagate_set_commands = 'none'
 AS $$
 DECLARE
     m     timestamptz;
     name  text;
     made  int := 0;
     moved bigint;
+    dist  constant boolean := memory._citus_distributed('memory.audit_log');
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
         RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
@@ -206,11 +209,21 @@ BEGIN
         LOCK TABLE memory.audit_log IN ACCESS EXCLUSIVE MODE;
         CREATE TEMP TABLE memory_audit_move (LIKE memory.audit_log) ON COMMIT DROP;
         PERFORM memory._audit_move_gate(true);
+        -- On Citus the DELETE runs on the workers' shards, whose guard cannot see this backend's
+        -- gate: their ordinary triggers are off for it instead (SET LOCAL, sent to the workers'
+        -- connections of this transaction), and on again right after.
+        IF dist THEN
+            SET LOCAL citus.propagate_set_commands = 'local';
+            SET LOCAL session_replication_role = 'replica';
+        END IF;
         WITH gone AS (
             DELETE FROM memory.audit_log_default d WHERE d.recorded_at >= m AND d.recorded_at < m + interval '1 month' RETURNING d.*
         )
         INSERT INTO pg_temp.memory_audit_move SELECT * FROM gone;
         GET DIAGNOSTICS moved = ROW_COUNT;
+        IF dist THEN
+            SET LOCAL session_replication_role = 'origin';
+        END IF;
         PERFORM memory._audit_move_gate(false);
         EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
                        name, m, m + interval '1 month');

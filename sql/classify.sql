@@ -679,28 +679,30 @@ BEGIN
     RETURN pg_catalog.to_regclass(t::pg_catalog.text OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) s::pg_catalog.text);
 END $$;
 
--- The org of the observation `observation_id` that the caller may act for, or NULL. Checked here,
--- for the caller, never inside a statement: on Citus a statement over the observations runs on
--- a worker, as the definer. Ids are unique per org there: an id of several of the caller's orgs
--- is the org the session acts for (memory.org_id) when that org holds it, and otherwise the
--- greatest org's (bytewise), as in memory.record_outcome. Not granted to PUBLIC.
-CREATE FUNCTION memory._observation_org(observation_id uuid)
+-- The org of the row `row_id` of `tbl` (a memory_ext table keyed by (org_id, id)) that the caller
+-- may act for, or NULL. Checked here, for the caller, never inside a statement: on Citus a
+-- statement over a distributed table runs on a worker, as the definer. Ids are unique per org
+-- there: an id of several of the caller's orgs is the org the session acts for (memory.org_id)
+-- when that org holds it, and otherwise the greatest org's (bytewise), as in
+-- memory.record_outcome. Not granted to PUBLIC.
+CREATE FUNCTION memory._org_of(tbl regclass, row_id uuid)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c text;
     s text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
 BEGIN
-    -- (Two statements: on Citus a statement over the observations runs on a worker, and the
-    -- caller's check must not go there with it.)
+    -- (Two statements: on Citus a statement over the table runs on a worker, and the caller's
+    -- check must not go there with it.)
     IF s IS NOT NULL AND memory._may_act_for(s) THEN
-        IF EXISTS (SELECT 1 FROM memory.observations o
-                    WHERE o.org_id OPERATOR(pg_catalog.=) s AND o.id OPERATOR(pg_catalog.=) observation_id) THEN
+        EXECUTE pg_catalog.format('SELECT EXISTS (SELECT 1 FROM %s t WHERE t.org_id OPERATOR(pg_catalog.=) $1 AND t.id OPERATOR(pg_catalog.=) $2)', tbl)
+           INTO STRICT c USING s, row_id;
+        IF c::boolean THEN
             RETURN s;
         END IF;
     END IF;
-    FOR c IN SELECT DISTINCT o.org_id COLLATE "C" FROM memory.observations o
-              WHERE o.id OPERATOR(pg_catalog.=) observation_id ORDER BY 1 DESC LOOP
+    FOR c IN EXECUTE pg_catalog.format('SELECT DISTINCT t.org_id COLLATE "C" FROM %s t WHERE t.id OPERATOR(pg_catalog.=) $1 ORDER BY 1 DESC', tbl)
+               USING row_id LOOP
         IF memory._may_act_for(c) THEN
             RETURN c;
         END IF;
@@ -746,7 +748,7 @@ BEGIN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    org := memory._observation_org(observation_id);
+    org := memory._org_of('memory.observations', observation_id);
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;

@@ -63,7 +63,7 @@ GRANT EXECUTE ON FUNCTION
     memory._is_misleading(bigint, bigint), memory._stamps_t_invalid(text), memory._is_retirement(text, text),
     memory._is_expired(timestamptz, int, timestamptz), memory._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
-    memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(),
+    memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(), memory._table_of(oid),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
     memory._consent_row_gate(), memory._hold_guard(), memory._hold_for(text, text, text), memory._hold_gate_open(),

@@ -144,10 +144,12 @@ CREATE FUNCTION memory._no_hard_delete()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'claims' AND memory._knowledge_gate_open() THEN
+    -- (memory._table_of: on Citus the trigger fires on a shard of the table.)
+    IF TG_OP = 'DELETE' AND memory._table_of(TG_RELID) OPERATOR(pg_catalog.=) 'memory.claims'::regclass::oid
+       AND memory._knowledge_gate_open() THEN
         RETURN OLD;
     END IF;
-    RAISE EXCEPTION 'rows of %.% are never hard-deleted (% is not allowed)', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+    RAISE EXCEPTION 'rows of % are never hard-deleted (% is not allowed)', memory._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX006',
               HINT = 'Delete is a state transition: UPDATE ... SET lifecycle_state = ''retracted'' or ''archived''.';
 END $$;
@@ -185,8 +187,11 @@ CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.entities FOR EACH ROW 
 -- Claims on insert: start pending, known pii_fields names, and supersession in the same statement.
 -- SECURITY DEFINER so that a writer's insert may flip the superseded claim, which writers cannot
 -- UPDATE themselves; it touches only that claim.
+-- On Citus it fires on the org's shard of the claims, and reads and updates the superseded claim
+-- there, naming its org (the one statement a trigger on a shard may send: to its own shard group).
 CREATE FUNCTION memory._claims_before_insert()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
 AS $$
 DECLARE
     old_claim memory.claims;
@@ -194,7 +199,7 @@ DECLARE
 BEGIN
     -- A definer trigger fires only where it belongs: attached to a table of the caller's own it
     -- would otherwise supersede claims of any org.
-    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.claims'::regclass OR TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE'
+    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid OR TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE'
        OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
         RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
     END IF;
@@ -234,7 +239,7 @@ BEGIN
     END IF;
     -- A cycle would need the new id already in the chain: supersedes is fixed once written, so a
     -- chain only grows at its newest end. An id already taken is a cycle or a duplicate.
-    IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = NEW.id) THEN
+    IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.org_id = NEW.org_id AND c.id = NEW.id) THEN
         RAISE EXCEPTION 'claim % already exists: superseding with it would close a cycle', NEW.id USING ERRCODE = 'MX005';
     END IF;
     IF NOT memory._supersession_tier_allowed(NEW.source, old_claim.source) THEN
@@ -244,7 +249,7 @@ BEGIN
     PERFORM memory._set_superseding(NEW.id);
     UPDATE memory.claims c
        SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || NEW.id
-     WHERE c.id = old_claim.id;
+     WHERE c.org_id = old_claim.org_id AND c.id = old_claim.id;
     PERFORM memory._set_superseding(NULL);
     RETURN NEW;
 END $$;
@@ -300,8 +305,10 @@ DECLARE
     events jsonb;
     -- Backend memory set by _claims_before_insert, not a setting a session could set itself.
     superseding text := coalesce(memory._superseding(), '');
+    -- The table's own name (on Citus the trigger fires on a shard, `claims_102050`).
+    tbl name := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) memory._table_of(TG_RELID));
 BEGIN
-    IF TG_RELID OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
+    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
        OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
         RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
     END IF;
@@ -309,13 +316,13 @@ BEGIN
     IF TG_OP = 'INSERT' AND memory._restore_mode() THEN
         RETURN NULL;
     END IF;
-    IF TG_TABLE_NAME = 'entities' AND TG_OP = 'INSERT' THEN
+    IF tbl = 'entities' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('entityId', n.id, 'entityType', n.entity_type, 'origin', n.origin,
                                                'lifecycleState', n.lifecycle_state, 'ontologyCodes', jsonb_array_length(n.ontology_codes),
                                                'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
-    ELSIF TG_TABLE_NAME = 'entities' THEN
+    ELSIF tbl = 'entities' THEN
         SELECT jsonb_agg(e ORDER BY ord) INTO events FROM (
             SELECT 1 AS ord, n.t_invalid, jsonb_build_object('event_type', 'memory.entity.state_transition', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
@@ -326,7 +333,7 @@ BEGIN
                      'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
               FROM memory_old o JOIN memory_new n USING (id)
              WHERE memory._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
-    ELSIF TG_TABLE_NAME = 'claims' AND TG_OP = 'INSERT' THEN
+    ELSIF tbl = 'claims' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('claimId', n.id, 'entityId', n.entity_id, 'kind', n.kind,
                                                'lifecycleState', n.lifecycle_state, 'confidenceScore', n.confidence_score,
@@ -335,7 +342,7 @@ BEGIN
                                                'claimSha256', encode(sha256(convert_to(n.claim_text, 'UTF8')), 'hex'),
                                                'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
-    ELSIF TG_TABLE_NAME = 'claims' THEN
+    ELSIF tbl = 'claims' THEN
         SELECT jsonb_agg(jsonb_build_object(
                  'event_type', CASE WHEN n.lifecycle_state = 'superseded' AND superseding <> '' AND superseding = ANY (n.superseded_by::text[])
                                     THEN 'memory.claim.supersede' ELSE 'memory.claim.state_transition' END,
@@ -344,12 +351,12 @@ BEGIN
                                                'confidenceScore', n.confidence_score, 'supersededBy', to_jsonb(n.superseded_by),
                                                'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.id)
           INTO events FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state;
-    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'INSERT' THEN
+    ELSIF tbl = 'relationships' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.created', 'org_id', n.org_id,
                  'payload', jsonb_build_object('relationshipId', n.id, 'sourceId', n.source_id, 'targetId', n.target_id,
                                                'relType', n.rel_type, 'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
-    ELSIF TG_TABLE_NAME = 'relationships' AND TG_OP = 'DELETE' AND NOT memory._knowledge_gate_open() THEN
+    ELSIF tbl = 'relationships' AND TG_OP = 'DELETE' AND NOT memory._knowledge_gate_open() THEN
         -- (memory.run_decay audits its own deletions as memory.job.decay.deleted.)
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.deleted', 'org_id', o.org_id,
                  'payload', jsonb_build_object('relationshipId', o.id, 'relType', o.rel_type)) ORDER BY o.id)
@@ -402,34 +409,53 @@ BEGIN
     RETURN id;
 END $$;
 
--- (SQL, not PL/pgSQL: the argument and the output column share the name claim_id.)
+-- The chain read org by org: it stays in its claim's org (supersedes references (org_id, id)), so
+-- on Citus each read is one shard group's. (PL/pgSQL: Citus plans no parameter of a SQL function.)
+CREATE FUNCTION memory._claim_chain(p_claim uuid)
+RETURNS TABLE (o_depth int, o_id uuid, o_state memory.lifecycle_state, o_created timestamptz, o_invalid timestamptz)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE org text;
+BEGIN
+    PERFORM memory._claim_must_exist(p_claim);
+    FOR org IN SELECT DISTINCT c.org_id FROM memory.claims c WHERE c.id OPERATOR(pg_catalog.=) p_claim ORDER BY 1 LOOP
+        RETURN QUERY
+        WITH RECURSIVE chain (d, cid, st, cr, inv, sup) AS (
+            SELECT 0, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
+              FROM memory.claims c WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.id OPERATOR(pg_catalog.=) p_claim
+            UNION ALL
+            SELECT ch.d OPERATOR(pg_catalog.+) 1, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
+              FROM chain ch JOIN memory.claims c ON c.org_id OPERATOR(pg_catalog.=) org AND c.id OPERATOR(pg_catalog.=) ch.sup
+             WHERE ch.d OPERATOR(pg_catalog.<) 1000000  -- a loop cannot be written (supersedes is fixed), but never spin
+        )
+        SELECT ch.d, ch.cid, ch.st, ch.cr, ch.inv FROM chain ch ORDER BY ch.d;
+    END LOOP;
+END $$;
+
+-- (SQL over memory._claim_chain: the argument and the output column share the name claim_id,
+-- which PL/pgSQL does not allow.)
 CREATE FUNCTION memory.claim_chain(claim_id uuid)
 RETURNS TABLE (depth int, claim_id uuid, lifecycle_state memory.lifecycle_state, t_created timestamptz, t_invalid timestamptz)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH RECURSIVE chain (depth, id, state, created, invalid, supersedes) AS (
-        SELECT 0, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
-          FROM memory.claims c WHERE c.id = memory._claim_must_exist($1)
-        UNION ALL
-        SELECT ch.depth + 1, c.id, c.lifecycle_state, c.t_created, c.t_invalid, c.supersedes
-          FROM chain ch JOIN memory.claims c ON c.id = ch.supersedes
-         WHERE ch.depth < 1000000  -- a loop cannot be written (supersedes is fixed), but never spin
-    )
-    SELECT ch.depth, ch.id, ch.state, ch.created, ch.invalid FROM chain ch ORDER BY ch.depth
+    SELECT x.o_depth, x.o_id, x.o_state, x.o_created, x.o_invalid FROM memory._claim_chain($1) x
 $$;
 COMMENT ON FUNCTION memory.claim_chain(uuid) IS
   'The provenance trail of a claim: depth 0 is the claim, each next row the claim it superseded (walking supersedes backwards). A missing id raises P0002.';
 
+-- (PL/pgSQL: Citus plans no parameter of a SQL function.)
 CREATE FUNCTION memory.active_claims(entity_id uuid, at timestamptz DEFAULT now())
-RETURNS SETOF memory.claims LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+RETURNS SETOF memory.claims LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT c.* FROM memory.claims c
      WHERE c.entity_id = active_claims.entity_id
        AND c.lifecycle_state = 'active'
        AND c.t_created <= coalesce(active_claims.at, now())
        AND (c.decay_at IS NULL OR c.decay_at > coalesce(active_claims.at, now()))
-     ORDER BY c.confidence_score DESC, c.t_created DESC
-$$;
+     ORDER BY c.confidence_score DESC, c.t_created DESC;
+END $$;
 COMMENT ON FUNCTION memory.active_claims(uuid, timestamptz) IS
   'What retrieval may use about an entity at `at`: active claims created by then whose decay horizon has not passed, most confident first.';
 
@@ -444,18 +470,31 @@ DECLARE
     cb memory.claims;
     loser memory.claims;
     winner memory.claims;
+    org text;
 BEGIN
     IF a IS NULL OR b IS NULL OR a = b THEN
         RAISE EXCEPTION 'memory.resolve_conflict needs two different claims' USING ERRCODE = '22023';
     END IF;
-    -- Lock both in id order so that two resolutions never deadlock.
-    PERFORM 1 FROM memory.claims c WHERE c.id IN (a, b) ORDER BY c.id FOR UPDATE;
-    SELECT * INTO ca FROM memory.claims c WHERE c.id = a;
+    -- a's org, checked for the caller (42501 for a claim of another org's); then both are
+    -- locked in id order, naming the org (so that two resolutions never deadlock, and on Citus
+    -- on the org's shard).
+    org := memory._org_of('memory.claims', a);
+    IF org IS NULL THEN
+        SELECT c.org_id INTO org FROM memory.claims c WHERE c.id = a LIMIT 1;
+        IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
+        PERFORM memory._require_org(org);
+    END IF;
+    PERFORM 1 FROM memory.claims c WHERE c.org_id = org AND c.id IN (a, b) ORDER BY c.id FOR UPDATE;
+    SELECT * INTO ca FROM memory.claims c WHERE c.org_id = org AND c.id = a;
     IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
-    SELECT * INTO cb FROM memory.claims c WHERE c.id = b;
-    IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503'; END IF;
-    PERFORM memory._require_org(ca.org_id);
-    IF ca.org_id <> cb.org_id OR ca.entity_id <> cb.entity_id THEN
+    SELECT * INTO cb FROM memory.claims c WHERE c.org_id = org AND c.id = b;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = b) THEN
+            RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503';
+    END IF;
+    IF ca.entity_id <> cb.entity_id THEN
         RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
     END IF;
     IF memory._conflict_loser_is_b(ca.confidence_score, ca.t_created, ca.id, cb.confidence_score, cb.t_created, cb.id) THEN
@@ -469,7 +508,7 @@ BEGIN
     END IF;
     UPDATE memory.claims c
        SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || winner.id
-     WHERE c.id = loser.id;
+     WHERE c.org_id = org AND c.id = loser.id;
     RETURN loser.id;
 END $$;
 COMMENT ON FUNCTION memory.resolve_conflict(uuid, uuid) IS
@@ -489,6 +528,11 @@ DECLARE
     found_tasks jsonb;
     events jsonb;
     scope text;
+    o text;
+    ids uuid[];
+    locked jsonb;
+    r record;
+    task bigint;
 BEGIN
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
@@ -507,6 +551,45 @@ BEGIN
     scope := memory._scope_org();
 
     -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
+    IF memory._citus_distributed('memory.claims') THEN
+        -- Citus takes no FOR UPDATE over every shard: the due claims are read first, then locked
+        -- org by org (skipping those a concurrent tick holds, and any no longer due), stamped and
+        -- queued in statements naming their org.
+        found_tasks := '[]';
+        FOR o, ids IN
+            SELECT d.org_id, array_agg(d.id ORDER BY d.id)
+              FROM (SELECT c.org_id, c.id FROM memory.claims c
+                     WHERE c.lifecycle_state = 'active'
+                       AND (scope IS NULL OR c.org_id = scope)
+                       AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+                       AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+                     ORDER BY c.confidence_score, c.t_created, c.id
+                     LIMIT sample_limit) d
+             GROUP BY d.org_id ORDER BY d.org_id LOOP
+            SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
+                SELECT c.id, c.entity_id, c.confidence_score,
+                       memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+                  FROM memory.claims c
+                 WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
+                   AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+                   AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+                   FOR UPDATE OF c SKIP LOCKED) l;
+            UPDATE memory.claims c SET freshness_recheck_requested_at = at
+             WHERE c.org_id = o AND c.id = ANY (ARRAY(SELECT (x->>'id')::uuid FROM jsonb_array_elements(locked) x));
+            FOR r IN SELECT * FROM jsonb_to_recordset(locked) AS x(id uuid, entity_id uuid, confidence_score float8, why text)
+                      ORDER BY x.confidence_score, x.id LOOP
+                INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
+                VALUES (o, r.id, ARRAY[r.entity_id],
+                        jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
+                                           'trigger_reason', r.why, 'original_claim_id', r.id),
+                        r.why, r.confidence_score)
+                RETURNING recheck_tasks.task_id INTO task;
+                found_tasks := found_tasks || jsonb_build_object('task_id', task, 'org_id', o, 'claim_id', r.id,
+                                                                 'reason', r.why, 'confidence', r.confidence_score);
+            END LOOP;
+        END LOOP;
+        SELECT coalesce(jsonb_agg(x ORDER BY (x->>'task_id')::bigint), '[]') INTO found_tasks FROM jsonb_array_elements(found_tasks) x;
+    ELSE
     WITH due AS (
         SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
                memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
@@ -532,6 +615,7 @@ BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object('task_id', t.task_id, 'org_id', t.org_id, 'claim_id', t.claim_id,
                                                  'reason', t.reason, 'confidence', t.confidence_score) ORDER BY t.task_id), '[]')
       INTO found_tasks FROM tasks t;
+    END IF;
 
     SELECT coalesce(jsonb_agg(jsonb_build_object('event_type', 'research.freshness_confidence.enqueued', 'org_id', x->>'org_id',
                      'payload', jsonb_build_object('claimId', x->'claim_id', 'reason', x->'reason',
@@ -551,7 +635,12 @@ CREATE FUNCTION memory.claim_recheck_tasks(worker text, n int DEFAULT 1, lease i
 RETURNS SETOF memory.recheck_tasks
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE scope text := memory._scope_org();
+DECLARE
+    scope text := memory._scope_org();
+    o     text;
+    taken int := 0;
+    got   int;
+    ts    timestamptz;
 BEGIN
     IF memory._blank(worker) THEN
         RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
@@ -560,6 +649,29 @@ BEGIN
         RAISE EXCEPTION 'n must be in [1, 1000] and lease positive (got %, %)', n, lease USING ERRCODE = '22023';
     END IF;
     -- Open tasks nobody holds, or whose lease ran out (a worker that died); taken rows are skipped.
+    IF memory._citus_distributed('memory.recheck_tasks') THEN
+        -- Citus takes no FOR UPDATE over every shard: org by org, the org with the oldest open task
+        -- first, each in one statement on its shard (with the time as a value: Citus evaluates no
+        -- volatile function in a distributed UPDATE).
+        ts := clock_timestamp();
+        FOR o IN SELECT q.org_id FROM memory.recheck_tasks q
+                  WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < ts - lease)
+                    AND (scope IS NULL OR q.org_id = scope)
+                  GROUP BY q.org_id ORDER BY min(q.task_id) LOOP
+            RETURN QUERY
+            UPDATE memory.recheck_tasks t SET claimed_at = ts, claimed_by = worker
+             WHERE t.org_id = o
+               AND t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
+                                  WHERE q.org_id = o AND q.completed_at IS NULL
+                                    AND (q.claimed_at IS NULL OR q.claimed_at < ts - lease)
+                                  ORDER BY q.task_id LIMIT n - taken FOR UPDATE SKIP LOCKED)
+            RETURNING t.*;
+            GET DIAGNOSTICS got = ROW_COUNT;
+            taken := taken + got;
+            EXIT WHEN taken >= n;
+        END LOOP;
+        RETURN;
+    END IF;
     RETURN QUERY
     UPDATE memory.recheck_tasks t SET claimed_at = clock_timestamp(), claimed_by = worker
      WHERE t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
@@ -574,12 +686,15 @@ COMMENT ON FUNCTION memory.claim_recheck_tasks(text, int, interval) IS
 CREATE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE scope text := memory._scope_org();
+DECLARE
+    scope text := memory._scope_org();
+    -- (A value: Citus evaluates no volatile function in a distributed UPDATE.)
+    ts    timestamptz := clock_timestamp();
 BEGIN
     IF memory._blank(outcome) THEN
         RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
     END IF;
-    UPDATE memory.recheck_tasks t SET completed_at = clock_timestamp(), outcome = complete_recheck_task.outcome
+    UPDATE memory.recheck_tasks t SET completed_at = ts, outcome = complete_recheck_task.outcome
      WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL
        AND (scope IS NULL OR t.org_id = scope);
     RETURN FOUND;
@@ -598,6 +713,7 @@ DECLARE
     c       memory.claims;
     task    bigint;
     events  jsonb;
+    org     text;
 BEGIN
     IF v IS NULL OR v NOT IN ('still_supported', 'eroded', 'retracted_source', 'broken_provenance') THEN
         RAISE EXCEPTION 'unknown verdict "%"', coalesce(v, '(null)') USING ERRCODE = '22023',
@@ -608,11 +724,13 @@ BEGIN
     END IF;
     -- A claim of an org the caller may not act for is not found (its existence is not told), and
     -- is not locked either: the org is checked before the row lock is taken.
-    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim;
-    IF NOT FOUND OR NOT memory._may_act_for(c.org_id) THEN
+    org := memory._org_of('memory.claims', p_claim);
+    IF org IS NOT NULL THEN
+        SELECT * INTO c FROM memory.claims x WHERE x.org_id = org AND x.id = p_claim FOR UPDATE;
+    END IF;
+    IF org IS NULL OR NOT FOUND THEN
         RAISE EXCEPTION 'claim % does not exist', p_claim USING ERRCODE = '23503';
     END IF;
-    SELECT * INTO c FROM memory.claims x WHERE x.id = p_claim FOR UPDATE;
     IF c.lifecycle_state NOT IN ('pending', 'active') THEN
         RAISE EXCEPTION 'claim % is %: a verdict applies to a pending or active claim', c.id, c.lifecycle_state
             USING ERRCODE = 'MX001';
@@ -634,7 +752,7 @@ BEGIN
     ELSIF v = 'broken_provenance' THEN
         -- The source is gone: the claim is retracted (its memory.claim.state_transition is
         -- recorded by the audit trigger, then the verdict).
-        UPDATE memory.claims x SET lifecycle_state = 'retracted' WHERE x.id = c.id;
+        UPDATE memory.claims x SET lifecycle_state = 'retracted' WHERE x.org_id = c.org_id AND x.id = c.id;
         events := jsonb_build_array(jsonb_build_object('event_type', 'memory.govern.broken_provenance', 'org_id', c.org_id,
             'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'fromState', c.lifecycle_state,
                                           'toState', 'retracted', 'subjectId', memory._subject_pseudonym(c.subject_id))));
@@ -736,57 +854,74 @@ RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_ca
 AS $$
 DECLARE
     scope    text := memory._scope_org();
+    orgs     text[];
     days     jsonb;
-    claims_n int;
-    ents_n   int;
-    held_n   int;
-    events   jsonb;
+    o        text;
+    claims_n int := 0;
+    ents_n   int := 0;
+    held_n   int := 0;
+    cn       int;
+    en       int;
+    hn       int;
+    ev       jsonb;
+    events   jsonb := '[]';
 BEGIN
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'knowledge retention needs a finite time' USING ERRCODE = '22023';
     END IF;
-    -- Each org's retention for restricted data (NULL: kept indefinitely; BFSI mode applies).
-    SELECT coalesce(jsonb_object_agg(o.org_id, (SELECT r.retention_days FROM memory.retention_policy(o.org_id, 'restricted') r)), '{}')
-      INTO days
-      FROM (SELECT DISTINCT c.org_id FROM memory.claims c
-             WHERE c.lifecycle_state <> 'archived' AND c.subject_id IS NOT NULL AND (scope IS NULL OR c.org_id = scope)
+    -- The orgs holding what can come due, then each one's retention for restricted data (NULL:
+    -- kept indefinitely; BFSI mode applies): statements of their own, as Citus plans them.
+    SELECT coalesce(array_agg(DISTINCT x.org_id ORDER BY x.org_id), '{}') INTO orgs
+      FROM (SELECT c.org_id FROM memory.claims c
+             WHERE c.lifecycle_state <> 'archived' AND (scope IS NULL OR c.org_id = scope)
+               AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
             UNION
-            SELECT DISTINCT e.org_id FROM memory.entities e
-             WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)) o;
+            SELECT e.org_id FROM memory.entities e
+             WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)) x;
+    SELECT coalesce(jsonb_object_agg(u.o, (SELECT r.retention_days FROM memory.retention_policy(u.o, 'restricted') r)), '{}')
+      INTO days FROM unnest(orgs) u(o);
 
-    WITH due AS (
-        SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
-               CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
-                    THEN 'finding_ttl' ELSE 'subject_retention' END AS why,
-               c.subject_id AS subject, memory._held(c.org_id, c.subject_id, NULL) AS held
-          FROM memory.claims c
-         WHERE c.lifecycle_state <> 'archived' AND (scope IS NULL OR c.org_id = scope)
-           AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
-           AND ((c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days')
-                OR (c.subject_id IS NOT NULL AND days->>c.org_id IS NOT NULL
-                    AND c.t_created <= at - make_interval(days => (days->>c.org_id)::int)))
-        UNION ALL
-        SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory._held(e.org_id, e.subject_id, NULL)
-          FROM memory.entities e
-         WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (scope IS NULL OR e.org_id = scope)
-           AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
-        -- Bounded per run (oldest first): a backlog is worked off over several runs, each within
-        -- the limits of one event array.
-        ORDER BY 1 LIMIT 10000
-    ),
-    -- The transitions (their state_transition events come from the audit triggers).
-    c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
-                WHERE d.kind = 'claim' AND NOT d.held AND c.id = d.id RETURNING c.id),
-    e_done AS (UPDATE memory.entities e SET lifecycle_state = 'archived' FROM due d
-                WHERE d.kind = 'entity' AND NOT d.held AND e.id = d.id RETURNING e.id)
-    SELECT (SELECT count(*) FROM c_done), (SELECT count(*) FROM e_done), count(*) FILTER (WHERE d.held),
-           jsonb_agg(jsonb_build_object('event_type', 'memory.govern.retention_disposed', 'org_id', d.org_id,
-                     'payload', jsonb_build_object(CASE d.kind WHEN 'claim' THEN 'claimId' ELSE 'entityId' END, d.id,
-                                                   'fromState', d.from_state, 'toState', 'archived', 'reason', d.why,
-                                                   'subjectId', memory._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
-                     FILTER (WHERE NOT d.held)
-      INTO claims_n, ents_n, held_n, events FROM due d;
-    PERFORM memory._audit_append_many(coalesce(events, '[]'));
+    -- One pass over the scope on a single node; on Citus one per org, each statement naming it
+    -- (so that Citus runs it on the org's shards).
+    FOR o IN SELECT u.o FROM unnest(CASE WHEN memory._citus_distributed('memory.claims') THEN orgs ELSE ARRAY[scope] END) u(o) LOOP
+        WITH due AS (
+            SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
+                   CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
+                        THEN 'finding_ttl' ELSE 'subject_retention' END AS why,
+                   c.subject_id AS subject, memory._held(c.org_id, c.subject_id, NULL) AS held
+              FROM memory.claims c
+             WHERE c.lifecycle_state <> 'archived' AND (o IS NULL OR c.org_id = o)
+               AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
+               AND ((c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days')
+                    OR (c.subject_id IS NOT NULL AND days->>c.org_id IS NOT NULL
+                        AND c.t_created <= at - make_interval(days => (days->>c.org_id)::int)))
+            UNION ALL
+            SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory._held(e.org_id, e.subject_id, NULL)
+              FROM memory.entities e
+             WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (o IS NULL OR e.org_id = o)
+               AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
+            -- Bounded per run (oldest first): a backlog is worked off over several runs, each within
+            -- the limits of one event array.
+            ORDER BY 1 LIMIT 10000
+        ),
+        -- The transitions (their state_transition events come from the audit triggers).
+        c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
+                    WHERE d.kind = 'claim' AND NOT d.held AND c.id = d.id AND (o IS NULL OR c.org_id = o) RETURNING c.id),
+        e_done AS (UPDATE memory.entities e SET lifecycle_state = 'archived' FROM due d
+                    WHERE d.kind = 'entity' AND NOT d.held AND e.id = d.id AND (o IS NULL OR e.org_id = o) RETURNING e.id)
+        SELECT (SELECT count(*) FROM c_done), (SELECT count(*) FROM e_done), count(*) FILTER (WHERE d.held),
+               jsonb_agg(jsonb_build_object('event_type', 'memory.govern.retention_disposed', 'org_id', d.org_id,
+                         'payload', jsonb_build_object(CASE d.kind WHEN 'claim' THEN 'claimId' ELSE 'entityId' END, d.id,
+                                                       'fromState', d.from_state, 'toState', 'archived', 'reason', d.why,
+                                                       'subjectId', memory._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
+                         FILTER (WHERE NOT d.held)
+          INTO cn, en, hn, ev FROM due d;
+        claims_n := claims_n + cn;
+        ents_n := ents_n + en;
+        held_n := held_n + hn;
+        events := events || coalesce(ev, '[]');
+    END LOOP;
+    PERFORM memory._audit_append_many(events);
     RETURN jsonb_build_object('claims_disposed', claims_n, 'entities_disposed', ents_n, 'held', held_n);
 END $$;
 COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
@@ -809,35 +944,39 @@ EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END $$;
 
+-- The inserts of checked rows (PL/pgSQL: Citus plans no parameter of a SQL function).
 CREATE FUNCTION memory._ingest_insert_entities(rows jsonb)
-RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     INSERT INTO memory.entities (id, org_id, entity_type, name, taxonomy_category, ontology_codes, subject_id, origin, lifecycle_state)
     SELECT (r->>'id')::uuid, r->>'org_id', r->>'entity_type', r->>'name', r->>'taxonomy_category', r->'ontology_codes',
            r->>'subject_id', r->>'origin', (r->>'lifecycle_state')::memory.lifecycle_state
-      FROM jsonb_array_elements(rows) r
-$$;
+      FROM jsonb_array_elements(rows) r;
+END $$;
 
 CREATE FUNCTION memory._ingest_insert_claims(rows jsonb)
-RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     INSERT INTO memory.claims (id, org_id, entity_id, kind, claim_text, supports, pii_fields, subject_id, details, decay_at,
                                confidence_score, source, lifecycle_state, supersedes, field, t_created)
     SELECT (r->>'id')::uuid, r->>'org_id', (r->>'entity_id')::uuid, r->>'kind', r->>'claim_text',
            ARRAY(SELECT jsonb_array_elements_text(r->'supports')), ARRAY(SELECT jsonb_array_elements_text(r->'pii_fields')),
            r->>'subject_id', r->'details', (r->>'decay_at')::timestamptz, (r->>'confidence_score')::float8, r->>'source',
            (r->>'lifecycle_state')::memory.lifecycle_state, (r->>'supersedes')::uuid, r->>'field', (r->>'t_created')::timestamptz
-      FROM jsonb_array_elements(rows) r
-$$;
+      FROM jsonb_array_elements(rows) r;
+END $$;
 
 CREATE FUNCTION memory._ingest_insert_relationships(rows jsonb)
-RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     INSERT INTO memory.relationships (id, org_id, source_id, target_id, rel_type, attributes, subject_id, decay_at)
     SELECT (r->>'id')::uuid, r->>'org_id', (r->>'source_id')::uuid, (r->>'target_id')::uuid, r->>'rel_type', r->'attributes',
            r->>'subject_id', (r->>'decay_at')::timestamptz
-      FROM jsonb_array_elements(rows) r
-$$;
+      FROM jsonb_array_elements(rows) r;
+END $$;
 
 CREATE FUNCTION memory.ingest_batch(entities jsonb DEFAULT '[]', claims jsonb DEFAULT '[]', relationships jsonb DEFAULT '[]',
                                     chunk_size int DEFAULT 500)
@@ -859,6 +998,7 @@ DECLARE
     n       int;
     lo      int;
     checked jsonb;              -- [[item, id, org, sqlstate, message, row], ...] of one chunk
+    known   text[];             -- 'org id' of the existing entities the chunk names
     good    jsonb;
     c       jsonb;
     st      text;
@@ -893,6 +1033,20 @@ BEGIN
               FROM (SELECT DISTINCT coalesce(u.j->>'org_id', acting) AS org FROM unnest(ch) u(j)
                      WHERE jsonb_typeof(u.j) = 'object') o
              WHERE o.org IS NOT NULL;
+            -- The entities the chunk's claims and relationships name that exist, as 'org id': read
+            -- by a statement of their own (Citus plans no correlated subquery over a distributed
+            -- table in the checks below).
+            IF k <> 'entities' THEN
+                SELECT coalesce(array_agg(e.org_id || ' ' || e.id::text), '{}') INTO known
+                  FROM memory.entities e
+                 WHERE e.id = ANY (ARRAY(
+                         SELECT c2.v::uuid
+                           FROM (SELECT u.j->>f AS v FROM unnest(ch) u(j), unnest(ARRAY['entity_id', 'source_id', 'target_id']) f
+                                  WHERE jsonb_typeof(u.j) = 'object'
+                                 UNION
+                                 SELECT r.value #>> '{}' FROM jsonb_each(refs) r) c2
+                          WHERE c2.v ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'));
+            END IF;
             -- Check the chunk's items set-wise: the first problem of each, and its normalised row.
             IF k = 'entities' THEN
                 SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r) ORDER BY x.i) INTO checked
@@ -935,7 +1089,7 @@ BEGIN
                                         WHEN y.j ? 'entity_ref' AND NOT refs ? (y.j->>'entity_ref')
                                             THEN ARRAY['23503', format('entity_ref "%s" names no entity of this batch that was inserted', y.j->>'entity_ref')]
                                         WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
-                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.ent)
+                                        WHEN NOT coalesce((y.org || ' ' || y.ent::text) = ANY (known), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
                                         WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
                                             THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
@@ -984,9 +1138,9 @@ BEGIN
                                         WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
                                         WHEN y.src IS NULL OR y.tgt IS NULL
                                             THEN ARRAY['23503', 'source and target must name entities (source_id/source_ref, target_id/target_ref)']
-                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.src)
+                                        WHEN NOT coalesce((y.org || ' ' || y.src::text) = ANY (known), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.src, y.org)]
-                                        WHEN NOT EXISTS (SELECT 1 FROM memory.entities e WHERE e.org_id = y.org AND e.id = y.tgt)
+                                        WHEN NOT coalesce((y.org || ' ' || y.tgt::text) = ANY (known), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.tgt, y.org)]
                                         WHEN (y.j->>'rel_type') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'rel_type is lower-case snake_case']
                                         WHEN y.j ? 'attributes' AND jsonb_typeof(y.j->'attributes') <> 'object' THEN ARRAY['22023', '"attributes" must be an object']
@@ -1080,7 +1234,11 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Decay (the seed's decay job): PHI claims past decay_at are redacted field by field and
 -- archived; hypotheses and non-PHI relationships are deleted; other claims are archived.
 
-CREATE FUNCTION memory._run_decay(at timestamptz)
+-- One decay run over org `org` (NULL: every org; memory.run_decay passes the caller's scope).
+-- Every statement names the org when there is one: on Citus memory.distribute() makes this a
+-- function Citus runs on the node of the org's shards, where its statements are local and the
+-- gate it opens is seen by the shards' triggers. Not granted to PUBLIC.
+CREATE FUNCTION memory._run_decay_in(org text, at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1090,7 +1248,7 @@ DECLARE
     gone uuid[];
     events jsonb;
     result jsonb;
-    scope text := memory._scope_org();
+    scope text := org;
 BEGIN
     at := coalesce(at, now());
     -- Nothing changes if a due claim names a field decay does not know.
@@ -1124,7 +1282,7 @@ BEGIN
                anonymized_at = at,
                lifecycle_state = 'archived',
                t_invalid = coalesce(c.t_invalid, at)
-          FROM due WHERE c.id = due.id
+          FROM due WHERE c.id = due.id AND (scope IS NULL OR c.org_id = scope)
         RETURNING c.id, c.org_id, c.pii_fields
     )
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
@@ -1139,11 +1297,11 @@ BEGIN
         SELECT c.id FROM memory.claims c
          WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND c.kind = 'hypothesis'
            AND c.supersedes IS NULL AND c.superseded_by = '{}'
-           AND NOT EXISTS (SELECT 1 FROM memory.claims s WHERE s.supersedes = c.id)
+           AND NOT EXISTS (SELECT 1 FROM memory.claims s WHERE s.org_id = c.org_id AND s.supersedes = c.id)
          FOR UPDATE OF c) h;
-    DELETE FROM memory.recheck_tasks t WHERE t.claim_id = ANY (gone);
+    DELETE FROM memory.recheck_tasks t WHERE t.claim_id = ANY (gone) AND (scope IS NULL OR t.org_id = scope);
     WITH del AS (
-        DELETE FROM memory.claims c WHERE c.id = ANY (gone) RETURNING c.id, c.org_id
+        DELETE FROM memory.claims c WHERE c.id = ANY (gone) AND (scope IS NULL OR c.org_id = scope) RETURNING c.id, c.org_id
     )
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
                'payload', jsonb_build_object('kind', 'claim', 'claimId', d.id)) ORDER BY d.id)
@@ -1187,10 +1345,35 @@ CREATE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    st  text;
-    msg text;
+    st    text;
+    msg   text;
+    scope text := memory._scope_org();
+    o     text;
+    one   jsonb;
+    total jsonb;
+    k     text;
 BEGIN
-    RETURN memory._run_decay(at);
+    IF NOT memory._citus_distributed('memory.claims') THEN
+        RETURN memory._run_decay_in(scope, at);
+    END IF;
+    -- Citus: org by org, each run on the node of the org's shards (the values as literals: Citus
+    -- delegates a call with constant arguments). An org with nothing due is not visited.
+    at := coalesce(at, now());
+    total := jsonb_build_object('at', at, 'claimsAnonymized', 0, 'claimsDeleted', 0, 'claimsArchived', 0,
+                                'relationshipsDeleted', 0, 'relationshipsAnonymized', 0);
+    FOR o IN SELECT c.org_id FROM memory.claims c
+              WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope)
+             UNION
+             SELECT r.org_id FROM memory.relationships r
+              WHERE r.decay_at < at AND r.anonymized_at IS NULL AND (scope IS NULL OR r.org_id = scope)
+             ORDER BY 1 LOOP
+        -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
+        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o, at) INTO one;
+        FOR k IN SELECT x FROM jsonb_object_keys(total) x WHERE x <> 'at' LOOP
+            total := jsonb_set(total, ARRAY[k], to_jsonb((total->>k)::int + coalesce((one->>k)::int, 0)));
+        END LOOP;
+    END LOOP;
+    RETURN total;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
     PERFORM memory._audit_denied('memory.job.decay.error',

@@ -166,21 +166,32 @@ BEGIN
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
 
-    -- The observation store (the observations, their archive and weight history): by org,
-    -- co-located with the audit tables, so a tenant's memories, its chain and the work on them
-    -- (recall, feedback, retention, erasure) are one shard group. Citus requires the
-    -- distribution column in every unique key: the primary keys become (org_id, id), and ids are
-    -- unique per org from then on (the functions that take an id name its org in their
-    -- statements; an id of several of the caller's orgs is the acting org's, else the greatest).
-    FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history'] LOOP
+    -- memory_ext's stores: the observations (with their archive and weight history) and the
+    -- knowledge graph (entities, claims, relationships, re-check tasks), by org, co-located with
+    -- the audit tables, so a tenant's memories and knowledge, its chain and the work on them
+    -- (recall, feedback, retention, erasure, decay) are one shard group. Citus requires the
+    -- distribution column in every unique key: the primary keys become (org_id, id) ((org_id,
+    -- task_id) for tasks), and ids are unique per org from then on (the functions that take an
+    -- id name its org in their statements; an id of several of the caller's orgs is the acting
+    -- org's, else the greatest). The knowledge references already stay inside one org (composite
+    -- foreign keys, which Citus keeps on co-located shards; they reference (org_id, id), which
+    -- stays unique); a task references its claim with its org.
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = 'memory.recheck_tasks'::regclass) THEN
+        ALTER TABLE memory.recheck_tasks DROP CONSTRAINT recheck_tasks_claim_id_fkey;
+    END IF;
+    FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history',
+                             'memory.entities', 'memory.claims', 'memory.relationships', 'memory.recheck_tasks'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
-            IF pk IS NOT NULL THEN
+            IF t = 'memory.recheck_tasks' THEN
+                ALTER TABLE memory.recheck_tasks DROP CONSTRAINT recheck_tasks_pkey, ADD PRIMARY KEY (org_id, task_id),
+                    ADD CONSTRAINT recheck_tasks_claim_id_fkey FOREIGN KEY (org_id, claim_id) REFERENCES memory.claims (org_id, id);
+            ELSIF pk IS NOT NULL THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
             END IF;
             -- (The functions that take an id read its orgs first: by index, on every shard.)
-            IF t = 'memory.observations' THEN
-                CREATE INDEX IF NOT EXISTS observations_id ON memory.observations (id);
+            IF t IN ('memory.observations', 'memory.entities', 'memory.claims') THEN
+                EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (id)', pg_catalog.split_part(t, '.', 2) || '_id', t);
             END IF;
             PERFORM memory._policy_without_subquery(t::regclass);
             EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''org_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
@@ -188,11 +199,15 @@ BEGIN
         END IF;
         done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));
     END LOOP;
+
     -- The gate memory.reclassify opens to lower a tier is the backend's: the function that
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
     -- triggers fire.
     EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
         USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
+    -- Likewise the decay job's run over one org: its gate is opened where the shards' triggers fire.
+    EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
+        USING 'memory._run_decay_in(text,timestamptz)'::regprocedure;
 
     -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
     -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
@@ -203,9 +218,9 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's other stores (knowledge, consent, maintenance runs) stay on the coordinator:
-    -- their functions act on rows by id without the org, which Citus cannot route (see README
-    -- "What Citus cannot do").
+    -- memory_ext's other stores (consent, maintenance runs) stay on the coordinator: their
+    -- functions check the tenant inside their statements, which Citus would run on a worker as
+    -- the definer (see README "What Citus cannot do").
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
@@ -218,4 +233,4 @@ BEGIN
     RETURN done;
 END $$;
 COMMENT ON FUNCTION memory.distribute(int) IS
-  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation store by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
+  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation and knowledge stores by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';

@@ -158,7 +158,7 @@ BEGIN
         TO memory_reader;
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz) TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid),
+    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid), memory._claim_chain(uuid),
                               memory.recall(text, text, int, text), memory.misleading_observations(text)
         TO memory_reader;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,

@@ -280,9 +280,9 @@ BEGIN
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
               ORDER BY u.ord LOOP
         id := r.uid;
-        -- The row's org, checked for the caller (memory._observation_org); the row is then read
+        -- The row's org, checked for the caller (memory._org_of); the row is then read
         -- and changed naming its org.
-        org := CASE WHEN NOT r.repeated THEN memory._observation_org(r.uid) END;
+        org := CASE WHEN NOT r.repeated THEN memory._org_of('memory.observations', r.uid) END;
         IF org IS NOT NULL THEN
             SELECT o.classification, o.soft_deleted_at INTO cls, sd FROM memory.observations o
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid FOR UPDATE;

@@ -21,6 +21,13 @@ fn transition_error(from: State, to: &str, relname: &str, column: &str) -> MxErr
         .hint("Legal: pending -> active, retracted, archived; active -> superseded, retracted, archived; superseded -> archived; retracted -> archived. archived is terminal.")
 }
 
+/// `memory._table_of(rel)`: the table a trigger fired on as the knowledge triggers check it: on
+/// Citus the distributed table whose shard `rel` is, elsewhere `rel` itself.
+#[pg_extern(stable, strict, name = "_table_of")]
+fn table_of(rel: pg_sys::Oid) -> pg_sys::Oid {
+    crate::pg::citus::logical_table(rel).unwrap_or(rel)
+}
+
 #[pg_extern(immutable, parallel_safe, strict, name = "_can_transition")]
 fn can_transition(from: &str, to: &str) -> bool {
     let (f, t) = (parse_state(from, "from").or_raise(), parse_state(to, "to").or_raise());

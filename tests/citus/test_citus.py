@@ -39,7 +39,9 @@ def cluster():
         assert done["governed"] == ["public.notes"]
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
         assert "memory.audit_keys" in done["reference"] and "memory.org_grants" in done["reference"]
-        assert done["stores"] == ["memory.observations", "memory.observations_archive", "memory.observation_weight_history"], done
+        assert done["stores"] == ["memory.observations", "memory.observations_archive", "memory.observation_weight_history",
+                                  "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks"], done
+        assert {k["table"] for k in done["kept_local"]} >= {"memory.consents", "memory.maintenance_runs"}, done
     yield {"coord": coord, "workers": {w1, w2}}
     subprocess.run([str(CITUS), "stop", NAME], check=False)
 
@@ -595,3 +597,83 @@ def test_events_name_the_distributed_table_not_its_shard(cluster, coord):
     shards = coord.execute(r"""SELECT DISTINCT payload->>'table' FROM memory.audit_log
                                 WHERE payload ? 'table' AND payload->>'table' ~ '_[0-9]+$'""").fetchall()
     assert shards == [], shards
+
+
+def test_the_knowledge_store_is_distributed_with_its_tenants(cluster, coord):
+    """memory.entities, claims, relationships and recheck_tasks live in each tenant's shard group:
+    the knowledge triggers fire on the shards (supersession, the guards, the audit), and the
+    knowledge functions act from the coordinator on the caller's org's rows, though ids are unique
+    only per org."""
+    a, b = "org_kn_a", "org_kn_b"
+    for t in ("memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks"):
+        assert coord.execute("SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = %s::regclass", (t,)).fetchone()[0] == "h", t
+        assert node_of(coord, t, a)[0] == node_of(coord, "memory.audit_log", a)[0] in cluster["workers"], t
+    ent, shared = "e0000000-0000-0000-0000-0000000000ab", "c0000000-0000-0000-0000-0000000000ab"
+    # Two orgs hold the same entity and claim ids (each org's own rows), both active.
+    for org in (a, b):
+        coord.execute("INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES (%s, %s, 'problem', 'asthma')", (ent, org))
+        coord.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES"
+                      " (%s, %s, %s, 'first finding', 'PubMed', 0.7)", (shared, org, ent))
+        coord.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE org_id = %s AND id = %s", (org, shared))
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("DROP ROLE IF EXISTS agent_kn")
+    coord.execute("CREATE ROLE agent_kn LOGIN IN ROLE memory_admin")
+    coord.execute("SELECT memory.grant_org('agent_kn', %s)", (a,))
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_kn dbname=postgres", autocommit=True) as ag:
+        assert {r[0] for r in ag.execute("SELECT org_id FROM memory.claims").fetchall()} == {a}
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            ag.execute("INSERT INTO memory.entities (org_id, entity_type, name) VALUES (%s, 'concept', 'sneaky')", (b,))
+        # Supersession on the shard: the tenant's correction supersedes its own org's claim only.
+        ag.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score, supersedes) VALUES"
+                   " ('c0000000-0000-0000-0000-0000000000ac', %s, %s, 'corrected finding', 'PubMed', 0.8, %s)", (a, ent, shared))
+        chain = ag.execute("SELECT depth, claim_id::text, lifecycle_state::text FROM memory.claim_chain('c0000000-0000-0000-0000-0000000000ac')").fetchall()
+        assert chain == [(0, "c0000000-0000-0000-0000-0000000000ac", "pending"), (1, shared, "superseded")], chain
+        # The replicator's verdict on the shared id is about the caller's org's claim.
+        ag.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c0000000-0000-0000-0000-0000000000ac'")
+        verdict = ag.execute("SELECT memory.record_verdict('c0000000-0000-0000-0000-0000000000ac', 'eroded')").fetchone()[0]
+        assert verdict["action"] == "recheck_enqueued", verdict
+        taken = ag.execute("SELECT org_id, claim_id::text FROM memory.claim_recheck_tasks('critic-kn', 10)").fetchall()
+        assert taken == [(a, "c0000000-0000-0000-0000-0000000000ac")], taken
+        # Nothing is hard-deleted, on the shard either (not even by the owner).
+        with pytest.raises(psycopg.Error) as gone:
+            coord.execute("DELETE FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-0000000000ac'")
+        assert gone.value.sqlstate == "MX006"
+    states = dict(coord.execute("SELECT org_id, lifecycle_state::text FROM memory.claims WHERE id = %s", (shared,)).fetchall())
+    assert states == {a: "superseded", b: "active"}, states
+    assert events(coord, a, "memory.claim.supersede") == 1 and events(coord, b, "memory.claim.supersede") == 0
+    # Conflicts, by the owner acting for b: the lower confidence loses, in b.
+    coord.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES"
+                  " ('c0000000-0000-0000-0000-0000000000ad', %s, %s, 'weaker', 'PubMed', 0.2)", (b, ent))
+    coord.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE org_id = %s AND id = 'c0000000-0000-0000-0000-0000000000ad'", (b,))
+    with coord.transaction():
+        coord.execute("SELECT set_config('memory.org_id', %s, true)", (b,))
+        loser = coord.execute("SELECT memory.resolve_conflict(%s, 'c0000000-0000-0000-0000-0000000000ad')::text", (shared,)).fetchone()[0]
+    assert loser == "c0000000-0000-0000-0000-0000000000ad"
+    # Freshness re-checks across both orgs' shards; bulk ingest with refs.
+    coord.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, source, confidence_score) VALUES (%s, %s, 'shaky', 'PubMed', 0.1)", (a, ent))
+    coord.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE org_id = %s AND claim_text = 'shaky'", (a,))
+    queued = [r[0] for r in coord.execute("SELECT claim_id FROM memory.freshness_recheck(0.5)").fetchall()]
+    shaky = coord.execute("SELECT id FROM memory.claims WHERE org_id = %s AND claim_text = 'shaky'", (a,)).fetchone()[0]
+    assert shaky in queued, queued
+    assert coord.execute("SELECT count(*) FROM memory.recheck_tasks WHERE org_id = %s AND claim_id = %s", (a, shaky)).fetchone()[0] == 1
+    rows = coord.execute("""SELECT kind, ok, sqlstate FROM memory.ingest_batch(
+        entities => '[{"ref": "x", "org_id": "org_kn_b", "entity_type": "intervention", "name": "ICS"}]',
+        claims => '[{"org_id": "org_kn_b", "entity_ref": "x", "claim_text": "works"},
+                    {"org_id": "org_kn_b", "entity_id": "00000000-0000-0000-0000-0000000000ff", "claim_text": "no entity"}]')""").fetchall()
+    assert rows == [("entities", True, None), ("claims", True, None), ("claims", False, "23503")], rows
+    # Decay on the shards: a's PHI claim is redacted and archived, its hypothesis deleted.
+    coord.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, subject_id, pii_fields, decay_at) VALUES"
+                  " (%s, %s, 'patient 7 reports', 'patient-7', ARRAY['claim_text', 'subject_id'], now() - interval '1 day')", (a, ent))
+    coord.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, kind, decay_at) VALUES (%s, %s, 'maybe', 'hypothesis', now() - interval '1 day')", (a, ent))
+    decay = coord.execute("SELECT memory.run_decay()").fetchone()[0]
+    assert decay["claimsAnonymized"] == 1 and decay["claimsDeleted"] == 1, decay
+    assert coord.execute("SELECT claim_text, subject_id FROM memory.claims WHERE org_id = %s AND lifecycle_state = 'archived'"
+                         " AND anonymized_at IS NOT NULL", (a,)).fetchall() == [("[redacted]", None)]
+    assert events(coord, a, "memory.job.decay.deleted") == 1
+    # Knowledge retention in the maintenance run: an old subject entity is archived on its shard.
+    coord.execute("INSERT INTO memory.entities (org_id, entity_type, name, subject_id, t_created) VALUES"
+                  " (%s, 'problem', 'old', 'subj-old', now() - interval '30 years')", (b,))
+    run = coord.execute("SELECT memory.run_maintenance()").fetchone()[0]
+    assert "error" not in run and run["knowledge"]["entities_disposed"] == 1, run
+    # (The org_t* chains were tampered with on purpose above.)
+    assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
