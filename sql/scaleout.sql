@@ -218,14 +218,18 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's other stores (consent, maintenance runs) stay on the coordinator: their
-    -- functions check the tenant inside their statements, which Citus would run on a worker as
-    -- the definer (see README "What Citus cannot do").
+    -- memory_ext's other tables stay on the coordinator, each for its reason (see README "What
+    -- Citus cannot do"): the governance registry names tables by oid, which differ between
+    -- nodes; the maintenance runs are the coordinator's own record; the consent store's drift
+    -- detectors read its tables by relation, not through a shard group.
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
                 AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
-        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why', 'not distributed by memory_ext yet'));
+        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
+            CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
+                   WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
+                   ELSE 'the consent store: its drift detectors read its tables by relation, not through a shard group' END));
     END LOOP;
     PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
         'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),

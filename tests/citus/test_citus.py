@@ -41,7 +41,11 @@ def cluster():
         assert "memory.audit_keys" in done["reference"] and "memory.org_grants" in done["reference"]
         assert done["stores"] == ["memory.observations", "memory.observations_archive", "memory.observation_weight_history",
                                   "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks"], done
-        assert {k["table"] for k in done["kept_local"]} >= {"memory.consents", "memory.maintenance_runs"}, done
+        why = {k["table"]: k["why"] for k in done["kept_local"]}
+        assert set(why) == {"memory.consents", "memory.deletion_stubs", "memory.governance_registry", "memory.maintenance_runs",
+                            "memory.persona_drift_log", "memory.thread_refreshes", "memory.threads", "memory.training_candidates",
+                            "memory.user_contexts", "memory.user_feedback", "memory.watch_question_updates"}, why
+        assert "drift detectors" in why["memory.consents"] and "oid" in why["memory.governance_registry"], why
     yield {"coord": coord, "workers": {w1, w2}}
     subprocess.run([str(CITUS), "stop", NAME], check=False)
 
