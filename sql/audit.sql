@@ -191,6 +191,7 @@ DECLARE
     made  int := 0;
     moved bigint;
     dist  constant boolean := memory._citus_distributed('memory.audit_log');
+    role_was text;
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
         RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
@@ -211,8 +212,9 @@ BEGIN
         PERFORM memory._audit_move_gate(true);
         -- On Citus the DELETE runs on the workers' shards, whose guard cannot see this backend's
         -- gate: their ordinary triggers are off for it instead (SET LOCAL, sent to the workers'
-        -- connections of this transaction), and on again right after.
+        -- connections of this transaction), and as they were right after.
         IF dist THEN
+            role_was := pg_catalog.current_setting('session_replication_role');
             SET LOCAL citus.propagate_set_commands = 'local';
             SET LOCAL session_replication_role = 'replica';
         END IF;
@@ -222,7 +224,7 @@ BEGIN
         INSERT INTO pg_temp.memory_audit_move SELECT * FROM gone;
         GET DIAGNOSTICS moved = ROW_COUNT;
         IF dist THEN
-            SET LOCAL session_replication_role = 'origin';
+            EXECUTE pg_catalog.format('SET LOCAL session_replication_role = %L', role_was);
         END IF;
         PERFORM memory._audit_move_gate(false);
         EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',

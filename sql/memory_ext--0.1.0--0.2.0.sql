@@ -1337,6 +1337,7 @@ DECLARE
     made  int := 0;
     moved bigint;
     dist  constant boolean := memory._citus_distributed('memory.audit_log');
+    role_was text;
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
         RAISE EXCEPTION 'months_ahead must be between 0 and 120, got %', months_ahead USING ERRCODE = '22023';
@@ -1357,8 +1358,9 @@ BEGIN
         PERFORM memory._audit_move_gate(true);
         -- On Citus the DELETE runs on the workers' shards, whose guard cannot see this backend's
         -- gate: their ordinary triggers are off for it instead (SET LOCAL, sent to the workers'
-        -- connections of this transaction), and on again right after.
+        -- connections of this transaction), and as they were right after.
         IF dist THEN
+            role_was := pg_catalog.current_setting('session_replication_role');
             SET LOCAL citus.propagate_set_commands = 'local';
             SET LOCAL session_replication_role = 'replica';
         END IF;
@@ -1368,7 +1370,7 @@ BEGIN
         INSERT INTO pg_temp.memory_audit_move SELECT * FROM gone;
         GET DIAGNOSTICS moved = ROW_COUNT;
         IF dist THEN
-            SET LOCAL session_replication_role = 'origin';
+            EXECUTE pg_catalog.format('SET LOCAL session_replication_role = %L', role_was);
         END IF;
         PERFORM memory._audit_move_gate(false);
         EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
@@ -2536,6 +2538,7 @@ AS $$
 DECLARE
     old_claim memory.claims;
     bad text;
+    taken boolean;
 BEGIN
     -- A definer trigger fires only where it belongs: attached to a table of the caller's own it
     -- would otherwise supersede claims of any org.
@@ -2579,7 +2582,14 @@ BEGIN
     END IF;
     -- A cycle would need the new id already in the chain: supersedes is fixed once written, so a
     -- chain only grows at its newest end. An id already taken is a cycle or a duplicate.
-    IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.org_id = NEW.org_id AND c.id = NEW.id) THEN
+    -- (On a single node ids are unique in the table; on Citus per org, and the statement names
+    -- the org, so that it reads this shard.)
+    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.=) TG_RELID THEN
+        taken := EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = NEW.id);
+    ELSE
+        taken := EXISTS (SELECT 1 FROM memory.claims c WHERE c.org_id = NEW.org_id AND c.id = NEW.id);
+    END IF;
+    IF taken THEN
         RAISE EXCEPTION 'claim % already exists: superseding with it would close a cycle', NEW.id USING ERRCODE = 'MX005';
     END IF;
     IF NOT memory._supersession_tier_allowed(NEW.source, old_claim.source) THEN
@@ -2655,11 +2665,11 @@ BEGIN
             SELECT 1 AS ord, n.t_invalid, jsonb_build_object('event_type', 'memory.entity.state_transition', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
                                                    'subjectId', memory._subject_pseudonym(n.subject_id))) AS e
-              FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state
+              FROM memory_old o JOIN memory_new n USING (org_id, id) WHERE o.lifecycle_state <> n.lifecycle_state
             UNION ALL
             SELECT 2, n.t_invalid, jsonb_build_object('event_type', 'memory.govern.retire_attempt', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
-              FROM memory_old o JOIN memory_new n USING (id)
+              FROM memory_old o JOIN memory_new n USING (org_id, id)
              WHERE memory._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
     ELSIF tbl = 'claims' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
@@ -2678,7 +2688,7 @@ BEGIN
                  'payload', jsonb_build_object('claimId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
                                                'confidenceScore', n.confidence_score, 'supersededBy', to_jsonb(n.superseded_by),
                                                'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.id)
-          INTO events FROM memory_old o JOIN memory_new n USING (id) WHERE o.lifecycle_state <> n.lifecycle_state;
+          INTO events FROM memory_old o JOIN memory_new n USING (org_id, id) WHERE o.lifecycle_state <> n.lifecycle_state;
     ELSIF tbl = 'relationships' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.created', 'org_id', n.org_id,
                  'payload', jsonb_build_object('relationshipId', n.id, 'sourceId', n.source_id, 'targetId', n.target_id,
@@ -2762,21 +2772,21 @@ BEGIN
     IF a IS NULL OR b IS NULL OR a = b THEN
         RAISE EXCEPTION 'memory.resolve_conflict needs two different claims' USING ERRCODE = '22023';
     END IF;
-    -- a's org, checked for the caller (42501 for a claim of another org's); then both are
-    -- locked in id order, naming the org (so that two resolutions never deadlock, and on Citus
-    -- on the org's shard).
+    -- a's org, checked for the caller (a claim of an org the caller may not act for is not
+    -- there for it: 23503, as in record_verdict); then both are locked in id order, naming the
+    -- org (so that two resolutions never deadlock, and on Citus on the org's shard).
     org := memory._org_of('memory.claims', a);
     IF org IS NULL THEN
-        SELECT c.org_id INTO org FROM memory.claims c WHERE c.id = a LIMIT 1;
-        IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
-        PERFORM memory._require_org(org);
+        RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503';
     END IF;
     PERFORM 1 FROM memory.claims c WHERE c.org_id = org AND c.id IN (a, b) ORDER BY c.id FOR UPDATE;
     SELECT * INTO ca FROM memory.claims c WHERE c.org_id = org AND c.id = a;
     IF NOT FOUND THEN RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503'; END IF;
     SELECT * INTO cb FROM memory.claims c WHERE c.org_id = org AND c.id = b;
     IF NOT FOUND THEN
-        IF EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = b) THEN
+        -- (b in another of the caller's orgs: not about the same entity; in no org of the
+        -- caller's: not there for it.)
+        IF memory._org_of('memory.claims', b) IS NOT NULL THEN
             RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
         END IF;
         RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503';
@@ -3109,7 +3119,9 @@ BEGIN
               WHERE r.decay_at < at AND r.anonymized_at IS NULL AND (scope IS NULL OR r.org_id = scope)
              ORDER BY 1 LOOP
         -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
-        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o, at) INTO one;
+        -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
+        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o,
+                                  pg_catalog.to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00') INTO one;
         FOR k IN SELECT x FROM jsonb_object_keys(total) x WHERE x <> 'at' LOOP
             total := jsonb_set(total, ARRAY[k], to_jsonb((total->>k)::int + coalesce((one->>k)::int, 0)));
         END LOOP;
@@ -4704,7 +4716,7 @@ DECLARE
     n       int;
     lo      int;
     checked jsonb;              -- [[item, id, org, sqlstate, message, row], ...] of one chunk
-    known   text[];             -- 'org id' of the existing entities the chunk names
+    known   jsonb;              -- 'org id' of the existing entities the chunk names (as keys)
     good    jsonb;
     c       jsonb;
     st      text;
@@ -4743,7 +4755,7 @@ BEGIN
             -- by a statement of their own (Citus plans no correlated subquery over a distributed
             -- table in the checks below).
             IF k <> 'entities' THEN
-                SELECT coalesce(array_agg(e.org_id || ' ' || e.id::text), '{}') INTO known
+                SELECT coalesce(jsonb_object_agg(e.org_id || ' ' || e.id::text, true), '{}') INTO known
                   FROM memory.entities e
                  WHERE e.id = ANY (ARRAY(
                          SELECT c2.v::uuid
@@ -4795,7 +4807,7 @@ BEGIN
                                         WHEN y.j ? 'entity_ref' AND NOT refs ? (y.j->>'entity_ref')
                                             THEN ARRAY['23503', format('entity_ref "%s" names no entity of this batch that was inserted', y.j->>'entity_ref')]
                                         WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
-                                        WHEN NOT coalesce((y.org || ' ' || y.ent::text) = ANY (known), false)
+                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.ent::text), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
                                         WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
                                             THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
@@ -4844,9 +4856,9 @@ BEGIN
                                         WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
                                         WHEN y.src IS NULL OR y.tgt IS NULL
                                             THEN ARRAY['23503', 'source and target must name entities (source_id/source_ref, target_id/target_ref)']
-                                        WHEN NOT coalesce((y.org || ' ' || y.src::text) = ANY (known), false)
+                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.src::text), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.src, y.org)]
-                                        WHEN NOT coalesce((y.org || ' ' || y.tgt::text) = ANY (known), false)
+                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.tgt::text), false)
                                             THEN ARRAY['23503', format('entity %s does not exist in org %s', y.tgt, y.org)]
                                         WHEN (y.j->>'rel_type') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'rel_type is lower-case snake_case']
                                         WHEN y.j ? 'attributes' AND jsonb_typeof(y.j->'attributes') <> 'object' THEN ARRAY['22023', '"attributes" must be an object']
@@ -4965,7 +4977,7 @@ DECLARE
     en       int;
     hn       int;
     ev       jsonb;
-    events   jsonb := '[]';
+    budget   int := 10000;
 BEGIN
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'knowledge retention needs a finite time' USING ERRCODE = '22023';
@@ -4983,8 +4995,10 @@ BEGIN
       INTO days FROM unnest(orgs) u(o);
 
     -- One pass over the scope on a single node; on Citus one per org, each statement naming it
-    -- (so that Citus runs it on the org's shards).
+    -- (so that Citus runs it on the org's shards). Bounded per run (oldest first, 10,000 rows in
+    -- all): a backlog is worked off over several runs, each within the limits of one event array.
     FOR o IN SELECT u.o FROM unnest(CASE WHEN memory._citus_distributed('memory.claims') THEN orgs ELSE ARRAY[scope] END) u(o) LOOP
+        EXIT WHEN budget <= 0;
         WITH due AS (
             SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
                    CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
@@ -5001,9 +5015,7 @@ BEGIN
               FROM memory.entities e
              WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (o IS NULL OR e.org_id = o)
                AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
-            -- Bounded per run (oldest first): a backlog is worked off over several runs, each within
-            -- the limits of one event array.
-            ORDER BY 1 LIMIT 10000
+            ORDER BY 1 LIMIT budget
         ),
         -- The transitions (their state_transition events come from the audit triggers).
         c_done AS (UPDATE memory.claims c SET lifecycle_state = 'archived' FROM due d
@@ -5020,9 +5032,9 @@ BEGIN
         claims_n := claims_n + cn;
         ents_n := ents_n + en;
         held_n := held_n + hn;
-        events := events || coalesce(ev, '[]');
+        budget := budget - cn - en - hn;
+        PERFORM memory._audit_append_many(coalesce(ev, '[]'));
     END LOOP;
-    PERFORM memory._audit_append_many(events);
     RETURN jsonb_build_object('claims_disposed', claims_n, 'entities_disposed', ents_n, 'held', held_n);
 END $$;
 COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS

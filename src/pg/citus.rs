@@ -7,7 +7,8 @@ use pgrx::prelude::*;
 
 /// The table whose shard `relid` is, when Citus is in this database and `relid` is one of its
 /// shards: the shard id its name ends in is recorded for a table of the same schema (not the
-/// relation itself: on the coordinator a table may keep its own name). None otherwise.
+/// relation itself: on the coordinator a table may keep its own name), and its name is that
+/// shard's. None otherwise (also where Citus's catalog cannot be read).
 pub fn logical_table(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     let shard = memory_core::shards::shard_id_suffix(&super::callbacks::relation_name(relid)?)?;
     // SAFETY: catalog lookups by name and by oid, inside a transaction; the name is a
@@ -18,11 +19,18 @@ pub fn logical_table(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     if dist_shard == pg_sys::InvalidOid {
         return None;
     }
+    // The relation's name must be exactly the one Citus gives that shard (`shard_name`, which
+    // also covers the hashed form of long names): a table merely named like a shard (`x_102041`)
+    // is not one.
     Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT s.logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard s
            JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.logicalrelid
+           JOIN pg_catalog.pg_class r ON r.oid OPERATOR(pg_catalog.=) $3
+           JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) r.relnamespace
           WHERE s.shardid OPERATOR(pg_catalog.=) $1 AND c.relnamespace OPERATOR(pg_catalog.=) $2
-            AND c.oid OPERATOR(pg_catalog.<>) $3",
+            AND c.oid OPERATOR(pg_catalog.<>) $3
+            AND pg_catalog.shard_name(s.logicalrelid, s.shardid, false) OPERATOR(pg_catalog.=)
+                pg_catalog.format('%I.%I', n.nspname, r.relname)",
         &[shard.into(), ns.into(), relid.into()],
     )
     .ok()

@@ -679,5 +679,24 @@ def test_the_knowledge_store_is_distributed_with_its_tenants(cluster, coord):
                   " (%s, 'problem', 'old', 'subj-old', now() - interval '30 years')", (b,))
     run = coord.execute("SELECT memory.run_maintenance()").fetchone()[0]
     assert "error" not in run and run["knowledge"]["entities_disposed"] == 1, run
+    # Two orgs on one shard holding one entity id: the owner's retraction of both audits each
+    # org's own transition once, on its own chain.
+    shard = coord.execute("SELECT get_shard_id_for_distribution_column('memory.entities', %s::text)", (a,)).fetchone()[0]
+    c = next(o for o in (f"org_kn_c{i}" for i in range(1000))
+             if coord.execute("SELECT get_shard_id_for_distribution_column('memory.entities', %s::text)", (o,)).fetchone()[0] == shard)
+    twin = "e0000000-0000-0000-0000-0000000000ae"
+    coord.execute("INSERT INTO memory.entities (id, org_id, entity_type, name, lifecycle_state) VALUES"
+                  " (%s, %s, 'concept', 'twin', 'active'), (%s, %s, 'concept', 'twin', 'pending')", (twin, a, twin, c))
+    coord.execute("UPDATE memory.entities SET lifecycle_state = 'retracted' WHERE id = %s", (twin,))
+    coord.execute("SELECT memory.audit_integrate()")
+    for org, was in ((a, "active"), (c, "pending")):
+        got = coord.execute("SELECT payload->>'fromState' FROM memory.audit_log WHERE chain_id = %s"
+                            " AND event_type = 'memory.entity.state_transition' AND payload->>'entityId' = %s", (org, twin)).fetchall()
+        assert got == [(was,)], (org, got)
+    # A tenant bound to a is told b's claims do not exist.
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_kn dbname=postgres", autocommit=True) as ag:
+        with pytest.raises(psycopg.Error) as hidden:
+            ag.execute("SELECT memory.resolve_conflict('c0000000-0000-0000-0000-0000000000ac', 'c0000000-0000-0000-0000-0000000000ad')")
+        assert hidden.value.sqlstate == "23503"
     # (The org_t* chains were tampered with on purpose above.)
     assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)

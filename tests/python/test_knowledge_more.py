@@ -56,6 +56,30 @@ def test_a_verdict_of_each_kind(writer, conn):
     assert e.value.sqlstate == "22023"
 
 
+def test_functions_taking_a_claim_id_find_nothing_of_another_org(writer, conn):
+    """An admin bound to acme resolving or judging globex's claims is told they do not exist
+    (23503): their existence is not given away, and they are neither locked nor changed."""
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'kn_admin') THEN "
+                 "CREATE ROLE kn_admin LOGIN IN ROLE memory_admin; END IF; END $$")
+    conn.execute("SELECT memory.grant_org('kn_admin', 'acme')")
+    conn.execute("INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES ('e7000000-0000-0000-0000-0000000000f1', 'globex', 'problem', 'Gout')")
+    conn.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, confidence_score) VALUES "
+                 "('c7000000-0000-0000-0000-0000000000f1', 'globex', 'e7000000-0000-0000-0000-0000000000f1', 'g1', 0.9), "
+                 "('c7000000-0000-0000-0000-0000000000f2', 'globex', 'e7000000-0000-0000-0000-0000000000f1', 'g2', 0.1), "
+                 "('c7000000-0000-0000-0000-0000000000a1', 'acme', %s, 'a1', 0.5)", (ENTITY,))
+    conn.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id::text LIKE 'c7000000-0000-0000-0000-0000000000%%'")
+    with psycopg.connect(writer.replace("kn_writer", "kn_admin"), autocommit=True) as a:
+        for sql in ("SELECT memory.resolve_conflict('c7000000-0000-0000-0000-0000000000f1', 'c7000000-0000-0000-0000-0000000000f2')",
+                    "SELECT memory.resolve_conflict('c7000000-0000-0000-0000-0000000000a1', 'c7000000-0000-0000-0000-0000000000f2')",
+                    "SELECT memory.record_verdict('c7000000-0000-0000-0000-0000000000f1', 'broken_provenance')"):
+            with pytest.raises(psycopg.Error) as e:
+                a.execute(sql)
+            assert e.value.sqlstate == "23503", (sql, e.value.sqlstate)
+            assert "globex" not in e.value.diag.message_primary
+    states = conn.execute("SELECT lifecycle_state::text FROM memory.claims WHERE org_id = 'globex' ORDER BY id").fetchall()
+    assert states == [("active",), ("active",)]
+
+
 def test_completeness_through_a_reader(writer, conn):
     conn.execute("CREATE ROLE kn_reader LOGIN IN ROLE memory_reader" if not conn.execute(
         "SELECT 1 FROM pg_roles WHERE rolname = 'kn_reader'").fetchone() else "SELECT 1")
