@@ -197,11 +197,18 @@ DECLARE
     old_claim memory.claims;
     bad text;
     taken boolean;
+    -- On Citus it fires on a shard of the claims (the table itself holds no rows there).
+    on_shard constant boolean := TG_RELID OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid;
 BEGIN
     -- A definer trigger fires only where it belongs: attached to a table of the caller's own it
-    -- would otherwise supersede claims of any org.
-    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid OR TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE'
-       OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
+    -- would otherwise supersede claims of any org. (The shard lookup only for another relation:
+    -- this runs per row.)
+    IF on_shard THEN
+        IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid THEN
+            RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
+        END IF;
+    END IF;
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
         RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
     END IF;
     PERFORM memory._require_org(NEW.org_id);
@@ -242,7 +249,7 @@ BEGIN
     -- chain only grows at its newest end. An id already taken is a cycle or a duplicate.
     -- (On a single node ids are unique in the table; on Citus per org, and the statement names
     -- the org, so that it reads this shard.)
-    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.=) TG_RELID THEN
+    IF NOT on_shard THEN
         taken := EXISTS (SELECT 1 FROM memory.claims c WHERE c.id = NEW.id);
     ELSE
         taken := EXISTS (SELECT 1 FROM memory.claims c WHERE c.org_id = NEW.org_id AND c.id = NEW.id);
