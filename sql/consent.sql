@@ -39,7 +39,7 @@ BEGIN
     IF TG_OP = 'DELETE' AND memory._consent_gate_open() THEN
         RETURN OLD;
     END IF;
-    RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+    RAISE EXCEPTION '% is append-only: % is not allowed', memory._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
 END $$;
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.consents
@@ -56,13 +56,16 @@ CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consent
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
 
 -- The scopes in force for (org, user): NULL when consent was never asked.
+-- (PL/pgSQL, as the other readers of the consent tables: Citus plans no parameter of a SQL
+-- function.)
 CREATE FUNCTION memory._consent_scopes(p_org text, p_user text)
-RETURNS memory.consent_scope[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS memory.consent_scope[] LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT c.scopes FROM memory.consents c
-     WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
-     ORDER BY c.version DESC LIMIT 1
-$$;
+BEGIN
+    RETURN (SELECT c.scopes FROM memory.consents c
+             WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+             ORDER BY c.version DESC LIMIT 1);
+END $$;
 
 -- The same for a write gated on consent: the latest version is share-locked first, so a
 -- revocation (which locks it for update) waits for this transaction, or this one for it and
@@ -117,8 +120,9 @@ CREATE FUNCTION memory._consent_append(p_org text, p_user text, added memory.con
 RETURNS memory.consents LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    prev memory.consents;
-    row  memory.consents;
+    prev   memory.consents;
+    row    memory.consents;
+    scopes memory.consent_scope[];
 BEGIN
     FOR attempt IN 1 .. 100 LOOP
         SELECT * INTO prev FROM memory.consents c
@@ -133,11 +137,12 @@ BEGIN
             RAISE EXCEPTION 'user "%" of org "%" has no consent to revoke', p_user, p_org
                 USING ERRCODE = 'P0002', HINT = 'memory.consent_status reports not_determined for every scope.';
         END IF;
+        -- (Worked out first: Citus takes no subquery in an INSERT's values.)
+        scopes := ARRAY(SELECT DISTINCT x FROM unnest(coalesce(prev.scopes, '{}') || coalesce(added, '{}')) x
+                         WHERE removed IS NULL OR NOT x = ANY (removed) ORDER BY x);
         BEGIN
             INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, revoked_at, revoked_scopes, recorded_by)
-            VALUES (p_org, p_user, coalesce(prev.version, 0) + 1,
-                    ARRAY(SELECT DISTINCT x FROM unnest(coalesce(prev.scopes, '{}') || coalesce(added, '{}')) x
-                           WHERE removed IS NULL OR NOT x = ANY (removed) ORDER BY x),
+            VALUES (p_org, p_user, coalesce(prev.version, 0) + 1, scopes,
                     p_at, coalesce(method, prev.collection_method),
                     CASE WHEN removed IS NOT NULL THEN p_at END, removed,
                     coalesce(memory._caller()::regrole::text, session_user))
@@ -192,30 +197,27 @@ END $$;
 COMMENT ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jsonb, text, timestamptz) IS
   'Grant scopes to (org, user): a new consent version holding every scope in force. preferences (language_preference, research_depth, risk_prompt_preference, user_focus_reason) become the profile context when save_to_profile is in force. Emits memory.consent.grant. Returns the version.';
 
-CREATE FUNCTION memory.revoke_consent(org_id text, user_id text, scopes memory.consent_scope[] DEFAULT NULL,
-                                      at timestamptz DEFAULT now())
+-- The part of a revocation that the consent gate lets through, for one (org, user): profile
+-- contexts deleted, the drift log stamped for purge, thread contexts and threads blocked,
+-- training candidates revoked, and the user's rows of the governed application tables in
+-- `targets` (memory._revoke_targets) deleted. Returns the counts. On Citus memory.distribute()
+-- makes it a function Citus runs on the node of the org's shards, where the gates it opens are
+-- seen by the shards' guards. Not granted to PUBLIC.
+CREATE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    p_org    text := revoke_consent.org_id;
-    p_user   text := revoke_consent.user_id;
-    c        memory.consents;
-    gone     memory.consent_scope[];
-    n_prof   bigint := 0;
-    n_thread bigint := 0;
-    n_drift  bigint := 0;
-    n_train  bigint := 0;
+    p_org     text := _revoke_consent_in.org;
+    p_user    text := _revoke_consent_in.user_id;
+    n_prof    bigint := 0;
+    n_thread  bigint := 0;
+    n_drift   bigint := 0;
+    n_train   bigint := 0;
     n_threads bigint := 0;
-    n_tables jsonb;
-    counts   jsonb;
+    n_tables  jsonb := '{}';
+    g         record;
+    r         jsonb;
 BEGIN
-    PERFORM memory._consent_args(p_org, p_user, at);
-    IF scopes IS NOT NULL AND (cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL) THEN
-        RAISE EXCEPTION 'revoke_consent needs NULL (every scope) or at least one scope, and no NULL' USING ERRCODE = '22023';
-    END IF;
-    gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
-    c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
-
     PERFORM memory._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
@@ -233,26 +235,72 @@ BEGIN
         UPDATE memory.threads t SET consent_blocked = true WHERE t.org_id = p_org AND t.user_id = p_user AND NOT t.consent_blocked;
         GET DIAGNOSTICS n_threads = ROW_COUNT;
     END IF;
-    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
-    n_tables := memory._revoke_governed(p_org, p_user, gone);
     IF 'training_use_allowed' = ANY (gone) THEN
         UPDATE memory.training_candidates t SET withdrawal_status = 'revoked', withdrawn_at = at
          WHERE t.org_id = p_org AND t.user_id = p_user AND t.withdrawal_status IS DISTINCT FROM 'revoked';
         GET DIAGNOSTICS n_train = ROW_COUNT;
     END IF;
     PERFORM memory._consent_gate(false);
+    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete"): a
+    -- revocation deletes what its option says, as before holds. The statement names the org
+    -- (checked for the caller by memory.revoke_consent); on a single node it also checks each
+    -- row's org, which Citus does not evaluate per row of a distributed table.
+    FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
+               FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
+        PERFORM memory._hold_gate(true);
+        r := memory._exec_as_table_owner(g.tbl::regclass,
+                 format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                        g.tbl::regclass, g.ucol, g.ocol)
+                 || CASE WHEN memory._citus_distributed(g.tbl::regclass) THEN ''
+                         ELSE format(' AND memory._may_act_for(t.%I::pg_catalog.text)', g.ocol) END,
+                 ARRAY[p_user, p_org]);
+        PERFORM memory._hold_gate(false);
+        n_tables := n_tables || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
+    END LOOP;
+    RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
+                              'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train)
+           || CASE WHEN n_tables <> '{}' THEN jsonb_build_object('tables_deleted', n_tables) ELSE '{}' END;
+END $$;
 
-    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes),
-                                 'profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
-                                 'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train)
-              || CASE WHEN n_tables <> '{}' THEN jsonb_build_object('tables_deleted', n_tables) ELSE '{}' END;
+CREATE FUNCTION memory.revoke_consent(org_id text, user_id text, scopes memory.consent_scope[] DEFAULT NULL,
+                                      at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org    text := revoke_consent.org_id;
+    p_user   text := revoke_consent.user_id;
+    c        memory.consents;
+    gone     memory.consent_scope[];
+    done     jsonb;
+    targets  jsonb;
+    counts   jsonb;
+BEGIN
+    PERFORM memory._consent_args(p_org, p_user, at);
+    IF scopes IS NOT NULL AND (cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'revoke_consent needs NULL (every scope) or at least one scope, and no NULL' USING ERRCODE = '22023';
+    END IF;
+    gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
+    c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
+    targets := memory._revoke_targets(gone);
+    IF memory._citus_distributed('memory.user_contexts') THEN
+        -- On the node of the org's shards (the values as literals: Citus delegates a call with
+        -- constant arguments; the time in ISO form, UTC, read back the same whatever the DateStyle).
+        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb) r',
+                                  p_org, p_user, gone, memory._utc_text(at),
+                                  targets) INTO done;
+    ELSE
+        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets);
+    END IF;
+
+    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || done;
     PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
         'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
         'counts', counts - 'version' - 'revoked' - 'in_force'), p_org);
-    IF n_prof > 0 THEN
+    IF (done->>'profile_contexts_deleted')::bigint > 0 THEN
         PERFORM memory._audit('memory.context.delete', jsonb_build_object(
-            'userId', memory._pseudonym(p_user), 'scope', 'profile', 'count', n_prof, 'reason', 'consent_revoked'), p_org);
+            'userId', memory._pseudonym(p_user), 'scope', 'profile', 'count', (done->>'profile_contexts_deleted')::bigint,
+            'reason', 'consent_revoked'), p_org);
     END IF;
     RETURN counts;
 END $$;
@@ -289,15 +337,22 @@ END $$;
 
 CREATE FUNCTION memory.consent_status(org_id text, user_id text)
 RETURNS TABLE (scope memory.consent_scope, state text, version int, since timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT st.scope, st.state, st.version, c.recorded_at
-      FROM memory._consent_status(consent_status.org_id, consent_status.user_id) st
-      LEFT JOIN memory.consents c ON c.org_id OPERATOR(pg_catalog.=) consent_status.org_id
-                                 AND c.user_id OPERATOR(pg_catalog.=) consent_status.user_id
-                                 AND c.version OPERATOR(pg_catalog.=) st.version
-     ORDER BY st.scope
-$$;
+DECLARE
+    st   jsonb;
+    done jsonb;
+BEGIN
+    -- The statuses, then the versions' times by a statement of its own (on Citus the consents
+    -- are distributed, and a join of a function's rows with them is not planned).
+    st := (SELECT jsonb_agg(to_jsonb(x)) FROM memory._consent_status(consent_status.org_id, consent_status.user_id) x);
+    done := (SELECT coalesce(jsonb_object_agg(c.version::text, c.recorded_at), '{}') FROM memory.consents c
+              WHERE c.org_id OPERATOR(pg_catalog.=) consent_status.org_id AND c.user_id OPERATOR(pg_catalog.=) consent_status.user_id);
+    RETURN QUERY
+    SELECT x.scope, x.state, x.version, (done OPERATOR(pg_catalog.->>) x.version::text)::timestamptz
+      FROM jsonb_to_recordset(st) AS x(scope memory.consent_scope, state text, version int)
+     ORDER BY x.scope;
+END $$;
 COMMENT ON FUNCTION memory.consent_status(text, text) IS
   'Every scope of (org, user): granted, revoked or not_determined (never asked is not denied), with the version that put it there and when.';
 
@@ -367,7 +422,7 @@ BEGIN
     IF memory._consent_gate_open() THEN
         RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    RAISE EXCEPTION 'memory.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+    RAISE EXCEPTION '% is append-only: % is not allowed', memory._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX002', HINT = 'These rows leave with a consent revocation, maintenance or an account deletion.';
 END $$;
 
@@ -579,27 +634,53 @@ CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drif
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_drift_log
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
 
--- Maintenance: task contexts past their expiry and drift rows past purge_after.
-CREATE FUNCTION memory._consent_maintenance(at timestamptz)
+-- Maintenance: task contexts past their expiry and drift rows past purge_after, org by org
+-- (memory._consent_maintenance_in, which on Citus runs on the node of the org's shards, where
+-- the consent gate it opens is seen by the shards' guards; not granted to PUBLIC).
+CREATE FUNCTION memory._consent_maintenance_in(org text, at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n_ctx   bigint;
     n_drift bigint;
-    g       record;
 BEGIN
     PERFORM memory._consent_gate(true);
-    n_ctx := 0;
-    FOR g IN WITH gone AS (DELETE FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at
-                           RETURNING u.org_id)
-             SELECT gone.org_id, count(*) AS n FROM gone GROUP BY 1 ORDER BY 1 LOOP
-        PERFORM memory._audit('memory.context.delete', jsonb_build_object('scope', 'task', 'count', g.n, 'reason', 'task_expired'), g.org_id);
-        n_ctx := n_ctx + g.n;
-    END LOOP;
-    DELETE FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at;
+    DELETE FROM memory.user_contexts u
+     WHERE u.org_id = _consent_maintenance_in.org AND u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
+    GET DIAGNOSTICS n_ctx = ROW_COUNT;
+    IF n_ctx > 0 THEN
+        PERFORM memory._audit('memory.context.delete', jsonb_build_object('scope', 'task', 'count', n_ctx, 'reason', 'task_expired'),
+                              _consent_maintenance_in.org);
+    END IF;
+    DELETE FROM memory.persona_drift_log d
+     WHERE d.org_id = _consent_maintenance_in.org AND d.purge_after IS NOT NULL AND d.purge_after <= at;
     GET DIAGNOSTICS n_drift = ROW_COUNT;
     PERFORM memory._consent_gate(false);
     RETURN jsonb_build_object('task_contexts_purged', n_ctx, 'drift_rows_purged', n_drift);
+END $$;
+
+CREATE FUNCTION memory._consent_maintenance(at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    dist  constant boolean := memory._citus_distributed('memory.user_contexts');
+    o     text;
+    one   jsonb;
+    total jsonb := jsonb_build_object('task_contexts_purged', 0, 'drift_rows_purged', 0);
+BEGIN
+    FOR o IN SELECT u.org_id FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at
+             UNION
+             SELECT d.org_id FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at
+             ORDER BY 1 LOOP
+        IF dist THEN
+            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz) r',
+                                      o, memory._utc_text(at)) INTO one;
+        ELSE
+            one := memory._consent_maintenance_in(o, at);
+        END IF;
+        total := memory._add_counts(total, one);
+    END LOOP;
+    RETURN total;
 END $$;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.consents', '');
@@ -993,10 +1074,11 @@ COMMENT ON TABLE memory.deletion_stubs IS
   'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (seed §10.5).';
 SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 
--- The consent-era part of memory.erase_subject: every row of the subject in the orgs it may
--- erase (scope NULL: every org) except orgs holding the user (a legal hold on the user), and a
--- deletion stub per org whose consent history goes. Returns the counts.
-CREATE FUNCTION memory._erase_consent_rows(p_subject text, p_scope text)
+-- The consent-era part of memory.erase_subject for one org: every row of the subject, and a
+-- deletion stub when its consent history goes, unless the org holds the user (a legal hold on
+-- the user). On Citus it runs on the node of the org's shards (see _revoke_consent_in). Not
+-- granted to PUBLIC.
+CREATE FUNCTION memory._erase_consent_in(org text, subject text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1004,18 +1086,20 @@ DECLARE
     n      bigint;
     t      text;
 BEGIN
+    IF memory._held(org, subject, NULL) THEN
+        RETURN counts;
+    END IF;
     PERFORM memory._consent_gate(true);
     INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
-    SELECT c.org_id, c.user_id, max(c.version) FROM memory.consents c
-     WHERE c.user_id = p_subject AND (p_scope IS NULL OR c.org_id = p_scope) AND NOT memory._held(c.org_id, c.user_id, NULL)
-     GROUP BY 1, 2;
+    SELECT org, subject, max(c.version) FROM memory.consents c
+     WHERE c.org_id = _erase_consent_in.org AND c.user_id = subject
+    HAVING count(*) > 0;
     GET DIAGNOSTICS n = ROW_COUNT;
     counts := counts || jsonb_build_object('deletion_stubs', n);
     FOREACH t IN ARRAY ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
                              'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
-        EXECUTE format('DELETE FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1 '
-                       'AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2) AND NOT memory._held(x.org_id, x.user_id, NULL)', t)
-          USING p_subject, p_scope;
+        EXECUTE format('DELETE FROM memory.%I x WHERE x.org_id OPERATOR(pg_catalog.=) $1 AND x.user_id OPERATOR(pg_catalog.=) $2', t)
+          USING org, subject;
         GET DIAGNOSTICS n = ROW_COUNT;
         counts := counts || jsonb_build_object(t, n);
     END LOOP;
@@ -1023,13 +1107,46 @@ BEGIN
     RETURN counts;
 END $$;
 
+-- The consent-era part of memory.erase_subject: org by org, in the orgs it may erase (scope
+-- NULL: every org) that hold rows of the subject. Returns the counts.
+CREATE FUNCTION memory._erase_consent_rows(p_subject text, p_scope text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    dist   constant boolean := memory._citus_distributed('memory.consents');
+    counts jsonb := jsonb_build_object('deletion_stubs', 0, 'consents', 0, 'user_contexts', 0, 'threads', 0, 'training_candidates', 0,
+                                       'persona_drift_log', 0, 'user_feedback', 0, 'thread_refreshes', 0, 'watch_question_updates', 0);
+    one    jsonb;
+    o      text;
+BEGIN
+    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject
+             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject
+             ORDER BY 1 LOOP
+        CONTINUE WHEN p_scope IS NOT NULL AND o <> p_scope;
+        IF dist THEN
+            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L) r', o, p_subject) INTO one;
+        ELSE
+            one := memory._erase_consent_in(o, p_subject);
+        END IF;
+        counts := memory._add_counts(counts, one);
+    END LOOP;
+    RETURN counts;
+END $$;
+
 -- The consent-era sections of memory.export_subject (SPEC §6): every consent version, the
 -- contexts (profile, thread, and task contexts of the last 7 days), the drift log, and the
 -- training candidates' metadata.
 CREATE FUNCTION memory._export_consent_rows(p_subject text, p_scope text)
-RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT jsonb_build_object(
+BEGIN
+    RETURN jsonb_build_object(
         'consents', (SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.org_id, c.version), '[]') FROM memory.consents c
                       WHERE c.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR c.org_id OPERATOR(pg_catalog.=) p_scope)),
         'user_contexts', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.created_at, u.id), '[]') FROM memory.user_contexts u
@@ -1041,8 +1158,8 @@ AS $$
                                                                       'status', t.status, 'withdrawal_status', t.withdrawal_status,
                                                                       'created_at', t.created_at) ORDER BY t.created_at, t.id), '[]')
                                   FROM memory.training_candidates t
-                                 WHERE t.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) p_scope)))
-$$;
+                                 WHERE t.user_id OPERATOR(pg_catalog.=) p_subject AND (p_scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) p_scope)));
+END $$;
 
 -- ------------------------------------------------------------------------------------------------
 -- memory.govern's "consent" option (SPEC §6): an application table whose rows belong to users
@@ -1085,7 +1202,7 @@ BEGIN
     END IF;
     IF o IS NULL OR NOT memory._has_consent(o, u, TG_ARGV[2]) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || TG_ARGV[2],
-            HINT = format('%s rows of a user need the user''s %s consent (memory.grant_consent).', TG_TABLE_NAME, TG_ARGV[2]);
+            HINT = format('%s rows of a user need the user''s %s consent (memory.grant_consent).', memory._table_of(TG_RELID)::regclass, TG_ARGV[2]);
     END IF;
     RETURN NEW;
 END $$;
@@ -1127,30 +1244,17 @@ BEGIN
     RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));
 END $$;
 
--- A revocation's effect on governed tables: rows of (org, user) deleted, as each table's owner,
--- where the table asked for it. Returns {table: rows}.
-CREATE FUNCTION memory._revoke_governed(p_org text, p_user text, gone memory.consent_scope[])
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- The governed application tables whose rows a revocation of `gone` deletes ("on_revoke":
+-- "delete"), with their user and org columns: [{"table", "user", "org"}]. Read on the node the
+-- revocation is called on (the registry is each node's own).
+CREATE FUNCTION memory._revoke_targets(gone memory.consent_scope[])
+RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    t   record;
-    r   jsonb;
-    out jsonb := '{}';
 BEGIN
-    FOR t IN SELECT g.relid::regclass AS table_name, g.options->'consent' AS c
-               FROM memory.governance_registry g
-              WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
-                AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
-                AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
-              ORDER BY g.relid::text LOOP
-        PERFORM memory._hold_gate(true);   -- a revocation deletes what its option says, as before holds
-        r := memory._exec_as_table_owner(t.table_name,
-                 format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2'
-                        ' AND memory._may_act_for(t.%I::pg_catalog.text)',
-                        t.table_name, t.c->>'user', t.c->>'org', t.c->>'org'),
-                 ARRAY[p_user, p_org]);
-        PERFORM memory._hold_gate(false);
-        out := out || jsonb_build_object(t.table_name::text, (r->>'processed')::bigint);
-    END LOOP;
-    RETURN out;
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('table', g.relid::regclass::text, 'user', g.options->'consent'->>'user',
+                                                         'org', g.options->'consent'->>'org') ORDER BY g.relid::regclass::text), '[]')
+              FROM memory.governance_registry g
+             WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
+               AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
+               AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL);
 END $$;

@@ -1366,7 +1366,6 @@ DECLARE
     o     text;
     one   jsonb;
     total jsonb;
-    k     text;
 BEGIN
     IF NOT memory._citus_distributed('memory.claims') THEN
         RETURN memory._run_decay_in(scope, at);
@@ -1385,10 +1384,8 @@ BEGIN
         -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
         -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
         EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o,
-                                  pg_catalog.to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00') INTO one;
-        FOR k IN SELECT x FROM jsonb_object_keys(total) x WHERE x <> 'at' LOOP
-            total := jsonb_set(total, ARRAY[k], to_jsonb((total->>k)::int + coalesce((one->>k)::int, 0)));
-        END LOOP;
+                                  memory._utc_text(at)) INTO one;
+        total := memory._add_counts(total, one - 'at');
     END LOOP;
     RETURN total;
 EXCEPTION WHEN OTHERS THEN

@@ -56,6 +56,55 @@ BEGIN
     RETURN d;
 END $$;
 
+-- A time as ISO text in UTC ('2026-11-26 04:13:34.517363+00'), which reads back as the same time
+-- whatever the session's DateStyle: how a time goes into a call Citus delegates.
+CREATE FUNCTION memory._utc_text(t timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') OPERATOR(pg_catalog.||) '+00' $$;
+
+-- `a` with each number of `b` added to the number under the same key in `a` (any other value of
+-- `b` taken as it is): the counts of runs made org by org, summed.
+CREATE FUNCTION memory._add_counts(a jsonb, b jsonb)
+RETURNS jsonb LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a OPERATOR(pg_catalog.||) coalesce(pg_catalog.jsonb_object_agg(k.key,
+             CASE WHEN pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.=) 'number'
+                  THEN pg_catalog.to_jsonb(coalesce((a OPERATOR(pg_catalog.->>) k.key)::pg_catalog.numeric, 0)
+                                           OPERATOR(pg_catalog.+) (k.value OPERATOR(pg_catalog.#>>) '{}')::pg_catalog.numeric)
+                  ELSE k.value END), '{}'::jsonb)
+      FROM pg_catalog.jsonb_each(b) k
+$$;
+
+-- The relation `rel` (a memory_ext table, or an index of one) of the shard group that `fired`
+-- belongs to, when `fired` is a Citus shard on this node (a trigger fired on it): the shard of
+-- `rel`'s table co-located with `fired`, or that shard's copy of the index. `rel` itself when
+-- `fired` is not a shard (a single node). The persona-drift detectors read and write their
+-- tables by relation: on a worker they read these. Not granted to PUBLIC.
+CREATE FUNCTION memory._in_group(rel regclass, fired oid)
+RETURNS oid LANGUAGE plpgsql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    logical oid := memory._table_of(fired);
+    tbl     oid := coalesce((SELECT i.indrelid FROM pg_catalog.pg_index i WHERE i.indexrelid OPERATOR(pg_catalog.=) rel), rel);
+    r       oid;
+BEGIN
+    IF logical OPERATOR(pg_catalog.=) fired THEN
+        RETURN rel;
+    END IF;
+    -- Co-located tables' shards of one group cover the same hash range.
+    EXECUTE 'SELECT pg_catalog.to_regclass(pg_catalog.shard_name($1, s2.shardid, false))::pg_catalog.oid
+               FROM pg_catalog.pg_dist_shard s1
+               JOIN pg_catalog.pg_dist_partition p1 ON p1.logicalrelid OPERATOR(pg_catalog.=) s1.logicalrelid
+               JOIN pg_catalog.pg_dist_partition p2 ON p2.colocationid OPERATOR(pg_catalog.=) p1.colocationid
+               JOIN pg_catalog.pg_dist_shard s2 ON s2.logicalrelid OPERATOR(pg_catalog.=) p2.logicalrelid
+                                               AND s2.shardminvalue OPERATOR(pg_catalog.=) s1.shardminvalue
+              WHERE s1.logicalrelid OPERATOR(pg_catalog.=) $2 AND p2.logicalrelid OPERATOR(pg_catalog.=) $3
+                AND s1.shardid OPERATOR(pg_catalog.=) (SELECT pg_catalog.substring(c.relname, ''_([0-9]+)$'')::bigint
+                                                         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $4)'
+       INTO r USING rel, logical, tbl, fired;
+    RETURN r;
+END $$;
+
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
 -- memory._acting_org() per row instead of once per statement as an InitPlan (same rows).
 CREATE FUNCTION memory._policy_without_subquery(t regclass)
@@ -180,13 +229,23 @@ BEGIN
         ALTER TABLE memory.recheck_tasks DROP CONSTRAINT recheck_tasks_claim_id_fkey;
     END IF;
     FOREACH t IN ARRAY ARRAY['memory.observations', 'memory.observations_archive', 'memory.observation_weight_history',
-                             'memory.entities', 'memory.claims', 'memory.relationships', 'memory.recheck_tasks'] LOOP
+                             'memory.entities', 'memory.claims', 'memory.relationships', 'memory.recheck_tasks',
+                             'memory.consents', 'memory.user_contexts', 'memory.threads', 'memory.training_candidates',
+                             'memory.persona_drift_log', 'memory.user_feedback', 'memory.thread_refreshes',
+                             'memory.watch_question_updates', 'memory.deletion_stubs'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
             IF t = 'memory.recheck_tasks' THEN
                 ALTER TABLE memory.recheck_tasks DROP CONSTRAINT recheck_tasks_pkey, ADD PRIMARY KEY (org_id, task_id),
                     ADD CONSTRAINT recheck_tasks_claim_id_fkey FOREIGN KEY (org_id, claim_id) REFERENCES memory.claims (org_id, id);
-            ELSIF pk IS NOT NULL THEN
+            ELSIF t = 'memory.consents' THEN
+                -- (Its key is (org_id, user_id, version) already; a receipt is unique per org. The
+                -- receipt index keeps its name: the drift detectors' cache is signalled through it.)
+                ALTER TABLE memory.consents DROP CONSTRAINT consents_receipt_id_key,
+                    ADD CONSTRAINT consents_receipt_id_key UNIQUE (org_id, receipt_id);
+            ELSIF t = 'memory.persona_drift_log' THEN
+                ALTER TABLE memory.persona_drift_log DROP CONSTRAINT persona_drift_log_pkey, ADD PRIMARY KEY (org_id, drift_id);
+            ELSIF pk IS NOT NULL AND t NOT IN ('memory.threads') THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
             END IF;
             -- (The functions that take an id read its orgs first: by index, on every shard.)
@@ -205,9 +264,13 @@ BEGIN
     -- triggers fire.
     EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
         USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
-    -- Likewise the decay job's run over one org: its gate is opened where the shards' triggers fire.
-    EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
-        USING 'memory._run_decay_in(text,timestamptz)'::regprocedure;
+    -- Likewise the decay job's run over one org, and the consent store's revocation, erasure and
+    -- maintenance of one org: their gates are opened where the shards' triggers fire.
+    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb)',
+                             'memory._erase_consent_in(text,text)', 'memory._consent_maintenance_in(text,timestamptz)'] LOOP
+        EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
+            USING t::regprocedure;
+    END LOOP;
 
     -- Citus copies a table's rows into its shards and leaves the originals in the coordinator's
     -- table, unread: remove them, or an erased subject's rows would stay on its disk. (The log's
@@ -218,10 +281,9 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's other tables stay on the coordinator, each for its reason (see README "What
-    -- Citus cannot do"): the governance registry names tables by oid, which differ between
-    -- nodes; the maintenance runs are the coordinator's own record; the consent store's drift
-    -- detectors read its tables by relation, not through a shard group.
+    -- memory_ext's other tables stay on the coordinator, each for its reason (see README
+    -- "Scale-out"): the governance registry names tables by oid, which differ between nodes; the
+    -- maintenance runs are the coordinator's own record.
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
@@ -229,7 +291,7 @@ BEGIN
         done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
             CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
-                   ELSE 'the consent store: its drift detectors read its tables by relation, not through a shard group' END));
+                   ELSE 'not distributed by memory_ext' END));
     END LOOP;
     PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
         'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),
@@ -237,4 +299,4 @@ BEGIN
     RETURN done;
 END $$;
 COMMENT ON FUNCTION memory.distribute(int) IS
-  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation and knowledge stores by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';
+  'Citus: distributes memory_ext (keys and registries as reference tables; the audit tables by chain_id, the observation, knowledge and consent stores by org_id and governed application tables by their org column, co-located). Idempotent. Needs citus.enable_unsafe_triggers = on. Returns what it did. Owner-only.';

@@ -155,22 +155,24 @@ const CONSENT_CACHE_BYTES: usize = 2 << 20;
 const CONSENT_KEY_MAX: usize = 512;
 
 thread_local! {
-    static SETTINGS: RefCell<Option<Rc<Settings>>> = const { RefCell::new(None) };
+    // By the relation a trigger fired on: on a single node every table shares one; on Citus
+    // each shard group has its own (the tables' and indexes' shards on this node).
+    static SETTINGS: RefCell<std::collections::HashMap<pg_sys::Oid, Rc<Settings>>> = RefCell::new(std::collections::HashMap::new());
     static CONSENT: RefCell<Option<ConsentCache>> = const { RefCell::new(None) };
 }
 
 fn forget(relid: pg_sys::Oid) {
     SETTINGS.with(|s| {
         let mut s = s.borrow_mut();
-        let stale = s.as_ref().is_some_and(|x| {
-            relid == pg_sys::InvalidOid
-                || [x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.consents_signal,
-                    x.feedback_by_object, x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question, x.drift_log]
-                    .contains(&relid)
-        });
-        if stale {
-            *s = None;
+        if relid == pg_sys::InvalidOid {
+            s.clear();
+            return;
         }
+        s.retain(|_, x| {
+            ![x.lexicon_rel, x.thresholds_rel, x.feedback, x.refreshes, x.watch, x.consents, x.consents_key, x.consents_signal,
+              x.feedback_by_object, x.feedback_by_polarity, x.refreshes_by_thread, x.watch_by_question, x.drift_log]
+                .contains(&relid)
+        });
     });
     CONSENT.with(|c| {
         let mut c = c.borrow_mut();
@@ -184,13 +186,15 @@ pub fn init() {
     crate::pg::callbacks::on_relcache(forget);
 }
 
-fn cached() -> Option<Rc<Settings>> {
-    SETTINGS.with(|s| s.borrow().clone())
+fn cached(fired: pg_sys::Oid) -> Option<Rc<Settings>> {
+    SETTINGS.with(|s| s.borrow().get(&fired).cloned())
 }
 
 /// The settings, read as the extension owner when not cached.
-fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
-    if let Some(s) = cached() {
+/// The settings for a trigger that fired on `fired`: the tables and indexes of its shard group
+/// when it is a Citus shard (`memory._in_group`), else memory_ext's tables themselves.
+fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxError> {
+    if let Some(s) = cached(fired) {
         return Ok(s);
     }
     let fill = crate::pg::callbacks::Fill::begin();
@@ -198,24 +202,24 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
     let row = client
         .select(
             "SELECT 'memory.drift_lexicon'::pg_catalog.regclass::pg_catalog.oid, 'memory.drift_thresholds'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.user_feedback'::pg_catalog.regclass::pg_catalog.oid, 'memory.thread_refreshes'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.watch_question_updates'::pg_catalog.regclass::pg_catalog.oid, 'memory.consents'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.consents_pkey'::pg_catalog.regclass::pg_catalog.oid, 'memory.user_feedback_user'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.user_feedback_polarity'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.thread_refreshes_thread'::pg_catalog.regclass::pg_catalog.oid,
-                    'memory.watch_question_updates_question'::pg_catalog.regclass::pg_catalog.oid,
+                    memory._in_group('memory.user_feedback', $1), memory._in_group('memory.thread_refreshes', $1),
+                    memory._in_group('memory.watch_question_updates', $1), memory._in_group('memory.consents', $1),
+                    memory._in_group('memory.consents_pkey', $1), memory._in_group('memory.user_feedback_user', $1),
+                    memory._in_group('memory.user_feedback_polarity', $1),
+                    memory._in_group('memory.thread_refreshes_thread', $1),
+                    memory._in_group('memory.watch_question_updates_question', $1),
                     'memory.consent_scope'::pg_catalog.regtype::pg_catalog.oid,
                     (SELECT e.oid FROM pg_catalog.pg_enum e
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
                         AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
-                    'memory.persona_drift_log'::pg_catalog.regclass::pg_catalog.oid,
-                    (SELECT pg_catalog.to_regclass('memory.consents_receipt_id_key')::pg_catalog.oid
+                    memory._in_group('memory.persona_drift_log', $1),
+                    (SELECT memory._in_group(pg_catalog.to_regclass('memory.consents_receipt_id_key'), $1)
                       WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger tg
-                              WHERE tg.tgrelid OPERATOR(pg_catalog.=) 'memory.consents'::pg_catalog.regclass
+                              WHERE tg.tgrelid OPERATOR(pg_catalog.=) memory._in_group('memory.consents', $1)
                                 AND tg.tgname OPERATOR(pg_catalog.=) ANY ('{memory_consents_changed,memory_consents_changed_truncate}'::pg_catalog.name[])
                                 AND tg.tgenabled OPERATOR(pg_catalog.=) 'A') OPERATOR(pg_catalog.=) 2)",
             Some(1),
-            &[],
+            &[fired.into()],
         )
         .map_err(&err)?
         .first();
@@ -285,18 +289,25 @@ fn settings(client: &SpiClient) -> Result<Rc<Settings>, MxError> {
         thresholds,
     });
     if fill.keep() {
-        SETTINGS.with(|c| *c.borrow_mut() = Some(s.clone()));
+        SETTINGS.with(|c| {
+            let mut c = c.borrow_mut();
+            // (Bounded: a backend on a worker may see many shard groups.)
+            if c.len() >= 1024 {
+                c.clear();
+            }
+            c.insert(fired, s.clone());
+        });
     }
     Ok(s)
 }
 
-fn settings_as_owner() -> Result<Rc<Settings>, MxError> {
-    if let Some(s) = cached() {
+fn settings_as_owner(fired: pg_sys::Oid) -> Result<Rc<Settings>, MxError> {
+    if let Some(s) = cached(fired) {
         return Ok(s);
     }
     Spi::connect(|client| {
         let _owner = crate::trust::AsOwner::enter()?;
-        settings(client)
+        settings(client, fired)
     })
 }
 
@@ -322,7 +333,7 @@ fn feedback_polarity<'a>(
 fn polarity_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
     const NAME: &str = "memory._feedback_polarity()";
     let row = InsertedRow::new(td, NAME, true)?;
-    let s = settings_as_owner()?;
+    let s = settings_as_owner(row.relid())?;
     if row.relid() != s.feedback {
         return Err(wrong_table(NAME, row.relid(), "memory.user_feedback"));
     }
@@ -503,7 +514,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     if crate::gucs::RESTORE_MODE.get() {
         return Ok(());
     }
-    let s = settings_as_owner()?;
+    let s = settings_as_owner(row.relid())?;
     let t = &s.thresholds;
     let c = &s.col;
     let relid = row.relid();

@@ -40,12 +40,13 @@ def cluster():
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
         assert "memory.audit_keys" in done["reference"] and "memory.org_grants" in done["reference"]
         assert done["stores"] == ["memory.observations", "memory.observations_archive", "memory.observation_weight_history",
-                                  "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks"], done
+                                  "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks",
+                                  "memory.consents", "memory.user_contexts", "memory.threads", "memory.training_candidates",
+                                  "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
+                                  "memory.watch_question_updates", "memory.deletion_stubs"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
-        assert set(why) == {"memory.consents", "memory.deletion_stubs", "memory.governance_registry", "memory.maintenance_runs",
-                            "memory.persona_drift_log", "memory.thread_refreshes", "memory.threads", "memory.training_candidates",
-                            "memory.user_contexts", "memory.user_feedback", "memory.watch_question_updates"}, why
-        assert "drift detectors" in why["memory.consents"] and "oid" in why["memory.governance_registry"], why
+        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs"}, why
+        assert "oid" in why["memory.governance_registry"], why
     yield {"coord": coord, "workers": {w1, w2}}
     subprocess.run([str(CITUS), "stop", NAME], check=False)
 
@@ -699,4 +700,70 @@ def test_the_knowledge_store_is_distributed_with_its_tenants(cluster, coord):
             ag.execute("SELECT memory.resolve_conflict('c0000000-0000-0000-0000-0000000000ac', 'c0000000-0000-0000-0000-0000000000ad')")
         assert hidden.value.sqlstate == "23503"
     # (The org_t* chains were tampered with on purpose above.)
+    assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
+
+
+def test_the_consent_store_is_distributed_with_its_tenants(cluster, coord):
+    """The consent tables live in each tenant's shard group: grants and contexts are checked by
+    their triggers on the shards, the persona-drift detectors read and write the shard group's
+    tables, and revocation, erasure and maintenance open their gates on the org's node (Citus
+    runs their per-org part there), down to a governed application table's rows."""
+    a, b = "org_cs_a", "org_cs_b"
+    for t in ("memory.consents", "memory.user_contexts", "memory.threads", "memory.training_candidates", "memory.persona_drift_log",
+              "memory.user_feedback", "memory.thread_refreshes", "memory.watch_question_updates", "memory.deletion_stubs"):
+        assert coord.execute("SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = %s::regclass", (t,)).fetchone()[0] == "h", t
+        assert node_of(coord, t, a)[0] == node_of(coord, "memory.audit_log", a)[0] in cluster["workers"], t
+    # A governed application table whose rows hang on the user's save_to_thread consent.
+    coord.execute("CREATE TABLE cprefs (id bigserial, org_id text NOT NULL, owner_user text, body text, PRIMARY KEY (org_id, id))")
+    coord.execute("""SELECT memory.govern('cprefs', '{"classify": false, "org": "org_id", "consent": {"user": "owner_user", "scope": "save_to_thread"}}')""")
+    assert "public.cprefs" in coord.execute("SELECT memory.distribute()").fetchone()[0]["governed"]
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("DROP ROLE IF EXISTS agent_cs")
+    coord.execute("CREATE ROLE agent_cs LOGIN IN ROLE memory_writer")
+    coord.execute("GRANT INSERT, SELECT ON cprefs TO agent_cs")
+    coord.execute("GRANT USAGE ON SEQUENCE cprefs_id_seq TO agent_cs")
+    coord.execute("SELECT memory.grant_org('agent_cs', %s)", (a,))
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_cs dbname=postgres", autocommit=True) as ag:
+        assert ag.execute("SELECT memory.grant_consent(%s, 'u_cs', ARRAY['save_to_profile', 'save_to_thread']::memory.consent_scope[],"
+                          " '{\"language_preference\": \"Dutch\"}')", (a,)).fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            ag.execute("SELECT memory.grant_consent(%s, 'u_cs', ARRAY['save_to_profile']::memory.consent_scope[])", (b,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            ag.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)"
+                       " VALUES (%s, 'u_cs', 'thread', 'th', 'save_as_thread', '{}')", (b,))
+        ag.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)"
+                   " VALUES (%s, 'u_cs', 'thread', 'th', 'save_as_thread', '{\"research_style\": \"top-down\"}')", (a,))
+        ag.execute("INSERT INTO cprefs (org_id, owner_user, body) VALUES (%s, 'u_cs', 'kept under consent')", (a,))
+        with pytest.raises(psycopg.Error) as refused:
+            ag.execute("INSERT INTO cprefs (org_id, owner_user, body) VALUES (%s, 'u_none', 'no consent')", (a,))
+        assert refused.value.sqlstate == "MX003" and "public.cprefs rows" in refused.value.diag.message_hint
+        # A grade reversal: the detector on the worker reads the shard group's feedback and consent.
+        ag.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at)"
+                   " VALUES (%s, 'u_cs', 'snap:1', 'thumbs_up', now() - interval '2 days')", (a,))
+        ag.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES (%s, 'u_cs', 'snap:1', 'not_helpful')", (a,))
+        drift = ag.execute("SELECT org_id, signal_kind::text FROM memory.persona_drift_log WHERE user_id = 'u_cs'").fetchall()
+        assert drift == [(a, "grade_reversal")], drift
+        slices = ag.execute("SELECT memory.load_slices(%s, 'u_cs', 'snapshot')", (a,)).fetchone()[0]
+        assert "Dutch" in slices["rendered"], slices
+        # Revocation by the tenant: its per-org part runs on the org's node.
+        revoked = ag.execute("SELECT memory.revoke_consent(%s, 'u_cs')", (a,)).fetchone()[0]
+    assert (revoked["profile_contexts_deleted"], revoked["thread_contexts_blocked"], revoked["drift_rows_to_purge"]) == (1, 1, 1), revoked
+    assert revoked["tables_deleted"] == {"public.cprefs": 1}, revoked
+    assert events(coord, a, "memory.drift.detected") == 1 and events(coord, a, "memory.consent.revoke") == 1
+    status = dict(coord.execute("SELECT scope::text, state FROM memory.consent_status(%s, 'u_cs')", (a,)).fetchall())
+    assert status["save_to_profile"] == "revoked", status
+    # Maintenance 3 days on purges the drift row 48 hours after the revocation.
+    run = coord.execute("SELECT memory.run_maintenance(now() + interval '3 days')").fetchone()[0]
+    assert "error" not in run and run["consent"]["drift_rows_purged"] >= 1, run
+    assert coord.execute("SELECT count(*) FROM memory.persona_drift_log WHERE user_id = 'u_cs'").fetchone()[0] == 0
+    # Export, then erasure: a held org keeps its rows, the other org's go, with a deletion stub.
+    coord.execute("SELECT memory.grant_consent(%s, 'u_cs', ARRAY['save_to_thread']::memory.consent_scope[])", (b,))
+    coord.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES (%s, 'u_cs', 'litigation')", (b,))
+    exported = coord.execute("SELECT memory.export_subject('u_cs')").fetchone()[0]["sections"]
+    assert {c["org_id"] for c in exported["consents"]} == {a, b}, exported["consents"]
+    erased = coord.execute("SELECT memory.erase_subject('u_cs')").fetchone()[0]["consent"]
+    assert (erased["consents"], erased["deletion_stubs"]) == (2, 1), erased
+    left = coord.execute("SELECT org_id, count(*) FROM memory.consents WHERE user_id = 'u_cs' GROUP BY 1").fetchall()
+    assert left == [(b, 1)], left
+    assert coord.execute("SELECT org_id FROM memory.deletion_stubs WHERE user_id = 'u_cs'").fetchall() == [(a,)]
     assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
