@@ -214,9 +214,7 @@ DECLARE
     n_drift   bigint := 0;
     n_train   bigint := 0;
     n_threads bigint := 0;
-    n_tables  jsonb := '{}';
-    g         record;
-    r         jsonb;
+    cleared   jsonb;
 BEGIN
     PERFORM memory._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
@@ -241,25 +239,10 @@ BEGIN
         GET DIAGNOSTICS n_train = ROW_COUNT;
     END IF;
     PERFORM memory._consent_gate(false);
-    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete"): a
-    -- revocation deletes what its option says, as before holds. The statement names the org
-    -- (checked for the caller by memory.revoke_consent); on a single node it also checks each
-    -- row's org, which Citus does not evaluate per row of a distributed table.
-    FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
-               FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
-        PERFORM memory._hold_gate(true);
-        r := memory._exec_as_table_owner(g.tbl::regclass,
-                 format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                        g.tbl::regclass, g.ucol, g.ocol)
-                 || CASE WHEN memory._citus_distributed(g.tbl::regclass) THEN ''
-                         ELSE format(' AND memory._may_act_for(t.%I::pg_catalog.text)', g.ocol) END,
-                 ARRAY[p_user, p_org]);
-        PERFORM memory._hold_gate(false);
-        n_tables := n_tables || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
-    END LOOP;
+    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
+    cleared := memory._clear_governed(p_org, p_user, targets);
     RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
-                              'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train)
-           || CASE WHEN n_tables <> '{}' THEN jsonb_build_object('tables_deleted', n_tables) ELSE '{}' END;
+                              'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train, 'governed', cleared);
 END $$;
 
 CREATE FUNCTION memory.revoke_consent(org_id text, user_id text, scopes memory.consent_scope[] DEFAULT NULL,
@@ -272,6 +255,7 @@ DECLARE
     c        memory.consents;
     gone     memory.consent_scope[];
     done     jsonb;
+    more     jsonb;
     targets  jsonb;
     counts   jsonb;
 BEGIN
@@ -281,18 +265,26 @@ BEGIN
     END IF;
     gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
     c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
-    targets := memory._revoke_targets(gone);
+    targets := memory._revoke_targets(gone, p_org);
     IF memory._citus_distributed('memory.user_contexts') THEN
         -- On the node of the org's shards (the values as literals: Citus delegates a call with
-        -- constant arguments; the time in ISO form, UTC, read back the same whatever the DateStyle).
+        -- constant arguments; the time as memory._utc_text, read back the same whatever the
+        -- DateStyle), with the governed tables that are there; the others from here.
         EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb) r',
                                   p_org, p_user, gone, memory._utc_text(at),
-                                  targets) INTO done;
+                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean)) INTO done;
+        more := memory._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
+                                                         WHERE NOT (x->>'there')::boolean));
+        done := jsonb_set(done, '{governed}', jsonb_build_object(
+                    'deleted', (done->'governed'->'deleted') || (more->'deleted'),
+                    'failed', (done->'governed'->'failed') || (more->'failed')));
     ELSE
         done := memory._revoke_consent_in(p_org, p_user, gone, at, targets);
     END IF;
 
-    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || done;
+    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
+              || CASE WHEN done->'governed'->'deleted' <> '{}' THEN jsonb_build_object('tables_deleted', done->'governed'->'deleted') ELSE '{}' END
+              || CASE WHEN done->'governed'->'failed' <> '{}' THEN jsonb_build_object('tables_failed', done->'governed'->'failed') ELSE '{}' END;
     PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
         'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
@@ -1119,16 +1111,16 @@ DECLARE
     one    jsonb;
     o      text;
 BEGIN
-    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject
+    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
              ORDER BY 1 LOOP
-        CONTINUE WHEN p_scope IS NOT NULL AND o <> p_scope;
+
         IF dist THEN
             EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L) r', o, p_subject) INTO one;
         ELSE
@@ -1244,17 +1236,55 @@ BEGIN
     RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));
 END $$;
 
--- The governed application tables whose rows a revocation of `gone` deletes ("on_revoke":
--- "delete"), with their user and org columns: [{"table", "user", "org"}]. Read on the node the
--- revocation is called on (the registry is each node's own).
-CREATE FUNCTION memory._revoke_targets(gone memory.consent_scope[])
+-- The governed application tables whose rows of a user of `org` a revocation of `gone` deletes
+-- ("on_revoke": "delete"), with their user and org columns and whether they are with the org's
+-- shards on Citus (distributed and co-located with memory_ext's stores): [{"table", "user",
+-- "org", "there"}]. Only tables whose owner may act for the org: statements on an application
+-- table act for its owner's orgs. Read on the node the revocation is called on (the registry is
+-- each node's own). Not granted to PUBLIC.
+CREATE FUNCTION memory._revoke_targets(gone memory.consent_scope[], org text)
 RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    dist constant boolean := memory._citus_distributed('memory.user_contexts');
 BEGIN
     RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('table', g.relid::regclass::text, 'user', g.options->'consent'->>'user',
-                                                         'org', g.options->'consent'->>'org') ORDER BY g.relid::regclass::text), '[]')
+                                                         'org', g.options->'consent'->>'org',
+                                                         'there', NOT dist OR memory._colocated_with_stores(g.relid))
+                                      ORDER BY g.relid::regclass::text), '[]')
               FROM memory.governance_registry g
+              JOIN pg_catalog.pg_class c ON c.oid = g.relid
              WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
                AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
-               AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL);
+               AND memory._may_act_for_role(c.relowner, _revoke_targets.org));
+END $$;
+
+-- Deletes the rows of (org, user) of each governed table in `targets` (memory._revoke_targets),
+-- as the table's owner and through legal holds (a revocation deletes what its option says, as
+-- before holds), each table in a subtransaction of its own: {"deleted": {table: rows},
+-- "failed": {table: message}}. The statement names the org. Not granted to PUBLIC.
+CREATE FUNCTION memory._clear_governed(org text, user_id text, targets jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g       record;
+    r       jsonb;
+    deleted jsonb := '{}';
+    failed  jsonb := '{}';
+BEGIN
+    FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
+               FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
+        BEGIN
+            PERFORM memory._hold_gate(true);
+            r := memory._exec_as_table_owner(g.tbl::regclass,
+                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                            g.tbl::regclass, g.ucol, g.ocol),
+                     ARRAY[_clear_governed.user_id, _clear_governed.org]);
+            PERFORM memory._hold_gate(false);
+            deleted := deleted || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
+        EXCEPTION WHEN OTHERS THEN
+            failed := failed || jsonb_build_object(g.tbl, SQLERRM);
+        END;
+    END LOOP;
+    RETURN jsonb_build_object('deleted', deleted, 'failed', failed);
 END $$;

@@ -3337,9 +3337,7 @@ DECLARE
     n_drift   bigint := 0;
     n_train   bigint := 0;
     n_threads bigint := 0;
-    n_tables  jsonb := '{}';
-    g         record;
-    r         jsonb;
+    cleared   jsonb;
 BEGIN
     PERFORM memory._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
@@ -3364,25 +3362,10 @@ BEGIN
         GET DIAGNOSTICS n_train = ROW_COUNT;
     END IF;
     PERFORM memory._consent_gate(false);
-    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete"): a
-    -- revocation deletes what its option says, as before holds. The statement names the org
-    -- (checked for the caller by memory.revoke_consent); on a single node it also checks each
-    -- row's org, which Citus does not evaluate per row of a distributed table.
-    FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
-               FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
-        PERFORM memory._hold_gate(true);
-        r := memory._exec_as_table_owner(g.tbl::regclass,
-                 format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                        g.tbl::regclass, g.ucol, g.ocol)
-                 || CASE WHEN memory._citus_distributed(g.tbl::regclass) THEN ''
-                         ELSE format(' AND memory._may_act_for(t.%I::pg_catalog.text)', g.ocol) END,
-                 ARRAY[p_user, p_org]);
-        PERFORM memory._hold_gate(false);
-        n_tables := n_tables || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
-    END LOOP;
+    -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
+    cleared := memory._clear_governed(p_org, p_user, targets);
     RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
-                              'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train)
-           || CASE WHEN n_tables <> '{}' THEN jsonb_build_object('tables_deleted', n_tables) ELSE '{}' END;
+                              'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train, 'governed', cleared);
 END $$;
 
 CREATE OR REPLACE FUNCTION memory.revoke_consent(org_id text, user_id text, scopes memory.consent_scope[] DEFAULT NULL,
@@ -3395,6 +3378,7 @@ DECLARE
     c        memory.consents;
     gone     memory.consent_scope[];
     done     jsonb;
+    more     jsonb;
     targets  jsonb;
     counts   jsonb;
 BEGIN
@@ -3404,18 +3388,26 @@ BEGIN
     END IF;
     gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
     c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
-    targets := memory._revoke_targets(gone);
+    targets := memory._revoke_targets(gone, p_org);
     IF memory._citus_distributed('memory.user_contexts') THEN
         -- On the node of the org's shards (the values as literals: Citus delegates a call with
-        -- constant arguments; the time in ISO form, UTC, read back the same whatever the DateStyle).
+        -- constant arguments; the time as memory._utc_text, read back the same whatever the
+        -- DateStyle), with the governed tables that are there; the others from here.
         EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb) r',
                                   p_org, p_user, gone, memory._utc_text(at),
-                                  targets) INTO done;
+                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean)) INTO done;
+        more := memory._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
+                                                         WHERE NOT (x->>'there')::boolean));
+        done := jsonb_set(done, '{governed}', jsonb_build_object(
+                    'deleted', (done->'governed'->'deleted') || (more->'deleted'),
+                    'failed', (done->'governed'->'failed') || (more->'failed')));
     ELSE
         done := memory._revoke_consent_in(p_org, p_user, gone, at, targets);
     END IF;
 
-    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || done;
+    counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
+              || CASE WHEN done->'governed'->'deleted' <> '{}' THEN jsonb_build_object('tables_deleted', done->'governed'->'deleted') ELSE '{}' END
+              || CASE WHEN done->'governed'->'failed' <> '{}' THEN jsonb_build_object('tables_failed', done->'governed'->'failed') ELSE '{}' END;
     PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
         'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
@@ -4265,16 +4257,16 @@ DECLARE
     one    jsonb;
     o      text;
 BEGIN
-    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject
-             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject
+    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
+             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
              ORDER BY 1 LOOP
-        CONTINUE WHEN p_scope IS NOT NULL AND o <> p_scope;
+
         IF dist THEN
             EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L) r', o, p_subject) INTO one;
         ELSE
@@ -4377,16 +4369,47 @@ BEGIN
     RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));
 END $$;
 
-CREATE OR REPLACE FUNCTION memory._revoke_targets(gone memory.consent_scope[])
+CREATE FUNCTION memory._clear_governed(org text, user_id text, targets jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g       record;
+    r       jsonb;
+    deleted jsonb := '{}';
+    failed  jsonb := '{}';
+BEGIN
+    FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
+               FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
+        BEGIN
+            PERFORM memory._hold_gate(true);
+            r := memory._exec_as_table_owner(g.tbl::regclass,
+                     format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                            g.tbl::regclass, g.ucol, g.ocol),
+                     ARRAY[_clear_governed.user_id, _clear_governed.org]);
+            PERFORM memory._hold_gate(false);
+            deleted := deleted || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
+        EXCEPTION WHEN OTHERS THEN
+            failed := failed || jsonb_build_object(g.tbl, SQLERRM);
+        END;
+    END LOOP;
+    RETURN jsonb_build_object('deleted', deleted, 'failed', failed);
+END $$;
+
+CREATE OR REPLACE FUNCTION memory._revoke_targets(gone memory.consent_scope[], org text)
 RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    dist constant boolean := memory._citus_distributed('memory.user_contexts');
 BEGIN
     RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('table', g.relid::regclass::text, 'user', g.options->'consent'->>'user',
-                                                         'org', g.options->'consent'->>'org') ORDER BY g.relid::regclass::text), '[]')
+                                                         'org', g.options->'consent'->>'org',
+                                                         'there', NOT dist OR memory._colocated_with_stores(g.relid))
+                                      ORDER BY g.relid::regclass::text), '[]')
               FROM memory.governance_registry g
+              JOIN pg_catalog.pg_class c ON c.oid = g.relid
              WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
                AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
-               AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL);
+               AND memory._may_act_for_role(c.relowner, _revoke_targets.org));
 END $$;
 
 DO $$
@@ -5263,9 +5286,27 @@ BEGIN
     RETURN d;
 END $$;
 
+-- A time as ISO text in UTC ('2026-11-26 04:13:34.517363 AD +00'), which reads back as the same
+-- time whatever the session's DateStyle: how a time goes into a call Citus delegates.
 CREATE FUNCTION memory._utc_text(t timestamptz)
-RETURNS text LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') OPERATOR(pg_catalog.||) '+00' $$;
+RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
+
+-- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
+-- each org's shards of memory.audit_pending).
+CREATE FUNCTION memory._colocated_with_stores(t regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE d boolean;
+BEGIN
+    IF NOT memory._citus_distributed(t) THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
+                             WHERE a.logicalrelid OPERATOR(pg_catalog.=) $1 AND b.logicalrelid OPERATOR(pg_catalog.=) ''memory.audit_pending''::pg_catalog.regclass
+                               AND a.colocationid OPERATOR(pg_catalog.=) b.colocationid)' INTO d USING t;
+    RETURN d;
+END $$;
 
 -- `a` with each number of `b` added to the number under the same key in `a` (any other value of
 -- `b` taken as it is): the counts of runs made org by org, summed.
@@ -5303,6 +5344,29 @@ BEGIN
                                                          FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $4)'
        INTO r USING rel, logical, tbl, fired;
     RETURN r;
+END $$;
+
+CREATE FUNCTION memory._distribute_quietly(t regclass, how text, col text DEFAULT NULL, colocate text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    saved jsonb;
+    k     text;
+BEGIN
+    SELECT coalesce(jsonb_object_agg(tg.tgname, tg.tgenabled::text), '{}') INTO saved
+      FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = t AND NOT tg.tgisinternal AND tg.tgenabled <> 'D';
+    FOR k IN SELECT jsonb_object_keys(saved) LOOP
+        EXECUTE format('ALTER TABLE %s DISABLE TRIGGER %I', t, k);
+    END LOOP;
+    IF how = 'reference' THEN
+        EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING t;
+    ELSE
+        EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := $3)' USING t, col, colocate;
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(saved) LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE %s TRIGGER %I', t,
+                       CASE saved->>k WHEN 'A' THEN 'ALWAYS' WHEN 'R' THEN 'REPLICA' ELSE '' END, k);
+    END LOOP;
 END $$;
 
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
@@ -5355,8 +5419,9 @@ BEGIN
     IF shard_count IS NOT NULL THEN
         PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
     END IF;
-    -- Citus copies the rows already there into the shards, firing the tables' triggers on them:
-    -- they are loaded as they are, like a restore (no classification, stamps or audit events).
+    -- The rows already there are loaded into the shards as they are, like a restore (no
+    -- classification, stamps, rules or audit events): memory._distribute_quietly keeps the
+    -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
     PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
     -- The key and the pseudonym salt exist before their tables are replicated: a worker never
     -- makes one (SPEC §10: one key set for the cluster).
@@ -5373,7 +5438,7 @@ BEGIN
         SELECT p.partmethod INTO kind FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ref::regclass;
         IF kind IS NULL THEN
             PERFORM memory._policy_without_subquery(ref::regclass);
-            EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING ref::regclass;
+            PERFORM memory._distribute_quietly(ref::regclass, 'reference');
             moved := moved || ref::regclass;
         ELSIF kind <> 'n' THEN
             RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
@@ -5386,9 +5451,9 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['memory.audit_pending', 'memory.audit_heads', 'memory.audit_log', 'memory.audit_seals'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             IF t = 'memory.audit_pending' THEN
-                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''none'')' USING t::regclass;
+                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'none');
             ELSE
-                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'memory.audit_pending');
             END IF;
             moved := moved || t::regclass;
         END IF;
@@ -5404,7 +5469,7 @@ BEGIN
             CONTINUE;
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
-            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := ''memory.audit_pending'')' USING r.relid, r.org;
+            PERFORM memory._distribute_quietly(r.relid, 'distributed', r.org, 'memory.audit_pending');
             moved := moved || r.relid;
         ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
                            WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
@@ -5453,7 +5518,7 @@ BEGIN
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (id)', pg_catalog.split_part(t, '.', 2) || '_id', t);
             END IF;
             PERFORM memory._policy_without_subquery(t::regclass);
-            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''org_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+            PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'org_id', 'memory.audit_pending');
             moved := moved || t::regclass;
         END IF;
         done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));

@@ -56,11 +56,27 @@ BEGIN
     RETURN d;
 END $$;
 
--- A time as ISO text in UTC ('2026-11-26 04:13:34.517363+00'), which reads back as the same time
--- whatever the session's DateStyle: how a time goes into a call Citus delegates.
+-- A time as ISO text in UTC ('2026-11-26 04:13:34.517363 AD +00'), which reads back as the same
+-- time whatever the session's DateStyle: how a time goes into a call Citus delegates.
 CREATE FUNCTION memory._utc_text(t timestamptz)
-RETURNS text LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') OPERATOR(pg_catalog.||) '+00' $$;
+RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
+
+-- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
+-- each org's shards of memory.audit_pending).
+CREATE FUNCTION memory._colocated_with_stores(t regclass)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE d boolean;
+BEGIN
+    IF NOT memory._citus_distributed(t) THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
+                             WHERE a.logicalrelid OPERATOR(pg_catalog.=) $1 AND b.logicalrelid OPERATOR(pg_catalog.=) ''memory.audit_pending''::pg_catalog.regclass
+                               AND a.colocationid OPERATOR(pg_catalog.=) b.colocationid)' INTO d USING t;
+    RETURN d;
+END $$;
 
 -- `a` with each number of `b` added to the number under the same key in `a` (any other value of
 -- `b` taken as it is): the counts of runs made org by org, summed.
@@ -103,6 +119,37 @@ BEGIN
                                                          FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $4)'
        INTO r USING rel, logical, tbl, fired;
     RETURN r;
+END $$;
+
+-- Distributes table `t` by Citus's function `how` (create_reference_table, or
+-- create_distributed_table by `col` co-located with `colocate`) without firing its triggers on
+-- the rows already there. Citus copies them into the new shards by COPY to the workers, where
+-- the shards' triggers would treat them as new writes (classify, audit, the consent and
+-- knowledge rules, the drift detectors) and a restore setting of this session does not reach:
+-- the table's triggers are off while the shards are made and filled (Citus makes the shards'
+-- triggers as the table's are), then set back as they were (Citus forwards that to the shards).
+-- Not granted to PUBLIC.
+CREATE FUNCTION memory._distribute_quietly(t regclass, how text, col text DEFAULT NULL, colocate text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    saved jsonb;
+    k     text;
+BEGIN
+    SELECT coalesce(jsonb_object_agg(tg.tgname, tg.tgenabled::text), '{}') INTO saved
+      FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = t AND NOT tg.tgisinternal AND tg.tgenabled <> 'D';
+    FOR k IN SELECT jsonb_object_keys(saved) LOOP
+        EXECUTE format('ALTER TABLE %s DISABLE TRIGGER %I', t, k);
+    END LOOP;
+    IF how = 'reference' THEN
+        EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING t;
+    ELSE
+        EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := $3)' USING t, col, colocate;
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(saved) LOOP
+        EXECUTE format('ALTER TABLE %s ENABLE %s TRIGGER %I', t,
+                       CASE saved->>k WHEN 'A' THEN 'ALWAYS' WHEN 'R' THEN 'REPLICA' ELSE '' END, k);
+    END LOOP;
 END $$;
 
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
@@ -155,8 +202,9 @@ BEGIN
     IF shard_count IS NOT NULL THEN
         PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
     END IF;
-    -- Citus copies the rows already there into the shards, firing the tables' triggers on them:
-    -- they are loaded as they are, like a restore (no classification, stamps or audit events).
+    -- The rows already there are loaded into the shards as they are, like a restore (no
+    -- classification, stamps, rules or audit events): memory._distribute_quietly keeps the
+    -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
     PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
     -- The key and the pseudonym salt exist before their tables are replicated: a worker never
     -- makes one (SPEC §10: one key set for the cluster).
@@ -173,7 +221,7 @@ BEGIN
         SELECT p.partmethod INTO kind FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ref::regclass;
         IF kind IS NULL THEN
             PERFORM memory._policy_without_subquery(ref::regclass);
-            EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING ref::regclass;
+            PERFORM memory._distribute_quietly(ref::regclass, 'reference');
             moved := moved || ref::regclass;
         ELSIF kind <> 'n' THEN
             RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
@@ -186,9 +234,9 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['memory.audit_pending', 'memory.audit_heads', 'memory.audit_log', 'memory.audit_seals'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             IF t = 'memory.audit_pending' THEN
-                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''none'')' USING t::regclass;
+                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'none');
             ELSE
-                EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''chain_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'memory.audit_pending');
             END IF;
             moved := moved || t::regclass;
         END IF;
@@ -204,7 +252,7 @@ BEGIN
             CONTINUE;
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
-            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with := ''memory.audit_pending'')' USING r.relid, r.org;
+            PERFORM memory._distribute_quietly(r.relid, 'distributed', r.org, 'memory.audit_pending');
             moved := moved || r.relid;
         ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
                            WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
@@ -253,7 +301,7 @@ BEGIN
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (id)', pg_catalog.split_part(t, '.', 2) || '_id', t);
             END IF;
             PERFORM memory._policy_without_subquery(t::regclass);
-            EXECUTE 'SELECT pg_catalog.create_distributed_table($1, ''org_id'', colocate_with := ''memory.audit_pending'')' USING t::regclass;
+            PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'org_id', 'memory.audit_pending');
             moved := moved || t::regclass;
         END IF;
         done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));

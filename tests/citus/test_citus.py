@@ -35,6 +35,17 @@ def cluster():
                                                      "user": "user_id", "audit": true, "stamps": true}')""")
         # Rows written before distribution: copied into the shards, and not left behind.
         c.execute("INSERT INTO notes (org_id, user_id, content) VALUES ('org_pre', 'pre_user', 'written before'), ('org_pre', 'pre_user', 'also')")
+        # A consent store with history: a thread context whose consent was revoked since (blocked),
+        # and feedback that was a drift finding. Copied as in a restore: no rule refuses the
+        # blocked context, nothing is detected or audited again.
+        c.execute("SELECT memory.grant_consent('org_prec', 'pre_user', ARRAY['save_to_thread', 'save_to_profile']::memory.consent_scope[])")
+        c.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields)"
+                  " VALUES ('org_prec', 'pre_user', 'thread', 'th', 'save_as_thread', '{\"research_style\": \"top-down\"}')")
+        c.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating, created_at)"
+                  " VALUES ('org_prec', 'pre_user', 'snap', 'thumbs_up', now() - interval '1 day')")
+        c.execute("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('org_prec', 'pre_user', 'snap', 'not_helpful')")
+        c.execute("SELECT memory.revoke_consent('org_prec', 'pre_user', ARRAY['save_to_thread']::memory.consent_scope[])")
+        before = c.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = 'org_prec'").fetchone()[0]
         done = c.execute("SELECT memory.distribute(8)").fetchone()[0]
         assert done["governed"] == ["public.notes"]
         assert set(done["audit"]) == {"memory.audit_pending", "memory.audit_heads", "memory.audit_log", "memory.audit_seals"}
@@ -47,6 +58,9 @@ def cluster():
         why = {k["table"]: k["why"] for k in done["kept_local"]}
         assert set(why) == {"memory.governance_registry", "memory.maintenance_runs"}, why
         assert "oid" in why["memory.governance_registry"], why
+        assert c.execute("SELECT consent_blocked FROM memory.user_contexts WHERE org_id = 'org_prec'").fetchall() == [(True,)]
+        assert c.execute("SELECT count(*) FROM memory.persona_drift_log WHERE org_id = 'org_prec'").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = 'org_prec'").fetchone()[0] == before
     yield {"coord": coord, "workers": {w1, w2}}
     subprocess.run([str(CITUS), "stop", NAME], check=False)
 
