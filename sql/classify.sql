@@ -713,11 +713,12 @@ END $$;
 -- memory.reclassify's change of one row of one org, after the caller's check. On Citus,
 -- memory.distribute() makes it a function Citus runs on the node of the org's shard, so that
 -- the downgrade gate is open in the backend where the shard's triggers fire. Not granted to PUBLIC.
-CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text)
+CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text, who jsonb)
 RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE prev memory.classification;
 BEGIN
+    PERFORM memory._delegated(who);
     SELECT o.classification INTO prev FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id FOR UPDATE;
     IF NOT FOUND THEN
@@ -729,6 +730,7 @@ BEGIN
            metadata = o.metadata || jsonb_build_object('classification', tier::text)
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id;
     PERFORM memory._allow_downgrade(NULL);
+    PERFORM memory._delegated_done(who);
     RETURN prev;
 END $$;
 
@@ -752,9 +754,10 @@ BEGIN
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    -- Values as literals: Citus sends a call with constant arguments to the org's node.
-    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L) r',
-                              org, observation_id, tier, reason) INTO prev;
+    -- Values as literals: Citus sends a call with constant arguments to the org's node (with
+    -- the caller, whom the events written there name).
+    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L, %L::jsonb) r',
+                              org, observation_id, tier, reason, memory._who_if_distributed()) INTO prev;
     RETURN prev;
 END $$;
 COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS

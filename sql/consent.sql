@@ -203,7 +203,7 @@ COMMENT ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jso
 -- `targets` (memory._revoke_targets) deleted. Returns the counts. On Citus memory.distribute()
 -- makes it a function Citus runs on the node of the org's shards, where the gates it opens are
 -- seen by the shards' guards. Not granted to PUBLIC.
-CREATE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb)
+CREATE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -216,6 +216,7 @@ DECLARE
     n_threads bigint := 0;
     cleared   jsonb;
 BEGIN
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
@@ -241,6 +242,7 @@ BEGIN
     PERFORM memory._consent_gate(false);
     -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
     cleared := memory._clear_governed(p_org, p_user, targets);
+    PERFORM memory._delegated_done(who);
     RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
                               'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train, 'governed', cleared);
 END $$;
@@ -270,16 +272,17 @@ BEGIN
         -- On the node of the org's shards (the values as literals: Citus delegates a call with
         -- constant arguments; the time as memory._utc_text, read back the same whatever the
         -- DateStyle), with the governed tables that are there; the others from here.
-        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb) r',
+        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb, %L::jsonb) r',
                                   p_org, p_user, gone, memory._utc_text(at),
-                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean)) INTO done;
+                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean),
+                                  memory._who()) INTO done;
         more := memory._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
                                                          WHERE NOT (x->>'there')::boolean));
         done := jsonb_set(done, '{governed}', jsonb_build_object(
                     'deleted', (done->'governed'->'deleted') || (more->'deleted'),
                     'failed', (done->'governed'->'failed') || (more->'failed')));
     ELSE
-        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets);
+        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets, NULL);
     END IF;
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
@@ -629,13 +632,14 @@ CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_dri
 -- Maintenance: task contexts past their expiry and drift rows past purge_after, org by org
 -- (memory._consent_maintenance_in, which on Citus runs on the node of the org's shards, where
 -- the consent gate it opens is seen by the shards' guards; not granted to PUBLIC).
-CREATE FUNCTION memory._consent_maintenance_in(org text, at timestamptz)
+CREATE FUNCTION memory._consent_maintenance_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n_ctx   bigint;
     n_drift bigint;
 BEGIN
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     DELETE FROM memory.user_contexts u
      WHERE u.org_id = _consent_maintenance_in.org AND u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
@@ -648,6 +652,7 @@ BEGIN
      WHERE d.org_id = _consent_maintenance_in.org AND d.purge_after IS NOT NULL AND d.purge_after <= at;
     GET DIAGNOSTICS n_drift = ROW_COUNT;
     PERFORM memory._consent_gate(false);
+    PERFORM memory._delegated_done(who);
     RETURN jsonb_build_object('task_contexts_purged', n_ctx, 'drift_rows_purged', n_drift);
 END $$;
 
@@ -665,10 +670,10 @@ BEGIN
              SELECT d.org_id FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at
              ORDER BY 1 LOOP
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz) r',
-                                      o, memory._utc_text(at)) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r',
+                                      o, memory._utc_text(at), memory._who()) INTO one;
         ELSE
-            one := memory._consent_maintenance_in(o, at);
+            one := memory._consent_maintenance_in(o, at, NULL);
         END IF;
         total := memory._add_counts(total, one);
     END LOOP;
@@ -1070,7 +1075,7 @@ SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 -- deletion stub when its consent history goes, unless the org holds the user (a legal hold on
 -- the user). On Citus it runs on the node of the org's shards (see _revoke_consent_in). Not
 -- granted to PUBLIC.
-CREATE FUNCTION memory._erase_consent_in(org text, subject text)
+CREATE FUNCTION memory._erase_consent_in(org text, subject text, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1081,6 +1086,7 @@ BEGIN
     IF memory._held(org, subject, NULL) THEN
         RETURN counts;
     END IF;
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
     SELECT org, subject, max(c.version) FROM memory.consents c
@@ -1096,6 +1102,7 @@ BEGIN
         counts := counts || jsonb_build_object(t, n);
     END LOOP;
     PERFORM memory._consent_gate(false);
+    PERFORM memory._delegated_done(who);
     RETURN counts;
 END $$;
 
@@ -1122,9 +1129,9 @@ BEGIN
              ORDER BY 1 LOOP
 
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L) r', o, p_subject) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory._who()) INTO one;
         ELSE
-            one := memory._erase_consent_in(o, p_subject);
+            one := memory._erase_consent_in(o, p_subject, NULL);
         END IF;
         counts := memory._add_counts(counts, one);
     END LOOP;

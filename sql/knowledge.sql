@@ -1253,7 +1253,7 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Every statement names the org when there is one: on Citus memory.distribute() makes this a
 -- function Citus runs on the node of the org's shards, where its statements are local and the
 -- gate it opens is seen by the shards' triggers. Not granted to PUBLIC.
-CREATE FUNCTION memory._run_decay_in(org text, at timestamptz)
+CREATE FUNCTION memory._run_decay_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1265,6 +1265,7 @@ DECLARE
     result jsonb;
     scope text := org;
 BEGIN
+    PERFORM memory._delegated(who);
     at := coalesce(at, now());
     -- Nothing changes if a due claim names a field decay does not know.
     SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
@@ -1352,6 +1353,7 @@ BEGIN
                                  'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
     PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
                 'org_id', scope, 'payload', result)));
+    PERFORM memory._delegated_done(who);
     RETURN result;
 END $$;
 -- The decay job's entry point: a failure is recorded as memory.job.decay.error although its
@@ -1368,7 +1370,7 @@ DECLARE
     total jsonb;
 BEGIN
     IF NOT memory._citus_distributed('memory.claims') THEN
-        RETURN memory._run_decay_in(scope, at);
+        RETURN memory._run_decay_in(scope, at, NULL);
     END IF;
     -- Citus: org by org, each run on the node of the org's shards (the values as literals: Citus
     -- delegates a call with constant arguments). An org with nothing due is not visited.
@@ -1383,8 +1385,8 @@ BEGIN
              ORDER BY 1 LOOP
         -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
         -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
-        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o,
-                                  memory._utc_text(at)) INTO one;
+        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r', o,
+                                  memory._utc_text(at), memory._who()) INTO one;
         total := memory._add_counts(total, one - 'at');
     END LOOP;
     RETURN total;

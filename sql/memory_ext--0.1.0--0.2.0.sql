@@ -113,6 +113,13 @@ STRICT VOLATILE
 LANGUAGE c 
 AS 'MODULE_PATHNAME', 'audit_integrating_wrapper';
 
+CREATE OR REPLACE FUNCTION "_delegated_caller"(
+	"role" TEXT 
+) RETURNS bool 
+VOLATILE 
+LANGUAGE c 
+AS 'MODULE_PATHNAME', 'delegated_caller_wrapper';
+
 CREATE OR REPLACE FUNCTION "_table_of"(
 	"rel" oid 
 ) RETURNS oid 
@@ -1195,11 +1202,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text)
+CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text, who jsonb)
 RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE prev memory.classification;
 BEGIN
+    PERFORM memory._delegated(who);
     SELECT o.classification INTO prev FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id FOR UPDATE;
     IF NOT FOUND THEN
@@ -1211,6 +1219,7 @@ BEGIN
            metadata = o.metadata || jsonb_build_object('classification', tier::text)
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id;
     PERFORM memory._allow_downgrade(NULL);
+    PERFORM memory._delegated_done(who);
     RETURN prev;
 END $$;
 
@@ -1232,9 +1241,10 @@ BEGIN
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    -- Values as literals: Citus sends a call with constant arguments to the org's node.
-    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L) r',
-                              org, observation_id, tier, reason) INTO prev;
+    -- Values as literals: Citus sends a call with constant arguments to the org's node (with
+    -- the caller, whom the events written there name).
+    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L, %L::jsonb) r',
+                              org, observation_id, tier, reason, memory._who_if_distributed()) INTO prev;
     RETURN prev;
 END $$;
 
@@ -2120,7 +2130,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION memory._subject_orgs(regclass, text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory._local_relation(regclass, text), memory._reclassify_in(text, uuid, memory.classification, text),
+REVOKE ALL ON FUNCTION memory._local_relation(regclass, text), memory._reclassify_in(text, uuid, memory.classification, text, jsonb),
                        memory._org_of(regclass, uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION memory.erase_subject(user_id text)
@@ -2995,7 +3005,7 @@ BEGIN
     RETURN FOUND;
 END $$;
 
-CREATE FUNCTION memory._run_decay_in(org text, at timestamptz)
+CREATE FUNCTION memory._run_decay_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -3007,6 +3017,7 @@ DECLARE
     result jsonb;
     scope text := org;
 BEGIN
+    PERFORM memory._delegated(who);
     at := coalesce(at, now());
     -- Nothing changes if a due claim names a field decay does not know.
     SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
@@ -3094,6 +3105,7 @@ BEGIN
                                  'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
     PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
                 'org_id', scope, 'payload', result)));
+    PERFORM memory._delegated_done(who);
     RETURN result;
 END $$;
 
@@ -3111,7 +3123,7 @@ DECLARE
     total jsonb;
 BEGIN
     IF NOT memory._citus_distributed('memory.claims') THEN
-        RETURN memory._run_decay_in(scope, at);
+        RETURN memory._run_decay_in(scope, at, NULL);
     END IF;
     -- Citus: org by org, each run on the node of the org's shards (the values as literals: Citus
     -- delegates a call with constant arguments). An org with nothing due is not visited.
@@ -3126,8 +3138,8 @@ BEGIN
              ORDER BY 1 LOOP
         -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
         -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
-        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz) r', o,
-                                  memory._utc_text(at)) INTO one;
+        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r', o,
+                                  memory._utc_text(at), memory._who()) INTO one;
         total := memory._add_counts(total, one - 'at');
     END LOOP;
     RETURN total;
@@ -3326,7 +3338,7 @@ END $$;
 COMMENT ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jsonb, text, timestamptz) IS
   'Grant scopes to (org, user): a new consent version holding every scope in force. preferences (language_preference, research_depth, risk_prompt_preference, user_focus_reason) become the profile context when save_to_profile is in force. Emits memory.consent.grant. Returns the version.';
 
-CREATE OR REPLACE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb)
+CREATE OR REPLACE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -3339,6 +3351,7 @@ DECLARE
     n_threads bigint := 0;
     cleared   jsonb;
 BEGIN
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
@@ -3364,6 +3377,7 @@ BEGIN
     PERFORM memory._consent_gate(false);
     -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
     cleared := memory._clear_governed(p_org, p_user, targets);
+    PERFORM memory._delegated_done(who);
     RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
                               'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train, 'governed', cleared);
 END $$;
@@ -3393,16 +3407,17 @@ BEGIN
         -- On the node of the org's shards (the values as literals: Citus delegates a call with
         -- constant arguments; the time as memory._utc_text, read back the same whatever the
         -- DateStyle), with the governed tables that are there; the others from here.
-        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb) r',
+        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb, %L::jsonb) r',
                                   p_org, p_user, gone, memory._utc_text(at),
-                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean)) INTO done;
+                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean),
+                                  memory._who()) INTO done;
         more := memory._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
                                                          WHERE NOT (x->>'there')::boolean));
         done := jsonb_set(done, '{governed}', jsonb_build_object(
                     'deleted', (done->'governed'->'deleted') || (more->'deleted'),
                     'failed', (done->'governed'->'failed') || (more->'failed')));
     ELSE
-        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets);
+        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets, NULL);
     END IF;
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
@@ -3757,13 +3772,14 @@ CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drif
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_drift_log
     FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
 
-CREATE OR REPLACE FUNCTION memory._consent_maintenance_in(org text, at timestamptz)
+CREATE OR REPLACE FUNCTION memory._consent_maintenance_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n_ctx   bigint;
     n_drift bigint;
 BEGIN
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     DELETE FROM memory.user_contexts u
      WHERE u.org_id = _consent_maintenance_in.org AND u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
@@ -3776,6 +3792,7 @@ BEGIN
      WHERE d.org_id = _consent_maintenance_in.org AND d.purge_after IS NOT NULL AND d.purge_after <= at;
     GET DIAGNOSTICS n_drift = ROW_COUNT;
     PERFORM memory._consent_gate(false);
+    PERFORM memory._delegated_done(who);
     RETURN jsonb_build_object('task_contexts_purged', n_ctx, 'drift_rows_purged', n_drift);
 END $$;
 
@@ -3793,10 +3810,10 @@ BEGIN
              SELECT d.org_id FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at
              ORDER BY 1 LOOP
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz) r',
-                                      o, memory._utc_text(at)) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r',
+                                      o, memory._utc_text(at), memory._who()) INTO one;
         ELSE
-            one := memory._consent_maintenance_in(o, at);
+            one := memory._consent_maintenance_in(o, at, NULL);
         END IF;
         total := memory._add_counts(total, one);
     END LOOP;
@@ -4218,7 +4235,7 @@ COMMENT ON TABLE memory.deletion_stubs IS
 
 SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 
-CREATE OR REPLACE FUNCTION memory._erase_consent_in(org text, subject text)
+CREATE OR REPLACE FUNCTION memory._erase_consent_in(org text, subject text, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -4229,6 +4246,7 @@ BEGIN
     IF memory._held(org, subject, NULL) THEN
         RETURN counts;
     END IF;
+    PERFORM memory._delegated(who);
     PERFORM memory._consent_gate(true);
     INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
     SELECT org, subject, max(c.version) FROM memory.consents c
@@ -4244,6 +4262,7 @@ BEGIN
         counts := counts || jsonb_build_object(t, n);
     END LOOP;
     PERFORM memory._consent_gate(false);
+    PERFORM memory._delegated_done(who);
     RETURN counts;
 END $$;
 
@@ -4268,9 +4287,9 @@ BEGIN
              ORDER BY 1 LOOP
 
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L) r', o, p_subject) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory._who()) INTO one;
         ELSE
-            one := memory._erase_consent_in(o, p_subject);
+            one := memory._erase_consent_in(o, p_subject, NULL);
         END IF;
         counts := memory._add_counts(counts, one);
     END LOOP;
@@ -5292,6 +5311,40 @@ CREATE FUNCTION memory._utc_text(t timestamptz)
 RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
 
+CREATE FUNCTION memory._who()
+RETURNS jsonb LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.jsonb_build_object(
+        'role', (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) memory._caller()),
+        'actor', nullif(pg_catalog.current_setting('memory.actor_id', true), ''))
+$$;
+
+CREATE FUNCTION memory._who_if_distributed()
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE WHEN memory._citus_distributed('memory.observations') THEN memory._who() END;
+END $$;
+
+CREATE FUNCTION memory._delegated(who jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF who IS NOT NULL THEN
+        PERFORM memory._delegated_caller(who->>'role');
+        PERFORM pg_catalog.set_config('memory.actor_id', coalesce(who->>'actor', ''), true);
+    END IF;
+END $$;
+
+CREATE FUNCTION memory._delegated_done(who jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF who IS NOT NULL THEN
+        PERFORM memory._delegated_caller(NULL);
+    END IF;
+END $$;
+
 -- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
 -- each org's shards of memory.audit_pending).
 CREATE FUNCTION memory._colocated_with_stores(t regclass)
@@ -5528,11 +5581,11 @@ BEGIN
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
     -- triggers fire.
     EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
-        USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
+        USING 'memory._reclassify_in(text,uuid,memory.classification,text,jsonb)'::regprocedure;
     -- Likewise the decay job's run over one org, and the consent store's revocation, erasure and
     -- maintenance of one org: their gates are opened where the shards' triggers fire.
-    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb)',
-                             'memory._erase_consent_in(text,text)', 'memory._consent_maintenance_in(text,timestamptz)'] LOOP
+    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz,jsonb)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)',
+                             'memory._erase_consent_in(text,text,jsonb)', 'memory._consent_maintenance_in(text,timestamptz,jsonb)'] LOOP
         EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
             USING t::regprocedure;
     END LOOP;

@@ -62,6 +62,49 @@ CREATE FUNCTION memory._utc_text(t timestamptz)
 RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
 
+-- Who the caller is, for a call Citus runs on another node: the role memory_ext holds responsible
+-- (by name: oids differ between nodes) and the application's actor (memory.actor_id), which the
+-- delegated function takes on there (memory._delegated), so the events it writes name them.
+CREATE FUNCTION memory._who()
+RETURNS jsonb LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.jsonb_build_object(
+        'role', (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) memory._caller()),
+        'actor', nullif(pg_catalog.current_setting('memory.actor_id', true), ''))
+$$;
+
+-- memory._who() when memory.observations is distributed (reclassify always calls through
+-- EXECUTE), else NULL.
+CREATE FUNCTION memory._who_if_distributed()
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE WHEN memory._citus_distributed('memory.observations') THEN memory._who() END;
+END $$;
+
+-- In a delegated function: take on the coordinator's caller (`who`, from memory._who()) until
+-- memory._delegated_done(who) or the end of the transaction. NULL (a single node, where the
+-- caller is known already): nothing.
+CREATE FUNCTION memory._delegated(who jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF who IS NOT NULL THEN
+        PERFORM memory._delegated_caller(who->>'role');
+        PERFORM pg_catalog.set_config('memory.actor_id', coalesce(who->>'actor', ''), true);
+    END IF;
+END $$;
+
+-- The end of what memory._delegated(who) took on.
+CREATE FUNCTION memory._delegated_done(who jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF who IS NOT NULL THEN
+        PERFORM memory._delegated_caller(NULL);
+    END IF;
+END $$;
+
 -- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
 -- each org's shards of memory.audit_pending).
 CREATE FUNCTION memory._colocated_with_stores(t regclass)
@@ -311,11 +354,11 @@ BEGIN
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
     -- triggers fire.
     EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
-        USING 'memory._reclassify_in(text,uuid,memory.classification,text)'::regprocedure;
+        USING 'memory._reclassify_in(text,uuid,memory.classification,text,jsonb)'::regprocedure;
     -- Likewise the decay job's run over one org, and the consent store's revocation, erasure and
     -- maintenance of one org: their gates are opened where the shards' triggers fire.
-    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb)',
-                             'memory._erase_consent_in(text,text)', 'memory._consent_maintenance_in(text,timestamptz)'] LOOP
+    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz,jsonb)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)',
+                             'memory._erase_consent_in(text,text,jsonb)', 'memory._consent_maintenance_in(text,timestamptz,jsonb)'] LOOP
         EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
             USING t::regprocedure;
     END LOOP;

@@ -292,6 +292,27 @@ pub fn innermost_memory_function_except(except: &str) -> Option<String> {
     None
 }
 
+/// `memory._delegated_caller(role)`: in a function Citus runs on a worker for memory_ext (a
+/// delegated call, as the definer), the role the coordinator held responsible, by name (oids
+/// differ between nodes): caller() answers it until NULL is given or the transaction ends. Not
+/// granted to PUBLIC: only memory_ext's own delegated functions set it, from the coordinator's
+/// caller().
+#[pg_extern(volatile, name = "_delegated_caller")]
+fn delegated_caller(role: Option<&str>) -> bool {
+    let oid = match role {
+        None => pg_sys::InvalidOid,
+        Some(r) => {
+            let o = identity::role_oid(r);
+            if o == pg_sys::InvalidOid {
+                MxError::new(code::NO_PRIVILEGE, format!("role \"{r}\" does not exist on this node")).raise();
+            }
+            o
+        }
+    };
+    OVERRIDE.with(|c| c.set(oid));
+    true
+}
+
 #[pg_extern(stable, parallel_safe, name = "_caller")]
 fn caller_sql() -> Option<pg_sys::Oid> {
     let c = caller();

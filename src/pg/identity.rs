@@ -38,6 +38,13 @@ pub fn role_name(oid: pg_sys::Oid) -> Option<String> {
     }
 }
 
+/// The oid of the role named `name`, InvalidOid when there is none.
+pub fn role_oid(name: &str) -> pg_sys::Oid {
+    let Ok(c) = std::ffi::CString::new(name) else { return pg_sys::InvalidOid };
+    // SAFETY: a syscache lookup by a NUL-terminated name; no pointers are kept.
+    unsafe { pg_sys::get_role_oid(c.as_ptr(), true) }
+}
+
 /// The oid of a schema, InvalidOid when there is none.
 pub fn namespace_oid(name: &CStr) -> pg_sys::Oid {
     // SAFETY: a syscache lookup by a NUL-terminated name; no pointers are kept.

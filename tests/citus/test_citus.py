@@ -562,9 +562,11 @@ def test_the_observation_store_is_distributed_with_its_tenants(cluster, coord):
                                (shared,)).fetchall())
     assert tiers == {a: "internal/p2", b: "restricted/"}, tiers
     assert events(coord, a, "memory.reclassify") == 1 and events(coord, b, "memory.reclassify") == 0
-    reason = coord.execute("SELECT payload->>'reason' FROM memory.audit_log WHERE chain_id = %s AND event_type = 'memory.reclassify'",
-                           (a,)).fetchone()[0]
+    reason, actor = coord.execute("SELECT payload->>'reason', actor_id FROM memory.audit_log WHERE chain_id = %s AND event_type = 'memory.reclassify'",
+                                  (a,)).fetchone()
     assert reason == "redacted upstream"
+    # Written on the org's node by the delegated change, and naming the tenant that made it.
+    assert actor == "role:agent_obs", actor
     # Feedback on the shard: weight and history of a's row; three failures make it misleading.
     # (By the owner, who may act for both orgs: the shared id is the greatest org's, b's.)
     for s in ("s1", "s2", "s3"):
