@@ -5331,6 +5331,10 @@ RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF who IS NOT NULL THEN
+        -- (A coordinator that held nobody responsible passes no role: refused, not the definer.)
+        IF who->>'role' IS NULL THEN
+            RAISE EXCEPTION 'a delegated call names no caller' USING ERRCODE = '42501';
+        END IF;
         PERFORM memory._delegated_caller(who->>'role');
         PERFORM pg_catalog.set_config('memory.actor_id', coalesce(who->>'actor', ''), true);
     END IF;

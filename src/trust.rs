@@ -33,6 +33,9 @@ use std::collections::HashMap;
 thread_local! {
     // The identity a maintenance statement run as a table's owner acts as (see AsRole).
     static OVERRIDE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // Delegated callers taken on (memory._delegated_caller): the subtransaction each was taken
+    // on in, and the override before it.
+    static DELEGATED: RefCell<Vec<(pg_sys::SubTransactionId, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };
     // (caller, org) -> may act for it; dropped when memory.org_grants or any role changes.
     static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
     // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
@@ -245,6 +248,7 @@ fn transaction_end() {
     identity::reset_frames();
     GATE.with(|g| g.borrow_mut().clear());
     OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
+    DELEGATED.with(|d| d.borrow_mut().clear());
 }
 
 fn forget_orgs() {
@@ -263,6 +267,7 @@ pub fn init() {
     callbacks::on_transaction_end(transaction_end);
     // An error caught inside govern/ungovern must not leave their gate open.
     callbacks::on_subtransaction_abort(|| GATE.with(|g| g.borrow_mut().clear()));
+    callbacks::on_subtransaction_abort(delegations_aborted);
     callbacks::on_relcache(relcache);
     // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
     // the DROP ROLE after it).
@@ -294,9 +299,9 @@ pub fn innermost_memory_function_except(except: &str) -> Option<String> {
 
 /// `memory._delegated_caller(role)`: in a function Citus runs on a worker for memory_ext (a
 /// delegated call, as the definer), the role the coordinator held responsible, by name (oids
-/// differ between nodes): caller() answers it until NULL is given or the transaction ends. Not
-/// granted to PUBLIC: only memory_ext's own delegated functions set it, from the coordinator's
-/// caller().
+/// differ between nodes): caller() answers it until NULL is given (back to the caller before
+/// it), the subtransaction it was given in aborts, or the transaction ends. Not granted to
+/// PUBLIC: only memory_ext's own delegated functions set it, from the coordinator's caller().
 #[pg_extern(volatile, name = "_delegated_caller")]
 fn delegated_caller(role: Option<&str>) -> bool {
     let oid = match role {
@@ -309,8 +314,32 @@ fn delegated_caller(role: Option<&str>) -> bool {
             o
         }
     };
-    OVERRIDE.with(|c| c.set(oid));
+    if oid == pg_sys::InvalidOid {
+        // The end of the latest delegation: the caller as it was before it.
+        if let Some((_, prev)) = DELEGATED.with(|d| d.borrow_mut().pop()) {
+            OVERRIDE.with(|c| c.set(prev));
+        }
+    } else {
+        let prev = OVERRIDE.with(|c| c.replace(oid));
+        DELEGATED.with(|d| d.borrow_mut().push((callbacks::current_subtransaction(), prev)));
+    }
     true
+}
+
+/// A subtransaction aborted (an error caught inside or around a delegated call): the
+/// delegations it began end with it, and the caller is again what it was before them.
+fn delegations_aborted() {
+    let aborted = callbacks::aborting_subtransaction();
+    DELEGATED.with(|d| {
+        let mut d = d.borrow_mut();
+        let mut restore = None;
+        while d.last().is_some_and(|&(sub, _)| sub >= aborted) {
+            restore = d.pop().map(|(_, prev)| prev);
+        }
+        if let Some(prev) = restore {
+            OVERRIDE.with(|c| c.set(prev));
+        }
+    });
 }
 
 #[pg_extern(stable, parallel_safe, name = "_caller")]

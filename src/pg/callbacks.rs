@@ -14,6 +14,8 @@ thread_local! {
     static ROLES: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    // The subtransaction whose abort the SUBXACT_ABORT functions are running for.
+    static ABORTING: std::cell::Cell<pg_sys::SubTransactionId> = const { std::cell::Cell::new(0) };
     // Bumped by every relcache and role invalidation this backend processes (see `Fill`).
     static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
@@ -106,8 +108,20 @@ unsafe extern "C-unwind" fn subxact_cb(
     _arg: *mut std::ffi::c_void,
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        ABORTING.with(|a| a.set(_my));
         run0(&SUBXACT_ABORT);
     }
+}
+
+/// The id of the subtransaction being aborted, for the functions `on_subtransaction_abort` runs.
+pub fn aborting_subtransaction() -> pg_sys::SubTransactionId {
+    ABORTING.with(std::cell::Cell::get)
+}
+
+/// The id of the current subtransaction (1: the top level).
+pub fn current_subtransaction() -> pg_sys::SubTransactionId {
+    // SAFETY: reads the backend's transaction state.
+    unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
 /// Tells every backend (at commit) and this one (at the next command) that `relid` changed: the
