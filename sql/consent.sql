@@ -1071,6 +1071,13 @@ COMMENT ON TABLE memory.deletion_stubs IS
   'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (seed §10.5).';
 SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 
+-- The consent-era tables an account deletion clears (memory.erase_subject), in the order it
+-- clears them.
+CREATE FUNCTION memory._consent_era_tables()
+RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
+                   'user_feedback', 'thread_refreshes', 'watch_question_updates'] $$;
+
 -- The consent-era part of memory.erase_subject for one org: every row of the subject, and a
 -- deletion stub when its consent history goes, unless the org holds the user (a legal hold on
 -- the user). On Citus it runs on the node of the org's shards (see _revoke_consent_in). Not
@@ -1094,8 +1101,7 @@ BEGIN
     HAVING count(*) > 0;
     GET DIAGNOSTICS n = ROW_COUNT;
     counts := counts || jsonb_build_object('deletion_stubs', n);
-    FOREACH t IN ARRAY ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
-                             'user_feedback', 'thread_refreshes', 'watch_question_updates'] LOOP
+    FOREACH t IN ARRAY memory._consent_era_tables() LOOP
         EXECUTE format('DELETE FROM memory.%I x WHERE x.org_id OPERATOR(pg_catalog.=) $1 AND x.user_id OPERATOR(pg_catalog.=) $2', t)
           USING org, subject;
         GET DIAGNOSTICS n = ROW_COUNT;
@@ -1113,21 +1119,15 @@ RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_ca
 AS $$
 DECLARE
     dist   constant boolean := memory._citus_distributed('memory.consents');
-    counts jsonb := jsonb_build_object('deletion_stubs', 0, 'consents', 0, 'user_contexts', 0, 'threads', 0, 'training_candidates', 0,
-                                       'persona_drift_log', 0, 'user_feedback', 0, 'thread_refreshes', 0, 'watch_question_updates', 0);
+    counts jsonb := jsonb_build_object('deletion_stubs', 0)
+                    || (SELECT jsonb_object_agg(t, 0) FROM unnest(memory._consent_era_tables()) t);
     one    jsonb;
     o      text;
 BEGIN
-    FOR o IN SELECT x.org_id FROM memory.consents x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.user_contexts x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.threads x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.training_candidates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.persona_drift_log x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.user_feedback x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.thread_refreshes x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             UNION SELECT x.org_id FROM memory.watch_question_updates x WHERE x.user_id = p_subject AND (p_scope IS NULL OR x.org_id = p_scope)
-             ORDER BY 1 LOOP
-
+    FOR o IN EXECUTE (SELECT string_agg(format('SELECT x.org_id FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1'
+                                               ' AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2)', t), ' UNION ')
+                        FROM unnest(memory._consent_era_tables()) t) || ' ORDER BY 1'
+               USING p_subject, p_scope LOOP
         IF dist THEN
             EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory._who()) INTO one;
         ELSE

@@ -320,10 +320,11 @@ DECLARE
     events jsonb;
     -- Backend memory set by _claims_before_insert, not a setting a session could set itself.
     superseding text := coalesce(memory._superseding(), '');
-    -- The table's own name (on Citus the trigger fires on a shard, `claims_102050`).
-    tbl name := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) memory._table_of(TG_RELID));
+    -- The table (on Citus the trigger fires on a shard, `claims_102050`) and its own name.
+    rel oid := memory._table_of(TG_RELID);
+    tbl name := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel);
 BEGIN
-    IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
+    IF rel OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
        OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
         RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
     END IF;
