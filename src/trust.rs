@@ -137,6 +137,15 @@ impl AsOwner {
         let owner = ext_owner()?;
         Ok(AsOwner(identity::Switched::to(owner, false, PINNED_PATH)))
     }
+
+    /// `enter` for the audit appender, on the path of every governed write: the same pin through
+    /// PostgreSQL's override search path (`identity::CatalogPath`: `pg_catalog` alone, no
+    /// setting to save and restore). Only memory_ext's fixed statements on its own tables, and
+    /// its own functions, may run inside: a function's SET search_path does not apply there.
+    pub fn enter_for_appends() -> Result<Self, MxError> {
+        let owner = ext_owner()?;
+        Ok(AsOwner(identity::Switched::to_catalog_path(owner)))
+    }
 }
 
 

@@ -919,5 +919,17 @@ pub fn verify_entries(
     v.finish(head)
 }
 
+/// Appends `bytes` as PostgreSQL's uuid_out writes a uuid: lowercase hex in groups of 8-4-4-4-12.
+pub fn write_uuid(bytes: &[u8; 16], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (k, b) in bytes.iter().enumerate() {
+        if matches!(k, 4 | 6 | 8 | 10) {
+            out.push(b'-');
+        }
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
+    }
+}
+
 #[cfg(test)]
 mod tests;

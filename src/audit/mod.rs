@@ -301,7 +301,7 @@ impl Appender {
     /// below as read-write statements even through `select` (which keeps the client shareable
     /// with an open cursor).
     pub fn new(client: &SpiClient) -> Result<Self, MxError> {
-        let owner = crate::trust::AsOwner::enter()?;
+        let owner = crate::trust::AsOwner::enter_for_appends()?;
         let standby = crate::pg::xact::in_recovery();
         if !standby {
             crate::pg::xact::ensure_xid();
@@ -684,11 +684,35 @@ pub fn actor_for(appender: &Appender, app_actor: Option<&str>) -> String {
     if who == pg_sys::InvalidOid {
         who = crate::pg::identity::outer_user();
     }
+    // An agent's session writes as the same role and actor statement after statement: the last
+    // actor_id is kept per backend, for its role, application actor and salt (a role renamed
+    // empties it, see `init`).
+    let hit = LAST_ACTOR.with(|l| {
+        l.borrow().as_ref().filter(|c| c.role == who && c.app.as_deref() == app_actor && c.salt == appender.salt).map(|c| c.actor.clone())
+    });
+    if let Some(actor) = hit {
+        return actor;
+    }
     let role = format!("role:{}", crate::trust::role_name(who));
-    match app_actor {
+    let actor = match app_actor {
         Some(a) => format!("{};{role}", appender.pseudonym(a)),
         None => role,
-    }
+    };
+    LAST_ACTOR.with(|l| {
+        *l.borrow_mut() = Some(LastActor { role: who, app: app_actor.map(str::to_string), salt: appender.salt.clone(), actor: actor.clone() })
+    });
+    actor
+}
+
+struct LastActor {
+    role: pg_sys::Oid,
+    app: Option<String>,
+    salt: Vec<u8>,
+    actor: String,
+}
+
+thread_local! {
+    static LAST_ACTOR: RefCell<Option<LastActor>> = const { RefCell::new(None) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1072,6 +1096,7 @@ pub fn init() {
     crate::pg::callbacks::on_relcache(trigger::forget_plans);
     crate::pg::callbacks::on_transaction_end(key_xact_end);
     crate::pg::callbacks::on_subtransaction_abort(key_xact_end);
+    crate::pg::callbacks::on_role_change(|| LAST_ACTOR.with(|l| *l.borrow_mut() = None));
     worker::register();
     denied::init();
 }

@@ -89,6 +89,24 @@ impl Opened {
                     None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", super::tuple::relation_name(rel)))),
                 }
             }
+            // An agent's single-row transaction writes one pending entry into a table with no
+            // index: a slot and the tuple insert, without an executor state or index bookkeeping
+            // (its values allocated in the caller's context, as small as the rows).
+            if rows.len() <= SMALL && !(*(*rel).rd_rel).relhasindex {
+                let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+                let cid = pg_sys::GetCurrentCommandId(true);
+                for &i in rows {
+                    let row = row(i);
+                    let size: usize = row.iter().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum();
+                    let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
+                    store_row(slot, natts, &at, &row, mem);
+                    pg_sys::table_tuple_insert(rel, slot, cid, 0, std::ptr::null_mut());
+                    pg_sys::ExecClearTuple(slot);
+                    pg_sys::pfree(mem.cast());
+                }
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+                return Ok(());
+            }
             let rri: *mut pg_sys::ResultRelInfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast();
             (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
             pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
@@ -116,35 +134,7 @@ impl Opened {
                     let row = row(i);
                     let slot = slots[k];
                     pg_sys::ExecClearTuple(slot);
-                    let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
-                    let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
-                    nulls.fill(true);
-                    for (c, cell) in row.iter().enumerate() {
-                        let d = match *cell {
-                            Cell::Null => None,
-                            Cell::Varlena(bytes) => {
-                                let p = mem.add(used);
-                                pgrx::varlena::set_varsize_4b(p.cast(), (bytes.len() + pg_sys::VARHDRSZ) as i32);
-                                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
-                                used += varlena_size(bytes.len());
-                                Some(pg_sys::Datum::from(p))
-                            }
-                            Cell::JsonText(t) => {
-                                let text = std::ffi::CString::new(t).unwrap_or_default();
-                                pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
-                            }
-                            Cell::Int8(v) => Some(pg_sys::Datum::from(v)),
-                            Cell::Int4(v) => Some(pg_sys::Datum::from(v)),
-                            Cell::Timestamptz(v) => Some(pg_sys::Datum::from(v)),
-                            Cell::Bool(v) => Some(pg_sys::Datum::from(v)),
-                            Cell::Oid(v) => Some(pg_sys::Datum::from(v)),
-                        };
-                        if let Some(d) = d {
-                            values[at[c]] = d;
-                            nulls[at[c]] = false;
-                        }
-                    }
-                    pg_sys::ExecStoreVirtualTuple(slot);
+                    used += store_row(slot, natts, &at, &row, mem.add(used));
                 }
                 debug_assert!(used <= size.max(1));
                 if bulk {
@@ -171,6 +161,50 @@ impl Opened {
         }
         Ok(())
     }
+}
+
+/// Stores `row` (cells of the columns at `at`) in the empty slot `slot` as a virtual tuple, its
+/// varlenas laid out from `mem`; returns the bytes of `mem` used.
+///
+/// # Safety
+/// `slot` is an empty slot of a relation of `natts` columns, each `at` below `natts`; `mem` has
+/// room for the row's varlenas (`varlena_size` of each) and outlives the slot's tuple; JSON text
+/// is parsed by jsonb_in in the current memory context.
+unsafe fn store_row<const N: usize>(slot: *mut pg_sys::TupleTableSlot, natts: usize, at: &[usize; N], row: &[Cell; N], mem: *mut u8) -> usize {
+    let mut used = 0usize;
+    // SAFETY: as the function's contract.
+    unsafe {
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+        let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+        nulls.fill(true);
+        for (c, cell) in row.iter().enumerate() {
+            let d = match *cell {
+                Cell::Null => None,
+                Cell::Varlena(bytes) => {
+                    let p = mem.add(used);
+                    pgrx::varlena::set_varsize_4b(p.cast(), (bytes.len() + pg_sys::VARHDRSZ) as i32);
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
+                    used += varlena_size(bytes.len());
+                    Some(pg_sys::Datum::from(p))
+                }
+                Cell::JsonText(t) => {
+                    let text = std::ffi::CString::new(t).unwrap_or_default();
+                    pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+                }
+                Cell::Int8(v) => Some(pg_sys::Datum::from(v)),
+                Cell::Int4(v) => Some(pg_sys::Datum::from(v)),
+                Cell::Timestamptz(v) => Some(pg_sys::Datum::from(v)),
+                Cell::Bool(v) => Some(pg_sys::Datum::from(v)),
+                Cell::Oid(v) => Some(pg_sys::Datum::from(v)),
+            };
+            if let Some(d) = d {
+                values[at[c]] = d;
+                nulls[at[c]] = false;
+            }
+        }
+        pg_sys::ExecStoreVirtualTuple(slot);
+    }
+    used
 }
 
 /// ExecInsertIndexTuples for a plain insert (no conflict handling); PostgreSQL 16 added the

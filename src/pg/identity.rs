@@ -69,6 +69,8 @@ pub struct Switched {
     /// search_path set for the switch (None: the path already was `path`); restored after the
     /// user, when this field drops.
     _path: Option<LocalSetting>,
+    /// Or the override search path of `to_catalog_path`.
+    _catalog: Option<CatalogPath>,
 }
 
 impl Switched {
@@ -81,8 +83,68 @@ impl Switched {
             pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
             let path = (!search_path_is(path)).then(|| LocalSetting::set(c"search_path", path));
             pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
-            Switched { user: u, ctx, _path: path }
+            Switched { user: u, ctx, _path: path, _catalog: None }
         }
+    }
+
+    /// `to(user, false, "pg_catalog, pg_temp")` for code that runs only memory_ext's own fixed
+    /// statements: the path through `CatalogPath`.
+    pub fn to_catalog_path(user: pg_sys::Oid) -> Switched {
+        let catalog = CatalogPath::push();
+        let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
+        // SAFETY: as in `to`.
+        unsafe {
+            pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
+            pg_sys::SetUserIdAndSecContext(user, ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as c_int);
+        }
+        Switched { user: u, ctx, _path: None, _catalog: Some(catalog) }
+    }
+}
+
+/// While alive: name lookups search `pg_catalog` alone (no temporary schema, nothing of the
+/// caller's search_path), through PostgreSQL's override search path rather than a setting. For
+/// statements that name every relation with its schema this is what `search_path = pg_catalog,
+/// pg_temp` gives them, at a fraction of the cost on the path of every governed write: pushing
+/// and popping an override is a list operation, while leaving a setting's nest level walks every
+/// setting (PostgreSQL 15). Functions called meanwhile search the same path whatever their own
+/// SET clause says (memory_ext's own functions pin that path too), so only memory_ext's fixed
+/// statements may run inside. PostgreSQL 17 has no override search path; there it is the setting.
+pub struct CatalogPath {
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    _setting: LocalSetting,
+}
+
+impl CatalogPath {
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
+    pub fn push() -> CatalogPath {
+        // SAFETY: PushOverrideSearchPath copies the list (into TopMemoryContext) before it
+        // returns, and the list made here is freed after; the override is popped in Drop at the
+        // same transaction nest level (nothing here begins or ends a subtransaction while one
+        // is alive, and an abort pops it itself).
+        unsafe {
+            let schemas = pg_sys::lappend_oid(std::ptr::null_mut(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE));
+            let mut path = pg_sys::OverrideSearchPath { schemas, addCatalog: false, addTemp: false, generation: 0 };
+            pg_sys::PushOverrideSearchPath(&mut path);
+            pg_sys::list_free(schemas);
+        }
+        CatalogPath {}
+    }
+
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    pub fn push() -> CatalogPath {
+        CatalogPath { _setting: LocalSetting::set(c"search_path", c"pg_catalog, pg_temp") }
+    }
+}
+
+#[cfg(any(feature = "pg15", feature = "pg16"))]
+impl Drop for CatalogPath {
+    fn drop(&mut self) {
+        // An error unwinding past it leaves the pop to the (sub)transaction abort.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: pops the override `push` pushed, at the same nest level.
+        unsafe { pg_sys::PopOverrideSearchPath() };
     }
 }
 

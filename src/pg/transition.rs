@@ -29,7 +29,11 @@ enum AsText {
     Bpchar,
     /// name: up to the first NUL.
     Name,
-    /// uuid, integers, the classification enum: the type's output function (built in).
+    /// uuid: as uuid_out writes it (lowercase hex, 8-4-4-4-12).
+    Uuid,
+    /// int2, int4, int8: in decimal, as their output functions write them.
+    Int(pg_sys::Oid),
+    /// The classification enum: the type's output function (built in).
     Output(pg_sys::Oid),
     /// jsonb: the `classification` member as text (`->>`), NULL when absent.
     JsonbClassification,
@@ -67,7 +71,8 @@ impl Columns {
                 pg_sys::TEXTOID | pg_sys::VARCHAROID => AsText::Text,
                 pg_sys::BPCHAROID => AsText::Bpchar,
                 pg_sys::NAMEOID => AsText::Name,
-                pg_sys::UUIDOID | pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID => AsText::Output(output_function(typ)),
+                pg_sys::UUIDOID => AsText::Uuid,
+                pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID => AsText::Int(typ),
                 t if t != pg_sys::InvalidOid && t == classification => AsText::Output(output_function(t)),
                 _ => return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("the column \"{name}\" has a type memory.audit_trigger does not read"))),
             };
@@ -182,6 +187,18 @@ impl Rows {
                     self.buf.extend_from_slice(&b[..end]);
                 }
                 AsText::Name => self.buf.extend_from_slice(CStr::from_ptr(d.cast_mut_ptr::<std::ffi::c_char>()).to_bytes()),
+                AsText::Uuid => {
+                    let bytes = std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>());
+                    memory_core::audit::write_uuid(&bytes, &mut self.buf);
+                }
+                AsText::Int(t) => {
+                    let v: i64 = match t {
+                        pg_sys::INT2OID => i64::from(d.value() as i16),
+                        pg_sys::INT4OID => i64::from(d.value() as i32),
+                        _ => d.value() as i64,
+                    };
+                    self.buf.extend_from_slice(v.to_string().as_bytes());
+                }
                 AsText::Output(f) => self.buf.extend_from_slice(CStr::from_ptr(pg_sys::OidOutputFunctionCall(f, d)).to_bytes()),
                 AsText::JsonbClassification => {
                     let t = pgrx::direct_function_call_as_datum(

@@ -519,3 +519,44 @@ def test_backend_killed_mid_transaction_leaves_no_gap(dsn, audit_mode):
             victim.close()
         except psycopg.Error:
             pass
+
+
+def test_the_actor_follows_the_role_name_and_the_application_actor(dsn, conn):
+    """The appender keeps the last actor_id per backend (an agent's session writes as the same
+    role statement after statement): a role renamed meanwhile, another memory.actor_id, or the
+    same session acting through another role's SECURITY DEFINER function is each recorded as it
+    is at the time of the write."""
+    conn.execute("SELECT memory.setup_roles()")
+    conn.execute("DROP ROLE IF EXISTS actor_renamed")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'actor_first') THEN "
+                 "CREATE ROLE actor_first LOGIN; END IF; END $$")
+    conn.execute("GRANT memory_writer TO actor_first")
+    conn.execute("SELECT memory.grant_org('actor_first', 'org-act')")
+    with psycopg.connect(dsn.replace("user=postgres", "user=actor_first"), autocommit=True) as w:
+        w.execute("SET memory.org_id = 'org-act'")
+
+        def store(note):
+            w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org-act', %s)", (note,))
+        store("one")
+        store("two")
+        conn.execute("ALTER ROLE actor_first RENAME TO actor_renamed")
+        try:
+            # (Org grants name roles: the renamed role is granted the org under its new name.)
+            conn.execute("SELECT memory.grant_org('actor_renamed', 'org-act')")
+            store("three")
+            w.execute("SET memory.actor_id = 'agent-7'")
+            store("four")
+            w.execute("SET memory.actor_id = 'agent-8'")
+            store("five")
+            w.execute("RESET memory.actor_id")
+            store("six")
+        finally:
+            conn.execute("ALTER ROLE actor_renamed RENAME TO actor_first")
+    conn.execute("SELECT memory.audit_integrate()")
+    rows = conn.execute("SELECT payload->>'content_sha256', actor_id FROM memory.audit_log"
+                        " WHERE chain_id = 'org-act' AND event_type = 'memory.store' ORDER BY seq").fetchall()
+    actors = [a for _, a in rows]
+    assert actors[0] == actors[1] == "role:actor_first", actors
+    assert actors[2] == actors[5] == "role:actor_renamed", actors
+    assert actors[3].endswith(";role:actor_renamed") and actors[3].startswith("h:"), actors
+    assert actors[4].endswith(";role:actor_renamed") and actors[4] != actors[3], actors

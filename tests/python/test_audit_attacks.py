@@ -98,3 +98,55 @@ def test_maintenance_records_its_own_failure(conn):
     result = conn.execute("SELECT memory.run_maintenance()").fetchone()[0]
     assert result["sqlstate"] == "P0001" and "guard says no" in result["error"], result
     assert conn.execute("SELECT sqlstate, error IS NOT NULL FROM memory.maintenance_runs WHERE id = %s", (result["run_id"],)).fetchone() == ("P0001", True)
+
+
+def test_a_writers_search_path_runs_none_of_its_code_in_the_append(dsn, conn, roles):
+    """The appender runs as the extension owner with name lookups pinned to pg_catalog (through
+    PostgreSQL's override search path since 0.2.0, not a setting): a writer whose search_path puts
+    its own operators and functions first (exact matches for what the append's statements use)
+    gets none of them run, in deferred and immediate mode, through triggers, audit_append,
+    integration and recall."""
+    conn.execute("CREATE SCHEMA evil")
+    conn.execute("GRANT USAGE ON SCHEMA evil TO PUBLIC")
+    conn.execute("CREATE TABLE public.hits (who text, what text)")
+    conn.execute("GRANT INSERT ON public.hits TO PUBLIC")
+    def hit(what):
+        return f"INSERT INTO public.hits VALUES (current_user, '{what}')"
+    conn.execute("CREATE FUNCTION evil.teq(a text, b text) RETURNS bool LANGUAGE plpgsql AS "
+                 f"$$BEGIN {hit('text =')}; RETURN a OPERATOR(pg_catalog.=) b; END$$")
+    conn.execute("CREATE OPERATOR evil.= (leftarg = text, rightarg = text, function = evil.teq)")
+    conn.execute("CREATE FUNCTION evil.tsplus(a timestamptz, b interval) RETURNS timestamptz LANGUAGE plpgsql AS "
+                 f"$$BEGIN {hit('timestamptz +')}; RETURN a OPERATOR(pg_catalog.+) b; END$$")
+    conn.execute("CREATE OPERATOR evil.+ (leftarg = timestamptz, rightarg = interval, function = evil.tsplus)")
+    conn.execute("CREATE FUNCTION evil.bigtimes(a bigint, b interval) RETURNS interval LANGUAGE plpgsql AS "
+                 f"$$BEGIN {hit('bigint *')}; RETURN a::float8 OPERATOR(pg_catalog.*) b; END$$")
+    conn.execute("CREATE OPERATOR evil.* (leftarg = bigint, rightarg = interval, function = evil.bigtimes)")
+    conn.execute("CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE plpgsql AS "
+                 f"$$BEGIN {hit('now()')}; RETURN pg_catalog.now(); END$$")
+    conn.execute("ALTER ROLE atk_writer SET search_path = evil, pg_catalog, public")
+    try:
+        for mode in ("deferred", "immediate"):
+            conn.execute(f"ALTER ROLE atk_writer SET memory.audit_mode = {mode}")
+            with as_role(dsn, "atk_writer") as w:
+                assert w.execute("SHOW search_path").fetchone() == ("evil, pg_catalog, public",)
+                # The writer's own statement does use its operators: the bait works.
+                w.execute("SELECT 'a'::text = 'a'::text")
+                assert conn.execute("SELECT count(*) FROM public.hits").fetchone() == (1,)
+                conn.execute("TRUNCATE public.hits")
+                for i in range(3):
+                    w.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_a', 'u1', %s)", (f"{mode} note {i}",))
+                w.execute("INSERT INTO memory.observations (org_id, user_id, content) SELECT 'org_a', 'u2', 'batch ' || g FROM generate_series(1, 20) g")
+                w.execute("SELECT memory.audit_append('app.evil_path', '{\"mode\": \"x\"}', 'org_a')")
+                w.execute("SELECT * FROM memory.recall('org_a', 'note', 5)")
+            conn.execute("SET search_path = evil, pg_catalog, public")
+            conn.execute("SELECT memory.audit_integrate()")
+            conn.execute("RESET search_path")
+            assert conn.execute("SELECT who, what FROM public.hits").fetchall() == []
+        rows = conn.execute("SELECT ok, entries, pending FROM memory.audit_verify('org_a')").fetchone()
+        assert rows[0] is True and rows[2] == 0, rows
+        stored = conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'org_a' AND event_type = 'memory.store'").fetchone()[0]
+        assert stored == 2 * 23
+        assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'app.evil_path'").fetchone() == (2,)
+    finally:
+        conn.execute("ALTER ROLE atk_writer RESET search_path")
+        conn.execute("ALTER ROLE atk_writer RESET memory.audit_mode")

@@ -612,3 +612,27 @@ fn pending_hash_binds_the_id_and_differs_from_any_chained_hash() {
     assert_ne!(signer.sign(&key, &mut f, top - 1), signer.sign(&key, &mut g, top));
     assert!(signer.sign(&key, &mut f, top + 1).is_none());
 }
+
+#[test]
+fn uuid_text_is_uuid_out() {
+    let b: [u8; 16] = [0x0b, 0x5e, 0x2c, 0x1a, 0x9a, 0x43, 0x4f, 0x56, 0x8d, 0x7e, 0x3c, 0x2b, 0x1a, 0x0f, 0x9e, 0x8d];
+    let mut out = b"x".to_vec();
+    write_uuid(&b, &mut out);
+    assert_eq!(out, b"x0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d");
+    let mut z = Vec::new();
+    write_uuid(&[0xff; 16], &mut z);
+    assert_eq!(z, b"ffffffff-ffff-ffff-ffff-ffffffffffff");
+}
+
+proptest::proptest! {
+    #[test]
+    fn uuid_text_round_trips(b in proptest::array::uniform16(proptest::num::u8::ANY)) {
+        let mut out = Vec::new();
+        write_uuid(&b, &mut out);
+        let s = String::from_utf8(out).unwrap();
+        proptest::prop_assert_eq!(s.len(), 36);
+        proptest::prop_assert_eq!(hex::decode(s.replace('-', "")).unwrap(), b.to_vec());
+        let shaped = s.chars().enumerate().all(|(k, c)| if matches!(k, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() && !c.is_ascii_uppercase() });
+        proptest::prop_assert!(shaped, "not 8-4-4-4-12 lowercase hex: {}", s);
+    }
+}
