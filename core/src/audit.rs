@@ -344,6 +344,13 @@ fn write_payload(out: &mut Vec<u8>, payload: Payload) {
 /// JCS of the event object. The member names are ASCII, so this fixed order is the RFC 8785
 /// order; writing them directly avoids building a `serde_json::Value` (and cloning the payload).
 fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: Payload) {
+    write_event_head(out, f, payload);
+    write_event_tail(out, f);
+}
+
+/// The members of the event object up to and including `payload` (RFC 8785 order): what does
+/// not change when a pending entry is chained (see [`SharedPrefix`]).
+fn write_event_head(out: &mut Vec<u8>, f: &EntryRef, payload: Payload) {
     out.extend_from_slice(b"{\"actor_id\":");
     write_opt_str(out, f.actor_id);
     out.extend_from_slice(b",\"chain_id\":");
@@ -356,6 +363,10 @@ fn write_event(out: &mut Vec<u8>, f: &EntryRef, payload: Payload) {
     write_opt_str(out, f.org_id);
     out.extend_from_slice(b",\"payload\":");
     write_payload(out, payload);
+}
+
+/// The members after `payload`: prev_hash, project_id, recorded_at, seq, workspace_id.
+fn write_event_tail(out: &mut Vec<u8>, f: &EntryRef) {
     out.extend_from_slice(b",\"prev_hash\":\"");
     write_hex(out, f.prev_hash);
     out.extend_from_slice(b"\",\"project_id\":");
@@ -565,9 +576,41 @@ impl Chainer {
         (seq, prev, hash)
     }
 
+    /// `append`, hashing from `prefix` when it was made under the same key and `ev` has the
+    /// members it covers (a pending entry chained by the sequencer: only prev_hash,
+    /// recorded_at and seq change, and they come after the payload).
+    pub fn append_from(&mut self, key: &[u8], ev: &mut Event, prefix: Option<&SharedPrefix>) -> (i64, [u8; 32], [u8; 32]) {
+        let Some(p) = prefix.filter(|p| p.key == key && p.key_id == ev.key_id) else {
+            return self.append(key, ev);
+        };
+        let (seq, prev) = (self.last_seq.saturating_add(1), self.last_hash);
+        ev.seq = seq;
+        ev.prev_hash = prev;
+        self.buf.clear();
+        write_event_tail(&mut self.buf, &ev.entry_ref());
+        let hash = finish_mac(p.mac.clone(), &self.buf);
+        // A prefix is only ever passed with the event it was made from; a debug build checks it
+        // against the whole hash.
+        debug_assert_eq!(hash, entry_hash(key, ev), "a shared prefix of another event");
+        self.last_seq = seq;
+        self.last_hash = hash;
+        (seq, prev, hash)
+    }
+
     pub fn head(&self) -> (i64, [u8; 32]) {
         (self.last_seq, self.last_hash)
     }
+}
+
+/// The HMAC state of an event's canonical bytes up to and including its payload, under one key:
+/// what a pending entry's signature and the entry hash it gets when chained have in common (the
+/// sequencer checks the one and makes the other, and the payload is most of the bytes). Only
+/// valid for the event it was made from; `Chainer::append_from` uses it for a chained event of
+/// the same key and the same members before prev_hash.
+pub struct SharedPrefix<'k> {
+    key: &'k [u8],
+    key_id: i32,
+    mac: HmacSha256,
 }
 
 /// Signs pending entries (SPEC §2 "Integration"): an event a writing transaction records before
@@ -599,6 +642,24 @@ impl PendingSigner {
         write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
         let mac = cached_mac(&mut self.mac, key);
         Some(finish_mac(mac, &self.buf))
+    }
+
+    /// `sign`, also returning the state its hash shares with the entry hash the event gets
+    /// when chained under the same key (see [`SharedPrefix`]).
+    pub fn sign_sharing<'k>(&mut self, key: &'k [u8], ev: &mut Event, id: i64) -> Option<([u8; 32], SharedPrefix<'k>)> {
+        if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
+            return None;
+        }
+        ev.seq = -id;
+        ev.prev_hash = ZERO_HASH;
+        self.buf.clear();
+        write_event_head(&mut self.buf, &ev.entry_ref(), ev.payload);
+        let mut mac = cached_mac(&mut self.mac, key);
+        mac.update(&self.buf);
+        let prefix = SharedPrefix { key, key_id: ev.key_id, mac: mac.clone() };
+        self.buf.clear();
+        write_event_tail(&mut self.buf, &ev.entry_ref());
+        Some((finish_mac(mac, &self.buf), prefix))
     }
 }
 

@@ -14,7 +14,7 @@ use super::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::Fetched;
 use super::jsonb;
-use memory_core::audit::{Event, FlatPayload, Payload, PendingSigner};
+use memory_core::audit::{Event, FlatPayload, Payload, PendingSigner, SharedPrefix};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use serde_json::Value;
@@ -90,8 +90,14 @@ impl<'a> PendingRef<'a> {
     /// Whether the entry's signature checks under its key, with `payload` as read, and its chain
     /// is its org's.
     pub fn checks(&self, payload: Payload, keys: &HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> bool {
+        self.checks_sharing(payload, keys, signer).is_some()
+    }
+
+    /// `checks`, and when the signature checks, the hashing state it shares with the entry hash
+    /// of the event chained (`memory_core::audit::SharedPrefix`).
+    pub fn checks_sharing<'k>(&self, payload: Payload, keys: &'k HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> Option<SharedPrefix<'k>> {
         if self.chain_id != self.org_id.unwrap_or("") {
-            return false;
+            return None;
         }
         // No writer can make such an entry (Appender::push_ref refuses it); one that got here
         // otherwise is parked, never allowed to fail the integration of every chain.
@@ -99,9 +105,9 @@ impl<'a> PendingRef<'a> {
         if too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
             || self.event_type.chars().count() > 200
         {
-            return false;
+            return None;
         }
-        let Some(key) = keys.get(&self.key_id) else { return false };
+        let key = keys.get(&self.key_id)?;
         let mut ev = Event {
             chain_id: self.chain_id,
             seq: 0,
@@ -115,7 +121,7 @@ impl<'a> PendingRef<'a> {
             key_id: self.key_id,
             payload,
         };
-        signer.sign(key, &mut ev, self.id).is_some_and(|h| h.as_slice() == self.pending_hash)
+        signer.sign_sharing(key, &mut ev, self.id).filter(|(h, _)| h.as_slice() == self.pending_hash).map(|(_, prefix)| prefix)
     }
 }
 
@@ -221,11 +227,14 @@ impl Stored {
     /// (the id is bound into the signature, so a copy signs like its original). Neither is
     /// chained; audit_verify reports them.
     fn order(&self) -> Vec<usize> {
-        // Each chain's rank in bytewise order, so the sorts below compare integers.
-        let mut chains: Vec<&[u8]> = (0..self.rows.len()).map(|k| self.chain(k)).collect();
+        // Each chain's rank in bytewise order, so the sorts below compare integers (a backlog
+        // has many rows and few chains: the chains are found first, and only they are sorted).
+        let mut rank_of: HashMap<&[u8], u32> = HashMap::new();
+        for k in 0..self.rows.len() {
+            rank_of.entry(self.chain(k)).or_insert(0);
+        }
+        let mut chains: Vec<&[u8]> = rank_of.keys().copied().collect();
         chains.sort_unstable();
-        chains.dedup();
-        let mut rank_of: HashMap<&[u8], u32> = HashMap::with_capacity(chains.len());
         for (r, c) in chains.iter().enumerate() {
             rank_of.insert(c, r as u32);
         }
@@ -384,9 +393,9 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let mut chain_one = |ap: &mut Appender, row: &PendingRef, tid: Option<pg_sys::ItemPointerData>| -> Result<(), MxError> {
             let pushed = row.with_payload(utf8, |payload| -> Result<bool, MxError> {
                 let Some(payload) = payload else { return Ok(false) };
-                if !row.checks(payload, &keys, &mut signer) {
+                let Some(prefix) = row.checks_sharing(payload, &keys, &mut signer) else {
                     return Ok(false);
-                }
+                };
                 ap.push_ref(
                     client,
                     EventRef {
@@ -398,6 +407,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
                         payload,
                         payload_text: None,
                         payload_jsonb: Some(row.payload_jsonb),
+                        prefix: Some(&prefix),
                     },
                 )?;
                 Ok(true)

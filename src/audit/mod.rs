@@ -85,6 +85,9 @@ pub struct EventRef<'a> {
     /// The payload as a stored jsonb root container (a pending entry's, copied as is); the
     /// hash covers `payload`, which reading it back yields.
     pub payload_jsonb: Option<&'a [u8]>,
+    /// The sequencer's: the hashing its check of the pending signature shares with the entry
+    /// hash (made from this very event, under the key it was signed with).
+    pub prefix: Option<&'a memory_core::audit::SharedPrefix<'a>>,
 }
 
 struct Head {
@@ -444,6 +447,7 @@ impl Appender {
                 payload: Payload::Json(&ev.payload),
                 payload_text: ev.payload_text.as_deref(),
                 payload_jsonb: None,
+                prefix: None,
             },
         )
     }
@@ -488,7 +492,7 @@ impl Appender {
         } else {
             let head = self.heads.get_mut(chain).expect("locked above");
             event.recorded_at_micros = head.recorded_at;
-            let (seq, prev, hash) = head.chainer.append(&self.key, &mut event);
+            let (seq, prev, hash) = head.chainer.append_from(&self.key, &mut event, ev.prefix);
             head.tree.push(&hash);
             (seq, 0, head.recorded_at, prev, hash, Some(seq))
         };

@@ -418,6 +418,7 @@ impl RowEvents<'_> {
                     payload: Payload::Flat(payload),
                     payload_text: None,
                     payload_jsonb: None,
+                    prefix: None,
                 },
             )?;
         }

@@ -636,3 +636,34 @@ proptest::proptest! {
         proptest::prop_assert!(shaped, "not 8-4-4-4-12 lowercase hex: {}", s);
     }
 }
+
+proptest::proptest! {
+    /// The sequencer's shortcut: a pending entry's signature made with `sign_sharing` equals
+    /// `sign`'s, and chaining from its shared prefix gives the entry hash `append` gives, for any
+    /// payload, ids, times and chain position; another key or key id falls back to the whole hash.
+    #[test]
+    fn chaining_from_a_shared_prefix_is_chaining(
+        note in "\\PC{0,80}", actor in proptest::option::of("[a-z:;0-9]{1,20}"), project in proptest::option::of("[a-z0-9]{1,8}"),
+        id in 1i64..(1i64 << 53), written in 0i64..4_000_000_000_000_000, recorded in 0i64..4_000_000_000_000_000,
+        head_seq in 0i64..1_000_000, head in proptest::array::uniform32(proptest::num::u8::ANY), other_key in proptest::bool::ANY,
+    ) {
+        let payload = json!({"note": note, "n": 3});
+        let mut ev = Event {
+            chain_id: "org-1", seq: 0, prev_hash: ZERO_HASH, event_type: "memory.store", recorded_at_micros: written,
+            actor_id: actor.as_deref(), org_id: Some("org-1"), project_id: project.as_deref(), workspace_id: None,
+            key_id: 1, payload: Payload::Json(&payload),
+        };
+        let key = b"key-one".to_vec();
+        let plain = PendingSigner::new().sign(&key, &mut ev.clone(), id).unwrap();
+        let (signed, prefix) = PendingSigner::new().sign_sharing(&key, &mut ev, id).unwrap();
+        proptest::prop_assert_eq!(plain, signed);
+        ev.recorded_at_micros = recorded;
+        let chain_key: &[u8] = if other_key { b"key-two-after-rotation" } else { &key };
+        let mut a = Chainer::new(head_seq, head);
+        let mut b = Chainer::new(head_seq, head);
+        let whole = a.append(chain_key, &mut ev.clone());
+        let shared = b.append_from(chain_key, &mut ev, Some(&prefix));
+        proptest::prop_assert_eq!(whole, shared);
+        proptest::prop_assert_eq!(whole.2, entry_hash(chain_key, &ev));
+    }
+}
