@@ -7,13 +7,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cargo pgrx install --release --pg-config "${PG_CONFIG:-/usr/bin/pg_config}"
 # The background integrator serves the benchmark database (deferred audit, the default mode).
 port=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench)
-trap '"$root/scripts/cluster.sh" stop bench' EXIT
+# The single-row benchmark also runs with PostgreSQL's default durable commits (the test clusters
+# run with fsync = off).
+dport=$(MEMORY_EXT_SERVER_OPTS="-c fsync=on" MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench-durable)
+trap '"$root/scripts/cluster.sh" stop bench; "$root/scripts/cluster.sh" stop bench-durable' EXIT
 dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+ddsn="host=127.0.0.1 port=$dport user=postgres dbname=postgres"
 psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
+psql "$ddsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
 cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
-"$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10
+"$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10 "$ddsn" "$dport"
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
