@@ -382,6 +382,8 @@ pub fn context_near(t: &[u8], start: usize, end: usize, words: &[&str]) -> bool 
 // ---------------------------------------------------------------------------------------------
 // Restricted.
 
+/// The card candidates `card_spans` finds, as a pattern (kept to test the scanner against).
+#[cfg(test)]
 static CARD: LazyLock<Regex> = LazyLock::new(|| build(r"\b\d(?:[ -]?\d){12,18}\b"));
 static SSN: LazyLock<Regex> = LazyLock::new(|| build(r"\b\d{3}-\d{2}-\d{4}\b"));
 static PEM: LazyLock<Regex> = LazyLock::new(|| build(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"));
@@ -439,10 +441,57 @@ pub fn card_issuer_valid(digits: &[u32]) -> bool {
 }
 
 fn card_number(t: &[u8]) -> bool {
-    CARD.find_iter(t).any(|m| {
-        let digits = digits_of(m.as_bytes());
-        luhn(&digits) && card_issuer_valid(&digits)
+    let mut digits = [0u32; 19];
+    card_spans(t, |m| {
+        let mut n = 0;
+        for &b in m.iter().filter(|b| b.is_ascii_digit()) {
+            digits[n] = u32::from(b - b'0');
+            n += 1;
+        }
+        luhn(&digits[..n]) && card_issuer_valid(&digits[..n])
     })
+}
+
+/// Calls `f` on each match of `\b\d(?:[ -]?\d){12,18}\b` in `t` (ASCII classes, leftmost
+/// first, each search going on after the previous match, as `Regex::find_iter` gives them) until
+/// it returns true; whether it did. Written out, since a text with long digit runs (a timestamp,
+/// a random number) reaches this on every write: each repetition takes a separator only when a
+/// digit follows it and a digit otherwise, so the repetitions are fixed by the text, and the
+/// regex's backtracking is only the choice of how many of them (18 down to 12) end at a word
+/// boundary.
+fn card_spans(t: &[u8], mut f: impl FnMut(&[u8]) -> bool) -> bool {
+    let n = t.len();
+    let mut i = 0;
+    while i < n {
+        if !(t[i].is_ascii_digit() && starts_word(t, i)) {
+            i += 1;
+            continue;
+        }
+        // ends[k]: where the match would end after k repetitions.
+        let mut ends = [0usize; 19];
+        let (mut p, mut k) = (i + 1, 0);
+        while k < 18 {
+            if p + 1 < n && matches!(t[p], b' ' | b'-') && t[p + 1].is_ascii_digit() {
+                p += 2;
+            } else if p < n && t[p].is_ascii_digit() {
+                p += 1;
+            } else {
+                break;
+            }
+            k += 1;
+            ends[k] = p;
+        }
+        match (12..=k).rev().find(|&r| ends_word(t, ends[r])) {
+            Some(r) => {
+                if f(&t[i..ends[r]]) {
+                    return true;
+                }
+                i = ends[r];
+            }
+            None => i += 1,
+        }
+    }
+    false
 }
 
 /// SSA rules: area 001–665, 667–899; group 01–99; serial 0001–9999.

@@ -447,3 +447,42 @@ fn adversarial_inputs_are_read_in_linear_passes() {
         let _ = classify_reference(text.as_bytes(), &[], None, Set::all());
     }
 }
+
+/// Every span the card pattern finds, by the scanner and by the regex it stands for.
+fn card_spans_both(t: &[u8]) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    let mut scanned = Vec::new();
+    card_spans(t, |m| {
+        let start = m.as_ptr() as usize - t.as_ptr() as usize;
+        scanned.push((start, start + m.len()));
+        false
+    });
+    let regex = CARD.find_iter(t).map(|m| (m.start(), m.end())).collect();
+    (scanned, regex)
+}
+
+#[test]
+fn card_scanner_is_the_card_pattern_on_edges() {
+    for t in [
+        "", "4111111111111111", "x4111111111111111", "4111111111111111x", "_4111111111111111", "4111 1111 1111 1111",
+        "4111-1111-1111-1117-", "1234567890123-4x", "12345678901234567890", "1234567890123456789", "1 2 3 4 5 6 7 8 9 0 1 2 3 4",
+        "123456789012 -3", "1234567890123  4", "note 0.123456789012345 and 99999999999999999999 a 1234567890123", "é4111111111111111é",
+        "1111111111111-1111111111111 2222222222222", "--1234567890123--", "12345678901234567890123456789012345678",
+    ] {
+        let (s, r) = card_spans_both(t.as_bytes());
+        assert_eq!(s, r, "{t:?}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn card_scanner_is_the_card_pattern(t in "[0-9 \\-a_.é]{0,60}") {
+        let (s, r) = card_spans_both(t.as_bytes());
+        prop_assert_eq!(s, r);
+    }
+
+    #[test]
+    fn card_scanner_is_the_card_pattern_on_digit_runs(t in "([0-9]{1,25}[ \\-x]{0,2}){0,5}") {
+        let (s, r) = card_spans_both(t.as_bytes());
+        prop_assert_eq!(s, r);
+    }
+}
