@@ -123,7 +123,15 @@ impl Rows {
         if ts.is_null() {
             return Err(MxError::new(code::INTERNAL, "the firing has no such transition table"));
         }
-        let mut rows = Rows { cols: columns.len(), utf8: super::tuple::database_is_utf8(), ..Rows::default() };
+        // Room for the rows' cells (and their text, ids and short strings mostly) up front.
+        // SAFETY: a transition tuplestore of the running firing.
+        let n = unsafe { pg_sys::tuplestore_tuple_count(ts) }.max(0) as usize;
+        let mut rows = Rows {
+            cols: columns.len(),
+            utf8: super::tuple::database_is_utf8(),
+            buf: Vec::with_capacity(n.min(10_000) * 256),
+            cells: Vec::with_capacity(n.min(10_000) * columns.len()),
+        };
         // SAFETY: `ts` is a transition tuplestore of the running firing, holding tuples of the
         // trigger's relation in its row type (Postgres converts a partition's rows to it), so a
         // slot of that descriptor reads them; the read pointer is our own (other triggers of the
