@@ -166,6 +166,11 @@ pub struct AsRole {
 
 impl AsRole {
     pub fn enter(role: pg_sys::Oid) -> Self {
+        // The audit appender's override search path would hold for that role's code too, its
+        // functions' own SET search_path ignored: a table owner's code never runs inside it.
+        if identity::catalog_path_active() {
+            MxError::new(code::INTERNAL, "memory_ext would run a table owner's code inside the audit appender").raise();
+        }
         let switched = identity::Switched::to(role, true, PINNED_PATH);
         let prev_override = OVERRIDE.with(|c| c.replace(role));
         AsRole { _switched: switched, prev_override }
@@ -255,6 +260,7 @@ pub fn gate_open(relid: pg_sys::Oid) -> bool {
 
 fn transaction_end() {
     identity::reset_frames();
+    identity::catalog_paths_ended();
     GATE.with(|g| g.borrow_mut().clear());
     OVERRIDE.with(|c| c.set(pg_sys::InvalidOid));
     DELEGATED.with(|d| d.borrow_mut().clear());
@@ -277,6 +283,7 @@ pub fn init() {
     // An error caught inside govern/ungovern must not leave their gate open.
     callbacks::on_subtransaction_abort(|| GATE.with(|g| g.borrow_mut().clear()));
     callbacks::on_subtransaction_abort(delegations_aborted);
+    callbacks::on_subtransaction_abort(identity::catalog_paths_aborted);
     callbacks::on_relcache(relcache);
     // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
     // the DROP ROLE after it).

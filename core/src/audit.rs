@@ -50,6 +50,18 @@ pub enum Payload<'a> {
     Flat(FlatPayload<'a>),
 }
 
+impl Payload<'_> {
+    /// Whether `self` and `other` are the same payload value (the same borrowed object or
+    /// members), not merely equal ones: cheap, and what [`SharedPrefix`] ties itself to.
+    pub fn same(&self, other: &Payload) -> bool {
+        match (self, other) {
+            (Payload::Json(a), Payload::Json(b)) => std::ptr::eq(*a, *b),
+            (Payload::Flat(a), Payload::Flat(b)) => std::ptr::eq(a.0, b.0),
+            _ => false,
+        }
+    }
+}
+
 impl<'a> From<&'a Value> for Payload<'a> {
     fn from(v: &'a Value) -> Self {
         Payload::Json(v)
@@ -580,7 +592,7 @@ impl Chainer {
     /// members it covers (a pending entry chained by the sequencer: only prev_hash,
     /// recorded_at and seq change, and they come after the payload).
     pub fn append_from(&mut self, key: &[u8], ev: &mut Event, prefix: Option<&SharedPrefix>) -> (i64, [u8; 32], [u8; 32]) {
-        let Some(p) = prefix.filter(|p| p.key == key && p.key_id == ev.key_id) else {
+        let Some(p) = prefix.filter(|p| p.covers(key, ev)) else {
             return self.append(key, ev);
         };
         let (seq, prev) = (self.last_seq.saturating_add(1), self.last_hash);
@@ -607,10 +619,31 @@ impl Chainer {
 /// sequencer checks the one and makes the other, and the payload is most of the bytes). Only
 /// valid for the event it was made from; `Chainer::append_from` uses it for a chained event of
 /// the same key and the same members before prev_hash.
-pub struct SharedPrefix<'k> {
+pub struct SharedPrefix<'k, 'p> {
     key: &'k [u8],
     key_id: i32,
+    // The members the state covers, as the event signed had them; the payload is the very value
+    // (borrowed, so it cannot have gone and another taken its place).
+    actor_id: Option<&'p str>,
+    chain_id: &'p str,
+    event_type: &'p str,
+    org_id: Option<&'p str>,
+    payload: Payload<'p>,
     mac: HmacSha256,
+}
+
+impl SharedPrefix<'_, '_> {
+    /// Whether the state stands for `ev`'s members up to its payload under `key`: the same key
+    /// and key id, equal short members, the same payload value. Anything else is hashed whole.
+    fn covers(&self, key: &[u8], ev: &Event) -> bool {
+        self.key == key
+            && self.key_id == ev.key_id
+            && self.chain_id == ev.chain_id
+            && self.event_type == ev.event_type
+            && self.actor_id == ev.actor_id
+            && self.org_id == ev.org_id
+            && self.payload.same(&ev.payload)
+    }
 }
 
 /// Signs pending entries (SPEC §2 "Integration"): an event a writing transaction records before
@@ -646,7 +679,7 @@ impl PendingSigner {
 
     /// `sign`, also returning the state its hash shares with the entry hash the event gets
     /// when chained under the same key (see [`SharedPrefix`]).
-    pub fn sign_sharing<'k>(&mut self, key: &'k [u8], ev: &mut Event, id: i64) -> Option<([u8; 32], SharedPrefix<'k>)> {
+    pub fn sign_sharing<'k, 'p>(&mut self, key: &'k [u8], ev: &mut Event<'p>, id: i64) -> Option<([u8; 32], SharedPrefix<'k, 'p>)> {
         if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
             return None;
         }
@@ -656,7 +689,16 @@ impl PendingSigner {
         write_event_head(&mut self.buf, &ev.entry_ref(), ev.payload);
         let mut mac = cached_mac(&mut self.mac, key);
         mac.update(&self.buf);
-        let prefix = SharedPrefix { key, key_id: ev.key_id, mac: mac.clone() };
+        let prefix = SharedPrefix {
+            key,
+            key_id: ev.key_id,
+            actor_id: ev.actor_id,
+            chain_id: ev.chain_id,
+            event_type: ev.event_type,
+            org_id: ev.org_id,
+            payload: ev.payload,
+            mac: mac.clone(),
+        };
         self.buf.clear();
         write_event_tail(&mut self.buf, &ev.entry_ref());
         Some((finish_mac(mac, &self.buf), prefix))

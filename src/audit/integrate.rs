@@ -95,7 +95,7 @@ impl<'a> PendingRef<'a> {
 
     /// `checks`, and when the signature checks, the hashing state it shares with the entry hash
     /// of the event chained (`memory_core::audit::SharedPrefix`).
-    pub fn checks_sharing<'k>(&self, payload: Payload, keys: &'k HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> Option<SharedPrefix<'k>> {
+    pub fn checks_sharing<'k, 'p>(&'p self, payload: Payload<'p>, keys: &'k HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> Option<SharedPrefix<'k, 'p>> {
         if self.chain_id != self.org_id.unwrap_or("") {
             return None;
         }

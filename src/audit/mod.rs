@@ -87,7 +87,7 @@ pub struct EventRef<'a> {
     pub payload_jsonb: Option<&'a [u8]>,
     /// The sequencer's: the hashing its check of the pending signature shares with the entry
     /// hash (made from this very event, under the key it was signed with).
-    pub prefix: Option<&'a memory_core::audit::SharedPrefix<'a>>,
+    pub prefix: Option<&'a memory_core::audit::SharedPrefix<'a, 'a>>,
 }
 
 struct Head {

@@ -114,9 +114,40 @@ pub struct CatalogPath {
     _setting: LocalSetting,
 }
 
+thread_local! {
+    // The transaction nest level of each CatalogPath alive, innermost last: a pop must come at
+    // the level of its push, and nothing may switch to another role's code while one is alive
+    // (`catalog_path_active`). An abort drops the entries of the levels it ends.
+    static CATALOG_LEVELS: RefCell<Vec<c_int>> = const { RefCell::new(Vec::new()) };
+}
+
+fn nest_level() -> c_int {
+    // SAFETY: reads the backend's transaction state.
+    unsafe { pg_sys::GetCurrentTransactionNestLevel() }
+}
+
+/// Whether a `CatalogPath` is alive: code of another role (a table owner's, through `AsRole`)
+/// must never run inside one, where its functions' own SET search_path would not apply.
+pub fn catalog_path_active() -> bool {
+    CATALOG_LEVELS.with(|l| !l.borrow().is_empty())
+}
+
+/// At a (sub)transaction's abort (or any transaction's end): forget the `CatalogPath`s of the
+/// levels it ends (PostgreSQL pops their overrides itself).
+pub fn catalog_paths_aborted() {
+    let level = nest_level();
+    CATALOG_LEVELS.with(|l| l.borrow_mut().retain(|&k| k < level));
+}
+
+/// At a transaction's end: no `CatalogPath` is alive any more.
+pub fn catalog_paths_ended() {
+    CATALOG_LEVELS.with(|l| l.borrow_mut().clear());
+}
+
 impl CatalogPath {
     #[cfg(any(feature = "pg15", feature = "pg16"))]
     pub fn push() -> CatalogPath {
+        CATALOG_LEVELS.with(|l| l.borrow_mut().push(nest_level()));
         // SAFETY: PushOverrideSearchPath copies the list (into TopMemoryContext) before it
         // returns, and the list made here is freed after; the override is popped in Drop at the
         // same transaction nest level (nothing here begins or ends a subtransaction while one
@@ -132,19 +163,26 @@ impl CatalogPath {
 
     #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn push() -> CatalogPath {
+        CATALOG_LEVELS.with(|l| l.borrow_mut().push(nest_level()));
         CatalogPath { _setting: LocalSetting::set(c"search_path", c"pg_catalog, pg_temp") }
     }
 }
 
-#[cfg(any(feature = "pg15", feature = "pg16"))]
 impl Drop for CatalogPath {
     fn drop(&mut self) {
         // An error unwinding past it leaves the pop to the (sub)transaction abort.
         if std::thread::panicking() {
             return;
         }
-        // SAFETY: pops the override `push` pushed, at the same nest level.
-        unsafe { pg_sys::PopOverrideSearchPath() };
+        let pushed = CATALOG_LEVELS.with(|l| l.borrow_mut().pop());
+        // Pushed and popped within one Rust call that neither begins nor ends a subtransaction:
+        // PostgreSQL refuses (ERROR) a pop at another level; a debug build says where.
+        debug_assert_eq!(pushed, Some(nest_level()), "a CatalogPath dropped at another transaction nest level");
+        // SAFETY: pops the override `push` pushed (PostgreSQL checks the nest level).
+        #[cfg(any(feature = "pg15", feature = "pg16"))]
+        unsafe {
+            pg_sys::PopOverrideSearchPath()
+        };
     }
 }
 

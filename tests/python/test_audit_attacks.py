@@ -150,3 +150,30 @@ def test_a_writers_search_path_runs_none_of_its_code_in_the_append(dsn, conn, ro
     finally:
         conn.execute("ALTER ROLE atk_writer RESET search_path")
         conn.execute("ALTER ROLE atk_writer RESET memory.audit_mode")
+
+
+def test_an_append_stopped_inside_a_savepoint_leaves_nothing_pinned(dsn, conn):
+    """The appender pins name lookups with an override search path; an append that fails inside a
+    subtransaction (a lock timeout on a chain head, caught by an EXCEPTION block) leaves it to the
+    abort: afterwards the session's own search path applies again, and code that runs as a table's
+    owner (record_outcome on an application table) runs in the same transaction."""
+    conn.execute("CREATE TABLE notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, "
+                 "classification memory.classification, w float8 NOT NULL DEFAULT 1)")
+    conn.execute("""SELECT memory.govern('notes', '{"audit": true, "weight": "w"}')""")
+    conn.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'first')")
+    conn.execute("CREATE FUNCTION public.mine() RETURNS int LANGUAGE sql AS 'SELECT 7'")
+    with psycopg.connect(dsn) as holder, psycopg.connect(dsn) as w:
+        holder.execute("SET memory.audit_mode = immediate")
+        holder.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'holds the head')")
+        w.execute("SET memory.audit_mode = immediate")
+        w.execute("SET lock_timeout = '200ms'")
+        w.execute("DO $$ BEGIN INSERT INTO public.notes (org_id, content) VALUES ('acme', 'blocked');"
+                  " EXCEPTION WHEN lock_not_available THEN RAISE NOTICE 'caught'; END $$")
+        holder.rollback()
+        w.execute("RESET lock_timeout")
+        assert w.execute("SELECT mine()").fetchone() == (7,)
+        applied = w.execute("SELECT applied FROM memory.record_outcome('s', 'accepted', ARRAY(SELECT id FROM notes))").fetchall()
+        assert applied == [(True,)]
+        w.commit()
+    assert conn.execute("SELECT ok FROM memory.audit_verify('acme')").fetchone() == (True,)
+    assert conn.execute("SELECT count(*) FROM notes").fetchone() == (1,)

@@ -665,5 +665,18 @@ proptest::proptest! {
         let shared = b.append_from(chain_key, &mut ev, Some(&prefix));
         proptest::prop_assert_eq!(whole, shared);
         proptest::prop_assert_eq!(whole.2, entry_hash(chain_key, &ev));
+        // Given with another event (another payload, another actor), the
+        // prefix is not used: the hash is the whole one.
+        let twin = json!({"note": note, "n": 4});
+        let mut other = ev;
+        other.payload = Payload::Json(&twin);
+        let mut c = Chainer::new(head_seq, head);
+        let mut d = Chainer::new(head_seq, head);
+        proptest::prop_assert_eq!(c.append(chain_key, &mut other.clone()), d.append_from(chain_key, &mut other, Some(&prefix)));
+        let mut renamed = ev;
+        renamed.actor_id = Some("h:someone-else");
+        let mut e = Chainer::new(head_seq, head);
+        let mut f = Chainer::new(head_seq, head);
+        proptest::prop_assert_eq!(e.append(chain_key, &mut renamed.clone()), f.append_from(chain_key, &mut renamed, Some(&prefix)));
     }
 }
