@@ -132,8 +132,8 @@ pub fn catalog_path_active() -> bool {
     CATALOG_LEVELS.with(|l| !l.borrow().is_empty())
 }
 
-/// At a (sub)transaction's abort (or any transaction's end): forget the `CatalogPath`s of the
-/// levels it ends (PostgreSQL pops their overrides itself).
+/// At a subtransaction's abort: forget the `CatalogPath`s of the levels it ends (PostgreSQL pops
+/// their overrides itself).
 pub fn catalog_paths_aborted() {
     let level = nest_level();
     CATALOG_LEVELS.with(|l| l.borrow_mut().retain(|&k| k < level));
