@@ -576,34 +576,31 @@ impl Chainer {
     /// key, advances; returns (seq, prev_hash, entry_hash). A head at `i64::MAX` has no successor;
     /// the seq saturates there, giving a duplicate that the store must reject.
     pub fn append(&mut self, key: &[u8], ev: &mut Event) -> (i64, [u8; 32], [u8; 32]) {
-        let (seq, prev) = (self.last_seq.saturating_add(1), self.last_hash);
-        ev.seq = seq;
-        ev.prev_hash = prev;
-        self.buf.clear();
-        write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
-        let mac = cached_mac(&mut self.mac, key);
-        let hash = finish_mac(mac, &self.buf);
-        self.last_seq = seq;
-        self.last_hash = hash;
-        (seq, prev, hash)
+        self.append_from(key, ev, None)
     }
 
     /// `append`, hashing from `prefix` when it was made under the same key and `ev` has the
     /// members it covers (a pending entry chained by the sequencer: only prev_hash,
     /// recorded_at and seq change, and they come after the payload).
     pub fn append_from(&mut self, key: &[u8], ev: &mut Event, prefix: Option<&SharedPrefix>) -> (i64, [u8; 32], [u8; 32]) {
-        let Some(p) = prefix.filter(|p| p.covers(key, ev)) else {
-            return self.append(key, ev);
-        };
         let (seq, prev) = (self.last_seq.saturating_add(1), self.last_hash);
         ev.seq = seq;
         ev.prev_hash = prev;
         self.buf.clear();
-        write_event_tail(&mut self.buf, &ev.entry_ref());
-        let hash = finish_mac(p.mac.clone(), &self.buf);
-        // A prefix is only ever passed with the event it was made from; a debug build checks it
-        // against the whole hash.
-        debug_assert_eq!(hash, entry_hash(key, ev), "a shared prefix of another event");
+        let hash = match prefix.filter(|p| p.covers(key, ev)) {
+            Some(p) => {
+                write_event_tail(&mut self.buf, &ev.entry_ref());
+                let hash = finish_mac(p.mac.clone(), &self.buf);
+                // A prefix is only ever passed with the event it was made from; a debug build
+                // checks it against the whole hash.
+                debug_assert_eq!(hash, entry_hash(key, ev), "a shared prefix of another event");
+                hash
+            }
+            None => {
+                write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
+                finish_mac(cached_mac(&mut self.mac, key), &self.buf)
+            }
+        };
         self.last_seq = seq;
         self.last_hash = hash;
         (seq, prev, hash)
@@ -666,11 +663,7 @@ impl PendingSigner {
     /// Ids are in [1, 2^53]: JCS writes numbers as IEEE doubles, so beyond 2^53 neighbouring ids
     /// would canonicalize alike. Any other id has no pending hash (`None`).
     pub fn sign(&mut self, key: &[u8], ev: &mut Event, id: i64) -> Option<[u8; 32]> {
-        if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
-            return None;
-        }
-        ev.seq = -id;
-        ev.prev_hash = ZERO_HASH;
+        pending_position(ev, id)?;
         self.buf.clear();
         write_event(&mut self.buf, &ev.entry_ref(), ev.payload);
         let mac = cached_mac(&mut self.mac, key);
@@ -680,11 +673,7 @@ impl PendingSigner {
     /// `sign`, also returning the state its hash shares with the entry hash the event gets
     /// when chained under the same key (see [`SharedPrefix`]).
     pub fn sign_sharing<'k, 'p>(&mut self, key: &'k [u8], ev: &mut Event<'p>, id: i64) -> Option<([u8; 32], SharedPrefix<'k, 'p>)> {
-        if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
-            return None;
-        }
-        ev.seq = -id;
-        ev.prev_hash = ZERO_HASH;
+        pending_position(ev, id)?;
         self.buf.clear();
         write_event_head(&mut self.buf, &ev.entry_ref(), ev.payload);
         let mut mac = cached_mac(&mut self.mac, key);
@@ -703,6 +692,17 @@ impl PendingSigner {
         write_event_tail(&mut self.buf, &ev.entry_ref());
         Some((finish_mac(mac, &self.buf), prefix))
     }
+}
+
+/// Puts `ev` where a pending entry of id `id` is hashed (`seq = -id`, a zero `prev_hash`); None
+/// for an id outside [1, 2^53].
+fn pending_position(ev: &mut Event, id: i64) -> Option<()> {
+    if !(1..=MAX_SAFE_INTEGER as i64).contains(&id) {
+        return None;
+    }
+    ev.seq = -id;
+    ev.prev_hash = ZERO_HASH;
+    Some(())
 }
 
 /// One stored row as read back for verification, in the order the verifier reads them (ORDER BY seq).

@@ -27,6 +27,11 @@ fn varlena_size(len: usize) -> usize {
     maxalign(pg_sys::VARHDRSZ + len)
 }
 
+/// The room a row's varlenas take laid out by `store_row`.
+fn row_varlena_size(row: &[Cell]) -> usize {
+    row.iter().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum()
+}
+
 /// Tables opened for a bulk insert, kept open (RowExclusiveLock) until closed.
 pub struct Opened(Vec<pg_sys::Relation>);
 
@@ -97,8 +102,7 @@ impl Opened {
                 let cid = pg_sys::GetCurrentCommandId(true);
                 for &i in rows {
                     let row = row(i);
-                    let size: usize = row.iter().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum();
-                    let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
+                    let mem = pg_sys::palloc(row_varlena_size(&row).max(1)).cast::<u8>();
                     store_row(slot, natts, &at, &row, mem);
                     pg_sys::table_tuple_insert(rel, slot, cid, 0, std::ptr::null_mut());
                     pg_sys::ExecClearTuple(slot);
@@ -124,10 +128,7 @@ impl Opened {
                 let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
                 // One allocation holds every varlena of the batch (a first pass sizes it; building
                 // a row's cells only borrows, so asking twice costs no copy).
-                let size: usize = batch
-                    .iter()
-                    .map(|&i| row(i).iter().map(|c| if let Cell::Varlena(b) = c { varlena_size(b.len()) } else { 0 }).sum::<usize>())
-                    .sum();
+                let size: usize = batch.iter().map(|&i| row_varlena_size(&row(i))).sum();
                 let mem = pg_sys::palloc(size.max(1)).cast::<u8>();
                 let mut used = 0usize;
                 for (k, &i) in batch.iter().enumerate() {

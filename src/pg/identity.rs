@@ -75,30 +75,32 @@ pub struct Switched {
 
 impl Switched {
     pub fn to(user: pg_sys::Oid, restricted: bool, path: &CStr) -> Switched {
-        let extra = if restricted { pg_sys::SECURITY_RESTRICTED_OPERATION } else { 0 };
-        let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
-        // SAFETY: GetUserIdAndSecContext writes two plain values; SetUserIdAndSecContext sets two
-        // backend globals, undone in Drop.
-        unsafe {
-            pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
-            let path = (!search_path_is(path)).then(|| LocalSetting::set(c"search_path", path));
-            pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
-            Switched { user: u, ctx, _path: path, _catalog: None }
-        }
+        let path = (!search_path_is(path)).then(|| LocalSetting::set(c"search_path", path));
+        let (u, ctx) = switch_user(user, restricted);
+        Switched { user: u, ctx, _path: path, _catalog: None }
     }
 
     /// `to(user, false, "pg_catalog, pg_temp")` for code that runs only memory_ext's own fixed
     /// statements: the path through `CatalogPath`.
     pub fn to_catalog_path(user: pg_sys::Oid) -> Switched {
         let catalog = CatalogPath::push();
-        let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
-        // SAFETY: as in `to`.
-        unsafe {
-            pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
-            pg_sys::SetUserIdAndSecContext(user, ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as c_int);
-        }
+        let (u, ctx) = switch_user(user, false);
         Switched { user: u, ctx, _path: None, _catalog: Some(catalog) }
     }
+}
+
+/// Makes `user` the current user (in a security-restricted operation when `restricted`); returns
+/// the user and security context before, which `Switched`'s Drop restores.
+fn switch_user(user: pg_sys::Oid, restricted: bool) -> (pg_sys::Oid, c_int) {
+    let extra = if restricted { pg_sys::SECURITY_RESTRICTED_OPERATION } else { 0 };
+    let (mut u, mut ctx) = (pg_sys::InvalidOid, 0 as c_int);
+    // SAFETY: GetUserIdAndSecContext writes two plain values; SetUserIdAndSecContext sets two
+    // backend globals, undone in Switched's Drop.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut u, &mut ctx);
+        pg_sys::SetUserIdAndSecContext(user, ctx | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | extra) as c_int);
+    }
+    (u, ctx)
 }
 
 /// While alive: name lookups search `pg_catalog` alone (no temporary schema, nothing of the
@@ -145,26 +147,23 @@ pub fn catalog_paths_ended() {
 }
 
 impl CatalogPath {
-    #[cfg(any(feature = "pg15", feature = "pg16"))]
     pub fn push() -> CatalogPath {
         CATALOG_LEVELS.with(|l| l.borrow_mut().push(nest_level()));
         // SAFETY: PushOverrideSearchPath copies the list (into TopMemoryContext) before it
         // returns, and the list made here is freed after; the override is popped in Drop at the
         // same transaction nest level (nothing here begins or ends a subtransaction while one
         // is alive, and an abort pops it itself).
+        #[cfg(any(feature = "pg15", feature = "pg16"))]
         unsafe {
             let schemas = pg_sys::lappend_oid(std::ptr::null_mut(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE));
             let mut path = pg_sys::OverrideSearchPath { schemas, addCatalog: false, addTemp: false, generation: 0 };
             pg_sys::PushOverrideSearchPath(&mut path);
             pg_sys::list_free(schemas);
         }
-        CatalogPath {}
-    }
-
-    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
-    pub fn push() -> CatalogPath {
-        CATALOG_LEVELS.with(|l| l.borrow_mut().push(nest_level()));
-        CatalogPath { _setting: LocalSetting::set(c"search_path", c"pg_catalog, pg_temp") }
+        CatalogPath {
+            #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+            _setting: LocalSetting::set(c"search_path", c"pg_catalog, pg_temp"),
+        }
     }
 }
 

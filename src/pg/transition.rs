@@ -124,8 +124,7 @@ impl Rows {
             return Err(MxError::new(code::INTERNAL, "the firing has no such transition table"));
         }
         // Room for the rows' cells (and their text, ids and short strings mostly) up front.
-        // SAFETY: a transition tuplestore of the running firing.
-        let n = unsafe { pg_sys::tuplestore_tuple_count(ts) }.max(0) as usize;
+        let n = count(td, which).unwrap_or(0);
         let mut rows = Rows {
             cols: columns.len(),
             utf8: super::tuple::database_is_utf8(),
