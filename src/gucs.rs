@@ -90,6 +90,11 @@ pub static AUDIT_MODE: GucSetting<AuditMode> = GucSetting::<AuditMode>::new(Audi
 pub static INTEGRATOR_DATABASES: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// Background integrators per database named in INTEGRATOR_DATABASES (read at server start):
+/// each takes the chains `memory_core::audit::chain_share` gives it, so a backlog is integrated
+/// on that many cores at once.
+pub static INTEGRATOR_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
+
 /// Memory (kB) the sequencer may hold a backlog of pending entries in: a backlog whose rows (as
 /// read, detoasted) fit is read straight from the heap and sorted in memory; a larger one is
 /// sorted by a query with this much work_mem, at least 4MB (spilling to disk beyond it). 0:
@@ -123,6 +128,16 @@ pub fn init() {
         c"Databases whose pending audit entries a background worker integrates (comma-separated).",
         c"Needs memory_ext in shared_preload_libraries; one worker per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, audit_events, maintenance and memory.audit_integrate()).",
         &INTEGRATOR_DATABASES,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"memory.integrator_workers",
+        c"Background integrators per database in memory.integrator_databases.",
+        c"Each integrates the chains (tenants) a hash of the chain name gives it, in parallel with the others; memory.audit_integrate() and the readers' integrations wait for or give way to all of them. Each is a background worker: max_worker_processes must leave room for them.",
+        &INTEGRATOR_WORKERS,
+        1,
+        16,
         GucContext::Postmaster,
         GucFlags::default(),
     );

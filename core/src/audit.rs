@@ -1034,5 +1034,28 @@ pub fn write_uuid(bytes: &[u8; 16], out: &mut Vec<u8>) {
     }
 }
 
+/// Which of `n` background integrators takes the chain named `chain` (0 when `n` is 0 or 1):
+/// FNV-1a (64 bits) of its bytes, mixed by MurmurHash3's 64-bit finalizer (FNV alone spreads
+/// names that differ in their last bytes badly: its lowest bit is the parity of the bytes, its
+/// high bits barely move), scaled to `n` by the high bits (`h * n >> 64`). Stable across
+/// processes and releases, so every integrator of a database agrees on it without talking to
+/// the others.
+pub fn chain_share(chain: &[u8], n: u32) -> u32 {
+    if n <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in chain {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    ((h as u128 * n as u128) >> 64) as u32
+}
+
 #[cfg(test)]
 mod tests;

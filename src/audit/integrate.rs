@@ -165,9 +165,9 @@ impl Stored {
         (c"pending_hash", pg_sys::BYTEAOID),
     ];
 
-    /// Every pending row of `relid`, or None when holding them (their values detoasted, and the
-    /// sort keys) would take more than `budget` bytes.
-    fn read(relid: pg_sys::Oid, budget: u64) -> Result<Option<Stored>, MxError> {
+    /// Every pending row of `relid` whose chain is in `share`, or None when holding them (their
+    /// values detoasted, and the sort keys) would take more than `budget` bytes.
+    fn read(relid: pg_sys::Oid, budget: u64, share: Share) -> Result<Option<Stored>, MxError> {
         let mut at = [0i16; 12];
         for (k, (name, _)) in Self::COLUMNS.iter().enumerate() {
             at[k] = crate::pg::scan::attnum(relid, name)
@@ -186,6 +186,9 @@ impl Stored {
         let mut st = Stored { buf: Vec::with_capacity(room), rows: Vec::new() };
         while scan.next() {
             pgrx::check_for_interrupts!();
+            if share.n > 1 && !crate::pg::scan::in_scratch(|| scan.bytes(at[4]).is_some_and(|c| share.takes(c))) {
+                continue;
+            }
             let int = |k: usize| scan.datum(at[k]).map(|d| d.value() as i64);
             let mut spans: [Span; 8] = [None; 8];
             // A toasted value is detoasted in a scratch context reset after the row: only the
@@ -298,6 +301,23 @@ pub(super) fn read_keys(client: &SpiClient) -> Result<HashMap<i32, Vec<u8>>, MxE
     Ok(keys)
 }
 
+/// The chains an integration takes: all of them (k 0 of n 1), or, for one of
+/// `memory.integrator_workers` background integrators, those `memory_core::audit::chain_share`
+/// gives to worker `k` of `n`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Share {
+    pub k: u32,
+    pub n: u32,
+}
+
+impl Share {
+    pub const ALL: Share = Share { k: 0, n: 1 };
+
+    fn takes(&self, chain: &[u8]) -> bool {
+        self.n <= 1 || memory_core::audit::chain_share(chain, self.n) == self.k
+    }
+}
+
 /// How an integration is asked for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Caller {
@@ -307,8 +327,9 @@ pub enum Caller {
     /// Before audit_verify, audit_head, audit_events, sealing and maintenance: waits for another
     /// integrator; does nothing where it cannot integrate.
     Reader,
-    /// The background worker: gives way to any other integrator.
-    Worker,
+    /// A background worker, for the chains of its share: gives way to any integrator of every
+    /// chain, and runs beside the other workers (their shares do not overlap).
+    Worker(Share),
 }
 
 /// Integrate the pending entries this transaction sees; returns how many were chained.
@@ -336,7 +357,7 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
             let tables = super::storage::local(client)?;
             return integrate_in(client, caller, &tables);
         }
-        if local_only || caller == Caller::Worker {
+        if local_only || matches!(caller, Caller::Worker(_)) {
             // A reader's integration, asked for by the coordinator, waits at most a second for a
             // chain's head: the reader's own transaction may hold it (an immediate-mode write on
             // this node), and its wait on this node would be one no deadlock detector sees. The
@@ -377,9 +398,19 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let mut ap = Appender::new(client)?.immediate().system(true);
         // Integrators serialize on a lock of memory.audit_integration_lock, an empty table only
         // the extension owner can lock (an advisory lock any role could hold forever; a lock of
-        // memory.audit_pending would conflict with its autovacuum). Only an explicit call waits;
-        // readers and the worker give way and leave what is pending to the next integration.
-        let got = crate::pg::bulk::lock_self_exclusive(super::integration_lock_relid(client)?, caller == Caller::Explicit);
+        // memory.audit_pending would conflict with its autovacuum). One that takes every chain
+        // locks it alone; background workers, whose shares do not overlap, lock it beside each
+        // other. Only an explicit call waits; readers and the workers give way and leave what is
+        // pending to the next integration.
+        let share = match caller {
+            Caller::Worker(share) => share,
+            _ => Share::ALL,
+        };
+        let got = crate::pg::bulk::lock_alone_or_beside(
+            super::integration_lock_relid(client)?,
+            !matches!(caller, Caller::Worker(_)),
+            caller == Caller::Explicit,
+        );
         if !got {
             return Ok(0);
         }
@@ -423,7 +454,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         // straight from the heap and sorted here; a bigger one is sorted by a query, in that much
         // work_mem.
         let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024;
-        let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget)? } else { None };
+        let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget, share)? } else { None };
         let direct = stored.is_some();
         if let Some(stored) = stored {
             for k in stored.order() {
@@ -454,6 +485,9 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             while batch.fetch(&mut cursor, FETCH, COLS)? {
                 for i in 0..batch.len() {
                     let row = PendingRef::read(&batch, i);
+                    if !share.takes(row.chain_id.as_bytes()) {
+                        continue;
+                    }
                     if !copies.is_empty() && copies.contains(&(row.chain_id.to_string(), row.id)) {
                         continue;
                     }

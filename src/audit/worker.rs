@@ -1,11 +1,12 @@
-//! The background integrator: one worker per database named in `memory.integrator_databases`,
-//! registered when the library is in `shared_preload_libraries`. Each round integrates, in its
-//! own transaction, every pending entry committed so far (`integrate::Caller::Worker`, which
-//! gives way to any other integrator); it naps `memory.integrator_naptime` after a round that
+//! The background integrators: `memory.integrator_workers` workers per database named in
+//! `memory.integrator_databases`, registered when the library is in `shared_preload_libraries`.
+//! Worker k of n takes the chains `memory_core::audit::chain_share` gives it, beside the others.
+//! Each round integrates, in its own transaction, every pending entry of its chains committed so
+//! far (`integrate::Caller::Worker`, which gives way to any integrator of every chain); it naps `memory.integrator_naptime` after a round that
 //! found less than a full batch. A worker that fails or is terminated is restarted by the postmaster after
 //! 5 s, and what it had not committed is still pending: nothing is lost.
 
-use super::integrate::{integrate, Caller};
+use super::integrate::{integrate, Caller, Share};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -24,22 +25,34 @@ pub fn register() {
         .get()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let n = workers();
     for db in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        BackgroundWorkerBuilder::new(&format!("memory_ext integrator {db}"))
-            .set_type("memory_ext integrator")
-            .set_library("memory_ext")
-            .set_function("memory_ext_integrator_main")
-            .set_extra(db)
-            .enable_spi_access()
-            .set_start_time(BgWorkerStartTime::RecoveryFinished)
-            .set_restart_time(Some(Duration::from_secs(5)))
-            .load();
+        for k in 0..n {
+            let name = if n == 1 { format!("memory_ext integrator {db}") } else { format!("memory_ext integrator {db} {}/{n}", k + 1) };
+            BackgroundWorkerBuilder::new(&name)
+                .set_type("memory_ext integrator")
+                .set_library("memory_ext")
+                .set_function("memory_ext_integrator_main")
+                .set_argument(Some(pg_sys::Datum::from(k as usize)))
+                .set_extra(db)
+                .enable_spi_access()
+                .set_start_time(BgWorkerStartTime::RecoveryFinished)
+                .set_restart_time(Some(Duration::from_secs(5)))
+                .load();
+        }
     }
+}
+
+/// Integrators per database (memory.integrator_workers; fixed while the server runs).
+fn workers() -> u32 {
+    crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
 }
 
 #[pg_guard]
 #[no_mangle]
-pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
+pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
+    // Which of the database's integrators this is: it takes that share of the chains.
+    let share = Share { k: arg.value() as u32, n: workers() };
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
@@ -60,8 +73,11 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
         ] {
             crate::pg::identity::set_for_session(name, value);
         }
+        // Which integrator this is, in pg_stat_activity.
+        let app = std::ffi::CString::new(format!("memory_ext integrator {}/{}", share.k + 1, share.n)).unwrap_or_default();
+        crate::pg::identity::set_for_session(c"application_name", &app);
     });
-    log!("memory_ext integrator started for database \"{db}\"");
+    log!("memory_ext integrator {} of {} started for database \"{db}\"", share.k + 1, share.n);
     let mut nap = Duration::from_millis(0);
     // Entries chained (and deleted from memory.audit_pending) since the worker last vacuumed it.
     let mut deleted: i64 = 0;
@@ -89,7 +105,7 @@ pub extern "C-unwind" fn memory_ext_integrator_main(_arg: pg_sys::Datum) {
                     warning!("memory_ext integrator: could not append {event} for org \"{org}\": {e} (it is in the server log)");
                 }
             }
-            match integrate(Caller::Worker) {
+            match integrate(Caller::Worker(share)) {
                 Ok(n) => n,
                 // Unwinds to the worker's guard: the transaction aborts (nothing half-chained
                 // commits) and the worker exits, to be restarted.

@@ -41,11 +41,12 @@ pub fn lock_for_insert(relid: pg_sys::Oid) {
     unsafe { pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
 }
 
-/// Takes SHARE UPDATE EXCLUSIVE on `relid` for the rest of the transaction: it conflicts with
-/// itself (and VACUUM of `relid`), not with inserts. With `wait` false, gives up at once if another holds
-/// it; returns whether it is held.
-pub fn lock_self_exclusive(relid: pg_sys::Oid, wait: bool) -> bool {
-    let mode = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
+/// Takes a lock on `relid` for the rest of the transaction: SHARE ROW EXCLUSIVE when `alone`
+/// (it conflicts with itself and with ROW EXCLUSIVE), else ROW EXCLUSIVE (which conflicts with
+/// the first, not with itself). With `wait` false, gives up at once if a conflicting lock is held
+/// or waited for; returns whether it is held.
+pub fn lock_alone_or_beside(relid: pg_sys::Oid, alone: bool, wait: bool) -> bool {
+    let mode = if alone { pg_sys::ShareRowExclusiveLock } else { pg_sys::RowExclusiveLock } as pg_sys::LOCKMODE;
     // SAFETY: heavyweight locks on a plain oid, released at transaction end.
     unsafe {
         if wait {

@@ -322,6 +322,114 @@ def test_the_worker_clears_the_rows_it_chained(worker_cluster):
         assert rows and all(r[0] and r[1] == 0 for r in rows), rows
 
 
+def chain_share(chain, n):
+    """memory_core::audit::chain_share, written again: FNV-1a 64 of the chain's bytes, mixed by
+    MurmurHash3's fmix64, scaled to n by its high bits."""
+    if n <= 1:
+        return 0
+    m = (1 << 64) - 1
+    h = 0xcbf29ce484222325
+    for b in chain.encode():
+        h = ((h ^ b) * 0x100000001b3) & m
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & m
+    h ^= h >> 33
+    h = (h * 0xc4ceb9fe1a85ec53) & m
+    h ^= h >> 33
+    return (h * n) >> 64
+
+
+@pytest.fixture(scope="module")
+def workers_cluster():
+    """A cluster with three background integrators for database 'integrated'
+    (memory.integrator_workers = 3)."""
+    name = "pytest-workers"
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated", MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3")
+    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
+    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
+        c.execute("CREATE DATABASE integrated")
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+    yield dsn
+    subprocess.run([str(CLUSTER), "stop", name], check=False)
+
+
+def test_integrators_share_the_chains(workers_cluster):
+    """memory.integrator_workers = 3: each worker chains only the tenants chain_share gives it,
+    beside the others and beside explicit memory.audit_integrate() calls; with one of them
+    killed, the others' tenants are still chained and its own wait for it; in the end every
+    committed event is chained exactly once, gapless, and verifies."""
+    orgs = [f"org_{i}" for i in range(16)]
+    workers = ("SELECT application_name, pid FROM pg_stat_activity"
+               " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
+    with psycopg.connect(workers_cluster, autocommit=True) as c:
+        # Each names itself in pg_stat_activity.
+        assert _wait_until(lambda: [r[0] for r in c.execute(workers)] == [f"memory_ext integrator {k}/3" for k in (1, 2, 3)])
+        c.execute("CREATE TABLE notes (id bigserial PRIMARY KEY, org_id text NOT NULL, content text NOT NULL,"
+                  " classification memory.classification)")
+        c.execute("""SELECT memory.govern('notes', '{"audit": true}')""")
+        stop = threading.Event()
+        committed = []
+        lock = threading.Lock()
+
+        def writer(w):
+            with psycopg.connect(workers_cluster, autocommit=True) as wc:
+                for i in range(300):
+                    mark = f"w{w}-{i}"
+                    wc.execute("BEGIN")
+                    wc.execute("INSERT INTO notes (org_id, content) VALUES (%s, %s)", (orgs[(w * 7 + i) % len(orgs)], mark))
+                    if i % 5 == 4:
+                        wc.execute("ROLLBACK")
+                        continue
+                    wc.execute("COMMIT")
+                    with lock:
+                        committed.append(mark)
+
+        def explicit():
+            with psycopg.connect(workers_cluster, autocommit=True) as ec:
+                while not stop.is_set():
+                    ec.execute("SELECT memory.audit_integrate()")
+                    time.sleep(0.05)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=7) as pool:
+            writers = [pool.submit(writer, w) for w in range(6)]
+            caller = pool.submit(explicit)
+            for f in writers:
+                f.result()
+            stop.set()
+            caller.result()
+        pending = "SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1"
+        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+
+        # Worker 2 of 3 killed (the postmaster restarts it after 5 s), then a write to every
+        # tenant: the other two chain theirs; worker 2's tenants wait for it (nobody else
+        # integrates here), and are chained once it is back.
+        theirs = {o for o in orgs if chain_share(o, 3) == 1}
+        assert theirs and len(theirs) < len(orgs)
+        victim = dict(c.execute(workers).fetchall())["memory_ext integrator 2/3"]
+        c.execute("SELECT pg_terminate_backend(%s)", (victim,))
+        assert _wait_until(lambda: victim not in [r[1] for r in c.execute(workers)])
+        for o in orgs:
+            c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'while 2/3 is away')", (o,))
+        assert _wait_until(lambda: {r[0] for r in c.execute(pending)} == theirs)
+        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+        assert victim not in [r[1] for r in c.execute(workers)]
+
+        # Every committed event exactly once, each chain gapless, and every chain verifies (here
+        # and in the Python verifier).
+        logged = [r[0] for r in c.execute("SELECT payload->>'id' FROM memory.audit_log WHERE event_type = 'memory.store'")]
+        assert len(logged) == len(set(logged)) == len(committed) + len(orgs)
+        for (chain,) in c.execute("SELECT DISTINCT chain_id FROM memory.audit_log").fetchall():
+            n, lo, hi = c.execute("SELECT count(*), min(seq), max(seq) FROM memory.audit_log WHERE chain_id = %s", (chain,)).fetchone()
+            assert (lo, hi) == (1, n), chain
+            assert py_verify(c, chain) == (True, None, None)
+        total = c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0]
+        rows = c.execute("SELECT bool_and(ok), sum(entries), sum(pending) FROM memory.audit_verify()").fetchone()
+        assert rows == (True, total, 0)
+
+
 @pytest.mark.parametrize("memory", ["256MB", "0"])
 def test_both_integration_paths_chain_alike(conn, memory):
     """A backlog within memory.integration_memory is read from the heap and sorted in memory; 0

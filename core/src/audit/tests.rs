@@ -680,3 +680,41 @@ proptest::proptest! {
         proptest::prop_assert_eq!(e.append(chain_key, &mut renamed.clone()), f.append_from(chain_key, &mut renamed, Some(&prefix)));
     }
 }
+
+#[test]
+fn chain_share_is_fnv1a_scaled_to_the_workers() {
+    // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (the algorithm's published test vector); of "",
+    // the offset basis. Then MurmurHash3's fmix64.
+    let fmix = |mut h: u64| {
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    };
+    assert_eq!(chain_share(b"a", 7), ((fmix(0xaf63_dc4c_8601_ec8c) as u128 * 7) >> 64) as u32);
+    assert_eq!(chain_share(b"", 5), ((fmix(0xcbf2_9ce4_8422_2325) as u128 * 5) >> 64) as u32);
+    // Not the parity of the bytes: chains whose bytes have the same parity still spread.
+    let same_parity: Vec<u32> = ["org-aa", "org-bb", "org-cc", "org-dd", "org-ee", "org-ff"].iter().map(|c| chain_share(c.as_bytes(), 2)).collect();
+    assert!(same_parity.contains(&0) && same_parity.contains(&1), "{same_parity:?}");
+    assert_eq!(chain_share(b"org-1", 1), 0);
+    assert_eq!(chain_share(b"org-1", 0), 0);
+    // Tenants named alike spread over two, three and four workers.
+    for n in [2u32, 3, 4] {
+        let mut per = vec![0; n as usize];
+        for t in 0..64 {
+            per[chain_share(format!("org-{t}").as_bytes(), n) as usize] += 1;
+        }
+        assert!(per.iter().all(|&c| c >= 64 / n as usize / 2), "{n} workers: {per:?}");
+    }
+}
+
+proptest::proptest! {
+    /// Every chain has exactly one integrator among n, the same each time it is asked.
+    #[test]
+    fn chain_share_is_one_of_n(chain in proptest::collection::vec(proptest::num::u8::ANY, 0..80), n in 1u32..16) {
+        let k = chain_share(&chain, n);
+        proptest::prop_assert!(k < n);
+        proptest::prop_assert_eq!(k, chain_share(&chain, n));
+    }
+}
