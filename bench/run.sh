@@ -19,6 +19,13 @@ cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
 "$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10 "$ddsn" "$dport"
+# Integration by the background integrators: one per database against two (memory.integrator_workers).
+iport1=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench-integrate-1)
+iport2=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=2" "$root/scripts/cluster.sh" start bench-integrate-2)
+"$root/.venv/bin/python" integration_bench.py "host=127.0.0.1 port=$iport1 user=postgres dbname=postgres" \
+  "host=127.0.0.1 port=$iport2 user=postgres dbname=postgres" 5 200000
+"$root/scripts/cluster.sh" stop bench-integrate-1
+"$root/scripts/cluster.sh" stop bench-integrate-2
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"

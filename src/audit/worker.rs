@@ -123,12 +123,20 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // second: a table without indexes vacuums in one pass (pages it empties are marked
         // all-visible, so the next vacuum skips them), SKIP_LOCKED gives way to a running
         // autovacuum, and TRUNCATE false never waits for the writers' locks (the freed space is
-        // reused by the next inserts).
+        // reused by the next inserts). A vacuum already running (another integrator's, or
+        // autovacuum's) may have started before this worker's deletions committed and so leave
+        // them: the worker then keeps its count and tries again after its next round.
         deleted += done;
         if (deleted >= VACUUM_AFTER || (done == 0 && deleted > 0)) && vacuumed.elapsed() >= Duration::from_secs(1) {
-            crate::pg::xact::vacuum_in_worker(c"VACUUM (SKIP_LOCKED, TRUNCATE false) memory.audit_pending");
-            deleted = 0;
-            vacuumed = std::time::Instant::now();
+            let free = BackgroundWorker::transaction(|| {
+                Spi::connect(|client| super::storage::local(client).map(|t| crate::pg::bulk::nobody_vacuums(t.pending)))
+                    .unwrap_or(false)
+            });
+            if free {
+                crate::pg::xact::vacuum_in_worker(c"VACUUM (SKIP_LOCKED, TRUNCATE false) memory.audit_pending");
+                deleted = 0;
+                vacuumed = std::time::Instant::now();
+            }
         }
         let naptime = Duration::from_millis(crate::gucs::INTEGRATOR_NAPTIME.get().max(10) as u64);
         // A round that chained a full batch or more has a backlog behind it: go on at once.

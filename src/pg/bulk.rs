@@ -58,6 +58,13 @@ pub fn lock_alone_or_beside(relid: pg_sys::Oid, alone: bool, wait: bool) -> bool
     }
 }
 
+/// Whether no vacuum of `relid` is running: SHARE UPDATE EXCLUSIVE, which every VACUUM holds, is
+/// free (it is then held until the transaction ends).
+pub fn nobody_vacuums(relid: pg_sys::Oid) -> bool {
+    // SAFETY: a heavyweight lock on a plain oid, released at transaction end.
+    unsafe { pg_sys::ConditionalLockRelationOid(relid, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE) }
+}
+
 impl Opened {
     /// Opens each table with RowExclusiveLock.
     pub fn open(relids: &[pg_sys::Oid]) -> Opened {
