@@ -10,7 +10,7 @@ port=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start
 # The single-row benchmark also runs with PostgreSQL's default durable commits (the test clusters
 # run with fsync = off).
 dport=$(MEMORY_EXT_SERVER_OPTS="-c fsync=on" MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench-durable)
-trap '"$root/scripts/cluster.sh" stop bench; "$root/scripts/cluster.sh" stop bench-durable' EXIT
+trap 'for c in bench bench-durable bench-integrate-1 bench-integrate-2; do "$root/scripts/cluster.sh" stop $c; done' EXIT
 dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
 ddsn="host=127.0.0.1 port=$dport user=postgres dbname=postgres"
 psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
