@@ -120,13 +120,6 @@ REVOKE ALL ON memory.audit_outbox FROM PUBLIC;
 COMMENT ON TABLE memory.audit_outbox IS
   'Citus only: pending audit entries of chains placed on another node, moved into memory.audit_pending by the transaction that wrote them. Empty between transactions.';
 
--- What integrators lock to run one at a time: an empty table of the owner's (no role can lock it,
--- no autovacuum ever works on it, and writers never touch it).
-CREATE TABLE memory.audit_integration_lock ();
-REVOKE ALL ON memory.audit_integration_lock FROM PUBLIC;
-COMMENT ON TABLE memory.audit_integration_lock IS
-  'Locked (SHARE UPDATE EXCLUSIVE) by the audit sequencer for its transaction, so that integrators run one at a time. Empty.';
-
 -- Only the sequencer deletes pending entries; nobody updates or truncates them.
 CREATE FUNCTION memory._audit_pending_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp

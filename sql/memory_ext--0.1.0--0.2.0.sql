@@ -1302,13 +1302,6 @@ REVOKE ALL ON memory.audit_pending FROM PUBLIC;
 COMMENT ON TABLE memory.audit_pending IS
   'Audit events written in deferred mode, not yet chained: pending_hash = HMAC-SHA256(key[key_id], JCS(event with seq = -id, prev_hash = 32 zero bytes, recorded_at = written_at)). The sequencer chains and deletes them.';
 
-CREATE TABLE memory.audit_integration_lock ();
-
-REVOKE ALL ON memory.audit_integration_lock FROM PUBLIC;
-
-COMMENT ON TABLE memory.audit_integration_lock IS
-  'Locked (SHARE UPDATE EXCLUSIVE) by the audit sequencer for its transaction, so that integrators run one at a time. Empty.';
-
 CREATE OR REPLACE FUNCTION memory._audit_pending_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
@@ -5608,7 +5601,7 @@ BEGIN
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
-                AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
+                AND c.relname NOT IN ('audit_outbox') ORDER BY 1 LOOP
         done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
             CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'

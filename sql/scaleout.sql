@@ -382,7 +382,7 @@ BEGIN
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
-                AND c.relname NOT IN ('audit_outbox', 'audit_integration_lock') ORDER BY 1 LOOP
+                AND c.relname NOT IN ('audit_outbox') ORDER BY 1 LOOP
         done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
             CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'

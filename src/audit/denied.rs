@@ -4,8 +4,9 @@
 //!
 //! The failing transaction rolls back everything it wrote, so the event cannot be written in it.
 //! It is handed instead to shared memory (a ring of `SLOTS` slots, taken under an LWLock), which a
-//! rollback does not touch; the database's background integrator appends it to the org's chain
-//! in its own transaction on its next round (at most `memory.integrator_naptime` later). When the
+//! rollback does not touch; the background integrator of the database that integrates the org's
+//! chain appends it to that chain in its own transaction on its next round (at most
+//! `memory.integrator_naptime` later). When the
 //! library is not preloaded (no shared memory, no integrator) or the ring is full, the event goes
 //! to the server log as a line in pgaudit's format instead: it is never dropped silently.
 //!
@@ -46,9 +47,10 @@ pub fn hand_over(event: &str, org: &str, payload: &str) {
     log!("AUDIT: SESSION,0,0,MEMORY_EXT,DENIED,,,\"{event} org={org} payload={payload} ({why})\",<not logged>");
 }
 
-/// The events handed over in this database, taken out of the ring (the integrator's).
-pub fn take_for_database() -> Vec<(String, String, String)> {
-    shmem::take()
+/// The events handed over in this database whose org `wanted` says, taken out of the ring (an
+/// integrator's: each takes those of the chains it integrates).
+pub fn take_for_database(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
+    shmem::take(wanted)
 }
 
 /// `memory._audit_denied(event_type, payload, org)`: for memory_ext's own guards, right before

@@ -6,8 +6,9 @@
 //! each signature, chains the good ones through an immediate `Appender` (head lock, seq,
 //! prev_hash, entry_hash, one head update per chain), and deletes them, all in one transaction:
 //! a failure leaves them pending, and two integrators never chain the same entry (they serialize
-//! on a lock of memory.audit_integration_lock only the owner can take; a READ COMMITTED statement after the lock sees what the
-//! other one deleted). Entries whose signature does not check stay pending and are reported by
+//! on memory_ext's integration lock, which no role can take, or, as background integrators,
+//! take shares of the chains that do not overlap; a READ COMMITTED statement after the lock sees
+//! what the other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
 
 use super::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
@@ -182,8 +183,13 @@ impl Stored {
             return Err(MxError::new(code::INTERNAL, "the pending table's columns have unexpected types"));
         }
         // Room for what the pages hold, up to the budget: the buffer is not regrown row by row.
-        let room = (scan.pages() * pg_sys::BLCKSZ as u64).min(budget) as usize;
-        let mut st = Stored { buf: Vec::with_capacity(room), rows: Vec::new() };
+        let (taken, shares) = share.part();
+        let room = (scan.pages() * pg_sys::BLCKSZ as u64 / shares * taken).min(budget) as usize;
+        let mut st = Stored { buf: Vec::new(), rows: Vec::new() };
+        if st.buf.try_reserve(room).is_err() {
+            // Memory the system will not give: the query's sort, in work_mem, instead.
+            return Ok(None);
+        }
         while scan.next() {
             pgrx::check_for_interrupts!();
             if share.n > 1 && !crate::pg::scan::in_scratch(|| scan.bytes(at[4]).is_some_and(|c| share.takes(c))) {
@@ -301,20 +307,36 @@ pub(super) fn read_keys(client: &SpiClient) -> Result<HashMap<i32, Vec<u8>>, MxE
     Ok(keys)
 }
 
-/// The chains an integration takes: all of them (k 0 of n 1), or, for one of
-/// `memory.integrator_workers` background integrators, those `memory_core::audit::chain_share`
-/// gives to worker `k` of `n`.
+/// The chains an integration takes: all of them (share 0 of 1), or, for a background
+/// integrator (one of `memory.integrator_workers`), those `memory_core::audit::chain_share`
+/// gives to the shares in `mask` (its own, and for the first integrator those of others that are
+/// not running).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Share {
-    pub k: u32,
-    pub n: u32,
+    n: u32,
+    mask: u32,
 }
 
 impl Share {
-    pub const ALL: Share = Share { k: 0, n: 1 };
+    pub const ALL: Share = Share { n: 1, mask: 1 };
 
-    fn takes(&self, chain: &[u8]) -> bool {
-        self.n <= 1 || memory_core::audit::chain_share(chain, self.n) == self.k
+    /// Share `k` of `n` (at most 32).
+    pub fn one(k: u32, n: u32) -> Share {
+        Share { n: n.clamp(1, 32), mask: 1 << k.min(31) }
+    }
+
+    /// This share and share `k`.
+    pub fn with(self, k: u32) -> Share {
+        Share { mask: self.mask | 1 << k.min(31), ..self }
+    }
+
+    pub fn takes(&self, chain: &[u8]) -> bool {
+        self.n <= 1 || self.mask & 1 << memory_core::audit::chain_share(chain, self.n) != 0
+    }
+
+    /// The fraction of the chains taken, as (shares taken, shares).
+    fn part(&self) -> (u64, u64) {
+        if self.n <= 1 { (1, 1) } else { (self.mask.count_ones() as u64, self.n as u64) }
     }
 }
 
@@ -396,22 +418,18 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
     {
         // The appender first: it runs everything below as the extension owner.
         let mut ap = Appender::new(client)?.immediate().system(true);
-        // Integrators serialize on a lock of memory.audit_integration_lock, an empty table only
-        // the extension owner can lock (an advisory lock any role could hold forever; a lock of
-        // memory.audit_pending would conflict with its autovacuum). One that takes every chain
-        // locks it alone; background workers, whose shares do not overlap, lock it beside each
-        // other. Only an explicit call waits; readers and the workers give way and leave what is
-        // pending to the next integration.
+        // Integrators serialize on memory_ext's integration lock (crate::pg::locks: an advisory
+        // lock of a class no SQL function can name, so no role can take it or queue for it). One
+        // that takes every chain holds it alone (SHARE ROW EXCLUSIVE); background integrators,
+        // whose shares do not overlap, hold it beside each other (ROW EXCLUSIVE). Only an
+        // explicit call waits; readers and the workers give way and leave what is pending to
+        // the next integration.
         let share = match caller {
             Caller::Worker(share) => share,
             _ => Share::ALL,
         };
-        let got = crate::pg::bulk::lock_alone_or_beside(
-            super::integration_lock_relid(client)?,
-            !matches!(caller, Caller::Worker(_)),
-            caller == Caller::Explicit,
-        );
-        if !got {
+        let mode = if matches!(caller, Caller::Worker(_)) { pg_sys::RowExclusiveLock } else { pg_sys::ShareRowExclusiveLock };
+        if !crate::pg::locks::take(crate::pg::locks::Lock::Integration, mode, crate::pg::locks::Hold::Transaction, caller == Caller::Explicit) {
             return Ok(0);
         }
         let keys = read_keys(client)?;
@@ -453,7 +471,9 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         // A backlog that fits in memory.integration_memory (its rows as read, detoasted) is read
         // straight from the heap and sorted here; a bigger one is sorted by a query, in that much
         // work_mem.
-        let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024;
+        // A background integrator's part of it: the workers of a database share it.
+        let (taken, shares) = share.part();
+        let budget = crate::gucs::INTEGRATION_MEMORY.get().max(0) as u64 * 1024 / shares * taken;
         let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget, share)? } else { None };
         let direct = stored.is_some();
         if let Some(stored) = stored {

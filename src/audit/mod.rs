@@ -1029,10 +1029,6 @@ fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
     Ok((key_id, key, salt))
 }
 
-thread_local! {
-    static LOCK_RELID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
-}
-
 /// An oid kept per backend until its relation's relcache entry is invalidated.
 type RelidCache = std::thread::LocalKey<std::cell::Cell<pg_sys::Oid>>;
 
@@ -1060,11 +1056,6 @@ fn forget_relid(cache: &'static RelidCache, relid: pg_sys::Oid) {
     });
 }
 
-/// memory.audit_integration_lock's oid.
-pub(crate) fn integration_lock_relid(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    cached_relid(&LOCK_RELID, client, "SELECT 'memory.audit_integration_lock'::regclass::oid")
-}
-
 
 /// memory.audit_log's oid and its partitions.
 type Partitions = std::rc::Rc<(pg_sys::Oid, Vec<(pg_sys::Oid, Option<(i64, i64)>)>)>;
@@ -1077,7 +1068,6 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
-    forget_relid(&LOCK_RELID, relid);
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {

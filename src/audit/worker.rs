@@ -7,6 +7,7 @@
 //! 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
+use crate::pg::locks::{self, Hold, Lock};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -25,8 +26,24 @@ pub fn register() {
         .get()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let n = workers();
+    let mut dbs: Vec<&str> = Vec::new();
     for db in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if !dbs.contains(&db) {
+            dbs.push(db);
+        }
+    }
+    let n = workers();
+    let slots = crate::pg::xact::max_worker_processes();
+    if dbs.len() * n as usize > slots {
+        warning!(
+            "memory_ext: {} integrators ({} per database for {} databases) exceed max_worker_processes ({slots}); \
+             the first integrator of a database integrates the shares of those that do not start",
+            dbs.len() * n as usize,
+            n,
+            dbs.len()
+        );
+    }
+    for db in dbs {
         for k in 0..n {
             let name = if n == 1 { format!("memory_ext integrator {db}") } else { format!("memory_ext integrator {db} {}/{n}", k + 1) };
             BackgroundWorkerBuilder::new(&name)
@@ -48,11 +65,36 @@ fn workers() -> u32 {
     crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
 }
 
+/// The shares this round serves: the worker's own, and for the first worker, those of the
+/// others that are not running (not started for want of max_worker_processes, or between a
+/// failure and their restart), each locked for the round so the returning worker waits for it.
+fn shares_this_round(k: u32, n: u32, covering: &mut u32) -> Share {
+    let mut share = Share::one(k, n);
+    if k == 0 {
+        for j in 1..n {
+            let away = locks::take(Lock::Served(j), pg_sys::ExclusiveLock, Hold::Transaction, false);
+            if away {
+                share = share.with(j);
+            }
+            let was = *covering & (1 << j) != 0;
+            if away != was {
+                if away {
+                    log!("memory_ext integrator {j_1}/{n} is not running: integrator 1/{n} integrates its share meanwhile", j_1 = j + 1);
+                } else {
+                    log!("memory_ext integrator {j_1}/{n} is back: integrator 1/{n} leaves its share to it", j_1 = j + 1);
+                }
+                *covering ^= 1 << j;
+            }
+        }
+    }
+    share
+}
+
 #[pg_guard]
 #[no_mangle]
 pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // Which of the database's integrators this is: it takes that share of the chains.
-    let share = Share { k: arg.value() as u32, n: workers() };
+    let (k, n) = (arg.value() as u32, workers());
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
@@ -74,10 +116,28 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
             crate::pg::identity::set_for_session(name, value);
         }
         // Which integrator this is, in pg_stat_activity.
-        let app = std::ffi::CString::new(format!("memory_ext integrator {}/{}", share.k + 1, share.n)).unwrap_or_default();
+        let app = std::ffi::CString::new(format!("memory_ext integrator {}/{n}", k + 1)).unwrap_or_default();
         crate::pg::identity::set_for_session(c"application_name", &app);
     });
-    log!("memory_ext integrator {} of {} started for database \"{db}\"", share.k + 1, share.n);
+    // Its share is served by it alone for as long as it runs (a session lock). While the first
+    // integrator serves it in its stead for a round, or another worker of the same share runs,
+    // it waits (SIGTERM still stops it).
+    let mut waited = false;
+    loop {
+        if BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, false)) {
+            break;
+        }
+        if !waited {
+            log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
+            waited = true;
+        }
+        if !BackgroundWorker::wait_latch(Some(Duration::from_millis(200))) {
+            crate::pg::xact::exit_to_be_restarted();
+        }
+    }
+    log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
+    // The shares of the other integrators the first one serves in their absence (bit j: j's).
+    let mut covering: u32 = 0;
     let mut nap = Duration::from_millis(0);
     // Entries chained (and deleted from memory.audit_pending) since the worker last vacuumed it.
     let mut deleted: i64 = 0;
@@ -86,7 +146,9 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
         }
-        let done = BackgroundWorker::transaction(|| {
+        // (An error in the round ends the worker: what `covering` then holds does not matter.)
+        let mut cov = std::panic::AssertUnwindSafe(&mut covering);
+        let done = BackgroundWorker::transaction(move || {
             let installed = Spi::get_one::<bool>(
                 "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
             )
@@ -96,8 +158,10 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
             if !installed {
                 return 0;
             }
-            // Events of denied attempts handed over by failed transactions (audit::denied).
-            for (event, org, payload) in super::denied::take_for_database() {
+            let share = shares_this_round(k, n, &mut cov);
+            // Events of denied attempts handed over by failed transactions (audit::denied),
+            // those of this round's share: their chains' heads are this worker's to lock.
+            for (event, org, payload) in super::denied::take_for_database(|org| share.takes(org.as_bytes())) {
                 if let Err(e) = Spi::run_with_args(
                     "SELECT memory._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
                     &[event.as_str().into(), payload.as_str().into(), org.as_str().into()],
@@ -146,6 +210,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     }
     // SIGTERM: from the postmaster at shutdown, or pg_terminate_backend(). In the second case the
     // worker must come back, so it leaves with exit code 1 (restarted after 5 s).
-    log!("memory_ext integrator for database \"{db}\" stopping");
+    log!("memory_ext integrator {}/{n} for database \"{db}\" stopping", k + 1);
     crate::pg::xact::exit_to_be_restarted();
 }

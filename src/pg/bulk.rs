@@ -41,23 +41,6 @@ pub fn lock_for_insert(relid: pg_sys::Oid) {
     unsafe { pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
 }
 
-/// Takes a lock on `relid` for the rest of the transaction: SHARE ROW EXCLUSIVE when `alone`
-/// (it conflicts with itself and with ROW EXCLUSIVE), else ROW EXCLUSIVE (which conflicts with
-/// the first, not with itself). With `wait` false, gives up at once if a conflicting lock is held
-/// or waited for; returns whether it is held.
-pub fn lock_alone_or_beside(relid: pg_sys::Oid, alone: bool, wait: bool) -> bool {
-    let mode = if alone { pg_sys::ShareRowExclusiveLock } else { pg_sys::RowExclusiveLock } as pg_sys::LOCKMODE;
-    // SAFETY: heavyweight locks on a plain oid, released at transaction end.
-    unsafe {
-        if wait {
-            pg_sys::LockRelationOid(relid, mode);
-            true
-        } else {
-            pg_sys::ConditionalLockRelationOid(relid, mode)
-        }
-    }
-}
-
 /// Whether no vacuum of `relid` is running: SHARE UPDATE EXCLUSIVE, which every VACUUM holds, is
 /// free (it is then held until the transaction ends).
 pub fn nobody_vacuums(relid: pg_sys::Oid) -> bool {

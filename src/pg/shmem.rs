@@ -1,5 +1,5 @@
 //! The library's shared memory: a ring of fixed-size slots through which a backend hands events
-//! of denied attempts to its database's background integrator (`audit::denied`). Requested while
+//! of denied attempts to its database's background integrators (`audit::denied`). Requested while
 //! the postmaster preloads the library; absent otherwise (`available` says which).
 
 use pgrx::lwlock::PgLwLock;
@@ -110,17 +110,21 @@ pub fn push(event: &str, org: &str, payload: &str) -> bool {
     }
 }
 
-/// Takes this database's events out of the ring: (event, org, payload).
-pub fn take() -> Vec<(String, String, String)> {
+/// Takes this database's events whose org `wanted` says out of the ring: (event, org, payload).
+pub fn take(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
     if !available() {
         return Vec::new();
     }
     let db = my_database();
     let mut ring = RING.exclusive();
     let mut out = Vec::new();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     for s in ring.slots.iter_mut().filter(|s| s.used && s.db == db) {
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        out.push((text(&s.event[..s.event_len]), text(&s.org[..s.org_len]), text(&s.payload[..s.payload_len])));
+        let org = text(&s.org[..s.org_len]);
+        if !wanted(&org) {
+            continue;
+        }
+        out.push((text(&s.event[..s.event_len]), org, text(&s.payload[..s.payload_len])));
         s.used = false;
     }
     out

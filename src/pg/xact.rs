@@ -83,6 +83,12 @@ pub fn preloading() -> bool {
     unsafe { pg_sys::process_shared_preload_libraries_in_progress }
 }
 
+/// The server's max_worker_processes (background worker slots).
+pub fn max_worker_processes() -> usize {
+    // SAFETY: reads a setting's global, fixed at server start.
+    unsafe { pg_sys::max_worker_processes }.max(0) as usize
+}
+
 /// Re-reads the configuration files (a background worker's answer to SIGHUP).
 pub fn reload_config() {
     // SAFETY: called from a background worker's main loop, outside any transaction.

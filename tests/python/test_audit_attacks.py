@@ -22,10 +22,17 @@ def test_no_role_can_hold_integration_up(dsn, conn, roles):
     with as_role(dsn, "atk_nobody") as nobody:
         # The old lock key is any role's to take; integration no longer cares about it.
         nobody.execute("SELECT pg_advisory_lock(x'6d656d785f696e74'::bigint)")
-        # The lock integrators do take is the extension owner's alone.
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            with nobody.transaction():
-                nobody.execute("LOCK TABLE memory.audit_integration_lock IN SHARE UPDATE EXCLUSIVE MODE")
+        # The lock integrators do take is an advisory lock of a class no SQL function names: the
+        # advisory keys beside it do not reach it, and neither do the ROW EXCLUSIVE locks any role
+        # gets on memory_ext's tables by preparing a statement that names them (the parser locks
+        # a DML target before privileges are checked), held in an open transaction.
+        nobody.execute("SELECT pg_advisory_lock(x'6d656d78'::int, 0), pg_advisory_lock(x'6d656d7800000000'::bigint)")
+        nobody.execute("BEGIN")
+        for table in ("audit_pending", "audit_heads", "audit_log", "audit_keys", "audit_seals"):
+            nobody.execute(f"PREPARE p_{table} AS INSERT INTO memory.{table} DEFAULT VALUES")
+        held = conn.execute("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+                            " WHERE a.usename = 'atk_nobody' AND l.mode = 'RowExclusiveLock'").fetchone()[0]
+        assert held >= 5
         conn.execute("SET statement_timeout = '10s'")
         conn.execute("SELECT memory.audit_append('app.x', '{}', 'org_a')")
         assert conn.execute("SELECT memory.audit_integrate()").fetchone()[0] >= 1

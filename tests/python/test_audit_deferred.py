@@ -359,8 +359,8 @@ def workers_cluster():
 def test_integrators_share_the_chains(workers_cluster):
     """memory.integrator_workers = 3: each worker chains only the tenants chain_share gives it,
     beside the others and beside explicit memory.audit_integrate() calls; with one of them
-    killed, the others' tenants are still chained and its own wait for it; in the end every
-    committed event is chained exactly once, gapless, and verifies."""
+    killed, the first serves its share until it is back; in the end every committed event is
+    chained exactly once, gapless, and verifies."""
     orgs = [f"org_{i}" for i in range(16)]
     workers = ("SELECT application_name, pid FROM pg_stat_activity"
                " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
@@ -403,24 +403,44 @@ def test_integrators_share_the_chains(workers_cluster):
         pending = "SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1"
         assert _wait_until(lambda: c.execute(pending).fetchall() == [])
 
-        # Worker 2 of 3 killed (the postmaster restarts it after 5 s), then a write to every
-        # tenant: the other two chain theirs; worker 2's tenants wait for it (nobody else
-        # integrates here), and are chained once it is back.
+        # The split: with one tenant's head held (a superuser's row lock), the worker of its share
+        # waits on it; the other two chain every tenant of theirs meanwhile.
         theirs = {o for o in orgs if chain_share(o, 3) == 1}
+        held = sorted(theirs)[0]
+        with psycopg.connect(workers_cluster) as blocker:
+            blocker.execute("SELECT 1 FROM memory.audit_heads WHERE chain_id = %s FOR UPDATE", (held,))
+            for o in orgs:
+                c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'one head held')", (o,))
+            assert _wait_until(lambda: {r[0] for r in c.execute(pending)} <= theirs and held in {r[0] for r in c.execute(pending)})
+            time.sleep(0.5)  # a few more rounds: still only that share waits
+            left = {r[0] for r in c.execute(pending)}
+            assert held in left and left <= theirs, left
+            blocker.rollback()
+        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+
+        # Worker 2 of 3 killed (the postmaster restarts it after 5 s), then a write to every
+        # tenant: worker 1 serves worker 2's share while it is away (and says so in the server
+        # log), so every tenant is chained, and worker 2 takes its share back when it returns.
         assert theirs and len(theirs) < len(orgs)
+        log = pathlib.Path("/tmp/memory_ext-pytest-workers/server.log")
         victim = dict(c.execute(workers).fetchall())["memory_ext integrator 2/3"]
         c.execute("SELECT pg_terminate_backend(%s)", (victim,))
         assert _wait_until(lambda: victim not in [r[1] for r in c.execute(workers)])
         for o in orgs:
             c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'while 2/3 is away')", (o,))
-        assert _wait_until(lambda: {r[0] for r in c.execute(pending)} == theirs)
         assert _wait_until(lambda: c.execute(pending).fetchall() == [])
-        assert victim not in [r[1] for r in c.execute(workers)]
+        assert _wait_until(lambda: "integrator 2/3 is not running: integrator 1/3 integrates its share" in log.read_text())
+        # Back (a new process), it serves its share again: worker 1 leaves it.
+        assert _wait_until(lambda: "memory_ext integrator 2/3" in dict(c.execute(workers).fetchall()))
+        assert _wait_until(lambda: "integrator 2/3 is back: integrator 1/3 leaves its share to it" in log.read_text())
+        for o in orgs:
+            c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'after 2/3 is back')", (o,))
+        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
 
         # Every committed event exactly once, each chain gapless, and every chain verifies (here
         # and in the Python verifier).
         logged = [r[0] for r in c.execute("SELECT payload->>'id' FROM memory.audit_log WHERE event_type = 'memory.store'")]
-        assert len(logged) == len(set(logged)) == len(committed) + len(orgs)
+        assert len(logged) == len(set(logged)) == len(committed) + 3 * len(orgs)
         for (chain,) in c.execute("SELECT DISTINCT chain_id FROM memory.audit_log").fetchall():
             n, lo, hi = c.execute("SELECT count(*), min(seq), max(seq) FROM memory.audit_log WHERE chain_id = %s", (chain,)).fetchone()
             assert (lo, hi) == (1, n), chain
@@ -428,6 +448,74 @@ def test_integrators_share_the_chains(workers_cluster):
         total = c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0]
         rows = c.execute("SELECT bool_and(ok), sum(entries), sum(pending) FROM memory.audit_verify()").fetchone()
         assert rows == (True, total, 0)
+
+
+def test_denied_attempts_go_to_the_integrator_of_their_share(workers_cluster):
+    """With three integrators each appends only the denied-attempt events of its own share's orgs
+    (it locks their heads; taking another's could deadlock two workers and lose an event)."""
+    orgs = [f"den_{i}" for i in range(12)]
+    assert len({chain_share(o, 3) for o in orgs}) == 3
+    with psycopg.connect(workers_cluster, autocommit=True) as c:
+        c.execute("SELECT * FROM memory.setup_roles()")
+        c.execute("DROP ROLE IF EXISTS share_writer")
+        c.execute("CREATE ROLE share_writer LOGIN IN ROLE memory_writer")
+        for i, o in enumerate(orgs):
+            c.execute("SELECT memory.grant_org('share_writer', %s)", (o,))
+            c.execute("INSERT INTO memory.entities (id, org_id, entity_type, name, lifecycle_state) VALUES (%s, %s, 'problem', 'x', 'active')",
+                      (f"e6000000-0000-0000-0000-{i:012d}", o))
+            c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text) VALUES (%s, %s, %s, 'x')",
+                      (f"c6000000-0000-0000-0000-{i:012d}", o, f"e6000000-0000-0000-0000-{i:012d}"))
+    with psycopg.connect(workers_cluster.replace("user=postgres", "user=share_writer")) as w:
+        for i, o in enumerate(orgs):
+            w.execute("SELECT pg_catalog.set_config('memory.org_id', %s, false)", (o,))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                w.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = %s", (f"c6000000-0000-0000-0000-{i:012d}",))
+            w.rollback()
+    with psycopg.connect(workers_cluster, autocommit=True) as c:
+        q = ("SELECT chain_id FROM memory.audit_log WHERE event_type = 'memory.govern.unauthorized_access_attempt'"
+             " AND chain_id LIKE 'den\\_%' ORDER BY 1")
+        assert _wait_until(lambda: [r[0] for r in c.execute(q)] == sorted(orgs))
+        for o in orgs:
+            assert py_verify(c, o) == (True, None, None)
+
+
+@pytest.fixture(scope="module")
+def short_cluster():
+    """memory.integrator_workers = 3 where max_worker_processes leaves room for fewer: the
+    logical replication launcher and pg_cron's (where it is installed) register first."""
+    name = "pytest-short"
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated",
+               MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3 -c max_worker_processes=3")
+    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
+    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
+        c.execute("CREATE DATABASE integrated")
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+    yield dsn
+    subprocess.run([str(CLUSTER), "stop", name], check=False)
+
+
+def test_the_first_integrator_serves_the_shares_of_those_that_never_started(short_cluster):
+    """Integrators max_worker_processes has no slot for never start (the server warns); the first
+    one integrates their shares, so no tenant waits for an integrator that will never come."""
+    orgs = [f"org_{i}" for i in range(16)]
+    workers = ("SELECT application_name FROM pg_stat_activity"
+               " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
+    with psycopg.connect(short_cluster, autocommit=True) as c:
+        assert _wait_until(lambda: "memory_ext integrator 1/3" in [r[0] for r in c.execute(workers)])
+        running = [r[0] for r in c.execute(workers)]
+        assert len(running) < 3, running
+        c.execute("CREATE TABLE notes (id bigserial PRIMARY KEY, org_id text NOT NULL, content text NOT NULL,"
+                  " classification memory.classification)")
+        c.execute("""SELECT memory.govern('notes', '{"audit": true}')""")
+        for o in orgs:
+            c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'x')", (o,))
+        # Nobody calls the sequencer here.
+        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+        rows = c.execute("SELECT bool_and(ok), count(*) FILTER (WHERE entries > 0), sum(pending) FROM memory.audit_verify()").fetchone()
+        assert rows[0] is True and rows[2] == 0 and rows[1] >= len(orgs)
 
 
 @pytest.mark.parametrize("memory", ["256MB", "0"])

@@ -1,0 +1,59 @@
+//! memory_ext's own heavyweight locks. Each is an advisory lock tag of a class no SQL function
+//! can name: `pg_advisory_lock` and its kin set the tag's fourth field to 1 or 2, these to
+//! `CLASS`. So no role, however it is granted, can take, wait in the queue of, or hold one of
+//! them (a table's lock any role can reach by parsing a statement that names it: the parser
+//! locks a DML target before privileges are checked). They show in `pg_locks` as advisory locks
+//! with `objsubid` = `CLASS`.
+
+use pgrx::prelude::*;
+
+/// The tag's fourth field ("mx").
+pub const CLASS: u16 = 0x6d78;
+/// The tag's second field ("memx"): memory_ext's name space within the class.
+const SPACE: u32 = 0x6d65_6d78;
+
+/// What is locked, per database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// Integration: taken by every integrator, SHARE ROW EXCLUSIVE by one that takes every chain
+    /// (alone), ROW EXCLUSIVE by the background integrators (beside each other).
+    Integration,
+    /// Share `k` of the chains is served: held for its life by the background integrator of that
+    /// share (a session lock), or for a round by one that serves it in its stead.
+    Served(u32),
+}
+
+/// How long a lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Until the transaction ends.
+    Transaction,
+    /// Until the backend exits.
+    Session,
+}
+
+fn tag(lock: Lock) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        // SAFETY: reads a global set at backend start.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: SPACE,
+        locktag_field3: match lock {
+            Lock::Integration => 0,
+            Lock::Served(k) => 1 + k,
+        },
+        locktag_field4: CLASS,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+/// Takes `lock` in `mode`; with `wait` false gives up at once when a conflicting lock is held or
+/// waited for. Returns whether it is held. A wait obeys `lock_timeout` and the deadlock detector
+/// (an error).
+pub fn take(lock: Lock, mode: u32, hold: Hold, wait: bool) -> bool {
+    let tag = tag(lock);
+    // SAFETY: the tag is a plain value on the stack, copied by the lock manager; the lock method
+    // is the user (advisory) one, whose modes go up to ExclusiveLock (every mode used here).
+    let got = unsafe { pg_sys::LockAcquire(&tag, mode as pg_sys::LOCKMODE, hold == Hold::Session, !wait) };
+    got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+}
