@@ -288,6 +288,22 @@ impl Stored {
     }
 }
 
+/// Whether the transaction sees a pending row of `share` in `relid` (read as `Stored::read` does,
+/// up to the first one).
+fn any_pending(relid: pg_sys::Oid, share: Share) -> Result<bool, MxError> {
+    let chain = crate::pg::scan::attnum(relid, c"chain_id")
+        .ok_or_else(|| MxError::new(code::INTERNAL, "the pending table lacks column chain_id"))?;
+    let lookup = crate::pg::scan::Lookup::begin();
+    let mut scan = lookup.all(relid)?;
+    while scan.next() {
+        pgrx::check_for_interrupts!();
+        if share.n <= 1 || crate::pg::scan::in_scratch(|| scan.bytes(chain).is_some_and(|c| share.takes(c))) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Every key, for checking signatures (read as the extension owner).
 pub(super) fn read_keys(client: &SpiClient) -> Result<HashMap<i32, Vec<u8>>, MxError> {
     let mut keys = HashMap::new();
@@ -416,8 +432,6 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
 /// Integration of the pending entries of one place (the node's own tables, or one shard group).
 fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tables) -> Result<i64, MxError> {
     {
-        // The appender first: it runs everything below as the extension owner.
-        let mut ap = Appender::new(client)?.immediate().system(true);
         // Integrators serialize on memory_ext's integration lock (crate::pg::locks: an advisory
         // lock of a class no SQL function can name, so no role can take it or queue for it). One
         // that takes every chain holds it alone (SHARE ROW EXCLUSIVE); background integrators,
@@ -432,6 +446,13 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         if !crate::pg::locks::take(crate::pg::locks::Lock::Integration, mode, crate::pg::locks::Hold::Transaction, caller == Caller::Explicit) {
             return Ok(0);
         }
+        // Nothing of its share pending (a background integrator's idle round, most of them): no
+        // appender, so no transaction id and no commit record.
+        if crate::pg::bulk::is_heap(tables.pending) && !any_pending(tables.pending, share)? {
+            return Ok(0);
+        }
+        // The appender: it runs everything below as the extension owner.
+        let mut ap = Appender::new(client)?.immediate().system(true);
         let keys = read_keys(client)?;
         let mut signer = PendingSigner::new();
         let mut done: i64 = 0;

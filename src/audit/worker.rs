@@ -149,12 +149,19 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // (An error in the round ends the worker: what `covering` then holds does not matter.)
         let mut cov = std::panic::AssertUnwindSafe(&mut covering);
         let done = BackgroundWorker::transaction(move || {
-            let installed = Spi::get_one::<bool>(
-                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
-            )
-                .ok()
-                .flatten()
-                .unwrap_or(false);
+            // (A read: pgrx's Spi::get_one would give the transaction an id, every round.)
+            let installed = Spi::connect(|c| {
+                c.select(
+                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
+                    Some(1),
+                    &[],
+                )?
+                .first()
+                .get_one::<bool>()
+            })
+            .ok()
+            .flatten()
+            .unwrap_or(false);
             if !installed {
                 return 0;
             }
