@@ -1,6 +1,5 @@
 """Integration throughput of the background integrators (issue 15): one worker per database
-against memory.integrator_workers = 2, on clusters with PostgreSQL's default shared_buffers
-(128MB) and with 2GB, side by side in one run.
+against memory.integrator_workers = 2, side by side in one run.
 
 Each round commits a backlog of pending entries (one INSERT of BACKLOG governed rows over 64
 tenants, deferred audit, right after a CHECKPOINT) and measures the time from its COMMIT until
@@ -12,7 +11,7 @@ seconds the integrators used per round (from /proc), which shows what parallelis
 Usage: integration_bench.py ROUNDS BACKLOG DSN [DSN ...]
 Each DSN: a cluster (fsync = off) whose database is served by background integrators
 (memory.integrator_databases naming it); how many, and its shared_buffers, are read from it
-(bench/run.sh starts four: 1 and 2 integrators, 128MB and 2GB).
+(bench/run.sh starts two: 1 and 2 integrators).
 """
 import os
 import sys
@@ -105,8 +104,7 @@ def main():
                     for cl in clusters)
     body = f"""Command: `make bench` (runs `bench/integration_bench.py {rounds} {backlog} DSN...` against a release build: one cluster per
 row, `fsync = off`, the default `memory.integrator_naptime` of 100 ms; `memory.integrator_workers` and `shared_buffers` as in
-the table: 128MB is PostgreSQL's default, 2GB a twelfth of this machine's memory, below the quarter PostgreSQL's documentation
-suggests for a dedicated server).
+the table).
 Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.
 Each round: a `CHECKPOINT`, then one transaction writes {backlog:,} governed rows over 64 tenants (deferred audit, so
 {backlog:,} pending entries), and the time is taken from its `COMMIT` until every entry is chained (the heads' seqs,

@@ -10,7 +10,7 @@ port=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start
 # The single-row benchmark also runs with PostgreSQL's default durable commits (the test clusters
 # run with fsync = off).
 dport=$(MEMORY_EXT_SERVER_OPTS="-c fsync=on" MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench-durable)
-trap 'for c in bench bench-durable bench-integrate-{1,2}-{128MB,2GB}; do "$root/scripts/cluster.sh" stop $c; done' EXIT
+trap 'for c in bench bench-durable bench-integrate-{1,2}; do "$root/scripts/cluster.sh" stop $c; done' EXIT
 dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
 ddsn="host=127.0.0.1 port=$dport user=postgres dbname=postgres"
 psql "$dsn" -q -c "CREATE EXTENSION IF NOT EXISTS memory_ext"
@@ -19,18 +19,15 @@ cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
 "$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10 "$ddsn" "$dport"
-# Integration by the background integrators: one per database against two (memory.integrator_workers), with the
-# default shared_buffers and with 2GB.
+# Integration by the background integrators: one per database against two (memory.integrator_workers).
 idsns=()
 for w in 1 2; do
-  for b in 128MB 2GB; do
-    p=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=$w -c shared_buffers=$b" \
-      "$root/scripts/cluster.sh" start "bench-integrate-$w-$b")
-    idsns+=("host=127.0.0.1 port=$p user=postgres dbname=postgres")
-  done
+  p=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=$w" \
+    "$root/scripts/cluster.sh" start "bench-integrate-$w")
+  idsns+=("host=127.0.0.1 port=$p user=postgres dbname=postgres")
 done
 "$root/.venv/bin/python" integration_bench.py 5 200000 "${idsns[@]}"
-for w in 1 2; do for b in 128MB 2GB; do "$root/scripts/cluster.sh" stop "bench-integrate-$w-$b"; done; done
+for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 "$root/.venv/bin/python" feedback_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" retention_bench.py "$dsn" "${2:-5}"
 "$root/.venv/bin/python" knowledge_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
