@@ -1,10 +1,11 @@
 //! The background integrators: `memory.integrator_workers` workers per database named in
 //! `memory.integrator_databases`, registered when the library is in `shared_preload_libraries`.
-//! Worker k of n takes the chains `memory_core::audit::chain_share` gives it, beside the others.
-//! Each round integrates, in its own transaction, every pending entry of its chains committed so
-//! far (`integrate::Caller::Worker`, which gives way to any integrator of every chain); it naps `memory.integrator_naptime` after a round that
-//! found less than a full batch. A worker that fails or is terminated is restarted by the postmaster after
-//! 5 s, and what it had not committed is still pending: nothing is lost.
+//! Worker k of n takes the chains `memory_core::audit::chain_share` gives it, beside the others;
+//! the first also takes the shares of workers that are not running. Each round integrates, in its
+//! own transaction, every pending entry of its chains committed so far (`integrate::Caller::Worker`,
+//! which gives way to any integrator of every chain); it naps `memory.integrator_naptime` after a
+//! round that found less than a full batch. A worker that fails or is terminated is restarted by
+//! the postmaster after 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
 use crate::pg::locks::{self, Hold, Lock};

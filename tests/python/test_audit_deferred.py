@@ -342,9 +342,9 @@ def chain_share(chain, n):
 @pytest.fixture(scope="module")
 def workers_cluster():
     """A cluster with three background integrators for database 'integrated'
-    (memory.integrator_workers = 3)."""
+    (memory.integrator_workers = 3; the database is named twice, and gets its three once)."""
     name = "pytest-workers"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated", MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3")
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated,integrated", MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3")
     port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
     with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
         c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
