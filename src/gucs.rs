@@ -126,7 +126,7 @@ pub fn init() {
         GucRegistry::define_string_guc(
         c"memory.integrator_databases",
         c"Databases whose pending audit entries a background worker integrates (comma-separated).",
-        c"Needs memory_ext in shared_preload_libraries; one worker per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, audit_events, maintenance and memory.audit_integrate()).",
+        c"Needs memory_ext in shared_preload_libraries; memory.integrator_workers workers per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, audit_events, maintenance and memory.audit_integrate()).",
         &INTEGRATOR_DATABASES,
         GucContext::Postmaster,
         GucFlags::default(),

@@ -6,7 +6,7 @@
 //! each signature, chains the good ones through an immediate `Appender` (head lock, seq,
 //! prev_hash, entry_hash, one head update per chain), and deletes them, all in one transaction:
 //! a failure leaves them pending, and two integrators never chain the same entry (they serialize
-//! on memory_ext's integration lock, which no role can take, or, as background integrators,
+//! on memory_ext's integration lock, which no SQL function can take, or, as background integrators,
 //! take shares of the chains that do not overlap; a READ COMMITTED statement after the lock sees
 //! what the other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
@@ -341,6 +341,16 @@ impl Share {
         Share { n: n.clamp(1, 32), mask: 1 << k.min(31) }
     }
 
+    /// No share of `n`.
+    pub fn none(n: u32) -> Share {
+        Share { n: n.clamp(1, 32), mask: 0 }
+    }
+
+    /// Whether any chain is taken.
+    pub fn is_some(&self) -> bool {
+        self.mask != 0
+    }
+
     /// This share and share `k`.
     pub fn with(self, k: u32) -> Share {
         Share { mask: self.mask | 1 << k.min(31), ..self }
@@ -433,7 +443,8 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
 fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tables) -> Result<i64, MxError> {
     {
         // Integrators serialize on memory_ext's integration lock (crate::pg::locks: an advisory
-        // lock of a class no SQL function can name, so no role can take it or queue for it). One
+        // lock of a class no SQL function can name, so no role takes it but through memory_ext's
+        // integrations, and a transaction that integrated cannot be prepared). One
         // that takes every chain holds it alone (SHARE ROW EXCLUSIVE); background integrators,
         // whose shares do not overlap, hold it beside each other (ROW EXCLUSIVE). Only an
         // explicit call waits; readers and the workers give way and leave what is pending to
@@ -447,8 +458,11 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             return Ok(0);
         }
         // Nothing of its share pending (a background integrator's idle round, most of them): no
-        // appender, so no transaction id and no commit record.
+        // appender, so no transaction id and no commit record; and the lock goes at once, having
+        // guarded nothing (a reader's transaction would otherwise hold every worker up until it
+        // ends).
         if crate::pg::bulk::is_heap(tables.pending) && !any_pending(tables.pending, share)? {
+            crate::pg::locks::release(crate::pg::locks::Lock::Integration, mode, crate::pg::locks::Hold::Transaction);
             return Ok(0);
         }
         // The appender: it runs everything below as the extension owner.

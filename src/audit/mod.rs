@@ -1091,8 +1091,23 @@ pub fn init() {
     crate::pg::callbacks::on_transaction_end(key_xact_end);
     crate::pg::callbacks::on_subtransaction_abort(key_xact_end);
     crate::pg::callbacks::on_role_change(|| LAST_ACTOR.with(|l| *l.borrow_mut() = None));
+    crate::pg::callbacks::on_prepare(refuse_prepare_after_integrating);
     worker::register();
     denied::init();
+}
+
+/// A transaction that integrated audit entries holds the integration lock until it ends, and
+/// with it every background integrator of the database: prepared, it would hold them across a
+/// restart, with no timeout to end it. PREPARE TRANSACTION is refused (`0A000`).
+fn refuse_prepare_after_integrating() {
+    use crate::pg::locks::{held, Lock};
+    if held(Lock::Integration, pg_sys::ShareRowExclusiveLock) || held(Lock::Integration, pg_sys::RowExclusiveLock) {
+        Err::<(), _>(
+            MxError::new(code::FEATURE_NOT_SUPPORTED, "cannot PREPARE a transaction that integrated audit entries")
+                .hint("memory.audit_verify, audit_head, audit_events, consent_receipt, audit_seal, run_maintenance and audit_integrate integrate pending entries first; run them in a transaction of their own."),
+        )
+        .or_raise();
+    }
 }
 
 /// The partitions of the log `log` (memory.audit_log, or a shard of it on Citus): (oid, [lo, hi)

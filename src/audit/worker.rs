@@ -66,29 +66,70 @@ fn workers() -> u32 {
     crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
 }
 
-/// The shares this round serves: the worker's own, and for the first worker, those of the
-/// others that are not running (not started for want of max_worker_processes, or between a
-/// failure and their restart), each locked for the round so the returning worker waits for it.
-fn shares_this_round(k: u32, n: u32, covering: &mut u32) -> Share {
-    let mut share = Share::one(k, n);
-    if k == 0 {
-        for j in 1..n {
-            let away = locks::take(Lock::Served(j), pg_sys::ExclusiveLock, Hold::Transaction, false);
+/// For the first worker: the shares of the others that are not running (not started for want of
+/// max_worker_processes, or between a failure and their restart), each locked for the
+/// transaction, so that a returning worker waits for its end; None when all are running. A
+/// returning worker queues for its share's lock, and a queued request makes the conditional
+/// attempt here fail: the share goes back to it after this transaction.
+fn covered_shares(n: u32, covering: &mut u32) -> Option<Share> {
+    let mut share = Share::none(n);
+    for j in 1..n {
+        let away = locks::take(Lock::Served(j), pg_sys::ExclusiveLock, Hold::Transaction, false);
+        if away {
+            share = share.with(j);
+        }
+        let was = *covering & (1 << j) != 0;
+        if away != was {
             if away {
-                share = share.with(j);
+                log!("memory_ext integrator {j_1}/{n} is not running: integrator 1/{n} integrates its share meanwhile", j_1 = j + 1);
+            } else {
+                log!("memory_ext integrator {j_1}/{n} is back: integrator 1/{n} leaves its share to it", j_1 = j + 1);
             }
-            let was = *covering & (1 << j) != 0;
-            if away != was {
-                if away {
-                    log!("memory_ext integrator {j_1}/{n} is not running: integrator 1/{n} integrates its share meanwhile", j_1 = j + 1);
-                } else {
-                    log!("memory_ext integrator {j_1}/{n} is back: integrator 1/{n} leaves its share to it", j_1 = j + 1);
-                }
-                *covering ^= 1 << j;
-            }
+            *covering ^= 1 << j;
         }
     }
-    share
+    share.is_some().then_some(share)
+}
+
+/// One round for `share`, in the caller's transaction: the denied-attempt events of its orgs,
+/// then its pending entries; returns how many entries it chained.
+fn round(share: Share) -> i64 {
+    // (A read: pgrx's Spi::get_one would give the transaction an id, every round.)
+    let installed = Spi::connect(|c| {
+        c.select(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
+            Some(1),
+            &[],
+        )?
+        .first()
+        .get_one::<bool>()
+    })
+    .ok()
+    .flatten()
+    .unwrap_or(false);
+    if !installed {
+        return 0;
+    }
+    // Events of denied attempts handed over by failed transactions (audit::denied), those of
+    // this share's orgs (their chains' heads are this worker's to lock), in chain order: the
+    // order every integrator locks heads in, so that the appends never deadlock with another's
+    // integration.
+    let mut events = super::denied::take_for_database(|org| share.takes(org.as_bytes()));
+    events.sort_by(|a, b| a.1.as_bytes().cmp(b.1.as_bytes()));
+    for (event, org, payload) in events {
+        if let Err(e) = Spi::run_with_args(
+            "SELECT memory._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
+            &[event.as_str().into(), payload.as_str().into(), org.as_str().into()],
+        ) {
+            warning!("memory_ext integrator: could not append {event} for org \"{org}\": {e} (it is in the server log)");
+        }
+    }
+    match integrate(Caller::Worker(share)) {
+        Ok(n) => n,
+        // Unwinds to the worker's guard: the transaction aborts (nothing half-chained commits)
+        // and the worker exits, to be restarted.
+        Err(e) => pgrx::error!("memory_ext integrator: {} (SQLSTATE {})", e.message, e.sqlstate),
+    }
 }
 
 #[pg_guard]
@@ -121,20 +162,12 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         crate::pg::identity::set_for_session(c"application_name", &app);
     });
     // Its share is served by it alone for as long as it runs (a session lock). While the first
-    // integrator serves it in its stead for a round, or another worker of the same share runs,
-    // it waits (SIGTERM still stops it).
-    let mut waited = false;
-    loop {
-        if BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, false)) {
-            break;
-        }
-        if !waited {
-            log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
-            waited = true;
-        }
-        if !BackgroundWorker::wait_latch(Some(Duration::from_millis(200))) {
-            crate::pg::xact::exit_to_be_restarted();
-        }
+    // integrator serves it in its stead, it queues for it (which ends that at the first
+    // integrator's next round) and waits for that round to end.
+    let free = BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, false));
+    if !free {
+        log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
+        BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, true));
     }
     log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
     // The shares of the other integrators the first one serves in their absence (bit j: j's).
@@ -147,47 +180,15 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
         }
-        // (An error in the round ends the worker: what `covering` then holds does not matter.)
-        let mut cov = std::panic::AssertUnwindSafe(&mut covering);
-        let done = BackgroundWorker::transaction(move || {
-            // (A read: pgrx's Spi::get_one would give the transaction an id, every round.)
-            let installed = Spi::connect(|c| {
-                c.select(
-                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
-                    Some(1),
-                    &[],
-                )?
-                .first()
-                .get_one::<bool>()
-            })
-            .ok()
-            .flatten()
-            .unwrap_or(false);
-            if !installed {
-                return 0;
-            }
-            let share = shares_this_round(k, n, &mut cov);
-            // Events of denied attempts handed over by failed transactions (audit::denied),
-            // those of this round's share: their chains' heads are this worker's to lock.
-            for (event, org, payload) in super::denied::take_for_database(|org| share.takes(org.as_bytes())) {
-                if let Err(e) = Spi::run_with_args(
-                    "SELECT memory._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
-                    &[event.as_str().into(), payload.as_str().into(), org.as_str().into()],
-                ) {
-                    warning!("memory_ext integrator: could not append {event} for org \"{org}\": {e} (it is in the server log)");
-                }
-            }
-            match integrate(Caller::Worker(share)) {
-                Ok(n) => n,
-                // Unwinds to the worker's guard: the transaction aborts (nothing half-chained
-                // commits) and the worker exits, to be restarted.
-                Err(e) => pgrx::error!(
-                    "memory_ext integrator: {} (SQLSTATE {})",
-                    e.message,
-                    e.sqlstate
-                ),
-            }
-        });
+        let mut done = BackgroundWorker::transaction(move || round(Share::one(k, n)));
+        // The first worker then serves the shares of the others that are not running, in a
+        // transaction of its own: its own share's round has committed, and a returning worker
+        // waits at most for this one.
+        if k == 0 && n > 1 {
+            // (An error in the round ends the worker: what `covering` then holds does not matter.)
+            let mut cov = std::panic::AssertUnwindSafe(&mut covering);
+            done += BackgroundWorker::transaction(move || covered_shares(n, &mut cov).map_or(0, round));
+        }
         // Each round reads memory.audit_pending whole; the rows it deletes stay in the table as
         // dead rows until a vacuum, and a table grown by a backlog keeps every later round slow
         // (autovacuum visits a database once a minute). The worker vacuums it itself after

@@ -1,5 +1,6 @@
 //! The backend's callback registry: one relcache callback, one syscache callback for roles, one
-//! transaction callback and one subtransaction callback are registered with PostgreSQL, and each
+//! transaction callback (transaction end, and before a PREPARE) and one subtransaction callback
+//! are registered with PostgreSQL, and each
 //! capability module registers plain functions here from its own `init`, so no module flushes
 //! another's state.
 
@@ -14,6 +15,7 @@ thread_local! {
     static ROLES: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static PREPARE: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     // The subtransaction whose abort the SUBXACT_ABORT functions are running for.
     static ABORTING: std::cell::Cell<pg_sys::SubTransactionId> = const { std::cell::Cell::new(0) };
     // Bumped by every relcache and role invalidation this backend processes (see `Fill`).
@@ -58,6 +60,11 @@ pub fn on_transaction_end(f: Fn0) {
     XACT_END.with(|v| v.borrow_mut().push(f));
 }
 
+/// `f()` before a transaction is prepared (PREPARE TRANSACTION); an error it raises refuses it.
+pub fn on_prepare(f: Fn0) {
+    PREPARE.with(|v| v.borrow_mut().push(f));
+}
+
 /// `f()` when a subtransaction aborts.
 pub fn on_subtransaction_abort(f: Fn0) {
     SUBXACT_ABORT.with(|v| v.borrow_mut().push(f));
@@ -94,7 +101,10 @@ unsafe extern "C-unwind" fn syscache_cb(_arg: pg_sys::Datum, _cacheid: std::ffi:
 /// # Safety
 /// Called by PostgreSQL at transaction end, on the backend thread.
 #[pg_guard]
-unsafe extern "C-unwind" fn xact_cb(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn xact_cb(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if event == pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE {
+        run0(&PREPARE);
+    }
     run0(&XACT_END);
 }
 

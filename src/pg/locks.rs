@@ -1,9 +1,11 @@
 //! memory_ext's own heavyweight locks. Each is an advisory lock tag of a class no SQL function
 //! can name: `pg_advisory_lock` and its kin set the tag's fourth field to 1 or 2, these to
-//! `CLASS`. So no role, however it is granted, can take, wait in the queue of, or hold one of
-//! them (a table's lock any role can reach by parsing a statement that names it: the parser
-//! locks a DML target before privileges are checked). They show in `pg_locks` as advisory locks
-//! with `objsubid` = `CLASS`.
+//! `CLASS`. So no role can take one or wait in its queue by itself (a table's lock any role can
+//! reach by parsing a statement that names it: the parser locks a DML target before privileges
+//! are checked); only memory_ext's own code takes them, and a transaction that integrated audit
+//! entries (an integration run for `audit_verify`, `consent_receipt`, ...) holds the integration
+//! lock until it ends, and cannot be prepared (`audit` refuses it). They show in `pg_locks` as
+//! advisory locks with `objsubid` = `CLASS`.
 
 use pgrx::prelude::*;
 
@@ -56,4 +58,19 @@ pub fn take(lock: Lock, mode: u32, hold: Hold, wait: bool) -> bool {
     // is the user (advisory) one, whose modes go up to ExclusiveLock (every mode used here).
     let got = unsafe { pg_sys::LockAcquire(&tag, mode as pg_sys::LOCKMODE, hold == Hold::Session, !wait) };
     got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+}
+
+/// Whether this backend holds `lock` in `mode` (in its transaction or its session).
+pub fn held(lock: Lock, mode: u32) -> bool {
+    let tag = tag(lock);
+    // SAFETY: as in `take`; only reads this backend's lock table.
+    unsafe { pg_sys::LockHeldByMe(&tag, mode as pg_sys::LOCKMODE) }
+}
+
+/// Releases `lock` held in `mode` once (a lock taken more than once in the transaction stays
+/// held until its last release or the transaction's end).
+pub fn release(lock: Lock, mode: u32, hold: Hold) {
+    let tag = tag(lock);
+    // SAFETY: as in `take`; releasing a lock not held only warns.
+    unsafe { pg_sys::LockRelease(&tag, mode as pg_sys::LOCKMODE, hold == Hold::Session) };
 }

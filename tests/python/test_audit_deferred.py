@@ -344,7 +344,8 @@ def workers_cluster():
     """A cluster with three background integrators for database 'integrated'
     (memory.integrator_workers = 3; the database is named twice, and gets its three once)."""
     name = "pytest-workers"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated,integrated", MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3")
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated,integrated",
+               MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3 -c max_prepared_transactions=4")
     port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
     with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
         c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
@@ -484,6 +485,37 @@ def test_denied_attempts_go_to_the_integrator_of_their_share(workers_cluster):
         assert _wait_until(lambda: [r[0] for r in c.execute(q)] == sorted(orgs))
         for o in orgs:
             assert py_verify(c, o) == (True, None, None)
+
+
+def test_a_transaction_that_integrated_cannot_be_prepared(workers_cluster):
+    """A transaction that integrated holds the integration lock (and so every background
+    integrator of the database) until it ends; prepared, it would hold them across a restart.
+    PREPARE TRANSACTION is refused (0A000); one that found nothing to integrate let the lock go
+    and prepares."""
+    admin = workers_cluster.replace("dbname=integrated", "dbname=postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS unserved WITH (FORCE)")
+        c.execute("CREATE DATABASE unserved")  # no integrator serves it
+    dsn = workers_cluster.replace("dbname=integrated", "dbname=unserved")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION memory_ext")
+        c.execute("SELECT memory.audit_append('app.before', '{}', 'org_p')")
+        c.execute("BEGIN")
+        assert c.execute("SELECT sum(entries) FROM memory.audit_verify()").fetchone()[0] >= 1
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            c.execute("PREPARE TRANSACTION 'held'")
+        c.execute("ROLLBACK")
+        assert c.execute("SELECT count(*) FROM pg_prepared_xacts").fetchone() == (0,)
+        # Rolled back: the entry is still pending, and a later integration chains it.
+        assert c.execute("SELECT memory.audit_integrate()").fetchone()[0] >= 1
+        # Nothing pending: audit_verify let the lock go, and the transaction prepares.
+        c.execute("BEGIN")
+        c.execute("SELECT * FROM memory.audit_verify()")
+        held = c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 28024"
+                         " AND pid = pg_backend_pid()").fetchone()[0]
+        assert held == 0
+        c.execute("PREPARE TRANSACTION 'idle'")
+        c.execute("ROLLBACK PREPARED 'idle'")
 
 
 @pytest.fixture(scope="module")
