@@ -192,7 +192,7 @@ impl Stored {
         }
         while scan.next() {
             pgrx::check_for_interrupts!();
-            if share.n > 1 && !crate::pg::scan::in_scratch(|| scan.bytes(at[4]).is_some_and(|c| share.takes(c))) {
+            if !share.has_row(&scan, at[4]) {
                 continue;
             }
             let int = |k: usize| scan.datum(at[k]).map(|d| d.value() as i64);
@@ -297,7 +297,7 @@ fn any_pending(relid: pg_sys::Oid, share: Share) -> Result<bool, MxError> {
     let mut scan = lookup.all(relid)?;
     while scan.next() {
         pgrx::check_for_interrupts!();
-        if share.n <= 1 || crate::pg::scan::in_scratch(|| scan.bytes(chain).is_some_and(|c| share.takes(c))) {
+        if share.has_row(&scan, chain) {
             return Ok(true);
         }
     }
@@ -358,6 +358,12 @@ impl Share {
 
     pub fn takes(&self, chain: &[u8]) -> bool {
         self.n <= 1 || self.mask & 1 << memory_core::audit::chain_share(chain, self.n) != 0
+    }
+
+    /// Whether the current row of `scan` (a pending table's, its chain_id at `chain_at`) is in
+    /// this share.
+    fn has_row(&self, scan: &crate::pg::scan::HeapScan, chain_at: i16) -> bool {
+        self.n <= 1 || crate::pg::scan::in_scratch(|| scan.bytes(chain_at).is_some_and(|c| self.takes(c)))
     }
 
     /// The fraction of the chains taken, as (shares taken, shares).

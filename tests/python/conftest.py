@@ -31,15 +31,33 @@ def _dsn(port, db):
     return f"host=127.0.0.1 port={port} user=postgres dbname={db}"
 
 
-@pytest.fixture
-def dsn(port):
-    db = f"py_{next(_counter)}"
+def fresh_database(port, db):
+    """Database `db` of the cluster on `port`, made anew with memory_ext created; its DSN."""
     with psycopg.connect(_dsn(port, "postgres"), autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {db}")
+        c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
         c.execute(f"CREATE DATABASE {db}")
     with psycopg.connect(_dsn(port, db), autocommit=True) as c:
         c.execute("CREATE EXTENSION memory_ext")
-    yield _dsn(port, db)
+    return _dsn(port, db)
+
+
+@contextlib.contextmanager
+def integrator_cluster(name, databases, options=""):
+    """A cluster whose background integrators serve `databases` (memory.integrator_databases,
+    comma-separated; the first is made anew with memory_ext), with server `options`; yields the
+    first database's DSN."""
+    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES=databases, MEMORY_EXT_SERVER_OPTS=options)
+    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
+    try:
+        yield fresh_database(port, databases.split(",")[0])
+    finally:
+        subprocess.run([str(CLUSTER), "stop", name], check=False)
+
+
+@pytest.fixture
+def dsn(port):
+    db = f"py_{next(_counter)}"
+    yield fresh_database(port, db)
     with psycopg.connect(_dsn(port, "postgres"), autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 

@@ -6,10 +6,8 @@ statement), and the background worker with a generous deadline on what it must h
 """
 import concurrent.futures
 import json
-import os
 import pathlib
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -19,10 +17,9 @@ import pytest
 from psycopg import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from conftest import fresh_database, integrator_cluster  # noqa: E402
 import verify_chain  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLUSTER = ROOT / "scripts" / "cluster.sh"
 
 
 def governed(conn):
@@ -236,17 +233,8 @@ def test_many_writers_every_level_rollbacks_and_kills(dsn, conn):
 @pytest.fixture(scope="module")
 def worker_cluster():
     """A cluster whose background integrator serves database 'integrated'."""
-    name = "pytest-worker"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated")
-    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
-    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
-        c.execute("CREATE DATABASE integrated")
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
-    yield dsn
-    subprocess.run([str(CLUSTER), "stop", name], check=False)
+    with integrator_cluster("pytest-worker", "integrated") as dsn:
+        yield dsn
 
 
 def _wait_until(f, seconds=30.0):
@@ -343,18 +331,9 @@ def chain_share(chain, n):
 def workers_cluster():
     """A cluster with three background integrators for database 'integrated'
     (memory.integrator_workers = 3; the database is named twice, and gets its three once)."""
-    name = "pytest-workers"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated,integrated",
-               MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3 -c max_prepared_transactions=4")
-    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
-    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
-        c.execute("CREATE DATABASE integrated")
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
-    yield dsn
-    subprocess.run([str(CLUSTER), "stop", name], check=False)
+    with integrator_cluster("pytest-workers", "integrated,integrated",
+                            "-c memory.integrator_workers=3 -c max_prepared_transactions=4") as dsn:
+        yield dsn
 
 
 def test_integrators_share_the_chains(workers_cluster):
@@ -492,13 +471,9 @@ def test_a_transaction_that_integrated_cannot_be_prepared(workers_cluster):
     integrator of the database) until it ends; prepared, it would hold them across a restart.
     PREPARE TRANSACTION is refused (0A000); one that found nothing to integrate let the lock go
     and prepares."""
-    admin = workers_cluster.replace("dbname=integrated", "dbname=postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS unserved WITH (FORCE)")
-        c.execute("CREATE DATABASE unserved")  # no integrator serves it
-    dsn = workers_cluster.replace("dbname=integrated", "dbname=unserved")
+    port = psycopg.conninfo.conninfo_to_dict(workers_cluster)["port"]
+    dsn = fresh_database(port, "unserved")  # no integrator serves it
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
         c.execute("SELECT memory.audit_append('app.before', '{}', 'org_p')")
         c.execute("BEGIN")
         assert c.execute("SELECT sum(entries) FROM memory.audit_verify()").fetchone()[0] >= 1
@@ -522,18 +497,8 @@ def test_a_transaction_that_integrated_cannot_be_prepared(workers_cluster):
 def short_cluster():
     """memory.integrator_workers = 3 where max_worker_processes leaves room for fewer: the
     logical replication launcher and pg_cron's (where it is installed) register first."""
-    name = "pytest-short"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="integrated",
-               MEMORY_EXT_SERVER_OPTS="-c memory.integrator_workers=3 -c max_worker_processes=3")
-    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
-    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS integrated WITH (FORCE)")
-        c.execute("CREATE DATABASE integrated")
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=integrated"
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
-    yield dsn
-    subprocess.run([str(CLUSTER), "stop", name], check=False)
+    with integrator_cluster("pytest-short", "integrated", "-c memory.integrator_workers=3 -c max_worker_processes=3") as dsn:
+        yield dsn
 
 
 def test_the_first_integrator_serves_the_shares_of_those_that_never_started(short_cluster):

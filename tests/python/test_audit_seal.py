@@ -10,7 +10,7 @@ import pathlib
 import psycopg
 import pytest
 
-from conftest import clock_cluster
+from conftest import clock_cluster, fresh_database
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
@@ -21,13 +21,7 @@ MONTH_START = "date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
 @pytest.fixture(scope="module")
 def clock():
     with clock_cluster(NAME) as (port, f):
-        with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-            c.execute("DROP DATABASE IF EXISTS seal")
-            c.execute("CREATE DATABASE seal")
-        dsn = f"host=127.0.0.1 port={port} user=postgres dbname=seal"
-        with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("CREATE EXTENSION memory_ext")
-        yield dsn, f
+        yield fresh_database(port, "seal"), f
 
 
 def server_now(c):

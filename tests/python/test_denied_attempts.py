@@ -2,40 +2,28 @@
 handed to shared memory before the error, survives the rollback, and the background integrator
 appends it to the org's chain. No timing is asserted: the worker is given a generous deadline.
 """
-import os
-import pathlib
-import subprocess
 import time
 
 import psycopg
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLUSTER = ROOT / "scripts" / "cluster.sh"
+from conftest import integrator_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A cluster whose background integrator serves database 'denied'."""
-    name = "pytest-denied"
-    env = dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="denied")
-    port = int(subprocess.check_output([str(CLUSTER), "start", name], text=True, env=env).strip())
-    with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS denied WITH (FORCE)")
-        c.execute("CREATE DATABASE denied")
-    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=denied"
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE EXTENSION memory_ext")
-        c.execute("SELECT * FROM memory.setup_roles()")
-        c.execute("CREATE ROLE denied_writer LOGIN IN ROLE memory_writer")
-        c.execute("SELECT memory.grant_org('denied_writer', 'acme')")
-        c.execute("INSERT INTO memory.entities (id, org_id, entity_type, name, lifecycle_state) VALUES "
-                  "('e5000000-0000-0000-0000-000000000001', 'acme', 'problem', 'Asthma', 'active'), "
-                  "('e5000000-0000-0000-0000-000000000002', 'acme', 'problem', 'Old', 'archived')")
-        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text) VALUES "
-                  "('c5000000-0000-0000-0000-000000000001', 'acme', 'e5000000-0000-0000-0000-000000000001', 'x')")
-    yield dsn
-    subprocess.run([str(CLUSTER), "stop", name], check=False)
+    with integrator_cluster("pytest-denied", "denied") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT * FROM memory.setup_roles()")
+            c.execute("CREATE ROLE denied_writer LOGIN IN ROLE memory_writer")
+            c.execute("SELECT memory.grant_org('denied_writer', 'acme')")
+            c.execute("INSERT INTO memory.entities (id, org_id, entity_type, name, lifecycle_state) VALUES "
+                      "('e5000000-0000-0000-0000-000000000001', 'acme', 'problem', 'Asthma', 'active'), "
+                      "('e5000000-0000-0000-0000-000000000002', 'acme', 'problem', 'Old', 'archived')")
+            c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text) VALUES "
+                      "('c5000000-0000-0000-0000-000000000001', 'acme', 'e5000000-0000-0000-0000-000000000001', 'x')")
+        yield dsn
 
 
 def _events(c, event_type):

@@ -11,7 +11,7 @@ import subprocess
 import psycopg
 import pytest
 
-from conftest import clock_cluster
+from conftest import clock_cluster, fresh_database
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
@@ -29,13 +29,7 @@ TABLES_Q = """SELECT c.oid::regclass::text FROM pg_class c
 def source():
     """The source cluster, its clock movable: its log spans two months, one sealed."""
     with clock_cluster(SOURCE, "-40d") as (port, f):
-        with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as c:
-            c.execute("DROP DATABASE IF EXISTS src WITH (FORCE)")
-            c.execute("CREATE DATABASE src")
-        dsn = f"host=127.0.0.1 port={port} user=postgres dbname=src"
-        with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("CREATE EXTENSION memory_ext")
-        yield dsn, port, f
+        yield fresh_database(port, "src"), port, f
 
 
 @pytest.fixture(scope="module")
