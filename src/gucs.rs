@@ -101,8 +101,13 @@ pub static INTEGRATOR_WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
 /// always by a query. Superuser-only: it sizes what SECURITY DEFINER integrations hold.
 pub static INTEGRATION_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(262_144);
 
-/// Milliseconds the background integrator sleeps between rounds when it found nothing to do.
+/// Milliseconds a background integrator waits, at most, after a round that found less than a
+/// full batch (a commit of pending entries of its chains wakes it sooner).
 pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
+
+/// Milliseconds from the start of a background integrator's round before its next round may
+/// start, when commits of pending entries wake it.
+pub static INTEGRATOR_DELAY: GucSetting<i32> = GucSetting::<i32>::new(10);
 
 pub fn init() {
     GucRegistry::define_bool_guc(
@@ -154,11 +159,21 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"memory.integrator_naptime",
-        c"Milliseconds the background integrator waits after a round that found less than a full batch.",
-        c"",
+        c"Longest a background integrator waits after a round that found less than a full batch.",
+        c"A commit of pending entries of its chains, or a denied attempt's event handed over, wakes it sooner; it finds what no wake-up announced (a prepared transaction committed by COMMIT PREPARED, a database beyond the 64 whose latches are kept) within this time.",
         &INTEGRATOR_NAPTIME,
         10,
         60_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"memory.integrator_delay",
+        c"Least time from the start of a background integrator's round to the start of its next one.",
+        c"A commit of pending entries wakes the integrator of their chains; under a steady stream of commits it chains what committed during this time in one round. 0: a round as soon as anything commits.",
+        &INTEGRATOR_DELAY,
+        0,
+        10_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

@@ -5,8 +5,8 @@
 //! The failing transaction rolls back everything it wrote, so the event cannot be written in it.
 //! It is handed instead to shared memory (a ring of `SLOTS` slots, taken under an LWLock), which a
 //! rollback does not touch; the background integrator of the database that integrates the org's
-//! chain appends it to that chain in its own transaction on its next round (at most
-//! `memory.integrator_naptime` later). When the
+//! chain appends it to that chain in its own transaction on its next round (woken by the hand-over,
+//! at most `memory.integrator_naptime` later). When the
 //! library is not preloaded (no shared memory, no integrator) or the ring is full, the event goes
 //! to the server log as a line in pgaudit's format instead: it is never dropped silently.
 //!
@@ -38,6 +38,7 @@ pub fn init() {
 pub fn hand_over(event: &str, org: &str, payload: &str) {
     let payload = if payload.len() > shmem::PAYLOAD_MAX { "{\"truncated\": true}" } else { payload };
     let why = if shmem::push(event, org, payload) {
+        shmem::wake_integrators(1 << memory_core::audit::chain_share(org.as_bytes(), super::worker::workers()));
         "handed to the integrator"
     } else if shmem::available() {
         "ring full (or this database's share of it): server log only"

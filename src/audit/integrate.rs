@@ -178,7 +178,7 @@ impl Stored {
         const PER_ROW: u64 = (std::mem::size_of::<StoredRow>() + 48) as u64;
         // What an SPI statement of this READ COMMITTED transaction would see, its own rows too.
         let lookup = crate::pg::scan::Lookup::begin();
-        let mut scan = lookup.all(relid)?;
+        let mut scan = lookup.all_kept(relid)?;
         if Self::COLUMNS.iter().enumerate().any(|(k, &(_, typ))| !scan.column_is(at[k], typ)) {
             return Err(MxError::new(code::INTERNAL, "the pending table's columns have unexpected types"));
         }

@@ -551,6 +551,14 @@ impl Appender {
                 let opened = crate::pg::bulk::Opened::open(&[storage::local(client)?.pending]);
                 opened.insert(0, &PENDING_COLUMNS, &pending, |i| r.pending_cells(i, key_id))?;
                 drop(opened);
+                // The integrators of these chains are woken when the transaction commits.
+                let n = worker::workers();
+                let shares = if n <= 1 {
+                    1
+                } else {
+                    pending.iter().fold(0u32, |m, &i| m | 1 << memory_core::audit::chain_share(r.chain(&r.rows[i]), n))
+                };
+                WAKE_AT_COMMIT.with(|w| w.set(w.get() | shares));
             } else {
                 // Citus: each entry into its chain's pending shard when that is on this node (a
                 // trigger on a worker's shard: the co-located shard beside it), else through the outbox.
@@ -930,6 +938,22 @@ thread_local! {
     static PSEUDONYMS: RefCell<(Vec<u8>, HashMap<String, String>)> = RefCell::new((Vec::new(), HashMap::new()));
 }
 
+thread_local! {
+    // The integrators (bit k: integrator k of the database) whose chains this transaction wrote
+    // pending entries of.
+    static WAKE_AT_COMMIT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// At a transaction's end: after a commit, wakes the integrators of the chains it wrote pending
+/// entries of (they would otherwise find them within `memory.integrator_naptime`). A prepared
+/// transaction's entries are found so when COMMIT PREPARED commits them.
+fn wake_at_commit(committed: bool) {
+    let shares = WAKE_AT_COMMIT.with(|w| w.replace(0));
+    if committed {
+        crate::pg::shmem::wake_integrators(shares);
+    }
+}
+
 /// (id, ord) of the next pending entry written by this backend.
 fn next_pending_id() -> (i64, i64) {
     PENDING_SEQ.with(|c| {
@@ -1092,6 +1116,7 @@ pub fn init() {
     crate::pg::callbacks::on_subtransaction_abort(key_xact_end);
     crate::pg::callbacks::on_role_change(|| LAST_ACTOR.with(|l| *l.borrow_mut() = None));
     crate::pg::callbacks::on_prepare(refuse_prepare_after_integrating);
+    crate::pg::callbacks::on_outcome(wake_at_commit);
     worker::register();
     denied::init();
 }

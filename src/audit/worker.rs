@@ -3,8 +3,10 @@
 //! Worker k of n takes the chains `memory_core::audit::chain_share` gives it, beside the others;
 //! the first also takes the shares of workers that are not running. Each round integrates, in its
 //! own transaction, every pending entry of its chains committed so far (`integrate::Caller::Worker`,
-//! which gives way to any integrator of every chain); it naps `memory.integrator_naptime` after a
-//! round that found less than a full batch. A worker that fails or is terminated is restarted by
+//! which gives way to any integrator of every chain). After a round that found less than a full
+//! batch it waits until a writer commits pending entries of its chains (or hands over a denied
+//! attempt's event), at most `memory.integrator_naptime`, and starts no sooner than
+//! `memory.integrator_delay` after the round before. A worker that fails or is terminated is restarted by
 //! the postmaster after 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
@@ -62,7 +64,7 @@ pub fn register() {
 }
 
 /// Integrators per database (memory.integrator_workers; fixed while the server runs).
-fn workers() -> u32 {
+pub(crate) fn workers() -> u32 {
     crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
 }
 
@@ -169,6 +171,8 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
         BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, true));
     }
+    // Writers that commit pending entries of its chains wake it (crate::pg::shmem).
+    crate::pg::shmem::register_integrator(k);
     log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
     // The shares of the other integrators the first one serves in their absence (bit j: j's).
     let mut covering: u32 = 0;
@@ -180,6 +184,7 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
         }
+        let started = std::time::Instant::now();
         let mut done = BackgroundWorker::transaction(move || round(Share::one(k, n)));
         // The first worker then serves the shares of the others that are not running, in a
         // transaction of its own: its own share's round has committed, and a returning worker
@@ -216,6 +221,13 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // Otherwise wait, so that each round's fixed cost (a head lock and update per chain)
         // is shared by the entries of a whole naptime.
         nap = if done >= super::CHUNK as i64 { Duration::from_millis(1) } else { naptime };
+        // A commit of pending entries of its chains sets its latch (so the wait above ends at
+        // once), but the next round starts no sooner than memory.integrator_delay after this one
+        // began: on a busy database, what commits meanwhile is chained in one round.
+        let delay = Duration::from_millis(crate::gucs::INTEGRATOR_DELAY.get().max(0) as u64);
+        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| !r.is_zero()) {
+            crate::pg::xact::sleep_unless_signalled(rest.min(nap));
+        }
     }
     // SIGTERM: from the postmaster at shutdown, or pg_terminate_backend(). In the second case the
     // worker must come back, so it leaves with exit code 1 (restarted after 5 s).

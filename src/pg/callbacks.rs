@@ -1,5 +1,5 @@
 //! The backend's callback registry: one relcache callback, one syscache callback for roles, one
-//! transaction callback (transaction end, and before a PREPARE) and one subtransaction callback
+//! transaction callback (transaction end, its outcome, and before a PREPARE) and one subtransaction callback
 //! are registered with PostgreSQL, and each
 //! capability module registers plain functions here from its own `init`, so no module flushes
 //! another's state.
@@ -9,6 +9,7 @@ use std::cell::RefCell;
 
 type RelFn = fn(pg_sys::Oid);
 type Fn0 = fn();
+type OutcomeFn = fn(bool);
 
 thread_local! {
     static RELCACHE: RefCell<Vec<RelFn>> = const { RefCell::new(Vec::new()) };
@@ -16,6 +17,7 @@ thread_local! {
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static PREPARE: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static OUTCOME: RefCell<Vec<OutcomeFn>> = const { RefCell::new(Vec::new()) };
     // The subtransaction whose abort the SUBXACT_ABORT functions are running for.
     static ABORTING: std::cell::Cell<pg_sys::SubTransactionId> = const { std::cell::Cell::new(0) };
     // Bumped by every relcache and role invalidation this backend processes (see `Fill`).
@@ -65,6 +67,12 @@ pub fn on_prepare(f: Fn0) {
     PREPARE.with(|v| v.borrow_mut().push(f));
 }
 
+/// `f(committed)` once a transaction has ended: `f(true)` after it committed (its changes are
+/// visible to new snapshots), `f(false)` after it aborted or was prepared.
+pub fn on_outcome(f: OutcomeFn) {
+    OUTCOME.with(|v| v.borrow_mut().push(f));
+}
+
 /// `f()` when a subtransaction aborts.
 pub fn on_subtransaction_abort(f: Fn0) {
     SUBXACT_ABORT.with(|v| v.borrow_mut().push(f));
@@ -106,6 +114,17 @@ unsafe extern "C-unwind" fn xact_cb(event: pg_sys::XactEvent::Type, _arg: *mut s
         run0(&PREPARE);
     }
     run0(&XACT_END);
+    let outcome = match event {
+        pg_sys::XactEvent::XACT_EVENT_COMMIT => Some(true),
+        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PREPARE => Some(false),
+        _ => None,
+    };
+    if let Some(committed) = outcome {
+        let fs: Vec<OutcomeFn> = OUTCOME.with(|v| v.borrow().clone());
+        for f in fs {
+            f(committed);
+        }
+    }
 }
 
 /// # Safety

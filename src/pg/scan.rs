@@ -129,8 +129,21 @@ impl Lookup {
 }
 
 impl Lookup {
-    /// A sequential scan of every row of `heap` this lookup's snapshot sees, in physical order.
+    /// A sequential scan of every row of `heap` this lookup's snapshot sees, in physical order
+    /// (a big table through a small ring of buffers, as any sequential scan).
     pub fn all(&self, heap: pg_sys::Oid) -> Result<HeapScan<'_>, MxError> {
+        self.scan(heap, true)
+    }
+
+    /// `all`, its pages read into the shared buffers as any other read (no ring), starting at
+    /// the first page: for a scan whose rows the transaction goes on to change (the sequencer
+    /// deletes what it read; through a ring, a table bigger than a quarter of shared_buffers
+    /// would be read from the kernel twice).
+    pub fn all_kept(&self, heap: pg_sys::Oid) -> Result<HeapScan<'_>, MxError> {
+        self.scan(heap, false)
+    }
+
+    fn scan(&self, heap: pg_sys::Oid, ring: bool) -> Result<HeapScan<'_>, MxError> {
         // SAFETY: the table is opened with AccessShareLock (kept to the transaction's end); the
         // scan and its slot are ended in HeapScan's Drop, before this Lookup pops the snapshot.
         unsafe {
@@ -138,7 +151,7 @@ impl Lookup {
             if h.is_null() {
                 return Err(MxError::new(code::SERIALIZATION_FAILURE, "a table memory_ext reads was dropped concurrently").hint("Retry the transaction."));
             }
-            let scan = pg_sys::table_beginscan(h, self.snapshot, 0, std::ptr::null_mut());
+            let scan = pg_sys::table_beginscan_strat(h, self.snapshot, 0, std::ptr::null_mut(), ring, ring);
             let slot = pg_sys::table_slot_create(h, std::ptr::null_mut());
             Ok(HeapScan { heap: h, scan, slot, on_row: false, _lookup: std::marker::PhantomData })
         }

@@ -1,11 +1,15 @@
-//! The library's shared memory: a ring of fixed-size slots through which a backend hands events
-//! of denied attempts to its database's background integrators (`audit::denied`). Requested while
-//! the postmaster preloads the library; absent otherwise (`available` says which).
+//! The library's shared memory, requested while the postmaster preloads the library and absent
+//! otherwise (`available` says which):
+//! - a ring of fixed-size slots through which a backend hands events of denied attempts to its
+//!   database's background integrators (`audit::denied`);
+//! - the integrators' latches, by database, which a backend sets when it commits pending entries
+//!   (or hands an event over), so that the integrator of their chains wakes at once.
 
+use pgrx::atomics::PgAtomic;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::PGRXSharedMemory;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 pub const SLOTS: usize = 64;
 pub const EVENT_MAX: usize = 64;
@@ -60,12 +64,48 @@ static RING: PgLwLock<Ring> = unsafe { PgLwLock::new(c"memory_ext_denied_events"
 /// Set in the postmaster while it preloads the library; backends inherit it (fork).
 static PRELOADED: AtomicBool = AtomicBool::new(false);
 
-/// Requests the ring (only while the postmaster preloads the library). (pgrx's macro names the
+/// Databases whose integrators' latches are kept (a database beyond them is served all the same:
+/// its integrators wake every `memory.integrator_naptime`).
+pub const DATABASES: usize = 64;
+/// Integrators per database (memory.integrator_workers' maximum).
+pub const PER_DATABASE_INTEGRATORS: usize = 16;
+
+/// The latches of one database's integrators.
+pub struct Integrators {
+    /// The database's oid; 0: a free entry. Taken once, never given back (a database's
+    /// integrators come back to the same entry).
+    db: AtomicU32,
+    /// The address of integrator k's latch (its PGPROC's, in shared memory: the same address in
+    /// every process); 0 while it is not running.
+    latch: [AtomicUsize; PER_DATABASE_INTEGRATORS],
+}
+
+pub struct Wakers {
+    dbs: [Integrators; DATABASES],
+}
+
+impl Default for Wakers {
+    fn default() -> Self {
+        Wakers {
+            dbs: std::array::from_fn(|_| Integrators { db: AtomicU32::new(0), latch: std::array::from_fn(|_| AtomicUsize::new(0)) }),
+        }
+    }
+}
+
+// SAFETY: atomics only; the addresses stored are of shared memory, the same in every process.
+unsafe impl PGRXSharedMemory for Wakers {}
+
+// SAFETY: the name is a static C string; the struct is initialised by pg_shmem_init! in `init`
+// while shared_preload_libraries load, and used only when PRELOADED says so.
+static WAKERS: PgAtomic<Wakers> = unsafe { PgAtomic::new(c"memory_ext_integrator_latches") };
+
+/// Requests the ring and the latches (only while the postmaster preloads the library). (pgrx's macro names the
 /// features of every PostgreSQL version it supports; this crate declares only its own.)
 #[allow(unexpected_cfgs)]
 pub fn init() {
     if super::xact::preloading() {
         pgrx::pg_shmem_init!(RING);
+        pgrx::pg_shmem_init!(WAKERS);
         PRELOADED.store(true, Ordering::Relaxed);
     }
 }
@@ -128,4 +168,81 @@ pub fn take(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
         s.used = false;
     }
     out
+}
+
+/// This database's entry of the latches, taken for it when `claim` (None when there is no room).
+fn integrators(db: u32, claim: bool) -> Option<&'static Integrators> {
+    let w = WAKERS.get();
+    if let Some(i) = w.dbs.iter().find(|i| i.db.load(Ordering::Acquire) == db) {
+        return Some(i);
+    }
+    if !claim {
+        return None;
+    }
+    for i in &w.dbs {
+        match i.db.compare_exchange(0, db, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(i),
+            Err(other) if other == db => return Some(i),
+            Err(_) => continue,
+        }
+    }
+    None
+}
+
+/// Makes this process's latch the one of integrator `k` of its database, until it exits (a
+/// callback clears it then). Called once, by the background integrator, after it connects.
+pub fn register_integrator(k: u32) {
+    if !available() || k as usize >= PER_DATABASE_INTEGRATORS {
+        return;
+    }
+    let db = my_database();
+    let Some(entry) = integrators(db, true) else { return };
+    // SAFETY: MyProc is this process's PGPROC, in shared memory for the process's life; its latch
+    // is the one WaitLatch(MyLatch) waits on in a background worker.
+    let latch = unsafe { std::ptr::addr_of_mut!((*pg_sys::MyProc).procLatch) } as usize;
+    entry.latch[k as usize].store(latch, Ordering::Release);
+    // SAFETY: registers a plain function with a by-value argument, run by proc_exit before the
+    // process detaches from shared memory.
+    unsafe { pg_sys::before_shmem_exit(Some(forget_integrator), pg_sys::Datum::from(((db as usize) << 8) | k as usize)) };
+}
+
+/// # Safety
+/// Called by proc_exit in the integrator that registered itself, with the argument it gave.
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_integrator(_code: std::ffi::c_int, arg: pg_sys::Datum) {
+    let (db, k) = ((arg.value() >> 8) as u32, arg.value() & 0xff);
+    // SAFETY: as the function's contract: MyProc is still this process's.
+    let mine = unsafe { std::ptr::addr_of_mut!((*pg_sys::MyProc).procLatch) } as usize;
+    if let Some(entry) = integrators(db, false) {
+        // Only its own: a successor that already registered keeps its latch.
+        let _ = entry.latch[k].compare_exchange(mine, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// Wakes the integrators of this database whose shares are in `shares` (bit k: integrator k);
+/// those not running are the first one's to serve, so it is woken in their stead.
+pub fn wake_integrators(shares: u32) {
+    if !available() || shares == 0 {
+        return;
+    }
+    let Some(entry) = integrators(my_database(), false) else { return };
+    let mut woken = 0u32;
+    for k in 0..PER_DATABASE_INTEGRATORS {
+        if shares & (1 << k) == 0 {
+            continue;
+        }
+        let mut latch = entry.latch[k].load(Ordering::Acquire);
+        let mut at = k;
+        if latch == 0 {
+            latch = entry.latch[0].load(Ordering::Acquire);
+            at = 0;
+        }
+        if latch != 0 && woken & (1 << at) == 0 {
+            woken |= 1 << at;
+            // SAFETY: a registered latch is a PGPROC's, in shared memory for the server's life;
+            // should its integrator have exited meanwhile, the PGPROC's next owner gets a
+            // spurious wakeup, which every waiter on a latch tolerates.
+            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
+    }
 }

@@ -107,6 +107,13 @@ pub fn exit_to_be_restarted() -> ! {
     }
 }
 
+/// Sleeps for `d`, or until a signal (SIGTERM, SIGHUP) arrives; a latch set meanwhile (which
+/// signals only a process waiting on it) does not end the sleep: the next wait sees it set.
+pub fn sleep_unless_signalled(d: std::time::Duration) {
+    // SAFETY: a plain sleep of this process.
+    unsafe { pg_sys::pg_usleep(d.as_micros().min(i64::MAX as u128) as _) };
+}
+
 /// Whether the server is in recovery (a hot standby): nothing can be written.
 pub fn in_recovery() -> bool {
     // SAFETY: reads shared state.

@@ -466,6 +466,68 @@ def test_denied_attempts_go_to_the_integrator_of_their_share(workers_cluster):
             assert py_verify(c, o) == (True, None, None)
 
 
+def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
+    """With memory.integrator_naptime at a minute, committed pending entries are chained at once
+    all the same: the commit wakes the integrator of their chains (each of the three shares); with
+    that integrator gone, the first one in its stead; a denied attempt's hand-over wakes its
+    chain's integrator too."""
+    orgs = [f"wake_{i}" for i in range(9)]
+    assert len({chain_share(o, 3) for o in orgs}) == 3
+    workers = ("SELECT application_name, pid FROM pg_stat_activity"
+               " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'")
+    with psycopg.connect(workers_cluster, autocommit=True) as c:
+        assert _wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
+        c.execute("DROP TABLE IF EXISTS wake_notes")
+        c.execute("CREATE TABLE wake_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text NOT NULL, classification memory.classification)")
+        c.execute("""SELECT memory.govern('wake_notes', '{"audit": true}')""")
+        c.execute("SELECT * FROM memory.setup_roles()")
+        c.execute("DROP ROLE IF EXISTS wake_writer")
+        c.execute("CREATE ROLE wake_writer LOGIN IN ROLE memory_writer")
+        c.execute("SELECT memory.grant_org('wake_writer', 'wake_den')")
+        c.execute("INSERT INTO memory.entities (id, org_id, entity_type, name, lifecycle_state) VALUES"
+                  " ('e7000000-0000-0000-0000-000000000001', 'wake_den', 'problem', 'x', 'active')")
+        c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text) VALUES"
+                  " ('c7000000-0000-0000-0000-000000000001', 'wake_den', 'e7000000-0000-0000-0000-000000000001', 'x')")
+        c.execute("SELECT memory.audit_integrate()")
+        c.execute("ALTER SYSTEM SET memory.integrator_naptime = '60s'")
+        c.execute("SELECT pg_reload_conf()")
+        try:
+            # The reload wakes each worker once; then they wait a minute for what no commit
+            # announces.
+            time.sleep(1.5)
+            seq = "SELECT coalesce((SELECT seq FROM memory.audit_heads WHERE chain_id = %s), 0)"
+            for o in orgs:
+                before = c.execute(seq, (o,)).fetchone()[0]
+                c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'woken')", (o,))
+                assert _wait_until(lambda: c.execute(seq, (o,)).fetchone()[0] > before, 10), o
+            # Integrator 3/3 gone (restarted only after 5 s): the commit wakes the first one,
+            # which serves its share meanwhile.
+            gone = next(o for o in orgs if chain_share(o, 3) == 2)
+            pid = next(p for a, p in c.execute(workers).fetchall() if a.endswith(" 3/3"))
+            c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            assert _wait_until(lambda: pid not in [p for _, p in c.execute(workers).fetchall()], 2)
+            before = c.execute(seq, (gone,)).fetchone()[0]
+            c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'covered')", (gone,))
+            assert _wait_until(lambda: c.execute(seq, (gone,)).fetchone()[0] > before, 3)
+            assert _wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
+            # A denied attempt's event, handed over by the failing transaction.
+            with psycopg.connect(workers_cluster.replace("user=postgres", "user=wake_writer")) as w:
+                w.execute("SELECT pg_catalog.set_config('memory.org_id', 'wake_den', false)")
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    w.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = 'c7000000-0000-0000-0000-000000000001'")
+                w.rollback()
+            denied = ("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'wake_den'"
+                      " AND event_type = 'memory.govern.unauthorized_access_attempt'")
+            assert _wait_until(lambda: c.execute(denied).fetchone()[0] == 1, 10)
+        finally:
+            c.execute("ALTER SYSTEM RESET memory.integrator_naptime")
+            c.execute("SELECT pg_reload_conf()")
+        for o in orgs + ["wake_den"]:
+            assert py_verify(c, o) == (True, None, None)
+        assert c.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.store'"
+                         " AND chain_id LIKE 'wake\\_%'").fetchone()[0] == len(orgs) + 1
+
+
 def test_a_transaction_that_integrated_cannot_be_prepared(workers_cluster):
     """A transaction that integrated holds the integration lock (and so every background
     integrator of the database) until it ends; prepared, it would hold them across a restart.
