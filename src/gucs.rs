@@ -107,7 +107,7 @@ pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 /// Milliseconds from the start of a background integrator's round before its next round may
 /// start, when commits of pending entries wake it.
-pub static INTEGRATOR_DELAY: GucSetting<i32> = GucSetting::<i32>::new(10);
+pub static INTEGRATOR_DELAY: GucSetting<i32> = GucSetting::<i32>::new(100);
 
 pub fn init() {
     GucRegistry::define_bool_guc(
@@ -160,7 +160,7 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"memory.integrator_naptime",
         c"Longest a background integrator waits after a round that found less than a full batch.",
-        c"A commit of pending entries of its chains, or a denied attempt's event handed over, wakes it sooner; it finds what no wake-up announced (a prepared transaction committed by COMMIT PREPARED, a database beyond the 64 whose latches are kept) within this time.",
+        c"A commit of pending entries of its chains, or a denied attempt's event handed over, wakes it sooner; it finds what no wake-up announced (a prepared transaction committed by COMMIT PREPARED, a database after the first 64 of memory.integrator_databases) within this time.",
         &INTEGRATOR_NAPTIME,
         10,
         60_000,
@@ -170,10 +170,10 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"memory.integrator_delay",
         c"Least time from the start of a background integrator's round to the start of its next one.",
-        c"A commit of pending entries wakes the integrator of their chains; under a steady stream of commits it chains what committed during this time in one round. 0: a round as soon as anything commits.",
+        c"A commit of pending entries wakes the integrator of their chains; under a steady stream of commits it chains what committed during this time in one round. 0: a round as soon as anything commits (as often as commits arrive, each round paying its fixed cost).",
         &INTEGRATOR_DELAY,
         0,
-        10_000,
+        1_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

@@ -46,14 +46,23 @@ pub fn register() {
             dbs.len()
         );
     }
-    for db in dbs {
+    if dbs.len() > crate::pg::shmem::DATABASES {
+        warning!(
+            "memory_ext: memory.integrator_databases names {} databases; commits wake the integrators of the first {} only \
+             (those of the others find what is pending every memory.integrator_naptime)",
+            dbs.len(),
+            crate::pg::shmem::DATABASES
+        );
+    }
+    for (at, db) in dbs.into_iter().enumerate() {
         for k in 0..n {
             let name = if n == 1 { format!("memory_ext integrator {db}") } else { format!("memory_ext integrator {db} {}/{n}", k + 1) };
             BackgroundWorkerBuilder::new(&name)
                 .set_type("memory_ext integrator")
                 .set_library("memory_ext")
                 .set_function("memory_ext_integrator_main")
-                .set_argument(Some(pg_sys::Datum::from(k as usize)))
+                // Which of the database's integrators, and the database's place in the list.
+                .set_argument(Some(pg_sys::Datum::from((at << 8) | k as usize)))
                 .set_extra(db)
                 .enable_spi_access()
                 .set_start_time(BgWorkerStartTime::RecoveryFinished)
@@ -138,7 +147,8 @@ fn round(share: Share) -> i64 {
 #[no_mangle]
 pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // Which of the database's integrators this is: it takes that share of the chains.
-    let (k, n) = (arg.value() as u32, workers());
+    let (k, n) = ((arg.value() & 0xff) as u32, workers());
+    let at = arg.value() >> 8;
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
@@ -172,7 +182,7 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, true));
     }
     // Writers that commit pending entries of its chains wake it (crate::pg::shmem).
-    crate::pg::shmem::register_integrator(k);
+    crate::pg::shmem::register_integrator(at, k);
     log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
     // The shares of the other integrators the first one serves in their absence (bit j: j's).
     let mut covering: u32 = 0;
@@ -185,6 +195,9 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
             crate::pg::xact::reload_config();
         }
         let started = std::time::Instant::now();
+        // The wake-ups sent so far: one sent during the round, whose latch something in the
+        // round may have waited on and reset (a lock wait), still counts below.
+        let announced = crate::pg::shmem::announced(at, k);
         let mut done = BackgroundWorker::transaction(move || round(Share::one(k, n)));
         // The first worker then serves the shares of the others that are not running, in a
         // transaction of its own: its own share's round has committed, and a returning worker
@@ -218,15 +231,20 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         }
         let naptime = Duration::from_millis(crate::gucs::INTEGRATOR_NAPTIME.get().max(10) as u64);
         // A round that chained a full batch or more has a backlog behind it: go on at once.
-        // Otherwise wait, so that each round's fixed cost (a head lock and update per chain)
-        // is shared by the entries of a whole naptime.
-        nap = if done >= super::CHUNK as i64 { Duration::from_millis(1) } else { naptime };
+        // Otherwise wait for a wake-up (at once if one came during the round), at most a
+        // naptime.
+        let backlog = done >= super::CHUNK as i64;
+        let woken = crate::pg::shmem::announced(at, k) != announced;
+        nap = if backlog || woken { Duration::from_millis(1) } else { naptime };
         // A commit of pending entries of its chains sets its latch (so the wait above ends at
         // once), but the next round starts no sooner than memory.integrator_delay after this one
-        // began: on a busy database, what commits meanwhile is chained in one round.
+        // began: on a busy database, what commits meanwhile is chained in one round. The delay is
+        // part of the wait, not added to it; a backlog goes on at once.
         let delay = Duration::from_millis(crate::gucs::INTEGRATOR_DELAY.get().max(0) as u64);
-        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| !r.is_zero()) {
-            crate::pg::xact::sleep_unless_signalled(rest.min(nap));
+        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| !backlog && !r.is_zero()) {
+            let rest = rest.min(naptime);
+            crate::pg::xact::sleep_ignoring_latch(rest);
+            nap = nap.saturating_sub(rest).max(Duration::from_millis(1));
         }
     }
     // SIGTERM: from the postmaster at shutdown, or pg_terminate_backend(). In the second case the

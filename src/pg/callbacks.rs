@@ -120,10 +120,13 @@ unsafe extern "C-unwind" fn xact_cb(event: pg_sys::XactEvent::Type, _arg: *mut s
         _ => None,
     };
     if let Some(committed) = outcome {
-        let fs: Vec<OutcomeFn> = OUTCOME.with(|v| v.borrow().clone());
-        for f in fs {
-            f(committed);
-        }
+        // (No copy of the list: after a commit nothing here may allocate or fail; the functions
+        // register nothing.)
+        OUTCOME.with(|v| {
+            for f in v.borrow().iter() {
+                f(committed);
+            }
+        });
     }
 }
 

@@ -9,7 +9,7 @@ use pgrx::atomics::PgAtomic;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::PGRXSharedMemory;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 pub const SLOTS: usize = 64;
 pub const EVENT_MAX: usize = 64;
@@ -64,30 +64,45 @@ static RING: PgLwLock<Ring> = unsafe { PgLwLock::new(c"memory_ext_denied_events"
 /// Set in the postmaster while it preloads the library; backends inherit it (fork).
 static PRELOADED: AtomicBool = AtomicBool::new(false);
 
-/// Databases whose integrators' latches are kept (a database beyond them is served all the same:
-/// its integrators wake every `memory.integrator_naptime`).
+/// Databases whose integrators' latches are kept: the first this many of
+/// memory.integrator_databases (those after them are served all the same: their integrators wake
+/// every `memory.integrator_naptime`).
 pub const DATABASES: usize = 64;
 /// Integrators per database (memory.integrator_workers' maximum).
 pub const PER_DATABASE_INTEGRATORS: usize = 16;
 
-/// The latches of one database's integrators.
+/// The latches of one database's integrators: entry `i` is the `i`th database of
+/// memory.integrator_databases (a list fixed at server start), so a database dropped and made
+/// again under the same name takes the same entry.
 pub struct Integrators {
-    /// The database's oid; 0: a free entry. Taken once, never given back (a database's
-    /// integrators come back to the same entry).
+    /// The database's oid, written by its integrators when they start; 0 until then.
     db: AtomicU32,
     /// The address of integrator k's latch (its PGPROC's, in shared memory: the same address in
     /// every process); 0 while it is not running.
     latch: [AtomicUsize; PER_DATABASE_INTEGRATORS],
+    /// Wake-ups sent to integrator k, counted: the latch is only a hint (code the round runs may
+    /// wait on it and reset it, a heavyweight lock wait for one), the count is what the
+    /// integrator compares across a round.
+    announced: [AtomicU64; PER_DATABASE_INTEGRATORS],
 }
 
 pub struct Wakers {
     dbs: [Integrators; DATABASES],
+    /// Slots of the denied-event ring in use (changed under its lock): an integrator's round
+    /// reads it without taking the lock, which every round of every database's integrators would
+    /// otherwise take.
+    ring_used: AtomicU32,
 }
 
 impl Default for Wakers {
     fn default() -> Self {
         Wakers {
-            dbs: std::array::from_fn(|_| Integrators { db: AtomicU32::new(0), latch: std::array::from_fn(|_| AtomicUsize::new(0)) }),
+            dbs: std::array::from_fn(|_| Integrators {
+                db: AtomicU32::new(0),
+                latch: std::array::from_fn(|_| AtomicUsize::new(0)),
+                announced: std::array::from_fn(|_| AtomicU64::new(0)),
+            }),
+            ring_used: AtomicU32::new(0),
         }
     }
 }
@@ -136,6 +151,7 @@ pub fn push(event: &str, org: &str, payload: &str) -> bool {
     }
     match ring.slots.iter_mut().find(|s| !s.used) {
         Some(s) => {
+            WAKERS.get().ring_used.fetch_add(1, Ordering::AcqRel);
             s.used = true;
             s.db = db;
             s.event[..e.len()].copy_from_slice(e);
@@ -152,7 +168,7 @@ pub fn push(event: &str, org: &str, payload: &str) -> bool {
 
 /// Takes this database's events whose org `wanted` says out of the ring: (event, org, payload).
 pub fn take(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
-    if !available() {
+    if !available() || WAKERS.get().ring_used.load(Ordering::Acquire) == 0 {
         return Vec::new();
     }
     let db = my_database();
@@ -166,82 +182,82 @@ pub fn take(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, String)> {
         }
         out.push((text(&s.event[..s.event_len]), org, text(&s.payload[..s.payload_len])));
         s.used = false;
+        WAKERS.get().ring_used.fetch_sub(1, Ordering::AcqRel);
     }
     out
 }
 
-/// This database's entry of the latches, taken for it when `claim` (None when there is no room).
-fn integrators(db: u32, claim: bool) -> Option<&'static Integrators> {
-    let w = WAKERS.get();
-    if let Some(i) = w.dbs.iter().find(|i| i.db.load(Ordering::Acquire) == db) {
-        return Some(i);
-    }
-    if !claim {
-        return None;
-    }
-    for i in &w.dbs {
-        match i.db.compare_exchange(0, db, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Some(i),
-            Err(other) if other == db => return Some(i),
-            Err(_) => continue,
-        }
-    }
-    None
+/// This database's entry of the latches, if its integrators have started.
+fn integrators(db: u32) -> Option<&'static Integrators> {
+    WAKERS.get().dbs.iter().find(|i| i.db.load(Ordering::Acquire) == db)
 }
 
-/// Makes this process's latch the one of integrator `k` of its database, until it exits (a
-/// callback clears it then). Called once, by the background integrator, after it connects.
-pub fn register_integrator(k: u32) {
-    if !available() || k as usize >= PER_DATABASE_INTEGRATORS {
+/// Makes this process's latch the one of integrator `k` of its database, the `at`th of
+/// memory.integrator_databases, until it exits (a callback clears it then). Called once, by the
+/// background integrator, after it connects.
+pub fn register_integrator(at: usize, k: u32) {
+    let k = k as usize;
+    if !available() || at >= DATABASES || k >= PER_DATABASE_INTEGRATORS {
         return;
     }
-    let db = my_database();
-    let Some(entry) = integrators(db, true) else { return };
+    let entry = &WAKERS.get().dbs[at];
+    // SAFETY: registers a plain function with a by-value argument, run by proc_exit before the
+    // process detaches from shared memory (first, so that a latch stored below is always cleared).
+    unsafe { pg_sys::before_shmem_exit(Some(forget_integrator), pg_sys::Datum::from((at << 8) | k)) };
     // SAFETY: MyProc is this process's PGPROC, in shared memory for the process's life; its latch
     // is the one WaitLatch(MyLatch) waits on in a background worker.
     let latch = unsafe { std::ptr::addr_of_mut!((*pg_sys::MyProc).procLatch) } as usize;
-    entry.latch[k as usize].store(latch, Ordering::Release);
-    // SAFETY: registers a plain function with a by-value argument, run by proc_exit before the
-    // process detaches from shared memory.
-    unsafe { pg_sys::before_shmem_exit(Some(forget_integrator), pg_sys::Datum::from(((db as usize) << 8) | k as usize)) };
+    entry.latch[k].store(latch, Ordering::Release);
+    entry.db.store(my_database(), Ordering::Release);
 }
 
 /// # Safety
 /// Called by proc_exit in the integrator that registered itself, with the argument it gave.
 #[pg_guard]
 unsafe extern "C-unwind" fn forget_integrator(_code: std::ffi::c_int, arg: pg_sys::Datum) {
-    let (db, k) = ((arg.value() >> 8) as u32, arg.value() & 0xff);
+    let (at, k) = (arg.value() >> 8, arg.value() & 0xff);
     // SAFETY: as the function's contract: MyProc is still this process's.
     let mine = unsafe { std::ptr::addr_of_mut!((*pg_sys::MyProc).procLatch) } as usize;
-    if let Some(entry) = integrators(db, false) {
+    if let Some(latch) = WAKERS.get().dbs.get(at).and_then(|e| e.latch.get(k)) {
         // Only its own: a successor that already registered keeps its latch.
-        let _ = entry.latch[k].compare_exchange(mine, 0, Ordering::AcqRel, Ordering::Acquire);
+        let _ = latch.compare_exchange(mine, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
+/// The wake-ups sent to integrator `k` of the `at`th database so far (it compares them across a
+/// round: a change means something committed that the round may not have seen).
+pub fn announced(at: usize, k: u32) -> u64 {
+    if !available() {
+        return 0;
+    }
+    WAKERS.get().dbs.get(at).and_then(|e| e.announced.get(k as usize)).map_or(0, |a| a.load(Ordering::Acquire))
+}
+
 /// Wakes the integrators of this database whose shares are in `shares` (bit k: integrator k);
-/// those not running are the first one's to serve, so it is woken in their stead.
+/// those not running are the first one's to serve, so it is woken in their stead. Cannot fail:
+/// it runs after a commit.
 pub fn wake_integrators(shares: u32) {
     if !available() || shares == 0 {
         return;
     }
-    let Some(entry) = integrators(my_database(), false) else { return };
+    let Some(entry) = integrators(my_database()) else { return };
     let mut woken = 0u32;
     for k in 0..PER_DATABASE_INTEGRATORS {
         if shares & (1 << k) == 0 {
             continue;
         }
-        let mut latch = entry.latch[k].load(Ordering::Acquire);
         let mut at = k;
+        let mut latch = entry.latch[k].load(Ordering::Acquire);
         if latch == 0 {
-            latch = entry.latch[0].load(Ordering::Acquire);
             at = 0;
+            latch = entry.latch[0].load(Ordering::Acquire);
         }
         if latch != 0 && woken & (1 << at) == 0 {
             woken |= 1 << at;
+            entry.announced[at].fetch_add(1, Ordering::AcqRel);
             // SAFETY: a registered latch is a PGPROC's, in shared memory for the server's life;
             // should its integrator have exited meanwhile, the PGPROC's next owner gets a
-            // spurious wakeup, which every waiter on a latch tolerates.
+            // spurious wakeup, which every waiter on a latch tolerates. SetLatch raises no error.
             unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
         }
     }

@@ -107,11 +107,20 @@ pub fn exit_to_be_restarted() -> ! {
     }
 }
 
-/// Sleeps for `d`, or until a signal (SIGTERM, SIGHUP) arrives; a latch set meanwhile (which
-/// signals only a process waiting on it) does not end the sleep: the next wait sees it set.
-pub fn sleep_unless_signalled(d: std::time::Duration) {
-    // SAFETY: a plain sleep of this process.
-    unsafe { pg_sys::pg_usleep(d.as_micros().min(i64::MAX as u128) as _) };
+/// Waits `d` (at most a second) on this process's latch without ending when it is set, and
+/// without resetting it: the next wait sees it set. Ends the process if the postmaster dies.
+pub fn sleep_ignoring_latch(d: std::time::Duration) {
+    let ms = d.as_millis().clamp(1, 1000) as std::ffi::c_long;
+    // SAFETY: waits on the process's own latch, with a timeout; WL_EXIT_ON_PM_DEATH exits the
+    // process cleanly on the postmaster's death.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+    }
 }
 
 /// Whether the server is in recovery (a hot standby): nothing can be written.

@@ -468,9 +468,10 @@ def test_denied_attempts_go_to_the_integrator_of_their_share(workers_cluster):
 
 def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
     """With memory.integrator_naptime at a minute, committed pending entries are chained at once
-    all the same: the commit wakes the integrator of their chains (each of the three shares); with
-    that integrator gone, the first one in its stead; a denied attempt's hand-over wakes its
-    chain's integrator too."""
+    all the same: the commit wakes the integrator of their chains (each of the three shares), also
+    while that integrator's round waits for a lock; with that integrator gone, the first one in
+    its stead; a denied attempt's hand-over wakes its chain's integrator too. An entry committed by
+    COMMIT PREPARED, which nothing announces, waits meanwhile."""
     orgs = [f"wake_{i}" for i in range(9)]
     assert len({chain_share(o, 3) for o in orgs}) == 3
     workers = ("SELECT application_name, pid FROM pg_stat_activity"
@@ -496,10 +497,38 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
             # announces.
             time.sleep(1.5)
             seq = "SELECT coalesce((SELECT seq FROM memory.audit_heads WHERE chain_id = %s), 0)"
+            # The control: an entry committed by COMMIT PREPARED is announced by nobody, so it
+            # waits for the minute's naptime (or for the next wake-up of its chain's integrator).
+            pending = "SELECT count(*) FROM memory.audit_pending WHERE chain_id = %s"
+            c.execute("BEGIN")
+            c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'prepared')", (orgs[0],))
+            c.execute("PREPARE TRANSACTION 'wake_control'")
+            c.execute("COMMIT PREPARED 'wake_control'")
+            time.sleep(2)
+            assert c.execute(pending, (orgs[0],)).fetchone()[0] == 1
             for o in orgs:
                 before = c.execute(seq, (o,)).fetchone()[0]
                 c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'woken')", (o,))
                 assert _wait_until(lambda: c.execute(seq, (o,)).fetchone()[0] > before, 10), o
+            assert c.execute(pending, (orgs[0],)).fetchone()[0] == 0
+            # A wake-up that comes while the round waits for a head (held by an immediate-mode
+            # writer; the lock wait uses, and resets, the integrator's latch) is not lost: the
+            # integrator counts wake-ups, and goes again after the round.
+            x, y = next((a, b) for a in orgs for b in orgs if a != b and chain_share(a, 3) == chain_share(b, 3))
+            holder = psycopg.connect(workers_cluster)
+            holder.execute("SET memory.audit_mode = immediate")
+            holder.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'holds the head')", (x,))
+            before_y = c.execute(seq, (y,)).fetchone()[0]
+            c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'waits for the head')", (x,))
+            waiting = ("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'"
+                       " AND datname = 'integrated' AND wait_event_type = 'Lock'")
+            assert _wait_until(lambda: c.execute(waiting).fetchone()[0] == 1, 10)
+            c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'during the wait')", (y,))
+            time.sleep(0.5)
+            holder.commit()
+            holder.close()
+            assert _wait_until(lambda: c.execute(seq, (y,)).fetchone()[0] > before_y, 5)
+            assert c.execute(pending, (x,)).fetchone()[0] == 0
             # Integrator 3/3 gone (restarted only after 5 s): the commit wakes the first one,
             # which serves its share meanwhile.
             gone = next(o for o in orgs if chain_share(o, 3) == 2)
@@ -525,7 +554,7 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
         for o in orgs + ["wake_den"]:
             assert py_verify(c, o) == (True, None, None)
         assert c.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.store'"
-                         " AND chain_id LIKE 'wake\\_%'").fetchone()[0] == len(orgs) + 1
+                         " AND chain_id LIKE 'wake\\_%'").fetchone()[0] == len(orgs) + 5
 
 
 def test_a_transaction_that_integrated_cannot_be_prepared(workers_cluster):
