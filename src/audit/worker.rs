@@ -5,8 +5,8 @@
 //! own transaction, every pending entry of its chains committed so far (`integrate::Caller::Worker`,
 //! which gives way to any integrator of every chain). After a round that found less than a full
 //! batch it waits until a writer commits pending entries of its chains (or hands over a denied
-//! attempt's event), at most `memory.integrator_naptime`, and starts no sooner than
-//! `memory.integrator_delay` after the round before. A worker that fails or is terminated is restarted by
+//! attempt's event), at most `memory.integrator_naptime`; after a round that chained entries it
+//! starts no sooner than `memory.integrator_delay` after that round began. A worker that fails or is terminated is restarted by
 //! the postmaster after 5 s, and what it had not committed is still pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
@@ -237,11 +237,12 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         let woken = crate::pg::shmem::announced(at, k) != announced;
         nap = if backlog || woken { Duration::from_millis(1) } else { naptime };
         // A commit of pending entries of its chains sets its latch (so the wait above ends at
-        // once), but the next round starts no sooner than memory.integrator_delay after this one
-        // began: on a busy database, what commits meanwhile is chained in one round. The delay is
-        // part of the wait, not added to it; a backlog goes on at once.
+        // once), but after a round that chained something the next starts no sooner than
+        // memory.integrator_delay after it began: on a busy database, what commits meanwhile is
+        // chained in one round. The delay is part of the wait, not added to it; a backlog goes on
+        // at once, and after a round that found nothing a commit is chained at once.
         let delay = Duration::from_millis(crate::gucs::INTEGRATOR_DELAY.get().max(0) as u64);
-        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| !backlog && !r.is_zero()) {
+        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| done > 0 && !backlog && !r.is_zero()) {
             let rest = rest.min(naptime);
             crate::pg::xact::sleep_ignoring_latch(rest);
             nap = nap.saturating_sub(rest).max(Duration::from_millis(1));
