@@ -72,18 +72,20 @@ def set_mode(dsn, db, mode):
 
 
 class Probe(threading.Thread):
-    """Commits one audit event every 50 ms on its own chain and measures how long until it is
-    chained (polled every 2 ms)."""
+    """Commits one audit event every `gap` seconds (50 ms) on its own chain and measures how long
+    until it is chained (polled every `poll` seconds, 2 ms); stops when told, or after `count`
+    events."""
 
-    def __init__(self, dsn):
+    def __init__(self, dsn, gap=0.05, poll=0.002, count=None):
         super().__init__(daemon=True)
         self.dsn, self.lags, self.stop = dsn, [], threading.Event()
+        self.gap, self.poll, self.count = gap, poll, count
 
     def run(self):
         with psycopg.connect(self.dsn, autocommit=True) as c:
             c.execute("SET memory.audit_mode = deferred")
             n = 0
-            while not self.stop.is_set():
+            while not self.stop.is_set() and (self.count is None or n < self.count):
                 n += 1
                 c.execute("SELECT memory.audit_append('bench.probe', jsonb_build_object('n', %s::int), 'probe')", (n,))
                 t0 = time.perf_counter()
@@ -95,8 +97,8 @@ class Probe(threading.Thread):
                     if time.perf_counter() - t0 > 30:
                         self.lags.append(float("inf"))
                         break
-                    time.sleep(0.002)
-                time.sleep(0.05)
+                    time.sleep(self.poll)
+                time.sleep(self.gap)
 
 
 def pct(xs, p):

@@ -38,7 +38,7 @@ pub fn init() {
 pub fn hand_over(event: &str, org: &str, payload: &str) {
     let payload = if payload.len() > shmem::PAYLOAD_MAX { "{\"truncated\": true}" } else { payload };
     let why = if shmem::push(event, org, payload) {
-        shmem::wake_integrators(1 << memory_core::audit::chain_share(org.as_bytes(), super::worker::workers()));
+        shmem::wake_integrators(super::worker::integrator_bit(org.as_bytes()));
         "handed to the integrator"
     } else if shmem::available() {
         "ring full (or this database's share of it): server log only"

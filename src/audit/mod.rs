@@ -552,12 +552,7 @@ impl Appender {
                 opened.insert(0, &PENDING_COLUMNS, &pending, |i| r.pending_cells(i, key_id))?;
                 drop(opened);
                 // The integrators of these chains are woken when the transaction commits.
-                let n = worker::workers();
-                let shares = if n <= 1 {
-                    1
-                } else {
-                    pending.iter().fold(0u32, |m, &i| m | 1 << memory_core::audit::chain_share(r.chain(&r.rows[i]), n))
-                };
+                let shares = pending.iter().fold(0u32, |m, &i| m | worker::integrator_bit(r.chain(&r.rows[i])));
                 WAKE_AT_COMMIT.with(|w| w.set(w.get() | shares));
             } else {
                 // Citus: each entry into its chain's pending shard when that is on this node (a

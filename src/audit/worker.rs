@@ -6,8 +6,9 @@
 //! which gives way to any integrator of every chain). After a round that found less than a full
 //! batch it waits until a writer commits pending entries of its chains (or hands over a denied
 //! attempt's event), at most `memory.integrator_naptime`; after a round that chained entries it
-//! starts no sooner than `memory.integrator_delay` after that round began. A worker that fails or is terminated is restarted by
-//! the postmaster after 5 s, and what it had not committed is still pending: nothing is lost.
+//! starts no sooner than `memory.integrator_delay` after that round began. A worker that fails or
+//! is terminated is restarted by the postmaster after 5 s, and what it had not committed is still
+//! pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
 use crate::pg::locks::{self, Hold, Lock};
@@ -73,8 +74,13 @@ pub fn register() {
 }
 
 /// Integrators per database (memory.integrator_workers; fixed while the server runs).
-pub(crate) fn workers() -> u32 {
+fn workers() -> u32 {
     crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
+}
+
+/// The integrator of `chain`, as a bit of the mask `crate::pg::shmem::wake_integrators` takes.
+pub(crate) fn integrator_bit(chain: &[u8]) -> u32 {
+    1 << memory_core::audit::chain_share(chain, workers())
 }
 
 /// For the first worker: the shares of the others that are not running (not started for want of
