@@ -677,44 +677,53 @@ fn country_code_assigned(code: u32) -> bool {
     ) && !matches!(code, 214 | 215 | 217)
 }
 
-/// Digits of a phone-shaped run from `from`: digits, single separators (space, dash, dot) between
-/// groups, at most one parenthesised group. `Ok((digits, end, group sizes))`, or `Err(end)` where
-/// the shape ends when it is not a phone number (callers resume there: every run is read once).
+/// A group of a phone-shaped run at `j`: a run of digits, or (while `paren_free`) a parenthesised
+/// run of digits. `(where its digits start, how many, whether parenthesised)`, or None when no
+/// whole group starts at `j`.
+fn phone_group(t: &[u8], j: usize, paren_free: bool) -> Option<(usize, usize, bool)> {
+    match *t.get(j)? {
+        b'(' if paren_free => {
+            let g = run_len(t, j + 1, |b| b.is_ascii_digit());
+            (g > 0 && t.get(j + 1 + g) == Some(&b')')).then_some((j + 1, g, true))
+        }
+        b if b.is_ascii_digit() => Some((j, run_len(t, j, |b| b.is_ascii_digit()), false)),
+        _ => None,
+    }
+}
+
+/// Digits of a phone-shaped run from `from`: groups of digits, at most one of them parenthesised,
+/// joined by one separator (space, dash, dot) or, next to the parenthesis, by nothing.
+/// `Ok((digits, end, group sizes))`, or `Err(end)` where the shape ends when it is not a phone
+/// number (callers resume there: every run is read once).
+///
+/// A group is taken only whole: what follows the last group (a separator and then `(mobile)`, a
+/// lone `(`, a trailing dash) is not part of the run, which ends after that group.
 fn phone_run(t: &[u8], from: usize) -> Result<(Vec<u8>, usize, Vec<usize>), usize> {
+    let Some(mut group) = phone_group(t, from, true) else {
+        // Nothing to read here: resume after the `(` and the digits after it, if any.
+        let g = if t.get(from) == Some(&b'(') { run_len(t, from + 1, |b| b.is_ascii_digit()) } else { 0 };
+        return Err(from + 1 + g);
+    };
     let mut digits = Vec::new();
     let mut groups = Vec::new();
-    let mut j = from;
     let mut paren = false;
+    let mut j;
     loop {
-        if j < t.len() && t[j] == b'(' && !paren {
-            paren = true;
-            let g = run_len(t, j + 1, |b| b.is_ascii_digit());
-            if g == 0 || j + 1 + g >= t.len() || t[j + 1 + g] != b')' {
-                return Err(j + 1 + g);
-            }
-            digits.extend_from_slice(&t[j + 1..j + 1 + g]);
-            groups.push(g);
-            j += g + 2;
-            if j < t.len() && t[j] == b' ' && j + 1 < t.len() && t[j + 1].is_ascii_digit() {
-                j += 1;
-            }
-        } else {
-            let g = run_len(t, j, |b| b.is_ascii_digit());
-            if g == 0 {
-                return Err(j.max(from + 1));
-            }
-            digits.extend_from_slice(&t[j..j + g]);
-            groups.push(g);
-            j += g;
+        let (start, g, parenthesised) = group;
+        digits.extend_from_slice(&t[start..start + g]);
+        groups.push(g);
+        paren |= parenthesised;
+        j = start + g + usize::from(parenthesised);
+        // The next group: right next to a parenthesis (`(415)555`, `415(555)`), or after one
+        // separator.
+        let next = phone_group(t, j, !paren).or_else(|| {
+            let sep = j < t.len() && matches!(t[j], b' ' | b'-' | b'.');
+            sep.then(|| phone_group(t, j + 1, !paren)).flatten()
+        });
+        match next {
+            Some(n) => group = n,
+            None => break,
         }
-        if j + 1 < t.len() && matches!(t[j], b' ' | b'-' | b'.') && (t[j + 1].is_ascii_digit() || (t[j + 1] == b'(' && !paren)) {
-            j += 1;
-            continue;
-        }
-        if j < t.len() && t[j] == b'(' && !paren {
-            continue;
-        }
-        break;
     }
     if j < t.len() && (is_word(t[j]) || (t[j] == b':' && j + 1 < t.len() && t[j + 1].is_ascii_digit())) {
         return Err(j);

@@ -486,3 +486,33 @@ proptest! {
         prop_assert_eq!(s, r);
     }
 }
+
+/// Issue 34 item 12: a number followed by a parenthesised word (`(mobile)`, `(work)`) was read as
+/// a phone run that went on into the parenthesis and, finding no digits there, was dropped whole.
+#[test]
+fn phone_followed_by_a_parenthesised_word() {
+    for t in [
+        "call my phone 415-555-2671 (mobile)",
+        "phone: 415 555 2671 (work)",
+        "phone 415.555.2671(home)",
+        "415-555-2671 (mobile)",
+        "mobile: (415) 555-2671 (after 6pm)",
+        "call +1 415 555 2671 (cell)",
+        "+14155552671 (whatsapp)",
+        "tel 07911 123456 ()",
+        "phone 415-555-2671 (",
+        // A parenthesised group followed by a space and the next group is one run too.
+        "+1 (415) 555-2671",
+        "mobile (415)555-2671 (evenings)",
+    ] {
+        assert!(fires(Detector::Phone, t), "{t:?}");
+    }
+    for t in [
+        "415-555-2671 (order)",          // no phone word
+        "phone 115-555-2671 (work)",     // NANP area code cannot start with 1
+        "phone on 2024-11-23 (monday)",  // a date
+        "phone 1234 (short)",
+    ] {
+        assert!(!fires(Detector::Phone, t), "{t:?}");
+    }
+}
