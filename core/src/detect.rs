@@ -284,6 +284,11 @@ impl Set {
         Set(self.0 & other.0)
     }
 
+    /// Members of either.
+    pub fn or(self, other: Set) -> Set {
+        Set(self.0 | other.0)
+    }
+
     /// The members of one tier.
     pub fn of_tier(self, tier: Tier) -> Set {
         let restricted = Set::of(&[

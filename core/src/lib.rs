@@ -4,6 +4,7 @@
 
 pub mod classify;
 pub mod detect;
+pub mod context;
 pub mod fold;
 pub mod audit;
 pub mod feedback;
