@@ -277,6 +277,26 @@ fn detectors_table() -> TableIterator<
     )
 }
 
+/// The sensitive-input gate of user contexts (MX007, SPEC §6): the names of the detectors that
+/// match the values of one context's fields together (memory_core::context::detect_fields: each
+/// value alone, all of them concatenated in the order given, every ordered pair, and the decoded
+/// text of base64 and hex tokens of 16+ characters), in memory.detectors() order. Called with one
+/// value per field to name the field, then with all of them. NULL elements are skipped; names
+/// only, never a matched value.
+#[pg_extern(immutable, parallel_safe, strict, name = "_detect_fields")]
+fn detect_fields(values: Array<&str>) -> Vec<&'static str> {
+    let values: Vec<&str> = values.iter().flatten().collect();
+    memory_core::context::detect_fields(&values, DetectorSet::all()).names()
+}
+
+/// One slice value as memory.load_slices renders it in the `<user_context>` block
+/// (memory_core::context::render_value): `&`, `<`, `>` escaped, their look-alikes folded to
+/// `&lt;`/`&gt;`, line separators and other control characters as a space.
+#[pg_extern(immutable, parallel_safe, strict, name = "_render_context_value")]
+fn render_context_value(value: &str) -> String {
+    memory_core::context::render_value(value)
+}
+
 #[pg_extern(immutable, parallel_safe, strict, name = "_risk_band")]
 fn risk_band(tier: &str) -> &'static str {
     Tier::parse(tier)

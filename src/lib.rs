@@ -28,7 +28,7 @@ extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["a
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
 extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
 extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger]);
-extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", drift::feedback_polarity, drift::detect_drift, drift::consents_changed]);
+extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", drift::feedback_polarity, drift::detect_drift, drift::consents_changed, classify::detect_fields, classify::render_context_value]);
 extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql"]);
 extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql"]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
