@@ -13,11 +13,10 @@ deps:
 build: deps
 	cargo build
 
-## The release build, the current install script and the upgrade scripts (cargo pgrx install), and the
-## install scripts of earlier releases, kept so `CREATE EXTENSION memory_ext VERSION '0.1.0'` works.
+## The release build, the current install script, the generated upgrade script (sql/updates/) and
+## the kept scripts of earlier releases, each file replaced atomically (scripts/install-ext.sh).
 install: deps
-	cargo pgrx install --release --pg-config $(PG_CONFIG)
-	install -m 644 sql/memory_ext--0.1.0.sql $$($(PG_CONFIG) --sharedir)/extension/
+	scripts/install-ext.sh
 
 ## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
 ## tests, the upgrade from release 0.1.0.
@@ -40,9 +39,11 @@ test-sql: install
 test-python: install
 	tests/run-python.sh
 
-## Release 0.1.0 (built from its commit) filled with data, then ALTER EXTENSION UPDATE to this release.
+## Releases 0.1.0 and 0.2.0 (each built from its commit) filled with data, then ALTER EXTENSION
+## UPDATE to this release; the catalog is compared with a fresh install.
 test-upgrade: install
-	tests/upgrade/run.sh
+	tests/upgrade/run.sh 0.1.0
+	tests/upgrade/run.sh 0.2.0
 
 ## Citus (SPEC §10): builds Citus from ../shared/vendor/citus when none is installed, then a
 ## coordinator + 2 workers; skipped (and says so) where neither exists.

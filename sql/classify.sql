@@ -6,14 +6,14 @@
 
 CREATE FUNCTION memory.classify(content text, source_files text[] DEFAULT NULL,
                                 source_type text DEFAULT NULL, org_id text DEFAULT NULL)
-RETURNS memory.classification LANGUAGE sql STABLE PARALLEL SAFE
+RETURNS memory.classification LANGUAGE sql STABLE PARALLEL RESTRICTED
 AS $$ SELECT memory._classify(content, source_files, source_type, org_id)::memory.classification $$;
 COMMENT ON FUNCTION memory.classify(text, text[], text, text) IS
   'Sensitivity tier of a memory: seed rules, detectors (memory.classify_detectors) and, given org_id, that org''s rules. NULL content gives NULL.';
 
 CREATE FUNCTION memory.classify_explain(content text, source_files text[] DEFAULT NULL,
                                         source_type text DEFAULT NULL, org_id text DEFAULT NULL)
-RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+RETURNS jsonb LANGUAGE sql STABLE PARALLEL RESTRICTED
 AS $$ SELECT memory._classify_explain(content, source_files, source_type, org_id) $$;
 COMMENT ON FUNCTION memory.classify_explain(text, text[], text, text) IS
   'Like classify, as jsonb: tier, rule (which rule decided), risk_band, evidence (matched keyword or path; never a detector match).';
@@ -234,7 +234,6 @@ DECLARE
     targets text[];
     t oid;
     args text;
-    cols text[];
     missing text;
     n bigint;
     a_id text;
@@ -322,19 +321,14 @@ BEGIN
         ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
         END IF;
-        -- Fire on UPDATE only when an input or a target is in the SET list.
-        cols := ARRAY[c_content] || targets;
-        IF c_files IS NOT NULL THEN cols := cols || c_files; END IF;
-        IF c_type IS NOT NULL THEN cols := cols || c_type; END IF;
-        IF c_org IS NOT NULL THEN cols := cols || c_org; END IF;
-
         -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
         args := (SELECT string_agg(quote_literal(a), ', ')
                    FROM unnest(memory._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
-                       'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
-                       (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
+        -- Every UPDATE, not only those that name a mapped column: a trigger of the owner's that
+        -- fires first may change the content (the trigger compares the old and the new row).
+        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
+                       'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
         -- Existing rows without a tier: touching the content column fires the trigger, which
@@ -358,9 +352,8 @@ BEGIN
                     USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
             END IF;
             PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
-            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE OF %s ON %s '
-                           'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
-                           (SELECT string_agg(DISTINCT quote_ident(x), ', ') FROM unnest(cols) x), tbl, args));
+            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
+                           'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
     ELSE
@@ -551,6 +544,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = tbl AND r.rulename <> '_RETURN') THEN
         RAISE EXCEPTION '% has rules', tbl USING ERRCODE = '22023', HINT = 'Drop its rules first: they could divert writes around governance.';
     END IF;
+    -- The final row is what memory_ext governs: a BEFORE row trigger that would fire after its
+    -- triggers (name order) could change the row after them.
+    IF EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory._is_late_trigger(tg.oid)) THEN
+        RAISE EXCEPTION '% has a BEFORE row trigger (%) that would fire after memory_ext''s', tbl,
+                        (SELECT string_agg(tg.tgname, ', ' ORDER BY tg.tgname) FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory._is_late_trigger(tg.oid))
+            USING ERRCODE = '22023', HINT = 'Triggers fire in name order: rename it to sort before "memory_" (ALTER TRIGGER .. RENAME TO app_..), then govern the table.';
+    END IF;
     -- memory_ext's own tables are governed by CREATE EXTENSION alone.
     IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
         RAISE EXCEPTION '% is managed by memory_ext', tbl USING ERRCODE = '55000';
@@ -571,22 +571,27 @@ BEGIN
     eff := memory._govern_state(tbl, opts, eff);
     eff := memory._govern_consent(tbl, opts, eff);
 
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold')) THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
         -- Legal holds block content changes and deletes of held rows (memory._hold_guard).
         h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
             h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
             h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+            -- Every UPDATE (the guard compares the old and the new row's mapped columns): a trigger
+            -- of the owner's that fires first may change them whatever the SET list names.
             PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE UPDATE OF %s OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
+                'CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
                 'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
-                (SELECT string_agg(DISTINCT quote_ident(c), ', ') FROM unnest(ARRAY[h_org, h_user, h_id, h_content]) c WHERE c IS NOT NULL),
                 tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
+            PERFORM memory._exec_as_caller(format(
+                'CREATE TRIGGER memory_hold_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+                'EXECUTE FUNCTION memory._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
         END IF;
 
         PERFORM memory._register_governed(tbl, eff);
@@ -598,6 +603,7 @@ BEGIN
     ELSE
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
         PERFORM memory._unregister_governed(tbl);
     END IF;
     PERFORM memory._close_governance_gate();
@@ -652,7 +658,8 @@ CREATE TABLE memory.observations (
     metadata           jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (jsonb_typeof(metadata) = 'object'),
     -- No default: the classify trigger always sets it, and a supplied tier is kept as a floor.
     classification     memory.classification NOT NULL,
-    weight             float8 NOT NULL DEFAULT 1.0,
+    -- In [0, 1] (22023 otherwise): a client's value never steers recall.
+    weight             float8 NOT NULL DEFAULT 1.0 CONSTRAINT observations_weight_check CHECK (memory._check_weight(weight)),
     created_at         timestamptz NOT NULL DEFAULT now(),
     expires_at         timestamptz,
     purge_after        timestamptz,

@@ -389,9 +389,9 @@ BEGIN
         RAISE EXCEPTION 'no consent version % for user "%" of org "%"', coalesce(consent_receipt.version::text, '(current)'),
             consent_receipt.user_id, consent_receipt.org_id USING ERRCODE = 'P0002';
     END IF;
-    -- The consent event in the org's chain (pending entries are chained first where this
-    -- transaction can; a receipt whose event is still pending has no anchor yet).
-    PERFORM memory._audit_integrate(false);
+    -- The consent event in the org's chain. A reader never chains (it would hold the integration
+    -- lock, and every other org's pending entries with it, until its transaction ends): an event
+    -- the sequencer has not chained yet is reported as pending, without an anchor.
     SELECT l.chain_id, l.seq, l.entry_hash INTO anchor FROM memory.audit_log l
      WHERE l.chain_id OPERATOR(pg_catalog.=) c.org_id COLLATE "C" AND l.recorded_at >= c.written_at
        AND l.event_type IN ('memory.consent.grant', 'memory.consent.revoke')
@@ -401,12 +401,14 @@ BEGIN
         'receipt_id', c.receipt_id, 'org_id', c.org_id, 'user_id', c.user_id, 'version', c.version,
         'scopes', to_jsonb(c.scopes), 'recorded_at', c.recorded_at, 'written_at', c.written_at, 'revoked_at', c.revoked_at,
         'revoked_scopes', to_jsonb(c.revoked_scopes), 'collection_method', c.collection_method,
-        'audit', CASE WHEN anchor.seq IS NULL THEN NULL
-                      ELSE jsonb_build_object('chain_id', anchor.chain_id, 'seq', anchor.seq,
-                                              'entry_hash', encode(anchor.entry_hash, 'hex')) END);
+        'audit', CASE WHEN anchor.seq IS NOT NULL
+                      THEN jsonb_build_object('chain_id', anchor.chain_id, 'seq', anchor.seq,
+                                              'entry_hash', encode(anchor.entry_hash, 'hex'))
+                      WHEN EXISTS (SELECT 1 FROM memory.audit_pending p WHERE p.chain_id OPERATOR(pg_catalog.=) c.org_id COLLATE "C")
+                      THEN jsonb_build_object('chain_id', c.org_id, 'pending', true) END);
 END $$;
 COMMENT ON FUNCTION memory.consent_receipt(text, text, int) IS
-  'A receipt for one consent version (default: the current one): receipt_id, scopes, timestamps, collection method, and the audit anchor of its consent event (chain_id, seq, entry_hash hex), to check against the chain. P0002 for a version that does not exist.';
+  'A receipt for one consent version (default: the current one): receipt_id, scopes, timestamps, collection method, and the audit anchor of its consent event (chain_id, seq, entry_hash hex), to check against the chain; {chain_id, pending: true} while the sequencer has not chained it yet (a receipt never chains). P0002 for a version that does not exist.';
 
 -- Consent-era rows that only memory_ext changes or removes (revocation, maintenance, account
 -- deletion, which open the consent gate): anything else is MX002.

@@ -23,6 +23,7 @@ GRANT SELECT ON memory.governed_tables TO PUBLIC;
 -- one-line SQL wrappers over them (bodies fully schema-qualified, no operator).
 -- A SET clause would cost a GUC save/restore per row and stop the planner inlining the
 -- wrappers. tests/sql/07_security.sql holds this list.
+-- upgrade: reapply
 DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -67,23 +68,35 @@ GRANT EXECUTE ON FUNCTION
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
     memory._consent_row_gate(), memory._hold_guard(), memory._hold_for(text, text, text), memory._hold_gate_open(),
+    memory._hold_truncate_guard(), memory._hold_on_rows(regclass), memory._restore_mode(),
+    -- the CHECK of memory.observations.weight (runs as the writing role)
+    memory._check_weight(float8),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
     memory._audit_denied(text, text, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
     memory._has_consent(text, text, text)
 TO PUBLIC;
 
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.observations', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.entities', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.claims', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.screen_profiles', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.relationships', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.recheck_tasks', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.classification_rules', '');
+-- upgrade: reapply
 SELECT pg_catalog.pg_extension_config_dump('memory.governance_registry', 'WHERE NOT builtin');
 
 -- Identity sequences of the tables pg_dump keeps are kept too, so that after a restore new rows
 -- (keys, history, holds, rules, policies, tasks) do not collide with restored ones.
+-- upgrade: reapply
 DO $$
 DECLARE q text;
 BEGIN
@@ -101,6 +114,7 @@ END $$;
 -- the moment its library is loaded; loaded in the middle of such a call, it cannot know the
 -- caller and refuses (42501) until the transaction ends. So new sessions of this database load
 -- it at start.
+-- upgrade: reapply
 DO $$
 DECLARE cur text := coalesce(current_setting('session_preload_libraries', true), '');
 BEGIN
@@ -115,6 +129,7 @@ END $$;
 -- statement trigger but TRUNCATE's) fire in every session_replication_role: a change applied by
 -- logical replication or a restore run as replica must reach the caches too (they only send an
 -- invalidation).
+-- upgrade: reapply
 DO $$
 DECLARE t regclass; n name;
 BEGIN

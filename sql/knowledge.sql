@@ -550,6 +550,7 @@ DECLARE
     r record;
     task bigint;
 BEGIN
+    PERFORM memory._check_at(at, 'memory.freshness_recheck');
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
     END IF;
@@ -1370,6 +1371,7 @@ DECLARE
     one   jsonb;
     total jsonb;
 BEGIN
+    PERFORM memory._check_at(at, 'memory.run_decay');
     IF NOT memory._citus_distributed('memory.claims') THEN
         RETURN memory._run_decay_in(scope, at, NULL);
     END IF;

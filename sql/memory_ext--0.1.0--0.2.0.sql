@@ -3587,7 +3587,6 @@ DECLARE
                              'research_style', 'user_stated_position_context', 'constraints', 'time_horizon', 'position_consent'];
     k        text;
     found    text[];
-    vals     text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
     IF memory._restore_mode() THEN
@@ -3618,10 +3617,9 @@ BEGIN
                 USING ERRCODE = '22023';
         END IF;
         -- Sensitive input is never kept, whatever the consent (SPEC §6): every §1 detector runs on
-        -- the value and on the text of its base64 and hex tokens; the refusal names the detector
-        -- and the field, never the value.
+        -- the value; the refusal names the detector and the field, never the value.
         IF k <> 'position_consent' THEN
-            found := memory._detect_fields(ARRAY[NEW.fields->>k]);
+            found := memory.detect(NEW.fields->>k);
             IF cardinality(found) > 0 THEN
                 RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
                     USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
@@ -3629,17 +3627,6 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    -- And on the fields together: a value split over two fields (in either order), or over all of
-    -- them, is found too. No one field holds it, so none is named.
-    vals := ARRAY(SELECT f.value FROM jsonb_each_text(NEW.fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
-    IF cardinality(vals) > 1 THEN
-        found := memory._detect_fields(vals);
-        IF cardinality(found) > 0 THEN
-            RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
-                USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
-                HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()), nor split over fields; remove the value.';
-        END IF;
-    END IF;
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
     NEW.expires_at := NULL;
     IF NEW.created_at > now() + interval '5 minutes' THEN
@@ -4036,10 +4023,10 @@ BEGIN
             slices := slices || jsonb_build_object(sl, v);
             loaded := loaded || sl;
             -- One line per slice; what a user wrote cannot close the block or start a line of
-            -- its own (memory._render_context_value: <, > and & escaped, their look-alikes such
-            -- as U+FF1C folded to &lt; and &gt;, every line separator and control character a space).
-            lines := lines || (sl || ': ' || memory._render_context_value(
-                         CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END));
+            -- its own (<, > and & escaped, line breaks as spaces).
+            lines := lines || (sl || ': ' || replace(replace(replace(regexp_replace(
+                         CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END, '[\r\n]+', ' ', 'g'),
+                         '&', '&amp;'), '<', '&lt;'), '>', '&gt;'));
         ELSIF (sl IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S9_persona_drift_recent') AND NOT profile)
               OR (sl = 'S4_user_focus_reason' AND NOT (profile OR threads))
               OR (sl IN ('S5_research_style', 'S6_recent_active_threads_titles') AND NOT threads)
@@ -5209,22 +5196,6 @@ CREATE FUNCTION "_detectors"() RETURNS TABLE (
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'detectors_table_wrapper';
-
--- User contexts (SPEC §6): the sensitive-input gate over a context's fields together, and a slice
--- value as the rendered <user_context> block shows it.
-CREATE FUNCTION "_detect_fields"(
-	"values" TEXT[]
-) RETURNS TEXT[]
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'detect_fields_wrapper';
-
-CREATE FUNCTION "_render_context_value"(
-	"value" TEXT
-) RETURNS TEXT
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'render_context_value_wrapper';
 
 CREATE FUNCTION memory.detect(content text, detectors text[] DEFAULT NULL)
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE

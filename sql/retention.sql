@@ -259,6 +259,7 @@ DECLARE
     cols text[];
     vals text[];
     hold bigint;
+    same boolean;
 BEGIN
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
        OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
@@ -266,6 +267,16 @@ BEGIN
     END IF;
     IF memory._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    -- An UPDATE that leaves the mapped columns (org, user, id, content) as they were changes
+    -- nothing a hold protects; the final row is compared, whatever the SET list named.
+    IF TG_OP = 'UPDATE' THEN
+        cols := array_remove(ARRAY[TG_ARGV[0], TG_ARGV[1], TG_ARGV[2], TG_ARGV[3]], '');
+        EXECUTE 'SELECT ' || (SELECT string_agg(format('($1).%1$I::text IS NOT DISTINCT FROM ($2).%1$I::text', c), ' AND ') FROM unnest(cols) c)
+           INTO same USING OLD, NEW;
+        IF same THEN
+            RETURN NEW;
+        END IF;
     END IF;
     -- The old row's org, user and id, as text ('' columns read as NULL).
     cols := ARRAY[TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]];
@@ -280,6 +291,67 @@ BEGIN
                   HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
     END IF;
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+-- One active legal hold covering a row of governed table tbl, or NULL, for TRUNCATE and
+-- memory.ungovern (which would take every row at once). The mapped org, user and id columns are
+-- those memory.govern gave the table's memory_hold_truncate trigger; the rows are read as the
+-- table's owner in a security-restricted operation (as maintenance reads them) and compared as
+-- text with the holds. Answers only a role that owns the table or may truncate it (42501).
+CREATE FUNCTION memory._hold_on_rows(tbl regclass)
+RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    args  text[];
+    holds jsonb;
+    found jsonb;
+    who   oid := memory._caller();
+BEGIN
+    IF who IS NULL OR who = 0 OR NOT (pg_has_role(who, (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE')
+                                      OR has_table_privilege(who, tbl, 'TRUNCATE')) THEN
+        RAISE EXCEPTION 'permission denied to ask for the legal holds on rows of %', tbl USING ERRCODE = '42501';
+    END IF;
+    SELECT memory._trigger_args(tg.oid) INTO args FROM pg_trigger tg
+     WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_hold_truncate' AND tg.tgfoid = 'memory._hold_truncate_guard'::regproc;
+    IF coalesce(args[1], '') = '' OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl) THEN
+        RETURN NULL;
+    END IF;
+    SELECT jsonb_agg(jsonb_build_object('id', h.id, 'org', h.org_id, 'usr', h.user_id, 'oid', h.observation_id::text))
+      INTO holds FROM memory.legal_holds h WHERE h.released_at IS NULL;
+    IF holds IS NULL THEN
+        RETURN NULL;
+    END IF;
+    found := memory._exec_as_table_owner(tbl, format(
+        'SELECT pg_catalog.to_jsonb((SELECT h.id FROM %s t JOIN pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) h(id bigint, org text, usr text, oid text) '
+        'ON t.%I::text OPERATOR(pg_catalog.=) h.org AND CASE WHEN h.oid IS NOT NULL THEN %s ELSE (h.usr IS NULL OR %s) END '
+        'ORDER BY h.id LIMIT 1))',
+        tbl, args[1],
+        CASE WHEN coalesce(args[3], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.oid', args[3]) END,
+        CASE WHEN coalesce(args[2], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.usr', args[2]) END),
+        ARRAY[holds::text]);
+    RETURN (found #>> '{}')::bigint;
+END $$;
+
+-- BEFORE TRUNCATE of a governed table (memory.govern attaches it with memory_hold): a table
+-- holding a row under an active legal hold is not truncated (MX006).
+CREATE FUNCTION memory._hold_truncate_guard()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE hold bigint;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_NARGS OPERATOR(pg_catalog.<>) 3 THEN
+        RAISE EXCEPTION 'memory._hold_truncate_guard is a BEFORE TRUNCATE trigger attached by memory.govern' USING ERRCODE = '39P01';
+    END IF;
+    IF memory._restore_mode() OR memory._hold_gate_open() THEN
+        RETURN NULL;
+    END IF;
+    hold := memory._hold_on_rows(TG_RELID);
+    IF hold IS NOT NULL THEN
+        RAISE EXCEPTION 'legal hold % covers rows of %: TRUNCATE is blocked', hold, TG_RELID::regclass
+            USING ERRCODE = 'MX006',
+                  HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
+    END IF;
+    RETURN NULL;
 END $$;
 
 -- The org's guard, asked per row; a guard that raises or does not exist denies.
@@ -455,6 +527,7 @@ DECLARE
     -- Citus (SPEC §10): the observations are distributed by org.
     dist     constant boolean := memory._citus_distributed('memory.observations');
 BEGIN
+    PERFORM memory._check_at(at, 'memory.run_retention');
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
     END IF;

@@ -50,6 +50,63 @@ RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f
                         AND p.pronamespace OPERATOR(pg_catalog.=) 'memory'::pg_catalog.regnamespace) $$;
 
+-- A BEFORE row trigger on INSERT or UPDATE that is not memory_ext's and fires after memory_ext's
+-- (triggers fire in name order, byte by byte): it could change the row after classification and
+-- the hold check. Such triggers are refused on governed tables; the owner's own BEFORE triggers
+-- take names that sort before "memory_".
+CREATE FUNCTION memory._is_late_trigger(tg oid)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                      WHERE t.oid OPERATOR(pg_catalog.=) tg AND NOT t.tgisinternal
+                        AND (t.tgtype::int OPERATOR(pg_catalog.&) 3) OPERATOR(pg_catalog.=) 3
+                        AND (t.tgtype::int OPERATOR(pg_catalog.&) 20) OPERATOR(pg_catalog.<>) 0
+                        AND NOT memory._is_memory_trigger_fn(t.tgfoid)
+                        AND (t.tgname::text COLLATE "C") OPERATOR(pg_catalog.>=) ('memory_' COLLATE "C")) $$;
+
+-- A trigger's arguments (pg_trigger.tgargs: NUL-terminated strings), as text.
+CREATE FUNCTION memory._trigger_args(tg oid)
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b    bytea;
+    n    int;
+    p    int;
+    args text[] := '{}';
+BEGIN
+    SELECT t.tgargs, t.tgnargs INTO b, n FROM pg_catalog.pg_trigger t WHERE t.oid OPERATOR(pg_catalog.=) tg;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 1 .. n LOOP
+        p := pg_catalog.position(b, pg_catalog.decode('00', 'hex'));
+        args := args OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.substr(b, 1, p OPERATOR(pg_catalog.-) 1), 'UTF8');
+        b := pg_catalog.substr(b, p OPERATOR(pg_catalog.+) 1);
+    END LOOP;
+    RETURN args;
+END $$;
+
+-- The columns a governed table's mapping names (memory.governance_registry.options).
+CREATE FUNCTION memory._mapped_columns(opts jsonb)
+RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL AND x.c OPERATOR(pg_catalog.<>) ''), '{}')
+  FROM (SELECT opts OPERATOR(pg_catalog.->>) k AS c
+          FROM pg_catalog.unnest(ARRAY['content', 'source_files', 'source_type', 'org', 'id', 'project', 'workspace', 'user',
+                                       'weight', 'state', 'audit_tier', 'soft_deleted']) k
+         WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) k) OPERATOR(pg_catalog.=) 'string'
+        UNION ALL
+        SELECT pg_catalog.jsonb_array_elements_text(CASE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'target')
+                   WHEN 'array' THEN opts OPERATOR(pg_catalog.->) 'target'
+                   WHEN 'string' THEN pg_catalog.jsonb_build_array(opts OPERATOR(pg_catalog.->) 'target')
+                   ELSE '[]'::jsonb END)
+        UNION ALL
+        SELECT e.value FROM pg_catalog.jsonb_each_text(CASE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'stamps')
+                   WHEN 'object' THEN opts OPERATOR(pg_catalog.->) 'stamps' ELSE '{}'::jsonb END) e
+        UNION ALL
+        SELECT (opts OPERATOR(pg_catalog.->) 'consent') OPERATOR(pg_catalog.->>) k
+          FROM pg_catalog.unnest(ARRAY['user', 'org']) k
+         WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'consent') OPERATOR(pg_catalog.=) 'object') x(c) $$;
+
 CREATE FUNCTION memory._guard_governance_ddl()
 RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -60,11 +117,34 @@ DECLARE
 BEGIN
     -- Superusers and the extension owner are not stopped here (they could drop this trigger;
     -- restores run as them and re-create the triggers): the guard is for table owners.
+    -- A mapped column of a governed table keeps its name, for every role: renamed or dropped, the
+    -- mapping would name a column that is gone, or a decoy added under its name (55000).
+    IF TG_EVENT = 'ddl_command_end' AND NOT memory._creating_extension() AND NOT memory._restore_mode() THEN
+        FOR r IN SELECT c.objid, g.options FROM pg_catalog.pg_event_trigger_ddl_commands() c
+                   JOIN memory.governance_registry g ON g.relid::oid = c.objid
+                  WHERE c.command_tag = 'ALTER TABLE' LOOP
+            FOR t IN SELECT m.col FROM unnest(memory._mapped_columns(r.options)) m(col)
+                      WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = r.objid AND a.attnum > 0
+                                           AND NOT a.attisdropped AND a.attname = m.col) LOOP
+                RAISE EXCEPTION 'column "%" of governed table % is mapped by memory.govern and may not be renamed or dropped', t.col, r.objid::regclass
+                    USING ERRCODE = '55000',
+                          HINT = 'Call memory.govern(table, options) with the new mapping first (or memory.ungovern), then rename or drop the column.';
+            END LOOP;
+        END LOOP;
+    END IF;
     IF memory._is_unrestricted() AND TG_EVENT = 'ddl_command_end' THEN
         RETURN;
     END IF;
     IF TG_EVENT = 'ddl_command_end' THEN
         FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
+            -- A governed table attached as a partition would take writes routed through its
+            -- parent, whose statement triggers are not its own.
+            IF r.command_tag = 'ALTER TABLE' AND EXISTS (
+                   SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhrelid
+                    WHERE i.inhparent = r.objid) THEN
+                RAISE EXCEPTION 'a governed table may not become a partition or a child of %', r.objid::regclass USING ERRCODE = '42501',
+                    HINT = 'Writes through the parent would go around the governed table''s audit and tenant checks.';
+            END IF;
             -- A child table of a governed table would take writes around its triggers.
             IF r.command_tag IN ('CREATE TABLE', 'ALTER TABLE') AND EXISTS (
                    SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhparent
@@ -81,6 +161,14 @@ BEGIN
                     RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
                 END LOOP;
+            ELSIF r.command_tag IN ('CREATE TRIGGER', 'ALTER TRIGGER') AND EXISTS (
+                      SELECT 1 FROM pg_catalog.pg_trigger tg JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
+                       WHERE tg.oid = r.objid AND memory._is_late_trigger(tg.oid)) THEN
+                RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s', 
+                    (SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg WHERE tg.oid = r.objid)
+                    USING ERRCODE = '42501',
+                          HINT = 'Triggers fire in name order: give it a name that sorts before "memory_" (for example "app_' ||
+                                 (SELECT tg.tgname FROM pg_catalog.pg_trigger tg WHERE tg.oid = r.objid) || '"), so memory_ext governs the final row.';
             ELSIF r.command_tag = 'CREATE TRIGGER' THEN
                 -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
@@ -118,6 +206,15 @@ BEGIN
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
                 END IF;
             ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
+                -- Its rows are gone from the catalog by now, so while any legal hold is active a
+                -- governed table with an org column is not dropped (its rows may be held).
+                IF NOT memory._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
+                   AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid
+                                  AND (g.options ? 'org' OR g.options->'consent' ? 'org')) THEN
+                    RAISE EXCEPTION 'governed table % may hold rows under an active legal hold: DROP TABLE is blocked', r.object_identity
+                        USING ERRCODE = 'MX006',
+                              HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
+                END IF;
                 DELETE FROM memory.governance_registry g WHERE g.relid::oid = r.objid;
                 PERFORM memory._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
             END IF;

@@ -346,6 +346,7 @@ DECLARE
     err_state text;
     err_text text;
 BEGIN
+    PERFORM memory._check_at(at, 'memory.run_maintenance');
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'memory.run_maintenance needs a finite time' USING ERRCODE = '22023';
     END IF;

@@ -59,6 +59,20 @@ CREATE FUNCTION memory._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
 
+-- Time travel is the owner's: an `at` more than 5 minutes (memory_core::retention::
+-- MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
+-- the extension owner and superusers (tests, backfills); anyone else gets 22023. Returns `at`.
+CREATE FUNCTION memory._check_at(at timestamptz, fn text)
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.+) interval '5 minutes') AND NOT memory._is_unrestricted() THEN
+        RAISE EXCEPTION '%: at (%) is more than 5 minutes after the transaction time', fn, at USING ERRCODE = '22023',
+            HINT = 'Omit at to run for now; a later time is for the extension owner and superusers (tests, backfills).';
+    END IF;
+    RETURN at;
+END $$;
+
 -- The org the session acts for: memory.org_id when the role may act for it; else the role's only
 -- org (a '*' grant is not one org); else NULL, which row-level security matches with nothing.
 -- On Citus the tenant policies of distributed tables call it on the workers' shards, where it
@@ -78,8 +92,14 @@ BEGIN
     IF r IS NULL THEN
         RETURN NULL;
     END IF;
+    -- An org the role may not act for is refused, never a silent NULL org (a write would then
+    -- fail row-level security with no word of why).
     IF s IS NOT NULL THEN
-        RETURN CASE WHEN memory._may_act_for_role(r, s) THEN s END;
+        IF NOT memory._may_act_for_role(r, s) THEN
+            RAISE EXCEPTION 'role % may not act for org "%" (memory.org_id)', r::regrole, s USING ERRCODE = '42501',
+                HINT = 'Bind the role to the org with memory.grant_org(role, org) (an org admin or the extension owner), or set memory.org_id to one of memory.my_orgs().';
+        END IF;
+        RETURN s;
     END IF;
     -- A superuser "has" every role (pg_has_role), so for it only the grants of itself and of the
     -- roles it is really a member of (pg_auth_members) count, not every other role's.
@@ -132,7 +152,7 @@ CREATE FUNCTION memory.acting_org()
 RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory._acting_org() $$;
 COMMENT ON FUNCTION memory.acting_org() IS
-  'The org this session acts for: memory.org_id when the role may act for it, else the role''s only org, else NULL (row-level security then shows nothing).';
+  'The org this session acts for: memory.org_id (42501 when the role may not act for it), else the role''s only org, else NULL (row-level security then shows nothing).';
 
 CREATE FUNCTION memory.my_orgs()
 RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -203,7 +203,7 @@ fn check_org(org_id: Option<&str>) {
     }
 }
 
-#[pg_extern(stable, parallel_safe, name = "_classify")]
+#[pg_extern(stable, parallel_restricted, name = "_classify")]
 fn classify_label(
     content: Option<&str>,
     source_files: Option<Array<&str>>,
@@ -216,7 +216,7 @@ fn classify_label(
     Some(with_paths(&source_files, |paths| decide(content.as_bytes(), paths, st, org_id)).tier.as_str())
 }
 
-#[pg_extern(stable, parallel_safe, name = "_classify_explain")]
+#[pg_extern(stable, parallel_restricted, name = "_classify_explain")]
 fn classify_explain(
     content: Option<&str>,
     source_files: Option<Array<&str>>,
@@ -317,7 +317,7 @@ fn derive_label(label: Option<&str>) -> &'static str {
 /// library was loaded (which would not need superuser) is never what they read.
 #[pg_extern(stable, parallel_safe, name = "_restore_mode")]
 fn restore_mode() -> bool {
-    crate::gucs::RESTORE_MODE.get()
+    crate::gucs::restore_mode()
 }
 
 /// Raises 22023 when an org rule's pattern does not compile; used by the rules table trigger.
@@ -368,7 +368,7 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     let row = tuple::RowTrigger::new(trigger.trigger_data(), "memory.classify_trigger")?;
     // A restore (memory.restore_mode, superuser-only) loads rows as they were: tier and stamps
     // included, whatever the policies loaded so far say.
-    if crate::gucs::RESTORE_MODE.get() && !row.is_update() {
+    if crate::gucs::restore_mode() && !row.is_update() {
         return Ok(row.unchanged());
     }
     let mut cols = tuple::ClassifyColumns::acquire(&row)?;

@@ -337,7 +337,7 @@ fn polarity_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, Allocat
     if row.relid() != s.feedback {
         return Err(wrong_table(NAME, row.relid(), "memory.user_feedback"));
     }
-    if crate::gucs::RESTORE_MODE.get() {
+    if crate::gucs::restore_mode() {
         return Ok(row.unchanged());
     }
     let polarity = row.text("comment")?.and_then(|c| s.lexicon.polarity(&c));
@@ -511,7 +511,7 @@ fn literal(s: &str) -> String {
 fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     const NAME: &str = "memory._detect_drift()";
     let row = InsertedRow::new(td, NAME, false)?;
-    if crate::gucs::RESTORE_MODE.get() {
+    if crate::gucs::restore_mode() {
         return Ok(());
     }
     let s = settings_as_owner(row.relid())?;

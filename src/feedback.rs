@@ -33,6 +33,18 @@ fn is_misleading_sql(failed_sessions: i64, successful_sessions: i64) -> bool {
     memory_core::feedback::is_misleading(failed_sessions, successful_sessions)
 }
 
+/// The CHECK of `memory.observations.weight`: true, or 22023 for a weight outside [0, 1] (a
+/// client value must not steer recall; outcomes move weights within the range).
+#[pg_extern(immutable, parallel_safe, strict, name = "_check_weight")]
+fn check_weight(w: f64) -> bool {
+    if !memory_core::feedback::weight_allowed(w) {
+        MxError::bad_argument(format!("weight {w} is outside [0, 1]"))
+            .hint("Leave weight to its default (1.0); memory.record_outcome moves it.")
+            .raise();
+    }
+    true
+}
+
 /// A table whose rows carry a weight: memory.observations or a governed application table.
 struct Source {
     rel: String,

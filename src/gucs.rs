@@ -67,8 +67,27 @@ pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
 /// Restoring a dump: rows written while on are taken as they come back (no classification, no
-/// stamps, no lifecycle entry checks, no audit events). Superuser-only.
+/// stamps, no lifecycle entry checks, no audit events). Superuser-only. Read it through
+/// [`restore_mode`].
 pub static RESTORE_MODE: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// Whether rows are being restored (`memory.restore_mode`). A session named `pg_restore` without
+/// the setting is refused (55000) at the first row a memory_ext trigger sees: a plain restore would
+/// re-stamp and re-classify the rows it loads, so it fails at once rather than change them.
+pub fn restore_mode() -> bool {
+    if RESTORE_MODE.get() {
+        return true;
+    }
+    if crate::pg::identity::application_name_is("pg_restore") {
+        crate::errors::MxError::new(
+            crate::errors::code::OBJECT_NOT_IN_STATE,
+            "pg_restore without memory.restore_mode would re-stamp and re-classify memory_ext's rows",
+        )
+        .hint("Restore as the README's \"Backup and restore\" says: PGOPTIONS='-c memory.restore_mode=on' pg_restore --single-transaction ... (a superuser).")
+        .raise();
+    }
+    false
+}
 
 /// How a writing transaction records its audit events (SPEC §2 "Integration").
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -184,7 +203,7 @@ pub fn init() {
         &ALPHA_SUCCESS,
         1e-6,
         1.0,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_float_guc(
@@ -194,7 +213,7 @@ pub fn init() {
         &ALPHA_FAILURE,
         1e-6,
         1.0,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_string_guc(

@@ -22,7 +22,7 @@ mod trust;
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
 extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner, classify::rules_changed]);
-extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed, classify::detect_names, classify::detectors_table]);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed, classify::detect_names, classify::detectors_table, feedback::check_weight]);
 extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
 extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);

@@ -111,8 +111,13 @@ pub fn classification_type() -> pg_sys::Oid {
 }
 
 /// The role memory_ext holds responsible for the current statement (see the module notes).
-/// `InvalidOid` inside a security-restricted operation memory_ext did not start: nobody.
+/// `InvalidOid` inside a security-restricted operation memory_ext did not start, and in a
+/// parallel worker (which does not see the leader's SECURITY DEFINER frames; the functions that
+/// answer for the caller are parallel restricted, so this is belt and braces): nobody.
 pub fn caller() -> pg_sys::Oid {
+    if identity::in_parallel_worker() {
+        return pg_sys::InvalidOid;
+    }
     let o = OVERRIDE.with(Cell::get);
     if o != pg_sys::InvalidOid {
         return o;
@@ -358,7 +363,7 @@ fn delegations_aborted() {
     });
 }
 
-#[pg_extern(stable, parallel_safe, name = "_caller")]
+#[pg_extern(stable, parallel_restricted, name = "_caller")]
 fn caller_sql() -> Option<pg_sys::Oid> {
     let c = caller();
     (c != pg_sys::InvalidOid).then_some(c)

@@ -68,6 +68,10 @@ pub fn render_value(value: &str) -> String {
 /// Shortest token `detect_fields` decodes as base64 or hex.
 pub const MIN_ENCODED_TOKEN: usize = 16;
 
+/// Up to this many values every ordered pair is searched (a user context has 9 fields); beyond
+/// it, neighbours only, so a long array costs linear time.
+pub const MAX_PAIRED_FIELDS: usize = 16;
+
 /// How many times decoded text is itself searched for encoded tokens (base64 of base64 ...).
 pub const DECODE_DEPTH: usize = 2;
 
@@ -88,7 +92,13 @@ pub fn detect_fields(values: &[&str], set: Set) -> Set {
     if values.len() > 1 {
         scan(&values.concat());
     }
-    if values.len() > 2 {
+    if values.len() > MAX_PAIRED_FIELDS {
+        // More values than a context has fields: neighbours only (linear, not quadratic).
+        for w in values.windows(2) {
+            scan(&[w[0], w[1]].concat());
+            scan(&[w[1], w[0]].concat());
+        }
+    } else if values.len() > 2 {
         // (With two values the concatenation is one of the pairs.)
         for (i, a) in values.iter().enumerate() {
             for (j, b) in values.iter().enumerate() {

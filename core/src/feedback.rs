@@ -57,6 +57,12 @@ pub fn check_alpha(alpha: f64) -> Result<f64, FeedbackError> {
     }
 }
 
+/// Whether a weight a client writes is one memory_ext keeps: finite and in [0, 1] (1, the
+/// default, is the most any memory starts with; outcomes move it by EMA within the range).
+pub fn weight_allowed(w: f64) -> bool {
+    (0.0..=1.0).contains(&w)
+}
+
 /// `new = previous × (1 − α) + signal × α`, with α by direction of the outcome.
 pub fn ema(previous: f64, outcome: Outcome, alpha_success: f64, alpha_failure: f64) -> Result<f64, FeedbackError> {
     check_alpha(alpha_success)?;

@@ -27,6 +27,18 @@ pub fn stamps(created: i64, retention: Option<i64>, grace: i64, ttl: Option<i64>
 }
 
 /// BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
+/// How far a client-written time may run ahead of the transaction's (clock skew between an
+/// application server and the database): 5 minutes. A creation time or a maintenance run's `at`
+/// further ahead would lengthen retention or travel in time (SPEC §11).
+pub const MAX_CLOCK_SKEW_US: i64 = 5 * 60 * 1_000_000;
+
+/// Whether a client-written creation time `created` is acceptable at transaction time `now`: any
+/// past time (an import backdates, which only shortens retention), and at most
+/// [`MAX_CLOCK_SKEW_US`] ahead.
+pub fn created_at_allowed(created: i64, now: i64) -> bool {
+    created <= now.saturating_add(MAX_CLOCK_SKEW_US)
+}
+
 pub const BFSI_RESTRICTED_DAYS: i32 = 2555;
 /// The grace of the BFSI rule when no policy row names one.
 pub const BFSI_DEFAULT_GRACE_DAYS: i32 = 7;
@@ -87,6 +99,16 @@ pub fn purge_due(soft_deleted_at: i64, purge_after: i64, expires_at: Option<i64>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn created_at_may_lag_but_not_lead_by_more_than_the_skew() {
+        let now = 1_000_000_000_000;
+        assert!(super::created_at_allowed(now - 50 * 365 * super::DAY_US, now));
+        assert!(super::created_at_allowed(now + super::MAX_CLOCK_SKEW_US, now));
+        assert!(!super::created_at_allowed(now + super::MAX_CLOCK_SKEW_US + 1, now));
+        assert!(!super::created_at_allowed(i64::MAX - 1, now));
+        assert!(super::created_at_allowed(now, i64::MAX));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -356,6 +356,13 @@ impl Appender {
         })
     }
 
+    /// Vouch for the platform chain: a governed table without an org column audits there for every
+    /// role that may write the table (SPEC §11); the table's own trigger is the authority, as
+    /// memory_ext's own records are. `audit_append` to the platform chain stays with unrestricted roles.
+    pub fn vouch_platform_chain(&mut self) {
+        self.checked.insert(String::new());
+    }
+
     /// Lock the heads of these chains for the rest of the transaction, in sorted order.
     pub fn lock<'c>(&mut self, client: &SpiClient, chains: impl IntoIterator<Item = &'c str>) -> Result<(), MxError> {
         let mut wanted: Vec<&str> = chains.into_iter().filter(|c| !self.heads.contains_key(*c)).collect();

@@ -252,7 +252,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let td = trigger.trigger_data();
     // Rows loaded by a restore (memory.restore_mode, superuser-only) are not new writes: the log
     // comes back with them.
-    if crate::gucs::RESTORE_MODE.get() && td.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_INSERT {
+    if crate::gucs::restore_mode() && td.tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_INSERT {
         return Ok(());
     }
     let ev = td.tg_event;
@@ -280,6 +280,9 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         crate::pg::spi::register_trigger_data(td);
         // Every row's org must be one the writing role may act for (Appender::lock checks it).
         let mut ap = Appender::new(client)?;
+        if map.cols.org.is_none() {
+            ap.vouch_platform_chain();
+        }
         let mut rows = RowEvents {
             actor: default_actor(&ap),
             table: map.table.as_str(),

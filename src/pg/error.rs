@@ -45,6 +45,8 @@ pub mod code {
     pub const TRIGGER_PROTOCOL: &str = "39P01";
     /// memory_ext is not installed in this database.
     pub const NOT_INSTALLED: &str = "55000";
+    /// A mapped column renamed or dropped, a plain pg_restore without memory.restore_mode.
+    pub const OBJECT_NOT_IN_STATE: &str = "55000";
     /// CREATE EXTENSION (or the upgrade) in a database that is not UTF-8 (raised by the scripts).
     pub const FEATURE_NOT_SUPPORTED: &str = "0A000";
     /// memory.audit_integrate() where it cannot chain (read-only or snapshot transaction, standby).

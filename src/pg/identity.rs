@@ -19,6 +19,20 @@ pub fn in_restricted_operation() -> bool {
     unsafe { pg_sys::InSecurityRestrictedOperation() }
 }
 
+/// Whether this process is a parallel worker. A worker does not see the leader's function frames
+/// (the SECURITY DEFINER functions memory_ext tracks), so it cannot know the caller.
+pub fn in_parallel_worker() -> bool {
+    // SAFETY: reads a backend global (-1 in a leader or a plain backend).
+    unsafe { pg_sys::ParallelWorkerNumber >= 0 }
+}
+
+/// Whether the session's `application_name` is `name` (pg_restore names itself so).
+pub fn application_name_is(name: &str) -> bool {
+    // SAFETY: reads the GUC's backend global, a NUL-terminated string or NULL.
+    let p = unsafe { pg_sys::application_name };
+    !p.is_null() && unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes() == name.as_bytes()
+}
+
 pub fn is_superuser(role: pg_sys::Oid) -> bool {
     // SAFETY: a syscache lookup of a plain oid.
     unsafe { pg_sys::superuser_arg(role) }

@@ -927,6 +927,11 @@ impl ClassifyColumns {
             return Err(MxError::bad_argument("created_at must be a finite time to stamp retention")
                 .hint("Write a real creation time, or leave it to its default."));
         }
+        // A creation time ahead of the transaction's would lengthen retention.
+        if !memory_core::retention::created_at_allowed(created, super::xact::xact_start_micros()) {
+            return Err(MxError::bad_argument("created_at is more than 5 minutes after the transaction time")
+                .hint("Write the time the memory was made (an import may backdate it), or leave it to its default."));
+        }
         let (retention, grace) = policies.tier(org.as_deref(), tier)?;
         let label: Option<String> = match &st.memory_type {
             None => None,

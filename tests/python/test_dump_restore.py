@@ -121,8 +121,21 @@ def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
         c.execute(f"DROP DATABASE IF EXISTS {target}")
         c.execute(f"CREATE DATABASE {target}")
     try:
+        # A plain pg_restore (no memory.restore_mode) would re-stamp and re-classify the rows it
+        # loads: it is refused at the first one (55000, with the documented command), never
+        # changing a row; the observations it would have re-stamped are not loaded.
         restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
                                  capture_output=True, text=True)
+        assert restore.returncode != 0
+        assert "pg_restore without memory.restore_mode" in restore.stderr and "restore_mode=on" in restore.stderr, restore.stderr
+        with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
+            assert c.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP DATABASE {target} WITH (FORCE)")
+            c.execute(f"CREATE DATABASE {target}")
+        env = dict(__import__("os").environ, PGOPTIONS="-c memory.restore_mode=on")
+        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
+                                 capture_output=True, text=True, env=env)
         assert restore.returncode == 0, restore.stderr
         with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
             # Months later: the target's maintenance makes its own months next to the restored ones.

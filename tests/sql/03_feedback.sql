@@ -74,8 +74,8 @@ SELECT results_eq($$ SELECT alpha FROM memory.record_outcome('s6', 'accepted', A
                   $$ VALUES (0.5::float8) $$, 'the memory.alpha_success setting applies where no org override exists');
 RESET memory.alpha_success;
 SELECT throws_ok($$ INSERT INTO memory.org_settings (org_id, alpha_success) VALUES ('x', 0) $$, '23514', NULL, 'org alphas outside (0, 1] are refused');
-SELECT throws_ok($$ UPDATE memory.observations SET weight = 'NaN' WHERE id = '00000000-0000-0000-0000-000000000002' $$, '23514', NULL, 'a NaN weight written by hand is refused');
-SELECT throws_ok($$ UPDATE memory.observations SET weight = 'Infinity' WHERE id = '00000000-0000-0000-0000-000000000002' $$, '23514', NULL, 'an infinite weight written by hand is refused');
+SELECT throws_ok($$ UPDATE memory.observations SET weight = 'NaN' WHERE id = '00000000-0000-0000-0000-000000000002' $$, '22023', NULL, 'a NaN weight written by hand is refused');
+SELECT throws_ok($$ UPDATE memory.observations SET weight = 'Infinity' WHERE id = '00000000-0000-0000-0000-000000000002' $$, '22023', NULL, 'an infinite weight written by hand is refused');
 
 -- recall -------------------------------------------------------------------------------------------------
 SELECT results_eq($$ SELECT id::text FROM memory.recall('acme', 'payments backoff', 10) $$,

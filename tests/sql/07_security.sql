@@ -123,11 +123,11 @@ SELECT is((SELECT actor_id FROM public.audit_log_now() WHERE event_type = 'app.c
 -- 4. Tenant isolation is bound to roles, not self-asserted.
 SET ROLE sec_writer;
 SET memory.org_id = 'globex';
-SELECT is(memory.acting_org(), NULL, 'naming an org the role lacks grants nothing');
-SELECT is((SELECT count(*) FROM memory.claims), 0::bigint, 'no claims of another org');
-SELECT is((SELECT count(*) FROM memory.observations), 0::bigint, 'no observations');
-SELECT is((SELECT count(*) FROM memory.live_observations), 0::bigint, 'nor through live_observations');
-SELECT is((SELECT count(*) FROM memory.observation_weight_history), 0::bigint, 'nor weight history');
+SELECT throws_ok($$ SELECT memory.acting_org() $$, '42501', NULL, 'naming an org the role lacks is refused, not a silent NULL org');
+SELECT throws_ok($$ SELECT count(*) FROM memory.claims $$, '42501', NULL, 'no claims of another org');
+SELECT throws_ok($$ SELECT count(*) FROM memory.observations $$, '42501', NULL, 'no observations');
+SELECT throws_ok($$ SELECT count(*) FROM memory.live_observations $$, '42501', NULL, 'nor through live_observations');
+SELECT throws_ok($$ SELECT count(*) FROM memory.observation_weight_history $$, '42501', NULL, 'nor weight history');
 SELECT throws_ok($$ SELECT memory.claim_recheck_tasks('w', 10) $$, '42501', NULL, 'no re-check tasks for an org it lacks');
 RESET memory.org_id;
 SELECT is(memory.acting_org(), 'acme', 'a role with one org acts for it without the setting');
@@ -322,7 +322,7 @@ CREATE TABLE public.sec_m (content text, classification memory.classification);
 INSERT INTO public.sec_m VALUES ('hello');
 CREATE FUNCTION public.sec_m_trg() RETURNS trigger LANGUAGE plpgsql AS
   $$BEGIN INSERT INTO public.sec_ran_as VALUES (current_user); RETURN NEW; END$$;
-CREATE TRIGGER zz BEFORE UPDATE ON public.sec_m FOR EACH ROW EXECUTE FUNCTION public.sec_m_trg();
+CREATE TRIGGER app_zz BEFORE UPDATE ON public.sec_m FOR EACH ROW EXECUTE FUNCTION public.sec_m_trg();
 CREATE FUNCTION public.sec_version() RETURNS text LANGUAGE plpgsql SECURITY DEFINER AS
   $$BEGIN PERFORM memory.govern('public.sec_m', '{"backfill": true}'); RETURN 'v1'; END$$;
 CREATE FUNCTION public.sec_steal() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS
@@ -393,7 +393,7 @@ SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
-          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._hold_for(text,text,text)', 'memory._may_act_for(text)',
+          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._hold_for(text,text,text)', 'memory._hold_on_rows(regclass)', 'memory._may_act_for(text)',
                 'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
                 'memory.ungovern(regclass)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');

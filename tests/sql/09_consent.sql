@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(101);
+SELECT plan(104);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -110,7 +110,11 @@ SELECT throws_ok($$ UPDATE memory.consents SET scopes = '{}' $$, 'MX002', NULL, 
 SELECT throws_ok($$ DELETE FROM memory.consents $$, 'MX002', NULL, 'nor deleted');
 SELECT throws_ok($$ SELECT memory.revoke_consent('acme', 'nobody') $$, 'P0002', NULL, 'nothing to revoke is P0002');
 
--- Receipts anchor to the chain.
+-- Receipts anchor to the chain, once the sequencer has chained their event (a receipt never chains).
+SELECT is(memory.grant_consent('acme', 'u9', '{create_task}'), 1, 'another user consents');
+SELECT is((SELECT r->'audit' FROM memory.consent_receipt('acme', 'u9') r),
+          '{"chain_id": "acme", "pending": true}'::jsonb, 'a receipt whose event is still pending says so, with no anchor');
+SELECT ok(memory.audit_integrate() > 0, 'the sequencer chains the pending entries');
 SELECT is((SELECT (r->>'version')::int FROM memory.consent_receipt('acme', 'u1', 1) r), 1, 'a receipt for version 1');
 SELECT is((SELECT l.entry_hash FROM memory.audit_log l, memory.consent_receipt('acme', 'u1', 1) r
             WHERE l.chain_id = r->'audit'->>'chain_id' AND l.seq = (r->'audit'->>'seq')::bigint),

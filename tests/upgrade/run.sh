@@ -12,33 +12,40 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
-OLD_COMMIT=6e934aa83a84bf237200f3afe756144ac1f67a4d   # release 0.1.0
+# The release upgraded from (0.1.0 or 0.2.0; run.sh runs both), and the commit it was released at.
+OLD=${1:-0.1.0}
+case $OLD in
+  0.1.0) OLD_COMMIT=6e934aa83a84bf237200f3afe756144ac1f67a4d ;;
+  0.2.0) OLD_COMMIT=301d447c88d680fbb358483c0c551ced1e6a9a60 ;;
+  *) echo "upgrade test: no release $OLD" >&2; exit 2 ;;
+esac
+NEW=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)
 work=$root/target/upgrade
-pkg_old=$work/pkg-0.1.0
+pkg_old=$work/pkg-$OLD
 libdir=$($PG_CONFIG --pkglibdir); extdir=$($PG_CONFIG --sharedir)/extension
 name=upgrade
 cluster() { "$root/scripts/cluster.sh" "$@"; }
 
-# Release 0.1.0, built once (debug: only its SQL behaviour matters here).
+# Release $OLD, built once (debug: only its SQL behaviour matters here).
 if [ ! -f "$pkg_old/.built" ]; then
   if ! git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
     git -C "$root" fetch --quiet --unshallow 2>/dev/null || true
   fi
   git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" \
-    || { echo "upgrade test: release 0.1.0 ($OLD_COMMIT) is not in this clone's history" >&2; exit 1; }
-  rm -rf "$work/src" "$pkg_old"; mkdir -p "$work/src"
-  git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$work/src"
-  echo "upgrade test: building release 0.1.0 from $OLD_COMMIT"
-  (cd "$work/src" && CARGO_TARGET_DIR="$work/target" cargo pgrx package --debug --pg-config "$PG_CONFIG" --out-dir "$pkg_old" >"$work/build-0.1.0.log" 2>&1) \
-    || { tail -n 40 "$work/build-0.1.0.log"; exit 1; }
+    || { echo "upgrade test: release $OLD ($OLD_COMMIT) is not in this clone's history" >&2; exit 1; }
+  rm -rf "$work/src-$OLD" "$pkg_old"; mkdir -p "$work/src-$OLD"
+  git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$work/src-$OLD"
+  echo "upgrade test: building release $OLD from $OLD_COMMIT"
+  (cd "$work/src-$OLD" && CARGO_TARGET_DIR="$work/target" cargo pgrx package --debug --pg-config "$PG_CONFIG" --out-dir "$pkg_old" >"$work/build-$OLD.log" 2>&1) \
+    || { tail -n 40 "$work/build-$OLD.log"; exit 1; }
   touch "$pkg_old/.built"
 fi
 
 # The current installation, put back on exit.
 saved=$work/installed; rm -rf "$saved"; mkdir -p "$saved"
 cp "$libdir/memory_ext.so" "$extdir"/memory_ext* "$saved/"
-grep -q "^default_version = '0.2.0'" "$saved/memory_ext.control" \
-  || { echo "upgrade test: run make install first (installed control file is not 0.2.0)" >&2; exit 1; }
+grep -q "^default_version = '$NEW'" "$saved/memory_ext.control" \
+  || { echo "upgrade test: run make install first (installed control file is not $NEW)" >&2; exit 1; }
 restore_install() {
   cp "$saved/memory_ext.so" "$libdir/"
   rm -f "$extdir"/memory_ext*; cp "$saved"/memory_ext.control "$saved"/memory_ext--*.sql "$extdir/"
@@ -50,6 +57,8 @@ trap finish EXIT
 install_old() {
   cp "$pkg_old$libdir/memory_ext.so" "$libdir/"
   rm -f "$extdir"/memory_ext*; cp "$pkg_old$extdir"/memory_ext* "$extdir/"
+  # 0.2.0's package carries its own upgrade from 0.1.0 and its install script; 0.1.0's is kept in sql/.
+  [ -f "$extdir/memory_ext--0.1.0.sql" ] || cp "$root/sql/memory_ext--0.1.0.sql" "$extdir/"
 }
 
 install_old
@@ -61,13 +70,15 @@ export PGHOST=/tmp/memory_ext-$name PGPORT=$port PGUSER=postgres
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 q -d postgres -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
 
-echo "upgrade test: 0.1.0 filled over three months"
-q -d upgraded -f "$root/tests/upgrade/setup-0.1.0.sql" >/dev/null
+echo "upgrade test: $OLD filled over three months"
+q -d upgraded -v version="$OLD" -f "$root/tests/upgrade/setup-0.1.0.sql" >/dev/null
 q -d upgraded -v phase=1 -f "$root/tests/upgrade/fill-0.1.0.sql" >/dev/null
 echo "-31d" > "$clock"
 q -d upgraded -v phase=2 -f "$root/tests/upgrade/fill-0.1.0.sql" >/dev/null
 echo "+0" > "$clock"
 q -d upgraded -v phase=3 -f "$root/tests/upgrade/fill-0.1.0.sql" >/dev/null
+# 0.2.0's own tables (consent, user contexts, threads, drift), filled with its API.
+[ "$OLD" = 0.1.0 ] || q -d upgraded -f "$root/tests/upgrade/fill-0.2.0.sql" >/dev/null
 q -d upgraded -c "SELECT memory.run_retention()" >/dev/null
 
 # What 0.1.0 left: every row of every table in schema memory and the application table, and
@@ -89,21 +100,23 @@ rm -rf "$work/cols" && mkdir -p "$work/cols"
 snapshot upgraded "$work/before.txt"
 q -d upgraded -At -c "SELECT chain_id, seq, encode(entry_hash, 'hex') FROM memory.audit_heads ORDER BY 1" > "$work/heads-before.txt"
 q -d upgraded -At -c "SELECT count(*) FROM memory.audit_verify() WHERE NOT ok" | grep -qx 0 \
-  || { echo "upgrade test: 0.1.0's own chains do not verify" >&2; exit 1; }
+  || { echo "upgrade test: $OLD's own chains do not verify" >&2; exit 1; }
 q -d upgraded -At -c "SELECT count(DISTINCT tableoid) FROM memory.audit_log" > "$work/months.txt"
 [ "$(cat "$work/months.txt")" -ge 3 ] || { echo "upgrade test: the log spans fewer than 3 partitions" >&2; exit 1; }
 
 echo "upgrade test: the new release installed, server restarted, ALTER EXTENSION memory_ext UPDATE"
 restore_install
-# Every C symbol 0.1.0's SQL names is still in the library (live, or src/pg/compat.rs answering
-# 55000 until the update), so nothing fails with "could not find function" before the update.
+# Every C symbol the old release's SQL names is still in the library (live, or src/pg/compat.rs
+# answering 55000 until the update), so nothing fails with "could not find function" before the update.
 nm -D --defined-only "$libdir/memory_ext.so" | awk '{print $3}' | sort -u > "$work/symbols.txt"
-missing=$(grep -o "'MODULE_PATHNAME', '[A-Za-z0-9_]*'" "$root/sql/memory_ext--0.1.0.sql" | cut -d"'" -f4 | sort -u \
+missing=$(grep -o "'MODULE_PATHNAME', '[A-Za-z0-9_]*'" "$root/sql/memory_ext--$OLD.sql" | cut -d"'" -f4 | sort -u \
   | comm -23 - "$work/symbols.txt")
-[ -z "$missing" ] || { echo "upgrade test: the library lacks 0.1.0's C functions: $missing" >&2; exit 1; }
+[ -z "$missing" ] || { echo "upgrade test: the library lacks $OLD's C functions: $missing" >&2; exit 1; }
 cluster restart $name >/dev/null
-out=$(q -d upgraded -v VERBOSITY=sqlstate -c "SELECT memory._redact_details('{}', '{}')" 2>&1 || true)
-[ "$out" = "ERROR:  55000" ] || { echo "upgrade test: a retired 0.1.0 function before the update answered: $out" >&2; exit 1; }
+if [ "$OLD" = 0.1.0 ]; then
+  out=$(q -d upgraded -v VERBOSITY=sqlstate -c "SELECT memory._redact_details('{}', '{}')" 2>&1 || true)
+  [ "$out" = "ERROR:  55000" ] || { echo "upgrade test: a retired 0.1.0 function before the update answered: $out" >&2; exit 1; }
+fi
 # Writes between the new library and the update are refused (55000, with the command to run),
 # so nothing is written that 0.2.0 would not have governed and audited.
 for sql in "INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'before the update')" \
@@ -112,10 +125,10 @@ for sql in "INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'b
   [ "$out" = "ERROR:  55000" ] || { echo "upgrade test: a write before the update answered: $out" >&2; exit 1; }
 done
 q -d upgraded -c "ALTER EXTENSION memory_ext UPDATE"
-# The README's upgrade step after the update: grants for 0.2.0's functions to the three roles.
+# The README's upgrade step after the update: grants for the new release's functions to the three roles.
 q -d upgraded -c "SELECT * FROM memory.setup_roles()" >/dev/null
-[ "$(q -d upgraded -At -c "SELECT extversion FROM pg_extension WHERE extname = 'memory_ext'")" = 0.2.0 ] \
-  || { echo "upgrade test: extversion is not 0.2.0 after the update" >&2; exit 1; }
+[ "$(q -d upgraded -At -c "SELECT extversion FROM pg_extension WHERE extname = 'memory_ext'")" = "$NEW" ] \
+  || { echo "upgrade test: extversion is not $NEW after the update" >&2; exit 1; }
 
 # The schema equals a fresh install's.
 q -d fresh -c "CREATE EXTENSION memory_ext" -c "SELECT * FROM memory.setup_roles()" >/dev/null
@@ -126,7 +139,7 @@ if ! diff -u "$work/schema-fresh.txt" "$work/schema-upgraded.txt" > "$work/schem
   head -n 80 "$work/schema.diff" >&2
   exit 1
 fi
-echo "upgrade test: schema equals a fresh install ($(wc -l < "$work/schema-fresh.txt") catalog lines)"
+echo "upgrade test ($OLD -> $NEW): schema equals a fresh install ($(wc -l < "$work/schema-fresh.txt") catalog lines)"
 
 # Every row as it was; the chains as they were.
 snapshot upgraded "$work/after.txt"
@@ -156,6 +169,6 @@ q -d upgraded -At -c "SELECT chain_id, seq, encode(entry_hash, 'hex') FROM memor
 diff -u "$work/heads-before.txt" "$work/heads-after.txt" || { echo "upgrade test: chain heads moved" >&2; exit 1; }
 
 # The functions on the upgraded data.
-out=$(q -d upgraded -At -f "$root/tests/upgrade/after.sql" 2>&1) || { echo "$out"; exit 1; }
+out=$(q -d upgraded -At -v new="$NEW" -f "$root/tests/upgrade/after.sql" 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | grep -E "^(not )?ok|^# " | grep -v "^ok" && { echo "$out" | tail -n 40; echo "upgrade test: failed" >&2; exit 1; }
 echo "upgrade test: $(echo "$out" | grep -c '^ok') checks on the upgraded database passed"

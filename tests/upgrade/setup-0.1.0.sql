@@ -2,7 +2,7 @@
 -- application table, holds, the knowledge graph with claims in every state, roles.
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
-CREATE EXTENSION memory_ext VERSION '0.1.0';
+CREATE EXTENSION memory_ext VERSION :'version';
 SELECT * FROM memory.setup_roles();
 INSERT INTO memory.classification_rules (org_id, tier, target, pattern, description)
 VALUES ('acme', 'restricted', 'content', '(?i)project falcon', 'codename under NDA'),

@@ -174,3 +174,14 @@ fn the_sql_suite_values() {
     let stored = "a\u{2028}b\u{85}c\u{0B}d\u{0C}e\u{2029}f\r\n\u{FF1C}/user_context\u{FF1E} \u{2039}x\u{203A} \u{3008}y\u{3009}";
     assert_eq!(render_value(stored), "a b c d e f &lt;/user_context&gt; &lt;x&gt; &lt;y&gt;");
 }
+
+#[test]
+fn a_long_array_costs_linear_time_and_still_finds_a_split_neighbour() {
+    let mut values = vec![" "; 10_000];
+    values[500] = "card 4111-1111-1111";
+    values[501] = "-1111";
+    let found = detect_fields(&values, Set::all());
+    assert!(!found.is_empty());
+    let blank = vec![" "; 10_000];
+    assert!(detect_fields(&blank, Set::all()).is_empty());
+}

@@ -1,0 +1,255 @@
+"""The application's own roles (issue 34): a non-superuser owns the governed table, services log in
+as tenant-bound writer, reader and admin roles. Every everyday path works as them, and the table's
+owner cannot outrun governance. The superuser (`conn`) only sets up roles and reads what happened.
+"""
+import psycopg
+import pytest
+
+OWNER, WRITER, READER, ADMIN, GLOBEX = "app_owner", "app_writer", "app_reader", "app_admin", "app_globex"
+SECRET = "AKIAIOSFODNN7EXAMPLE ssn 123-45-6789"
+
+
+def ensure_role(conn, name, *groups):
+    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
+                 f"CREATE ROLE {name} LOGIN; END IF; END $$")
+    for g in groups:
+        conn.execute(f"GRANT {g} TO {name}")
+
+
+def connect(dsn, role, org=None):
+    c = psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
+    if org:
+        c.execute("SELECT set_config('memory.org_id', %s, false)", (org,))
+    return c
+
+
+@pytest.fixture
+def app(dsn, conn):
+    """The README quick start as an application lives it: app_owner (no superuser, bound to acme)
+    creates and governs app.notes and grants the writer INSERT/UPDATE/DELETE; writer, reader and
+    admin are bound to acme, app_globex to globex."""
+    conn.execute("SELECT memory.setup_roles()")
+    ensure_role(conn, OWNER, "memory_writer")
+    ensure_role(conn, WRITER, "memory_writer")
+    ensure_role(conn, READER, "memory_reader")
+    ensure_role(conn, ADMIN, "memory_admin")
+    ensure_role(conn, GLOBEX, "memory_writer")
+    for role, org in [(OWNER, "acme"), (WRITER, "acme"), (READER, "acme"), (ADMIN, "acme"), (GLOBEX, "globex")]:
+        conn.execute("SELECT memory.grant_org(%s, %s)", (role, org))
+    conn.execute(f"CREATE SCHEMA app AUTHORIZATION {OWNER}")
+    conn.execute(f"GRANT USAGE ON SCHEMA app TO {WRITER}, {READER}, {ADMIN}, {GLOBEX}")
+    with connect(dsn, OWNER) as c:
+        c.execute("CREATE TABLE app.notes (id bigserial PRIMARY KEY, tenant text, uid text, body text, files text[], "
+                  "meta jsonb, extra int)")
+        c.execute("""SELECT memory.govern('app.notes', '{"content": "body", "source_files": "files", "target": "meta",
+                     "org": "tenant", "user": "uid", "id": "id", "audit": true}')""")
+        c.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON app.notes TO {WRITER}, {GLOBEX}")
+        c.execute(f"GRANT USAGE ON SEQUENCE app.notes_id_seq TO {WRITER}, {GLOBEX}")
+        c.execute(f"GRANT SELECT ON app.notes TO {READER}")
+    return dsn
+
+
+def tier(conn, note_id):
+    return conn.execute("SELECT meta->>'classification' FROM app.notes WHERE id = %s", (note_id,)).fetchone()[0]
+
+
+def held_note(dsn, conn):
+    """A note of acme user u1 under an admin's legal hold on u1; its id."""
+    with connect(dsn, OWNER) as c:
+        (nid,) = c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u1', 'meeting notes') RETURNING id").fetchone()
+    with connect(dsn, ADMIN) as c:
+        c.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u1', 'litigation')")
+    return nid
+
+
+def test_owner_and_writer_update_and_delete_governed_rows(app, conn):
+    with connect(app, OWNER) as c:
+        (a,) = c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u2', 'lunch plans') RETURNING id").fetchone()
+        c.execute("UPDATE app.notes SET body = 'rotate the api_key' WHERE id = %s", (a,))
+    assert tier(conn, a) == "confidential", "the owner's content change is re-classified"
+    with connect(app, WRITER) as c:
+        (b,) = c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u2', 'draft') RETURNING id").fetchone()
+        c.execute("UPDATE app.notes SET body = %s WHERE id = %s", (SECRET, b))
+        c.execute("UPDATE app.notes SET extra = 1 WHERE id = %s", (b,))
+        c.execute("DELETE FROM app.notes WHERE id = %s", (a,))
+    assert tier(conn, b) == "restricted"
+    assert conn.execute("SELECT count(*) FROM app.notes WHERE id = %s", (a,)).fetchone() == (0,)
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND payload->>'table' = 'app.notes'"
+                        " AND actor_id = 'role:app_writer'").fetchone()[0] >= 3
+    assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
+
+
+def test_a_held_row_answers_mx006_to_owner_and_writer(app, conn):
+    nid = held_note(app, conn)
+    for role in (OWNER, WRITER):
+        with connect(app, role) as c:
+            for stmt in ("DELETE FROM app.notes WHERE id = %s", "UPDATE app.notes SET body = 'gone' WHERE id = %s"):
+                with pytest.raises(psycopg.DatabaseError) as e:
+                    c.execute(stmt, (nid,))
+                assert e.value.sqlstate == "MX006", (role, stmt, e.value.sqlstate, str(e.value))
+                assert "legal hold" in str(e.value)
+            c.execute("UPDATE app.notes SET extra = 7 WHERE id = %s", (nid,))  # not content: allowed
+    assert conn.execute("SELECT body FROM app.notes WHERE id = %s", (nid,)).fetchone() == ("meeting notes",)
+
+
+def test_the_owners_late_trigger_is_refused(app, conn):
+    with connect(app, OWNER) as c:
+        c.execute("""CREATE FUNCTION app.zz() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+                     NEW.meta := '{"classification":"public"}'; NEW.body := 'erased'; RETURN NEW; END$$""")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("CREATE TRIGGER zz_evil BEFORE INSERT OR UPDATE ON app.notes FOR EACH ROW EXECUTE FUNCTION app.zz()")
+        assert e.value.sqlstate == "42501" and "memory_" in (e.value.diag.message_hint or "")
+        # A trigger that fires before memory_ext's is allowed, and renaming it past them is not.
+        c.execute("CREATE TRIGGER app_early BEFORE UPDATE ON app.notes FOR EACH ROW EXECUTE FUNCTION app.zz()")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("ALTER TRIGGER app_early ON app.notes RENAME TO zz_late")
+        assert e.value.sqlstate == "42501"
+        # Nor can such a trigger come in before govern: govern refuses the table.
+        c.execute("CREATE TABLE app.n3 (id bigserial PRIMARY KEY, tenant text, body text)")
+        c.execute("CREATE TRIGGER zz_evil BEFORE INSERT ON app.n3 FOR EACH ROW EXECUTE FUNCTION app.zz()")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("""SELECT memory.govern('app.n3', '{"content": "body", "org": "tenant"}')""")
+        assert e.value.sqlstate == "22023"
+
+
+def test_the_final_row_is_governed(app, conn):
+    """The owner's early trigger rewrites the content on an update of an unmapped column: the
+    final content is classified, audited with its hash, and a held row's content cannot change."""
+    nid = held_note(app, conn)
+    with connect(app, OWNER) as c:
+        c.execute("""CREATE FUNCTION app.rw() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+                     IF NEW.extra = 99 THEN NEW.body := 'AKIAIOSFODNN7EXAMPLE'; END IF;
+                     IF NEW.extra = 98 THEN NEW.meta := '{"classification":"public"}'; END IF;
+                     RETURN NEW; END$$""")
+        c.execute("CREATE TRIGGER app_rw BEFORE INSERT OR UPDATE ON app.notes FOR EACH ROW EXECUTE FUNCTION app.rw()")
+        (a,) = c.execute("INSERT INTO app.notes (tenant, uid, body, extra) VALUES ('acme', 'u2', 'hello', 99) RETURNING id").fetchone()
+        (b,) = c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u2', 'hello') RETURNING id").fetchone()
+        c.execute("UPDATE app.notes SET extra = 99 WHERE id = %s", (b,))
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("UPDATE app.notes SET extra = 98 WHERE id = %s", (b,))
+        assert e.value.sqlstate == "MX004", "the trigger's lowered tier is refused"
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("UPDATE app.notes SET extra = 99 WHERE id = %s", (nid,))
+        assert e.value.sqlstate == "MX006"
+    # The key alone is what memory.classify says of it; neither row keeps the tier of 'hello'.
+    (key_tier,) = conn.execute("SELECT memory.classify('AKIAIOSFODNN7EXAMPLE')::text").fetchone()
+    assert key_tier in ("confidential", "restricted")
+    assert tier(conn, a) == key_tier
+    assert tier(conn, b) == key_tier
+    assert conn.execute("SELECT body FROM app.notes WHERE id = %s", (nid,)).fetchone() == ("meeting notes",)
+
+
+def test_mapped_columns_cannot_be_renamed_or_dropped(app, conn):
+    with connect(app, OWNER) as c:
+        for stmt in ("ALTER TABLE app.notes RENAME COLUMN body TO b2", "ALTER TABLE app.notes DROP COLUMN files",
+                     "ALTER TABLE app.notes RENAME COLUMN tenant TO t2"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(stmt)
+            assert e.value.sqlstate == "55000", stmt
+            assert "memory.govern" in (e.value.diag.message_hint or "")
+        c.execute("ALTER TABLE app.notes RENAME COLUMN extra TO extra2")  # unmapped: fine
+        c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u3', %s)", (SECRET,))
+    assert conn.execute("SELECT meta->>'classification' FROM app.notes WHERE uid = 'u3'").fetchone() == ("restricted",)
+
+
+def test_truncate_and_drop_of_a_table_with_held_rows_are_refused(app, conn):
+    held_note(app, conn)
+    with connect(app, OWNER) as c:
+        for stmt in ("TRUNCATE app.notes", "DROP TABLE app.notes"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(stmt)
+            assert e.value.sqlstate == "MX006", stmt
+    assert conn.execute("SELECT count(*) FROM app.notes").fetchone() == (1,)
+    conn.execute("UPDATE memory.legal_holds SET released_at = now()")
+    with connect(app, OWNER) as c:
+        c.execute("TRUNCATE app.notes")
+        c.execute("DROP TABLE app.notes")
+
+
+def test_client_values_do_not_steer_governance(app, conn):
+    with connect(app, WRITER) as c:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("INSERT INTO memory.observations (org_id, content, created_at) VALUES ('acme', %s, now() + interval '50 years')", (SECRET,))
+        assert e.value.sqlstate == "22023"
+        c.execute("INSERT INTO memory.observations (org_id, content, created_at) VALUES ('acme', 'imported', now() - interval '2 days')")
+        for w in ("1000", "-1", "1.5"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(f"INSERT INTO memory.observations (org_id, content, weight) VALUES ('acme', 'w', {w})")
+            assert e.value.sqlstate == "22023", w
+        for g in ("memory.alpha_failure", "memory.alpha_success"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(f"SET {g} = 1")
+            assert e.value.sqlstate == "42501", g
+
+
+def test_an_org_the_role_lacks_is_refused_with_a_hint(app, conn):
+    with connect(app, WRITER, "globex") as c:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'x')")
+        assert e.value.sqlstate == "42501"
+        assert "grant_org" in (e.value.diag.message_hint or "")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("SELECT memory.acting_org()")
+        assert e.value.sqlstate == "42501"
+
+
+def test_a_table_without_an_org_column_is_written_by_its_owner(dsn, conn):
+    conn.execute("SELECT memory.setup_roles()")
+    ensure_role(conn, "app_solo")
+    conn.execute("GRANT CREATE ON SCHEMA public TO app_solo")
+    with connect(dsn, "app_solo") as c:
+        c.execute("CREATE TABLE public.solo (id bigserial PRIMARY KEY, body text, meta jsonb)")
+        c.execute("""SELECT memory.govern('public.solo', '{"content": "body", "target": "meta", "audit": true}')""")
+        c.execute("INSERT INTO public.solo (body) VALUES (%s)", (SECRET,))
+        c.execute("UPDATE public.solo SET body = 'plain'")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("SELECT memory.audit_append('app.x', '{}', '')")
+        assert e.value.sqlstate == "42501"
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = '' AND payload->>'table' = 'public.solo'"
+                        " AND actor_id = 'role:app_solo'").fetchone()[0] >= 2
+
+
+def test_a_governed_table_cannot_become_a_partition(app, conn):
+    with connect(app, OWNER) as c:
+        c.execute("CREATE TABLE app.par (LIKE app.notes) PARTITION BY LIST (extra)")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("ALTER TABLE app.par ATTACH PARTITION app.notes FOR VALUES IN (1, NULL)")
+        assert e.value.sqlstate == "42501"
+
+
+def test_maintenance_time_travel_is_for_the_owner(app, conn):
+    with connect(app, ADMIN) as c:
+        for call in ("SELECT memory.run_decay('infinity')", "SELECT memory.run_decay(now() + interval '1 day')",
+                     "SELECT memory.freshness_recheck(at => now() + interval '400 days')"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(call)
+            assert e.value.sqlstate == "22023", call
+        c.execute("SELECT memory.run_decay(now() + interval '1 minute')")
+    conn.execute("SELECT memory.run_decay(now() + interval '1 day')")  # the superuser may (tests, backfills)
+
+
+def test_parallel_workers_do_not_lose_the_caller(app, conn):
+    """A role's SECURITY DEFINER function, called by a victim bound to globex, asks globex's rules
+    from a query that would run in parallel workers: it acts as its owner there too (42501)."""
+    conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern, description) "
+                 "VALUES ('globex', 'restricted', 'content', '(?i)project kestrel', 'codename')")
+    conn.execute(f"GRANT CREATE ON SCHEMA public TO {WRITER}")
+    with connect(app, WRITER) as c:  # the attacker: bound to acme only
+        c.execute("CREATE TABLE public.probe AS SELECT 'project kestrel ' || g AS t FROM generate_series(1, 5000) g")
+        c.execute("GRANT SELECT ON public.probe TO PUBLIC")
+        c.execute("""CREATE FUNCTION public.oracle() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+                     SET parallel_setup_cost = 0 SET parallel_tuple_cost = 0 SET min_parallel_table_scan_size = 0
+                     SET parallel_leader_participation = off SET max_parallel_workers_per_gather = 2
+                     AS $$ SELECT count(*) FROM public.probe
+                           WHERE memory.classify_explain(t, NULL, NULL, 'globex')->>'rule' IS NOT NULL $$""")
+        c.execute("GRANT EXECUTE ON FUNCTION public.oracle() TO PUBLIC")
+    with connect(app, GLOBEX) as c:  # the victim may read globex's rules itself
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("SELECT public.oracle()")
+        assert e.value.sqlstate == "42501"
+    # The functions that answer for the caller never run in a worker.
+    rows = conn.execute("SELECT proname, proparallel FROM pg_proc WHERE pronamespace = 'memory'::regnamespace "
+                        "AND proname IN ('_caller', '_classify', '_classify_explain', 'classify', 'classify_explain')").fetchall()
+    assert rows and all(p == "r" for _, p in rows), rows
