@@ -13,7 +13,7 @@
 # names libraries preloaded before memory_ext (Citus must come first: scripts/citus.sh).
 set -euo pipefail
 cmd=${1:?start|stop|port}; name=${2:?cluster name}
-bin=$(/usr/bin/pg_config --bindir)
+bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 dir=/tmp/memory_ext-$name
 data=$dir/data
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
