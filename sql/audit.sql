@@ -414,8 +414,8 @@ BEGIN
     PERFORM memory._audit_integrate(false);
     FOR p IN
         SELECT child.relname AS name,
-               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
-               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[2]::timestamptz AS hi
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM [(]''([^'']+)''[)] TO [(]''([^'']+)''[)]'))[1]::timestamptz AS lo,
+               (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM [(]''([^'']+)''[)] TO [(]''([^'']+)''[)]'))[2]::timestamptz AS hi
           FROM pg_inherits i JOIN pg_class child ON child.oid = i.inhrelid
          WHERE i.inhparent = 'memory.audit_log'::regclass
            AND pg_get_expr(child.relpartbound, child.oid) <> 'DEFAULT'
@@ -442,7 +442,7 @@ BEGIN
         -- An empty partition is sealed too, so that it may be dropped.
         IF NOT EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name) THEN
             INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
-            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, '\x', memory._merkle_root('{}'));
+            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, pg_catalog.decode('', 'hex'), memory._merkle_root('{}'));
         END IF;
     END LOOP;
 END $$;

@@ -89,7 +89,7 @@ CREATE VIEW memory.governed_tables AS
 SELECT r.relid::regclass AS table_name,
        r.options,
        ARRAY(SELECT t.tgname::text FROM pg_catalog.pg_trigger t
-              WHERE t.tgrelid = r.relid AND t.tgname LIKE 'memory\_%' ORDER BY 1) AS triggers,
+              WHERE t.tgrelid = r.relid AND pg_catalog.starts_with(t.tgname::text, 'memory_') ORDER BY 1) AS triggers,
        r.builtin,
        r.governed_at,
        r.governed_by
@@ -171,7 +171,7 @@ BEGIN
     IF NOT memory._valid_governance_options(opts) THEN
         RAISE EXCEPTION 'governance options of % are not in memory.govern''s shape', tbl USING ERRCODE = '22023';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND pg_catalog.starts_with(t.tgname::text, 'memory_')
                       AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
         RAISE EXCEPTION 'table % carries no memory_ext trigger', tbl USING ERRCODE = '42501';
     END IF;
@@ -189,7 +189,7 @@ BEGIN
     IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
         RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl USING ERRCODE = '42501';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND pg_catalog.starts_with(t.tgname::text, 'memory_')
                   AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
         RAISE EXCEPTION 'table % still carries memory_ext triggers', tbl USING ERRCODE = '42501';
     END IF;
@@ -571,7 +571,7 @@ BEGIN
     eff := memory._govern_state(tbl, opts, eff);
     eff := memory._govern_consent(tbl, opts, eff);
 
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND pg_catalog.starts_with(tgname::text, 'memory_') AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
         PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
         PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
@@ -630,7 +630,7 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'Only the owner of a table ungoverns it.';
     END IF;
     PERFORM memory._open_governance_gate(tbl);
-    FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
+    FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND pg_catalog.starts_with(t.tgname::text, 'memory_')
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
         PERFORM memory._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
     END LOOP;

@@ -29,13 +29,27 @@ DECLARE f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'memory'::regnamespace
-                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c LIKE 'search\_path=%')
+                AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE pg_catalog.starts_with(c, 'search_path='))
                 AND NOT (p.prolang = (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') AND p.provolatile = 'i')
                 AND p.proname <> ALL (ARRAY['classify_trigger', 'audit_trigger', 'lifecycle_trigger', '_feedback_polarity', '_detect_drift', 'classify', '_classify',
                     'classify_explain', '_classify_explain', 'risk_band', '_risk_band', 'derive_classification',
                     '_derive_classification', 'ema', '_ema', 'can_transition', '_can_transition', 'source_tier',
                     '_source_tier', 'is_stale', '_is_stale']) LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
+    END LOOP;
+END $$;
+
+-- A database owner may set standard_conforming_strings = off (ALTER DATABASE), under which a
+-- backslash in a string literal is an escape: the functions whose source has one (regular
+-- expressions) read their literals as written, whatever the database says.
+-- upgrade: reapply
+DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'memory'::regnamespace AND pg_catalog.strpos(p.prosrc, pg_catalog.chr(92)) > 0
+                AND p.prolang <> (SELECT l.oid FROM pg_catalog.pg_language l WHERE l.lanname = 'c') LOOP
+        EXECUTE format('ALTER FUNCTION %s SET standard_conforming_strings = on', f);
     END LOOP;
 END $$;
 

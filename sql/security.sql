@@ -119,7 +119,7 @@ BEGIN
     -- restores run as them and re-create the triggers): the guard is for table owners.
     -- A mapped column of a governed table keeps its name, for every role: renamed or dropped, the
     -- mapping would name a column that is gone, or a decoy added under its name (55000).
-    IF TG_EVENT = 'ddl_command_end' AND NOT memory._creating_extension() AND NOT memory._restore_mode() THEN
+    IF TG_EVENT = 'ddl_command_end' AND NOT memory._creating_extension() AND NOT memory._restore_mode_on() THEN
         FOR r IN SELECT c.objid, g.options FROM pg_catalog.pg_event_trigger_ddl_commands() c
                    JOIN memory.governance_registry g ON g.relid::oid = c.objid
                   WHERE c.command_tag = 'ALTER TABLE' LOOP
@@ -172,7 +172,7 @@ BEGIN
             ELSIF r.command_tag = 'CREATE TRIGGER' THEN
                 -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND (tg.tgname LIKE 'memory\_%' OR memory._is_memory_trigger_fn(tg.tgfoid))
+                          WHERE tg.oid = r.objid AND (pg_catalog.starts_with(tg.tgname::text, 'memory_') OR memory._is_memory_trigger_fn(tg.tgfoid))
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
                     CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
                     RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
@@ -187,7 +187,7 @@ BEGIN
                 END LOOP;
             ELSIF r.command_tag = 'ALTER TRIGGER' THEN
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid) AND tg.tgname NOT LIKE 'memory\_%'
+                          WHERE tg.oid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid) AND NOT pg_catalog.starts_with(tg.tgname::text, 'memory_')
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
                     CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
                     RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
@@ -197,7 +197,7 @@ BEGIN
         END LOOP;
     ELSIF TG_EVENT = 'sql_drop' THEN
         FOR r IN SELECT d.* FROM pg_catalog.pg_event_trigger_dropped_objects() d LOOP
-            IF r.object_type = 'trigger' AND r.address_names[3] LIKE 'memory\_%' THEN
+            IF r.object_type = 'trigger' AND pg_catalog.starts_with(r.address_names[3], 'memory_') THEN
                 -- A trigger dropped with its table is not a table left ungoverned.
                 rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
                 IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)

@@ -320,6 +320,13 @@ fn restore_mode() -> bool {
     crate::gucs::restore_mode()
 }
 
+/// Whether memory.restore_mode is on, without refusing a pg_restore session that lacks it (for the
+/// DDL guard: a restore's DDL is not a write of rows).
+#[pg_extern(stable, parallel_safe, name = "_restore_mode_on")]
+fn restore_mode_on() -> bool {
+    crate::gucs::RESTORE_MODE.get()
+}
+
 /// Raises 22023 when an org rule's pattern does not compile; used by the rules table trigger.
 #[pg_extern(immutable, parallel_safe, strict, name = "_check_rule_pattern")]
 fn check_rule_pattern(pattern: &str) -> bool {

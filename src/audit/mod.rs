@@ -1161,6 +1161,8 @@ fn read_partitions(client: &SpiClient, log: pg_sys::Oid) -> Result<Vec<(pg_sys::
     } else {
         None
     };
+    // (No backslash in the query: under standard_conforming_strings = off, which a database owner
+    // may set, one would be an escape.)
     // The bounds are printed by pg_get_expr and read back as timestamptz: both under ISO and UTC,
     // whatever the session has (under SQL style an abbreviation such as CST would be read back
     // as another zone's).
@@ -1171,7 +1173,7 @@ fn read_partitions(client: &SpiClient, log: pg_sys::Oid) -> Result<Vec<(pg_sys::
         "SELECT c.oid, extract(epoch FROM b.m[1]::timestamptz)::float8, extract(epoch FROM b.m[2]::timestamptz)::float8
            FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
                 LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                                             'FROM \\(''([^'']+)''\\) TO \\(''([^'']+)''\\)') AS m) b
+                                             'FROM [(]''([^'']+)''[)] TO [(]''([^'']+)''[)]') AS m) b
           WHERE i.inhparent = $1",
         &[pg_sys::OIDOID],
         &[log.into()],

@@ -253,3 +253,61 @@ def test_parallel_workers_do_not_lose_the_caller(app, conn):
     rows = conn.execute("SELECT proname, proparallel FROM pg_proc WHERE pronamespace = 'memory'::regnamespace "
                         "AND proname IN ('_caller', '_classify', '_classify_explain', 'classify', 'classify_explain')").fetchall()
     assert rows and all(p == "r" for _, p in rows), rows
+
+
+def test_the_everyday_flow_as_the_application(app, conn):
+    """Insert, recall, feedback, consent and contexts, export, erasure and verification, each by the
+    tenant role whose job it is; nothing of globex reaches acme's roles and back."""
+    with connect(app, WRITER) as w:
+        w.execute("SELECT set_config('memory.actor_id', 'agent-7', false)")
+        (oid,) = w.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u1', 'prefers short answers') "
+                           "RETURNING id").fetchone()
+        w.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u1', %s)", (SECRET,))
+        w.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u1', 'likes tea')")
+        assert w.execute("SELECT applied FROM memory.record_outcome('s1', 'accepted', ARRAY[%s::uuid])", (oid,)).fetchone() == (True,)
+        assert w.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_thread}')").fetchone() == (1,)
+        w.execute("INSERT INTO memory.user_contexts (org_id, user_id, scope, thread_id, source, fields) "
+                  "VALUES ('acme', 'u1', 'thread', 'th-1', 'save_as_thread', '{\"research_style\": \"top-down\"}')")
+    with connect(app, GLOBEX) as g:
+        g.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('globex', 'u1', 'prefers short answers too')")
+    with connect(app, READER) as r:
+        rows = r.execute("SELECT content FROM memory.recall('acme', 'short answers', 10)").fetchall()
+        assert rows == [("prefers short answers",)]
+        assert r.execute("SELECT count(*) FROM memory.observations").fetchone() == (2,)
+        slices = r.execute("SELECT memory.load_slices('acme', 'u1', 'thread_refresh', NULL, 'th-1')").fetchone()[0]
+        assert slices["slices"].get("S5_research_style") == "top-down"
+        assert r.execute("SELECT count(*) FROM app.notes").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            r.execute("SELECT memory.recall('globex', 'short answers', 10)")
+    with connect(app, ADMIN) as a:
+        export = a.execute("SELECT memory.export_subject('u1')").fetchone()[0]
+        assert "prefers short answers" in str(export) and "too" not in str(export)
+        assert all(ok for (_, _, ok, *_) in a.execute("SELECT * FROM memory.audit_verify()").fetchall())
+        a.execute("SELECT memory.erase_subject('u1')")
+        assert a.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'u1'").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'globex'").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM app.notes WHERE uid = 'u1'").fetchone() == (0,), "erasure reaches the governed table"
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND actor_id LIKE 'role:%'").fetchone()[0] >= 1
+    assert all(ok for (_, _, ok, *_) in conn.execute("SELECT * FROM memory.audit_verify()").fetchall())
+
+
+def test_a_reader_in_an_idle_transaction_holds_nobody_up(app, conn):
+    with connect(app, WRITER) as w:
+        w.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task}')")
+    reader = connect(app, READER)
+    try:
+        reader.autocommit = False
+        reader.execute("SELECT memory.consent_receipt('acme', 'u1')")
+        reader.execute("SELECT * FROM memory.recall('acme', 'x', 5)")
+        reader.execute("SELECT memory.load_slices('acme', 'u1', 'snapshot')")
+        # ... and stays idle in its transaction. Another tenant's entries are chained meanwhile.
+        with connect(app, GLOBEX) as g:
+            g.execute("INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'a note')")
+        conn.execute("SET lock_timeout = '5s'")
+        assert conn.execute("SELECT memory.audit_integrate()").fetchone()[0] >= 1
+        assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (0,)
+    finally:
+        reader.rollback()
+        reader.close()
+        conn.execute("RESET lock_timeout")

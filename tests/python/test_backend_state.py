@@ -264,9 +264,10 @@ def test_a_rotated_audit_key_is_not_re_cached_from_an_older_snapshot(dsn, conn):
     assert conn.execute("SELECT bool_and(ok) FROM memory.audit_verify()").fetchone() == (True,)
 
 
-def test_org_rules_and_grants_are_read_in_parallel_workers(dsn, conn):
-    """A parallel worker cannot take a snapshot of its own: it reads under the query's and keeps
-    nothing (memory.classify is PARALLEL SAFE)."""
+def test_org_rules_and_grants_are_read_by_the_leader_under_forced_parallelism(dsn, conn):
+    """classify with an org answers for the caller, which a parallel worker cannot know (it does not
+    see the leader's SECURITY DEFINER frames): it is PARALLEL RESTRICTED, so even with parallelism
+    forced it runs in the leader, reads the org's rules and refuses another org."""
     conn.execute("SELECT * FROM memory.setup_roles()")
     conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'par_w') THEN "
                  "CREATE ROLE par_w LOGIN IN ROLE memory_writer; END IF; END $$")
@@ -274,8 +275,8 @@ def test_org_rules_and_grants_are_read_in_parallel_workers(dsn, conn):
     conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'osprey')")
     with psycopg.connect(dsn.replace("user=postgres", "user=par_w"), autocommit=True) as w:
         w.execute("SET force_parallel_mode = on")
-        plan = "\n".join(r[0] for r in w.execute("EXPLAIN SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchall())
-        assert "Gather" in plan, plan
+        plan = "\n".join(r[0] for r in w.execute("EXPLAIN VERBOSE SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchall())
+        assert "Gather" not in plan or "_classify" not in plan.split("Gather", 1)[1], plan
         for _ in range(2):
             assert w.execute("SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchone() == ("restricted",)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

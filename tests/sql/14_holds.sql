@@ -1,6 +1,6 @@
 -- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
 BEGIN;
-SELECT plan(21);
+SELECT plan(25);
 
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
   ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
@@ -60,6 +60,22 @@ SELECT ok(EXISTS (SELECT 1 FROM memory.observations_archive WHERE id = '00000000
 SELECT is((memory.erase_subject('dave'))->>'held', '2', 'erase_subject reports dave''s held rows (hot and archived) instead of failing');
 SELECT memory.ungovern('app_notes');
 SELECT ok(NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'app_notes'::regclass AND tgname LIKE 'memory\_%'), 'ungovern removes it');
+
+-- As the application lives it: a non-superuser owns the governed table and writes it (the guard,
+-- the truncate guard and the hold lookup run with its rights).
+SELECT memory.setup_roles();
+CREATE ROLE hold_owner LOGIN IN ROLE memory_writer;
+SELECT memory.grant_org('hold_owner', 'acme');
+GRANT CREATE ON SCHEMA public TO hold_owner;
+SET ROLE hold_owner;
+CREATE TABLE public.owned_notes (id bigint PRIMARY KEY, tenant text NOT NULL, person text, body text, meta jsonb);
+SELECT memory.govern('public.owned_notes', '{"content": "body", "target": "meta", "org": "tenant", "user": "person", "audit": true}');
+INSERT INTO public.owned_notes (id, tenant, person, body) VALUES (1, 'acme', 'dave', 'held'), (2, 'acme', 'erin', 'free');
+SELECT throws_ok($$ DELETE FROM public.owned_notes WHERE id = 1 $$, 'MX006', NULL, 'the owner''s DELETE of a held row is MX006, not a permission error');
+SELECT throws_ok($$ UPDATE public.owned_notes SET body = 'changed' WHERE id = 1 $$, 'MX006', NULL, 'so is its content change');
+SELECT throws_ok($$ TRUNCATE public.owned_notes $$, 'MX006', NULL, 'and a TRUNCATE that would take it');
+SELECT lives_ok($$ DELETE FROM public.owned_notes WHERE id = 2 $$, 'the owner deletes rows nobody holds');
+RESET ROLE;
 
 -- The guard runs as the writer: attached to a table of one's own whose org column has a type of
 -- one's own with a cast that runs code, that code runs with the writer's rights, never the owner's.
