@@ -11,3 +11,9 @@ CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, user_id
 DROP INDEX memory.watch_question_updates_question;
 CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, user_id, watch_question_id, created_at, id);
 
+-- Re-check leases are held (issue 34 item 21): each claim records the end of its lease, and only
+-- the worker holding a task completes it (complete_recheck_task gains a worker argument). Tasks
+-- claimed under 0.2.0 keep the default lease of 15 minutes from their claim.
+ALTER TABLE memory.recheck_tasks ADD COLUMN lease_until timestamptz;
+UPDATE memory.recheck_tasks SET lease_until = claimed_at + interval '15 minutes' WHERE claimed_at IS NOT NULL;
+DROP FUNCTION memory.complete_recheck_task(bigint, text);
