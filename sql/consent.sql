@@ -1023,7 +1023,8 @@ CREATE TABLE memory.thread_refreshes (
     changed_inferences int NOT NULL DEFAULT 0 CHECK (changed_inferences >= 0),
     created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
 );
-CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, thread_id, created_at, id);
+-- The drift detectors read a user's own earlier refreshes of a thread (never another user's).
+CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, user_id, thread_id, created_at, id);
 COMMENT ON TABLE memory.thread_refreshes IS 'A thread refresh (main thesis, changed inferences); an insert runs the refresh_stance_flip detector.';
 
 CREATE TABLE memory.watch_question_updates (
@@ -1035,7 +1036,8 @@ CREATE TABLE memory.watch_question_updates (
     status            text NOT NULL CHECK (status IN ('resolved', 'reopened')),
     created_at        timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at))
 );
-CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, watch_question_id, created_at, id);
+-- The drift detectors read a user's own earlier updates of a question (never another user's).
+CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, user_id, watch_question_id, created_at, id);
 COMMENT ON TABLE memory.watch_question_updates IS
   'Watch question lifecycle (resolved, reopened); an insert runs the watch_question_resolved_then_reopened detector.';
 

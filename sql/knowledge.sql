@@ -119,12 +119,15 @@ CREATE TABLE memory.recheck_tasks (
     claimed_at       timestamptz,
     claimed_by       text,
     completed_at     timestamptz,
-    outcome          text
+    outcome          text,
+    -- The end of the lease the worker that claimed it last took (claimed_at + its lease): until
+    -- then no other worker may claim it (memory.claim_recheck_tasks).
+    lease_until      timestamptz
 );
 CREATE INDEX recheck_tasks_open ON memory.recheck_tasks (task_id) WHERE completed_at IS NULL;
 CREATE INDEX recheck_tasks_claim ON memory.recheck_tasks (claim_id);
 COMMENT ON TABLE memory.recheck_tasks IS
-  'Critic re-check tasks enqueued by memory.freshness_recheck and by the replicator''s verdicts (memory.record_verdict); workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED).';
+  'Critic re-check tasks enqueued by memory.freshness_recheck and by the replicator''s verdicts (memory.record_verdict); workers take them with memory.claim_recheck_tasks (FOR UPDATE SKIP LOCKED), each for a lease (lease_until), and close them with memory.complete_recheck_task.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Guards.
@@ -648,6 +651,10 @@ END $$;
 COMMENT ON FUNCTION memory.freshness_recheck(float8, interval, interval, int, timestamptz) IS
   'Enqueue Critic re-checks for active claims below the confidence threshold (strictly) or older than max_age, outside the per-claim backoff; at most sample_limit, lowest confidence first. Stamps freshness_recheck_requested_at; audits one enqueued event per claim and a tick. Not granted to PUBLIC (memory_admin).';
 
+-- A claim is a lease (issue 34 item 21): the task is the worker's until claimed_at + the lease it
+-- asked for (lease_until), whatever lease a later claimer asks for; leases are in (0, 1 day].
+-- After its lease has passed another worker may take the task over; the worker that claimed it
+-- last is its holder, and only the holder completes it (memory.complete_recheck_task).
 CREATE FUNCTION memory.claim_recheck_tasks(worker text, n int DEFAULT 1, lease interval DEFAULT '15 minutes')
 RETURNS SETOF memory.recheck_tasks
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -657,30 +664,37 @@ DECLARE
     o     text;
     taken int := 0;
     got   int;
-    ts    timestamptz;
+    -- (A value: Citus evaluates no volatile function in a distributed UPDATE.)
+    ts    timestamptz := clock_timestamp();
+    -- The lease as a length of time (months of 30 days, days of 24 hours): a month-and-days
+    -- interval never makes a lease other than the one checked.
+    span  interval := pg_catalog.make_interval(secs => pg_catalog.date_part('epoch', lease));
 BEGIN
     IF memory._blank(worker) THEN
         RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
     END IF;
-    IF n IS NULL OR n < 1 OR n > 1000 OR lease IS NULL OR lease <= interval '0' THEN
-        RAISE EXCEPTION 'n must be in [1, 1000] and lease positive (got %, %)', n, lease USING ERRCODE = '22023';
+    IF n IS NULL OR n OPERATOR(pg_catalog.<) 1 OR n OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'n must be in [1, 1000] (got %)', n USING ERRCODE = '22023';
     END IF;
-    -- Open tasks nobody holds, or whose lease ran out (a worker that died); taken rows are skipped.
+    IF span IS NULL OR span OPERATOR(pg_catalog.<=) interval '0' OR span OPERATOR(pg_catalog.>) interval '24 hours' THEN
+        RAISE EXCEPTION 'lease must be more than 0 and at most 1 day (got %)', lease USING ERRCODE = '22023',
+            HINT = 'A worker that needs longer claims the task again before its lease ends.';
+    END IF;
+    -- Open tasks nobody holds, or whose holder's lease has passed (a worker that died); taken rows
+    -- are skipped.
     IF memory._citus_distributed('memory.recheck_tasks') THEN
         -- Citus takes no FOR UPDATE over every shard: org by org, the org with the oldest open task
-        -- first, each in one statement on its shard (with the time as a value: Citus evaluates no
-        -- volatile function in a distributed UPDATE).
-        ts := clock_timestamp();
+        -- first, each in one statement on its shard.
         FOR o IN SELECT q.org_id FROM memory.recheck_tasks q
-                  WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < ts - lease)
-                    AND (scope IS NULL OR q.org_id = scope)
+                  WHERE q.completed_at IS NULL AND (q.lease_until IS NULL OR q.lease_until OPERATOR(pg_catalog.<) ts)
+                    AND (scope IS NULL OR q.org_id OPERATOR(pg_catalog.=) scope)
                   GROUP BY q.org_id ORDER BY min(q.task_id) LOOP
             RETURN QUERY
-            UPDATE memory.recheck_tasks t SET claimed_at = ts, claimed_by = worker
-             WHERE t.org_id = o
+            UPDATE memory.recheck_tasks t SET claimed_at = ts, claimed_by = worker, lease_until = ts OPERATOR(pg_catalog.+) span
+             WHERE t.org_id OPERATOR(pg_catalog.=) o
                AND t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
-                                  WHERE q.org_id = o AND q.completed_at IS NULL
-                                    AND (q.claimed_at IS NULL OR q.claimed_at < ts - lease)
+                                  WHERE q.org_id OPERATOR(pg_catalog.=) o AND q.completed_at IS NULL
+                                    AND (q.lease_until IS NULL OR q.lease_until OPERATOR(pg_catalog.<) ts)
                                   ORDER BY q.task_id LIMIT n - taken FOR UPDATE SKIP LOCKED)
             RETURNING t.*;
             GET DIAGNOSTICS got = ROW_COUNT;
@@ -690,33 +704,53 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    UPDATE memory.recheck_tasks t SET claimed_at = clock_timestamp(), claimed_by = worker
+    UPDATE memory.recheck_tasks t SET claimed_at = ts, claimed_by = worker, lease_until = ts OPERATOR(pg_catalog.+) span
      WHERE t.task_id IN (SELECT q.task_id FROM memory.recheck_tasks q
-                          WHERE q.completed_at IS NULL AND (q.claimed_at IS NULL OR q.claimed_at < clock_timestamp() - lease)
-                            AND (scope IS NULL OR q.org_id = scope)
+                          WHERE q.completed_at IS NULL AND (q.lease_until IS NULL OR q.lease_until OPERATOR(pg_catalog.<) ts)
+                            AND (scope IS NULL OR q.org_id OPERATOR(pg_catalog.=) scope)
                           ORDER BY q.task_id LIMIT n FOR UPDATE SKIP LOCKED)
     RETURNING t.*;
 END $$;
 COMMENT ON FUNCTION memory.claim_recheck_tasks(text, int, interval) IS
-  'A worker takes up to n open re-check tasks (FOR UPDATE SKIP LOCKED: concurrent workers never get the same task); a task whose lease ran out is offered again.';
+  'A worker takes up to n open re-check tasks (FOR UPDATE SKIP LOCKED: concurrent workers never get the same task) for a lease in (0, 1 day] (22023 otherwise); a task is offered again only once the lease its holder took has passed.';
 
-CREATE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
+CREATE FUNCTION memory.complete_recheck_task(task_id bigint, worker text, outcome text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    scope text := memory._scope_org();
+    scope  text := memory._scope_org();
     -- (A value: Citus evaluates no volatile function in a distributed UPDATE.)
-    ts    timestamptz := clock_timestamp();
+    ts     timestamptz := clock_timestamp();
+    holder text;
 BEGIN
+    IF memory._blank(worker) THEN
+        RAISE EXCEPTION 'complete_recheck_task needs a worker name' USING ERRCODE = '22023';
+    END IF;
     IF memory._blank(outcome) THEN
         RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
     END IF;
+    -- Only the task's holder (the worker that claimed it last) closes it. A concurrent claim that
+    -- takes the task over is waited for, and the holder read again, by the UPDATE itself.
     UPDATE memory.recheck_tasks t SET completed_at = ts, outcome = complete_recheck_task.outcome
-     WHERE t.task_id = complete_recheck_task.task_id AND t.completed_at IS NULL
-       AND (scope IS NULL OR t.org_id = scope);
-    RETURN FOUND;
+     WHERE t.task_id OPERATOR(pg_catalog.=) complete_recheck_task.task_id AND t.completed_at IS NULL
+       AND t.claimed_by OPERATOR(pg_catalog.=) worker
+       AND (scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) scope);
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    SELECT t.claimed_by INTO holder FROM memory.recheck_tasks t
+     WHERE t.task_id OPERATOR(pg_catalog.=) complete_recheck_task.task_id AND t.completed_at IS NULL
+       AND (scope IS NULL OR t.org_id OPERATOR(pg_catalog.=) scope);
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    RAISE EXCEPTION 're-check task % is %', task_id,
+          CASE WHEN holder IS NULL THEN 'not claimed' ELSE 'held by another worker' END
+        USING ERRCODE = '55000',
+              HINT = 'Only the worker that claimed a task last completes it: claim it with memory.claim_recheck_tasks; once a lease has passed another worker may take the task over.';
 END $$;
-COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text) IS 'Close a re-check task with its outcome; false when it was already closed or does not exist.';
+COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text, text) IS
+  'The worker holding a re-check task (the one that claimed it last) closes it with its outcome; false when it was already closed or does not exist; 55000 for a task another worker holds or nobody claimed.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Replicator verdicts (seed §4.4): a sampled claim re-checked against its cited sources.

@@ -288,7 +288,7 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                               memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),
                               memory.transfer_observations(uuid[], text), memory.end_task(text),
-                              memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
+                              memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text, text)
         TO memory_writer;
     -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
     -- subject rights, audit reading, tenant grants, all within their orgs.

@@ -4,7 +4,8 @@
 //! lexicon polarity when it is written; `memory._detect_drift()` (AFTER INSERT on
 //! `memory.user_feedback`, `memory.thread_refreshes` and `memory.watch_question_updates`) runs the
 //! four detectors in the writing transaction. The rules are `memory_core::drift`; this module
-//! reads what a detector needs (the consent in force and the earlier rows) by backward scans of
+//! reads what a detector needs (the consent in force and the same user's earlier rows: every
+//! lookup is keyed by the new row's org and user first, `of_user`) by backward scans of
 //! the tables' own indexes (`pg::scan`: no statement is parsed, planned or started per row) and
 //! appends what is found to `memory.persona_drift_log` and to the org's audit chain
 //! (`memory.drift.detected`, naming the kind, never the signals' text).
@@ -50,9 +51,9 @@ struct Settings {
     feedback_by_object: pg_sys::Oid,
     /// memory.user_feedback (org_id, user_id, comment_polarity, created_at, id) WHERE comment_polarity IS NOT NULL
     feedback_by_polarity: pg_sys::Oid,
-    /// memory.thread_refreshes (org_id, thread_id, created_at, id)
+    /// memory.thread_refreshes (org_id, user_id, thread_id, created_at, id)
     refreshes_by_thread: pg_sys::Oid,
-    /// memory.watch_question_updates (org_id, watch_question_id, created_at, id)
+    /// memory.watch_question_updates (org_id, user_id, watch_question_id, created_at, id)
     watch_by_question: pg_sys::Oid,
     /// memory.consent_scope and its label save_to_profile.
     scope_type: pg_sys::Oid,
@@ -82,11 +83,16 @@ fn column(rel: pg_sys::Oid, name: &std::ffi::CStr, typ: pg_sys::Oid) -> Result<i
     Ok(n)
 }
 
+/// The key columns every lookup of a user's earlier rows starts with: a detector compares a user's
+/// activity only with the same user's earlier activity in the same org (`of_user`).
+const USER_KEY: [(&std::ffi::CStr, pg_sys::Oid); 2] = [(c"org_id", pg_sys::TEXTOID), (c"user_id", pg_sys::TEXTOID)];
+
 /// Each index's leading key columns are the table's columns named (of the types the scan keys
-/// compare).
+/// compare): `USER_KEY`, then the columns listed.
 fn check_indexes(indexes: &[(pg_sys::Oid, pg_sys::Oid, &[(&std::ffi::CStr, pg_sys::Oid)])]) -> Result<(), MxError> {
-    for &(index, rel, cols) in indexes {
+    for &(index, rel, rest) in indexes {
         let keys = scan::index_key_columns(index).ok_or_else(|| changed(format!("index {}", index.to_u32())))?;
+        let cols: Vec<(&std::ffi::CStr, pg_sys::Oid)> = USER_KEY.iter().chain(rest).copied().collect();
         let want: Vec<i16> = cols.iter().map(|&(c, t)| column(rel, c, t)).collect::<Result<_, _>>()?;
         if keys.len() < want.len() || keys[..want.len()] != want[..] {
             let names: Vec<String> = cols.iter().map(|(c, _)| c.to_string_lossy().into_owned()).collect();
@@ -245,11 +251,11 @@ fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxEr
     let col = Columns::read(consents, feedback, refreshes, watch, scope_type)?;
     let (text, tz, int2) = (pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::INT2OID);
     check_indexes(&[
-        (consents_key, consents, &[(c"org_id", text), (c"user_id", text), (c"version", pg_sys::INT4OID)]),
-        (feedback_by_object, feedback, &[(c"org_id", text), (c"user_id", text), (c"related_object_ref", text), (c"created_at", tz)]),
-        (feedback_by_polarity, feedback, &[(c"org_id", text), (c"user_id", text), (c"comment_polarity", int2), (c"created_at", tz)]),
-        (refreshes_by_thread, refreshes, &[(c"org_id", text), (c"thread_id", text), (c"created_at", tz)]),
-        (watch_by_question, watch, &[(c"org_id", text), (c"watch_question_id", text), (c"created_at", tz)]),
+        (consents_key, consents, &[(c"version", pg_sys::INT4OID)]),
+        (feedback_by_object, feedback, &[(c"related_object_ref", text), (c"created_at", tz)]),
+        (feedback_by_polarity, feedback, &[(c"comment_polarity", int2), (c"created_at", tz)]),
+        (refreshes_by_thread, refreshes, &[(c"thread_id", text), (c"created_at", tz)]),
+        (watch_by_question, watch, &[(c"watch_question_id", text), (c"created_at", tz)]),
     ])?;
     // Under a snapshot taken now: a cache dropped by another session's change is never refilled
     // with the rows that change replaced (spi::read_latest).
@@ -410,7 +416,7 @@ fn consent_in_force(s: &Settings, row: &InsertedRow, org: pg_sys::Datum, user: p
     let fill = crate::pg::callbacks::Fill::begin();
     let (held, written_here) = {
         let lk = Lookup::latest();
-        let mut c = lk.backward(s.consents, s.consents_key, &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user)])?;
+        let mut c = lk.backward(s.consents, s.consents_key, &of_user(org, user, []))?;
         let found = c.next();
         (found && c.datum(s.col.consent_scopes).is_some_and(|d| scan::array_holds(d, s.scope_type, pg_sys::Datum::from(s.save_to_profile))),
          c.written_here())
@@ -470,6 +476,18 @@ fn rows_before(f: &mut scan::Scan, created_at: i16, id: i16, new: Written, mut v
             break;
         }
     }
+}
+
+/// The keys of a lookup of the user's own earlier rows: the index's first two columns are
+/// (org_id, user_id) (`USER_KEY`, checked when the settings are read), equal to the new row's,
+/// then the keys given (from the third column on). Every detector reads its earlier rows through
+/// this, so no user's drift is ever built from another user's activity (issue 34 item 17).
+fn of_user<const N: usize>(org: pg_sys::Datum, user: pg_sys::Datum, rest: [Key; N]) -> Vec<Key> {
+    let mut keys = Vec::with_capacity(2 + N);
+    keys.push(Key::eq(1, pg_sys::F_TEXTEQ, org));
+    keys.push(Key::eq(2, pg_sys::F_TEXTEQ, user));
+    keys.extend(rest);
+    keys
 }
 
 fn at_or_before(attno: i16, at: pg_sys::Datum) -> Key {
@@ -552,8 +570,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             let mut f = lk.backward(
                 s.feedback,
                 s.feedback_by_object,
-                &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user), Key::eq(3, pg_sys::F_TEXTEQ, object),
-                  at_or_before(4, at), after(4, since)],
+                &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, object), at_or_before(4, at), after(4, since)]),
             )?;
             // The latest rating before the new row: the greatest among those sharing its
             // created_at, else the first of the earlier ones.
@@ -603,8 +620,7 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
             let mut f = lk.backward(
                 s.feedback,
                 s.feedback_by_polarity,
-                &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, user),
-                  Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)],
+                &of_user(org, user, [Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)]),
             )?;
             // Every opposing comment sharing the new row's created_at that comes before it, then
             // earlier ones until the threshold is reached; the latest is the greatest of them.
@@ -658,12 +674,12 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
-        // The thread's latest refresh of at least refresh_lookback_days before.
+        // The user's latest refresh of the thread of at least refresh_lookback_days before.
         let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
         let mut r = lk.backward(
             s.refreshes,
             s.refreshes_by_thread,
-            &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, thread), at_or_before(3, before)],
+            &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, thread), at_or_before(4, before)]),
         )?;
         while r.next() {
             if r.uuid(c.rf_id) == new_id {
@@ -698,11 +714,11 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         if !consent_in_force(&s, &row, org, user)? {
             return Ok(());
         }
-        // The question's latest resolution.
+        // The user's latest resolution of the question.
         let mut w = lk.backward(
             s.watch,
             s.watch_by_question,
-            &[Key::eq(1, pg_sys::F_TEXTEQ, org), Key::eq(2, pg_sys::F_TEXTEQ, question), at_or_before(3, at)],
+            &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, question), at_or_before(4, at)]),
         )?;
         while w.next() {
             if w.uuid(c.wq_id) == new_id || w.bytes(c.wq_status) != Some(b"resolved".as_slice()) {

@@ -3,7 +3,9 @@
 //! the detectors' thresholds, and each detector's decision once its one earlier row is known.
 //!
 //! The extension's trigger (`src/drift.rs`) reads the earlier rows and writes what is found; every
-//! comparison lives here.
+//! comparison lives here. The earlier rows are always the same user's in the same org (each
+//! detector's lookup is keyed by org, user, then the object): one user's activity never makes
+//! another user's drift.
 
 /// Polarity of a rating: +1 for `thumbs_up` and `agree`, -1 for `not_helpful` and `disagree`.
 pub fn rating_polarity(rating: &str) -> Option<i16> {
@@ -255,14 +257,15 @@ pub fn refresh_may_flip(changed_inferences: i32, t: &Thresholds) -> bool {
     changed_inferences as f64 > t.refresh_changed_inferences_min
 }
 
-/// refresh_stance_flip, second half: the thesis shares too few words with the one of at least
-/// `refresh_lookback_days` earlier.
+/// refresh_stance_flip, second half: the thesis shares too few words with the user's own thesis
+/// of the thread of at least `refresh_lookback_days` earlier.
 pub fn is_stance_flip(prior_thesis: &str, thesis: &str, t: &Thresholds) -> bool {
     jaccard(&thesis_words(prior_thesis), &thesis_words(thesis)) < t.refresh_jaccard_max
 }
 
-/// watch_question_resolved_then_reopened: reopened `elapsed_us` after the latest resolution, within
-/// `watch_reopen_days` and not within the first `watch_reopen_min_hours` (both bounds inclusive).
+/// watch_question_resolved_then_reopened: reopened `elapsed_us` after the user's latest resolution
+/// of the question, within `watch_reopen_days` and not within the first `watch_reopen_min_hours`
+/// (both bounds inclusive).
 pub fn is_reopen_drift(elapsed_us: i64, t: &Thresholds) -> bool {
     if t.watch_reopen_days.is_nan() || t.watch_reopen_min_hours.is_nan() {
         return false;

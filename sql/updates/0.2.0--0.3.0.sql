@@ -3,3 +3,17 @@
 -- only changes to what runs once at install: tables, columns, types, indexes, policies, event
 -- triggers, data, and DROPs of functions whose arguments or result changed. tests/upgrade/run.sh
 -- upgrades 0.1.0 and 0.2.0 databases with data and compares each with a fresh install.
+
+-- The drift detectors compare a user's activity only with the same user's earlier activity
+-- (issue 34 item 17): the refresh and watch-question lookups are keyed by (org, user, object).
+DROP INDEX memory.thread_refreshes_thread;
+CREATE INDEX thread_refreshes_thread ON memory.thread_refreshes (org_id, user_id, thread_id, created_at, id);
+DROP INDEX memory.watch_question_updates_question;
+CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (org_id, user_id, watch_question_id, created_at, id);
+
+-- Re-check leases are held (issue 34 item 21): each claim records the end of its lease, and only
+-- the worker holding a task completes it (complete_recheck_task gains a worker argument). Tasks
+-- claimed under 0.2.0 keep the default lease of 15 minutes from their claim.
+ALTER TABLE memory.recheck_tasks ADD COLUMN lease_until timestamptz;
+UPDATE memory.recheck_tasks SET lease_until = claimed_at + interval '15 minutes' WHERE claimed_at IS NOT NULL;
+DROP FUNCTION memory.complete_recheck_task(bigint, text);

@@ -36,7 +36,7 @@ def test_workers_never_share_a_task(dsn, conn):
                         if not rows:
                             return
                         for (t,) in rows:
-                            assert c.execute("SELECT memory.complete_recheck_task(%s, 'still_supported')", (t,)).fetchone()[0]
+                            assert c.execute("SELECT memory.complete_recheck_task(%s, %s, 'still_supported')", (t, name)).fetchone()[0]
                         taken.extend(t for (t,) in rows)
         except Exception as e:  # noqa: BLE001 - reported below
             errs.append(e)

@@ -169,8 +169,8 @@ SELECT throws_ok($$ SELECT * FROM memory.freshness_recheck(threshold => 1.5) $$,
 SELECT throws_ok($$ SELECT * FROM memory.freshness_recheck(sample_limit => 0) $$, '22023', NULL, 'sample_limit 0 is 22023');
 SELECT is((SELECT count(*) FROM memory.claim_recheck_tasks('w1', 3)), 3::bigint, 'a worker takes three tasks');
 SELECT is((SELECT count(*) FROM memory.claim_recheck_tasks('w2', 10)), 2::bigint, 'another gets only the rest');
-SELECT ok(memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'still_supported'), 'a task is completed once');
-SELECT ok(NOT memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'still_supported'), 'and not twice');
+SELECT ok(memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'w1', 'still_supported'), 'a task is completed once');
+SELECT ok(NOT memory.complete_recheck_task((SELECT min(task_id) FROM memory.recheck_tasks), 'w1', 'still_supported'), 'and not twice');
 SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'research.freshness_confidence.enqueued'), 5::bigint,
           'each enqueue is audited');
 

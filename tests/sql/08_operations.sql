@@ -1,6 +1,6 @@
 -- SQL-level suite for operations and bad input (SPEC §7, §9; issue 13, the parts built so far).
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 -- Whitespace-only text is blank wherever a non-blank argument is required.
 INSERT INTO memory.observations (id, org_id, user_id, task_id, content) VALUES
@@ -12,7 +12,8 @@ SELECT throws_ok($$ SELECT memory.end_task(E'\t') $$, '22023', NULL, 'end_task: 
 SELECT throws_ok($$ SELECT * FROM memory.transfer_observations(ARRAY['a0000000-0000-0000-0000-000000000001'::uuid], E'\n') $$, '22023', NULL,
                  'transfer_observations: whitespace project');
 SELECT throws_ok($$ SELECT * FROM memory.claim_recheck_tasks(E' \t') $$, '22023', NULL, 'claim_recheck_tasks: whitespace worker');
-SELECT throws_ok($$ SELECT memory.complete_recheck_task(1, E'\n') $$, '22023', NULL, 'complete_recheck_task: whitespace outcome');
+SELECT throws_ok($$ SELECT memory.complete_recheck_task(1, 'w', E'\n') $$, '22023', NULL, 'complete_recheck_task: whitespace outcome');
+SELECT throws_ok($$ SELECT memory.complete_recheck_task(1, E'\t ', 'done') $$, '22023', NULL, 'complete_recheck_task: whitespace worker');
 SELECT throws_ok($$ INSERT INTO memory.legal_holds (org_id, reason) VALUES ('acme', E'\t') $$, '23514', NULL, 'a hold needs a real reason');
 SELECT is((SELECT classification::text FROM memory.observations WHERE id = 'a0000000-0000-0000-0000-000000000001'), 'internal',
           'and nothing changed');

@@ -1,6 +1,6 @@
 -- SQL-level suite for the persona drift detectors (SPEC §6, seed §4, §9; issue 14).
 BEGIN;
-SELECT plan(32);
+SELECT plan(36);
 
 SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}');
 SELECT memory.grant_consent('acme', 'quiet', '{create_task}');
@@ -172,6 +172,57 @@ RESET TimeZone;
 
 SELECT throws_ok($$ INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, rating) VALUES ('acme', 'u1', 'x', 'meh') $$,
                  '23514', NULL, 'an unknown rating is refused');
+
+-- Every detector compares a user only with the same user's earlier rows (issue 34 item 17), as a
+-- tenant-bound writer writes them: Bob's refresh of a thread, resolution of a question, rating of
+-- an object and comments on a kind of object never make drift for Alice; Alice's own do.
+SELECT memory.setup_roles();
+CREATE ROLE drift_writer IN ROLE memory_writer;
+SELECT memory.grant_org('drift_writer', 'acme');
+SET ROLE drift_writer;
+SELECT memory.grant_consent('acme', 'alice', '{create_task,save_to_profile}');
+SELECT memory.grant_consent('acme', 'bob', '{create_task,save_to_profile}');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences, created_at)
+VALUES ('acme', 'bob', 'th-x', 'SOL bullish on unlock demand from staking', 0, now() - interval '20 days');
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status, created_at)
+VALUES ('acme', 'bob', 'wq-x', 'resolved', now() - interval '3 days');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, comment, created_at) VALUES
+  ('acme', 'bob', 'x:1', '{"type": "sector"}', 'thumbs_up', NULL, now() - interval '2 days'),
+  ('acme', 'bob', 'x:2', '{"type": "sector"}', NULL, 'I agree', now() - interval '2 days'),
+  ('acme', 'bob', 'x:3', '{"type": "sector"}', NULL, 'I agree', now() - interval '2 days');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences)
+VALUES ('acme', 'alice', 'th-x', 'Bearish: ETH rotation drains liquidity', 9);
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES ('acme', 'alice', 'wq-x', 'reopened');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, comment) VALUES
+  ('acme', 'alice', 'x:1', '{"type": "sector"}', 'not_helpful', NULL),
+  ('acme', 'alice', 'x:4', '{"type": "sector"}', NULL, 'I disagree');
+RESET ROLE;
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE user_id IN ('alice', 'bob')), 0,
+          'Bob''s refresh, resolution, rating and comments make no drift for Alice (nor for Bob)');
+SET ROLE drift_writer;
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences, created_at)
+VALUES ('acme', 'alice', 'th-x', 'SOL bullish on unlock demand from staking', 0, now() - interval '18 days');
+INSERT INTO memory.thread_refreshes (org_id, user_id, thread_id, main_thesis, changed_inferences)
+VALUES ('acme', 'alice', 'th-x', 'Bearish: ETH rotation drains liquidity', 9);
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status, created_at)
+VALUES ('acme', 'alice', 'wq-x', 'resolved', now() - interval '2 days');
+INSERT INTO memory.watch_question_updates (org_id, user_id, watch_question_id, status) VALUES ('acme', 'alice', 'wq-x', 'reopened');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, comment, created_at) VALUES
+  ('acme', 'alice', 'x:5', '{"type": "sector"}', 'thumbs_up', NULL, now() - interval '1 day'),
+  ('acme', 'alice', 'x:6', '{"type": "sector"}', NULL, 'I agree', now() - interval '1 day'),
+  ('acme', 'alice', 'x:7', '{"type": "sector"}', NULL, 'I agree', now() - interval '1 day');
+INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, cognition_object, rating, comment) VALUES
+  ('acme', 'alice', 'x:5', '{"type": "sector"}', 'disagree', NULL),
+  ('acme', 'alice', 'x:8', '{"type": "sector"}', NULL, 'I disagree');
+RESET ROLE;
+SELECT is(ARRAY(SELECT signal_kind::text FROM memory.persona_drift_log WHERE user_id = 'alice' ORDER BY 1),
+          '{feedback_conflict,grade_reversal,refresh_stance_flip,watch_question_resolved_then_reopened}',
+          'Alice''s own sequence is drift, once for each detector');
+SELECT is(ARRAY(SELECT (d.prior_signal->>'captured_at')::timestamptz FROM memory.persona_drift_log d
+                 WHERE d.user_id = 'alice' ORDER BY d.signal_kind::text),
+          ARRAY[now() - interval '1 day', now() - interval '1 day', now() - interval '18 days', now() - interval '2 days'],
+          'each prior signal is Alice''s own earlier row');
+SELECT is((SELECT count(*)::int FROM memory.persona_drift_log WHERE user_id = 'bob'), 0, 'and Alice''s rows make no drift for Bob');
 
 SELECT * FROM finish();
 ROLLBACK;
