@@ -9,6 +9,12 @@ BEGIN
     END IF;
 END $$;
 
+-- memory_ext's internal functions live in a schema of their own, so that schema memory holds the
+-- API and nothing else (`\df memory.*`). Nobody but the extension owner creates anything in it;
+-- USAGE is granted in finalize.sql (EXECUTE per function, deny by default).
+CREATE SCHEMA memory_internal;
+COMMENT ON SCHEMA memory_internal IS 'memory_ext''s internal functions: not an API; they may change in any release.';
+
 -- Enums of the public contract (SPEC §1). Order matters: comparison follows declaration order,
 -- so greatest() of classifications is the most restrictive one.
 CREATE TYPE classification AS ENUM ('public', 'internal', 'confidential', 'restricted');

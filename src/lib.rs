@@ -17,6 +17,11 @@ mod retention;
 mod drift;
 mod trust;
 
+/// Schema `memory_internal`: memory_ext's internal functions (`#[pg_extern(schema =
+/// "memory_internal", ...)]`), kept out of the API schema `memory`. sql/types.sql creates it
+/// first; pgrx needs to know it.
+#[pg_schema]
+mod memory_internal {}
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -17,3 +17,21 @@ CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (o
 ALTER TABLE memory.recheck_tasks ADD COLUMN lease_until timestamptz;
 UPDATE memory.recheck_tasks SET lease_until = claimed_at + interval '15 minutes' WHERE claimed_at IS NOT NULL;
 DROP FUNCTION memory.complete_recheck_task(bigint, text);
+
+-- Internal functions move to schema memory_internal, so that schema memory holds the API and
+-- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that
+-- use them keep pointing at them. (Keep this last: statements above name them in memory.)
+-- The governance event triggers are off until the post part: their functions move now and get
+-- 0.3.0's bodies only below, and the DDL in between must not run 0.2.0's bodies, which name
+-- the internal functions in schema memory.
+ALTER EVENT TRIGGER memory_guard_governance DISABLE;
+ALTER EVENT TRIGGER memory_guard_governance_drop DISABLE;
+CREATE SCHEMA memory_internal;
+DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'memory'::regnamespace AND pg_catalog.starts_with(p.proname::text, '_') LOOP
+        EXECUTE format('ALTER FUNCTION %s SET SCHEMA memory_internal', f);
+    END LOOP;
+END $$;

@@ -324,7 +324,7 @@ pub fn reset_frames() {
     LOADED_LATE.with(|c| c.set(false));
 }
 
-/// The user of the innermost running frame whose function is not in schema `ours`; None when
+/// The user of the innermost running frame whose function is not in one of the schemas `ours`; None when
 /// there is none; Err(()) when the frames are unknown (library loaded late in this transaction).
 /// The functions of the running frames (SECURITY DEFINER or SET-clause functions), innermost
 /// first; `Err` when the frames are unknown (the library was loaded late).
@@ -345,7 +345,7 @@ pub fn function_namespace_and_name(func: pg_sys::Oid) -> (pg_sys::Oid, String) {
     }
 }
 
-pub fn innermost_foreign_frame_user(ours: pg_sys::Oid) -> Result<Option<pg_sys::Oid>, ()> {
+pub fn innermost_foreign_frame_user(ours: &[pg_sys::Oid]) -> Result<Option<pg_sys::Oid>, ()> {
     if LOADED_LATE.with(Cell::get) {
         return Err(());
     }
@@ -353,7 +353,7 @@ pub fn innermost_foreign_frame_user(ours: pg_sys::Oid) -> Result<Option<pg_sys::
     for fr in frames.iter().rev() {
         // SAFETY: a syscache lookup of a function oid.
         let nsp = unsafe { pg_sys::get_func_namespace(fr.func) };
-        if nsp != ours {
+        if nsp == pg_sys::InvalidOid || !ours.contains(&nsp) {
             return Ok(Some(fr.user));
         }
     }

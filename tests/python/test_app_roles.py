@@ -250,7 +250,7 @@ def test_parallel_workers_do_not_lose_the_caller(app, conn):
             c.execute("SELECT public.oracle()")
         assert e.value.sqlstate == "42501"
     # The functions that answer for the caller never run in a worker.
-    rows = conn.execute("SELECT proname, proparallel FROM pg_proc WHERE pronamespace = 'memory'::regnamespace "
+    rows = conn.execute("SELECT proname, proparallel FROM pg_proc WHERE pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) "
                         "AND proname IN ('_caller', '_classify', '_classify_explain', 'classify', 'classify_explain')").fetchall()
     assert rows and all(p == "r" for _, p in rows), rows
 

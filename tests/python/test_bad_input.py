@@ -48,13 +48,13 @@ BACKTRACE_MARKS = ("stack backtrace", "rust_begin_unwind", "\n   0: ", "at /rust
 
 def functions(conn):
     rows = conn.execute("""
-        SELECT p.oid, p.proname, p.proretset, p.prorettype = 'trigger'::regtype AS is_trigger,
+        SELECT p.oid, p.pronamespace::regnamespace::text || '.' || quote_ident(p.proname), p.proretset, p.prorettype = 'trigger'::regtype AS is_trigger,
                coalesce(array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY a(t, n) ORDER BY n), '{}'),
                p.provariadic <> 0 OR EXISTS (SELECT 1 FROM unnest(p.proargtypes::oid[]) t
                                               WHERE t IN ('anyelement'::regtype, 'anyarray'::regtype, 'anynonarray'::regtype,
                                                           'anyenum'::regtype, '"any"'::regtype, 'internal'::regtype))
           FROM pg_proc p
-         WHERE p.pronamespace = 'memory'::regnamespace AND p.prokind = 'f'
+         WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) AND p.prokind = 'f'
          ORDER BY p.proname, p.oid""").fetchall()
     return rows
 
@@ -95,7 +95,7 @@ def test_every_function_answers_bad_input_with_a_clean_error(dsn, conn):
                     for v in hostile:
                         cases.append([b if j != k else v for j, (_, b) in enumerate(table)])
             for argv in cases:
-                call = f"memory.{name}({', '.join(argv)})"
+                call = f"{name}({', '.join(argv)})"
                 sql = f"SELECT count(*) FROM {call}" if retset else f"SELECT {call}"
                 calls += 1
                 try:

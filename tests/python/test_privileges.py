@@ -26,7 +26,9 @@ def grant_table():
         if len(cells) != 5 or not cells[0] or cells[0] in ("object",) or set(cells[0]) <= {"-"}:
             continue
         names = re.findall(r"`([^`]+)`", cells[0])
-        names = [n if n.startswith("memory.") else "memory." + n for n in names]
+        # Bare names are memory's, or memory_internal's when they start with "_".
+        names = [n if n.startswith(("memory.", "memory_internal.")) else ("memory_internal." if n.startswith("_") else "memory.") + n
+                 for n in names]
         rows.append((names, dict(zip(ROLES, cells[1:]))))
     return rows
 
@@ -78,8 +80,8 @@ def test_catalog_matches_the_readme_grant_table(conn, roles):
                         if not ok:
                             failures.append(f"{name} {p} for {role}: README says {cell!r}")
                 continue
-            procs = conn.execute("SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace AND p.proname = %s",
-                                 (obj,)).fetchall()
+            procs = conn.execute("SELECT p.oid FROM pg_proc p WHERE p.pronamespace = %s::regnamespace AND p.proname = %s",
+                                 (schema, obj)).fetchall()
             assert procs, f"README grant table names {name}, which does not exist"
             listed.add(obj)
             for role, cell in cells.items():
@@ -99,7 +101,7 @@ def test_catalog_matches_the_readme_grant_table(conn, roles):
                 (have,) = conn.execute("SELECT has_table_privilege(%s, %s, %s)", (r, f"memory.{rel}", p)).fetchone()
                 if have:
                     failures.append(f"owner-only memory.{rel}: {role} has {p}")
-    for (proname, oid) in conn.execute("SELECT p.proname, p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace").fetchall():
+    for (proname, oid) in conn.execute("SELECT p.proname, p.oid FROM pg_proc p WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)").fetchall():
         if proname in listed:
             continue
         for role, r in roles.items():
@@ -283,21 +285,21 @@ def test_a_superuser_bound_to_one_org_acts_for_it(conn):
 
 
 def test_a_delegated_caller_ends_with_its_call_or_its_subtransaction(conn):
-    """memory._delegated_caller (what a function Citus runs on a worker takes on from the
-    coordinator) is not PUBLIC, ends with memory._delegated_caller(NULL) back to the caller before
+    """memory_internal._delegated_caller (what a function Citus runs on a worker takes on from the
+    coordinator) is not PUBLIC, ends with memory_internal._delegated_caller(NULL) back to the caller before
     it, and ends with the subtransaction it was taken on in: an error caught around a delegated
     call leaves no one else's identity behind."""
     conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'deleg_x') THEN CREATE ROLE deleg_x; END IF; END $$")
-    assert not conn.execute("SELECT has_function_privilege('public', 'memory._delegated_caller(text)', 'EXECUTE')").fetchone()[0]
-    me = conn.execute("SELECT memory._caller()").fetchone()[0]
+    assert not conn.execute("SELECT has_function_privilege('public', 'memory_internal._delegated_caller(text)', 'EXECUTE')").fetchone()[0]
+    me = conn.execute("SELECT memory_internal._caller()").fetchone()[0]
     x = conn.execute("SELECT oid FROM pg_roles WHERE rolname = 'deleg_x'").fetchone()[0]
     with conn.transaction():
-        conn.execute("SELECT memory._delegated_caller('deleg_x')")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == x
-        conn.execute("SELECT memory._delegated_caller(NULL)")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == me
-        conn.execute("DO $$ BEGIN PERFORM memory._delegated_caller('deleg_x'); RAISE EXCEPTION 'fails after it'; "
+        conn.execute("SELECT memory_internal._delegated_caller('deleg_x')")
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == x
+        conn.execute("SELECT memory_internal._delegated_caller(NULL)")
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == me
+        conn.execute("DO $$ BEGIN PERFORM memory_internal._delegated_caller('deleg_x'); RAISE EXCEPTION 'fails after it'; "
                      "EXCEPTION WHEN OTHERS THEN NULL; END $$")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == me
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == me
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SELECT memory._delegated('{\"role\": null}')")
+            conn.execute("SELECT memory_internal._delegated('{\"role\": null}')")

@@ -20,4 +20,6 @@ def test_drop_extension_without_losing_application_columns(conn):
     # Nothing of memory_ext's is left but its (empty) schema, which CREATE EXTENSION made for it.
     assert conn.execute("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'memory'").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'memory'").fetchone() == (0,)
+    # The internal schema was made by the extension and goes with it.
+    assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'memory_internal'").fetchone() == (0,)
     conn.execute("DROP SCHEMA memory")

@@ -72,7 +72,7 @@ SELECT pg_catalog.regexp_replace(line, '\s+', ' ', 'g') AS line FROM (
            || ' body=' || pg_catalog.md5(CASE WHEN l.lanname = 'c' THEN p.prosrc || '|' || coalesce(p.probin, '')
                                               ELSE p.prosrc END)
       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-     WHERE p.pronamespace = 'memory'::regnamespace
+     WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)
     UNION ALL
     SELECT 'type ' || t.typname || ' kind=' || t.typtype::text || ' acl=' || coalesce((SELECT pg_catalog.string_agg(x::text, ',' ORDER BY x::text) FROM unnest(t.typacl) x), '')
            || coalesce(' labels=' || (SELECT pg_catalog.string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
@@ -83,15 +83,16 @@ SELECT pg_catalog.regexp_replace(line, '\s+', ' ', 'g') AS line FROM (
     UNION ALL
     SELECT 'comment ' || pg_catalog.pg_describe_object(d.classoid, d.objoid, d.objsubid) || ' = ' || d.description
       FROM pg_catalog.pg_description d
-     WHERE pg_catalog.pg_describe_object(d.classoid, d.objoid, d.objsubid) ~ '\mmemory\.'
+     WHERE pg_catalog.pg_describe_object(d.classoid, d.objoid, d.objsubid) ~ '\mmemory(_internal)?\.'
     UNION ALL
     SELECT 'config ' || c::regclass::text || ' where=' || coalesce(w, '')
       FROM pg_catalog.pg_extension e,
            LATERAL unnest(e.extconfig, coalesce(e.extcondition, array_fill(''::text, ARRAY[cardinality(e.extconfig)]))) AS x(c, w)
      WHERE e.extname = 'memory_ext'
     UNION ALL
-    SELECT 'schema memory owner=' || n.nspowner::regrole::text || ' acl=' || coalesce((SELECT pg_catalog.string_agg(x::text, ',' ORDER BY x::text) FROM unnest(n.nspacl) x), '')
-      FROM pg_catalog.pg_namespace n WHERE n.nspname = 'memory'
+    SELECT 'schema ' || n.nspname || ' owner=' || n.nspowner::regrole::text || ' acl=' || coalesce((SELECT pg_catalog.string_agg(x::text, ',' ORDER BY x::text) FROM unnest(n.nspacl) x), '')
+           || ' member=' || EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')::text
+      FROM pg_catalog.pg_namespace n WHERE n.nspname IN ('memory', 'memory_internal')
 ) s
 WHERE line IS NOT NULL
 ORDER BY line COLLATE "C";
