@@ -311,3 +311,16 @@ def test_tenant_admins_read_their_own_trail(app, conn):
         assert a.execute("SELECT count(*) FILTER (WHERE seq IS NULL), count(*) FROM memory.audit_events(actor => 'agent-7')").fetchone() == (0, 2)
         assert a.execute("SELECT pending, last_integration_at IS NOT NULL FROM memory.audit_backlog").fetchone() == (0, True)
 
+
+def test_export_says_how_many_restricted_rows_it_withheld(app, conn):
+    with connect(app, WRITER) as c:
+        c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u5', %s), ('acme', 'u5', 'lunch plans')", (SECRET,))
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u5', %s), ('acme', 'u5', 'likes tea')", (SECRET,))
+    with connect(app, ADMIN) as a:
+        out = a.execute("SELECT memory.export_subject('u5')").fetchone()[0]
+        assert out["restricted_withheld"] == {"observations": 1, "archive": 0, "weight_history": 0,
+                                              "tables": {"app.notes": 1}, "total": 2}, out["restricted_withheld"]
+        assert [r["body"] for r in out["sections"]["tables"]["app.notes"]] == ["lunch plans"]
+        assert [r["content"] for r in out["sections"]["observations"]] == ["likes tea"]
+        full = a.execute("SELECT memory.export_subject('u5', true)").fetchone()[0]
+        assert full["restricted_withheld"]["total"] == 0 and len(full["sections"]["tables"]["app.notes"]) == 2
