@@ -288,8 +288,8 @@ def test_tenant_admins_read_their_own_trail(app, conn):
                 a.execute(call)
             assert e.value.sqlstate == "42501", call
         # The log itself stays closed; the salt never reaches the admin.
-        for call in ("SELECT count(*) FROM memory.audit_log", "SELECT memory._pseudonym('agent-7')",
-                     "SELECT * FROM memory._audit_backlog_chains(NULL)"):
+        for call in ("SELECT count(*) FROM memory.audit_log", "SELECT memory_internal._pseudonym('agent-7')",
+                     "SELECT * FROM memory_internal._audit_backlog_chains(NULL)"):
             with pytest.raises(psycopg.DatabaseError) as e:
                 a.execute(call)
             assert e.value.sqlstate == "42501", call
