@@ -355,28 +355,112 @@ AS $$ SELECT * FROM memory_internal._audit_head_for(audit_head.chain_id) $$;
 COMMENT ON FUNCTION memory.audit_head(text) IS
   'The chain''s head and the RFC 9162 Merkle root of all its entry hashes: an anchor to keep outside the database.';
 
-CREATE FUNCTION memory.audit_events(workspace_id text, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0)
+-- A tenant admin reads its own trail: the chains of the orgs the caller may act for (one of them
+-- with org_id; another org's is 42501), filtered by workspace, event type, the application's actor
+-- id (given in clear, pseudonymised here with the salt, which never leaves the function) and time.
+-- It integrates nothing: an integration would take every org's chains and hold the integration
+-- lock until the caller's transaction ends, keeping other orgs' entries waiting. Entries not yet
+-- chained are returned too, from memory.audit_pending, with seq, prev_hash and entry_hash NULL
+-- (recorded_at: when they were written); one statement reads both, so an entry integrated
+-- meanwhile is seen once.
+CREATE FUNCTION memory.audit_events(workspace_id text DEFAULT NULL, event_type text DEFAULT NULL, lim int DEFAULT 50, off int DEFAULT 0,
+                                    org_id text DEFAULT NULL, actor text DEFAULT NULL, since timestamptz DEFAULT NULL)
 RETURNS SETOF memory.audit_log LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    all_chains boolean;
-    orgs text[];
+    chains text[];
+    who    text;
+    cond   text := '';
 BEGIN
     IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
         RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
     END IF;
-    PERFORM memory_internal._audit_integrate(false);
-    -- Only chains the calling role may act for.
-    all_chains := memory_internal._may_act_for('');
-    orgs := ARRAY(SELECT memory.my_orgs());
-    RETURN QUERY SELECT * FROM memory.audit_log a
-                  WHERE a.workspace_id OPERATOR(pg_catalog.=) audit_events.workspace_id
-                    AND (all_chains OR a.chain_id OPERATOR(pg_catalog.=) ANY (orgs))
-                    AND (audit_events.event_type IS NULL OR a.event_type OPERATOR(pg_catalog.=) audit_events.event_type)
-                  ORDER BY a.recorded_at DESC, a.seq DESC
-                  LIMIT lim OFFSET off;
+    -- Only chains the calling role may act for: the org asked for, or all of them.
+    IF audit_events.org_id IS NOT NULL THEN
+        PERFORM memory_internal._require_org(audit_events.org_id);
+        chains := ARRAY[audit_events.org_id];
+    ELSIF NOT memory_internal._may_act_for('') THEN
+        chains := ARRAY(SELECT memory.my_orgs());
+    END IF;
+    IF actor IS NOT NULL THEN
+        -- No salt yet: no actor has been pseudonymised, so no event names one (and a read-only
+        -- transaction could not make it).
+        IF NOT EXISTS (SELECT 1 FROM memory.audit_secrets s WHERE s.name OPERATOR(pg_catalog.=) 'pseudonym_salt') THEN
+            RETURN;
+        END IF;
+        who := memory_internal._pseudonym(actor);
+    END IF;
+    -- Only the filters asked for, so each query is planned with its own predicates.
+    IF chains IS NOT NULL THEN
+        cond := cond || ' AND (e.chain_id COLLATE "C") OPERATOR(pg_catalog.=) ANY ($1)';
+    END IF;
+    IF audit_events.workspace_id IS NOT NULL THEN
+        cond := cond || ' AND e.workspace_id OPERATOR(pg_catalog.=) $2';
+    END IF;
+    IF audit_events.event_type IS NOT NULL THEN
+        cond := cond || ' AND e.event_type OPERATOR(pg_catalog.=) $3';
+    END IF;
+    -- actor_id is `<pseudonym>;role:<role>` when the application named an actor.
+    IF who IS NOT NULL THEN
+        cond := cond || ' AND pg_catalog.split_part(e.actor_id, '';'', 1) OPERATOR(pg_catalog.=) $4';
+    END IF;
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT * FROM (SELECT e.* FROM memory.audit_log e WHERE true%1$s%2$s
+                        UNION ALL
+                        SELECT e.chain_id, NULL::bigint, e.event_type, e.written_at, e.actor_id, e.org_id, e.project_id,
+                               e.workspace_id, e.payload, e.key_id, NULL::bytea, NULL::bytea
+                          FROM memory.audit_pending e WHERE true%1$s%3$s) x
+          ORDER BY x.recorded_at DESC, x.seq DESC NULLS FIRST
+          LIMIT $6 OFFSET $7',
+        cond,
+        CASE WHEN since IS NULL THEN '' ELSE ' AND e.recorded_at OPERATOR(pg_catalog.>=) $5' END,
+        CASE WHEN since IS NULL THEN '' ELSE ' AND e.written_at OPERATOR(pg_catalog.>=) $5' END)
+    USING chains, audit_events.workspace_id, audit_events.event_type, who, since, lim, off;
 END $$;
-COMMENT ON FUNCTION memory.audit_events(text, text, int, int) IS 'Events of a workspace, newest first.';
+COMMENT ON FUNCTION memory.audit_events(text, text, int, int, text, text, timestamptz) IS
+  'Events of the chains the caller may act for (org_id: one of them, another org''s is 42501), newest first, filtered by workspace, event type, actor (the application''s actor id in clear) and time (since). Integrates nothing: entries still pending come with seq, prev_hash and entry_hash NULL.';
+
+-- The backlog for a DBA's dashboard (memory.audit_backlog). An unrestricted or '*' role sees the
+-- database's counts; a tenant-bound admin the counts of its own orgs' chains only (how much other
+-- orgs write is theirs to know), beside what is no tenant's: the integrators running.
+CREATE FUNCTION memory_internal._audit_backlog_for_caller()
+RETURNS TABLE (database text, chains text, pending bigint, parked bigint, oldest_pending_at timestamptz,
+               oldest_pending_age interval, integrators_running int, last_integration_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    mine text[];
+BEGIN
+    IF NOT memory_internal._may_act_for('') THEN
+        mine := ARRAY(SELECT memory.my_orgs());
+    END IF;
+    RETURN QUERY
+    WITH b AS (
+        SELECT coalesce(pg_catalog.sum(c.pending), 0)::bigint AS pending, coalesce(pg_catalog.sum(c.parked), 0)::bigint AS parked,
+               pg_catalog.min('epoch'::timestamptz OPERATOR(pg_catalog.+) (c.oldest_pending_micros OPERATOR(pg_catalog.*) interval '1 microsecond')) AS oldest
+          FROM memory_internal._audit_backlog_chains(mine) c)
+    SELECT pg_catalog.current_database()::text,
+           CASE WHEN mine IS NULL THEN 'all' ELSE 'own' END,
+           b.pending, b.parked, b.oldest,
+           CASE WHEN b.oldest IS NOT NULL THEN GREATEST(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) b.oldest, interval '0') END,
+           -- Each background integrator holds the lock of its share for its life (src/pg/locks.rs:
+           -- advisory, classid "memx", objid 1 + share, objsubid "mx"): pg_locks shows it to any
+           -- role, where pg_stat_activity hides other roles' backend_type from an owner that is no
+           -- superuser. (memory_ext integrator k/n in pg_stat_activity.application_name.)
+           (SELECT pg_catalog.count(DISTINCT l.pid)::int FROM pg_catalog.pg_locks l
+             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'
+               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+               AND l.classid OPERATOR(pg_catalog.=) 1835363704::pg_catalog.oid AND l.objsubid OPERATOR(pg_catalog.=) 28024
+               AND l.objid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid),
+           (SELECT pg_catalog.max(h.updated_at) FROM memory.audit_heads h
+             WHERE mine IS NULL OR h.chain_id OPERATOR(pg_catalog.=) ANY (mine))
+      FROM b;
+END $$;
+
+CREATE VIEW memory.audit_backlog AS SELECT * FROM memory_internal._audit_backlog_for_caller();
+COMMENT ON VIEW memory.audit_backlog IS
+  'The audit backlog of this database: entries pending integration, entries parked (integration will never chain them; audit_verify names their chains), when the oldest pending entry was written and its age, the background integrators running, and when a chain head last moved. A role bound to orgs sees the counts of its own orgs'' chains (chains = own).';
 
 CREATE FUNCTION memory.audit_rotate_key()
 RETURNS int LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -477,7 +561,7 @@ REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timest
                        memory.audit_rotate_key(), memory.audit_ensure_partitions(int, timestamptz) FROM PUBLIC;
 -- Reading the log crosses tenants: verification, heads and event listings are for auditors.
 REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
-                       memory.audit_events(text, text, int, int) FROM PUBLIC;
+                       memory.audit_events(text, text, int, int, text, text, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                        memory_internal._audit_append_system(text, jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_integrate(), memory_internal._audit_integrate(boolean), memory_internal._audit_integrating() FROM PUBLIC;

@@ -294,6 +294,8 @@ BEGIN
     -- subject rights, audit reading, tenant grants, all within their orgs.
     GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
     GRANT SELECT ON memory.recheck_tasks, memory.deletion_stubs TO memory_admin;
+    -- The audit backlog: a tenant-bound admin sees its own orgs' counts (memory_internal._audit_backlog_for_caller).
+    GRANT SELECT ON memory.audit_backlog TO memory_admin;
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
@@ -306,7 +308,8 @@ BEGIN
                               memory.run_decay(timestamptz),
                               memory.reclassify(uuid, memory.classification, text),
                               memory.audit_verify(text), memory_internal._audit_verify_for_caller(text), memory.audit_head(text),
-                              memory.audit_events(text, text, int, int),
+                              memory.audit_events(text, text, int, int, text, text, timestamptz),
+                              memory_internal._audit_backlog_for_caller(),
                               memory.erase_subject(text), memory.export_subject(text, boolean),
                               memory.grant_org(regrole, text), memory.revoke_org(regrole, text)
         TO memory_admin;

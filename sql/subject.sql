@@ -154,11 +154,15 @@ DECLARE
     manifest jsonb := '{}';
     s        record;
     t        record;
-    restricted text;
     r        jsonb;
     tables   jsonb := '{}';
     scope    text;
     consent  jsonb;
+    -- Restricted rows left out (include_restricted false): per section, and for each table.
+    withheld jsonb := '{}';
+    withheld_tables jsonb := '{}';
+    n        bigint;
+    keep     text;
 BEGIN
     IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
@@ -166,17 +170,24 @@ BEGIN
     scope := memory_internal._scope_org();
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
-    SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
+    SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id) FILTER (WHERE include_restricted OR coalesce(o.classification <> 'restricted', false)), '[]'),
+           count(*) FILTER (WHERE NOT (include_restricted OR coalesce(o.classification <> 'restricted', false)))
+      INTO obs, n
       FROM memory.observations o
-     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
-       AND (include_restricted OR o.classification <> 'restricted');
-    SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id), '[]') INTO arch
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL;
+    withheld := withheld || jsonb_build_object('observations', n);
+    SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.created_at, a.id) FILTER (WHERE include_restricted OR coalesce(a.classification <> 'restricted', false)), '[]'),
+           count(*) FILTER (WHERE NOT (include_restricted OR coalesce(a.classification <> 'restricted', false)))
+      INTO arch, n
       FROM memory.observations_archive a
-     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND (include_restricted OR a.classification <> 'restricted');
-    SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id), '[]') INTO hist
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope);
+    withheld := withheld || jsonb_build_object('archive', n);
+    SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.recorded_at, h.id) FILTER (WHERE include_restricted OR coalesce(o.classification <> 'restricted', false)), '[]'),
+           count(*) FILTER (WHERE NOT (include_restricted OR coalesce(o.classification <> 'restricted', false)))
+      INTO hist, n
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
-     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
-       AND (include_restricted OR o.classification <> 'restricted');
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL;
+    withheld := withheld || jsonb_build_object('weight_history', n);
     consent := memory_internal._export_consent_rows(subject, scope);
     FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
                                    ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
@@ -194,30 +205,35 @@ BEGIN
               ORDER BY g.relid::text LOOP
         CONTINUE WHEN scope IS NOT NULL AND t.org_col IS NULL;
         BEGIN
-            restricted := CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
-                               WHEN memory_internal._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
-                                    THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
-                               ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
+            -- Which rows are exported: each read returns [rows kept, how many restricted rows were left out].
+            keep := CASE WHEN include_restricted OR t.tier_col IS NULL THEN 'true'
+                         WHEN memory_internal._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
+                              THEN format('(t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
+                         ELSE format('t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
             IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
                 -- Citus (SPEC §10): the read names the subject's orgs (memory_internal._subject_orgs).
                 r := memory_internal._exec_as_table_owner(t.table_name, format(
-                    'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
-                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
-                        AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s%s',
+                    'SELECT pg_catalog.jsonb_build_array(coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)) FILTER (WHERE %5$s), ''[]''),
+                                                         pg_catalog.count(*) FILTER (WHERE NOT (%5$s))) FROM %1$s t
+                      WHERE t.%2$I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                        AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%4$s',
                     t.table_name, t.col, t.org_col,
                     CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
-                    restricted),
+                    keep),
                     ARRAY[subject, scope, memory_internal._subject_orgs(t.table_name, t.col, t.org_col, subject)::text]);
             ELSE
                 r := memory_internal._exec_as_table_owner(t.table_name, format(
-                    'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
-                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s%s',
+                    'SELECT pg_catalog.jsonb_build_array(coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)) FILTER (WHERE %5$s), ''[]''),
+                                                         pg_catalog.count(*) FILTER (WHERE NOT (%5$s))) FROM %1$s t
+                      WHERE t.%2$I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%3$s)%4$s',
                     t.table_name, t.col,
                     CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
                     CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
-                    restricted),
+                    keep),
                     ARRAY[subject, scope]);
             END IF;
+            withheld_tables := withheld_tables || jsonb_build_object(t.table_name::text, r->1);
+            r := r->0;
         EXCEPTION WHEN OTHERS THEN
             r := jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
         END;
@@ -227,15 +243,21 @@ BEGIN
                 'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
         END IF;
     END LOOP;
+    withheld := withheld || jsonb_build_object('tables', withheld_tables);
+    withheld := withheld || jsonb_build_object('total',
+        (withheld->>'observations')::bigint + (withheld->>'archive')::bigint + (withheld->>'weight_history')::bigint
+        + coalesce((SELECT sum(v::text::bigint) FROM jsonb_each(withheld_tables) e(k, v)), 0));
     PERFORM memory_internal._audit('memory.export',
-        jsonb_build_object('subject', memory_internal._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
+        jsonb_build_object('subject', memory_internal._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted,
+                           'restrictedWithheld', withheld->'total'), scope);
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
+                              'restricted_withheld', withheld,
                               'manifest', manifest,
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
                                                              'tables', tables) || consent);
 END $$;
 COMMENT ON FUNCTION memory.export_subject(text, boolean) IS
-  'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked. Not granted to PUBLIC.';
+  'Everything held about a subject: observations not soft-deleted, archive, weight history, with a manifest (schema_version, per-section count and sha256 of the section''s JSON text). Restricted rows only when asked; restricted_withheld counts those left out (per section, per table, and total). Not granted to PUBLIC.';
 
 CREATE FUNCTION memory.end_task(task_id text)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -140,7 +140,7 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"memory.audit_mode",
         c"deferred: audit events are pending entries chained after commit; immediate: chained in the statement.",
-        c"Deferred takes no chain lock in any write or read; the sequencer (background integrator, audit_verify, audit_head, audit_events, maintenance, memory.audit_integrate) chains committed pending entries. Immediate locks the chain head until the transaction ends.",
+        c"Deferred takes no chain lock in any write or read; the sequencer (background integrator, audit_verify, audit_head, maintenance, memory.audit_integrate) chains committed pending entries. Immediate locks the chain head until the transaction ends.",
         &AUDIT_MODE,
         GucContext::Suset,
         GucFlags::default(),
@@ -150,7 +150,7 @@ pub fn init() {
         GucRegistry::define_string_guc(
         c"memory.integrator_databases",
         c"Databases whose pending audit entries a background worker integrates (comma-separated).",
-        c"Needs memory_ext in shared_preload_libraries; memory.integrator_workers workers per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, audit_events, maintenance and memory.audit_integrate()).",
+        c"Needs memory_ext in shared_preload_libraries; memory.integrator_workers workers per database, started with the server. Empty: no worker (integration then happens on audit_verify, audit_head, maintenance and memory.audit_integrate()).",
         &INTEGRATOR_DATABASES,
         GucContext::Postmaster,
         GucFlags::default(),

@@ -43,3 +43,13 @@ END $$;
 -- The governance event triggers, off since the internal functions moved, guard again.
 ALTER EVENT TRIGGER memory_guard_governance ENABLE;
 ALTER EVENT TRIGGER memory_guard_governance_drop ENABLE;
+-- memory.audit_events was dropped with its grant (its argument list changed): where
+-- memory.setup_roles() made the roles, admins keep reading the trail, and read the new backlog.
+DO $$
+BEGIN
+    IF to_regrole('memory_admin') IS NOT NULL AND has_schema_privilege('memory_admin', 'memory', 'USAGE') THEN
+        GRANT EXECUTE ON FUNCTION memory.audit_events(text, text, int, int, text, text, timestamptz),
+                                  memory_internal._audit_backlog_for_caller() TO memory_admin;
+        GRANT SELECT ON memory.audit_backlog TO memory_admin;
+    END IF;
+END $$;

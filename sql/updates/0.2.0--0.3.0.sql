@@ -18,6 +18,10 @@ ALTER TABLE memory.recheck_tasks ADD COLUMN lease_until timestamptz;
 UPDATE memory.recheck_tasks SET lease_until = claimed_at + interval '15 minutes' WHERE claimed_at IS NOT NULL;
 DROP FUNCTION memory.complete_recheck_task(bigint, text);
 
+-- memory.audit_events takes org_id, actor and since, and workspace_id may be NULL (issue 34 item
+-- 11): CREATE OR REPLACE cannot add arguments, and the old overload would stay behind.
+DROP FUNCTION memory.audit_events(text, text, int, int);
+
 -- Internal functions move to schema memory_internal, so that schema memory holds the API and
 -- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that
 -- use them keep pointing at them. (Keep this last: statements above name them in memory.)

@@ -378,7 +378,7 @@ pub enum Caller {
     /// `memory.audit_integrate()`: waits for another integrator; a transaction that cannot
     /// integrate (read-only, REPEATABLE READ or SERIALIZABLE, a standby) is an error.
     Explicit,
-    /// Before audit_verify, audit_head, audit_events, sealing and maintenance: waits for another
+    /// Before audit_verify, audit_head, sealing and maintenance: waits for another
     /// integrator; does nothing where it cannot integrate.
     Reader,
     /// A background worker, for the chains of its share: gives way to any integrator of every

@@ -1131,7 +1131,7 @@ fn refuse_prepare_after_integrating() {
     if held(Lock::Integration, pg_sys::ShareRowExclusiveLock) || held(Lock::Integration, pg_sys::RowExclusiveLock) {
         Err::<(), _>(
             MxError::new(code::FEATURE_NOT_SUPPORTED, "cannot PREPARE a transaction that integrated audit entries")
-                .hint("memory.audit_verify, audit_head, audit_events, consent_receipt, audit_seal, run_maintenance and audit_integrate integrate pending entries first; run them in a transaction of their own."),
+                .hint("memory.audit_verify, audit_head, audit_seal, run_maintenance and audit_integrate integrate pending entries first; run them in a transaction of their own."),
         )
         .or_raise();
     }

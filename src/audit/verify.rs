@@ -299,6 +299,64 @@ fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str, 
     Ok((n, bad))
 }
 
+/// The backlog of `chains` (every chain when None), chain by chain: entries waiting to be chained,
+/// entries parked (integration will never chain them: a signature that does not check, a chain
+/// that is not its org's, ids longer than writers may write, or two entries with one id, both
+/// parked as the sequencer parks them), and the unix microseconds of the oldest waiting entry.
+/// What this transaction sees: committed entries and its own. For `memory.audit_backlog`, through
+/// its SECURITY DEFINER reader (not granted to PUBLIC: it reads every chain asked for).
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_backlog_chains")]
+fn audit_backlog_chains(
+    chains: Option<Vec<String>>,
+) -> TableIterator<'static, (name!(chain_id, String), name!(pending, i64), name!(parked, i64), name!(oldest_pending_micros, Option<i64>))> {
+    TableIterator::new(backlog_chains(chains).or_raise())
+}
+
+fn backlog_chains(chains: Option<Vec<String>>) -> Result<Vec<(String, i64, i64, Option<i64>)>, MxError> {
+    Spi::connect(|client| {
+        let keys = super::integrate::read_keys(client)?;
+        // (The ctid column is not read: a NULL keeps PendingRef's column places.)
+        let query = "SELECT ord, id, chain_id, NULL::pg_catalog.tid, event_type, written_at, actor_id, org_id, project_id,
+                            workspace_id, payload, key_id, pending_hash
+                       FROM memory.audit_pending
+                      WHERE $1::pg_catalog.text[] IS NULL OR chain_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])";
+        let mut cursor = client.open_cursor(query, &[chains.into()]);
+        let mut signer = memory_core::audit::PendingSigner::new();
+        let utf8 = tuple::database_is_utf8();
+        let mut batch = Fetched::default();
+        // chain -> id -> (entries with that id, whether one of them fails, oldest written_at)
+        let mut seen: HashMap<String, HashMap<i64, (u32, bool, i64)>> = HashMap::new();
+        while batch.fetch(&mut cursor, BATCH as usize, super::integrate::COLS)? {
+            for i in 0..batch.len() {
+                pgrx::check_for_interrupts!();
+                let row = super::integrate::PendingRef::read(&batch, i);
+                let good = row.with_payload(utf8, |p| p.is_some_and(|p| row.checks(p, &keys, &mut signer)));
+                let e = seen.entry(row.chain_id.to_string()).or_default().entry(row.id).or_insert((0, false, i64::MAX));
+                e.0 += 1;
+                e.1 |= !good;
+                e.2 = e.2.min(row.written_at);
+            }
+        }
+        let mut out: Vec<(String, i64, i64, Option<i64>)> = seen
+            .into_iter()
+            .map(|(chain, ids)| {
+                let (mut pending, mut parked, mut oldest) = (0i64, 0i64, None::<i64>);
+                for (n, bad, at) in ids.into_values() {
+                    if bad || n > 1 {
+                        parked += n as i64;
+                    } else {
+                        pending += 1;
+                        oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                    }
+                }
+                (chain, pending, parked, oldest)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    })
+}
+
 type Span = (usize, usize);
 
 /// One row of the log: fixed fields, and spans of the batch buffer for the rest.

@@ -311,3 +311,72 @@ def test_a_reader_in_an_idle_transaction_holds_nobody_up(app, conn):
         reader.rollback()
         reader.close()
         conn.execute("RESET lock_timeout")
+def test_tenant_admins_read_their_own_trail(app, conn):
+    """Issue 34 item 11: each org's admin reads its own chain through memory.audit_events, by org,
+    workspace, event type, time and the application's actor id in clear, never another org's; the
+    backlog shows it its own pending entries; nothing is integrated by reading."""
+    ensure_role(conn, "app_globex_admin", "memory_admin")
+    conn.execute("SELECT memory.grant_org('app_globex_admin', 'globex')")
+    with connect(app, WRITER) as c:
+        c.execute("SET memory.actor_id = 'agent-7'")
+        c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u1', 'written by agent 7')")
+        c.execute("""SELECT memory.audit_append('app.checkout', '{"n": 1}', 'acme', 'p1', 'ws1')""")
+        c.execute("RESET memory.actor_id")
+        c.execute("""SELECT memory.audit_append('app.checkout', '{"n": 2}', 'acme', 'p1', 'ws2')""")
+    with connect(app, GLOBEX) as c:
+        c.execute("SET memory.actor_id = 'agent-7'")
+        c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('globex', 'u9', 'globex note by agent 7')")
+        c.execute("""SELECT memory.audit_append('app.checkout', '{"n": 3}', 'globex', 'p1', 'ws1')""")
+    pending = dict(conn.execute("SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1").fetchall())
+    assert pending["acme"] >= 3 and pending["globex"] >= 2, pending
+    with connect(app, ADMIN) as a:
+        rows = a.execute("SELECT chain_id, event_type, payload->>'n', seq FROM memory.audit_events(actor => 'agent-7', lim => 100)").fetchall()
+        assert sorted((r[0], r[1], r[2]) for r in rows) == [("acme", "app.checkout", "1"), ("acme", "memory.store", None)], rows
+        assert all(r[3] is None for r in rows), "still pending, listed with a NULL seq"
+        assert a.execute("SELECT payload->>'n' FROM memory.audit_events('ws2')").fetchall() == [("2",)]
+        assert a.execute("SELECT payload->>'n' FROM memory.audit_events('ws1', 'app.checkout', org_id => 'acme')").fetchall() == [("1",)]
+        assert sorted(a.execute("SELECT payload->>'n' FROM memory.audit_events(event_type => 'app.checkout')").fetchall()) == [("1",), ("2",)]
+        assert a.execute("SELECT count(*) FROM memory.audit_events(since => now() + interval '1 day')").fetchone() == (0,)
+        assert a.execute("SELECT count(*) FROM memory.audit_events(since => now() - interval '1 hour', lim => 100)").fetchone()[0] == pending["acme"]
+        assert {r[0] for r in a.execute("SELECT DISTINCT chain_id FROM memory.audit_events(lim => 10000)")} == {"acme"}
+        for call in ("SELECT * FROM memory.audit_events(org_id => 'globex')", "SELECT * FROM memory.audit_events(org_id => '')"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                a.execute(call)
+            assert e.value.sqlstate == "42501", call
+        # The log itself stays closed; the salt never reaches the admin.
+        for call in ("SELECT count(*) FROM memory.audit_log", "SELECT memory_internal._pseudonym('agent-7')",
+                     "SELECT * FROM memory_internal._audit_backlog_chains(NULL)"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                a.execute(call)
+            assert e.value.sqlstate == "42501", call
+        backlog = a.execute("SELECT chains, pending, parked, oldest_pending_at IS NOT NULL FROM memory.audit_backlog").fetchone()
+        assert backlog == ("own", pending["acme"], 0, True), backlog
+    with connect(app, "app_globex_admin") as g:
+        rows = g.execute("SELECT chain_id, event_type, payload->>'n' FROM memory.audit_events(actor => 'agent-7')").fetchall()
+        assert sorted(rows, key=str) == sorted([("globex", "app.checkout", "3"), ("globex", "memory.store", None)], key=str), rows
+        with pytest.raises(psycopg.DatabaseError) as e:
+            g.execute("SELECT * FROM memory.audit_events(org_id => 'acme')")
+        assert e.value.sqlstate == "42501"
+        assert g.execute("SELECT chains, pending FROM memory.audit_backlog").fetchone() == ("own", pending["globex"])
+    # Reading integrated nothing; once integrated, the admin's events carry their seq.
+    assert dict(conn.execute("SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1").fetchall()) == pending
+    total = conn.execute("SELECT chains, pending FROM memory.audit_backlog").fetchone()
+    assert total == ("all", sum(pending.values())), total
+    conn.execute("SELECT memory.audit_integrate()")
+    with connect(app, ADMIN) as a:
+        assert a.execute("SELECT count(*) FILTER (WHERE seq IS NULL), count(*) FROM memory.audit_events(actor => 'agent-7')").fetchone() == (0, 2)
+        assert a.execute("SELECT pending, last_integration_at IS NOT NULL FROM memory.audit_backlog").fetchone() == (0, True)
+
+
+def test_export_says_how_many_restricted_rows_it_withheld(app, conn):
+    with connect(app, WRITER) as c:
+        c.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u5', %s), ('acme', 'u5', 'lunch plans')", (SECRET,))
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u5', %s), ('acme', 'u5', 'likes tea')", (SECRET,))
+    with connect(app, ADMIN) as a:
+        out = a.execute("SELECT memory.export_subject('u5')").fetchone()[0]
+        assert out["restricted_withheld"] == {"observations": 1, "archive": 0, "weight_history": 0,
+                                              "tables": {"app.notes": 1}, "total": 2}, out["restricted_withheld"]
+        assert [r["body"] for r in out["sections"]["tables"]["app.notes"]] == ["lunch plans"]
+        assert [r["content"] for r in out["sections"]["observations"]] == ["likes tea"]
+        full = a.execute("SELECT memory.export_subject('u5', true)").fetchone()[0]
+        assert full["restricted_withheld"]["total"] == 0 and len(full["sections"]["tables"]["app.notes"]) == 2

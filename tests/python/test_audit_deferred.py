@@ -266,6 +266,28 @@ def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
         assert rows == (True, 150, 0)
 
 
+def test_the_backlog_shows_the_integrators_to_a_tenant_admin():
+    """memory.audit_backlog as a tenant-bound admin: the integrator running (counted by the lock of
+    its share in pg_locks, which any extension owner sees; pg_stat_activity hides other roles'
+    backend_type from an owner that is no superuser), its own chain's backlog drained by it."""
+    with integrator_cluster("pytest-backlog", "backlogged") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'backlogged'"
+            assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+            c.execute("SELECT memory.setup_roles()")
+            c.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bk_admin') THEN "
+                      "CREATE ROLE bk_admin LOGIN IN ROLE memory_admin; END IF; END $$")
+            c.execute("SELECT memory.grant_org('bk_admin', 'org_bk')")
+            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_bk', 'x'), ('org_other', 'y')")
+            assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+        with psycopg.connect(dsn.replace("user=postgres", "user=bk_admin"), autocommit=True) as a:
+            row = a.execute("SELECT chains, pending, parked, oldest_pending_at, integrators_running, last_integration_at IS NOT NULL"
+                            " FROM memory.audit_backlog").fetchone()
+            assert row == ("own", 0, 0, None, 1, True), row
+            assert a.execute("SELECT bool_and(seq IS NOT NULL), count(*) FILTER (WHERE event_type = 'memory.store')"
+                             " FROM memory.audit_events(org_id => 'org_bk')").fetchone() == (True, 1)
+
+
 def test_the_worker_is_not_steered_by_database_settings(worker_cluster):
     """The worker runs as the bootstrap superuser; what a database owner sets for the database
     (a search path with its own operators, read-only transactions) must not run its code or stop

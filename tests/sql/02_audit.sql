@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(68);
+SELECT plan(82);
 
 -- CREATE EXTENSION makes only the default partition; maintenance makes the months.
 SELECT is(memory.audit_ensure_partitions(3), 4, 'the current month and three ahead are created');
@@ -241,6 +241,50 @@ SELECT results_eq($$ SELECT chain_id, payload->>'id', payload->>'from', payload-
                             ('sh_c', '2', 'confidential', 'restricted'), ('sh_d', '1', 'confidential', 'restricted'),
                             ('sh_e', '3', NULL, 'restricted'), ('sh_f', '3', NULL, 'restricted') $$,
                   'rows sharing an id are paired within their org; a moved row keeps its pairing or is recorded without its old tier');
+
+-- A tenant admin's trail (issue 34 item 11): audit_events by org, actor in clear, time, workspace and
+-- type, without integrating (pending entries are listed with a NULL seq); the backlog view.
+SELECT memory.audit_append('app.read', '{"n": 1}', 'rd_a', 'p1', 'wr1');
+SET LOCAL memory.actor_id = 'agent-7';
+SELECT memory.audit_append('app.read', '{"n": 2}', 'rd_a', 'p1', 'wr2');
+SELECT memory.audit_append('app.other', '{"n": 3}', 'rd_b', 'p1', 'wr1');
+RESET memory.actor_id;
+SELECT results_eq($$ SELECT chain_id, payload->>'n' FROM memory.audit_events(actor => 'agent-7') ORDER BY 2 $$,
+                  $$ VALUES ('rd_a', '2'), ('rd_b', '3') $$, 'actor finds the events written under SET memory.actor_id, given in clear');
+SELECT is((SELECT count(*) FROM memory.audit_events('w1', actor => 'agent-1')), 10::bigint,
+          'and those audit_append named an actor for');
+SELECT is((SELECT count(*) FROM memory.audit_events(actor => 'agent-9')), 0::bigint, 'an actor that wrote nothing finds nothing');
+SELECT results_eq($$ SELECT payload->>'n' FROM memory.audit_events(org_id => 'rd_a') ORDER BY 1 $$,
+                  $$ VALUES ('1'), ('2') $$, 'org_id lists that org''s chain');
+SELECT results_eq($$ SELECT chain_id, payload->>'n' FROM memory.audit_events('wr1') ORDER BY 2 $$,
+                  $$ VALUES ('rd_a', '1'), ('rd_b', '3') $$, 'workspace_id across chains');
+SELECT results_eq($$ SELECT payload->>'n' FROM memory.audit_events(event_type => 'app.other') $$,
+                  $$ VALUES ('3') $$, 'event_type alone');
+SELECT is((SELECT count(*) FROM memory.audit_events(org_id => 'rd_a', since => now() - interval '1 minute')), 2::bigint, 'since includes what came after it');
+SELECT is((SELECT count(*) FROM memory.audit_events(org_id => 'rd_a', since => now() + interval '1 day')), 0::bigint, 'and nothing before it');
+SELECT is((SELECT count(*) FILTER (WHERE seq IS NULL AND entry_hash IS NULL) FROM memory.audit_events(org_id => 'rd_a')),
+          CASE current_setting('memory.audit_mode') WHEN 'deferred' THEN 2 ELSE 0 END::bigint,
+          'entries not yet chained are listed, with a NULL seq and entry_hash');
+SELECT is((SELECT count(*) FROM memory.audit_pending WHERE chain_id IN ('rd_a', 'rd_b')),
+          CASE current_setting('memory.audit_mode') WHEN 'deferred' THEN 3 ELSE 0 END::bigint,
+          'audit_events integrates nothing');
+SELECT results_eq($$ SELECT database = current_database(), chains, pending, parked, oldest_pending_at IS NOT NULL, coalesce(oldest_pending_age >= interval '0', false),
+                            integrators_running, last_integration_at IS NOT NULL FROM memory.audit_backlog $$,
+                  $$ SELECT true, 'all', CASE current_setting('memory.audit_mode') WHEN 'deferred' THEN 3 ELSE 0 END::bigint, 0::bigint,
+                            current_setting('memory.audit_mode') = 'deferred', current_setting('memory.audit_mode') = 'deferred', 0, true $$,
+                  'audit_backlog: the pending entries, none parked, the oldest one''s age, no integrator in this cluster');
+SAVEPOINT parked;
+SELECT pg_temp.tamper($$ INSERT INTO memory.audit_pending SELECT * FROM memory.audit_pending WHERE chain_id = 'rd_b' $$);
+SELECT results_eq($$ SELECT pending, parked FROM memory.audit_backlog $$,
+                  $$ SELECT CASE current_setting('memory.audit_mode') WHEN 'deferred' THEN 2 ELSE 0 END::bigint,
+                            CASE current_setting('memory.audit_mode') WHEN 'deferred' THEN 2 ELSE 0 END::bigint $$,
+                  'a copied pending entry is parked with its original');
+ROLLBACK TO parked;
+SELECT memory.audit_integrate();
+SELECT results_eq($$ SELECT pending, parked, oldest_pending_at FROM memory.audit_backlog $$,
+                  $$ VALUES (0::bigint, 0::bigint, NULL::timestamptz) $$, 'nothing pending once integrated');
+SELECT is((SELECT count(*) FILTER (WHERE seq IS NOT NULL) FROM memory.audit_events(org_id => 'rd_a')), 2::bigint,
+          'and audit_events lists them chained');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,6 +1,6 @@
 -- SQL-level suite for data-subject rights and housekeeping (SPEC §4).
 BEGIN;
-SELECT plan(25);
+SELECT plan(29);
 
 INSERT INTO memory.observations (id, org_id, user_id, task_id, memory_type, content) VALUES
   ('00000000-0000-0000-0000-000000000001', 'acme', 'alice', 't1', 'working', 'scratch for the task'),
@@ -20,6 +20,21 @@ SELECT is((SELECT e->'manifest'->'observations'->>'sha256' FROM (SELECT memory.e
           'each section carries the sha256 of its JSON text');
 SELECT is((memory.export_subject('alice')->'manifest'->'weight_history'->>'count')::int, 1, 'the weight history is exported');
 SELECT throws_ok($$ SELECT memory.export_subject(NULL) $$, '22023', NULL, 'export of a NULL subject is 22023');
+-- How many restricted rows were withheld: per section, per governed table, in total (issue 34 item 11).
+SAVEPOINT withheld;
+CREATE TABLE public.subj_notes (id bigserial PRIMARY KEY, org_id text, uid text, body text, tier memory.classification);
+SELECT memory.govern('public.subj_notes', '{"content": "body", "org": "org_id", "user": "uid", "id": "id", "target": "tier", "audit": true}');
+INSERT INTO public.subj_notes (org_id, uid, body) VALUES ('acme', 'alice', 'key AKIAIOSFODNN7EXAMPLE ssn 123-45-6789'),
+                                                         ('acme', 'alice', 'lunch at noon'), ('acme', 'bob', 'ssn 123-45-6789');
+SELECT is(memory.export_subject('alice')->'restricted_withheld',
+          '{"observations": 1, "archive": 0, "weight_history": 0, "tables": {"public.subj_notes": 1}, "total": 2}'::jsonb,
+          'export reports the restricted rows it withheld');
+SELECT is((memory.export_subject('alice')->'manifest'->'table:public.subj_notes'->>'count')::int, 1, 'and exports the others');
+SELECT is(memory.export_subject('alice', true)->'restricted_withheld'->>'total', '0', 'none withheld when they are asked for');
+SELECT is((SELECT payload->>'restrictedWithheld' FROM public.audit_log_now() WHERE event_type = 'memory.export'
+            AND (payload->>'includeRestricted')::boolean = false ORDER BY recorded_at DESC, seq DESC LIMIT 1), '2',
+          'the export event records the count');
+ROLLBACK TO withheld;
 
 -- transfer
 SELECT results_eq($$ SELECT transferred, reason FROM memory.transfer_observations(ARRAY['00000000-0000-0000-0000-000000000003',

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(117);
+SELECT plan(120);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -144,6 +144,9 @@ RESET ROLE;
 SET ROLE sec_admin;
 SELECT is((SELECT array_agg(chain_id ORDER BY chain_id) FROM memory.audit_verify()), ARRAY['acme'], 'an admin verifies its own chains');
 SELECT throws_ok($$ SELECT * FROM memory.audit_verify('globex') $$, '42501', NULL, 'and not another org''s');
+SELECT throws_ok($$ SELECT * FROM memory.audit_events(org_id => 'globex') $$, '42501', NULL, 'audit_events of another org is 42501');
+SELECT is((SELECT array_agg(DISTINCT chain_id) FROM memory.audit_events(lim => 10000)), ARRAY['acme'], 'audit_events lists its own chains only');
+SELECT is((SELECT chains FROM memory.audit_backlog), 'own', 'audit_backlog counts its own orgs'' chains');
 SELECT throws_ok($$ SELECT memory.reclassify('b0000000-0000-0000-0000-000000000001', 'public', 'x') $$, '23503', NULL,
                  'reclassify does not find another org''s observation');
 SELECT throws_ok($$ SELECT memory.grant_org('sec_mallory', 'globex') $$, '42501', NULL, 'an admin grants only its own orgs');
