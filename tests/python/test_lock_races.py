@@ -1,9 +1,13 @@
-"""Races between sessions (issue 34 item 16), as the application's tenant-bound roles.
+"""Races between sessions (issue 34 items 16 and 18), as the application's tenant-bound roles.
 
 16: a write gated on consent either commits before a revocation's effects are applied (and is then
 removed or blocked by them) or fails: a REPEATABLE READ writer whose snapshot predates the
 revocation gets 40001, a READ COMMITTED writer waits and gets MX003; a revocation that waits for a
 writer sees what it wrote.
+
+18: maintenance never waits on one tenant: a governed application table another session holds
+locked is skipped and reported (locked_tables) by run_retention, run_maintenance and another org's
+erase_subject, and processed by the next run once free.
 """
 import threading
 import time
@@ -157,3 +161,82 @@ def test_consent_versions_stay_unchanged(app, conn):
         assert e.value.sqlstate == "MX002", "only the table's owner may rewrite a version unchanged"
     finally:
         conn.execute("RESET ROLE")
+
+
+# -- 18: maintenance and erasure never wait on another session's lock --------------------------------
+
+@pytest.fixture
+def stamped(app, conn):
+    """app.st: a governed table with stamps and a soft-delete column, written by acme and globex;
+    acme's u1 has an expired row, globex's g1 one. Its owner may act for both orgs."""
+    with connect(app, OWNER) as c:
+        c.execute("CREATE TABLE app.st (id bigserial PRIMARY KEY, tenant text, uid text, body text, tier memory.classification, "
+                  "created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz, purge_after timestamptz, "
+                  "archive_at timestamptz, soft_deleted_at timestamptz)")
+        c.execute("""SELECT memory.govern('app.st', '{"content": "body", "target": "tier", "org": "tenant", "user": "uid",
+                     "id": "id", "stamps": true}')""")
+        c.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON app.st TO {WRITER}, {GLOBEX}")
+        c.execute(f"GRANT USAGE ON SEQUENCE app.st_id_seq TO {WRITER}, {GLOBEX}")
+    conn.execute("SELECT memory.grant_org(%s, 'globex')", (OWNER,))  # the owner sweeps both orgs' rows
+    with connect(app, WRITER, "acme") as c:
+        c.execute("INSERT INTO app.st (tenant, uid, body, created_at) VALUES ('acme', 'u1', 'my ssn 123-45-6789', now() - interval '400 days')")
+    with connect(app, GLOBEX, "globex") as c:
+        c.execute("INSERT INTO app.st (tenant, uid, body, created_at) VALUES ('globex', 'g1', 'ssn 123-45-6789', now() - interval '400 days')")
+    assert conn.execute("SELECT count(*) FROM app.st WHERE expires_at < now()").fetchone() == (2,)
+    return app
+
+
+def bounded(c):
+    """A regression fails (57014) instead of hanging."""
+    c.execute("SET statement_timeout = '10s'")
+    return c
+
+
+def test_a_locked_table_is_skipped_by_maintenance_and_another_orgs_erasure(stamped, conn):
+    g = connect(stamped, GLOBEX, "globex")
+    g.autocommit = False
+    g.execute("LOCK TABLE app.st IN ACCESS EXCLUSIVE MODE")  # globex's writer, in an open transaction
+    try:
+        with psycopg.connect(stamped, autocommit=True) as su:
+            bounded(su)
+            (ret,) = su.execute("SELECT memory.run_retention()").fetchone()
+            assert ret["locked_tables"] == ["app.st"] and "app.st" not in ret["tables"], ret
+            assert ret["failed_tables"] == {}, ret
+            (dry,) = su.execute("SELECT memory.run_retention(true)").fetchone()
+            assert dry["locked_tables"] == ["app.st"], dry
+            (m,) = su.execute("SELECT memory.run_maintenance()").fetchone()
+            assert "error" not in m and m["retention"]["locked_tables"] == ["app.st"], m
+        with bounded(connect(stamped, ADMIN, "acme")) as a:
+            (erased,) = a.execute("SELECT memory.erase_subject('u1')").fetchone()
+            assert erased["locked_tables"] == ["app.st"] and "app.st" not in erased.get("tables", {}), erased
+            assert erased["tables"]["app.notes"] == 0, erased  # the other tables were erased
+    finally:
+        g.rollback()
+        g.close()
+    assert conn.execute("SELECT count(*) FROM app.st WHERE soft_deleted_at IS NULL").fetchone() == (2,), "nothing done while locked"
+    # Released: the next runs process the table.
+    with psycopg.connect(stamped, autocommit=True) as su:
+        (ret,) = bounded(su).execute("SELECT memory.run_retention()").fetchone()
+        assert ret["locked_tables"] == [] and ret["tables"]["app.st"]["soft_deleted"] == 2, ret
+    with bounded(connect(stamped, ADMIN, "acme")) as a:
+        (erased,) = a.execute("SELECT memory.erase_subject('u1')").fetchone()
+        assert "locked_tables" not in erased and erased["tables"]["app.st"] == 1, erased
+    assert conn.execute("SELECT tenant, uid FROM app.st").fetchall() == [("globex", "g1")]
+
+
+def test_maintenance_skips_rows_a_writer_holds_locked(stamped, conn):
+    """Row locks too: the sweep leaves rows another session holds (SKIP LOCKED) for the next run."""
+    g = connect(stamped, GLOBEX, "globex")
+    g.autocommit = False
+    g.execute("SELECT 1 FROM app.st WHERE tenant = 'globex' FOR UPDATE")
+    try:
+        with psycopg.connect(stamped, autocommit=True) as su:
+            (ret,) = bounded(su).execute("SELECT memory.run_retention()").fetchone()
+            assert ret["tables"]["app.st"]["soft_deleted"] == 1, ret
+    finally:
+        g.rollback()
+        g.close()
+    with psycopg.connect(stamped, autocommit=True) as su:
+        (ret,) = bounded(su).execute("SELECT memory.run_retention()").fetchone()
+        assert ret["tables"]["app.st"]["soft_deleted"] == 1, ret
+    assert conn.execute("SELECT count(*) FROM app.st WHERE soft_deleted_at IS NULL").fetchone() == (0,)
