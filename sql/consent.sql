@@ -39,6 +39,14 @@ BEGIN
     IF TG_OP = 'DELETE' AND memory_internal._consent_gate_open() THEN
         RETURN OLD;
     END IF;
+    -- A version is never changed. memory_ext's own functions (running as the table's owner)
+    -- rewrite the latest version unchanged when they append the next one (memory_internal._consent_append):
+    -- a new row version that conflicts with the share lock of a write gated on consent.
+    IF TG_OP = 'UPDATE' AND NEW IS NOT DISTINCT FROM OLD
+       AND (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) TG_RELID)
+           OPERATOR(pg_catalog.=) (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
+        RETURN NEW;
+    END IF;
     RAISE EXCEPTION '% is append-only: % is not allowed', memory_internal._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
 END $$;
@@ -67,18 +75,36 @@ BEGIN
              ORDER BY c.version DESC LIMIT 1);
 END $$;
 
--- The same for a write gated on consent: the latest version is share-locked first, so a
--- revocation (which locks it for update) waits for this transaction, or this one for it and
--- then reads the revocation's version; rows written under a consent are never missed by the
--- revocation that ends it.
+-- The same for a write gated on consent: the latest version is share-locked, and its scopes are
+-- the answer only while it is still the latest. Every grant or revocation rewrites the latest
+-- version (unchanged) before it appends the next one (memory_internal._consent_append), so:
+-- - a revocation under way when the lock is asked for makes this write wait for it; at READ
+--   COMMITTED the write then locks and reads the revocation's version (MX003);
+-- - a revocation that committed after this transaction's snapshot (REPEATABLE READ,
+--   SERIALIZABLE) makes the lock fail with 40001 (could not serialize access due to concurrent
+--   update): the write never commits under a consent revoked before it;
+-- - a write that locked first makes the revocation wait until it ends, and the revocation's
+--   effects then see the write (memory_internal._consent_append raises 40001 in a revocation at a
+--   snapshot isolation level that had to wait, as its snapshot cannot see it).
 CREATE FUNCTION memory_internal._consent_scopes_locked(p_org text, p_user text)
 RETURNS memory.consent_scope[] LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v      int;
+    scopes memory.consent_scope[];
 BEGIN
-    PERFORM 1 FROM memory.consents c
-      WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
-      ORDER BY c.version DESC LIMIT 1 FOR KEY SHARE;
-    RETURN memory_internal._consent_scopes(p_org, p_user);
+    FOR attempt IN 1 .. 100 LOOP
+        SELECT c.version, c.scopes INTO v, scopes FROM memory.consents c
+         WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+         ORDER BY c.version DESC LIMIT 1 FOR SHARE;
+        -- (At READ COMMITTED the lock may have waited for a new version: lock that one instead.)
+        IF v IS NOT DISTINCT FROM (SELECT max(c.version) FROM memory.consents c
+                                    WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user) THEN
+            RETURN scopes;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'consent of user "%" of org "%" is being changed concurrently', p_user, p_org
+        USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END $$;
 
 -- The check of a write gated on one scope: MX003 with the scope unless it is in force (read
@@ -123,11 +149,29 @@ DECLARE
     prev   memory.consents;
     row    memory.consents;
     scopes memory.consent_scope[];
+    busy   boolean := false;
 BEGIN
+    -- A revocation at a snapshot isolation level (REPEATABLE READ, SERIALIZABLE) that has to wait
+    -- for a write gated on consent (which share-locks the latest version) cannot see what that
+    -- write committed, so it would leave it in place: it waits, then fails with 40001 (retried,
+    -- it sees the write and removes it).
+    IF removed IS NOT NULL AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        BEGIN
+            PERFORM 1 FROM memory.consents c
+              WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+              ORDER BY c.version DESC LIMIT 1 FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            busy := true;
+        END;
+    END IF;
     FOR attempt IN 1 .. 100 LOOP
         SELECT * INTO prev FROM memory.consents c
          WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
          ORDER BY c.version DESC LIMIT 1 FOR UPDATE;
+        IF busy THEN
+            RAISE EXCEPTION 'consent of user "%" of org "%" was in use by a concurrent write', p_user, p_org
+                USING ERRCODE = '40001', HINT = 'Retry the transaction: a revocation at REPEATABLE READ or SERIALIZABLE cannot see what that write committed.';
+        END IF;
         -- History runs forward: a version is not recorded before the one it follows (beyond the
         -- few minutes by which concurrent transactions' clocks may cross).
         IF prev.recorded_at > p_at + interval '5 minutes' THEN
@@ -140,6 +184,15 @@ BEGIN
         -- (Worked out first: Citus takes no subquery in an INSERT's values.)
         scopes := ARRAY(SELECT DISTINCT x FROM unnest(coalesce(prev.scopes, '{}') || coalesce(added, '{}')) x
                          WHERE removed IS NULL OR NOT x = ANY (removed) ORDER BY x);
+        -- The latest version is rewritten unchanged (memory_internal._consent_append_only lets its owner do
+        -- that and nothing more): a write gated on consent that share-locks it later, at a
+        -- snapshot taken before this change commits, fails with 40001 instead of writing under the
+        -- consent this version replaces (memory_internal._consent_scopes_locked).
+        IF prev.version IS NOT NULL THEN
+            UPDATE memory.consents c SET scopes = c.scopes
+             WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
+               AND c.version OPERATOR(pg_catalog.=) prev.version;
+        END IF;
         BEGIN
             INSERT INTO memory.consents (org_id, user_id, version, scopes, recorded_at, collection_method, revoked_at, revoked_scopes, recorded_by)
             VALUES (p_org, p_user, coalesce(prev.version, 0) + 1, scopes,

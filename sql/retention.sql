@@ -370,6 +370,32 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 
+-- Maintenance never waits on one tenant (run_retention, erase_subject): before working on a
+-- governed application table it takes the table's lock in `mode` without waiting, as the
+-- table's owner (memory_internal._exec_as_table_owner). False when another session holds a conflicting
+-- lock (55P03): the caller skips the table and reports it under locked_tables. The lock, when
+-- taken, is kept to the end of the transaction.
+CREATE FUNCTION memory_internal._lock_nowait(tbl regclass, mode text)
+RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mode IS NULL OR mode NOT IN ('ACCESS SHARE', 'ROW EXCLUSIVE') THEN
+        RAISE EXCEPTION 'memory_internal._lock_nowait takes ACCESS SHARE or ROW EXCLUSIVE, got %', mode USING ERRCODE = '22023';
+    END IF;
+    PERFORM memory_internal._exec_as_table_owner(tbl, format('LOCK TABLE ONLY %s IN %s MODE NOWAIT', tbl, mode));
+    RETURN true;
+EXCEPTION
+    WHEN lock_not_available THEN
+        RETURN false;
+    WHEN OTHERS THEN
+        -- Citus: a LOCK it cannot propagate to the shards leaves the table to the statements, as
+        -- before this check (they may then wait).
+        IF memory_internal._citus_distributed(tbl) THEN
+            RETURN true;
+        END IF;
+        RAISE;
+END $$;
+
 -- One governed application table with stamps and a soft-delete column: the same soft/hard steps
 -- as for memory.observations (no archive: that table is the application's). Holds apply by org
 -- and subject. Returns its counts.
@@ -423,8 +449,9 @@ BEGIN
     -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
     -- of orgs the table's owner may act for are swept: the org values are the owner's data, so
     -- events (memory.purge and the table's own) never name an org its owner could not write.
-    -- A real run locks the rows it will change; a dry run changes nothing and locks nothing (so
-    -- it runs in a read-only transaction, on a standby too). No temporary table: the due rows
+    -- A real run locks the rows it will change, skipping rows another session holds locked (they
+    -- are due again at the next run); a dry run changes nothing and locks no rows (so it runs in a
+    -- read-only transaction, on a standby too). No temporary table: the due rows
     -- are one jsonb value.
     FOR step IN 1 .. 2 LOOP
         IF step = 1 THEN
@@ -434,7 +461,7 @@ BEGIN
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
                             AND %9$s
                             %8$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e),
+                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e),
                 ARRAY[at::text, orgs::text]);
         ELSE
             rows := memory_internal._exec_as_table_owner(tbl, format(
@@ -445,7 +472,7 @@ BEGIN
                             AND %10$s
                             %9$s) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
-                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e), ARRAY[at::text, orgs::text]);
+                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e), ARRAY[at::text, orgs::text]);
         END IF;
         ids := '{}';
         -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
@@ -518,6 +545,7 @@ DECLARE
     actor    constant text := 'system:retention';
     tables   jsonb := '{}';
     skipped  jsonb := '[]';
+    locked   jsonb := '[]';
     failed   jsonb := '{}';
     r        jsonb;
     lock     text;
@@ -678,9 +706,15 @@ BEGIN
             skipped := skipped || to_jsonb(g.table_name::text);
             CONTINUE;
         END IF;
+        -- A table another session holds locked (a writer's LOCK TABLE, DDL) is not waited for:
+        -- it is listed under locked_tables and swept by the next run.
         -- One table's failure (a column renamed since govern, the owner's trigger raising) is
         -- reported and does not stop the others.
         BEGIN
+            IF NOT memory_internal._lock_nowait(g.table_name, CASE WHEN dry_run THEN 'ACCESS SHARE' ELSE 'ROW EXCLUSIVE' END) THEN
+                locked := locked || to_jsonb(g.table_name::text);
+                CONTINUE;
+            END IF;
             r := memory_internal._retention_sweep(g.table_name, g.options, dry_run, at);
         EXCEPTION WHEN OTHERS THEN
             failed := failed || jsonb_build_object(g.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
@@ -694,10 +728,10 @@ BEGIN
 
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
                               'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped,
-                              'failed_tables', failed);
+                              'locked_tables', locked, 'failed_tables', failed);
 END $$;
 COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
-  'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A dry run changes nothing but reports and audits with dryRun true.';
+  'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A governed application table another session holds locked is not waited for: it is listed under locked_tables and swept by the next run. A dry run changes nothing but reports and audits with dryRun true.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.legal_holds', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.observations_archive', '');

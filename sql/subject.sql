@@ -33,6 +33,7 @@ DECLARE
     o       text;
     failed  jsonb;
     skipped jsonb := '[]';
+    locked  jsonb := '[]';
 BEGIN
     IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
@@ -73,9 +74,16 @@ BEGIN
             skipped := skipped || to_jsonb(t.table_name::text);
             CONTINUE;
         END IF;
+        -- An erasure never waits on another session's lock of a table (another org's writer
+        -- holding a shared table locked): such a table is listed under locked_tables, its rows
+        -- of the subject not yet erased; calling erase_subject again erases what is left.
         -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
         -- one table's failure is reported without stopping the erasure elsewhere.
         BEGIN
+            IF NOT memory_internal._lock_nowait(t.table_name, 'ROW EXCLUSIVE') THEN
+                locked := locked || to_jsonb(t.table_name::text);
+                CONTINUE;
+            END IF;
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             failed := '{}';
@@ -128,6 +136,9 @@ BEGIN
     IF jsonb_array_length(skipped) > 0 THEN
         counts := counts || jsonb_build_object('skipped_tables', skipped);
     END IF;
+    IF jsonb_array_length(locked) > 0 THEN
+        counts := counts || jsonb_build_object('locked_tables', locked);
+    END IF;
     -- The account's consent-era rows (SPEC §6), leaving a deletion stub per org.
     r := memory_internal._erase_consent_rows(subject, scope);
     counts := counts || jsonb_build_object('consent', r);
@@ -141,7 +152,7 @@ BEGIN
     RETURN counts || jsonb_build_object('held', held);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
-  'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. One memory.forget event. Not granted to PUBLIC.';
+  'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
 
 CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
