@@ -396,23 +396,25 @@ SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
-          ARRAY['memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._has_consent(text,text,text)', 'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._may_act_for(text)',
-                'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
-                'memory.ungovern(regclass)'],
+          ARRAY['memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
+                'memory.ungovern(regclass)',
+                'memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._has_consent(text,text,text)',
+                'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._may_act_for(text)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
                    AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.provolatile = 'i')
                  ORDER BY p.oid::regprocedure::text COLLATE "C"),
-          ARRAY['memory_internal._classify(text,text[],text,text)', 'memory_internal._classify_explain(text,text[],text,text)',
-                'memory_internal._detect_drift()', 'memory_internal._feedback_polarity()', 'memory.audit_trigger()',
+          ARRAY['memory.audit_trigger()',
                 'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
                 'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
                 'memory.classify_trigger()', 'memory.derive_classification(jsonb)',
                 'memory.ema(double precision,memory.outcome,double precision,double precision)',
                 'memory.is_stale(timestamp with time zone,integer,timestamp with time zone)',
-                'memory.lifecycle_trigger()', 'memory.risk_band(memory.classification)', 'memory.source_tier(text)'],
+                'memory.lifecycle_trigger()', 'memory.risk_band(memory.classification)', 'memory.source_tier(text)',
+                'memory_internal._classify(text,text[],text,text)', 'memory_internal._classify_explain(text,text[],text,text)',
+                'memory_internal._detect_drift()', 'memory_internal._feedback_polarity()'],
           'every function pins search_path = pg_catalog, pg_temp but immutable Rust functions and the per-row hot path, which resolve no name');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) AND p.prosecdef
