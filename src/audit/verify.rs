@@ -307,8 +307,10 @@ fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str, 
 /// its SECURITY DEFINER reader (not granted to PUBLIC: it reads every chain asked for).
 #[pg_extern(volatile, schema = "memory_internal", name = "_audit_backlog_chains")]
 fn audit_backlog_chains(
-    chains: Option<Vec<String>>,
+    chains: Option<Vec<Option<String>>>,
 ) -> TableIterator<'static, (name!(chain_id, String), name!(pending, i64), name!(parked, i64), name!(oldest_pending_micros, Option<i64>))> {
+    // A NULL element names no chain (it equals nothing), so it is left out.
+    let chains = chains.map(|v| v.into_iter().flatten().collect::<Vec<String>>());
     TableIterator::new(backlog_chains(chains).or_raise())
 }
 
