@@ -16,7 +16,7 @@ REVOKE ALL ON memory.audit_keys, memory.audit_secrets FROM PUBLIC;
 
 -- Keys and salt are made on first use rather than in this script, so that pg_dump/restore of
 -- the tables above brings back the originals instead of colliding with fresh ones.
-CREATE FUNCTION memory._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea, OUT made boolean)
+CREATE FUNCTION memory_internal._audit_current_key(OUT key_id int, OUT key bytea, OUT salt bytea, OUT made boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -24,17 +24,17 @@ BEGIN
     SELECT k.key_id, k.key INTO key_id, key FROM memory.audit_keys k WHERE k.retired_at IS NULL ORDER BY k.key_id DESC LIMIT 1;
     IF NOT FOUND THEN
         made := true;
-        INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING audit_keys.key_id, audit_keys.key INTO key_id, key;
+        INSERT INTO memory.audit_keys (key) VALUES (memory_internal._random_bytes(32)) RETURNING audit_keys.key_id, audit_keys.key INTO key_id, key;
     END IF;
     SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
     IF NOT FOUND THEN
         made := true;
-        INSERT INTO memory.audit_secrets VALUES ('pseudonym_salt', memory._random_bytes(32))
+        INSERT INTO memory.audit_secrets VALUES ('pseudonym_salt', memory_internal._random_bytes(32))
         ON CONFLICT (name) DO NOTHING;
         SELECT s.value INTO salt FROM memory.audit_secrets s WHERE s.name = 'pseudonym_salt';
     END IF;
 END $$;
-REVOKE ALL ON FUNCTION memory._audit_current_key() FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory_internal._audit_current_key() FROM PUBLIC;
 -- Backends cache the current key and the salt (src/audit): every change to either table
 -- invalidates the table's relcache entry, and with it those caches, in every backend at commit.
 CREATE TRIGGER memory_keys_changed AFTER INSERT OR UPDATE OR DELETE ON memory.audit_keys
@@ -121,18 +121,18 @@ COMMENT ON TABLE memory.audit_outbox IS
   'Citus only: pending audit entries of chains placed on another node, moved into memory.audit_pending by the transaction that wrote them. Empty between transactions.';
 
 -- Only the sequencer deletes pending entries; nobody updates or truncates them.
-CREATE FUNCTION memory._audit_pending_guard()
+CREATE FUNCTION memory_internal._audit_pending_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'DELETE' AND memory._audit_integrating() THEN
+    IF TG_OP = 'DELETE' AND memory_internal._audit_integrating() THEN
         RETURN NULL;
     END IF;
     RAISE EXCEPTION 'memory.audit_pending is append-only: % is not allowed', TG_OP
         USING ERRCODE = 'MX002', HINT = 'Pending entries are chained and removed by the sequencer (memory.audit_integrate).';
 END $$;
 CREATE TRIGGER memory_pending_guard BEFORE UPDATE OR DELETE OR TRUNCATE ON memory.audit_pending
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_pending_guard();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_pending_guard();
 
 CREATE TABLE memory.audit_seals (
     chain_id        text NOT NULL,
@@ -153,25 +153,25 @@ COMMENT ON TABLE memory.audit_seals IS
   'RFC 9162 Merkle root of each chain''s entries in a sealed month partition; verification resumes from a seal once the partition is dropped.';
 
 -- Append-only: no UPDATE, DELETE or TRUNCATE, whoever asks.
-CREATE FUNCTION memory._audit_append_only()
+CREATE FUNCTION memory_internal._audit_append_only()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- memory.audit_ensure_partitions moves rows, unchanged, out of the default partition into the
     -- month partition it creates for them (backend memory opened by it alone).
-    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log_default' AND memory._audit_move_gate_open() THEN
+    IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log_default' AND memory_internal._audit_move_gate_open() THEN
         RETURN OLD;
     END IF;
     RAISE EXCEPTION 'memory.audit_log is append-only: % is not allowed', TG_OP
         USING ERRCODE = 'MX002', HINT = 'Entries are only added with memory.audit_append; old partitions are removed with memory.audit_seal and memory.audit_prune.';
 END $$;
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.audit_log
-    FOR EACH ROW EXECUTE FUNCTION memory._audit_append_only();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._audit_append_only();
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.audit_log
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_append_only();
 -- Statement triggers are not inherited by partitions: each partition gets its own.
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.audit_log_default
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_append_only();
 
 CREATE FUNCTION memory.audit_ensure_partitions(months_ahead int DEFAULT 3, at timestamptz DEFAULT now())
 RETURNS int LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -183,7 +183,7 @@ DECLARE
     name  text;
     made  int := 0;
     moved bigint;
-    dist  constant boolean := memory._citus_distributed('memory.audit_log');
+    dist  constant boolean := memory_internal._citus_distributed('memory.audit_log');
     role_was text;
 BEGIN
     IF months_ahead IS NULL OR months_ahead < 0 OR months_ahead > 120 THEN
@@ -202,7 +202,7 @@ BEGIN
         -- partition's append-only trigger lets this one DELETE through.
         LOCK TABLE memory.audit_log IN ACCESS EXCLUSIVE MODE;
         CREATE TEMP TABLE memory_audit_move (LIKE memory.audit_log) ON COMMIT DROP;
-        PERFORM memory._audit_move_gate(true);
+        PERFORM memory_internal._audit_move_gate(true);
         -- On Citus the DELETE runs on the workers' shards, whose guard cannot see this backend's
         -- gate: their ordinary triggers are off for it instead (SET LOCAL, sent to the workers'
         -- connections of this transaction), and as they were right after.
@@ -219,14 +219,14 @@ BEGIN
         IF dist THEN
             EXECUTE pg_catalog.format('SET LOCAL session_replication_role = %L', role_was);
         END IF;
-        PERFORM memory._audit_move_gate(false);
+        PERFORM memory_internal._audit_move_gate(false);
         EXECUTE format('CREATE TABLE memory.%I PARTITION OF memory.audit_log FOR VALUES FROM (%L) TO (%L)',
                        name, m, m + interval '1 month');
         EXECUTE format('CREATE INDEX %I ON memory.%I (chain_id COLLATE "C", seq)', name || '_chain_seq', name);
         EXECUTE format('CREATE INDEX %I ON memory.%I (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL',
                        name || '_workspace', name);
         EXECUTE format('CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.%I '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_append_only()', name);
+                       'FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_append_only()', name);
         EXECUTE format('REVOKE ALL ON memory.%I FROM PUBLIC', name);
         IF moved > 0 THEN
             INSERT INTO memory.audit_log SELECT * FROM pg_temp.memory_audit_move;
@@ -263,42 +263,42 @@ BEGIN
     -- (Folded first, then trimmed: a compatibility space such as U+3000 folds to a space.)
     IF (pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'memory.%'
         OR pg_catalog.lower(pg_catalog.btrim(pg_catalog.normalize(event_type, 'NFKC'))) LIKE 'research.%')
-       AND NOT memory._is_unrestricted() THEN
+       AND NOT memory_internal._is_unrestricted() THEN
         RAISE EXCEPTION 'event type "%" is reserved for memory_ext', event_type
             USING ERRCODE = '42501', HINT = 'Name application events with a prefix of your own, e.g. app.checkout.';
     END IF;
     -- The org check is the appender's: only chains of orgs the calling role may act for.
-    RETURN memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, actor_id);
+    RETURN memory_internal._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, actor_id);
 END $$;
 COMMENT ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text) IS
   'Append one event to the chain of org_id ('''' when NULL); returns its seq in immediate mode, NULL in deferred mode (the seq is assigned at integration). Only for orgs the calling role may act for (42501); memory.* and research.* event types are the extension''s own. actor_id is pseudonymised. Granted to memory_writer.';
 
 -- memory_ext's own records (governance DDL, org grants), whoever triggered them: the payload goes
 -- to Rust as text (any jsonb is then a clean 22023 or an event). Not granted to PUBLIC.
-CREATE FUNCTION memory._audit_append_system(event_type text, payload jsonb, org_id text)
+CREATE FUNCTION memory_internal._audit_append_system(event_type text, payload jsonb, org_id text)
 RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_append_system_text(event_type, payload::pg_catalog.text, org_id) $$;
+AS $$ SELECT memory_internal._audit_append_system_text(event_type, payload::pg_catalog.text, org_id) $$;
 -- Many events in one call (memory_ext's PL/pgSQL functions and knowledge triggers); as text too.
-CREATE FUNCTION memory._audit_append_many(events jsonb)
+CREATE FUNCTION memory_internal._audit_append_many(events jsonb)
 RETURNS int LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_append_events(events::pg_catalog.text) $$;
-REVOKE ALL ON FUNCTION memory._audit_append_system(text, jsonb, text), memory._audit_append_system_text(text, text, text),
-                       memory._audit_append_many(jsonb), memory._audit_append_events(text) FROM PUBLIC;
+AS $$ SELECT memory_internal._audit_append_events(events::pg_catalog.text) $$;
+REVOKE ALL ON FUNCTION memory_internal._audit_append_system(text, jsonb, text), memory_internal._audit_append_system_text(text, text, text),
+                       memory_internal._audit_append_many(jsonb), memory_internal._audit_append_events(text) FROM PUBLIC;
 
 -- The internal door for memory_ext's own SQL functions (not granted to PUBLIC): like
 -- audit_append without the reserved-name check; the appender still checks the org.
-CREATE FUNCTION memory._audit(event_type text, payload jsonb, org_id text DEFAULT NULL,
+CREATE FUNCTION memory_internal._audit(event_type text, payload jsonb, org_id text DEFAULT NULL,
                               project_id text DEFAULT NULL, workspace_id text DEFAULT NULL)
 RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
+AS $$ SELECT memory_internal._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
 
 CREATE FUNCTION memory.audit_integrate()
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._audit_integrate(true) $$;
+AS $$ SELECT memory_internal._audit_integrate(true) $$;
 COMMENT ON FUNCTION memory.audit_integrate() IS
   'Chain every committed pending audit entry (and the calling transaction''s own) now; returns how many. Waits for another integrator. Needs a read-write READ COMMITTED transaction on a primary (25006 otherwise). Owner-only.';
 
-CREATE FUNCTION memory._audit_verify_for_caller(p_chain text)
+CREATE FUNCTION memory_internal._audit_verify_for_caller(p_chain text)
 RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 -- A chain is read in seq order through its index: a chain is appended in seq order, so the
@@ -310,20 +310,20 @@ DECLARE c text;
 BEGIN
     -- Chain what is pending first (where this transaction can: not read-only, READ COMMITTED,
     -- on a primary); what stays pending is checked by its own HMAC and counted.
-    PERFORM memory._audit_integrate(false);
+    PERFORM memory_internal._audit_integrate(false);
     IF p_chain IS NOT NULL THEN
-        PERFORM memory._require_org(p_chain);
-        RETURN QUERY SELECT v.* FROM memory._audit_verify(p_chain) v;
-    ELSIF memory._may_act_for('') THEN
+        PERFORM memory_internal._require_org(p_chain);
+        RETURN QUERY SELECT v.* FROM memory_internal._audit_verify(p_chain) v;
+    ELSIF memory_internal._may_act_for('') THEN
         -- Every chain: unrestricted roles and '*' roles.
-        RETURN QUERY SELECT v.* FROM memory._audit_verify(NULL) v;
+        RETURN QUERY SELECT v.* FROM memory_internal._audit_verify(NULL) v;
     ELSE
         FOR c IN SELECT h.chain_id FROM memory.audit_heads h
                   WHERE h.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs()))
                  UNION
                  SELECT DISTINCT p.chain_id FROM memory.audit_pending p
                   WHERE p.chain_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT memory.my_orgs())) ORDER BY 1 LOOP
-            RETURN QUERY SELECT v.* FROM memory._audit_verify(c) v;
+            RETURN QUERY SELECT v.* FROM memory_internal._audit_verify(c) v;
         END LOOP;
     END IF;
 END $$;
@@ -331,27 +331,27 @@ END $$;
 CREATE FUNCTION memory.audit_verify(chain_id text DEFAULT NULL)
 RETURNS TABLE (chain_id text, entries bigint, ok boolean, first_bad_seq bigint, reason text, pruned bigint, pending bigint)
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM memory._audit_verify_for_caller(chain_id) $$;
+AS $$ SELECT * FROM memory_internal._audit_verify_for_caller(chain_id) $$;
 COMMENT ON FUNCTION memory.audit_verify(text) IS
   'Recompute every link of one chain (or all): first bad seq and why (hash mismatch, broken link, gap, reorder, tail missing, unknown key). Sealed-and-dropped ranges count as pruned. Pending entries are integrated first where the transaction can write; those left are checked by their own HMAC and counted in `pending`.';
 
 -- The head is read by PL/pgSQL: on Citus a SQL function's parameters cannot be planned into a
 -- distributed query, a PL/pgSQL variable can.
-CREATE FUNCTION memory._audit_head_for(p_chain text)
+CREATE FUNCTION memory_internal._audit_head_for(p_chain text)
 RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE c text := memory._require_org(p_chain);
+DECLARE c text := memory_internal._require_org(p_chain);
 BEGIN
-    PERFORM memory._audit_integrate(false);
-    RETURN QUERY SELECT h.chain_id, h.seq, h.entry_hash, memory._merkle_frontier_root(h.merkle_frontier)
+    PERFORM memory_internal._audit_integrate(false);
+    RETURN QUERY SELECT h.chain_id, h.seq, h.entry_hash, memory_internal._merkle_frontier_root(h.merkle_frontier)
                    FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) c;
 END $$;
 
 CREATE FUNCTION memory.audit_head(chain_id text)
 RETURNS TABLE (chain_id text, seq bigint, entry_hash bytea, merkle_root bytea)
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM memory._audit_head_for(audit_head.chain_id) $$;
+AS $$ SELECT * FROM memory_internal._audit_head_for(audit_head.chain_id) $$;
 COMMENT ON FUNCTION memory.audit_head(text) IS
   'The chain''s head and the RFC 9162 Merkle root of all its entry hashes: an anchor to keep outside the database.';
 
@@ -365,9 +365,9 @@ BEGIN
     IF lim IS NULL OR lim < 0 OR lim > 10000 OR off IS NULL OR off < 0 THEN
         RAISE EXCEPTION 'lim must be in [0, 10000] and off >= 0 (got %, %)', lim, off USING ERRCODE = '22023';
     END IF;
-    PERFORM memory._audit_integrate(false);
+    PERFORM memory_internal._audit_integrate(false);
     -- Only chains the calling role may act for.
-    all_chains := memory._may_act_for('');
+    all_chains := memory_internal._may_act_for('');
     orgs := ARRAY(SELECT memory.my_orgs());
     RETURN QUERY SELECT * FROM memory.audit_log a
                   WHERE a.workspace_id OPERATOR(pg_catalog.=) audit_events.workspace_id
@@ -384,7 +384,7 @@ AS $$
 DECLARE k int;
 BEGIN
     UPDATE memory.audit_keys SET retired_at = now() WHERE retired_at IS NULL;
-    INSERT INTO memory.audit_keys (key) VALUES (memory._random_bytes(32)) RETURNING key_id INTO k;
+    INSERT INTO memory.audit_keys (key) VALUES (memory_internal._random_bytes(32)) RETURNING key_id INTO k;
     RETURN k;
 END $$;
 COMMENT ON FUNCTION memory.audit_rotate_key() IS 'Start a new key_id for new entries; old keys stay for verification.';
@@ -411,7 +411,7 @@ BEGIN
                           || '; the current month can be sealed once it has ended.';
     END IF;
     -- Pending entries get their place (in this month) before months are sealed.
-    PERFORM memory._audit_integrate(false);
+    PERFORM memory_internal._audit_integrate(false);
     FOR p IN
         SELECT child.relname AS name,
                (regexp_match(pg_get_expr(child.relpartbound, child.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)'))[1]::timestamptz AS lo,
@@ -426,7 +426,7 @@ BEGIN
         FOR c IN EXECUTE format(
             'SELECT chain_id, min(seq) AS lo, max(seq) AS hi, count(*) AS n,
                     (array_agg(entry_hash ORDER BY seq DESC))[1] AS last_hash,
-                    memory._merkle_root(array_agg(entry_hash ORDER BY seq)) AS root
+                    memory_internal._merkle_root(array_agg(entry_hash ORDER BY seq)) AS root
                FROM memory.%I GROUP BY chain_id', p.name)
         LOOP
             IF c.hi - c.lo + 1 <> c.n THEN
@@ -442,7 +442,7 @@ BEGIN
         -- An empty partition is sealed too, so that it may be dropped.
         IF NOT EXISTS (SELECT 1 FROM memory.audit_seals s WHERE s.partition_name = p.name) THEN
             INSERT INTO memory.audit_seals (chain_id, partition_name, range_start, range_end, first_seq, last_seq, entries, last_entry_hash, merkle_root)
-            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, '\x', memory._merkle_root('{}'));
+            VALUES ('', p.name, p.lo, p.hi, 0, -1, 0, '\x', memory_internal._merkle_root('{}'));
         END IF;
     END LOOP;
 END $$;
@@ -479,10 +479,10 @@ REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timest
 REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
                        memory.audit_events(text, text, int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
-                       memory._audit_append_system(text, jsonb, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory.audit_integrate(), memory._audit_integrate(boolean), memory._audit_integrating() FROM PUBLIC;
-REVOKE ALL ON FUNCTION memory._audit_append(text, text, text, text, text, text),
-                       memory._audit_verify(text), memory._random_bytes(int) FROM PUBLIC;
+                       memory_internal._audit_append_system(text, jsonb, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory.audit_integrate(), memory_internal._audit_integrate(boolean), memory_internal._audit_integrating() FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory_internal._audit_append(text, text, text, text, text, text),
+                       memory_internal._audit_verify(text), memory_internal._random_bytes(int) FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_secrets', '');

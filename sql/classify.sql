@@ -1,32 +1,32 @@
 -- Classification (SPEC §1): public wrappers, org rules, governed tables, the observation store.
 
 -- ------------------------------------------------------------------------------------------------
--- Public functions. The Rust functions (memory._classify, ...) work on labels; these wrappers are
+-- Public functions. The Rust functions (memory_internal._classify, ...) work on labels; these wrappers are
 -- simple SQL functions the planner inlines, so the casts cost nothing extra.
 
 CREATE FUNCTION memory.classify(content text, source_files text[] DEFAULT NULL,
                                 source_type text DEFAULT NULL, org_id text DEFAULT NULL)
 RETURNS memory.classification LANGUAGE sql STABLE PARALLEL RESTRICTED
-AS $$ SELECT memory._classify(content, source_files, source_type, org_id)::memory.classification $$;
+AS $$ SELECT memory_internal._classify(content, source_files, source_type, org_id)::memory.classification $$;
 COMMENT ON FUNCTION memory.classify(text, text[], text, text) IS
   'Sensitivity tier of a memory: seed rules, detectors (memory.classify_detectors) and, given org_id, that org''s rules. NULL content gives NULL.';
 
 CREATE FUNCTION memory.classify_explain(content text, source_files text[] DEFAULT NULL,
                                         source_type text DEFAULT NULL, org_id text DEFAULT NULL)
 RETURNS jsonb LANGUAGE sql STABLE PARALLEL RESTRICTED
-AS $$ SELECT memory._classify_explain(content, source_files, source_type, org_id) $$;
+AS $$ SELECT memory_internal._classify_explain(content, source_files, source_type, org_id) $$;
 COMMENT ON FUNCTION memory.classify_explain(text, text[], text, text) IS
   'Like classify, as jsonb: tier, rule (which rule decided), risk_band, evidence (matched keyword or path; never a detector match).';
 
 CREATE FUNCTION memory.risk_band(tier memory.classification)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._risk_band(tier::pg_catalog.text) $$;
+AS $$ SELECT memory_internal._risk_band(tier::pg_catalog.text) $$;
 COMMENT ON FUNCTION memory.risk_band(memory.classification) IS
   'BFSI risk band: public low, internal medium, confidential high, restricted critical.';
 
 CREATE FUNCTION memory.derive_classification(metadata jsonb)
 RETURNS memory.classification LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT memory._derive_classification(metadata OPERATOR(pg_catalog.->>) 'classification')::memory.classification $$;
+AS $$ SELECT memory_internal._derive_classification(metadata OPERATOR(pg_catalog.->>) 'classification')::memory.classification $$;
 COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
   'metadata->>''classification'' when it is a valid tier, else internal (the safe default).';
 
@@ -34,14 +34,14 @@ COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
 -- classification (the consent layer's sensitive-input gate) and for applications.
 CREATE FUNCTION memory.detect(content text, detectors text[] DEFAULT NULL)
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT memory._detect(content, detectors) $$;
+AS $$ SELECT memory_internal._detect(content, detectors) $$;
 COMMENT ON FUNCTION memory.detect(text, text[]) IS
   'Names of the detectors (all, or those listed) that match content after folding, in memory.detectors() order; never the matched value. NULL content gives NULL; an unknown or NULL name raises 22023.';
 
 CREATE FUNCTION memory.detectors()
 RETURNS TABLE (name text, tier memory.classification, validation text, context_words text[])
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT d.name, d.tier::memory.classification, d.validation, d.context_words FROM memory._detectors() d $$;
+AS $$ SELECT d.name, d.tier::memory.classification, d.validation, d.context_words FROM memory_internal._detectors() d $$;
 COMMENT ON FUNCTION memory.detectors() IS
   'Every detector: name (as in classify_explain.detectors and memory.detect), the tier it raises to, what validates a match, and the context words it needs nearby (empty when none).';
 
@@ -54,7 +54,7 @@ CREATE TABLE memory.classification_rules (
     org_id      text NOT NULL,
     tier        memory.classification NOT NULL,
     target      text NOT NULL CHECK (target IN ('content', 'path')),
-    pattern     text NOT NULL CHECK (memory._check_rule_pattern(pattern)),
+    pattern     text NOT NULL CHECK (memory_internal._check_rule_pattern(pattern)),
     source_type memory.source_type,
     enabled     boolean NOT NULL DEFAULT true,
     description text,
@@ -100,12 +100,12 @@ SELECT r.relid::regclass AS table_name,
     OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
 COMMENT ON VIEW memory.governed_tables IS 'Each governed table the caller owns or may read or write, its column mapping and the triggers attached.';
 
-CREATE FUNCTION memory._has_column(tbl regclass, col text)
+CREATE FUNCTION memory_internal._has_column(tbl regclass, col text)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) $$;
 
 -- Whether column col of tbl has type typ (a NULL col passes when nullable is true).
-CREATE FUNCTION memory._column_type_is(tbl oid, col text, typ regtype, nullable boolean DEFAULT false)
+CREATE FUNCTION memory_internal._column_type_is(tbl oid, col text, typ regtype, nullable boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN col IS NULL THEN nullable ELSE EXISTS (
@@ -114,7 +114,7 @@ AS $$
 $$;
 
 -- Type of a column of tbl, or an error naming it.
-CREATE FUNCTION memory._column_type(tbl regclass, col text, role text)
+CREATE FUNCTION memory_internal._column_type(tbl regclass, col text, role text)
 RETURNS oid LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE t oid;
@@ -130,7 +130,7 @@ END $$;
 
 -- What memory.govern records: an object of known keys whose values are strings, booleans,
 -- numbers, nulls, arrays of strings, or objects of strings (the stamps map), nothing deeper.
-CREATE FUNCTION memory._valid_governance_options(opts jsonb)
+CREATE FUNCTION memory_internal._valid_governance_options(opts jsonb)
 RETURNS boolean LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_typeof(opts) OPERATOR(pg_catalog.=) 'object' AND NOT EXISTS (
@@ -147,28 +147,28 @@ AS $$
 $$;
 
 -- Whether the caller owns tbl (or is unrestricted): the right to govern it.
-CREATE FUNCTION memory._owns_table(tbl regclass)
+CREATE FUNCTION memory_internal._owns_table(tbl regclass)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT memory._caller() IS NOT NULL AND (memory._is_unrestricted() OR EXISTS (
+    SELECT memory_internal._caller() IS NOT NULL AND (memory_internal._is_unrestricted() OR EXISTS (
         SELECT 1 FROM pg_catalog.pg_class c
          WHERE c.oid OPERATOR(pg_catalog.=) tbl
-           AND pg_catalog.pg_has_role(memory._caller(), c.relowner, 'USAGE')
+           AND pg_catalog.pg_has_role(memory_internal._caller(), c.relowner, 'USAGE')
            AND c.relnamespace OPERATOR(pg_catalog.<>) 'memory'::pg_catalog.regnamespace))
 $$;
 
 -- Records tbl as governed. SECURITY DEFINER because the registry is closed; a narrow door: the
 -- caller must own the table (memory's own tables only for unrestricted roles), the table must
 -- carry one of our triggers, and the options must have memory.govern's shape.
-CREATE FUNCTION memory._register_governed(tbl regclass, opts jsonb)
+CREATE FUNCTION memory_internal._register_governed(tbl regclass, opts jsonb)
 RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
-        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+    IF tbl IS NULL OR NOT memory_internal._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory_internal._caller()::regrole::text, '(none)'), tbl
             USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it (with memory.govern).';
     END IF;
-    IF NOT memory._valid_governance_options(opts) THEN
+    IF NOT memory_internal._valid_governance_options(opts) THEN
         RAISE EXCEPTION 'governance options of % are not in memory.govern''s shape', tbl USING ERRCODE = '22023';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
@@ -178,16 +178,16 @@ BEGIN
     -- Forget tables that were dropped since they were governed.
     DELETE FROM memory.governance_registry g WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid OPERATOR(pg_catalog.=) g.relid);
     INSERT INTO memory.governance_registry AS g (relid, options, governed_by)
-    VALUES (tbl, opts, coalesce(memory._caller()::regrole::text, current_user)::name)
+    VALUES (tbl, opts, coalesce(memory_internal._caller()::regrole::text, current_user)::name)
     ON CONFLICT (relid) DO UPDATE SET options = excluded.options, governed_at = now(), governed_by = excluded.governed_by;
 END $$;
 
-CREATE FUNCTION memory._unregister_governed(tbl regclass)
+CREATE FUNCTION memory_internal._unregister_governed(tbl regclass)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF tbl IS NULL OR NOT memory._owns_table(tbl) THEN
-        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl USING ERRCODE = '42501';
+    IF tbl IS NULL OR NOT memory_internal._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory_internal._caller()::regrole::text, '(none)'), tbl USING ERRCODE = '42501';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl AND t.tgname LIKE 'memory\_%'
                   AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace)) THEN
@@ -195,14 +195,14 @@ BEGIN
     END IF;
     DELETE FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
     IF FOUND THEN
-        PERFORM memory._audit_append_system('memory.govern.ungovern', jsonb_build_object('table', tbl::text), NULL);
+        PERFORM memory_internal._audit_append_system('memory.govern.ungovern', jsonb_build_object('table', tbl::text), NULL);
         RETURN true;
     END IF;
     RETURN false;
 END $$;
 
 -- TRUNCATE of a governed table is recorded on the platform chain (it removes every org's rows).
-CREATE FUNCTION memory._audit_truncate()
+CREATE FUNCTION memory_internal._audit_truncate()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -210,19 +210,19 @@ BEGIN
        OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID) THEN
         -- On Citus a TRUNCATE of a distributed table fires on its shards as well: the firing on
         -- the table itself, on the coordinator, records it.
-        IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' AND TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' AND memory._citus_shard(TG_RELID) THEN
+        IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' AND TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' AND memory_internal._citus_shard(TG_RELID) THEN
             RETURN NULL;
         END IF;
-        RAISE EXCEPTION 'memory._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
+        RAISE EXCEPTION 'memory_internal._audit_truncate is memory.govern''s AFTER TRUNCATE trigger of governed tables'
             USING ERRCODE = '39P01', HINT = 'Attach it with memory.govern.';
     END IF;
-    PERFORM memory._audit_append_system('memory.govern.truncate',
+    PERFORM memory_internal._audit_append_system('memory.govern.truncate',
         jsonb_build_object('table', TG_RELID::regclass::text), NULL);
     RETURN NULL;
 END $$;
 
 -- memory.govern, classification and retention stamps: the classify trigger, and the backfill.
-CREATE FUNCTION memory._govern_classify(tbl regclass, opts jsonb, eff jsonb)
+CREATE FUNCTION memory_internal._govern_classify(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -245,23 +245,23 @@ BEGIN
     -- without a content column). Column names default to the conventional ones.
     IF coalesce((opts->>'classify')::boolean,
                 NOT (opts ? 'state') OR opts ?| ARRAY['content', 'source_files', 'source_type', 'target', 'stamps', 'backfill']
-                OR memory._has_column(tbl, 'content')) THEN
+                OR memory_internal._has_column(tbl, 'content')) THEN
         c_content := coalesce(opts->>'content', 'content');
-        t := memory._column_type(tbl, c_content, 'content');
+        t := memory_internal._column_type(tbl, c_content, 'content');
         IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%, not %', memory._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
+            RAISE EXCEPTION '%, not %', memory_internal._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
         END IF;
-        c_files := coalesce(opts->>'source_files', CASE WHEN memory._has_column(tbl, 'source_files') THEN 'source_files' END);
-        IF c_files IS NOT NULL AND memory._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
-            RAISE EXCEPTION '%', memory._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
+        c_files := coalesce(opts->>'source_files', CASE WHEN memory_internal._has_column(tbl, 'source_files') THEN 'source_files' END);
+        IF c_files IS NOT NULL AND memory_internal._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
+            RAISE EXCEPTION '%', memory_internal._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
         END IF;
-        c_type := coalesce(opts->>'source_type', CASE WHEN memory._has_column(tbl, 'source_type') THEN 'source_type' END);
-        IF c_type IS NOT NULL AND memory._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%', memory._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
+        c_type := coalesce(opts->>'source_type', CASE WHEN memory_internal._has_column(tbl, 'source_type') THEN 'source_type' END);
+        IF c_type IS NOT NULL AND memory_internal._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%', memory_internal._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
         END IF;
-        c_org := coalesce(opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
-        IF c_org IS NOT NULL AND memory._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%', memory._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
+        c_org := coalesce(opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+        IF c_org IS NOT NULL AND memory_internal._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+            RAISE EXCEPTION '%', memory_internal._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
         END IF;
         targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
                         WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
@@ -272,9 +272,9 @@ BEGIN
             RAISE EXCEPTION 'option "target" must be a column name or an array of them' USING ERRCODE = '22023';
         END IF;
         FOREACH k IN ARRAY targets LOOP
-            t := memory._column_type(tbl, k, 'target');
+            t := memory_internal._column_type(tbl, k, 'target');
             IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
-                RAISE EXCEPTION '%, not %', memory._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
+                RAISE EXCEPTION '%, not %', memory_internal._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
             END IF;
         END LOOP;
 
@@ -284,9 +284,9 @@ BEGIN
         IF jsonb_typeof(opts->'stamps') = 'object' OR opts->'stamps' = 'true'::jsonb THEN
             smap := jsonb_build_object('created_at', 'created_at', 'expires_at', 'expires_at', 'purge_after', 'purge_after',
                         'archive_at', 'archive_at',
-                        'memory_type', CASE WHEN memory._has_column(tbl, 'memory_type') THEN 'memory_type' END,
-                        'soft_deleted_at', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
-                        'soft_delete_reason', CASE WHEN memory._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
+                        'memory_type', CASE WHEN memory_internal._has_column(tbl, 'memory_type') THEN 'memory_type' END,
+                        'soft_deleted_at', CASE WHEN memory_internal._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
+                        'soft_delete_reason', CASE WHEN memory_internal._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
             IF jsonb_typeof(opts->'stamps') = 'object' THEN
                 FOR k IN SELECT jsonb_object_keys(opts->'stamps') LOOP
                     IF NOT k = ANY (ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'memory_type',
@@ -299,50 +299,50 @@ BEGIN
             FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'soft_deleted_at'] LOOP
                 CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
                 IF smap->>k IS NULL OR smap->>k LIKE '%,%'
-                   OR memory._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
-                    RAISE EXCEPTION '% (for retention stamps)', memory._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
+                   OR memory_internal._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
+                    RAISE EXCEPTION '% (for retention stamps)', memory_internal._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
                 END IF;
             END LOOP;
             IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
-               OR memory._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
-                RAISE EXCEPTION '%', memory._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
+               OR memory_internal._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
+                RAISE EXCEPTION '%', memory_internal._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
             END IF;
             IF smap->>'soft_delete_reason' IS NOT NULL THEN
-                PERFORM memory._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
+                PERFORM memory_internal._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
             END IF;
             stamp_cols := ARRAY[smap->>'created_at', smap->>'expires_at', smap->>'purge_after', smap->>'archive_at',
                                 coalesce(smap->>'memory_type', '')];
             -- run_retention finds rows by id and checks holds by org and subject.
-            a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
-            a_user := coalesce(a_user, opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
-            IF a_id IS NOT NULL THEN PERFORM memory._column_type(tbl, a_id, 'id'); END IF;
-            IF a_user IS NOT NULL THEN PERFORM memory._column_type(tbl, a_user, 'user'); END IF;
+            a_id := coalesce(a_id, opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+            a_user := coalesce(a_user, opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
+            IF a_id IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_id, 'id'); END IF;
+            IF a_user IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_user, 'user'); END IF;
             eff := eff || jsonb_build_object('stamps', smap, 'id', a_id, 'user', a_user);
         ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
         END IF;
         -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
         args := (SELECT string_agg(quote_literal(a), ', ')
-                   FROM unnest(memory._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+                   FROM unnest(memory_internal._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
         -- Every UPDATE, not only those that name a mapped column: a trigger of the owner's that
         -- fires first may change the content (the trigger compares the old and the new row).
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
                        'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
         -- Existing rows without a tier: touching the content column fires the trigger, which
         -- classifies a row that holds no tier yet.
         IF coalesce((opts->>'backfill')::boolean, false) THEN
-            SELECT string_agg(CASE WHEN memory._column_type(tbl, x, 'target') = 'jsonb'::regtype
+            SELECT string_agg(CASE WHEN memory_internal._column_type(tbl, x, 'target') = 'jsonb'::regtype
                                    THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
                                    ELSE format('%I IS NULL', x) END, ' OR ')
               INTO missing FROM unnest(targets) x;
             -- The backfill fires the table's own triggers, the caller's code: the governance gate
             -- is closed while it runs, so that code cannot drop or replace memory_ext triggers.
-            PERFORM memory._close_governance_gate();
-            n := memory._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
-            PERFORM memory._open_governance_gate(tbl);
+            PERFORM memory_internal._close_governance_gate();
+            n := memory_internal._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
+            PERFORM memory_internal._open_governance_gate(tbl);
             -- (A table governed for the first time is not in the registry yet, which the event
             -- trigger protects: whatever the caller's code did to memory_classify during the
             -- backfill, it is removed and created again as govern means it.)
@@ -351,8 +351,8 @@ BEGIN
                 RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
                     USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
             END IF;
-            PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
-            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
+            PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+            PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
                            'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
             eff := eff || jsonb_build_object('backfilled', n);
         END IF;
@@ -360,14 +360,14 @@ BEGIN
         IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
         END IF;
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
         eff := eff || jsonb_build_object('classify', false);
     END IF;
     RETURN eff;
 END $$;
 
 -- memory.govern, audit: the statement triggers with transition tables.
-CREATE FUNCTION memory._govern_audit(tbl regclass, opts jsonb, eff jsonb)
+CREATE FUNCTION memory_internal._govern_audit(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -394,48 +394,48 @@ BEGIN
 
     -- Audit: statement triggers with transition tables; the chain is written once per statement.
     IF coalesce((opts->>'audit')::boolean, false) THEN
-        c_content := coalesce(c_content, opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
-        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
-        a_id := coalesce(opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
-        a_project := coalesce(opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
-        a_workspace := coalesce(opts->>'workspace', CASE WHEN memory._has_column(tbl, 'workspace_id') THEN 'workspace_id' END);
-        a_user := coalesce(opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
+        c_content := coalesce(c_content, opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_id := coalesce(opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+        a_project := coalesce(opts->>'project', CASE WHEN memory_internal._has_column(tbl, 'project_id') THEN 'project_id' END);
+        a_workspace := coalesce(opts->>'workspace', CASE WHEN memory_internal._has_column(tbl, 'workspace_id') THEN 'workspace_id' END);
+        a_user := coalesce(opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
         a_tier := coalesce(targets[1], CASE WHEN jsonb_typeof(opts->'target') = 'string' THEN opts->>'target' END,
-                           CASE WHEN memory._has_column(tbl, 'classification') THEN 'classification' END);
+                           CASE WHEN memory_internal._has_column(tbl, 'classification') THEN 'classification' END);
         FOREACH k IN ARRAY ARRAY['id', 'content', 'org', 'project', 'workspace', 'user', 'tier'] LOOP
             missing := CASE k WHEN 'id' THEN a_id WHEN 'content' THEN c_content WHEN 'org' THEN c_org
                               WHEN 'project' THEN a_project WHEN 'workspace' THEN a_workspace
                               WHEN 'user' THEN a_user ELSE a_tier END;
             CONTINUE WHEN missing IS NULL;
-            PERFORM memory._column_type(tbl, missing, k);
+            PERFORM memory_internal._column_type(tbl, missing, k);
         END LOOP;
         args := (SELECT string_agg(quote_literal(a), ', ')
-                   FROM unnest(memory._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
-                                 a_tier IS NOT NULL AND memory._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
+                   FROM unnest(memory_internal._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
+                                 a_tier IS NOT NULL AND memory_internal._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
                        'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
                        'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         IF a_id IS NOT NULL AND a_tier IS NOT NULL THEN
-            PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
+            PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_upd AFTER UPDATE ON %s REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new '
                            'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         END IF;
         eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
                                          'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
     ELSE
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
         eff := eff || jsonb_build_object('audit', false);
     END IF;
     RETURN eff;
 END $$;
 
 -- memory.govern, feedback weights: what memory.record_outcome needs to find and update rows.
-CREATE FUNCTION memory._govern_weight(tbl regclass, opts jsonb, eff jsonb)
+CREATE FUNCTION memory_internal._govern_weight(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -454,24 +454,24 @@ BEGIN
         IF jsonb_typeof(opts->'weight') <> 'string' THEN
             RAISE EXCEPTION 'option "weight" must be a column name' USING ERRCODE = '22023';
         END IF;
-        IF memory._column_type(tbl, opts->>'weight', 'weight') <> 'float8'::regtype THEN
-            RAISE EXCEPTION '%', memory._column_type_message('weight', opts->>'weight', tbl::text) USING ERRCODE = '22023';
+        IF memory_internal._column_type(tbl, opts->>'weight', 'weight') <> 'float8'::regtype THEN
+            RAISE EXCEPTION '%', memory_internal._column_type_message('weight', opts->>'weight', tbl::text) USING ERRCODE = '22023';
         END IF;
-        a_id := coalesce(a_id, opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
-        IF a_id IS NULL OR memory._column_type(tbl, a_id, 'id') <> 'uuid'::regtype THEN
+        a_id := coalesce(a_id, opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+        IF a_id IS NULL OR memory_internal._column_type(tbl, a_id, 'id') <> 'uuid'::regtype THEN
             RAISE EXCEPTION 'a table with a weight column needs a uuid id column (option "id")' USING ERRCODE = '22023',
                 HINT = 'memory.record_outcome takes uuid ids.';
         END IF;
-        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
-        a_project := coalesce(a_project, opts->>'project', CASE WHEN memory._has_column(tbl, 'project_id') THEN 'project_id' END);
+        c_org := coalesce(c_org, opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+        a_project := coalesce(a_project, opts->>'project', CASE WHEN memory_internal._has_column(tbl, 'project_id') THEN 'project_id' END);
         eff := eff || jsonb_build_object('weight', opts->>'weight', 'id', a_id, 'org', c_org, 'project', a_project,
-                                         'soft_deleted', CASE WHEN memory._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
+                                         'soft_deleted', CASE WHEN memory_internal._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END);
     END IF;
     RETURN eff;
 END $$;
 
 -- memory.govern, lifecycle: the state machine on one column.
-CREATE FUNCTION memory._govern_state(tbl regclass, opts jsonb, eff jsonb)
+CREATE FUNCTION memory_internal._govern_state(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -484,27 +484,27 @@ BEGIN
             RAISE EXCEPTION 'option "state" must be a column name' USING ERRCODE = '22023';
         END IF;
         c_state := opts->>'state';
-        t := memory._column_type(tbl, c_state, 'state');
+        t := memory_internal._column_type(tbl, c_state, 'state');
         IF t NOT IN ('memory.lifecycle_state'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%, not %', memory._column_type_message('state', c_state, tbl::text), t::regtype
+            RAISE EXCEPTION '%, not %', memory_internal._column_type_message('state', c_state, tbl::text), t::regtype
                 USING ERRCODE = '22023';
         END IF;
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
         -- An enum value is always a state: only changes need checking. Text is checked on insert too.
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
                        CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
                             ELSE format('INSERT OR UPDATE OF %I', c_state) END,
                        tbl, c_state));
         eff := eff || jsonb_build_object('state', c_state);
     ELSE
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
     END IF;
     RETURN eff;
 END $$;
 
 -- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
 -- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
--- the backfill) as the caller, in a security-restricted operation (memory._exec_as_caller).
+-- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 -- (DROP TRIGGER IF EXISTS of a first govern would print a NOTICE per trigger.)
@@ -530,8 +530,8 @@ BEGIN
     END IF;
     -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
     -- which the event trigger refuses to anything else (SPEC §8).
-    IF NOT memory._owns_table(tbl) THEN
-        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+    IF NOT memory_internal._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory_internal._caller()::regrole::text, '(none)'), tbl
             USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
     END IF;
     -- Only plain tables without inheritance or rules: a partition, a child table or a DO INSTEAD
@@ -546,9 +546,9 @@ BEGIN
     END IF;
     -- The final row is what memory_ext governs: a BEFORE row trigger that would fire after its
     -- triggers (name order) could change the row after them.
-    IF EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory._is_late_trigger(tg.oid)) THEN
+    IF EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory_internal._is_late_trigger(tg.oid)) THEN
         RAISE EXCEPTION '% has a BEFORE row trigger (%) that would fire after memory_ext''s', tbl,
-                        (SELECT string_agg(tg.tgname, ', ' ORDER BY tg.tgname) FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory._is_late_trigger(tg.oid))
+                        (SELECT string_agg(tg.tgname, ', ' ORDER BY tg.tgname) FROM pg_trigger tg WHERE tg.tgrelid = tbl AND memory_internal._is_late_trigger(tg.oid))
             USING ERRCODE = '22023', HINT = 'Triggers fire in name order: rename it to sort before "memory_" (ALTER TRIGGER .. RENAME TO app_..), then govern the table.';
     END IF;
     -- memory_ext's own tables are governed by CREATE EXTENSION alone.
@@ -556,7 +556,7 @@ BEGIN
         RAISE EXCEPTION '% is managed by memory_ext', tbl USING ERRCODE = '55000';
     END IF;
     prev := (SELECT g.options FROM memory.governance_registry g WHERE g.relid = tbl);
-    PERFORM memory._open_governance_gate(tbl);
+    PERFORM memory_internal._open_governance_gate(tbl);
     FOR k IN SELECT jsonb_object_keys(opts) LOOP
         IF NOT k = ANY (known) THEN
             RAISE EXCEPTION 'unknown memory.govern option "%"', k
@@ -565,48 +565,48 @@ BEGIN
     END LOOP;
 
     -- One function per capability, each adding its part of the effective mapping.
-    eff := memory._govern_classify(tbl, opts, eff);
-    eff := memory._govern_audit(tbl, opts, eff);
-    eff := memory._govern_weight(tbl, opts, eff);
-    eff := memory._govern_state(tbl, opts, eff);
-    eff := memory._govern_consent(tbl, opts, eff);
+    eff := memory_internal._govern_classify(tbl, opts, eff);
+    eff := memory_internal._govern_audit(tbl, opts, eff);
+    eff := memory_internal._govern_weight(tbl, opts, eff);
+    eff := memory_internal._govern_state(tbl, opts, eff);
+    eff := memory_internal._govern_consent(tbl, opts, eff);
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname LIKE 'memory\_%' AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory._audit_truncate()', tbl));
-        -- Legal holds block content changes and deletes of held rows (memory._hold_guard).
-        h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_truncate()', tbl));
+        -- Legal holds block content changes and deletes of held rows (memory_internal._hold_guard).
+        h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
         IF h_org IS NOT NULL THEN
-            h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory._has_column(tbl, 'content') THEN 'content' END);
-            h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory._has_column(tbl, 'user_id') THEN 'user_id' END);
-            h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory._has_column(tbl, 'id') THEN 'id' END);
+            h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
+            h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
+            h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
             -- Every UPDATE (the guard compares the old and the new row's mapped columns): a trigger
             -- of the owner's that fires first may change them whatever the SET list names.
-            PERFORM memory._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
-                'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)',
+            PERFORM memory_internal._exec_as_caller(format(
+                'CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory_internal._hold_gate_open()) '
+                'EXECUTE FUNCTION memory_internal._hold_guard(%L, %L, %L, %L)',
                 tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
-            PERFORM memory._exec_as_caller(format(
+            PERFORM memory_internal._exec_as_caller(format(
                 'CREATE TRIGGER memory_hold_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
-                'EXECUTE FUNCTION memory._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
+                'EXECUTE FUNCTION memory_internal._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
         END IF;
 
-        PERFORM memory._register_governed(tbl, eff);
+        PERFORM memory_internal._register_governed(tbl, eff);
         -- Every change of a table's governance is on the platform chain (a weaker mapping too).
-        IF prev IS DISTINCT FROM eff AND NOT memory._creating_extension() THEN
-            PERFORM memory._audit_append_system('memory.govern.attach',
+        IF prev IS DISTINCT FROM eff AND NOT memory_internal._creating_extension() THEN
+            PERFORM memory_internal._audit_append_system('memory.govern.attach',
                 jsonb_build_object('table', tbl::text, 'previous', prev, 'options', eff), NULL);
         END IF;
     ELSE
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
-        PERFORM memory._unregister_governed(tbl);
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._unregister_governed(tbl);
     END IF;
-    PERFORM memory._close_governance_gate();
+    PERFORM memory_internal._close_governance_gate();
     RETURN eff;
 END $$;
 COMMENT ON FUNCTION memory.govern(regclass, jsonb) IS
@@ -625,17 +625,17 @@ BEGIN
     IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
         RAISE EXCEPTION '% is managed by memory_ext and stays governed', tbl USING ERRCODE = '55000';
     END IF;
-    IF NOT memory._owns_table(tbl) THEN
-        RAISE EXCEPTION 'role % does not own table %', coalesce(memory._caller()::regrole::text, '(none)'), tbl
+    IF NOT memory_internal._owns_table(tbl) THEN
+        RAISE EXCEPTION 'role % does not own table %', coalesce(memory_internal._caller()::regrole::text, '(none)'), tbl
             USING ERRCODE = '42501', HINT = 'Only the owner of a table ungoverns it.';
     END IF;
-    PERFORM memory._open_governance_gate(tbl);
+    PERFORM memory_internal._open_governance_gate(tbl);
     FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname LIKE 'memory\_%'
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace) LOOP
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
     END LOOP;
-    was := memory._unregister_governed(tbl);
-    PERFORM memory._close_governance_gate();
+    was := memory_internal._unregister_governed(tbl);
+    PERFORM memory_internal._close_governance_gate();
     RETURN was;
 END $$;
 COMMENT ON FUNCTION memory.ungovern(regclass) IS 'Remove every memory_ext trigger from a table; true when it was governed.';
@@ -659,7 +659,7 @@ CREATE TABLE memory.observations (
     -- No default: the classify trigger always sets it, and a supplied tier is kept as a floor.
     classification     memory.classification NOT NULL,
     -- In [0, 1] (22023 otherwise): a client's value never steers recall.
-    weight             float8 NOT NULL DEFAULT 1.0 CONSTRAINT observations_weight_check CHECK (memory._check_weight(weight)),
+    weight             float8 NOT NULL DEFAULT 1.0 CONSTRAINT observations_weight_check CHECK (memory_internal._check_weight(weight)),
     created_at         timestamptz NOT NULL DEFAULT now(),
     expires_at         timestamptz,
     purge_after        timestamptz,
@@ -674,12 +674,12 @@ COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by 
 -- distributed table the org's shard when it is on this node (NULL when it is not), else t.
 -- The gates a function opens for its own statements (a tier lowered, a held row moved) name
 -- the relation the triggers fire on.
-CREATE FUNCTION memory._local_relation(t regclass, org text)
+CREATE FUNCTION memory_internal._local_relation(t regclass, org text)
 RETURNS regclass LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE s bigint;
 BEGIN
-    IF NOT memory._citus_distributed(t) THEN
+    IF NOT memory_internal._citus_distributed(t) THEN
         RETURN t;
     END IF;
     EXECUTE 'SELECT pg_catalog.get_shard_id_for_distribution_column($1, $2)' INTO s USING t, org;
@@ -692,7 +692,7 @@ END $$;
 -- there: an id of several of the caller's orgs is the org the session acts for (memory.org_id)
 -- when that org holds it, and otherwise the greatest org's (bytewise), as in
 -- memory.record_outcome. Not granted to PUBLIC.
-CREATE FUNCTION memory._org_of(tbl regclass, row_id uuid)
+CREATE FUNCTION memory_internal._org_of(tbl regclass, row_id uuid)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -701,7 +701,7 @@ DECLARE
 BEGIN
     -- (Two statements: on Citus a statement over the table runs on a worker, and the caller's
     -- check must not go there with it.)
-    IF s IS NOT NULL AND memory._may_act_for(s) THEN
+    IF s IS NOT NULL AND memory_internal._may_act_for(s) THEN
         EXECUTE pg_catalog.format('SELECT EXISTS (SELECT 1 FROM %s t WHERE t.org_id OPERATOR(pg_catalog.=) $1 AND t.id OPERATOR(pg_catalog.=) $2)', tbl)
            INTO STRICT c USING s, row_id;
         IF c::boolean THEN
@@ -710,7 +710,7 @@ BEGIN
     END IF;
     FOR c IN EXECUTE pg_catalog.format('SELECT DISTINCT t.org_id COLLATE "C" FROM %s t WHERE t.id OPERATOR(pg_catalog.=) $1 ORDER BY 1 DESC', tbl)
                USING row_id LOOP
-        IF memory._may_act_for(c) THEN
+        IF memory_internal._may_act_for(c) THEN
             RETURN c;
         END IF;
     END LOOP;
@@ -720,24 +720,24 @@ END $$;
 -- memory.reclassify's change of one row of one org, after the caller's check. On Citus,
 -- memory.distribute() makes it a function Citus runs on the node of the org's shard, so that
 -- the downgrade gate is open in the backend where the shard's triggers fire. Not granted to PUBLIC.
-CREATE FUNCTION memory._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text, who jsonb)
+CREATE FUNCTION memory_internal._reclassify_in(org text, observation_id uuid, tier memory.classification, reason text, who jsonb)
 RETURNS memory.classification LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE prev memory.classification;
 BEGIN
-    PERFORM memory._delegated(who);
+    PERFORM memory_internal._delegated(who);
     SELECT o.classification INTO prev FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    PERFORM memory._allow_downgrade(memory._local_relation('memory.observations', org)::oid, reason);
+    PERFORM memory_internal._allow_downgrade(memory_internal._local_relation('memory.observations', org)::oid, reason);
     UPDATE memory.observations o
        SET classification = tier,
            metadata = o.metadata || jsonb_build_object('classification', tier::text)
      WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) observation_id;
-    PERFORM memory._allow_downgrade(NULL);
-    PERFORM memory._delegated_done(who);
+    PERFORM memory_internal._allow_downgrade(NULL);
+    PERFORM memory_internal._delegated_done(who);
     RETURN prev;
 END $$;
 
@@ -753,18 +753,18 @@ BEGIN
     IF observation_id IS NULL OR tier IS NULL THEN
         RAISE EXCEPTION 'memory.reclassify needs an observation id and a tier' USING ERRCODE = '22023';
     END IF;
-    IF memory._blank(reason) THEN
+    IF memory_internal._blank(reason) THEN
         RAISE EXCEPTION 'memory.reclassify needs a reason' USING ERRCODE = '22023',
             HINT = 'The reason is recorded with the change.';
     END IF;
-    org := memory._org_of('memory.observations', observation_id);
+    org := memory_internal._org_of('memory.observations', observation_id);
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
     -- Values as literals: Citus sends a call with constant arguments to the org's node (with
     -- the caller, whom the events written there name).
-    EXECUTE pg_catalog.format('SELECT r FROM memory._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L, %L::jsonb) r',
-                              org, observation_id, tier, reason, memory._who_if_distributed()) INTO prev;
+    EXECUTE pg_catalog.format('SELECT r FROM memory_internal._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L, %L::jsonb) r',
+                              org, observation_id, tier, reason, memory_internal._who_if_distributed()) INTO prev;
     RETURN prev;
 END $$;
 COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS

@@ -31,34 +31,34 @@ CREATE TABLE memory.consents (
 COMMENT ON TABLE memory.consents IS
   'Consent versions per (org, user), append-only: version n holds every scope in force after the n-th grant or revocation (revoked_at and revoked_scopes on a revocation''s version). Written by memory.grant_consent and memory.revoke_consent.';
 
-CREATE FUNCTION memory._consent_append_only()
+CREATE FUNCTION memory_internal._consent_append_only()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- Only an account deletion (memory.erase_subject, which leaves a deletion stub) removes them.
-    IF TG_OP = 'DELETE' AND memory._consent_gate_open() THEN
+    IF TG_OP = 'DELETE' AND memory_internal._consent_gate_open() THEN
         RETURN OLD;
     END IF;
-    RAISE EXCEPTION '% is append-only: % is not allowed', memory._table_of(TG_RELID)::regclass, TG_OP
+    RAISE EXCEPTION '% is append-only: % is not allowed', memory_internal._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX002', HINT = 'Consent history is compliance evidence: a grant or a revocation writes a new version.';
 END $$;
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.consents
-    FOR EACH ROW EXECUTE FUNCTION memory._consent_append_only();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._consent_append_only();
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.consents
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_append_only();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consent_append_only();
 
 -- A change of consent rows drops the consents the drift detectors cached per backend (src/drift.rs),
 -- in every session_replication_role (finalize.sql): the trigger only sends an invalidation, before
 -- the row is written (so a detector later in the same statement sees it), and returns the row.
 CREATE TRIGGER memory_consents_changed BEFORE INSERT OR UPDATE OR DELETE ON memory.consents
-    FOR EACH ROW EXECUTE FUNCTION memory._consents_changed();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._consents_changed();
 CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consents
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._consents_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consents_changed();
 
 -- The scopes in force for (org, user): NULL when consent was never asked.
 -- (PL/pgSQL, as the other readers of the consent tables: Citus plans no parameter of a SQL
 -- function.)
-CREATE FUNCTION memory._consent_scopes(p_org text, p_user text)
+CREATE FUNCTION memory_internal._consent_scopes(p_org text, p_user text)
 RETURNS memory.consent_scope[] LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -71,33 +71,33 @@ END $$;
 -- revocation (which locks it for update) waits for this transaction, or this one for it and
 -- then reads the revocation's version; rows written under a consent are never missed by the
 -- revocation that ends it.
-CREATE FUNCTION memory._consent_scopes_locked(p_org text, p_user text)
+CREATE FUNCTION memory_internal._consent_scopes_locked(p_org text, p_user text)
 RETURNS memory.consent_scope[] LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM 1 FROM memory.consents c
       WHERE c.org_id OPERATOR(pg_catalog.=) p_org AND c.user_id OPERATOR(pg_catalog.=) p_user
       ORDER BY c.version DESC LIMIT 1 FOR KEY SHARE;
-    RETURN memory._consent_scopes(p_org, p_user);
+    RETURN memory_internal._consent_scopes(p_org, p_user);
 END $$;
 
 -- The check of a write gated on one scope: MX003 with the scope unless it is in force (read
 -- under the share lock, _consent_scopes_locked).
-CREATE FUNCTION memory._require_scope(p_org text, p_user text, p_scope memory.consent_scope)
+CREATE FUNCTION memory_internal._require_scope(p_org text, p_user text, p_scope memory.consent_scope)
 RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT p_scope = ANY (coalesce(memory._consent_scopes_locked(p_org, p_user), '{}')) THEN
+    IF NOT p_scope = ANY (coalesce(memory_internal._consent_scopes_locked(p_org, p_user), '{}')) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || p_scope;
     END IF;
 END $$;
 
 -- Checks shared by the consent functions; returns nothing or raises 22023 / 42501.
-CREATE FUNCTION memory._consent_args(p_org text, p_user text, p_at timestamptz)
+CREATE FUNCTION memory_internal._consent_args(p_org text, p_user text, p_at timestamptz)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF memory._blank(p_org) OR memory._blank(p_user) THEN
+    IF memory_internal._blank(p_org) OR memory_internal._blank(p_user) THEN
         RAISE EXCEPTION 'consent needs an org_id and a user_id' USING ERRCODE = '22023';
     END IF;
     IF p_at IS NULL OR NOT isfinite(p_at) THEN
@@ -107,7 +107,7 @@ BEGIN
     IF p_at > now() + interval '5 minutes' THEN
         RAISE EXCEPTION 'at may not be in the future, got %', p_at USING ERRCODE = '22023';
     END IF;
-    PERFORM memory._require_org(p_org);
+    PERFORM memory_internal._require_org(p_org);
 END $$;
 
 -- Appends the next version for (org, user): the scopes in force plus `added` minus `removed`
@@ -115,7 +115,7 @@ END $$;
 -- version's row; one that lost a race (its version number taken meanwhile) reads again and
 -- retries, so versions stay gapless without a lock over other users. At a snapshot isolation
 -- level a lost race cannot be read past: 40001, retry the transaction.
-CREATE FUNCTION memory._consent_append(p_org text, p_user text, added memory.consent_scope[], removed memory.consent_scope[],
+CREATE FUNCTION memory_internal._consent_append(p_org text, p_user text, added memory.consent_scope[], removed memory.consent_scope[],
                                        p_at timestamptz, method text)
 RETURNS memory.consents LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -145,7 +145,7 @@ BEGIN
             VALUES (p_org, p_user, coalesce(prev.version, 0) + 1, scopes,
                     p_at, coalesce(method, prev.collection_method),
                     CASE WHEN removed IS NOT NULL THEN p_at END, removed,
-                    coalesce(memory._caller()::regrole::text, session_user))
+                    coalesce(memory_internal._caller()::regrole::text, session_user))
             RETURNING * INTO row;
             RETURN row;
         EXCEPTION WHEN unique_violation THEN
@@ -168,7 +168,7 @@ DECLARE
     c       memory.consents;
     prefs   jsonb;
 BEGIN
-    PERFORM memory._consent_args(p_org, p_user, at);
+    PERFORM memory_internal._consent_args(p_org, p_user, at);
     IF scopes IS NULL OR cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'grant_consent needs at least one scope, and no NULL' USING ERRCODE = '22023';
     END IF;
@@ -179,9 +179,9 @@ BEGIN
     IF preferences IS NOT NULL AND jsonb_typeof(preferences) <> 'object' THEN
         RAISE EXCEPTION 'preferences must be a JSON object, got %', jsonb_typeof(preferences) USING ERRCODE = '22023';
     END IF;
-    c := memory._consent_append(p_org, p_user, scopes, NULL, at, collection_method);
-    PERFORM memory._audit('memory.consent.grant', jsonb_build_object(
-        'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(scopes), 'inForce', to_jsonb(c.scopes),
+    c := memory_internal._consent_append(p_org, p_user, scopes, NULL, at, collection_method);
+    PERFORM memory_internal._audit('memory.consent.grant', jsonb_build_object(
+        'userId', memory_internal._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(scopes), 'inForce', to_jsonb(c.scopes),
         'collectionMethod', collection_method, 'receiptId', c.receipt_id), p_org);
     -- The onboarding path: preferences given with save_to_profile become the profile context.
     IF preferences IS NOT NULL AND 'save_to_profile' = ANY (c.scopes) THEN
@@ -200,10 +200,10 @@ COMMENT ON FUNCTION memory.grant_consent(text, text, memory.consent_scope[], jso
 -- The part of a revocation that the consent gate lets through, for one (org, user): profile
 -- contexts deleted, the drift log stamped for purge, thread contexts and threads blocked,
 -- training candidates revoked, and the user's rows of the governed application tables in
--- `targets` (memory._revoke_targets) deleted. Returns the counts. On Citus memory.distribute()
+-- `targets` (memory_internal._revoke_targets) deleted. Returns the counts. On Citus memory.distribute()
 -- makes it a function Citus runs on the node of the org's shards, where the gates it opens are
 -- seen by the shards' guards. Not granted to PUBLIC.
-CREATE FUNCTION memory._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb, who jsonb)
+CREATE FUNCTION memory_internal._revoke_consent_in(org text, user_id text, gone memory.consent_scope[], at timestamptz, targets jsonb, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -216,8 +216,8 @@ DECLARE
     n_threads bigint := 0;
     cleared   jsonb;
 BEGIN
-    PERFORM memory._delegated(who);
-    PERFORM memory._consent_gate(true);
+    PERFORM memory_internal._delegated(who);
+    PERFORM memory_internal._consent_gate(true);
     -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
     IF 'save_to_profile' = ANY (gone) THEN
@@ -239,10 +239,10 @@ BEGIN
          WHERE t.org_id = p_org AND t.user_id = p_user AND t.withdrawal_status IS DISTINCT FROM 'revoked';
         GET DIAGNOSTICS n_train = ROW_COUNT;
     END IF;
-    PERFORM memory._consent_gate(false);
+    PERFORM memory_internal._consent_gate(false);
     -- Governed application tables whose rows hang on a revoked scope ("on_revoke": "delete").
-    cleared := memory._clear_governed(p_org, p_user, targets);
-    PERFORM memory._delegated_done(who);
+    cleared := memory_internal._clear_governed(p_org, p_user, targets);
+    PERFORM memory_internal._delegated_done(who);
     RETURN jsonb_build_object('profile_contexts_deleted', n_prof, 'thread_contexts_blocked', n_thread, 'threads_blocked', n_threads,
                               'drift_rows_to_purge', n_drift, 'training_candidates_revoked', n_train, 'governed', cleared);
 END $$;
@@ -261,40 +261,40 @@ DECLARE
     targets  jsonb;
     counts   jsonb;
 BEGIN
-    PERFORM memory._consent_args(p_org, p_user, at);
+    PERFORM memory_internal._consent_args(p_org, p_user, at);
     IF scopes IS NOT NULL AND (cardinality(scopes) = 0 OR array_position(scopes, NULL) IS NOT NULL) THEN
         RAISE EXCEPTION 'revoke_consent needs NULL (every scope) or at least one scope, and no NULL' USING ERRCODE = '22023';
     END IF;
     gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
-    c := memory._consent_append(p_org, p_user, NULL, gone, at, NULL);
-    targets := memory._revoke_targets(gone, p_org);
-    IF memory._citus_distributed('memory.user_contexts') THEN
+    c := memory_internal._consent_append(p_org, p_user, NULL, gone, at, NULL);
+    targets := memory_internal._revoke_targets(gone, p_org);
+    IF memory_internal._citus_distributed('memory.user_contexts') THEN
         -- On the node of the org's shards (the values as literals: Citus delegates a call with
-        -- constant arguments; the time as memory._utc_text, read back the same whatever the
+        -- constant arguments; the time as memory_internal._utc_text, read back the same whatever the
         -- DateStyle), with the governed tables that are there; the others from here.
-        EXECUTE pg_catalog.format('SELECT r FROM memory._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb, %L::jsonb) r',
-                                  p_org, p_user, gone, memory._utc_text(at),
+        EXECUTE pg_catalog.format('SELECT r FROM memory_internal._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb, %L::jsonb) r',
+                                  p_org, p_user, gone, memory_internal._utc_text(at),
                                   (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean),
-                                  memory._who()) INTO done;
-        more := memory._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
+                                  memory_internal._who()) INTO done;
+        more := memory_internal._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
                                                          WHERE NOT (x->>'there')::boolean));
         done := jsonb_set(done, '{governed}', jsonb_build_object(
                     'deleted', (done->'governed'->'deleted') || (more->'deleted'),
                     'failed', (done->'governed'->'failed') || (more->'failed')));
     ELSE
-        done := memory._revoke_consent_in(p_org, p_user, gone, at, targets, NULL);
+        done := memory_internal._revoke_consent_in(p_org, p_user, gone, at, targets, NULL);
     END IF;
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
               || CASE WHEN done->'governed'->'deleted' <> '{}' THEN jsonb_build_object('tables_deleted', done->'governed'->'deleted') ELSE '{}' END
               || CASE WHEN done->'governed'->'failed' <> '{}' THEN jsonb_build_object('tables_failed', done->'governed'->'failed') ELSE '{}' END;
-    PERFORM memory._audit('memory.consent.revoke', jsonb_build_object(
-        'userId', memory._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
+    PERFORM memory_internal._audit('memory.consent.revoke', jsonb_build_object(
+        'userId', memory_internal._pseudonym(p_user), 'version', c.version, 'scopes', to_jsonb(gone), 'inForce', to_jsonb(c.scopes),
         'receiptId', c.receipt_id,
         'counts', counts - 'version' - 'revoked' - 'in_force'), p_org);
     IF (done->>'profile_contexts_deleted')::bigint > 0 THEN
-        PERFORM memory._audit('memory.context.delete', jsonb_build_object(
-            'userId', memory._pseudonym(p_user), 'scope', 'profile', 'count', (done->>'profile_contexts_deleted')::bigint,
+        PERFORM memory_internal._audit('memory.context.delete', jsonb_build_object(
+            'userId', memory_internal._pseudonym(p_user), 'scope', 'profile', 'count', (done->>'profile_contexts_deleted')::bigint,
             'reason', 'consent_revoked'), p_org);
     END IF;
     RETURN counts;
@@ -303,15 +303,15 @@ COMMENT ON FUNCTION memory.revoke_consent(text, text, memory.consent_scope[], ti
   'Revoke scopes (NULL: every scope) of (org, user) in one transaction: a new consent version; save_to_profile deletes the profile contexts and stamps the drift log for purge 48 h later; save_to_thread blocks thread contexts; training_use_allowed revokes training candidates. Emits memory.consent.revoke with the counts, which it returns. P0002 when there is no consent.';
 
 -- Per scope: the state, and the version that put it there.
-CREATE FUNCTION memory._consent_status(p_org text, p_user text)
+CREATE FUNCTION memory_internal._consent_status(p_org text, p_user text)
 RETURNS TABLE (scope memory.consent_scope, state text, version int)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cur memory.consent_scope[];
 BEGIN
-    PERFORM memory._consent_args(p_org, p_user, now());
-    cur := memory._consent_scopes(p_org, p_user);
+    PERFORM memory_internal._consent_args(p_org, p_user, now());
+    cur := memory_internal._consent_scopes(p_org, p_user);
     -- Per scope: granted when the latest version holds it (version: the first of that unbroken
     -- run), revoked when an earlier version held it (version: the one that took it),
     -- not_determined when none did.
@@ -340,7 +340,7 @@ DECLARE
 BEGIN
     -- The statuses, then the versions' times by a statement of its own (on Citus the consents
     -- are distributed, and a join of a function's rows with them is not planned).
-    st := (SELECT jsonb_agg(to_jsonb(x)) FROM memory._consent_status(consent_status.org_id, consent_status.user_id) x);
+    st := (SELECT jsonb_agg(to_jsonb(x)) FROM memory_internal._consent_status(consent_status.org_id, consent_status.user_id) x);
     done := (SELECT coalesce(jsonb_object_agg(c.version::text, c.recorded_at), '{}') FROM memory.consents c
               WHERE c.org_id OPERATOR(pg_catalog.=) consent_status.org_id AND c.user_id OPERATOR(pg_catalog.=) consent_status.user_id);
     RETURN QUERY
@@ -357,12 +357,12 @@ AS $$
 DECLARE
     missing memory.consent_scope[];
 BEGIN
-    PERFORM memory._consent_args(require_consent.org_id, require_consent.user_id, now());
+    PERFORM memory_internal._consent_args(require_consent.org_id, require_consent.user_id, now());
     IF scopes IS NULL OR array_position(scopes, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'require_consent needs scopes, and no NULL' USING ERRCODE = '22023';
     END IF;
     missing := ARRAY(SELECT DISTINCT s FROM unnest(scopes) s
-                      WHERE NOT s = ANY (coalesce(memory._consent_scopes(require_consent.org_id, require_consent.user_id), '{}'))
+                      WHERE NOT s = ANY (coalesce(memory_internal._consent_scopes(require_consent.org_id, require_consent.user_id), '{}'))
                       ORDER BY s);
     IF cardinality(missing) > 0 THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003',
@@ -380,7 +380,7 @@ DECLARE
     c      memory.consents;
     anchor record;
 BEGIN
-    PERFORM memory._consent_args(consent_receipt.org_id, consent_receipt.user_id, now());
+    PERFORM memory_internal._consent_args(consent_receipt.org_id, consent_receipt.user_id, now());
     SELECT * INTO c FROM memory.consents k
      WHERE k.org_id = consent_receipt.org_id AND k.user_id = consent_receipt.user_id
        AND (consent_receipt.version IS NULL OR k.version = consent_receipt.version)
@@ -412,14 +412,14 @@ COMMENT ON FUNCTION memory.consent_receipt(text, text, int) IS
 
 -- Consent-era rows that only memory_ext changes or removes (revocation, maintenance, account
 -- deletion, which open the consent gate): anything else is MX002.
-CREATE FUNCTION memory._consent_era_guard()
+CREATE FUNCTION memory_internal._consent_era_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF memory._consent_gate_open() THEN
+    IF memory_internal._consent_gate_open() THEN
         RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    RAISE EXCEPTION '% is append-only: % is not allowed', memory._table_of(TG_RELID)::regclass, TG_OP
+    RAISE EXCEPTION '% is append-only: % is not allowed', memory_internal._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX002', HINT = 'These rows leave with a consent revocation, maintenance or an account deletion.';
 END $$;
 
@@ -446,10 +446,10 @@ CREATE INDEX user_contexts_user ON memory.user_contexts (org_id, user_id, scope)
 CREATE INDEX user_contexts_task ON memory.user_contexts (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX user_contexts_expiry ON memory.user_contexts (expires_at) WHERE expires_at IS NOT NULL;
 COMMENT ON TABLE memory.user_contexts IS
-  'User contexts by scope (task, thread, profile). Written by plain INSERT; memory._user_context_rules enforces consent, sources and position fields in the writing transaction.';
+  'User contexts by scope (task, thread, profile). Written by plain INSERT; memory_internal._user_context_rules enforces consent, sources and position fields in the writing transaction.';
 
 -- The write rules (seed §3.2, §5.1, §10.2), in the writing transaction.
-CREATE FUNCTION memory._user_context_rules()
+CREATE FUNCTION memory_internal._user_context_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -462,13 +462,13 @@ DECLARE
     vals     text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
     IF TG_OP = 'UPDATE' THEN
         -- Contexts are written, not rewritten: a refresh appends a row. Only revocation changes
         -- consent_blocked, and end_task the expiry of task contexts.
-        IF memory._consent_gate_open() THEN
+        IF memory_internal._consent_gate_open() THEN
             RETURN NEW;
         END IF;
         IF (NEW.id, NEW.org_id, NEW.user_id, NEW.scope, NEW.task_id, NEW.thread_id, NEW.source, NEW.fields, NEW.consent_version, NEW.consent_blocked, NEW.created_at)
@@ -478,7 +478,7 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    PERFORM memory._require_org(NEW.org_id);
+    PERFORM memory_internal._require_org(NEW.org_id);
     FOR k IN SELECT jsonb_object_keys(NEW.fields) LOOP
         IF NOT k = ANY (known) THEN
             RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
@@ -493,7 +493,7 @@ BEGIN
         -- the value and on the text of its base64 and hex tokens; the refusal names the detector
         -- and the field, never the value.
         IF k <> 'position_consent' THEN
-            found := memory._detect_fields(ARRAY[NEW.fields->>k]);
+            found := memory_internal._detect_fields(ARRAY[NEW.fields->>k]);
             IF cardinality(found) > 0 THEN
                 RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
                     USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
@@ -505,7 +505,7 @@ BEGIN
     -- them, is found too. No one field holds it, so none is named.
     vals := ARRAY(SELECT f.value FROM jsonb_each_text(NEW.fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
     IF cardinality(vals) > 1 THEN
-        found := memory._detect_fields(vals);
+        found := memory_internal._detect_fields(vals);
         IF cardinality(found) > 0 THEN
             RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
                 USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
@@ -517,7 +517,7 @@ BEGIN
     IF NEW.created_at > now() + interval '5 minutes' THEN
         RAISE EXCEPTION 'created_at may not be in the future' USING ERRCODE = '22023';
     END IF;
-    have := coalesce(memory._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
+    have := coalesce(memory_internal._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
     IF NEW.scope = 'thread' AND NOT 'save_to_thread' = ANY (have) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
     END IF;
@@ -543,18 +543,18 @@ BEGIN
     IF NEW.created_at IS NULL OR NOT isfinite(NEW.created_at) THEN
         RAISE EXCEPTION 'created_at must be a finite time' USING ERRCODE = '22023';
     END IF;
-    PERFORM memory._audit('memory.context.write', jsonb_build_object(
-        'userId', memory._pseudonym(NEW.user_id), 'scope', NEW.scope, 'source', NEW.source, 'contextId', NEW.id,
+    PERFORM memory_internal._audit('memory.context.write', jsonb_build_object(
+        'userId', memory_internal._pseudonym(NEW.user_id), 'scope', NEW.scope, 'source', NEW.source, 'contextId', NEW.id,
         'fields', to_jsonb(ARRAY(SELECT jsonb_object_keys(NEW.fields) ORDER BY 1))), NEW.org_id);
     RETURN NEW;
 END $$;
 CREATE TRIGGER memory_context_rules BEFORE INSERT OR UPDATE ON memory.user_contexts
-    FOR EACH ROW EXECUTE FUNCTION memory._user_context_rules();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._user_context_rules();
 -- Contexts leave only through memory_ext (revocation, task expiry, account deletion).
 CREATE TRIGGER memory_append_only BEFORE DELETE ON memory.user_contexts
-    FOR EACH ROW EXECUTE FUNCTION memory._consent_era_guard();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._consent_era_guard();
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.user_contexts
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consent_era_guard();
 
 -- Threads (seed §3.2; slice S6 reads them).
 CREATE TABLE memory.threads (
@@ -571,20 +571,20 @@ CREATE TABLE memory.threads (
 COMMENT ON TABLE memory.threads IS
   'A user''s research threads (title, cognition object, active or closed). A new thread needs save_to_thread; its revocation blocks the user''s threads from slice S6.';
 
-CREATE FUNCTION memory._thread_rules()
+CREATE FUNCTION memory_internal._thread_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
-    PERFORM memory._require_org(NEW.org_id);
-    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'save_to_thread');
+    PERFORM memory_internal._require_org(NEW.org_id);
+    PERFORM memory_internal._require_scope(NEW.org_id, NEW.user_id, 'save_to_thread');
     NEW.consent_blocked := false;
     RETURN NEW;
 END $$;
 CREATE TRIGGER memory_consent BEFORE INSERT ON memory.threads
-    FOR EACH ROW EXECUTE FUNCTION memory._thread_rules();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._thread_rules();
 
 -- Training candidates (seed §3.4): need training_use_allowed; a revocation marks them revoked.
 CREATE TABLE memory.training_candidates (
@@ -601,21 +601,21 @@ CREATE INDEX training_candidates_user ON memory.training_candidates (org_id, use
 COMMENT ON TABLE memory.training_candidates IS
   'Objects a user allowed for future training (training_use_allowed); never fed to training in V1. A revocation sets withdrawal_status = revoked.';
 
-CREATE FUNCTION memory._training_candidate_rules()
+CREATE FUNCTION memory_internal._training_candidate_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
-    PERFORM memory._require_org(NEW.org_id);
-    PERFORM memory._require_scope(NEW.org_id, NEW.user_id, 'training_use_allowed');
+    PERFORM memory_internal._require_org(NEW.org_id);
+    PERFORM memory_internal._require_scope(NEW.org_id, NEW.user_id, 'training_use_allowed');
     NEW.withdrawal_status := NULL;
     NEW.withdrawn_at := NULL;
     RETURN NEW;
 END $$;
 CREATE TRIGGER memory_consent BEFORE INSERT ON memory.training_candidates
-    FOR EACH ROW EXECUTE FUNCTION memory._training_candidate_rules();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._training_candidate_rules();
 
 -- The persona drift log (seed §3.3): append-only; revocation stamps purge_after (48 h), and
 -- maintenance purges what is due.
@@ -640,42 +640,42 @@ COMMENT ON TABLE memory.persona_drift_log IS
   'Persona drift observations (seed §3.3 schema plus org_id, user_id, created_at, purge_after). Append-only (MX002); a revocation of save_to_profile stamps purge_after 48 h later and maintenance purges.';
 
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drift_log
-    FOR EACH ROW EXECUTE FUNCTION memory._consent_era_guard();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._consent_era_guard();
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.persona_drift_log
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._consent_era_guard();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consent_era_guard();
 
 -- Maintenance: task contexts past their expiry and drift rows past purge_after, org by org
--- (memory._consent_maintenance_in, which on Citus runs on the node of the org's shards, where
+-- (memory_internal._consent_maintenance_in, which on Citus runs on the node of the org's shards, where
 -- the consent gate it opens is seen by the shards' guards; not granted to PUBLIC).
-CREATE FUNCTION memory._consent_maintenance_in(org text, at timestamptz, who jsonb)
+CREATE FUNCTION memory_internal._consent_maintenance_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n_ctx   bigint;
     n_drift bigint;
 BEGIN
-    PERFORM memory._delegated(who);
-    PERFORM memory._consent_gate(true);
+    PERFORM memory_internal._delegated(who);
+    PERFORM memory_internal._consent_gate(true);
     DELETE FROM memory.user_contexts u
      WHERE u.org_id = _consent_maintenance_in.org AND u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at;
     GET DIAGNOSTICS n_ctx = ROW_COUNT;
     IF n_ctx > 0 THEN
-        PERFORM memory._audit('memory.context.delete', jsonb_build_object('scope', 'task', 'count', n_ctx, 'reason', 'task_expired'),
+        PERFORM memory_internal._audit('memory.context.delete', jsonb_build_object('scope', 'task', 'count', n_ctx, 'reason', 'task_expired'),
                               _consent_maintenance_in.org);
     END IF;
     DELETE FROM memory.persona_drift_log d
      WHERE d.org_id = _consent_maintenance_in.org AND d.purge_after IS NOT NULL AND d.purge_after <= at;
     GET DIAGNOSTICS n_drift = ROW_COUNT;
-    PERFORM memory._consent_gate(false);
-    PERFORM memory._delegated_done(who);
+    PERFORM memory_internal._consent_gate(false);
+    PERFORM memory_internal._delegated_done(who);
     RETURN jsonb_build_object('task_contexts_purged', n_ctx, 'drift_rows_purged', n_drift);
 END $$;
 
-CREATE FUNCTION memory._consent_maintenance(at timestamptz)
+CREATE FUNCTION memory_internal._consent_maintenance(at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    dist  constant boolean := memory._citus_distributed('memory.user_contexts');
+    dist  constant boolean := memory_internal._citus_distributed('memory.user_contexts');
     o     text;
     one   jsonb;
     total jsonb := jsonb_build_object('task_contexts_purged', 0, 'drift_rows_purged', 0);
@@ -685,12 +685,12 @@ BEGIN
              SELECT d.org_id FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at
              ORDER BY 1 LOOP
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._consent_maintenance_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r',
-                                      o, memory._utc_text(at), memory._who()) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory_internal._consent_maintenance_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r',
+                                      o, memory_internal._utc_text(at), memory_internal._who()) INTO one;
         ELSE
-            one := memory._consent_maintenance_in(o, at, NULL);
+            one := memory_internal._consent_maintenance_in(o, at, NULL);
         END IF;
-        total := memory._add_counts(total, one);
+        total := memory_internal._add_counts(total, one);
     END LOOP;
     RETURN total;
 END $$;
@@ -730,7 +730,7 @@ SELECT r.route, s.slice,
 
 -- Every (route, slice) has its row: inserting one sets it (so a dump restores an edited matrix
 -- over the seeded one), also in replica mode.
-CREATE FUNCTION memory._merge_route_slice()
+CREATE FUNCTION memory_internal._merge_route_slice()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -743,29 +743,29 @@ BEGIN
     RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
 END $$;
 CREATE TRIGGER memory_merge BEFORE INSERT ON memory.route_slices
-    FOR EACH ROW EXECUTE FUNCTION memory._merge_route_slice();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._merge_route_slice();
 ALTER TABLE memory.route_slices ENABLE ALWAYS TRIGGER memory_merge;
 
 -- Each change of the matrix is one event naming the route, the slice and both modes; a row
 -- written unchanged (a restore's merge) records nothing.
-CREATE FUNCTION memory._route_slices_changed()
+CREATE FUNCTION memory_internal._route_slices_changed()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- On Citus the change is made on every node's copy of the table: recorded once, by the
     -- coordinator's copy.
-    IF memory._citus_other_copy(TG_RELID, 'memory.route_slices'::pg_catalog.regclass) THEN
+    IF memory_internal._citus_other_copy(TG_RELID, 'memory.route_slices'::pg_catalog.regclass) THEN
         RETURN NULL;
     END IF;
-    IF memory._creating_extension() OR memory._restore_mode() THEN
+    IF memory_internal._creating_extension() OR memory_internal._restore_mode() THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'TRUNCATE' THEN
-        PERFORM memory._audit('memory.route_slices.change', jsonb_build_object('operation', 'truncate'), NULL);
+        PERFORM memory_internal._audit('memory.route_slices.change', jsonb_build_object('operation', 'truncate'), NULL);
     ELSIF TG_OP = 'UPDATE' AND (OLD.route, OLD.slice, OLD.mode) IS NOT DISTINCT FROM (NEW.route, NEW.slice, NEW.mode) THEN
         RETURN NULL;
     ELSE
-        PERFORM memory._audit('memory.route_slices.change', jsonb_build_object(
+        PERFORM memory_internal._audit('memory.route_slices.change', jsonb_build_object(
             'operation', lower(TG_OP),
             'route', CASE WHEN TG_OP = 'DELETE' THEN OLD.route ELSE NEW.route END,
             'slice', CASE WHEN TG_OP = 'DELETE' THEN OLD.slice ELSE NEW.slice END,
@@ -775,9 +775,9 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER memory_audit AFTER INSERT OR UPDATE OR DELETE ON memory.route_slices
-    FOR EACH ROW EXECUTE FUNCTION memory._route_slices_changed();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._route_slices_changed();
 CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON memory.route_slices
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._route_slices_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._route_slices_changed();
 
 CREATE FUNCTION memory.advisor_order(risk_prompt_preference text DEFAULT 'balanced')
 RETURNS text[] LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
@@ -829,7 +829,7 @@ DECLARE
                                  "S8_constraints": "constraints"}';
     defaults constant jsonb := '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced"}';
 BEGIN
-    -- memory._consent_args and memory._consent_scopes written out: this is the read path of every
+    -- memory_internal._consent_args and memory_internal._consent_scopes written out: this is the read path of every
     -- request, and each call of a function with a SET clause costs more than its query.
     IF p_org IS NULL OR p_org !~ '[^[:space:]]' OR p_user IS NULL OR p_user !~ '[^[:space:]]' THEN
         RAISE EXCEPTION 'consent needs an org_id and a user_id' USING ERRCODE = '22023';
@@ -840,7 +840,7 @@ BEGIN
     IF at > now() + interval '5 minutes' THEN
         RAISE EXCEPTION 'at may not be in the future, got %', at USING ERRCODE = '22023';
     END IF;
-    PERFORM memory._require_org(p_org);
+    PERFORM memory_internal._require_org(p_org);
     IF NOT EXISTS (SELECT 1 FROM memory.route_slices r WHERE r.route = load_slices.route) THEN
         RAISE EXCEPTION 'unknown route "%"', route USING ERRCODE = '22023',
             HINT = 'Routes: ' || (SELECT string_agg(DISTINCT r.route, ', ') FROM memory.route_slices r);
@@ -900,9 +900,9 @@ BEGIN
             slices := slices || jsonb_build_object(sl, v);
             loaded := loaded || sl;
             -- One line per slice; what a user wrote cannot close the block or start a line of
-            -- its own (memory._render_context_value: <, > and & escaped, their look-alikes such
+            -- its own (memory_internal._render_context_value: <, > and & escaped, their look-alikes such
             -- as U+FF1C folded to &lt; and &gt;, every line separator and control character a space).
-            lines := lines || (sl || ': ' || memory._render_context_value(
+            lines := lines || (sl || ': ' || memory_internal._render_context_value(
                          CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END));
         ELSIF (sl IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S9_persona_drift_recent') AND NOT profile)
               OR (sl = 'S4_user_focus_reason' AND NOT (profile OR threads))
@@ -962,7 +962,7 @@ INSERT INTO memory.drift_lexicon (word, polarity) VALUES
 COMMENT ON TABLE memory.drift_lexicon IS 'Feedback keywords and their polarity for feedback_conflict (the seed''s O-2 starter words); editable by the extension owner.';
 
 -- Seeded platform tables: inserting a row that exists sets it (a dump restores edits over the seeds).
-CREATE FUNCTION memory._merge_drift_setting()
+CREATE FUNCTION memory_internal._merge_drift_setting()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -978,8 +978,8 @@ BEGIN
     END IF;
     RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
 END $$;
-CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_thresholds FOR EACH ROW EXECUTE FUNCTION memory._merge_drift_setting();
-CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_lexicon FOR EACH ROW EXECUTE FUNCTION memory._merge_drift_setting();
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_thresholds FOR EACH ROW EXECUTE FUNCTION memory_internal._merge_drift_setting();
+CREATE TRIGGER memory_merge BEFORE INSERT ON memory.drift_lexicon FOR EACH ROW EXECUTE FUNCTION memory_internal._merge_drift_setting();
 ALTER TABLE memory.drift_thresholds ENABLE ALWAYS TRIGGER memory_merge;
 ALTER TABLE memory.drift_lexicon ENABLE ALWAYS TRIGGER memory_merge;
 CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.drift_thresholds
@@ -991,7 +991,7 @@ CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.d
 CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.drift_lexicon
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
-CREATE FUNCTION memory._drift_threshold(p_name text)
+CREATE FUNCTION memory_internal._drift_threshold(p_name text)
 RETURNS numeric LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT t.value FROM memory.drift_thresholds t WHERE t.name OPERATOR(pg_catalog.=) p_name $$;
 
@@ -1005,7 +1005,7 @@ CREATE TABLE memory.user_feedback (
     rating             text CHECK (rating IN ('thumbs_up', 'not_helpful', 'agree', 'disagree')),
     comment            text,
     created_at         timestamptz NOT NULL DEFAULT now() CHECK (isfinite(created_at)),
-    -- The comment's lexicon polarity when it was written (memory._feedback_polarity), so the
+    -- The comment's lexicon polarity when it was written (memory_internal._feedback_polarity), so the
     -- conflict detector reads the latest opposing comments by an index instead of re-reading each one.
     comment_polarity   smallint CONSTRAINT user_feedback_polarity_check CHECK (comment_polarity IS NULL OR (comment_polarity IN (-1, 1) AND comment IS NOT NULL))
 );
@@ -1039,31 +1039,31 @@ CREATE INDEX watch_question_updates_question ON memory.watch_question_updates (o
 COMMENT ON TABLE memory.watch_question_updates IS
   'Watch question lifecycle (resolved, reopened); an insert runs the watch_question_resolved_then_reopened detector.';
 
--- The detectors (src/drift.rs, rules in memory_core::drift): memory._feedback_polarity() fixes a
--- comment's lexicon polarity when it is written (a restore keeps it); memory._detect_drift() runs
+-- The detectors (src/drift.rs, rules in memory_core::drift): memory_internal._feedback_polarity() fixes a
+-- comment's lexicon polarity when it is written (a restore keeps it); memory_internal._detect_drift() runs
 -- the four detectors after each insert, for users with save_to_profile in force. Both are C
 -- triggers that read and write as the extension owner; the writer's org was checked by row-level
 -- security. They cache the lexicon and thresholds: a change to either table tells every backend.
 -- No WHEN clause: a trigger's WHEN is read and prepared again by every statement, which costs a
 -- single-row insert more than the functions' own early return for a row without comment or rating.
 CREATE TRIGGER memory_feedback_polarity BEFORE INSERT ON memory.user_feedback
-    FOR EACH ROW EXECUTE FUNCTION memory._feedback_polarity();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._feedback_polarity();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
-    FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
-CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
-CREATE TRIGGER memory_drift AFTER INSERT ON memory.watch_question_updates FOR EACH ROW EXECUTE FUNCTION memory._detect_drift();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift();
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift();
+CREATE TRIGGER memory_drift AFTER INSERT ON memory.watch_question_updates FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift();
 
 -- Users to look at (seed §9.4): many drift rows in a short window, or many feedback conflicts.
 CREATE VIEW memory.drift_alerts AS
 SELECT d.org_id, d.user_id,
-       count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory._drift_threshold('alert_window_hours')::int)) AS drift_in_window,
+       count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory_internal._drift_threshold('alert_window_hours')::int)) AS drift_in_window,
        count(*) FILTER (WHERE d.signal_kind = 'feedback_conflict') AS feedback_conflicts,
        max(d.created_at) AS last_drift_at
   FROM memory.persona_drift_log d
  GROUP BY d.org_id, d.user_id
-HAVING count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory._drift_threshold('alert_window_hours')::int))
-           >= memory._drift_threshold('alert_min_rows')
-    OR count(*) FILTER (WHERE d.signal_kind = 'feedback_conflict') >= memory._drift_threshold('alert_feedback_conflicts');
+HAVING count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory_internal._drift_threshold('alert_window_hours')::int))
+           >= memory_internal._drift_threshold('alert_min_rows')
+    OR count(*) FILTER (WHERE d.signal_kind = 'feedback_conflict') >= memory_internal._drift_threshold('alert_feedback_conflicts');
 ALTER VIEW memory.drift_alerts SET (security_invoker = true);
 COMMENT ON VIEW memory.drift_alerts IS
   'Users with at least alert_min_rows drift rows in alert_window_hours, or at least alert_feedback_conflicts feedback_conflict rows (memory.drift_thresholds).';
@@ -1088,7 +1088,7 @@ SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 
 -- The consent-era tables an account deletion clears (memory.erase_subject), in the order it
 -- clears them.
-CREATE FUNCTION memory._consent_era_tables()
+CREATE FUNCTION memory_internal._consent_era_tables()
 RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT ARRAY['consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
                    'user_feedback', 'thread_refreshes', 'watch_question_updates'] $$;
@@ -1097,7 +1097,7 @@ AS $$ SELECT ARRAY['consents', 'user_contexts', 'threads', 'training_candidates'
 -- deletion stub when its consent history goes, unless the org holds the user (a legal hold on
 -- the user). On Citus it runs on the node of the org's shards (see _revoke_consent_in). Not
 -- granted to PUBLIC.
-CREATE FUNCTION memory._erase_consent_in(org text, subject text, who jsonb)
+CREATE FUNCTION memory_internal._erase_consent_in(org text, subject text, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1105,50 +1105,50 @@ DECLARE
     n      bigint;
     t      text;
 BEGIN
-    IF memory._held(org, subject, NULL) THEN
+    IF memory_internal._held(org, subject, NULL) THEN
         RETURN counts;
     END IF;
-    PERFORM memory._delegated(who);
-    PERFORM memory._consent_gate(true);
+    PERFORM memory_internal._delegated(who);
+    PERFORM memory_internal._consent_gate(true);
     INSERT INTO memory.deletion_stubs (org_id, user_id, consent_version_at_deletion)
     SELECT org, subject, max(c.version) FROM memory.consents c
      WHERE c.org_id = _erase_consent_in.org AND c.user_id = subject
     HAVING count(*) > 0;
     GET DIAGNOSTICS n = ROW_COUNT;
     counts := counts || jsonb_build_object('deletion_stubs', n);
-    FOREACH t IN ARRAY memory._consent_era_tables() LOOP
+    FOREACH t IN ARRAY memory_internal._consent_era_tables() LOOP
         EXECUTE format('DELETE FROM memory.%I x WHERE x.org_id OPERATOR(pg_catalog.=) $1 AND x.user_id OPERATOR(pg_catalog.=) $2', t)
           USING org, subject;
         GET DIAGNOSTICS n = ROW_COUNT;
         counts := counts || jsonb_build_object(t, n);
     END LOOP;
-    PERFORM memory._consent_gate(false);
-    PERFORM memory._delegated_done(who);
+    PERFORM memory_internal._consent_gate(false);
+    PERFORM memory_internal._delegated_done(who);
     RETURN counts;
 END $$;
 
 -- The consent-era part of memory.erase_subject: org by org, in the orgs it may erase (scope
 -- NULL: every org) that hold rows of the subject. Returns the counts.
-CREATE FUNCTION memory._erase_consent_rows(p_subject text, p_scope text)
+CREATE FUNCTION memory_internal._erase_consent_rows(p_subject text, p_scope text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    dist   constant boolean := memory._citus_distributed('memory.consents');
+    dist   constant boolean := memory_internal._citus_distributed('memory.consents');
     counts jsonb := jsonb_build_object('deletion_stubs', 0)
-                    || (SELECT jsonb_object_agg(t, 0) FROM unnest(memory._consent_era_tables()) t);
+                    || (SELECT jsonb_object_agg(t, 0) FROM unnest(memory_internal._consent_era_tables()) t);
     one    jsonb;
     o      text;
 BEGIN
     FOR o IN EXECUTE (SELECT string_agg(format('SELECT x.org_id FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1'
                                                ' AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2)', t), ' UNION ')
-                        FROM unnest(memory._consent_era_tables()) t) || ' ORDER BY 1'
+                        FROM unnest(memory_internal._consent_era_tables()) t) || ' ORDER BY 1'
                USING p_subject, p_scope LOOP
         IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory._who()) INTO one;
+            EXECUTE pg_catalog.format('SELECT r FROM memory_internal._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory_internal._who()) INTO one;
         ELSE
-            one := memory._erase_consent_in(o, p_subject, NULL);
+            one := memory_internal._erase_consent_in(o, p_subject, NULL);
         END IF;
-        counts := memory._add_counts(counts, one);
+        counts := memory_internal._add_counts(counts, one);
     END LOOP;
     RETURN counts;
 END $$;
@@ -1156,7 +1156,7 @@ END $$;
 -- The consent-era sections of memory.export_subject (SPEC §6): every consent version, the
 -- contexts (profile, thread, and task contexts of the last 7 days), the drift log, and the
 -- training candidates' metadata.
-CREATE FUNCTION memory._export_consent_rows(p_subject text, p_scope text)
+CREATE FUNCTION memory_internal._export_consent_rows(p_subject text, p_scope text)
 RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -1183,24 +1183,24 @@ END $$;
 -- Whether (org, user) has `scope` in force; only for orgs the caller may act for (42501), and
 -- share-locking the latest version as every consent-gated write does. Any role may call it:
 -- it answers nothing about an org the caller is not bound to.
-CREATE FUNCTION memory._has_consent(p_org text, p_user text, p_scope text)
+CREATE FUNCTION memory_internal._has_consent(p_org text, p_user text, p_scope text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- A restore brings rows back as dumped (memory.restore_mode, superuser-only).
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN true;
     END IF;
-    IF memory._blank(p_org) OR memory._blank(p_user) THEN
+    IF memory_internal._blank(p_org) OR memory_internal._blank(p_user) THEN
         RETURN false;
     END IF;
-    PERFORM memory._require_org(p_org);
-    RETURN p_scope = ANY (ARRAY(SELECT s::text FROM unnest(coalesce(memory._consent_scopes_locked(p_org, p_user), '{}')) s));
+    PERFORM memory_internal._require_org(p_org);
+    RETURN p_scope = ANY (ARRAY(SELECT s::text FROM unnest(coalesce(memory_internal._consent_scopes_locked(p_org, p_user), '{}')) s));
 END $$;
 
 -- The trigger of a governed table (SECURITY INVOKER: it reads the writer's own row with the
 -- writer's rights): TG_ARGV = user column, org column, scope.
-CREATE FUNCTION memory._consent_row_gate()
+CREATE FUNCTION memory_internal._consent_row_gate()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1214,14 +1214,14 @@ BEGIN
     IF u IS NULL THEN
         RETURN NEW;  -- a row of no user needs no user's consent
     END IF;
-    IF o IS NULL OR NOT memory._has_consent(o, u, TG_ARGV[2]) THEN
+    IF o IS NULL OR NOT memory_internal._has_consent(o, u, TG_ARGV[2]) THEN
         RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || TG_ARGV[2],
-            HINT = format('%s rows of a user need the user''s %s consent (memory.grant_consent).', memory._table_of(TG_RELID)::regclass, TG_ARGV[2]);
+            HINT = format('%s rows of a user need the user''s %s consent (memory.grant_consent).', memory_internal._table_of(TG_RELID)::regclass, TG_ARGV[2]);
     END IF;
     RETURN NEW;
 END $$;
 
-CREATE FUNCTION memory._govern_consent(tbl regclass, opts jsonb, eff jsonb)
+CREATE FUNCTION memory_internal._govern_consent(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1232,7 +1232,7 @@ DECLARE
     mode    text;
 BEGIN
     IF c IS NULL OR c = 'false'::jsonb OR c = 'null'::jsonb THEN
-        PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
         RETURN eff;
     END IF;
     IF jsonb_typeof(c) <> 'object' OR EXISTS (SELECT 1 FROM jsonb_object_keys(c) k WHERE k NOT IN ('user', 'scope', 'on_revoke')) THEN
@@ -1241,7 +1241,7 @@ BEGIN
     c_user := c->>'user';
     scope := c->>'scope';
     mode := coalesce(c->>'on_revoke', 'delete');
-    c_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory._has_column(tbl, 'org_id') THEN 'org_id' END);
+    c_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
     IF c_user IS NULL OR NOT scope = ANY (ARRAY(SELECT s::text FROM unnest(enum_range(NULL::memory.consent_scope)) s))
        OR mode NOT IN ('delete', 'block') THEN
         RAISE EXCEPTION 'option "consent" needs "user" (a column), "scope" (one of %) and "on_revoke" delete or block',
@@ -1250,11 +1250,11 @@ BEGIN
     IF c_org IS NULL THEN
         RAISE EXCEPTION 'option "consent" needs the table''s org column ("org")' USING ERRCODE = '22023';
     END IF;
-    PERFORM memory._column_type(tbl, c_user, 'user');
-    PERFORM memory._column_type(tbl, c_org, 'org');
-    PERFORM memory._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
-    PERFORM memory._exec_as_caller(format('CREATE TRIGGER memory_consent BEFORE INSERT ON %s FOR EACH ROW '
-                                          'EXECUTE FUNCTION memory._consent_row_gate(%L, %L, %L)', tbl, c_user, c_org, scope));
+    PERFORM memory_internal._column_type(tbl, c_user, 'user');
+    PERFORM memory_internal._column_type(tbl, c_org, 'org');
+    PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+    PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_consent BEFORE INSERT ON %s FOR EACH ROW '
+                                          'EXECUTE FUNCTION memory_internal._consent_row_gate(%L, %L, %L)', tbl, c_user, c_org, scope));
     RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));
 END $$;
 
@@ -1264,28 +1264,28 @@ END $$;
 -- "org", "there"}]. Only tables whose owner may act for the org: statements on an application
 -- table act for its owner's orgs. Read on the node the revocation is called on (the registry is
 -- each node's own). Not granted to PUBLIC.
-CREATE FUNCTION memory._revoke_targets(gone memory.consent_scope[], org text)
+CREATE FUNCTION memory_internal._revoke_targets(gone memory.consent_scope[], org text)
 RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    dist constant boolean := memory._citus_distributed('memory.user_contexts');
+    dist constant boolean := memory_internal._citus_distributed('memory.user_contexts');
 BEGIN
     RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('table', g.relid::regclass::text, 'user', g.options->'consent'->>'user',
                                                          'org', g.options->'consent'->>'org',
-                                                         'there', NOT dist OR memory._colocated_with_stores(g.relid))
+                                                         'there', NOT dist OR memory_internal._colocated_with_stores(g.relid))
                                       ORDER BY g.relid::regclass::text), '[]')
               FROM memory.governance_registry g
               JOIN pg_catalog.pg_class c ON c.oid = g.relid
              WHERE NOT g.builtin AND g.options->'consent'->>'on_revoke' = 'delete'
                AND g.options->'consent'->>'scope' = ANY (ARRAY(SELECT s::text FROM unnest(gone) s))
-               AND memory._may_act_for_role(c.relowner, _revoke_targets.org));
+               AND memory_internal._may_act_for_role(c.relowner, _revoke_targets.org));
 END $$;
 
--- Deletes the rows of (org, user) of each governed table in `targets` (memory._revoke_targets),
+-- Deletes the rows of (org, user) of each governed table in `targets` (memory_internal._revoke_targets),
 -- as the table's owner and through legal holds (a revocation deletes what its option says, as
 -- before holds), each table in a subtransaction of its own: {"deleted": {table: rows},
 -- "failed": {table: message}}. The statement names the org. Not granted to PUBLIC.
-CREATE FUNCTION memory._clear_governed(org text, user_id text, targets jsonb)
+CREATE FUNCTION memory_internal._clear_governed(org text, user_id text, targets jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1297,12 +1297,12 @@ BEGIN
     FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
                FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
         BEGIN
-            PERFORM memory._hold_gate(true);
-            r := memory._exec_as_table_owner(g.tbl::regclass,
+            PERFORM memory_internal._hold_gate(true);
+            r := memory_internal._exec_as_table_owner(g.tbl::regclass,
                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
                             g.tbl::regclass, g.ucol, g.ocol),
                      ARRAY[_clear_governed.user_id, _clear_governed.org]);
-            PERFORM memory._hold_gate(false);
+            PERFORM memory_internal._hold_gate(false);
             deleted := deleted || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
         EXCEPTION WHEN OTHERS THEN
             failed := failed || jsonb_build_object(g.tbl, SQLERRM);

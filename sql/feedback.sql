@@ -33,14 +33,14 @@ CREATE INDEX observations_fts ON memory.observations USING gin (to_tsvector('eng
 
 CREATE FUNCTION memory.ema(previous float8, outcome memory.outcome, alpha_success float8 DEFAULT 0.1, alpha_failure float8 DEFAULT 0.15)
 RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._ema(previous, outcome::pg_catalog.text, alpha_success, alpha_failure) $$;
+AS $$ SELECT memory_internal._ema(previous, outcome::pg_catalog.text, alpha_success, alpha_failure) $$;
 COMMENT ON FUNCTION memory.ema(float8, memory.outcome, float8, float8) IS
   'previous × (1 − α) + signal × α; signal 1 for accepted (α = alpha_success), 0 otherwise (α = alpha_failure). α outside (0, 1] or a non-finite weight: 22023.';
 
 CREATE FUNCTION memory.record_outcome(session_id text, outcome memory.outcome, observation_ids uuid[])
 RETURNS TABLE (observation_id uuid, previous_weight float8, new_weight float8, alpha float8, applied boolean, reason text)
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM memory._record_outcome(session_id, outcome::pg_catalog.text, observation_ids) $$;
+AS $$ SELECT * FROM memory_internal._record_outcome(session_id, outcome::pg_catalog.text, observation_ids) $$;
 COMMENT ON FUNCTION memory.record_outcome(text, memory.outcome, uuid[]) IS
   'Apply one session outcome to observations by EMA, once per (session, observation); one memory.feedback event per tenant. reason: applied, already_recorded, duplicate_in_call, not_found, soft_deleted, non_finite_weight.';
 
@@ -61,7 +61,7 @@ BEGIN
      WHERE (misleading_observations.org_id IS NULL OR o.org_id OPERATOR(pg_catalog.=) misleading_observations.org_id)
        AND o.soft_deleted_at IS NULL
      GROUP BY o.org_id, h.observation_id, o.weight
-    HAVING memory._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
+    HAVING memory_internal._is_misleading(count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
                                  count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted'))
      ORDER BY 2 DESC, 1;
 END $$;
@@ -84,7 +84,7 @@ BEGIN
         RAISE EXCEPTION 'k must be between 1 and 1000, got %', k USING ERRCODE = '22023';
     END IF;
     -- Definer (it appends memory.recall): the org is checked against the calling role here.
-    PERFORM memory._require_org(recall.org_id);
+    PERFORM memory_internal._require_org(recall.org_id);
     q := websearch_to_tsquery('english', coalesce(query, ''));
     -- A blank query (or one of stop words only) matches nothing: no rows, no event.
     IF numnode(q) = 0 THEN
@@ -106,7 +106,7 @@ BEGIN
         ids := ids || r.id;
         RETURN NEXT;
     END LOOP;
-    PERFORM memory._audit_append('memory.recall',
+    PERFORM memory_internal._audit_append('memory.recall',
         jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
                            'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))::text,
         recall.org_id, recall.project_id, NULL, NULL);

@@ -19,7 +19,7 @@ GRANT SELECT ON memory.governed_tables TO PUBLIC;
 -- PL/pgSQL functions say so where they are defined; this covers the Rust ones) -- except what
 -- resolves no name when it runs: immutable Rust functions (pure computations over their
 -- arguments), the Rust triggers (classify, audit, lifecycle, and the drift detectors on memory's
--- own feedback tables; the only SQL they send runs under trust::AsOwner, which pins the path itself), memory._classify/_classify_explain (likewise), and the inlinable
+-- own feedback tables; the only SQL they send runs under trust::AsOwner, which pins the path itself), memory_internal._classify/_classify_explain (likewise), and the inlinable
 -- one-line SQL wrappers over them (bodies fully schema-qualified, no operator).
 -- A SET clause would cost a GUC save/restore per row and stop the planner inlining the
 -- wrappers. tests/sql/07_security.sql holds this list.
@@ -55,26 +55,26 @@ GRANT EXECUTE ON FUNCTION
     memory.govern(regclass, jsonb), memory.ungovern(regclass),
     memory.detect(text, text[]), memory.detectors(),
     -- what those call with the caller's rights
-    memory._classify(text, text[], text, text), memory._classify_explain(text, text[], text, text),
-    memory._detect(text, text[]), memory._detectors(),
-    memory._risk_band(text), memory._derive_classification(text), memory._ema(float8, text, float8, float8),
-    memory._can_transition(text, text), memory._source_tier(text), memory._is_stale(timestamptz, int, timestamptz),
-    memory._caller(), memory._may_act_for(text), memory._acting_org(),
+    memory_internal._classify(text, text[], text, text), memory_internal._classify_explain(text, text[], text, text),
+    memory_internal._detect(text, text[]), memory_internal._detectors(),
+    memory_internal._risk_band(text), memory_internal._derive_classification(text), memory_internal._ema(float8, text, float8, float8),
+    memory_internal._can_transition(text, text), memory_internal._source_tier(text), memory_internal._is_stale(timestamptz, int, timestamptz),
+    memory_internal._caller(), memory_internal._may_act_for(text), memory_internal._acting_org(),
     -- rules of the core the caller's own statements use (pure functions)
-    memory._is_misleading(bigint, bigint), memory._stamps_t_invalid(text), memory._is_retirement(text, text),
-    memory._is_expired(timestamptz, int, timestamptz), memory._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
+    memory_internal._is_misleading(bigint, bigint), memory_internal._stamps_t_invalid(text), memory_internal._is_retirement(text, text),
+    memory_internal._is_expired(timestamptz, int, timestamptz), memory_internal._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
-    memory._check_rule_pattern(text), memory._knowledge_gate_open(), memory._is_knowledge_admin(), memory._table_of(oid),
+    memory_internal._check_rule_pattern(text), memory_internal._knowledge_gate_open(), memory_internal._is_knowledge_admin(), memory_internal._table_of(oid),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
-    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory._audit_truncate(),
-    memory._consent_row_gate(), memory._hold_guard(), memory._hold_for(text, text, text), memory._hold_gate_open(),
-    memory._hold_truncate_guard(), memory._hold_on_rows(regclass), memory._restore_mode(),
+    memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory_internal._audit_truncate(),
+    memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(),
+    memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
     -- the CHECK of memory.observations.weight (runs as the writing role)
-    memory._check_weight(float8),
+    memory_internal._check_weight(float8),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
-    memory._audit_denied(text, text, text),
+    memory_internal._audit_denied(text, text, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)
-    memory._has_consent(text, text, text)
+    memory_internal._has_consent(text, text, text)
 TO PUBLIC;
 
 -- upgrade: reapply

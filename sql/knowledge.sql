@@ -6,19 +6,19 @@
 
 CREATE FUNCTION memory.can_transition("from" memory.lifecycle_state, "to" memory.lifecycle_state)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._can_transition($1::pg_catalog.text, $2::pg_catalog.text) $$;
+AS $$ SELECT memory_internal._can_transition($1::pg_catalog.text, $2::pg_catalog.text) $$;
 COMMENT ON FUNCTION memory.can_transition(memory.lifecycle_state, memory.lifecycle_state) IS
   'The seed''s transition table: pending -> active|retracted|archived; active -> superseded|retracted|archived; superseded|retracted -> archived; archived is terminal. A state to itself is not a transition (false); an UPDATE that keeps the state is a no-op.';
 
 CREATE FUNCTION memory.source_tier(source text)
 RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT memory._source_tier(source) $$;
+AS $$ SELECT memory_internal._source_tier(source) $$;
 COMMENT ON FUNCTION memory.source_tier(text) IS
   'Source authority tier: 1 NEJM, JAMA, Cochrane, NCCN; 2 PubMed, Elsevier, Wiley, LWW, ClinicalTrials.gov, ClinVar, DrugBank; 3 patient-note, open-web, clinical-narrative and anything unknown or NULL. Case and punctuation are ignored.';
 
 CREATE FUNCTION memory.is_stale(t_created timestamptz, freshness_days int, at timestamptz DEFAULT now())
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT memory._is_stale(t_created, freshness_days, at) $$;
+AS $$ SELECT memory_internal._is_stale(t_created, freshness_days, at) $$;
 COMMENT ON FUNCTION memory.is_stale(timestamptz, int, timestamptz) IS
   'Older than freshness_days whole days at `at` (days rounded down). freshness_days < 0 raises 22023.';
 
@@ -49,7 +49,7 @@ CREATE TABLE memory.claims (
     org_id                         text NOT NULL,
     entity_id                      uuid NOT NULL,
     -- evidence and hypotheses, and the findings of the correlator, replicator and librarian
-    -- agents (kept 180 days: memory._knowledge_retention).
+    -- agents (kept 180 days: memory_internal._knowledge_retention).
     kind                           text NOT NULL DEFAULT 'evidence'
                                    CONSTRAINT claims_kind_check CHECK (kind IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')),
     claim_text                     text NOT NULL,
@@ -131,7 +131,7 @@ COMMENT ON TABLE memory.recheck_tasks IS
 
 -- Who may change a claim's state: members of memory_admin (see memory.setup_roles), the owner of
 -- the table (the extension's functions run as it) and superusers.
-CREATE FUNCTION memory._is_knowledge_admin()
+CREATE FUNCTION memory_internal._is_knowledge_admin()
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_has_role(current_user, c.relowner, 'USAGE')
@@ -140,27 +140,27 @@ AS $$
 $$;
 
 -- No hard delete of entities or claims: delete is a transition. Decay alone removes hypotheses.
-CREATE FUNCTION memory._no_hard_delete()
+CREATE FUNCTION memory_internal._no_hard_delete()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- (memory._table_of: on Citus the trigger fires on a shard of the table.)
-    IF TG_OP = 'DELETE' AND memory._table_of(TG_RELID) OPERATOR(pg_catalog.=) 'memory.claims'::regclass::oid
-       AND memory._knowledge_gate_open() THEN
+    -- (memory_internal._table_of: on Citus the trigger fires on a shard of the table.)
+    IF TG_OP = 'DELETE' AND memory_internal._table_of(TG_RELID) OPERATOR(pg_catalog.=) 'memory.claims'::regclass::oid
+       AND memory_internal._knowledge_gate_open() THEN
         RETURN OLD;
     END IF;
-    RAISE EXCEPTION 'rows of % are never hard-deleted (% is not allowed)', memory._table_of(TG_RELID)::regclass, TG_OP
+    RAISE EXCEPTION 'rows of % are never hard-deleted (% is not allowed)', memory_internal._table_of(TG_RELID)::regclass, TG_OP
         USING ERRCODE = 'MX006',
               HINT = 'Delete is a state transition: UPDATE ... SET lifecycle_state = ''retracted'' or ''archived''.';
 END $$;
-CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory._no_hard_delete();
-CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._no_hard_delete();
-CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.entities FOR EACH STATEMENT EXECUTE FUNCTION memory._no_hard_delete();
-CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.claims FOR EACH STATEMENT EXECUTE FUNCTION memory._no_hard_delete();
+CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory_internal._no_hard_delete();
+CREATE TRIGGER knowledge_no_hard_delete BEFORE DELETE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory_internal._no_hard_delete();
+CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.entities FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._no_hard_delete();
+CREATE TRIGGER knowledge_no_truncate BEFORE TRUNCATE ON memory.claims FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._no_hard_delete();
 
 -- Entities: the name and identity are fixed once written; a state change stamps t_invalid when it
 -- takes the entity out of circulation.
-CREATE FUNCTION memory._entities_guard()
+CREATE FUNCTION memory_internal._entities_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -173,23 +173,23 @@ BEGIN
     -- a denied memory.govern.retire_attempt although the statement fails (seed §2).
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived')
        AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
-        PERFORM memory._audit_denied('memory.govern.retire_attempt',
+        PERFORM memory_internal._audit_denied('memory.govern.retire_attempt',
             jsonb_build_object('entityId', OLD.id, 'actionDetail', 'denied', 'fromState', OLD.lifecycle_state,
                                'toState', NEW.lifecycle_state, 'deniedRole', current_user::text)::text, OLD.org_id);
     END IF;
-    IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
+    IF NEW.lifecycle_state <> OLD.lifecycle_state AND memory_internal._stamps_t_invalid(NEW.lifecycle_state::text) THEN
         NEW.t_invalid := coalesce(NEW.t_invalid, now());
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory._entities_guard();
+CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.entities FOR EACH ROW EXECUTE FUNCTION memory_internal._entities_guard();
 
 -- Claims on insert: start pending, known pii_fields names, and supersession in the same statement.
 -- SECURITY DEFINER so that a writer's insert may flip the superseded claim, which writers cannot
 -- UPDATE themselves; it touches only that claim.
 -- On Citus it fires on the org's shard of the claims, and reads and updates the superseded claim
 -- there, naming its org (the one statement a trigger on a shard may send: to its own shard group).
-CREATE FUNCTION memory._claims_before_insert()
+CREATE FUNCTION memory_internal._claims_before_insert()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET citus.allow_nested_distributed_execution = on
 AS $$
@@ -204,24 +204,24 @@ BEGIN
     -- would otherwise supersede claims of any org. (The shard lookup only for another relation:
     -- this runs per row.)
     IF on_shard THEN
-        IF memory._table_of(TG_RELID) OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid THEN
-            RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
+        IF memory_internal._table_of(TG_RELID) OPERATOR(pg_catalog.<>) 'memory.claims'::regclass::oid THEN
+            RAISE EXCEPTION 'memory_internal._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
         END IF;
     END IF;
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_OP OPERATOR(pg_catalog.<>) 'INSERT' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' THEN
-        RAISE EXCEPTION 'memory._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
+        RAISE EXCEPTION 'memory_internal._claims_before_insert is the BEFORE INSERT trigger of memory.claims' USING ERRCODE = '39P01';
     END IF;
-    PERFORM memory._require_org(NEW.org_id);
+    PERFORM memory_internal._require_org(NEW.org_id);
     -- A restore (memory.restore_mode, superuser-only) loads claims as they were: any state, their
     -- supersession links and stamps.
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
     IF NEW.lifecycle_state IS DISTINCT FROM 'pending' THEN
         RAISE EXCEPTION 'invalid lifecycle transition from (new) to %: a claim starts pending', NEW.lifecycle_state
             USING ERRCODE = 'MX001', HINT = 'Insert it pending; a memory_admin promotes it with UPDATE ... SET lifecycle_state = ''active''.';
     END IF;
-    bad := memory._pii_unknown(NEW.pii_fields);
+    bad := memory_internal._pii_unknown(NEW.pii_fields);
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'unknown pii_fields name "%"', bad
             USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
@@ -257,22 +257,22 @@ BEGIN
     IF taken THEN
         RAISE EXCEPTION 'claim % already exists: superseding with it would close a cycle', NEW.id USING ERRCODE = 'MX005';
     END IF;
-    IF NOT memory._supersession_tier_allowed(NEW.source, old_claim.source) THEN
+    IF NOT memory_internal._supersession_tier_allowed(NEW.source, old_claim.source) THEN
         RAISE EXCEPTION 'a tier-3 source (%) may not supersede a tier-1 claim (%)', coalesce(NEW.source, 'unknown'), old_claim.source
             USING ERRCODE = 'MX005', HINT = 'Tier-1: NEJM, JAMA, Cochrane, NCCN. Supersede it with a tier-1 or tier-2 source, or ask a memory_admin to retract it.';
     END IF;
-    PERFORM memory._set_superseding(NEW.id);
+    PERFORM memory_internal._set_superseding(NEW.id);
     UPDATE memory.claims c
        SET lifecycle_state = 'superseded', t_invalid = now(), superseded_by = c.superseded_by || NEW.id
      WHERE c.org_id = old_claim.org_id AND c.id = old_claim.id;
-    PERFORM memory._set_superseding(NULL);
+    PERFORM memory_internal._set_superseding(NULL);
     RETURN NEW;
 END $$;
-CREATE TRIGGER knowledge_10_insert BEFORE INSERT ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._claims_before_insert();
+CREATE TRIGGER knowledge_10_insert BEFORE INSERT ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory_internal._claims_before_insert();
 
 -- Claims on update: identity and content are fixed (decay alone redacts), state changes need
 -- memory_admin (42501) and stamp t_invalid; the state machine itself is memory.lifecycle_trigger.
-CREATE FUNCTION memory._claims_guard()
+CREATE FUNCTION memory_internal._claims_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -284,79 +284,79 @@ BEGIN
     IF (NEW.claim_text <> OLD.claim_text OR NEW.supports <> OLD.supports OR NEW.pii_fields <> OLD.pii_fields
         OR NEW.subject_id IS DISTINCT FROM OLD.subject_id OR NEW.details <> OLD.details OR NEW.source IS DISTINCT FROM OLD.source
         OR NEW.anonymized_at IS DISTINCT FROM OLD.anonymized_at)
-       AND NOT memory._knowledge_gate_open() THEN
+       AND NOT memory_internal._knowledge_gate_open() THEN
         RAISE EXCEPTION 'the content of claim % is immutable', OLD.id
             USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes; memory.run_decay alone redacts PII.';
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
-        IF NOT memory._is_knowledge_admin() THEN
+        IF NOT memory_internal._is_knowledge_admin() THEN
             -- The attempt is audited although this statement fails (seed §2).
-            PERFORM memory._audit_denied('memory.govern.unauthorized_access_attempt',
+            PERFORM memory_internal._audit_denied('memory.govern.unauthorized_access_attempt',
                 jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
                                    'deniedRole', current_user::text, 'action', 'claim.state_transition')::text, OLD.org_id);
             RAISE EXCEPTION 'changing the state of claim % (% to %) needs memory_admin', OLD.id, OLD.lifecycle_state, NEW.lifecycle_state
                 USING ERRCODE = '42501', HINT = 'Writers supersede by inserting a claim with supersedes; state changes are for memory_admin.';
         END IF;
-        IF memory._stamps_t_invalid(NEW.lifecycle_state::text) THEN
+        IF memory_internal._stamps_t_invalid(NEW.lifecycle_state::text) THEN
             NEW.t_invalid := coalesce(NEW.t_invalid, now());
         END IF;
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory._claims_guard();
+CREATE TRIGGER knowledge_10_guard BEFORE UPDATE ON memory.claims FOR EACH ROW EXECUTE FUNCTION memory_internal._claims_guard();
 
 -- ------------------------------------------------------------------------------------------------
 -- Audit events: one call per statement, payloads without names or claim text.
 
-CREATE FUNCTION memory._subject_pseudonym(subject text)
+CREATE FUNCTION memory_internal._subject_pseudonym(subject text)
 RETURNS text LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT CASE WHEN subject IS NULL THEN NULL ELSE memory._pseudonym(subject) END $$;
-REVOKE ALL ON FUNCTION memory._subject_pseudonym(text) FROM PUBLIC;
+AS $$ SELECT CASE WHEN subject IS NULL THEN NULL ELSE memory_internal._pseudonym(subject) END $$;
+REVOKE ALL ON FUNCTION memory_internal._subject_pseudonym(text) FROM PUBLIC;
 
-CREATE FUNCTION memory._knowledge_audit()
+CREATE FUNCTION memory_internal._knowledge_audit()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     events jsonb;
     -- Backend memory set by _claims_before_insert, not a setting a session could set itself.
-    superseding text := coalesce(memory._superseding(), '');
+    superseding text := coalesce(memory_internal._superseding(), '');
     -- The table (on Citus the trigger fires on a shard, `claims_102050`) and its own name.
-    rel oid := memory._table_of(TG_RELID);
+    rel oid := memory_internal._table_of(TG_RELID);
     tbl name := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel);
 BEGIN
     IF rel OPERATOR(pg_catalog.<>) ALL (ARRAY['memory.entities'::regclass, 'memory.claims'::regclass, 'memory.relationships'::regclass]::oid[])
        OR TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' THEN
-        RAISE EXCEPTION 'memory._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
+        RAISE EXCEPTION 'memory_internal._knowledge_audit is the audit trigger of the knowledge tables' USING ERRCODE = '39P01';
     END IF;
     -- Rows loaded by a restore are not new writes: the log comes back with them.
-    IF TG_OP = 'INSERT' AND memory._restore_mode() THEN
+    IF TG_OP = 'INSERT' AND memory_internal._restore_mode() THEN
         RETURN NULL;
     END IF;
     IF tbl = 'entities' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.entity.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('entityId', n.id, 'entityType', n.entity_type, 'origin', n.origin,
                                                'lifecycleState', n.lifecycle_state, 'ontologyCodes', jsonb_array_length(n.ontology_codes),
-                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+                                               'subjectId', memory_internal._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
     ELSIF tbl = 'entities' THEN
         SELECT jsonb_agg(e ORDER BY ord) INTO events FROM (
             SELECT 1 AS ord, n.t_invalid, jsonb_build_object('event_type', 'memory.entity.state_transition', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
-                                                   'subjectId', memory._subject_pseudonym(n.subject_id))) AS e
+                                                   'subjectId', memory_internal._subject_pseudonym(n.subject_id))) AS e
               FROM memory_old o JOIN memory_new n USING (org_id, id) WHERE o.lifecycle_state <> n.lifecycle_state
             UNION ALL
             SELECT 2, n.t_invalid, jsonb_build_object('event_type', 'memory.govern.retire_attempt', 'org_id', n.org_id,
                      'payload', jsonb_build_object('entityId', n.id, 'actionDetail', 'approved', 'toState', n.lifecycle_state))
               FROM memory_old o JOIN memory_new n USING (org_id, id)
-             WHERE memory._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
+             WHERE memory_internal._is_retirement(o.lifecycle_state::text, n.lifecycle_state::text)) x;
     ELSIF tbl = 'claims' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.claim.create', 'org_id', n.org_id,
                  'payload', jsonb_build_object('claimId', n.id, 'entityId', n.entity_id, 'kind', n.kind,
                                                'lifecycleState', n.lifecycle_state, 'confidenceScore', n.confidence_score,
-                                               'sourceTier', memory._source_tier(n.source), 'supportsCount', cardinality(n.supports),
+                                               'sourceTier', memory_internal._source_tier(n.source), 'supportsCount', cardinality(n.supports),
                                                'piiFields', to_jsonb(n.pii_fields), 'supersedes', n.supersedes,
                                                'claimSha256', encode(sha256(convert_to(n.claim_text, 'UTF8')), 'hex'),
-                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+                                               'subjectId', memory_internal._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
     ELSIF tbl = 'claims' THEN
         SELECT jsonb_agg(jsonb_build_object(
@@ -365,44 +365,44 @@ BEGIN
                  'org_id', n.org_id,
                  'payload', jsonb_build_object('claimId', n.id, 'fromState', o.lifecycle_state, 'toState', n.lifecycle_state,
                                                'confidenceScore', n.confidence_score, 'supersededBy', to_jsonb(n.superseded_by),
-                                               'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.id)
+                                               'subjectId', memory_internal._subject_pseudonym(n.subject_id))) ORDER BY n.id)
           INTO events FROM memory_old o JOIN memory_new n USING (org_id, id) WHERE o.lifecycle_state <> n.lifecycle_state;
     ELSIF tbl = 'relationships' AND TG_OP = 'INSERT' THEN
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.created', 'org_id', n.org_id,
                  'payload', jsonb_build_object('relationshipId', n.id, 'sourceId', n.source_id, 'targetId', n.target_id,
-                                               'relType', n.rel_type, 'subjectId', memory._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
+                                               'relType', n.rel_type, 'subjectId', memory_internal._subject_pseudonym(n.subject_id))) ORDER BY n.t_created, n.id)
           INTO events FROM memory_new n;
-    ELSIF tbl = 'relationships' AND TG_OP = 'DELETE' AND NOT memory._knowledge_gate_open() THEN
+    ELSIF tbl = 'relationships' AND TG_OP = 'DELETE' AND NOT memory_internal._knowledge_gate_open() THEN
         -- (memory.run_decay audits its own deletions as memory.job.decay.deleted.)
         SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.relationship.deleted', 'org_id', o.org_id,
                  'payload', jsonb_build_object('relationshipId', o.id, 'relType', o.rel_type)) ORDER BY o.id)
           INTO events FROM memory_old o;
     END IF;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
     RETURN NULL;
 END $$;
 CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.entities REFERENCING NEW TABLE AS memory_new
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
 CREATE TRIGGER knowledge_audit_upd AFTER UPDATE ON memory.entities REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
 CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.claims REFERENCING NEW TABLE AS memory_new
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
 CREATE TRIGGER knowledge_audit_upd AFTER UPDATE ON memory.claims REFERENCING OLD TABLE AS memory_old NEW TABLE AS memory_new
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
 CREATE TRIGGER knowledge_audit_ins AFTER INSERT ON memory.relationships REFERENCING NEW TABLE AS memory_new
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
 CREATE TRIGGER knowledge_audit_del AFTER DELETE ON memory.relationships REFERENCING OLD TABLE AS memory_old
-    FOR EACH STATEMENT EXECUTE FUNCTION memory._knowledge_audit();
-REVOKE ALL ON FUNCTION memory._knowledge_gate(boolean) FROM PUBLIC;
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._knowledge_audit();
+REVOKE ALL ON FUNCTION memory_internal._knowledge_gate(boolean) FROM PUBLIC;
 
 -- `details` with each top-level key named `details.<key>` in `fields` set to the redaction
 -- marker; jsonb operators only, so details of any depth or number range are redacted.
-CREATE FUNCTION memory._redact_details(details jsonb, fields text[])
+CREATE FUNCTION memory_internal._redact_details(details jsonb, fields text[])
 RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN pg_catalog.jsonb_typeof(details) OPERATOR(pg_catalog.=) 'object' THEN
         details OPERATOR(pg_catalog.||) coalesce((
-            SELECT pg_catalog.jsonb_object_agg(k, pg_catalog.to_jsonb(memory._redacted_marker()))
+            SELECT pg_catalog.jsonb_object_agg(k, pg_catalog.to_jsonb(memory_internal._redacted_marker()))
               FROM (SELECT DISTINCT pg_catalog.substr(f, 9) AS k FROM pg_catalog.unnest(fields) f
                      WHERE f OPERATOR(pg_catalog.~~) 'details.%' AND pg_catalog.length(f) OPERATOR(pg_catalog.>) 8) x
              WHERE details OPERATOR(pg_catalog.?) x.k), '{}'::jsonb)
@@ -412,7 +412,7 @@ $$;
 -- ------------------------------------------------------------------------------------------------
 -- Reading.
 
-CREATE FUNCTION memory._claim_must_exist(id uuid)
+CREATE FUNCTION memory_internal._claim_must_exist(id uuid)
 RETURNS uuid LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -427,13 +427,13 @@ END $$;
 
 -- The chain read org by org: it stays in its claim's org (supersedes references (org_id, id)), so
 -- on Citus each read is one shard group's. (PL/pgSQL: Citus plans no parameter of a SQL function.)
-CREATE FUNCTION memory._claim_chain(p_claim uuid)
+CREATE FUNCTION memory_internal._claim_chain(p_claim uuid)
 RETURNS TABLE (o_depth int, o_id uuid, o_state memory.lifecycle_state, o_created timestamptz, o_invalid timestamptz)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE org text;
 BEGIN
-    PERFORM memory._claim_must_exist(p_claim);
+    PERFORM memory_internal._claim_must_exist(p_claim);
     FOR org IN SELECT DISTINCT c.org_id FROM memory.claims c WHERE c.id OPERATOR(pg_catalog.=) p_claim ORDER BY 1 LOOP
         RETURN QUERY
         WITH RECURSIVE chain (d, cid, st, cr, inv, sup) AS (
@@ -448,13 +448,13 @@ BEGIN
     END LOOP;
 END $$;
 
--- (SQL over memory._claim_chain: the argument and the output column share the name claim_id,
+-- (SQL over memory_internal._claim_chain: the argument and the output column share the name claim_id,
 -- which PL/pgSQL does not allow.)
 CREATE FUNCTION memory.claim_chain(claim_id uuid)
 RETURNS TABLE (depth int, claim_id uuid, lifecycle_state memory.lifecycle_state, t_created timestamptz, t_invalid timestamptz)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT x.o_depth, x.o_id, x.o_state, x.o_created, x.o_invalid FROM memory._claim_chain($1) x
+    SELECT x.o_depth, x.o_id, x.o_state, x.o_created, x.o_invalid FROM memory_internal._claim_chain($1) x
 $$;
 COMMENT ON FUNCTION memory.claim_chain(uuid) IS
   'The provenance trail of a claim: depth 0 is the claim, each next row the claim it superseded (walking supersedes backwards). A missing id raises P0002.';
@@ -494,7 +494,7 @@ BEGIN
     -- a's org, checked for the caller (a claim of an org the caller may not act for is not
     -- there for it: 23503, as in record_verdict); then both are locked in id order, naming the
     -- org (so that two resolutions never deadlock, and on Citus on the org's shard).
-    org := memory._org_of('memory.claims', a);
+    org := memory_internal._org_of('memory.claims', a);
     IF org IS NULL THEN
         RAISE EXCEPTION 'claim % does not exist', a USING ERRCODE = '23503';
     END IF;
@@ -505,7 +505,7 @@ BEGIN
     IF NOT FOUND THEN
         -- (b in another of the caller's orgs: not about the same entity; in no org of the
         -- caller's: not there for it.)
-        IF memory._org_of('memory.claims', b) IS NOT NULL THEN
+        IF memory_internal._org_of('memory.claims', b) IS NOT NULL THEN
             RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
         END IF;
         RAISE EXCEPTION 'claim % does not exist', b USING ERRCODE = '23503';
@@ -513,7 +513,7 @@ BEGIN
     IF ca.entity_id <> cb.entity_id THEN
         RAISE EXCEPTION 'claims % and % are not about the same entity', a, b USING ERRCODE = '22023';
     END IF;
-    IF memory._conflict_loser_is_b(ca.confidence_score, ca.t_created, ca.id, cb.confidence_score, cb.t_created, cb.id) THEN
+    IF memory_internal._conflict_loser_is_b(ca.confidence_score, ca.t_created, ca.id, cb.confidence_score, cb.t_created, cb.id) THEN
         loser := cb; winner := ca;
     ELSE
         loser := ca; winner := cb;
@@ -550,7 +550,7 @@ DECLARE
     r record;
     task bigint;
 BEGIN
-    PERFORM memory._check_at(at, 'memory.freshness_recheck');
+    PERFORM memory_internal._check_at(at, 'memory.freshness_recheck');
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
         RAISE EXCEPTION 'threshold must be in [0, 1], got %', threshold USING ERRCODE = '22023';
     END IF;
@@ -565,10 +565,10 @@ BEGIN
     END IF;
     at := coalesce(at, now());
     max_age_us := (extract(epoch FROM max_age) * 1000000)::bigint;
-    scope := memory._scope_org();
+    scope := memory_internal._scope_org();
 
     -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
-    IF memory._citus_distributed('memory.claims') THEN
+    IF memory_internal._citus_distributed('memory.claims') THEN
         -- Citus takes no FOR UPDATE over every shard: the due claims are read first, then locked
         -- org by org (skipping those a concurrent tick holds, and any no longer due), stamped and
         -- queued in statements naming their org.
@@ -585,7 +585,7 @@ BEGIN
              GROUP BY d.org_id ORDER BY d.org_id LOOP
             SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
                 SELECT c.id, c.entity_id, c.confidence_score,
-                       memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+                       memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
                   FROM memory.claims c
                  WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
                    AND (c.confidence_score < threshold OR c.t_created < at - max_age)
@@ -609,7 +609,7 @@ BEGIN
     ELSE
     WITH due AS (
         SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
-               memory._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+               memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
           FROM memory.claims c
          WHERE c.lifecycle_state = 'active'
            AND (scope IS NULL OR c.org_id = scope)
@@ -642,7 +642,7 @@ BEGIN
                 'payload', jsonb_build_object('enqueued', jsonb_array_length(found_tasks), 'threshold', threshold,
                                               'maxAgeSec', max_age_us / 1000000, 'backoffSec', extract(epoch FROM backoff)::bigint,
                                               'sampleLimit', sample_limit, 'at', at)));
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
     RETURN QUERY SELECT (x->>'claim_id')::uuid, x->>'reason' FROM jsonb_array_elements(found_tasks) x;
 END $$;
 COMMENT ON FUNCTION memory.freshness_recheck(float8, interval, interval, int, timestamptz) IS
@@ -653,20 +653,20 @@ RETURNS SETOF memory.recheck_tasks
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    scope text := memory._scope_org();
+    scope text := memory_internal._scope_org();
     o     text;
     taken int := 0;
     got   int;
     ts    timestamptz;
 BEGIN
-    IF memory._blank(worker) THEN
+    IF memory_internal._blank(worker) THEN
         RAISE EXCEPTION 'claim_recheck_tasks needs a worker name' USING ERRCODE = '22023';
     END IF;
     IF n IS NULL OR n < 1 OR n > 1000 OR lease IS NULL OR lease <= interval '0' THEN
         RAISE EXCEPTION 'n must be in [1, 1000] and lease positive (got %, %)', n, lease USING ERRCODE = '22023';
     END IF;
     -- Open tasks nobody holds, or whose lease ran out (a worker that died); taken rows are skipped.
-    IF memory._citus_distributed('memory.recheck_tasks') THEN
+    IF memory_internal._citus_distributed('memory.recheck_tasks') THEN
         -- Citus takes no FOR UPDATE over every shard: org by org, the org with the oldest open task
         -- first, each in one statement on its shard (with the time as a value: Citus evaluates no
         -- volatile function in a distributed UPDATE).
@@ -704,11 +704,11 @@ CREATE FUNCTION memory.complete_recheck_task(task_id bigint, outcome text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    scope text := memory._scope_org();
+    scope text := memory_internal._scope_org();
     -- (A value: Citus evaluates no volatile function in a distributed UPDATE.)
     ts    timestamptz := clock_timestamp();
 BEGIN
-    IF memory._blank(outcome) THEN
+    IF memory_internal._blank(outcome) THEN
         RAISE EXCEPTION 'complete_recheck_task needs an outcome' USING ERRCODE = '22023';
     END IF;
     UPDATE memory.recheck_tasks t SET completed_at = ts, outcome = complete_recheck_task.outcome
@@ -741,7 +741,7 @@ BEGIN
     END IF;
     -- A claim of an org the caller may not act for is not found (its existence is not told), and
     -- is not locked either: the org is checked before the row lock is taken.
-    org := memory._org_of('memory.claims', p_claim);
+    org := memory_internal._org_of('memory.claims', p_claim);
     IF org IS NOT NULL THEN
         SELECT * INTO c FROM memory.claims x WHERE x.org_id = org AND x.id = p_claim FOR UPDATE;
     END IF;
@@ -762,7 +762,7 @@ BEGIN
             jsonb_build_object('event_type', CASE v WHEN 'eroded' THEN 'memory.govern.eroded' ELSE 'memory.govern.retracted_source' END,
                 'org_id', c.org_id,
                 'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'taskId', task,
-                                              'subjectId', memory._subject_pseudonym(c.subject_id))),
+                                              'subjectId', memory_internal._subject_pseudonym(c.subject_id))),
             jsonb_build_object('event_type', 'research.task.enqueued', 'org_id', c.org_id,
                 'payload', jsonb_build_object('taskId', task, 'claimId', c.id, 'agentRole', 'critic', 'source', 'replicator',
                                               'reason', v)));
@@ -772,12 +772,12 @@ BEGIN
         UPDATE memory.claims x SET lifecycle_state = 'retracted' WHERE x.org_id = c.org_id AND x.id = c.id;
         events := jsonb_build_array(jsonb_build_object('event_type', 'memory.govern.broken_provenance', 'org_id', c.org_id,
             'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v, 'fromState', c.lifecycle_state,
-                                          'toState', 'retracted', 'subjectId', memory._subject_pseudonym(c.subject_id))));
+                                          'toState', 'retracted', 'subjectId', memory_internal._subject_pseudonym(c.subject_id))));
     ELSE
         events := jsonb_build_array(jsonb_build_object('event_type', 'memory.govern.still_supported', 'org_id', c.org_id,
             'payload', jsonb_build_object('claimId', c.id, 'entityId', c.entity_id, 'verdict', v)));
     END IF;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
     RETURN jsonb_build_object('claim_id', c.id, 'verdict', v,
         'action', CASE v WHEN 'still_supported' THEN 'none' WHEN 'broken_provenance' THEN 'retracted' ELSE 'recheck_enqueued' END,
         'task_id', task,
@@ -866,11 +866,11 @@ COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
 -- a state transition to archived, logged as memory.govern.retention_disposed, never a delete.
 -- A legal hold on the subject (or the org) keeps them. Part of memory.run_maintenance.
 
-CREATE FUNCTION memory._knowledge_retention(at timestamptz DEFAULT now())
+CREATE FUNCTION memory_internal._knowledge_retention(at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    scope    text := memory._scope_org();
+    scope    text := memory_internal._scope_org();
     orgs     text[];
     days     jsonb;
     o        text;
@@ -901,13 +901,13 @@ BEGIN
     -- One pass over the scope on a single node; on Citus one per org, each statement naming it
     -- (so that Citus runs it on the org's shards). Bounded per run (oldest first, 10,000 rows in
     -- all): a backlog is worked off over several runs, each within the limits of one event array.
-    FOR o IN SELECT u.o FROM unnest(CASE WHEN memory._citus_distributed('memory.claims') THEN orgs ELSE ARRAY[scope] END) u(o) LOOP
+    FOR o IN SELECT u.o FROM unnest(CASE WHEN memory_internal._citus_distributed('memory.claims') THEN orgs ELSE ARRAY[scope] END) u(o) LOOP
         EXIT WHEN budget <= 0;
         WITH due AS (
             SELECT 'claim' AS kind, c.id, c.org_id, c.lifecycle_state::text AS from_state,
                    CASE WHEN c.kind IN ('correlator', 'replicator', 'librarian') AND c.t_created <= at - interval '180 days'
                         THEN 'finding_ttl' ELSE 'subject_retention' END AS why,
-                   c.subject_id AS subject, memory._held(c.org_id, c.subject_id, NULL) AS held
+                   c.subject_id AS subject, memory_internal._held(c.org_id, c.subject_id, NULL) AS held
               FROM memory.claims c
              WHERE c.lifecycle_state <> 'archived' AND (o IS NULL OR c.org_id = o)
                AND (c.subject_id IS NOT NULL OR c.kind IN ('correlator', 'replicator', 'librarian'))
@@ -915,7 +915,7 @@ BEGIN
                     OR (c.subject_id IS NOT NULL AND days->>c.org_id IS NOT NULL
                         AND c.t_created <= at - make_interval(days => (days->>c.org_id)::int)))
             UNION ALL
-            SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory._held(e.org_id, e.subject_id, NULL)
+            SELECT 'entity', e.id, e.org_id, e.lifecycle_state::text, 'subject_retention', e.subject_id, memory_internal._held(e.org_id, e.subject_id, NULL)
               FROM memory.entities e
              WHERE e.lifecycle_state <> 'archived' AND e.subject_id IS NOT NULL AND (o IS NULL OR e.org_id = o)
                AND days->>e.org_id IS NOT NULL AND e.t_created <= at - make_interval(days => (days->>e.org_id)::int)
@@ -930,18 +930,18 @@ BEGIN
                jsonb_agg(jsonb_build_object('event_type', 'memory.govern.retention_disposed', 'org_id', d.org_id,
                          'payload', jsonb_build_object(CASE d.kind WHEN 'claim' THEN 'claimId' ELSE 'entityId' END, d.id,
                                                        'fromState', d.from_state, 'toState', 'archived', 'reason', d.why,
-                                                       'subjectId', memory._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
+                                                       'subjectId', memory_internal._subject_pseudonym(d.subject))) ORDER BY d.kind, d.id)
                          FILTER (WHERE NOT d.held)
           INTO cn, en, hn, ev FROM due d;
         claims_n := claims_n + cn;
         ents_n := ents_n + en;
         held_n := held_n + hn;
         budget := budget - cn - en - hn;
-        PERFORM memory._audit_append_many(coalesce(ev, '[]'));
+        PERFORM memory_internal._audit_append_many(coalesce(ev, '[]'));
     END LOOP;
     RETURN jsonb_build_object('claims_disposed', claims_n, 'entities_disposed', ents_n, 'held', held_n);
 END $$;
-COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
+COMMENT ON FUNCTION memory_internal._knowledge_retention(timestamptz) IS
   'Knowledge retention, run by memory.run_maintenance: subject claims and entities past the org''s restricted retention, and correlator, replicator and librarian findings older than 180 days, are archived (memory.govern.retention_disposed per row); held ones stay (counted).';
 
 -- ------------------------------------------------------------------------------------------------
@@ -951,7 +951,7 @@ COMMENT ON FUNCTION memory._knowledge_retention(timestamptz) IS
 -- subtransaction, so a bad item is reported and the others land.
 
 -- A timestamp from JSON text, or NULL when it is not one.
-CREATE FUNCTION memory._ingest_ts(t text)
+CREATE FUNCTION memory_internal._ingest_ts(t text)
 RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -962,7 +962,7 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 -- The inserts of checked rows (PL/pgSQL: Citus plans no parameter of a SQL function).
-CREATE FUNCTION memory._ingest_insert_entities(rows jsonb)
+CREATE FUNCTION memory_internal._ingest_insert_entities(rows jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -972,7 +972,7 @@ BEGIN
       FROM jsonb_array_elements(rows) r;
 END $$;
 
-CREATE FUNCTION memory._ingest_insert_claims(rows jsonb)
+CREATE FUNCTION memory_internal._ingest_insert_claims(rows jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -985,7 +985,7 @@ BEGIN
       FROM jsonb_array_elements(rows) r;
 END $$;
 
-CREATE FUNCTION memory._ingest_insert_relationships(rows jsonb)
+CREATE FUNCTION memory_internal._ingest_insert_relationships(rows jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -1001,8 +1001,8 @@ RETURNS TABLE (kind text, item int, id uuid, ok boolean, sqlstate text, message 
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    caller  oid := memory._caller();
-    acting  text := memory._acting_org();
+    caller  oid := memory_internal._caller();
+    acting  text := memory_internal._acting_org();
     refs    jsonb := '{}';      -- batch-local entity refs -> ids of entities that landed
     dups    text[];             -- refs given to more than one entity
     allowed jsonb;              -- org -> may the caller act for it (per chunk)
@@ -1046,7 +1046,7 @@ BEGIN
         lo := 0;
         WHILE lo < n LOOP
             ch := elems[lo + 1 : least(lo + chunk_size, n)];
-            SELECT coalesce(jsonb_object_agg(o.org, memory._may_act_for(o.org)), '{}') INTO allowed
+            SELECT coalesce(jsonb_object_agg(o.org, memory_internal._may_act_for(o.org)), '{}') INTO allowed
               FROM (SELECT DISTINCT coalesce(u.j->>'org_id', acting) AS org FROM unnest(ch) u(j)
                      WHERE jsonb_typeof(u.j) = 'object') o
              WHERE o.org IS NOT NULL;
@@ -1142,7 +1142,7 @@ BEGIN
                                                           THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
                                                       WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'entity_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'supersedes') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
                                                           THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'entity_id', 'supersedes']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'t_created') IS NULL)
+                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'t_created') IS NULL)
                                                           THEN ARRAY['22007', 'a time is not a valid timestamp']
                                                  END AS shape
                                             FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
@@ -1180,7 +1180,7 @@ BEGIN
                                                           THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'subject_id', 'decay_at']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
                                                       WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'source_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'target_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
                                                           THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'source_id', 'target_id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory._ingest_ts(w.j->>'decay_at') IS NULL)
+                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL)
                                                           THEN ARRAY['22007', 'a time is not a valid timestamp']
                                                  END AS shape
                                             FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
@@ -1189,9 +1189,9 @@ BEGIN
             SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
               FROM jsonb_array_elements(checked) c2 WHERE c2->>3 IS NULL;
             BEGIN
-                CASE k WHEN 'entities' THEN PERFORM memory._ingest_insert_entities(good);
-                       WHEN 'claims' THEN PERFORM memory._ingest_insert_claims(good);
-                       ELSE PERFORM memory._ingest_insert_relationships(good); END CASE;
+                CASE k WHEN 'entities' THEN PERFORM memory_internal._ingest_insert_entities(good);
+                       WHEN 'claims' THEN PERFORM memory_internal._ingest_insert_claims(good);
+                       ELSE PERFORM memory_internal._ingest_insert_relationships(good); END CASE;
             EXCEPTION WHEN OTHERS THEN
                 -- One of them broke a rule the checks above do not see: insert them one by one.
                 good := NULL;
@@ -1203,9 +1203,9 @@ BEGIN
                     c := checked->lo_i;
                     CONTINUE WHEN c->>3 IS NOT NULL;
                     BEGIN
-                        CASE k WHEN 'entities' THEN PERFORM memory._ingest_insert_entities(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
-                               WHEN 'claims' THEN PERFORM memory._ingest_insert_claims(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
-                               ELSE PERFORM memory._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
+                        CASE k WHEN 'entities' THEN PERFORM memory_internal._ingest_insert_entities(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
+                               WHEN 'claims' THEN PERFORM memory_internal._ingest_insert_claims(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
+                               ELSE PERFORM memory_internal._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
                     EXCEPTION WHEN OTHERS THEN
                         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
                         fails := fails || jsonb_build_array(c->0, c->1, c->2, st, msg, c->5);
@@ -1237,7 +1237,7 @@ BEGIN
         END LOOP;
     END LOOP;
     -- One event per org the batch wrote to, with counts only.
-    PERFORM memory._audit_append_many(coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.ingest.batch', 'org_id', o.key,
+    PERFORM memory_internal._audit_append_many(coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.ingest.batch', 'org_id', o.key,
                 'payload', jsonb_build_object('entities', jsonb_build_object('inserted', coalesce((o.value->>'entitiesInserted')::int, 0), 'failed', coalesce((o.value->>'entitiesFailed')::int, 0)),
                                               'claims', jsonb_build_object('inserted', coalesce((o.value->>'claimsInserted')::int, 0), 'failed', coalesce((o.value->>'claimsFailed')::int, 0)),
                                               'relationships', jsonb_build_object('inserted', coalesce((o.value->>'relationshipsInserted')::int, 0), 'failed', coalesce((o.value->>'relationshipsFailed')::int, 0)),
@@ -1255,7 +1255,7 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Every statement names the org when there is one: on Citus memory.distribute() makes this a
 -- function Citus runs on the node of the org's shards, where its statements are local and the
 -- gate it opens is seen by the shards' triggers. Not granted to PUBLIC.
-CREATE FUNCTION memory._run_decay_in(org text, at timestamptz, who jsonb)
+CREATE FUNCTION memory_internal._run_decay_in(org text, at timestamptz, who jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1267,12 +1267,12 @@ DECLARE
     result jsonb;
     scope text := org;
 BEGIN
-    PERFORM memory._delegated(who);
+    PERFORM memory_internal._delegated(who);
     at := coalesce(at, now());
     -- Nothing changes if a due claim names a field decay does not know.
-    SELECT c.id, memory._pii_unknown(c.pii_fields) AS field INTO bad
+    SELECT c.id, memory_internal._pii_unknown(c.pii_fields) AS field INTO bad
       FROM memory.claims c
-     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory._pii_unknown(c.pii_fields) IS NOT NULL
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory_internal._pii_unknown(c.pii_fields) IS NOT NULL
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
@@ -1280,10 +1280,10 @@ BEGIN
     END IF;
     SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
     SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
-    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
+    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
                 'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
 
-    PERFORM memory._knowledge_gate(true);
+    PERFORM memory_internal._knowledge_gate(true);
 
     -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
     WITH due AS (
@@ -1296,7 +1296,7 @@ BEGIN
                subject_id = CASE WHEN 'subject_id' = ANY (c.pii_fields) THEN NULL ELSE c.subject_id END,
                supports   = CASE WHEN 'supports' = ANY (c.pii_fields) THEN '{}'::text[] ELSE c.supports END,
                source     = CASE WHEN 'source' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.source END,
-               details    = memory._redact_details(c.details, c.pii_fields),
+               details    = memory_internal._redact_details(c.details, c.pii_fields),
                anonymized_at = at,
                lifecycle_state = 'archived',
                t_invalid = coalesce(c.t_invalid, at)
@@ -1306,7 +1306,7 @@ BEGIN
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
                'payload', jsonb_build_object('claimId', u.id, 'fields', to_jsonb(u.pii_fields))) ORDER BY u.id)
       INTO n_anon, events FROM upd u;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
 
     -- Hypotheses outside any supersession chain: deleted (their re-check tasks with them).
     -- (Ids go through a variable, not a temp table: this runs as the owner, and a temp table
@@ -1324,7 +1324,7 @@ BEGIN
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
                'payload', jsonb_build_object('kind', 'claim', 'claimId', d.id)) ORDER BY d.id)
       INTO n_del, events FROM del d;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
 
     -- Every other due claim leaves circulation as archived (the update audits each transition).
     UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
@@ -1339,7 +1339,7 @@ BEGIN
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.deleted', 'org_id', d.org_id,
                'payload', jsonb_build_object('kind', 'relationship', 'relationshipId', d.id)) ORDER BY d.id)
       INTO n_rel_del, events FROM del d;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
     WITH upd AS (
         UPDATE memory.relationships r SET subject_id = NULL, attributes = '{}', anonymized_at = at
          WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NOT NULL AND r.anonymized_at IS NULL
@@ -1348,32 +1348,32 @@ BEGIN
     SELECT count(*), jsonb_agg(jsonb_build_object('event_type', 'memory.job.decay.anonymized', 'org_id', u.org_id,
                'payload', jsonb_build_object('relationshipId', u.id, 'fields', jsonb_build_array('subject_id', 'attributes'))) ORDER BY u.id)
       INTO n_rel_anon, events FROM upd u;
-    PERFORM memory._audit_append_many(events);
+    PERFORM memory_internal._audit_append_many(events);
 
-    PERFORM memory._knowledge_gate(false);
+    PERFORM memory_internal._knowledge_gate(false);
     result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
                                  'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
-    PERFORM memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
+    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
                 'org_id', scope, 'payload', result)));
-    PERFORM memory._delegated_done(who);
+    PERFORM memory_internal._delegated_done(who);
     RETURN result;
 END $$;
 -- The decay job's entry point: a failure is recorded as memory.job.decay.error although its
--- transaction rolls back (memory._audit_denied hands it to the integrator), then raised again.
+-- transaction rolls back (memory_internal._audit_denied hands it to the integrator), then raised again.
 CREATE FUNCTION memory.run_decay(at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     st    text;
     msg   text;
-    scope text := memory._scope_org();
+    scope text := memory_internal._scope_org();
     o     text;
     one   jsonb;
     total jsonb;
 BEGIN
-    PERFORM memory._check_at(at, 'memory.run_decay');
-    IF NOT memory._citus_distributed('memory.claims') THEN
-        RETURN memory._run_decay_in(scope, at, NULL);
+    PERFORM memory_internal._check_at(at, 'memory.run_decay');
+    IF NOT memory_internal._citus_distributed('memory.claims') THEN
+        RETURN memory_internal._run_decay_in(scope, at, NULL);
     END IF;
     -- Citus: org by org, each run on the node of the org's shards (the values as literals: Citus
     -- delegates a call with constant arguments). An org with nothing due is not visited.
@@ -1388,15 +1388,15 @@ BEGIN
              ORDER BY 1 LOOP
         -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
         -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
-        EXECUTE pg_catalog.format('SELECT r FROM memory._run_decay_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r', o,
-                                  memory._utc_text(at), memory._who()) INTO one;
-        total := memory._add_counts(total, one - 'at');
+        EXECUTE pg_catalog.format('SELECT r FROM memory_internal._run_decay_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r', o,
+                                  memory_internal._utc_text(at), memory_internal._who()) INTO one;
+        total := memory_internal._add_counts(total, one - 'at');
     END LOOP;
     RETURN total;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-    PERFORM memory._audit_denied('memory.job.decay.error',
-        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at)::text, memory._scope_org());
+    PERFORM memory_internal._audit_denied('memory.job.decay.error',
+        jsonb_build_object('sqlstate', st, 'error', msg, 'at', at)::text, memory_internal._scope_org());
     RAISE;
 END $$;
 COMMENT ON FUNCTION memory.run_decay(timestamptz) IS

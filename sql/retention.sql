@@ -13,7 +13,7 @@ CREATE TABLE memory.retention_policies (
 COMMENT ON TABLE memory.retention_policies IS
   'Retention per tier: platform defaults (org_id NULL) and org overrides. Changes never backdate rows already stamped.';
 
-CREATE FUNCTION memory._check_retention_policy()
+CREATE FUNCTION memory_internal._check_retention_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -28,14 +28,14 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER memory_check BEFORE INSERT OR UPDATE ON memory.retention_policies
-    FOR EACH ROW EXECUTE FUNCTION memory._check_retention_policy();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._check_retention_policy();
 
 -- A platform default is one row per tier, seeded below: inserting one for a tier that has one
 -- sets it instead (so a dump, which carries every row, restores edited defaults over the seeded
 -- ones). The UPDATE runs with the inserting role's rights: row-level security lets only the
 -- owner and superusers change platform rows; anyone else falls through to the INSERT, which the
 -- policies refuse.
-CREATE FUNCTION memory._merge_platform_policy()
+CREATE FUNCTION memory_internal._merge_platform_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -56,7 +56,7 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER memory_merge_default BEFORE INSERT ON memory.retention_policies
-    FOR EACH ROW EXECUTE FUNCTION memory._merge_platform_policy();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._merge_platform_policy();
 -- Also in replica mode (a restore with session_replication_role = replica).
 ALTER TABLE memory.retention_policies ENABLE ALWAYS TRIGGER memory_merge_default;
 
@@ -86,7 +86,7 @@ INSERT INTO memory.memory_type_policies VALUES
 COMMENT ON TABLE memory.memory_type_policies IS 'rt-005 schedule per memory type: TTL, archive age, cleanup mode. Inserting a type''s row sets it (every type has one).';
 -- Every memory type has its row: inserting one sets it (so a dump restores edited schedules over
 -- the seeded ones). Only the owner and superusers write this table.
-CREATE FUNCTION memory._merge_memory_type_policy()
+CREATE FUNCTION memory_internal._merge_memory_type_policy()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -101,14 +101,14 @@ BEGIN
     RETURN CASE WHEN FOUND THEN NULL ELSE NEW END;
 END $$;
 CREATE TRIGGER memory_merge BEFORE INSERT ON memory.memory_type_policies
-    FOR EACH ROW EXECUTE FUNCTION memory._merge_memory_type_policy();
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._merge_memory_type_policy();
 ALTER TABLE memory.memory_type_policies ENABLE ALWAYS TRIGGER memory_merge;
 SELECT pg_catalog.pg_extension_config_dump('memory.memory_type_policies', '');
 
 -- BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
 -- The policy that applies, for memory_ext's own use (stamping at write): no org check, not
 -- granted to PUBLIC. memory.retention_policy is the checked public door.
-CREATE FUNCTION memory._retention_policy(p_org text, p_tier memory.classification)
+CREATE FUNCTION memory_internal._retention_policy(p_org text, p_tier memory.classification)
 RETURNS TABLE (retention_days int, soft_delete_grace_days int, source text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -123,7 +123,7 @@ BEGIN
       FROM memory.retention_policies r WHERE r.org_id IS NULL AND r.tier = p_tier;
     SELECT s.bfsi_mode INTO bfsi FROM memory.org_settings s WHERE s.org_id = p_org;
     -- The override order is memory_core::retention::resolve_policy.
-    RETURN QUERY SELECT * FROM memory._resolve_retention(p_tier = 'restricted', coalesce(bfsi, false),
+    RETURN QUERY SELECT * FROM memory_internal._resolve_retention(p_tier = 'restricted', coalesce(bfsi, false),
                                                          o IS NOT NULL AND o.soft_delete_grace_days IS NOT NULL, o.retention_days, o.soft_delete_grace_days,
                                                          p IS NOT NULL AND p.soft_delete_grace_days IS NOT NULL, p.retention_days, p.soft_delete_grace_days);
 END $$;
@@ -138,9 +138,9 @@ BEGIN
     END IF;
     -- An org's overrides are its own business: 42501 for roles that may not act for it.
     IF retention_policy.org_id IS NOT NULL THEN
-        PERFORM memory._require_org(retention_policy.org_id);
+        PERFORM memory_internal._require_org(retention_policy.org_id);
     END IF;
-    RETURN QUERY SELECT * FROM memory._retention_policy(retention_policy.org_id, retention_policy.tier);
+    RETURN QUERY SELECT * FROM memory_internal._retention_policy(retention_policy.org_id, retention_policy.tier);
 END $$;
 COMMENT ON FUNCTION memory.retention_policy(text, memory.classification) IS
   'The retention that applies to a tier in an org: the org override, else the platform default; BFSI mode keeps restricted 2555 days. source: org, platform or bfsi.';
@@ -148,7 +148,7 @@ COMMENT ON FUNCTION memory.retention_policy(text, memory.classification) IS
 CREATE FUNCTION memory.is_expired(created_at timestamptz, tier memory.classification, org_id text DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT memory._is_expired(is_expired.created_at, p.retention_days, is_expired.at)
+    SELECT memory_internal._is_expired(is_expired.created_at, p.retention_days, is_expired.at)
       FROM memory.retention_policy(is_expired.org_id, is_expired.tier) p
 $$;
 COMMENT ON FUNCTION memory.is_expired(timestamptz, memory.classification, text, timestamptz) IS
@@ -212,9 +212,9 @@ COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted n
 
 -- Whether an active legal hold covers (org, user, observation). On Citus it runs on the shards
 -- of a query over the observations, and reads the holds (a reference table) from the node's own
--- copy (see memory._acting_org). Statements that change rows test the same condition inline:
+-- copy (see memory_internal._acting_org). Statements that change rows test the same condition inline:
 -- Citus refuses a STABLE function of a column there.
-CREATE FUNCTION memory._held(p_org text, p_user text, p_id uuid)
+CREATE FUNCTION memory_internal._held(p_org text, p_user text, p_id uuid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
     SET citus.allow_nested_distributed_execution = on
 AS $$
@@ -228,13 +228,13 @@ $$;
 -- Legal holds block writes (SPEC MX006): an UPDATE of the mapped content, org, user or id
 -- column, or a DELETE, of a held row of a governed table (memory.observations among them) fails,
 -- naming the hold. memory.govern attaches it as
---   BEFORE UPDATE OF <those columns> OR DELETE ... WHEN (NOT memory._hold_gate_open())
+--   BEFORE UPDATE OF <those columns> OR DELETE ... WHEN (NOT memory_internal._hold_gate_open())
 -- with TG_ARGV org, user, id and content columns ('' when the table has none). It runs with the
 -- writer's rights and reads only the mapped columns, as text; the hold lookup is
--- memory._hold_for, which takes those plain values. memory_ext opens the hold gate only around
+-- memory_internal._hold_for, which takes those plain values. memory_ext opens the hold gate only around
 -- its own move of held rows (retention's archive step); erasure, revocation and retention skip
 -- held rows themselves.
-CREATE FUNCTION memory._hold_for(p_org text, p_user text, p_id text)
+CREATE FUNCTION memory_internal._hold_for(p_org text, p_user text, p_id text)
 RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE hold bigint;
@@ -243,7 +243,7 @@ BEGIN
         RETURN NULL;
     END IF;
     -- An org the caller may not act for: 42501 (no answer about another org's holds).
-    PERFORM memory._require_org(p_org);
+    PERFORM memory_internal._require_org(p_org);
     SELECT h.id INTO hold FROM memory.legal_holds h
      WHERE h.released_at IS NULL AND h.org_id = p_org
        AND ((h.observation_id IS NOT NULL AND h.observation_id::text = p_id)
@@ -252,7 +252,7 @@ BEGIN
     RETURN hold;
 END $$;
 
-CREATE FUNCTION memory._hold_guard()
+CREATE FUNCTION memory_internal._hold_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -263,9 +263,9 @@ DECLARE
 BEGIN
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP NOT IN ('UPDATE', 'DELETE')
        OR TG_NARGS OPERATOR(pg_catalog.<>) 4 THEN
-        RAISE EXCEPTION 'memory._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
+        RAISE EXCEPTION 'memory_internal._hold_guard is a BEFORE UPDATE OR DELETE row trigger attached by memory.govern' USING ERRCODE = '39P01';
     END IF;
-    IF memory._restore_mode() THEN
+    IF memory_internal._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     -- An UPDATE that leaves the mapped columns (org, user, id, content) as they were changes
@@ -283,7 +283,7 @@ BEGIN
     EXECUTE 'SELECT ARRAY[' || (SELECT string_agg(CASE WHEN c = '' THEN 'NULL::text' ELSE format('($1).%I::text', c) END, ', ' ORDER BY o)
                                   FROM unnest(cols) WITH ORDINALITY u(c, o)) || ']'
        INTO vals USING OLD;
-    hold := memory._hold_for(vals[1], vals[2], vals[3]);
+    hold := memory_internal._hold_for(vals[1], vals[2], vals[3]);
     IF hold IS NOT NULL THEN
         RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,
                         CASE WHEN TG_OP = 'DELETE' THEN 'DELETE' ELSE 'UPDATE of ' || array_to_string(array_remove(ARRAY[TG_ARGV[3], TG_ARGV[0], TG_ARGV[1], TG_ARGV[2]], ''), ', ') END
@@ -298,21 +298,21 @@ END $$;
 -- those memory.govern gave the table's memory_hold_truncate trigger; the rows are read as the
 -- table's owner in a security-restricted operation (as maintenance reads them) and compared as
 -- text with the holds. Answers only a role that owns the table or may truncate it (42501).
-CREATE FUNCTION memory._hold_on_rows(tbl regclass)
+CREATE FUNCTION memory_internal._hold_on_rows(tbl regclass)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     args  text[];
     holds jsonb;
     found jsonb;
-    who   oid := memory._caller();
+    who   oid := memory_internal._caller();
 BEGIN
     IF who IS NULL OR who = 0 OR NOT (pg_has_role(who, (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE')
                                       OR has_table_privilege(who, tbl, 'TRUNCATE')) THEN
         RAISE EXCEPTION 'permission denied to ask for the legal holds on rows of %', tbl USING ERRCODE = '42501';
     END IF;
-    SELECT memory._trigger_args(tg.oid) INTO args FROM pg_trigger tg
-     WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_hold_truncate' AND tg.tgfoid = 'memory._hold_truncate_guard'::regproc;
+    SELECT memory_internal._trigger_args(tg.oid) INTO args FROM pg_trigger tg
+     WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_hold_truncate' AND tg.tgfoid = 'memory_internal._hold_truncate_guard'::regproc;
     IF coalesce(args[1], '') = '' OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl) THEN
         RETURN NULL;
     END IF;
@@ -321,7 +321,7 @@ BEGIN
     IF holds IS NULL THEN
         RETURN NULL;
     END IF;
-    found := memory._exec_as_table_owner(tbl, format(
+    found := memory_internal._exec_as_table_owner(tbl, format(
         'SELECT pg_catalog.to_jsonb((SELECT h.id FROM %s t JOIN pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) h(id bigint, org text, usr text, oid text) '
         'ON t.%I::text OPERATOR(pg_catalog.=) h.org AND CASE WHEN h.oid IS NOT NULL THEN %s ELSE (h.usr IS NULL OR %s) END '
         'ORDER BY h.id LIMIT 1))',
@@ -334,18 +334,18 @@ END $$;
 
 -- BEFORE TRUNCATE of a governed table (memory.govern attaches it with memory_hold): a table
 -- holding a row under an active legal hold is not truncated (MX006).
-CREATE FUNCTION memory._hold_truncate_guard()
+CREATE FUNCTION memory_internal._hold_truncate_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE hold bigint;
 BEGIN
     IF TG_WHEN OPERATOR(pg_catalog.<>) 'BEFORE' OR TG_OP OPERATOR(pg_catalog.<>) 'TRUNCATE' OR TG_NARGS OPERATOR(pg_catalog.<>) 3 THEN
-        RAISE EXCEPTION 'memory._hold_truncate_guard is a BEFORE TRUNCATE trigger attached by memory.govern' USING ERRCODE = '39P01';
+        RAISE EXCEPTION 'memory_internal._hold_truncate_guard is a BEFORE TRUNCATE trigger attached by memory.govern' USING ERRCODE = '39P01';
     END IF;
-    IF memory._restore_mode() OR memory._hold_gate_open() THEN
+    IF memory_internal._restore_mode() OR memory_internal._hold_gate_open() THEN
         RETURN NULL;
     END IF;
-    hold := memory._hold_on_rows(TG_RELID);
+    hold := memory_internal._hold_on_rows(TG_RELID);
     IF hold IS NOT NULL THEN
         RAISE EXCEPTION 'legal hold % covers rows of %: TRUNCATE is blocked', hold, TG_RELID::regclass
             USING ERRCODE = 'MX006',
@@ -355,7 +355,7 @@ BEGIN
 END $$;
 
 -- The org's guard, asked per row; a guard that raises or does not exist denies.
-CREATE FUNCTION memory._guard_allows(guard regproc, id uuid)
+CREATE FUNCTION memory_internal._guard_allows(guard regproc, id uuid)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE ok boolean;
@@ -373,7 +373,7 @@ END $$;
 -- One governed application table with stamps and a soft-delete column: the same soft/hard steps
 -- as for memory.observations (no archive: that table is the application's). Holds apply by org
 -- and subject. Returns its counts.
-CREATE FUNCTION memory._retention_sweep(tbl regclass, opts jsonb, dry_run boolean, at timestamptz)
+CREATE FUNCTION memory_internal._retention_sweep(tbl regclass, opts jsonb, dry_run boolean, at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
 AS $$
 DECLARE
@@ -395,31 +395,31 @@ DECLARE
     actor    constant text := 'system:retention';
     -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
-    dist     constant boolean := opts->>'org' IS NOT NULL AND memory._citus_distributed(tbl);
+    dist     constant boolean := opts->>'org' IS NOT NULL AND memory_internal._citus_distributed(tbl);
     may_e    text;
     orgs     text[] := '{}';
 BEGIN
-    idtype := format_type(memory._column_type(tbl, idc, 'id'), NULL);
+    idtype := format_type(memory_internal._column_type(tbl, idc, 'id'), NULL);
     org_e := CASE WHEN opts->>'org' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'org') END;
     user_e := CASE WHEN opts->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', opts->>'user') END;
     tier_e := CASE WHEN tierc IS NULL THEN 'NULL::pg_catalog.text'
-                   WHEN memory._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I OPERATOR(pg_catalog.->>) %L)', tierc, 'classification')
+                   WHEN memory_internal._column_type(tbl, tierc, 'tier') = 'jsonb'::regtype THEN format('(t.%I OPERATOR(pg_catalog.->>) %L)', tierc, 'classification')
                    ELSE format('t.%I::pg_catalog.text', tierc) END;
     setc := format('%I = $1::pg_catalog.timestamptz', sd) || CASE WHEN st->>'soft_delete_reason' IS NULL THEN ''
                                           ELSE format(', %I = %L', st->>'soft_delete_reason', 'retention') END;
-    may_e := format('memory._may_act_for(%s)', org_e);
+    may_e := format('memory_internal._may_act_for(%s)', org_e);
     IF dist AND opts->>'org' IS NOT NULL THEN
         -- On a Citus shard a function cannot read the registries (a distributed query from a
         -- query on a shard): the orgs the owner may act for are worked out here, from the table's
         -- distinct orgs, and the sweep names them.
         SELECT coalesce(array_agg(o), '{}') INTO orgs
-          FROM pg_catalog.jsonb_array_elements_text(memory._exec_as_table_owner(tbl,
+          FROM pg_catalog.jsonb_array_elements_text(memory_internal._exec_as_table_owner(tbl,
                    format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t', opts->>'org', tbl), '{}')) o
-         WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o);
+         WHERE memory_internal._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o);
         may_e := format('%s OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])', org_e);
     END IF;
     -- Every statement on the application table runs as the table's owner, in a
-    -- security-restricted operation (memory._exec_as_table_owner): whatever its columns' types,
+    -- security-restricted operation (memory_internal._exec_as_table_owner): whatever its columns' types,
     -- casts or triggers do runs with its owner's rights, never the maintenance role's. Only rows
     -- of orgs the table's owner may act for are swept: the org values are the owner's data, so
     -- events (memory.purge and the table's own) never name an org its owner could not write.
@@ -428,7 +428,7 @@ BEGIN
     -- are one jsonb value.
     FOR step IN 1 .. 2 LOOP
         IF step = 1 THEN
-            rows := memory._exec_as_table_owner(tbl, format(
+            rows := memory_internal._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
@@ -437,11 +437,11 @@ BEGIN
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t' END, may_e),
                 ARRAY[at::text, orgs::text]);
         ELSE
-            rows := memory._exec_as_table_owner(tbl, format(
+            rows := memory_internal._exec_as_table_owner(tbl, format(
                 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
                    FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
                            FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND memory._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
+                            AND memory_internal._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
                             AND %10$s
                             %9$s) d',
                 idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
@@ -452,11 +452,11 @@ BEGIN
         FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
                    FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
                            FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
-                                        memory._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                                        memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
                                    FROM jsonb_array_elements(rows) x) a) d
                   GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
             IF g.denied THEN
-                PERFORM memory._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
                         'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
                         'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
                 denied := denied + g.n;
@@ -464,7 +464,7 @@ BEGIN
             ELSIF step = 1 THEN
                 soft := soft + g.n;
             ELSE
-                PERFORM memory._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
                         'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
                         'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
                 hard := hard + g.n;
@@ -474,17 +474,17 @@ BEGIN
                 -- so each org's ids change in a statement naming the org, which also checks again
                 -- that each row is still due (a query over every shard locks nothing).
                 IF step = 1 THEN
-                    PERFORM memory._exec_as_table_owner(tbl, format(
+                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
                         'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
                             AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
                         tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
                 ELSE
-                    PERFORM memory._hold_gate(true);
-                    PERFORM memory._exec_as_table_owner(tbl, format(
+                    PERFORM memory_internal._hold_gate(true);
+                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
                         'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
-                            AND t.%I IS NOT NULL AND memory._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
+                            AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
                         tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-                    PERFORM memory._hold_gate(false);
+                    PERFORM memory_internal._hold_gate(false);
                 END IF;
             ELSE
                 ids := ids || g.ids;
@@ -492,14 +492,14 @@ BEGIN
         END LOOP;
         IF NOT dry_run AND NOT dist THEN
             IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                PERFORM memory_internal._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
                                tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
             ELSIF cardinality(ids) > 0 THEN
                 -- (Held rows were denied above: the hold gate spares these their per-row check.)
-                PERFORM memory._hold_gate(true);
-                PERFORM memory._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                PERFORM memory_internal._hold_gate(true);
+                PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
                                tbl, idc, idtype), ARRAY[ids::text]);
-                PERFORM memory._hold_gate(false);
+                PERFORM memory_internal._hold_gate(false);
             END IF;
         END IF;
     END LOOP;
@@ -525,9 +525,9 @@ DECLARE
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
     -- Citus (SPEC §10): the observations are distributed by org.
-    dist     constant boolean := memory._citus_distributed('memory.observations');
+    dist     constant boolean := memory_internal._citus_distributed('memory.observations');
 BEGIN
-    PERFORM memory._check_at(at, 'memory.run_retention');
+    PERFORM memory_internal._check_at(at, 'memory.run_retention');
     IF dry_run IS NULL OR at IS NULL THEN
         RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
     END IF;
@@ -549,14 +549,14 @@ BEGIN
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
                              OPERATOR(pg_catalog./) 1000 AS part
                    FROM (SELECT o.id, o.org_id, o.classification,
-                                memory._held(o.org_id, o.user_id, o.id) OR NOT memory._guard_allows(s.retention_guard, o.id) AS denied
+                                memory_internal._held(o.org_id, o.user_id, o.id) OR NOT memory_internal._guard_allows(s.retention_guard, o.id) AS denied
                            FROM memory.observations o LEFT JOIN memory.org_settings s ON s.org_id OPERATOR(pg_catalog.=) o.org_id
                           WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) $1'
                           || lock || ') a) d
           GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
     LOOP
         IF g.denied THEN
-            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                     'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'soft_delete',
                     'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
             denied := denied + g.n;
@@ -583,21 +583,21 @@ BEGIN
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
                              OPERATOR(pg_catalog./) 1000 AS part
                    FROM (SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
-                                memory._held(o.org_id, o.user_id, o.id) AS denied
+                                memory_internal._held(o.org_id, o.user_id, o.id) AS denied
                            FROM memory.observations o
                           WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) $1
                             -- A late run still leaves the full grace after the soft delete (memory_core::retention::purge_due).
-                            AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, $1)'
+                            AND memory_internal._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, $1)'
                           || lock || ') a) d
           GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
     LOOP
         IF g.denied THEN
-            PERFORM memory._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                     'observationIds', to_jsonb(g.ids), 'classification', g.classification, 'stage', 'hard_delete',
                     'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
             denied := denied + g.n;
         ELSE
-            PERFORM memory._audit('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
+            PERFORM memory_internal._audit('memory.purge', jsonb_build_object('workspaceId', g.workspace_id, 'actorId', actor,
                     'orgId', g.org_id, 'projectId', g.project_id, 'observationIds', to_jsonb(g.ids),
                     'retentionPolicyId', (SELECT p.id FROM memory.retention_policies p
                                            WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
@@ -609,7 +609,7 @@ BEGIN
                 DELETE FROM memory.observations o
                  WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
                    AND o.soft_deleted_at IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) at
-                   AND memory._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
+                   AND memory_internal._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
                    -- (a row held since is left, as the hold trigger on its shard would refuse it)
                    AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
                                     WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
@@ -619,9 +619,9 @@ BEGIN
         END IF;
     END LOOP;
     IF NOT dry_run AND NOT dist AND hard > 0 THEN
-        PERFORM memory._hold_gate(true);   -- held rows were denied above
+        PERFORM memory_internal._hold_gate(true);   -- held rows were denied above
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
-        PERFORM memory._hold_gate(false);
+        PERFORM memory_internal._hold_gate(false);
     END IF;
 
     -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
@@ -638,11 +638,11 @@ BEGIN
                             -- On Citus held rows stay in the table until their hold ends: the hold
                             -- gate that lets them move is this backend''s, and the hold triggers of
                             -- the shards fire in the workers'' backends.
-                            AND NOT ($3 AND memory._held(o.org_id, o.user_id, o.id))'
+                            AND NOT ($3 AND memory_internal._held(o.org_id, o.user_id, o.id))'
                           || lock || ') a) d
           GROUP BY 1, d.part ORDER BY 1, d.part' USING at, soft_ids, dist
     LOOP
-        PERFORM memory._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
+        PERFORM memory_internal._audit('memory.archive', jsonb_build_object('orgId', g.org_id, 'actorId', actor,
                 'observationIds', to_jsonb(g.ids), 'count', g.n, 'dryRun', dry_run), g.org_id);
         archive_ids := archive_ids || g.ids;
         archived := archived + g.n;
@@ -666,9 +666,9 @@ BEGIN
         INSERT INTO memory.observations_archive
         SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
         -- Archiving moves held rows too (their holds follow them to the archive).
-        PERFORM memory._hold_gate(true);
+        PERFORM memory_internal._hold_gate(true);
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
-        PERFORM memory._hold_gate(false);
+        PERFORM memory_internal._hold_gate(false);
     END IF;
 
     -- 4. Governed application tables with stamps and a soft-delete column.
@@ -681,7 +681,7 @@ BEGIN
         -- One table's failure (a column renamed since govern, the owner's trigger raising) is
         -- reported and does not stop the others.
         BEGIN
-            r := memory._retention_sweep(g.table_name, g.options, dry_run, at);
+            r := memory_internal._retention_sweep(g.table_name, g.options, dry_run, at);
         EXCEPTION WHEN OTHERS THEN
             failed := failed || jsonb_build_object(g.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
             CONTINUE;

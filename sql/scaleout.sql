@@ -3,7 +3,7 @@
 -- On Citus a trigger fires on the shards of its table, and for a reference table on every
 -- node's copy: whether this firing (on relation `fired`, a copy of `logical`) is on a node other
 -- than the coordinator, so that what it records is recorded once.
-CREATE FUNCTION memory._citus_other_copy(fired regclass, logical regclass)
+CREATE FUNCTION memory_internal._citus_other_copy(fired regclass, logical regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE g int;
@@ -17,7 +17,7 @@ BEGIN
 END $$;
 
 -- Whether a relation is a shard of a Citus table (`<table>_<shardid>`, in Citus's metadata).
-CREATE FUNCTION memory._citus_shard(rel regclass)
+CREATE FUNCTION memory_internal._citus_shard(rel regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -43,7 +43,7 @@ END $$;
 -- Whether a table's rows are sharded by Citus (hash-distributed: each org's rows on one shard,
 -- whose statements run on a worker); false for reference and Citus-local tables, and where Citus
 -- is not installed.
-CREATE FUNCTION memory._citus_distributed(t regclass)
+CREATE FUNCTION memory_internal._citus_distributed(t regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE d boolean;
@@ -58,34 +58,34 @@ END $$;
 
 -- A time as ISO text in UTC ('2026-11-26 04:13:34.517363 AD +00'), which reads back as the same
 -- time whatever the session's DateStyle: how a time goes into a call Citus delegates.
-CREATE FUNCTION memory._utc_text(t timestamptz)
+CREATE FUNCTION memory_internal._utc_text(t timestamptz)
 RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
 
 -- Who the caller is, for a call Citus runs on another node: the role memory_ext holds responsible
 -- (by name: oids differ between nodes) and the application's actor (memory.actor_id), which the
--- delegated function takes on there (memory._delegated), so the events it writes name them.
-CREATE FUNCTION memory._who()
+-- delegated function takes on there (memory_internal._delegated), so the events it writes name them.
+CREATE FUNCTION memory_internal._who()
 RETURNS jsonb LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_catalog.jsonb_build_object(
-        'role', (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) memory._caller()),
+        'role', (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) memory_internal._caller()),
         'actor', nullif(pg_catalog.current_setting('memory.actor_id', true), ''))
 $$;
 
--- memory._who() when memory.observations is distributed (reclassify always calls through
+-- memory_internal._who() when memory.observations is distributed (reclassify always calls through
 -- EXECUTE), else NULL.
-CREATE FUNCTION memory._who_if_distributed()
+CREATE FUNCTION memory_internal._who_if_distributed()
 RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN CASE WHEN memory._citus_distributed('memory.observations') THEN memory._who() END;
+    RETURN CASE WHEN memory_internal._citus_distributed('memory.observations') THEN memory_internal._who() END;
 END $$;
 
--- In a delegated function: take on the coordinator's caller (`who`, from memory._who()) until
--- memory._delegated_done(who) or the end of the transaction. NULL (a single node, where the
+-- In a delegated function: take on the coordinator's caller (`who`, from memory_internal._who()) until
+-- memory_internal._delegated_done(who) or the end of the transaction. NULL (a single node, where the
 -- caller is known already): nothing.
-CREATE FUNCTION memory._delegated(who jsonb)
+CREATE FUNCTION memory_internal._delegated(who jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -94,29 +94,29 @@ BEGIN
         IF who->>'role' IS NULL THEN
             RAISE EXCEPTION 'a delegated call names no caller' USING ERRCODE = '42501';
         END IF;
-        PERFORM memory._delegated_caller(who->>'role');
+        PERFORM memory_internal._delegated_caller(who->>'role');
         PERFORM pg_catalog.set_config('memory.actor_id', coalesce(who->>'actor', ''), true);
     END IF;
 END $$;
 
--- The end of what memory._delegated(who) took on.
-CREATE FUNCTION memory._delegated_done(who jsonb)
+-- The end of what memory_internal._delegated(who) took on.
+CREATE FUNCTION memory_internal._delegated_done(who jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF who IS NOT NULL THEN
-        PERFORM memory._delegated_caller(NULL);
+        PERFORM memory_internal._delegated_caller(NULL);
     END IF;
 END $$;
 
 -- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
 -- each org's shards of memory.audit_pending).
-CREATE FUNCTION memory._colocated_with_stores(t regclass)
+CREATE FUNCTION memory_internal._colocated_with_stores(t regclass)
 RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE d boolean;
 BEGIN
-    IF NOT memory._citus_distributed(t) THEN
+    IF NOT memory_internal._citus_distributed(t) THEN
         RETURN false;
     END IF;
     EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
@@ -127,7 +127,7 @@ END $$;
 
 -- `a` with each number of `b` added to the number under the same key in `a` (any other value of
 -- `b` taken as it is): the counts of runs made org by org, summed.
-CREATE FUNCTION memory._add_counts(a jsonb, b jsonb)
+CREATE FUNCTION memory_internal._add_counts(a jsonb, b jsonb)
 RETURNS jsonb LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT a OPERATOR(pg_catalog.||) coalesce(pg_catalog.jsonb_object_agg(k.key,
@@ -143,11 +143,11 @@ $$;
 -- `rel`'s table co-located with `fired`, or that shard's copy of the index. `rel` itself when
 -- `fired` is not a shard (a single node). The persona-drift detectors read and write their
 -- tables by relation: on a worker they read these. Not granted to PUBLIC.
-CREATE FUNCTION memory._in_group(rel regclass, fired oid)
+CREATE FUNCTION memory_internal._in_group(rel regclass, fired oid)
 RETURNS oid LANGUAGE plpgsql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    logical oid := memory._table_of(fired);
+    logical oid := memory_internal._table_of(fired);
     tbl     oid := coalesce((SELECT i.indrelid FROM pg_catalog.pg_index i WHERE i.indexrelid OPERATOR(pg_catalog.=) rel), rel);
     r       oid;
 BEGIN
@@ -176,7 +176,7 @@ END $$;
 -- the table's triggers are off while the shards are made and filled (Citus makes the shards'
 -- triggers as the table's are), then set back as they were (Citus forwards that to the shards).
 -- Not granted to PUBLIC.
-CREATE FUNCTION memory._distribute_quietly(t regclass, how text, col text DEFAULT NULL, colocate text DEFAULT NULL)
+CREATE FUNCTION memory_internal._distribute_quietly(t regclass, how text, col text DEFAULT NULL, colocate text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -200,14 +200,14 @@ BEGIN
 END $$;
 
 -- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
--- memory._acting_org() per row instead of once per statement as an InitPlan (same rows).
-CREATE FUNCTION memory._policy_without_subquery(t regclass)
+-- memory_internal._acting_org() per row instead of once per statement as an InitPlan (same rows).
+CREATE FUNCTION memory_internal._policy_without_subquery(t regclass)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
-        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory._acting_org()) '
-                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory._acting_org())', t);
+        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org()) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);
     END IF;
 END $$;
 
@@ -240,7 +240,7 @@ BEGIN
                   HINT = 'memory_ext''s triggers run on the shards, and write only co-located shards; set it on every node (ALTER SYSTEM SET citus.enable_unsafe_triggers = on; SELECT pg_reload_conf()), so that shard moves and later memory.govern() calls keep them.';
     END IF;
     -- Changes of the reference tables that memory_ext audits are recorded by the coordinator's
-    -- copy (memory._citus_other_copy): the coordinator must hold one.
+    -- copy (memory_internal._citus_other_copy): the coordinator must hold one.
     EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node WHERE groupid = 0)' INTO found_coordinator;
     IF NOT found_coordinator THEN
         RAISE EXCEPTION 'memory.distribute needs the coordinator in Citus''s metadata'
@@ -250,12 +250,12 @@ BEGIN
         PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
     END IF;
     -- The rows already there are loaded into the shards as they are, like a restore (no
-    -- classification, stamps, rules or audit events): memory._distribute_quietly keeps the
+    -- classification, stamps, rules or audit events): memory_internal._distribute_quietly keeps the
     -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
     PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
     -- The key and the pseudonym salt exist before their tables are replicated: a worker never
     -- makes one (SPEC §10: one key set for the cluster).
-    PERFORM memory._audit_current_key();
+    PERFORM memory_internal._audit_current_key();
 
     -- Keys and registries: reference tables, a copy on every node, read by the triggers on the
     -- shards beside them.
@@ -267,8 +267,8 @@ BEGIN
                                 'memory.drift_thresholds', 'memory.route_slices', 'memory.screen_profiles'] LOOP
         SELECT p.partmethod INTO kind FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ref::regclass;
         IF kind IS NULL THEN
-            PERFORM memory._policy_without_subquery(ref::regclass);
-            PERFORM memory._distribute_quietly(ref::regclass, 'reference');
+            PERFORM memory_internal._policy_without_subquery(ref::regclass);
+            PERFORM memory_internal._distribute_quietly(ref::regclass, 'reference');
             moved := moved || ref::regclass;
         ELSIF kind <> 'n' THEN
             RAISE EXCEPTION '% is distributed already, but not as a reference table', ref USING ERRCODE = '55000';
@@ -281,9 +281,9 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['memory.audit_pending', 'memory.audit_heads', 'memory.audit_log', 'memory.audit_seals'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             IF t = 'memory.audit_pending' THEN
-                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'none');
+                PERFORM memory_internal._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'none');
             ELSE
-                PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'memory.audit_pending');
+                PERFORM memory_internal._distribute_quietly(t::regclass, 'distributed', 'chain_id', 'memory.audit_pending');
             END IF;
             moved := moved || t::regclass;
         END IF;
@@ -292,14 +292,14 @@ BEGIN
 
     -- Governed application tables: by their org column, co-located with the audit tables, so
     -- that an event written by a trigger on a shard lands in the co-located shard of the log.
-    FOR r IN SELECT g.relid, coalesce(g.options->>'org', CASE WHEN memory._has_column(g.relid, 'org_id') THEN 'org_id' END) AS org
+    FOR r IN SELECT g.relid, coalesce(g.options->>'org', CASE WHEN memory_internal._has_column(g.relid, 'org_id') THEN 'org_id' END) AS org
                FROM memory.governance_registry g WHERE NOT g.builtin ORDER BY g.relid::text LOOP
         IF r.org IS NULL THEN
             done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', r.relid::text, 'why', 'no org column'));
             CONTINUE;
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = r.relid) THEN
-            PERFORM memory._distribute_quietly(r.relid, 'distributed', r.org, 'memory.audit_pending');
+            PERFORM memory_internal._distribute_quietly(r.relid, 'distributed', r.org, 'memory.audit_pending');
             moved := moved || r.relid;
         ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
                            WHERE a.logicalrelid = r.relid AND b.logicalrelid = 'memory.audit_pending'::regclass
@@ -347,8 +347,8 @@ BEGIN
             IF t IN ('memory.observations', 'memory.entities', 'memory.claims') THEN
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (id)', pg_catalog.split_part(t, '.', 2) || '_id', t);
             END IF;
-            PERFORM memory._policy_without_subquery(t::regclass);
-            PERFORM memory._distribute_quietly(t::regclass, 'distributed', 'org_id', 'memory.audit_pending');
+            PERFORM memory_internal._policy_without_subquery(t::regclass);
+            PERFORM memory_internal._distribute_quietly(t::regclass, 'distributed', 'org_id', 'memory.audit_pending');
             moved := moved || t::regclass;
         END IF;
         done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));
@@ -358,11 +358,11 @@ BEGIN
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
     -- triggers fire.
     EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
-        USING 'memory._reclassify_in(text,uuid,memory.classification,text,jsonb)'::regprocedure;
+        USING 'memory_internal._reclassify_in(text,uuid,memory.classification,text,jsonb)'::regprocedure;
     -- Likewise the decay job's run over one org, and the consent store's revocation, erasure and
     -- maintenance of one org: their gates are opened where the shards' triggers fire.
-    FOREACH t IN ARRAY ARRAY['memory._run_decay_in(text,timestamptz,jsonb)', 'memory._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)',
-                             'memory._erase_consent_in(text,text,jsonb)', 'memory._consent_maintenance_in(text,timestamptz,jsonb)'] LOOP
+    FOREACH t IN ARRAY ARRAY['memory_internal._run_decay_in(text,timestamptz,jsonb)', 'memory_internal._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)',
+                             'memory_internal._erase_consent_in(text,text,jsonb)', 'memory_internal._consent_maintenance_in(text,timestamptz,jsonb)'] LOOP
         EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
             USING t::regprocedure;
     END LOOP;
@@ -388,7 +388,7 @@ BEGIN
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
                    ELSE 'not distributed by memory_ext' END));
     END LOOP;
-    PERFORM memory._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
+    PERFORM memory_internal._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
         'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),
         'stores', jsonb_array_length(done->'stores')), NULL);
     RETURN done;

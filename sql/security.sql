@@ -4,9 +4,9 @@
 
 -- ------------------------------------------------------------------------------------------------
 -- Row-level security: a role sees and writes only rows of the org it acts for
--- (memory._acting_org(), evaluated once per statement as an InitPlan). The extension owner and
+-- (memory_internal._acting_org(), evaluated once per statement as an InitPlan). The extension owner and
 -- superusers bypass it, as PostgreSQL does for owners; memory_ext's own SECURITY DEFINER
--- functions run as the owner and check orgs themselves (memory._may_act_for / _scope_org).
+-- functions run as the owner and check orgs themselves (memory_internal._may_act_for / _scope_org).
 
 DO $$
 DECLARE t text;
@@ -16,23 +16,23 @@ BEGIN
                              'consents', 'user_contexts', 'threads', 'training_candidates', 'persona_drift_log',
                              'user_feedback', 'thread_refreshes', 'watch_question_updates', 'deletion_stubs'] LOOP
         EXECUTE format('ALTER TABLE memory.%I ENABLE ROW LEVEL SECURITY', t);
-        EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org())) '
-                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))', t);
+        EXECUTE format('CREATE POLICY tenant ON memory.%I USING (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org())) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))', t);
     END LOOP;
 END $$;
 -- Retention policies: the platform rows (org_id NULL) are everyone's to read; org rows are the org's.
 ALTER TABLE memory.retention_policies ENABLE ROW LEVEL SECURITY;
 CREATE POLICY platform_read ON memory.retention_policies FOR SELECT USING (org_id IS NULL);
 CREATE POLICY tenant ON memory.retention_policies
-    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
-    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
+    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()));
 
 -- Screening profiles likewise: platform profiles (org_id NULL) are everyone's to read.
 ALTER TABLE memory.screen_profiles ENABLE ROW LEVEL SECURITY;
 CREATE POLICY platform_read ON memory.screen_profiles FOR SELECT USING (org_id IS NULL);
 CREATE POLICY tenant ON memory.screen_profiles
-    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()))
-    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory._acting_org()));
+    USING (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()));
 
 -- Views read with the caller's rights, so the policies above apply through them.
 ALTER VIEW memory.live_observations SET (security_invoker = true);
@@ -40,12 +40,12 @@ ALTER VIEW memory.stats SET (security_invoker = true);
 
 -- ------------------------------------------------------------------------------------------------
 -- Governance cannot be switched off quietly. memory.govern and memory.ungovern open a gate for
--- the table they change (memory._open_governance_gate: the caller must own it); outside it,
+-- the table they change (memory_internal._open_governance_gate: the caller must own it); outside it,
 -- dropping, disabling or renaming a memory_ext trigger of a governed table is refused, and
 -- dropping a governed table is recorded on the platform chain (TRUNCATE is recorded by the
 -- table's memory_audit_truncate trigger).
 
-CREATE FUNCTION memory._is_memory_trigger_fn(f oid)
+CREATE FUNCTION memory_internal._is_memory_trigger_fn(f oid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f
                         AND p.pronamespace OPERATOR(pg_catalog.=) 'memory'::pg_catalog.regnamespace) $$;
@@ -54,17 +54,17 @@ AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_
 -- (triggers fire in name order, byte by byte): it could change the row after classification and
 -- the hold check. Such triggers are refused on governed tables; the owner's own BEFORE triggers
 -- take names that sort before "memory_".
-CREATE FUNCTION memory._is_late_trigger(tg oid)
+CREATE FUNCTION memory_internal._is_late_trigger(tg oid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
                       WHERE t.oid OPERATOR(pg_catalog.=) tg AND NOT t.tgisinternal
                         AND (t.tgtype::int OPERATOR(pg_catalog.&) 3) OPERATOR(pg_catalog.=) 3
                         AND (t.tgtype::int OPERATOR(pg_catalog.&) 20) OPERATOR(pg_catalog.<>) 0
-                        AND NOT memory._is_memory_trigger_fn(t.tgfoid)
+                        AND NOT memory_internal._is_memory_trigger_fn(t.tgfoid)
                         AND (t.tgname::text COLLATE "C") OPERATOR(pg_catalog.>=) ('memory_' COLLATE "C")) $$;
 
 -- A trigger's arguments (pg_trigger.tgargs: NUL-terminated strings), as text.
-CREATE FUNCTION memory._trigger_args(tg oid)
+CREATE FUNCTION memory_internal._trigger_args(tg oid)
 RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -86,7 +86,7 @@ BEGIN
 END $$;
 
 -- The columns a governed table's mapping names (memory.governance_registry.options).
-CREATE FUNCTION memory._mapped_columns(opts jsonb)
+CREATE FUNCTION memory_internal._mapped_columns(opts jsonb)
 RETURNS text[] LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL AND x.c OPERATOR(pg_catalog.<>) ''), '{}')
@@ -107,7 +107,7 @@ SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL
           FROM pg_catalog.unnest(ARRAY['user', 'org']) k
          WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'consent') OPERATOR(pg_catalog.=) 'object') x(c) $$;
 
-CREATE FUNCTION memory._guard_governance_ddl()
+CREATE FUNCTION memory_internal._guard_governance_ddl()
 RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -119,11 +119,11 @@ BEGIN
     -- restores run as them and re-create the triggers): the guard is for table owners.
     -- A mapped column of a governed table keeps its name, for every role: renamed or dropped, the
     -- mapping would name a column that is gone, or a decoy added under its name (55000).
-    IF TG_EVENT = 'ddl_command_end' AND NOT memory._creating_extension() AND NOT memory._restore_mode() THEN
+    IF TG_EVENT = 'ddl_command_end' AND NOT memory_internal._creating_extension() AND NOT memory_internal._restore_mode() THEN
         FOR r IN SELECT c.objid, g.options FROM pg_catalog.pg_event_trigger_ddl_commands() c
                    JOIN memory.governance_registry g ON g.relid::oid = c.objid
                   WHERE c.command_tag = 'ALTER TABLE' LOOP
-            FOR t IN SELECT m.col FROM unnest(memory._mapped_columns(r.options)) m(col)
+            FOR t IN SELECT m.col FROM unnest(memory_internal._mapped_columns(r.options)) m(col)
                       WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = r.objid AND a.attnum > 0
                                            AND NOT a.attisdropped AND a.attname = m.col) LOOP
                 RAISE EXCEPTION 'column "%" of governed table % is mapped by memory.govern and may not be renamed or dropped', t.col, r.objid::regclass
@@ -132,7 +132,7 @@ BEGIN
             END LOOP;
         END LOOP;
     END IF;
-    IF memory._is_unrestricted() AND TG_EVENT = 'ddl_command_end' THEN
+    IF memory_internal._is_unrestricted() AND TG_EVENT = 'ddl_command_end' THEN
         RETURN;
     END IF;
     IF TG_EVENT = 'ddl_command_end' THEN
@@ -153,9 +153,9 @@ BEGIN
                     HINT = 'Writes into a child table would go around the parent''s memory_ext triggers.';
             END IF;
             IF r.command_tag = 'ALTER TABLE' THEN
-                CONTINUE WHEN memory._governance_gate_open(r.objid);
+                CONTINUE WHEN memory_internal._governance_gate_open(r.objid);
                 FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
-                          WHERE tg.tgrelid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid)
+                          WHERE tg.tgrelid = r.objid AND memory_internal._is_memory_trigger_fn(tg.tgfoid)
                             AND tg.tgenabled NOT IN ('O', 'A')
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
                     RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
@@ -163,7 +163,7 @@ BEGIN
                 END LOOP;
             ELSIF r.command_tag IN ('CREATE TRIGGER', 'ALTER TRIGGER') AND EXISTS (
                       SELECT 1 FROM pg_catalog.pg_trigger tg JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
-                       WHERE tg.oid = r.objid AND memory._is_late_trigger(tg.oid)) THEN
+                       WHERE tg.oid = r.objid AND memory_internal._is_late_trigger(tg.oid)) THEN
                 RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s', 
                     (SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg WHERE tg.oid = r.objid)
                     USING ERRCODE = '42501',
@@ -172,9 +172,9 @@ BEGIN
             ELSIF r.command_tag = 'CREATE TRIGGER' THEN
                 -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND (tg.tgname LIKE 'memory\_%' OR memory._is_memory_trigger_fn(tg.tgfoid))
+                          WHERE tg.oid = r.objid AND (tg.tgname LIKE 'memory\_%' OR memory_internal._is_memory_trigger_fn(tg.tgfoid))
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
-                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
                     RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
                         USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) to change the mapping.';
                 END LOOP;
@@ -187,9 +187,9 @@ BEGIN
                 END LOOP;
             ELSIF r.command_tag = 'ALTER TRIGGER' THEN
                 FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND memory._is_memory_trigger_fn(tg.tgfoid) AND tg.tgname NOT LIKE 'memory\_%'
+                          WHERE tg.oid = r.objid AND memory_internal._is_memory_trigger_fn(tg.tgfoid) AND tg.tgname NOT LIKE 'memory\_%'
                             AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
-                    CONTINUE WHEN memory._governance_gate_open(t.tgrelid);
+                    CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
                     RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
                 END LOOP;
@@ -201,14 +201,14 @@ BEGIN
                 -- A trigger dropped with its table is not a table left ungoverned.
                 rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
                 IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
-                   AND NOT memory._governance_gate_open(rel::oid) AND NOT memory._is_unrestricted() THEN
+                   AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
                     RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
                 END IF;
             ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
                 -- Its rows are gone from the catalog by now, so while any legal hold is active a
                 -- governed table with an org column is not dropped (its rows may be held).
-                IF NOT memory._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
+                IF NOT memory_internal._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
                    AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid
                                   AND (g.options ? 'org' OR g.options->'consent' ? 'org')) THEN
                     RAISE EXCEPTION 'governed table % may hold rows under an active legal hold: DROP TABLE is blocked', r.object_identity
@@ -216,15 +216,15 @@ BEGIN
                               HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
                 END IF;
                 DELETE FROM memory.governance_registry g WHERE g.relid::oid = r.objid;
-                PERFORM memory._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
+                PERFORM memory_internal._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
             END IF;
         END LOOP;
     END IF;
 END $$;
 CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE', 'CREATE TABLE')
-    EXECUTE FUNCTION memory._guard_governance_ddl();
+    EXECUTE FUNCTION memory_internal._guard_governance_ddl();
 CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
-    EXECUTE FUNCTION memory._guard_governance_ddl();
+    EXECUTE FUNCTION memory_internal._guard_governance_ddl();
 
 -- ------------------------------------------------------------------------------------------------
 -- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide). The
@@ -255,7 +255,7 @@ BEGIN
         TO memory_reader;
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz) TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory._claim_must_exist(uuid), memory._claim_chain(uuid),
+    GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
                               memory.recall(text, text, int, text), memory.misleading_observations(text)
         TO memory_reader;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
@@ -265,7 +265,7 @@ BEGIN
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
-    -- Writers may try to change a claim's state: memory._claims_guard refuses it unless the role is
+    -- Writers may try to change a claim's state: memory_internal._claims_guard refuses it unless the role is
     -- a knowledge admin (42501) and audits the attempt although the statement fails (seed §2).
     GRANT UPDATE (lifecycle_state) ON memory.claims TO memory_writer;
     -- Consent-era rows of their org's users (SPEC §6): consent through the functions below,
@@ -276,7 +276,7 @@ BEGIN
     GRANT UPDATE (title, cognition_object, status, updated_at) ON memory.threads TO memory_writer;
     GRANT SELECT ON memory.route_slices, memory.drift_thresholds, memory.drift_lexicon, memory.drift_alerts,
                     memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory._drift_threshold(text) TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory_internal._drift_threshold(text) TO memory_reader;
     GRANT INSERT ON memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
                               memory.consent_receipt(text, text, int),
@@ -286,7 +286,7 @@ BEGIN
                               memory.revoke_consent(text, text, memory.consent_scope[], timestamptz)
         TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
-                              memory.record_outcome(text, memory.outcome, uuid[]), memory._record_outcome(text, text, uuid[]),
+                              memory.record_outcome(text, memory.outcome, uuid[]), memory_internal._record_outcome(text, text, uuid[]),
                               memory.transfer_observations(uuid[], text), memory.end_task(text),
                               memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text)
         TO memory_writer;
@@ -305,7 +305,7 @@ BEGIN
                               memory.freshness_recheck(float8, interval, interval, int, timestamptz),
                               memory.run_decay(timestamptz),
                               memory.reclassify(uuid, memory.classification, text),
-                              memory.audit_verify(text), memory._audit_verify_for_caller(text), memory.audit_head(text),
+                              memory.audit_verify(text), memory_internal._audit_verify_for_caller(text), memory.audit_head(text),
                               memory.audit_events(text, text, int, int),
                               memory.erase_subject(text), memory.export_subject(text, boolean),
                               memory.grant_org(regrole, text), memory.revoke_org(regrole, text)

@@ -4,17 +4,17 @@
 -- table's owner may act for, sorted. On a shard no function may read the registries (a
 -- distributed query from a query on a shard), so erasure and export work these out here and
 -- their statements name the orgs.
-CREATE FUNCTION memory._subject_orgs(tbl regclass, user_col text, org_col text, subject text)
+CREATE FUNCTION memory_internal._subject_orgs(tbl regclass, user_col text, org_col text, subject text)
 RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r jsonb := memory._exec_as_table_owner(tbl,
+    r jsonb := memory_internal._exec_as_table_owner(tbl,
                    format('SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%I::pg_catalog.text), ''[]'') FROM %s t
                             WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', org_col, tbl, user_col),
                    ARRAY[subject]);
 BEGIN
     RETURN ARRAY(SELECT o FROM pg_catalog.jsonb_array_elements_text(r) o
-                  WHERE memory._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o)
+                  WHERE memory_internal._may_act_for_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), o)
                   ORDER BY 1);
 END $$;
 
@@ -29,19 +29,19 @@ DECLARE
     t       record;
     r       jsonb;
     -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
-    scope   text := memory._scope_org();
+    scope   text := memory_internal._scope_org();
     o       text;
     failed  jsonb;
     skipped jsonb := '[]';
 BEGIN
-    IF memory._blank(subject) THEN
+    IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
-    -- The hold test is written out in the deletes (memory._held in the counts): on Citus these
+    -- The hold test is written out in the deletes (memory_internal._held in the counts): on Citus these
     -- statements run on the shards, where Citus refuses a STABLE function of a column in a
     -- DELETE. No tenant test runs in them: the scope is worked out here, for the caller.
     SELECT count(*) INTO held FROM memory.observations o
-     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory._held(o.org_id, o.user_id, o.id);
+     WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND memory_internal._held(o.org_id, o.user_id, o.id);
     DELETE FROM memory.observation_weight_history h USING memory.observations o
      WHERE h.observation_id = o.id AND h.org_id = o.org_id AND o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
@@ -56,7 +56,7 @@ BEGIN
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
     SELECT held + count(*) INTO held FROM memory.observations_archive a
-     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory._held(a.org_id, a.user_id, a.id);
+     WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory_internal._held(a.org_id, a.user_id, a.id);
     DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
@@ -79,21 +79,21 @@ BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             failed := '{}';
-            PERFORM memory._hold_gate(true);
-            IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
+            PERFORM memory_internal._hold_gate(true);
+            IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
                 -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE,
                 -- nor any that reads the registries on a shard: the DELETE names each org
-                -- (memory._subject_orgs). One org at a time, on its shard: the hold gate is this
+                -- (memory_internal._subject_orgs). One org at a time, on its shard: the hold gate is this
                 -- backend's, and the shards' hold triggers run in the workers' backends, so a held
                 -- row there still raises MX006. That org's rows stay (reported under
                 -- failed_tables); the other orgs' rows go.
                 n := 0;
-                FOREACH o IN ARRAY memory._subject_orgs(t.table_name, t.col, t.org_col, subject) LOOP
+                FOREACH o IN ARRAY memory_internal._subject_orgs(t.table_name, t.col, t.org_col, subject) LOOP
                     CONTINUE WHEN scope IS NOT NULL AND o OPERATOR(pg_catalog.<>) scope;
                     BEGIN
                         -- (A failed org's subtransaction closed the gate: open again.)
-                        PERFORM memory._hold_gate(true);
-                        n := n + (memory._exec_as_table_owner(t.table_name,
+                        PERFORM memory_internal._hold_gate(true);
+                        n := n + (memory_internal._exec_as_table_owner(t.table_name,
                                       format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                                                  AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
                                              t.table_name, t.col, t.org_col),
@@ -104,14 +104,14 @@ BEGIN
                 END LOOP;
                 r := jsonb_build_object('processed', n);
             ELSE
-                r := memory._exec_as_table_owner(t.table_name,
-                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s',
+                r := memory_internal._exec_as_table_owner(t.table_name,
+                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
                                 t.table_name, t.col,
                                 CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
                                 CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
                          ARRAY[subject, scope]);
             END IF;
-            PERFORM memory._hold_gate(false);
+            PERFORM memory_internal._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
                                 || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));
@@ -129,15 +129,15 @@ BEGIN
         counts := counts || jsonb_build_object('skipped_tables', skipped);
     END IF;
     -- The account's consent-era rows (SPEC §6), leaving a deletion stub per org.
-    r := memory._erase_consent_rows(subject, scope);
+    r := memory_internal._erase_consent_rows(subject, scope);
     counts := counts || jsonb_build_object('consent', r);
     IF (SELECT sum(v::bigint) FROM jsonb_each_text(r) x(k, v)) > 0 THEN
-        PERFORM memory._audit('memory.user.delete', jsonb_build_object('subject', memory._pseudonym(subject), 'counts', r), scope);
+        PERFORM memory_internal._audit('memory.user.delete', jsonb_build_object('subject', memory_internal._pseudonym(subject), 'counts', r), scope);
     END IF;
     -- One event naming the subject only by pseudonym, on the acting org's chain (the platform
     -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
-    PERFORM memory._audit('memory.forget',
-        jsonb_build_object('subject', memory._pseudonym(subject), 'counts', counts, 'held', held), scope);
+    PERFORM memory_internal._audit('memory.forget',
+        jsonb_build_object('subject', memory_internal._pseudonym(subject), 'counts', counts, 'held', held), scope);
     RETURN counts || jsonb_build_object('held', held);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
@@ -160,10 +160,10 @@ DECLARE
     scope    text;
     consent  jsonb;
 BEGIN
-    IF memory._blank(subject) THEN
+    IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
     END IF;
-    scope := memory._scope_org();
+    scope := memory_internal._scope_org();
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
     SELECT coalesce(jsonb_agg(to_jsonb(o) ORDER BY o.created_at, o.id), '[]') INTO obs
@@ -177,7 +177,7 @@ BEGIN
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL
        AND (include_restricted OR o.classification <> 'restricted');
-    consent := memory._export_consent_rows(subject, scope);
+    consent := memory_internal._export_consent_rows(subject, scope);
     FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
                                    ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
                                    ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
@@ -195,23 +195,23 @@ BEGIN
         CONTINUE WHEN scope IS NOT NULL AND t.org_col IS NULL;
         BEGIN
             restricted := CASE WHEN include_restricted OR t.tier_col IS NULL THEN ''
-                               WHEN memory._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
+                               WHEN memory_internal._column_type(t.table_name, t.tier_col, 'tier') = 'jsonb'::regtype
                                     THEN format(' AND (t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
                                ELSE format(' AND t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
-            IF t.org_col IS NOT NULL AND memory._citus_distributed(t.table_name) THEN
-                -- Citus (SPEC §10): the read names the subject's orgs (memory._subject_orgs).
-                r := memory._exec_as_table_owner(t.table_name, format(
+            IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
+                -- Citus (SPEC §10): the read names the subject's orgs (memory_internal._subject_orgs).
+                r := memory_internal._exec_as_table_owner(t.table_name, format(
                     'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
                       WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                         AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])%s%s',
                     t.table_name, t.col, t.org_col,
                     CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
                     restricted),
-                    ARRAY[subject, scope, memory._subject_orgs(t.table_name, t.col, t.org_col, subject)::text]);
+                    ARRAY[subject, scope, memory_internal._subject_orgs(t.table_name, t.col, t.org_col, subject)::text]);
             ELSE
-                r := memory._exec_as_table_owner(t.table_name, format(
+                r := memory_internal._exec_as_table_owner(t.table_name, format(
                     'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)), ''[]'') FROM %s t
-                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory._may_act_for(%s)%s%s',
+                      WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s%s',
                     t.table_name, t.col,
                     CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
                     CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END,
@@ -227,8 +227,8 @@ BEGIN
                 'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
         END IF;
     END LOOP;
-    PERFORM memory._audit('memory.export',
-        jsonb_build_object('subject', memory._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
+    PERFORM memory_internal._audit('memory.export',
+        jsonb_build_object('subject', memory_internal._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted), scope);
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'manifest', manifest,
                               'sections', jsonb_build_object('observations', obs, 'archive', arch, 'weight_history', hist,
@@ -242,9 +242,9 @@ RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_c
 AS $$
 DECLARE
     n bigint;
-    org_scope text := memory._scope_org();
+    org_scope text := memory_internal._scope_org();
 BEGIN
-    IF memory._blank(task_id) THEN
+    IF memory_internal._blank(task_id) THEN
         RAISE EXCEPTION 'memory.end_task needs a task_id' USING ERRCODE = '22023';
     END IF;
     -- (The hold test written out, as in memory.erase_subject.)
@@ -273,16 +273,16 @@ DECLARE
     cls memory.classification;
     sd  timestamptz;
 BEGIN
-    IF memory._blank(to_project_id) THEN
+    IF memory_internal._blank(to_project_id) THEN
         RAISE EXCEPTION 'memory.transfer_observations needs a target project' USING ERRCODE = '22023';
     END IF;
     FOR r IN SELECT u.id AS uid, u.ord, u.ord > min(u.ord) OVER (PARTITION BY u.id) AS repeated
                FROM unnest(coalesce(ids, '{}')) WITH ORDINALITY AS u(id, ord)
               ORDER BY u.ord LOOP
         id := r.uid;
-        -- The row's org, checked for the caller (memory._org_of); the row is then read
+        -- The row's org, checked for the caller (memory_internal._org_of); the row is then read
         -- and changed naming its org.
-        org := CASE WHEN NOT r.repeated THEN memory._org_of('memory.observations', r.uid) END;
+        org := CASE WHEN NOT r.repeated THEN memory_internal._org_of('memory.observations', r.uid) END;
         IF org IS NOT NULL THEN
             SELECT o.classification, o.soft_deleted_at INTO cls, sd FROM memory.observations o
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) r.uid FOR UPDATE;
@@ -310,7 +310,7 @@ BEGIN
         RETURN NEXT;
     END LOOP;
     FOR org IN SELECT jsonb_object_keys(moved) LOOP
-        PERFORM memory._audit('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
+        PERFORM memory_internal._audit('memory.transfer', jsonb_build_object('observationIds', moved->org, 'toProjectId', to_project_id), org);
     END LOOP;
 END $$;
 COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
@@ -346,20 +346,20 @@ DECLARE
     err_state text;
     err_text text;
 BEGIN
-    PERFORM memory._check_at(at, 'memory.run_maintenance');
+    PERFORM memory_internal._check_at(at, 'memory.run_maintenance');
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'memory.run_maintenance needs a finite time' USING ERRCODE = '22023';
     END IF;
     INSERT INTO memory.maintenance_runs (at) VALUES (at) RETURNING id INTO run_id;
     BEGIN
-        pending := memory._audit_integrate(false);
+        pending := memory_internal._audit_integrate(false);
         RAISE DEBUG 'memory maintenance: retention and archive as of %', at;
         ret := memory.run_retention(false, at);
         parts := memory.audit_ensure_partitions(3, at);
         RAISE DEBUG 'memory maintenance: % audit partition(s) created', parts;
         RAISE DEBUG 'memory maintenance: expired task contexts and drift rows due for purge';
         result := jsonb_build_object('retention', ret, 'audit_partitions_created', parts, 'audit_integrated', pending,
-                                     'consent', memory._consent_maintenance(at), 'knowledge', memory._knowledge_retention(at), 'at', at);
+                                     'consent', memory_internal._consent_maintenance(at), 'knowledge', memory_internal._knowledge_retention(at), 'at', at);
         UPDATE memory.maintenance_runs SET finished_at = clock_timestamp(), phases = result WHERE id = run_id;
     EXCEPTION WHEN OTHERS THEN
         -- The phases' work is rolled back; the run and its error stay recorded.
@@ -373,7 +373,7 @@ BEGIN
     RETURN result || jsonb_build_object('run_id', run_id);
 END $$;
 COMMENT ON FUNCTION memory.run_maintenance(timestamptz) IS
-  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, knowledge retention (memory._knowledge_retention), recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
+  'Periodic work in one call: run_retention (soft delete, hard delete, archive), audit partitions ahead, expired task contexts and drift rows due for purge, knowledge retention (memory_internal._knowledge_retention), recorded in memory.maintenance_runs (an error is recorded there and returned, its work rolled back). Schedule it with memory.schedule_maintenance.';
 
 CREATE FUNCTION memory.schedule_maintenance(schedule text DEFAULT '*/15 * * * *')
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -384,7 +384,7 @@ BEGIN
         RAISE EXCEPTION 'pg_cron is not installed in this database' USING ERRCODE = '55000',
             HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name to this database, and CREATE EXTENSION pg_cron.';
     END IF;
-    IF memory._blank(schedule) THEN
+    IF memory_internal._blank(schedule) THEN
         RAISE EXCEPTION 'a cron schedule is required' USING ERRCODE = '22023';
     END IF;
     EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job

@@ -2,15 +2,15 @@
 -- inherits from); '*' grants every org. A session acts for the org in the setting memory.org_id
 -- when its role may act for it, or, without the setting, for its role's only org. Row-level
 -- security on every table holding tenant rows compares org_id with that acting org; functions
--- that take an org, or read the audit log, ask memory._may_act_for.
+-- that take an org, or read the audit log, ask memory_internal._may_act_for.
 --
--- Who "the role" is: memory._caller(), the session's role (SET ROLE or the login), which
+-- Who "the role" is: memory_internal._caller(), the session's role (SET ROLE or the login), which
 -- SECURITY DEFINER functions do not change (see src/trust.rs for the two exceptions).
 -- Superusers and members of the extension owner are unrestricted: they may act for every org and
 -- write the platform chain ('').
 
 -- Whether a text argument is missing: NULL, empty, or only whitespace (tabs and newlines too).
-CREATE FUNCTION memory._blank(t text)
+CREATE FUNCTION memory_internal._blank(t text)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
 
@@ -30,7 +30,7 @@ CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_grants
 COMMENT ON TABLE memory.org_grants IS
   'Tenant binding: the orgs each role may act for (''*'' = every org). Written by memory.grant_org / memory.revoke_org; roles by name, so a dump restores onto another cluster''s roles of the same names.';
 
-CREATE FUNCTION memory._is_unrestricted_role(r oid)
+CREATE FUNCTION memory_internal._is_unrestricted_role(r oid)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT r IS NOT NULL AND (
@@ -41,32 +41,32 @@ $$;
 
 -- Whether role r may act for org ('' or NULL: the platform chain, which only unrestricted roles
 -- and '*' roles write).
-CREATE FUNCTION memory._may_act_for_role(r oid, org text)
+CREATE FUNCTION memory_internal._may_act_for_role(r oid, org text)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT r IS NOT NULL AND (memory._is_unrestricted_role(r) OR EXISTS (
+    SELECT r IS NOT NULL AND (memory_internal._is_unrestricted_role(r) OR EXISTS (
         SELECT 1 FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
          WHERE (g.org_id OPERATOR(pg_catalog.=) '*' OR g.org_id OPERATOR(pg_catalog.=) coalesce(org, ''))
            AND pg_catalog.pg_has_role(r, ro.oid, 'USAGE')))
 $$;
 
 -- About the caller only, so open to every role (row-level security policies call it).
-CREATE FUNCTION memory._may_act_for(org text)
+CREATE FUNCTION memory_internal._may_act_for(org text)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._may_act_for_role(memory._caller(), org) $$;
+AS $$ SELECT memory_internal._may_act_for_role(memory_internal._caller(), org) $$;
 
-CREATE FUNCTION memory._is_unrestricted()
+CREATE FUNCTION memory_internal._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._is_unrestricted_role(memory._caller()) $$;
+AS $$ SELECT memory_internal._is_unrestricted_role(memory_internal._caller()) $$;
 
 -- Time travel is the owner's: an `at` more than 5 minutes (memory_core::retention::
 -- MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
 -- the extension owner and superusers (tests, backfills); anyone else gets 22023. Returns `at`.
-CREATE FUNCTION memory._check_at(at timestamptz, fn text)
+CREATE FUNCTION memory_internal._check_at(at timestamptz, fn text)
 RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.+) interval '5 minutes') AND NOT memory._is_unrestricted() THEN
+    IF at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.+) interval '5 minutes') AND NOT memory_internal._is_unrestricted() THEN
         RAISE EXCEPTION '%: at (%) is more than 5 minutes after the transaction time', fn, at USING ERRCODE = '22023',
             HINT = 'Omit at to run for now; a later time is for the extension owner and superusers (tests, backfills).';
     END IF;
@@ -79,12 +79,12 @@ END $$;
 -- reads the grants, a reference table, from the node's own copy: Citus allows that read from a
 -- query on a shard only with citus.allow_nested_distributed_execution (a setting of its own,
 -- unknown and without effect where Citus is not loaded).
-CREATE FUNCTION memory._acting_org()
+CREATE FUNCTION memory_internal._acting_org()
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET citus.allow_nested_distributed_execution = on
 AS $$
 DECLARE
-    r   oid := memory._caller();
+    r   oid := memory_internal._caller();
     s   text := nullif(current_setting('memory.org_id', true), '');
     one text;
     n   int;
@@ -95,7 +95,7 @@ BEGIN
     -- An org the role may not act for is refused, never a silent NULL org (a write would then
     -- fail row-level security with no word of why).
     IF s IS NOT NULL THEN
-        IF NOT memory._may_act_for_role(r, s) THEN
+        IF NOT memory_internal._may_act_for_role(r, s) THEN
             RAISE EXCEPTION 'role % may not act for org "%" (memory.org_id)', r::regrole, s USING ERRCODE = '42501',
                 HINT = 'Bind the role to the org with memory.grant_org(role, org) (an org admin or the extension owner), or set memory.org_id to one of memory.my_orgs().';
         END IF;
@@ -121,28 +121,28 @@ END $$;
 
 -- The orgs a definer function may work on for its caller: NULL means every org (an unrestricted
 -- caller with no memory.org_id set); otherwise the acting org, or 42501 when there is none.
-CREATE FUNCTION memory._scope_org()
+CREATE FUNCTION memory_internal._scope_org()
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE a text := memory._acting_org();
+DECLARE a text := memory_internal._acting_org();
 BEGIN
     IF a IS NOT NULL THEN
         RETURN a;
     END IF;
-    IF memory._is_unrestricted() THEN
+    IF memory_internal._is_unrestricted() THEN
         RETURN NULL;
     END IF;
-    RAISE EXCEPTION 'role % acts for no org', coalesce(memory._caller()::regrole::text, '(none)')
+    RAISE EXCEPTION 'role % acts for no org', coalesce(memory_internal._caller()::regrole::text, '(none)')
         USING ERRCODE = '42501', HINT = 'SET memory.org_id to one of the role''s orgs (see memory.grant_org).';
 END $$;
 
 -- 42501 unless the caller may act for org; returns org.
-CREATE FUNCTION memory._require_org(org text)
+CREATE FUNCTION memory_internal._require_org(org text)
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NOT memory._may_act_for(org) THEN
-        RAISE EXCEPTION 'role % may not act for org "%"', coalesce(memory._caller()::regrole::text, '(none)'), coalesce(org, '')
+    IF NOT memory_internal._may_act_for(org) THEN
+        RAISE EXCEPTION 'role % may not act for org "%"', coalesce(memory_internal._caller()::regrole::text, '(none)'), coalesce(org, '')
             USING ERRCODE = '42501', HINT = 'An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id).';
     END IF;
     RETURN org;
@@ -150,7 +150,7 @@ END $$;
 
 CREATE FUNCTION memory.acting_org()
 RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory._acting_org() $$;
+AS $$ SELECT memory_internal._acting_org() $$;
 COMMENT ON FUNCTION memory.acting_org() IS
   'The org this session acts for: memory.org_id (42501 when the role may not act for it), else the role''s only org, else NULL (row-level security then shows nothing).';
 
@@ -158,26 +158,26 @@ CREATE FUNCTION memory.my_orgs()
 RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT DISTINCT g.org_id FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
-     WHERE pg_catalog.pg_has_role(memory._caller(), ro.oid, 'USAGE') ORDER BY 1
+     WHERE pg_catalog.pg_has_role(memory_internal._caller(), ro.oid, 'USAGE') ORDER BY 1
 $$;
 COMMENT ON FUNCTION memory.my_orgs() IS 'The orgs granted to the calling role (directly or through roles it inherits); ''*'' means every org.';
 
 -- Owner, superuser, or a memory_admin member who may act for the org ('*' only for the first
 -- two) and, for a grant or revoke, holds ADMIN OPTION on the target role.
-CREATE FUNCTION memory._may_administer(org text, target oid DEFAULT NULL)
+CREATE FUNCTION memory_internal._may_administer(org text, target oid DEFAULT NULL)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT memory._is_unrestricted() OR (
+    SELECT memory_internal._is_unrestricted() OR (
         org OPERATOR(pg_catalog.<>) '*'
         AND (target IS NULL OR (
             -- an org admin binds only roles it administers, never memory_ext's group roles
-            pg_catalog.pg_has_role(memory._caller(), target, 'MEMBER WITH ADMIN OPTION')
+            pg_catalog.pg_has_role(memory_internal._caller(), target, 'MEMBER WITH ADMIN OPTION')
             AND (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) target)
                 OPERATOR(pg_catalog.<>) ALL (ARRAY['memory_reader', 'memory_writer', 'memory_admin']::name[])))
         AND pg_catalog.to_regrole('memory_admin') IS NOT NULL
-        AND memory._caller() IS NOT NULL
-        AND pg_catalog.pg_has_role(memory._caller(), 'memory_admin', 'USAGE')
-        AND memory._may_act_for(org))
+        AND memory_internal._caller() IS NOT NULL
+        AND pg_catalog.pg_has_role(memory_internal._caller(), 'memory_admin', 'USAGE')
+        AND memory_internal._may_act_for(org))
 $$;
 
 CREATE FUNCTION memory.grant_org(role regrole, org_id text)
@@ -185,20 +185,20 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_
 AS $$
 DECLARE n int;
 BEGIN
-    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory._blank(org_id) OR length(org_id) > 200)) THEN
+    IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory_internal._blank(org_id) OR length(org_id) > 200)) THEN
         RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
     END IF;
-    IF NOT memory._may_administer(org_id, role::oid) THEN
-        RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+    IF NOT memory_internal._may_administer(org_id, role::oid) THEN
+        RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory_internal._caller()::regrole::text, '(none)'), org_id
             USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org holding ADMIN OPTION on the role grants it; only the first two grant ''*'' or bind memory_ext''s group roles.';
     END IF;
     INSERT INTO memory.org_grants (role_name, org_id, granted_by)
-    SELECT r.rolname, grant_org.org_id, coalesce(memory._caller()::regrole::text, current_user)
+    SELECT r.rolname, grant_org.org_id, coalesce(memory_internal._caller()::regrole::text, current_user)
       FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) grant_org.role::oid
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
-        PERFORM memory._audit_append_system('memory.org.grant',
+        PERFORM memory_internal._audit_append_system('memory.org.grant',
             jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
     END IF;
     RETURN n > 0;
@@ -218,8 +218,8 @@ BEGIN
     IF role IS NULL OR org_id IS NULL THEN
         RAISE EXCEPTION 'memory.revoke_org needs a role and an org id' USING ERRCODE = '22023';
     END IF;
-    IF NOT memory._may_administer(org_id, role::oid) THEN
-        RAISE EXCEPTION 'role % may not revoke org "%"', coalesce(memory._caller()::regrole::text, '(none)'), org_id
+    IF NOT memory_internal._may_administer(org_id, role::oid) THEN
+        RAISE EXCEPTION 'role % may not revoke org "%"', coalesce(memory_internal._caller()::regrole::text, '(none)'), org_id
             USING ERRCODE = '42501';
     END IF;
     DELETE FROM memory.org_grants g
@@ -227,7 +227,7 @@ BEGIN
        AND g.org_id OPERATOR(pg_catalog.=) revoke_org.org_id;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
-        PERFORM memory._audit_append_system('memory.org.revoke',
+        PERFORM memory_internal._audit_append_system('memory.org.revoke',
             jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
     END IF;
     RETURN n > 0;
@@ -235,7 +235,7 @@ END $$;
 COMMENT ON FUNCTION memory.revoke_org(regrole, text) IS
   'Unbind a role from an org. By the extension owner, a superuser, or a memory_admin of that org. True when a grant was removed; audited as memory.org.revoke.';
 
-REVOKE ALL ON FUNCTION memory._is_unrestricted_role(oid), memory._may_act_for_role(oid, text),
+REVOKE ALL ON FUNCTION memory_internal._is_unrestricted_role(oid), memory_internal._may_act_for_role(oid, text),
                        memory.grant_org(regrole, text), memory.revoke_org(regrole, text),
-                       memory._open_governance_gate(oid), memory._exec_as_table_owner(oid, text, text[]) FROM PUBLIC;
+                       memory_internal._open_governance_gate(oid), memory_internal._exec_as_table_owner(oid, text, text[]) FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('memory.org_grants', '');

@@ -157,7 +157,7 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 /// TG_ARGV for memory.classify_trigger from a column mapping (memory_core::protocol);
 /// memory.govern builds its CREATE TRIGGER with it. `stamps`: created, expires, purge, archive
 /// and (or '') memory_type column names.
-#[pg_extern(immutable, parallel_safe, name = "_classify_trigger_args")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_classify_trigger_args")]
 fn classify_trigger_args(
     content: Option<String>,
     source_files: Option<String>,
@@ -190,7 +190,7 @@ fn classify_trigger_args(
 }
 
 /// The message for a mapped column of the wrong type (memory_core::protocol), for memory.govern.
-#[pg_extern(immutable, parallel_safe, strict, name = "_column_type_message")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_column_type_message")]
 fn column_type_message(role: &str, column: &str, table: &str) -> String {
     memory_core::protocol::column_type_message(role, column, table)
 }
@@ -203,7 +203,7 @@ fn check_org(org_id: Option<&str>) {
     }
 }
 
-#[pg_extern(stable, parallel_restricted, name = "_classify")]
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_classify")]
 fn classify_label(
     content: Option<&str>,
     source_files: Option<Array<&str>>,
@@ -216,7 +216,7 @@ fn classify_label(
     Some(with_paths(&source_files, |paths| decide(content.as_bytes(), paths, st, org_id)).tier.as_str())
 }
 
-#[pg_extern(stable, parallel_restricted, name = "_classify_explain")]
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_classify_explain")]
 fn classify_explain(
     content: Option<&str>,
     source_files: Option<Array<&str>>,
@@ -242,7 +242,7 @@ fn classify_explain(
 
 /// `memory.detect`: the names of the detectors (all, or those named) that match `content`,
 /// folded first. Names only: a matched value never leaves the function.
-#[pg_extern(immutable, parallel_safe, name = "_detect")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_detect")]
 fn detect_names(content: Option<&str>, detectors: Option<Array<&str>>) -> Option<Vec<&'static str>> {
     let set = match detectors {
         None => DetectorSet::all(),
@@ -267,7 +267,7 @@ fn detect_names(content: Option<&str>, detectors: Option<Array<&str>>) -> Option
 }
 
 /// `memory.detectors()`: every detector with its tier, what validates it and its context words.
-#[pg_extern(immutable, parallel_safe, name = "_detectors")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_detectors")]
 fn detectors_table() -> TableIterator<
     'static,
     (name!(name, &'static str), name!(tier, &'static str), name!(validation, &'static str), name!(context_words, Vec<&'static str>)),
@@ -283,7 +283,7 @@ fn detectors_table() -> TableIterator<
 /// text of base64 and hex tokens of 16+ characters), in memory.detectors() order. Called with one
 /// value per field to name the field, then with all of them. NULL elements are skipped; names
 /// only, never a matched value.
-#[pg_extern(immutable, parallel_safe, strict, name = "_detect_fields")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_detect_fields")]
 fn detect_fields(values: Array<&str>) -> Vec<&'static str> {
     let values: Vec<&str> = values.iter().flatten().collect();
     memory_core::context::detect_fields(&values, DetectorSet::all()).names()
@@ -292,12 +292,12 @@ fn detect_fields(values: Array<&str>) -> Vec<&'static str> {
 /// One slice value as memory.load_slices renders it in the `<user_context>` block
 /// (memory_core::context::render_value): `&`, `<`, `>` escaped, their look-alikes folded to
 /// `&lt;`/`&gt;`, line separators and other control characters as a space.
-#[pg_extern(immutable, parallel_safe, strict, name = "_render_context_value")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_render_context_value")]
 fn render_context_value(value: &str) -> String {
     memory_core::context::render_value(value)
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_risk_band")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_risk_band")]
 fn risk_band(tier: &str) -> &'static str {
     Tier::parse(tier)
         .map(Tier::risk_band)
@@ -307,7 +307,7 @@ fn risk_band(tier: &str) -> &'static str {
 
 /// The tier of `metadata->>'classification'` (memory.derive_classification passes the text, so
 /// no JSON of any depth or size is parsed here).
-#[pg_extern(immutable, parallel_safe, name = "_derive_classification")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_derive_classification")]
 fn derive_label(label: Option<&str>) -> &'static str {
     derive_classification(label).as_str()
 }
@@ -315,13 +315,13 @@ fn derive_label(label: Option<&str>) -> &'static str {
 /// Whether a restore is loading rows (memory.restore_mode), for the PL/pgSQL triggers. Calling into
 /// the library defines the setting first, so a value a session set as a placeholder before the
 /// library was loaded (which would not need superuser) is never what they read.
-#[pg_extern(stable, parallel_safe, name = "_restore_mode")]
+#[pg_extern(stable, parallel_safe, schema = "memory_internal", name = "_restore_mode")]
 fn restore_mode() -> bool {
     crate::gucs::restore_mode()
 }
 
 /// Raises 22023 when an org rule's pattern does not compile; used by the rules table trigger.
-#[pg_extern(immutable, parallel_safe, strict, name = "_check_rule_pattern")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_check_rule_pattern")]
 fn check_rule_pattern(pattern: &str) -> bool {
     OrgRule::compile(0, Tier::Restricted, Target::Content, pattern, None)
         .map_err(|e| MxError::bad_argument(e.to_string()).hint("Org rules use Rust regex syntax; add (?i) for case-insensitive matching."))

@@ -1,7 +1,7 @@
 //! The persona drift detectors (SPEC §6 "Persona drift"; seed §4, §5.5, §9).
 //!
-//! `memory._feedback_polarity()` (BEFORE INSERT on `memory.user_feedback`) fixes a comment's
-//! lexicon polarity when it is written; `memory._detect_drift()` (AFTER INSERT on
+//! `memory_internal._feedback_polarity()` (BEFORE INSERT on `memory.user_feedback`) fixes a comment's
+//! lexicon polarity when it is written; `memory_internal._detect_drift()` (AFTER INSERT on
 //! `memory.user_feedback`, `memory.thread_refreshes` and `memory.watch_question_updates`) runs the
 //! four detectors in the writing transaction. The rules are `memory_core::drift`; this module
 //! reads what a detector needs (the consent in force and the earlier rows) by backward scans of
@@ -17,7 +17,7 @@
 //! the tables' and indexes' oids are cached per backend and dropped when those change (their
 //! row and TRUNCATE triggers send a relcache invalidation), so a row reads neither settings table; each
 //! user's consent is cached too (`ConsentCache`), read under a snapshot taken then and dropped
-//! when consent rows change (`memory._consents_changed()`).
+//! when consent rows change (`memory_internal._consents_changed()`).
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::scan::{self, Key, Lookup};
@@ -40,7 +40,7 @@ struct Settings {
     consents: pg_sys::Oid,
     /// memory.consents (org_id, user_id, version)
     consents_key: pg_sys::Oid,
-    /// memory.consents' receipt index: not read, only invalidated by `memory._consents_changed()`
+    /// memory.consents' receipt index: not read, only invalidated by `memory_internal._consents_changed()`
     /// when consent rows change, so that a new consent version drops the cached consents
     /// (`CONSENT`) without the DDL signal (an invalidation of the table itself) that drops these
     /// settings. InvalidOid (consents are then not cached) when the index is missing, or the two
@@ -192,7 +192,7 @@ fn cached(fired: pg_sys::Oid) -> Option<Rc<Settings>> {
 
 /// The settings, read as the extension owner when not cached.
 /// The settings for a trigger that fired on `fired`: the tables and indexes of its shard group
-/// when it is a Citus shard (`memory._in_group`), else memory_ext's tables themselves.
+/// when it is a Citus shard (`memory_internal._in_group`), else memory_ext's tables themselves.
 fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxError> {
     if let Some(s) = cached(fired) {
         return Ok(s);
@@ -202,20 +202,20 @@ fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxEr
     let row = client
         .select(
             "SELECT 'memory.drift_lexicon'::pg_catalog.regclass::pg_catalog.oid, 'memory.drift_thresholds'::pg_catalog.regclass::pg_catalog.oid,
-                    memory._in_group('memory.user_feedback', $1), memory._in_group('memory.thread_refreshes', $1),
-                    memory._in_group('memory.watch_question_updates', $1), memory._in_group('memory.consents', $1),
-                    memory._in_group('memory.consents_pkey', $1), memory._in_group('memory.user_feedback_user', $1),
-                    memory._in_group('memory.user_feedback_polarity', $1),
-                    memory._in_group('memory.thread_refreshes_thread', $1),
-                    memory._in_group('memory.watch_question_updates_question', $1),
+                    memory_internal._in_group('memory.user_feedback', $1), memory_internal._in_group('memory.thread_refreshes', $1),
+                    memory_internal._in_group('memory.watch_question_updates', $1), memory_internal._in_group('memory.consents', $1),
+                    memory_internal._in_group('memory.consents_pkey', $1), memory_internal._in_group('memory.user_feedback_user', $1),
+                    memory_internal._in_group('memory.user_feedback_polarity', $1),
+                    memory_internal._in_group('memory.thread_refreshes_thread', $1),
+                    memory_internal._in_group('memory.watch_question_updates_question', $1),
                     'memory.consent_scope'::pg_catalog.regtype::pg_catalog.oid,
                     (SELECT e.oid FROM pg_catalog.pg_enum e
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
                         AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
-                    memory._in_group('memory.persona_drift_log', $1),
-                    (SELECT memory._in_group(pg_catalog.to_regclass('memory.consents_receipt_id_key'), $1)
+                    memory_internal._in_group('memory.persona_drift_log', $1),
+                    (SELECT memory_internal._in_group(pg_catalog.to_regclass('memory.consents_receipt_id_key'), $1)
                       WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger tg
-                              WHERE tg.tgrelid OPERATOR(pg_catalog.=) memory._in_group('memory.consents', $1)
+                              WHERE tg.tgrelid OPERATOR(pg_catalog.=) memory_internal._in_group('memory.consents', $1)
                                 AND tg.tgname OPERATOR(pg_catalog.=) ANY ('{memory_consents_changed,memory_consents_changed_truncate}'::pg_catalog.name[])
                                 AND tg.tgenabled OPERATOR(pg_catalog.=) 'A') OPERATOR(pg_catalog.=) 2)",
             Some(1),
@@ -318,7 +318,7 @@ fn wrong_table(fname: &str, relid: pg_sys::Oid, tables: &str) -> MxError {
 // ---------------------------------------------------------------------------------------------
 // The comment's polarity.
 
-/// `memory._feedback_polarity()`: BEFORE INSERT FOR EACH ROW on memory.user_feedback. Sets
+/// `memory_internal._feedback_polarity()`: BEFORE INSERT FOR EACH ROW on memory.user_feedback. Sets
 /// `comment_polarity` from the comment by the lexicon of this moment (NULL for no comment, no
 /// match or a tie); a restore (`memory.restore_mode`) keeps the stored value.
 #[pg_trigger(sql = r#"
@@ -331,7 +331,7 @@ fn feedback_polarity<'a>(
 }
 
 fn polarity_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, AllocatedByPostgres>, MxError> {
-    const NAME: &str = "memory._feedback_polarity()";
+    const NAME: &str = "memory_internal._feedback_polarity()";
     let row = InsertedRow::new(td, NAME, true)?;
     let s = settings_as_owner(row.relid())?;
     if row.relid() != s.feedback {
@@ -348,12 +348,12 @@ fn polarity_row(td: &pg_sys::TriggerData) -> Result<PgHeapTuple<'static, Allocat
     row.with_int2("comment_polarity", polarity)
 }
 
-crate::checked_trigger_entry!(memory_feedback_polarity_checked, pg_finfo_memory_feedback_polarity_checked, "memory._feedback_polarity()", feedback_polarity_wrapper);
+crate::checked_trigger_entry!(memory_feedback_polarity_checked, pg_finfo_memory_feedback_polarity_checked, "memory_internal._feedback_polarity()", feedback_polarity_wrapper);
 
 // ---------------------------------------------------------------------------------------------
 // The detectors.
 
-/// `memory._detect_drift()`: AFTER INSERT FOR EACH ROW on memory.user_feedback,
+/// `memory_internal._detect_drift()`: AFTER INSERT FOR EACH ROW on memory.user_feedback,
 /// memory.thread_refreshes and memory.watch_question_updates. Only users whose latest consent
 /// holds `save_to_profile` are observed; nothing runs in `memory.restore_mode`.
 #[pg_trigger(sql = r#"
@@ -366,9 +366,9 @@ fn detect_drift<'a>(
     Ok(None)
 }
 
-crate::checked_trigger_entry!(memory_detect_drift_checked, pg_finfo_memory_detect_drift_checked, "memory._detect_drift()", detect_drift_wrapper);
+crate::checked_trigger_entry!(memory_detect_drift_checked, pg_finfo_memory_detect_drift_checked, "memory_internal._detect_drift()", detect_drift_wrapper);
 
-/// `memory._consents_changed()`: BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW, and AFTER
+/// `memory_internal._consents_changed()`: BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW, and AFTER
 /// TRUNCATE, on memory.consents (row triggers, which logical replication's apply fires too):
 /// every backend drops its cached consents (`ConsentCache`), through the receipt index, so the
 /// detectors' settings (dropped on DDL of the table itself) stay. Before the row is written, so
@@ -387,9 +387,9 @@ fn consents_changed<'a>(
     Ok(trigger.new().or_else(|| trigger.old()))
 }
 
-crate::checked_trigger_entry!(memory_consents_changed_checked, pg_finfo_memory_consents_changed_checked, "memory._consents_changed()", consents_changed_wrapper);
+crate::checked_trigger_entry!(memory_consents_changed_checked, pg_finfo_memory_consents_changed_checked, "memory_internal._consents_changed()", consents_changed_wrapper);
 
-/// The index of memory.consents that `memory._consents_changed()` invalidates.
+/// The index of memory.consents that `memory_internal._consents_changed()` invalidates.
 const CONSENTS_SIGNAL: &std::ffi::CStr = c"consents_receipt_id_key";
 
 /// Whether the latest consent of the row's user holds save_to_profile: memory.consents read
@@ -509,7 +509,7 @@ fn literal(s: &str) -> String {
 }
 
 fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
-    const NAME: &str = "memory._detect_drift()";
+    const NAME: &str = "memory_internal._detect_drift()";
     let row = InsertedRow::new(td, NAME, false)?;
     if crate::gucs::restore_mode() {
         return Ok(());

@@ -21,21 +21,21 @@ fn parse_outcome(s: &str) -> Result<Outcome, MxError> {
     })
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_ema")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_ema")]
 fn ema_sql(previous: f64, outcome: &str, alpha_success: f64, alpha_failure: f64) -> f64 {
     let o = parse_outcome(outcome).or_raise();
     ema(previous, o, alpha_success, alpha_failure).map_err(|e| MxError::bad_argument(e.to_string())).or_raise()
 }
 
 /// The misleading rule (memory_core::feedback::is_misleading) for SQL.
-#[pg_extern(immutable, parallel_safe, strict, name = "_is_misleading")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_is_misleading")]
 fn is_misleading_sql(failed_sessions: i64, successful_sessions: i64) -> bool {
     memory_core::feedback::is_misleading(failed_sessions, successful_sessions)
 }
 
 /// The CHECK of `memory.observations.weight`: true, or 22023 for a weight outside [0, 1] (a
 /// client value must not steer recall; outcomes move weights within the range).
-#[pg_extern(immutable, parallel_safe, strict, name = "_check_weight")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_check_weight")]
 fn check_weight(w: f64) -> bool {
     if !memory_core::feedback::weight_allowed(w) {
         MxError::bad_argument(format!("weight {w} is outside [0, 1]"))
@@ -124,16 +124,16 @@ fn sources(client: &SpiClient) -> Result<Vec<Source>, MxError> {
                 "SELECT g.relid::pg_catalog.regclass::pg_catalog.text, g.builtin, g.relid::pg_catalog.oid,
                         g.options OPERATOR(pg_catalog.->>) 'id', g.options OPERATOR(pg_catalog.->>) 'weight',
                         g.options OPERATOR(pg_catalog.->>) 'org', g.options OPERATOR(pg_catalog.->>) 'project',
-                        g.options OPERATOR(pg_catalog.->>) 'soft_deleted', memory._citus_distributed(g.relid)
+                        g.options OPERATOR(pg_catalog.->>) 'soft_deleted', memory_internal._citus_distributed(g.relid)
                    FROM memory.governance_registry g
                   WHERE g.options OPERATOR(pg_catalog.?) 'weight'
-                    AND (g.builtin OR (pg_catalog.has_table_privilege(memory._caller(), g.relid, 'SELECT')
-                                      AND pg_catalog.has_table_privilege(memory._caller(), g.relid, 'UPDATE')
-                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'id', 'uuid')
-                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'weight', 'float8')
-                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'org', 'text', true)
-                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'project', 'text', true)
-                                      AND memory._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'soft_deleted', 'timestamptz', true)))
+                    AND (g.builtin OR (pg_catalog.has_table_privilege(memory_internal._caller(), g.relid, 'SELECT')
+                                      AND pg_catalog.has_table_privilege(memory_internal._caller(), g.relid, 'UPDATE')
+                                      AND memory_internal._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'id', 'uuid')
+                                      AND memory_internal._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'weight', 'float8')
+                                      AND memory_internal._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'org', 'text', true)
+                                      AND memory_internal._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'project', 'text', true)
+                                      AND memory_internal._column_type_is(g.relid, g.options OPERATOR(pg_catalog.->>) 'soft_deleted', 'timestamptz', true)))
                   ORDER BY g.builtin DESC, g.governed_at",
                 None,
                 &[],
@@ -180,7 +180,7 @@ struct Target {
 
 type OutcomeRow = (pgrx::Uuid, Option<f64>, Option<f64>, Option<f64>, bool, String);
 
-#[pg_extern(volatile, name = "_record_outcome")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_record_outcome")]
 fn record_outcome(
     session_id: Option<&str>,
     outcome: Option<&str>,

@@ -56,7 +56,7 @@ pub fn downgrade_reason() -> Option<String> {
 
 /// Lets the next UPDATEs of `tbl` in this (sub)transaction lower a tier. Not granted to PUBLIC:
 /// only memory.reclassify (SECURITY DEFINER) calls it.
-#[pg_extern(volatile, name = "_allow_downgrade")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_allow_downgrade")]
 fn allow_downgrade(tbl: Option<pg_sys::Oid>, reason: default!(Option<String>, "NULL")) -> bool {
     match tbl {
         Some(t) => {
@@ -72,59 +72,59 @@ fn allow_downgrade(tbl: Option<pg_sys::Oid>, reason: default!(Option<String>, "N
 }
 
 /// Opens or closes the knowledge gate; returns the previous state. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_knowledge_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_knowledge_gate")]
 fn knowledge_gate(open: bool) -> bool {
     KNOWLEDGE_OPEN.with(|g| g.replace(open))
 }
 
 /// Whether memory.run_decay holds the knowledge gate open (the invoker triggers of the knowledge
 /// tables ask it).
-#[pg_extern(volatile, name = "_knowledge_gate_open")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_knowledge_gate_open")]
 fn knowledge_gate_open() -> bool {
     KNOWLEDGE_OPEN.with(Cell::get)
 }
 
 /// Opens or closes the hold gate around memory_ext's own moves of held rows (retention's archive
 /// step); returns the previous state. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_hold_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_hold_gate")]
 fn hold_gate(open: bool) -> bool {
     HOLD_OPEN.with(|g| g.replace(open))
 }
 
 /// Whether memory_ext holds the hold gate open (the WHEN clause of the memory_hold triggers).
-#[pg_extern(volatile, name = "_hold_gate_open")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_hold_gate_open")]
 fn hold_gate_open() -> bool {
     HOLD_OPEN.with(Cell::get)
 }
 
 /// Names the claim an insert into memory.claims is superseding (NULL: none). Not granted to PUBLIC:
 /// only the definer trigger of memory.claims calls it.
-#[pg_extern(volatile, name = "_set_superseding")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_set_superseding")]
 fn set_superseding(claim: Option<pgrx::Uuid>) -> bool {
     SUPERSEDING.with(|s| s.replace(claim.map(|c| c.to_string())));
     true
 }
 
 /// The claim being superseded by the insert in progress, or NULL. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_superseding")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_superseding")]
 fn superseding() -> Option<String> {
     SUPERSEDING.with(|s| s.borrow().clone())
 }
 
 /// Opens or closes the audit-move gate; returns the previous state. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_audit_move_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_move_gate")]
 fn audit_move_gate(open: bool) -> bool {
     AUDIT_MOVE.with(|g| g.replace(open))
 }
 
 /// Whether memory.audit_ensure_partitions is moving rows out of the default partition.
-#[pg_extern(volatile, name = "_audit_move_gate_open")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_move_gate_open")]
 fn audit_move_gate_open() -> bool {
     AUDIT_MOVE.with(Cell::get)
 }
 
 /// Whether CREATE EXTENSION (or ALTER EXTENSION UPDATE) is running its script.
-#[pg_extern(volatile, name = "_creating_extension")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_creating_extension")]
 fn creating_extension() -> bool {
     crate::pg::xact::creating_extension()
 }
@@ -136,21 +136,21 @@ pub fn set_integrating(open: bool) {
 
 /// Whether the sequencer is deleting pending entries it chained (the append-only trigger of
 /// memory.audit_pending asks). Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_audit_integrating")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_integrating")]
 fn audit_integrating() -> bool {
     INTEGRATING.with(Cell::get)
 }
 
 /// Opens or closes the consent gate; returns the previous state. Not granted to PUBLIC: only
 /// memory_ext's definer functions (revocation, maintenance) call it.
-#[pg_extern(volatile, name = "_consent_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_consent_gate")]
 fn consent_gate(open: bool) -> bool {
     CONSENT_OPEN.with(|g| g.replace(open))
 }
 
 /// Whether a memory_ext function holds the consent gate open (the guards of the append-only
 /// consent-era tables ask it).
-#[pg_extern(volatile, name = "_consent_gate_open")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_consent_gate_open")]
 fn consent_gate_open() -> bool {
     CONSENT_OPEN.with(Cell::get)
 }

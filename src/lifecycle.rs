@@ -21,37 +21,37 @@ fn transition_error(from: State, to: &str, relname: &str, column: &str) -> MxErr
         .hint("Legal: pending -> active, retracted, archived; active -> superseded, retracted, archived; superseded -> archived; retracted -> archived. archived is terminal.")
 }
 
-/// `memory._table_of(rel)`: the table a trigger fired on as the knowledge triggers check it: on
+/// `memory_internal._table_of(rel)`: the table a trigger fired on as the knowledge triggers check it: on
 /// Citus the distributed table whose shard `rel` is, elsewhere `rel` itself.
-#[pg_extern(stable, strict, name = "_table_of")]
+#[pg_extern(stable, strict, schema = "memory_internal", name = "_table_of")]
 fn table_of(rel: pg_sys::Oid) -> pg_sys::Oid {
     crate::pg::citus::logical_table(rel).unwrap_or(rel)
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_can_transition")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_can_transition")]
 fn can_transition(from: &str, to: &str) -> bool {
     let (f, t) = (parse_state(from, "from").or_raise(), parse_state(to, "to").or_raise());
     rules::can_transition(f, t)
 }
 
 /// Whether `from` -> `to` retires an entity (the seed's memory.govern.retire_attempt).
-#[pg_extern(immutable, parallel_safe, strict, name = "_is_retirement")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_is_retirement")]
 fn is_retirement(from: &str, to: &str) -> bool {
     rules::is_retirement(parse_state(from, "from").or_raise(), parse_state(to, "to").or_raise())
 }
 
 /// Whether entering `to` stamps t_invalid (superseded, retracted, archived).
-#[pg_extern(immutable, parallel_safe, strict, name = "_stamps_t_invalid")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_stamps_t_invalid")]
 fn stamps_t_invalid(to: &str) -> bool {
     rules::stamps_t_invalid(parse_state(to, "to").or_raise())
 }
 
-#[pg_extern(immutable, parallel_safe, name = "_source_tier")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_source_tier")]
 fn source_tier(source: Option<&str>) -> i32 {
     rules::source_tier(source)
 }
 
-#[pg_extern(immutable, parallel_safe, name = "_supersession_tier_allowed")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_supersession_tier_allowed")]
 fn supersession_tier_allowed(new_source: Option<&str>, old_source: Option<&str>) -> bool {
     rules::supersession_tier_allowed(new_source, old_source)
 }
@@ -63,7 +63,7 @@ fn micros(t: TimestampWithTimeZone) -> Result<i64, MxError> {
     Ok(pg_sys::TimestampTz::from(t))
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_is_stale")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_is_stale")]
 fn is_stale(t_created: TimestampWithTimeZone, freshness_days: i32, at: TimestampWithTimeZone) -> bool {
     if freshness_days < 0 {
         MxError::bad_argument(format!("freshness_days must be >= 0, got {freshness_days}")).raise();
@@ -73,14 +73,14 @@ fn is_stale(t_created: TimestampWithTimeZone, freshness_days: i32, at: Timestamp
 }
 
 /// The re-check reason of an active claim, or NULL.
-#[pg_extern(immutable, parallel_safe, strict, name = "_recheck_reason")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_recheck_reason")]
 fn recheck_reason(confidence: f64, threshold: f64, t_created: TimestampWithTimeZone, max_age_us: i64, at: TimestampWithTimeZone) -> Option<&'static str> {
     let age = micros(at).or_raise().saturating_sub(micros(t_created).or_raise());
     rules::recheck_reason(confidence, threshold, age, max_age_us).map(|r| r.as_str())
 }
 
 /// Whether b loses against a (lower confidence, then newer, then greater id).
-#[pg_extern(immutable, parallel_safe, strict, name = "_conflict_loser_is_b")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_conflict_loser_is_b")]
 fn conflict_loser_is_b(a_conf: f64, a_created: TimestampWithTimeZone, a_id: Uuid, b_conf: f64, b_created: TimestampWithTimeZone, b_id: Uuid) -> bool {
     let a = Contender { confidence: a_conf, created_us: micros(a_created).or_raise(), id: a_id.as_bytes() };
     let b = Contender { confidence: b_conf, created_us: micros(b_created).or_raise(), id: b_id.as_bytes() };
@@ -88,14 +88,14 @@ fn conflict_loser_is_b(a_conf: f64, a_created: TimestampWithTimeZone, a_id: Uuid
 }
 
 /// The first name in `fields` that decay does not know, or NULL.
-#[pg_extern(immutable, parallel_safe, name = "_pii_unknown")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_pii_unknown")]
 fn pii_unknown(fields: Option<Array<&str>>) -> Option<String> {
     rules::first_unknown_pii_field(fields?.iter())
 }
 
-/// The marker redacted fields get (memory._redact_details, in SQL so that jsonb of any depth or
+/// The marker redacted fields get (memory_internal._redact_details, in SQL so that jsonb of any depth or
 /// number range is redacted without being parsed).
-#[pg_extern(immutable, parallel_safe, name = "_redacted_marker")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_redacted_marker")]
 fn redacted_marker() -> &'static str {
     rules::REDACTED
 }

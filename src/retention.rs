@@ -81,11 +81,11 @@ pub fn tier_policy(org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), 
             client,
             c"SELECT p.retention_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000,
                      p.soft_delete_grace_days::pg_catalog.int8 OPERATOR(pg_catalog.*) 86400000000
-                FROM memory._retention_policy($1, $2::memory.classification) p",
+                FROM memory_internal._retention_policy($1, $2::memory.classification) p",
             &[org.into(), tier.as_str().into()],
         )?;
         if r.len() == 0 {
-            return Err(MxError::new(code::INTERNAL, "memory._retention_policy returned no row"));
+            return Err(MxError::new(code::INTERNAL, "memory_internal._retention_policy returned no row"));
         }
         Ok::<_, MxError>((r.get::<i64>(0, 1)?, r.get::<i64>(0, 2)?))
     })?;
@@ -136,7 +136,7 @@ fn finite_micros(t: TimestampWithTimeZone, what: &str) -> Result<i64, MxError> {
 /// The policy that applies: BFSI for a restricted tier in BFSI mode, else the org's row, else the
 /// platform's (the override order of SPEC §4).
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(immutable, parallel_safe, name = "_resolve_retention")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_resolve_retention")]
 fn resolve_retention(
     restricted: Option<bool>,
     bfsi: Option<bool>,
@@ -157,7 +157,7 @@ fn resolve_retention(
 }
 
 /// at >= created_at + retention_days (false for indefinite retention).
-#[pg_extern(immutable, parallel_safe, name = "_is_expired")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_is_expired")]
 fn is_expired(created_at: Option<TimestampWithTimeZone>, retention_days: Option<i32>, at: Option<TimestampWithTimeZone>) -> Option<bool> {
     let (c, a) = (created_at?, at?);
     let (c, a) = (finite_micros(c, "created_at").or_raise(), finite_micros(a, "at").or_raise());
@@ -166,7 +166,7 @@ fn is_expired(created_at: Option<TimestampWithTimeZone>, retention_days: Option<
 
 /// Whether a soft-deleted row may be hard-deleted at `at` (past purge_after, and soft-deleted for
 /// its whole grace).
-#[pg_extern(immutable, parallel_safe, name = "_purge_due")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_purge_due")]
 fn purge_due(
     soft_deleted_at: Option<TimestampWithTimeZone>,
     purge_after: Option<TimestampWithTimeZone>,

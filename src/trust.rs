@@ -33,7 +33,7 @@ use std::collections::HashMap;
 thread_local! {
     // The identity a maintenance statement run as a table's owner acts as (see AsRole).
     static OVERRIDE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    // Delegated callers taken on (memory._delegated_caller): the subtransaction each was taken
+    // Delegated callers taken on (memory_internal._delegated_caller): the subtransaction each was taken
     // on in, and the override before it.
     static DELEGATED: RefCell<Vec<(pg_sys::SubTransactionId, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };
     // (caller, org) -> may act for it; dropped when memory.org_grants or any role changes.
@@ -201,7 +201,7 @@ fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
 }
 
 /// Whether the caller may act for `org` (`None` or `''`: the platform chain), asked of
-/// `memory._may_act_for` once per transaction, caller and org.
+/// `memory_internal._may_act_for` once per transaction, caller and org.
 pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
     let who = caller();
     if who == pg_sys::InvalidOid {
@@ -220,7 +220,7 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
         // Under a snapshot taken now: a grant revoked by another session is never re-read from
         // an older snapshot into the cache (spi::read_latest).
         Spi::connect(|client| {
-            let r = crate::pg::spi::read_latest(client, c"SELECT memory._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])?;
+            let r = crate::pg::spi::read_latest(client, c"SELECT memory_internal._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])?;
             if r.len() == 0 {
                 return Ok(None);
             }
@@ -318,12 +318,12 @@ pub fn innermost_memory_function_except(except: &str) -> Option<String> {
     None
 }
 
-/// `memory._delegated_caller(role)`: in a function Citus runs on a worker for memory_ext (a
+/// `memory_internal._delegated_caller(role)`: in a function Citus runs on a worker for memory_ext (a
 /// delegated call, as the definer), the role the coordinator held responsible, by name (oids
 /// differ between nodes): caller() answers it until NULL is given (back to the caller before
 /// it), the subtransaction it was given in aborts, or the transaction ends. Not granted to
 /// PUBLIC: only memory_ext's own delegated functions set it, from the coordinator's caller().
-#[pg_extern(volatile, name = "_delegated_caller")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_delegated_caller")]
 fn delegated_caller(role: Option<&str>) -> bool {
     let oid = match role {
         None => pg_sys::InvalidOid,
@@ -363,7 +363,7 @@ fn delegations_aborted() {
     });
 }
 
-#[pg_extern(stable, parallel_restricted, name = "_caller")]
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_caller")]
 fn caller_sql() -> Option<pg_sys::Oid> {
     let c = caller();
     (c != pg_sys::InvalidOid).then_some(c)
@@ -371,7 +371,7 @@ fn caller_sql() -> Option<pg_sys::Oid> {
 
 /// Lets memory.govern / memory.ungovern drop and re-create memory_ext triggers of `tbl` in this
 /// transaction. Only a role that owns the table (or the extension owner, or a superuser) opens it.
-#[pg_extern(volatile, name = "_open_governance_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_open_governance_gate")]
 fn open_governance_gate(tbl: Option<pg_sys::Oid>) -> bool {
     let Some(tbl) = tbl else { MxError::bad_argument("a table is needed").raise() };
     let ok = (|| -> Result<bool, MxError> {
@@ -395,13 +395,13 @@ fn open_governance_gate(tbl: Option<pg_sys::Oid>) -> bool {
 }
 
 /// Closes the gate memory.govern / memory.ungovern opened (they call it before returning).
-#[pg_extern(volatile, name = "_close_governance_gate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_close_governance_gate")]
 fn close_governance_gate() -> bool {
     GATE.with(|g| g.borrow_mut().clear());
     true
 }
 
-#[pg_extern(stable, name = "_governance_gate_open")]
+#[pg_extern(stable, schema = "memory_internal", name = "_governance_gate_open")]
 fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
     gate_open(tbl)
 }
@@ -410,7 +410,7 @@ fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
 /// (see `AsRole`): `sql` with `args` as text parameters `$1..`. Returns the first column of the
 /// first row (jsonb) when the statement returns rows, else `{"processed": n}`. Not granted to
 /// PUBLIC: only memory_ext's own functions send it statements.
-#[pg_extern(volatile, name = "_exec_as_table_owner")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_table_owner")]
 fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
     (|| {
         let _g = AsRole::table_owner(tbl)?;
@@ -423,7 +423,7 @@ fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<St
 /// operation: how memory.govern / memory.ungovern (SECURITY DEFINER, for the closed registry and
 /// the gate) change the caller's table without lending it the owner's rights. Returns the rows
 /// processed. Not granted to PUBLIC.
-#[pg_extern(volatile, name = "_exec_as_caller")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_caller")]
 fn exec_as_caller(sql: &str) -> i64 {
     (|| {
         let who = caller();

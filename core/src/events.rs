@@ -74,9 +74,9 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// Event types the SQL files append: the first argument of memory._audit,
-    /// memory._audit_append and memory._audit_append_system, and the values given for
-    /// 'event_type' in the arrays passed to memory._audit_append_many.
+    /// Event types the SQL files append: the first argument of memory_internal._audit,
+    /// memory_internal._audit_append and memory_internal._audit_append_system, and the values given for
+    /// 'event_type' in the arrays passed to memory_internal._audit_append_many.
     fn sql_event_types() -> BTreeSet<String> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql");
         let mut out = BTreeSet::new();
@@ -86,7 +86,7 @@ mod tests {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("sql file");
-            for marker in ["memory._audit('", "memory._audit_append('", "memory._audit_append_system('", "'event_type', '", "THEN '", "ELSE '"] {
+            for marker in ["memory_internal._audit('", "memory_internal._audit_append('", "memory_internal._audit_append_system('", "'event_type', '", "THEN '", "ELSE '"] {
                 let mut rest = text.as_str();
                 while let Some(i) = rest.find(marker) {
                     rest = &rest[i + marker.len()..];

@@ -1,6 +1,6 @@
 //! The trigger-argument protocol: what `memory.govern` writes into TG_ARGV of the triggers it
 //! attaches, and what the triggers read back. One owner for both directions: `govern` builds the
-//! arguments with `to_args` (through `memory._classify_trigger_args` / `_audit_trigger_args`),
+//! arguments with `to_args` (through `memory_internal._classify_trigger_args` / `_audit_trigger_args`),
 //! the triggers parse them with `parse`, and the property tests below check the round trip.
 //!
 //! - classify trigger: `content, source_files|'', source_type|'', target` then optional

@@ -1,6 +1,6 @@
 -- After 0.3.0's definitions (scripts/gen_upgrade.py runs this last).
 
--- A weight is in [0, 1] (memory._check_weight answers 22023 otherwise). Weights outside it,
+-- A weight is in [0, 1] (memory_internal._check_weight answers 22023 otherwise). Weights outside it,
 -- written by clients before 0.3.0, are kept: the check then holds for new and changed rows only
 -- (NOT VALID), and a WARNING says so.
 DO $$
@@ -8,9 +8,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM memory.observations WHERE NOT (weight >= 0 AND weight <= 1)) THEN
         RAISE WARNING 'memory.observations has weights outside [0, 1]; they are kept, and the new weight check applies to new and changed rows only'
             USING HINT = 'Set those weights into [0, 1], then: ALTER TABLE memory.observations VALIDATE CONSTRAINT observations_weight_check';
-        ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_check CHECK (memory._check_weight(weight)) NOT VALID;
+        ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_check CHECK (memory_internal._check_weight(weight)) NOT VALID;
     ELSE
-        ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_check CHECK (memory._check_weight(weight));
+        ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_check CHECK (memory_internal._check_weight(weight));
     END IF;
 END $$;
 
@@ -26,16 +26,16 @@ BEGIN
     FOR r IN SELECT tg.oid, tg.tgrelid::regclass AS tbl, tg.tgname FROM pg_catalog.pg_trigger tg
                JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
               WHERE tg.tgname IN ('memory_classify', 'memory_hold') ORDER BY tg.tgrelid, tg.tgname LOOP
-        a := memory._trigger_args(r.oid);
+        a := memory_internal._trigger_args(r.oid);
         EXECUTE format('DROP TRIGGER %I ON %s', r.tgname, r.tbl);
         IF r.tgname = 'memory_classify' THEN
             EXECUTE format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)',
                            r.tbl, (SELECT string_agg(quote_literal(x), ', ' ORDER BY n) FROM unnest(a) WITH ORDINALITY u(x, n)));
         ELSE
-            EXECUTE format('CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory._hold_gate_open()) '
-                           'EXECUTE FUNCTION memory._hold_guard(%L, %L, %L, %L)', r.tbl, a[1], a[2], a[3], a[4]);
+            EXECUTE format('CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory_internal._hold_gate_open()) '
+                           'EXECUTE FUNCTION memory_internal._hold_guard(%L, %L, %L, %L)', r.tbl, a[1], a[2], a[3], a[4]);
             EXECUTE format('CREATE TRIGGER memory_hold_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
-                           'EXECUTE FUNCTION memory._hold_truncate_guard(%L, %L, %L)', r.tbl, a[1], a[2], a[3]);
+                           'EXECUTE FUNCTION memory_internal._hold_truncate_guard(%L, %L, %L)', r.tbl, a[1], a[2], a[3]);
         END IF;
     END LOOP;
 END $$;

@@ -18,7 +18,7 @@ use crate::errors::{code, MxError, OrRaise};
 use crate::pg::shmem;
 use pgrx::prelude::*;
 
-/// The events that may be handed over through `memory._audit_denied`, and the memory_ext
+/// The events that may be handed over through `memory_internal._audit_denied`, and the memory_ext
 /// functions that may hand each over (the innermost running memory_ext function must be one of
 /// them).
 const ALLOWED: [(&str, &[&str]); 3] = [
@@ -54,17 +54,17 @@ pub fn take_for_database(wanted: impl Fn(&str) -> bool) -> Vec<(String, String, 
     shmem::take(wanted)
 }
 
-/// `memory._audit_denied(event_type, payload, org)`: for memory_ext's own guards, right before
+/// `memory_internal._audit_denied(event_type, payload, org)`: for memory_ext's own guards, right before
 /// they raise. Refused (42501) unless the innermost running memory_ext function is one that may
 /// hand this event over (checked before anything else is read): a role cannot call it to write an
 /// event of its choosing. `payload` is a JSON object's text.
-#[pg_extern(volatile, parallel_unsafe, name = "_audit_denied")]
+#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_audit_denied")]
 fn audit_denied(event_type: Option<&str>, payload: Option<&str>, org: Option<&str>) {
     let allowed = event_type.and_then(|e| ALLOWED.iter().find(|(a, _)| *a == e)).map(|(_, f)| *f);
     let caller = crate::trust::innermost_memory_function_except("_audit_denied");
     let ok = matches!((allowed, caller.as_deref()), (Some(fs), Some(f)) if fs.contains(&f));
     if !ok {
-        Err::<(), _>(MxError::new(code::NO_PRIVILEGE, "memory._audit_denied is for memory_ext's own guards")).or_raise();
+        Err::<(), _>(MxError::new(code::NO_PRIVILEGE, "memory_internal._audit_denied is for memory_ext's own guards")).or_raise();
     }
     let payload = payload.unwrap_or("");
     if !matches!(serde_json::from_str::<serde_json::Value>(payload), Ok(serde_json::Value::Object(_))) {

@@ -389,7 +389,7 @@ pub enum Caller {
 /// Integrate the pending entries this transaction sees; returns how many were chained.
 ///
 /// On Citus (SPEC §10) each node integrates the shard groups it holds: the background worker of
-/// a node and `memory._audit_integrate_local` do that; anything else asks every node to
+/// a node and `memory_internal._audit_integrate_local` do that; anything else asks every node to
 /// (`run_command_on_all_nodes`, each node in its own transaction) and sums their counts.
 pub fn integrate(caller: Caller) -> Result<i64, MxError> {
     integrate_where(caller, false)
@@ -426,7 +426,7 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
             }
             return Ok(done);
         }
-        let command = format!("SELECT memory._audit_integrate_local({})", caller == Caller::Explicit);
+        let command = format!("SELECT memory_internal._audit_integrate_local({})", caller == Caller::Explicit);
         let mut done = 0i64;
         for (node, ok, result) in super::storage::on_all_nodes(client, &command)? {
             match (ok, result.parse::<i64>()) {
@@ -589,7 +589,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
 
 /// `memory.audit_integrate()` and the readers' integration (not granted to PUBLIC; the SQL
 /// wrappers are SECURITY DEFINER).
-#[pg_extern(volatile, name = "_audit_integrate")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_integrate")]
 fn audit_integrate_sql(explicit: bool) -> i64 {
     integrate(if explicit {
         Caller::Explicit
@@ -600,8 +600,8 @@ fn audit_integrate_sql(explicit: bool) -> i64 {
 }
 
 /// On Citus, a node's share of an integration: the shard groups it holds (not granted to PUBLIC;
-/// called by `memory._audit_integrate` on the coordinator through `run_command_on_all_nodes`).
-#[pg_extern(volatile, name = "_audit_integrate_local")]
+/// called by `memory_internal._audit_integrate` on the coordinator through `run_command_on_all_nodes`).
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_integrate_local")]
 fn audit_integrate_local_sql(explicit: bool) -> i64 {
     integrate_where(if explicit { Caller::Explicit } else { Caller::Reader }, true).or_raise()
 }

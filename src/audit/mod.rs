@@ -732,7 +732,7 @@ thread_local! {
 // ---------------------------------------------------------------------------------------------
 // SQL functions (wrapped by SECURITY DEFINER SQL functions in sql/audit.sql).
 
-#[pg_extern(volatile, name = "_audit_append")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_append")]
 fn audit_append(
     event_type: Option<&str>,
     payload: Option<&str>,
@@ -796,9 +796,9 @@ fn append_one(
 
 /// memory_ext's own records (governance DDL, org grants): appended to `org_id`'s chain (the
 /// platform chain when NULL) whoever triggered them. Not granted to PUBLIC.
-/// (memory._audit_append_system(text, jsonb, text) passes the payload as text: JSON serde cannot
+/// (memory_internal._audit_append_system(text, jsonb, text) passes the payload as text: JSON serde cannot
 /// read is then a clean 22023 rather than a failure to decode the argument.)
-#[pg_extern(volatile, name = "_audit_append_system_text")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_append_system_text")]
 fn audit_append_system(event_type: Option<&str>, payload: Option<&str>, org_id: Option<String>) -> Option<i64> {
     let run = || -> Result<Option<i64>, MxError> {
         let event_type = event_type.filter(|e| !e.trim().is_empty()).ok_or_else(|| MxError::bad_argument("event_type must not be empty"))?;
@@ -835,8 +835,8 @@ fn audit_append_system(event_type: Option<&str>, payload: Option<&str>, org_id: 
 
 /// Append a JSON array of `{"event_type", "org_id", "payload"}` objects, chain by chain, in
 /// array order; returns how many. The actor is the caller (or `memory.actor_id`).
-/// (memory._audit_append_many(jsonb) passes the array as text, for the reason above.)
-#[pg_extern(volatile, name = "_audit_append_events")]
+/// (memory_internal._audit_append_many(jsonb) passes the array as text, for the reason above.)
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_append_events")]
 fn audit_append_many(events: Option<&str>) -> i32 {
     let parsed = events
         .map(|t| serde_json::from_str::<Value>(t).map_err(|e| MxError::bad_argument(format!("events cannot be hashed: {e}"))))
@@ -890,7 +890,7 @@ fn append_many(events: Option<Value>) -> Result<i32, MxError> {
     })
 }
 
-#[pg_extern(volatile, parallel_unsafe, name = "_random_bytes")]
+#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_random_bytes")]
 fn random_bytes(n: i32) -> Vec<u8> {
     if !(1..=1024).contains(&n) {
         MxError::bad_argument(format!("byte count must be in [1, 1024], got {n}")).raise();
@@ -902,7 +902,7 @@ fn random_bytes(n: i32) -> Vec<u8> {
     buf
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_merkle_root")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_merkle_root")]
 fn merkle_root(hashes: Array<&[u8]>) -> Vec<u8> {
     let mut tree = MerkleBuilder::new();
     for h in hashes.iter() {
@@ -914,7 +914,7 @@ fn merkle_root(hashes: Array<&[u8]>) -> Vec<u8> {
     tree.root().to_vec()
 }
 
-#[pg_extern(immutable, parallel_safe, strict, name = "_merkle_frontier_root")]
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_merkle_frontier_root")]
 fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
     MerkleBuilder::from_bytes(frontier)
         .map(|t| t.root().to_vec())
@@ -924,7 +924,7 @@ fn merkle_frontier_root(frontier: &[u8]) -> Vec<u8> {
 
 /// The pseudonym payloads use for a user or actor id (for erasure and export events). Not
 /// granted to PUBLIC: with it, anyone could link ids to the pseudonyms in the log.
-#[pg_extern(volatile, strict, name = "_pseudonym")]
+#[pg_extern(volatile, strict, schema = "memory_internal", name = "_pseudonym")]
 fn pseudonym_sql(id: &str) -> String {
     Spi::connect(|client| Appender::new(client).map(|ap| ap.pseudonym(id))).or_raise()
 }
@@ -998,7 +998,7 @@ struct CachedKey {
 }
 
 /// (key_id, key, salt) for new entries: cached per backend, read (and made on first use) through
-/// memory._audit_current_key() otherwise.
+/// memory_internal._audit_current_key() otherwise.
 fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
     if let Some(k) = KEY_CACHE.with(|c| c.borrow().as_ref().map(|k| (k.key_id, k.key.clone(), k.salt.clone()))) {
         return Ok(k);
@@ -1033,7 +1033,7 @@ fn current_key(client: &SpiClient) -> Result<(i32, Vec<u8>, Vec<u8>), MxError> {
     let row = run(
         client,
         "SELECT k.key_id, k.key, k.salt, 'memory.audit_keys'::pg_catalog.regclass::pg_catalog.oid,
-                'memory.audit_secrets'::pg_catalog.regclass::pg_catalog.oid, k.made FROM memory._audit_current_key() k",
+                'memory.audit_secrets'::pg_catalog.regclass::pg_catalog.oid, k.made FROM memory_internal._audit_current_key() k",
         &[],
         &[],
         Some(1),

@@ -433,7 +433,7 @@ impl RowEvents<'_> {
 /// TG_ARGV for memory.audit_trigger from a column mapping (memory_core::protocol); memory.govern
 /// builds its CREATE TRIGGER with it.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(immutable, parallel_safe, name = "_audit_trigger_args")]
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_audit_trigger_args")]
 fn audit_trigger_args(
     id: Option<String>,
     content: Option<String>,

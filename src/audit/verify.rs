@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 /// Rows per fetch (and per batch handed to the hashing thread).
 const BATCH: std::ffi::c_long = 10_000;
 
-#[pg_extern(volatile, name = "_audit_verify")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_verify")]
 fn audit_verify(
     chain_id: Option<String>,
 ) -> TableIterator<
@@ -44,7 +44,7 @@ fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
 }
 
 /// On Citus (SPEC §10) each node verifies the chains of the shard groups it holds
-/// (`memory._audit_verify_local`); elsewhere the coordinator asks every node and merges.
+/// (`memory_internal._audit_verify_local`); elsewhere the coordinator asks every node and merges.
 fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<VerifyRow>, MxError> {
     Spi::connect(|client| {
         let keys = super::integrate::read_keys(client)?;
@@ -106,7 +106,7 @@ fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<Verify
 /// has no entries (as on a single node).
 fn verify_on_nodes(client: &SpiClient, chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
     let command = format!(
-        "SELECT COALESCE(pg_catalog.json_agg(v), '[]'::pg_catalog.json) FROM memory._audit_verify_local({}) v",
+        "SELECT COALESCE(pg_catalog.json_agg(v), '[]'::pg_catalog.json) FROM memory_internal._audit_verify_local({}) v",
         chain_id.as_deref().map_or_else(|| "NULL".to_string(), pgrx::spi::quote_literal)
     );
     let mut out: Vec<VerifyRow> = Vec::new();
@@ -139,9 +139,9 @@ fn verify_on_nodes(client: &SpiClient, chain_id: Option<String>) -> Result<Vec<V
     Ok(out)
 }
 
-/// `memory._audit_verify` on one node of a Citus cluster: the chains of the shard groups it
+/// `memory_internal._audit_verify` on one node of a Citus cluster: the chains of the shard groups it
 /// holds (called by the coordinator's verification through `run_command_on_all_nodes`).
-#[pg_extern(volatile, name = "_audit_verify_local")]
+#[pg_extern(volatile, schema = "memory_internal", name = "_audit_verify_local")]
 fn audit_verify_local(
     chain_id: Option<String>,
 ) -> TableIterator<

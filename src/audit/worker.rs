@@ -135,7 +135,7 @@ fn round(share: Share) -> i64 {
     events.sort_by(|a, b| a.1.as_bytes().cmp(b.1.as_bytes()));
     for (event, org, payload) in events {
         if let Err(e) = Spi::run_with_args(
-            "SELECT memory._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
+            "SELECT memory_internal._audit($1, $2::pg_catalog.jsonb, NULLIF($3, ''))",
             &[event.as_str().into(), payload.as_str().into(), org.as_str().into()],
         ) {
             warning!("memory_ext integrator: could not append {event} for org \"{org}\": {e} (it is in the server log)");

@@ -358,7 +358,7 @@ ROW = ("('c', 1, 'forged', now(), NULL, NULL, NULL, NULL, '{}', 1, "
     "DELETE FROM memory.audit_log",
     "TRUNCATE memory.audit_log",
     "UPDATE memory.audit_heads SET seq = 0",
-    "SELECT memory._audit_append('x', '{}', 'org-app', NULL, NULL, NULL)",
+    "SELECT memory_internal._audit_append('x', '{}', 'org-app', NULL, NULL, NULL)",
     "SELECT memory.audit_rotate_key()",
 ])
 def test_app_role_cannot_touch_the_log_directly(conn, app_conn, sql):

@@ -61,7 +61,7 @@ def test_only_finished_months_are_sealed(clock):
         sealed = b.execute(f"SELECT chain_id, first_seq, last_seq, entries FROM memory.audit_seal({MONTH_START}) WHERE chain_id = 'acme'").fetchall()
         assert sealed == [("acme", 1, 6, 6)]
         root = b.execute("SELECT merkle_root FROM memory.audit_seals WHERE chain_id = 'acme'").fetchone()[0]
-        hashes = b.execute("SELECT memory._merkle_root(array_agg(entry_hash ORDER BY seq)) FROM memory.audit_log WHERE chain_id = 'acme'").fetchone()[0]
+        hashes = b.execute("SELECT memory_internal._merkle_root(array_agg(entry_hash ORDER BY seq)) FROM memory.audit_log WHERE chain_id = 'acme'").fetchone()[0]
         assert root == hashes
         assert b.execute("SELECT memory.audit_prune(now())").fetchone()[0] >= 1
         a.execute("SELECT memory.audit_append('x.next_month', '{}', 'acme')")

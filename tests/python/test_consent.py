@@ -160,14 +160,14 @@ def test_drift_detectors_run_for_a_bound_writer_and_follow_lexicon_edits_of_othe
 
 
 def test_drift_triggers_refuse_other_tables(conn):
-    """memory._detect_drift and memory._feedback_polarity run only on memory_ext's own tables, even
+    """memory_internal._detect_drift and memory_internal._feedback_polarity run only on memory_ext's own tables, even
     for the extension owner (they would otherwise run the owner's statements over any table)."""
     conn.execute("DROP TABLE IF EXISTS public.user_feedback")
     conn.execute("CREATE TABLE public.user_feedback (LIKE memory.user_feedback INCLUDING DEFAULTS)")
     try:
-        conn.execute("CREATE TRIGGER d AFTER INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._detect_drift()")
-        conn.execute("CREATE TRIGGER p BEFORE INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory._feedback_polarity()")
-        for name in ("memory._feedback_polarity()", "memory._detect_drift()"):
+        conn.execute("CREATE TRIGGER d AFTER INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift()")
+        conn.execute("CREATE TRIGGER p BEFORE INSERT ON public.user_feedback FOR EACH ROW EXECUTE FUNCTION memory_internal._feedback_polarity()")
+        for name in ("memory_internal._feedback_polarity()", "memory_internal._detect_drift()"):
             with pytest.raises(psycopg.errors.TriggerProtocolViolated) as e:
                 conn.execute("INSERT INTO public.user_feedback (id, org_id, user_id, related_object_ref, rating) "
                              "VALUES (gen_random_uuid(), 'acme', 'u1', 'x', 'agree')")

@@ -85,7 +85,7 @@ def test_a_failed_decay_run_is_audited(cluster):
         assert len(rows) == 1
         chain, payload = rows[0]
         # On the chain of the org the run was scoped to (the platform chain '' for an unscoped run).
-        scope = c.execute("SELECT coalesce(memory._scope_org(), '')").fetchone()[0]
+        scope = c.execute("SELECT coalesce(memory_internal._scope_org(), '')").fetchone()[0]
         assert chain == scope and payload["sqlstate"] == "22023" and "shoe_size" in payload["error"]
 
 
@@ -94,12 +94,12 @@ def test_no_role_can_hand_over_an_event_of_its_own(cluster):
     with psycopg.connect(writer, autocommit=True) as w:
         for event in ("memory.govern.unauthorized_access_attempt", "memory.job.decay.error", "memory.store"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                w.execute("SELECT memory._audit_denied(%s, '{\"forged\": true}', 'acme')", (event,))
+                w.execute("SELECT memory_internal._audit_denied(%s, '{\"forged\": true}', 'acme')", (event,))
         # Nor through a function of its own that calls it.
         with psycopg.connect(cluster, autocommit=True) as c:
             c.execute("GRANT CREATE ON SCHEMA public TO denied_writer")
         w.execute("CREATE FUNCTION public.sneak() RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS "
-                  "$$ SELECT memory._audit_denied('memory.govern.unauthorized_access_attempt', '{\"forged\": true}', 'acme') $$")
+                  "$$ SELECT memory_internal._audit_denied('memory.govern.unauthorized_access_attempt', '{\"forged\": true}', 'acme') $$")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             w.execute("SELECT public.sneak()")
     with psycopg.connect(cluster, autocommit=True) as c:

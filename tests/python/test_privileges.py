@@ -283,21 +283,21 @@ def test_a_superuser_bound_to_one_org_acts_for_it(conn):
 
 
 def test_a_delegated_caller_ends_with_its_call_or_its_subtransaction(conn):
-    """memory._delegated_caller (what a function Citus runs on a worker takes on from the
-    coordinator) is not PUBLIC, ends with memory._delegated_caller(NULL) back to the caller before
+    """memory_internal._delegated_caller (what a function Citus runs on a worker takes on from the
+    coordinator) is not PUBLIC, ends with memory_internal._delegated_caller(NULL) back to the caller before
     it, and ends with the subtransaction it was taken on in: an error caught around a delegated
     call leaves no one else's identity behind."""
     conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'deleg_x') THEN CREATE ROLE deleg_x; END IF; END $$")
-    assert not conn.execute("SELECT has_function_privilege('public', 'memory._delegated_caller(text)', 'EXECUTE')").fetchone()[0]
-    me = conn.execute("SELECT memory._caller()").fetchone()[0]
+    assert not conn.execute("SELECT has_function_privilege('public', 'memory_internal._delegated_caller(text)', 'EXECUTE')").fetchone()[0]
+    me = conn.execute("SELECT memory_internal._caller()").fetchone()[0]
     x = conn.execute("SELECT oid FROM pg_roles WHERE rolname = 'deleg_x'").fetchone()[0]
     with conn.transaction():
-        conn.execute("SELECT memory._delegated_caller('deleg_x')")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == x
-        conn.execute("SELECT memory._delegated_caller(NULL)")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == me
-        conn.execute("DO $$ BEGIN PERFORM memory._delegated_caller('deleg_x'); RAISE EXCEPTION 'fails after it'; "
+        conn.execute("SELECT memory_internal._delegated_caller('deleg_x')")
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == x
+        conn.execute("SELECT memory_internal._delegated_caller(NULL)")
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == me
+        conn.execute("DO $$ BEGIN PERFORM memory_internal._delegated_caller('deleg_x'); RAISE EXCEPTION 'fails after it'; "
                      "EXCEPTION WHEN OTHERS THEN NULL; END $$")
-        assert conn.execute("SELECT memory._caller()").fetchone()[0] == me
+        assert conn.execute("SELECT memory_internal._caller()").fetchone()[0] == me
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SELECT memory._delegated('{\"role\": null}')")
+            conn.execute("SELECT memory_internal._delegated('{\"role\": null}')")

@@ -173,7 +173,7 @@ GRANT SELECT, INSERT, UPDATE ON memory.observations TO memtest_app;
 SET LOCAL ROLE memtest_app;
 SELECT throws_ok($$ SET memory.classify_detectors = off $$, '42501', NULL, 'an ordinary role cannot turn detectors off');
 SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-000000000002', 'public', 'x') $$, '42501', NULL, 'an ordinary role cannot reclassify');
-SELECT throws_ok($$ SELECT memory._allow_downgrade('memory.observations'::regclass::oid) $$, '42501', NULL, 'an ordinary role cannot open the downgrade gate');
+SELECT throws_ok($$ SELECT memory_internal._allow_downgrade('memory.observations'::regclass::oid) $$, '42501', NULL, 'an ordinary role cannot open the downgrade gate');
 SELECT throws_ok($$ SELECT * FROM memory.classification_rules $$, '42501', NULL, 'an ordinary role cannot read org rules');
 RESET ROLE;
 

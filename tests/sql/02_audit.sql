@@ -34,7 +34,7 @@ SELECT ok(actor_id ~ '^h:[0-9a-f]{64};role:postgres$', 'actor ids are pseudonymi
 SELECT results_eq($$ SELECT chain_id, seq, entry_hash FROM memory.audit_head('acme') $$,
                   $$ SELECT chain_id, seq, entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq = 10 $$, 'audit_head is the last entry');
 SELECT is((SELECT merkle_root FROM memory.audit_head('acme')),
-          memory._merkle_root(ARRAY(SELECT entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' ORDER BY seq)),
+          memory_internal._merkle_root(ARRAY(SELECT entry_hash FROM public.audit_log_now() WHERE chain_id = 'acme' ORDER BY seq)),
           'audit_head carries the RFC 9162 root of all entry hashes');
 SELECT is(pg_temp.verdict('acme'), 'ok', 'an untouched chain verifies');
 SELECT is((SELECT count(*) FROM memory.audit_verify()), 2::bigint, 'audit_verify() covers every chain');
@@ -179,7 +179,7 @@ CREATE TEMP TABLE layout AS
 SELECT jsonb_object_agg('key_' || g || repeat('x', g % 7),
                         CASE WHEN g % 5 = 0 THEN NULL WHEN g % 7 = 0 THEN to_jsonb(g % 2 = 0) ELSE to_jsonb('välue ' || g) END) AS o
   FROM generate_series(1, 70) g;
-SELECT memory._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'x.layout', 'org_id', 'layout', 'payload', o))) FROM layout;
+SELECT memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'x.layout', 'org_id', 'layout', 'payload', o))) FROM layout;
 SELECT is((SELECT a.payload = o AND a.payload::text = o::text AND pg_column_size(a.payload) = pg_column_size(o)
              FROM layout, public.audit_log_now() a WHERE a.chain_id = 'layout'),
           true, 'a payload written without jsonb_in is byte-for-byte the jsonb jsonb_in makes');

@@ -114,7 +114,7 @@ SELECT throws_ok($$ SELECT * FROM memory.claim_chain(NULL) $$, '22023', NULL, 'c
 SELECT throws_ok($$ DELETE FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-000000000003' $$, 'MX006', NULL, 'DELETE of a claim is MX006');
 SELECT throws_ok($$ DELETE FROM memory.entities WHERE id = 'e0000000-0000-0000-0000-000000000002' $$, 'MX006', NULL, 'DELETE of an entity is MX006');
 SELECT throws_ok($$ TRUNCATE memory.claims CASCADE $$, 'MX006', NULL, 'TRUNCATE of claims is MX006');
-SELECT is(memory._knowledge_gate_open(), false, 'and is closed outside run_decay');
+SELECT is(memory_internal._knowledge_gate_open(), false, 'and is closed outside run_decay');
 
 -- ---------------------------------------------------------------------------------------------
 -- Conflicts.
@@ -202,7 +202,7 @@ SELECT results_eq($$ SELECT event_type FROM public.audit_log_now() WHERE event_t
                   $$ VALUES ('memory.job.decay.started'), ('memory.job.decay.completed'), ('memory.job.decay.anonymized'),
                             ('memory.job.decay.deleted'), ('memory.job.decay.deleted'), ('memory.job.decay.anonymized') $$,
                   'decay audits started, anonymized, deleted and completed');
-SELECT is(memory._knowledge_gate_open(), false, 'the gate is closed again after decay');
+SELECT is(memory_internal._knowledge_gate_open(), false, 'the gate is closed again after decay');
 
 -- A row with an unknown field (written around the insert check) stops decay before any change.
 -- (Disabling a memory_ext trigger of a governed table is refused; a superuser's replica mode is

@@ -71,26 +71,26 @@ SELECT ok(pg_temp.chains_unchanged(), 'no chain moved');
 -- 2. Internal definer functions are not doors.
 SET ROLE sec_writer;
 CREATE TEMP TABLE fake_claims (LIKE memory.claims);
-SELECT throws_ok($$ CREATE TRIGGER x BEFORE INSERT ON fake_claims FOR EACH ROW EXECUTE FUNCTION memory._claims_before_insert() $$,
+SELECT throws_ok($$ CREATE TRIGGER x BEFORE INSERT ON fake_claims FOR EACH ROW EXECUTE FUNCTION memory_internal._claims_before_insert() $$,
                  '42501', NULL, '_claims_before_insert cannot be attached to a caller''s table');
 SELECT throws_ok($$ CREATE TRIGGER x AFTER INSERT ON fake_claims REFERENCING NEW TABLE AS memory_new FOR EACH STATEMENT
-                    EXECUTE FUNCTION memory._knowledge_audit() $$, '42501', NULL, 'nor _knowledge_audit');
-SELECT throws_ok($$ SELECT memory._register_governed('memory.retention_policies', '{"id": "id", "stamps": {"expires_at": "created_at"}}') $$,
+                    EXECUTE FUNCTION memory_internal._knowledge_audit() $$, '42501', NULL, 'nor _knowledge_audit');
+SELECT throws_ok($$ SELECT memory_internal._register_governed('memory.retention_policies', '{"id": "id", "stamps": {"expires_at": "created_at"}}') $$,
                  '42501', NULL, '_register_governed refuses a table the caller does not own');
-SELECT throws_ok($$ SELECT memory._org_rules('globex') $$, '42883', NULL, 'another org''s rule patterns have no door');
+SELECT throws_ok($$ SELECT memory_internal._org_rules('globex') $$, '42883', NULL, 'another org''s rule patterns have no door');
 SELECT throws_ok($$ SELECT memory.classify('project falcon', NULL, NULL, 'globex') $$, '42501', NULL,
                  'classifying with another org''s rules is 42501');
 SELECT throws_ok($$ SELECT memory.erase_subject('globex') $$, '42501', NULL, 'a writer cannot erase');
 SELECT throws_ok($$ SELECT memory.run_retention() $$, '42501', NULL, 'nor run retention');
-SELECT throws_ok($$ SELECT memory._exec_as_table_owner('memory.observations'::regclass, 'DELETE FROM memory.observations') $$,
+SELECT throws_ok($$ SELECT memory_internal._exec_as_table_owner('memory.observations'::regclass, 'DELETE FROM memory.observations') $$,
                  '42501', NULL, 'nor run statements as a table''s owner');
 CREATE TABLE public.sec_deep (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, classification memory.classification, weight float8);
 SELECT memory.govern('public.sec_deep', '{"weight": "weight"}');
 SELECT throws_ok(format($$ SELECT memory.govern('public.sec_deep', '{"weight": %s}') $$, repeat('[', 200) || repeat(']', 200)),
                  '22023', NULL, 'options nested 200 deep are refused by govern');
-SELECT throws_ok($$ SELECT memory._register_governed('public.sec_deep', '{}') $$, '42501', NULL, 'and the registry has no other door');
+SELECT throws_ok($$ SELECT memory_internal._register_governed('public.sec_deep', '{}') $$, '42501', NULL, 'and the registry has no other door');
 RESET ROLE;
-SELECT throws_ok(format($$ SELECT memory._register_governed('public.sec_deep', '{"weight": %s}') $$, repeat('[', 200) || repeat(']', 200)),
+SELECT throws_ok(format($$ SELECT memory_internal._register_governed('public.sec_deep', '{"weight": %s}') $$, repeat('[', 200) || repeat(']', 200)),
                  '22023', NULL, 'which refuses options not in govern''s shape, whoever calls it');
 SELECT is((SELECT count(*) FROM memory.governance_registry WHERE relid = 'memory.retention_policies'::regclass), 0::bigint,
           'the registry holds no memory_ext table the attacker named');
@@ -112,9 +112,9 @@ SELECT throws_ok($$ SELECT memory.audit_append('memory.purge', '{"forged": true}
 SELECT throws_ok($$ SELECT memory.audit_append('Research.x', '{}', 'acme') $$, '42501', NULL, 'research.* too, in any case');
 SELECT throws_ok($$ SELECT memory.audit_append('app.event', '{}') $$, '42501', NULL, 'nor the platform chain');
 SELECT lives_ok($$ SELECT memory.audit_append('app.checkout', '{"n": 1}', 'acme') $$, 'a writer appends to its own org');
-SELECT throws_ok($$ SELECT memory._audit_append('memory.purge', '{}', 'globex', NULL, NULL, NULL) $$, '42501', NULL,
+SELECT throws_ok($$ SELECT memory_internal._audit_append('memory.purge', '{}', 'globex', NULL, NULL, NULL) $$, '42501', NULL,
                  'the internal append is closed');
-SELECT throws_ok($$ SELECT memory._audit_append_system('memory.purge', '{}', 'globex') $$, '42501', NULL, 'so is the system append');
+SELECT throws_ok($$ SELECT memory_internal._audit_append_system('memory.purge', '{}', 'globex') $$, '42501', NULL, 'so is the system append');
 RESET ROLE;
 SELECT ok(pg_temp.chains_unchanged(), 'no other chain moved');
 SELECT is((SELECT actor_id FROM public.audit_log_now() WHERE event_type = 'app.checkout'), 'role:sec_writer', 'the event records the writing role');
@@ -241,9 +241,9 @@ CREATE TABLE public.sec_app (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_
                              created_at timestamptz DEFAULT now(), expires_at timestamptz, purge_after timestamptz,
                              archive_at timestamptz, soft_deleted_at timestamptz);
 SELECT memory.govern('public.sec_app', '{"audit": true, "stamps": true, "weight": "weight"}');
-SELECT throws_ok($$ SELECT memory._open_governance_gate('public.sec_app'::regclass) $$, '42501', NULL,
+SELECT throws_ok($$ SELECT memory_internal._open_governance_gate('public.sec_app'::regclass) $$, '42501', NULL,
                  'the governance gate is not for PUBLIC');
-SELECT throws_ok($$ SELECT memory._register_governed('public.sec_app', '{}') $$, '42501', NULL, 'nor the registry door');
+SELECT throws_ok($$ SELECT memory_internal._register_governed('public.sec_app', '{}') $$, '42501', NULL, 'nor the registry door');
 SELECT throws_ok($$ CREATE OR REPLACE TRIGGER memory_audit_ins AFTER INSERT ON public.sec_app REFERENCING NEW TABLE AS memory_new
                     FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION memory.audit_trigger('id=id') $$, '42501', NULL,
                  'CREATE OR REPLACE of a memory_ext trigger is refused');
@@ -379,12 +379,12 @@ RESET ROLE;
 -- it is not bound to, and the rest are closed.
 SELECT memory.grant_consent('acme', 'victim', '{save_to_profile}');
 SET ROLE sec_mallory;
-SELECT throws_ok($$ SELECT memory._has_consent('acme', 'victim', 'save_to_profile') $$, '42501', NULL,
+SELECT throws_ok($$ SELECT memory_internal._has_consent('acme', 'victim', 'save_to_profile') $$, '42501', NULL,
                  'a role with no grants learns nothing of another org''s consent');
 SELECT throws_ok($$ SELECT memory.grant_consent('acme', 'victim', '{training_use_allowed}') $$, '42501', NULL,
                  'nor records consent');
 SELECT throws_ok($$ SELECT * FROM memory.consent_status('acme', 'victim') $$, '42501', NULL, 'nor reads its status');
-SELECT throws_ok($$ SELECT memory._consent_gate(true) $$, '42501', NULL, 'nor opens the consent gate');
+SELECT throws_ok($$ SELECT memory_internal._consent_gate(true) $$, '42501', NULL, 'nor opens the consent gate');
 RESET ROLE;
 SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1, 'the victim''s consent is as it was');
 
@@ -393,7 +393,7 @@ SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'memory'::regnamespace AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),
-          ARRAY['memory._acting_org()', 'memory._audit_truncate()', 'memory._has_consent(text,text,text)', 'memory._hold_for(text,text,text)', 'memory._hold_on_rows(regclass)', 'memory._may_act_for(text)',
+          ARRAY['memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._has_consent(text,text,text)', 'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._may_act_for(text)',
                 'memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
                 'memory.ungovern(regclass)'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
@@ -402,8 +402,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')
                    AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.provolatile = 'i')
                  ORDER BY p.oid::regprocedure::text COLLATE "C"),
-          ARRAY['memory._classify(text,text[],text,text)', 'memory._classify_explain(text,text[],text,text)',
-                'memory._detect_drift()', 'memory._feedback_polarity()', 'memory.audit_trigger()',
+          ARRAY['memory_internal._classify(text,text[],text,text)', 'memory_internal._classify_explain(text,text[],text,text)',
+                'memory_internal._detect_drift()', 'memory_internal._feedback_polarity()', 'memory.audit_trigger()',
                 'memory.can_transition(memory.lifecycle_state,memory.lifecycle_state)',
                 'memory.classify(text,text[],text,text)', 'memory.classify_explain(text,text[],text,text)',
                 'memory.classify_trigger()', 'memory.derive_classification(jsonb)',

@@ -51,7 +51,7 @@ INSERT INTO memory.claims (id, org_id, entity_id, claim_text, subject_id, pii_fi
    now() - interval '1 day');
 SELECT lives_ok($$ SELECT memory.run_decay() $$, 'run_decay with a 1e400 detail and 200-deep nesting');
 SELECT is((SELECT details FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-0000000000e8'),
-          jsonb_build_object('n', memory._redacted_marker(), 'm', '-1e400'::jsonb, 'deep', memory._redacted_marker()),
+          jsonb_build_object('n', memory_internal._redacted_marker(), 'm', '-1e400'::jsonb, 'deep', memory_internal._redacted_marker()),
           'the named details are redacted, the others kept as they were');
 
 -- Erasure and task end find rows by index.

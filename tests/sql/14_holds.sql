@@ -72,7 +72,7 @@ AS $f$ BEGIN EXECUTE format('ALTER ROLE %I SUPERUSER', current_user); RETURN 'x'
 CREATE CAST (public.evil AS text) WITH FUNCTION public.evil_text(public.evil);
 CREATE TABLE public.mal (org_id public.evil, body text);
 INSERT INTO public.mal VALUES ('x', 'b');
-CREATE TRIGGER h BEFORE DELETE ON public.mal FOR EACH ROW EXECUTE FUNCTION memory._hold_guard('org_id', '', '', '');
+CREATE TRIGGER h BEFORE DELETE ON public.mal FOR EACH ROW EXECUTE FUNCTION memory_internal._hold_guard('org_id', '', '', '');
 SELECT throws_ok($$ DELETE FROM public.mal $$, '42501', NULL, 'the guard''s read of the column runs the cast as the writer: refused');
 RESET ROLE;
 SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'hold_mallory'), 'and the writer did not become a superuser');

@@ -18,7 +18,7 @@ UPDATE memory.claims SET lifecycle_state = 'active' WHERE id::text IN ('c4000000
 INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'p2', 'litigation');
 INSERT INTO memory.org_settings (org_id, bfsi_mode) VALUES ('bank', true);
 
-SELECT is(memory._knowledge_retention(), '{"held": 1, "claims_disposed": 2, "entities_disposed": 1}'::jsonb,
+SELECT is(memory_internal._knowledge_retention(), '{"held": 1, "claims_disposed": 2, "entities_disposed": 1}'::jsonb,
           'two claims and one entity disposed, one held');
 SELECT is((SELECT array_agg(id::text || ' ' || lifecycle_state ORDER BY id) FROM memory.claims WHERE id::text LIKE 'c4%'),
           '{"c4000000-0000-0000-0000-000000000001 archived","c4000000-0000-0000-0000-000000000002 pending","c4000000-0000-0000-0000-000000000003 archived","c4000000-0000-0000-0000-000000000004 pending","c4000000-0000-0000-0000-000000000005 pending","c4000000-0000-0000-0000-000000000006 pending","c4000000-0000-0000-0000-000000000007 pending"}',
@@ -39,7 +39,7 @@ SELECT ok((SELECT bool_and(payload->>'subjectId' IS NULL OR payload->>'subjectId
 SELECT is((SELECT count(*)::int FROM memory.audit_log WHERE event_type = 'memory.claim.state_transition' AND payload->>'toState' = 'archived'), 2,
           'and the transitions are on the chain as transitions');
 
-SELECT is(memory._knowledge_retention(), '{"held": 1, "claims_disposed": 0, "entities_disposed": 0}'::jsonb, 'a second run finds nothing new');
+SELECT is(memory_internal._knowledge_retention(), '{"held": 1, "claims_disposed": 0, "entities_disposed": 0}'::jsonb, 'a second run finds nothing new');
 SELECT ok((memory.run_maintenance()) ? 'knowledge', 'run_maintenance runs it');
 
 SELECT * FROM finish();
