@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL 15 cluster owned by `postgres` (Postgres refuses to run as root).
+# Throwaway cluster of the PostgreSQL of $PG_CONFIG (default /usr/bin/pg_config, Debian's 15;
+# scripts/pg18.sh config for 18) owned by `postgres` (Postgres refuses to run as root).
 #   cluster.sh start NAME   -> prints the port; data in /tmp/memory_ext-NAME, socket in the same dir
 #   cluster.sh stop NAME
 #   cluster.sh port NAME
@@ -11,10 +12,15 @@
 # from that file on every call (e.g. "+0", "+3024000"): tests move a running cluster into a later month.
 # MEMORY_EXT_SERVER_OPTS adds server options (e.g. "-c wal_level=logical"); MEMORY_EXT_PRELOAD_FIRST
 # names libraries preloaded before memory_ext (Citus must come first: scripts/citus.sh).
+# MEMORY_EXT_CLUSTER_PREFIX is put before every cluster name (`make test-pg18` sets "pg18-", so its
+# clusters never meet those of a PostgreSQL 15 run on the same machine).
 set -euo pipefail
 cmd=${1:?start|stop|port}; name=${2:?cluster name}
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
-dir=/tmp/memory_ext-$name
+# pg_cron is preloaded where that server has it.
+pg_cron=$("${PG_CONFIG:-/usr/bin/pg_config}" --pkglibdir)/pg_cron.so
+prefix=${MEMORY_EXT_CLUSTER_PREFIX:-}
+dir=/tmp/memory_ext-$prefix$name
 data=$dir/data
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -39,7 +45,7 @@ case $cmd in
     # memory_ext is preloaded as in production (its background integrator needs it; with
     # MEMORY_EXT_INTEGRATOR_DATABASES set, one worker per database named there).
     preload=memory_ext
-    if [ -f /usr/lib/postgresql/15/lib/pg_cron.so ]; then
+    if [ -f "$pg_cron" ]; then
       preload=pg_cron,memory_ext
       extra="-c cron.database_name=postgres"
     fi
@@ -64,14 +70,14 @@ case $cmd in
     ;;
   standby)
     primary=${3:?primary cluster name}
-    pport=$(cat "/tmp/memory_ext-$primary/port")
+    pport=$(cat "/tmp/memory_ext-$prefix$primary/port")
     rm -rf "$dir"; mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
     as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 \
       || { cat "$dir/basebackup.log"; exit 1; }
     port=$(free_port)
     preload=memory_ext
-    [ -f /usr/lib/postgresql/15/lib/pg_cron.so ] && preload=pg_cron,memory_ext
+    [ -f "$pg_cron" ] && preload=pg_cron,memory_ext
     as_pg env RUST_BACKTRACE=1 "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w \
       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 -c hot_standby=on -c shared_preload_libraries=$preload" start >/dev/null \
       || { cat "$dir/server.log"; exit 1; }

@@ -3,6 +3,7 @@
 # to connect. The cluster keeps running; `scripts/cluster.sh stop demo` removes it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir):$PATH"   # psql of the server's version
 # memory_ext is preloaded (scripts/cluster.sh); its background integrator serves memdemo.
 port=$(MEMORY_EXT_INTEGRATOR_DATABASES=memdemo "$root/scripts/cluster.sh" start demo)
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres
@@ -16,5 +17,5 @@ The demo cluster is still running. Connect with:
 
     psql -h 127.0.0.1 -p $port -U postgres memdemo
 
-Stop it with: scripts/cluster.sh stop demo
+Stop it with: ${MEMORY_EXT_CLUSTER_PREFIX:+MEMORY_EXT_CLUSTER_PREFIX=$MEMORY_EXT_CLUSTER_PREFIX }${PG_CONFIG:+PG_CONFIG=$PG_CONFIG }scripts/cluster.sh stop demo
 TXT

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need, idempotently: Debian packages, the pinned
-# cargo-pgrx, its PostgreSQL 15 registration, and a Python venv with psycopg and pytest.
+# cargo-pgrx, its PostgreSQL 15 registration, a Python venv with psycopg and pytest, and
+# PostgreSQL 18 in that venv with pgTAP and pg_cron (scripts/pg18.sh install; skipped when
+# PG18_CONFIG names a PostgreSQL 18 of your own).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 PGRX_VERSION=0.18.1
-PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+# PostgreSQL 15 is always the Debian one (PG_CONFIG may name 18 here: make PG=18).
+PG15_CONFIG=/usr/bin/pg_config
 
 need=()
 for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo postgresql-15-pgtap postgresql-15-cron python3-venv faketime; do
@@ -24,7 +27,7 @@ fi
 
 if ! grep -qs '^pg15 *=' "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
   echo "== registering PostgreSQL 15 with cargo-pgrx"
-  cargo pgrx init --pg15 "$PG_CONFIG"
+  cargo pgrx init --pg15 "$PG15_CONFIG"
 fi
 
 if [ ! -x "$root/.venv/bin/pytest" ] || ! "$root/.venv/bin/python" -c 'import psycopg' 2>/dev/null; then
@@ -32,4 +35,8 @@ if [ ! -x "$root/.venv/bin/pytest" ] || ! "$root/.venv/bin/python" -c 'import ps
   python3 -m venv "$root/.venv"
   "$root/.venv/bin/pip" install -q --upgrade pip
   "$root/.venv/bin/pip" install -q 'psycopg[binary]>=3.1' 'pytest>=7'
+fi
+
+if [ -z "${PG18_CONFIG:-}" ]; then
+  "$root/scripts/pg18.sh" install
 fi

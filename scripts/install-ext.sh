@@ -14,7 +14,10 @@ PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 profile=(); [ "${1:-}" = --debug ] && profile=(--debug)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 libdir=$("$PG_CONFIG" --pkglibdir); extdir=$("$PG_CONFIG" --sharedir)/extension
-pkg=$root/target/pkg-$(basename "$("$PG_CONFIG" --bindir | sed 's|/bin$||')")
+# One package directory per major version (Debian's bindir ends in 15/bin; the PostgreSQL 18 wheel's
+# in pginstall/bin).
+major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+pkg=$root/target/pkg-pg$major
 rm -rf "$pkg"
 cargo pgrx package "${profile[@]}" --pg-config "$PG_CONFIG" --out-dir "$pkg"
 built=$pkg$extdir

@@ -3,6 +3,8 @@
 # throwaway cluster. Each file runs in a fresh database.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# psql (which pg_prove runs) of the server's own version: $PG_CONFIG's.
+export PATH="$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir):$PATH"
 port=$("$here/../scripts/cluster.sh" start sqltest)
 trap '"$here/../scripts/cluster.sh" stop sqltest' EXIT
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGOPTIONS="-c client_min_messages=warning"

@@ -200,18 +200,18 @@ unsafe fn store_row<const N: usize>(slot: *mut pg_sys::TupleTableSlot, natts: us
 }
 
 /// ExecInsertIndexTuples for a plain insert (no conflict handling); PostgreSQL 16 added the
-/// `onlySummarizing` argument.
+/// `onlySummarizing` argument (cfg `pg_insert_index_summarizing`, build.rs; unchanged in 18).
 ///
 /// # Safety
 /// `rri` has its indexes open, `slot` holds a tuple just inserted into its relation, `estate` is
 /// the executor state they were made in.
 unsafe fn insert_index_tuples(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys::TupleTableSlot, estate: *mut pg_sys::EState) {
-    #[cfg(feature = "pg15")]
+    #[cfg(not(pg_insert_index_summarizing))]
     // SAFETY: as the function's contract.
     unsafe {
         pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
     }
-    #[cfg(any(feature = "pg16", feature = "pg17"))]
+    #[cfg(pg_insert_index_summarizing)]
     // SAFETY: as the function's contract.
     unsafe {
         pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), false);

@@ -124,9 +124,10 @@ fn switch_user(user: pg_sys::Oid, restricted: bool) -> (pg_sys::Oid, c_int) {
 /// and popping an override is a list operation, while leaving a setting's nest level walks every
 /// setting (PostgreSQL 15). Functions called meanwhile search the same path whatever their own
 /// SET clause says (memory_ext's own functions pin that path too), so only memory_ext's fixed
-/// statements may run inside. PostgreSQL 17 has no override search path; there it is the setting.
+/// statements may run inside. PostgreSQL 17 and later have no override search path; there it is the
+/// setting (cfg `pg_override_search_path`, build.rs).
 pub struct CatalogPath {
-    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    #[cfg(not(pg_override_search_path))]
     _setting: LocalSetting,
 }
 
@@ -167,7 +168,7 @@ impl CatalogPath {
         // returns, and the list made here is freed after; the override is popped in Drop at the
         // same transaction nest level (nothing here begins or ends a subtransaction while one
         // is alive, and an abort pops it itself).
-        #[cfg(any(feature = "pg15", feature = "pg16"))]
+        #[cfg(pg_override_search_path)]
         unsafe {
             let schemas = pg_sys::lappend_oid(std::ptr::null_mut(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE));
             let mut path = pg_sys::OverrideSearchPath { schemas, addCatalog: false, addTemp: false, generation: 0 };
@@ -175,7 +176,7 @@ impl CatalogPath {
             pg_sys::list_free(schemas);
         }
         CatalogPath {
-            #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+            #[cfg(not(pg_override_search_path))]
             _setting: LocalSetting::set(c"search_path", c"pg_catalog, pg_temp"),
         }
     }
@@ -192,7 +193,7 @@ impl Drop for CatalogPath {
         // PostgreSQL refuses (ERROR) a pop at another level; a debug build says where.
         debug_assert_eq!(pushed, Some(nest_level()), "a CatalogPath dropped at another transaction nest level");
         // SAFETY: pops the override `push` pushed (PostgreSQL checks the nest level).
-        #[cfg(any(feature = "pg15", feature = "pg16"))]
+        #[cfg(pg_override_search_path)]
         unsafe {
             pg_sys::PopOverrideSearchPath()
         };

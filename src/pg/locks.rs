@@ -64,7 +64,13 @@ pub fn take(lock: Lock, mode: u32, hold: Hold, wait: bool) -> bool {
 pub fn held(lock: Lock, mode: u32) -> bool {
     let tag = tag(lock);
     // SAFETY: as in `take`; only reads this backend's lock table.
-    unsafe { pg_sys::LockHeldByMe(&tag, mode as pg_sys::LOCKMODE) }
+    #[cfg(not(pg_lock_held_or_stronger))]
+    let held = unsafe { pg_sys::LockHeldByMe(&tag, mode as pg_sys::LOCKMODE) };
+    // PostgreSQL 17 added `orstronger` (cfg `pg_lock_held_or_stronger`): false asks for `mode` exactly.
+    #[cfg(pg_lock_held_or_stronger)]
+    // SAFETY: as above.
+    let held = unsafe { pg_sys::LockHeldByMe(&tag, mode as pg_sys::LOCKMODE, false) };
+    held
 }
 
 /// Releases `lock` held in `mode` once (a lock taken more than once in the transaction stays

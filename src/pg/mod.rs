@@ -21,3 +21,24 @@ pub mod xact;
 pub fn maxalign(n: usize) -> usize {
     (n + 7) & !7
 }
+
+/// The `i`th (0-based) attribute of a tuple descriptor, as PostgreSQL's `TupleDescAttr`: an
+/// array member `attrs` up to PostgreSQL 17; from 18 the `FormData_pg_attribute` array follows
+/// the `CompactAttribute` array `compact_attrs` (cfg `pg_tupdesc_compact_attrs`, build.rs).
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor and `i` is below its `natts`.
+pub(crate) unsafe fn tupdesc_attr(desc: pgrx::pg_sys::TupleDesc, i: usize) -> *mut pgrx::pg_sys::FormData_pg_attribute {
+    #[cfg(not(pg_tupdesc_compact_attrs))]
+    // SAFETY: as the function's contract: attrs holds natts entries.
+    unsafe {
+        (*desc).attrs.as_mut_ptr().add(i)
+    }
+    #[cfg(pg_tupdesc_compact_attrs)]
+    // SAFETY: as the function's contract: natts CompactAttributes, then natts FormData_pg_attribute
+    // (TupleDescAttrAddress of access/tupdesc.h).
+    unsafe {
+        let attrs = (*desc).compact_attrs.as_mut_ptr().add((*desc).natts as usize).cast::<pgrx::pg_sys::FormData_pg_attribute>();
+        attrs.add(i)
+    }
+}

@@ -120,7 +120,11 @@ impl Lookup {
                     key.arg,
                 );
             }
+            // PostgreSQL 18 added the instrumentation argument (cfg `pg_index_scan_instrument`).
+            #[cfg(not(pg_index_scan_instrument))]
             let scan = pg_sys::index_beginscan(h, i, self.snapshot, keys.len() as i32, 0);
+            #[cfg(pg_index_scan_instrument)]
+            let scan = pg_sys::index_beginscan(h, i, self.snapshot, std::ptr::null_mut(), keys.len() as i32, 0);
             pg_sys::index_rescan(scan, sk.as_mut_ptr(), keys.len() as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(h, std::ptr::null_mut());
             Ok(Scan { heap: h, index: i, scan, slot, tuple: std::ptr::null_mut(), _keys: sk, _lookup: std::marker::PhantomData })
@@ -224,7 +228,7 @@ impl HeapScan<'_> {
         unsafe {
             let desc = (*self.heap).rd_att;
             attno >= 1 && (attno as i32) <= (*desc).natts && {
-                let a = &*(*desc).attrs.as_ptr().add(attno as usize - 1);
+                let a = &*crate::pg::tupdesc_attr(desc, attno as usize - 1);
                 !a.attisdropped && a.atttypid == typ
             }
         }

@@ -64,7 +64,7 @@ impl Columns {
                 let Some(i) = super::tuple::find_attr(desc, name) else {
                     return Err(MxError::new(code::TRIGGER_PROTOCOL, format!("the column \"{name}\" does not exist")));
                 };
-                (i, (*(*desc).attrs.as_ptr().add(i)).atttypid)
+                (i, (*crate::pg::tupdesc_attr(desc, i)).atttypid)
             };
             let how = match typ {
                 pg_sys::JSONBOID if jsonb_tier == Some(k) => AsText::JsonbClassification,

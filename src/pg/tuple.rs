@@ -38,7 +38,7 @@ pub(crate) unsafe fn find_attr(desc: pg_sys::TupleDesc, name: &str) -> Option<us
     // SAFETY: attrs holds natts entries; attname is a NUL-terminated NameData.
     unsafe {
         (0..(*desc).natts as usize).find(|&i| {
-            let a = &*(*desc).attrs.as_ptr().add(i);
+            let a = &*crate::pg::tupdesc_attr(desc, i);
             !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
         })
     }
@@ -49,7 +49,7 @@ pub fn column_type(td: &pg_sys::TriggerData, name: &str) -> Option<pg_sys::Oid> 
     // SAFETY: the trigger's relation and its descriptor are valid while the trigger runs.
     unsafe {
         let desc = (*td.tg_relation).rd_att;
-        find_attr(desc, name).map(|i| (*(*desc).attrs.as_ptr().add(i)).atttypid)
+        find_attr(desc, name).map(|i| (*crate::pg::tupdesc_attr(desc, i)).atttypid)
     }
 }
 
@@ -183,7 +183,7 @@ impl<'a> RowTrigger<'a> {
     }
 
     fn attr(&self, idx: usize) -> &pg_sys::FormData_pg_attribute {
-        unsafe { &*(*self.tupdesc).attrs.as_ptr().add(idx) }
+        unsafe { &*crate::pg::tupdesc_attr(self.tupdesc, idx) }
     }
 
     /// The trigger's TG_ARGV, without copying them out of the relcache more than needed.
@@ -352,7 +352,7 @@ impl<'a> InsertedRow<'a> {
         // SAFETY: the trigger's descriptor is valid while it runs; find_attr returns an index below natts.
         unsafe {
             match find_attr(self.tupdesc, name) {
-                Some(i) => Ok((i as i32 + 1, (*(*self.tupdesc).attrs.as_ptr().add(i)).atttypid)),
+                Some(i) => Ok((i as i32 + 1, (*crate::pg::tupdesc_attr(self.tupdesc, i)).atttypid)),
                 None => Err(MxError::new(TRIGGER_PROTOCOL, format!("{} has no column \"{name}\"", trigger_relation_name(self.td)))),
             }
         }
@@ -384,7 +384,7 @@ impl<'a> InsertedRow<'a> {
     pub fn bytes(&self, name: &str) -> Result<Option<Vec<u8>>, MxError> {
         let (attnum, _) = self.column(name)?;
         // SAFETY: the column's attribute length says whether it is a varlena.
-        let varlena = unsafe { (*(*self.tupdesc).attrs.as_ptr().add(attnum as usize - 1)).attlen == -1 };
+        let varlena = unsafe { (*crate::pg::tupdesc_attr(self.tupdesc, attnum as usize - 1)).attlen == -1 };
         if !varlena {
             return Err(MxError::new(TRIGGER_PROTOCOL, format!("column \"{name}\" of {} is not a varlena", trigger_relation_name(self.td))));
         }

@@ -137,8 +137,10 @@ pub fn in_recovery() -> bool {
 /// does nothing elsewhere). An error longjmps to the worker's guard (the worker then exits and
 /// is restarted), like any error in its loop.
 pub fn vacuum_in_worker(sql: &std::ffi::CStr) {
-    // SAFETY: reads of two process-local flags.
-    let between_transactions = unsafe { pg_sys::IsBackgroundWorker && !pg_sys::IsTransactionState() };
+    // SAFETY: reads of process-local state. MyBackendType rather than IsBackgroundWorker, which
+    // PostgreSQL 17 removed.
+    let between_transactions =
+        unsafe { pg_sys::MyBackendType == pg_sys::BackendType::B_BG_WORKER && !pg_sys::IsTransactionState() };
     if !between_transactions {
         return;
     }

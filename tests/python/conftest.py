@@ -16,7 +16,15 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
+# The client programs (pg_dump, pg_restore, psql) of the server the clusters run: $PG_CONFIG's,
+# as scripts/cluster.sh (a pg_dump refuses a newer server).
+BIN = subprocess.check_output([os.environ.get("PG_CONFIG", "/usr/bin/pg_config"), "--bindir"], text=True).strip()
 _counter = itertools.count()
+
+
+def cluster_dir(name):
+    """The directory of scripts/cluster.sh's cluster `name` (its data, socket, port and log)."""
+    return pathlib.Path(f"/tmp/memory_ext-{os.environ.get('MEMORY_EXT_CLUSTER_PREFIX', '')}{name}")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import pytest
 from psycopg import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import fresh_database, integrator_cluster  # noqa: E402
+from conftest import cluster_dir, fresh_database, integrator_cluster  # noqa: E402
 import verify_chain  # noqa: E402
 
 
@@ -424,7 +424,7 @@ def test_integrators_share_the_chains(workers_cluster):
         # tenant: worker 1 serves worker 2's share while it is away (and says so in the server
         # log), so every tenant is chained, and worker 2 takes its share back when it returns.
         assert theirs and len(theirs) < len(orgs)
-        log = pathlib.Path("/tmp/memory_ext-pytest-workers/server.log")
+        log = cluster_dir("pytest-workers") / "server.log"
         victim = dict(c.execute(workers).fetchall())["memory_ext integrator 2/3"]
         c.execute("SELECT pg_terminate_backend(%s)", (victim,))
         assert _wait_until(lambda: victim not in [r[1] for r in c.execute(workers)])

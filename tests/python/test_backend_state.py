@@ -274,7 +274,8 @@ def test_org_rules_and_grants_are_read_by_the_leader_under_forced_parallelism(ds
     conn.execute("SELECT memory.grant_org('par_w', 'acme')")
     conn.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'osprey')")
     with psycopg.connect(dsn.replace("user=postgres", "user=par_w"), autocommit=True) as w:
-        w.execute("SET force_parallel_mode = on")
+        # force_parallel_mode is debug_parallel_query from PostgreSQL 16.
+        w.execute("SET force_parallel_mode = on" if w.info.server_version < 160000 else "SET debug_parallel_query = on")
         plan = "\n".join(r[0] for r in w.execute("EXPLAIN VERBOSE SELECT memory.classify('osprey', NULL, NULL, 'acme')").fetchall())
         assert "Gather" not in plan or "_classify" not in plan.split("Gather", 1)[1], plan
         for _ in range(2):

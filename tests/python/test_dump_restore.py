@@ -4,7 +4,7 @@ import subprocess
 
 import psycopg
 
-BIN = "/usr/lib/postgresql/15/bin"
+from conftest import BIN
 
 
 @contextlib.contextmanager

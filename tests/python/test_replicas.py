@@ -9,6 +9,8 @@ import time
 import psycopg
 import pytest
 
+from conftest import cluster_dir
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
 
@@ -92,7 +94,7 @@ def test_read_only_work_on_a_hot_standby(primary_and_standby):
             s.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x')")
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             s.execute("SELECT memory.audit_integrate()")
-    log = pathlib.Path("/tmp/memory_ext-pytest-standby/server.log").read_text()
+    log = (cluster_dir("pytest-standby") / "server.log").read_text()
     assert "audit events not recorded on a hot standby (read-only): memory.recall x1" in log
     assert "memory.export x1" in log
     # The dry run changed nothing on the primary.

@@ -11,11 +11,10 @@ import subprocess
 import psycopg
 import pytest
 
-from conftest import clock_cluster, fresh_database
+from conftest import BIN, clock_cluster, fresh_database
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
-BIN = "/usr/lib/postgresql/15/bin"
 LATER = "pytest-later"
 SOURCE = "pytest-source"
 ROLE = "restore_agent"

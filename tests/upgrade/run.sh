@@ -12,6 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+export PATH="$("$PG_CONFIG" --bindir):$PATH"   # psql of the server's version
 # The release upgraded from (0.1.0 or 0.2.0; run.sh runs both), and the commit it was released at.
 OLD=${1:-0.1.0}
 case $OLD in
@@ -20,7 +21,20 @@ case $OLD in
   *) echo "upgrade test: no release $OLD" >&2; exit 2 ;;
 esac
 NEW=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)
-work=$root/target/upgrade
+major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+# Built and run per major version (PostgreSQL 15 keeps its old path).
+work=$root/target/upgrade; [ "$major" = 15 ] || work=$root/target/upgrade-pg$major
+if ! git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
+  git -C "$root" fetch --quiet --unshallow 2>/dev/null || true
+fi
+git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" \
+  || { echo "upgrade test: release $OLD ($OLD_COMMIT) is not in this clone's history" >&2; exit 1; }
+# A release is built only for the PostgreSQL versions its own source supports (a pgNN feature in
+# its Cargo.toml); any other is skipped, saying so.
+if ! git -C "$root" show "$OLD_COMMIT:Cargo.toml" | grep -q "^pg$major = "; then
+  echo "== upgrade test from $OLD SKIPPED on PostgreSQL $major: release $OLD's source does not build for it (no pg$major feature in its Cargo.toml)"
+  exit 0
+fi
 pkg_old=$work/pkg-$OLD
 libdir=$($PG_CONFIG --pkglibdir); extdir=$($PG_CONFIG --sharedir)/extension
 name=upgrade
@@ -28,11 +42,6 @@ cluster() { "$root/scripts/cluster.sh" "$@"; }
 
 # Release $OLD, built once (debug: only its SQL behaviour matters here).
 if [ ! -f "$pkg_old/.built" ]; then
-  if ! git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
-    git -C "$root" fetch --quiet --unshallow 2>/dev/null || true
-  fi
-  git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" \
-    || { echo "upgrade test: release $OLD ($OLD_COMMIT) is not in this clone's history" >&2; exit 1; }
   rm -rf "$work/src-$OLD" "$pkg_old"; mkdir -p "$work/src-$OLD"
   git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$work/src-$OLD"
   echo "upgrade test: building release $OLD from $OLD_COMMIT"
@@ -66,7 +75,7 @@ echo "-62d" > "$clock"
 export MEMORY_EXT_FAKETIME_FILE=$clock
 cluster stop $name
 port=$(cluster start $name)
-export PGHOST=/tmp/memory_ext-$name PGPORT=$port PGUSER=postgres
+export PGHOST=/tmp/memory_ext-${MEMORY_EXT_CLUSTER_PREFIX:-}$name PGPORT=$port PGUSER=postgres
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 q -d postgres -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
 
