@@ -41,9 +41,11 @@ test-pg18:
 	$(MAKE) --no-print-directory PG=18 test-pgrx install test-sql test-python test-upgrade
 	@echo "make test-pg18: PostgreSQL 18 layers passed"
 
-## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section.
+## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section;
+## every SQL file requires the Rust functions it calls (pgrx's install order is not stable otherwise).
 test-layout:
 	python3 scripts/check_layout.py
+	python3 scripts/sql_requires.py --check
 
 test-core:
 	cargo test -p memory_core

@@ -293,11 +293,13 @@ BEGIN
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END $$;
 
--- One active legal hold covering a row of governed table tbl, or NULL, for TRUNCATE and
--- memory.ungovern (which would take every row at once). The mapped org, user and id columns are
--- those memory.govern gave the table's memory_hold_truncate trigger; the rows are read as the
--- table's owner in a security-restricted operation (as maintenance reads them) and compared as
--- text with the holds. Answers only a role that owns the table or may truncate it (42501).
+-- One active legal hold covering a row of governed table tbl, or NULL, for TRUNCATE (which would
+-- take every row at once). The mapped org, user and id columns are those memory.govern gave the
+-- table's memory_hold_truncate trigger; the rows are read as the table's owner in a
+-- security-restricted operation (as maintenance reads them) and compared as text with the holds.
+-- Answers only a role that owns the table or may truncate it (42501), and only about the orgs that
+-- role may act for: a table holding rows of another org is not truncated by it at all (42501), so
+-- nothing is learnt about another org's holds and nothing of another org's is removed.
 CREATE FUNCTION memory_internal._hold_on_rows(tbl regclass)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -306,6 +308,8 @@ DECLARE
     holds jsonb;
     found jsonb;
     who   oid := memory_internal._caller();
+    -- The orgs the role may act for; NULL when it may act for every org.
+    mine  text[];
 BEGIN
     IF who IS NULL OR who = 0 OR NOT (pg_has_role(who, (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE')
                                       OR has_table_privilege(who, tbl, 'TRUNCATE')) THEN
@@ -316,20 +320,27 @@ BEGIN
     IF coalesce(args[1], '') = '' OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl) THEN
         RETURN NULL;
     END IF;
-    SELECT jsonb_agg(jsonb_build_object('id', h.id, 'org', h.org_id, 'usr', h.user_id, 'oid', h.observation_id::text))
-      INTO holds FROM memory.legal_holds h WHERE h.released_at IS NULL;
-    IF holds IS NULL THEN
-        RETURN NULL;
+    IF NOT memory_internal._may_act_for('') THEN
+        mine := ARRAY(SELECT memory.my_orgs());
     END IF;
+    SELECT coalesce(jsonb_agg(jsonb_build_object('id', h.id, 'org', h.org_id, 'usr', h.user_id, 'oid', h.observation_id::text)), '[]')
+      INTO holds FROM memory.legal_holds h
+     WHERE h.released_at IS NULL AND (mine IS NULL OR h.org_id OPERATOR(pg_catalog.=) ANY (mine));
     found := memory_internal._exec_as_table_owner(tbl, format(
-        'SELECT pg_catalog.to_jsonb((SELECT h.id FROM %s t JOIN pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) h(id bigint, org text, usr text, oid text) '
-        'ON t.%I::text OPERATOR(pg_catalog.=) h.org AND CASE WHEN h.oid IS NOT NULL THEN %s ELSE (h.usr IS NULL OR %s) END '
-        'ORDER BY h.id LIMIT 1))',
+        'SELECT pg_catalog.jsonb_build_array('
+        '  $2::pg_catalog.text[] IS NOT NULL AND EXISTS (SELECT 1 FROM %1$s t WHERE t.%2$I IS NOT NULL AND NOT (t.%2$I::text OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))),'
+        '  (SELECT h.id FROM %1$s t JOIN pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) h(id bigint, org text, usr text, oid text) '
+        '   ON t.%2$I::text OPERATOR(pg_catalog.=) h.org AND CASE WHEN h.oid IS NOT NULL THEN %3$s ELSE (h.usr IS NULL OR %4$s) END '
+        '   ORDER BY h.id LIMIT 1))',
         tbl, args[1],
         CASE WHEN coalesce(args[3], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.oid', args[3]) END,
         CASE WHEN coalesce(args[2], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.usr', args[2]) END),
-        ARRAY[holds::text]);
-    RETURN (found #>> '{}')::bigint;
+        ARRAY[holds::text, mine::text]);
+    IF (found->>0)::boolean THEN
+        RAISE EXCEPTION 'role % may not remove rows of % that belong to orgs it may not act for', who::regrole, tbl
+            USING ERRCODE = '42501', HINT = 'Delete your own orgs'' rows instead; an owner of every org (or the extension owner) truncates.';
+    END IF;
+    RETURN (found->>1)::bigint;
 END $$;
 
 -- BEFORE TRUNCATE of a governed table (memory.govern attaches it with memory_hold): a table

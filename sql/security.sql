@@ -141,8 +141,8 @@ BEGIN
             -- parent, whose statement triggers are not its own.
             IF r.command_tag = 'ALTER TABLE' AND EXISTS (
                    SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhrelid
-                    WHERE i.inhparent = r.objid) THEN
-                RAISE EXCEPTION 'a governed table may not become a partition or a child of %', r.objid::regclass USING ERRCODE = '42501',
+                    WHERE i.inhparent = r.objid OR i.inhrelid = r.objid) THEN
+                RAISE EXCEPTION 'a governed table may not become a partition or a child of another table (%)', r.objid::regclass USING ERRCODE = '42501',
                     HINT = 'Writes through the parent would go around the governed table''s audit and tenant checks.';
             END IF;
             -- A child table of a governed table would take writes around its triggers.
@@ -210,7 +210,7 @@ BEGIN
                 -- governed table with an org column is not dropped (its rows may be held).
                 IF NOT memory_internal._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
                    AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid
-                                  AND (g.options ? 'org' OR g.options->'consent' ? 'org')) THEN
+                                  AND (g.options->>'org' IS NOT NULL OR g.options->'consent'->>'org' IS NOT NULL)) THEN
                     RAISE EXCEPTION 'governed table % may hold rows under an active legal hold: DROP TABLE is blocked', r.object_identity
                         USING ERRCODE = 'MX006',
                               HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
@@ -221,6 +221,26 @@ BEGIN
         END LOOP;
     END IF;
 END $$;
+-- A rewrite of a governed table's rows by ALTER TABLE (ALTER COLUMN ... TYPE ... USING) changes
+-- them without a row trigger: the content, the tier or the org would change ungoverned and
+-- unaudited, a held row too. Refused for every role but the extension owner and superusers (who
+-- could drop this trigger anyway); the owner ungoverns (audited), alters, and governs again.
+CREATE FUNCTION memory_internal._guard_governance_rewrite()
+RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory_internal._is_unrestricted() OR memory_internal._creating_extension() THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid OPERATOR(pg_catalog.=) pg_catalog.pg_event_trigger_table_rewrite_oid()) THEN
+        RAISE EXCEPTION 'ALTER TABLE would rewrite the rows of governed table % without its triggers', pg_catalog.pg_event_trigger_table_rewrite_oid()::regclass
+            USING ERRCODE = '42501',
+                  HINT = 'Change a governed table''s column types with memory.ungovern(table) (audited), ALTER TABLE, then memory.govern(table, options).';
+    END IF;
+END $$;
+CREATE EVENT TRIGGER memory_guard_governance_rewrite ON table_rewrite
+    EXECUTE FUNCTION memory_internal._guard_governance_rewrite();
+
 CREATE EVENT TRIGGER memory_guard_governance ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER', 'CREATE TRIGGER', 'CREATE RULE', 'CREATE TABLE')
     EXECUTE FUNCTION memory_internal._guard_governance_ddl();
 CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop

@@ -380,11 +380,24 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     }
     let mut cols = tuple::ClassifyColumns::acquire(&row)?;
     cols.load(&row);
+    // A row's org is one the writing role may act for (42501, with the hint naming
+    // memory.grant_org), before row-level security or the audit trigger would refuse it with
+    // less to say: owning a table never lets a role write another tenant's rows.
+    if let Some(org) = cols.org().filter(|o| !o.is_empty()) {
+        crate::trust::require_org(Some(org))?;
+    }
     let tier = decide_row(&row, &mut cols)?;
     // Retention stamps follow the tier: set on insert, re-set when the tier changes (reclassify
     // included); a policy change alone never backdates a row.
     if cols.has_stamps() {
-        let restamp = !row.is_update() || cols.tiers(true)?.map(|r| r.1) != Some(tier);
+        // An UPDATE never lengthens retention: a later created_at is refused, and stamps the
+        // statement (or a trigger of the owner's) changed are computed again.
+        let (touched, later) = if row.is_update() { cols.stamps_touched() } else { (false, false) };
+        if later {
+            return Err(MxError::bad_argument("created_at may not move later on UPDATE (it would lengthen retention)")
+                .hint("Leave created_at as it is, or move it earlier; memory_ext computes expires_at, purge_after and archive_at."));
+        }
+        let restamp = !row.is_update() || touched || cols.tiers(true)?.map(|r| r.1) != Some(tier);
         if restamp {
             cols.stamp(tier)?;
         }

@@ -40,6 +40,10 @@ BEGIN
     END LOOP;
 END $$;
 
+-- ALTER TABLE's rewrite of a governed table's rows is refused (new in 0.3.0).
+CREATE EVENT TRIGGER memory_guard_governance_rewrite ON table_rewrite
+    EXECUTE FUNCTION memory_internal._guard_governance_rewrite();
+
 -- The governance event triggers, off since the internal functions moved, guard again.
 ALTER EVENT TRIGGER memory_guard_governance ENABLE;
 ALTER EVENT TRIGGER memory_guard_governance_drop ENABLE;

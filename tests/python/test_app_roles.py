@@ -380,3 +380,91 @@ def test_export_says_how_many_restricted_rows_it_withheld(app, conn):
         assert [r["content"] for r in out["sections"]["observations"]] == ["likes tea"]
         full = a.execute("SELECT memory.export_subject('u5', true)").fetchone()[0]
         assert full["restricted_withheld"]["total"] == 0 and len(full["sections"]["tables"]["app.notes"]) == 2
+
+
+def test_alter_table_cannot_rewrite_governed_rows(app, conn):
+    """An attacker review's finding: ALTER COLUMN ... TYPE ... USING rewrote held content, lowered
+    the tier and moved rows to another org without a trigger firing."""
+    nid = held_note(app, conn)
+    with connect(app, OWNER) as c:
+        for stmt in ("ALTER TABLE app.notes ALTER COLUMN body TYPE text USING 'wiped'",
+                     "ALTER TABLE app.notes ALTER COLUMN tenant TYPE text USING 'globex'",
+                     "ALTER TABLE app.notes ALTER COLUMN meta TYPE jsonb USING '{\"classification\": \"public\"}'",
+                     "ALTER TABLE app.notes ALTER COLUMN extra TYPE bigint"):
+            with pytest.raises(psycopg.DatabaseError) as e:
+                c.execute(stmt)
+            assert e.value.sqlstate == "42501", stmt
+            assert "memory.ungovern" in (e.value.diag.message_hint or "")
+        c.execute("CREATE TABLE app.parent (LIKE app.notes)")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("ALTER TABLE app.notes INHERIT app.parent")
+        assert e.value.sqlstate == "42501"
+    assert conn.execute("SELECT body, tenant FROM app.notes WHERE id = %s", (nid,)).fetchone() == ("meeting notes", "acme")
+
+
+def test_truncate_tells_nothing_of_another_orgs_holds(app, conn):
+    """An owner writes only rows of its own orgs, even into a table governed for classification
+    only; a table holding another org's rows (written by that org's writer) is not truncated by an
+    owner that may not act for it (42501), whether or not they are held: no oracle on another org's
+    holds, and nothing of another org's removed."""
+    with connect(app, OWNER) as c:
+        c.execute("CREATE TABLE app.probe (id bigserial PRIMARY KEY, tenant text, uid text, body text, meta jsonb)")
+        c.execute("""SELECT memory.govern('app.probe', '{"content": "body", "target": "meta", "org": "tenant", "user": "uid"}')""")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+            c.execute("INSERT INTO app.probe (tenant, uid, body) VALUES ('globex', 'carol', 'x')")
+        assert "grant_org" in (e.value.diag.message_hint or ""), "owning a table never writes another tenant's rows"
+        c.execute(f"GRANT INSERT ON app.probe TO {GLOBEX}")
+        c.execute(f"GRANT USAGE ON SEQUENCE app.probe_id_seq TO {GLOBEX}")
+    with connect(app, GLOBEX) as g:
+        g.execute("INSERT INTO app.probe (tenant, uid, body) VALUES ('globex', 'carol', 'x')")
+    conn.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('globex', 'carol', 'theirs')")
+    with connect(app, OWNER) as c:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("TRUNCATE app.probe")
+        assert e.value.sqlstate == "42501" and "legal hold" not in str(e.value)
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("SELECT memory_internal._hold_on_rows('app.probe')")
+        assert e.value.sqlstate == "42501"
+    conn.execute("UPDATE memory.legal_holds SET released_at = now()")
+    with connect(app, OWNER) as c:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            c.execute("TRUNCATE app.probe")
+        assert e.value.sqlstate == "42501", "the same answer without a hold"
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("DELETE FROM app.probe")  # nor row by row: the hold guard asks for the row's org
+    conn.execute("DELETE FROM app.probe")
+    with connect(app, OWNER) as c:
+        c.execute("INSERT INTO app.probe (tenant, uid, body) VALUES ('acme', 'u1', 'mine')")
+        c.execute("TRUNCATE app.probe")
+
+
+def test_a_table_without_an_org_column_drops_whatever_other_orgs_hold(dsn, conn):
+    conn.execute("SELECT memory.setup_roles()")
+    ensure_role(conn, "app_solo")
+    conn.execute("GRANT CREATE ON SCHEMA public TO app_solo")
+    conn.execute("INSERT INTO memory.legal_holds (org_id, reason) VALUES ('globex', 'theirs')")
+    with connect(dsn, "app_solo") as c:
+        c.execute("CREATE TABLE public.solo2 (id bigserial PRIMARY KEY, body text, meta jsonb)")
+        c.execute("""SELECT memory.govern('public.solo2', '{"content": "body", "target": "meta"}')""")
+        c.execute("DROP TABLE public.solo2")
+
+
+def test_an_update_never_lengthens_retention(app, conn):
+    with connect(app, OWNER) as c:
+        c.execute("CREATE TABLE app.st (id bigserial PRIMARY KEY, tenant text, uid text, body text, meta jsonb, "
+                  "created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz)")
+        c.execute("""SELECT memory.govern('app.st', '{"content": "body", "target": "meta", "org": "tenant", "user": "uid",
+                     "stamps": {"created_at": "created_at", "expires_at": "expires_at", "purge_after": "purge_after", "archive_at": "archive_at"}}')""")
+        c.execute(f"GRANT SELECT, INSERT, UPDATE ON app.st TO {WRITER}")
+        c.execute(f"GRANT USAGE ON SEQUENCE app.st_id_seq TO {WRITER}")
+    with connect(app, WRITER) as w:
+        (sid,) = w.execute("INSERT INTO app.st (tenant, uid, body) VALUES ('acme', 'u1', %s) RETURNING id", (SECRET,)).fetchone()
+        before = w.execute("SELECT expires_at, purge_after FROM app.st WHERE id = %s", (sid,)).fetchone()
+        with pytest.raises(psycopg.DatabaseError) as e:
+            w.execute("UPDATE app.st SET created_at = now() + interval '10 years' WHERE id = %s", (sid,))
+        assert e.value.sqlstate == "22023"
+        w.execute("UPDATE app.st SET expires_at = 'infinity', purge_after = NULL WHERE id = %s", (sid,))
+        assert w.execute("SELECT expires_at, purge_after FROM app.st WHERE id = %s", (sid,)).fetchone() == before
+        w.execute("UPDATE app.st SET created_at = created_at - interval '1 day' WHERE id = %s", (sid,))
+        after = w.execute("SELECT expires_at FROM app.st WHERE id = %s", (sid,)).fetchone()[0]
+        assert before[0] is None or after < before[0], "backdating shortens retention"
