@@ -26,16 +26,16 @@ mod memory_internal {}
 ::pgrx::pg_module_magic!(name, version);
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
-extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner, classify::rules_changed]);
-extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed, classify::detect_names, classify::detectors_table, feedback::check_weight]);
-extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
-extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
-extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
-extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
-extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger]);
-extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", drift::feedback_polarity, drift::detect_drift, drift::consents_changed, classify::detect_fields, classify::render_context_value]);
-extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql"]);
-extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql"]);
+extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", classify::rules_changed, trust::caller_sql, trust::exec_as_table_owner, trust::open_governance_gate]);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", audit::trigger::audit_trigger, audit::trigger::audit_trigger_args, classify::check_rule_pattern, classify::classify_explain, classify::classify_label, classify::classify_trigger, classify::classify_trigger_args, classify::column_type_message, classify::derive_label, classify::detect_names, classify::detectors_table, classify::risk_band, classify::rules_changed, feedback::check_weight, gates::allow_downgrade, gates::creating_extension, gates::hold_gate_open, lifecycle::lifecycle_trigger, trust::caller_sql, trust::close_governance_gate, trust::exec_as_caller, trust::open_governance_gate]);
+extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::audit_append, audit::audit_append_many, audit::audit_append_system, audit::integrate::audit_integrate_sql, audit::merkle_frontier_root, audit::merkle_root, audit::pseudonym_sql, audit::random_bytes, audit::trigger::audit_trigger, audit::verify::audit_backlog_chains, audit::verify::audit_verify, classify::rules_changed, gates::audit_integrating, gates::audit_move_gate, gates::audit_move_gate_open]);
+extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql", audit::audit_append, feedback::ema_sql, feedback::is_misleading_sql, feedback::record_outcome]);
+extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql", classify::restore_mode, classify::rules_changed, gates::hold_gate, gates::hold_gate_open, retention::is_expired, retention::purge_due, retention::resolve_retention, trust::caller_sql, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql", audit::integrate::audit_integrate_sql, audit::pseudonym_sql, gates::hold_gate, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", audit::denied::audit_denied, audit::pseudonym_sql, classify::restore_mode, gates::knowledge_gate, gates::knowledge_gate_open, gates::set_superseding, gates::superseding, lifecycle::can_transition, lifecycle::conflict_loser_is_b, lifecycle::is_retirement, lifecycle::is_stale, lifecycle::lifecycle_trigger, lifecycle::pii_unknown, lifecycle::recheck_reason, lifecycle::redacted_marker, lifecycle::source_tier, lifecycle::stamps_t_invalid, lifecycle::supersession_tier_allowed, lifecycle::table_of, trust::caller_sql]);
+extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", audit::pseudonym_sql, classify::detect_fields, classify::render_context_value, classify::restore_mode, classify::rules_changed, drift::consents_changed, drift::detect_drift, drift::feedback_polarity, gates::consent_gate, gates::consent_gate_open, gates::creating_extension, gates::hold_gate, lifecycle::table_of, trust::caller_sql, trust::exec_as_caller, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql", lifecycle::table_of, trust::caller_sql, trust::delegated_caller]);
+extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", classify::restore_mode_on, feedback::record_outcome, gates::creating_extension, trust::governance_gate_open]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
