@@ -72,7 +72,7 @@ COMMENT ON FUNCTION memory.misleading_observations(text) IS
 -- key or a value of the wrong type is 22023 with a hint. Returns the filters with
 -- created_after/created_before as timestamptz text, nothing else changed.
 CREATE FUNCTION memory_internal._recall_filters(filters jsonb)
-RETURNS jsonb LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     e   record;
