@@ -68,51 +68,292 @@ END $$;
 COMMENT ON FUNCTION memory.misleading_observations(text) IS
   'Live observations with at least 3 distinct failed sessions and no successful one.';
 
-CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL)
-RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8)
+-- The filters memory.recall takes, checked and turned into plain values (SPEC §12): an unknown
+-- key or a value of the wrong type is 22023 with a hint. Returns the filters with
+-- created_after/created_before as timestamptz text, nothing else changed.
+CREATE FUNCTION memory_internal._recall_filters(filters jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e   record;
+    ts  timestamptz;
+    out jsonb := '{}';
+    hint constant text := 'filters is an object of user_id, session_id, task_id (strings), memory_type, source_type, max_tier (their enum labels), '
+                          'created_after, created_before (timestamps) and metadata (an object the row''s metadata contains).';
+BEGIN
+    IF filters IS NULL THEN
+        RETURN out;
+    END IF;
+    IF jsonb_typeof(filters) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'memory.recall filters must be a JSON object, not %', jsonb_typeof(filters) USING ERRCODE = '22023', HINT = hint;
+    END IF;
+    FOR e IN SELECT j.key, j.value FROM jsonb_each(filters) j ORDER BY j.key LOOP
+        IF e.key OPERATOR(pg_catalog.<>) ALL (ARRAY['user_id', 'session_id', 'task_id', 'memory_type', 'source_type', 'max_tier',
+                                                    'created_after', 'created_before', 'metadata']) THEN
+            RAISE EXCEPTION 'unknown memory.recall filter "%"', e.key USING ERRCODE = '22023', HINT = hint;
+        END IF;
+        IF e.key OPERATOR(pg_catalog.=) 'metadata' THEN
+            IF jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'object' THEN
+                RAISE EXCEPTION 'memory.recall filter "metadata" must be a JSON object, not %', jsonb_typeof(e.value) USING ERRCODE = '22023', HINT = hint;
+            END IF;
+            out := out || jsonb_build_object(e.key, e.value);
+            CONTINUE;
+        END IF;
+        IF jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'string' THEN
+            RAISE EXCEPTION 'memory.recall filter "%" must be a string, not %', e.key, jsonb_typeof(e.value) USING ERRCODE = '22023', HINT = hint;
+        END IF;
+        IF e.key OPERATOR(pg_catalog.=) 'memory_type' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "memory_type": unknown memory type "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.memory_type)::text[], ', ') || '.';
+        ELSIF e.key OPERATOR(pg_catalog.=) 'source_type' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.source_type)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "source_type": unknown source type "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.source_type)::text[], ', ') || '.';
+        ELSIF e.key OPERATOR(pg_catalog.=) 'max_tier' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.classification)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "max_tier": unknown tier "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.classification)::text[], ', ') || '.';
+        ELSIF e.key IN ('created_after', 'created_before') THEN
+            BEGIN
+                ts := (e.value #>> '{}')::timestamptz;
+            EXCEPTION WHEN data_exception THEN
+                ts := NULL;
+            END;
+            IF ts IS NULL OR NOT isfinite(ts) THEN
+                RAISE EXCEPTION 'memory.recall filter "%": "%" is not a timestamp', e.key, e.value #>> '{}' USING ERRCODE = '22023',
+                    HINT = 'An ISO 8601 timestamp such as 2025-01-31T12:00:00Z.';
+            END IF;
+            out := out || jsonb_build_object(e.key, ts::text);
+            CONTINUE;
+        END IF;
+        out := out || jsonb_build_object(e.key, e.value);
+    END LOOP;
+    RETURN out;
+END $$;
+
+-- Top-k memories of a tenant (SPEC §12). SECURITY DEFINER: it appends memory.recall, and reads
+-- memory.observations as the extension owner for any org the caller may act for (not only the
+-- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
+-- application table (source) is read as the caller (memory_internal._read_as_caller: its
+-- privileges and policies), in a security-restricted operation, with the same filters.
+CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
+                              filters jsonb DEFAULT '{}', query_embedding real[] DEFAULT NULL, source regclass DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
+               created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q   tsquery;
-    r   record;
-    ids uuid[] := '{}';
+    f       jsonb;
+    q       tsquery;
+    blank   boolean;
+    tier    memory.classification;
+    allowed text[];
+    opts    jsonb;
+    tbl     regclass := nullif(source, 'memory.observations'::regclass);
+    c       jsonb := '{}';     -- the source's columns by role: content, org, id, user, ...
+    col     text;
+    typ     regtype;
+    conds   text[] := '{}';
+    args    text[] := '{}';
+    sql     text;
+    tier_e  text;
+    rows    jsonb;
+    r       record;
+    ids     uuid[] := '{}';
+    hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
 BEGIN
+    -- Input first: nothing is read or written for a call that is refused.
     IF recall.org_id IS NULL THEN
-        RAISE EXCEPTION 'memory.recall needs an org_id' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'memory.recall needs an org_id' USING ERRCODE = '22023',
+            HINT = 'Pass the org to recall from (one of memory.my_orgs()).';
     END IF;
     IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'k must be between 1 and 1000, got %', k USING ERRCODE = '22023';
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %', coalesce(k::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Ask for 1 to 1000 memories; page with created_before for more.';
     END IF;
-    -- Definer (it appends memory.recall): the org is checked against the calling role here.
+    f := memory_internal._recall_filters(filters);
+    IF query_embedding IS NOT NULL THEN
+        RAISE EXCEPTION 'memory.recall by query_embedding is not available in this release' USING ERRCODE = '0A000',
+            HINT = 'Vector recall needs pgvector and memory.enable_embeddings, which are not yet available; pass query_embedding => NULL to recall by full text.';
+    END IF;
+    -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(recall.org_id);
+    -- Clearance: the caller's in this org, lowered by a max_tier filter.
+    tier := memory_internal._max_tier_role(memory_internal._caller(), recall.org_id);
+    IF f ? 'max_tier' THEN
+        tier := least(tier, (f->>'max_tier')::memory.classification);
+    END IF;
+    allowed := ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier);
+
+    -- The source's mapping: what memory.govern recorded, and the conventional columns.
+    IF tbl IS NOT NULL THEN
+        SELECT g.options INTO opts FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
+        IF opts IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % is not governed', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        IF opts->>'content' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no content mapping', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        IF opts->>'org' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no org column, so no rows of an org', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        c := jsonb_build_object('content', opts->>'content', 'org', opts->>'org',
+            'id', coalesce(opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END),
+            'user', coalesce(opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END),
+            'project', coalesce(opts->>'project', CASE WHEN memory_internal._has_column(tbl, 'project_id') THEN 'project_id' END),
+            'weight', opts->>'weight',
+            'tier', coalesce(opts->>'audit_tier', opts->'target'->>0),
+            'source_type', opts->>'source_type');
+        FOREACH col IN ARRAY ARRAY['created_at', 'expires_at', 'soft_deleted_at', 'memory_type'] LOOP
+            c := c || jsonb_build_object(col, coalesce(opts->'stamps'->>col, CASE WHEN col = 'soft_deleted_at' THEN opts->>'soft_deleted' END,
+                                                       CASE WHEN memory_internal._has_column(tbl, col) THEN col END));
+        END LOOP;
+        FOREACH col IN ARRAY ARRAY['session_id', 'task_id', 'metadata'] LOOP
+            c := c || jsonb_build_object(col, CASE WHEN memory_internal._has_column(tbl, col) THEN col END);
+        END LOOP;
+        -- Every column named must still be there (a dropped one is 22023 here, not an error of the read).
+        FOR col IN SELECT v FROM jsonb_each_text(c) j(kk, v) WHERE v IS NOT NULL LOOP
+            IF NOT memory_internal._has_column(tbl, col) THEN
+                RAISE EXCEPTION 'memory.recall: % has no column "%"', tbl, col USING ERRCODE = '22023', HINT = hint_src;
+            END IF;
+        END LOOP;
+        IF c->>'id' IS NULL OR memory_internal._column_type(tbl, c->>'id', 'id') OPERATOR(pg_catalog.<>) 'uuid'::regtype THEN
+            RAISE EXCEPTION 'memory.recall: % has no uuid id column', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        FOREACH col IN ARRAY ARRAY['created_at', 'expires_at', 'soft_deleted_at'] LOOP
+            IF c->>col IS NOT NULL AND memory_internal._column_type(tbl, c->>col, col) OPERATOR(pg_catalog.<>) 'timestamptz'::regtype THEN
+                c := c - col;
+            END IF;
+        END LOOP;
+        IF c->>'metadata' IS NOT NULL AND memory_internal._column_type(tbl, c->>'metadata', 'metadata') OPERATOR(pg_catalog.<>) 'jsonb'::regtype THEN
+            c := c - 'metadata';
+        END IF;
+        IF c->>'weight' IS NOT NULL AND memory_internal._column_type(tbl, c->>'weight', 'weight') OPERATOR(pg_catalog.<>) 'float8'::regtype THEN
+            c := c - 'weight';
+        END IF;
+        -- A filter needs its column.
+        FOR col IN SELECT kk FROM jsonb_object_keys(f) kk WHERE kk <> 'max_tier' LOOP
+            IF c->>(CASE col WHEN 'user_id' THEN 'user' WHEN 'created_after' THEN 'created_at' WHEN 'created_before' THEN 'created_at' ELSE col END) IS NULL THEN
+                RAISE EXCEPTION 'memory.recall: filter "%" needs a column that % does not have', col, tbl USING ERRCODE = '22023',
+                    HINT = format('Filter %s only by the columns its memory.govern mapping names (or the conventional user_id, session_id, task_id, memory_type, created_at, metadata).', tbl);
+            END IF;
+        END LOOP;
+        IF recall.project_id IS NOT NULL AND c->>'project' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: project_id needs a project column, which % does not have', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+    ELSE
+        c := '{"content": "content", "org": "org_id", "id": "id", "user": "user_id", "project": "project_id", "weight": "weight",
+               "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
+               "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
+               "metadata": "metadata"}';
+    END IF;
+
     q := websearch_to_tsquery('english', coalesce(query, ''));
-    -- A blank query (or one of stop words only) matches nothing: no rows, no event.
-    IF numnode(q) = 0 THEN
+    blank := numnode(q) = 0;
+    -- A blank query (or one of stop words only) without filters matches nothing: no rows, no event.
+    -- With filters it lists the newest matching memories.
+    IF blank AND f = '{}'::jsonb THEN
         RETURN;
     END IF;
-    FOR r IN
-        SELECT o.id, o.content, o.classification, o.weight,
-               (ts_rank_cd(to_tsvector('english', o.content), q) * o.weight)::float8 AS score
-          FROM memory.observations o
-         WHERE o.org_id = recall.org_id
-           AND to_tsvector('english', o.content) @@ q
-           AND o.soft_deleted_at IS NULL
-           AND (o.expires_at IS NULL OR o.expires_at > now())
-           AND (recall.project_id IS NULL OR o.project_id = recall.project_id)
-         ORDER BY 5 DESC, o.id
-         LIMIT k
-    LOOP
-        id := r.id; content := r.content; classification := r.classification; weight := r.weight; score := r.score;
-        ids := ids || r.id;
+
+    -- The conditions, each on a parameter: $1 org, $2 the query, $3 k, then the filters'.
+    args := ARRAY[recall.org_id, coalesce(query, ''), k::text];
+    conds := conds || format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', c->>'org');
+    IF NOT blank THEN
+        conds := conds || format('pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I%s) OPERATOR(pg_catalog.@@) pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2)',
+                                 c->>'content', CASE WHEN tbl IS NULL THEN '' ELSE '::pg_catalog.text' END);
+    END IF;
+    IF c->>'soft_deleted_at' IS NOT NULL THEN
+        conds := conds || format('t.%I IS NULL', c->>'soft_deleted_at');
+    END IF;
+    IF c->>'expires_at' IS NOT NULL THEN
+        conds := conds || format('(t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) pg_catalog.now())', c->>'expires_at');
+    END IF;
+    -- The tier as text: a jsonb target holds it under "classification". A row without a known
+    -- tier is for roles cleared to restricted only.
+    tier_e := CASE WHEN c->>'tier' IS NULL THEN 'NULL::pg_catalog.text'
+                   WHEN tbl IS NOT NULL AND memory_internal._column_type(tbl, c->>'tier', 'tier') OPERATOR(pg_catalog.=) 'jsonb'::regtype
+                        THEN format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', c->>'tier')
+                   ELSE format('t.%I::pg_catalog.text', c->>'tier') END;
+    IF tier IS DISTINCT FROM 'restricted' THEN
+        args := args || allowed::text;
+        conds := conds || format('%s OPERATOR(pg_catalog.=) ANY ($%s::pg_catalog.text[])', tier_e, cardinality(args));
+    END IF;
+    IF recall.project_id IS NOT NULL THEN
+        args := args || recall.project_id;
+        conds := conds || format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $%s', c->>'project', cardinality(args));
+    END IF;
+    FOR col IN SELECT kk FROM jsonb_object_keys(f) kk WHERE kk IN ('user_id', 'session_id', 'task_id', 'memory_type', 'source_type') ORDER BY 1 LOOP
+        args := args || (f->>col);
+        conds := conds || format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $%s',
+                                 c->>(CASE col WHEN 'user_id' THEN 'user' ELSE col END), cardinality(args));
+    END LOOP;
+    IF f ? 'created_after' THEN
+        args := args || (f->>'created_after');
+        conds := conds || format('t.%I OPERATOR(pg_catalog.>=) $%s::pg_catalog.timestamptz', c->>'created_at', cardinality(args));
+    END IF;
+    IF f ? 'created_before' THEN
+        args := args || (f->>'created_before');
+        conds := conds || format('t.%I OPERATOR(pg_catalog.<) $%s::pg_catalog.timestamptz', c->>'created_at', cardinality(args));
+    END IF;
+    IF f ? 'metadata' THEN
+        args := args || (f->>'metadata');
+        conds := conds || format('t.%I OPERATOR(pg_catalog.@>) $%s::pg_catalog.jsonb', c->>'metadata', cardinality(args));
+    END IF;
+
+    -- One row per memory as a JSON array, best first: relevance × weight for a query, the newest
+    -- for a blank one.
+    sql := format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, x.created_at, x.user_id, x.session_id, x.memory_type) ORDER BY %1$s), ''[]'')
+           FROM (SELECT t.%2$I AS id, t.%3$I::pg_catalog.text AS content, %4$s AS tier, %5$s AS weight, %6$s AS score,
+                        %7$s AS created_at, %8$s AS user_id, %9$s AS session_id, %10$s AS memory_type
+                   FROM %11$s t
+                  WHERE %12$s
+                  ORDER BY %1$s
+                  LIMIT $3::pg_catalog.int4) x',
+        CASE WHEN blank THEN 'created_at DESC NULLS LAST, id' ELSE 'score DESC, id' END,
+        c->>'id', c->>'content', tier_e,
+        CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END,
+        CASE WHEN blank THEN 'NULL::pg_catalog.float8'
+             ELSE format('(pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))::pg_catalog.float8 OPERATOR(pg_catalog.*) %s)',
+                         c->>'content', CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END) END,
+        CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
+        CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
+        CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
+        CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END,
+        coalesce(tbl, 'memory.observations'::regclass),
+        array_to_string(conds, ' AND '));
+    IF tbl IS NULL THEN
+        -- memory.observations, as the extension owner (row-level security does not apply: the
+        -- org, the live rows and the clearance are the conditions above).
+        -- (One parameter, the array: EXECUTE takes a fixed number. A one-shot plan sees its
+        -- values, so the org and full-text indexes serve as before.)
+        EXECUTE regexp_replace(sql, '[$]([0-9]+)', '($1::pg_catalog.text[])[\1]', 'g') INTO rows USING args;
+    ELSE
+        rows := memory_internal._read_as_caller(sql, args);
+    END IF;
+    FOR r IN SELECT x FROM jsonb_array_elements(coalesce(rows, '[]')) x LOOP
+        id := (r.x->>0)::uuid;
+        content := r.x->>1;
+        classification := CASE WHEN (r.x->>2) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.classification)::text[])
+                               THEN (r.x->>2)::memory.classification END;
+        weight := (r.x->>3)::float8;
+        score := (r.x->>4)::float8;
+        created_at := (r.x->>5)::timestamptz;
+        user_id := r.x->>6;
+        session_id := r.x->>7;
+        memory_type := CASE WHEN (r.x->>8) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[])
+                            THEN (r.x->>8)::memory.memory_type END;
+        ids := ids || id;
         RETURN NEXT;
     END LOOP;
     PERFORM memory_internal._audit_append('memory.recall',
-        jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
-                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))::text,
+        (jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
+                            'filter_keys', to_jsonb(ARRAY(SELECT kk FROM jsonb_object_keys(f) kk ORDER BY 1)),
+                            'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
+         || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END)::text,
         recall.org_id, recall.project_id, NULL, NULL);
 END $$;
-COMMENT ON FUNCTION memory.recall(text, text, int, text) IS
-  'Top-k live observations of a tenant by full-text relevance × weight (GIN-backed); emits memory.recall with ids and count, never content or the query text.';
+COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass) IS
+  'Top-k live memories of a tenant the caller is cleared for: by full-text relevance × weight, or the newest for a blank query with filters; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the query''s hash, never content or the query text.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.org_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.observation_weight_history', '');

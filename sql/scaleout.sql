@@ -199,8 +199,9 @@ BEGIN
     END LOOP;
 END $$;
 
--- Citus refuses subqueries in the policies of distributed tables: the tenant policy then calls
--- memory_internal._acting_org() per row instead of once per statement as an InitPlan (same rows).
+-- Citus refuses subqueries in the policies of distributed tables: the tenant and clearance
+-- policies then call memory_internal._acting_org() and _max_tier() per row instead of once per
+-- statement as an InitPlan (same rows).
 CREATE FUNCTION memory_internal._policy_without_subquery(t regclass)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -208,6 +209,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
         EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org()) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'clearance') THEN
+        EXECUTE format('ALTER POLICY clearance ON %s USING (classification OPERATOR(pg_catalog.<=) memory_internal._max_tier())', t);
     END IF;
 END $$;
 

@@ -20,6 +20,17 @@ BEGIN
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))', t);
     END LOOP;
 END $$;
+-- Clearance (SPEC §11): a role cleared to a tier (memory.grant_org's max_tier) reads no row above
+-- it from the tables that hold tiers. Restrictive, and for reading only: it narrows what the
+-- tenant policy shows (SELECT, and the rows an UPDATE or DELETE with a WHERE or RETURNING
+-- reads); a write is not refused for the tier it is classified into. The clearance is looked up
+-- once per statement (an InitPlan); a role without a tier on its grant reads every tier, as before.
+-- (memory.observation_weight_history holds no tier and no content: ids, sessions and weights.)
+CREATE POLICY clearance ON memory.observations AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+CREATE POLICY clearance ON memory.observations_archive AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+
 -- Retention policies: the platform rows (org_id NULL) are everyone's to read; org rows are the org's.
 ALTER TABLE memory.retention_policies ENABLE ROW LEVEL SECURITY;
 CREATE POLICY platform_read ON memory.retention_policies FOR SELECT USING (org_id IS NULL);
@@ -276,7 +287,7 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text), memory.misleading_observations(text)
+                              memory.recall(text, text, int, text, jsonb, real[], regclass), memory.misleading_observations(text)
         TO memory_reader;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
@@ -331,7 +342,7 @@ BEGIN
                               memory.audit_events(text, text, int, int, text, text, timestamptz),
                               memory_internal._audit_backlog_for_caller(),
                               memory.erase_subject(text), memory.export_subject(text, boolean),
-                              memory.grant_org(regrole, text), memory.revoke_org(regrole, text)
+                              memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;
 END $$;
 COMMENT ON FUNCTION memory.setup_roles() IS

@@ -19,7 +19,9 @@ CREATE TABLE memory.org_grants (
     org_id     text NOT NULL CHECK (org_id = '*' OR (btrim(org_id) <> '' AND length(org_id) <= 200)),
     granted_by name NOT NULL,
     granted_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (role_name, org_id)
+    PRIMARY KEY (role_name, org_id),
+    -- Clearance (SPEC §11): the most sensitive tier the role reads in the org ('restricted': all).
+    max_tier   memory.classification NOT NULL DEFAULT 'restricted'
 );
 REVOKE ALL ON memory.org_grants FROM PUBLIC;
 -- Backends cache who may act for which org; any change here tells them to drop it.
@@ -29,6 +31,8 @@ CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.org_grants
     FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 COMMENT ON TABLE memory.org_grants IS
   'Tenant binding: the orgs each role may act for (''*'' = every org). Written by memory.grant_org / memory.revoke_org; roles by name, so a dump restores onto another cluster''s roles of the same names.';
+COMMENT ON COLUMN memory.org_grants.max_tier IS
+  'Clearance: the most sensitive tier the role reads in the org (row-level security on the observations, memory.recall). Of several grants that apply to a role in one org (its own, its parents'', ''*''), the highest counts.';
 
 CREATE FUNCTION memory_internal._is_unrestricted_role(r oid)
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -58,6 +62,30 @@ AS $$ SELECT memory_internal._may_act_for_role(memory_internal._caller(), org) $
 CREATE FUNCTION memory_internal._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory_internal._is_unrestricted_role(memory_internal._caller()) $$;
+
+-- Clearance (SPEC §11): the most sensitive tier role r reads in org, or NULL when it may not act
+-- for the org. Grants are unioned as PostgreSQL unions a role's privileges: of the grants that
+-- apply (the role's own, those of roles it inherits from, '*' grants), the highest max_tier
+-- counts. Unrestricted roles read every tier.
+CREATE FUNCTION memory_internal._max_tier_role(r oid, org text)
+RETURNS memory.classification LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
+AS $$
+    SELECT CASE WHEN r IS NULL THEN NULL
+                WHEN memory_internal._is_unrestricted_role(r) THEN 'restricted'::memory.classification
+                ELSE (SELECT pg_catalog.max(g.max_tier)
+                        FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
+                       WHERE (g.org_id OPERATOR(pg_catalog.=) '*' OR g.org_id OPERATOR(pg_catalog.=) coalesce(org, ''))
+                         AND pg_catalog.pg_has_role(r, ro.oid, 'USAGE')) END
+$$;
+
+-- The caller's clearance in the org it acts for (NULL without one): the restrictive policy
+-- `clearance` of the observation tables calls it once per statement, as an InitPlan. About the
+-- caller only, so open to every role.
+CREATE FUNCTION memory_internal._max_tier()
+RETURNS memory.classification LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET citus.allow_nested_distributed_execution = on
+AS $$ SELECT memory_internal._max_tier_role(memory_internal._caller(), memory_internal._acting_org()) $$;
 
 -- Time travel is the owner's: an `at` more than 5 minutes (memory_core::retention::
 -- MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
@@ -180,31 +208,47 @@ AS $$
         AND memory_internal._may_act_for(org))
 $$;
 
-CREATE FUNCTION memory.grant_org(role regrole, org_id text)
+CREATE FUNCTION memory.grant_org(role regrole, org_id text, max_tier memory.classification DEFAULT 'restricted')
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE n int;
+DECLARE
+    n   int;
+    own memory.classification;
 BEGIN
     IF role IS NULL OR org_id IS NULL OR (org_id OPERATOR(pg_catalog.<>) '*' AND (memory_internal._blank(org_id) OR length(org_id) > 200)) THEN
         RAISE EXCEPTION 'memory.grant_org needs a role and an org id (1-200 characters, or ''*'')' USING ERRCODE = '22023';
+    END IF;
+    IF max_tier IS NULL THEN
+        RAISE EXCEPTION 'memory.grant_org needs a max_tier' USING ERRCODE = '22023',
+            HINT = 'Omit max_tier to clear the role for every tier (''restricted''), or pass public, internal or confidential.';
     END IF;
     IF NOT memory_internal._may_administer(org_id, role::oid) THEN
         RAISE EXCEPTION 'role % may not grant org "%"', coalesce(memory_internal._caller()::regrole::text, '(none)'), org_id
             USING ERRCODE = '42501', HINT = 'The extension owner, a superuser, or a memory_admin of that org holding ADMIN OPTION on the role grants it; only the first two grant ''*'' or bind memory_ext''s group roles.';
     END IF;
-    INSERT INTO memory.org_grants (role_name, org_id, granted_by)
-    SELECT r.rolname, grant_org.org_id, coalesce(memory_internal._caller()::regrole::text, current_user)
+    -- An org admin clears roles no higher than itself: a role it administers could otherwise
+    -- become its way to the tiers above its own.
+    own := memory_internal._max_tier_role(memory_internal._caller(), org_id);
+    IF own IS NULL OR max_tier OPERATOR(pg_catalog.>) own THEN
+        RAISE EXCEPTION 'role % may not clear a role for tier % in org "%" (its own clearance there is %)',
+            coalesce(memory_internal._caller()::regrole::text, '(none)'), max_tier, org_id, coalesce(own::text, 'none')
+            USING ERRCODE = '42501', HINT = 'Pass a max_tier at most the granting role''s own, or have the extension owner grant it.';
+    END IF;
+    -- A new grant, or a grant of the same org with another tier (the tier given replaces it).
+    INSERT INTO memory.org_grants AS g (role_name, org_id, granted_by, max_tier)
+    SELECT r.rolname, grant_org.org_id, coalesce(memory_internal._caller()::regrole::text, current_user), grant_org.max_tier
       FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) grant_org.role::oid
-    ON CONFLICT DO NOTHING;
+    ON CONFLICT ON CONSTRAINT org_grants_pkey DO UPDATE SET max_tier = excluded.max_tier, granted_by = excluded.granted_by, granted_at = excluded.granted_at
+     WHERE g.max_tier OPERATOR(pg_catalog.<>) excluded.max_tier;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
         PERFORM memory_internal._audit_append_system('memory.org.grant',
-            jsonb_build_object('role', role::text, 'orgId', org_id), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
+            jsonb_build_object('role', role::text, 'orgId', org_id, 'maxTier', max_tier), CASE WHEN org_id = '*' THEN NULL ELSE org_id END);
     END IF;
     RETURN n > 0;
 END $$;
-COMMENT ON FUNCTION memory.grant_org(regrole, text) IS
-  'Bind a role to an org (''*'': every org). By the extension owner, a superuser, or a memory_admin of that org. True when the grant is new; audited as memory.org.grant.';
+COMMENT ON FUNCTION memory.grant_org(regrole, text, memory.classification) IS
+  'Bind a role to an org (''*'': every org), cleared to read tiers up to max_tier (default restricted: all). By the extension owner, a superuser, or a memory_admin of that org (who clears no higher than itself). True when the grant is new or its tier changed; audited as memory.org.grant.';
 
 CREATE FUNCTION memory.revoke_org(role regrole, org_id text)
 RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -236,6 +280,7 @@ COMMENT ON FUNCTION memory.revoke_org(regrole, text) IS
   'Unbind a role from an org. By the extension owner, a superuser, or a memory_admin of that org. True when a grant was removed; audited as memory.org.revoke.';
 
 REVOKE ALL ON FUNCTION memory_internal._is_unrestricted_role(oid), memory_internal._may_act_for_role(oid, text),
-                       memory.grant_org(regrole, text), memory.revoke_org(regrole, text),
+                       memory_internal._max_tier_role(oid, text),
+                       memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text),
                        memory_internal._open_governance_gate(oid), memory_internal._exec_as_table_owner(oid, text, text[]) FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('memory.org_grants', '');

@@ -444,6 +444,32 @@ fn exec_as_caller(sql: &str) -> i64 {
     .or_raise()
 }
 
+/// Runs one read on a table as the caller, in a security-restricted operation (see `AsRole`):
+/// `sql` with `args` as text parameters `$1..`, returning the first column of the first row
+/// (jsonb; NULL when no row). How memory.recall (SECURITY DEFINER, for the audit event) reads a
+/// governed application table with the caller's own privileges and policies, never its owner's
+/// or the extension owner's. Not granted to PUBLIC: only memory_ext's own functions send it
+/// statements.
+#[pg_extern(volatile, schema = "memory_internal", name = "_read_as_caller")]
+fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Option<pgrx::JsonB> {
+    (|| {
+        let who = caller();
+        if who == pg_sys::InvalidOid {
+            return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
+        }
+        let _g = AsRole::enter(who);
+        let params: Vec<pgrx::datum::DatumWithOid> = args.iter().map(|a| a.clone().into()).collect();
+        Spi::connect(|client| {
+            let t = client.select(sql, Some(1), &params).map_err(|e| MxError::spi("recall", e))?;
+            if t.is_empty() {
+                return Ok(None);
+            }
+            t.first().get::<pgrx::JsonB>(1).map_err(|e| MxError::spi("recall", e))
+        })
+    })()
+    .or_raise()
+}
+
 fn exec(sql: &str, args: &[Option<String>]) -> Result<pgrx::JsonB, MxError> {
     let params: Vec<pgrx::datum::DatumWithOid> = args.iter().map(|a| a.clone().into()).collect();
     Spi::connect_mut(|client| {

@@ -43,6 +43,22 @@ END $$;
 -- ALTER TABLE's rewrite of a governed table's rows is refused (new in 0.3.0).
 CREATE EVENT TRIGGER memory_guard_governance_rewrite ON table_rewrite
     EXECUTE FUNCTION memory_internal._guard_governance_rewrite();
+-- Clearance (SPEC §11): the restrictive read policies of the tables that hold tiers (as
+-- sql/security.sql makes them; on Citus-distributed tables without the subquery, as
+-- memory.distribute() leaves the tenant policy).
+CREATE POLICY clearance ON memory.observations AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+CREATE POLICY clearance ON memory.observations_archive AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+DO $$
+DECLARE t regclass;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['memory.observations'::regclass, 'memory.observations_archive'::regclass] LOOP
+        IF memory_internal._citus_distributed(t) THEN
+            PERFORM memory_internal._policy_without_subquery(t);
+        END IF;
+    END LOOP;
+END $$;
 
 -- The governance event triggers, off since the internal functions moved, guard again.
 ALTER EVENT TRIGGER memory_guard_governance ENABLE;
@@ -55,5 +71,8 @@ BEGIN
         GRANT EXECUTE ON FUNCTION memory.audit_events(text, text, int, int, text, text, timestamptz),
                                   memory_internal._audit_backlog_for_caller() TO memory_admin;
         GRANT SELECT ON memory.audit_backlog TO memory_admin;
+        -- memory.recall and memory.grant_org were dropped with their grants too (new arguments).
+        GRANT EXECUTE ON FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass) TO memory_reader;
+        GRANT EXECUTE ON FUNCTION memory.grant_org(regrole, text, memory.classification) TO memory_admin;
     END IF;
 END $$;

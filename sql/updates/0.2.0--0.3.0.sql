@@ -22,6 +22,17 @@ DROP FUNCTION memory.complete_recheck_task(bigint, text);
 -- 11): CREATE OR REPLACE cannot add arguments, and the old overload would stay behind.
 DROP FUNCTION memory.audit_events(text, text, int, int);
 
+-- Clearance (SPEC §11, issue 34): an org grant carries the most sensitive tier its role reads;
+-- grants made before keep reading every tier. memory.grant_org gains the max_tier argument.
+-- (The restrictive policies that apply it need 0.3.0's functions: the post part makes them.)
+ALTER TABLE memory.org_grants ADD COLUMN max_tier memory.classification NOT NULL DEFAULT 'restricted';
+DROP FUNCTION memory.grant_org(regrole, text);
+
+-- memory.recall takes filters, a query embedding and a source table, and returns more columns
+-- (SPEC §12, issue 35): CREATE OR REPLACE cannot change either. Positional calls of 0.2.0's four
+-- arguments keep working against the new function.
+DROP FUNCTION memory.recall(text, text, int, text);
+
 -- Internal functions move to schema memory_internal, so that schema memory holds the API and
 -- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that
 -- use them keep pointing at them. (Keep this last: statements above name them in memory.)
