@@ -27,15 +27,15 @@ mod memory_internal {}
 
 extension_sql_file!("../sql/types.sql", name = "types", bootstrap);
 extension_sql_file!("../sql/tenancy.sql", name = "tenancy_sql", requires = ["types", trust::caller_sql, trust::open_governance_gate, trust::exec_as_table_owner, classify::rules_changed]);
-extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed, classify::detect_names, classify::detectors_table, feedback::check_weight]);
-extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger]);
-extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql"]);
-extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql"]);
+extension_sql_file!("../sql/classify.sql", name = "classify_sql", requires = ["tenancy_sql", classify::classify_trigger, classify::rules_changed, classify::detect_names, classify::detectors_table, feedback::check_weight, audit::trigger::audit_trigger, audit::trigger::audit_trigger_args, classify::check_rule_pattern, classify::classify_explain, classify::classify_label, classify::classify_trigger_args, classify::column_type_message, classify::derive_label, classify::risk_band, gates::allow_downgrade, gates::creating_extension, gates::hold_gate_open, lifecycle::lifecycle_trigger, trust::close_governance_gate, trust::exec_as_caller]);
+extension_sql_file!("../sql/audit.sql", name = "audit_sql", requires = ["classify_sql", audit::trigger::audit_trigger, audit::verify::audit_verify, audit::merkle_root, audit::merkle_frontier_root, audit::audit_append, audit::audit_append_many, audit::audit_append_system, audit::integrate::audit_integrate_sql, audit::pseudonym_sql, audit::random_bytes, audit::verify::audit_backlog_chains, gates::audit_integrating, gates::audit_move_gate, gates::audit_move_gate_open]);
+extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["audit_sql", feedback::ema_sql, feedback::is_misleading_sql, feedback::record_outcome]);
+extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql", classify::restore_mode, gates::hold_gate, retention::is_expired, retention::purge_due, retention::resolve_retention]);
 extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql"]);
-extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger]);
-extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", drift::feedback_polarity, drift::detect_drift, drift::consents_changed, classify::detect_fields, classify::render_context_value]);
-extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql"]);
-extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql"]);
+extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", lifecycle::lifecycle_trigger, lifecycle::source_tier, lifecycle::is_retirement, lifecycle::supersession_tier_allowed, audit::denied::audit_denied, gates::knowledge_gate, gates::knowledge_gate_open, gates::set_superseding, gates::superseding, lifecycle::can_transition, lifecycle::conflict_loser_is_b, lifecycle::is_stale, lifecycle::pii_unknown, lifecycle::recheck_reason, lifecycle::redacted_marker, lifecycle::stamps_t_invalid, lifecycle::table_of]);
+extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", drift::feedback_polarity, drift::detect_drift, drift::consents_changed, classify::detect_fields, classify::render_context_value, gates::consent_gate, gates::consent_gate_open]);
+extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql", trust::delegated_caller]);
+extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", classify::restore_mode_on, trust::governance_gate_open]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]
