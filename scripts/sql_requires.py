@@ -9,6 +9,7 @@ CREATE EXTENSION fail with "function ... does not exist".
 
     sql_requires.py           prints, per file, the Rust paths it references
     sql_requires.py --check   exits 1 naming every reference src/lib.rs does not require
+    sql_requires.py --write   adds the missing references to src/lib.rs's requires lists
 """
 import pathlib
 import re
@@ -61,6 +62,18 @@ def main():
             print(f"{stem}: {', '.join(paths)}")
         return
     lib = (ROOT / "src" / "lib.rs").read_text()
+    if "--write" in sys.argv:
+        def fix(m):
+            decl, stem = m.group(0), m.group(1)
+            if "bootstrap" in decl or "finalize" in decl:
+                return decl
+            items = [x.strip() for x in re.search(r"requires = \[(.*)\]\);", decl).group(1).split(",") if x.strip()]
+            items += [p for p in refs.get(stem, []) if p not in items]
+            named = [x for x in items if x.startswith('"')]
+            paths = sorted({x for x in items if not x.startswith('"')})
+            return re.sub(r"requires = \[.*\]\);", "requires = [" + ", ".join(named + paths) + "]);", decl)
+        lib = re.sub(r'extension_sql_file!\("\.\./sql/([a-z_]+)\.sql"[^\n]*\);', fix, lib)
+        (ROOT / "src" / "lib.rs").write_text(lib)
     missing = []
     for stem, paths in refs.items():
         m = re.search(r'extension_sql_file!\("\.\./sql/' + re.escape(stem) + r'\.sql"[^;]*\);', lib)

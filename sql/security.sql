@@ -295,6 +295,10 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) TO memory_writer;
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
+    -- Correcting a memory (SPEC §11): its content and description, re-classified (the tier never
+    -- lowered: MX004), audited with the new content hash (memory.update), refused on a held row
+    -- (MX006); never its org, ids, tier, weight or retention stamps.
+    GRANT UPDATE (content, metadata, memory_type, source_files, source_type) ON memory.observations TO memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
     -- Writers may try to change a claim's state: memory_internal._claims_guard refuses it unless the role is
     -- a knowledge admin (42501) and audits the attempt although the statement fails (seed §2).
@@ -319,6 +323,7 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
                               memory.record_outcome(text, memory.outcome, uuid[]), memory_internal._record_outcome(text, text, uuid[]),
                               memory.transfer_observations(uuid[], text), memory.end_task(text),
+                              memory.forget(uuid[], text), memory.forget(regclass, text[], text),
                               memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text, text)
         TO memory_writer;
     -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,

@@ -349,6 +349,293 @@ END $$;
 COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
   'Move observations to another project; only public and internal move (others report their tier). One memory.transfer event per org.';
 
+-- ------------------------------------------------------------------------------------------------
+-- Forgetting memories (SPEC §12): an agent's or a user's "forget this", by id, at once.
+
+-- memory.forget's checks of its arguments (both forms): a reason of 1-1000 characters, at most
+-- 10,000 ids, none NULL, in a one-dimensional array. Returns the ids, each once, in the order
+-- first given (NULL or an empty array: none). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_ids(ids text[], reason text)
+RETURNS text[] LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory_internal._blank(reason) THEN
+        RAISE EXCEPTION 'memory.forget needs a reason' USING ERRCODE = '22023',
+            HINT = 'Say why the memories are forgotten (e.g. ''user request 4711''): the reason is recorded in the memory.forget event.';
+    END IF;
+    IF pg_catalog.length(reason) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'memory.forget takes a reason of at most 1000 characters (this one has %)', pg_catalog.length(reason)
+            USING ERRCODE = '22023', HINT = 'The reason is recorded in the memory.forget event: name the request, not the content.';
+    END IF;
+    IF ids IS NULL OR pg_catalog.cardinality(ids) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN '{}';
+    END IF;
+    IF pg_catalog.array_ndims(ids) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION 'memory.forget takes a one-dimensional array of ids' USING ERRCODE = '22023',
+            HINT = 'Pass ARRAY[id, id, ...].';
+    END IF;
+    IF pg_catalog.cardinality(ids) OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION 'memory.forget takes at most 10,000 ids (% given)', pg_catalog.cardinality(ids) USING ERRCODE = '22023',
+            HINT = 'Forget in batches of at most 10,000 ids.';
+    END IF;
+    IF pg_catalog.array_position(ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'memory.forget takes no NULL id (element %)', pg_catalog.array_position(ids, NULL) USING ERRCODE = '22023',
+            HINT = 'Leave NULLs out of the ids.';
+    END IF;
+    RETURN ARRAY(SELECT u.id FROM pg_catalog.unnest(ids) WITH ORDINALITY u(id, n) GROUP BY u.id ORDER BY pg_catalog.min(u.n));
+END $$;
+
+-- What memory.forget answers and records, from the rows it found: `hits` is an array of
+-- [id, org, user, content_sha256] (one per row found for an id, of the org chosen for it), `want`
+-- the ids asked for. Held ids stay; MX006 when every id is held. Returns the answer and, under
+-- `delete`, the ids to delete per org with their hashes. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_plan(want text[], hits jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r         record;
+    hold      bigint;
+    first     bigint;
+    forgotten jsonb := '[]';
+    held      jsonb := '[]';
+    not_found jsonb := '[]';
+    del       jsonb := '{}';
+    nheld     jsonb := '{}';
+BEGIN
+    FOR r IN SELECT w.id, w.n, pg_catalog.jsonb_agg(f.e ORDER BY f.k) FILTER (WHERE f.e IS NOT NULL) AS rows
+               FROM pg_catalog.unnest(want) WITH ORDINALITY w(id, n)
+               LEFT JOIN pg_catalog.jsonb_array_elements(hits) WITH ORDINALITY f(e, k) ON (f.e OPERATOR(pg_catalog.->>) 0) OPERATOR(pg_catalog.=) w.id
+              GROUP BY w.id, w.n ORDER BY w.n LOOP
+        IF r.rows IS NULL THEN
+            not_found := not_found OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
+            CONTINUE;
+        END IF;
+        -- (The caller may act for the row's org: memory_internal._hold_for checks it again.)
+        SELECT min(memory_internal._hold_for(x OPERATOR(pg_catalog.->>) 1, x OPERATOR(pg_catalog.->>) 2, r.id)) INTO hold
+          FROM pg_catalog.jsonb_array_elements(r.rows) x;
+        IF hold IS NOT NULL THEN
+            first := coalesce(first, hold);
+            held := held OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
+            nheld := nheld OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(coalesce(r.rows OPERATOR(pg_catalog.->) 0 OPERATOR(pg_catalog.->>) 1, ''),
+                         coalesce((nheld OPERATOR(pg_catalog.->>) coalesce(r.rows OPERATOR(pg_catalog.->) 0 OPERATOR(pg_catalog.->>) 1, ''))::int, 0) OPERATOR(pg_catalog.+) 1);
+            CONTINUE;
+        END IF;
+        forgotten := forgotten OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
+        -- One entry per row: an id of several rows of its org (an id column that is not unique)
+        -- names each row's content hash.
+        SELECT del OPERATOR(pg_catalog.||) pg_catalog.jsonb_object_agg(g.org, coalesce(del OPERATOR(pg_catalog.->) g.org, '[]') OPERATOR(pg_catalog.||) g.items)
+          INTO del
+          FROM (SELECT coalesce(x OPERATOR(pg_catalog.->>) 1, '') AS org,
+                       pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content_sha256', x OPERATOR(pg_catalog.->) 3)) AS items
+                  FROM pg_catalog.jsonb_array_elements(r.rows) x GROUP BY 1) g;
+    END LOOP;
+    IF pg_catalog.jsonb_array_length(held) OPERATOR(pg_catalog.>) 0 AND pg_catalog.jsonb_array_length(held) OPERATOR(pg_catalog.=) pg_catalog.cardinality(want) THEN
+        RAISE EXCEPTION 'legal hold % covers %: nothing was forgotten', first,
+                        CASE WHEN pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 1 THEN 'row ' OPERATOR(pg_catalog.||) want[1]
+                             ELSE 'every row given (' OPERATOR(pg_catalog.||) pg_catalog.cardinality(want) OPERATOR(pg_catalog.||) ')' END
+            USING ERRCODE = 'MX006',
+                  HINT = 'A memory_admin releases the hold (UPDATE memory.legal_holds SET released_at = now() WHERE id = ...).';
+    END IF;
+    RETURN pg_catalog.jsonb_build_object('forgotten', forgotten, 'held', held, 'not_found', not_found, 'delete', del, 'held_by_org', nheld);
+END $$;
+
+-- One memory.forget event per org, naming each row forgotten by id and content hash (never its
+-- content), with the caller's reason; 300 rows an event (a payload stays under 64 kB), numbered
+-- part/parts when there are more.
+CREATE FUNCTION memory_internal._forget_events(tbl text, plan jsonb, reason text)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    org   text;
+    items jsonb;
+    parts int;
+BEGIN
+    FOR org, items IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(plan OPERATOR(pg_catalog.->) 'delete') e ORDER BY e.key COLLATE "C" LOOP
+        parts := (pg_catalog.jsonb_array_length(items) OPERATOR(pg_catalog.+) 299) OPERATOR(pg_catalog./) 300;
+        FOR p IN 1 .. parts LOOP
+            PERFORM memory_internal._audit('memory.forget', pg_catalog.jsonb_build_object(
+                'table', tbl,
+                'forgotten', (SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.n) FROM pg_catalog.jsonb_array_elements(items) WITH ORDINALITY x(e, n)
+                               WHERE x.n OPERATOR(pg_catalog.>) ((p OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) 300)
+                                 AND x.n OPERATOR(pg_catalog.<=) (p OPERATOR(pg_catalog.*) 300)),
+                'held', coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) org)::int, 0),
+                'reason', reason, 'part', p, 'parts', parts), nullif(org, ''));
+        END LOOP;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION memory.forget(ids uuid[], reason text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    want    uuid[] := memory_internal._forget_ids(ids::text[], reason)::uuid[];
+    setting text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+    orgs    text[] := '{}';
+    o       text;
+    hits   jsonb;
+    plan    jsonb;
+    del     uuid[];
+BEGIN
+    IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
+    END IF;
+    -- The orgs holding these ids that the caller may act for, checked here for the caller, never
+    -- inside a statement (on Citus those run on the workers); other orgs' ids are not found.
+    FOR o IN SELECT DISTINCT x.org_id FROM (SELECT ob.org_id FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want)
+                                            UNION SELECT a.org_id FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want)) x LOOP
+        IF memory_internal._may_act_for(o) THEN
+            orgs := orgs OPERATOR(pg_catalog.||) o;
+        END IF;
+    END LOOP;
+    -- The rows, locked; an id is forgotten in one org: the one the session acts for
+    -- (memory.org_id) when it holds the id, else the greatest (bytewise), as memory_internal._org_of.
+    PERFORM 1 FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+      ORDER BY ob.id FOR UPDATE;
+    PERFORM 1 FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+      ORDER BY a.id FOR UPDATE;
+    WITH c AS (
+        SELECT ob.id, ob.org_id, ob.user_id, ob.content, 0 AS src FROM memory.observations ob
+         WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+        UNION ALL
+        SELECT a.id, a.org_id, a.user_id, a.content, 1 FROM memory.observations_archive a
+         WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)),
+    pick AS (
+        SELECT DISTINCT ON (c.id) c.id, c.org_id FROM c
+         ORDER BY c.id, (c.org_id OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, c.org_id COLLATE "C" DESC)
+    -- The hot row's content when the id is in both stores (its archived copy goes with it).
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id::text, x.org_id, x.user_id,
+                        pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(x.content, 'UTF8')), 'hex'))), '[]')
+      INTO hits
+      FROM (SELECT DISTINCT ON (c.id) c.* FROM c JOIN pick p ON p.id OPERATOR(pg_catalog.=) c.id AND p.org_id OPERATOR(pg_catalog.=) c.org_id
+             ORDER BY c.id, c.src) x;
+    plan := memory_internal._forget_plan(want::text[], hits);
+    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
+        del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
+        -- Content and weights, hot and archived: nothing of these rows stays in memory_ext's
+        -- tables (the log names them by id and content hash). The DELETE of the hot rows fires
+        -- their hold and audit triggers (memory.delete per row).
+        DELETE FROM memory.observation_weight_history h
+         WHERE h.org_id OPERATOR(pg_catalog.=) o AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
+        DELETE FROM memory.observations ob WHERE ob.org_id OPERATOR(pg_catalog.=) o AND ob.id OPERATOR(pg_catalog.=) ANY (del);
+        DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del);
+    END LOOP;
+    PERFORM memory_internal._forget_events('memory.observations', plan, reason);
+    RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
+                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found');
+END $$;
+COMMENT ON FUNCTION memory.forget(uuid[], text) IS
+  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
+
+CREATE FUNCTION memory.forget(tbl regclass, ids text[], reason text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    want     text[] := memory_internal._forget_ids(ids, reason);
+    who      oid := memory_internal._caller();
+    owner    oid;
+    opts     jsonb;
+    builtin  boolean;
+    args     text[];
+    org_col  text;
+    user_col text;
+    id_col   text;
+    body_col text;
+    id_type  regtype;
+    cmp      text;
+    setting  text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+    hits    jsonb;
+    plan     jsonb;
+    o        text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'memory.forget needs a table' USING ERRCODE = '22023',
+            HINT = 'memory.forget(table, ids, reason) forgets rows of a governed table; memory.forget(ids, reason) forgets observations.';
+    END IF;
+    owner := (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl);
+    IF owner IS NULL THEN
+        RAISE EXCEPTION 'table % does not exist', tbl::oid USING ERRCODE = '42P01';
+    END IF;
+    -- Forgetting deletes: the caller must own the table or hold DELETE on it.
+    IF who IS NULL OR NOT (pg_catalog.pg_has_role(who, owner, 'USAGE') OR pg_catalog.has_table_privilege(who, tbl, 'DELETE')) THEN
+        RAISE EXCEPTION 'permission denied to forget rows of %', tbl USING ERRCODE = '42501',
+            HINT = 'The table''s owner grants DELETE on it.';
+    END IF;
+    SELECT g.options, g.builtin INTO opts, builtin FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not governed by memory_ext', tbl USING ERRCODE = '22023',
+            HINT = 'memory.forget(table, ids, reason) forgets rows of a table governed with memory.govern (with an "id" column).';
+    END IF;
+    IF builtin THEN
+        RAISE EXCEPTION 'table % is managed by memory_ext', tbl USING ERRCODE = '22023',
+            HINT = 'Forget observations with memory.forget(ids uuid[], reason); knowledge is retracted, never deleted.';
+    END IF;
+    -- The org, user, id and content columns the table's hold trigger reads, else the mapping's.
+    SELECT memory_internal._trigger_args(tg.oid) INTO args FROM pg_catalog.pg_trigger tg
+     WHERE tg.tgrelid OPERATOR(pg_catalog.=) tbl AND tg.tgname OPERATOR(pg_catalog.=) 'memory_hold'
+       AND tg.tgfoid OPERATOR(pg_catalog.=) 'memory_internal._hold_guard'::regproc;
+    org_col := coalesce(nullif(args[1], ''), opts OPERATOR(pg_catalog.->>) 'org');
+    user_col := coalesce(nullif(args[2], ''), opts OPERATOR(pg_catalog.->>) 'user');
+    id_col := coalesce(nullif(args[3], ''), opts OPERATOR(pg_catalog.->>) 'id');
+    body_col := coalesce(nullif(args[4], ''), opts OPERATOR(pg_catalog.->>) 'content');
+    SELECT a.atttypid::regtype INTO id_type FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) id_col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+    IF id_type IS NULL THEN
+        RAISE EXCEPTION 'table % has no id column mapping', tbl USING ERRCODE = '22023',
+            HINT = 'Govern it with an id column: memory.govern(table, ''{"id": "<column>", "audit": true, ...}'').';
+    END IF;
+    IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
+    END IF;
+    -- Ids of a uuid or integer column are compared as such (the column's index serves), written
+    -- as the column writes them ('01' is 1); any other type as text.
+    IF id_type IN ('uuid'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
+        BEGIN
+            EXECUTE pg_catalog.format('SELECT ARRAY(SELECT u.v FROM (SELECT x::%1$s::pg_catalog.text AS v, n FROM pg_catalog.unnest($1) WITH ORDINALITY i(x, n)) u
+                                         GROUP BY u.v ORDER BY pg_catalog.min(u.n))', id_type)
+               INTO want USING want;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            RAISE EXCEPTION 'memory.forget: the ids of % are % values (%)', tbl, id_type, SQLERRM USING ERRCODE = '22023',
+                HINT = pg_catalog.format('Pass ids as the %s column writes them.', id_col);
+        END;
+        cmp := pg_catalog.format('t.%I OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::%s[])', id_col, id_type);
+    ELSE
+        cmp := pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])', id_col);
+    END IF;
+    -- The rows, read and locked as the table's owner in a security-restricted operation (its
+    -- column types and casts run with its rights); rows of orgs both the caller and the owner may
+    -- act for count (as erasure: the owner's statements touch only its orgs).
+    hits := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s, %4$s)), ''[]'')
+           FROM (SELECT * FROM %5$s t WHERE %6$s FOR UPDATE) t',
+        id_col,
+        CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END,
+        CASE WHEN user_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', user_col) END,
+        CASE WHEN body_col IS NULL THEN 'NULL::pg_catalog.text'
+             ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', body_col) END,
+        tbl, cmp), ARRAY[want::text]);
+    SELECT coalesce(pg_catalog.jsonb_agg(x.e ORDER BY x.n), '[]') INTO hits
+      FROM (SELECT f.e, f.n, f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org
+              FROM pg_catalog.jsonb_array_elements(hits) WITH ORDINALITY f(e, n)) x
+      JOIN (SELECT DISTINCT ON (y.id) y.id, y.org
+              FROM (SELECT DISTINCT f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org
+                      FROM pg_catalog.jsonb_array_elements(hits) f(e)) y
+             WHERE memory_internal._may_act_for(y.org) AND memory_internal._may_act_for_role(owner, y.org)
+             ORDER BY y.id, (y.org OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, y.org COLLATE "C" DESC) p
+        ON p.id OPERATOR(pg_catalog.=) x.id AND p.org IS NOT DISTINCT FROM x.org;
+    plan := memory_internal._forget_plan(want, hits);
+    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
+        PERFORM memory_internal._exec_as_table_owner(tbl, pg_catalog.format('DELETE FROM %s t WHERE %s AND %s', tbl, cmp,
+                    CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END),
+                ARRAY[ARRAY(SELECT DISTINCT e OPERATOR(pg_catalog.->>) 'id'
+                              FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e)::text, o]);
+    END LOOP;
+    PERFORM memory_internal._forget_events(tbl::text, plan, reason);
+    RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
+                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found');
+END $$;
+COMMENT ON FUNCTION memory.forget(regclass, text[], text) IS
+  'Forget rows of a governed table by its mapped id column, as memory.forget(ids, reason) does observations: deleted as the table''s owner, rows of orgs the caller may act for, held rows kept (MX006 when every id is held). Needs DELETE on the table (or owning it). One memory.forget event per org.';
+
 
 -- ------------------------------------------------------------------------------------------------
 -- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.

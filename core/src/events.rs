@@ -4,6 +4,8 @@
 
 pub const STORE: &str = "memory.store";
 pub const DELETE: &str = "memory.delete";
+/// A governed row's content changed by UPDATE (a correction): the new content's hash.
+pub const UPDATE: &str = "memory.update";
 pub const RECLASSIFY: &str = "memory.reclassify";
 pub const FEEDBACK: &str = "memory.feedback";
 pub const RECALL: &str = "memory.recall";
@@ -53,7 +55,7 @@ pub const DISTRIBUTE: &str = "memory.distribute";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
-    STORE, DELETE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
+    STORE, DELETE, UPDATE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,

@@ -76,3 +76,12 @@ BEGIN
         GRANT EXECUTE ON FUNCTION memory.grant_org(regrole, text, memory.classification) TO memory_admin;
     END IF;
 END $$;
+-- Writers forget memories and correct them (issue 35): where memory.setup_roles() made the roles,
+-- as memory.setup_roles() grants it.
+DO $$
+BEGIN
+    IF to_regrole('memory_writer') IS NOT NULL AND has_schema_privilege('memory_writer', 'memory', 'USAGE') THEN
+        GRANT EXECUTE ON FUNCTION memory.forget(uuid[], text), memory.forget(regclass, text[], text) TO memory_writer;
+        GRANT UPDATE (content, metadata, memory_type, source_files, source_type) ON memory.observations TO memory_writer;
+    END IF;
+END $$;

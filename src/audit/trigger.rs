@@ -199,9 +199,14 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
         (pg_sys::TRIGGER_EVENT_UPDATE, Some(n), Some(o)) if map.cols.id.is_some() && map.cols.tier.is_some() => {
             let id = quote_identifier(map.cols.id.as_deref().unwrap_or_default());
             let (sel, tier_o, tier_t) = (map.select_list("t"), map.tier_expr("o"), map.tier_expr("t"));
+            // A changed tier is a memory.reclassify event; a changed content a memory.update event
+            // with the new content's hash (column 8: 't' when the content changed).
+            let (content_o, content_t) = (map.col("o", &map.cols.content), map.col("t", &map.cols.content));
+            let changed = format!("CASE WHEN {content_o} IS DISTINCT FROM {content_t} THEN 't' END");
+            let differs = format!("({tier_o} IS DISTINCT FROM {tier_t} OR {content_o} IS DISTINCT FROM {content_t})");
             let query = match &map.cols.org {
                 None => format!(
-                    "SELECT {sel}, {tier_o} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {tier_o} IS DISTINCT FROM {tier_t}"
+                    "SELECT {sel}, {tier_o}, {changed} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} WHERE {differs}"
                 ),
                 // A table keyed by (org, id) may update two orgs' rows sharing an id in one
                 // statement: old and new rows are paired by id within their org first. A row
@@ -216,11 +221,11 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
                               ln AS (SELECT t.* FROM {n} t WHERE NOT EXISTS (SELECT 1 FROM {o} o WHERE o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t})),
                               lone AS (SELECT x.{id} FROM lo x GROUP BY x.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1
                                        INTERSECT SELECT y.{id} FROM ln y GROUP BY y.{id} HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1)
-                         SELECT {sel}, {tier_o} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t}
-                          WHERE {tier_o} IS DISTINCT FROM {tier_t}
+                         SELECT {sel}, {tier_o}, {changed} FROM {n} t JOIN {o} o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND {org_o} IS NOT DISTINCT FROM {org_t}
+                          WHERE {differs}
                          UNION ALL
-                         SELECT {sel}, {tier_o} FROM ln t LEFT JOIN lo o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND t.{id} OPERATOR(pg_catalog.=) ANY (SELECT l.{id} FROM lone l)
-                          WHERE {tier_o} IS DISTINCT FROM {tier_t}"
+                         SELECT {sel}, {tier_o}, {changed} FROM ln t LEFT JOIN lo o ON o.{id} OPERATOR(pg_catalog.=) t.{id} AND t.{id} OPERATOR(pg_catalog.=) ANY (SELECT l.{id} FROM lone l)
+                          WHERE {differs}"
                     )
                 }
             };
@@ -305,7 +310,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 return ap.finish(client);
             }
         }
-        let cols = if event_type == events::RECLASSIFY { 8 } else { 7 };
+        let cols = if event_type == events::RECLASSIFY { 9 } else { 7 };
         // The plan is prepared with this call's transition tables registered (SPI resolves them
         // by name, the same names on every call) and kept for the next statements.
         let key = (crate::pg::tuple::trigger_relid(td), query.clone());
@@ -334,7 +339,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         } else {
             let orgs_q = format!(
                 "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
-                if event_type == events::RECLASSIFY { ", old_tier" } else { "" }
+                if event_type == events::RECLASSIFY { ", old_tier, changed" } else { "" }
             );
             let mut chains = Vec::new();
             for row in client.select(orgs_q.as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
@@ -391,44 +396,66 @@ impl RowEvents<'_> {
                 }
             };
             // Members in RFC 8785 key order (FlatPayload checks it).
-            let store;
-            let delete;
-            let reclassify;
-            let members: &[(&str, Option<&str>)] = match event_type {
+            let (project, workspace) = (batch.text(i, 3), batch.text(i, 4));
+            match event_type {
                 t if t == events::STORE => {
                     let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha));
-                    store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
-                    &store
+                    let store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                    append_event(ap, client, &self.actor, events::STORE, &store, org, project, workspace)?;
                 }
                 t if t == events::DELETE => {
-                    delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
-                    &delete
+                    let delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                    append_event(ap, client, &self.actor, events::DELETE, &delete, org, project, workspace)?;
                 }
                 _ => {
-                    reclassify = [("from", batch.text(i, 7)), ("id", id), ("reason", self.reason), ("table", Some(table)), ("to", tier), ("userId", user_p)];
-                    &reclassify
+                    // An UPDATE: the new content's hash when the content changed (a correction),
+                    // then the change of tier when there is one.
+                    if batch.text(i, 8).is_some() {
+                        let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha));
+                        let update = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                        append_event(ap, client, &self.actor, events::UPDATE, &update, org, project, workspace)?;
+                    }
+                    let from = batch.text(i, 7);
+                    if from != tier {
+                        let reclassify = [("from", from), ("id", id), ("reason", self.reason), ("table", Some(table)), ("to", tier), ("userId", user_p)];
+                        append_event(ap, client, &self.actor, events::RECLASSIFY, &reclassify, org, project, workspace)?;
+                    }
                 }
-            };
-            let payload = FlatPayload::new(members).ok_or_else(|| MxError::new(code::INTERNAL, "audit payload keys out of order"))?;
-            ap.push_ref(
-                client,
-                EventRef {
-                    event_type,
-                    org_id: org,
-                    project_id: batch.text(i, 3),
-                    workspace_id: batch.text(i, 4),
-                    actor_id: Some(&self.actor),
-                    payload: Payload::Flat(payload),
-                    payload_text: None,
-                    payload_jsonb: None,
-                    prefix: None,
-                },
-            )?;
+            }
         }
         Ok(())
     }
 }
 
+/// Append one event of a row of a governed table.
+#[allow(clippy::too_many_arguments)]
+fn append_event(
+    ap: &mut Appender,
+    client: &pgrx::spi::SpiClient,
+    actor: &str,
+    event_type: &'static str,
+    members: &[(&str, Option<&str>)],
+    org: Option<&str>,
+    project_id: Option<&str>,
+    workspace_id: Option<&str>,
+) -> Result<(), MxError> {
+    let payload = FlatPayload::new(members).ok_or_else(|| MxError::new(code::INTERNAL, "audit payload keys out of order"))?;
+    ap.push_ref(
+        client,
+        EventRef {
+            event_type,
+            org_id: org,
+            project_id,
+            workspace_id,
+            actor_id: Some(actor),
+            payload: Payload::Flat(payload),
+            payload_text: None,
+            payload_jsonb: None,
+            prefix: None,
+        },
+    )?;
+    Ok(())
+}
 
 /// TG_ARGV for memory.audit_trigger from a column mapping (memory_core::protocol); memory.govern
 /// builds its CREATE TRIGGER with it.

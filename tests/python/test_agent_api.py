@@ -1,0 +1,189 @@
+"""The agent API as the application lives it (issue 35): login roles bound to tenants forget
+memories (memory.forget, both forms) and correct them by UPDATE. The superuser (`conn`) only sets
+up and reads what happened."""
+import hashlib
+import json
+
+import psycopg
+import pytest
+
+from test_app_roles import ADMIN, GLOBEX, OWNER, READER, WRITER, app, connect  # noqa: F401 (the fixture)
+
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def store(c, org, content, user=None):
+    (oid,) = c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES (%s, %s, %s) RETURNING id",
+                       (org, user, content)).fetchone()
+    return str(oid)
+
+
+def forget(c, ids, reason="user asked"):
+    (r,) = c.execute("SELECT memory.forget(%s::uuid[], %s)", (ids, reason)).fetchone()
+    return r
+
+
+def events(conn, event_type, chain="acme"):
+    conn.execute("SELECT memory.audit_integrate()")
+    return [p for (p,) in conn.execute("SELECT payload FROM memory.audit_log WHERE chain_id = %s AND event_type = %s ORDER BY seq",
+                                       (chain, event_type)).fetchall()]
+
+
+def test_a_writer_forgets_its_memories(app, conn):
+    with connect(app, WRITER) as w, connect(app, GLOBEX) as g:
+        a = store(w, "acme", "dave likes tea", "dave")
+        b = store(w, "acme", "dave likes coffee", "dave")
+        other = store(g, "globex", "globex plan")
+        assert forget(w, [a]) == {"forgotten": [a], "held": [], "not_found": []}
+        assert forget(w, [b, other, b]) == {"forgotten": [b], "held": [], "not_found": [other]}
+        assert w.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s::uuid[])", ([a, b],)).fetchone() == (0,)
+        # globex's writer still has its row; acme's writer learned nothing of it.
+        assert g.execute("SELECT content FROM memory.observations WHERE id = %s", (other,)).fetchone() == ("globex plan",)
+    fe = events(conn, "memory.forget")
+    assert [e["forgotten"] for e in fe] == [[{"id": a, "content_sha256": sha("dave likes tea")}],
+                                           [{"id": b, "content_sha256": sha("dave likes coffee")}]]
+    assert all(e["reason"] == "user asked" and e["table"] == "memory.observations" for e in fe)
+    stored = {e["id"]: e["content_sha256"] for e in events(conn, "memory.store")}
+    assert stored[a] == sha("dave likes tea"), "the forget event's hash is the one the store recorded"
+    (text,) = conn.execute("SELECT string_agg(payload::text, ' ') FROM memory.audit_log").fetchone()
+    assert "dave likes" not in text
+    assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
+
+
+def test_forget_removes_archive_and_weight_history(app, conn):
+    with connect(app, WRITER) as w:
+        a = store(w, "acme", "to be archived", "u1")
+        w.execute("SELECT * FROM memory.record_outcome('s1', 'accepted', %s::uuid[])", ([a],))
+    # Retention's archive step, as the owner runs it.
+    conn.execute("INSERT INTO memory.observations_archive SELECT o.*, now() FROM memory.observations o WHERE id = %s", (a,))
+    conn.execute("DELETE FROM memory.observations WHERE id = %s", (a,))
+    assert conn.execute("SELECT count(*) FROM memory.observation_weight_history WHERE observation_id = %s", (a,)).fetchone() == (1,)
+    with connect(app, WRITER) as w:
+        assert forget(w, [a])["forgotten"] == [a]
+    for t in ("observations", "observations_archive", "observation_weight_history"):
+        col = "observation_id" if t == "observation_weight_history" else "id"
+        assert conn.execute(f"SELECT count(*) FROM memory.{t} WHERE {col} = %s", (a,)).fetchone() == (0,), t
+    assert events(conn, "memory.forget")[-1]["forgotten"] == [{"id": a, "content_sha256": sha("to be archived")}]
+
+
+def test_held_memories_stay(app, conn):
+    with connect(app, WRITER) as w:
+        h1 = store(w, "acme", "held one", "held")
+        h2 = store(w, "acme", "held two", "held")
+        free = store(w, "acme", "free one", "free")
+    with connect(app, ADMIN) as a:
+        (hold,) = a.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'held', 'litigation') RETURNING id").fetchone()
+    with connect(app, WRITER) as w:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            forget(w, [h1, h2])
+        assert e.value.sqlstate == "MX006" and f"legal hold {hold}" in str(e.value)
+        assert forget(w, [h1, free]) == {"forgotten": [free], "held": [h1], "not_found": []}
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s::uuid[])", ([h1, h2],)).fetchone() == (2,)
+    assert events(conn, "memory.forget")[-1]["held"] == 1
+
+
+@pytest.mark.parametrize("copies,null,reason", [
+    (1, False, None), (1, False, "  \t"), (1, False, "x" * 1001), (10_001, False, "r"), (1, True, "r"),
+])
+def test_bad_input_is_22023_with_a_hint(app, conn, copies, null, reason):
+    with connect(app, WRITER) as w:
+        a = store(w, "acme", "keep me")
+        with pytest.raises(psycopg.DatabaseError) as e:
+            forget(w, [a] * copies + ([None] if null else []), reason)
+        assert e.value.sqlstate == "22023" and e.value.diag.message_hint
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (a,)).fetchone() == (1,)
+    assert events(conn, "memory.forget") == []
+
+
+def test_no_ids_no_event_and_readers_cannot_forget(app, conn):
+    with connect(app, WRITER) as w:
+        assert forget(w, None) == {"forgotten": [], "held": [], "not_found": []}
+        assert forget(w, []) == {"forgotten": [], "held": [], "not_found": []}
+        a = store(w, "acme", "read only")
+    assert events(conn, "memory.forget") == []
+    with connect(app, READER) as r:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            forget(r, [a])
+        assert e.value.sqlstate == "42501"
+
+
+def test_forget_rows_of_a_governed_table(app, conn):
+    with connect(app, OWNER) as o:
+        ids = [o.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', %s, %s) RETURNING id", (u, b)).fetchone()[0]
+               for u, b in [("u1", "first note"), ("u2", "second note"), ("held", "held note")]]
+        o.execute("CREATE TABLE app.plain (k text PRIMARY KEY, tenant text, body text, classification memory.classification)")
+        o.execute("""SELECT memory.govern('app.plain', '{"content": "body", "org": "tenant"}')""")
+        o.execute(f"GRANT SELECT, DELETE ON app.plain TO {WRITER}")
+        o.execute("CREATE TABLE app.loose (id bigint)")
+        o.execute(f"GRANT SELECT, DELETE ON app.loose TO {WRITER}")
+    with connect(app, GLOBEX) as g:
+        (gid,) = g.execute("INSERT INTO app.notes (tenant, uid, body) VALUES ('globex', 'g', 'globex note') RETURNING id").fetchone()
+    with connect(app, ADMIN) as a:
+        a.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'held', 'litigation')")
+    with connect(app, WRITER) as w:
+        (r,) = w.execute("SELECT memory.forget('app.notes', %s, 'user asked')",
+                         ([str(ids[0]), "0" + str(ids[1]), str(gid), str(ids[2])],)).fetchone()
+        assert r == {"forgotten": [str(ids[0]), str(ids[1])], "held": [str(ids[2])], "not_found": [str(gid)]}
+        for tbl, ids_, want in [("app.plain", ["1"], "22023"), ("app.loose", ["1"], "22023"), ("app.notes", ["x"], "22023"),
+                                (None, ["1"], "22023")]:
+            with pytest.raises(psycopg.DatabaseError) as e:
+                w.execute("SELECT memory.forget(%s::regclass, %s, 'r')", (tbl, ids_))
+            assert e.value.sqlstate == want and e.value.diag.message_hint, (tbl, e.value.sqlstate, str(e.value))
+    with connect(app, READER) as r:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            r.execute("SELECT memory.forget('app.notes', ARRAY['1'], 'r')")
+        assert e.value.sqlstate == "42501"
+    conn.execute(f"REVOKE DELETE ON app.notes FROM {GLOBEX}")
+    with connect(app, GLOBEX) as g:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            g.execute("SELECT memory.forget('app.notes', %s, 'r')", ([str(gid)],))
+        assert e.value.sqlstate == "42501", "no DELETE on the table: 42501"
+    assert sorted(i for (i,) in conn.execute("SELECT id FROM app.notes").fetchall()) == sorted([ids[2], gid])
+    ev = events(conn, "memory.forget")[-1]
+    assert ev["table"] == "app.notes" and ev["forgotten"] == [{"id": str(ids[0]), "content_sha256": sha("first note")},
+                                                             {"id": str(ids[1]), "content_sha256": sha("second note")}]
+    assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
+
+
+def test_a_writer_corrects_its_memories(app, conn):
+    with connect(app, WRITER) as w, connect(app, GLOBEX) as g:
+        a = store(w, "acme", "prefers tabs", "u1")
+        other = store(g, "globex", "globex fact")
+        w.execute("UPDATE memory.observations SET content = 'prefers spaces', memory_type = 'persona', source_type = 'preference' WHERE id = %s", (a,))
+        w.execute("UPDATE memory.observations SET content = 'the api_key rotates monthly', source_files = ARRAY['docs/a.md'] WHERE id = %s", (a,))
+        assert w.execute("SELECT classification::text, memory_type::text FROM memory.observations WHERE id = %s", (a,)).fetchone() == \
+            ("confidential", "persona")
+        w.execute("UPDATE memory.observations SET content = 'harmless now' WHERE id = %s", (a,))
+        assert w.execute("SELECT classification::text FROM memory.observations WHERE id = %s", (a,)).fetchone() == ("confidential",), \
+            "a correction never lowers the tier"
+        with pytest.raises(psycopg.DatabaseError) as e:
+            w.execute("""UPDATE memory.observations SET metadata = '{"classification": "public"}' WHERE id = %s""", (a,))
+        assert e.value.sqlstate == "MX004"
+        for col, val in [("classification", "'public'"), ("weight", "0.2"), ("created_at", "now() - interval '9 years'"),
+                         ("expires_at", "NULL"), ("org_id", "'globex'"), ("user_id", "'u9'")]:
+            with pytest.raises(psycopg.DatabaseError) as e:
+                w.execute(f"UPDATE memory.observations SET {col} = {val} WHERE id = %s", (a,))
+            assert e.value.sqlstate == "42501", col
+        cur = w.execute("UPDATE memory.observations SET content = 'hijacked' WHERE id = %s", (other,))
+        assert cur.rowcount == 0, "another org's row is invisible"
+    assert conn.execute("SELECT content FROM memory.observations WHERE id = %s", (other,)).fetchone() == ("globex fact",)
+    updates = [e for e in events(conn, "memory.update") if e["id"] == a]
+    assert [(e["content_sha256"], e["classification"]) for e in updates] == [
+        (sha("prefers spaces"), "internal"), (sha("the api_key rotates monthly"), "confidential"), (sha("harmless now"), "confidential")]
+    assert [(e["from"], e["to"]) for e in events(conn, "memory.reclassify") if e["id"] == a] == [("internal", "confidential")]
+    assert conn.execute("SELECT actor_id FROM memory.audit_log WHERE event_type = 'memory.update' LIMIT 1").fetchone() == (f"role:{WRITER}",)
+    assert all(ok for (ok,) in conn.execute("SELECT ok FROM memory.audit_verify()").fetchall())
+
+
+def test_a_held_memory_cannot_be_corrected(app, conn):
+    with connect(app, WRITER) as w:
+        a = store(w, "acme", "under hold", "held")
+    with connect(app, ADMIN) as ad:
+        ad.execute("INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', %s, 'subpoena')", (a,))
+    with connect(app, WRITER) as w:
+        with pytest.raises(psycopg.DatabaseError) as e:
+            w.execute("UPDATE memory.observations SET content = 'rewritten' WHERE id = %s", (a,))
+        assert e.value.sqlstate == "MX006"
+    assert conn.execute("SELECT content FROM memory.observations WHERE id = %s", (a,)).fetchone() == ("under hold",)
