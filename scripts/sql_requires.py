@@ -57,7 +57,7 @@ def references(funcs):
 def main():
     funcs = rust_functions()
     refs = references(funcs)
-    if "--check" not in sys.argv:
+    if "--check" not in sys.argv and "--write" not in sys.argv:
         for stem, paths in refs.items():
             print(f"{stem}: {', '.join(paths)}")
         return
