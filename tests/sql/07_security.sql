@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(120);
+SELECT plan(121);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -289,8 +289,10 @@ CREATE TABLE public.sec_probe (org_id text, content text, classification memory.
 SELECT memory.govern('public.sec_probe', '{}');
 SELECT throws_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES ('globex', 'launch of project falcon') $$, '42501', NULL,
                  'a row of an org with rules is classified only for a role that may act for it');
-SELECT lives_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES ('nobody-org', 'launch of project falcon') $$,
-                'an org without rules costs nothing');
+SELECT throws_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES ('nobody-org', 'launch of project falcon') $$, '42501', NULL,
+                 'nor a row of any other org: owning a table never writes another tenant''s rows');
+SELECT lives_ok($$ INSERT INTO public.sec_probe (org_id, content) VALUES (NULL, 'launch of project falcon') $$,
+                'a row without an org is classified by the platform rules');
 SELECT throws_ok($$ SELECT memory.audit_append(E'memory\u200b.purge', '{}', 'acme') $$, '42501', NULL,
                  'look-alike event names (PUBLIC has no audit_append at all)');
 RESET ROLE;
