@@ -391,8 +391,8 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     // included); a policy change alone never backdates a row.
     if cols.has_stamps() {
         // An UPDATE never lengthens retention: a later created_at is refused, and stamps the
-        // statement (or a trigger of the owner's) changed are computed again.
-        let (touched, later) = if row.is_update() { cols.stamps_touched() } else { (false, false) };
+        // statement (or a trigger of the owner's) moved later are computed again.
+        let (touched, later) = if row.is_update() { cols.stamps_lengthened() } else { (false, false) };
         if later {
             return Err(MxError::bad_argument("created_at may not move later on UPDATE (it would lengthen retention)")
                 .hint("Leave created_at as it is, or move it earlier; memory_ext computes expires_at, purge_after and archive_at."));

@@ -909,23 +909,28 @@ impl ClassifyColumns {
         self.stamps.is_some()
     }
 
-    /// UPDATE: whether the row's retention stamps (created_at, expires_at, purge_after,
-    /// archive_at) differ from the old row's, and whether created_at moved later. The stamps are
-    /// memory_ext's: changed ones are recomputed, and a later creation time (a longer retention)
-    /// is refused.
-    pub fn stamps_touched(&self) -> (bool, bool) {
+    /// UPDATE: whether expires_at, purge_after or archive_at moved later than the old row's (or
+    /// to NULL, never), and whether created_at moved later. An UPDATE never lengthens retention:
+    /// lengthened stamps are computed again, and a later creation time is refused; moving a stamp
+    /// earlier (shorter retention) is kept.
+    pub fn stamps_lengthened(&self) -> (bool, bool) {
         let Some(st) = self.stamps.as_ref() else { return (false, false) };
         if self.old.values.is_empty() {
             return (false, false);
         }
         let ts = |d: &Deformed, c: &Col| d.get(c).map(|v| v.value() as i64);
-        let changed = [&st.created, &st.expires, &st.purge, &st.archive].iter().any(|c| ts(&self.old, c) != ts(&self.new, c));
-        let later = match (ts(&self.old, &st.created), ts(&self.new, &st.created)) {
+        let later = |c: &Col| match (ts(&self.old, c), ts(&self.new, c)) {
+            (Some(o), Some(n)) => n > o,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let lengthened = [&st.expires, &st.purge, &st.archive].iter().any(|c| later(c));
+        let created_later = match (ts(&self.old, &st.created), ts(&self.new, &st.created)) {
             (Some(o), Some(n)) => n > o,
             (None, Some(_)) => true,
             _ => false,
         };
-        (changed, later)
+        (lengthened, created_later)
     }
 
     /// Stamp expires_at, purge_after and archive_at of the new row for `tier`, with the

@@ -467,4 +467,6 @@ def test_an_update_never_lengthens_retention(app, conn):
         assert w.execute("SELECT expires_at, purge_after FROM app.st WHERE id = %s", (sid,)).fetchone() == before
         w.execute("UPDATE app.st SET created_at = created_at - interval '1 day' WHERE id = %s", (sid,))
         after = w.execute("SELECT expires_at FROM app.st WHERE id = %s", (sid,)).fetchone()[0]
-        assert before[0] is None or after < before[0], "backdating shortens retention"
+        assert before[0] is None or after <= before[0], "moving created_at earlier never lengthens retention"
+        w.execute("UPDATE app.st SET expires_at = expires_at - interval '1 day' WHERE id = %s", (sid,))
+        assert w.execute("SELECT expires_at FROM app.st WHERE id = %s", (sid,)).fetchone()[0] < after, "shortening is kept"
