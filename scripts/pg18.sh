@@ -27,7 +27,7 @@ pg_config_path() {
 pgxs() {
   local have=$1 glob=$2 name=$3 tarball build src
   [ -e "$have" ] && return 0
-  tarball=$(ls $vendor/$glob 2>/dev/null | head -n1)
+  tarball=$(ls $vendor/$glob 2>/dev/null | head -n1 || true)
   [ -n "$tarball" ] || { echo "pg18: $name is not installed into PostgreSQL 18 and there is no source ($vendor/$glob)" >&2; return 1; }
   build=$(mktemp -d /tmp/pg18-$name.XXXXXX)
   echo "== building $name for PostgreSQL 18 from $(basename "$tarball") (log in $build/build.log)"
