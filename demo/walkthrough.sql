@@ -208,18 +208,18 @@ SELECT claim_text, subject_id, details, lifecycle_state FROM memory.claims WHERE
 SELECT * FROM memory.setup_roles();
 SELECT chain_id, entries, ok FROM memory.audit_verify();
 \echo
-\echo 'Tenants are bound to roles (SPEC §8): an agent role may act for acme only; setting memory.org_id'
-\echo 'to another org grants nothing, and writing another org is refused:'
+\echo 'Tenants are bound to roles (SPEC §8): an agent role may act for acme only; naming another org in'
+\echo 'memory.org_id is refused (42501, with a hint), and writing another org is refused:'
 DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_agent') THEN CREATE ROLE demo_agent; END IF; END $$;
 GRANT memory_writer TO demo_agent;
 SELECT memory.grant_org('demo_agent', 'acme') AS granted;
 SET ROLE demo_agent;
 INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'agent note: rotate the api_key before Friday');
 SELECT memory.acting_org() AS acting_org, count(*) AS visible_observations, array_agg(DISTINCT org_id) AS orgs FROM memory.observations;
+\set ON_ERROR_STOP off
 SET memory.org_id = 'globex';
 SELECT memory.acting_org() AS acting_org_after_naming_globex, count(*) AS visible_observations FROM memory.observations;
 RESET memory.org_id;
-\set ON_ERROR_STOP off
 INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'sneaky');
 SELECT memory.audit_append('memory.purge', '{"forged": true}', 'acme');
 \set ON_ERROR_STOP on

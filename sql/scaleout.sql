@@ -206,12 +206,18 @@ CREATE FUNCTION memory_internal._policy_without_subquery(t regclass)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'clearance') THEN
+        -- Citus gives the shards a RESTRICTIVE policy as a permissive one, which would widen the
+        -- tenant policy (rows of any org within the clearance): on a distributed table the
+        -- clearance is part of the tenant policy instead (reads and the rows an UPDATE or DELETE
+        -- sees; writes are checked by org only, as before).
+        EXECUTE format('DROP POLICY clearance ON %s', t);
+        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org() '
+                       'AND classification OPERATOR(pg_catalog.<=) memory_internal._max_tier()) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);
+    ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
         EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org()) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'clearance') THEN
-        EXECUTE format('ALTER POLICY clearance ON %s USING (classification OPERATOR(pg_catalog.<=) memory_internal._max_tier())', t);
     END IF;
 END $$;
 

@@ -381,8 +381,9 @@ def test_consent_from_the_coordinator(coord):
     assert slices["cold_start"] is False and "German" in slices["rendered"]
     revoked = coord.execute("SELECT memory.revoke_consent(%s, 'u_c')", (org,)).fetchone()[0]
     assert revoked["profile_contexts_deleted"] == 1, revoked
-    receipt = coord.execute("SELECT memory.consent_receipt(%s, 'u_c', 1)", (org,)).fetchone()[0]
+    # A receipt never chains (a reader must not hold the integration lock): chained first.
     coord.execute("SELECT memory.audit_integrate()")
+    receipt = coord.execute("SELECT memory.consent_receipt(%s, 'u_c', 1)", (org,)).fetchone()[0]
     seq, entry = coord.execute("SELECT seq, encode(entry_hash, 'hex') FROM memory.audit_log WHERE chain_id = %s AND event_type = 'memory.consent.grant'",
                                (org,)).fetchone()
     assert (receipt["audit"]["chain_id"], receipt["audit"]["seq"], receipt["audit"]["entry_hash"]) == (org, seq, entry)
