@@ -27,6 +27,23 @@ def cluster_dir(name):
     return pathlib.Path(f"/tmp/memory_ext-{os.environ.get('MEMORY_EXT_CLUSTER_PREFIX', '')}{name}")
 
 
+def ensure_role(conn, name, *groups):
+    """Login role `name` (made once per cluster; roles outlive the test databases), member of `groups`."""
+    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
+                 f"CREATE ROLE {name} LOGIN; END IF; END $$")
+    for g in groups:
+        conn.execute(f"GRANT {g} TO {name}")
+
+
+def connect(dsn, role, org=None):
+    """An autocommit connection of the database of `dsn` as login role `role`, acting for `org`
+    (memory.org_id) when given."""
+    c = psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
+    if org:
+        c.execute("SELECT set_config('memory.org_id', %s, false)", (org,))
+    return c
+
+
 @pytest.fixture(scope="session")
 def port():
     name = os.environ.get("MEMORY_EXT_CLUSTER", "pytest")

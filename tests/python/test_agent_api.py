@@ -7,7 +7,8 @@ import json
 import psycopg
 import pytest
 
-from test_app_roles import ADMIN, GLOBEX, OWNER, READER, WRITER, app, connect  # noqa: F401 (the fixture)
+from conftest import connect
+from test_app_roles import ADMIN, GLOBEX, OWNER, READER, WRITER, app  # noqa: F401 (the fixture)
 
 
 def sha(text):

@@ -5,22 +5,10 @@ owner cannot outrun governance. The superuser (`conn`) only sets up roles and re
 import psycopg
 import pytest
 
+from conftest import connect, ensure_role
+
 OWNER, WRITER, READER, ADMIN, GLOBEX = "app_owner", "app_writer", "app_reader", "app_admin", "app_globex"
 SECRET = "AKIAIOSFODNN7EXAMPLE ssn 123-45-6789"
-
-
-def ensure_role(conn, name, *groups):
-    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
-                 f"CREATE ROLE {name} LOGIN; END IF; END $$")
-    for g in groups:
-        conn.execute(f"GRANT {g} TO {name}")
-
-
-def connect(dsn, role, org=None):
-    c = psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
-    if org:
-        c.execute("SELECT set_config('memory.org_id', %s, false)", (org,))
-    return c
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import time
 import psycopg
 import pytest
 
-from test_app_roles import ADMIN, GLOBEX, OWNER, WRITER, app, connect  # noqa: F401 (the fixture)
+from conftest import connect
+from test_app_roles import ADMIN, GLOBEX, OWNER, WRITER, app  # noqa: F401 (the fixture)
 
 PROFILE = "INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields) " \
           "VALUES ('acme', %s, 'profile', 'user_review', '{\"research_depth\": \"deep\"}')"

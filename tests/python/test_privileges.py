@@ -7,6 +7,8 @@ import re
 import psycopg
 import pytest
 
+from conftest import connect as as_role
+
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
 TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
@@ -160,13 +162,6 @@ def tenant_roles(conn, roles):
         conn.execute("SELECT memory.grant_org(%s, %s)", (name, org))
         made[name] = org
     return made
-
-
-def as_role(dsn, role, org_setting=None):
-    c = psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
-    if org_setting:
-        c.execute("SELECT set_config('memory.org_id', %s, false)", (org_setting,))
-    return c
 
 
 def test_rows_of_another_org_are_invisible_and_unwritable(dsn, conn, tenant_roles):

@@ -7,6 +7,8 @@ import hashlib
 import psycopg
 import pytest
 
+from conftest import connect, ensure_role
+
 OWNER, FULL, INT, GLOBEX, STRANGER = "rec_owner", "rec_full", "rec_int", "rec_globex", "rec_stranger"
 U = "00000000-0000-0000-0000-0000000000{:02d}".format
 # Day d of a recent month (retention and memory-type TTLs run from created_at).
@@ -15,17 +17,6 @@ BASE = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - dat
 
 def T(d):
     return (BASE + datetime.timedelta(days=d)).isoformat()
-
-
-def ensure_role(conn, name, *groups):
-    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
-                 f"CREATE ROLE {name} LOGIN; END IF; END $$")
-    for g in groups:
-        conn.execute(f"GRANT {g} TO {name}")
-
-
-def connect(dsn, role):
-    return psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
 
 
 def obs(conn, n, org="acme", content="alpha note", **cols):

@@ -5,18 +5,9 @@ into the past (instead of waiting for it), and reads what happened.
 import psycopg
 import pytest
 
+from conftest import connect, ensure_role
+
 ENTITY = "e0000000-0000-0000-0000-0000000000c1"
-
-
-def ensure_role(conn, name, *groups):
-    conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN "
-                 f"CREATE ROLE {name} LOGIN; END IF; END $$")
-    for g in groups:
-        conn.execute(f"GRANT {g} TO {name}")
-
-
-def connect(dsn, role):
-    return psycopg.connect(dsn.replace("user=postgres", f"user={role}"), autocommit=True)
 
 
 @pytest.fixture
