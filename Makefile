@@ -26,8 +26,9 @@ deps:
 build: deps
 	cargo build --no-default-features --features pg$(PG)
 
-## The release build, the current install script, the generated upgrade script (sql/updates/) and
-## the kept scripts of earlier releases, each file replaced atomically (scripts/install-ext.sh).
+## The release (optimised) build, the current install script, the generated upgrade script
+## (sql/updates/) and the kept scripts of earlier releases, each file replaced atomically
+## (scripts/install-ext.sh; it builds with `cargo pgrx package --profile release`).
 install: deps
 	scripts/install-ext.sh
 

@@ -11,7 +11,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
-profile=(); [ "${1:-}" = --debug ] && profile=(--debug)
+# Release (optimised) unless --debug is given (tests may use a debug build; users never do).
+profile=(--profile release); [ "${1:-}" = --debug ] && profile=(--debug)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 libdir=$("$PG_CONFIG" --pkglibdir); extdir=$("$PG_CONFIG" --sharedir)/extension
 # One package directory per major version (Debian's bindir ends in 15/bin; the PostgreSQL 18 wheel's
