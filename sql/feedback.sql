@@ -129,6 +129,22 @@ BEGIN
     RETURN out;
 END $$;
 
+-- The arguments memory.recall and memory.retrieve share (SPEC §12), checked before anything is
+-- read or written: a NULL or blank org and k outside [1, 1000] are 22023 with a hint.
+CREATE FUNCTION memory_internal._check_read_args(fn text, org text, k int)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory_internal._blank(org) THEN
+        RAISE EXCEPTION '% needs an org_id', fn USING ERRCODE = '22023',
+            HINT = 'Pass the org to read from (one of memory.my_orgs()).';
+    END IF;
+    IF k IS NULL OR k OPERATOR(pg_catalog.<) 1 OR k OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION '%: k must be between 1 and 1000, got %', fn, coalesce(k::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Ask for 1 to 1000 rows; recall pages with its created_before filter.';
+    END IF;
+END $$;
+
 -- Top-k memories of a tenant (SPEC §12). SECURITY DEFINER: it appends memory.recall, and reads
 -- memory.observations as the extension owner for any org the caller may act for (not only the
 -- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
@@ -161,14 +177,7 @@ DECLARE
     hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
 BEGIN
     -- Input first: nothing is read or written for a call that is refused.
-    IF recall.org_id IS NULL THEN
-        RAISE EXCEPTION 'memory.recall needs an org_id' USING ERRCODE = '22023',
-            HINT = 'Pass the org to recall from (one of memory.my_orgs()).';
-    END IF;
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'k must be between 1 and 1000, got %', coalesce(k::text, 'NULL') USING ERRCODE = '22023',
-            HINT = 'Ask for 1 to 1000 memories; page with created_before for more.';
-    END IF;
+    PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
     f := memory_internal._recall_filters(filters);
     IF query_embedding IS NOT NULL THEN
         RAISE EXCEPTION 'memory.recall by query_embedding is not available in this release' USING ERRCODE = '0A000',

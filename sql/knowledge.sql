@@ -79,6 +79,8 @@ CREATE INDEX claims_supersedes ON memory.claims (supersedes) WHERE supersedes IS
 -- The decay job's scan and the re-check job's scan read only live claims.
 CREATE INDEX claims_decay_due ON memory.claims (decay_at) WHERE lifecycle_state IN ('pending', 'active') AND decay_at IS NOT NULL;
 CREATE INDEX claims_active_recheck ON memory.claims (confidence_score, t_created) WHERE lifecycle_state = 'active';
+-- memory.retrieve's full-text search reads only active claims.
+CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
 -- Knowledge retention reads only what can come due: subject knowledge and agents' findings.
 CREATE INDEX claims_retention_due ON memory.claims (t_created)
     WHERE lifecycle_state <> 'archived' AND (subject_id IS NOT NULL OR kind IN ('correlator', 'replicator', 'librarian'));
@@ -835,6 +837,24 @@ CREATE TABLE memory.screen_profiles (
 COMMENT ON TABLE memory.screen_profiles IS
   'Screening profiles: the fields a profile asks for, how fresh an answer must be, and whether it counts in the score. Platform profiles (org_id NULL) serve every org that defines no profile of the same name.';
 
+-- A screening profile's fields for an org: the org's own profile of that name, else the
+-- platform's (org_id NULL). Read with the rights of the function that calls it (completeness:
+-- the caller's; retrieve: the extension owner's, for the org it checked). No rows: no such profile.
+CREATE FUNCTION memory_internal._profile_rules(org text, profile text)
+RETURNS TABLE (field text, freshness_days int, required boolean)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT p.field, p.freshness_days, p.required FROM memory.screen_profiles p
+     WHERE p.profile OPERATOR(pg_catalog.=) _profile_rules.profile
+       AND (p.org_id OPERATOR(pg_catalog.=) _profile_rules.org
+            OR (p.org_id IS NULL AND NOT EXISTS (SELECT 1 FROM memory.screen_profiles q
+                                                  WHERE q.profile OPERATOR(pg_catalog.=) _profile_rules.profile
+                                                    AND q.org_id OPERATOR(pg_catalog.=) _profile_rules.org)))
+     ORDER BY p.field;
+END $$;
+
 CREATE FUNCTION memory.completeness(entity_id uuid, profile text, at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -859,11 +879,7 @@ BEGIN
         RAISE EXCEPTION 'entity % does not exist', p_entity USING ERRCODE = '23503';
     END IF;
     FOR r IN
-        SELECT p.field, p.freshness_days, p.required FROM memory.screen_profiles p
-         WHERE p.profile = p_profile
-           AND (p.org_id = e_org
-                OR (p.org_id IS NULL AND NOT EXISTS (SELECT 1 FROM memory.screen_profiles q WHERE q.profile = p_profile AND q.org_id = e_org)))
-         ORDER BY p.field
+        SELECT p.field, p.freshness_days, p.required FROM memory_internal._profile_rules(e_org, p_profile) p ORDER BY p.field
     LOOP
         -- Only active claims answer; one inside the freshness window makes the field present.
         SELECT CASE WHEN bool_or(NOT memory.is_stale(c.t_created, r.freshness_days, at)) THEN 'present'
@@ -892,6 +908,112 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
   'Completeness of an entity against a screening profile: score = (present + 0.5 x stale) / required fields (1.0 when none are required), with the present, stale and missing field lists and the optional fields'' states. Only active claims created by at count; present = one within freshness_days. Unknown profile 22023; missing entity 23503. Reads with the caller''s rights.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Retrieval (SPEC §12, seed §4.6): what an agent may use about a query, ranked.
+
+-- The tier of a claim for clearance (claims carry no stored tier): a claim about a subject or
+-- with PII fields is PHI, restricted; any other is classified by its text, with the org's rules.
+CREATE FUNCTION memory_internal._claim_tier(claim_text text, subject_id text, pii_fields text[], org text)
+RETURNS memory.classification LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN subject_id IS NOT NULL OR pg_catalog.cardinality(pii_fields) OPERATOR(pg_catalog.>) 0
+                THEN 'restricted'::memory.classification
+                ELSE memory.classify(claim_text, NULL, NULL, org) END
+$$;
+
+-- SECURITY DEFINER, as memory.recall: it appends memory.retrieval.hybrid, and reads the claims of
+-- any org the caller may act for (not only the acting one) as the extension owner, filtering the
+-- org, the live claims, the consent scope and the caller's clearance itself.
+CREATE FUNCTION memory.retrieve(org_id text, query text, k int DEFAULT 10, entity_id uuid DEFAULT NULL,
+                                screen_profile text DEFAULT NULL, user_id text DEFAULT NULL,
+                                query_embedding real[] DEFAULT NULL, at timestamptz DEFAULT now())
+RETURNS TABLE (id uuid, entity uuid, claim_text text, field text, kind text, source text, supports text[],
+               subject_id text, confidence_score float8, classification memory.classification, score float8,
+               t_created timestamptz, decay_at timestamptz, stale_fields text[])
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org  text := retrieve.org_id;
+    p_ent  uuid := retrieve.entity_id;
+    p_user text := retrieve.user_id;
+    p_at   timestamptz := retrieve.at;
+    q      tsquery;
+    blank  boolean;
+    tier   memory.classification;
+    rules  jsonb;      -- the screen profile's freshness_days by field (NULL: no profile asked)
+    n      bigint;
+BEGIN
+    -- Input first: nothing is read or written for a call that is refused.
+    PERFORM memory_internal._check_read_args('memory.retrieve', p_org, k);
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'memory.retrieve needs a query' USING ERRCODE = '22023',
+            HINT = 'Pass the words to look for, or '''' with entity_id to list that entity''s active claims.';
+    END IF;
+    IF p_at IS NULL OR NOT isfinite(p_at) THEN
+        RAISE EXCEPTION 'memory.retrieve needs a finite time, got %', coalesce(p_at::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Omit at to retrieve as of now.';
+    END IF;
+    IF p_user IS NOT NULL AND memory_internal._blank(p_user) THEN
+        RAISE EXCEPTION 'memory.retrieve: user_id is blank' USING ERRCODE = '22023',
+            HINT = 'Pass the user the retrieval is for, or NULL for knowledge about no user.';
+    END IF;
+    IF screen_profile IS NOT NULL AND memory_internal._blank(screen_profile) THEN
+        RAISE EXCEPTION 'memory.retrieve: screen_profile is blank' USING ERRCODE = '22023',
+            HINT = 'Name a profile of memory.screen_profiles, or pass NULL for no freshness marks.';
+    END IF;
+    IF query_embedding IS NOT NULL THEN
+        RAISE EXCEPTION 'memory.retrieve by query_embedding is not available in this release' USING ERRCODE = '0A000',
+            HINT = 'Vector retrieval needs pgvector and memory.enable_embeddings, which are not yet available; pass query_embedding => NULL to retrieve by full text.';
+    END IF;
+    -- (Not parsed when blank: '' has nothing to search for, and the parser would say so in a NOTICE.)
+    q := CASE WHEN memory_internal._blank(query) THEN ''::tsquery ELSE websearch_to_tsquery('english'::regconfig, query) END;
+    blank := numnode(q) OPERATOR(pg_catalog.=) 0;
+    IF blank AND p_ent IS NULL THEN
+        RAISE EXCEPTION 'memory.retrieve: the query has no words to search for' USING ERRCODE = '22023',
+            HINT = 'Pass words that are not all stop words, or an entity_id to list that entity''s active claims.';
+    END IF;
+    -- Definer: the org is checked against the calling role here (42501).
+    PERFORM memory_internal._require_org(p_org);
+    IF screen_profile IS NOT NULL THEN
+        SELECT jsonb_object_agg(r.field, r.freshness_days) INTO rules FROM memory_internal._profile_rules(p_org, screen_profile) r;
+        IF rules IS NULL THEN
+            RAISE EXCEPTION 'memory.retrieve: unknown screening profile "%"', screen_profile USING ERRCODE = '22023',
+                HINT = 'Profiles are rows of memory.screen_profiles (the org''s, else the platform''s).';
+        END IF;
+    END IF;
+    -- Consent-scoped (seed §4.6): knowledge about a user only while the user's save_to_profile
+    -- consent is in force (MX003 otherwise).
+    IF p_user IS NOT NULL THEN
+        PERFORM memory.require_consent(p_org, p_user, ARRAY['save_to_profile']::memory.consent_scope[]);
+    END IF;
+    tier := memory_internal._max_tier_role(memory_internal._caller(), p_org);
+
+    RETURN QUERY
+    SELECT x.id, x.entity_id, x.claim_text, x.field, x.kind, x.source, x.supports, x.subject_id, x.confidence_score,
+           memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org), x.sc, x.t_created, x.decay_at,
+           CASE WHEN rules IS NULL THEN NULL
+                WHEN x.field IS NOT NULL AND rules OPERATOR(pg_catalog.?) x.field AND memory.is_stale(x.t_created, (rules OPERATOR(pg_catalog.->>) x.field)::int, p_at)
+                THEN ARRAY[x.field] ELSE '{}'::text[] END
+      FROM (SELECT c.*, CASE WHEN blank THEN NULL::float8
+                             ELSE ts_rank_cd(to_tsvector('english'::regconfig, c.claim_text), q)::float8 END AS sc
+              FROM memory.claims c
+             WHERE c.org_id OPERATOR(pg_catalog.=) p_org
+               AND c.lifecycle_state OPERATOR(pg_catalog.=) 'active'::memory.lifecycle_state
+               AND c.t_created OPERATOR(pg_catalog.<=) p_at
+               AND (c.decay_at IS NULL OR c.decay_at OPERATOR(pg_catalog.>) p_at)
+               AND (p_ent IS NULL OR c.entity_id OPERATOR(pg_catalog.=) p_ent)
+               AND (c.subject_id IS NULL OR c.subject_id OPERATOR(pg_catalog.=) p_user)
+               AND (blank OR to_tsvector('english'::regconfig, c.claim_text) OPERATOR(pg_catalog.@@) q)) x
+     WHERE tier OPERATOR(pg_catalog.=) 'restricted'::memory.classification
+        OR memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org) OPERATOR(pg_catalog.<=) tier
+     ORDER BY x.sc DESC NULLS LAST, x.confidence_score DESC, x.t_created DESC, x.id
+     LIMIT k;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM memory_internal._audit_append('memory.retrieval.hybrid', jsonb_build_object('count', n)::text, p_org, NULL, NULL, NULL);
+END $$;
+COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
+  'Knowledge retrieval (seed §4.6): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Knowledge retention (seed §3 "Retention eventually disposes"): entities and claims about a

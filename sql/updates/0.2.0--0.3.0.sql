@@ -33,6 +33,9 @@ DROP FUNCTION memory.grant_org(regrole, text);
 -- arguments keep working against the new function.
 DROP FUNCTION memory.recall(text, text, int, text);
 
+-- memory.retrieve (SPEC §12, issue 35) searches the active claims' text: its full-text index.
+CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
+
 -- Internal functions move to schema memory_internal, so that schema memory holds the API and
 -- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that
 -- use them keep pointing at them. (Keep this last: statements above name them in memory.)

@@ -1,6 +1,6 @@
 -- SQL-level suite for clearance (SPEC §11) and recall with filters (SPEC §12), as tenant roles.
 BEGIN;
-SELECT plan(38);
+SELECT plan(39);
 
 SELECT memory.setup_roles();
 CREATE ROLE rc_int NOLOGIN IN ROLE memory_writer;       -- acme, cleared to internal
@@ -98,6 +98,7 @@ SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', filters => '{"colou
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', filters => '{"user_id": 7}') $$, '22023', NULL, 'a wrong value type is 22023');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', filters => '[]') $$, '22023', NULL, 'filters that are not an object are 22023');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', 1001) $$, '22023', NULL, 'k above 1000 is 22023');
+SELECT throws_ok($$ SELECT * FROM memory.recall(' ', 'x') $$, '22023', 'memory.recall needs an org_id', 'a blank org is 22023, as a NULL one');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', query_embedding => '{0.1,0.2}') $$, '0A000', NULL,
                  'a query embedding is 0A000 (vector recall is not built yet)');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', source => 'memory.observations_archive') $$, '22023', NULL,
