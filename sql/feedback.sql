@@ -186,7 +186,7 @@ BEGIN
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(recall.org_id);
     -- Clearance: the caller's in this org, lowered by a max_tier filter.
-    tier := memory_internal._max_tier_role(memory_internal._caller(), recall.org_id);
+    tier := memory_internal._clearance(recall.org_id)::memory.classification;
     IF f ? 'max_tier' THEN
         tier := least(tier, (f->>'max_tier')::memory.classification);
     END IF;

@@ -54,10 +54,8 @@ AS $$
            AND pg_catalog.pg_has_role(r, ro.oid, 'USAGE')))
 $$;
 
--- About the caller only, so open to every role (row-level security policies call it).
-CREATE FUNCTION memory_internal._may_act_for(org text)
-RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT memory_internal._may_act_for_role(memory_internal._caller(), org) $$;
+-- memory_internal._may_act_for(org), about the caller only, is src/trust.rs's: it caches the
+-- answer of _may_act_for_role per caller and org until the grants or a role change.
 
 CREATE FUNCTION memory_internal._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -38,6 +38,8 @@ thread_local! {
     static DELEGATED: RefCell<Vec<(pg_sys::SubTransactionId, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };
     // (caller, org) -> may act for it; dropped when memory.org_grants or any role changes.
     static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
+    // (caller, org) -> its clearance there (None: it may not act for the org); dropped with ORGS.
+    static TIERS: RefCell<HashMap<(pg_sys::Oid, String), Option<String>>> = RefCell::new(HashMap::new());
     // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
     static GATE: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
 }
@@ -240,6 +242,41 @@ pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
     Ok(v)
 }
 
+/// The caller's clearance in `org`: the most sensitive tier it reads there (a
+/// `memory.classification` label), None when it may not act for the org. Asked of
+/// `memory_internal._max_tier_role` once per caller and org until the grants or roles change.
+pub fn clearance(org: Option<&str>) -> Result<Option<String>, MxError> {
+    let who = caller();
+    if who == pg_sys::InvalidOid {
+        return Ok(None);
+    }
+    if identity::is_superuser(who) || identity::has_privs_of_role(who, ext_owner()?) {
+        return Ok(Some("restricted".into()));
+    }
+    let key = (who, org.unwrap_or("").to_string());
+    if let Some(v) = TIERS.with(|m| m.borrow().get(&key).cloned()) {
+        return Ok(v);
+    }
+    let fill = callbacks::Fill::begin();
+    let v = as_owner(|| {
+        Spi::connect(|client| {
+            let r = crate::pg::spi::read_latest(
+                client,
+                c"SELECT memory_internal._max_tier_role($1, $2)::pg_catalog.text",
+                &[who.into(), org.unwrap_or("").into()],
+            )?;
+            if r.len() == 0 {
+                return Ok(None);
+            }
+            r.get::<String>(0, 1)
+        })
+    })?;
+    if fill.keep() {
+        TIERS.with(|m| m.borrow_mut().insert(key, v.clone()));
+    }
+    Ok(v)
+}
+
 /// `Err(42501)` unless the caller may act for `org`.
 pub fn require_org(org: Option<&str>) -> Result<(), MxError> {
     if may_act_for(org)? {
@@ -279,6 +316,7 @@ fn transaction_end() {
 
 fn forget_orgs() {
     ORGS.with(|m| m.borrow_mut().clear());
+    TIERS.with(|m| m.borrow_mut().clear());
 }
 
 fn relcache(relid: pg_sys::Oid) {
@@ -374,6 +412,22 @@ fn delegations_aborted() {
 fn caller_sql() -> Option<pg_sys::Oid> {
     let c = caller();
     (c != pg_sys::InvalidOid).then_some(c)
+}
+
+/// Whether the caller may act for `org` (NULL or '': the platform chain, which only unrestricted
+/// roles and '*' roles write). About the caller only, so open to every role: the row-level
+/// security policies ask it, memory_ext's functions check their org arguments with it. Cached per
+/// caller and org until memory.org_grants or a role changes (`may_act_for`).
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_may_act_for")]
+fn may_act_for_sql(org: Option<&str>) -> bool {
+    may_act_for(org).or_raise()
+}
+
+/// The caller's clearance in `org` as a `memory.classification` label; NULL when it may not act
+/// for the org. Cached as `_may_act_for` is.
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_clearance")]
+fn clearance_sql(org: Option<&str>) -> Option<String> {
+    clearance(org).or_raise()
 }
 
 /// Lets memory.govern / memory.ungovern drop and re-create memory_ext triggers of `tbl` in this

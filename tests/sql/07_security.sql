@@ -401,8 +401,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
           ARRAY['memory.govern(regclass,jsonb)', 'memory.my_orgs()', 'memory.retention_policy(text,memory.classification)',
                 'memory.ungovern(regclass)',
                 'memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._has_consent(text,text,text)',
-                'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._max_tier()',
-                'memory_internal._may_act_for(text)'],
+                'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._max_tier()'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)
