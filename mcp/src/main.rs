@@ -227,6 +227,15 @@ fn rows_sql(call: &str) -> String {
 }
 
 impl MemoryServer {
+    /// The arguments recall and retrieve share: the org, the query and k.
+    fn search(&self, a: &JsonObject) -> Result<Call, Failure> {
+        let mut c = Call::new();
+        c.arg("org_id", "::text", Some(self.org.to_string()))
+            .arg("query", "::text", Some(req_str(a, "query")?))
+            .arg("k", "::int", opt_int(a, "k")?);
+        Ok(c)
+    }
+
     async fn run(&self, tool: &str, a: &JsonObject, client: &str) -> Result<Value, Failure> {
         let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
         let tx = conn.transaction().await?;
@@ -254,11 +263,8 @@ impl MemoryServer {
                 (json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)}), 1)
             }
             "recall" => {
-                let mut c = Call::new();
-                c.arg("org_id", "::text", Some(self.org.to_string()))
-                    .arg("query", "::text", Some(req_str(a, "query")?))
-                    .arg("k", "::int", opt_int(a, "k")?)
-                    .arg("filters", "::text::jsonb", opt_json(a, "filters"));
+                let mut c = self.search(a)?;
+                c.arg("filters", "::text::jsonb", opt_json(a, "filters"));
                 let sql = format!(
                     "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, \
                      'classification', r.classification, 'weight', r.weight, 'score', r.score) ORDER BY r.ordinality), '[]')::text, \
@@ -286,11 +292,8 @@ impl MemoryServer {
                 (v, n)
             }
             "retrieve" => {
-                let mut c = Call::new();
-                c.arg("org_id", "::text", Some(self.org.to_string()))
-                    .arg("query", "::text", Some(req_str(a, "query")?))
-                    .arg("k", "::int", opt_int(a, "k")?)
-                    .arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
+                let mut c = self.search(a)?;
+                c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
                 let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (parse(row.get(0)), row.get(1))

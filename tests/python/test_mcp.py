@@ -252,3 +252,30 @@ def test_refuses_to_start_for_unbound_or_unrestricted_roles(binary, app, conn):
 
     run(go())
     assert conn.execute("SELECT org_id FROM memory.observations").fetchall() == [("globex",)]
+
+
+def test_streamable_http(binary, app, conn):
+    import socket
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    proc = subprocess.Popen([binary, "--database-url", url(app, READER), "--read-only", "--http", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving streamable HTTP" in proc.stderr.readline() + proc.stderr.readline()
+
+        async def go():
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w, *_):
+                async with ClientSession(r, w, client_info=Implementation(name="http-agent", version="1")) as s:
+                    await s.initialize()
+                    assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                    assert await ok(s, "recall", query="anything") == []
+
+        run(go())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT payload->>'client' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'").fetchall() == [("http-agent",)]
