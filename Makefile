@@ -16,7 +16,7 @@ $(error PG=$(PG): memory_ext is built and tested on PostgreSQL 15 and 18 (16 and
 endif
 export PG_CONFIG
 
-.PHONY: all deps build install test test-pg18 test-layout test-core test-pgrx test-sql test-python test-upgrade test-citus demo bench clean
+.PHONY: all deps build install test test-pg18 test-layout test-core test-pgrx test-sql test-python test-mcp test-upgrade test-citus demo bench clean
 
 all: install
 
@@ -33,13 +33,13 @@ install: deps
 	scripts/install-ext.sh
 
 ## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
-## tests, the upgrade from releases 0.1.0 and 0.2.0, Citus; then the PostgreSQL layers again on 18.
-test: deps test-layout test-core test-pgrx install test-sql test-python test-upgrade test-citus test-pg18
+## tests, the MCP server (memory-mcp), the upgrade from releases 0.1.0 and 0.2.0, Citus; then the PostgreSQL layers again on 18.
+test: deps test-layout test-core test-pgrx install test-sql test-python test-mcp test-upgrade test-citus test-pg18
 	@echo "make test: all layers passed (PostgreSQL 15 and 18)"
 
-## The PostgreSQL layers on PostgreSQL 18: #[pg_test]s, pgTAP, Python, the upgrade (Citus stays on 15).
+## The PostgreSQL layers on PostgreSQL 18: #[pg_test]s, pgTAP, Python, memory-mcp, the upgrade (Citus stays on 15).
 test-pg18:
-	$(MAKE) --no-print-directory PG=18 test-pgrx install test-sql test-python test-upgrade
+	$(MAKE) --no-print-directory PG=18 test-pgrx install test-sql test-python test-mcp test-upgrade
 	@echo "make test-pg18: PostgreSQL 18 layers passed"
 
 ## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section;
@@ -58,7 +58,13 @@ test-sql: install
 	tests/run-sql.sh
 
 test-python: install
-	tests/run-python.sh
+	tests/run-python.sh --ignore=tests/python/test_mcp.py
+
+## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx) and drives it over stdio with
+## the Python MCP SDK against a cluster (tests/python/test_mcp.py).
+test-mcp: install
+	cargo build -p memory-mcp
+	MEMORY_MCP_BIN=$(CURDIR)/target/debug/memory-mcp .venv/bin/pytest -q tests/python/test_mcp.py
 
 ## Releases 0.1.0 and 0.2.0 (each built from its commit) filled with data, then ALTER EXTENSION
 ## UPDATE to this release; the catalog is compared with a fresh install.

@@ -35,3 +35,6 @@ for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 "$root/.venv/bin/python" detector_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 200000
 "$root/.venv/bin/python" consent_bench.py "$dsn" "$port" 5 10 2000
 "$root/.venv/bin/python" ingest_bench.py "$dsn" 100000 "${2:-5}"
+# memory-mcp's recall through MCP (stdio) against the same call from psycopg (release binary).
+cargo build --release -p memory-mcp
+"$root/.venv/bin/python" mcp_recall.py "$dsn" 100000 500 "$root/target/release/memory-mcp"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need, idempotently: Debian packages, the pinned
-# cargo-pgrx, its PostgreSQL 15 registration, a Python venv with psycopg and pytest, and
+# cargo-pgrx, its PostgreSQL 15 registration, a Python venv with psycopg, pytest and the MCP SDK, and
 # PostgreSQL 18 in that venv with pgTAP and pg_cron (scripts/pg18.sh install; skipped when
 # PG18_CONFIG names a PostgreSQL 18 of your own).
 set -euo pipefail
@@ -35,6 +35,12 @@ if [ ! -x "$root/.venv/bin/pytest" ] || ! "$root/.venv/bin/python" -c 'import ps
   python3 -m venv "$root/.venv"
   "$root/.venv/bin/pip" install -q --upgrade pip
   "$root/.venv/bin/pip" install -q 'psycopg[binary]>=3.1' 'pytest>=7'
+fi
+# The MCP client SDK the memory-mcp tests drive the server with (pinned: its API moves).
+MCP_SDK_VERSION=2.3.0
+if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_SDK_VERSION')" 2>/dev/null; then
+  echo "== installing the Python MCP SDK (mcp==$MCP_SDK_VERSION) into the venv"
+  "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
 
 if [ -z "${PG18_CONFIG:-}" ]; then

@@ -292,6 +292,37 @@ CREATE FUNCTION memory_internal._audit(event_type text, payload jsonb, org_id te
 RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory_internal._audit_append(event_type, payload::pg_catalog.text, org_id, project_id, workspace_id, NULL) $$;
 
+-- memory-mcp's record of one tool call (issue 39): the tool, the client's name and how many rows
+-- it returned, never content or the query, on the chain of the org the caller acts for. memory.*
+-- event types are memory_ext's own (audit_append refuses them to tenants), so this narrow door
+-- writes that one event type and nothing else. Granted to memory_reader by memory.setup_roles().
+CREATE FUNCTION memory_internal._mcp_tool_invoked(tool text, client text, count int)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    org text := memory_internal._acting_org();   -- 42501 for a memory.org_id the role lacks
+BEGIN
+    IF tool IS NULL OR NOT tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'recall', 'forget', 'retrieve', 'claim_chain']) THEN
+        RAISE EXCEPTION 'unknown memory-mcp tool "%"', coalesce(tool, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Tools: remember, recall, forget, retrieve, claim_chain.';
+    END IF;
+    IF client IS NULL OR pg_catalog.length(client) OPERATOR(pg_catalog.<) 1 OR pg_catalog.length(client) OPERATOR(pg_catalog.>) 200
+       OR client OPERATOR(pg_catalog.~) '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'client must be a name of 1 to 200 characters without control characters' USING ERRCODE = '22023';
+    END IF;
+    IF count IS NULL OR count OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION 'count must be 0 or more, got %', coalesce(count::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+    IF org IS NULL THEN
+        RAISE EXCEPTION 'role % acts for no org', coalesce(memory_internal._caller()::regrole::text, '(none)') USING ERRCODE = '42501',
+            HINT = 'SET memory.org_id to one of memory.my_orgs() (see memory.grant_org).';
+    END IF;
+    PERFORM memory_internal._audit('memory.mcp.tool_invoked',
+        pg_catalog.jsonb_build_object('tool', tool, 'client', client, 'count', count), org);
+END $$;
+COMMENT ON FUNCTION memory_internal._mcp_tool_invoked(text, text, int) IS
+  'memory-mcp: append memory.mcp.tool_invoked (tool, client, count; never content) to the acting org''s chain. Granted to memory_reader.';
+
 CREATE FUNCTION memory.audit_integrate()
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory_internal._audit_integrate(true) $$;
@@ -563,7 +594,7 @@ REVOKE ALL ON FUNCTION memory.audit_seal(timestamptz), memory.audit_prune(timest
 REVOKE ALL ON FUNCTION memory.audit_verify(text), memory.audit_head(text),
                        memory.audit_events(text, text, int, int, text, text, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
-                       memory_internal._audit_append_system(text, jsonb, text) FROM PUBLIC;
+                       memory_internal._audit_append_system(text, jsonb, text), memory_internal._mcp_tool_invoked(text, text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory.audit_integrate(), memory_internal._audit_integrate(boolean), memory_internal._audit_integrating() FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory_internal._audit_append(text, text, text, text, text, text),
                        memory_internal._audit_verify(text), memory_internal._random_bytes(int) FROM PUBLIC;

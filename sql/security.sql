@@ -313,6 +313,8 @@ BEGIN
     GRANT SELECT ON memory.route_slices, memory.drift_thresholds, memory.drift_lexicon, memory.drift_alerts,
                     memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory_internal._drift_threshold(text) TO memory_reader;
+    -- memory-mcp's audit record of a tool call (the acting org's chain, that one event type).
+    GRANT EXECUTE ON FUNCTION memory_internal._mcp_tool_invoked(text, text, int) TO memory_reader;
     GRANT INSERT ON memory.user_feedback, memory.thread_refreshes, memory.watch_question_updates TO memory_writer;
     GRANT EXECUTE ON FUNCTION memory.consent_status(text, text), memory.require_consent(text, text, memory.consent_scope[]),
                               memory.consent_receipt(text, text, int),

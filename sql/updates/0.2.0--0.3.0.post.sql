@@ -85,3 +85,10 @@ BEGIN
         GRANT UPDATE (content, metadata, memory_type, source_files, source_type) ON memory.observations TO memory_writer;
     END IF;
 END $$;
+-- memory-mcp's audit door (issue 39): where memory.setup_roles() made the roles, as it grants it.
+DO $$
+BEGIN
+    IF to_regrole('memory_reader') IS NOT NULL AND has_schema_privilege('memory_reader', 'memory', 'USAGE') THEN
+        GRANT EXECUTE ON FUNCTION memory_internal._mcp_tool_invoked(text, text, int) TO memory_reader;
+    END IF;
+END $$;

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(121);
+SELECT plan(129);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -392,6 +392,37 @@ SELECT throws_ok($$ SELECT * FROM memory.consent_status('acme', 'victim') $$, '4
 SELECT throws_ok($$ SELECT memory_internal._consent_gate(true) $$, '42501', NULL, 'nor opens the consent gate');
 RESET ROLE;
 SELECT is((SELECT max(version) FROM memory.consents WHERE user_id = 'victim'), 1, 'the victim''s consent is as it was');
+
+-- ---------------------------------------------------------------------------------------------
+-- memory-mcp's audit door (issue 39): a tenant cannot append memory.* events itself; the door
+-- writes only memory.mcp.tool_invoked with plain values, on the chain of the org it acts for.
+SET ROLE sec_mallory;
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'x', 1) $$, '42501', NULL,
+                 'a role without memory_reader may not write memory-mcp''s event');
+RESET ROLE;
+SET ROLE sec_writer;
+SELECT throws_ok($$ SELECT memory.audit_append('memory.mcp.tool_invoked', '{"tool": "recall"}', 'acme') $$, '42501', NULL,
+                 'audit_append refuses the reserved event type to a tenant');
+RESET ROLE;
+SET ROLE sec_reader;
+SELECT lives_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 3) $$, 'a reader records a tool call');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('audit_append', 'claude-code', 1) $$, '22023', NULL,
+                 'only memory-mcp''s tools are named');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', E'bad\nname', 1) $$, '22023', NULL,
+                 'nor a client name with control characters');
+SET memory.org_id = 'globex';
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
+                 'nor on the chain of an org the role may not act for');
+RESET memory.org_id;
+RESET ROLE;
+SET ROLE sec_writer2;
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
+                 'a role of two orgs names the one it acts for');
+RESET ROLE;
+SELECT memory.audit_integrate();
+SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_now() WHERE event_type = 'memory.mcp.tool_invoked' $$,
+                  $$ VALUES ('acme'::text, '{"tool": "recall", "count": 3, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text) $$,
+                  'one event, on the acting org''s chain: tool, client and count only');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.

@@ -1,0 +1,125 @@
+"""Issue 39 benchmark: the latency of `recall` through memory-mcp (MCP over stdio) against the same
+call from psycopg, on the same data, as the same tenant-bound role.
+
+  MCP stdio        the Python MCP SDK's call_tool("recall") to the memory-mcp binary (JSON-RPC over a pipe;
+                   per call the server takes a pooled connection, BEGIN, set_config of org and actor,
+                   memory.recall, memory_internal._mcp_tool_invoked, COMMIT)
+  psycopg, same tx psycopg running that same transaction (the database's share of the MCP call)
+  psycopg, recall  SELECT * FROM memory.recall(org, query, 10) in autocommit (what an application calls)
+
+Median (and p95) of N calls each, queries drawn in turn from a fixed word list, after 20 warm-up calls.
+
+Usage: mcp_recall.py DSN [ROWS] [N] [BINARY]
+DSN: a superuser connection (it creates the role mcp_bench, bound to org bench-mcp, and ROWS observations
+of that org, default 100000); N default 500; BINARY default target/release/memory-mcp.
+"""
+import asyncio
+import statistics
+import sys
+import time
+
+import psycopg
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import Implementation
+
+from common import ROOT, machine, write_section
+
+ORG, ROLE = "bench-mcp", "mcp_bench"
+WORDS = ["billing", "deploy", "invoice", "latency", "customer", "refund", "schema", "migration", "oncall", "pricing",
+         "roadmap", "backup", "search", "onboarding", "timeout", "cache", "quota", "release", "audit", "feedback"]
+QUERIES = [f"{a} {b}" for a in WORDS for b in WORDS if a < b]
+SAME_TX = ("SELECT pg_catalog.set_config('memory.org_id', %s, true), pg_catalog.set_config('memory.actor_id', %s, true)",
+           "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, "
+           "'classification', r.classification, 'weight', r.weight, 'score', r.score) ORDER BY r.ordinality), '[]')::text, "
+           "pg_catalog.count(*)::int FROM memory.recall(org_id => %s::text, query => %s::text, k => %s::int) WITH ORDINALITY AS r",
+           "SELECT memory_internal._mcp_tool_invoked('recall', 'bench', %s)")
+
+
+def setup(dsn, rows):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT memory.setup_roles()")
+        c.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') THEN CREATE ROLE {ROLE} LOGIN; END IF; END $$")
+        c.execute(f"GRANT memory_writer TO {ROLE}")
+        c.execute("SELECT memory.grant_org(%s, %s)", (ROLE, ORG))
+        (have,) = c.execute("SELECT count(*) FROM memory.observations WHERE org_id = %s", (ORG,)).fetchone()
+        if have < rows:
+            c.execute("""INSERT INTO memory.observations (org_id, user_id, content)
+                         SELECT %s, 'user-' || (g %% 50),
+                                'note ' || g || ': ' || (%s::text[])[1 + g %% 20] || ' and ' || (%s::text[])[1 + (g / 20) %% 20]
+                                || ' discussed with the team'
+                           FROM generate_series(%s + 1, %s) g""", (ORG, WORDS, WORDS, have, rows))
+        c.execute("VACUUM ANALYZE memory.observations")
+        c.execute("SELECT memory.audit_integrate()")
+
+
+def stats(xs):
+    xs = sorted(xs)
+    return statistics.median(xs) * 1000, xs[int(len(xs) * 0.95) - 1] * 1000
+
+
+async def mcp_latencies(binary, dsn, n):
+    params = StdioServerParameters(command=binary, args=["--database-url", dsn.replace("user=postgres", f"user={ROLE}")])
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, client_info=Implementation(name="bench", version="1")) as s:
+            await s.initialize()
+            out = []
+            for i in range(n + 20):
+                t0 = time.perf_counter()
+                res = await s.call_tool("recall", {"query": QUERIES[i % len(QUERIES)], "k": 10})
+                dt = time.perf_counter() - t0
+                assert not res.is_error, res.content
+                if i >= 20:
+                    out.append(dt)
+            return out
+
+
+def sql_latencies(dsn, n, same_tx):
+    with psycopg.connect(dsn.replace("user=postgres", f"user={ROLE}"), autocommit=True) as c:
+        c.execute("SELECT set_config('memory.org_id', %s, false)", (ORG,))
+        out = []
+        for i in range(n + 20):
+            q = QUERIES[i % len(QUERIES)]
+            t0 = time.perf_counter()
+            if same_tx:
+                with c.transaction():
+                    c.execute(SAME_TX[0], (ORG, "mcp:bench"))
+                    (_, count) = c.execute(SAME_TX[1], (ORG, q, 10)).fetchone()
+                    c.execute(SAME_TX[2], (count,))
+            else:
+                c.execute("SELECT * FROM memory.recall(%s, %s, 10)", (ORG, q)).fetchall()
+            dt = time.perf_counter() - t0
+            if i >= 20:
+                out.append(dt)
+        return out
+
+
+def main():
+    dsn = sys.argv[1]
+    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 500
+    binary = sys.argv[4] if len(sys.argv) > 4 else str(ROOT / "target" / "release" / "memory-mcp")
+    setup(dsn, rows)
+    mcp = stats(asyncio.run(mcp_latencies(binary, dsn, n)))
+    tx = stats(sql_latencies(dsn, n, True))
+    plain = stats(sql_latencies(dsn, n, False))
+    body = f"""Command: `make bench` (runs `bench/mcp_recall.py DSN {rows} {n}` against release builds of memory_ext and memory-mcp).
+Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.
+{rows:,} observations of one org; {n} `recall` calls each (k = 10, two-word queries in turn), after 20 warm-up calls; one client at a time.
+
+| path | median ms | p95 ms |
+|---|---|---|
+| MCP stdio: `call_tool("recall")` to memory-mcp | {mcp[0]:.2f} | {mcp[1]:.2f} |
+| psycopg: memory-mcp's transaction (set_config, `memory.recall`, `_mcp_tool_invoked`) | {tx[0]:.2f} | {tx[1]:.2f} |
+| psycopg: `SELECT * FROM memory.recall(org, query, 10)` | {plain[0]:.2f} | {plain[1]:.2f} |
+
+- MCP `recall` median **{mcp[0]:.2f} ms** vs **{plain[0]:.2f} ms** from psycopg ({mcp[0] / plain[0]:.1f}x); the protocol and the server add
+  {mcp[0] - tx[0]:.2f} ms over the same transaction from psycopg.
+"""
+    write_section("memory-mcp recall latency (issue 39)", body)
+    print(f"mcp_recall: rows={rows} n={n} MCP median {mcp[0]:.2f} ms (p95 {mcp[1]:.2f}), same tx from psycopg {tx[0]:.2f} ms, "
+          f"plain recall {plain[0]:.2f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,512 @@
+//! memory-mcp: an MCP server that gives agents memory_ext's governed memory without SQL.
+//!
+//! Every tool is one transaction that sets `memory.org_id` and `memory.actor_id` locally and calls
+//! memory_ext's own functions (or inserts into `memory.observations`); every rule (classification,
+//! tenancy, clearance, holds, consent, audit) stays in the database. A refused call is an MCP tool
+//! error (`isError`) carrying the SQLSTATE, message, detail and hint, and changes nothing.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, Content, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerInfo, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::NoTls;
+
+#[derive(Parser, Debug)]
+#[command(name = "memory-mcp", version, about = "MCP server for memory_ext: remember, recall, forget, retrieve, claim_chain")]
+struct Args {
+    /// PostgreSQL connection string (URL or key=value) of a tenant-bound login role.
+    #[arg(long, env = "MEMORY_MCP_DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// The org to act for (required for a role bound to '*' or to several orgs).
+    #[arg(long)]
+    org: Option<String>,
+    /// Expose only recall, retrieve and claim_chain.
+    #[arg(long)]
+    read_only: bool,
+    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765, path /mcp) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+}
+
+const WRITE_TOOLS: [&str; 2] = ["remember", "forget"];
+
+#[derive(Clone)]
+struct MemoryServer {
+    pool: Pool,
+    org: Arc<str>,
+    read_only: bool,
+}
+
+/// Why a call failed: the database's answer, a lost connection, or arguments that do not fit the
+/// tool's schema (an MCP protocol error, not a tool result).
+enum Failure {
+    Db(tokio_postgres::Error),
+    Pool(String),
+    Args(String),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Db(e)
+    }
+}
+
+fn schema(v: Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => unreachable!("tool schemas are objects"),
+    }
+}
+
+fn tools(read_only: bool) -> Vec<Tool> {
+    let ro = |title: &str| ToolAnnotations::with_title(title).read_only(true).destructive(false);
+    let mut out = vec![
+        Tool::new(
+            "remember",
+            "Store one memory (an observation) for the current org. The database classifies it (public, internal, \
+             confidential or restricted) from its content and returns the id and the tier; secrets and personal data \
+             are classified high, never refused here. Use user_id/session_id to scope it.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "The text to remember."},
+                    "user_id": {"type": "string", "description": "The end user this memory is about, if any."},
+                    "session_id": {"type": "string", "description": "The session or conversation it comes from."},
+                    "memory_type": {"type": "string", "enum": ["working", "short_term", "long_term", "persona", "episodic", "entity", "structured"],
+                                    "description": "Retention class (default long_term)."},
+                    "metadata": {"type": "object", "description": "Free-form JSON object stored with the memory."}
+                },
+                "required": ["content"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(ToolAnnotations::with_title("Remember").read_only(false).destructive(false)),
+        Tool::new(
+            "recall",
+            "Search the current org's live memories by full text (ranked by relevance x weight) and return the top k \
+             the login role is cleared to read: [{id, content, classification, weight, score}]. An empty query with \
+             filters lists the newest matching memories.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to search for (web-search syntax: quotes, or, -word)."},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many memories at most (default 10)."},
+                    "filters": {"type": "object", "description": "Optional, all ANDed: user_id, session_id, task_id (strings); memory_type, \
+                        source_type, max_tier (labels); created_after, created_before (ISO timestamps); metadata (an object the memory's metadata contains)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(ro("Recall")),
+        Tool::new(
+            "forget",
+            "Delete memories of the current org by id, for good (their content is kept nowhere; the audit trail keeps \
+             only hashes). Returns {forgotten, held, not_found}: ids under a legal hold stay; ids of other orgs are \
+             not found. Give the reason (name the request, not the content).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "string", "format": "uuid"}, "description": "Memory ids (from remember or recall)."},
+                    "reason": {"type": "string", "description": "Why they are forgotten, e.g. 'user request #123'."}
+                },
+                "required": ["ids", "reason"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(ToolAnnotations::with_title("Forget").read_only(false).destructive(true)),
+        Tool::new(
+            "retrieve",
+            "Retrieve the current org's knowledge claims relevant to a query, each with its lifecycle state and the \
+             fields that are stale (stale_fields), optionally about one entity or for one user.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the claims should be about."},
+                    "k": {"type": "integer", "minimum": 1, "description": "How many claims at most (default 10)."},
+                    "entity_id": {"type": "string", "format": "uuid", "description": "Only claims about this entity."},
+                    "user_id": {"type": "string", "description": "The end user the answer is for."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(ro("Retrieve claims")),
+        Tool::new(
+            "claim_chain",
+            "The provenance trail of a knowledge claim: depth 0 is the claim, then the claim it superseded, and so on \
+             back, each with its lifecycle state and validity times.",
+            schema(json!({
+                "type": "object",
+                "properties": {"claim_id": {"type": "string", "format": "uuid", "description": "The claim's id."}},
+                "required": ["claim_id"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(ro("Claim chain")),
+    ];
+    if read_only {
+        out.retain(|t| !WRITE_TOOLS.contains(&t.name.as_ref()));
+    }
+    out
+}
+
+// Argument readers: the shape of the JSON only; the values are the database's to judge.
+fn opt_str(a: &JsonObject, k: &str) -> Result<Option<String>, Failure> {
+    match a.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Failure::Args(format!("{k} must be a string"))),
+    }
+}
+fn req_str(a: &JsonObject, k: &str) -> Result<String, Failure> {
+    opt_str(a, k)?.ok_or_else(|| Failure::Args(format!("{k} is required")))
+}
+fn opt_int(a: &JsonObject, k: &str) -> Result<Option<i32>, Failure> {
+    match a.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| Failure::Args(format!("{k} must be an integer"))),
+    }
+}
+/// A JSON value passed to SQL as its text (cast to jsonb there).
+fn opt_json(a: &JsonObject, k: &str) -> Option<String> {
+    a.get(k).filter(|v| !v.is_null()).map(Value::to_string)
+}
+
+/// A named-argument call or column list, built from fixed names only; every value is a parameter.
+struct Call {
+    names: Vec<&'static str>,
+    casts: Vec<&'static str>,
+    params: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Call {
+    fn new() -> Self {
+        Call { names: vec![], casts: vec![], params: vec![] }
+    }
+    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: &'static str, v: Option<T>) -> &mut Self {
+        if let Some(v) = v {
+            self.names.push(name);
+            self.casts.push(cast);
+            self.params.push(Box::new(v));
+        }
+        self
+    }
+    fn placeholders(&self) -> Vec<String> {
+        self.casts.iter().enumerate().map(|(i, c)| format!("${}{c}", i + 1)).collect()
+    }
+    fn named(&self) -> String {
+        self.names.iter().zip(self.placeholders()).map(|(n, p)| format!("{n} => {p}")).collect::<Vec<_>>().join(", ")
+    }
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+}
+
+/// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
+fn rows_sql(call: &str) -> String {
+    format!(
+        "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
+         pg_catalog.count(*)::int FROM {call} WITH ORDINALITY AS r"
+    )
+}
+
+impl MemoryServer {
+    /// The arguments recall and retrieve share: the org, the query and k.
+    fn search(&self, a: &JsonObject) -> Result<Call, Failure> {
+        let mut c = Call::new();
+        c.arg("org_id", "::text", Some(self.org.to_string()))
+            .arg("query", "::text", Some(req_str(a, "query")?))
+            .arg("k", "::int", opt_int(a, "k")?);
+        Ok(c)
+    }
+
+    async fn run(&self, tool: &str, a: &JsonObject, client: &str) -> Result<Value, Failure> {
+        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
+        let tx = conn.transaction().await?;
+        let actor = format!("mcp:{client}");
+        tx.execute(
+            "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
+            &[&&*self.org, &actor],
+        )
+        .await?;
+        let (value, count): (Value, i32) = match tool {
+            "remember" => {
+                let mut c = Call::new();
+                c.arg("org_id", "", Some(self.org.to_string()))
+                    .arg("content", "", Some(req_str(a, "content")?))
+                    .arg("user_id", "", opt_str(a, "user_id")?)
+                    .arg("session_id", "", opt_str(a, "session_id")?)
+                    .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
+                    .arg("metadata", "::text::jsonb", opt_json(a, "metadata"));
+                let sql = format!(
+                    "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
+                    c.names.join(", "),
+                    c.placeholders().join(", ")
+                );
+                let row = tx.query_one(&sql, &c.refs()).await?;
+                (json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)}), 1)
+            }
+            "recall" => {
+                let mut c = self.search(a)?;
+                c.arg("filters", "::text::jsonb", opt_json(a, "filters"));
+                let sql = format!(
+                    "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, \
+                     'classification', r.classification, 'weight', r.weight, 'score', r.score) ORDER BY r.ordinality), '[]')::text, \
+                     pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
+                    c.named()
+                );
+                let row = tx.query_one(&sql, &c.refs()).await?;
+                (parse(row.get(0)), row.get(1))
+            }
+            "forget" => {
+                let ids = match a.get("ids") {
+                    Some(Value::Array(v)) => v
+                        .iter()
+                        .map(|x| x.as_str().map(str::to_string))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(|| Failure::Args("ids must be an array of strings".into()))?,
+                    _ => return Err(Failure::Args("ids is required: an array of memory ids".into())),
+                };
+                let reason = req_str(a, "reason")?;
+                let row = tx
+                    .query_one("SELECT memory.forget(ids => $1::text[]::uuid[], reason => $2)::text", &[&ids, &reason])
+                    .await?;
+                let v = parse(row.get(0));
+                let n = v.get("forgotten").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
+                (v, n)
+            }
+            "retrieve" => {
+                let mut c = self.search(a)?;
+                c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
+                    .arg("user_id", "::text", opt_str(a, "user_id")?);
+                let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                (parse(row.get(0)), row.get(1))
+            }
+            "claim_chain" => {
+                let mut c = Call::new();
+                c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
+                let row = tx.query_one(&rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                (parse(row.get(0)), row.get(1))
+            }
+            other => return Err(Failure::Args(format!("unknown tool {other}"))),
+        };
+        tx.execute("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
+        tx.commit().await?;
+        Ok(value)
+    }
+}
+
+fn parse(text: String) -> Value {
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The database's refusal as an MCP tool error: SQLSTATE, message, detail and hint.
+fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
+    let v = match f {
+        Failure::Args(m) => return Err(McpError::invalid_params(m, None)),
+        Failure::Db(e) => match e.as_db_error() {
+            Some(db) => json!({
+                "sqlstate": db.code().code(),
+                "message": db.message(),
+                "detail": db.detail(),
+                "hint": db.hint(),
+            }),
+            None => json!({"sqlstate": null, "message": format!("database connection: {e}")}),
+        },
+        Failure::Pool(m) => json!({"sqlstate": null, "message": format!("database connection: {m}")}),
+    };
+    Ok(CallToolResult::structured_error(v))
+}
+
+/// The client's name from initialize, as the actor and the audit record name it.
+fn client_name(ctx: &RequestContext<RoleServer>) -> String {
+    let raw = ctx.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
+    let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
+    if name.trim().is_empty() {
+        "unknown".into()
+    } else {
+        name
+    }
+}
+
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Governed memory of org {} (memory_ext). remember stores a memory (classified by the database), recall \
+                 searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
+                 claim's provenance.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
+                self.org,
+                if self.read_only { " This server is read-only: remember and forget are not available." } else { "" }
+            ))
+    }
+
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools(self.read_only)))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools(self.read_only).into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+        let name: Cow<'static, str> = req.name;
+        if !tools(self.read_only).iter().any(|t| t.name == name) {
+            let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
+            return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
+        }
+        let args = req.arguments.unwrap_or_default();
+        match self.run(&name, &args, &client_name(&ctx)).await {
+            Ok(v) if v.is_object() => Ok(CallToolResult::structured(v)),
+            Ok(v) => Ok(CallToolResult::success(vec![Content::text(v.to_string())])),
+            Err(f) => tool_error(f),
+        }
+    }
+}
+
+/// The org this server acts for, or why it must not start: the login role must be bound to
+/// tenants (memory.grant_org), and never be a superuser, a BYPASSRLS role or the extension's owner.
+async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
+    let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+    let row = conn
+        .query_one(
+            "SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, e.extowner IS NOT DISTINCT FROM r.oid, e.oid IS NOT NULL \
+             FROM pg_catalog.pg_roles r LEFT JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'memory_ext' \
+             WHERE r.rolname OPERATOR(pg_catalog.=) current_user",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("cannot read the login role: {e}"))?;
+    let (role, sup, bypass, owner, installed): (String, bool, bool, bool, bool) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+    let how = "log in as a tenant-bound role instead: CREATE ROLE agent_mcp LOGIN PASSWORD '...'; GRANT memory_writer TO agent_mcp; \
+               SELECT memory.grant_org('agent_mcp', 'acme'); (see docs/mcp.md)";
+    if !installed {
+        return Err("memory_ext is not installed in this database (CREATE EXTENSION memory_ext)".into());
+    }
+    if sup {
+        return Err(format!("refusing to start: role {role} is a superuser, which bypasses row-level security and acts for every org; {how}"));
+    }
+    if bypass {
+        return Err(format!("refusing to start: role {role} has BYPASSRLS, so tenant isolation would not hold; {how}"));
+    }
+    if owner {
+        return Err(format!("refusing to start: role {role} owns memory_ext and is unrestricted; {how}"));
+    }
+    let orgs: Vec<String> = conn
+        .query("SELECT o FROM memory.my_orgs() o", &[])
+        .await
+        .map_err(|e| format!("cannot read the role's orgs (memory.my_orgs()): {e}"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if orgs.is_empty() {
+        return Err(format!("refusing to start: role {role} is bound to no org (memory.my_orgs() is empty); bind it with SELECT memory.grant_org('{role}', 'ORG')"));
+    }
+    // The database decides whether the role may act for the org: memory.acting_org() answers
+    // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
+    let tx = conn.transaction().await.map_err(|e| e.to_string())?;
+    let acting: Option<String> = tx
+        .query_one("SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
+        .await
+        .map_err(|e| match e.as_db_error() {
+            Some(db) => format!("refusing to start: {} (SQLSTATE {}){}", db.message(), db.code().code(), db.hint().map(|h| format!("; {h}")).unwrap_or_default()),
+            None => e.to_string(),
+        })?
+        .get(1);
+    drop(tx);
+    match acting {
+        Some(o) => Ok(o),
+        None if orgs.iter().any(|o| o == "*") => Err(format!(
+            "refusing to start: role {role} is bound to '*' (every org); pass --org ORG so this server acts for one tenant"
+        )),
+        None => Err(format!(
+            "refusing to start: role {role} is bound to several orgs ({}); pass --org ORG to choose one",
+            orgs.join(", ")
+        )),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut cfg: tokio_postgres::Config = match args.database_url.parse() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("memory-mcp: --database-url: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cfg.get_application_name().is_none() {
+        cfg.application_name("memory-mcp");
+    }
+    let mgr = Manager::from_config(cfg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let pool = match Pool::builder(mgr).max_size(4).build() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("memory-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let org = match startup_org(&pool, args.org.as_deref()).await {
+        Ok(o) => o,
+        Err(why) => {
+            eprintln!("memory-mcp: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = MemoryServer { pool, org: org.clone().into(), read_only: args.read_only };
+    eprintln!("memory-mcp: acting for org {org}{}", if args.read_only { " (read-only)" } else { "" });
+    let result = match args.http {
+        None => serve_stdio(server).await,
+        Some(addr) => serve_http(server, addr).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memory-mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
+    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| e.to_string())?;
+    running.waiting().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+async fn serve_http(server: MemoryServer, addr: SocketAddr) -> Result<(), String> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
