@@ -35,3 +35,9 @@ for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 "$root/.venv/bin/python" detector_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 200000
 "$root/.venv/bin/python" consent_bench.py "$dsn" "$port" 5 10 2000
 "$root/.venv/bin/python" ingest_bench.py "$dsn" 100000 "${2:-5}"
+# Hybrid recall (issue 36): needs pgvector, built from ../shared/vendor/pgvector when not installed.
+if "$root/scripts/pgvector.sh" available && "$root/scripts/pgvector.sh" install; then
+  ROWS=${1:-1000000} "$root/.venv/bin/python" hybrid_recall.py "$dsn" "$port"
+else
+  echo "== hybrid_recall.py SKIPPED: no pgvector"
+fi

@@ -164,6 +164,7 @@ DECLARE
     depth   int;
     hnsw    text[];
     weight_e text;
+    cols    text[];
     i       int := 0;
     hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
 BEGIN
@@ -318,6 +319,11 @@ BEGIN
     END IF;
 
     weight_e := CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END;
+    -- created_at, user_id, session_id, memory_type of a result row.
+    cols := ARRAY[CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
+                  CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
+                  CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
+                  CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END];
     IF qv IS NOT NULL THEN
         -- Hybrid: the full-text list (by ts_rank_cd) and the vector list (cosine distance, the
         -- HNSW index), each `depth` long under the same conditions, fused by reciprocal rank
@@ -341,10 +347,7 @@ BEGIN
                   ORDER BY score DESC, best, id
                   LIMIT $3::pg_catalog.int4) x',
         c->>'id', c->>'content', tier_e, weight_e,
-        CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
-        CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
-        CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
-        CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END,
+        cols[1], cols[2], cols[3], cols[4],
         coalesce(tbl, 'memory.observations'::regclass),
         array_to_string(conds, ' AND '));
         hnsw := memory_internal._hnsw_begin(depth);
@@ -361,14 +364,11 @@ BEGIN
                   LIMIT $3::pg_catalog.int4) x',
         CASE WHEN blank THEN 'created_at DESC NULLS LAST, id' ELSE 'score DESC, id' END,
         c->>'id', c->>'content', tier_e,
-        CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END,
+        weight_e,
         CASE WHEN blank THEN 'NULL::pg_catalog.float8'
              ELSE format('(pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))::pg_catalog.float8 OPERATOR(pg_catalog.*) %s)',
-                         c->>'content', CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END) END,
-        CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
-        CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
-        CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
-        CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END,
+                         c->>'content', weight_e) END,
+        cols[1], cols[2], cols[3], cols[4],
         coalesce(tbl, 'memory.observations'::regclass),
         array_to_string(conds, ' AND '));
     END IF;
