@@ -16,7 +16,7 @@ $(error PG=$(PG): memory_ext is built and tested on PostgreSQL 15 and 18 (16 and
 endif
 export PG_CONFIG
 
-.PHONY: all deps build install test test-pg18 test-layout test-core test-pgrx test-sql test-python test-mcp test-upgrade test-citus demo bench clean
+.PHONY: all deps build install pgvector test test-pg18 test-layout test-core test-pgrx test-sql test-python test-mcp test-upgrade test-citus demo bench clean
 
 all: install
 
@@ -54,10 +54,16 @@ test-core:
 test-pgrx: deps
 	cargo pgrx test pg$(PG) --runas postgres --pgdata $(PGRX_TEST_DATA)
 
-test-sql: install
+## pgvector (optional for memory_ext, needed by its vector tests): built from ../shared/vendor/pgvector
+## into $(PG_CONFIG)'s PostgreSQL when none is installed; the vector tests skip (and say so) without it.
+pgvector:
+	@if scripts/pgvector.sh available; then scripts/pgvector.sh install; \
+	else echo "== pgvector: not installed and no source in ../shared/vendor/pgvector; the vector tests are skipped"; fi
+
+test-sql: install pgvector
 	tests/run-sql.sh
 
-test-python: install
+test-python: install pgvector
 	tests/run-python.sh --ignore=tests/python/test_mcp.py
 
 ## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx) and drives it over stdio with

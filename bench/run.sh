@@ -38,3 +38,9 @@ for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 # memory-mcp's recall through MCP (stdio) against the same call from psycopg (release binary).
 cargo build --release -p memory-mcp
 "$root/.venv/bin/python" mcp_recall.py "$dsn" 100000 500 "$root/target/release/memory-mcp"
+# Hybrid recall (issue 36): needs pgvector, built from ../shared/vendor/pgvector when not installed.
+if "$root/scripts/pgvector.sh" available && "$root/scripts/pgvector.sh" install; then
+  ROWS=${1:-1000000} "$root/.venv/bin/python" hybrid_recall.py "$dsn" "$port"
+else
+  echo "== hybrid_recall.py SKIPPED: no pgvector"
+fi

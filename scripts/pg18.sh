@@ -64,7 +64,8 @@ case ${1:?install|config} in
     fi
     pgxs "$("$pgc" --sharedir)/extension/pgtap.control" 'pgtap/pgtap-*.tar.gz' pgtap
     pgxs "$("$pgc" --pkglibdir)/pg_cron.so" 'pg_cron/pg_cron-*.tar.gz' pg_cron
-    # pgvector (../shared/vendor/pgvector) builds the same way when a test needs it.
+    # pgvector, for the vector tests (the Makefile's test-sql/test-python run it for 18 as well).
+    PG_CONFIG="$pgc" "$here/pgvector.sh" install
     chmod -R a+rX "$("$pgc" --pkglibdir)" "$("$pgc" --sharedir)"
     ;;
   *) echo "unknown command $1" >&2; exit 2 ;;

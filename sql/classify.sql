@@ -137,7 +137,7 @@ AS $$
         SELECT 1 FROM jsonb_each(opts) e
          WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
                        'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
-                       'soft_deleted', 'stamps', 'state', 'consent']))
+                       'soft_deleted', 'stamps', 'state', 'consent', 'embedding']))
             OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
                     OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
                         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
@@ -512,7 +512,7 @@ SET client_min_messages = warning
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -570,6 +570,15 @@ BEGIN
     eff := memory_internal._govern_weight(tbl, opts, eff);
     eff := memory_internal._govern_state(tbl, opts, eff);
     eff := memory_internal._govern_consent(tbl, opts, eff);
+    -- The table's own pgvector column, for memory.recall's query_embedding (SPEC §12): checked
+    -- (a vector column: 22023 otherwise) and recorded; its index stays the owner's.
+    IF opts ? 'embedding' AND jsonb_typeof(opts->'embedding') <> 'null' THEN
+        IF jsonb_typeof(opts->'embedding') <> 'string' THEN
+            RAISE EXCEPTION 'option "embedding" must be a column name' USING ERRCODE = '22023';
+        END IF;
+        PERFORM memory_internal._embedding_dims(tbl, opts->>'embedding');
+        eff := eff || jsonb_build_object('embedding', opts->>'embedding');
+    END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND pg_catalog.starts_with(tgname::text, 'memory_') AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.

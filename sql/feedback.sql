@@ -153,7 +153,8 @@ END $$;
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
                               filters jsonb DEFAULT '{}', query_embedding real[] DEFAULT NULL, source regclass DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
-               created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type)
+               created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type,
+               lexical_rank int, vector_rank int)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -174,15 +175,18 @@ DECLARE
     rows    jsonb;
     r       record;
     ids     uuid[] := '{}';
+    fts     text;
+    qv      text;      -- the query embedding as pgvector's text form
+    depth   int;
+    hnsw    text[];
+    weight_e text;
+    cols    text[];
+    i       int := 0;
     hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
 BEGIN
     -- Input first: nothing is read or written for a call that is refused.
     PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
     f := memory_internal._recall_filters(filters);
-    IF query_embedding IS NOT NULL THEN
-        RAISE EXCEPTION 'memory.recall by query_embedding is not available in this release' USING ERRCODE = '0A000',
-            HINT = 'Vector recall needs pgvector and memory.enable_embeddings, which are not yet available; pass query_embedding => NULL to recall by full text.';
-    END IF;
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(recall.org_id);
     -- Clearance: the caller's in this org, lowered by a max_tier filter.
@@ -210,7 +214,7 @@ BEGIN
             'project', coalesce(opts->>'project', CASE WHEN memory_internal._has_column(tbl, 'project_id') THEN 'project_id' END),
             'weight', opts->>'weight',
             'tier', coalesce(opts->>'audit_tier', opts->'target'->>0),
-            'source_type', opts->>'source_type');
+            'source_type', opts->>'source_type', 'embedding', opts->>'embedding');
         FOREACH col IN ARRAY ARRAY['created_at', 'expires_at', 'soft_deleted_at', 'memory_type'] LOOP
             c := c || jsonb_build_object(col, coalesce(opts->'stamps'->>col, CASE WHEN col = 'soft_deleted_at' THEN opts->>'soft_deleted' END,
                                                        CASE WHEN memory_internal._has_column(tbl, col) THEN col END));
@@ -253,22 +257,37 @@ BEGIN
                "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
                "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
                "metadata": "metadata"}';
+        IF memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
+            c := c || '{"embedding": "embedding"}';
+        END IF;
+    END IF;
+    -- The query embedding: only for a source with embeddings, of their dimensions, finite.
+    IF query_embedding IS NOT NULL THEN
+        IF c->>'embedding' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no embeddings to compare query_embedding with', coalesce(tbl, 'memory.observations'::regclass)
+                USING ERRCODE = '22023',
+                HINT = CASE WHEN tbl IS NULL THEN 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL.'
+                            ELSE format('Map the table''s vector column with memory.govern(%L, ''{"embedding": "<column>", ...}'') (pgvector), or pass query_embedding => NULL.', tbl::text) END;
+        END IF;
+        qv := memory_internal._query_vector(query_embedding,
+                  memory_internal._embedding_dims(coalesce(tbl, 'memory.observations'::regclass), c->>'embedding'));
     END IF;
 
     q := websearch_to_tsquery('english', coalesce(query, ''));
     blank := numnode(q) = 0;
     -- A blank query (or one of stop words only) without filters matches nothing: no rows, no event.
     -- With filters it lists the newest matching memories.
-    IF blank AND f = '{}'::jsonb THEN
+    IF blank AND f = '{}'::jsonb AND qv IS NULL THEN
         RETURN;
     END IF;
 
     -- The conditions, each on a parameter: $1 org, $2 the query, $3 k, then the filters'.
     args := ARRAY[recall.org_id, coalesce(query, ''), k::text];
     conds := conds || format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', c->>'org');
-    IF NOT blank THEN
-        conds := conds || format('pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I%s) OPERATOR(pg_catalog.@@) pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2)',
-                                 c->>'content', CASE WHEN tbl IS NULL THEN '' ELSE '::pg_catalog.text' END);
+    fts := format('pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I%s) OPERATOR(pg_catalog.@@) pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2)',
+                  c->>'content', CASE WHEN tbl IS NULL THEN '' ELSE '::pg_catalog.text' END);
+    IF NOT blank AND qv IS NULL THEN
+        conds := conds || fts;
     END IF;
     IF c->>'soft_deleted_at' IS NOT NULL THEN
         conds := conds || format('t.%I IS NULL', c->>'soft_deleted_at');
@@ -308,6 +327,40 @@ BEGIN
         conds := conds || format('t.%I OPERATOR(pg_catalog.@>) $%s::pg_catalog.jsonb', c->>'metadata', cardinality(args));
     END IF;
 
+    weight_e := CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END;
+    -- created_at, user_id, session_id, memory_type of a result row.
+    cols := ARRAY[CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
+                  CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
+                  CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
+                  CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END];
+    IF qv IS NOT NULL THEN
+        -- Hybrid: the full-text list (by ts_rank_cd) and the vector list (cosine distance, the
+        -- HNSW index), each `depth` long under the same conditions, fused by reciprocal rank
+        -- (k = 60), × weight. Ties: the better of the two ranks, then the id.
+        depth := least(greatest(2 * k, 40), 2000);
+        args := args || qv;
+        args := args || depth::text;
+        sql := memory_internal._hybrid_ctes(
+                   coalesce(tbl, 'memory.observations'::regclass)::text, c->>'id', c->>'embedding', array_to_string(conds, ' AND '),
+                   CASE WHEN blank THEN NULL
+                        ELSE format('pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))', c->>'content') END,
+                   fts, format('$%s::%I.vector', cardinality(args) - 1, memory_internal._vector_schema()), format('$%s::pg_catalog.int4', cardinality(args)))
+            || format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank)
+                                              ORDER BY x.score DESC, x.best, x.id), ''[]'')
+           FROM (SELECT t.%1$I AS id, t.%2$I::pg_catalog.text AS content, %3$s AS tier, %4$s AS weight, fused.rrf OPERATOR(pg_catalog.*) %4$s AS score,
+                        %5$s AS created_at, %6$s AS user_id, %7$s AS session_id, %8$s AS memory_type, fused.lexical_rank, fused.vector_rank,
+                        LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best
+                   FROM fused JOIN %9$s t ON t.%1$I OPERATOR(pg_catalog.=) fused.id
+                  WHERE %10$s
+                  ORDER BY score DESC, best, id
+                  LIMIT $3::pg_catalog.int4) x',
+        c->>'id', c->>'content', tier_e, weight_e,
+        cols[1], cols[2], cols[3], cols[4],
+        coalesce(tbl, 'memory.observations'::regclass),
+        array_to_string(conds, ' AND '));
+        hnsw := memory_internal._hnsw_begin(depth);
+    ELSE
     -- One row per memory as a JSON array, best first: relevance × weight for a query, the newest
     -- for a blank one.
     sql := format(
@@ -320,16 +373,14 @@ BEGIN
                   LIMIT $3::pg_catalog.int4) x',
         CASE WHEN blank THEN 'created_at DESC NULLS LAST, id' ELSE 'score DESC, id' END,
         c->>'id', c->>'content', tier_e,
-        CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END,
+        weight_e,
         CASE WHEN blank THEN 'NULL::pg_catalog.float8'
              ELSE format('(pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))::pg_catalog.float8 OPERATOR(pg_catalog.*) %s)',
-                         c->>'content', CASE WHEN c->>'weight' IS NULL THEN '1.0::pg_catalog.float8' ELSE format('t.%I', c->>'weight') END) END,
-        CASE WHEN c->>'created_at' IS NULL THEN 'NULL::pg_catalog.timestamptz' ELSE format('t.%I', c->>'created_at') END,
-        CASE WHEN c->>'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'user') END,
-        CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
-        CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END,
+                         c->>'content', weight_e) END,
+        cols[1], cols[2], cols[3], cols[4],
         coalesce(tbl, 'memory.observations'::regclass),
         array_to_string(conds, ' AND '));
+    END IF;
     IF tbl IS NULL THEN
         -- memory.observations, as the extension owner (row-level security does not apply: the
         -- org, the live rows and the clearance are the conditions above).
@@ -338,6 +389,9 @@ BEGIN
         EXECUTE regexp_replace(sql, '[$]([0-9]+)', '($1::pg_catalog.text[])[\1]', 'g') INTO rows USING args;
     ELSE
         rows := memory_internal._read_as_caller(sql, args);
+    END IF;
+    IF hnsw IS NOT NULL THEN
+        PERFORM memory_internal._hnsw_end(hnsw);
     END IF;
     FOR r IN SELECT x FROM jsonb_array_elements(coalesce(rows, '[]')) x LOOP
         id := (r.x->>0)::uuid;
@@ -351,6 +405,11 @@ BEGIN
         session_id := r.x->>7;
         memory_type := CASE WHEN (r.x->>8) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[])
                             THEN (r.x->>8)::memory.memory_type END;
+        i := i + 1;
+        -- Full text alone: the row's place in the relevance × weight order; hybrid: its ranks in
+        -- the two candidate lists (NULL when not in one).
+        lexical_rank := CASE WHEN qv IS NOT NULL THEN (r.x->>9)::int WHEN NOT blank THEN i END;
+        vector_rank := CASE WHEN qv IS NOT NULL THEN (r.x->>10)::int END;
         ids := ids || id;
         RETURN NEXT;
     END LOOP;
@@ -358,11 +417,13 @@ BEGIN
         (jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
                             'filter_keys', to_jsonb(ARRAY(SELECT kk FROM jsonb_object_keys(f) kk ORDER BY 1)),
                             'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
+         || CASE WHEN qv IS NULL THEN '{}'::jsonb
+                 ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
          || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END)::text,
         recall.org_id, recall.project_id, NULL, NULL);
 END $$;
 COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass) IS
-  'Top-k live memories of a tenant the caller is cleared for: by full-text relevance × weight, or the newest for a blank query with filters; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the query''s hash, never content or the query text.';
+  'Top-k live memories of a tenant the caller is cleared for: by full-text relevance × weight, or the newest for a blank query with filters, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists × weight, with both ranks; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.org_settings', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.observation_weight_history', '');

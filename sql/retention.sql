@@ -544,6 +544,18 @@ BEGIN
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
 END $$;
 
+-- The columns an archived row carries over, by name (memory.observations' columns the archive
+-- has): the archive's own archived_at sits before columns added to both later.
+CREATE FUNCTION memory_internal._archive_columns()
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
+  FROM pg_catalog.pg_attribute a
+ WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+   AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute b
+                WHERE b.attrelid OPERATOR(pg_catalog.=) 'memory.observations_archive'::pg_catalog.regclass
+                  AND b.attname OPERATOR(pg_catalog.=) a.attname AND b.attnum OPERATOR(pg_catalog.>) 0 AND NOT b.attisdropped) $$;
+
 CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
 AS $$
@@ -689,21 +701,26 @@ BEGIN
             -- The group's rows, locked on their shard, move in one statement naming the org.
             PERFORM 1 FROM memory.observations o
               WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids) FOR UPDATE;
-            WITH moved AS (
+            -- By column name: the archive's archived_at comes before columns added to both
+            -- later (memory.enable_embeddings' embedding).
+            EXECUTE format(
+           'WITH moved AS (
                 DELETE FROM memory.observations o
-                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
-                   AND o.soft_deleted_at IS NULL AND o.archive_at OPERATOR(pg_catalog.<=) at
+                 WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) ANY ($2)
+                   AND o.soft_deleted_at IS NULL AND o.archive_at OPERATOR(pg_catalog.<=) $3
                    AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
                                     WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
                                       AND (h.observation_id OPERATOR(pg_catalog.=) o.id
                                            OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))))
                 RETURNING o.*)
-            INSERT INTO memory.observations_archive SELECT m.*, at FROM moved m;
+            INSERT INTO memory.observations_archive (%1$s, archived_at) SELECT %1$s, $3 FROM moved', memory_internal._archive_columns())
+            USING g.org_id, g.ids, at;
         END IF;
     END LOOP;
     IF NOT dry_run AND NOT dist AND archived > 0 THEN
-        INSERT INTO memory.observations_archive
-        SELECT o.*, at FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
+        EXECUTE format('INSERT INTO memory.observations_archive (%1$s, archived_at) SELECT %1$s, $1 FROM memory.observations
+                         WHERE id IN (SELECT u.id FROM pg_catalog.unnest($2) u(id))', memory_internal._archive_columns())
+            USING at, archive_ids;
         -- Archiving moves held rows too (their holds follow them to the archive).
         PERFORM memory_internal._hold_gate(true);
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));

@@ -103,7 +103,7 @@ AS $$
 SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL AND x.c OPERATOR(pg_catalog.<>) ''), '{}')
   FROM (SELECT opts OPERATOR(pg_catalog.->>) k AS c
           FROM pg_catalog.unnest(ARRAY['content', 'source_files', 'source_type', 'org', 'id', 'project', 'workspace', 'user',
-                                       'weight', 'state', 'audit_tier', 'soft_deleted']) k
+                                       'weight', 'state', 'audit_tier', 'soft_deleted', 'embedding']) k
          WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) k) OPERATOR(pg_catalog.=) 'string'
         UNION ALL
         SELECT pg_catalog.jsonb_array_elements_text(CASE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'target')
@@ -352,6 +352,9 @@ BEGIN
                               memory.erase_subject(text), memory.export_subject(text, boolean),
                               memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;
+    -- Embeddings of memory.observations (pgvector): platform-wide and one-way (the dimensions
+    -- are fixed once set), audited on the platform chain.
+    GRANT EXECUTE ON FUNCTION memory.enable_embeddings(int) TO memory_admin;
 END $$;
 COMMENT ON FUNCTION memory.setup_roles() IS
   'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the README''s grant table). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';

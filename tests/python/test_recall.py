@@ -150,10 +150,13 @@ def test_the_four_argument_form_returns_what_it_did(rows, conn):
         got = c.execute("SELECT * FROM memory.recall('acme', 'alpha note', 10)").fetchall()
         assert [r[:5] for r in got] == old
         names = [d.name for d in c.execute("SELECT * FROM memory.recall('acme', 'alpha', 1, NULL)").description]
-        assert names == ["id", "content", "classification", "weight", "score", "created_at", "user_id", "session_id", "memory_type"]
-        assert [r[5:] for r in got if str(r[0]) == U(1)] == [
+        assert names == ["id", "content", "classification", "weight", "score", "created_at", "user_id", "session_id", "memory_type",
+                         "lexical_rank", "vector_rank"]
+        assert [r[5:9] for r in got if str(r[0]) == U(1)] == [
             conn.execute("SELECT created_at, user_id, session_id, memory_type::text FROM memory.observations WHERE id = %s",
                          (U(1),)).fetchone()]
+        # Without query_embedding: lexical_rank is the row's place, vector_rank NULL.
+        assert [r[9:] for r in got] == [(i + 1, None) for i in range(len(got))]
 
 
 def test_clearance_in_row_level_security_and_recall(rows, conn):
@@ -270,7 +273,7 @@ BAD = [
     ("a source without an org column", ("acme", "x", 10, None, {}, None, "app_r.noorg"), "22023"),
     ("a filter the source has no column for", ("acme", "x", 10, None, {"session_id": "s1"}, None, "app_r.slim"), "22023"),
     ("a project_id the source has no column for", ("acme", "x", 10, "p1", {}, None, "app_r.slim"), "22023"),
-    ("a query embedding", ("acme", "x", 10, None, {}, [0.1, 0.2]), "0A000"),
+    ("a query embedding without embeddings", ("acme", "x", 10, None, {}, [0.1, 0.2]), "22023"),
 ]
 
 

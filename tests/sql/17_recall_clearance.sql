@@ -99,8 +99,8 @@ SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', filters => '{"user_
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', filters => '[]') $$, '22023', NULL, 'filters that are not an object are 22023');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', 1001) $$, '22023', NULL, 'k above 1000 is 22023');
 SELECT throws_ok($$ SELECT * FROM memory.recall(' ', 'x') $$, '22023', 'memory.recall needs an org_id', 'a blank org is 22023, as a NULL one');
-SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', query_embedding => '{0.1,0.2}') $$, '0A000', NULL,
-                 'a query embedding is 0A000 (vector recall is not built yet)');
+SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', query_embedding => '{0.1,0.2}') $$, '22023', NULL,
+                 'a query embedding without memory.enable_embeddings is 22023 (tests/sql/19_vector.sql: with pgvector)');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', source => 'memory.observations_archive') $$, '22023', NULL,
                  'a source that is not governed is 22023');
 RESET ROLE;

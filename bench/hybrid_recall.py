@@ -1,0 +1,205 @@
+"""Issue 36 benchmark: governed hybrid recall with pgvector against a hand-written pgvector query.
+
+One database of its own (pgvector created): memory.observations with memory.enable_embeddings(DIMS)
+holding ROWS memories of TENANTS orgs and 16 users each, DIMS-d clustered Gaussian embeddings
+(CLUSTERS centres, unit noise), behind the HNSW index enable_embeddings makes (cosine, m = 16,
+ef_construction = 64; built after the load, with the same definition). Then, in one run:
+  latency   QUERIES queries, each of a random tenant and user, a query near a random centre and a
+            word of the content: memory.recall(org, word, 10, filters => {user_id}, query_embedding)
+            as a tenant-bound reader (audited, RRF of the full-text and vector lists) against the
+            hand-written `SELECT id FROM memory.observations WHERE org_id = $1 AND user_id = $2
+            ORDER BY embedding <=> $3 LIMIT 10` on the same table and index (pgvector's iterative
+            scan and ef_search as recall sets them, no audit), alternating per query; p50 / p99.
+  recall@10 governed vector-only recall (blank query) against the exact 10 nearest within the
+            tenant and user (same predicates, no index), over RECALL_QUERIES queries.
+  insert    pgbench, 8 clients, SECONDS s x ROUNDS (alternating): a governed single-row INSERT of
+            a memory with a DIMS-d embedding into memory.observations against a bare INSERT into
+            a copy without triggers carrying the same rows and the same HNSW index; median TPS.
+Usage: ROWS=1000000 hybrid_recall.py DSN PORT   (bench/run.sh: a release build; validate with
+ROWS=20000). Env: ROWS, TENANTS (64), DIMS (384), CLUSTERS (64), QUERIES (1000),
+RECALL_QUERIES (200), SECONDS (10), ROUNDS (3).
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import psycopg
+
+from common import machine, median, write_section
+
+ROWS = int(os.environ.get("ROWS", 1_000_000))
+TENANTS = int(os.environ.get("TENANTS", 64))
+DIMS = int(os.environ.get("DIMS", 384))
+CLUSTERS = int(os.environ.get("CLUSTERS", 64))
+QUERIES = int(os.environ.get("QUERIES", 1000))
+RECALL_QUERIES = int(os.environ.get("RECALL_QUERIES", 200))
+SECONDS = int(os.environ.get("SECONDS", 10))
+ROUNDS = int(os.environ.get("ROUNDS", 3))
+WORDS = ["invoice", "refund", "payment", "travel", "contract", "shipping", "warranty", "account", "password", "meeting",
+         "budget", "roadmap", "incident", "release", "pricing", "hiring"]
+READER = "hb_reader"
+
+
+def vec(v):
+    return "[" + ",".join(f"{x:.5f}" for x in v) + "]"
+
+
+def pctl(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def pgbench(port, db, script, clients, seconds):
+    bindir = subprocess.check_output([os.environ.get("PG_CONFIG", "/usr/bin/pg_config"), "--bindir"], text=True).strip()
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+    os.chmod(f.name, 0o644)
+    out = subprocess.run([f"{bindir}/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-c", str(clients),
+                          "-j", "2", "-T", str(seconds), "-f", f.name, db], capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+
+
+def load(conn, rng):
+    """ROWS memories: centre c of the row's cluster + N(0, 1) noise per component, in batches."""
+    centres = [[rng.gauss(0, 3) for _ in range(DIMS)] for _ in range(CLUSTERS)]
+    conn.execute("DROP TABLE IF EXISTS hb_centres")
+    conn.execute("CREATE TABLE hb_centres (c int PRIMARY KEY, v real[])")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO hb_centres VALUES (%s, %s)", [(i, c) for i, c in enumerate(centres)])
+    # Rows as the store would have them (tier, stamps) but loaded without the triggers (replica
+    # mode): the benchmark times reads and single-row writes, not the bulk load.
+    conn.execute("SET session_replication_role = replica")
+    batch = 20_000
+    for start in range(0, ROWS, batch):
+        n = min(batch, ROWS - start)
+        conn.execute(f"""
+            INSERT INTO memory.observations (org_id, user_id, content, classification, embedding)
+            SELECT 'org' || (g % {TENANTS}), 'u' || ((g / {TENANTS}) % 16),
+                   (ARRAY{WORDS!r})[1 + g % {len(WORDS)}] || ' note ' || g || ' about ' || (ARRAY{WORDS!r})[1 + (g / 7) % {len(WORDS)}],
+                   'internal',
+                   (SELECT array_agg(c.x + sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()) ORDER BY c.o)::vector
+                      FROM unnest((SELECT v FROM hb_centres WHERE c = g % {CLUSTERS})) WITH ORDINALITY c(x, o))
+              FROM generate_series({start}, {start + n - 1}) g""")
+    conn.execute("RESET session_replication_role")
+    return centres
+
+
+def main():
+    dsn, port = sys.argv[1], int(sys.argv[2])
+    rng = random.Random(36)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS hybrid_bench WITH (FORCE)")
+        c.execute("CREATE DATABASE hybrid_bench")
+    db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    dsn = dsn.replace(f"dbname={db}", "dbname=hybrid_bench")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION memory_ext")
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("SELECT memory.setup_roles()")
+        conn.execute(f"DO $$ BEGIN IF to_regrole('{READER}') IS NULL THEN CREATE ROLE {READER} LOGIN IN ROLE memory_reader; END IF; END $$")
+        for t in range(TENANTS):
+            conn.execute("SELECT memory.grant_org(%s, %s)", (READER, f"org{t}"))
+        conn.execute(f"SELECT memory.enable_embeddings({DIMS})")
+        idx = conn.execute("SELECT pg_get_indexdef('memory.observations_embedding'::regclass)").fetchone()[0]
+        conn.execute("DROP INDEX memory.observations_embedding")
+        t0 = time.perf_counter()
+        centres = load(conn, rng)
+        t_load = time.perf_counter() - t0
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        t0 = time.perf_counter()
+        conn.execute(idx)   # the definition enable_embeddings made
+        t_index = time.perf_counter() - t0
+        conn.execute("VACUUM ANALYZE memory.observations")
+
+        def query():
+            org = f"org{rng.randrange(TENANTS)}"
+            user = f"u{rng.randrange(16)}"
+            q = [x + rng.gauss(0, 1) for x in centres[rng.randrange(CLUSTERS)]]
+            return org, user, q, rng.choice(WORDS)
+
+        lat = {"governed": [], "bare": []}
+        rec = []
+        with psycopg.connect(dsn.replace("user=postgres", f"user={READER}"), autocommit=True) as r:
+            for i in range(QUERIES):
+                org, user, q, word = query()
+                qa = "{" + vec(q)[1:-1] + "}"
+                runs = [("governed", lambda: r.execute(
+                            "SELECT id FROM memory.recall(%s, %s, 10, filters => jsonb_build_object('user_id', %s::text), query_embedding => %s::real[])",
+                            (org, word, user, qa)).fetchall())]
+                runs.append(("bare", lambda: bare(conn, org, user, q)))
+                for name, fn in (runs if i % 2 == 0 else runs[::-1]):
+                    t0 = time.perf_counter()
+                    fn()
+                    lat[name].append(time.perf_counter() - t0)
+            for _ in range(min(RECALL_QUERIES, QUERIES)):
+                org, user, q, _w = query()
+                got = [x for (x,) in r.execute(
+                    "SELECT id FROM memory.recall(%s, '', 10, filters => jsonb_build_object('user_id', %s::text), query_embedding => %s::real[])",
+                    (org, user, "{" + vec(q)[1:-1] + "}")).fetchall()]
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    exact = [x for (x,) in conn.execute(
+                        "SELECT id FROM memory.observations WHERE org_id = %s AND user_id = %s AND soft_deleted_at IS NULL "
+                        "ORDER BY embedding <=> %s::vector, id LIMIT 10", (org, user, vec(q))).fetchall()]
+                rec.append(len(set(got) & set(exact)) / max(1, len(exact)))
+
+        # Single-row inserts: governed memory.observations against a bare copy with the same rows
+        # and the same HNSW index.
+        conn.execute("DROP TABLE IF EXISTS hb_bare")
+        conn.execute("CREATE TABLE hb_bare (LIKE memory.observations INCLUDING DEFAULTS)")
+        conn.execute("INSERT INTO hb_bare SELECT * FROM memory.observations")
+        conn.execute(idx.replace("observations_embedding", "hb_bare_embedding").replace("memory.observations", "public.hb_bare"))
+        conn.execute("DROP TABLE IF EXISTS hb_pool")
+        conn.execute("CREATE TABLE hb_pool (i int PRIMARY KEY, v vector)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO hb_pool VALUES (%s, %s::vector)",
+                            [(i, vec([x + rng.gauss(0, 1) for x in centres[i % CLUSTERS]])) for i in range(1000)])
+        conn.execute("VACUUM ANALYZE hb_bare, hb_pool")
+    script = ("\\set r random(0, 999)\n\\set o random(0, {t})\n"
+              "INSERT INTO {tbl} (org_id, user_id, content, {cls}embedding) SELECT 'org' || :o, 'u1', 'pgbench note ' || :r, {clsv}v FROM hb_pool WHERE i = :r;\n")
+    tps = {"governed": [], "bare": []}
+    for rnd in range(ROUNDS):
+        order = ["governed", "bare"] if rnd % 2 == 0 else ["bare", "governed"]
+        for name in order:
+            s = script.format(t=TENANTS - 1, tbl="memory.observations" if name == "governed" else "hb_bare",
+                              cls="" if name == "governed" else "classification, ", clsv="" if name == "governed" else "'internal', ")
+            tps[name].append(pgbench(port, "hybrid_bench", s, 8, SECONDS))
+
+    g50, g99 = pctl(lat["governed"], 50) * 1e3, pctl(lat["governed"], 99) * 1e3
+    b50, b99 = pctl(lat["bare"], 50) * 1e3, pctl(lat["bare"], 99) * 1e3
+    body = f"""Machine: {machine()}. {ROWS:,} memories of {TENANTS} tenants (16 users each), {DIMS}-d clustered Gaussian
+embeddings ({CLUSTERS} centres), HNSW cosine m = 16, ef_construction = 64 (load {t_load:.0f} s without triggers, index build
+{t_index:.0f} s). k = 10, one user filter. Same run, queries alternating.
+
+| recall of one tenant's user ({QUERIES} queries) | p50 ms | p99 ms |
+|---|---|---|
+| memory.recall hybrid (full text + vector, RRF, audited, tenant-bound role) | {g50:.2f} | {g99:.2f} |
+| hand-written `WHERE org_id AND user_id ORDER BY embedding <=> q LIMIT 10` (iterative scan, no audit) | {b50:.2f} | {b99:.2f} |
+
+recall@10 of governed vector-only recall against the exact 10 nearest within tenant and user
+({len(rec)} queries): mean {sum(rec) / max(1, len(rec)):.3f}, min {min(rec) if rec else 0:.2f}.
+
+| single-row INSERT with a {DIMS}-d embedding, pgbench 8 clients, {SECONDS} s x {ROUNDS} | median TPS |
+|---|---|
+| governed (memory.observations: classification, stamps, audit, HNSW) | {median(tps['governed']):.0f} |
+| bare copy with the same rows and HNSW index, no triggers | {median(tps['bare']):.0f} |
+"""
+    write_section("Hybrid recall with pgvector (issue 36)", body)
+    print(body)
+
+
+def bare(conn, org, user, q):
+    with conn.transaction():
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.execute("SET LOCAL hnsw.ef_search = 100")
+        return conn.execute("SELECT id FROM memory.observations WHERE org_id = %s AND user_id = %s "
+                            "ORDER BY embedding <=> %s::vector LIMIT 10", (org, user, vec(q))).fetchall()
+
+
+if __name__ == "__main__":
+    main()

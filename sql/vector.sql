@@ -1,0 +1,198 @@
+-- Embeddings and hybrid recall (SPEC §12, issue 36). pgvector is optional: memory_ext neither
+-- requires it nor links it. Everything that names its type, operators or index method is dynamic
+-- SQL, qualified with the schema pgvector was created in (memory_internal._vector_schema()).
+
+-- The schema of the `vector` extension in this database, or NULL when it is not created.
+CREATE FUNCTION memory_internal._vector_schema()
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+       WHERE e.extname OPERATOR(pg_catalog.=) 'vector' $$;
+
+-- The schema of pgvector, or 0A000 with a hint naming it.
+CREATE FUNCTION memory_internal._require_vector(what text)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE s text := memory_internal._vector_schema();
+BEGIN
+    IF s IS NULL THEN
+        RAISE EXCEPTION '% needs pgvector, which is not installed in this database', what USING ERRCODE = '0A000',
+            HINT = 'Install pgvector (your distribution''s package, e.g. postgresql-15-pgvector) and run CREATE EXTENSION vector; memory_ext works without it, by full text only.';
+    END IF;
+    RETURN s;
+END $$;
+
+-- The dimensions of a pgvector column (its typmod), NULL for an unconstrained vector, or 22023
+-- when the column is not a pgvector vector.
+CREATE FUNCTION memory_internal._embedding_dims(tbl regclass, col text)
+RETURNS int LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s   text := memory_internal._vector_schema();
+    typ oid;
+    mod int;
+BEGIN
+    SELECT a.atttypid, a.atttypmod INTO typ, mod FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+    IF typ IS NULL THEN
+        RAISE EXCEPTION 'table % has no column "%" (the embedding column)', tbl, col USING ERRCODE = '22023',
+            HINT = 'Pass {"embedding": "<column>"} naming a pgvector vector(n) column in the options of memory.govern.';
+    END IF;
+    IF s IS NULL OR typ OPERATOR(pg_catalog.<>) pg_catalog.to_regtype(pg_catalog.quote_ident(s) || '.vector') THEN
+        RAISE EXCEPTION 'column "%" of % is %, not pgvector''s vector (the embedding column)', col, tbl, typ::regtype USING ERRCODE = '22023',
+            HINT = 'The embedding mapping names a column of type vector(n) (CREATE EXTENSION vector).';
+    END IF;
+    RETURN nullif(mod, -1);
+END $$;
+
+-- memory.observations' embeddings: the one row says their dimensions. A configuration table
+-- (pg_dump dumps its row): its trigger adds the column and the index, both when
+-- memory.enable_embeddings writes the row and when a restore loads it. (A column added to an
+-- extension's table is not in a dump, whose COPY of memory.observations names it: the row is
+-- restored first, as it sorts before the observations.)
+CREATE TABLE memory.embedding_settings (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    dimensions int NOT NULL CHECK (dimensions BETWEEN 1 AND 2000),
+    enabled_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE memory.embedding_settings IS 'Set by memory.enable_embeddings: the dimensions of memory.observations.embedding (and of the archive''s).';
+
+-- Adds embedding vector(n) to memory.observations and memory.observations_archive when missing,
+-- and the HNSW index (cosine, m = 16, ef_construction = 64) of the observations. Idempotent.
+CREATE FUNCTION memory_internal._embeddings_apply()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s   text;
+    t   text;
+    n   int;
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.dimensions OPERATOR(pg_catalog.<>) OLD.dimensions THEN
+        RAISE EXCEPTION 'memory.observations embeddings have % dimensions; they cannot change to %', OLD.dimensions, NEW.dimensions
+            USING ERRCODE = '55000';
+    END IF;
+    s := memory_internal._require_vector('memory.enable_embeddings');
+    FOREACH t IN ARRAY ARRAY['observations', 'observations_archive'] LOOP
+        IF memory_internal._has_column(format('memory.%I', t)::regclass, 'embedding') THEN
+            n := memory_internal._embedding_dims(format('memory.%I', t)::regclass, 'embedding');
+            IF n IS DISTINCT FROM NEW.dimensions THEN
+                RAISE EXCEPTION 'memory.%.embedding has % dimensions, not %', t, coalesce(n::text, 'no fixed'), NEW.dimensions USING ERRCODE = '55000';
+            END IF;
+        ELSE
+            EXECUTE format('ALTER TABLE memory.%I ADD COLUMN embedding %I.vector(%s)', t, s, NEW.dimensions);
+        END IF;
+    END LOOP;
+    -- The archive is cold storage, never recalled: its embeddings are kept without an index.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS observations_embedding ON memory.observations USING hnsw (embedding %I.vector_cosine_ops) '
+                   'WITH (m = 16, ef_construction = 64)', s);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER embedding_settings_apply AFTER INSERT OR UPDATE ON memory.embedding_settings
+    FOR EACH ROW EXECUTE FUNCTION memory_internal._embeddings_apply();
+-- A restore run as replica loads the row too: the column must be there before the observations.
+ALTER TABLE memory.embedding_settings ENABLE ALWAYS TRIGGER embedding_settings_apply;
+
+CREATE FUNCTION memory.enable_embeddings(dimensions int)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    have int;
+BEGIN
+    IF dimensions IS NULL OR dimensions < 1 OR dimensions > 2000 THEN
+        RAISE EXCEPTION 'dimensions must be between 1 and 2000, got %', coalesce(dimensions::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'The size of your embedding model''s vectors (e.g. 384, 768, 1536); pgvector''s HNSW index takes up to 2000.';
+    END IF;
+    PERFORM memory_internal._require_vector('memory.enable_embeddings');
+    SELECT e.dimensions INTO have FROM memory.embedding_settings e;
+    IF have OPERATOR(pg_catalog.=) enable_embeddings.dimensions THEN
+        RETURN jsonb_build_object('dimensions', have, 'changed', false);
+    ELSIF have IS NOT NULL THEN
+        RAISE EXCEPTION 'memory.observations embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
+            USING ERRCODE = '55000', HINT = 'The dimensions are fixed once enabled: embed with the same model, or re-embed into a governed table of your own (memory.govern with the embedding key).';
+    END IF;
+    INSERT INTO memory.embedding_settings (dimensions) VALUES (enable_embeddings.dimensions);
+    PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
+        jsonb_build_object('table', 'memory.observations', 'dimensions', enable_embeddings.dimensions), NULL);
+    RETURN jsonb_build_object('dimensions', enable_embeddings.dimensions, 'changed', true);
+END $$;
+COMMENT ON FUNCTION memory.enable_embeddings(int) IS
+  'Give memory.observations (and its archive) an embedding vector(n) column, written with the row, behind an HNSW index (cosine, m = 16, ef_construction = 64). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again is a no-op, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
+
+-- The query embedding checked against the source's column: finite components (22023), not all
+-- zero (cosine distance has no direction), the column's dimensions (22023). Returns it as
+-- pgvector's text form.
+CREATE FUNCTION memory_internal._query_vector(query_embedding real[], dims int)
+RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF cardinality(query_embedding) = 0 OR array_ndims(query_embedding) <> 1 THEN
+        RAISE EXCEPTION 'query_embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023';
+    END IF;
+    IF dims IS NOT NULL AND cardinality(query_embedding) <> dims THEN
+        RAISE EXCEPTION 'query_embedding has % dimensions, the embeddings have %', cardinality(query_embedding), dims USING ERRCODE = '22023',
+            HINT = 'Embed the query with the model that embedded the memories.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(query_embedding) x WHERE x IS NULL OR x = 'NaN'::real OR x IN ('Infinity'::real, '-Infinity'::real)) THEN
+        RAISE EXCEPTION 'query_embedding has a NULL, NaN or infinite component' USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM unnest(query_embedding) x WHERE x <> 0) THEN
+        RAISE EXCEPTION 'query_embedding is all zeros, which has no cosine distance' USING ERRCODE = '22023';
+    END IF;
+    RETURN '[' || array_to_string(query_embedding, ',') || ']';
+END $$;
+
+-- The SQL of hybrid candidates fused by reciprocal rank fusion, for recall (and retrieve):
+-- a relation `fused(id, lexical_rank, vector_rank, rrf)` written as CTEs the caller's query goes
+-- after. rel: the source (t); id_col, emb_col: its columns; conds: the tenant, clearance,
+-- liveness and filter conditions on t; lex_rank: the relevance expression on t (NULL: no lexical
+-- list) with lex_cond its match condition; q: the query vector's expression (a parameter cast to
+-- the vector type, NULL: no vector list); depth: each list's length expression. The vector list is
+-- pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
+CREATE FUNCTION memory_internal._hybrid_ctes(rel text, id_col text, emb_col text, conds text, lex_rank text, lex_cond text,
+                                              q text, depth text, rrf_k int DEFAULT 60)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s  text := memory_internal._vector_schema();
+    lx text;
+    vx text;
+BEGIN
+    lx := CASE WHEN lex_rank IS NULL THEN
+               format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
+          ELSE format('SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.rel DESC, l.id) AS r
+                         FROM (SELECT t.%1$I AS id, %2$s AS rel FROM %3$s t WHERE %4$s AND %5$s
+                                ORDER BY 2 DESC, 1 LIMIT %6$s) l', id_col, lex_rank, rel, conds, lex_cond, depth) END;
+    vx := CASE WHEN q IS NULL THEN
+               format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
+          ELSE format('SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.id) AS r
+                         FROM (SELECT t.%1$I AS id, t.%2$I OPERATOR(%3$I.<=>) %4$s AS d FROM %5$s t
+                                WHERE %6$s AND t.%2$I IS NOT NULL
+                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, depth) END;
+    RETURN format('WITH lex AS MATERIALIZED (%1$s), vec AS MATERIALIZED (%2$s),
+                        fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank,
+                                         coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) lex.r), 0)
+                                         OPERATOR(pg_catalog.+) coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) vec.r), 0) AS rrf
+                                    FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) ',
+                  lx, vx, rrf_k);
+END $$;
+
+-- pgvector's iterative index scan for one read: relaxed order (the vector list is re-sorted by
+-- distance), ef_search for the list length. Returns the settings it replaced, for _hnsw_end.
+CREATE FUNCTION memory_internal._hnsw_begin(depth int)
+RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE old text[] := ARRAY[current_setting('hnsw.iterative_scan', true), current_setting('hnsw.ef_search', true)];
+BEGIN
+    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    PERFORM set_config('hnsw.ef_search', least(greatest(depth, 100), 1000)::text, true);
+    RETURN old;
+END $$;
+
+CREATE FUNCTION memory_internal._hnsw_end(old text[])
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM set_config('hnsw.iterative_scan', coalesce(old[1], 'off'), true);
+    PERFORM set_config('hnsw.ef_search', coalesce(old[2], '40'), true);
+END $$;
+
+SELECT pg_catalog.pg_extension_config_dump('memory.embedding_settings', '');

@@ -1,0 +1,146 @@
+"""Embeddings and hybrid recall with pgvector (issue 36), as the application lives them: a
+non-superuser owner governs its own table with an `embedding` column; writer, reader and another
+org's role use it; a memory_admin enables memory.observations' embeddings. The superuser (`conn`)
+only creates pgvector, sets up and reads what happened. Skipped where pgvector is not installed
+(scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)."""
+import random
+
+import psycopg
+import pytest
+
+from conftest import connect
+from test_app_roles import ADMIN, GLOBEX, OWNER, READER, WRITER, app  # noqa: F401 (the fixture)
+from test_dump_restore import restored
+
+DIMS = 16
+
+
+def vec(v):
+    return "[" + ",".join(f"{x:.4f}" for x in v) + "]"
+
+
+@pytest.fixture
+def vapp(app, conn):
+    """app (test_app_roles) with pgvector created and app.vnotes, the owner's table with its own
+    vector column and HNSW index, governed with the embedding key."""
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    conn.execute("CREATE EXTENSION vector")
+    with connect(app, OWNER) as o:
+        o.execute(f"CREATE TABLE app.vnotes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), tenant text, uid text, body text, "
+                  f"meta jsonb, emb vector({DIMS}))")
+        o.execute("CREATE INDEX vnotes_emb ON app.vnotes USING hnsw (emb vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        eff = o.execute("""SELECT memory.govern('app.vnotes', '{"content": "body", "target": "meta", "org": "tenant", "user": "uid",
+                           "id": "id", "audit": true, "embedding": "emb"}')""").fetchone()[0]
+        assert eff["embedding"] == "emb"
+        o.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON app.vnotes TO {WRITER}, {GLOBEX}")
+        o.execute(f"GRANT SELECT ON app.vnotes TO {READER}")
+    return app
+
+
+def test_governed_vector_recall_equals_exact_neighbours(vapp, conn):
+    rng = random.Random(36)
+    rows = {"acme": [], "globex": []}
+    for i in range(2000):
+        org = "acme" if i % 2 == 0 else "globex"
+        rows[org].append((org, f"u{i % 4}", f"note {i}", vec([rng.gauss(0, 1) for _ in range(DIMS)])))
+    with connect(vapp, WRITER) as w:
+        w.cursor().executemany("INSERT INTO app.vnotes (tenant, uid, body, emb) VALUES (%s, %s, %s, %s)", rows["acme"])
+    with connect(vapp, GLOBEX) as g:
+        g.cursor().executemany("INSERT INTO app.vnotes (tenant, uid, body, emb) VALUES (%s, %s, %s, %s)", rows["globex"])
+    conn.execute("ANALYZE app.vnotes")
+    with connect(vapp, READER) as r:
+        for _ in range(10):
+            q = [rng.gauss(0, 1) for _ in range(DIMS)]
+            got = r.execute("SELECT id, vector_rank, lexical_rank FROM memory.recall('acme', '', 10, filters => '{\"user_id\": \"u2\"}', "
+                            "query_embedding => %s::real[], source => 'app.vnotes')", ("{" + vec(q)[1:-1] + "}",)).fetchall()
+            # Exact: the same distance (pgvector's), every row of the tenant and filter, no index.
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_indexscan = off")
+                exact = [i for (i,) in conn.execute("SELECT id FROM app.vnotes WHERE tenant = 'acme' AND uid = 'u2' "
+                                                    "ORDER BY emb <=> %s::vector, id LIMIT 10", (vec(q),)).fetchall()]
+            assert [g[0] for g in got] == exact, "recall@10 of the governed vector ranking is 1.0"
+            assert [g[1] for g in got] == list(range(1, 11)) and all(g[2] is None for g in got)
+
+
+def test_writer_reader_other_org_hybrid_on_a_governed_table(vapp, conn):
+    e = lambda *v: vec(list(v) + [0.0] * (DIMS - len(v)))  # noqa: E731
+    with connect(vapp, WRITER) as w:
+        ids = {b: w.execute("INSERT INTO app.vnotes (tenant, uid, body, emb) VALUES ('acme', 'u1', %s, %s) RETURNING id", (b, v)).fetchone()[0]
+               for b, v in [("invoice payments overdue", e(1)), ("payments schedule", e(0, 1)), ("lunch menu", e(0.9, 0.1))]}
+    with connect(vapp, GLOBEX) as g:
+        g.execute("INSERT INTO app.vnotes (tenant, uid, body, emb) VALUES ('globex', 'u1', 'payments of globex', %s)", (e(1),))
+    with connect(vapp, OWNER) as o:
+        o.execute("CREATE TABLE app.texts (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), tenant text, body text, meta jsonb)")
+        o.execute("""SELECT memory.govern('app.texts', '{"content": "body", "target": "meta", "org": "tenant"}')""")
+        o.execute(f"GRANT SELECT ON app.texts TO {READER}")
+    q = "{" + e(1)[1:-1] + "}"
+    with connect(vapp, READER) as r:
+        got = r.execute("SELECT content, lexical_rank, vector_rank FROM memory.recall('acme', 'payments', 5, query_embedding => %s::real[], "
+                        "source => 'app.vnotes')", (q,)).fetchall()
+        # Both full-text matches tie on ts_rank_cd; the vector list puts "invoice" first, so RRF does.
+        assert got[0][0] == "invoice payments overdue" and got[0][2] == 1 and got[0][1] in (1, 2)
+        assert {c for c, _, _ in got} == {"invoice payments overdue", "payments schedule", "lunch menu"}
+        assert dict((c, (lr, vr)) for c, lr, vr in got)["lunch menu"] == (None, 2)
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute("SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0}', source => 'app.vnotes')")
+        assert ex.value.sqlstate == "22023"
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute("SELECT * FROM memory.recall('acme', 'payments', query_embedding => %s::real[], source => 'app.texts')", (q,))
+        assert ex.value.sqlstate == "22023" and "embedding" in ex.value.diag.message_hint
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute("INSERT INTO app.vnotes (tenant, body) VALUES ('acme', 'x')")
+        assert ex.value.sqlstate == "42501"
+    with connect(vapp, GLOBEX) as g:
+        got = g.execute("SELECT content FROM memory.recall('globex', 'payments', 5, query_embedding => %s::real[], source => 'app.vnotes')",
+                        (q,)).fetchall()
+        assert got == [("payments of globex",)]
+    with connect(vapp, OWNER) as o:
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            o.execute("""SELECT memory.govern('app.vnotes', '{"content": "body", "org": "tenant", "embedding": "body"}')""")
+        assert ex.value.sqlstate == "22023", "the embedding key names a vector column"
+    # The audit event has the embedding's hash, not the embedding.
+    conn.execute("SELECT memory.audit_integrate()")
+    (p,) = conn.execute("SELECT payload FROM memory.audit_log WHERE event_type = 'memory.recall' AND org_id = 'acme' ORDER BY seq LIMIT 1").fetchone()
+    assert p["source"] == "app.vnotes" and len(p["query_embedding_sha256"]) == 64 and "payments" not in str(p)
+    with connect(vapp, WRITER) as w:
+        (res,) = w.execute("SELECT memory.forget('app.vnotes', %s, 'asked')", ([str(ids["lunch menu"])],)).fetchone()
+        assert res["forgotten"] == [str(ids["lunch menu"])]
+    assert conn.execute("SELECT count(*) FROM app.vnotes WHERE id = %s", (ids["lunch menu"],)).fetchone() == (0,)
+
+
+def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
+    with connect(vapp, WRITER) as w:
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            w.execute("SELECT memory.enable_embeddings(3)")
+        assert ex.value.sqlstate == "42501", "enable_embeddings is memory_admin's"
+    with connect(vapp, ADMIN) as a:
+        assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": True}
+    with connect(vapp, WRITER) as w:
+        ids = [w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES ('acme', %s, %s, %s) RETURNING id",
+                         (u, c, v)).fetchone()[0]
+               for u, c, v in [("u1", "first", "[1,0,0]"), ("u1", "second", "[0,1,0]"), ("u2", "third", "[0,0,1]"), ("u2", "fourth", "[1,1,0]")]]
+    conn.execute("UPDATE memory.observations SET archive_at = now() - interval '1 day' WHERE id = ANY(%s)", ([ids[1], ids[3]],))
+    conn.execute("SELECT memory.run_retention()")
+    assert conn.execute("SELECT id, embedding::text FROM memory.observations_archive ORDER BY content").fetchall() == \
+        [(ids[3], "[1,1,0]"), (ids[1], "[0,1,0]")], "archived with their embeddings"
+    db = conn.execute("SELECT current_database()").fetchone()[0]
+    with restored(vapp, port, db, "_vec") as c:
+        assert c.execute("SELECT content, embedding::text FROM memory.observations ORDER BY content").fetchall() == \
+            [("first", "[1,0,0]"), ("third", "[0,0,1]")]
+        assert c.execute("SELECT embedding::text FROM memory.observations_archive ORDER BY content").fetchall() == [("[1,1,0]",), ("[0,1,0]",)]
+        assert "USING hnsw (embedding vector_cosine_ops)" in c.execute(
+            "SELECT pg_get_indexdef('memory.observations_embedding'::regclass)").fetchone()[0]
+        assert "USING hnsw (emb vector_cosine_ops)" in c.execute("SELECT pg_get_indexdef('app.vnotes_emb'::regclass)").fetchone()[0]
+        assert c.execute("SELECT dimensions FROM memory.embedding_settings").fetchone() == (3,)
+        (eff,) = c.execute("SELECT options FROM memory.governance_registry WHERE relid = 'app.vnotes'::regclass").fetchone()
+        assert eff["embedding"] == "emb"
+    with connect(vapp, WRITER) as w:
+        got = w.execute("SELECT id, vector_rank FROM memory.recall('acme', '', 5, query_embedding => '{1,0,0}')").fetchall()
+        assert [g[0] for g in got] == [ids[0], ids[2]]
+        w.execute("SELECT memory.forget(%s, 'asked')", ([ids[0], ids[1]],))
+    with connect(vapp, ADMIN) as a:
+        a.execute("SELECT memory.erase_subject('u2')")
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM memory.observations_archive").fetchone() == (0,), \
+        "forget and erasure take the embeddings with the rows, live and archived"
