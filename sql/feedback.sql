@@ -257,7 +257,7 @@ BEGIN
                "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
                "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
                "metadata": "metadata"}';
-        IF memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
+        IF query_embedding IS NOT NULL AND memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
             c := c || '{"embedding": "embedding"}';
         END IF;
     END IF;

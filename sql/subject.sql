@@ -464,8 +464,12 @@ BEGIN
     END LOOP;
 END $$;
 
+-- Its statements find rows by id (the primary keys' indexes whatever the ids): generic plans,
+-- made once a session, where custom plans would be planned anew on every call (a one-id array
+-- always looks cheaper to the plan cache than the generic plan's guess).
 CREATE FUNCTION memory.forget(ids uuid[], reason text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     want    uuid[] := memory_internal._forget_ids(ids::text[], reason)::uuid[];
@@ -487,18 +491,18 @@ BEGIN
             orgs := orgs OPERATOR(pg_catalog.||) o;
         END IF;
     END LOOP;
-    -- The rows, locked; an id is forgotten in one org: the one the session acts for
-    -- (memory.org_id) when it holds the id, else the greatest (bytewise), as memory_internal._org_of.
-    PERFORM 1 FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-      ORDER BY ob.id FOR UPDATE;
-    PERFORM 1 FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-      ORDER BY a.id FOR UPDATE;
-    WITH c AS (
+    -- The rows, locked (hot rows first, each store in id order) and read in one statement; an
+    -- id is forgotten in one org: the one the session acts for (memory.org_id) when it holds the
+    -- id, else the greatest (bytewise), as memory_internal._org_of.
+    WITH hot AS (
         SELECT ob.id, ob.org_id, ob.user_id, ob.content, 0 AS src FROM memory.observations ob
          WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-        UNION ALL
-        SELECT a.id, a.org_id, a.user_id, a.content, 1 FROM memory.observations_archive a
-         WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)),
+         ORDER BY ob.id FOR UPDATE),
+    archived AS (
+        SELECT a.id, a.org_id, a.user_id, a.content, 1 AS src FROM memory.observations_archive a
+         WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+         ORDER BY a.id FOR UPDATE),
+    c AS MATERIALIZED (SELECT * FROM hot UNION ALL SELECT * FROM archived),
     pick AS (
         SELECT DISTINCT ON (c.id) c.id, c.org_id FROM c
          ORDER BY c.id, (c.org_id OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, c.org_id COLLATE "C" DESC)

@@ -9,10 +9,8 @@
 -- Superusers and members of the extension owner are unrestricted: they may act for every org and
 -- write the platform chain ('').
 
--- Whether a text argument is missing: NULL, empty, or only whitespace (tabs and newlines too).
-CREATE FUNCTION memory_internal._blank(t text)
-RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
+-- memory_internal._blank(t), whether a text argument is missing (NULL, empty, or only white
+-- space), is src/trust.rs's.
 
 CREATE TABLE memory.org_grants (
     role_name  name NOT NULL,

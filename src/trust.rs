@@ -430,6 +430,15 @@ fn clearance_sql(org: Option<&str>) -> Option<String> {
     clearance(org).or_raise()
 }
 
+/// `memory_internal._blank(t)`: whether a text argument is missing: NULL, empty, or only white
+/// space (Unicode `White_Space`: spaces, tabs, line and paragraph separators). Immutable and
+/// resolving no name, so it needs no pinned search_path; in Rust because a SQL function with a
+/// pinned path is planned anew on every call (it guards every text argument of the API).
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_blank")]
+fn blank(t: Option<&str>) -> bool {
+    t.is_none_or(|s| s.chars().all(char::is_whitespace))
+}
+
 /// Lets memory.govern / memory.ungovern drop and re-create memory_ext triggers of `tbl` in this
 /// transaction. Only a role that owns the table (or the extension owner, or a superuser) opens it.
 #[pg_extern(volatile, schema = "memory_internal", name = "_open_governance_gate")]
