@@ -13,8 +13,8 @@ use std::sync::Arc;
 use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, Content, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerInfo, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -334,9 +334,10 @@ fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
     Ok(CallToolResult::structured_error(v))
 }
 
-/// The client's name from initialize, as the actor and the audit record name it.
+/// The client's name (from initialize, or the request's metadata in stateless protocol versions),
+/// as the actor and the audit record name it.
 fn client_name(ctx: &RequestContext<RoleServer>) -> String {
-    let raw = ctx.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
+    let raw = ctx.client_info().map(|i| i.name).unwrap_or_default();
     let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
     if name.trim().is_empty() {
         "unknown".into()
@@ -346,8 +347,8 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
 }
 
 impl ServerHandler for MemoryServer {
-    fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Governed memory of org {} (memory_ext). remember stores a memory (classified by the database), recall \
@@ -366,18 +367,19 @@ impl ServerHandler for MemoryServer {
         tools(self.read_only).into_iter().find(|t| t.name == name)
     }
 
-    async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+    async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let name: Cow<'static, str> = req.name;
         if !tools(self.read_only).iter().any(|t| t.name == name) {
             let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
         let args = req.arguments.unwrap_or_default();
-        match self.run(&name, &args, &client_name(&ctx)).await {
-            Ok(v) if v.is_object() => Ok(CallToolResult::structured(v)),
-            Ok(v) => Ok(CallToolResult::success(vec![Content::text(v.to_string())])),
-            Err(f) => tool_error(f),
-        }
+        let result = match self.run(&name, &args, &client_name(&ctx)).await {
+            Ok(v) if v.is_object() => CallToolResult::structured(v),
+            Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
+            Err(f) => tool_error(f)?,
+        };
+        Ok(result.into())
     }
 }
 
