@@ -128,15 +128,20 @@ fn tools(read_only: bool) -> Vec<Tool> {
         .with_annotations(ToolAnnotations::with_title("Forget").read_only(false).destructive(true)),
         Tool::new(
             "retrieve",
-            "Retrieve the current org's knowledge claims relevant to a query, each with its lifecycle state and the \
-             fields that are stale (stale_fields), optionally about one entity or for one user.",
+            "Retrieve the current org's active knowledge claims relevant to a query (full text, ranked by relevance, \
+             then confidence, then the newest), within the login role's clearance: [{id, entity, claim_text, field, kind, \
+             source, supports, subject_id, confidence_score, classification, score, t_created, decay_at, stale_fields}]. \
+             entity_id keeps one entity's claims (an empty query then lists them, most confident first); user_id adds \
+             the claims about that end user, only while the user's save_to_profile consent is in force; screen_profile \
+             names a screening profile, and stale_fields then lists the claim's field when its answer is too old.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What the claims should be about."},
-                    "k": {"type": "integer", "minimum": 1, "description": "How many claims at most (default 10)."},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many claims at most (default 10)."},
                     "entity_id": {"type": "string", "format": "uuid", "description": "Only claims about this entity."},
-                    "user_id": {"type": "string", "description": "The end user the answer is for."}
+                    "user_id": {"type": "string", "description": "The end user the answer is for (needs the user's save_to_profile consent)."},
+                    "screen_profile": {"type": "string", "description": "A screening profile (memory.screen_profiles) to mark stale fields by."}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -294,6 +299,7 @@ impl MemoryServer {
             "retrieve" => {
                 let mut c = self.search(a)?;
                 c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
+                    .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
                 let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (parse(row.get(0)), row.get(1))
