@@ -1,4 +1,4 @@
--- Tenants bound to roles (SPEC §8). A role may act for the orgs granted to it (or to a role it
+-- Tenants bound to roles (docs/design.md#trust-boundary). A role may act for the orgs granted to it (or to a role it
 -- inherits from); '*' grants every org. A session acts for the org in the setting memory.org_id
 -- when its role may act for it, or, without the setting, for its role's only org. Row-level
 -- security on every table holding tenant rows compares org_id with that acting org; functions
@@ -18,7 +18,7 @@ CREATE TABLE memory.org_grants (
     granted_by name NOT NULL,
     granted_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (role_name, org_id),
-    -- Clearance (SPEC §11): the most sensitive tier the role reads in the org ('restricted': all).
+    -- Clearance (docs/design.md#application-roles): the most sensitive tier the role reads in the org ('restricted': all).
     max_tier   memory.classification NOT NULL DEFAULT 'restricted'
 );
 REVOKE ALL ON memory.org_grants FROM PUBLIC;
@@ -59,7 +59,7 @@ CREATE FUNCTION memory_internal._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory_internal._is_unrestricted_role(memory_internal._caller()) $$;
 
--- Clearance (SPEC §11): the most sensitive tier role r reads in org, or NULL when it may not act
+-- Clearance (docs/design.md#application-roles): the most sensitive tier role r reads in org, or NULL when it may not act
 -- for the org. Grants are unioned as PostgreSQL unions a role's privileges: of the grants that
 -- apply (the role's own, those of roles it inherits from, '*' grants), the highest max_tier
 -- counts. Unrestricted roles read every tier.

@@ -1,4 +1,4 @@
-//! The trust boundary's low-level pieces (SPEC §8): who the caller is, running fixed internal
+//! The trust boundary's low-level pieces (docs/design.md#trust-boundary): who the caller is, running fixed internal
 //! statements as the extension owner, running maintenance statements as a table's owner, the
 //! per-transaction tenant cache, and the governance gate that lets `memory.govern` and
 //! `memory.ungovern` (and nothing else) drop memory_ext triggers.
