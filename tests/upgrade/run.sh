@@ -29,25 +29,41 @@ if ! git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
 fi
 git -C "$root" cat-file -e "$OLD_COMMIT^{commit}" \
   || { echo "upgrade test: release $OLD ($OLD_COMMIT) is not in this clone's history" >&2; exit 1; }
-# A release is built only for the PostgreSQL versions its own source supports (a pgNN feature in
-# its Cargo.toml); any other is skipped, saying so.
+# A release is built for the PostgreSQL versions its own source supports (a pgNN feature in its
+# Cargo.toml). For another, tests/upgrade/OLD-pgNN.patch, where there is one, is applied to its
+# source before the build: a backport kept for this test only (that release was never released for
+# that version; the patch's header says what it holds). Without one the test is skipped, saying so.
+backport=""
 if ! git -C "$root" show "$OLD_COMMIT:Cargo.toml" | grep -q "^pg$major = "; then
-  echo "== upgrade test from $OLD SKIPPED on PostgreSQL $major: release $OLD's source does not build for it (no pg$major feature in its Cargo.toml)"
-  exit 0
+  backport=$root/tests/upgrade/$OLD-pg$major.patch
+  if [ ! -f "$backport" ]; then
+    echo "== upgrade test from $OLD SKIPPED on PostgreSQL $major: release $OLD's source does not build for it (no pg$major feature in its Cargo.toml, no backport tests/upgrade/$OLD-pg$major.patch)"
+    exit 0
+  fi
+  echo "upgrade test: release $OLD was never released for PostgreSQL $major; built with the backport tests/upgrade/$(basename "$backport")"
 fi
 pkg_old=$work/pkg-$OLD
 libdir=$($PG_CONFIG --pkglibdir); extdir=$($PG_CONFIG --sharedir)/extension
 name=upgrade
 cluster() { "$root/scripts/cluster.sh" "$@"; }
 
-# Release $OLD, built once (debug: only its SQL behaviour matters here).
-if [ ! -f "$pkg_old/.built" ]; then
+# Release $OLD, built once (debug: only its SQL behaviour matters here); again when the backport
+# changes (.built holds its checksum; empty without one).
+stamp=""; [ -z "$backport" ] || stamp=$(sha256sum < "$backport" | cut -d' ' -f1)
+if [ ! -f "$pkg_old/.built" ] || [ "$(cat "$pkg_old/.built")" != "$stamp" ]; then
   rm -rf "$work/src-$OLD" "$pkg_old"; mkdir -p "$work/src-$OLD"
   git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$work/src-$OLD"
+  if [ -n "$backport" ]; then
+    # git apply as a plain patch tool: the ceiling keeps it from taking this clone as the
+    # repository (inside one it would resolve the paths from the clone's root and skip them).
+    (cd "$work/src-$OLD" && GIT_CEILING_DIRECTORIES="$work" git apply "$backport") \
+      && grep -q "^pg$major = " "$work/src-$OLD/Cargo.toml" \
+      || { echo "upgrade test: tests/upgrade/$(basename "$backport") does not apply to release $OLD's source" >&2; exit 1; }
+  fi
   echo "upgrade test: building release $OLD from $OLD_COMMIT"
   (cd "$work/src-$OLD" && CARGO_TARGET_DIR="$work/target" cargo pgrx package --debug --pg-config "$PG_CONFIG" --out-dir "$pkg_old" >"$work/build-$OLD.log" 2>&1) \
     || { tail -n 40 "$work/build-$OLD.log"; exit 1; }
-  touch "$pkg_old/.built"
+  echo "$stamp" > "$pkg_old/.built"
 fi
 
 # The current installation, put back on exit.
