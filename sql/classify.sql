@@ -100,9 +100,14 @@ SELECT r.relid::regclass AS table_name,
     OR pg_catalog.has_table_privilege(c.oid, 'INSERT');
 COMMENT ON VIEW memory.governed_tables IS 'Each governed table the caller owns or may read or write, its column mapping and the triggers attached.';
 
+-- (PL/pgSQL: its plan is made once a session; a SQL function with a SET clause is planned on every
+-- call, and recall asks it several times a call.)
 CREATE FUNCTION memory_internal._has_column(tbl regclass, col text)
-RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) $$;
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped);
+END $$;
 
 -- Whether column col of tbl has type typ (a NULL col passes when nullable is true).
 CREATE FUNCTION memory_internal._column_type_is(tbl oid, col text, typ regtype, nullable boolean DEFAULT false)

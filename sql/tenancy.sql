@@ -119,7 +119,8 @@ BEGIN
     -- An org the role may not act for is refused, never a silent NULL org (a write would then
     -- fail row-level security with no word of why).
     IF s IS NOT NULL THEN
-        IF NOT memory_internal._may_act_for_role(r, s) THEN
+        -- (r is the caller: memory_internal._may_act_for answers for it, from the cache per org.)
+        IF NOT memory_internal._may_act_for(s) THEN
             RAISE EXCEPTION 'role % may not act for org "%" (memory.org_id)', r::regrole, s USING ERRCODE = '42501',
                 HINT = 'Bind the role to the org with memory.grant_org(role, org) (an org admin or the extension owner), or set memory.org_id to one of memory.my_orgs().';
         END IF;

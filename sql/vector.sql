@@ -3,10 +3,14 @@
 -- SQL, qualified with the schema pgvector was created in (memory_internal._vector_schema()).
 
 -- The schema of the `vector` extension in this database, or NULL when it is not created.
+-- (PL/pgSQL, planned once a session: hybrid recall asks it a few times a call.)
 CREATE FUNCTION memory_internal._vector_schema()
-RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-       WHERE e.extname OPERATOR(pg_catalog.=) 'vector' $$;
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+             WHERE e.extname OPERATOR(pg_catalog.=) 'vector');
+END $$;
 
 -- The schema of pgvector, or 0A000 with a hint naming it.
 CREATE FUNCTION memory_internal._require_vector(what text)
