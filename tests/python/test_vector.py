@@ -132,7 +132,7 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
         assert "USING hnsw (embedding vector_cosine_ops)" in c.execute(
             "SELECT pg_get_indexdef('memory.observations_embedding'::regclass)").fetchone()[0]
         assert "USING hnsw (emb vector_cosine_ops)" in c.execute("SELECT pg_get_indexdef('app.vnotes_emb'::regclass)").fetchone()[0]
-        assert c.execute("SELECT dimensions FROM memory.embedding_settings").fetchone() == (3,)
+        assert c.execute("SELECT dimensions FROM memory.ann_settings").fetchone() == (3,)
         (eff,) = c.execute("SELECT options FROM memory.governance_registry WHERE relid = 'app.vnotes'::regclass").fetchone()
         assert eff["embedding"] == "emb"
     with connect(vapp, WRITER) as w:

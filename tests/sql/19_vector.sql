@@ -41,7 +41,7 @@ BEGIN
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(2001) $$, '22023', NULL, 'dimensions above the HNSW limit are 22023');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin enables 3-d embeddings');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'false', 'the same dimensions again are a no-op');
-    RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'memory.observations embeddings are enabled with 3 dimensions, not 4',
+    RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'embeddings are enabled with 3 dimensions, not 4',
                                   'other dimensions are refused with a clear error');
     RESET ROLE;
     RETURN QUERY SELECT is((SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'memory.observations'::regclass AND attname = 'embedding'),
