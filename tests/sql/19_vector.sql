@@ -167,14 +167,11 @@ BEGIN
                            ARRAY['c3:1'], 'within an entity');
     RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', '', user_id => 'u1', query_embedding => '{1,0,0}') $$, 'MX003', NULL,
                                   'knowledge about a user without the user''s consent is MX003, with an embedding too');
-    RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{1,0}') $$, '22023',
-                                  'query_embedding has 2 dimensions, the embeddings have 3', 'retrieve: dimensions that do not match are 22023');
-    RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{1,NaN,0}') $$, '22023',
-                                  'query_embedding has a NULL, NaN or infinite component', 'retrieve: a NaN component is 22023');
-    RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{-Infinity,0,0}') $$, '22023',
-                                  'query_embedding has a NULL, NaN or infinite component', 'retrieve: an infinite component is 22023');
-    RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{0,0,0}') $$, '22023',
-                                  'query_embedding is all zeros, which has no cosine distance', 'retrieve: an all-zero embedding is 22023');
+    RETURN QUERY SELECT throws_ok(format('SELECT * FROM memory.retrieve(%L, %L, query_embedding => %L)', 'acme', 'aspirin', e.v), '22023', e.msg, 'retrieve: ' || e.what)
+      FROM (VALUES ('{1,0}', 'query_embedding has 2 dimensions, the embeddings have 3', 'dimensions that do not match are 22023'),
+                   ('{1,NaN,0}', 'query_embedding has a NULL, NaN or infinite component', 'a NaN component is 22023'),
+                   ('{-Infinity,0,0}', 'query_embedding has a NULL, NaN or infinite component', 'an infinite component is 22023'),
+                   ('{0,0,0}', 'query_embedding is all zeros, which has no cosine distance', 'an all-zero embedding is 22023')) e(v, msg, what);
     SET LOCAL ROLE vx_globex;
     RETURN QUERY SELECT is((SELECT array_agg(right(r.id::text, 2)) FROM memory.retrieve('globex', '', query_embedding => '{1,0,0}') r),
                            ARRAY['c6'], 'another org retrieves its own claims only');
