@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-cargo pgrx install --release --pg-config "${PG_CONFIG:-/usr/bin/pg_config}"
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config} "$root/scripts/install-ext.sh"
 # The background integrator serves the benchmark database (deferred audit, the default mode).
 port=$(MEMORY_EXT_INTEGRATOR_DATABASES=postgres "$root/scripts/cluster.sh" start bench)
 # The single-row benchmark also runs with PostgreSQL's default durable commits (the test clusters
@@ -35,6 +35,8 @@ for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 "$root/.venv/bin/python" detector_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 200000
 "$root/.venv/bin/python" consent_bench.py "$dsn" "$port" 5 10 2000
 "$root/.venv/bin/python" ingest_bench.py "$dsn" 100000 "${2:-5}"
+# The agent API at a million memories (issue 35): forget and recall against same-run floors.
+"$root/.venv/bin/python" agent_api_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 500
 # memory-mcp's recall through MCP (stdio) against the same call from psycopg (release binary).
 cargo build --release -p memory-mcp
 "$root/.venv/bin/python" mcp_recall.py "$dsn" 100000 500 "$root/target/release/memory-mcp"
@@ -44,3 +46,5 @@ if "$root/scripts/pgvector.sh" available && "$root/scripts/pgvector.sh" install;
 else
   echo "== hybrid_recall.py SKIPPED: no pgvector"
 fi
+# PostgreSQL 15 and 18 side by side (issue 37), each cluster of its own.
+"$root/bench/pg_versions.sh" 3 10 "${1:-1000000}"

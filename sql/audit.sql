@@ -1,4 +1,4 @@
--- Hash-chained audit trail (SPEC §2).
+-- Hash-chained audit trail (docs/design.md#audit-chain).
 
 -- Keys and the pseudonym salt: readable only by the extension owner; used through SECURITY
 -- DEFINER functions with a fixed search_path.
@@ -74,7 +74,7 @@ CREATE TABLE memory.audit_log_default PARTITION OF memory.audit_log DEFAULT;
 CREATE INDEX audit_log_default_chain_seq ON memory.audit_log_default (chain_id COLLATE "C", seq);
 CREATE INDEX audit_log_default_workspace ON memory.audit_log_default (workspace_id, recorded_at) WHERE workspace_id IS NOT NULL;
 COMMENT ON TABLE memory.audit_log IS
-  'Tamper-evident log: entry_hash = HMAC-SHA256(key[key_id], JCS(event)); see the README for the exact format.';
+  'Tamper-evident log: entry_hash = HMAC-SHA256(key[key_id], JCS(event)); see docs/audit.md for the exact format.';
 
 -- One head per chain, locked for the transaction by every append: appends to a chain are
 -- serialized, different chains never wait on each other.
@@ -88,7 +88,7 @@ CREATE TABLE memory.audit_heads (
 );
 REVOKE ALL ON memory.audit_log, memory.audit_heads FROM PUBLIC;
 
--- Pending entries (SPEC §2 "Integration"; memory.audit_mode = deferred, the default): a writing
+-- Pending entries (docs/design.md#integration; memory.audit_mode = deferred, the default): a writing
 -- transaction records its events here, each with its own HMAC (pending_hash: the entry hash of
 -- the event with seq = -id and a zero prev_hash), and takes no chain lock. The sequencer chains
 -- committed ones into memory.audit_log and deletes them, in one transaction. No index: the table
@@ -112,7 +112,7 @@ REVOKE ALL ON memory.audit_pending FROM PUBLIC;
 COMMENT ON TABLE memory.audit_pending IS
   'Audit events written in deferred mode, not yet chained: pending_hash = HMAC-SHA256(key[key_id], JCS(event with seq = -id, prev_hash = 32 zero bytes, recorded_at = written_at)). The sequencer chains and deletes them.';
 
--- On Citus (SPEC §10), where a node puts audit events whose chain's shards are on another node
+-- On Citus (docs/design.md#scale-out), where a node puts audit events whose chain's shards are on another node
 -- (events appended on the coordinator): written like pending entries, then moved into the
 -- distributed memory.audit_pending by the same transaction. Always empty between transactions.
 CREATE TABLE memory.audit_outbox (LIKE memory.audit_pending);

@@ -1,4 +1,4 @@
--- Classification (SPEC §1): public wrappers, org rules, governed tables, the observation store.
+-- Classification (docs/design.md#classification): public wrappers, org rules, governed tables, the observation store.
 
 -- ------------------------------------------------------------------------------------------------
 -- Public functions. The Rust functions (memory_internal._classify, ...) work on labels; these wrappers are
@@ -9,7 +9,7 @@ CREATE FUNCTION memory.classify(content text, source_files text[] DEFAULT NULL,
 RETURNS memory.classification LANGUAGE sql STABLE PARALLEL RESTRICTED
 AS $$ SELECT memory_internal._classify(content, source_files, source_type, org_id)::memory.classification $$;
 COMMENT ON FUNCTION memory.classify(text, text[], text, text) IS
-  'Sensitivity tier of a memory: seed rules, detectors (memory.classify_detectors) and, given org_id, that org''s rules. NULL content gives NULL.';
+  'Sensitivity tier of a memory: built-in rules, detectors (memory.classify_detectors) and, given org_id, that org''s rules. NULL content gives NULL.';
 
 CREATE FUNCTION memory.classify_explain(content text, source_files text[] DEFAULT NULL,
                                         source_type text DEFAULT NULL, org_id text DEFAULT NULL)
@@ -30,7 +30,7 @@ AS $$ SELECT memory_internal._derive_classification(metadata OPERATOR(pg_catalog
 COMMENT ON FUNCTION memory.derive_classification(jsonb) IS
   'metadata->>''classification'' when it is a valid tier, else internal (the safe default).';
 
--- The validated detectors (SPEC §1 "Detectors, second generation"), by name, for rules outside
+-- The validated detectors (docs/design.md#classification), by name, for rules outside
 -- classification (the consent layer's sensitive-input gate) and for applications.
 CREATE FUNCTION memory.detect(content text, detectors text[] DEFAULT NULL)
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -478,7 +478,7 @@ DECLARE
     t oid;
     c_state text;
 BEGIN
-    -- Lifecycle: the state machine of SPEC §5 on one column (memory.lifecycle_state or text).
+    -- Lifecycle: the state machine of docs/design.md#knowledge-lifecycle on one column (memory.lifecycle_state or text).
     IF opts ? 'state' AND jsonb_typeof(opts->'state') NOT IN ('null') AND opts->'state' <> 'false'::jsonb THEN
         IF jsonb_typeof(opts->'state') <> 'string' THEN
             RAISE EXCEPTION 'option "state" must be a column name' USING ERRCODE = '22023';
@@ -529,7 +529,7 @@ BEGIN
         RAISE EXCEPTION 'options must be a JSON object, got %', jsonb_typeof(opts) USING ERRCODE = '22023';
     END IF;
     -- Only the table's owner governs it; the gate lets this call replace memory_ext triggers,
-    -- which the event trigger refuses to anything else (SPEC §8).
+    -- which the event trigger refuses to anything else (docs/design.md#trust-boundary).
     IF NOT memory_internal._owns_table(tbl) THEN
         RAISE EXCEPTION 'role % does not own table %', coalesce(memory_internal._caller()::regrole::text, '(none)'), tbl
             USING ERRCODE = '42501', HINT = 'Only the owner of a table governs it.';
@@ -570,7 +570,7 @@ BEGIN
     eff := memory_internal._govern_weight(tbl, opts, eff);
     eff := memory_internal._govern_state(tbl, opts, eff);
     eff := memory_internal._govern_consent(tbl, opts, eff);
-    -- The table's own pgvector column, for memory.recall's query_embedding (SPEC §12): checked
+    -- The table's own pgvector column, for memory.recall's query_embedding (docs/design.md#agent-memory-api): checked
     -- (a vector column: 22023 otherwise) and recorded; its index stays the owner's.
     IF opts ? 'embedding' AND jsonb_typeof(opts->'embedding') <> 'null' THEN
         IF jsonb_typeof(opts->'embedding') <> 'string' THEN
@@ -679,7 +679,7 @@ CREATE TABLE memory.observations (
 CREATE INDEX observations_org_created ON memory.observations (org_id, created_at);
 COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by memory.govern like an application table.';
 
--- Citus (SPEC §10): the relation whose rows of `org` a statement of this backend changes: on a
+-- Citus (docs/design.md#scale-out): the relation whose rows of `org` a statement of this backend changes: on a
 -- distributed table the org's shard when it is on this node (NULL when it is not), else t.
 -- The gates a function opens for its own statements (a tier lowered, a held row moved) name
 -- the relation the triggers fire on.

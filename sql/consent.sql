@@ -1,14 +1,14 @@
--- Consent-gated user memory (SPEC §6, seed finclaw-memory-personalization §3, §5, §8, §10):
+-- Consent-gated user memory (docs/design.md#consent-and-drift):
 -- versioned consent, user contexts written under it, and what a revocation does to them, in
 -- the writing transaction. Every table carries org_id and user_id and falls under §8's
 -- row-level security (security.sql).
 
 CREATE TYPE memory.consent_scope AS ENUM ('create_task', 'save_to_thread', 'save_to_profile', 'training_use_allowed');
-COMMENT ON TYPE memory.consent_scope IS 'What a user consented to (seed ConsentScope).';
+COMMENT ON TYPE memory.consent_scope IS 'What a user consented to.';
 CREATE TYPE memory.context_scope AS ENUM ('task', 'thread', 'profile');
 COMMENT ON TYPE memory.context_scope IS 'Where a user context lives: one task (24 h after it ends), a thread, or the profile.';
 CREATE TYPE memory.drift_signal AS ENUM ('grade_reversal', 'feedback_conflict', 'refresh_stance_flip', 'watch_question_resolved_then_reopened');
-COMMENT ON TYPE memory.drift_signal IS 'Kinds of persona drift (seed §4.2).';
+COMMENT ON TYPE memory.drift_signal IS 'Kinds of persona drift (docs/design.md#consent-and-drift).';
 
 -- ------------------------------------------------------------------------------------------------
 -- Consent: append-only versions per (org, user). Version n is the consent in force after the
@@ -271,7 +271,7 @@ DECLARE
 BEGIN
     PERFORM memory_internal._delegated(who);
     PERFORM memory_internal._consent_gate(true);
-    -- Profile contexts go at once (seed §10.4); thread contexts stay readable by the user but are
+    -- Profile contexts go at once (docs/design.md#consent-and-drift); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
     IF 'save_to_profile' = ANY (gone) THEN
         DELETE FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'profile';
@@ -477,7 +477,7 @@ BEGIN
 END $$;
 
 -- ------------------------------------------------------------------------------------------------
--- User contexts (seed §3.2, §5): what the assistant remembers about a user, by scope.
+-- User contexts (docs/design.md#consent-and-drift): what the assistant remembers about a user, by scope.
 
 CREATE TABLE memory.user_contexts (
     id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -501,7 +501,7 @@ CREATE INDEX user_contexts_expiry ON memory.user_contexts (expires_at) WHERE exp
 COMMENT ON TABLE memory.user_contexts IS
   'User contexts by scope (task, thread, profile). Written by plain INSERT; memory_internal._user_context_rules enforces consent, sources and position fields in the writing transaction.';
 
--- The write rules (seed §3.2, §5.1, §10.2), in the writing transaction.
+-- The write rules (docs/design.md#consent-and-drift), in the writing transaction.
 CREATE FUNCTION memory_internal._user_context_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -542,7 +542,7 @@ BEGIN
             RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
                 USING ERRCODE = '22023';
         END IF;
-        -- Sensitive input is never kept, whatever the consent (SPEC §6): every §1 detector runs on
+        -- Sensitive input is never kept, whatever the consent (docs/design.md#consent-and-drift): every classification detector runs on
         -- the value and on the text of its base64 and hex tokens; the refusal names the detector
         -- and the field, never the value.
         IF k <> 'position_consent' THEN
@@ -609,7 +609,7 @@ CREATE TRIGGER memory_append_only BEFORE DELETE ON memory.user_contexts
 CREATE TRIGGER memory_append_only_truncate BEFORE TRUNCATE ON memory.user_contexts
     FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consent_era_guard();
 
--- Threads (seed §3.2; slice S6 reads them).
+-- Threads (docs/design.md#consent-and-drift; slice S6 reads them).
 CREATE TABLE memory.threads (
     thread_id        text NOT NULL CHECK (thread_id ~ '[^[:space:]]'),
     org_id           text NOT NULL,
@@ -639,7 +639,7 @@ END $$;
 CREATE TRIGGER memory_consent BEFORE INSERT ON memory.threads
     FOR EACH ROW EXECUTE FUNCTION memory_internal._thread_rules();
 
--- Training candidates (seed §3.4): need training_use_allowed; a revocation marks them revoked.
+-- Training candidates (docs/design.md#consent-and-drift): need training_use_allowed; a revocation marks them revoked.
 CREATE TABLE memory.training_candidates (
     id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     org_id            text NOT NULL,
@@ -670,7 +670,7 @@ END $$;
 CREATE TRIGGER memory_consent BEFORE INSERT ON memory.training_candidates
     FOR EACH ROW EXECUTE FUNCTION memory_internal._training_candidate_rules();
 
--- The persona drift log (seed §3.3): append-only; revocation stamps purge_after (48 h), and
+-- The persona drift log (docs/design.md#consent-and-drift): append-only; revocation stamps purge_after (48 h), and
 -- maintenance purges what is due.
 CREATE TABLE memory.persona_drift_log (
     drift_id         text PRIMARY KEY CHECK (drift_id ~ '^drift_'),
@@ -690,7 +690,7 @@ CREATE TABLE memory.persona_drift_log (
 CREATE INDEX persona_drift_log_user ON memory.persona_drift_log (org_id, user_id, created_at);
 CREATE INDEX persona_drift_log_purge ON memory.persona_drift_log (purge_after) WHERE purge_after IS NOT NULL;
 COMMENT ON TABLE memory.persona_drift_log IS
-  'Persona drift observations (seed §3.3 schema plus org_id, user_id, created_at, purge_after). Append-only (MX002); a revocation of save_to_profile stamps purge_after 48 h later and maintenance purges.';
+  'Persona drift observations (the drift log''s schema plus org_id, user_id, created_at, purge_after). Append-only (MX002); a revocation of save_to_profile stamps purge_after 48 h later and maintenance purges.';
 
 CREATE TRIGGER memory_append_only BEFORE UPDATE OR DELETE ON memory.persona_drift_log
     FOR EACH ROW EXECUTE FUNCTION memory_internal._consent_era_guard();
@@ -755,7 +755,7 @@ SELECT pg_catalog.pg_extension_config_dump('memory.training_candidates', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.persona_drift_log', '');
 
 -- ------------------------------------------------------------------------------------------------
--- Slices (seed §6, §7.3): which parts of a user's memory a request may load, per route.
+-- Slices (docs/design.md#consent-and-drift): which parts of a user's memory a request may load, per route.
 
 CREATE TABLE memory.route_slices (
     route text NOT NULL CHECK (route ~ '^[a-z][a-z0-9_]{0,62}$'),
@@ -766,7 +766,7 @@ CREATE TABLE memory.route_slices (
     PRIMARY KEY (route, slice)
 );
 COMMENT ON TABLE memory.route_slices IS
-  'The route x slice matrix (seed §6.3): required, optional or never. Editable by the extension owner; every change is audited (memory.route_slices.change).';
+  'The route x slice matrix (docs/design.md#consent-and-drift): required, optional or never. Editable by the extension owner; every change is audited (memory.route_slices.change).';
 INSERT INTO memory.route_slices (route, slice, mode)
 SELECT r.route, s.slice,
        CASE WHEN s.n = ANY (r.req) THEN 'required' WHEN s.n = ANY (r.opt) THEN 'optional' ELSE 'never' END
@@ -852,7 +852,7 @@ BEGIN
         HINT = 'One of balanced, counter_first, risk_first, permission_or_credential.';
 END $$;
 COMMENT ON FUNCTION memory.advisor_order(text) IS
-  'The advisors'' order for a risk_prompt_preference (seed §7.3): balanced (default, also for NULL), counter_first, risk_first, permission_or_credential (pre-execution first). The set of advisors never changes. Unknown -> 22023.';
+  'The advisors'' order for a risk_prompt_preference (docs/design.md#consent-and-drift): balanced (default, also for NULL), counter_first, risk_first, permission_or_credential (pre-execution first). The set of advisors never changes. Unknown -> 22023.';
 
 CREATE FUNCTION memory.load_slices(org_id text, user_id text, route text, task_id text DEFAULT NULL, thread_id text DEFAULT NULL,
                                    optional text[] DEFAULT '{}', at timestamptz DEFAULT now())
@@ -978,15 +978,15 @@ BEGIN
                     || '</user_context>');
 END $$;
 COMMENT ON FUNCTION memory.load_slices(text, text, text, text, text, text[], timestamptz) IS
-  'The slices of a user''s memory a request on `route` may load (seed §6): the route''s required slices and the optional ones asked for, never a `never` one; task > thread > profile; missing fields skipped; cold start (no profile or thread context) fills S1-S3 with English, standard, balanced; thread contexts blocked by a revocation are not read; S9 is a count. Returns slices, slices_loaded, slices_skipped_missing, slices_blocked_by_consent, cold_start, tokens_estimated and the rendered <user_context> block. Unknown route or slice -> 22023.';
+  'The slices of a user''s memory a request on `route` may load (docs/design.md#consent-and-drift): the route''s required slices and the optional ones asked for, never a `never` one; task > thread > profile; missing fields skipped; cold start (no profile or thread context) fills S1-S3 with English, standard, balanced; thread contexts blocked by a revocation are not read; S9 is a count. Returns slices, slices_loaded, slices_skipped_missing, slices_blocked_by_consent, cold_start, tokens_estimated and the rendered <user_context> block. Unknown route or slice -> 22023.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.route_slices', '');
 
 -- ------------------------------------------------------------------------------------------------
--- Persona drift (seed §4, §9): the feedback, refresh and watch-question tables run the four
+-- Persona drift (docs/design.md#consent-and-drift): the feedback, refresh and watch-question tables run the four
 -- detectors on insert, in the writing transaction; what they find is appended to the drift log.
 -- Drift never changes a profile. Only users with save_to_profile in force are observed (the
--- drift log lives and dies with that consent, seed §10.1).
+-- drift log lives and dies with that consent, docs/design.md#consent-and-drift).
 
 CREATE TABLE memory.drift_thresholds (
     name        text PRIMARY KEY,
@@ -1004,7 +1004,7 @@ INSERT INTO memory.drift_thresholds (name, value, description) VALUES
     ('alert_window_hours', 24, 'drift_alerts: this window'),
     ('alert_min_rows', 3, 'drift_alerts: at least this many drift rows in the window'),
     ('alert_feedback_conflicts', 5, 'drift_alerts: or at least this many feedback_conflict rows');
-COMMENT ON TABLE memory.drift_thresholds IS 'Thresholds of the drift detectors and of memory.drift_alerts (seed §9.1 defaults); editable by the extension owner.';
+COMMENT ON TABLE memory.drift_thresholds IS 'Thresholds of the drift detectors and of memory.drift_alerts (docs/design.md#consent-and-drift defaults); editable by the extension owner.';
 
 CREATE TABLE memory.drift_lexicon (
     word     text PRIMARY KEY CHECK (word ~ '[^[:space:]]'),
@@ -1012,7 +1012,7 @@ CREATE TABLE memory.drift_lexicon (
 );
 INSERT INTO memory.drift_lexicon (word, polarity) VALUES
     ('thumbs_up', 1), ('not_helpful', -1), ('agree', 1), ('disagree', -1), ('对', 1), ('错', -1);
-COMMENT ON TABLE memory.drift_lexicon IS 'Feedback keywords and their polarity for feedback_conflict (the seed''s O-2 starter words); editable by the extension owner.';
+COMMENT ON TABLE memory.drift_lexicon IS 'Feedback keywords and their polarity for feedback_conflict (the starter words); editable by the extension owner.';
 
 -- Seeded platform tables: inserting a row that exists sets it (a dump restores edits over the seeds).
 CREATE FUNCTION memory_internal._merge_drift_setting()
@@ -1108,7 +1108,7 @@ CREATE TRIGGER memory_drift AFTER INSERT ON memory.user_feedback
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.thread_refreshes FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift();
 CREATE TRIGGER memory_drift AFTER INSERT ON memory.watch_question_updates FOR EACH ROW EXECUTE FUNCTION memory_internal._detect_drift();
 
--- Users to look at (seed §9.4): many drift rows in a short window, or many feedback conflicts.
+-- Users to look at (docs/design.md#consent-and-drift): many drift rows in a short window, or many feedback conflicts.
 CREATE VIEW memory.drift_alerts AS
 SELECT d.org_id, d.user_id,
        count(*) FILTER (WHERE d.created_at > now() - make_interval(hours => memory_internal._drift_threshold('alert_window_hours')::int)) AS drift_in_window,
@@ -1129,7 +1129,7 @@ SELECT pg_catalog.pg_extension_config_dump('memory.user_feedback', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.thread_refreshes', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.watch_question_updates', '');
 
--- Account deletion (seed §10.5): what is left of a user whose consent-era rows were erased.
+-- Account deletion (docs/design.md#consent-and-drift): what is left of a user whose consent-era rows were erased.
 CREATE TABLE memory.deletion_stubs (
     org_id                      text NOT NULL,
     user_id                     text NOT NULL,
@@ -1138,7 +1138,7 @@ CREATE TABLE memory.deletion_stubs (
 );
 CREATE INDEX deletion_stubs_user ON memory.deletion_stubs (org_id, user_id);
 COMMENT ON TABLE memory.deletion_stubs IS
-  'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (seed §10.5).';
+  'One row per account deletion (memory.erase_subject) of a user with consent history: when, and the consent version in force, nothing else (docs/design.md#consent-and-drift).';
 SELECT pg_catalog.pg_extension_config_dump('memory.deletion_stubs', '');
 
 -- The consent-era tables an account deletion clears (memory.erase_subject), in the order it
@@ -1208,7 +1208,7 @@ BEGIN
     RETURN counts;
 END $$;
 
--- The consent-era sections of memory.export_subject (SPEC §6): every consent version, the
+-- The consent-era sections of memory.export_subject (docs/design.md#consent-and-drift): every consent version, the
 -- contexts (profile, thread, and task contexts of the last 7 days), the drift log, and the
 -- training candidates' metadata.
 CREATE FUNCTION memory_internal._export_consent_rows(p_subject text, p_scope text)
@@ -1231,7 +1231,7 @@ BEGIN
 END $$;
 
 -- ------------------------------------------------------------------------------------------------
--- memory.govern's "consent" option (SPEC §6): an application table whose rows belong to users
+-- memory.govern's "consent" option (docs/design.md#consent-and-drift): an application table whose rows belong to users
 -- takes them only under a consent scope, and a revocation of that scope deletes them
 -- ("on_revoke": "delete") or keeps them, refusing new ones ("block").
 

@@ -1,4 +1,4 @@
--- Feedback weights (SPEC §3): EMA per session outcome, weight history, misleading diagnostics, recall.
+-- Feedback weights (docs/design.md#feedback-weights): EMA per session outcome, weight history, misleading diagnostics, recall.
 
 CREATE TABLE memory.org_settings (
     org_id        text PRIMARY KEY,
@@ -24,7 +24,7 @@ CREATE TABLE memory.observation_weight_history (
     UNIQUE (session_id, org_id, observation_id)
 );
 CREATE INDEX observation_weight_history_obs ON memory.observation_weight_history (observation_id);
-COMMENT ON TABLE memory.observation_weight_history IS 'One row per applied weight update (seed columns); alpha is the one used, doubled for misleading observations.';
+COMMENT ON TABLE memory.observation_weight_history IS 'One row per applied weight update; alpha is the one used, doubled for misleading observations.';
 
 -- Weights are finite and non-negative (NaN and infinities written by hand are refused: 23514).
 ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_valid CHECK (weight >= 0 AND weight < 'Infinity'::float8);
@@ -49,7 +49,7 @@ RETURNS TABLE (observation_id uuid, failed_sessions int, successful_sessions int
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- PL/pgSQL, grouped by org too: on Citus (SPEC §10) the query then runs whole on each shard
+    -- PL/pgSQL, grouped by org too: on Citus (docs/design.md#scale-out) the query then runs whole on each shard
     -- (Citus plans no parameter of a SQL-language function).
     RETURN QUERY
     SELECT h.observation_id,
@@ -68,7 +68,7 @@ END $$;
 COMMENT ON FUNCTION memory.misleading_observations(text) IS
   'Live observations with at least 3 distinct failed sessions and no successful one.';
 
--- The filters memory.recall takes, checked and turned into plain values (SPEC §12): an unknown
+-- The filters memory.recall takes, checked and turned into plain values (docs/design.md#agent-memory-api): an unknown
 -- key or a value of the wrong type is 22023 with a hint. Returns the filters with
 -- created_after/created_before as timestamptz text, nothing else changed.
 CREATE FUNCTION memory_internal._recall_filters(filters jsonb)
@@ -129,7 +129,7 @@ BEGIN
     RETURN out;
 END $$;
 
--- The arguments memory.recall and memory.retrieve share (SPEC §12), checked before anything is
+-- The arguments memory.recall and memory.retrieve share (docs/design.md#agent-memory-api), checked before anything is
 -- read or written: a NULL or blank org and k outside [1, 1000] are 22023 with a hint.
 CREATE FUNCTION memory_internal._check_read_args(fn text, org text, k int)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
@@ -145,7 +145,7 @@ BEGIN
     END IF;
 END $$;
 
--- Top-k memories of a tenant (SPEC §12). SECURITY DEFINER: it appends memory.recall, and reads
+-- Top-k memories of a tenant (docs/design.md#agent-memory-api). SECURITY DEFINER: it appends memory.recall, and reads
 -- memory.observations as the extension owner for any org the caller may act for (not only the
 -- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
 -- application table (source) is read as the caller (memory_internal._read_as_caller: its
@@ -257,7 +257,7 @@ BEGIN
                "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
                "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
                "metadata": "metadata"}';
-        IF memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
+        IF query_embedding IS NOT NULL AND memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
             c := c || '{"embedding": "embedding"}';
         END IF;
     END IF;

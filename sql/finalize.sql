@@ -59,7 +59,7 @@ END $$;
 -- EXECUTE is denied by default and granted to PUBLIC only for what any role may call: pure
 -- functions, the tenant lookups about the caller itself, govern/ungovern for table owners, and
 -- the internal pieces those call with the caller's rights. Everything else is granted to roles
--- by memory.setup_roles(). The README's security model lists the SECURITY DEFINER ones and why.
+-- by memory.setup_roles(). docs/security.md lists the SECURITY DEFINER ones and why.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA memory, memory_internal FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     -- pure or caller-scoped public functions

@@ -1,4 +1,4 @@
--- Knowledge lifecycle (SPEC §5, seed knowledge-lifecycle): entities, claims, relationships, the
+-- Knowledge lifecycle (docs/design.md#knowledge-lifecycle): entities, claims, relationships, the
 -- state machine, supersession, conflicts, staleness, re-check queue, decay, roles.
 
 -- ------------------------------------------------------------------------------------------------
@@ -8,7 +8,7 @@ CREATE FUNCTION memory.can_transition("from" memory.lifecycle_state, "to" memory
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 AS $$ SELECT memory_internal._can_transition($1::pg_catalog.text, $2::pg_catalog.text) $$;
 COMMENT ON FUNCTION memory.can_transition(memory.lifecycle_state, memory.lifecycle_state) IS
-  'The seed''s transition table: pending -> active|retracted|archived; active -> superseded|retracted|archived; superseded|retracted -> archived; archived is terminal. A state to itself is not a transition (false); an UPDATE that keeps the state is a no-op.';
+  'The transition table: pending -> active|retracted|archived; active -> superseded|retracted|archived; superseded|retracted -> archived; archived is terminal. A state to itself is not a transition (false); an UPDATE that keeps the state is a no-op.';
 
 CREATE FUNCTION memory.source_tier(source text)
 RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -42,7 +42,7 @@ CREATE TABLE memory.entities (
 );
 CREATE INDEX entities_retention_due ON memory.entities (t_created) WHERE lifecycle_state <> 'archived' AND subject_id IS NOT NULL;
 COMMENT ON TABLE memory.entities IS
-  'Knowledge-graph entities (concept, problem, intervention, outcome, population). subject_id is the seed''s patientId (NULL for public ontology). No hard delete: retract or archive.';
+  'Knowledge-graph entities (concept, problem, intervention, outcome, population). subject_id is the person the entity is about (NULL for public ontology). No hard delete: retract or archive.';
 
 CREATE TABLE memory.claims (
     id                             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -175,7 +175,7 @@ BEGIN
             USING ERRCODE = '55000', HINT = 'Retract it and create a corrected entity.';
     END IF;
     -- A retirement the state machine refuses (memory_lifecycle raises MX001 next) is audited as
-    -- a denied memory.govern.retire_attempt although the statement fails (seed §2).
+    -- a denied memory.govern.retire_attempt although the statement fails (docs/design.md#denied-attempts).
     IF NEW.lifecycle_state <> OLD.lifecycle_state AND NEW.lifecycle_state IN ('retracted', 'archived')
        AND NOT memory.can_transition(OLD.lifecycle_state, NEW.lifecycle_state) THEN
         PERFORM memory_internal._audit_denied('memory.govern.retire_attempt',
@@ -312,7 +312,7 @@ BEGIN
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
         IF NOT memory_internal._is_knowledge_admin() THEN
-            -- The attempt is audited although this statement fails (seed §2).
+            -- The attempt is audited although this statement fails (docs/design.md#denied-attempts).
             PERFORM memory_internal._audit_denied('memory.govern.unauthorized_access_attempt',
                 jsonb_build_object('claimId', OLD.id, 'fromState', OLD.lifecycle_state, 'toState', NEW.lifecycle_state,
                                    'deniedRole', current_user::text, 'action', 'claim.state_transition')::text, OLD.org_id);
@@ -772,7 +772,7 @@ COMMENT ON FUNCTION memory.complete_recheck_task(bigint, text, text) IS
   'The worker holding a re-check task (the one that claimed it last) closes it with its outcome; false when it was already closed or does not exist; 55000 for a task another worker holds or nobody claimed.';
 
 -- ------------------------------------------------------------------------------------------------
--- Replicator verdicts (seed §4.4): a sampled claim re-checked against its cited sources.
+-- Replicator verdicts (docs/design.md#knowledge-lifecycle): a sampled claim re-checked against its cited sources.
 
 CREATE FUNCTION memory.record_verdict(claim_id uuid, verdict text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -806,7 +806,7 @@ BEGIN
             USING ERRCODE = 'MX001';
     END IF;
     IF v IN ('eroded', 'retracted_source') THEN
-        -- The Critic re-checks it: a task on the freshness_recheck queue, the seed's re-task shape.
+        -- The Critic re-checks it: a task on the freshness_recheck queue, the re-check task's shape.
         INSERT INTO memory.recheck_tasks (org_id, claim_id, agent_role, entity_context, metadata, reason, confidence_score)
         VALUES (c.org_id, c.id, 'critic', ARRAY[c.entity_id],
                 jsonb_build_object('source', 'replicator', 'original_claim_id', c.id, 'verdict', v), v, c.confidence_score)
@@ -840,7 +840,7 @@ COMMENT ON FUNCTION memory.record_verdict(uuid, text) IS
   'The replicator''s verdict on a pending or active claim: still_supported (recorded), eroded or retracted_source (a critic re-check task, source replicator), broken_provenance (the claim is retracted). Audited as memory.govern.<verdict> (plus research.task.enqueued). Unknown verdict 22023; missing claim 23503; other states MX001. Not granted to PUBLIC (memory_admin).';
 
 -- ------------------------------------------------------------------------------------------------
--- Completeness (seed §4.2): how much of a screening profile an entity's active claims answer.
+-- Completeness (docs/design.md#knowledge-lifecycle): how much of a screening profile an entity's active claims answer.
 
 CREATE TABLE memory.screen_profiles (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -927,7 +927,7 @@ COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
   'Completeness of an entity against a screening profile: score = (present + 0.5 x stale) / required fields (1.0 when none are required), with the present, stale and missing field lists and the optional fields'' states. Only active claims created by at count; present = one within freshness_days. Unknown profile 22023; missing entity 23503. Reads with the caller''s rights.';
 
 -- ------------------------------------------------------------------------------------------------
--- Retrieval (SPEC §12, seed §4.6): what an agent may use about a query, ranked.
+-- Retrieval (docs/design.md#agent-memory-api): what an agent may use about a query, ranked.
 
 -- The tier of a claim for clearance (claims carry no stored tier): a claim about a subject or
 -- with PII fields is PHI, restricted; any other is classified by its text, with the org's rules.
@@ -1018,7 +1018,7 @@ BEGIN
                 HINT = 'Profiles are rows of memory.screen_profiles (the org''s, else the platform''s).';
         END IF;
     END IF;
-    -- Consent-scoped (seed §4.6): knowledge about a user only while the user's save_to_profile
+    -- Consent-scoped (docs/design.md#agent-memory-api): knowledge about a user only while the user's save_to_profile
     -- consent is in force (MX003 otherwise).
     IF p_user IS NOT NULL THEN
         PERFORM memory.require_consent(p_org, p_user, ARRAY['save_to_profile']::memory.consent_scope[]);
@@ -1050,7 +1050,7 @@ BEGIN
          LIMIT k;
         GET DIAGNOSTICS n = ROW_COUNT;
     ELSE
-        -- Hybrid (SPEC §12, as recall): the full-text list (ts_rank_cd; none for a blank query) and
+        -- Hybrid (docs/design.md#agent-memory-api, as recall): the full-text list (ts_rank_cd; none for a blank query) and
         -- the vector list (cosine distance, the HNSW index of the active claims), each `depth`
         -- long under the same conditions (the clearance among them: a claim the caller may not
         -- see takes no rank), fused by reciprocal rank (k = 60). Claims have no weight: the score
@@ -1093,10 +1093,10 @@ BEGIN
     PERFORM memory_internal._audit_append('memory.retrieval.hybrid', jsonb_build_object('count', n)::text, p_org, NULL, NULL, NULL);
 END $$;
 COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
-  'Knowledge retrieval (seed §4.6): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
+  'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
 
 -- ------------------------------------------------------------------------------------------------
--- Knowledge retention (seed §3 "Retention eventually disposes"): entities and claims about a
+-- Knowledge retention (docs/design.md#knowledge-lifecycle): entities and claims about a
 -- subject ride the subject's data-retention policy (the org's restricted-tier retention, from
 -- t_created); the correlator's, replicator's and librarian's findings keep 180 days. Disposal is
 -- a state transition to archived, logged as memory.govern.retention_disposed, never a delete.
@@ -1181,7 +1181,7 @@ COMMENT ON FUNCTION memory_internal._knowledge_retention(timestamptz) IS
   'Knowledge retention, run by memory.run_maintenance: subject claims and entities past the org''s restricted retention, and correlator, replicator and librarian findings older than 180 days, are archived (memory.govern.retention_disposed per row); held ones stay (counted).';
 
 -- ------------------------------------------------------------------------------------------------
--- Bulk ingest (seed "Add in bulk", FR-043-005: partial failure). Items are checked set-wise per
+-- Bulk ingest (partial failure: docs/design.md#knowledge-lifecycle). Items are checked set-wise per
 -- chunk and the chunk's good items inserted by one statement; when that statement fails (a
 -- trigger's rule, say a supersession), the chunk's items are inserted one by one, each in its own
 -- subtransaction, so a bad item is reported and the others land.
@@ -1502,7 +1502,7 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
   'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"); a claim''s "embedding" (an array of numbers, once memory.enable_embeddings ran) is written with it. Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
 
 -- ------------------------------------------------------------------------------------------------
--- Decay (the seed's decay job): PHI claims past decay_at are redacted field by field and
+-- Decay (docs/design.md#knowledge-lifecycle): PHI claims past decay_at are redacted field by field and
 -- archived; hypotheses and non-PHI relationships are deleted; other claims are archived.
 
 -- One decay run over org `org` (NULL: every org; memory.run_decay passes the caller's scope).

@@ -1,4 +1,4 @@
--- Retention policies (SPEC §4, seeds feedback-retention-audit and rt-005): the schedules and their
+-- Retention policies (docs/design.md#retention): the schedules and their
 -- resolution. The pipeline that applies them (stamps, soft/hard delete, archive) is not built yet.
 
 CREATE TABLE memory.retention_policies (
@@ -60,7 +60,7 @@ CREATE TRIGGER memory_merge_default BEFORE INSERT ON memory.retention_policies
 -- Also in replica mode (a restore with session_replication_role = replica).
 ALTER TABLE memory.retention_policies ENABLE ALWAYS TRIGGER memory_merge_default;
 
--- The seed's platform schedule.
+-- The platform schedule (docs/design.md#retention).
 INSERT INTO memory.retention_policies (org_id, tier, retention_days, soft_delete_grace_days) VALUES
     (NULL, 'public', NULL, 0),
     (NULL, 'internal', 365, 30),
@@ -225,7 +225,7 @@ AS $$
                            OR (h.observation_id IS NULL AND h.user_id IS NULL)))
 $$;
 
--- Legal holds block writes (SPEC MX006): an UPDATE of the mapped content, org, user or id
+-- Legal holds block writes (MX006): an UPDATE of the mapped content, org, user or id
 -- column, or a DELETE, of a held row of a governed table (memory.observations among them) fails,
 -- naming the hold. memory.govern attaches it as
 --   BEFORE UPDATE OF <those columns> OR DELETE ... WHEN (NOT memory_internal._hold_gate_open())
@@ -430,7 +430,7 @@ DECLARE
     hard     bigint := 0;
     denied   bigint := 0;
     actor    constant text := 'system:retention';
-    -- On Citus (SPEC §10) a query over every shard cannot lock rows (FOR UPDATE): the changes
+    -- On Citus (docs/design.md#scale-out) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
     dist     constant boolean := opts->>'org' IS NOT NULL AND memory_internal._citus_distributed(tbl);
     may_e    text;
@@ -575,7 +575,7 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
-    -- Citus (SPEC §10): the observations are distributed by org.
+    -- Citus (docs/design.md#scale-out): the observations are distributed by org.
     dist     constant boolean := memory_internal._citus_distributed('memory.observations');
 BEGIN
     PERFORM memory_internal._check_at(at, 'memory.run_retention');
@@ -626,7 +626,7 @@ BEGIN
          WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
 
-    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the seed's payload).
+    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the documented payload, docs/design.md#retention).
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
                 CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,

@@ -1,4 +1,4 @@
--- Scale-out on Citus (SPEC §10): one call distributes memory_ext on a Citus cluster.
+-- Scale-out on Citus (docs/design.md#scale-out): one call distributes memory_ext on a Citus cluster.
 
 -- On Citus a trigger fires on the shards of its table, and for a reference table on every
 -- node's copy: whether this firing (on relation `fired`, a copy of `logical`) is on a node other
@@ -264,7 +264,7 @@ BEGIN
     -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
     PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
     -- The key and the pseudonym salt exist before their tables are replicated: a worker never
-    -- makes one (SPEC §10: one key set for the cluster).
+    -- makes one (docs/design.md#scale-out: one key set for the cluster).
     PERFORM memory_internal._audit_current_key();
 
     -- Keys and registries: reference tables, a copy on every node, read by the triggers on the
@@ -386,8 +386,8 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's other tables stay on the coordinator, each for its reason (see README
-    -- "Scale-out"): the governance registry names tables by oid, which differ between nodes; the
+    -- memory_ext's other tables stay on the coordinator, each for its reason (see
+    -- docs/scale-out.md): the governance registry names tables by oid, which differ between nodes; the
     -- maintenance runs are the coordinator's own record.
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition

@@ -1,4 +1,4 @@
--- The trust boundary (SPEC §8): row-level security on every table holding tenant rows, the
+-- The trust boundary (docs/design.md#trust-boundary): row-level security on every table holding tenant rows, the
 -- roles and their grants, and the event trigger that keeps governance from being switched off
 -- quietly. Function EXECUTE privileges are set last, in finalize.sql (deny by default).
 
@@ -20,7 +20,7 @@ BEGIN
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))', t);
     END LOOP;
 END $$;
--- Clearance (SPEC §11): a role cleared to a tier (memory.grant_org's max_tier) reads no row above
+-- Clearance (docs/design.md#application-roles): a role cleared to a tier (memory.grant_org's max_tier) reads no row above
 -- it from the tables that hold tiers. Restrictive, and for reading only: it narrows what the
 -- tenant policy shows (SELECT, and the rows an UPDATE or DELETE with a WHERE or RETURNING
 -- reads); a write is not refused for the tier it is classified into. The clearance is looked up
@@ -259,7 +259,7 @@ CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
 
 -- ------------------------------------------------------------------------------------------------
 -- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide). The
--- grants below are the README's grant table; tests/python/test_privileges.py compares the two.
+-- grants below are the grant table of docs/security.md; tests/python/test_privileges.py compares the two.
 
 CREATE FUNCTION memory.setup_roles()
 RETURNS TABLE (role_name text, created boolean)
@@ -296,15 +296,15 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) TO memory_writer;
     -- 0.1.0 also granted writers SELECT on observations directly; they read through memory_reader.
     REVOKE SELECT ON memory.observations FROM memory_writer;
-    -- Correcting a memory (SPEC §11): its content and description, re-classified (the tier never
+    -- Correcting a memory (docs/design.md#application-roles): its content and description, re-classified (the tier never
     -- lowered: MX004), audited with the new content hash (memory.update), refused on a held row
     -- (MX006); never its org, ids, tier, weight or retention stamps.
     GRANT UPDATE (content, metadata, memory_type, source_files, source_type) ON memory.observations TO memory_writer;
     GRANT UPDATE (lifecycle_state) ON memory.entities TO memory_writer;
     -- Writers may try to change a claim's state: memory_internal._claims_guard refuses it unless the role is
-    -- a knowledge admin (42501) and audits the attempt although the statement fails (seed §2).
+    -- a knowledge admin (42501) and audits the attempt although the statement fails (docs/design.md#denied-attempts).
     GRANT UPDATE (lifecycle_state) ON memory.claims TO memory_writer;
-    -- Consent-era rows of their org's users (SPEC §6): consent through the functions below,
+    -- Consent-era rows of their org's users (docs/design.md#consent-and-drift): consent through the functions below,
     -- contexts, threads and training candidates by INSERT (their triggers check consent).
     GRANT SELECT ON memory.consents, memory.user_contexts, memory.threads, memory.training_candidates,
                     memory.persona_drift_log TO memory_reader;
@@ -357,4 +357,4 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.enable_embeddings(int) TO memory_admin;
 END $$;
 COMMENT ON FUNCTION memory.setup_roles() IS
-  'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the README''s grant table). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';
+  'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the grant table of docs/security.md). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';

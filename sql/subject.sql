@@ -1,6 +1,6 @@
--- Data-subject rights and housekeeping (SPEC §4): erasure, export, task cleanup, transfer.
+-- Data-subject rights and housekeeping (docs/design.md#retention): erasure, export, task cleanup, transfer.
 
--- Citus (SPEC §10): the orgs of a subject's rows in a distributed application table that the
+-- Citus (docs/design.md#scale-out): the orgs of a subject's rows in a distributed application table that the
 -- table's owner may act for, sorted. On a shard no function may read the registries (a
 -- distributed query from a query on a shard), so erasure and export work these out here and
 -- their statements name the orgs.
@@ -89,7 +89,7 @@ BEGIN
             failed := '{}';
             PERFORM memory_internal._hold_gate(true);
             IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
-                -- Citus (SPEC §10) runs no STABLE function of a column in a distributed DELETE,
+                -- Citus (docs/design.md#scale-out) runs no STABLE function of a column in a distributed DELETE,
                 -- nor any that reads the registries on a shard: the DELETE names each org
                 -- (memory_internal._subject_orgs). One org at a time, on its shard: the hold gate is this
                 -- backend's, and the shards' hold triggers run in the workers' backends, so a held
@@ -139,7 +139,7 @@ BEGIN
     IF jsonb_array_length(locked) > 0 THEN
         counts := counts || jsonb_build_object('locked_tables', locked);
     END IF;
-    -- The account's consent-era rows (SPEC §6), leaving a deletion stub per org.
+    -- The account's consent-era rows (docs/design.md#consent-and-drift), leaving a deletion stub per org.
     r := memory_internal._erase_consent_rows(subject, scope);
     counts := counts || jsonb_build_object('consent', r);
     IF (SELECT sum(v::bigint) FROM jsonb_each_text(r) x(k, v)) > 0 THEN
@@ -222,7 +222,7 @@ BEGIN
                               THEN format('(t.%I OPERATOR(pg_catalog.->>) ''classification'') IS DISTINCT FROM ''restricted''', t.tier_col)
                          ELSE format('t.%I::pg_catalog.text IS DISTINCT FROM ''restricted''', t.tier_col) END;
             IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
-                -- Citus (SPEC §10): the read names the subject's orgs (memory_internal._subject_orgs).
+                -- Citus (docs/design.md#scale-out): the read names the subject's orgs (memory_internal._subject_orgs).
                 r := memory_internal._exec_as_table_owner(t.table_name, format(
                     'SELECT pg_catalog.jsonb_build_array(coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(t)) FILTER (WHERE %5$s), ''[]''),
                                                          pg_catalog.count(*) FILTER (WHERE NOT (%5$s))) FROM %1$s t
@@ -288,7 +288,7 @@ BEGIN
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT;
-    -- The task's user contexts expire 24 hours after it ends (seed §3.2); maintenance purges them.
+    -- The task's user contexts expire 24 hours after it ends (docs/design.md#consent-and-drift); maintenance purges them.
     UPDATE memory.user_contexts u SET expires_at = now() + interval '24 hours'
      WHERE u.task_id = end_task.task_id AND u.scope = 'task' AND u.expires_at IS NULL AND (org_scope IS NULL OR u.org_id = org_scope);
     RETURN n;
@@ -350,7 +350,7 @@ COMMENT ON FUNCTION memory.transfer_observations(uuid[], text) IS
   'Move observations to another project; only public and internal move (others report their tier). One memory.transfer event per org.';
 
 -- ------------------------------------------------------------------------------------------------
--- Forgetting memories (SPEC §12): an agent's or a user's "forget this", by id, at once.
+-- Forgetting memories (docs/design.md#agent-memory-api): an agent's or a user's "forget this", by id, at once.
 
 -- memory.forget's checks of its arguments (both forms): a reason of 1-1000 characters, at most
 -- 10,000 ids, none NULL, in a one-dimensional array. Returns the ids, each once, in the order
@@ -464,8 +464,12 @@ BEGIN
     END LOOP;
 END $$;
 
+-- Its statements find rows by id (the primary keys' indexes whatever the ids): generic plans,
+-- made once a session, where custom plans would be planned anew on every call (a one-id array
+-- always looks cheaper to the plan cache than the generic plan's guess).
 CREATE FUNCTION memory.forget(ids uuid[], reason text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     want    uuid[] := memory_internal._forget_ids(ids::text[], reason)::uuid[];
@@ -487,18 +491,18 @@ BEGIN
             orgs := orgs OPERATOR(pg_catalog.||) o;
         END IF;
     END LOOP;
-    -- The rows, locked; an id is forgotten in one org: the one the session acts for
-    -- (memory.org_id) when it holds the id, else the greatest (bytewise), as memory_internal._org_of.
-    PERFORM 1 FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-      ORDER BY ob.id FOR UPDATE;
-    PERFORM 1 FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-      ORDER BY a.id FOR UPDATE;
-    WITH c AS (
+    -- The rows, locked (hot rows first, each store in id order) and read in one statement; an
+    -- id is forgotten in one org: the one the session acts for (memory.org_id) when it holds the
+    -- id, else the greatest (bytewise), as memory_internal._org_of.
+    WITH hot AS (
         SELECT ob.id, ob.org_id, ob.user_id, ob.content, 0 AS src FROM memory.observations ob
          WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
-        UNION ALL
-        SELECT a.id, a.org_id, a.user_id, a.content, 1 FROM memory.observations_archive a
-         WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)),
+         ORDER BY ob.id FOR UPDATE),
+    archived AS (
+        SELECT a.id, a.org_id, a.user_id, a.content, 1 AS src FROM memory.observations_archive a
+         WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+         ORDER BY a.id FOR UPDATE),
+    c AS MATERIALIZED (SELECT * FROM hot UNION ALL SELECT * FROM archived),
     pick AS (
         SELECT DISTINCT ON (c.id) c.id, c.org_id FROM c
          ORDER BY c.id, (c.org_id OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, c.org_id COLLATE "C" DESC)
@@ -640,7 +644,7 @@ COMMENT ON FUNCTION memory.forget(regclass, text[], text) IS
 -- ------------------------------------------------------------------------------------------------
 -- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.
 
--- Every maintenance run is recorded, so a pg_cron job's result is visible in SQL (SPEC §9).
+-- Every maintenance run is recorded, so a pg_cron job's result is visible in SQL (docs/design.md#operations).
 CREATE TABLE memory.maintenance_runs (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at          timestamptz NOT NULL,

@@ -1,4 +1,4 @@
--- Tenants bound to roles (SPEC §8). A role may act for the orgs granted to it (or to a role it
+-- Tenants bound to roles (docs/design.md#trust-boundary). A role may act for the orgs granted to it (or to a role it
 -- inherits from); '*' grants every org. A session acts for the org in the setting memory.org_id
 -- when its role may act for it, or, without the setting, for its role's only org. Row-level
 -- security on every table holding tenant rows compares org_id with that acting org; functions
@@ -9,10 +9,8 @@
 -- Superusers and members of the extension owner are unrestricted: they may act for every org and
 -- write the platform chain ('').
 
--- Whether a text argument is missing: NULL, empty, or only whitespace (tabs and newlines too).
-CREATE FUNCTION memory_internal._blank(t text)
-RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT t IS NULL OR t !~ '[^[:space:]]' $$;
+-- memory_internal._blank(t), whether a text argument is missing (NULL, empty, or only white
+-- space), is src/trust.rs's.
 
 CREATE TABLE memory.org_grants (
     role_name  name NOT NULL,
@@ -20,7 +18,7 @@ CREATE TABLE memory.org_grants (
     granted_by name NOT NULL,
     granted_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (role_name, org_id),
-    -- Clearance (SPEC §11): the most sensitive tier the role reads in the org ('restricted': all).
+    -- Clearance (docs/design.md#application-roles): the most sensitive tier the role reads in the org ('restricted': all).
     max_tier   memory.classification NOT NULL DEFAULT 'restricted'
 );
 REVOKE ALL ON memory.org_grants FROM PUBLIC;
@@ -61,7 +59,7 @@ CREATE FUNCTION memory_internal._is_unrestricted()
 RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT memory_internal._is_unrestricted_role(memory_internal._caller()) $$;
 
--- Clearance (SPEC §11): the most sensitive tier role r reads in org, or NULL when it may not act
+-- Clearance (docs/design.md#application-roles): the most sensitive tier role r reads in org, or NULL when it may not act
 -- for the org. Grants are unioned as PostgreSQL unions a role's privileges: of the grants that
 -- apply (the role's own, those of roles it inherits from, '*' grants), the highest max_tier
 -- counts. Unrestricted roles read every tier.

@@ -15,7 +15,7 @@ END $$;
 CREATE SCHEMA memory_internal;
 COMMENT ON SCHEMA memory_internal IS 'memory_ext''s internal functions: not an API; they may change in any release.';
 
--- Enums of the public contract (SPEC §1). Order matters: comparison follows declaration order,
+-- Enums of the public contract (docs/design.md#classification). Order matters: comparison follows declaration order,
 -- so greatest() of classifications is the most restrictive one.
 CREATE TYPE classification AS ENUM ('public', 'internal', 'confidential', 'restricted');
 COMMENT ON TYPE classification IS 'Sensitivity tier, least to most restrictive.';
@@ -30,4 +30,4 @@ CREATE TYPE outcome AS ENUM ('accepted', 'rejected', 'rework');
 COMMENT ON TYPE outcome IS 'A session outcome: accepted raises weights (signal 1), rejected and rework lower them (signal 0).';
 
 CREATE TYPE lifecycle_state AS ENUM ('pending', 'active', 'superseded', 'retracted', 'archived');
-COMMENT ON TYPE lifecycle_state IS 'Lifecycle of an entity or a claim (SPEC §5); delete is a transition to retracted or archived.';
+COMMENT ON TYPE lifecycle_state IS 'Lifecycle of an entity or a claim (docs/design.md#knowledge-lifecycle); delete is a transition to retracted or archived.';

@@ -1,4 +1,4 @@
--- Embeddings and hybrid recall (SPEC §12, issue 36). pgvector is optional: memory_ext neither
+-- Embeddings and hybrid recall (docs/design.md#agent-memory-api, issue 36). pgvector is optional: memory_ext neither
 -- requires it nor links it. Everything that names its type, operators or index method is dynamic
 -- SQL, qualified with the schema pgvector was created in (memory_internal._vector_schema()).
 

@@ -1,4 +1,4 @@
-//! SQL surface of classification (SPEC §1): functions, the attachable trigger, org-rule cache.
+//! SQL surface of classification (docs/design.md#classification): functions, the attachable trigger, org-rule cache.
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::gucs;
@@ -277,7 +277,7 @@ fn detectors_table() -> TableIterator<
     )
 }
 
-/// The sensitive-input gate of user contexts (MX007, SPEC §6): the names of the detectors that
+/// The sensitive-input gate of user contexts (MX007, docs/design.md#consent-and-drift): the names of the detectors that
 /// match the values of one context's fields together (memory_core::context::detect_fields: each
 /// value alone, all of them concatenated in the order given, every ordered pair, and the decoded
 /// text of base64 and hex tokens of 16+ characters), in memory.detectors() order. Called with one
@@ -444,7 +444,7 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
 fn classify_row_inputs(cols: &mut tuple::ClassifyColumns) -> Result<Decision, MxError> {
     let st = cols.source_type()?;
     // An org's rules classify a row only for a writer that may act for the org: otherwise every
-    // write would be an oracle on another tenant's patterns (SPEC §8). Orgs without rules cost
+    // write would be an oracle on another tenant's patterns (docs/design.md#trust-boundary). Orgs without rules cost
     // nothing here; the answer is cached per transaction.
     if let Some(org) = cols.org() {
         if !rules_for(org).is_empty() {

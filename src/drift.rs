@@ -1,4 +1,4 @@
-//! The persona drift detectors (SPEC §6 "Persona drift"; seed §4, §5.5, §9).
+//! The persona drift detectors (docs/design.md#consent-and-drift).
 //!
 //! `memory_internal._feedback_polarity()` (BEFORE INSERT on `memory.user_feedback`) fixes a comment's
 //! lexicon polarity when it is written; `memory_internal._detect_drift()` (AFTER INSERT on
@@ -71,7 +71,7 @@ struct Settings {
 /// rather than read with the wrong comparison.
 fn changed(what: String) -> MxError {
     MxError::new(code::NOT_INSTALLED, format!("memory_ext's drift detectors cannot read {what}"))
-        .hint("The table or index was changed from what memory_ext made; restore it as README \"Consent and user contexts\" lists it.")
+        .hint("The table or index was changed from what memory_ext made; restore it as docs/reference.md \"Consent and user contexts\" lists it.")
 }
 
 /// The number of column `name` of `rel`, which must be of type `typ`.

@@ -1,4 +1,4 @@
-//! SQL surface of feedback weights (SPEC §3). The EMA and the misleading rule are in
+//! SQL surface of feedback weights (docs/design.md#feedback-weights). The EMA and the misleading rule are in
 //! `memory_core::feedback`; this moves rows: resolve ids, lock them, apply once per
 //! (session, observation), write history, and emit one `memory.feedback` event per tenant.
 //!
@@ -56,7 +56,7 @@ struct Source {
     deleted: Option<String>,
     /// memory.observations: read and written as the extension owner.
     builtin: bool,
-    /// Distributed by Citus (SPEC §10): rows are locked and written per org, on its shard.
+    /// Distributed by Citus (docs/design.md#scale-out): rows are locked and written per org, on its shard.
     distributed: bool,
 }
 
@@ -468,7 +468,7 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
             let mut ap = crate::audit::Appender::new(client)?;
             let actor = crate::audit::default_actor(&ap);
             for ((org, _), (applied_ids, deltas)) in events {
-                // The seed's payload; projectId when every update of the tenant shares one.
+                // The documented payload (docs/design.md#feedback-weights); projectId when every update of the tenant shares one.
                 let project = projects_by_org.get(&org).filter(|p| p.len() == 1).and_then(|p| p.iter().next().cloned().flatten());
                 let payload = json!({
                     "sessionId": session, "outcome": outcome.as_str(), "observationIds": applied_ids,

@@ -2,7 +2,7 @@
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 
-/// Which validated detectors (memory_core::detect) raise tiers on top of the seed's rules: `on`
+/// Which validated detectors (memory_core::detect) raise tiers on top of the built-in rules: `on`
 /// (all of them, the default), `first_generation` (0.1.0's set: card numbers, SSNs, PEM keys, AWS
 /// key ids, JWTs) or `off`. The boolean spellings of 0.1.0's setting are kept. Superuser-only:
 /// fewer detectors lower tiers, so a session must not be able to choose for itself.
@@ -53,11 +53,11 @@ pub fn detector_setting() -> &'static str {
     }
 }
 
-/// EMA learning rates (SPEC §3); per-org overrides live in memory.org_settings.
+/// EMA learning rates (docs/design.md#feedback-weights); per-org overrides live in memory.org_settings.
 pub static ALPHA_SUCCESS: GucSetting<f64> = GucSetting::<f64>::new(0.1);
 pub static ALPHA_FAILURE: GucSetting<f64> = GucSetting::<f64>::new(0.15);
 
-/// The org a session acts for, among its role's orgs (SPEC §8; see memory.acting_org()). Setting
+/// The org a session acts for, among its role's orgs (docs/design.md#trust-boundary; see memory.acting_org()). Setting
 /// it to an org the role may not act for grants nothing.
 pub static ORG_ID: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
@@ -83,13 +83,13 @@ pub fn restore_mode() -> bool {
             crate::errors::code::OBJECT_NOT_IN_STATE,
             "pg_restore without memory.restore_mode would re-stamp and re-classify memory_ext's rows",
         )
-        .hint("Restore as the README's \"Backup and restore\" says: PGOPTIONS='-c memory.restore_mode=on' pg_restore --single-transaction ... (a superuser).")
+        .hint("Restore as docs/operations.md \"Backup and restore\" says: PGOPTIONS='-c memory.restore_mode=on' pg_restore --single-transaction ... (a superuser).")
         .raise();
     }
     false
 }
 
-/// How a writing transaction records its audit events (SPEC §2 "Integration").
+/// How a writing transaction records its audit events (docs/design.md#integration).
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum AuditMode {
     /// Pending entries, each with its own HMAC, in the writing transaction; no chain lock. The
@@ -235,7 +235,7 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"memory.classify_detectors",
         c"Raise classification tiers with validated detectors: on, first_generation or off.",
-        c"on: every detector of memory.detectors() (personal data restricted, secrets confidential); first_generation: 0.1.0's card, SSN, PEM, AWS and JWT detectors; off: the seed's rules only.",
+        c"on: every detector of memory.detectors() (personal data restricted, secrets confidential); first_generation: 0.1.0's card, SSN, PEM, AWS and JWT detectors; off: the built-in rules only.",
         &CLASSIFY_DETECTORS,
         GucContext::Suset,
         GucFlags::default(),

@@ -1,4 +1,4 @@
-//! SQL surface of the knowledge lifecycle (SPEC §5): the attachable state-machine trigger and the
+//! SQL surface of the knowledge lifecycle (docs/design.md#knowledge-lifecycle): the attachable state-machine trigger and the
 //! rule functions the SQL in `sql/knowledge.sql` builds on. The rules are `memory_core::lifecycle`.
 
 use crate::errors::{code, MxError, OrRaise};
@@ -34,7 +34,7 @@ fn can_transition(from: &str, to: &str) -> bool {
     rules::can_transition(f, t)
 }
 
-/// Whether `from` -> `to` retires an entity (the seed's memory.govern.retire_attempt).
+/// Whether `from` -> `to` retires an entity (memory.govern.retire_attempt).
 #[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_is_retirement")]
 fn is_retirement(from: &str, to: &str) -> bool {
     rules::is_retirement(parse_state(from, "from").or_raise(), parse_state(to, "to").or_raise())
@@ -189,7 +189,7 @@ impl StateColumn {
 
 /// `memory.lifecycle_trigger()`: BEFORE INSERT OR UPDATE FOR EACH ROW; TG_ARGV[0] names the state
 /// column (default `lifecycle_state`), of type `memory.lifecycle_state`, an enum with its labels, or
-/// text. UPDATE: keeping the state is a no-op, a transition outside the seed's table raises MX001,
+/// text. UPDATE: keeping the state is a no-op, a transition outside the transition table raises MX001,
 /// clearing it raises MX001. INSERT: a text state must be a known label (22P02).
 #[pg_trigger(sql = r#"
 CREATE FUNCTION "lifecycle_trigger"() RETURNS TRIGGER LANGUAGE c AS 'MODULE_PATHNAME', 'memory_lifecycle_trigger_checked';

@@ -1,4 +1,4 @@
-//! Retention stamps at write (SPEC §4). Policies are read once per backend and (org, tier) or
+//! Retention stamps at write (docs/design.md#retention). Policies are read once per backend and (org, tier) or
 //! memory type, and dropped with the org-rule cache whenever a policy table changes (their
 //! row and TRUNCATE triggers invalidate the relcache; see `classify::rules_inval`).
 
@@ -134,7 +134,7 @@ fn finite_micros(t: TimestampWithTimeZone, what: &str) -> Result<i64, MxError> {
 }
 
 /// The policy that applies: BFSI for a restricted tier in BFSI mode, else the org's row, else the
-/// platform's (the override order of SPEC §4).
+/// platform's (the override order of docs/design.md#retention).
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_resolve_retention")]
 fn resolve_retention(

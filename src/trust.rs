@@ -1,4 +1,4 @@
-//! The trust boundary's low-level pieces (SPEC §8): who the caller is, running fixed internal
+//! The trust boundary's low-level pieces (docs/design.md#trust-boundary): who the caller is, running fixed internal
 //! statements as the extension owner, running maintenance statements as a table's owner, the
 //! per-transaction tenant cache, and the governance gate that lets `memory.govern` and
 //! `memory.ungovern` (and nothing else) drop memory_ext triggers.
@@ -428,6 +428,15 @@ fn may_act_for_sql(org: Option<&str>) -> bool {
 #[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_clearance")]
 fn clearance_sql(org: Option<&str>) -> Option<String> {
     clearance(org).or_raise()
+}
+
+/// `memory_internal._blank(t)`: whether a text argument is missing: NULL, empty, or only white
+/// space (Unicode `White_Space`: spaces, tabs, line and paragraph separators). Immutable and
+/// resolving no name, so it needs no pinned search_path; in Rust because a SQL function with a
+/// pinned path is planned anew on every call (it guards every text argument of the API).
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_blank")]
+fn blank(t: Option<&str>) -> bool {
+    t.is_none_or(|s| s.chars().all(char::is_whitespace))
 }
 
 /// Lets memory.govern / memory.ungovern drop and re-create memory_ext triggers of `tbl` in this

@@ -1,4 +1,4 @@
-//! Audit hashing (SPEC §2): the pure logic of the tamper-evident, hash-chained audit log.
+//! Audit hashing (docs/design.md#audit-chain): the pure logic of the tamper-evident, hash-chained audit log.
 //!
 //! Each tenant has one chain. An entry's hash is an HMAC over the RFC 8785 (JCS) form of its
 //! event, and the event embeds the previous entry's hash, so editing, deleting, reordering or
@@ -643,7 +643,7 @@ impl SharedPrefix<'_, '_> {
     }
 }
 
-/// Signs pending entries (SPEC §2 "Integration"): an event a writing transaction records before
+/// Signs pending entries (docs/design.md#integration): an event a writing transaction records before
 /// it has a place in its chain. Its `pending_hash` is the entry hash of the event with
 /// `seq = -id` (the pending entry's random id, ≥ 1) and `prev_hash` = 32 zero bytes. Chained
 /// entries have `seq ≥ 1`, so no pending hash is ever a valid entry hash, and the id is bound

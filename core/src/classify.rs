@@ -1,8 +1,8 @@
-//! Sensitivity classification (SPEC §1, seed `memory-classification`).
+//! Sensitivity classification (docs/design.md#classification).
 //!
-//! The seed's rules are JavaScript regexes; JS `\b` is an ASCII word boundary and `/i` folds ASCII
+//! The built-in rules were first written as JavaScript regexes; JS `\b` is an ASCII word boundary and `/i` folds ASCII
 //! only for these keywords, so the patterns are compiled as byte regexes with Unicode off. That
-//! keeps the semantics of the seed and lets the engine use its fastest literal prefilters.
+//! keeps those semantics and lets the engine use its fastest literal prefilters.
 
 use crate::detect::{self, Detector, Gates};
 use crate::fold;
@@ -38,7 +38,7 @@ impl Tier {
         Tier::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
-    /// BFSI risk band (seed: `aligns()`).
+    /// BFSI risk band.
     pub fn risk_band(self) -> &'static str {
         match self {
             Tier::Public => "low",
@@ -130,7 +130,7 @@ impl Decision {
     }
 }
 
-// Content patterns of the seed's keyword rules, indexed by the constants below. One RegexSet
+// Content patterns of the built-in keyword rules, indexed by the constants below. One RegexSet
 // scans the content once.
 const C_RESTRICTED: usize = 0;
 const C_CONFIDENTIAL: usize = 1;
@@ -221,7 +221,7 @@ fn fold_path(p: &str) -> Cow<'_, str> {
     }
 }
 
-/// Path as the seed's regexes expect it: rooted and with forward slashes, so that a relative
+/// Path as the built-in regexes expect it: rooted and with forward slashes, so that a relative
 /// `auth/x.ts` or a bare `.env` matches like `src/auth/x.ts` or `app/.env`.
 pub fn normalize_path(path: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(path.len() + 1);
@@ -232,7 +232,7 @@ pub fn normalize_path(path: &str) -> Vec<u8> {
     out
 }
 
-/// The reference implementation: the seed's regexes applied literally, one RegexSet pass over the
+/// The reference implementation: the built-in regexes applied literally, one RegexSet pass over the
 /// content and one per path. `classify` must agree with it on every input (property-tested); it
 /// also supplies the evidence for `explain`.
 pub fn classify_reference(
@@ -646,7 +646,7 @@ fn scan_content(content: &[u8]) -> ContentHits {
     s.hits
 }
 
-/// Per-path verdict of the seed's path rules, by segments of the normalised path: a directory
+/// Per-path verdict of the built-in path rules, by segments of the normalised path: a directory
 /// segment (one followed by `/`) named auth/secrets/credentials/keys, or any segment starting
 /// with `.env` at a word boundary, is confidential; a directory segment named public/docs makes
 /// the path public.
@@ -686,7 +686,7 @@ fn path_class(path: &str) -> PathClass {
     }
 }
 
-/// Classify with the built-in rules (seed rules plus, when `detectors` is on, the deterministic
+/// Classify with the built-in rules (the keyword and path rules plus, when `detectors` is on, the deterministic
 /// detectors). Most restrictive match wins; ties within a tier are reported in priority order.
 /// Same result as `classify_reference`, without the evidence; use `explain` for that.
 ///

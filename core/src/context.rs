@@ -1,4 +1,4 @@
-//! User contexts (SPEC §6): what of a stored context reaches a model, and what is refused before
+//! User contexts (docs/design.md#consent-and-drift): what of a stored context reaches a model, and what is refused before
 //! it is stored.
 //!
 //! - `render_value`: one slice value as it stands in the rendered `<user_context>` block, where no

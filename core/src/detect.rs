@@ -1,4 +1,4 @@
-//! Validated detectors of personal data and secrets (SPEC §1 "Detectors, second generation").
+//! Validated detectors of personal data and secrets (docs/design.md#classification).
 //!
 //! Each detector finds candidates by shape, then validates them the way the format itself does
 //! (Luhn and issuer ranges, mod-97, the ABA checksum, Base58Check, bech32/bech32m, EIP-55, the
@@ -103,7 +103,7 @@ impl Detector {
         }
     }
 
-    /// What validates a candidate (README detector table).
+    /// What validates a candidate (the detector table of docs/reference.md).
     pub fn validation(self) -> &'static str {
         match self {
             Detector::CardNumber => "13–19 digits (spaces or dashes allowed), Luhn checksum, issuer range and length (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro, Mir)",

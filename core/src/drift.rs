@@ -1,4 +1,4 @@
-//! Persona drift rules (SPEC §6 "Persona drift", seed §4 and §9): the polarity of a rating and of
+//! Persona drift rules (docs/design.md#consent-and-drift): the polarity of a rating and of
 //! a comment (by the editable lexicon), the keyword set of a thesis and its Jaccard similarity,
 //! the detectors' thresholds, and each detector's decision once its one earlier row is known.
 //!
@@ -119,7 +119,7 @@ pub fn jaccard(a: &[String], b: &[String]) -> f64 {
     common as f64 / (a.len() + b.len() - common) as f64
 }
 
-/// The detectors' thresholds (`memory.drift_thresholds`; defaults from seed §9.1).
+/// The detectors' thresholds (`memory.drift_thresholds`; defaults from docs/design.md#consent-and-drift).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Thresholds {
     pub grade_reversal_days: f64,
@@ -218,7 +218,7 @@ pub fn fill_summary(template: &str, a: Option<&str>, b: Option<&str>) -> String 
     out
 }
 
-/// The seed's drift id, `drift_<UTC time to the microsecond>Z_<6 hex>`, from Unix microseconds
+/// The drift log's id, `drift_<UTC time to the microsecond>Z_<6 hex>`, from Unix microseconds
 /// and three random bytes.
 pub fn drift_id(unix_micros: i64, random: [u8; 3]) -> String {
     format!("drift_{}_{}", crate::audit::format_timestamp(unix_micros), hex::encode(random))
@@ -281,7 +281,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn starter() -> Lexicon {
-        // The seed's O-2 starter words, as memory.drift_lexicon ships them.
+        // The starter words, as memory.drift_lexicon ships them.
         Lexicon::new([("thumbs_up", 1), ("not_helpful", -1), ("agree", 1), ("disagree", -1), ("对", 1), ("错", -1)])
     }
 

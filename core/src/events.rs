@@ -1,4 +1,4 @@
-//! The catalogue of audit event types memory_ext writes itself (SPEC §2 and the seeds). The Rust
+//! The catalogue of audit event types memory_ext writes itself (docs/design.md#audit-chain). The Rust
 //! shell uses these constants; the SQL files name the same strings, and a test here reads every
 //! SQL file and fails on an event type they append that is not in the catalogue.
 

@@ -1,4 +1,4 @@
-//! Feedback weights (SPEC §3, seed `feedback-retention-audit`): asymmetric EMA and the
+//! Feedback weights (docs/design.md#feedback-weights): asymmetric EMA and the
 //! misleading-observation rule.
 
 /// A session's outcome.

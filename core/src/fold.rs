@@ -1,4 +1,4 @@
-//! Folding before scanning (SPEC §1 "Detectors, second generation"): text is classified as if
+//! Folding before scanning (docs/design.md#classification): text is classified as if
 //! written in its Unicode compatibility form (NFKC per character: full-width letters and digits,
 //! ligatures, no-break spaces and the like become their plain forms) with invisible characters
 //! (zero-width spaces and joiners, word joiner, soft hyphen, BOM...) left out, so `ｓｓｎ`,

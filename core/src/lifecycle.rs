@@ -1,4 +1,4 @@
-//! Knowledge lifecycle rules (SPEC §5, seed `knowledge-lifecycle`): the state machine, source
+//! Knowledge lifecycle rules (docs/design.md#knowledge-lifecycle): the state machine, source
 //! authority tiers, staleness, re-check reasons, conflict resolution and the PII field names a
 //! claim may list for decay. Times are microseconds.
 
@@ -33,7 +33,7 @@ impl State {
     }
 }
 
-/// The seed's transition table. A state to itself is not a transition (an UPDATE that keeps the
+/// The transition table. A state to itself is not a transition (an UPDATE that keeps the
 /// state is a no-op the trigger lets through); `archived` is terminal.
 pub fn can_transition(from: State, to: State) -> bool {
     use State::*;
@@ -48,7 +48,7 @@ pub fn update_allowed(from: State, to: State) -> bool {
     from == to || can_transition(from, to)
 }
 
-/// Retiring an entity (the seed's `memory.govern.retire_attempt`): active to retracted or archived.
+/// Retiring an entity (`memory.govern.retire_attempt`): active to retracted or archived.
 pub fn is_retirement(from: State, to: State) -> bool {
     from == State::Active && matches!(to, State::Retracted | State::Archived)
 }
@@ -59,7 +59,7 @@ pub fn stamps_t_invalid(to: State) -> bool {
     matches!(to, State::Superseded | State::Retracted | State::Archived)
 }
 
-/// Source authority tier (the seed's SOURCE_TIER_MAP): 1 for NEJM, JAMA, Cochrane and NCCN; 2 for
+/// Source authority tier (docs/design.md#knowledge-lifecycle): 1 for NEJM, JAMA, Cochrane and NCCN; 2 for
 /// PubMed, Elsevier, Wiley, LWW, ClinicalTrials.gov, ClinVar and DrugBank; 3 for patient notes,
 /// the open web, clinical narrative and anything unknown (fail-safe low). Matching ignores case
 /// and every character that is not a letter or digit, so `ClinicalTrials.gov`,
@@ -74,7 +74,7 @@ pub fn source_tier(source: Option<&str>) -> i32 {
     }
 }
 
-/// The seed forbids a tier-3 source superseding a tier-1 claim.
+/// A tier-3 source may not supersede a tier-1 claim (docs/design.md#knowledge-lifecycle).
 pub fn supersession_tier_allowed(new_source: Option<&str>, old_source: Option<&str>) -> bool {
     !(source_tier(new_source) == 3 && source_tier(old_source) == 1)
 }
@@ -84,12 +84,12 @@ pub fn age_days(age_us: i64) -> i64 {
     age_us.div_euclid(DAY_US)
 }
 
-/// The seed's `_is_stale`: older than `freshness_days` whole days.
+/// Staleness: older than `freshness_days` whole days.
 pub fn is_stale(age_us: i64, freshness_days: i64) -> bool {
     age_days(age_us) > freshness_days
 }
 
-/// Why an active claim is due for a re-check (the seed's FreshnessConfidenceJob).
+/// Why an active claim is due for a re-check (the freshness re-check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecheckReason {
     BelowConfidence,

@@ -1,4 +1,4 @@
-//! Retention stamps (SPEC §4): when a memory expires, when it may be purged, when it moves to the
+//! Retention stamps (docs/design.md#retention): when a memory expires, when it may be purged, when it moves to the
 //! archive. Times are microseconds; `None` means never.
 
 /// Microseconds in a day.
@@ -29,7 +29,7 @@ pub fn stamps(created: i64, retention: Option<i64>, grace: i64, ttl: Option<i64>
 /// BFSI strict mode keeps restricted memories 7 years (SR 11-7), whatever else says.
 /// How far a client-written time may run ahead of the transaction's (clock skew between an
 /// application server and the database): 5 minutes. A creation time or a maintenance run's `at`
-/// further ahead would lengthen retention or travel in time (SPEC §11).
+/// further ahead would lengthen retention or travel in time (docs/design.md#application-roles).
 pub const MAX_CLOCK_SKEW_US: i64 = 5 * 60 * 1_000_000;
 
 /// Whether a client-written creation time `created` is acceptable at transaction time `now`: any
@@ -68,7 +68,7 @@ impl PolicySource {
     }
 }
 
-/// The override order of SPEC §4: BFSI mode decides a restricted tier (2555 days, the grace of
+/// The override order of docs/design.md#retention: BFSI mode decides a restricted tier (2555 days, the grace of
 /// the org's or platform's row, else 7); otherwise the org's row, else the platform's, else
 /// indefinite with no grace.
 pub fn resolve_policy(restricted: bool, bfsi: bool, org: Option<Policy>, platform: Option<Policy>) -> (Policy, PolicySource) {

@@ -1,4 +1,4 @@
-//! Citus shard names in statements (SPEC §10): the audit code runs its fixed statements against
+//! Citus shard names in statements (docs/design.md#scale-out): the audit code runs its fixed statements against
 //! one shard group's shards by putting each shard's name where its table's name is.
 
 /// `sql` with each `(table, shard)` of `names` put in: `table` is replaced only where it stands

@@ -1,6 +1,6 @@
 //! One error table: every SQLSTATE memory_ext raises (the Rust shell through `code::*`, the SQL
-//! files through `ERRCODE = '...'`) is in the shell's table (src/pg/error.rs), and the README's
-//! SQLSTATE table documents exactly that table.
+//! files through `ERRCODE = '...'`) is in the shell's table (src/pg/error.rs), and the SQLSTATE
+//! table of docs/reference.md documents exactly that table.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -44,9 +44,9 @@ fn sql_codes() -> BTreeSet<String> {
     out
 }
 
-fn readme_codes() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    readme
+fn documented_codes() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(root().join("docs/reference.md")).expect("docs/reference.md");
+    doc
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.get(..6))
@@ -64,6 +64,6 @@ fn every_sqlstate_raised_is_in_the_table_and_documented() {
     assert!(sql.len() >= 8, "the SQL was scanned: {sql:?}");
     let missing: Vec<_> = sql.difference(&table).collect();
     assert!(missing.is_empty(), "SQLSTATEs raised in sql/ but not in the error table: {missing:?}");
-    let readme = readme_codes();
-    assert_eq!(readme, table, "the README's SQLSTATE table and src/pg/error.rs differ");
+    let documented = documented_codes();
+    assert_eq!(documented, table, "the SQLSTATE table of docs/reference.md and src/pg/error.rs differ");
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, Content, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerInfo, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -128,15 +128,20 @@ fn tools(read_only: bool) -> Vec<Tool> {
         .with_annotations(ToolAnnotations::with_title("Forget").read_only(false).destructive(true)),
         Tool::new(
             "retrieve",
-            "Retrieve the current org's knowledge claims relevant to a query, each with its lifecycle state and the \
-             fields that are stale (stale_fields), optionally about one entity or for one user.",
+            "Retrieve the current org's active knowledge claims relevant to a query (full text, ranked by relevance, \
+             then confidence, then the newest), within the login role's clearance: [{id, entity, claim_text, field, kind, \
+             source, supports, subject_id, confidence_score, classification, score, t_created, decay_at, stale_fields}]. \
+             entity_id keeps one entity's claims (an empty query then lists them, most confident first); user_id adds \
+             the claims about that end user, only while the user's save_to_profile consent is in force; screen_profile \
+             names a screening profile, and stale_fields then lists the claim's field when its answer is too old.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What the claims should be about."},
-                    "k": {"type": "integer", "minimum": 1, "description": "How many claims at most (default 10)."},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many claims at most (default 10)."},
                     "entity_id": {"type": "string", "format": "uuid", "description": "Only claims about this entity."},
-                    "user_id": {"type": "string", "description": "The end user the answer is for."}
+                    "user_id": {"type": "string", "description": "The end user the answer is for (needs the user's save_to_profile consent)."},
+                    "screen_profile": {"type": "string", "description": "A screening profile (memory.screen_profiles) to mark stale fields by."}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -294,6 +299,7 @@ impl MemoryServer {
             "retrieve" => {
                 let mut c = self.search(a)?;
                 c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
+                    .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
                 let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (parse(row.get(0)), row.get(1))
@@ -334,9 +340,10 @@ fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
     Ok(CallToolResult::structured_error(v))
 }
 
-/// The client's name from initialize, as the actor and the audit record name it.
+/// The client's name (from initialize, or the request's metadata in stateless protocol versions),
+/// as the actor and the audit record name it.
 fn client_name(ctx: &RequestContext<RoleServer>) -> String {
-    let raw = ctx.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
+    let raw = ctx.client_info().map(|i| i.name).unwrap_or_default();
     let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
     if name.trim().is_empty() {
         "unknown".into()
@@ -346,8 +353,8 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
 }
 
 impl ServerHandler for MemoryServer {
-    fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Governed memory of org {} (memory_ext). remember stores a memory (classified by the database), recall \
@@ -366,18 +373,19 @@ impl ServerHandler for MemoryServer {
         tools(self.read_only).into_iter().find(|t| t.name == name)
     }
 
-    async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, McpError> {
+    async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let name: Cow<'static, str> = req.name;
         if !tools(self.read_only).iter().any(|t| t.name == name) {
             let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
         let args = req.arguments.unwrap_or_default();
-        match self.run(&name, &args, &client_name(&ctx)).await {
-            Ok(v) if v.is_object() => Ok(CallToolResult::structured(v)),
-            Ok(v) => Ok(CallToolResult::success(vec![Content::text(v.to_string())])),
-            Err(f) => tool_error(f),
-        }
+        let result = match self.run(&name, &args, &client_name(&ctx)).await {
+            Ok(v) if v.is_object() => CallToolResult::structured(v),
+            Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
+            Err(f) => tool_error(f)?,
+        };
+        Ok(result.into())
     }
 }
 

@@ -43,7 +43,7 @@ END $$;
 -- ALTER TABLE's rewrite of a governed table's rows is refused (new in 0.3.0).
 CREATE EVENT TRIGGER memory_guard_governance_rewrite ON table_rewrite
     EXECUTE FUNCTION memory_internal._guard_governance_rewrite();
--- Clearance (SPEC §11): the restrictive read policies of the tables that hold tiers (as
+-- Clearance (docs/design.md#application-roles): the restrictive read policies of the tables that hold tiers (as
 -- sql/security.sql makes them; on Citus-distributed tables without the subquery, as
 -- memory.distribute() leaves the tenant policy).
 CREATE POLICY clearance ON memory.observations AS RESTRICTIVE FOR SELECT

@@ -22,21 +22,21 @@ DROP FUNCTION memory.complete_recheck_task(bigint, text);
 -- 11): CREATE OR REPLACE cannot add arguments, and the old overload would stay behind.
 DROP FUNCTION memory.audit_events(text, text, int, int);
 
--- Clearance (SPEC §11, issue 34): an org grant carries the most sensitive tier its role reads;
+-- Clearance (docs/design.md#application-roles, issue 34): an org grant carries the most sensitive tier its role reads;
 -- grants made before keep reading every tier. memory.grant_org gains the max_tier argument.
 -- (The restrictive policies that apply it need 0.3.0's functions: the post part makes them.)
 ALTER TABLE memory.org_grants ADD COLUMN max_tier memory.classification NOT NULL DEFAULT 'restricted';
 DROP FUNCTION memory.grant_org(regrole, text);
 
 -- memory.recall takes filters, a query embedding and a source table, and returns more columns
--- (SPEC §12, issue 35): CREATE OR REPLACE cannot change either. Positional calls of 0.2.0's four
+-- (docs/design.md#agent-memory-api, issue 35): CREATE OR REPLACE cannot change either. Positional calls of 0.2.0's four
 -- arguments keep working against the new function.
 DROP FUNCTION memory.recall(text, text, int, text);
 
--- memory.retrieve (SPEC §12, issue 35) searches the active claims' text: its full-text index.
+-- memory.retrieve (docs/design.md#agent-memory-api, issue 35) searches the active claims' text: its full-text index.
 CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
 
--- Embeddings (SPEC §12, issue 36): memory.enable_embeddings records the dimensions here; the
+-- Embeddings (docs/design.md#agent-memory-api, issue 36): memory.enable_embeddings records the dimensions here; the
 -- row's trigger (made with 0.3.0's definitions) adds the columns and indexes, also on restore.
 CREATE TABLE memory.ann_settings (
     singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),

@@ -1,4 +1,4 @@
-//! Denied attempts, audited although the statement fails (seed §2: a non-admin's claim state
+//! Denied attempts, audited although the statement fails (docs/design.md#denied-attempts: a non-admin's claim state
 //! change emits `memory.govern.unauthorized_access_attempt`, a denied retirement
 //! `memory.govern.retire_attempt` with `denied`, the decay job's failure `memory.job.decay.error`).
 //!

@@ -1,4 +1,4 @@
-//! The sequencer (SPEC §2 "Integration"): chains committed pending entries.
+//! The sequencer (docs/design.md#integration): chains committed pending entries.
 //!
 //! Writers in deferred mode record pending entries in `memory.audit_pending`, each signed on its
 //! own (`memory_core::audit::PendingSigner`), and take no chain lock. Integration reads the
@@ -388,7 +388,7 @@ pub enum Caller {
 
 /// Integrate the pending entries this transaction sees; returns how many were chained.
 ///
-/// On Citus (SPEC §10) each node integrates the shard groups it holds: the background worker of
+/// On Citus (docs/design.md#scale-out) each node integrates the shard groups it holds: the background worker of
 /// a node and `memory_internal._audit_integrate_local` do that; anything else asks every node to
 /// (`run_command_on_all_nodes`, each node in its own transaction) and sums their counts.
 pub fn integrate(caller: Caller) -> Result<i64, MxError> {

@@ -1,7 +1,7 @@
-//! SQL surface of the audit trail (SPEC §2): appends, the statement trigger of governed tables,
+//! SQL surface of the audit trail (docs/design.md#audit-chain): appends, the statement trigger of governed tables,
 //! verification, Merkle helpers. The hashing and verification rules are in `memory_core::audit`.
 //!
-//! Two modes (`memory.audit_mode`, SPEC §2 "Integration"):
+//! Two modes (`memory.audit_mode`, docs/design.md#integration):
 //! - deferred (the default): a writing transaction records its events as pending entries in
 //!   `memory.audit_pending`, each signed on its own (`PendingSigner`), and takes no chain lock;
 //!   the sequencer (`integrate`) chains committed pending entries later, in batches.
@@ -126,7 +126,7 @@ pub struct Appender {
     /// Deferred mode: the time every pending entry of this appender carries (Unix microseconds).
     written_at: i64,
     /// On a hot standby nothing can be written: the events this appender could not record, by
-    /// type, logged by `finish` (SPEC §9: read-only work runs there; what it cannot audit is logged).
+    /// type, logged by `finish` (docs/design.md#operations: read-only work runs there; what it cannot audit is logged).
     standby: Option<BTreeMap<String, u64>>,
 }
 
@@ -357,7 +357,7 @@ impl Appender {
     }
 
     /// Vouch for the platform chain: a governed table without an org column audits there for every
-    /// role that may write the table (SPEC §11); the table's own trigger is the authority, as
+    /// role that may write the table (docs/design.md#application-roles); the table's own trigger is the authority, as
     /// memory_ext's own records are. `audit_append` to the platform chain stays with unrestricted roles.
     pub fn vouch_platform_chain(&mut self) {
         self.checked.insert(String::new());
@@ -368,7 +368,7 @@ impl Appender {
         let mut wanted: Vec<&str> = chains.into_iter().filter(|c| !self.heads.contains_key(*c)).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        // A chain is opened only for a caller who may act for its org (SPEC §8): owning a table
+        // A chain is opened only for a caller who may act for its org (docs/design.md#trust-boundary): owning a table
         // or holding audit_append never opens another tenant's chain.
         if !self.system {
             for chain in &wanted {
@@ -684,7 +684,7 @@ impl Appender {
 
 /// Who is acting, as `actor_id` records it: `role:<the writing role>`, and when the application
 /// names an actor (`memory.actor_id`, or audit_append's argument) its pseudonym first:
-/// `h:<hex>;role:<name>`. The role is the session's (SPEC §8: events record the database role
+/// `h:<hex>;role:<name>`. The role is the session's (docs/design.md#trust-boundary: events record the database role
 /// that wrote them), not the owner of a SECURITY DEFINER function on the way.
 pub fn default_actor(appender: &Appender) -> String {
     let app_actor: Option<String> =

@@ -1,4 +1,4 @@
-//! Where a chain's audit rows are (SPEC §10).
+//! Where a chain's audit rows are (docs/design.md#scale-out).
 //!
 //! On a single node: the tables `memory.audit_pending`, `memory.audit_heads`, `memory.audit_log`
 //! and `memory.audit_seals`. On Citus, after `memory.distribute()`, those four are distributed by

@@ -43,7 +43,7 @@ fn verify_all(chain_id: Option<String>) -> Result<Vec<VerifyRow>, MxError> {
     verify_where(chain_id, false)
 }
 
-/// On Citus (SPEC §10) each node verifies the chains of the shard groups it holds
+/// On Citus (docs/design.md#scale-out) each node verifies the chains of the shard groups it holds
 /// (`memory_internal._audit_verify_local`); elsewhere the coordinator asks every node and merges.
 fn verify_where(chain_id: Option<String>, local_only: bool) -> Result<Vec<VerifyRow>, MxError> {
     Spi::connect(|client| {

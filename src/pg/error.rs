@@ -1,4 +1,4 @@
-//! The one error type of the extension and the SQLSTATE table (SPEC §0).
+//! The one error type of the extension and the SQLSTATE table (docs/design.md#shape-and-errors).
 //!
 //! pgrx reports errors through `PgSqlErrorCode`, a closed enum that cannot carry our own class
 //! `MX`, and a Postgres error that passes back through pgrx is re-reported with an unknown code
@@ -18,10 +18,10 @@ pub struct MxError {
     pub hint: Option<String>,
 }
 
-/// Every SQLSTATE memory_ext raises (SPEC §0 and the README's table), in one place.
+/// Every SQLSTATE memory_ext raises (docs/reference.md#errors-sqlstates), in one place.
 // Some codes are raised only by the SQL files (ERRCODE = '...') or reserved by the contract (MX003,
 // consent); core/tests/sqlstates.rs checks that every code raised anywhere is here and that the
-// README documents exactly this table.
+// docs/reference.md documents exactly this table.
 #[allow(dead_code)]
 pub mod code {
     pub const INVALID_TRANSITION: &str = "MX001";

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from conftest import ROOT, ensure_role
+from conftest import ROOT, connect, ensure_role
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
@@ -144,14 +144,18 @@ def test_another_orgs_ids_are_not_found(binary, app, conn):
     assert conn.execute("SELECT org_id FROM memory.observations WHERE id = %s", (theirs,)).fetchone() == ("globex",)
 
 
+INVOICES = "e0000000-0000-0000-0000-0000000000a1"
+
+
 def active_claim(conn):
-    """An active acme claim about invoices; its id."""
-    conn.execute("INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES "
-                 "('e0000000-0000-0000-0000-0000000000a1', 'acme', 'concept', 'invoices')")
-    (cid,) = conn.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, source, confidence_score) VALUES "
-                          "('acme', 'e0000000-0000-0000-0000-0000000000a1', 'invoices are paid within 30 days', 'PubMed', 0.8) "
-                          "RETURNING id::text").fetchone()
+    """An active acme claim about invoices, as tests/python/test_retrieve.py makes claims: field
+    'due', 10 days old, so the 'billing' screen profile (due: 5 days) finds it stale. Its id."""
+    conn.execute("INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES (%s, 'acme', 'concept', 'invoices')", (INVOICES,))
+    (cid,) = conn.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, source, confidence_score, field, t_created) VALUES "
+                          "('acme', %s, 'invoices are paid within 30 days', 'PubMed', 0.8, 'due', now() - '10 days'::interval) "
+                          "RETURNING id::text", (INVOICES,)).fetchone()
     conn.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = %s", (cid,))
+    conn.execute("INSERT INTO memory.screen_profiles (org_id, profile, field, freshness_days) VALUES ('acme', 'billing', 'due', 5)")
     return cid
 
 
@@ -167,36 +171,45 @@ def test_claim_chain(binary, app, conn):
     run(go())
 
 
+RETRIEVE_COLUMNS = {"id", "entity", "claim_text", "field", "kind", "source", "supports", "subject_id", "confidence_score",
+                    "classification", "score", "t_created", "decay_at", "stale_fields"}
+
+
 def test_retrieve(binary, app, conn):
-    """retrieve calls memory.retrieve (being built for issue 38) by named arguments: this test needs it installed."""
+    """retrieve is memory.retrieve: its rows by column name, its ranking, screening profile and consent scope."""
     cid = active_claim(conn)
+    (ucid,) = conn.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, source, confidence_score, subject_id) VALUES "
+                           "('acme', %s, 'invoices of u1 are paid late', 'PubMed', 0.5, 'u1') RETURNING id::text", (INVOICES,)).fetchone()
+    conn.execute("UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = %s", (ucid,))
+    with connect(app, WRITER) as c:
+        c.execute("SELECT memory.grant_consent('acme', 'u1', '{save_to_profile}')")
 
     async def go():
         async with session(binary, app, READER, "--read-only") as s:
             rows = await ok(s, "retrieve", query="invoices paid", k=5)
-            assert rows and any(cid in json.dumps(r) for r in rows), rows
-            assert all("stale_fields" in r for r in rows), rows[0]
-            rows = await ok(s, "retrieve", query="invoices paid", entity_id="e0000000-0000-0000-0000-0000000000a1", user_id="u1")
-            assert any(cid in json.dumps(r) for r in rows), rows
+            assert [r["id"] for r in rows] == [cid], "without user_id no claim about a user"
+            assert set(rows[0]) == RETRIEVE_COLUMNS
+            r = rows[0]
+            assert (r["entity"], r["field"], r["source"], r["confidence_score"]) == (INVOICES, "due", "PubMed", 0.8)
+            assert r["score"] > 0 and r["stale_fields"] is None, "no profile: no freshness marks"
+            rows = await ok(s, "retrieve", query="", entity_id=INVOICES, screen_profile="billing")
+            assert [(r["id"], r["score"], r["stale_fields"]) for r in rows] == [(cid, None, ["due"])], \
+                "a blank query with entity_id lists its claims; the 10-day-old 'due' is stale for a 5-day rule"
+            rows = await ok(s, "retrieve", query="invoices paid", user_id="u1")
+            assert [(r["id"], r["subject_id"]) for r in rows] == [(cid, None), (ucid, "u1")], "u1 consented: the claim about u1 too"
+            assert rows[1]["classification"] == "restricted", "a claim about a user is restricted"
 
     run(go())
+    conn.execute("SELECT memory.audit_integrate()")
+    assert conn.execute("SELECT payload FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.retrieval.hybrid' ORDER BY seq"
+                        ).fetchall() == [({"count": 1},), ({"count": 1},), ({"count": 2},)]
+    assert conn.execute("SELECT payload->>'count' FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.mcp.tool_invoked' "
+                        "ORDER BY seq").fetchall() == [("1",), ("1",), ("2",)]
 
 
 def test_refusals_carry_sqlstate_message_and_hint_and_change_nothing(binary, app, conn):
     ensure_role(conn, "mcp_low", "memory_writer")
     conn.execute("SELECT memory.grant_org('mcp_low', 'acme', 'internal')")
-    # The application mirrors persona memories into the user's profile context (its own trigger,
-    # running as the writer): memory_ext's context rules then apply to the agent's remember.
-    conn.execute("""CREATE FUNCTION public.app_persona_to_profile() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                      IF NEW.memory_type = 'persona' THEN
-                        INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields)
-                        VALUES (NEW.org_id, NEW.user_id, 'profile', 'onboarding', jsonb_build_object('user_focus_reason', NEW.content));
-                      END IF;
-                      RETURN NULL;
-                    END $$""")
-    conn.execute("CREATE TRIGGER app_persona_to_profile AFTER INSERT ON memory.observations "
-                 "FOR EACH ROW EXECUTE FUNCTION public.app_persona_to_profile()")
     with conn.cursor() as c:
         (held,) = c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u7', 'case notes') "
                             "RETURNING id::text").fetchone()
@@ -211,11 +224,14 @@ def test_refusals_carry_sqlstate_message_and_hint_and_change_nothing(binary, app
             assert err["sqlstate"] == "22023" and err["hint"], err
             err = await refused(s, "forget", ids=[held], reason="user request #2")
             assert err["sqlstate"] == "MX006" and "legal hold" in err["message"] and err["hint"], err
-            err = await refused(s, "remember", content="reach me at bob@example.com", user_id="u8", memory_type="persona")
-            assert err["sqlstate"] == "MX007" and err["detail"] == "detector: email" and err["hint"], err
-            assert "bob@example.com" not in json.dumps(err), "the value is never echoed"
-            err = await refused(s, "remember", content="prefers short answers", user_id="u8", memory_type="persona")
-            assert err["sqlstate"] == "MX003" and err["detail"] == "required_scopes: save_to_profile", err
+            assert (await refused(s, "remember", content="x", memory_type="forever"))["sqlstate"] == "22P02"
+            assert (await refused(s, "remember", content="x", metadata=[1]))["sqlstate"] == "22023", "the database's check, not the schema's"
+            assert (await refused(s, "forget", ids=["not-a-uuid"], reason="r"))["sqlstate"] == "22P02"
+            assert (await refused(s, "forget", ids=[held], reason=" "))["sqlstate"] == "22023"
+            err = await refused(s, "retrieve", query="case notes", user_id="u8")
+            assert err["sqlstate"] == "MX003" and err["detail"] == "required_scopes: save_to_profile", "u8 never consented"
+            err = await refused(s, "retrieve", query="case notes", screen_profile="nope")
+            assert err["sqlstate"] == "22023" and "nope" in err["message"] and err["hint"], err
             # The org's grant revoked while the server runs: the next call is refused, naming the fix.
             conn.execute("SELECT memory.revoke_org(%s, 'acme')", (WRITER,))
             err = await refused(s, "recall", query="case notes")
@@ -227,10 +243,9 @@ def test_refusals_carry_sqlstate_message_and_hint_and_change_nothing(binary, app
 
     run(go())
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == before, "no refused write changed anything"
-    assert conn.execute("SELECT count(*) FROM memory.user_contexts").fetchone() == (0,)
     conn.execute("SELECT memory.audit_integrate()")
-    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'").fetchone() == (0,), \
-        "a refused call's transaction, its audit record with it, is rolled back"
+    assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type IN ('memory.mcp.tool_invoked', 'memory.retrieval.hybrid')"
+                        ).fetchone() == (0,), "a refused call's transaction, its audit record with it, is rolled back"
 
 
 def test_refuses_to_start_for_unbound_or_unrestricted_roles(binary, app, conn):

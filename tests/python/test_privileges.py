@@ -1,4 +1,4 @@
-"""The privilege matrix (SPEC §8): the catalog against the README's grant table, and row-level
+"""The privilege matrix (docs/design.md#trust-boundary): the catalog against the grant table of docs/security.md, and row-level
 isolation for every tenant table, from an ordinary login role, each role bound to one org, a '*'
 role and a governed table's owner."""
 import pathlib
@@ -9,19 +9,20 @@ import pytest
 
 from conftest import connect as as_role
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+SECURITY_DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "security.md"
 ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
 TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
-# Closed to every role but the owner (the README says so under "Grant table").
+# Closed to every role but the owner (docs/security.md says so under "Grant table").
 OWNER_ONLY = {"ann_settings", "audit_log", "audit_log_default", "audit_pending", "audit_outbox", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
               "org_grants", "governance_registry", "maintenance_runs"}
 
 
 def grant_table():
-    """Rows of the README's grant table: ([object names], {role: cell})."""
-    text = README.read_text()
-    section = text[text.index("### Grant table"):]
-    section = section[:section.index("\n## ")]
+    """Rows of docs/security.md's grant table: ([object names], {role: cell})."""
+    text = SECURITY_DOC.read_text()
+    section = text[text.index("\n## Grant table\n") + 1:]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -54,7 +55,7 @@ def roles(conn):
 
 def test_catalog_matches_the_readme_grant_table(conn, roles):
     rows = grant_table()
-    assert rows, "the README has a grant table"
+    assert rows, "docs/security.md has a grant table"
     listed = set()
     failures = []
     for names, cells in rows:
@@ -80,18 +81,18 @@ def test_catalog_matches_the_readme_grant_table(conn, roles):
                                        for c in cols)
                             ok = have and not table_level
                         if not ok:
-                            failures.append(f"{name} {p} for {role}: README says {cell!r}")
+                            failures.append(f"{name} {p} for {role}: docs/security.md says {cell!r}")
                 continue
             procs = conn.execute("SELECT p.oid FROM pg_proc p WHERE p.pronamespace = %s::regnamespace AND p.proname = %s",
                                  (schema, obj)).fetchall()
-            assert procs, f"README grant table names {name}, which does not exist"
+            assert procs, f"the grant table of docs/security.md names {name}, which does not exist"
             listed.add(obj)
             for role, cell in cells.items():
                 want = "EXECUTE" in parse_privs(cell)
                 for (oid,) in procs:
                     (have,) = conn.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (roles[role], oid)).fetchone()
                     if have != want:
-                        failures.append(f"{name} EXECUTE for {role}: README says {cell!r}, catalog says {have}")
+                        failures.append(f"{name} EXECUTE for {role}: docs/security.md says {cell!r}, catalog says {have}")
     # Everything not listed is the owner's alone.
     for (rel,) in conn.execute("SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'memory'::regnamespace "
                                "AND c.relkind IN ('r', 'p', 'v', 'm')").fetchall():

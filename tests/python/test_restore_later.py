@@ -1,5 +1,5 @@
 """The restore layer (issue 13, SPEC §9): a database with data in every table of memory_ext is
-dumped (pg_dump -Fc) and restored, with the README's one command, into a second cluster whose
+dumped (pg_dump -Fc) and restored, with the one command of docs/operations.md, into a second cluster whose
 clock (libfaketime) is four months later. Every table comes back row for row, stamps included;
 every chain verifies with the heads it had; then every kind of write works on the copy (no
 duplicate keys from sequences, partitions made for the new months, the chains continuing).

@@ -425,7 +425,7 @@ SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_no
                   'one event, on the acting org''s chain: tool, client and count only');
 
 -- ---------------------------------------------------------------------------------------------
--- Definer functions: none executable by PUBLIC off the README's allow-list; every function pins search_path.
+-- Definer functions: none executable by PUBLIC off the allow-list of docs/security.md; every function pins search_path.
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) AND p.prosecdef
                    AND has_function_privilege('sec_mallory', p.oid, 'EXECUTE') ORDER BY 1),

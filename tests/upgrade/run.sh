@@ -134,7 +134,7 @@ for sql in "INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'b
   [ "$out" = "ERROR:  55000" ] || { echo "upgrade test: a write before the update answered: $out" >&2; exit 1; }
 done
 q -d upgraded -c "ALTER EXTENSION memory_ext UPDATE"
-# The README's upgrade step after the update: grants for the new release's functions to the three roles.
+# The upgrade step of docs/operations.md after the update: grants for the new release's functions to the three roles.
 q -d upgraded -c "SELECT * FROM memory.setup_roles()" >/dev/null
 [ "$(q -d upgraded -At -c "SELECT extversion FROM pg_extension WHERE extname = 'memory_ext'")" = "$NEW" ] \
   || { echo "upgrade test: extversion is not $NEW after the update" >&2; exit 1; }

@@ -2,7 +2,7 @@ use super::*;
 use proptest::prelude::*;
 use State::*;
 
-/// The seed's table, row by row: from pending, active, superseded, retracted, archived to
+/// The transition table, row by row: from pending, active, superseded, retracted, archived to
 /// active, superseded, retracted, archived (pending is never a target).
 #[test]
 fn transition_table_is_the_seeds() {
