@@ -277,9 +277,14 @@ CREATE TRIGGER knowledge_10_insert BEFORE INSERT ON memory.claims FOR EACH ROW E
 
 -- Claims on update: identity and content are fixed (decay alone redacts), state changes need
 -- memory_admin (42501) and stamp t_invalid; the state machine itself is memory.lifecycle_trigger.
+-- The embedding (a column once memory.enable_embeddings ran, so read through to_jsonb) is content
+-- too: fixed once written; when decay redacts the text, the embedding of the text goes with it.
 CREATE FUNCTION memory_internal._claims_guard()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    o       jsonb := to_jsonb(OLD);
+    emb_new jsonb;
 BEGIN
     IF NEW.id <> OLD.id OR NEW.org_id <> OLD.org_id OR NEW.entity_id <> OLD.entity_id OR NEW.kind <> OLD.kind
        OR NEW.supersedes IS DISTINCT FROM OLD.supersedes OR NEW.t_created <> OLD.t_created OR NEW.field IS DISTINCT FROM OLD.field THEN
@@ -292,6 +297,18 @@ BEGIN
        AND NOT memory_internal._knowledge_gate_open() THEN
         RAISE EXCEPTION 'the content of claim % is immutable', OLD.id
             USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes; memory.run_decay alone redacts PII.';
+    END IF;
+    IF o OPERATOR(pg_catalog.?) 'embedding' THEN
+        emb_new := nullif(to_jsonb(NEW) OPERATOR(pg_catalog.->) 'embedding', 'null'::jsonb);
+        IF NEW.claim_text OPERATOR(pg_catalog.<>) OLD.claim_text THEN
+            IF emb_new IS NOT NULL THEN
+                NEW := jsonb_populate_record(NEW, '{"embedding": null}'::jsonb);
+            END IF;
+        ELSIF emb_new IS DISTINCT FROM nullif(o OPERATOR(pg_catalog.->) 'embedding', 'null'::jsonb)
+              AND NOT (emb_new IS NULL AND memory_internal._knowledge_gate_open()) THEN
+            RAISE EXCEPTION 'the embedding of claim % is immutable', OLD.id
+                USING ERRCODE = '55000', HINT = 'Insert a corrected claim with supersedes, with the embedding of its text.';
+        END IF;
     END IF;
     IF NEW.lifecycle_state <> OLD.lifecycle_state THEN
         IF NOT memory_internal._is_knowledge_admin() THEN
@@ -922,6 +939,17 @@ AS $$
                 ELSE memory.classify(claim_text, NULL, NULL, org) END
 $$;
 
+-- The screen profile's stale mark of a claim: NULL without a profile (rules NULL), else its field
+-- when the profile's freshness_days for it say it is stale at `at`.
+CREATE FUNCTION memory_internal._stale_fields(field text, t_created timestamptz, rules jsonb, at timestamptz)
+RETURNS text[] LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN rules IS NULL THEN NULL
+                WHEN field IS NOT NULL AND rules OPERATOR(pg_catalog.?) field
+                     AND memory.is_stale(t_created, (rules OPERATOR(pg_catalog.->>) field)::int, at)
+                THEN ARRAY[field] ELSE '{}'::text[] END
+$$;
+
 -- SECURITY DEFINER, as memory.recall: it appends memory.retrieval.hybrid, and reads the claims of
 -- any org the caller may act for (not only the acting one) as the extension owner, filtering the
 -- org, the live claims, the consent scope and the caller's clearance itself.
@@ -930,7 +958,7 @@ CREATE FUNCTION memory.retrieve(org_id text, query text, k int DEFAULT 10, entit
                                 query_embedding real[] DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS TABLE (id uuid, entity uuid, claim_text text, field text, kind text, source text, supports text[],
                subject_id text, confidence_score float8, classification memory.classification, score float8,
-               t_created timestamptz, decay_at timestamptz, stale_fields text[])
+               t_created timestamptz, decay_at timestamptz, stale_fields text[], lexical_rank int, vector_rank int)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -943,6 +971,10 @@ DECLARE
     tier   memory.classification;
     rules  jsonb;      -- the screen profile's freshness_days by field (NULL: no profile asked)
     n      bigint;
+    qv     text;       -- the query embedding as pgvector's text form
+    depth  int;
+    hnsw   text[];
+    ranked jsonb;      -- hybrid: [[id, lexical_rank, vector_rank, score], ...], best first
 BEGIN
     -- Input first: nothing is read or written for a call that is refused.
     PERFORM memory_internal._check_read_args('memory.retrieve', p_org, k);
@@ -962,16 +994,20 @@ BEGIN
         RAISE EXCEPTION 'memory.retrieve: screen_profile is blank' USING ERRCODE = '22023',
             HINT = 'Name a profile of memory.screen_profiles, or pass NULL for no freshness marks.';
     END IF;
+    -- The query embedding: only once the claims have embeddings, of their dimensions, finite.
     IF query_embedding IS NOT NULL THEN
-        RAISE EXCEPTION 'memory.retrieve by query_embedding is not available in this release' USING ERRCODE = '0A000',
-            HINT = 'Vector retrieval needs pgvector and memory.enable_embeddings, which are not yet available; pass query_embedding => NULL to retrieve by full text.';
+        IF NOT memory_internal._has_column('memory.claims'::regclass, 'embedding') THEN
+            RAISE EXCEPTION 'memory.retrieve: memory.claims has no embeddings to compare query_embedding with' USING ERRCODE = '22023',
+                HINT = 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the claims, or pass query_embedding => NULL.';
+        END IF;
+        qv := memory_internal._query_vector(query_embedding, memory_internal._embedding_dims('memory.claims'::regclass, 'embedding'));
     END IF;
     -- (Not parsed when blank: '' has nothing to search for, and the parser would say so in a NOTICE.)
     q := CASE WHEN memory_internal._blank(query) THEN ''::tsquery ELSE websearch_to_tsquery('english'::regconfig, query) END;
     blank := numnode(q) OPERATOR(pg_catalog.=) 0;
-    IF blank AND p_ent IS NULL THEN
+    IF blank AND p_ent IS NULL AND qv IS NULL THEN
         RAISE EXCEPTION 'memory.retrieve: the query has no words to search for' USING ERRCODE = '22023',
-            HINT = 'Pass words that are not all stop words, or an entity_id to list that entity''s active claims.';
+            HINT = 'Pass words that are not all stop words, an entity_id to list that entity''s active claims, or a query_embedding.';
     END IF;
     -- Definer: the org is checked against the calling role here (42501).
     PERFORM memory_internal._require_org(p_org);
@@ -989,31 +1025,75 @@ BEGIN
     END IF;
     tier := memory_internal._max_tier_role(memory_internal._caller(), p_org);
 
-    RETURN QUERY
-    SELECT x.id, x.entity_id, x.claim_text, x.field, x.kind, x.source, x.supports, x.subject_id, x.confidence_score,
-           memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org), x.sc, x.t_created, x.decay_at,
-           CASE WHEN rules IS NULL THEN NULL
-                WHEN x.field IS NOT NULL AND rules OPERATOR(pg_catalog.?) x.field AND memory.is_stale(x.t_created, (rules OPERATOR(pg_catalog.->>) x.field)::int, p_at)
-                THEN ARRAY[x.field] ELSE '{}'::text[] END
-      FROM (SELECT c.*, CASE WHEN blank THEN NULL::float8
-                             ELSE ts_rank_cd(to_tsvector('english'::regconfig, c.claim_text), q)::float8 END AS sc
-              FROM memory.claims c
-             WHERE c.org_id OPERATOR(pg_catalog.=) p_org
-               AND c.lifecycle_state OPERATOR(pg_catalog.=) 'active'::memory.lifecycle_state
-               AND c.t_created OPERATOR(pg_catalog.<=) p_at
-               AND (c.decay_at IS NULL OR c.decay_at OPERATOR(pg_catalog.>) p_at)
-               AND (p_ent IS NULL OR c.entity_id OPERATOR(pg_catalog.=) p_ent)
-               AND (c.subject_id IS NULL OR c.subject_id OPERATOR(pg_catalog.=) p_user)
-               AND (blank OR to_tsvector('english'::regconfig, c.claim_text) OPERATOR(pg_catalog.@@) q)) x
-     WHERE tier OPERATOR(pg_catalog.=) 'restricted'::memory.classification
-        OR memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org) OPERATOR(pg_catalog.<=) tier
-     ORDER BY x.sc DESC NULLS LAST, x.confidence_score DESC, x.t_created DESC, x.id
-     LIMIT k;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    IF qv IS NULL THEN
+        RETURN QUERY
+        SELECT x.id, x.entity_id, x.claim_text, x.field, x.kind, x.source, x.supports, x.subject_id, x.confidence_score,
+               memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org), x.sc, x.t_created, x.decay_at,
+               memory_internal._stale_fields(x.field, x.t_created, rules, p_at),
+               -- Full text alone: the claim's place in the order; NULL for a blank query.
+               CASE WHEN blank THEN NULL
+                    ELSE (row_number() OVER (ORDER BY x.sc DESC NULLS LAST, x.confidence_score DESC, x.t_created DESC, x.id))::int END,
+               NULL::int
+          FROM (SELECT c.*, CASE WHEN blank THEN NULL::float8
+                                 ELSE ts_rank_cd(to_tsvector('english'::regconfig, c.claim_text), q)::float8 END AS sc
+                  FROM memory.claims c
+                 WHERE c.org_id OPERATOR(pg_catalog.=) p_org
+                   AND c.lifecycle_state OPERATOR(pg_catalog.=) 'active'::memory.lifecycle_state
+                   AND c.t_created OPERATOR(pg_catalog.<=) p_at
+                   AND (c.decay_at IS NULL OR c.decay_at OPERATOR(pg_catalog.>) p_at)
+                   AND (p_ent IS NULL OR c.entity_id OPERATOR(pg_catalog.=) p_ent)
+                   AND (c.subject_id IS NULL OR c.subject_id OPERATOR(pg_catalog.=) p_user)
+                   AND (blank OR to_tsvector('english'::regconfig, c.claim_text) OPERATOR(pg_catalog.@@) q)) x
+         WHERE tier OPERATOR(pg_catalog.=) 'restricted'::memory.classification
+            OR memory_internal._claim_tier(x.claim_text, x.subject_id, x.pii_fields, p_org) OPERATOR(pg_catalog.<=) tier
+         ORDER BY x.sc DESC NULLS LAST, x.confidence_score DESC, x.t_created DESC, x.id
+         LIMIT k;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    ELSE
+        -- Hybrid (docs/design.md#agent-memory-api, as recall): the full-text list (ts_rank_cd; none for a blank query) and
+        -- the vector list (cosine distance, the HNSW index of the active claims), each `depth`
+        -- long under the same conditions (the clearance among them: a claim the caller may not
+        -- see takes no rank), fused by reciprocal rank (k = 60). Claims have no weight: the score
+        -- is the fused one; ties (within each list and fused) go to the more confident claim,
+        -- then the newer, then the id. The parameters: $1 org, $2 the query, $3 at, $4 entity,
+        -- $5 user, $6 clearance, $7 the query vector, $8 depth, $9 k.
+        depth := least(greatest(2 * k, 40), 2000);
+        hnsw := memory_internal._hnsw_begin(depth);
+        EXECUTE memory_internal._hybrid_ctes('memory.claims', 'id', 'embedding',
+                    't.org_id OPERATOR(pg_catalog.=) $1
+                     AND t.lifecycle_state OPERATOR(pg_catalog.=) ''active''::memory.lifecycle_state
+                     AND t.t_created OPERATOR(pg_catalog.<=) $3
+                     AND (t.decay_at IS NULL OR t.decay_at OPERATOR(pg_catalog.>) $3)
+                     AND ($4::pg_catalog.uuid IS NULL OR t.entity_id OPERATOR(pg_catalog.=) $4)
+                     AND (t.subject_id IS NULL OR t.subject_id OPERATOR(pg_catalog.=) $5)
+                     AND ($6 OPERATOR(pg_catalog.=) ''restricted''::memory.classification
+                          OR memory_internal._claim_tier(t.claim_text, t.subject_id, t.pii_fields, $1) OPERATOR(pg_catalog.<=) $6)',
+                    CASE WHEN blank THEN NULL
+                         ELSE 'pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.claim_text), $2)::pg_catalog.float8' END,
+                    'pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.claim_text) OPERATOR(pg_catalog.@@) $2',
+                    format('$7::%I.vector', memory_internal._vector_schema()), '$8', 60, 't.confidence_score')
+             || 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.lexical_rank, x.vector_rank, x.rrf)
+                                                       ORDER BY x.rrf DESC, x.confidence_score DESC, x.t_created DESC, x.id), ''[]'')
+                   FROM (SELECT fused.id, fused.lexical_rank, fused.vector_rank, fused.rrf, t.confidence_score, t.t_created
+                           FROM fused JOIN memory.claims t ON t.org_id OPERATOR(pg_catalog.=) $1 AND t.id OPERATOR(pg_catalog.=) fused.id
+                          ORDER BY fused.rrf DESC, t.confidence_score DESC, t.t_created DESC, fused.id
+                          LIMIT $9) x'
+            INTO ranked USING p_org, q, p_at, p_ent, p_user, tier, qv, depth, k;
+        PERFORM memory_internal._hnsw_end(hnsw);
+        RETURN QUERY
+        SELECT c.id, c.entity_id, c.claim_text, c.field, c.kind, c.source, c.supports, c.subject_id, c.confidence_score,
+               memory_internal._claim_tier(c.claim_text, c.subject_id, c.pii_fields, p_org), (j.x OPERATOR(pg_catalog.->>) 3)::float8,
+               c.t_created, c.decay_at, memory_internal._stale_fields(c.field, c.t_created, rules, p_at),
+               (j.x OPERATOR(pg_catalog.->>) 1)::int, (j.x OPERATOR(pg_catalog.->>) 2)::int
+          FROM jsonb_array_elements(ranked) WITH ORDINALITY j(x, o)
+          JOIN memory.claims c ON c.org_id OPERATOR(pg_catalog.=) p_org AND c.id OPERATOR(pg_catalog.=) (j.x OPERATOR(pg_catalog.->>) 0)::uuid
+         ORDER BY j.o;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
     PERFORM memory_internal._audit_append('memory.retrieval.hybrid', jsonb_build_object('count', n)::text, p_org, NULL, NULL, NULL);
 END $$;
 COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
-  'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
+  'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Knowledge retention (docs/design.md#knowledge-lifecycle): entities and claims about a
@@ -1128,17 +1208,25 @@ BEGIN
       FROM jsonb_array_elements(rows) r;
 END $$;
 
+-- A claim's "embedding" (an array of numbers, checked) goes in with it when memory.claims has the
+-- column (memory.enable_embeddings): pgvector's text form is the JSON array's.
 CREATE FUNCTION memory_internal._ingest_insert_claims(rows jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    emb boolean := memory_internal._has_column('memory.claims'::regclass, 'embedding');
 BEGIN
-    INSERT INTO memory.claims (id, org_id, entity_id, kind, claim_text, supports, pii_fields, subject_id, details, decay_at,
-                               confidence_score, source, lifecycle_state, supersedes, field, t_created)
-    SELECT (r->>'id')::uuid, r->>'org_id', (r->>'entity_id')::uuid, r->>'kind', r->>'claim_text',
-           ARRAY(SELECT jsonb_array_elements_text(r->'supports')), ARRAY(SELECT jsonb_array_elements_text(r->'pii_fields')),
-           r->>'subject_id', r->'details', (r->>'decay_at')::timestamptz, (r->>'confidence_score')::float8, r->>'source',
-           (r->>'lifecycle_state')::memory.lifecycle_state, (r->>'supersedes')::uuid, r->>'field', (r->>'t_created')::timestamptz
-      FROM jsonb_array_elements(rows) r;
+    EXECUTE format(
+    'INSERT INTO memory.claims (id, org_id, entity_id, kind, claim_text, supports, pii_fields, subject_id, details, decay_at,
+                                confidence_score, source, lifecycle_state, supersedes, field, t_created%s)
+     SELECT (r->>''id'')::uuid, r->>''org_id'', (r->>''entity_id'')::uuid, r->>''kind'', r->>''claim_text'',
+            ARRAY(SELECT jsonb_array_elements_text(r->''supports'')), ARRAY(SELECT jsonb_array_elements_text(r->''pii_fields'')),
+            r->>''subject_id'', r->''details'', (r->>''decay_at'')::timestamptz, (r->>''confidence_score'')::float8, r->>''source'',
+            (r->>''lifecycle_state'')::memory.lifecycle_state, (r->>''supersedes'')::uuid, r->>''field'', (r->>''t_created'')::timestamptz%s
+       FROM jsonb_array_elements($1) r',
+        CASE WHEN emb THEN ', embedding' ELSE '' END,
+        CASE WHEN emb THEN format(', (nullif(r->''embedding'', ''null''::jsonb))::text::%I.vector', memory_internal._vector_schema()) ELSE '' END)
+    USING rows;
 END $$;
 
 CREATE FUNCTION memory_internal._ingest_insert_relationships(rows jsonb)
@@ -1176,6 +1264,9 @@ DECLARE
     c       jsonb;
     st      text;
     msg     text;
+    -- The dimensions of the claims' embeddings (NULL: memory.enable_embeddings has not run).
+    cdims   int := CASE WHEN memory_internal._has_column('memory.claims'::regclass, 'embedding')
+                        THEN memory_internal._embedding_dims('memory.claims'::regclass, 'embedding') END;
 BEGIN
     IF chunk_size IS NULL OR chunk_size < 1 OR chunk_size > 10000 THEN
         RAISE EXCEPTION 'chunk_size must be in [1, 10000], got %', chunk_size USING ERRCODE = '22023';
@@ -1276,6 +1367,13 @@ BEGIN
                                             THEN ARRAY['22023', '"supports" and "pii_fields" must be arrays of strings']
                                         WHEN y.j ? 'details' AND jsonb_typeof(y.j->'details') <> 'object' THEN ARRAY['22023', '"details" must be an object']
                                         WHEN y.j ? 'field' AND (y.j->>'field') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'a field name is lower-case snake_case']
+                                        WHEN coalesce(y.j->'embedding', 'null') = 'null'::jsonb THEN NULL
+                                        WHEN jsonb_typeof(y.j->'embedding') <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->'embedding') v WHERE jsonb_typeof(v) <> 'number')
+                                            THEN ARRAY['22023', '"embedding" must be an array of numbers']
+                                        WHEN cdims IS NULL
+                                            THEN ARRAY['22023', 'memory.claims has no embeddings: memory.enable_embeddings(dimensions) adds them']
+                                        WHEN jsonb_array_length(y.j->'embedding') <> cdims
+                                            THEN ARRAY['22023', format('"embedding" has %s dimensions, the embeddings have %s', jsonb_array_length(y.j->'embedding'), cdims)]
                                    END) AS e
                           FROM (SELECT z.i, z.j, z.shape,
                                        coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
@@ -1288,11 +1386,11 @@ BEGIN
                                            'details', coalesce(z.j->'details', '{}'), 'decay_at', z.j->'decay_at',
                                            'confidence_score', coalesce(z.j->'confidence_score', '0.5'), 'source', z.j->'source',
                                            'lifecycle_state', 'pending', 'supersedes', z.j->'supersedes', 'field', z.j->'field',
-                                           't_created', coalesce(z.j->'t_created', to_jsonb(now()))) END AS r
+                                           't_created', coalesce(z.j->'t_created', to_jsonb(now())), 'embedding', z.j->'embedding') END AS r
                                   FROM (SELECT w.i, w.j,
                                                  CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
-                                                      WHEN (w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']::text[]) <> '{}'::jsonb
-                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']::text[]) u))]
+                                                      WHEN (w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) <> '{}'::jsonb
+                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) u))]
                                                       WHEN coalesce(w.j->'claim_text', 'null') = 'null'::jsonb THEN ARRAY['22023', '"claim_text" is required']
                                                       WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'kind') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'claim_text') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'supersedes') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'field') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'t_created') NOT IN ('string', 'null')
                                                           THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
@@ -1401,7 +1499,7 @@ BEGIN
                 FROM jsonb_each(orgs) o), '[]'));
 END $$;
 COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
-  'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"). Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
+  'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"); a claim''s "embedding" (an array of numbers, once memory.enable_embeddings ran) is written with it. Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
 
 -- ------------------------------------------------------------------------------------------------
 -- Decay (docs/design.md#knowledge-lifecycle): PHI claims past decay_at are redacted field by field and

@@ -48,20 +48,22 @@ BEGIN
     RETURN nullif(mod, -1);
 END $$;
 
--- memory.observations' embeddings: the one row says their dimensions. A configuration table
--- (pg_dump dumps its row): its trigger adds the column and the index, both when
--- memory.enable_embeddings writes the row and when a restore loads it. (A column added to an
--- extension's table is not in a dump, whose COPY of memory.observations names it: the row is
--- restored first, as it sorts before the observations.)
-CREATE TABLE memory.embedding_settings (
+-- The platform's embeddings (memory.observations' and memory.claims'): the one row says their
+-- dimensions. A configuration table (pg_dump dumps its row): its trigger adds the columns and the
+-- indexes, both when memory.enable_embeddings writes the row and when a restore loads it. (A column
+-- added to an extension's table is not in a dump, whose COPY of the table names it: the row must
+-- be restored first. pg_dump orders the tables' data by name, so this one's sorts before every
+-- table with embeddings: "ann", approximate nearest neighbours.)
+CREATE TABLE memory.ann_settings (
     singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     dimensions int NOT NULL CHECK (dimensions BETWEEN 1 AND 2000),
     enabled_at timestamptz NOT NULL DEFAULT now()
 );
-COMMENT ON TABLE memory.embedding_settings IS 'Set by memory.enable_embeddings: the dimensions of memory.observations.embedding (and of the archive''s).';
+COMMENT ON TABLE memory.ann_settings IS 'Set by memory.enable_embeddings: the dimensions of the embedding columns of memory.observations, its archive and memory.claims.';
 
--- Adds embedding vector(n) to memory.observations and memory.observations_archive when missing,
--- and the HNSW index (cosine, m = 16, ef_construction = 64) of the observations. Idempotent.
+-- Adds embedding vector(n) to memory.observations, memory.observations_archive and memory.claims
+-- when missing, and the HNSW indexes (cosine, m = 16, ef_construction = 64) of the observations and
+-- of the active claims (what memory.retrieve reads). Idempotent.
 CREATE FUNCTION memory_internal._embeddings_apply()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
@@ -71,11 +73,11 @@ DECLARE
     n   int;
 BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.dimensions OPERATOR(pg_catalog.<>) OLD.dimensions THEN
-        RAISE EXCEPTION 'memory.observations embeddings have % dimensions; they cannot change to %', OLD.dimensions, NEW.dimensions
+        RAISE EXCEPTION 'embeddings have % dimensions; they cannot change to %', OLD.dimensions, NEW.dimensions
             USING ERRCODE = '55000';
     END IF;
     s := memory_internal._require_vector('memory.enable_embeddings');
-    FOREACH t IN ARRAY ARRAY['observations', 'observations_archive'] LOOP
+    FOREACH t IN ARRAY ARRAY['observations', 'observations_archive', 'claims'] LOOP
         IF memory_internal._has_column(format('memory.%I', t)::regclass, 'embedding') THEN
             n := memory_internal._embedding_dims(format('memory.%I', t)::regclass, 'embedding');
             IF n IS DISTINCT FROM NEW.dimensions THEN
@@ -88,12 +90,14 @@ BEGIN
     -- The archive is cold storage, never recalled: its embeddings are kept without an index.
     EXECUTE format('CREATE INDEX IF NOT EXISTS observations_embedding ON memory.observations USING hnsw (embedding %I.vector_cosine_ops) '
                    'WITH (m = 16, ef_construction = 64)', s);
+    EXECUTE format('CREATE INDEX IF NOT EXISTS claims_embedding ON memory.claims USING hnsw (embedding %I.vector_cosine_ops) '
+                   'WITH (m = 16, ef_construction = 64) WHERE lifecycle_state = ''active''', s);
     RETURN NEW;
 END $$;
-CREATE TRIGGER embedding_settings_apply AFTER INSERT OR UPDATE ON memory.embedding_settings
+CREATE TRIGGER ann_settings_apply AFTER INSERT OR UPDATE ON memory.ann_settings
     FOR EACH ROW EXECUTE FUNCTION memory_internal._embeddings_apply();
 -- A restore run as replica loads the row too: the column must be there before the observations.
-ALTER TABLE memory.embedding_settings ENABLE ALWAYS TRIGGER embedding_settings_apply;
+ALTER TABLE memory.ann_settings ENABLE ALWAYS TRIGGER ann_settings_apply;
 
 CREATE FUNCTION memory.enable_embeddings(dimensions int)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -106,20 +110,20 @@ BEGIN
             HINT = 'The size of your embedding model''s vectors (e.g. 384, 768, 1536); pgvector''s HNSW index takes up to 2000.';
     END IF;
     PERFORM memory_internal._require_vector('memory.enable_embeddings');
-    SELECT e.dimensions INTO have FROM memory.embedding_settings e;
+    SELECT e.dimensions INTO have FROM memory.ann_settings e;
     IF have OPERATOR(pg_catalog.=) enable_embeddings.dimensions THEN
         RETURN jsonb_build_object('dimensions', have, 'changed', false);
     ELSIF have IS NOT NULL THEN
-        RAISE EXCEPTION 'memory.observations embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
+        RAISE EXCEPTION 'embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
             USING ERRCODE = '55000', HINT = 'The dimensions are fixed once enabled: embed with the same model, or re-embed into a governed table of your own (memory.govern with the embedding key).';
     END IF;
-    INSERT INTO memory.embedding_settings (dimensions) VALUES (enable_embeddings.dimensions);
+    INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
     PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
-        jsonb_build_object('table', 'memory.observations', 'dimensions', enable_embeddings.dimensions), NULL);
+        jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', enable_embeddings.dimensions), NULL);
     RETURN jsonb_build_object('dimensions', enable_embeddings.dimensions, 'changed', true);
 END $$;
 COMMENT ON FUNCTION memory.enable_embeddings(int) IS
-  'Give memory.observations (and its archive) an embedding vector(n) column, written with the row, behind an HNSW index (cosine, m = 16, ef_construction = 64). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again is a no-op, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
+  'Give memory.observations (and its archive) and memory.claims an embedding vector(n) column, written with the row (a claim''s is fixed like its text), behind HNSW indexes (cosine, m = 16, ef_construction = 64; the claims'': of the active ones). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again is a no-op, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
 
 -- The query embedding checked against the source's column: finite components (22023), not all
 -- zero (cosine distance has no direction), the column's dimensions (22023). Returns it as
@@ -144,15 +148,16 @@ BEGIN
     RETURN '[' || array_to_string(query_embedding, ',') || ']';
 END $$;
 
--- The SQL of hybrid candidates fused by reciprocal rank fusion, for recall (and retrieve):
+-- The SQL of hybrid candidates fused by reciprocal rank fusion, for recall and retrieve:
 -- a relation `fused(id, lexical_rank, vector_rank, rrf)` written as CTEs the caller's query goes
 -- after. rel: the source (t); id_col, emb_col: its columns; conds: the tenant, clearance,
 -- liveness and filter conditions on t; lex_rank: the relevance expression on t (NULL: no lexical
 -- list) with lex_cond its match condition; q: the query vector's expression (a parameter cast to
--- the vector type, NULL: no vector list); depth: each list's length expression. The vector list is
--- pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
+-- the vector type, NULL: no vector list); depth: each list's length expression; tie: an expression
+-- on t whose greater value ranks first among equals in each list (NULL: the id alone). The vector
+-- list is pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
 CREATE FUNCTION memory_internal._hybrid_ctes(rel text, id_col text, emb_col text, conds text, lex_rank text, lex_cond text,
-                                              q text, depth text, rrf_k int DEFAULT 60)
+                                              q text, depth text, rrf_k int DEFAULT 60, tie text DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -162,15 +167,15 @@ DECLARE
 BEGIN
     lx := CASE WHEN lex_rank IS NULL THEN
                format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
-          ELSE format('SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.rel DESC, l.id) AS r
-                         FROM (SELECT t.%1$I AS id, %2$s AS rel FROM %3$s t WHERE %4$s AND %5$s
-                                ORDER BY 2 DESC, 1 LIMIT %6$s) l', id_col, lex_rank, rel, conds, lex_cond, depth) END;
+          ELSE format('SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.rel DESC, l.tb DESC, l.id) AS r
+                         FROM (SELECT t.%1$I AS id, %2$s AS rel, %7$s AS tb FROM %3$s t WHERE %4$s AND %5$s
+                                ORDER BY 2 DESC, 3 DESC, 1 LIMIT %6$s) l', id_col, lex_rank, rel, conds, lex_cond, depth, coalesce(tie, 'NULL')) END;
     vx := CASE WHEN q IS NULL THEN
                format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
-          ELSE format('SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.id) AS r
-                         FROM (SELECT t.%1$I AS id, t.%2$I OPERATOR(%3$I.<=>) %4$s AS d FROM %5$s t
+          ELSE format('SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r
+                         FROM (SELECT t.%1$I AS id, t.%2$I OPERATOR(%3$I.<=>) %4$s AS d, %8$s AS tb FROM %5$s t
                                 WHERE %6$s AND t.%2$I IS NOT NULL
-                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, depth) END;
+                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, depth, coalesce(tie, 'NULL')) END;
     RETURN format('WITH lex AS MATERIALIZED (%1$s), vec AS MATERIALIZED (%2$s),
                         fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank,
                                          coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) lex.r), 0)
@@ -199,4 +204,4 @@ BEGIN
     PERFORM set_config('hnsw.ef_search', coalesce(old[2], '40'), true);
 END $$;
 
-SELECT pg_catalog.pg_extension_config_dump('memory.embedding_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');

@@ -37,13 +37,13 @@ DROP FUNCTION memory.recall(text, text, int, text);
 CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
 
 -- Embeddings (docs/design.md#agent-memory-api, issue 36): memory.enable_embeddings records the dimensions here; the
--- row's trigger (made with 0.3.0's definitions) adds the column and index, also on restore.
-CREATE TABLE memory.embedding_settings (
+-- row's trigger (made with 0.3.0's definitions) adds the columns and indexes, also on restore.
+CREATE TABLE memory.ann_settings (
     singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     dimensions int NOT NULL CHECK (dimensions BETWEEN 1 AND 2000),
     enabled_at timestamptz NOT NULL DEFAULT now()
 );
-SELECT pg_catalog.pg_extension_config_dump('memory.embedding_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');
 
 -- Internal functions move to schema memory_internal, so that schema memory holds the API and
 -- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that

@@ -13,7 +13,7 @@ SECURITY_DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "security.
 ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
 TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
 # Closed to every role but the owner (docs/security.md says so under "Grant table").
-OWNER_ONLY = {"embedding_settings", "audit_log", "audit_log_default", "audit_pending", "audit_outbox", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
+OWNER_ONLY = {"ann_settings", "audit_log", "audit_log_default", "audit_pending", "audit_outbox", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
               "org_grants", "governance_registry", "maintenance_runs"}
 
 

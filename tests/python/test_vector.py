@@ -89,6 +89,10 @@ def test_writer_reader_other_org_hybrid_on_a_governed_table(vapp, conn):
             r.execute("SELECT * FROM memory.recall('acme', 'payments', query_embedding => %s::real[], source => 'app.texts')", (q,))
         assert ex.value.sqlstate == "22023" and "embedding" in ex.value.diag.message_hint
         with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute("SELECT * FROM memory.retrieve('acme', 'payments', query_embedding => %s::real[])", (q,))
+        assert ex.value.sqlstate == "22023" and "memory.enable_embeddings" in ex.value.diag.message_hint, \
+            "claims have no embeddings before enable_embeddings: the hint says how to get them"
+        with pytest.raises(psycopg.DatabaseError) as ex:
             r.execute("INSERT INTO app.vnotes (tenant, body) VALUES ('acme', 'x')")
         assert ex.value.sqlstate == "42501"
     with connect(vapp, GLOBEX) as g:
@@ -120,6 +124,10 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
         ids = [w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES ('acme', %s, %s, %s) RETURNING id",
                          (u, c, v)).fetchone()[0]
                for u, c, v in [("u1", "first", "[1,0,0]"), ("u1", "second", "[0,1,0]"), ("u2", "third", "[0,0,1]"), ("u2", "fourth", "[1,1,0]")]]
+        # A claim is written with its embedding too (pending: a plain restore loads it as such).
+        (ent,) = w.execute("INSERT INTO memory.entities (org_id, entity_type, name) VALUES ('acme', 'concept', 'aspirin') RETURNING id").fetchone()
+        (claim,) = w.execute("INSERT INTO memory.claims (org_id, entity_id, claim_text, embedding) VALUES ('acme', %s, 'aspirin prevents stroke', "
+                             "'[0,1,0]') RETURNING id", (ent,)).fetchone()
     conn.execute("UPDATE memory.observations SET archive_at = now() - interval '1 day' WHERE id = ANY(%s)", ([ids[1], ids[3]],))
     conn.execute("SELECT memory.run_retention()")
     assert conn.execute("SELECT id, embedding::text FROM memory.observations_archive ORDER BY content").fetchall() == \
@@ -132,7 +140,11 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
         assert "USING hnsw (embedding vector_cosine_ops)" in c.execute(
             "SELECT pg_get_indexdef('memory.observations_embedding'::regclass)").fetchone()[0]
         assert "USING hnsw (emb vector_cosine_ops)" in c.execute("SELECT pg_get_indexdef('app.vnotes_emb'::regclass)").fetchone()[0]
-        assert c.execute("SELECT dimensions FROM memory.embedding_settings").fetchone() == (3,)
+        assert c.execute("SELECT dimensions FROM memory.ann_settings").fetchone() == (3,)
+        # The claims' column and index come back before their rows (memory.ann_settings' data sorts first).
+        assert c.execute("SELECT embedding::text FROM memory.claims WHERE id = %s", (claim,)).fetchone() == ("[0,1,0]",)
+        assert "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE (lifecycle_state = 'active'" in c.execute(
+            "SELECT pg_get_indexdef('memory.claims_embedding'::regclass)").fetchone()[0]
         (eff,) = c.execute("SELECT options FROM memory.governance_registry WHERE relid = 'app.vnotes'::regclass").fetchone()
         assert eff["embedding"] == "emb"
     with connect(vapp, WRITER) as w:

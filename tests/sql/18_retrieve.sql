@@ -176,8 +176,9 @@ SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', ' the ') $$, '22023', 
                  'a query of stop words without entity_id');
 SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', at => 'infinity') $$, '22023', NULL, 'an infinite at');
 SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', user_id => '') $$, '22023', NULL, 'a blank user_id');
-SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{0.1,0.2}') $$, '0A000', NULL,
-                 'a query embedding is 0A000 (vector retrieval is not built yet)');
+SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'aspirin', query_embedding => '{0.1,0.2}') $$, '22023',
+                 'memory.retrieve: memory.claims has no embeddings to compare query_embedding with',
+                 'a query embedding before memory.enable_embeddings is 22023');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'acme' AND seq > (SELECT seq FROM before_call)), 0::bigint,
           'no refused call wrote an event');

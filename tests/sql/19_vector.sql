@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(20);
+SELECT plan(42);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -24,13 +24,18 @@ SELECT throws_ok($$ SELECT memory.enable_embeddings(3) $$, '0A000', 'memory.enab
 RESET ROLE;
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', query_embedding => '{1,0,0}') $$, '22023', NULL,
                  'without embeddings a query_embedding is 22023');
+SET ROLE vx_reader;
+SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', 'x', query_embedding => '{1,0,0}') $$, '22023',
+                 'memory.retrieve: memory.claims has no embeddings to compare query_embedding with',
+                 'retrieve: without claims'' embeddings a query_embedding is 22023');
+RESET ROLE;
 
 CREATE FUNCTION pg_temp.run_vector_tests() RETURNS SETOF text LANGUAGE plpgsql AS $f$
 DECLARE
     x text;
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 18);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 39);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
@@ -41,7 +46,7 @@ BEGIN
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(2001) $$, '22023', NULL, 'dimensions above the HNSW limit are 22023');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin enables 3-d embeddings');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'false', 'the same dimensions again are a no-op');
-    RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'memory.observations embeddings are enabled with 3 dimensions, not 4',
+    RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'embeddings are enabled with 3 dimensions, not 4',
                                   'other dimensions are refused with a clear error');
     RESET ROLE;
     RETURN QUERY SELECT is((SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'memory.observations'::regclass AND attname = 'embedding'),
@@ -101,6 +106,111 @@ BEGIN
     RETURN QUERY SELECT is((SELECT count(*) FROM (SELECT id FROM memory.observations UNION ALL SELECT id FROM memory.observations_archive) o
                              WHERE id IN ('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000a2')), 0::bigint,
                            'forget removes the rows and their embeddings, live and archived');
+
+    -- Claims: the same call gave memory.claims its embedding column and an HNSW index of the active ones.
+    RETURN QUERY SELECT is((SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'memory.claims'::regclass AND attname = 'embedding'),
+                           'vector(3)', 'memory.claims.embedding is vector(3)');
+    RETURN QUERY SELECT alike(pg_get_indexdef('memory.claims_embedding'::regclass),
+                              '%USING hnsw (embedding vector_cosine_ops) WITH (m=''16'', ef_construction=''64'') WHERE (lifecycle_state = ''active''%',
+                              'behind an HNSW cosine index of the active claims, m = 16, ef_construction = 64');
+    -- The writer writes claims with their embeddings; the admin promotes them. c1 and c2 match
+    -- 'aspirin stroke' (c1 closer: ts_rank_cd 0.05 against 0.01); c2 is nearest [1,0,0], c1 next,
+    -- c3 (another entity, no match) last. Every claim that must not be retrieved is nearest of all:
+    -- c4 past decay_at, c5 still pending, c6 of globex, c7 about user u1.
+    SET LOCAL ROLE vx_writer;
+    INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES
+        ('00000000-0000-0000-0000-0000000000e1', 'acme', 'intervention', 'aspirin'),
+        ('00000000-0000-0000-0000-0000000000e2', 'acme', 'intervention', 'statins');
+    INSERT INTO memory.claims (id, org_id, entity_id, claim_text, confidence_score, embedding, decay_at, subject_id, pii_fields) VALUES
+        ('00000000-0000-0000-0000-0000000000c1', 'acme', '00000000-0000-0000-0000-0000000000e1', 'aspirin prevents stroke', 0.4, '[0.9,0.1,0]', NULL, NULL, '{}'),
+        ('00000000-0000-0000-0000-0000000000c2', 'acme', '00000000-0000-0000-0000-0000000000e1', 'aspirin reduces the long-term risk of a second stroke', 0.8, '[1,0,0]', NULL, NULL, '{}'),
+        ('00000000-0000-0000-0000-0000000000c3', 'acme', '00000000-0000-0000-0000-0000000000e2', 'statins lower cholesterol', 0.5, '[0,1,0]', NULL, NULL, '{}'),
+        ('00000000-0000-0000-0000-0000000000c4', 'acme', '00000000-0000-0000-0000-0000000000e1', 'an old finding', 0.5, '[1,0,0]', now() - interval '1 minute', NULL, '{}'),
+        ('00000000-0000-0000-0000-0000000000c5', 'acme', '00000000-0000-0000-0000-0000000000e1', 'an unreviewed finding', 0.5, '[1,0,0]', NULL, NULL, '{}'),
+        ('00000000-0000-0000-0000-0000000000c7', 'acme', '00000000-0000-0000-0000-0000000000e1', 'a finding about a patient', 0.5, '[1,0,0]', NULL, 'u1', '{}'),
+        ('00000000-0000-0000-0000-0000000000c8', 'acme', '00000000-0000-0000-0000-0000000000e1', 'patient p8 takes aspirin', 0.5, '[0,0,1]', now() - interval '1 minute', 'p8', '{claim_text,subject_id}'),
+        ('00000000-0000-0000-0000-0000000000c9', 'acme', '00000000-0000-0000-0000-0000000000e1', 'a finding about p9', 0.5, '[0,1,1]', now() - interval '1 minute', 'p9', '{subject_id}');
+    SET LOCAL ROLE vx_admin;
+    UPDATE memory.claims SET lifecycle_state = 'active'
+     WHERE id IN ('00000000-0000-0000-0000-0000000000c1', '00000000-0000-0000-0000-0000000000c2', '00000000-0000-0000-0000-0000000000c3',
+                  '00000000-0000-0000-0000-0000000000c4', '00000000-0000-0000-0000-0000000000c7');
+    RESET ROLE;
+    INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES ('00000000-0000-0000-0000-0000000000e6', 'globex', 'intervention', 'aspirin');
+    INSERT INTO memory.claims (id, org_id, entity_id, claim_text, embedding) VALUES
+        ('00000000-0000-0000-0000-0000000000c6', 'globex', '00000000-0000-0000-0000-0000000000e6', 'aspirin of globex', '[1,0,0]');
+    UPDATE memory.claims SET lifecycle_state = 'active' WHERE id = '00000000-0000-0000-0000-0000000000c6';
+
+    SET LOCAL ROLE vx_reader;
+    -- Full text alone: c1 then c2, lexical_rank their places, no vector_rank.
+    SELECT string_agg(format('%s:%s:%s', right(r.id::text, 2), r.lexical_rank, coalesce(r.vector_rank::text, '-')), ' ' ORDER BY r.ord) INTO x
+      FROM memory.retrieve('acme', 'aspirin stroke') WITH ORDINALITY r(id, entity, claim_text, field, kind, source, supports, subject_id, confidence_score,
+                                                                       classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank, ord);
+    RETURN QUERY SELECT is(x, 'c1:1:- c2:2:-', 'retrieve by full text: lexical_rank is the place, vector_rank NULL');
+    -- Hybrid: c1 1/61 + 1/62, c2 1/62 + 1/61 (a tie: the more confident c2 first), c3 1/63.
+    SELECT string_agg(format('%s:%s:%s:%s', right(r.id::text, 2), coalesce(r.lexical_rank::text, '-'), coalesce(r.vector_rank::text, '-'),
+                             round(r.score::numeric, 6)), ' ' ORDER BY r.ord) INTO x
+      FROM memory.retrieve('acme', 'aspirin stroke', query_embedding => '{1,0,0}')
+           WITH ORDINALITY r(id, entity, claim_text, field, kind, source, supports, subject_id, confidence_score,
+                             classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank, ord);
+    RETURN QUERY SELECT is(x, 'c2:2:1:0.032522 c1:1:2:0.032522 c3:-:3:0.015873',
+                           'hybrid retrieve: exact fused order, scores and ranks; a tie goes to the more confident claim');
+    RETURN QUERY SELECT is((SELECT array_agg(right(r.id::text, 2)) FROM memory.retrieve('acme', 'aspirin stroke', 1, query_embedding => '{1,0,0}') r),
+                           ARRAY['c2'], 'k = 1: the tie''s winner');
+    SELECT string_agg(format('%s:%s:%s:%s', right(r.id::text, 2), coalesce(r.lexical_rank::text, '-'), r.vector_rank, round(r.score::numeric, 6)), ' ' ORDER BY r.ord) INTO x
+      FROM memory.retrieve('acme', '', query_embedding => '{1,0,0}')
+           WITH ORDINALITY r(id, entity, claim_text, field, kind, source, supports, subject_id, confidence_score,
+                             classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank, ord);
+    RETURN QUERY SELECT is(x, 'c2:-:1:0.016393 c1:-:2:0.016129 c3:-:3:0.015873',
+                           'a blank query ranks by vector alone; decayed, pending, other-org and other-user claims take no rank');
+    RETURN QUERY SELECT is((SELECT array_agg(format('%s:%s', right(r.id::text, 2), r.vector_rank))
+                              FROM memory.retrieve('acme', '', entity_id => '00000000-0000-0000-0000-0000000000e2', query_embedding => '{1,0,0}') r),
+                           ARRAY['c3:1'], 'within an entity');
+    RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.retrieve('acme', '', user_id => 'u1', query_embedding => '{1,0,0}') $$, 'MX003', NULL,
+                                  'knowledge about a user without the user''s consent is MX003, with an embedding too');
+    RETURN QUERY SELECT throws_ok(format('SELECT * FROM memory.retrieve(%L, %L, query_embedding => %L)', 'acme', 'aspirin', e.v), '22023', e.msg, 'retrieve: ' || e.what)
+      FROM (VALUES ('{1,0}', 'query_embedding has 2 dimensions, the embeddings have 3', 'dimensions that do not match are 22023'),
+                   ('{1,NaN,0}', 'query_embedding has a NULL, NaN or infinite component', 'a NaN component is 22023'),
+                   ('{-Infinity,0,0}', 'query_embedding has a NULL, NaN or infinite component', 'an infinite component is 22023'),
+                   ('{0,0,0}', 'query_embedding is all zeros, which has no cosine distance', 'an all-zero embedding is 22023')) e(v, msg, what);
+    SET LOCAL ROLE vx_globex;
+    RETURN QUERY SELECT is((SELECT array_agg(right(r.id::text, 2)) FROM memory.retrieve('globex', '', query_embedding => '{1,0,0}') r),
+                           ARRAY['c6'], 'another org retrieves its own claims only');
+    RESET ROLE;
+    RETURN QUERY SELECT is((SELECT array_agg(payload::jsonb ORDER BY seq)::text FROM public.audit_log_now()
+                             WHERE event_type = 'memory.retrieval.hybrid' AND org_id = 'acme'),
+                           '{"{\"count\": 2}","{\"count\": 3}","{\"count\": 1}","{\"count\": 3}","{\"count\": 1}"}',
+                           'one retrieval event per call, with the count only');
+
+    -- A claim's embedding is content: fixed once written.
+    SET LOCAL ROLE vx_admin;
+    RETURN QUERY SELECT throws_ok($$ UPDATE memory.claims SET embedding = '[0,0,1]' WHERE id = '00000000-0000-0000-0000-0000000000c1' $$, '42501', NULL,
+                                  'an admin may not update an embedding');
+    RESET ROLE;
+    RETURN QUERY SELECT throws_ok($$ UPDATE memory.claims SET embedding = '[0,0,1]' WHERE id = '00000000-0000-0000-0000-0000000000c1' $$, '55000',
+                                  'the embedding of claim 00000000-0000-0000-0000-0000000000c1 is immutable', 'nor may the owner: 55000');
+    RETURN QUERY SELECT throws_ok($$ UPDATE memory.claims SET embedding = NULL WHERE id = '00000000-0000-0000-0000-0000000000c1' $$, '55000',
+                                  'the embedding of claim 00000000-0000-0000-0000-0000000000c1 is immutable', 'nor clear it');
+
+    -- ingest_batch writes a claim's "embedding" with it.
+    SET LOCAL ROLE vx_writer;
+    SELECT string_agg(coalesce(b.sqlstate, 'ok'), ' ' ORDER BY b.item) INTO x
+      FROM memory.ingest_batch(claims => '[{"id": "00000000-0000-0000-0000-0000000000ca", "entity_id": "00000000-0000-0000-0000-0000000000e1", "claim_text": "ingested", "embedding": [0.5, 0.5, 0]},
+                                           {"entity_id": "00000000-0000-0000-0000-0000000000e1", "claim_text": "bad", "embedding": [0.5, 0.5]},
+                                           {"entity_id": "00000000-0000-0000-0000-0000000000e1", "claim_text": "none"}]') b;
+    RETURN QUERY SELECT is(x, 'ok 22023 ok', 'ingest_batch: an embedding of other dimensions is 22023, the others land');
+    RESET ROLE;
+    RETURN QUERY SELECT is((SELECT embedding::text FROM memory.claims WHERE id = '00000000-0000-0000-0000-0000000000ca'), '[0.5,0.5,0]',
+                           'the ingested claim has its embedding');
+
+    -- Decay redacts a PHI claim's text, and the embedding of that text goes with it.
+    SET LOCAL ROLE vx_admin;
+    PERFORM memory.run_decay();
+    RESET ROLE;
+    RETURN QUERY SELECT is((SELECT format('%s %s %s', claim_text, coalesce(embedding::text, 'NULL'), lifecycle_state) FROM memory.claims
+                             WHERE id = '00000000-0000-0000-0000-0000000000c8'), '[redacted] NULL archived',
+                           'decay: redacted text, no embedding');
+    RETURN QUERY SELECT is((SELECT format('%s %s', claim_text, embedding) FROM memory.claims WHERE id = '00000000-0000-0000-0000-0000000000c9'),
+                           'a finding about p9 [0,1,1]', 'a claim whose text is not redacted keeps its embedding');
 END $f$;
 SELECT * FROM pg_temp.run_vector_tests();
 
