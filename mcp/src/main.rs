@@ -130,7 +130,7 @@ fn tools(read_only: bool) -> Vec<Tool> {
             "retrieve",
             "Retrieve the current org's active knowledge claims relevant to a query (full text, ranked by relevance, \
              then confidence, then the newest), within the login role's clearance: [{id, entity, claim_text, field, kind, \
-             source, supports, subject_id, confidence_score, classification, score, t_created, decay_at, stale_fields}]. \
+             source, supports, subject_id, confidence_score, classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank}]. \
              entity_id keeps one entity's claims (an empty query then lists them, most confident first); user_id adds \
              the claims about that end user, only while the user's save_to_profile consent is in force; screen_profile \
              names a screening profile, and stale_fields then lists the claim's field when its answer is too old.",

@@ -172,7 +172,7 @@ def test_claim_chain(binary, app, conn):
 
 
 RETRIEVE_COLUMNS = {"id", "entity", "claim_text", "field", "kind", "source", "supports", "subject_id", "confidence_score",
-                    "classification", "score", "t_created", "decay_at", "stale_fields"}
+                    "classification", "score", "t_created", "decay_at", "stale_fields", "lexical_rank", "vector_rank"}
 
 
 def test_retrieve(binary, app, conn):
