@@ -388,7 +388,8 @@ BEGIN
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
     -- memory_ext's other tables stay on the coordinator, each for its reason (see
     -- docs/scale-out.md): the governance registry names tables by oid, which differ between nodes; the
-    -- maintenance runs are the coordinator's own record.
+    -- maintenance runs are the coordinator's own record; the embedding settings are the coordinator's,
+    -- whose trigger's ALTER TABLE and CREATE INDEX Citus propagates.
     FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
               WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
@@ -396,6 +397,7 @@ BEGIN
         done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
             CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
+                   WHEN 'memory.ann_settings' THEN 'the embedding dimensions, set on the coordinator: the DDL its trigger runs reaches the workers through Citus'
                    ELSE 'not distributed by memory_ext' END));
     END LOOP;
     PERFORM memory_internal._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),

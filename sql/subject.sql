@@ -466,7 +466,8 @@ END $$;
 
 -- Its statements find rows by id (the primary keys' indexes whatever the ids): generic plans,
 -- made once a session, where custom plans would be planned anew on every call (a one-id array
--- always looks cheaper to the plan cache than the generic plan's guess).
+-- always looks cheaper to the plan cache than the generic plan's guess). Not on Citus, whose
+-- distributed plans need the values.
 CREATE FUNCTION memory.forget(ids uuid[], reason text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET plan_cache_mode = force_generic_plan
@@ -482,6 +483,10 @@ DECLARE
 BEGIN
     IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
         RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
+    END IF;
+    IF memory_internal._citus_distributed('memory.observations') THEN
+        -- (Until the function returns: its SET clause restores the setting.)
+        PERFORM pg_catalog.set_config('plan_cache_mode', 'auto', true);
     END IF;
     -- The orgs holding these ids that the caller may act for, checked here for the caller, never
     -- inside a statement (on Citus those run on the workers); other orgs' ids are not found.

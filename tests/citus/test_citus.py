@@ -56,7 +56,7 @@ def cluster():
                                   "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
                                   "memory.watch_question_updates", "memory.deletion_stubs"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
-        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs"}, why
+        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings"}, why
         assert "oid" in why["memory.governance_registry"], why
         assert c.execute("SELECT consent_blocked FROM memory.user_contexts WHERE org_id = 'org_prec'").fetchall() == [(True,)]
         assert c.execute("SELECT count(*) FROM memory.persona_drift_log WHERE org_id = 'org_prec'").fetchone()[0] == 1
@@ -467,6 +467,52 @@ def test_a_missing_log_shard_fails_verification_instead_of_hiding_its_chains(coo
         finally:
             w.execute(f"ALTER TABLE {schema}.{name}_away RENAME TO {name}")
     assert verify(coord, org)[org][:2] == (2, True)
+
+
+def test_agent_api_through_the_coordinator(cluster, coord):
+    """The agent's calls on distributed stores, as a tenant-bound writer through the coordinator:
+    recall with filters, forget of one memory (and not of another org's), retrieve over claims."""
+    coord.execute("DROP ROLE IF EXISTS agent_api_citus")
+    coord.execute("CREATE ROLE agent_api_citus LOGIN")
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("GRANT memory_writer TO agent_api_citus")
+    coord.execute("SELECT memory.grant_org('agent_api_citus', 'org_api')")
+    (other,) = coord.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_api2', 'u1', 'oolong tea') RETURNING id").fetchone()
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=agent_api_citus dbname=postgres", autocommit=True) as a:
+        (mine,) = a.execute("INSERT INTO memory.observations (org_id, user_id, session_id, content) "
+                            "VALUES ('org_api', 'u1', 's1', 'prefers green tea') RETURNING id").fetchone()
+        a.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_api', 'u2', 'prefers black tea')")
+        got = a.execute("SELECT id FROM memory.recall('org_api', 'tea', 10, filters => '{\"user_id\": \"u1\"}')").fetchall()
+        assert [g[0] for g in got] == [mine]
+        res = a.execute("SELECT memory.forget(ARRAY[%s, %s]::uuid[], 'user request')", (mine, other)).fetchone()[0]
+        assert res == {"forgotten": [str(mine)], "held": [], "not_found": [str(other)]}, res
+        assert a.execute("SELECT count(*) FROM memory.recall('org_api', 'tea', 10, filters => '{\"user_id\": \"u1\"}')").fetchone()[0] == 0
+        assert a.execute("SELECT count(*) FROM memory.retrieve('org_api', 'tea')").fetchone()[0] == 0
+    assert coord.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (mine,)).fetchone()[0] == 0
+    assert coord.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (other,)).fetchone()[0] == 1
+    assert events(coord, "org_api", "memory.forget") == 1
+    assert events(coord, "org_api", "memory.retrieval.hybrid") == 1
+
+
+def test_embeddings_on_distributed_stores(cluster, coord):
+    """enable_embeddings on the coordinator after distribute: Citus carries the column and the
+    HNSW index to the shards; hybrid recall ranks from the coordinator."""
+    if not coord.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+        pytest.skip("pgvector is not installed (make pgvector)")
+    coord.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    coord.execute("SELECT memory.enable_embeddings(3)")
+    for w in cluster["workers"]:
+        with psycopg.connect(dsn(w), autocommit=True) as c:
+            n = c.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'memory' AND indexname LIKE 'observations_embedding%'"
+                          " AND indexdef LIKE '%hnsw%'").fetchone()[0]
+            assert n >= 1, w
+    coord.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES "
+                  "('org_vec', 'u1', 'sailing trip in june', '[1,0,0]'), ('org_vec', 'u1', 'tax filing deadline', '[0,1,0]'),"
+                  "('org_vec2', 'u1', 'sailing lessons', '[1,0,0]')")
+    got = coord.execute("SELECT content, vector_rank FROM memory.recall('org_vec', '', 2, filters => '{\"user_id\": \"u1\"}', "
+                        "query_embedding => '{0.9,0.1,0}')").fetchall()
+    assert got == [("sailing trip in june", 1), ("tax filing deadline", 2)], got
+
 
 
 def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord):
