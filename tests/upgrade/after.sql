@@ -3,7 +3,7 @@
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(35);
+SELECT plan(42);
 
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'memory_ext'), :'new', 'the extension is at the new release');
 
@@ -62,6 +62,24 @@ SELECT lives_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('ac
 SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'not mine') $$, '42501', NULL,
                  'and not another');
 RESET ROLE;
+
+-- The agent API (0.3.0) on the upgraded memories, as that bound role: recall's positional call of
+-- 0.2.0 and its new arguments, forget, retrieve over the upgraded claims.
+SET ROLE upgrade_agent;
+SELECT results_eq($$ SELECT id FROM memory.recall('acme', 'docs index', 3) $$,
+                  $$ SELECT id FROM memory.recall(org_id => 'acme', query => 'docs index', k => 3, filters => '{}') $$,
+                  'the positional call of 0.2.0 answers as the call with the new arguments');
+SELECT ok((SELECT count(*) FROM memory.recall('acme', 'docs index', 3, filters => jsonb_build_object('created_before', now()::text))) >= 1,
+          'recall with a filter finds the upgraded memories');
+SELECT is((SELECT count(*) FROM memory.recall('acme', '', 5, filters => '{"user_id": "nobody-here"}')), 0::bigint,
+          'a blank query with a filter that matches nothing lists nothing');
+SELECT is(memory.forget(ARRAY(SELECT id FROM memory.observations WHERE org_id = 'acme' AND content = 'written by a bound role'), 'upgrade test')
+            ->'forgotten'->>0 IS NOT NULL, true, 'forget removes a memory of the upgraded store');
+SELECT is((SELECT count(*) FROM memory.observations WHERE content = 'written by a bound role'), 0::bigint, 'it is gone');
+SELECT lives_ok($$ SELECT * FROM memory.retrieve('acme', 'docs') $$, 'retrieve over the upgraded claims');
+RESET ROLE;
+SELECT ok(EXISTS (SELECT 1 FROM memory.audit_pending WHERE event_type = 'memory.forget' UNION ALL
+                  SELECT 1 FROM memory.audit_log WHERE event_type = 'memory.forget'), 'the forget is audited');
 
 -- The knowledge graph: old claims in their states, transitions and chains.
 SELECT is((SELECT lifecycle_state::text FROM memory.claims WHERE id = 'c0000000-0000-0000-0000-000000000001'), 'superseded',
