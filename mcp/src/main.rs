@@ -390,12 +390,14 @@ impl ServerHandler for MemoryServer {
 }
 
 /// The org this server acts for, or why it must not start: the login role must be bound to
-/// tenants (memory.grant_org), and never be a superuser, a BYPASSRLS role or the extension's owner.
+/// tenants (memory.grant_org), and never be a superuser, a BYPASSRLS role, or the extension's owner
+/// or a role with its privileges (a member that inherits them: memory_ext and row-level security
+/// treat it as the owner).
 async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
     let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {e}"))?;
     let row = conn
         .query_one(
-            "SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, e.extowner IS NOT DISTINCT FROM r.oid, e.oid IS NOT NULL \
+            "SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, coalesce(pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'), false), e.oid IS NOT NULL \
              FROM pg_catalog.pg_roles r LEFT JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'memory_ext' \
              WHERE r.rolname OPERATOR(pg_catalog.=) current_user",
             &[],
@@ -415,7 +417,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
         return Err(format!("refusing to start: role {role} has BYPASSRLS, so tenant isolation would not hold; {how}"));
     }
     if owner {
-        return Err(format!("refusing to start: role {role} owns memory_ext and is unrestricted; {how}"));
+        return Err(format!("refusing to start: role {role} owns memory_ext or has its owner's privileges, and is unrestricted; {how}"));
     }
     let orgs: Vec<String> = conn
         .query("SELECT o FROM memory.my_orgs() o", &[])

@@ -307,3 +307,26 @@ def test_the_detectors_refuse_an_index_they_cannot_read_rightly(dsn, conn):
         assert "is not valid" in str(e.value)
         conn.execute("REINDEX INDEX memory.user_feedback_polarity")
         a.execute(insert)
+
+
+def test_a_grant_rolled_back_is_not_kept_by_the_backends_cache(dsn, conn):
+    """memory_internal._may_act_for caches per backend (src/trust.rs): a grant read while its
+    transaction (or savepoint) was open must not outlive its rollback, in the backend that wrote it."""
+    conn.execute("SELECT * FROM memory.setup_roles()")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rb_r') THEN "
+                 "CREATE ROLE rb_r LOGIN IN ROLE memory_reader; END IF; END $$")
+    conn.execute("SELECT memory.grant_org('rb_r', 'acme')")
+    probe = "SELECT count(*) FROM memory.retrieve('globex', 'aspirin')"
+    with psycopg.connect(dsn) as c:  # one backend, the superuser's, acting as rb_r
+        for savepoint in (False, True):
+            if savepoint:
+                c.execute("SAVEPOINT s")
+            c.execute("SELECT memory.grant_org('rb_r', 'globex')")
+            c.execute("SET LOCAL ROLE rb_r")
+            assert c.execute(probe).fetchone() == (0,), "the grant holds inside its transaction"
+            c.execute("RESET ROLE")
+            c.execute("ROLLBACK TO SAVEPOINT s" if savepoint else "ROLLBACK")
+            c.execute("SET LOCAL ROLE rb_r")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(probe)
+            c.rollback()

@@ -269,6 +269,21 @@ def test_refuses_to_start_for_unbound_or_unrestricted_roles(binary, app, conn):
     assert conn.execute("SELECT org_id FROM memory.observations").fetchall() == [("globex",)]
 
 
+def test_refuses_to_start_for_a_member_of_the_extension_owner(binary, app, conn):
+    """A login role that inherits the extension owner's privileges is unrestricted (memory_ext acts
+    for every org for it, and row-level security lets the owner's members through), though it is
+    neither a superuser nor the owner itself: it must not serve one tenant either."""
+    owner = conn.execute("SELECT extowner::regrole::text FROM pg_extension WHERE extname = 'memory_ext'").fetchone()[0]
+    ensure_role(conn, "mcp_ownerish", "memory_writer")
+    conn.execute(f"GRANT {owner} TO mcp_ownerish")
+    try:
+        conn.execute("SELECT memory.grant_org('mcp_ownerish', 'acme')")
+        code, err = start_failure(binary, app, "mcp_ownerish")
+        assert code == 2 and "owner" in err and "memory.grant_org" in err, (code, err)
+    finally:
+        conn.execute(f"REVOKE {owner} FROM mcp_ownerish")
+
+
 def test_streamable_http(binary, app, conn):
     import socket
     from mcp.client.streamable_http import streamable_http_client
