@@ -9,6 +9,8 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+pub mod stamp;
+
 thread_local! {
     // (org, tier) -> (retention, grace) in microseconds.
     static TIER_POLICIES: RefCell<HashMap<(String, Tier), (Option<i64>, i64)>> = RefCell::new(HashMap::new());
@@ -35,7 +37,6 @@ fn relcache(relid: pg_sys::Oid) {
 
 pub fn init() {
     crate::pg::callbacks::on_relcache(relcache);
-    crate::pg::tuple::register_stamp_policies(&Policies);
 }
 
 /// Learn the OIDs of the policy tables (on every cache miss: cheap, and it follows a re-created
@@ -49,19 +50,6 @@ fn watch_policy_tables() -> Result<(), MxError> {
     }
     WATCHED.with(|w| *w.borrow_mut() = watched);
     Ok(())
-}
-
-
-/// The policies the classify trigger stamps rows with.
-pub struct Policies;
-
-impl crate::pg::tuple::StampPolicies for Policies {
-    fn tier(&self, org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError> {
-        tier_policy(org, tier)
-    }
-    fn memory_type(&self, label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
-        type_policy(label)
-    }
 }
 
 /// Retention and grace of a tier in an org (`memory.retention_policy`, BFSI included).

@@ -83,7 +83,7 @@ impl<'a> PendingRef<'a> {
             jsonb::decode_flat_object(c)
         } else {
             let mut text = Vec::new();
-            crate::pg::tuple::jsonb_container_text(c, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
+            crate::pg::varlena::jsonb_container_text(c, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
         };
         f(parsed.as_ref().map(Payload::Json))
     }
@@ -271,7 +271,7 @@ impl Stored {
     /// Row `k` as PendingRef reads a fetched one.
     fn row(&self, k: usize, utf8: bool) -> PendingRef<'_> {
         let r = &self.rows[k];
-        let text = |j: usize| self.get(r.spans[j]).map(|b| crate::pg::tuple::as_str(b, utf8));
+        let text = |j: usize| self.get(r.spans[j]).map(|b| crate::pg::varlena::as_str(b, utf8));
         PendingRef {
             id: r.id,
             chain_id: text(0).unwrap_or_default(),
@@ -476,7 +476,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let keys = read_keys(client)?;
         let mut signer = PendingSigner::new();
         let mut done: i64 = 0;
-        let utf8 = crate::pg::tuple::database_is_utf8();
+        let utf8 = crate::pg::varlena::database_is_utf8();
         let mut ctids: Vec<pg_sys::ItemPointerData> = Vec::new();
         // Chain one entry, unless its signature does not check (it then stays pending, and
         // audit_verify names it). Heads are locked as their chains come, in chain order.

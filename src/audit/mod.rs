@@ -316,7 +316,7 @@ impl Appender {
             key_id,
             key,
             salt,
-            utf8: crate::pg::tuple::database_is_utf8(),
+            utf8: crate::pg::varlena::database_is_utf8(),
             heads: BTreeMap::new(),
             rows: Rows::default(),
             deferred: crate::gucs::AUDIT_MODE.get() == crate::gucs::AuditMode::Deferred,
