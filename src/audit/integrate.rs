@@ -11,7 +11,7 @@
 //! what the other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
 
-use super::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
+use super::append::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::Fetched;
 use super::jsonb;
@@ -102,7 +102,7 @@ impl<'a> PendingRef<'a> {
         }
         // No writer can make such an entry (Appender::push_ref refuses it); one that got here
         // otherwise is parked, never allowed to fail the integration of every chain.
-        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::MAX_ID_BYTES);
+        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::append::MAX_ID_BYTES);
         if too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
             || self.event_type.chars().count() > 200
         {
@@ -567,7 +567,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             done = ctids.len() as i64;
         } else if !ctids.is_empty() {
             crate::gates::set_integrating(true);
-            let deleted = super::run_in(
+            let deleted = super::storage::run_in(
                 client,
                 tables,
                 "DELETE FROM memory.audit_pending WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)",

@@ -1,6 +1,7 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
-use super::{jsonb, PG_EPOCH_UNIX_MICROS};
+use super::append::PG_EPOCH_UNIX_MICROS;
+use super::jsonb;
 use crate::pg::spi::Fetched;
 use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
