@@ -15,7 +15,7 @@ use regex::bytes::Regex;
 use sha3::{Digest, Keccak256};
 use std::sync::LazyLock;
 
-use crate::classify::Tier;
+use crate::tier::Tier;
 
 /// Every detector, in the order `classify` tries them within a tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -3,6 +3,7 @@
 //! The extension crate moves values between SQL and these functions; every rule lives here.
 
 pub mod classify;
+pub mod tier;
 pub mod detect;
 pub mod context;
 pub mod fold;
