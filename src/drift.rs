@@ -19,6 +19,9 @@
 //! row and TRUNCATE triggers send a relcache invalidation), so a row reads neither settings table; each
 //! user's consent is cached too (`ConsentCache`), read under a snapshot taken then and dropped
 //! when consent rows change (`memory_internal._consents_changed()`).
+//!
+//! This file is long because each of the four detectors reads its own rows by index scan here;
+//! the reads share the settings, the consent check and the recording of findings.
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::scan::{self, Key, Lookup};

@@ -3,6 +3,9 @@
 //! The seed's rules are JavaScript regexes; JS `\b` is an ASCII word boundary and `/i` folds ASCII
 //! only for these keywords, so the patterns are compiled as byte regexes with Unicode off. That
 //! keeps the semantics of the seed and lets the engine use its fastest literal prefilters.
+//!
+//! This file is long because the seed's rule table, the one-pass scan that gates the detectors,
+//! and the reference implementation the property tests compare against belong together.
 
 use crate::detect::{self, Detector, Gates};
 use crate::fold;

@@ -9,6 +9,9 @@
 //! The text they see is already folded (`crate::fold`). `classify` runs them behind the gates its
 //! one-pass scan computes (`Gates`); `find` runs them on any text, for other rules (the consent
 //! layer's sensitive-input gate) that call them by name.
+//!
+//! This file is long because it holds every validated detector (one short validator each,
+//! beside the shape that finds its candidates); splitting them apart would split each pair.
 
 use base64::Engine as _;
 use regex::bytes::Regex;

@@ -10,6 +10,9 @@
 //! take shares of the chains that do not overlap; a READ COMMITTED statement after the lock sees
 //! what the other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
+//!
+//! This file is long because reading, checking, chaining and deleting one batch is one
+//! transaction's sequence, and its Citus variants (per shard group, on every node) share it.
 
 use super::append::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
