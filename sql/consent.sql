@@ -130,7 +130,7 @@ BEGIN
         RAISE EXCEPTION 'at must be a finite time, got %', p_at USING ERRCODE = '22023';
     END IF;
     -- Consent is recorded when it is given, not ahead of it.
-    IF p_at > now() + interval '5 minutes' THEN
+    IF p_at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'at may not be in the future, got %', p_at USING ERRCODE = '22023';
     END IF;
     PERFORM memory_internal._require_org(p_org);
@@ -174,7 +174,7 @@ BEGIN
         END IF;
         -- History runs forward: a version is not recorded before the one it follows (beyond the
         -- few minutes by which concurrent transactions' clocks may cross).
-        IF prev.recorded_at > p_at + interval '5 minutes' THEN
+        IF prev.recorded_at > p_at + memory_internal._max_clock_skew() THEN
             RAISE EXCEPTION 'at (%) precedes version % of this consent (%)', p_at, prev.version, prev.recorded_at USING ERRCODE = '22023';
         END IF;
         IF removed IS NOT NULL AND prev.version IS NULL THEN
@@ -567,7 +567,7 @@ BEGIN
     END IF;
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
     NEW.expires_at := NULL;
-    IF NEW.created_at > now() + interval '5 minutes' THEN
+    IF NEW.created_at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'created_at may not be in the future' USING ERRCODE = '22023';
     END IF;
     have := coalesce(memory_internal._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
@@ -890,7 +890,7 @@ BEGIN
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'at must be a finite time, got %', at USING ERRCODE = '22023';
     END IF;
-    IF at > now() + interval '5 minutes' THEN
+    IF at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'at may not be in the future, got %', at USING ERRCODE = '22023';
     END IF;
     PERFORM memory_internal._require_org(p_org);

@@ -144,6 +144,21 @@ fn resolve_retention(
     TableIterator::new(vec![(p.retention_days, p.grace_days, source.as_str())])
 }
 
+/// How far a client-written time may run ahead of the transaction's (`memory_core::retention::
+/// MAX_CLOCK_SKEW_US`), for SQL's checks of `at` and `created_at`.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_max_clock_skew")]
+fn max_clock_skew() -> Interval {
+    Interval::from_micros(memory_core::retention::MAX_CLOCK_SKEW_US)
+}
+
+/// Whether a legal hold (its observation id and user id, as text) covers an observation of its
+/// org (`memory_core::retention::hold_covers`): the one hold match of SQL's retention, erasure and
+/// hold guards. Immutable, so Citus runs it inside statements that change distributed rows.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_hold_matches")]
+fn hold_matches(hold_observation: Option<&str>, hold_user: Option<&str>, observation: Option<&str>, user: Option<&str>) -> bool {
+    memory_core::retention::hold_covers(hold_observation, hold_user, observation, user)
+}
+
 /// at >= created_at + retention_days (false for indefinite retention).
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_is_expired")]
 fn is_expired(created_at: Option<TimestampWithTimeZone>, retention_days: Option<i32>, at: Option<TimestampWithTimeZone>) -> Option<bool> {
