@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 mod audit;
 mod classify;
+mod consent;
 mod errors;
 mod feedback;
 mod gates;
@@ -33,7 +34,7 @@ extension_sql_file!("../sql/feedback.sql", name = "feedback_sql", requires = ["a
 extension_sql_file!("../sql/retention.sql", name = "retention_sql", requires = ["feedback_sql", classify::restore_mode, classify::rules_changed, gates::hold_gate, gates::hold_gate_open, retention::hold_matches, retention::is_expired, retention::purge_due, retention::resolve_retention, trust::caller_sql, trust::exec_as_table_owner, trust::may_act_for_sql]);
 extension_sql_file!("../sql/subject.sql", name = "subject_sql", requires = ["retention_sql", audit::integrate::audit_integrate_sql, audit::pseudonym_sql, gates::hold_gate, trust::caller_sql, trust::exec_as_table_owner, trust::may_act_for_sql]);
 extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", audit::denied::audit_denied, audit::pseudonym_sql, classify::restore_mode, gates::knowledge_gate, gates::knowledge_gate_open, gates::set_superseding, gates::superseding, lifecycle::can_transition, lifecycle::conflict_loser_is_b, lifecycle::is_retirement, lifecycle::is_stale, lifecycle::lifecycle_trigger, lifecycle::pii_unknown, lifecycle::recheck_reason, lifecycle::redacted_marker, lifecycle::source_tier, lifecycle::stamps_t_invalid, lifecycle::supersession_tier_allowed, lifecycle::table_of, trust::caller_sql, trust::may_act_for_sql]);
-extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", audit::pseudonym_sql, classify::detect_fields, classify::render_context_value, classify::restore_mode, classify::rules_changed, drift::consents_changed, drift::detect_drift, drift::feedback_polarity, gates::consent_gate, gates::consent_gate_open, gates::creating_extension, gates::hold_gate, lifecycle::table_of, retention::max_clock_skew, trust::caller_sql, trust::exec_as_caller, trust::exec_as_table_owner]);
+extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", audit::pseudonym_sql, classify::detect_fields, consent::context_fields, consent::slice_fields, classify::render_context_value, classify::restore_mode, classify::rules_changed, drift::consents_changed, drift::detect_drift, drift::feedback_polarity, gates::consent_gate, gates::consent_gate_open, gates::creating_extension, gates::hold_gate, lifecycle::table_of, retention::max_clock_skew, trust::caller_sql, trust::exec_as_caller, trust::exec_as_table_owner]);
 extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["consent_sql", lifecycle::table_of, trust::caller_sql, trust::delegated_caller]);
 extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", classify::restore_mode_on, feedback::record_outcome, gates::creating_extension, trust::governance_gate_open]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);

@@ -5,6 +5,7 @@
 pub mod classify;
 pub mod tier;
 pub mod detect;
+pub mod consent;
 pub mod context;
 pub mod fold;
 pub mod audit;
