@@ -172,7 +172,11 @@ impl ClassifyColumns {
         }
         let org = match &args.org {
             None => None,
-            Some(c) => Some(row.column(c, "org")?),
+            // (memory.govern checks this too; a column retyped since is refused here.)
+            Some(c) => match row.column(c, "org")? {
+                col if is_text(col.typoid) => Some(col),
+                _ => return Err(MxError::bad_argument(column_type_message("org", c, &row.relname()))),
+            },
         };
         let stamps = match &args.stamps {
             None => None,
