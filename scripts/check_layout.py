@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
 """The extension crate's layout rules, checked by `make test`:
 
-1. the top-level modules of src/ (those lib.rs declares) depend on each other one way only:
-   no import cycle;
+1. no import cycle between FILES, in src/ and in core/src/: a file (a module or a submodule,
+   mod.rs included) never imports, directly or through others, a file that imports it back.
+   A file's own `mod x;` declarations are not imports; `use super::...` in a child is. The crate
+   roots (lib.rs) wire everything and are left out as importers;
 2. `unsafe` code lives in the low-level layer src/pg/ only;
-3. every `unsafe fn` has a `# Safety` section in its doc comment.
+3. every `unsafe fn` has a `# Safety` section in its doc comment;
+4. src/pg/ is generic: it imports nothing of the crate outside src/pg/ (no capability code), and
+   nothing of memory_core but the few pure text helpers of PG_CORE_HELPERS (no core types, no
+   rules);
+5. capability modules (CAPABILITIES) do not import each other sideways, save the edges of
+   SIDEWAYS, each with its reason; they share the pg layer and the shared modules (errors,
+   gucs, gates, trust) instead;
+6. a file of src/ or core/src/ longer than LONG_LINES lines says why in its header comment (a
+   sentence with "long" in it).
 
 Comments and string literals (raw strings, byte strings, char literals) are stripped before
-looking, so prose and SQL in strings never count. Prints the dependency graph; exits 1 with the
-findings otherwise.
+looking, so prose and SQL in strings never count. Prints the module dependency graph; exits 1
+with the findings otherwise.
 """
 import argparse
 import pathlib
@@ -130,6 +140,204 @@ def cycles(graph: dict) -> list:
     return out
 
 
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+class Crate:
+    def __init__(self, root_dir):
+        self.root = root_dir
+        self.files = {}   # module path tuple -> file
+        self._walk((), root_dir / "lib.rs")
+        # #[macro_export] macros live at the crate root but are written in their own file.
+        self.macros = {}
+        for mp, f in self.files.items():
+            for m in re.finditer(r"#\[macro_export\]\s*macro_rules!\s*(" + IDENT + ")", strip(f.read_text())):
+                self.macros[m.group(1)] = mp
+
+    def _walk(self, path, f):
+        self.files[path] = f
+        code = strip(f.read_text())
+        code = blank_inline(code)
+        for m in re.finditer(r"^\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", code, re.M):
+            name = m.group(1)
+            base = f.parent if f.name in ("lib.rs", "mod.rs") else f.parent / f.stem
+            for cand in (base / f"{name}.rs", base / name / "mod.rs"):
+                if cand.exists():
+                    self._walk(path + (name,), cand)
+                    break
+
+def inline_mods(code):
+    """(start, end) spans of `mod x { ... }` blocks."""
+    spans = []
+    for m in re.finditer(r"\bmod\s+" + IDENT + r"\s*\{", code):
+        depth, j = 1, m.end()
+        while j < len(code) and depth:
+            if code[j] == "{": depth += 1
+            elif code[j] == "}": depth -= 1
+            j += 1
+        spans.append((m.start(), j))
+    return spans
+
+def blank_inline(code):
+    out = list(code)
+    for s, e in inline_mods(code):
+        for i in range(s, e):
+            if out[i] != "\n": out[i] = " "
+    return "".join(out)
+
+def expand_use(tree):
+    """`a::{b, c::{d, e}}` -> [[a,b],[a,c,d],[a,c,e]] (segments only; `as` dropped)."""
+    tree = re.sub(r"\s+", "", tree)
+    def parse(s, i):
+        # returns (list of paths, index)
+        paths, prefix = [], []
+        seg = ""
+        while i < len(s):
+            c = s[i]
+            if s.startswith("::", i):
+                prefix.append(seg); seg = ""; i += 2; continue
+            if c == "{":
+                subs, i = parse_list(s, i + 1)
+                paths.extend(prefix + p for p in subs)
+                return paths, i
+            if c in ",}":
+                break
+            seg += c; i += 1
+        if seg:
+            paths.append(prefix + [seg])
+        elif prefix:
+            paths.append(prefix)
+        return paths, i
+    def parse_list(s, i):
+        out = []
+        while i < len(s) and s[i] != "}":
+            p, i = parse(s, i)
+            out.extend(p)
+            if i < len(s) and s[i] == ",": i += 1
+        return out, i + 1
+    return parse(tree, 0)[0]
+
+def edges_of(crate, mpath, f):
+    code = strip(f.read_text())
+    spans = inline_mods(code)
+    children = {p[-1] for p in crate.files if len(p) == len(mpath) + 1 and p[:len(mpath)] == mpath}
+    paths = []  # (pos, [segments])
+    for m in re.finditer(r"\buse\s+([^;]+);", code):
+        for p in expand_use(m.group(1)):
+            p = [re.split(r"(?<=[a-z0-9_])as(?=[A-Za-z_])", s)[0] if " " not in s else s for s in p]
+            paths.append((m.start(), p))
+    for m in re.finditer(r"(\$?\b" + IDENT + r")((?:\s*::\s*" + IDENT + r")+)", code):
+        if code[:m.start()].rstrip().endswith("::"): continue
+        paths.append((m.start(), [m.group(1)] + re.findall(IDENT, m.group(2))))
+    deps = set()
+    for pos, p in paths:
+        if not p: continue
+        head = p[0]
+        depth_inline = sum(1 for s, e in spans if s <= pos < e)
+        if head in ("crate", "$crate"):
+            cur, rest = (), p[1:]
+        elif head == "super":
+            n = 0
+            while n < len(p) and p[n] == "super": n += 1
+            up = max(0, n - depth_inline)
+            cur, rest = mpath[:len(mpath) - up], p[n:]
+        elif head == "self":
+            cur, rest = mpath, p[1:]
+        elif head in children:
+            cur, rest = mpath, p
+        else:
+            continue
+        for seg in rest:
+            if cur + (seg,) in crate.files:
+                cur = cur + (seg,)
+            else:
+                break
+        if cur == () and rest and rest[0] in crate.macros:
+            cur = crate.macros[rest[0]]
+        if cur != mpath and mpath != ():
+            deps.add(cur)
+    return deps
+
+def file_graph(root_dir: pathlib.Path):
+    """The crate at `root_dir` (its lib.rs): {file: files it imports}, paths relative to the root's parent's parent."""
+    c = Crate(root_dir)
+    name = lambda mp: c.files[mp].as_posix()  # noqa: E731
+    return {name(mp): {name(d) for d in edges_of(c, mp, f)} for mp, f in c.files.items()}
+
+
+# Capability modules of src/ (top-level modules): each holds one capability and its SQL surface.
+CAPABILITIES = {"audit", "classify", "consent", "drift", "feedback", "lifecycle", "retention"}
+# Sideways imports between capabilities that are allowed, and why.
+SIDEWAYS = {
+    ("classify", "retention"): "the classify trigger stamps retention on the row it classifies (retention::stamp)",
+    ("drift", "audit"): "a detected drift is appended to the org's audit chain through audit's Appender",
+    ("feedback", "audit"): "an outcome is appended to the org's audit chain through audit's Appender",
+}
+# memory_core functions src/pg/ may call: text formats, no rule and no type.
+PG_CORE_HELPERS = {"memory_core::audit::write_uuid", "memory_core::shards::shard_id_suffix"}
+LONG_LINES = 600
+
+
+def file_cycles(root: pathlib.Path) -> list:
+    found = []
+    for crate in (root / "src", root / "core" / "src"):
+        if not (crate / "lib.rs").exists():
+            continue
+        graph = {pathlib.Path(k).relative_to(root).as_posix(): {pathlib.Path(d).relative_to(root).as_posix() for d in v}
+                 for k, v in file_graph(crate).items()}
+        for c in cycles(graph):
+            found.append(f"import cycle between files: {', '.join(c)} import each other")
+    return found
+
+
+def pg_findings(root: pathlib.Path) -> list:
+    found = []
+    src = root / "src"
+    graph = file_graph(src)
+    pg = (src / "pg").as_posix() + "/"
+    for f, deps in sorted(graph.items()):
+        if not f.startswith(pg):
+            continue
+        rel = pathlib.Path(f).relative_to(root).as_posix()
+        for d in sorted(deps):
+            if not d.startswith(pg) and not d.endswith("/lib.rs"):
+                found.append(f"{rel}: src/pg/ imports {pathlib.Path(d).relative_to(root).as_posix()} (capability code above the pg layer)")
+        code = strip(pathlib.Path(f).read_text())
+        for m in re.finditer(r"\bmemory_core((?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)+|\s*::\s*\{)", code):
+            path = re.sub(r"\s+", "", m.group(0))
+            if path not in PG_CORE_HELPERS:
+                line = code.count("\n", 0, m.start()) + 1
+                found.append(f"{rel}:{line}: src/pg/ uses {path} (core types and rules belong to the capability modules)")
+    return found
+
+
+def sideways_findings(graph: dict) -> list:
+    found = []
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            if a in CAPABILITIES and b in CAPABILITIES and (a, b) not in SIDEWAYS:
+                found.append(f"sideways import between capabilities: {a} -> {b}")
+    return found
+
+
+def long_files(root: pathlib.Path) -> list:
+    found = []
+    for crate in (root / "src", root / "core" / "src"):
+        for f in sorted(crate.rglob("*.rs")):
+            lines = f.read_text().splitlines()
+            if len(lines) <= LONG_LINES:
+                continue
+            header = []
+            for line in lines:
+                t = line.strip()
+                if t.startswith("//"):
+                    header.append(t)
+                elif t:
+                    break
+            if not re.search(r"\blong\b", " ".join(header), re.I):
+                found.append(f"{f.relative_to(root).as_posix()}: {len(lines)} lines, and its header comment does not say why it is long")
+    return found
+
+
 def unsafe_findings(src_dir: pathlib.Path, allow: set) -> list:
     found = []
     for f in sorted(src_dir.rglob("*.rs")):
@@ -161,12 +369,17 @@ def main() -> int:
     ap.add_argument("--allow-unsafe", action="append", default=[], metavar="PATH",
                     help="a file (relative to the root, e.g. src/x.rs) allowed to hold unsafe code outside src/pg/")
     args = ap.parse_args()
-    src = pathlib.Path(args.root) / "src"
+    root = pathlib.Path(args.root)
+    src = root / "src"
     graph = dependencies(modules(src))
     for name in sorted(graph):
         print(f"{name} -> {', '.join(sorted(graph[name])) or '(none)'}")
     problems = [f"import cycle: {' -> '.join(c + [c[0]])}" for c in cycles(graph)]
+    problems += file_cycles(root)
     problems += unsafe_findings(src, set(args.allow_unsafe))
+    problems += pg_findings(root)
+    problems += sideways_findings(graph)
+    problems += long_files(root)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:

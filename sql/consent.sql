@@ -130,7 +130,7 @@ BEGIN
         RAISE EXCEPTION 'at must be a finite time, got %', p_at USING ERRCODE = '22023';
     END IF;
     -- Consent is recorded when it is given, not ahead of it.
-    IF p_at > now() + interval '5 minutes' THEN
+    IF p_at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'at may not be in the future, got %', p_at USING ERRCODE = '22023';
     END IF;
     PERFORM memory_internal._require_org(p_org);
@@ -174,7 +174,7 @@ BEGIN
         END IF;
         -- History runs forward: a version is not recorded before the one it follows (beyond the
         -- few minutes by which concurrent transactions' clocks may cross).
-        IF prev.recorded_at > p_at + interval '5 minutes' THEN
+        IF prev.recorded_at > p_at + memory_internal._max_clock_skew() THEN
             RAISE EXCEPTION 'at (%) precedes version % of this consent (%)', p_at, prev.version, prev.recorded_at USING ERRCODE = '22023';
         END IF;
         IF removed IS NOT NULL AND prev.version IS NULL THEN
@@ -239,7 +239,7 @@ BEGIN
     -- The onboarding path: preferences given with save_to_profile become the profile context.
     IF preferences IS NOT NULL AND 'save_to_profile' = ANY (c.scopes) THEN
         prefs := (SELECT coalesce(jsonb_object_agg(k, preferences->k), '{}') FROM jsonb_object_keys(preferences) k
-                   WHERE k IN ('language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason'));
+                   WHERE k = ANY (memory_internal._context_fields('preferences')));
         IF prefs <> '{}' THEN
             INSERT INTO memory.user_contexts (org_id, user_id, scope, source, fields, created_at)
             VALUES (p_org, p_user, 'profile', 'onboarding', prefs, at);
@@ -507,9 +507,8 @@ RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, 
 AS $$
 DECLARE
     have     memory.consent_scope[];
-    position text[] := ARRAY['user_stated_position_context', 'constraints', 'time_horizon'];
-    known    text[] := ARRAY['language_preference', 'research_depth', 'risk_prompt_preference', 'user_focus_reason',
-                             'research_style', 'user_stated_position_context', 'constraints', 'time_horizon', 'position_consent'];
+    position text[] := memory_internal._context_fields('position');
+    known    text[] := memory_internal._context_fields('known');
     k        text;
     found    text[];
     vals     text[];
@@ -567,7 +566,7 @@ BEGIN
     END IF;
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
     NEW.expires_at := NULL;
-    IF NEW.created_at > now() + interval '5 minutes' THEN
+    IF NEW.created_at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'created_at may not be in the future' USING ERRCODE = '22023';
     END IF;
     have := coalesce(memory_internal._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
@@ -876,10 +875,7 @@ DECLARE
     missing  text[] := '{}';
     blocked  text[] := '{}';
     lines    text[] := '{}';
-    src      constant jsonb := '{"S1_language_pref": "language_preference", "S2_research_depth": "research_depth",
-                                 "S3_risk_prompt_pref": "risk_prompt_preference", "S4_user_focus_reason": "user_focus_reason",
-                                 "S5_research_style": "research_style", "S7_user_stated_position_context": "user_stated_position_context",
-                                 "S8_constraints": "constraints"}';
+    src      constant jsonb := memory_internal._slice_fields();   -- slice -> context field (memory_core::consent)
     defaults constant jsonb := '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced"}';
 BEGIN
     -- memory_internal._consent_args and memory_internal._consent_scopes written out: this is the read path of every
@@ -890,7 +886,7 @@ BEGIN
     IF at IS NULL OR NOT isfinite(at) THEN
         RAISE EXCEPTION 'at must be a finite time, got %', at USING ERRCODE = '22023';
     END IF;
-    IF at > now() + interval '5 minutes' THEN
+    IF at > now() + memory_internal._max_clock_skew() THEN
         RAISE EXCEPTION 'at may not be in the future, got %', at USING ERRCODE = '22023';
     END IF;
     PERFORM memory_internal._require_org(p_org);

@@ -80,6 +80,7 @@ GRANT EXECUTE ON FUNCTION
     -- rules of the core the caller's own statements use (pure functions)
     memory_internal._is_misleading(bigint, bigint), memory_internal._stamps_t_invalid(text), memory_internal._is_retirement(text, text),
     memory_internal._is_expired(timestamptz, int, timestamptz), memory_internal._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
+    memory_internal._max_clock_skew(), memory_internal._hold_matches(text, text, text, text),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
     memory_internal._check_rule_pattern(text), memory_internal._knowledge_gate_open(), memory_internal._is_knowledge_admin(), memory_internal._table_of(oid),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)

@@ -1546,10 +1546,10 @@ BEGIN
          ORDER BY c.id FOR UPDATE
     ), upd AS (
         UPDATE memory.claims c
-           SET claim_text = CASE WHEN 'claim_text' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.claim_text END,
+           SET claim_text = CASE WHEN 'claim_text' = ANY (c.pii_fields) THEN memory_internal._redacted_marker() ELSE c.claim_text END,
                subject_id = CASE WHEN 'subject_id' = ANY (c.pii_fields) THEN NULL ELSE c.subject_id END,
                supports   = CASE WHEN 'supports' = ANY (c.pii_fields) THEN '{}'::text[] ELSE c.supports END,
-               source     = CASE WHEN 'source' = ANY (c.pii_fields) THEN '[redacted]' ELSE c.source END,
+               source     = CASE WHEN 'source' = ANY (c.pii_fields) THEN memory_internal._redacted_marker() ELSE c.source END,
                details    = memory_internal._redact_details(c.details, c.pii_fields),
                anonymized_at = at,
                lifecycle_state = 'archived',

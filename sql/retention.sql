@@ -212,17 +212,16 @@ COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted n
 
 -- Whether an active legal hold covers (org, user, observation). On Citus it runs on the shards
 -- of a query over the observations, and reads the holds (a reference table) from the node's own
--- copy (see memory_internal._acting_org). Statements that change rows test the same condition inline:
--- Citus refuses a STABLE function of a column there.
+-- copy (see memory_internal._acting_org). The match itself is memory_internal._hold_matches (core's
+-- rule), which every hold lookup uses; statements that change rows call it directly, as Citus
+-- refuses a STABLE function of a column there (an IMMUTABLE one it runs on the shards).
 CREATE FUNCTION memory_internal._held(p_org text, p_user text, p_id uuid)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
     SET citus.allow_nested_distributed_execution = on
 AS $$
     SELECT EXISTS (SELECT 1 FROM memory.legal_holds h
                     WHERE h.released_at IS NULL AND h.org_id = p_org
-                      AND (h.observation_id = p_id
-                           OR (h.observation_id IS NULL AND h.user_id = p_user)
-                           OR (h.observation_id IS NULL AND h.user_id IS NULL)))
+                      AND memory_internal._hold_matches(h.observation_id::text, h.user_id, p_id::text, p_user))
 $$;
 
 -- Legal holds block writes (MX006): an UPDATE of the mapped content, org, user or id
@@ -246,8 +245,7 @@ BEGIN
     PERFORM memory_internal._require_org(p_org);
     SELECT h.id INTO hold FROM memory.legal_holds h
      WHERE h.released_at IS NULL AND h.org_id = p_org
-       AND ((h.observation_id IS NOT NULL AND h.observation_id::text = p_id)
-            OR (h.observation_id IS NULL AND (h.user_id IS NULL OR h.user_id = p_user)))
+       AND memory_internal._hold_matches(h.observation_id::text, h.user_id, p_id, p_user)
      ORDER BY h.id LIMIT 1;
     RETURN hold;
 END $$;
@@ -330,11 +328,11 @@ BEGIN
         'SELECT pg_catalog.jsonb_build_array('
         '  $2::pg_catalog.text[] IS NOT NULL AND EXISTS (SELECT 1 FROM %1$s t WHERE t.%2$I IS NOT NULL AND NOT (t.%2$I::text OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))),'
         '  (SELECT h.id FROM %1$s t JOIN pg_catalog.jsonb_to_recordset($1::pg_catalog.jsonb) h(id bigint, org text, usr text, oid text) '
-        '   ON t.%2$I::text OPERATOR(pg_catalog.=) h.org AND CASE WHEN h.oid IS NOT NULL THEN %3$s ELSE (h.usr IS NULL OR %4$s) END '
+        '   ON t.%2$I::text OPERATOR(pg_catalog.=) h.org AND memory_internal._hold_matches(h.oid, h.usr, %3$s, %4$s) '
         '   ORDER BY h.id LIMIT 1))',
         tbl, args[1],
-        CASE WHEN coalesce(args[3], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.oid', args[3]) END,
-        CASE WHEN coalesce(args[2], '') = '' THEN 'false' ELSE format('t.%I::text OPERATOR(pg_catalog.=) h.usr', args[2]) END),
+        CASE WHEN coalesce(args[3], '') = '' THEN 'NULL' ELSE format('t.%I::text', args[3]) END,
+        CASE WHEN coalesce(args[2], '') = '' THEN 'NULL' ELSE format('t.%I::text', args[2]) END),
         ARRAY[holds::text, mine::text]);
     IF (found->>0)::boolean THEN
         RAISE EXCEPTION 'role % may not remove rows of % that belong to orgs it may not act for', who::regrole, tbl
@@ -664,8 +662,7 @@ BEGIN
                    -- (a row held since is left, as the hold trigger on its shard would refuse it)
                    AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
                                     WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
-                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
-                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))));
+                                      AND memory_internal._hold_matches(h.observation_id::text, h.user_id, o.id::text, o.user_id));
             END IF;
         END IF;
     END LOOP;
@@ -710,8 +707,7 @@ BEGIN
                    AND o.soft_deleted_at IS NULL AND o.archive_at OPERATOR(pg_catalog.<=) $3
                    AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
                                     WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
-                                      AND (h.observation_id OPERATOR(pg_catalog.=) o.id
-                                           OR (h.observation_id IS NULL AND (h.user_id OPERATOR(pg_catalog.=) o.user_id OR h.user_id IS NULL))))
+                                      AND memory_internal._hold_matches(h.observation_id::text, h.user_id, o.id::text, o.user_id))
                 RETURNING o.*)
             INSERT INTO memory.observations_archive (%1$s, archived_at) SELECT %1$s, $3 FROM moved', memory_internal._archive_columns())
             USING g.org_id, g.ids, at;

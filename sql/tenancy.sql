@@ -83,15 +83,16 @@ RETURNS memory.classification LANGUAGE sql STABLE SECURITY DEFINER SET search_pa
     SET citus.allow_nested_distributed_execution = on
 AS $$ SELECT memory_internal._max_tier_role(memory_internal._caller(), memory_internal._acting_org()) $$;
 
--- Time travel is the owner's: an `at` more than 5 minutes (memory_core::retention::
--- MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
+-- Time travel is the owner's: an `at` more than memory_internal._max_clock_skew() (5 minutes,
+-- memory_core::retention::MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
 -- the extension owner and superusers (tests, backfills); anyone else gets 22023. Returns `at`.
 CREATE FUNCTION memory_internal._check_at(at timestamptz, fn text)
 RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.+) interval '5 minutes') AND NOT memory_internal._is_unrestricted() THEN
-        RAISE EXCEPTION '%: at (%) is more than 5 minutes after the transaction time', fn, at USING ERRCODE = '22023',
+    IF at OPERATOR(pg_catalog.>) (now() OPERATOR(pg_catalog.+) memory_internal._max_clock_skew()) AND NOT memory_internal._is_unrestricted() THEN
+        RAISE EXCEPTION '%: at (%) is more than % minutes after the transaction time', fn, at,
+            pg_catalog.date_part('epoch', memory_internal._max_clock_skew()) OPERATOR(pg_catalog./) 60 USING ERRCODE = '22023',
             HINT = 'Omit at to run for now; a later time is for the extension owner and superusers (tests, backfills).';
     END IF;
     RETURN at;

@@ -3,6 +3,7 @@
 use crate::errors::{code, MxError, OrRaise};
 use crate::gucs;
 use crate::pg::tuple;
+use columns::ClassifyColumns;
 use memory_core::classify::{
     apply_org_rules, classify as core_classify, derive_classification, explain, Decision, DetectorSet,
     OrgRule, SourceType, Target, Tier,
@@ -13,6 +14,8 @@ use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+
+mod columns;
 
 // ---------------------------------------------------------------------------------------------
 // Org rules, compiled once per backend and org, dropped when memory.classification_rules changes.
@@ -28,7 +31,7 @@ thread_local! {
 /// invalidates it) or a full invalidation drops every compiled rule set; a change to a governed
 /// table drops its cached column mapping.
 fn relcache(relid: pg_sys::Oid) {
-    tuple::forget_mapping(relid);
+    columns::forget_mapping(relid);
     if relid == pg_sys::InvalidOid || relid == RULES_TABLE.with(Cell::get) {
         ORG_RULES.with(|m| m.borrow_mut().clear());
         LAST_ORG.with(|l| *l.borrow_mut() = None);
@@ -378,7 +381,7 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     if crate::gucs::restore_mode() && !row.is_update() {
         return Ok(row.unchanged());
     }
-    let mut cols = tuple::ClassifyColumns::acquire(&row)?;
+    let mut cols = ClassifyColumns::acquire(&row)?;
     cols.load(&row);
     // A row's org is one the writing role may act for (42501, with the hint naming
     // memory.grant_org), before row-level security or the audit trigger would refuse it with
@@ -410,7 +413,7 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
 /// The tier to store. INSERT: the computed tier, with the writer's as a floor. UPDATE: no target
 /// may be lowered (MX004) unless memory.reclassify opened the gate; changed inputs re-classify,
 /// never below the old tier.
-fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Result<Tier, MxError> {
+fn decide_row(row: &tuple::RowTrigger, cols: &mut ClassifyColumns) -> Result<Tier, MxError> {
     let written = cols.tiers(false)?;
     if !row.is_update() {
         return Ok(written.map(|w| w.1).max(Some(classify_row_inputs(cols)?.tier)).unwrap_or(Tier::Internal));
@@ -441,7 +444,7 @@ fn decide_row(row: &tuple::RowTrigger, cols: &mut tuple::ClassifyColumns) -> Res
     Ok(written.max(computed).max(old_tier).unwrap_or(Tier::Internal))
 }
 
-fn classify_row_inputs(cols: &mut tuple::ClassifyColumns) -> Result<Decision, MxError> {
+fn classify_row_inputs(cols: &mut ClassifyColumns) -> Result<Decision, MxError> {
     let st = cols.source_type()?;
     // An org's rules classify a row only for a writer that may act for the org: otherwise every
     // write would be an oracle on another tenant's patterns (docs/design.md#trust-boundary). Orgs without rules cost

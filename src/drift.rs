@@ -19,6 +19,9 @@
 //! row and TRUNCATE triggers send a relcache invalidation), so a row reads neither settings table; each
 //! user's consent is cached too (`ConsentCache`), read under a snapshot taken then and dropped
 //! when consent rows change (`memory_internal._consents_changed()`).
+//!
+//! This file is long because each of the four detectors reads its own rows by index scan here;
+//! the reads share the settings, the consent check and the recording of findings.
 
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::scan::{self, Key, Lookup};
@@ -526,6 +529,19 @@ fn literal(s: &str) -> String {
     s.replace('%', "%%")
 }
 
+/// The new row as every detector sees it.
+struct NewRow<'a> {
+    s: &'a Settings,
+    row: &'a InsertedRow<'a>,
+    org: pg_sys::Datum,
+    user: pg_sys::Datum,
+    at: pg_sys::Datum,
+    new: Written,
+    new_id: Option<[u8; 16]>,
+}
+
+/// `memory_internal._detect_drift()`: the detectors of the table the row was written to, then
+/// the findings recorded.
 fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     const NAME: &str = "memory_internal._detect_drift()";
     let row = InsertedRow::new(td, NAME, false)?;
@@ -533,8 +549,6 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         return Ok(());
     }
     let s = settings_as_owner(row.relid())?;
-    let t = &s.thresholds;
-    let c = &s.col;
     let relid = row.relid();
     if relid != s.feedback && relid != s.refreshes && relid != s.watch {
         return Err(wrong_table(NAME, relid, "memory.user_feedback, memory.thread_refreshes or memory.watch_question_updates"));
@@ -544,207 +558,16 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
     };
     let new_id = row.uuid("id")?;
     let new = Written { at: at.value() as i64, here: Some(row.command_id()), id: new_id.unwrap_or([0xff; 16]) };
+    let n = NewRow { s: &s, row: &row, org, user, at, new, new_id };
     // The lookups read memory_ext's closed tables directly (as the extension owner would: the
     // writer's org was checked by row-level security before the row got here).
-    let mut found = Vec::new();
-    if relid == s.feedback {
-        let rating_polarity = row.text("rating")?.as_deref().and_then(rules::rating_polarity);
-        let comment_polarity = row.int("comment_polarity")?.map(|p| p as i32);
-        let grade_days = (!t.grade_reversal_days.is_nan()).then(|| Thresholds::whole(t.grade_reversal_days));
-        let object = row.datum("related_object_ref")?;
-        let look_grade = rating_polarity.filter(|_| grade_days.is_some() && object.is_some());
-        let look_conflict = comment_polarity.filter(|_| !t.feedback_conflict_min.is_nan());
-        if look_grade.is_none() && look_conflict.is_none() {
-            return Ok(());
-        }
-        // The command counter first: a consent version written earlier in this statement has
-        // queued its invalidation, which this processes before the cache is asked.
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &row, org, user)? {
-            return Ok(());
-        }
-        // grade_reversal: the latest earlier rating of the same object within the window.
-        if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
-            // The window counts calendar days in the session's time zone (timestamptz - interval).
-            let since = scan::minus_days(at, days as i32);
-            let mut f = lk.backward(
-                s.feedback,
-                s.feedback_by_object,
-                &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, object), at_or_before(4, at), after(4, since)]),
-            )?;
-            // The latest rating before the new row: the greatest among those sharing its
-            // created_at, else the first of the earlier ones.
-            let mut latest: Option<(Written, String, Option<TimestampWithTimeZone>)> = None;
-            let rating = |f: &scan::Scan| f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned());
-            rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
-                let Some(r) = rating(f) else { return true };
-                if same {
-                    if latest.as_ref().is_none_or(|l| w > l.0) {
-                        latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
-                    }
-                    return true;
-                }
-                if latest.is_none() {
-                    latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
-                }
-                false
-            });
-            drop(f);
-            if let Some((_, prior, prior_at)) = latest {
-                if rules::is_grade_reversal(&prior, pol) {
-                    let new_rating = row.text("rating")?.unwrap_or_default();
-                    let object_ref = row.text("related_object_ref")?.unwrap_or_default();
-                    found.push(Finding {
-                        kind: "grade_reversal",
-                        object_ref: object_ref.clone(),
-                        cognition_object: true,
-                        prior_value: prior.clone(),
-                        prior_at,
-                        prior_ref: Some(object_ref),
-                        current_value: new_rating.clone(),
-                        changed_inferences: None,
-                        summary: format!("%1$s graded {}, then %2$s graded {}", literal(&prior), literal(&new_rating)),
-                        time_format: "YYYY-MM-DD",
-                    });
-                }
-            }
-        }
-        // feedback_conflict: the latest earlier comments of the other polarity on objects of the
-        // same kind, at most as many as the threshold asks for.
-        if let Some(pol) = look_conflict {
-            let cognition = row.datum("cognition_object")?;
-            let kind = scan::jsonb_field_text(cognition, "type");
-            let limit = rules::conflict_lookups(t);
-            let mut n = 0i64;
-            let mut latest: Option<(Written, Option<TimestampWithTimeZone>, Option<String>)> = None;
-            let mut f = lk.backward(
-                s.feedback,
-                s.feedback_by_polarity,
-                &of_user(org, user, [Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)]),
-            )?;
-            // Every opposing comment sharing the new row's created_at that comes before it, then
-            // earlier ones until the threshold is reached; the latest is the greatest of them.
-            let same_kind = |f: &scan::Scan| scan::jsonb_field_text(f.datum(c.fb_cognition), "type") == kind;
-            let at_ref = |f: &scan::Scan| (timestamptz(f.datum(c.fb_created_at)), f.bytes(c.fb_object).map(|b| String::from_utf8_lossy(b).into_owned()));
-            if limit > 0 {
-                rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
-                    if !same && n >= limit {
-                        return false;
-                    }
-                    if same_kind(f) {
-                        n += 1;
-                        if latest.as_ref().is_none_or(|l| w > l.0) {
-                            let (a, r) = at_ref(f);
-                            latest = Some((w, a, r));
-                        }
-                    }
-                    same || n < limit
-                });
-            }
-            drop(f);
-            let (latest_at, latest_ref) = latest.map_or((None, None), |l| (l.1, l.2));
-            if rules::is_feedback_conflict(n, t) {
-                let kind = kind.map(|k| String::from_utf8_lossy(&k).into_owned());
-                found.push(Finding {
-                    kind: "feedback_conflict",
-                    object_ref: row.text("related_object_ref")?.unwrap_or_default(),
-                    cognition_object: true,
-                    prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
-                    prior_at: latest_at,
-                    prior_ref: latest_ref,
-                    current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
-                    changed_inferences: None,
-                    summary: format!(
-                        "at least {n} earlier comments on {} objects point the other way, the latest on %1$s",
-                        literal(kind.as_deref().unwrap_or("untyped"))
-                    ),
-                    time_format: "YYYY-MM-DD",
-                });
-            }
-        }
+    let found = if relid == s.feedback {
+        on_feedback(&n)?
     } else if relid == s.refreshes {
-        let changed = row.int("changed_inferences")?.unwrap_or(0) as i32;
-        let Some(thread) = row.datum("thread_id")? else { return Ok(()) };
-        if !rules::refresh_may_flip(changed, t) || t.refresh_lookback_days.is_nan() {
-            return Ok(());
-        }
-        // The command counter first: a consent version written earlier in this statement has
-        // queued its invalidation, which this processes before the cache is asked.
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &row, org, user)? {
-            return Ok(());
-        }
-        // The user's latest refresh of the thread of at least refresh_lookback_days before.
-        let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
-        let mut r = lk.backward(
-            s.refreshes,
-            s.refreshes_by_thread,
-            &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, thread), at_or_before(4, before)]),
-        )?;
-        while r.next() {
-            if r.uuid(c.rf_id) == new_id {
-                continue;
-            }
-            let prior_thesis = r.bytes(c.rf_thesis).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
-            if rules::is_stance_flip(&prior_thesis, &row.text("main_thesis")?.unwrap_or_default(), t) {
-                let thread = row.text("thread_id")?.unwrap_or_default();
-                found.push(Finding {
-                    kind: "refresh_stance_flip",
-                    object_ref: format!("thread:{thread}"),
-                    cognition_object: false,
-                    prior_value: "thesis".into(),
-                    prior_at: timestamptz(r.datum(c.rf_created_at)),
-                    prior_ref: Some(format!("thread:{thread}")),
-                    current_value: "thesis".into(),
-                    changed_inferences: Some(changed),
-                    summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(&thread)),
-                    time_format: "YYYY-MM-DD",
-                });
-            }
-            break;
-        }
+        refresh_stance_flip(&n)?.into_iter().collect()
     } else {
-        if row.text("status")?.as_deref() != Some("reopened") {
-            return Ok(());
-        }
-        let Some(question) = row.datum("watch_question_id")? else { return Ok(()) };
-        // The command counter first: a consent version written earlier in this statement has
-        // queued its invalidation, which this processes before the cache is asked.
-        let lk = Lookup::begin();
-        if !consent_in_force(&s, &row, org, user)? {
-            return Ok(());
-        }
-        // The user's latest resolution of the question.
-        let mut w = lk.backward(
-            s.watch,
-            s.watch_by_question,
-            &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, question), at_or_before(4, at)]),
-        )?;
-        while w.next() {
-            if w.uuid(c.wq_id) == new_id || w.bytes(c.wq_status) != Some(b"resolved".as_slice()) {
-                continue;
-            }
-            let resolved = w.datum(c.wq_created_at).map(|d| d.value() as i64);
-            if let Some(resolved) = resolved {
-                if rules::is_reopen_drift((at.value() as i64).saturating_sub(resolved), t) {
-                    let question = row.text("watch_question_id")?.unwrap_or_default();
-                    found.push(Finding {
-                        kind: "watch_question_resolved_then_reopened",
-                        object_ref: format!("watch_question:{question}"),
-                        cognition_object: false,
-                        prior_value: "resolved".into(),
-                        prior_at: timestamptz(Some(pg_sys::Datum::from(resolved as usize))),
-                        prior_ref: Some(format!("watch_question:{question}")),
-                        current_value: "reopened".into(),
-                        changed_inferences: None,
-                        summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
-                        time_format: "YYYY-MM-DD HH24:MI",
-                    });
-                }
-            }
-            break;
-        }
-    }
+        reopened(&n)?.into_iter().collect()
+    };
     if found.is_empty() {
         return Ok(());
     }
@@ -752,6 +575,231 @@ fn detect(td: &pg_sys::TriggerData) -> Result<(), MxError> {
         let _owner = crate::trust::AsOwner::enter()?;
         record(client, &s, &row, found)
     })
+}
+
+/// The consent check every detector makes before it reads: the command counter first (a consent
+/// version written earlier in this statement has queued its invalidation, which this processes
+/// before the cache is asked); None when save_to_profile is not in force.
+fn consented(n: &NewRow) -> Result<Option<Lookup>, MxError> {
+    let lk = Lookup::begin();
+    Ok(consent_in_force(n.s, n.row, n.org, n.user)?.then_some(lk))
+}
+
+/// A feedback row: grade_reversal and feedback_conflict.
+fn on_feedback(n: &NewRow) -> Result<Vec<Finding>, MxError> {
+    let (row, t) = (n.row, &n.s.thresholds);
+    let rating_polarity = row.text("rating")?.as_deref().and_then(rules::rating_polarity);
+    let comment_polarity = row.int("comment_polarity")?.map(|p| p as i32);
+    let grade_days = (!t.grade_reversal_days.is_nan()).then(|| Thresholds::whole(t.grade_reversal_days));
+    let object = row.datum("related_object_ref")?;
+    let look_grade = rating_polarity.filter(|_| grade_days.is_some() && object.is_some());
+    let look_conflict = comment_polarity.filter(|_| !t.feedback_conflict_min.is_nan());
+    if look_grade.is_none() && look_conflict.is_none() {
+        return Ok(Vec::new());
+    }
+    let Some(lk) = consented(n)? else { return Ok(Vec::new()) };
+    let mut found = Vec::new();
+    if let (Some(pol), Some(days), Some(object)) = (look_grade, grade_days, object) {
+        found.extend(grade_reversal(n, &lk, pol, days, object)?);
+    }
+    if let Some(pol) = look_conflict {
+        found.extend(feedback_conflict(n, &lk, pol)?);
+    }
+    Ok(found)
+}
+
+/// grade_reversal: the latest earlier rating of the same object within the window, of the other
+/// polarity.
+fn grade_reversal(n: &NewRow, lk: &Lookup, pol: i16, days: i32, object: pg_sys::Datum) -> Result<Option<Finding>, MxError> {
+    let NewRow { s, row, org, user, at, new, .. } = *n;
+    let c = &s.col;
+    // The window counts calendar days in the session's time zone (timestamptz - interval).
+    let since = scan::minus_days(at, days);
+    let mut f = lk.backward(
+        s.feedback,
+        s.feedback_by_object,
+        &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, object), at_or_before(4, at), after(4, since)]),
+    )?;
+    // The latest rating before the new row: the greatest among those sharing its
+    // created_at, else the first of the earlier ones.
+    let mut latest: Option<(Written, String, Option<TimestampWithTimeZone>)> = None;
+    let rating = |f: &scan::Scan| f.bytes(c.fb_rating).map(|b| String::from_utf8_lossy(b).into_owned());
+    rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
+        let Some(r) = rating(f) else { return true };
+        if same {
+            if latest.as_ref().is_none_or(|l| w > l.0) {
+                latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
+            }
+            return true;
+        }
+        if latest.is_none() {
+            latest = Some((w, r, timestamptz(f.datum(c.fb_created_at))));
+        }
+        false
+    });
+    drop(f);
+    if let Some((_, prior, prior_at)) = latest {
+        if rules::is_grade_reversal(&prior, pol) {
+            let new_rating = row.text("rating")?.unwrap_or_default();
+            let object_ref = row.text("related_object_ref")?.unwrap_or_default();
+            return Ok(Some(Finding {
+                kind: "grade_reversal",
+                object_ref: object_ref.clone(),
+                cognition_object: true,
+                prior_value: prior.clone(),
+                prior_at,
+                prior_ref: Some(object_ref),
+                current_value: new_rating.clone(),
+                changed_inferences: None,
+                summary: format!("%1$s graded {}, then %2$s graded {}", literal(&prior), literal(&new_rating)),
+                time_format: "YYYY-MM-DD",
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// feedback_conflict: the latest earlier comments of the other polarity on objects of the same
+/// kind, at most as many as the threshold asks for.
+fn feedback_conflict(n: &NewRow, lk: &Lookup, pol: i32) -> Result<Option<Finding>, MxError> {
+    let NewRow { s, row, org, user, at, new, .. } = *n;
+    let (c, t) = (&s.col, &s.thresholds);
+    let cognition = row.datum("cognition_object")?;
+    let kind = scan::jsonb_field_text(cognition, "type");
+    let limit = rules::conflict_lookups(t);
+    let mut n = 0i64;
+    let mut latest: Option<(Written, Option<TimestampWithTimeZone>, Option<String>)> = None;
+    let mut f = lk.backward(
+        s.feedback,
+        s.feedback_by_polarity,
+        &of_user(org, user, [Key::eq(3, pg_sys::F_INT2EQ, pg_sys::Datum::from((-pol) as i16 as isize as usize)), at_or_before(4, at)]),
+    )?;
+    // Every opposing comment sharing the new row's created_at that comes before it, then
+    // earlier ones until the threshold is reached; the latest is the greatest of them.
+    let same_kind = |f: &scan::Scan| scan::jsonb_field_text(f.datum(c.fb_cognition), "type") == kind;
+    let at_ref = |f: &scan::Scan| (timestamptz(f.datum(c.fb_created_at)), f.bytes(c.fb_object).map(|b| String::from_utf8_lossy(b).into_owned()));
+    if limit > 0 {
+        rows_before(&mut f, c.fb_created_at, c.fb_id, new, |f, w, same| {
+            if !same && n >= limit {
+                return false;
+            }
+            if same_kind(f) {
+                n += 1;
+                if latest.as_ref().is_none_or(|l| w > l.0) {
+                    let (a, r) = at_ref(f);
+                    latest = Some((w, a, r));
+                }
+            }
+            same || n < limit
+        });
+    }
+    drop(f);
+    let (latest_at, latest_ref) = latest.map_or((None, None), |l| (l.1, l.2));
+    if rules::is_feedback_conflict(n, t) {
+        let kind = kind.map(|k| String::from_utf8_lossy(&k).into_owned());
+        return Ok(Some(Finding {
+            kind: "feedback_conflict",
+            object_ref: row.text("related_object_ref")?.unwrap_or_default(),
+            cognition_object: true,
+            prior_value: if pol > 0 { "negative" } else { "positive" }.to_string(),
+            prior_at: latest_at,
+            prior_ref: latest_ref,
+            current_value: if pol > 0 { "positive" } else { "negative" }.to_string(),
+            changed_inferences: None,
+            summary: format!(
+                "at least {n} earlier comments on {} objects point the other way, the latest on %1$s",
+                literal(kind.as_deref().unwrap_or("untyped"))
+            ),
+            time_format: "YYYY-MM-DD",
+        }));
+    }
+    Ok(None)
+}
+
+/// refresh_stance_flip: the user's latest refresh of the thread of at least
+/// refresh_lookback_days before, with another thesis.
+fn refresh_stance_flip(n: &NewRow) -> Result<Option<Finding>, MxError> {
+    let NewRow { s, row, org, user, at, new_id, .. } = *n;
+    let (c, t) = (&s.col, &s.thresholds);
+    let changed = row.int("changed_inferences")?.unwrap_or(0) as i32;
+    let Some(thread) = row.datum("thread_id")? else { return Ok(None) };
+    if !rules::refresh_may_flip(changed, t) || t.refresh_lookback_days.is_nan() {
+        return Ok(None);
+    }
+    let Some(lk) = consented(n)? else { return Ok(None) };
+    // The user's latest refresh of the thread of at least refresh_lookback_days before.
+    let before = scan::minus_days(at, Thresholds::whole(t.refresh_lookback_days) as i32);
+    let mut r = lk.backward(
+        s.refreshes,
+        s.refreshes_by_thread,
+        &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, thread), at_or_before(4, before)]),
+    )?;
+    while r.next() {
+        if r.uuid(c.rf_id) == new_id {
+            continue;
+        }
+        let prior_thesis = r.bytes(c.rf_thesis).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        if rules::is_stance_flip(&prior_thesis, &row.text("main_thesis")?.unwrap_or_default(), t) {
+            let thread = row.text("thread_id")?.unwrap_or_default();
+            return Ok(Some(Finding {
+                kind: "refresh_stance_flip",
+                object_ref: format!("thread:{thread}"),
+                cognition_object: false,
+                prior_value: "thesis".into(),
+                prior_at: timestamptz(r.datum(c.rf_created_at)),
+                prior_ref: Some(format!("thread:{thread}")),
+                current_value: "thesis".into(),
+                changed_inferences: Some(changed),
+                summary: format!("thesis of thread {} changed ({changed} inferences) since %1$s", literal(&thread)),
+                time_format: "YYYY-MM-DD",
+            }));
+        }
+        break;
+    }
+    Ok(None)
+}
+
+/// watch_question_resolved_then_reopened: a reopened question, against the user's latest
+/// resolution of it.
+fn reopened(n: &NewRow) -> Result<Option<Finding>, MxError> {
+    let NewRow { s, row, org, user, at, new_id, .. } = *n;
+    let (c, t) = (&s.col, &s.thresholds);
+    if row.text("status")?.as_deref() != Some("reopened") {
+        return Ok(None);
+    }
+    let Some(question) = row.datum("watch_question_id")? else { return Ok(None) };
+    let Some(lk) = consented(n)? else { return Ok(None) };
+    // The user's latest resolution of the question.
+    let mut w = lk.backward(
+        s.watch,
+        s.watch_by_question,
+        &of_user(org, user, [Key::eq(3, pg_sys::F_TEXTEQ, question), at_or_before(4, at)]),
+    )?;
+    while w.next() {
+        if w.uuid(c.wq_id) == new_id || w.bytes(c.wq_status) != Some(b"resolved".as_slice()) {
+            continue;
+        }
+        let resolved = w.datum(c.wq_created_at).map(|d| d.value() as i64);
+        if let Some(resolved) = resolved {
+            if rules::is_reopen_drift((at.value() as i64).saturating_sub(resolved), t) {
+                let question = row.text("watch_question_id")?.unwrap_or_default();
+                return Ok(Some(Finding {
+                    kind: "watch_question_resolved_then_reopened",
+                    object_ref: format!("watch_question:{question}"),
+                    cognition_object: false,
+                    prior_value: "resolved".into(),
+                    prior_at: timestamptz(Some(pg_sys::Datum::from(resolved as usize))),
+                    prior_ref: Some(format!("watch_question:{question}")),
+                    current_value: "reopened".into(),
+                    changed_inferences: None,
+                    summary: format!("watch question {} resolved %1$s, reopened %2$s", literal(&question)),
+                    time_format: "YYYY-MM-DD HH24:MI",
+                }));
+            }
+        }
+        break;
+    }
+    Ok(None)
 }
 
 /// A drift signal's cell: its jsonb laid out already, or JSON text for jsonb_in.

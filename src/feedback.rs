@@ -6,7 +6,7 @@
 //! a `weight` column (its `id` column must be uuid), in registration order; the first match wins.
 
 use crate::errors::{code, MxError, OrRaise};
-use memory_core::feedback::{alpha_for, check_alpha, ema, step, Outcome};
+use memory_core::feedback::{ema, Decision, Observed, Outcome};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, SpiClient};
@@ -206,289 +206,321 @@ fn record_outcome(
     TableIterator::new(rows)
 }
 
+/// What the history says of the resolved ids: those this session already moved, the distinct
+/// failed and successful sessions of each, and the α of each org.
+struct History {
+    recorded: HashSet<[u8; 16]>,
+    counts: HashMap<[u8; 16], (i64, i64)>,
+    alphas: HashMap<String, (f64, f64)>,
+    /// The platform's α (memory.alpha_success, memory.alpha_failure), for orgs without their own.
+    default_alphas: (f64, f64),
+}
+
+/// The writes one call makes: new weights by source, history rows, and one event per tenant.
+#[derive(Default)]
+struct Writes {
+    updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>, Vec<Option<String>>)>,
+    hist: (Vec<pgrx::Uuid>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<String>, Vec<Option<String>>),
+    events: BTreeMap<(String, Option<String>), (Vec<String>, Map<String, Value>)>,
+}
+
+/// Records `outcome` of `session` for `ids`: resolve (lock the rows, read their history),
+/// decide (memory_core::feedback::decide, per id in the caller's order), write.
 fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<OutcomeRow>, MxError> {
-    let (alpha_s, alpha_f) = (crate::gucs::ALPHA_SUCCESS.get(), crate::gucs::ALPHA_FAILURE.get());
     Spi::connect_mut(|client| {
         crate::pg::xact::ensure_xid();
-        let mut unique: Vec<pgrx::Uuid> = Vec::with_capacity(ids.len());
-        let mut seen = HashSet::new();
-        for id in ids {
-            if seen.insert(*id.as_bytes()) {
-                unique.push(*id);
-            }
-        }
-
-        // Resolve and lock the rows, source by source.
         let srcs = sources(client)?;
-        let mut found: HashMap<[u8; 16], Target> = HashMap::new();
-        let acting: Option<String> = crate::gucs::ORG_ID.get().and_then(|c| c.to_str().ok().map(str::to_owned)).filter(|s| !s.is_empty());
-        for (i, src) in srcs.iter().enumerate() {
-            let pending: Vec<pgrx::Uuid> = unique.iter().filter(|u| !found.contains_key(u.as_bytes())).copied().collect();
-            if pending.is_empty() {
-                break;
-            }
-            let q = format!(
-                "SELECT t.{id}, {org}, {proj}, t.{w}::pg_catalog.float8, {del} FROM {rel} t
-                  WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1){per_org} ORDER BY t.{id}, {org} COLLATE \"C\" FOR UPDATE",
-                id = quote_identifier(&src.id),
-                org = src.col(&src.org),
-                proj = src.col(&src.project),
-                w = quote_identifier(&src.weight),
-                del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
-                rel = src.rel,
-                per_org = src.org_filter(),
-            );
-            // memory.observations as the extension owner (orgs checked below); an application
-            // table as its owner, so its code never runs with the caller's rights.
-            // Citus refuses FOR UPDATE over all shards: the orgs of the ids are read first, and
-            // each org the caller may act for has its rows locked on its shard, in org order.
-            let orgs = {
-                let _g = Guard::for_source(src)?;
-                src.orgs_of(client, &pending)?
-            };
-            let orgs = match orgs {
-                Some(all) => {
-                    let mut mine = BTreeSet::new();
-                    for o in all {
-                        if crate::trust::may_act_for(Some(&o))? {
-                            mine.insert(o);
-                        }
-                    }
-                    Some(mine)
-                }
-                None => None,
-            };
-            let rows = {
-                let _g = Guard::for_source(src)?;
-                match orgs {
-                    Some(orgs) => {
-                        let mut rows = Vec::new();
-                        for org in orgs {
-                            let t = client.update(q.as_str(), None, &[pending.clone().into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
-                            rows.extend(t.map(|r| read_target(&r)));
-                        }
-                        rows
-                    }
-                    None => client
-                        .update(q.as_str(), None, &[pending.into()])
-                        .map_err(MxError::spi_in("feedback"))?
-                        .map(|r| read_target(&r))
-                        .collect(),
-                }
-            };
-            for row in rows {
-                let (id, org, project, weight, deleted) = row?;
-                // A row of an org the caller may not act for is not there for it.
-                if !crate::trust::may_act_for(org.as_deref())? {
-                    continue;
-                }
-                // An id several of the caller's orgs hold is the acting org's (memory.org_id)
-                // when that org holds it, and otherwise the greatest org's: rows come in org
-                // order, so the last one stays unless the acting org's came first.
-                if found.get(id.as_bytes()).is_some_and(|t| !t.org_null && acting.as_deref() == Some(t.org.as_str())) {
-                    continue;
-                }
-                found.insert(*id.as_bytes(), Target { source: i, org_null: org.is_none(), org: org.unwrap_or_default(), project, weight, deleted });
-            }
-        }
-
-        // History is per (org, observation): a uuid that another tenant's table happens to hold
-        // never shares its sessions or its counts.
-        let key: Vec<pgrx::Uuid> = unique.iter().filter(|u| found.contains_key(u.as_bytes())).copied().collect();
-        let key_orgs: Vec<String> = key.iter().map(|u| found[u.as_bytes()].org.clone()).collect();
-        let mut recorded = HashSet::new();
-        let owner = AsOwner::enter()?;
-        for row in client
-            .select(
-                "SELECT h.observation_id FROM memory.observation_weight_history h
-                   JOIN unnest($2::pg_catalog.uuid[], $3::pg_catalog.text[]) AS k(id, org)
-                     ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
-                  WHERE h.session_id OPERATOR(pg_catalog.=) $1",
-                None,
-                &[session.into(), key.clone().into(), key_orgs.clone().into()],
-            )
-            .map_err(MxError::spi_in("feedback"))?
-        {
-            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
-                recorded.insert(*id.as_bytes());
-            }
-        }
-        let mut counts: HashMap<[u8; 16], (i64, i64)> = HashMap::new();
-        for row in client
-            .select(
-                "SELECT h.observation_id,
-                        pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
-                        pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')
-                   FROM memory.observation_weight_history h
-                   JOIN unnest($1::pg_catalog.uuid[], $2::pg_catalog.text[]) AS k(id, org)
-                     ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
-                  GROUP BY 1",
-                None,
-                &[key.into(), key_orgs.into()],
-            )
-            .map_err(MxError::spi_in("feedback"))?
-        {
-            if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
-                counts.insert(*id.as_bytes(), (row.get(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(0), row.get(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(0)));
-            }
-        }
-        let orgs: Vec<String> = found.values().map(|t| t.org.clone()).collect::<HashSet<_>>().into_iter().collect();
-        let mut alphas: HashMap<String, (f64, f64)> = HashMap::new();
-        for row in client
-            .select(
-                "SELECT s.org_id, s.alpha_success, s.alpha_failure FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) ANY($1)",
-                None,
-                &[orgs.into()],
-            )
-            .map_err(MxError::spi_in("feedback"))?
-        {
-            let org: String = row.get(1).map_err(MxError::spi_in("feedback"))?.unwrap_or_default();
-            let a_s = row.get::<f64>(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_s);
-            let a_f = row.get::<f64>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_f);
-            alphas.insert(org, (a_s, a_f));
-        }
-        drop(owner);
-
-        // Decide every id, in the caller's order.
-        let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
-        let mut updates: BTreeMap<usize, (Vec<pgrx::Uuid>, Vec<f64>, Vec<Option<String>>)> = BTreeMap::new();
-        let mut hist = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<Option<String>>::new());
-        let mut events: BTreeMap<(String, Option<String>), (Vec<String>, Map<String, Value>)> = BTreeMap::new();
-        let mut done: HashSet<[u8; 16]> = HashSet::new();
-        for id in ids {
-            let b = *id.as_bytes();
-            let Some(t) = found.get(&b) else {
-                out.push((*id, None, None, None, false, "not_found".into()));
-                continue;
-            };
-            if !done.insert(b) {
-                out.push((*id, Some(t.weight), None, None, false, "duplicate_in_call".into()));
-                continue;
-            }
-            if t.deleted {
-                out.push((*id, Some(t.weight), None, None, false, "soft_deleted".into()));
-                continue;
-            }
-            if recorded.contains(&b) {
-                out.push((*id, Some(t.weight), None, None, false, "already_recorded".into()));
-                continue;
-            }
-            if !t.weight.is_finite() {
-                out.push((*id, None, None, None, false, "non_finite_weight".into()));
-                continue;
-            }
-            let (a_s, a_f) = alphas.get(&t.org).copied().unwrap_or((alpha_s, alpha_f));
-            check_alpha(a_s).and_then(|_| check_alpha(a_f)).map_err(|e| MxError::bad_argument(e.to_string()))?;
-            // Count the session being recorded.
-            let (failed, ok) = counts.get(&b).copied().unwrap_or((0, 0));
-            let (failed, ok) = if outcome.is_success() { (failed, ok + 1) } else { (failed + 1, ok) };
-            let alpha = alpha_for(outcome, a_s, a_f, failed, ok);
-            let new = step(t.weight, outcome, alpha);
-            out.push((*id, Some(t.weight), Some(new), Some(alpha), true, "applied".into()));
-            let u = updates.entry(t.source).or_default();
-            u.0.push(*id);
-            u.1.push(new);
-            u.2.push((!t.org_null).then(|| t.org.clone()));
-            hist.0.push(*id);
-            hist.1.push(t.weight);
-            hist.2.push(new);
-            hist.3.push(alpha);
-            hist.4.push(t.org.clone());
-            hist.5.push(t.project.clone());
-            let e = events.entry((t.org.clone(), None)).or_insert_with(|| (Vec::new(), Map::new()));
-            e.0.push(id.to_string());
-            e.1.insert(id.to_string(), json!({ "previous": t.weight, "new": new }));
-        }
-
-        // Write: weights per source, history rows, one event per tenant.
-        for (src, (uids, weights, orgs)) in updates {
-            let s = &srcs[src];
-            // Each row in its own org: a uuid another tenant's row also carries is not written.
-            let q = format!(
-                "UPDATE {rel} t SET {w} = u.w FROM unnest($1::pg_catalog.uuid[], $2::pg_catalog.float8[], $3::pg_catalog.text[]) AS u(id, w, org)
-                  WHERE t.{id} OPERATOR(pg_catalog.=) u.id{same_org}",
-                rel = s.rel,
-                w = quote_identifier(&s.weight),
-                id = quote_identifier(&s.id),
-                same_org = match &s.org {
-                    Some(o) if s.distributed => format!(" AND t.{} OPERATOR(pg_catalog.=) $4::pg_catalog.text", quote_identifier(o)),
-                    Some(o) => format!(" AND t.{}::pg_catalog.text IS NOT DISTINCT FROM u.org", quote_identifier(o)),
-                    None => String::new(),
-                },
-            );
-            let _g = Guard::for_source(s)?;
-            if s.distributed && s.org.is_some() {
-                // On Citus, one org's rows at a time, on its shard (as they were locked).
-                // (A distributed table's org, its distribution column, is never NULL.)
-                let mut by_org: BTreeMap<String, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
-                for ((u, w), o) in uids.into_iter().zip(weights).zip(orgs) {
-                    let e = by_org.entry(o.unwrap_or_default()).or_default();
-                    e.0.push(u);
-                    e.1.push(w);
-                }
-                for (org, (u, w)) in by_org {
-                    let orgs = vec![Some(org.clone()); u.len()];
-                    client.update(q.as_str(), None, &[u.into(), w.into(), orgs.into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
-                }
-            } else {
-                client.update(q.as_str(), None, &[uids.into(), weights.into(), orgs.into()]).map_err(MxError::spi_in("feedback"))?;
-            }
-        }
-        if !hist.0.is_empty() {
-            let projects_by_org: HashMap<String, HashSet<Option<String>>> =
-                hist.4.iter().zip(hist.5.iter()).fold(HashMap::new(), |mut m, (o, p)| {
-                    m.entry(o.clone()).or_default().insert(p.clone());
-                    m
-                });
-            let args: Vec<DatumWithOid> = vec![
-                session.into(),
-                outcome.as_str().into(),
-                hist.0.into(),
-                hist.1.into(),
-                hist.2.into(),
-                hist.3.into(),
-                hist.4.into(),
-                hist.5.into(),
-            ];
-            let owner = AsOwner::enter()?;
-            client
-                .update(
-                    "INSERT INTO memory.observation_weight_history
-                            (observation_id, session_id, outcome, previous_weight, new_weight, alpha, org_id, project_id)
-                     SELECT u.i, $1, $2::memory.outcome, u.p, u.n, u.a, u.o, u.pr
-                       FROM unnest($3::pg_catalog.uuid[], $4::pg_catalog.float8[], $5::pg_catalog.float8[],
-                                              $6::pg_catalog.float8[], $7::pg_catalog.text[], $8::pg_catalog.text[]) AS u(i, p, n, a, o, pr)",
-                    None,
-                    &args,
-                )
-                .map_err(MxError::spi_in("feedback"))?;
-            drop(owner);
-            // One memory.feedback event per tenant, through the audit appender itself (the orgs
-            // were checked above; the appender checks them again).
-            let mut ap = crate::audit::Appender::new(client)?;
-            let actor = crate::audit::default_actor(&ap);
-            for ((org, _), (applied_ids, deltas)) in events {
-                // The documented payload (docs/design.md#feedback-weights); projectId when every update of the tenant shares one.
-                let project = projects_by_org.get(&org).filter(|p| p.len() == 1).and_then(|p| p.iter().next().cloned().flatten());
-                let payload = json!({
-                    "sessionId": session, "outcome": outcome.as_str(), "observationIds": applied_ids,
-                    "weightDeltasById": deltas, "orgId": org, "projectId": project,
-                });
-                ap.push(
-                    client,
-                    crate::audit::Pending {
-                        event_type: std::borrow::Cow::Borrowed(memory_core::events::FEEDBACK),
-                        org_id: Some(org.clone()).filter(|o| !o.is_empty()),
-                        project_id: project,
-                        workspace_id: None,
-                        actor_id: Some(actor.clone()),
-                        payload,
-                        payload_text: None,
-                    },
-                )?;
-            }
-            ap.finish(client)?;
-        }
+        let found = resolve(client, &srcs, ids)?;
+        let history = read_history(client, session, ids, &found)?;
+        let (out, writes) = decide(ids, &found, &history, outcome)?;
+        write(client, &srcs, session, outcome, writes)?;
         Ok(out)
     })
+}
+
+/// The rows the ids name, locked, source by source: the first source holding an id wins, and
+/// an id several of the caller's orgs hold is the acting org's.
+fn resolve(client: &mut SpiClient, srcs: &[Source], ids: &[pgrx::Uuid]) -> Result<HashMap<[u8; 16], Target>, MxError> {
+    let mut unique: Vec<pgrx::Uuid> = Vec::with_capacity(ids.len());
+    let mut seen = HashSet::new();
+    for id in ids {
+        if seen.insert(*id.as_bytes()) {
+            unique.push(*id);
+        }
+    }
+    let mut found: HashMap<[u8; 16], Target> = HashMap::new();
+    let acting: Option<String> = crate::gucs::ORG_ID.get().and_then(|c| c.to_str().ok().map(str::to_owned)).filter(|s| !s.is_empty());
+    for (i, src) in srcs.iter().enumerate() {
+        let pending: Vec<pgrx::Uuid> = unique.iter().filter(|u| !found.contains_key(u.as_bytes())).copied().collect();
+        if pending.is_empty() {
+            break;
+        }
+        let q = format!(
+            "SELECT t.{id}, {org}, {proj}, t.{w}::pg_catalog.float8, {del} FROM {rel} t
+              WHERE t.{id} OPERATOR(pg_catalog.=) ANY($1){per_org} ORDER BY t.{id}, {org} COLLATE \"C\" FOR UPDATE",
+            id = quote_identifier(&src.id),
+            org = src.col(&src.org),
+            proj = src.col(&src.project),
+            w = quote_identifier(&src.weight),
+            del = src.deleted.as_ref().map(|d| format!("t.{} IS NOT NULL", quote_identifier(d))).unwrap_or_else(|| "false".into()),
+            rel = src.rel,
+            per_org = src.org_filter(),
+        );
+        // memory.observations as the extension owner (orgs checked below); an application
+        // table as its owner, so its code never runs with the caller's rights.
+        // Citus refuses FOR UPDATE over all shards: the orgs of the ids are read first, and
+        // each org the caller may act for has its rows locked on its shard, in org order.
+        let orgs = {
+            let _g = Guard::for_source(src)?;
+            src.orgs_of(client, &pending)?
+        };
+        let orgs = match orgs {
+            Some(all) => {
+                let mut mine = BTreeSet::new();
+                for o in all {
+                    if crate::trust::may_act_for(Some(&o))? {
+                        mine.insert(o);
+                    }
+                }
+                Some(mine)
+            }
+            None => None,
+        };
+        let rows = {
+            let _g = Guard::for_source(src)?;
+            match orgs {
+                Some(orgs) => {
+                    let mut rows = Vec::new();
+                    for org in orgs {
+                        let t = client.update(q.as_str(), None, &[pending.clone().into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
+                        rows.extend(t.map(|r| read_target(&r)));
+                    }
+                    rows
+                }
+                None => client
+                    .update(q.as_str(), None, &[pending.into()])
+                    .map_err(MxError::spi_in("feedback"))?
+                    .map(|r| read_target(&r))
+                    .collect(),
+            }
+        };
+        for row in rows {
+            let (id, org, project, weight, deleted) = row?;
+            // A row of an org the caller may not act for is not there for it.
+            if !crate::trust::may_act_for(org.as_deref())? {
+                continue;
+            }
+            // An id several of the caller's orgs hold is the acting org's (memory.org_id)
+            // when that org holds it, and otherwise the greatest org's: rows come in org
+            // order, so the last one stays unless the acting org's came first.
+            if found.get(id.as_bytes()).is_some_and(|t| !t.org_null && acting.as_deref() == Some(t.org.as_str())) {
+                continue;
+            }
+            found.insert(*id.as_bytes(), Target { source: i, org_null: org.is_none(), org: org.unwrap_or_default(), project, weight, deleted });
+        }
+    }
+
+    Ok(found)
+}
+
+/// The history of the resolved ids (read as the extension owner).
+fn read_history(client: &SpiClient, session: &str, ids: &[pgrx::Uuid], found: &HashMap<[u8; 16], Target>) -> Result<History, MxError> {
+    let (alpha_s, alpha_f) = (crate::gucs::ALPHA_SUCCESS.get(), crate::gucs::ALPHA_FAILURE.get());
+    let mut unique = HashSet::new();
+    // History is per (org, observation): a uuid that another tenant's table happens to hold
+    // never shares its sessions or its counts.
+    let key: Vec<pgrx::Uuid> = ids.iter().filter(|u| found.contains_key(u.as_bytes()) && unique.insert(*u.as_bytes())).copied().collect();
+    let key_orgs: Vec<String> = key.iter().map(|u| found[u.as_bytes()].org.clone()).collect();
+    let mut recorded = HashSet::new();
+    let owner = AsOwner::enter()?;
+    for row in client
+        .select(
+            "SELECT h.observation_id FROM memory.observation_weight_history h
+               JOIN unnest($2::pg_catalog.uuid[], $3::pg_catalog.text[]) AS k(id, org)
+                 ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
+              WHERE h.session_id OPERATOR(pg_catalog.=) $1",
+            None,
+            &[session.into(), key.clone().into(), key_orgs.clone().into()],
+        )
+        .map_err(MxError::spi_in("feedback"))?
+    {
+        if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
+            recorded.insert(*id.as_bytes());
+        }
+    }
+    let mut counts: HashMap<[u8; 16], (i64, i64)> = HashMap::new();
+    for row in client
+        .select(
+            "SELECT h.observation_id,
+                    pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.<>) 'accepted'),
+                    pg_catalog.count(DISTINCT h.session_id) FILTER (WHERE h.outcome OPERATOR(pg_catalog.=) 'accepted')
+               FROM memory.observation_weight_history h
+               JOIN unnest($1::pg_catalog.uuid[], $2::pg_catalog.text[]) AS k(id, org)
+                 ON h.observation_id OPERATOR(pg_catalog.=) k.id AND h.org_id OPERATOR(pg_catalog.=) k.org
+              GROUP BY 1",
+            None,
+            &[key.into(), key_orgs.into()],
+        )
+        .map_err(MxError::spi_in("feedback"))?
+    {
+        if let Some(id) = row.get::<pgrx::Uuid>(1).map_err(MxError::spi_in("feedback"))? {
+            counts.insert(*id.as_bytes(), (row.get(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(0), row.get(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(0)));
+        }
+    }
+    let orgs: Vec<String> = found.values().map(|t| t.org.clone()).collect::<HashSet<_>>().into_iter().collect();
+    let mut alphas: HashMap<String, (f64, f64)> = HashMap::new();
+    for row in client
+        .select(
+            "SELECT s.org_id, s.alpha_success, s.alpha_failure FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) ANY($1)",
+            None,
+            &[orgs.into()],
+        )
+        .map_err(MxError::spi_in("feedback"))?
+    {
+        let org: String = row.get(1).map_err(MxError::spi_in("feedback"))?.unwrap_or_default();
+        let a_s = row.get::<f64>(2).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_s);
+        let a_f = row.get::<f64>(3).map_err(MxError::spi_in("feedback"))?.unwrap_or(alpha_f);
+        alphas.insert(org, (a_s, a_f));
+    }
+    drop(owner);
+    Ok(History { recorded, counts, alphas, default_alphas: (alpha_s, alpha_f) })
+}
+
+/// Decides every id, in the caller's order: the result rows and the writes they need.
+fn decide(ids: &[pgrx::Uuid], found: &HashMap<[u8; 16], Target>, history: &History, outcome: Outcome) -> Result<(Vec<OutcomeRow>, Writes), MxError> {
+    let mut out: Vec<OutcomeRow> = Vec::with_capacity(ids.len());
+    let mut w = Writes::default();
+    let mut done: HashSet<[u8; 16]> = HashSet::new();
+    for id in ids {
+        let b = *id.as_bytes();
+        let Some(t) = found.get(&b) else {
+            out.push((*id, None, None, None, false, "not_found".into()));
+            continue;
+        };
+        if !done.insert(b) {
+            out.push((*id, Some(t.weight), None, None, false, "duplicate_in_call".into()));
+            continue;
+        }
+        let (failed_sessions, successful_sessions) = history.counts.get(&b).copied().unwrap_or((0, 0));
+        let seen = Observed { weight: t.weight, soft_deleted: t.deleted, already_recorded: history.recorded.contains(&b), failed_sessions, successful_sessions };
+        let (a_s, a_f) = history.alphas.get(&t.org).copied().unwrap_or(history.default_alphas);
+        let (new, alpha) = match memory_core::feedback::decide(&seen, outcome, a_s, a_f).map_err(|e| MxError::bad_argument(e.to_string()))? {
+            Decision::Skipped(reason) => {
+                let previous = (reason != "non_finite_weight").then_some(t.weight);
+                out.push((*id, previous, None, None, false, reason.into()));
+                continue;
+            }
+            Decision::Applied { new, alpha } => (new, alpha),
+        };
+        out.push((*id, Some(t.weight), Some(new), Some(alpha), true, "applied".into()));
+        let u = w.updates.entry(t.source).or_default();
+        u.0.push(*id);
+        u.1.push(new);
+        u.2.push((!t.org_null).then(|| t.org.clone()));
+        w.hist.0.push(*id);
+        w.hist.1.push(t.weight);
+        w.hist.2.push(new);
+        w.hist.3.push(alpha);
+        w.hist.4.push(t.org.clone());
+        w.hist.5.push(t.project.clone());
+        let e = w.events.entry((t.org.clone(), None)).or_insert_with(|| (Vec::new(), Map::new()));
+        e.0.push(id.to_string());
+        e.1.insert(id.to_string(), json!({ "previous": t.weight, "new": new }));
+    }
+    Ok((out, w))
+}
+
+
+/// Writes the weights per source, the history rows, and one `memory.feedback` event per tenant.
+fn write(client: &mut SpiClient, srcs: &[Source], session: &str, outcome: Outcome, w: Writes) -> Result<(), MxError> {
+    let Writes { updates, hist, events } = w;
+    for (src, (uids, weights, orgs)) in updates {
+        let s = &srcs[src];
+        // Each row in its own org: a uuid another tenant's row also carries is not written.
+        let q = format!(
+            "UPDATE {rel} t SET {w} = u.w FROM unnest($1::pg_catalog.uuid[], $2::pg_catalog.float8[], $3::pg_catalog.text[]) AS u(id, w, org)
+              WHERE t.{id} OPERATOR(pg_catalog.=) u.id{same_org}",
+            rel = s.rel,
+            w = quote_identifier(&s.weight),
+            id = quote_identifier(&s.id),
+            same_org = match &s.org {
+                Some(o) if s.distributed => format!(" AND t.{} OPERATOR(pg_catalog.=) $4::pg_catalog.text", quote_identifier(o)),
+                Some(o) => format!(" AND t.{}::pg_catalog.text IS NOT DISTINCT FROM u.org", quote_identifier(o)),
+                None => String::new(),
+            },
+        );
+        let _g = Guard::for_source(s)?;
+        if s.distributed && s.org.is_some() {
+            // On Citus, one org's rows at a time, on its shard (as they were locked).
+            // (A distributed table's org, its distribution column, is never NULL.)
+            let mut by_org: BTreeMap<String, (Vec<pgrx::Uuid>, Vec<f64>)> = BTreeMap::new();
+            for ((u, w), o) in uids.into_iter().zip(weights).zip(orgs) {
+                let e = by_org.entry(o.unwrap_or_default()).or_default();
+                e.0.push(u);
+                e.1.push(w);
+            }
+            for (org, (u, w)) in by_org {
+                let orgs = vec![Some(org.clone()); u.len()];
+                client.update(q.as_str(), None, &[u.into(), w.into(), orgs.into(), org.into()]).map_err(MxError::spi_in("feedback"))?;
+            }
+        } else {
+            client.update(q.as_str(), None, &[uids.into(), weights.into(), orgs.into()]).map_err(MxError::spi_in("feedback"))?;
+        }
+    }
+    if !hist.0.is_empty() {
+        let projects_by_org: HashMap<String, HashSet<Option<String>>> =
+            hist.4.iter().zip(hist.5.iter()).fold(HashMap::new(), |mut m, (o, p)| {
+                m.entry(o.clone()).or_default().insert(p.clone());
+                m
+            });
+        let args: Vec<DatumWithOid> = vec![
+            session.into(),
+            outcome.as_str().into(),
+            hist.0.into(),
+            hist.1.into(),
+            hist.2.into(),
+            hist.3.into(),
+            hist.4.into(),
+            hist.5.into(),
+        ];
+        let owner = AsOwner::enter()?;
+        client
+            .update(
+                "INSERT INTO memory.observation_weight_history
+                        (observation_id, session_id, outcome, previous_weight, new_weight, alpha, org_id, project_id)
+                 SELECT u.i, $1, $2::memory.outcome, u.p, u.n, u.a, u.o, u.pr
+                   FROM unnest($3::pg_catalog.uuid[], $4::pg_catalog.float8[], $5::pg_catalog.float8[],
+                                          $6::pg_catalog.float8[], $7::pg_catalog.text[], $8::pg_catalog.text[]) AS u(i, p, n, a, o, pr)",
+                None,
+                &args,
+            )
+            .map_err(MxError::spi_in("feedback"))?;
+        drop(owner);
+        // One memory.feedback event per tenant, through the audit appender itself (the orgs
+        // were checked above; the appender checks them again).
+        let mut ap = crate::audit::Appender::new(client)?;
+        let actor = crate::audit::default_actor(&ap);
+        for ((org, _), (applied_ids, deltas)) in events {
+            // The seed's payload; projectId when every update of the tenant shares one.
+            let project = projects_by_org.get(&org).filter(|p| p.len() == 1).and_then(|p| p.iter().next().cloned().flatten());
+            let payload = json!({
+                "sessionId": session, "outcome": outcome.as_str(), "observationIds": applied_ids,
+                "weightDeltasById": deltas, "orgId": org, "projectId": project,
+            });
+            ap.push(
+                client,
+                crate::audit::Pending {
+                    event_type: std::borrow::Cow::Borrowed(memory_core::events::FEEDBACK),
+                    org_id: Some(org.clone()).filter(|o| !o.is_empty()),
+                    project_id: project,
+                    workspace_id: None,
+                    actor_id: Some(actor.clone()),
+                    payload,
+                    payload_text: None,
+                },
+            )?;
+        }
+        ap.finish(client)?;
+    }
+    Ok(())
 }

@@ -9,6 +9,8 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+pub mod stamp;
+
 thread_local! {
     // (org, tier) -> (retention, grace) in microseconds.
     static TIER_POLICIES: RefCell<HashMap<(String, Tier), (Option<i64>, i64)>> = RefCell::new(HashMap::new());
@@ -35,7 +37,6 @@ fn relcache(relid: pg_sys::Oid) {
 
 pub fn init() {
     crate::pg::callbacks::on_relcache(relcache);
-    crate::pg::tuple::register_stamp_policies(&Policies);
 }
 
 /// Learn the OIDs of the policy tables (on every cache miss: cheap, and it follows a re-created
@@ -49,19 +50,6 @@ fn watch_policy_tables() -> Result<(), MxError> {
     }
     WATCHED.with(|w| *w.borrow_mut() = watched);
     Ok(())
-}
-
-
-/// The policies the classify trigger stamps rows with.
-pub struct Policies;
-
-impl crate::pg::tuple::StampPolicies for Policies {
-    fn tier(&self, org: Option<&str>, tier: Tier) -> Result<(Option<i64>, i64), MxError> {
-        tier_policy(org, tier)
-    }
-    fn memory_type(&self, label: &str) -> Result<(Option<i64>, Option<i64>), MxError> {
-        type_policy(label)
-    }
 }
 
 /// Retention and grace of a tier in an org (`memory.retention_policy`, BFSI included).
@@ -154,6 +142,21 @@ fn resolve_retention(
     let platform = has_platform.unwrap_or(false).then_some(Policy { retention_days: platform_days, grace_days: platform_grace.unwrap_or(0) });
     let (p, source) = resolve_policy(restricted, bfsi.unwrap_or(false), org, platform);
     TableIterator::new(vec![(p.retention_days, p.grace_days, source.as_str())])
+}
+
+/// How far a client-written time may run ahead of the transaction's (`memory_core::retention::
+/// MAX_CLOCK_SKEW_US`), for SQL's checks of `at` and `created_at`.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_max_clock_skew")]
+fn max_clock_skew() -> Interval {
+    Interval::from_micros(memory_core::retention::MAX_CLOCK_SKEW_US)
+}
+
+/// Whether a legal hold (its observation id and user id, as text) covers an observation of its
+/// org (`memory_core::retention::hold_covers`): the one hold match of SQL's retention, erasure and
+/// hold guards. Immutable, so Citus runs it inside statements that change distributed rows.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_hold_matches")]
+fn hold_matches(hold_observation: Option<&str>, hold_user: Option<&str>, observation: Option<&str>, user: Option<&str>) -> bool {
+    memory_core::retention::hold_covers(hold_observation, hold_user, observation, user)
 }
 
 /// at >= created_at + retention_days (false for indefinite retention).

@@ -8,6 +8,9 @@
 //!
 //! Everything here is deterministic and free of I/O: the extension shell moves rows between SQL
 //! and these functions, so the rules test and bench without Postgres.
+//!
+//! This file is long because the chain's canonical form, its HMAC, seals, Merkle roots and the
+//! verifier are one format: each part's rules refer to the others' byte layouts.
 
 use hmac::{Hmac, Mac};
 use serde_json::{Number, Value};

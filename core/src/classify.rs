@@ -3,6 +3,9 @@
 //! The built-in rules were first written as JavaScript regexes; JS `\b` is an ASCII word boundary and `/i` folds ASCII
 //! only for these keywords, so the patterns are compiled as byte regexes with Unicode off. That
 //! keeps those semantics and lets the engine use its fastest literal prefilters.
+//!
+//! This file is long because the built-in rule table, the one-pass scan that gates the detectors,
+//! and the reference implementation the property tests compare against belong together.
 
 use crate::detect::{self, Detector, Gates};
 use crate::fold;
@@ -11,43 +14,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 pub use crate::detect::{luhn_valid, Set as DetectorSet};
-
-/// Sensitivity tier, ordered from least to most restrictive (matches the SQL enum order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Tier {
-    Public,
-    Internal,
-    Confidential,
-    Restricted,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 4] = [Tier::Public, Tier::Internal, Tier::Confidential, Tier::Restricted];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Public => "public",
-            Tier::Internal => "internal",
-            Tier::Confidential => "confidential",
-            Tier::Restricted => "restricted",
-        }
-    }
-
-    /// Exact, case-sensitive parse of an enum label (the SQL enum is case-sensitive too).
-    pub fn parse(s: &str) -> Option<Tier> {
-        Tier::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    /// BFSI risk band.
-    pub fn risk_band(self) -> &'static str {
-        match self {
-            Tier::Public => "low",
-            Tier::Internal => "medium",
-            Tier::Confidential => "high",
-            Tier::Restricted => "critical",
-        }
-    }
-}
+pub use crate::tier::Tier;
 
 /// `memory.derive_classification`: the stored label when valid, else the safe default `internal`.
 pub fn derive_classification(label: Option<&str>) -> Tier {

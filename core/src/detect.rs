@@ -9,13 +9,16 @@
 //! The text they see is already folded (`crate::fold`). `classify` runs them behind the gates its
 //! one-pass scan computes (`Gates`); `find` runs them on any text, for other rules (the consent
 //! layer's sensitive-input gate) that call them by name.
+//!
+//! This file is long because it holds every validated detector (one short validator each,
+//! beside the shape that finds its candidates); splitting them apart would split each pair.
 
 use base64::Engine as _;
 use regex::bytes::Regex;
 use sha3::{Digest, Keccak256};
 use std::sync::LazyLock;
 
-use crate::classify::Tier;
+use crate::tier::Tier;
 
 /// Every detector, in the order `classify` tries them within a tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

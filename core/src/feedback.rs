@@ -86,6 +86,51 @@ pub fn is_misleading(failed_sessions: i64, successful_sessions: i64) -> bool {
     failed_sessions >= MISLEADING_FAILED_SESSIONS && successful_sessions == 0
 }
 
+/// What is known about one memory when an outcome is recorded for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observed {
+    pub weight: f64,
+    pub soft_deleted: bool,
+    /// This session's outcome was recorded for it already.
+    pub already_recorded: bool,
+    /// Distinct sessions recorded so far, failed and successful (without this one).
+    pub failed_sessions: i64,
+    pub successful_sessions: i64,
+}
+
+/// What recording one outcome does to one memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision {
+    /// The new weight and the α it took.
+    Applied { new: f64, alpha: f64 },
+    /// Left as it is, for this reason (`soft_deleted`, `already_recorded`, `non_finite_weight`).
+    Skipped(&'static str),
+}
+
+/// The rule of `memory.record_outcome` for one memory: a soft-deleted memory, one this session
+/// already moved, or one without a finite weight is left; otherwise one EMA step with the α of
+/// `alpha_for`, counting the session being recorded.
+pub fn decide(seen: &Observed, outcome: Outcome, alpha_success: f64, alpha_failure: f64) -> Result<Decision, FeedbackError> {
+    if seen.soft_deleted {
+        return Ok(Decision::Skipped("soft_deleted"));
+    }
+    if seen.already_recorded {
+        return Ok(Decision::Skipped("already_recorded"));
+    }
+    if !seen.weight.is_finite() {
+        return Ok(Decision::Skipped("non_finite_weight"));
+    }
+    check_alpha(alpha_success)?;
+    check_alpha(alpha_failure)?;
+    let (failed, ok) = if outcome.is_success() {
+        (seen.failed_sessions, seen.successful_sessions + 1)
+    } else {
+        (seen.failed_sessions + 1, seen.successful_sessions)
+    };
+    let alpha = alpha_for(outcome, alpha_success, alpha_failure, failed, ok);
+    Ok(Decision::Applied { new: step(seen.weight, outcome, alpha), alpha })
+}
+
 /// The α for one update. `failed_sessions` and `successful_sessions` count distinct sessions
 /// *including the one being recorded*: a negative update of a misleading observation uses
 /// 2 × alpha_failure, capped at 1 (the aggressive downweight).
@@ -103,6 +148,18 @@ pub fn alpha_for(outcome: Outcome, alpha_success: f64, alpha_failure: f64, faile
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn decide_skips_then_steps_counting_this_session() {
+        let seen = Observed { weight: 0.5, soft_deleted: false, already_recorded: false, failed_sessions: 2, successful_sessions: 0 };
+        assert_eq!(decide(&Observed { soft_deleted: true, already_recorded: true, ..seen }, Outcome::Rejected, 0.1, 0.15), Ok(Decision::Skipped("soft_deleted")));
+        assert_eq!(decide(&Observed { already_recorded: true, ..seen }, Outcome::Rejected, 0.1, 0.15), Ok(Decision::Skipped("already_recorded")));
+        assert_eq!(decide(&Observed { weight: f64::NAN, ..seen }, Outcome::Rejected, 0.1, 0.15), Ok(Decision::Skipped("non_finite_weight")));
+        assert_eq!(decide(&seen, Outcome::Rejected, 0.1, 0.0), Err(FeedbackError::Alpha(0.0)));
+        // The third failed session makes it misleading: twice alpha_failure.
+        assert_eq!(decide(&seen, Outcome::Rejected, 0.1, 0.15), Ok(Decision::Applied { new: step(0.5, Outcome::Rejected, 0.3), alpha: 0.3 }));
+        assert_eq!(decide(&seen, Outcome::Accepted, 0.1, 0.15), Ok(Decision::Applied { new: step(0.5, Outcome::Accepted, 0.1), alpha: 0.1 }));
+    }
 
     #[test]
     fn seed_formula() {

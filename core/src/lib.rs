@@ -3,7 +3,9 @@
 //! The extension crate moves values between SQL and these functions; every rule lives here.
 
 pub mod classify;
+pub mod tier;
 pub mod detect;
+pub mod consent;
 pub mod context;
 pub mod fold;
 pub mod audit;

@@ -39,6 +39,17 @@ pub fn created_at_allowed(created: i64, now: i64) -> bool {
     created <= now.saturating_add(MAX_CLOCK_SKEW_US)
 }
 
+/// Whether a legal hold covers an observation (docs/design.md#retention): a hold names one
+/// observation (`hold_observation`), or every observation of one subject (`hold_user`), or, with
+/// neither, the whole org (the org is matched by the caller). Ids are compared as text.
+pub fn hold_covers(hold_observation: Option<&str>, hold_user: Option<&str>, observation: Option<&str>, user: Option<&str>) -> bool {
+    match (hold_observation, hold_user) {
+        (Some(h), _) => observation == Some(h),
+        (None, None) => true,
+        (None, Some(u)) => user == Some(u),
+    }
+}
+
 pub const BFSI_RESTRICTED_DAYS: i32 = 2555;
 /// The grace of the BFSI rule when no policy row names one.
 pub const BFSI_DEFAULT_GRACE_DAYS: i32 = 7;
@@ -99,6 +110,21 @@ pub fn purge_due(soft_deleted_at: i64, purge_after: i64, expires_at: Option<i64>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_hold_covers_its_observation_its_subject_or_its_org() {
+        use super::hold_covers;
+        // One observation.
+        assert!(hold_covers(Some("o1"), None, Some("o1"), Some("u")));
+        assert!(!hold_covers(Some("o1"), None, Some("o2"), Some("u")));
+        assert!(!hold_covers(Some("o1"), Some("u"), None, Some("u")));
+        // One subject.
+        assert!(hold_covers(None, Some("u"), Some("o"), Some("u")));
+        assert!(!hold_covers(None, Some("u"), Some("o"), Some("v")));
+        assert!(!hold_covers(None, Some("u"), Some("o"), None));
+        // The whole org.
+        assert!(hold_covers(None, None, None, None));
+    }
+
     #[test]
     fn created_at_may_lag_but_not_lead_by_more_than_the_skew() {
         let now = 1_000_000_000_000;

@@ -27,6 +27,10 @@ const ALLOWED: [(&str, &[&str]); 3] = [
     ("memory.job.decay.error", &["run_decay"]),
 ];
 
+/// Ring slots one database may hold at a time: a quarter of the ring, so a database whose roles
+/// provoke denials in a loop (or that no integrator serves) cannot starve the others.
+const PER_DATABASE: usize = shmem::SLOTS / 4;
+
 /// Requests the shared memory the hand-over uses (while the postmaster preloads the library).
 pub fn init() {
     shmem::init();
@@ -36,9 +40,9 @@ pub fn init() {
 /// format: the line is the fallback when there is no ring or it is full, and a record of the
 /// hand-over otherwise. `payload` is a JSON object's text.
 pub fn hand_over(event: &str, org: &str, payload: &str) {
-    let payload = if payload.len() > shmem::PAYLOAD_MAX { "{\"truncated\": true}" } else { payload };
-    let why = if shmem::push(event, org, payload) {
-        shmem::wake_integrators(super::worker::integrator_bit(org.as_bytes()));
+    let payload = if payload.len() > shmem::BODY_MAX { "{\"truncated\": true}" } else { payload };
+    let why = if shmem::push(event, org, payload, PER_DATABASE) {
+        super::wake::wake_integrators(super::wake::integrator_bit(org.as_bytes()));
         "handed to the integrator"
     } else if shmem::available() {
         "ring full (or this database's share of it): server log only"

@@ -10,8 +10,11 @@
 //! take shares of the chains that do not overlap; a READ COMMITTED statement after the lock sees
 //! what the other one deleted). Entries whose signature does not check stay pending and are reported by
 //! `memory.audit_verify`.
+//!
+//! This file is long because reading, checking, chaining and deleting one batch is one
+//! transaction's sequence, and its Citus variants (per shard group, on every node) share it.
 
-use super::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
+use super::append::{Appender, EventRef, PG_EPOCH_UNIX_MICROS};
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::spi::Fetched;
 use super::jsonb;
@@ -83,7 +86,7 @@ impl<'a> PendingRef<'a> {
             jsonb::decode_flat_object(c)
         } else {
             let mut text = Vec::new();
-            crate::pg::tuple::jsonb_container_text(c, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
+            crate::pg::varlena::jsonb_container_text(c, &mut text).then(|| serde_json::from_slice(&text).ok()).flatten()
         };
         f(parsed.as_ref().map(Payload::Json))
     }
@@ -102,7 +105,7 @@ impl<'a> PendingRef<'a> {
         }
         // No writer can make such an entry (Appender::push_ref refuses it); one that got here
         // otherwise is parked, never allowed to fail the integration of every chain.
-        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::MAX_ID_BYTES);
+        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::append::MAX_ID_BYTES);
         if too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
             || self.event_type.chars().count() > 200
         {
@@ -271,7 +274,7 @@ impl Stored {
     /// Row `k` as PendingRef reads a fetched one.
     fn row(&self, k: usize, utf8: bool) -> PendingRef<'_> {
         let r = &self.rows[k];
-        let text = |j: usize| self.get(r.spans[j]).map(|b| crate::pg::tuple::as_str(b, utf8));
+        let text = |j: usize| self.get(r.spans[j]).map(|b| crate::pg::varlena::as_str(b, utf8));
         PendingRef {
             id: r.id,
             chain_id: text(0).unwrap_or_default(),
@@ -476,7 +479,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let keys = read_keys(client)?;
         let mut signer = PendingSigner::new();
         let mut done: i64 = 0;
-        let utf8 = crate::pg::tuple::database_is_utf8();
+        let utf8 = crate::pg::varlena::database_is_utf8();
         let mut ctids: Vec<pg_sys::ItemPointerData> = Vec::new();
         // Chain one entry, unless its signature does not check (it then stays pending, and
         // audit_verify names it). Heads are locked as their chains come, in chain order.
@@ -567,7 +570,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
             done = ctids.len() as i64;
         } else if !ctids.is_empty() {
             crate::gates::set_integrating(true);
-            let deleted = super::run_in(
+            let deleted = super::storage::run_in(
                 client,
                 tables,
                 "DELETE FROM memory.audit_pending WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)",

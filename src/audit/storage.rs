@@ -14,8 +14,8 @@
 //! Nothing here runs unless `memory.audit_pending` is in Citus's metadata: the check is one
 //! cached lookup per backend.
 
-use super::run;
 use crate::errors::MxError;
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use std::cell::{Cell, RefCell};
@@ -88,7 +88,7 @@ pub(super) fn forget(relid: pg_sys::Oid) {
     if all {
         DISTRIBUTED.with(|d| d.set(0));
     }
-    super::forget_relid(&OUTBOX, relid);
+    forget_relid(&OUTBOX, relid);
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if all || l.as_ref().is_some_and(|t| t.pending == relid || t.log == relid) {
@@ -307,7 +307,7 @@ pub fn local_groups(client: &SpiClient) -> Result<(Vec<Rc<Tables>>, Vec<String>)
 
 /// memory.audit_outbox's oid: where a node puts events whose chain is placed elsewhere.
 pub fn outbox(client: &SpiClient) -> Result<pg_sys::Oid, MxError> {
-    super::cached_relid(&OUTBOX, client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid")
+    cached_relid(&OUTBOX, client, "SELECT 'memory.audit_outbox'::pg_catalog.regclass::pg_catalog.oid")
 }
 
 /// Moves what this transaction put into memory.audit_outbox into the distributed
@@ -350,4 +350,59 @@ pub fn on_all_nodes(client: &SpiClient, command: &str) -> Result<Vec<(i32, bool,
         ));
     }
     Ok(out)
+}
+
+/// Run one of the fixed statements through its kept plan.
+pub(super) fn run<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+    limit: Option<std::ffi::c_long>,
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
+    crate::pg::spi::kept(client, sql, types, args, limit).map_err(MxError::spi_in("audit"))
+}
+
+/// `run` on the tables of `tables`: the kept plan for the node's own tables, the statement with
+/// the shard names put in (planned each time) for a Citus shard group.
+pub(super) fn run_in<'conn>(
+    client: &SpiClient<'conn>,
+    tables: &Tables,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+    limit: Option<std::ffi::c_long>,
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
+    if !tables.is_shard_group() {
+        return run(client, sql, types, args, limit);
+    }
+    client.select(tables.sql(sql).as_str(), limit, args).map_err(MxError::spi_in("audit"))
+}
+
+
+/// An oid kept per backend until its relation's relcache entry is invalidated.
+pub(super) type RelidCache = std::thread::LocalKey<std::cell::Cell<pg_sys::Oid>>;
+
+/// The oid `query` reads, from `cache` when it has one.
+pub(super) fn cached_relid(cache: &'static RelidCache, client: &SpiClient, query: &'static str) -> Result<pg_sys::Oid, MxError> {
+    let cached = cache.with(std::cell::Cell::get);
+    if cached != pg_sys::InvalidOid {
+        return Ok(cached);
+    }
+    let oid = run(client, query, &[], &[], Some(1))?
+        .first()
+        .get::<pg_sys::Oid>(1)
+        .map_err(MxError::spi_in("audit"))?
+        .unwrap_or(pg_sys::InvalidOid);
+    cache.with(|c| c.set(oid));
+    Ok(oid)
+}
+
+/// Relcache callback part: forget `cache` when `relid` is its relation (InvalidOid: any).
+pub(super) fn forget_relid(cache: &'static RelidCache, relid: pg_sys::Oid) {
+    cache.with(|c| {
+        if relid == pg_sys::InvalidOid || c.get() == relid {
+            c.set(pg_sys::InvalidOid);
+        }
+    });
 }

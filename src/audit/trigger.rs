@@ -1,7 +1,7 @@
 //! The statement-level trigger of governed tables: one event per affected row, chained per
 //! tenant through the shared `Appender`.
 
-use super::{default_actor, Appender, EventRef, CHUNK};
+use super::append::{default_actor, Appender, EventRef, CHUNK};
 use crate::errors::{code, MxError, OrRaise};
 use memory_core::audit::{FlatPayload, Payload};
 use memory_core::events;

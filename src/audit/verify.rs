@@ -1,9 +1,9 @@
 //! Chain verification: reads a chain in seq order and feeds `memory_core::audit::Verifier`.
 
-use super::{jsonb, PG_EPOCH_UNIX_MICROS};
+use super::append::PG_EPOCH_UNIX_MICROS;
+use super::jsonb;
 use crate::pg::spi::Fetched;
 use crate::errors::{code, MxError, OrRaise};
-use crate::pg::tuple;
 use memory_core::audit::{EntryHasher, EntryRef, FlatPayload, Payload, Seal, Verifier};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
@@ -282,7 +282,7 @@ fn check_pending(client: &SpiClient, keys: &HashMap<i32, Vec<u8>>, chain: &str, 
     );
     let mut cursor = client.open_cursor(query.as_str(), &[chain.into()]);
     let mut signer = memory_core::audit::PendingSigner::new();
-    let utf8 = tuple::database_is_utf8();
+    let utf8 = crate::pg::varlena::database_is_utf8();
     let mut batch = Fetched::default();
     let (mut n, mut bad) = (0i64, 0i64);
     // A second entry with an id already seen is a copy (it signs like the original).
@@ -324,7 +324,7 @@ fn backlog_chains(chains: Option<Vec<String>>) -> Result<Vec<(String, i64, i64, 
                       WHERE $1::pg_catalog.text[] IS NULL OR chain_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])";
         let mut cursor = client.open_cursor(query, &[chains.into()]);
         let mut signer = memory_core::audit::PendingSigner::new();
-        let utf8 = tuple::database_is_utf8();
+        let utf8 = crate::pg::varlena::database_is_utf8();
         let mut batch = Fetched::default();
         // chain -> id -> (entries with that id, whether one of them fails, oldest written_at)
         let mut seen: HashMap<String, HashMap<i64, (u32, bool, i64)>> = HashMap::new();
@@ -413,7 +413,7 @@ impl Batch {
         let mut b = reuse.unwrap_or(Batch { bytes: Vec::with_capacity(n * 320), rows: Vec::with_capacity(n) });
         b.bytes.clear();
         b.rows.clear();
-        let utf8 = tuple::database_is_utf8();
+        let utf8 = crate::pg::varlena::database_is_utf8();
         for i in 0..n {
             let mut text = |k: usize| -> Option<Span> {
                 let v = f.bytes(i, k)?;

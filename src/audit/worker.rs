@@ -11,6 +11,7 @@
 //! pending: nothing is lost.
 
 use super::integrate::{integrate, Caller, Share};
+use super::wake::{self, workers};
 use crate::pg::locks::{self, Hold, Lock};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -47,12 +48,12 @@ pub fn register() {
             dbs.len()
         );
     }
-    if dbs.len() > crate::pg::shmem::DATABASES {
+    if dbs.len() > wake::DATABASES {
         warning!(
             "memory_ext: memory.integrator_databases names {} databases; commits wake the integrators of the first {} only \
              (those of the others find what is pending every memory.integrator_naptime)",
             dbs.len(),
-            crate::pg::shmem::DATABASES
+            wake::DATABASES
         );
     }
     for (at, db) in dbs.into_iter().enumerate() {
@@ -71,16 +72,6 @@ pub fn register() {
                 .load();
         }
     }
-}
-
-/// Integrators per database (memory.integrator_workers; fixed while the server runs).
-fn workers() -> u32 {
-    crate::gucs::INTEGRATOR_WORKERS.get().clamp(1, 16) as u32
-}
-
-/// The integrator of `chain`, as a bit of the mask `crate::pg::shmem::wake_integrators` takes.
-pub(crate) fn integrator_bit(chain: &[u8]) -> u32 {
-    1 << memory_core::audit::chain_share(chain, workers())
 }
 
 /// For the first worker: the shares of the others that are not running (not started for want of
@@ -187,8 +178,8 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
         BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, true));
     }
-    // Writers that commit pending entries of its chains wake it (crate::pg::shmem).
-    crate::pg::shmem::register_integrator(at, k);
+    // Writers that commit pending entries of its chains wake it (audit::wake).
+    wake::register_integrator(at, k);
     log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
     // The shares of the other integrators the first one serves in their absence (bit j: j's).
     let mut covering: u32 = 0;
@@ -203,7 +194,7 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         let started = std::time::Instant::now();
         // The wake-ups sent so far: one sent during the round, whose latch something in the
         // round may have waited on and reset (a lock wait), still counts below.
-        let announced = crate::pg::shmem::announced(at, k);
+        let announced = wake::announced(at, k);
         let mut done = BackgroundWorker::transaction(move || round(Share::one(k, n)));
         // The first worker then serves the shares of the others that are not running, in a
         // transaction of its own: its own share's round has committed, and a returning worker
@@ -239,8 +230,8 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // A round that chained a full batch or more has a backlog behind it: go on at once.
         // Otherwise wait for a wake-up (at once if one came during the round), at most a
         // naptime.
-        let backlog = done >= super::CHUNK as i64;
-        let woken = crate::pg::shmem::announced(at, k) != announced;
+        let backlog = done >= super::append::CHUNK as i64;
+        let woken = wake::announced(at, k) != announced;
         nap = if backlog || woken { Duration::from_millis(1) } else { naptime };
         // A commit of pending entries of its chains sets its latch (so the wait above ends at
         // once), but after a round that chained something the next starts no sooner than

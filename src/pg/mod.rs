@@ -15,6 +15,7 @@ pub mod thread;
 pub mod transition;
 pub mod trigger;
 pub mod tuple;
+pub mod varlena;
 pub mod xact;
 
 /// MAXALIGN of this platform (8 bytes): where PostgreSQL aligns tuple data and palloc'd chunks.

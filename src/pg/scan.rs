@@ -206,7 +206,7 @@ impl HeapScan<'_> {
     /// valid until `next`; a toasted value is detoasted into the current memory context.
     pub fn bytes(&self, attno: i16) -> Option<&[u8]> {
         // SAFETY: a non-NULL varlena datum of the current row, not used after the row changes.
-        self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
+        self.datum(attno).map(|d| unsafe { super::varlena::text_bytes(d) })
     }
 
     /// Pages of the table's main fork (what the scan reads).
@@ -315,7 +315,7 @@ impl Scan<'_> {
     pub fn bytes(&self, attno: i16) -> Option<&[u8]> {
         // SAFETY: a non-NULL text datum of the current row (or its detoasted copy in the current
         // memory context), not used after the row changes (the borrow of self).
-        self.datum(attno).map(|d| unsafe { super::tuple::text_bytes(d) })
+        self.datum(attno).map(|d| unsafe { super::varlena::text_bytes(d) })
     }
 
     /// Whether the current row was written by this transaction (or one of its subtransactions):
@@ -477,6 +477,6 @@ pub fn jsonb_field_text(j: Option<pg_sys::Datum>, key: &str) -> Option<Vec<u8>> 
     in_scratch(|| unsafe {
         let k = pg_sys::cstring_to_text_with_len(key.as_ptr().cast(), key.len() as i32);
         let t = pgrx::direct_function_call_as_datum(pg_sys::jsonb_object_field_text, &[Some(j), Some(pg_sys::Datum::from(k))])?;
-        Some(super::tuple::text_bytes(t).to_vec())
+        Some(super::varlena::text_bytes(t).to_vec())
     })
 }

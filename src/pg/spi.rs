@@ -85,7 +85,7 @@ impl Fetched {
                 return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
             }
             self.cols = cols;
-            self.utf8 = super::tuple::database_is_utf8();
+            self.utf8 = super::varlena::database_is_utf8();
             self.values.resize(n * cols, pg_sys::Datum::from(0usize));
             self.nulls.resize(n * cols, true);
             for i in 0..n {
@@ -110,7 +110,7 @@ impl Fetched {
     pub fn bytes(&self, i: usize, c: usize) -> Option<&[u8]> {
         let k = i * self.cols + c;
         // SAFETY: a non-NULL text datum of the batch, alive until the batch is freed.
-        (!self.nulls[k]).then(|| unsafe { super::tuple::text_bytes(self.values[k]) })
+        (!self.nulls[k]).then(|| unsafe { super::varlena::text_bytes(self.values[k]) })
     }
 
     fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
@@ -139,12 +139,12 @@ impl Fetched {
     pub fn jsonb_text_into(&self, i: usize, c: usize, out: &mut Vec<u8>) -> bool {
         let Some(d) = self.datum(i, c) else { return false };
         // SAFETY: a non-NULL jsonb datum of the batch.
-        unsafe { super::tuple::jsonb_out_into(d, out) }
+        unsafe { super::varlena::jsonb_out_into(d, out) }
     }
 
-    /// The text column `c` of row `i` (see `tuple::as_str`).
+    /// The text column `c` of row `i` (see `varlena::as_str`).
     pub fn text(&self, i: usize, c: usize) -> Option<&str> {
-        self.bytes(i, c).map(|b| super::tuple::as_str(b, self.utf8))
+        self.bytes(i, c).map(|b| super::varlena::as_str(b, self.utf8))
     }
 
     fn free(&mut self) {

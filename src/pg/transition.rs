@@ -127,7 +127,7 @@ impl Rows {
         let n = count(td, which).unwrap_or(0);
         let mut rows = Rows {
             cols: columns.len(),
-            utf8: super::tuple::database_is_utf8(),
+            utf8: super::varlena::database_is_utf8(),
             buf: Vec::with_capacity(n.min(10_000) * 256),
             cells: Vec::with_capacity(n.min(10_000) * columns.len()),
         };
@@ -187,9 +187,9 @@ impl Rows {
         let start = self.buf.len();
         unsafe {
             match how {
-                AsText::Text => self.buf.extend_from_slice(super::tuple::text_bytes(d)),
+                AsText::Text => self.buf.extend_from_slice(super::varlena::text_bytes(d)),
                 AsText::Bpchar => {
-                    let b = super::tuple::text_bytes(d);
+                    let b = super::varlena::text_bytes(d);
                     let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
                     self.buf.extend_from_slice(&b[..end]);
                 }
@@ -212,7 +212,7 @@ impl Rows {
                         pg_sys::jsonb_object_field_text,
                         &[Some(d), pgrx::IntoDatum::into_datum("classification")],
                     )?;
-                    self.buf.extend_from_slice(super::tuple::text_bytes(t));
+                    self.buf.extend_from_slice(super::varlena::text_bytes(t));
                 }
             }
         }
@@ -232,8 +232,8 @@ impl Rows {
         self.cells[i * self.cols + c].map(|(s, n)| &self.buf[s..s + n])
     }
 
-    /// Column `c` of row `i` as text (see `tuple::as_str`).
+    /// Column `c` of row `i` as text (see `varlena::as_str`).
     pub fn text(&self, i: usize, c: usize) -> Option<&str> {
-        self.bytes(i, c).map(|b| super::tuple::as_str(b, self.utf8))
+        self.bytes(i, c).map(|b| super::varlena::as_str(b, self.utf8))
     }
 }

@@ -40,7 +40,7 @@ pub fn to_char(micros: i64, format: &str) -> String {
     unsafe {
         let f = pg_sys::cstring_to_text_with_len(format.as_ptr().cast(), format.len() as i32);
         match pgrx::direct_function_call_as_datum(pg_sys::timestamptz_to_char, &[Some(pg_sys::Datum::from(micros)), Some(pg_sys::Datum::from(f))]) {
-            Some(t) => String::from_utf8_lossy(super::tuple::text_bytes(t)).into_owned(),
+            Some(t) => String::from_utf8_lossy(super::varlena::text_bytes(t)).into_owned(),
             None => String::new(),
         }
     }

@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(76);
+SELECT plan(77);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -176,6 +176,15 @@ SELECT throws_ok($$ SELECT memory.reclassify('00000000-0000-0000-0000-0000000000
 SELECT throws_ok($$ SELECT memory_internal._allow_downgrade('memory.observations'::regclass::oid) $$, '42501', NULL, 'an ordinary role cannot open the downgrade gate');
 SELECT throws_ok($$ SELECT * FROM memory.classification_rules $$, '42501', NULL, 'an ordinary role cannot read org rules');
 RESET ROLE;
+
+-- The classify trigger's column mapping (src/classify/columns.rs) re-checks the org column's
+-- type when it is resolved again: a column retyped after memory.govern is refused, not read as text.
+CREATE TABLE public.retyped (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, body text, classification memory.classification);
+SELECT memory.govern('public.retyped', '{"content": "body"}');
+INSERT INTO public.retyped (org_id, body) VALUES ('acme', 'hello');
+ALTER TABLE public.retyped ALTER COLUMN org_id TYPE int USING 1;
+SELECT throws_ok($$ INSERT INTO public.retyped (org_id, body) VALUES (2, 'hello again') $$, '22023',
+                 'the org column "org_id" of public.retyped must be text or varchar', 'an org column retyped since govern is refused');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(104);
+SELECT plan(106);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -284,5 +284,9 @@ SELECT is((SELECT row(org_id, user_id, consent_version_at_deletion)::text FROM m
 SELECT is((SELECT count(*)::int FROM public.audit_log_now() WHERE event_type = 'memory.user.delete'), 1, 'audited as memory.user.delete');
 INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u1', 'litigation');
 SELECT is((SELECT (memory.erase_subject('u1')->'consent'->>'consents')::int), 0, 'a held user''s consent history stays');
+-- The field lists SQL reads from memory_core::consent (issue 38).
+SELECT is(memory_internal._context_fields('position'), ARRAY['user_stated_position_context', 'constraints', 'time_horizon'],
+          'the position fields come from core');
+SELECT is(memory_internal._slice_fields()->>'S5_research_style', 'research_style', 'and the slice -> field map');
 SELECT * FROM finish();
 ROLLBACK;

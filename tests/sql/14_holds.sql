@@ -1,6 +1,6 @@
 -- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
 BEGIN;
-SELECT plan(25);
+SELECT plan(27);
 
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
   ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
@@ -92,6 +92,15 @@ CREATE TRIGGER h BEFORE DELETE ON public.mal FOR EACH ROW EXECUTE FUNCTION memor
 SELECT throws_ok($$ DELETE FROM public.mal $$, '42501', NULL, 'the guard''s read of the column runs the cast as the writer: refused');
 RESET ROLE;
 SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'hold_mallory'), 'and the writer did not become a superuser');
+
+-- The one hold match (memory_core::retention::hold_covers) every hold lookup calls (issue 38).
+SELECT is(ARRAY(SELECT memory_internal._hold_matches(h.obs, h.usr, r.id, r.usr)
+                  FROM (VALUES ('o1', NULL), (NULL, 'dave'), (NULL, NULL)) h(obs, usr),
+                       (VALUES ('o1', 'erin'), ('o2', 'dave'), (NULL, NULL)) r(id, usr)
+                 ORDER BY h.obs NULLS LAST, h.usr NULLS LAST, r.id NULLS LAST, r.usr NULLS LAST),
+          ARRAY[true, false, false,  false, true, false,  true, true, true],
+          'a hold covers its observation, or its subject''s observations, or (naming neither) the whole org');
+SELECT is(memory_internal._max_clock_skew(), interval '5 minutes', 'the clock skew SQL checks against is core''s 5 minutes');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,3 +1,7 @@
+//! Tests of the audit chain's rules: canonical form vectors, chaining and verification of
+//! tampered chains, seals, Merkle roots and property tests against a reference. This file is long
+//! because every verdict of the verifier has its own tampering case here.
+
 use super::*;
 use serde_json::json;
 
