@@ -334,9 +334,10 @@ BEGIN
                   CASE WHEN c->>'session_id' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'session_id') END,
                   CASE WHEN c->>'memory_type' IS NULL THEN 'NULL::pg_catalog.text' ELSE format('t.%I::pg_catalog.text', c->>'memory_type') END];
     IF qv IS NOT NULL THEN
-        -- Hybrid: the full-text list (by ts_rank_cd) and the vector list (cosine distance, the
-        -- HNSW index), each `depth` long under the same conditions, fused by reciprocal rank
-        -- (k = 60), × weight. Ties: the better of the two ranks, then the id.
+        -- Hybrid: the full-text list (by ts_rank_cd, `depth` long) and the vector list (cosine
+        -- distance, the HNSW index; k long: the k nearest under the conditions, where pgvector's
+        -- iterative scan stops as it does for a hand-written query) under the same conditions,
+        -- fused by reciprocal rank (k = 60), × weight. Ties: the better of the two ranks, then the id.
         depth := least(greatest(2 * k, 40), 2000);
         args := args || qv;
         args := args || depth::text;
@@ -344,7 +345,8 @@ BEGIN
                    coalesce(tbl, 'memory.observations'::regclass)::text, c->>'id', c->>'embedding', array_to_string(conds, ' AND '),
                    CASE WHEN blank THEN NULL
                         ELSE format('pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))', c->>'content') END,
-                   fts, format('$%s::%I.vector', cardinality(args) - 1, memory_internal._vector_schema()), format('$%s::pg_catalog.int4', cardinality(args)))
+                   fts, format('$%s::%I.vector', cardinality(args) - 1, memory_internal._vector_schema()), format('$%s::pg_catalog.int4', cardinality(args)),
+                   60, NULL, '$3::pg_catalog.int4')
             || format(
         'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank)
                                               ORDER BY x.score DESC, x.best, x.id), ''[]'')

@@ -1051,7 +1051,7 @@ BEGIN
         GET DIAGNOSTICS n = ROW_COUNT;
     ELSE
         -- Hybrid (docs/design.md#agent-memory-api, as recall): the full-text list (ts_rank_cd; none for a blank query) and
-        -- the vector list (cosine distance, the HNSW index of the active claims), each `depth`
+        -- the vector list (cosine distance, the HNSW index of the active claims), `depth` and k
         -- long under the same conditions (the clearance among them: a claim the caller may not
         -- see takes no rank), fused by reciprocal rank (k = 60). Claims have no weight: the score
         -- is the fused one; ties (within each list and fused) go to the more confident claim,
@@ -1071,7 +1071,7 @@ BEGIN
                     CASE WHEN blank THEN NULL
                          ELSE 'pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.claim_text), $2)::pg_catalog.float8' END,
                     'pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.claim_text) OPERATOR(pg_catalog.@@) $2',
-                    format('$7::%I.vector', memory_internal._vector_schema()), '$8', 60, 't.confidence_score')
+                    format('$7::%I.vector', memory_internal._vector_schema()), '$8', 60, 't.confidence_score', '$9')
              || 'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.lexical_rank, x.vector_rank, x.rrf)
                                                        ORDER BY x.rrf DESC, x.confidence_score DESC, x.t_created DESC, x.id), ''[]'')
                    FROM (SELECT fused.id, fused.lexical_rank, fused.vector_rank, fused.rrf, t.confidence_score, t.t_created

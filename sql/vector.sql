@@ -110,6 +110,13 @@ BEGIN
             HINT = 'The size of your embedding model''s vectors (e.g. 384, 768, 1536); pgvector''s HNSW index takes up to 2000.';
     END IF;
     PERFORM memory_internal._require_vector('memory.enable_embeddings');
+    -- Platform-wide (every org's tables take the column, of one size for good): for who may act
+    -- for every org, as the platform chain's writers, not for one org's admin.
+    IF NOT memory_internal._may_act_for('') THEN
+        RAISE EXCEPTION 'memory.enable_embeddings changes every org''s tables; role % may act only for its own orgs',
+            memory_internal._caller()::regrole USING ERRCODE = '42501',
+            HINT = 'A memory_admin bound to every org (memory.grant_org(role, ''*'')), the extension owner or a superuser enables embeddings.';
+    END IF;
     SELECT e.dimensions INTO have FROM memory.ann_settings e;
     IF have OPERATOR(pg_catalog.=) enable_embeddings.dimensions THEN
         RETURN jsonb_build_object('dimensions', have, 'changed', false);
@@ -154,10 +161,12 @@ END $$;
 -- liveness and filter conditions on t; lex_rank: the relevance expression on t (NULL: no lexical
 -- list) with lex_cond its match condition; q: the query vector's expression (a parameter cast to
 -- the vector type, NULL: no vector list); depth: each list's length expression; tie: an expression
--- on t whose greater value ranks first among equals in each list (NULL: the id alone). The vector
--- list is pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
+-- on t whose greater value ranks first among equals in each list (NULL: the id alone); vdepth:
+-- the vector list's length when it differs (recall and retrieve: k, the k nearest under the
+-- conditions; the HNSW scan's work grows with it under selective conditions). The vector list is
+-- pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
 CREATE FUNCTION memory_internal._hybrid_ctes(rel text, id_col text, emb_col text, conds text, lex_rank text, lex_cond text,
-                                              q text, depth text, rrf_k int DEFAULT 60, tie text DEFAULT NULL)
+                                              q text, depth text, rrf_k int DEFAULT 60, tie text DEFAULT NULL, vdepth text DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -175,7 +184,7 @@ BEGIN
           ELSE format('SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r
                          FROM (SELECT t.%1$I AS id, t.%2$I OPERATOR(%3$I.<=>) %4$s AS d, %8$s AS tb FROM %5$s t
                                 WHERE %6$s AND t.%2$I IS NOT NULL
-                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, depth, coalesce(tie, 'NULL')) END;
+                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, coalesce(vdepth, depth), coalesce(tie, 'NULL')) END;
     RETURN format('WITH lex AS MATERIALIZED (%1$s), vec AS MATERIALIZED (%2$s),
                         fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank,
                                          coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) lex.r), 0)

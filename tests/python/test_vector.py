@@ -8,7 +8,7 @@ import random
 import psycopg
 import pytest
 
-from conftest import connect
+from conftest import connect, ensure_role
 from test_app_roles import ADMIN, GLOBEX, OWNER, READER, WRITER, app  # noqa: F401 (the fixture)
 from test_dump_restore import restored
 
@@ -119,6 +119,12 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
             w.execute("SELECT memory.enable_embeddings(3)")
         assert ex.value.sqlstate == "42501", "enable_embeddings is memory_admin's"
     with connect(vapp, ADMIN) as a:
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            a.execute("SELECT memory.enable_embeddings(3)")
+        assert ex.value.sqlstate == "42501", "an admin bound to one org does not change every org's tables"
+    ensure_role(conn, "platform_admin", "memory_admin")
+    conn.execute("SELECT memory.grant_org('platform_admin', '*')")
+    with connect(vapp, "platform_admin") as a:
         assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": True}
     with connect(vapp, WRITER) as w:
         ids = [w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES ('acme', %s, %s, %s) RETURNING id",

@@ -2,17 +2,19 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(42);
+SELECT plan(43);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
 
 SELECT memory.setup_roles();
 CREATE ROLE vx_admin NOLOGIN IN ROLE memory_admin;
+CREATE ROLE vx_platform NOLOGIN IN ROLE memory_admin;
 CREATE ROLE vx_writer NOLOGIN IN ROLE memory_writer;
 CREATE ROLE vx_reader NOLOGIN IN ROLE memory_reader;
 CREATE ROLE vx_globex NOLOGIN IN ROLE memory_reader;
 SELECT memory.grant_org('vx_admin', 'acme');
+SELECT memory.grant_org('vx_platform', '*');
 SELECT memory.grant_org('vx_writer', 'acme');
 SELECT memory.grant_org('vx_reader', 'acme');
 SELECT memory.grant_org('vx_globex', 'globex');
@@ -35,16 +37,19 @@ DECLARE
     x text;
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 39);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 40);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
     SET LOCAL ROLE vx_writer;
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(3) $$, '42501', NULL, 'a writer may not enable embeddings');
     SET LOCAL ROLE vx_admin;
+    RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(3) $$, '42501', NULL,
+                                  'an admin bound to one org may not enable embeddings for every org');
+    SET LOCAL ROLE vx_platform;
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(0) $$, '22023', NULL, 'dimensions 0 is 22023');
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(2001) $$, '22023', NULL, 'dimensions above the HNSW limit are 22023');
-    RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin enables 3-d embeddings');
+    RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin bound to every org enables 3-d embeddings');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'false', 'the same dimensions again are a no-op');
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'embeddings are enabled with 3 dimensions, not 4',
                                   'other dimensions are refused with a clear error');
