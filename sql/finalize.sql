@@ -77,6 +77,7 @@ GRANT EXECUTE ON FUNCTION
     memory_internal._risk_band(text), memory_internal._derive_classification(text), memory_internal._ema(float8, text, float8, float8),
     memory_internal._can_transition(text, text), memory_internal._source_tier(text), memory_internal._is_stale(timestamptz, int, timestamptz),
     memory_internal._caller(), memory_internal._may_act_for(text), memory_internal._acting_org(), memory_internal._max_tier(),
+    memory_internal._claim_tier(text, text, text[], text),
     -- rules of the core the caller's own statements use (pure functions)
     memory_internal._is_misleading(bigint, bigint), memory_internal._stamps_t_invalid(text), memory_internal._is_retirement(text, text),
     memory_internal._is_expired(timestamptz, int, timestamptz), memory_internal._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),

@@ -212,9 +212,12 @@ BEGIN
         -- clearance is part of the tenant policy instead (reads and the rows an UPDATE or DELETE
         -- sees; writes are checked by org only, as before).
         EXECUTE format('DROP POLICY clearance ON %s', t);
-        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org() '
-                       'AND classification OPERATOR(pg_catalog.<=) memory_internal._max_tier()) '
-                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);
+        EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org() AND %s) '
+                       'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t,
+                       CASE WHEN t OPERATOR(pg_catalog.=) 'memory.claims'::regclass
+                            THEN '(memory_internal._max_tier() OPERATOR(pg_catalog.=) ''restricted''::memory.classification '
+                                 'OR memory_internal._claim_tier(claim_text, subject_id, pii_fields, org_id) OPERATOR(pg_catalog.<=) memory_internal._max_tier())'
+                            ELSE 'classification OPERATOR(pg_catalog.<=) memory_internal._max_tier()' END);
     ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = t AND p.polname = 'tenant') THEN
         EXECUTE format('ALTER POLICY tenant ON %s USING (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org()) '
                        'WITH CHECK (org_id OPERATOR(pg_catalog.=) memory_internal._acting_org())', t);

@@ -30,6 +30,13 @@ CREATE POLICY clearance ON memory.observations AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 CREATE POLICY clearance ON memory.observations_archive AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+-- Claims carry no stored tier: a claim about a subject or with PII fields is restricted, any
+-- other has its text's classification (memory_internal._claim_tier, as memory.retrieve rates it),
+-- so a role cleared below restricted reads by SELECT no claim retrieve would not give it. A role
+-- cleared to restricted never computes it (the first arm, once per statement, is true).
+CREATE POLICY clearance ON memory.claims AS RESTRICTIVE FOR SELECT
+    USING ((SELECT memory_internal._max_tier()) OPERATOR(pg_catalog.=) 'restricted'::memory.classification
+           OR memory_internal._claim_tier(claim_text, subject_id, pii_fields, org_id) OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 
 -- Retention policies: the platform rows (org_id NULL) are everyone's to read; org rows are the org's.
 ALTER TABLE memory.retention_policies ENABLE ROW LEVEL SECURITY;

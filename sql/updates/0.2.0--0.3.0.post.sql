@@ -50,10 +50,13 @@ CREATE POLICY clearance ON memory.observations AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 CREATE POLICY clearance ON memory.observations_archive AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+CREATE POLICY clearance ON memory.claims AS RESTRICTIVE FOR SELECT
+    USING ((SELECT memory_internal._max_tier()) OPERATOR(pg_catalog.=) 'restricted'::memory.classification
+           OR memory_internal._claim_tier(claim_text, subject_id, pii_fields, org_id) OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 DO $$
 DECLARE t regclass;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['memory.observations'::regclass, 'memory.observations_archive'::regclass] LOOP
+    FOREACH t IN ARRAY ARRAY['memory.observations'::regclass, 'memory.observations_archive'::regclass, 'memory.claims'::regclass] LOOP
         IF memory_internal._citus_distributed(t) THEN
             PERFORM memory_internal._policy_without_subquery(t);
         END IF;

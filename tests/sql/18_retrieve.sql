@@ -2,7 +2,7 @@
 -- active claims only, decay, tenants, clearance, consent, freshness marks, ranking, the audit
 -- event, and every refused argument.
 BEGIN;
-SELECT plan(47);
+SELECT plan(49);
 
 SELECT memory.setup_roles();
 CREATE ROLE rt_reader NOLOGIN IN ROLE memory_reader;    -- acme, every tier
@@ -134,6 +134,16 @@ SELECT is(ARRAY(SELECT id::text FROM memory.retrieve('acme', 'aspirin stroke') O
                 '00000000-0000-0000-0000-0000000000c6'],
           'a role cleared to internal gets no confidential claim');
 SELECT is_empty($$ SELECT * FROM memory.retrieve('acme', 'patient', user_id => 'u2') $$, 'nor a restricted one');
+-- The same clearance when it reads the claims itself (the restrictive policy clearance).
+SELECT is(ARRAY(SELECT id::text FROM memory.claims WHERE lifecycle_state = 'active' ORDER BY id),
+          ARRAY['00000000-0000-0000-0000-0000000000c1', '00000000-0000-0000-0000-0000000000c2', '00000000-0000-0000-0000-0000000000c3',
+                '00000000-0000-0000-0000-0000000000c6', '00000000-0000-0000-0000-0000000000c7'],
+          'SELECT of memory.claims by a role cleared to internal: no confidential claim, none about a user');
+RESET ROLE;
+SET ROLE rt_reader;
+SELECT is((SELECT count(*) FROM memory.claims WHERE org_id = 'acme'), 10::bigint, 'a role cleared to restricted reads every claim of its org');
+RESET ROLE;
+SET ROLE rt_int;
 SELECT throws_ok($$ SELECT * FROM memory.retrieve('globex', 'aspirin') $$, '42501', NULL, 'retrieving from another org is 42501');
 RESET ROLE;
 SET ROLE rt_globex;
