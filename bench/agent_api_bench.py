@@ -115,21 +115,16 @@ def main():
         assert res["forgotten"] == [str(i)], res
         return dt
 
-    def delete_same():
-        i = next(pool)
-        t = time.perf_counter()
-        n = su.execute("DELETE FROM memory.observations WHERE id = %s", (i,), prepare=True).rowcount
-        dt = time.perf_counter() - t
-        assert n == 1
-        return dt
-
-    def delete_plain():
-        i = next(pool)
-        t = time.perf_counter()
-        n = writer.execute("DELETE FROM bench_obs_plain WHERE id = %s", (i,), prepare=True).rowcount
-        dt = time.perf_counter() - t
-        assert n == 1
-        return dt
+    def delete(conn, table):
+        """A bare delete of one memory by id from `table` as `conn`'s role; its latency."""
+        def run():
+            i = next(pool)
+            t = time.perf_counter()
+            n = conn.execute(f"DELETE FROM {table} WHERE id = %s", (i,), prepare=True).rowcount
+            dt = time.perf_counter() - t
+            assert n == 1
+            return dt
+        return run
 
     # Recall: a random tenant, one of its users, a memory type and a one- or two-word query from the
     # vocabulary; both variants run the same draws in the same order each round.
@@ -167,7 +162,8 @@ def main():
         d = [recall_args() for _ in range(n)]
         draws["recall"], draws["select"] = iter(d), iter(d)
 
-    variants = {"forget": forget, "delete (memory.observations)": delete_same, "delete (unmanaged copy)": delete_plain,
+    variants = {"forget": forget, "delete (memory.observations)": delete(su, "memory.observations"),
+                "delete (unmanaged copy)": delete(writer, "bench_obs_plain"),
                 "recall": recall, "hand-written SELECT": select}
     stats = {v: {"p50": [], "p99": []} for v in variants}
     # Warm up every statement (plans, caches) before timing.

@@ -36,9 +36,8 @@ thread_local! {
     // Delegated callers taken on (memory_internal._delegated_caller): the subtransaction each was taken
     // on in, and the override before it.
     static DELEGATED: RefCell<Vec<(pg_sys::SubTransactionId, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };
-    // (caller, org) -> may act for it; dropped when memory.org_grants or any role changes.
-    static ORGS: RefCell<HashMap<(pg_sys::Oid, String), bool>> = RefCell::new(HashMap::new());
-    // (caller, org) -> its clearance there (None: it may not act for the org); dropped with ORGS.
+    // (caller, org) -> its clearance there (None: it may not act for the org); dropped when
+    // memory.org_grants or any role changes.
     static TIERS: RefCell<HashMap<(pg_sys::Oid, String), Option<String>>> = RefCell::new(HashMap::new());
     // Tables whose memory_ext triggers memory.govern / memory.ungovern may drop in this transaction.
     static GATE: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
@@ -208,43 +207,18 @@ fn rel_owner(relid: pg_sys::Oid) -> Result<pg_sys::Oid, MxError> {
     .ok_or_else(|| MxError::new(code::UNDEFINED_TABLE, format!("relation with oid {} does not exist", relid.to_u32())))
 }
 
-/// Whether the caller may act for `org` (`None` or `''`: the platform chain), asked of
-/// `memory_internal._may_act_for` once per transaction, caller and org.
+/// Whether the caller may act for `org` (`None` or `''`: the platform chain): it has a
+/// clearance there (`clearance`, cached per caller and org).
 pub fn may_act_for(org: Option<&str>) -> Result<bool, MxError> {
-    let who = caller();
-    if who == pg_sys::InvalidOid {
-        return Ok(false);
-    }
-    // Superusers and members of the extension owner act for every org (no lookup).
-    if identity::is_superuser(who) || identity::has_privs_of_role(who, ext_owner()?) {
-        return Ok(true);
-    }
-    let key = (who, org.unwrap_or("").to_string());
-    if let Some(v) = ORGS.with(|m| m.borrow().get(&key).copied()) {
-        return Ok(v);
-    }
-    let fill = callbacks::Fill::begin();
-    let v = as_owner(|| {
-        // Under a snapshot taken now: a grant revoked by another session is never re-read from
-        // an older snapshot into the cache (spi::read_latest).
-        Spi::connect(|client| {
-            let r = crate::pg::spi::read_latest(client, c"SELECT memory_internal._may_act_for_role($1, $2)", &[who.into(), org.unwrap_or("").into()])?;
-            if r.len() == 0 {
-                return Ok(None);
-            }
-            r.get::<bool>(0, 1)
-        })
-    })?
-    .unwrap_or(false);
-    if fill.keep() {
-        ORGS.with(|m| m.borrow_mut().insert(key, v));
-    }
-    Ok(v)
+    Ok(clearance(org)?.is_some())
 }
 
 /// The caller's clearance in `org`: the most sensitive tier it reads there (a
-/// `memory.classification` label), None when it may not act for the org. Asked of
-/// `memory_internal._max_tier_role` once per caller and org until the grants or roles change.
+/// `memory.classification` label), None when it may not act for the org
+/// (`memory_internal._max_tier_role` is NULL exactly when `_may_act_for_role` is false). Asked
+/// once per caller and org until the grants or roles change, under a snapshot taken then: a grant
+/// revoked by another session is never re-read from an older snapshot into the cache
+/// (spi::read_latest).
 pub fn clearance(org: Option<&str>) -> Result<Option<String>, MxError> {
     let who = caller();
     if who == pg_sys::InvalidOid {
@@ -315,7 +289,6 @@ fn transaction_end() {
 }
 
 fn forget_orgs() {
-    ORGS.with(|m| m.borrow_mut().clear());
     TIERS.with(|m| m.borrow_mut().clear());
 }
 
