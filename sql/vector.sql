@@ -92,6 +92,18 @@ BEGIN
                    'WITH (m = 16, ef_construction = 64)', s);
     EXECUTE format('CREATE INDEX IF NOT EXISTS claims_embedding ON memory.claims USING hnsw (embedding %I.vector_cosine_ops) '
                    'WITH (m = 16, ef_construction = 64) WHERE lifecycle_state = ''active''', s);
+    -- Hybrid recall's full-text list under its tenant (and user) condition: with btree_gin (a
+    -- contrib extension) one GIN index holds the org, the user and the words, and its scan
+    -- intersects them inside the index, reading no more of a common word's posting list than the
+    -- tenant's part. Without it the full-text index hands the whole posting list to a bitmap AND
+    -- (docs/vector.md). Made when btree_gin is there; memory.enable_embeddings again makes them
+    -- after CREATE EXTENSION btree_gin.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'btree_gin') THEN
+        CREATE INDEX IF NOT EXISTS observations_fts_tenant ON memory.observations
+            USING gin (org_id, user_id, to_tsvector('english'::regconfig, content));
+        CREATE INDEX IF NOT EXISTS claims_fts_tenant ON memory.claims
+            USING gin (org_id, to_tsvector('english'::regconfig, claim_text)) WHERE lifecycle_state = 'active';
+    END IF;
     RETURN NEW;
 END $$;
 CREATE TRIGGER ann_settings_apply AFTER INSERT OR UPDATE ON memory.ann_settings
@@ -118,19 +130,28 @@ BEGIN
             HINT = 'A memory_admin bound to every org (memory.grant_org(role, ''*'')), the extension owner or a superuser enables embeddings.';
     END IF;
     SELECT e.dimensions INTO have FROM memory.ann_settings e;
-    IF have OPERATOR(pg_catalog.=) enable_embeddings.dimensions THEN
-        RETURN jsonb_build_object('dimensions', have, 'changed', false);
-    ELSIF have IS NOT NULL THEN
+    IF have IS NOT NULL AND have OPERATOR(pg_catalog.<>) enable_embeddings.dimensions THEN
         RAISE EXCEPTION 'embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
             USING ERRCODE = '55000', HINT = 'The dimensions are fixed once enabled: embed with the same model, or re-embed into a governed table of your own (memory.govern with the embedding key).';
     END IF;
-    INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
-    PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
-        jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', enable_embeddings.dimensions), NULL);
-    RETURN jsonb_build_object('dimensions', enable_embeddings.dimensions, 'changed', true);
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'btree_gin') THEN
+        RAISE NOTICE 'hybrid recall''s full-text list is not narrowed by tenant inside an index: btree_gin is not installed'
+            USING HINT = 'CREATE EXTENSION btree_gin (contrib), then call memory.enable_embeddings again: it adds the indexes observations_fts_tenant and claims_fts_tenant.';
+    END IF;
+    IF have IS NOT NULL THEN
+        -- Enabled: the same dimensions again re-apply the trigger (idempotent), which makes the
+        -- tenant full-text indexes btree_gin allows since.
+        UPDATE memory.ann_settings SET dimensions = have;
+    ELSE
+        INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
+        PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
+            jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', enable_embeddings.dimensions), NULL);
+    END IF;
+    RETURN jsonb_build_object('dimensions', enable_embeddings.dimensions, 'changed', have IS NULL,
+                              'tenant_text_index', pg_catalog.to_regclass('memory.observations_fts_tenant') IS NOT NULL);
 END $$;
 COMMENT ON FUNCTION memory.enable_embeddings(int) IS
-  'Give memory.observations (and its archive) and memory.claims an embedding vector(n) column, written with the row (a claim''s is fixed like its text), behind HNSW indexes (cosine, m = 16, ef_construction = 64; the claims'': of the active ones). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again is a no-op, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
+  'Give memory.observations (and its archive) and memory.claims an embedding vector(n) column, written with the row (a claim''s is fixed like its text), behind HNSW indexes (cosine, m = 16, ef_construction = 64; the claims'': of the active ones); with btree_gin installed also the tenant full-text indexes hybrid recall reads (observations_fts_tenant: org, user, words; claims_fts_tenant: org, words; tenant_text_index in the result). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again changes nothing but the indexes btree_gin allows since, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
 
 -- The query embedding checked against the source's column: finite components (22023), not all
 -- zero (cosine distance has no direction), the column's dimensions (22023). Returns it as

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SQL-level suite: pgTAP files in tests/sql run with pg_prove against the installed extension in a
 # throwaway cluster. Each file runs in a fresh database.
+#   tests/run-sql.sh            every file (and 02_audit once more with immediate audit)
+#   tests/run-sql.sh FILE...    those files only
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # psql (which pg_prove runs) of the server's own version: $PG_CONFIG's.
@@ -24,6 +26,10 @@ SELECT * FROM jsonb_to_recordset(:'vectors'::jsonb) AS v(name text, content text
 SQL
   pg_prove -d "$db" "$f" || status=1
 }
+if [ $# -gt 0 ]; then
+  for f in "$@"; do run_file "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")"; done
+  exit $status
+fi
 for f in "$here"/sql/*.sql; do
   run_file "$f"
 done

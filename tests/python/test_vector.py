@@ -125,7 +125,14 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
     ensure_role(conn, "platform_admin", "memory_admin")
     conn.execute("SELECT memory.grant_org('platform_admin', '*')")
     with connect(vapp, "platform_admin") as a:
-        assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": True}
+        assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": True, "tenant_text_index": False}
+    # btree_gin (contrib, trusted) created afterwards: enabling again adds the tenant full-text
+    # indexes of hybrid recall's full-text list, and nothing else changes.
+    conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
+    with connect(vapp, "platform_admin") as a:
+        assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": False, "tenant_text_index": True}
+    assert conn.execute("SELECT pg_get_indexdef('memory.observations_fts_tenant'::regclass)").fetchone()[0].endswith(
+        "USING gin (org_id, user_id, to_tsvector('english'::regconfig, content))")
     with connect(vapp, WRITER) as w:
         ids = [w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES ('acme', %s, %s, %s) RETURNING id",
                          (u, c, v)).fetchone()[0]
@@ -151,6 +158,8 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
         assert c.execute("SELECT embedding::text FROM memory.claims WHERE id = %s", (claim,)).fetchone() == ("[0,1,0]",)
         assert "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE (lifecycle_state = 'active'" in c.execute(
             "SELECT pg_get_indexdef('memory.claims_embedding'::regclass)").fetchone()[0]
+        # The tenant full-text indexes too (btree_gin is restored before the data).
+        assert c.execute("SELECT to_regclass('memory.observations_fts_tenant') IS NOT NULL AND to_regclass('memory.claims_fts_tenant') IS NOT NULL").fetchone() == (True,)
         (eff,) = c.execute("SELECT options FROM memory.governance_registry WHERE relid = 'app.vnotes'::regclass").fetchone()
         assert eff["embedding"] == "emb"
     with connect(vapp, WRITER) as w:

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(43);
+SELECT plan(46);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -37,7 +37,7 @@ DECLARE
     x text;
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 40);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 43);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
@@ -51,6 +51,16 @@ BEGIN
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(2001) $$, '22023', NULL, 'dimensions above the HNSW limit are 22023');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin bound to every org enables 3-d embeddings');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'false', 'the same dimensions again are a no-op');
+    RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'tenant_text_index', 'false', 'without btree_gin no tenant full-text index');
+    -- btree_gin (contrib) created since: enabling again adds the tenant full-text indexes.
+    RESET ROLE;
+    CREATE EXTENSION btree_gin;
+    SET LOCAL ROLE vx_platform;
+    RETURN QUERY SELECT is(memory.enable_embeddings(3), '{"dimensions": 3, "changed": false, "tenant_text_index": true}'::jsonb,
+                           'with btree_gin enabling again adds the tenant full-text indexes, and changes nothing else');
+    RETURN QUERY SELECT alike(pg_get_indexdef('memory.claims_fts_tenant'::regclass),
+                              '%USING gin (org_id, to_tsvector(''english''::regconfig, claim_text)) WHERE (lifecycle_state = ''active''%',
+                              'the claims'' tenant full-text index covers the active claims');
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'embeddings are enabled with 3 dimensions, not 4',
                                   'other dimensions are refused with a clear error');
     RESET ROLE;
