@@ -775,10 +775,9 @@ BEGIN
     IF org IS NULL THEN
         RAISE EXCEPTION 'observation % does not exist', observation_id USING ERRCODE = '23503';
     END IF;
-    -- Values as literals: Citus sends a call with constant arguments to the org's node (with
-    -- the caller, whom the events written there name).
-    EXECUTE pg_catalog.format('SELECT r FROM memory_internal._reclassify_in(%L, %L::pg_catalog.uuid, %L::memory.classification, %L, %L::jsonb) r',
-                              org, observation_id, tier, reason, memory_internal._who_if_distributed()) INTO prev;
+    -- On Citus on the org's node (with the caller, whom the events written there name).
+    prev := memory_internal._org_call('memory_internal._reclassify_in(text,uuid,memory.classification,text,jsonb)', org,
+                                      pg_catalog.jsonb_build_array(observation_id, tier, reason)) OPERATOR(pg_catalog.#>>) '{}';
     RETURN prev;
 END $$;
 COMMENT ON FUNCTION memory.reclassify(uuid, memory.classification, text) IS

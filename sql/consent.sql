@@ -321,22 +321,16 @@ BEGIN
     gone := coalesce(scopes, enum_range(NULL::memory.consent_scope));
     c := memory_internal._consent_append(p_org, p_user, NULL, gone, at, NULL);
     targets := memory_internal._revoke_targets(gone, p_org);
-    IF memory_internal._citus_distributed('memory.user_contexts') THEN
-        -- On the node of the org's shards (the values as literals: Citus delegates a call with
-        -- constant arguments; the time as memory_internal._utc_text, read back the same whatever the
-        -- DateStyle), with the governed tables that are there; the others from here.
-        EXECUTE pg_catalog.format('SELECT r FROM memory_internal._revoke_consent_in(%L, %L, %L::memory.consent_scope[], %L::pg_catalog.timestamptz, %L::jsonb, %L::jsonb) r',
-                                  p_org, p_user, gone, memory_internal._utc_text(at),
-                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean),
-                                  memory_internal._who()) INTO done;
-        more := memory_internal._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
-                                                         WHERE NOT (x->>'there')::boolean));
-        done := jsonb_set(done, '{governed}', jsonb_build_object(
-                    'deleted', (done->'governed'->'deleted') || (more->'deleted'),
-                    'failed', (done->'governed'->'failed') || (more->'failed')));
-    ELSE
-        done := memory_internal._revoke_consent_in(p_org, p_user, gone, at, targets, NULL);
-    END IF;
+    -- On Citus on the node of the org's shards, with the governed tables that are there; the
+    -- others from here (on a single node every table is "there").
+    done := memory_internal._org_call('memory_internal._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)', p_org,
+                jsonb_build_array(p_user, gone, at,
+                                  (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x WHERE (x->>'there')::boolean)));
+    more := memory_internal._clear_governed(p_org, p_user, (SELECT coalesce(jsonb_agg(x), '[]') FROM jsonb_array_elements(targets) x
+                                                     WHERE NOT (x->>'there')::boolean));
+    done := jsonb_set(done, '{governed}', jsonb_build_object(
+                'deleted', (done->'governed'->'deleted') || (more->'deleted'),
+                'failed', (done->'governed'->'failed') || (more->'failed')));
 
     counts := jsonb_build_object('version', c.version, 'revoked', to_jsonb(gone), 'in_force', to_jsonb(c.scopes)) || (done - 'governed')
               || CASE WHEN done->'governed'->'deleted' <> '{}' THEN jsonb_build_object('tables_deleted', done->'governed'->'deleted') ELSE '{}' END
@@ -727,22 +721,15 @@ CREATE FUNCTION memory_internal._consent_maintenance(at timestamptz)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    dist  constant boolean := memory_internal._citus_distributed('memory.user_contexts');
     o     text;
-    one   jsonb;
     total jsonb := jsonb_build_object('task_contexts_purged', 0, 'drift_rows_purged', 0);
 BEGIN
     FOR o IN SELECT u.org_id FROM memory.user_contexts u WHERE u.scope = 'task' AND u.expires_at IS NOT NULL AND u.expires_at <= at
              UNION
              SELECT d.org_id FROM memory.persona_drift_log d WHERE d.purge_after IS NOT NULL AND d.purge_after <= at
              ORDER BY 1 LOOP
-        IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory_internal._consent_maintenance_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r',
-                                      o, memory_internal._utc_text(at), memory_internal._who()) INTO one;
-        ELSE
-            one := memory_internal._consent_maintenance_in(o, at, NULL);
-        END IF;
-        total := memory_internal._add_counts(total, one);
+        total := memory_internal._add_counts(total,
+                     memory_internal._org_call('memory_internal._consent_maintenance_in(text,timestamptz,jsonb)', o, jsonb_build_array(at)));
     END LOOP;
     RETURN total;
 END $$;
@@ -1184,22 +1171,16 @@ CREATE FUNCTION memory_internal._erase_consent_rows(p_subject text, p_scope text
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    dist   constant boolean := memory_internal._citus_distributed('memory.consents');
     counts jsonb := jsonb_build_object('deletion_stubs', 0)
                     || (SELECT jsonb_object_agg(t, 0) FROM unnest(memory_internal._consent_era_tables()) t);
-    one    jsonb;
     o      text;
 BEGIN
     FOR o IN EXECUTE (SELECT string_agg(format('SELECT x.org_id FROM memory.%I x WHERE x.user_id OPERATOR(pg_catalog.=) $1'
                                                ' AND ($2 IS NULL OR x.org_id OPERATOR(pg_catalog.=) $2)', t), ' UNION ')
                         FROM unnest(memory_internal._consent_era_tables()) t) || ' ORDER BY 1'
                USING p_subject, p_scope LOOP
-        IF dist THEN
-            EXECUTE pg_catalog.format('SELECT r FROM memory_internal._erase_consent_in(%L, %L, %L::jsonb) r', o, p_subject, memory_internal._who()) INTO one;
-        ELSE
-            one := memory_internal._erase_consent_in(o, p_subject, NULL);
-        END IF;
-        counts := memory_internal._add_counts(counts, one);
+        counts := memory_internal._add_counts(counts,
+                      memory_internal._org_call('memory_internal._erase_consent_in(text,text,jsonb)', o, jsonb_build_array(p_subject)));
     END LOOP;
     RETURN counts;
 END $$;

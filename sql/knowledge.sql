@@ -1629,8 +1629,8 @@ BEGIN
     IF NOT memory_internal._citus_distributed('memory.claims') THEN
         RETURN memory_internal._run_decay_in(scope, at, NULL);
     END IF;
-    -- Citus: org by org, each run on the node of the org's shards (the values as literals: Citus
-    -- delegates a call with constant arguments). An org with nothing due is not visited.
+    -- Citus: org by org, each run on the node of the org's shards (memory_internal._org_call). An
+    -- org with nothing due is not visited.
     at := coalesce(at, now());
     total := jsonb_build_object('at', at, 'claimsAnonymized', 0, 'claimsDeleted', 0, 'claimsArchived', 0,
                                 'relationshipsDeleted', 0, 'relationshipsAnonymized', 0);
@@ -1640,10 +1640,7 @@ BEGIN
              SELECT r.org_id FROM memory.relationships r
               WHERE r.decay_at < at AND r.anonymized_at IS NULL AND (scope IS NULL OR r.org_id = scope)
              ORDER BY 1 LOOP
-        -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
-        -- (The time written out in ISO form, UTC: read back the same whatever the DateStyle.)
-        EXECUTE pg_catalog.format('SELECT r FROM memory_internal._run_decay_in(%L, %L::pg_catalog.timestamptz, %L::jsonb) r', o,
-                                  memory_internal._utc_text(at), memory_internal._who()) INTO one;
+        one := memory_internal._org_call('memory_internal._run_decay_in(text,timestamptz,jsonb)', o, jsonb_build_array(at));
         total := memory_internal._add_counts(total, one - 'at');
     END LOOP;
     RETURN total;

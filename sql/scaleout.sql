@@ -1,4 +1,21 @@
 -- Scale-out on Citus (docs/design.md#scale-out): one call distributes memory_ext on a Citus cluster.
+--
+-- The branches on Citus (memory_internal._citus_distributed) elsewhere come in these shapes:
+--   - A call of one org's work on the node of that org's shards, where the gates it opens are
+--     seen by the shards' triggers (reclassify, the decay job, consent revocation, erasure and
+--     maintenance): always memory_internal._org_call(fn, org, args), which makes the choice
+--     (delegated with the caller, or run here), over the functions of
+--     memory_internal._org_functions; memory.distribute delegates that list.
+--   - The rest stay in their functions, as their statements differ, not only where they run:
+--     due rows read over every shard unlocked (Citus takes FOR UPDATE on one shard only), then
+--     locked or changed org by org in statements naming it (freshness_recheck,
+--     claim_recheck_tasks, run_retention, memory_internal._retention_sweep),
+--     statements naming each org in turn (knowledge retention; erase_subject and export_subject
+--     on governed tables, as the table's owner), a plan setting (forget's plan_cache_mode), a
+--     replica-mode move on the workers (audit_ensure_partitions), where a relation is
+--     (memory_internal._local_relation, _colocated_with_stores, _revoke_targets' "there"), and
+--     a LOCK Citus cannot propagate (memory_internal._lock_nowait). run_decay works over the
+--     whole scope in one call on a single node, and org by org through _org_call on Citus.
 
 -- On Citus a trigger fires on the shards of its table, and for a reference table on every
 -- node's copy: whether this firing (on relation `fired`, a copy of `logical`) is on a node other
@@ -56,11 +73,14 @@ BEGIN
     RETURN d;
 END $$;
 
--- A time as ISO text in UTC ('2026-11-26 04:13:34.517363 AD +00'), which reads back as the same
--- time whatever the session's DateStyle: how a time goes into a call Citus delegates.
+-- A time as ISO text in UTC ('2026-11-26 04:13:34.517363 AD +00'; 'infinity', '-infinity'),
+-- which reads back as the same time whatever the session's DateStyle and TimeZone: how a time
+-- goes into a call Citus delegates (memory_internal._org_call).
 CREATE FUNCTION memory_internal._utc_text(t timestamptz)
 RETURNS text LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00' $$;
+AS $$ SELECT CASE WHEN pg_catalog.isfinite(t)
+                  THEN pg_catalog.to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC') OPERATOR(pg_catalog.||) ' +00'
+                  ELSE t::pg_catalog.text END $$;
 
 -- Who the caller is, for a call Citus runs on another node: the role memory_ext holds responsible
 -- (by name: oids differ between nodes) and the application's actor (memory.actor_id), which the
@@ -72,15 +92,6 @@ AS $$
         'role', (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) memory_internal._caller()),
         'actor', nullif(pg_catalog.current_setting('memory.actor_id', true), ''))
 $$;
-
--- memory_internal._who() when memory.observations is distributed (reclassify always calls through
--- EXECUTE), else NULL.
-CREATE FUNCTION memory_internal._who_if_distributed()
-RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN CASE WHEN memory_internal._citus_distributed('memory.observations') THEN memory_internal._who() END;
-END $$;
 
 -- In a delegated function: take on the coordinator's caller (`who`, from memory_internal._who()) until
 -- memory_internal._delegated_done(who) or the end of the transaction. NULL (a single node, where the
@@ -107,6 +118,90 @@ BEGIN
     IF who IS NOT NULL THEN
         PERFORM memory_internal._delegated_caller(NULL);
     END IF;
+END $$;
+
+-- The functions memory_ext runs for one org on the node of that org's shards once Citus
+-- distributes `tbl`, the table they work on (memory.distribute makes each a function Citus
+-- delegates by its first argument, org; memory_internal._org_call calls them). Each takes
+-- (org text, ..., who jsonb) and opens there the gates its statements need, where the shards'
+-- triggers fire. (Names as text, resolved when read.)
+CREATE FUNCTION memory_internal._org_functions()
+RETURNS TABLE (fn regprocedure, tbl regclass) LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT f.fn::pg_catalog.regprocedure, f.tbl::pg_catalog.regclass
+      FROM (VALUES ('memory_internal._reclassify_in(text,uuid,memory.classification,text,jsonb)', 'memory.observations'),
+                   ('memory_internal._run_decay_in(text,timestamptz,jsonb)', 'memory.claims'),
+                   ('memory_internal._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)', 'memory.user_contexts'),
+                   ('memory_internal._erase_consent_in(text,text,jsonb)', 'memory.consents'),
+                   ('memory_internal._consent_maintenance_in(text,timestamptz,jsonb)', 'memory.user_contexts')) f(fn, tbl)
+$$;
+
+-- One org's call of `fn` (one of memory_internal._org_functions()): fn(org, args..., who), its
+-- result as jsonb (to_jsonb). `args` are the arguments between org and who, as plain values: a
+-- JSON array of them as to_jsonb gives them (a JSON null is NULL). Where Citus distributes fn's
+-- table, the call goes to the node of the org's shards with the caller (memory_internal._who(),
+-- which fn takes on there: memory_internal._delegated): Citus delegates a call whose arguments
+-- are constants, so each value is written into the statement as a literal cast to fn's declared
+-- argument type (a time as memory_internal._utc_text, read back the same whatever the DateStyle).
+-- On a single node (or before memory.distribute) it runs here with who NULL. The statement is
+-- made of fn's name, its argument types and literals only. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._org_call(fn regprocedure, org text, args jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tbl   regclass;
+    name  text;
+    -- fn's argument types between org and who.
+    types regtype[];
+    cols  text;
+    vals  text;
+    lits  text[] := '{}';
+    dist  boolean;
+    res   record;
+BEGIN
+    SELECT f.tbl INTO tbl FROM memory_internal._org_functions() f WHERE f.fn OPERATOR(pg_catalog.=) _org_call.fn;
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION '% is not a function memory_ext runs per org', fn USING ERRCODE = '22023';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(p.proname),
+           ARRAY(SELECT a.t::pg_catalog.regtype FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) WITH ORDINALITY a(t, i)
+                  WHERE a.i OPERATOR(pg_catalog.>) 1 AND a.i OPERATOR(pg_catalog.<) p.pronargs ORDER BY a.i)
+      INTO name, types
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE p.oid OPERATOR(pg_catalog.=) fn;
+    IF pg_catalog.jsonb_typeof(args) IS DISTINCT FROM 'array'
+       OR pg_catalog.jsonb_array_length(args) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(types) THEN
+        RAISE EXCEPTION '% takes % arguments between org and who, as a JSON array', fn, pg_catalog.cardinality(types)
+            USING ERRCODE = '22023';
+    END IF;
+    dist := memory_internal._citus_distributed(tbl);
+    IF dist AND org IS NULL THEN
+        -- (Citus would run it here, where the gates it opens do not reach the org's shards.)
+        RAISE EXCEPTION '% needs an org on Citus', fn USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.cardinality(types) OPERATOR(pg_catalog.>) 0 THEN
+        -- The values as fn's argument types (jsonb_to_record: a JSON array becomes an array, a
+        -- string goes through the type's input), then as text that reads back as the same value.
+        SELECT pg_catalog.string_agg(pg_catalog.format('a%s %s', t.i, pg_catalog.format_type(t.t, NULL)), ', ' ORDER BY t.i),
+               pg_catalog.string_agg(CASE WHEN t.t OPERATOR(pg_catalog.=) 'pg_catalog.timestamptz'::pg_catalog.regtype
+                                          THEN pg_catalog.format('memory_internal._utc_text(x.a%s)', t.i)
+                                          ELSE pg_catalog.format('x.a%s::pg_catalog.text', t.i) END, ', ' ORDER BY t.i)
+          INTO cols, vals
+          FROM pg_catalog.unnest(types) WITH ORDINALITY t(t, i);
+        EXECUTE pg_catalog.format('SELECT ARRAY[%s] FROM pg_catalog.jsonb_to_record($1) AS x(%s)', vals, cols)
+           INTO lits
+          USING (SELECT pg_catalog.jsonb_object_agg('a' OPERATOR(pg_catalog.||) v.i, v.v)
+                   FROM pg_catalog.jsonb_array_elements(args) WITH ORDINALITY v(v, i));
+    END IF;
+    -- (In FROM: Citus delegates no call made as a PL/pgSQL simple expression.)
+    EXECUTE pg_catalog.format('SELECT r FROM %s(%s) r', name, pg_catalog.array_to_string(
+                ARRAY[pg_catalog.format('%L::pg_catalog.text', org)]
+                OPERATOR(pg_catalog.||) ARRAY(SELECT pg_catalog.format('%L::%s', lits[t.i], pg_catalog.format_type(t.t, NULL))
+                                                FROM pg_catalog.unnest(types) WITH ORDINALITY t(t, i) ORDER BY t.i)
+                OPERATOR(pg_catalog.||) pg_catalog.format('%L::pg_catalog.jsonb', CASE WHEN dist THEN memory_internal._who() END), ', '))
+       INTO res;
+    -- (Through the row: a field's type may differ from one call to the next, a plan's may not.)
+    RETURN CASE WHEN res IS NULL THEN NULL ELSE pg_catalog.to_jsonb(res) OPERATOR(pg_catalog.->) 'r' END;
 END $$;
 
 -- Whether `t` is distributed by Citus and co-located with memory_ext's stores (its shards beside
@@ -370,12 +465,10 @@ BEGIN
     -- The gate memory.reclassify opens to lower a tier is the backend's: the function that
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
     -- triggers fire.
-    EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
-        USING 'memory_internal._reclassify_in(text,uuid,memory.classification,text,jsonb)'::regprocedure;
     -- Likewise the decay job's run over one org, and the consent store's revocation, erasure and
-    -- maintenance of one org: their gates are opened where the shards' triggers fire.
-    FOREACH t IN ARRAY ARRAY['memory_internal._run_decay_in(text,timestamptz,jsonb)', 'memory_internal._revoke_consent_in(text,text,memory.consent_scope[],timestamptz,jsonb,jsonb)',
-                             'memory_internal._erase_consent_in(text,text,jsonb)', 'memory_internal._consent_maintenance_in(text,timestamptz,jsonb)'] LOOP
+    -- maintenance of one org: their gates are opened where the shards' triggers fire. (The list:
+    -- memory_internal._org_functions, which memory_internal._org_call calls.)
+    FOR t IN SELECT f.fn::text FROM memory_internal._org_functions() f LOOP
         EXECUTE 'SELECT pg_catalog.create_distributed_function($1, ''org'', colocate_with := ''memory.audit_pending'', force_delegation := true)'
             USING t::regprocedure;
     END LOOP;

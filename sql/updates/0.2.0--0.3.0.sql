@@ -45,6 +45,10 @@ CREATE TABLE memory.ann_settings (
 );
 SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');
 
+-- The calls memory_ext delegates to an org's node on Citus go through one helper
+-- (memory_internal._org_call), which passes the caller itself: reclassify's own lookup is gone.
+DROP FUNCTION memory._who_if_distributed();
+
 -- Internal functions move to schema memory_internal, so that schema memory holds the API and
 -- nothing else. Moved, not made again: the triggers, policies, defaults and event triggers that
 -- use them keep pointing at them. (Keep this last: statements above name them in memory.)
