@@ -830,3 +830,31 @@ def test_the_consent_store_is_distributed_with_its_tenants(cluster, coord):
     assert left == [(b, 1)], left
     assert coord.execute("SELECT org_id FROM memory.deletion_stubs WHERE user_id = 'u_cs'").fetchall() == [(a,)]
     assert all(v[1] for k, v in verify(coord).items() if not k.startswith("org_t")), verify(coord)
+
+
+def test_org_calls_go_to_the_orgs_node_with_their_values_exact(cluster, coord):
+    """memory_internal._org_call: the functions of memory_internal._org_functions are the ones
+    memory.distribute made Citus delegate by their org, and a call carries its values to the org's
+    node exactly: in a session of another time zone the candidate on the org's shard is withdrawn
+    at the time given, to the microsecond. (Not under DateStyle SQL: Citus sends the parameters of
+    other statements, such as the consent version's INSERT, in the session's DateStyle, which the
+    workers do not read back; test_consent.py checks _org_call's times under it on one node.)"""
+    listed = {r[0] for r in coord.execute("SELECT fn::text FROM memory_internal._org_functions()")}
+    delegated = {r[0] for r in coord.execute(
+        "SELECT objid::regprocedure::text FROM pg_dist_object WHERE classid = 'pg_proc'::regclass"
+        " AND distribution_argument_index = 0 AND force_delegation")}
+    assert listed and listed <= delegated, (listed, delegated)
+    org = "org_oc"
+    coord.execute("SELECT memory.grant_consent(%s, 'u_tz', ARRAY['training_use_allowed']::memory.consent_scope[])", (org,))
+    coord.execute("INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES (%s, 'u_tz', 'obj:1')", (org,))
+    coord.execute("SET TimeZone = 'Asia/Kolkata'")
+    try:
+        revoked = coord.execute("SELECT memory.revoke_consent(%s, 'u_tz', ARRAY['training_use_allowed']::memory.consent_scope[],"
+                                " now() - interval '0.000123 second')", (org,)).fetchone()[0]
+    finally:
+        coord.execute("RESET TimeZone")
+    assert revoked["training_candidates_revoked"] == 1, revoked
+    withdrawn, recorded = coord.execute(
+        "SELECT t.withdrawn_at, c.recorded_at FROM memory.training_candidates t, memory.consents c"
+        " WHERE t.org_id = %s AND t.user_id = 'u_tz' AND c.org_id = %s AND c.user_id = 'u_tz' AND c.version = 2", (org, org)).fetchone()
+    assert withdrawn is not None and withdrawn == recorded, (withdrawn, recorded)

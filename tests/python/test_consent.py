@@ -69,6 +69,26 @@ def test_a_revocation_rolled_back_leaves_everything_in_force(writers, conn):
     assert events == ["memory.consent.grant"]  # the revocation's event went with its transaction
 
 
+def test_a_revocation_records_its_time_whatever_the_datestyle_and_timezone(writers):
+    """The revocation's per-org part is called through memory_internal._org_call, which writes the
+    time into the call (so that Citus can delegate it): under DateStyle SQL and TimeZone
+    Asia/Kolkata a time prints as 'IST', which reads back as Israel's time, yet the candidate is
+    withdrawn at the time given, the one the new consent version records."""
+    with psycopg.connect(writers["acme"], autocommit=True) as a:
+        a.execute("SELECT memory.grant_consent('acme', 'u_tz', '{training_use_allowed}')")
+        a.execute("INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u_tz', 'obj:1')")
+        a.execute("SET DateStyle = 'SQL, DMY'")
+        a.execute("SET TimeZone = 'Asia/Kolkata'")
+        # (The settings matter: a time's text reads back as another time.)
+        assert a.execute("SELECT now()::text::timestamptz <> now()").fetchone()[0]
+        a.execute("SELECT memory.revoke_consent('acme', 'u_tz', '{training_use_allowed}', now() - interval '0.000123 second')")
+        # (Compared in SQL: psycopg reads no time in this DateStyle.)
+        same, apart = a.execute(
+            "SELECT t.withdrawn_at = c.recorded_at, (t.withdrawn_at - c.recorded_at)::text FROM memory.training_candidates t, memory.consents c"
+            " WHERE t.org_id = 'acme' AND t.user_id = 'u_tz' AND c.org_id = 'acme' AND c.user_id = 'u_tz' AND c.version = 2").fetchone()
+    assert same, apart
+
+
 def test_a_write_under_consent_is_not_missed_by_a_concurrent_revocation(writers):
     """A training candidate written in a transaction still open when the revocation starts: the
     revocation waits for it and revokes it too."""

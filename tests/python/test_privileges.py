@@ -280,6 +280,28 @@ def test_a_superuser_bound_to_one_org_acts_for_it(conn):
         conn.execute(f"DROP ROLE {r}")
 
 
+def test_org_call_runs_only_the_listed_per_org_functions(conn):
+    """memory_internal._org_call (the one way memory_ext calls one org's work, delegated to the org's
+    node on Citus) is not PUBLIC, takes only the functions of memory_internal._org_functions, and
+    their arguments between org and who as a JSON array of the right length; on a single node it
+    runs the function in place."""
+    assert not conn.execute("SELECT has_function_privilege('public', 'memory_internal._org_call(regprocedure, text, jsonb)', 'EXECUTE')").fetchone()[0]
+    listed = [r[0] for r in conn.execute("SELECT fn::text FROM memory_internal._org_functions() ORDER BY 1")]
+    assert all(f.startswith("memory_internal._") and "_in(" in f and f.endswith(",jsonb)") for f in listed), listed
+    for fn, args in (("memory_internal._exec_as_caller(text)", "[]"),
+                     ("memory.forget(uuid[],text)", "[]"),
+                     ("memory_internal._erase_consent_in(text,text,jsonb)", "[]"),
+                     ("memory_internal._erase_consent_in(text,text,jsonb)", '["u1", "u2"]'),
+                     ("memory_internal._erase_consent_in(text,text,jsonb)", '{"subject": "u1"}')):
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            with conn.transaction():
+                conn.execute("SELECT memory_internal._org_call(%s::regprocedure, 'acme', %s::jsonb)", (fn, args))
+    with conn.transaction():
+        counts = conn.execute("SELECT memory_internal._org_call('memory_internal._erase_consent_in(text,text,jsonb)', 'org_oc', '[\"nobody\"]')").fetchone()[0]
+        assert counts["deletion_stubs"] == 0 and counts["consents"] == 0, counts
+        raise psycopg.Rollback()
+
+
 def test_a_delegated_caller_ends_with_its_call_or_its_subtransaction(conn):
     """memory_internal._delegated_caller (what a function Citus runs on a worker takes on from the
     coordinator) is not PUBLIC, ends with memory_internal._delegated_caller(NULL) back to the caller before
