@@ -26,7 +26,7 @@ BEGIN
 END $$;
 
 -- The dimensions of a pgvector column (its typmod), NULL for an unconstrained vector, or 22023
--- when the column is not a pgvector vector.
+-- when the column is not a pgvector vector (saying so when the database has no pgvector).
 CREATE FUNCTION memory_internal._embedding_dims(tbl regclass, col text)
 RETURNS int LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -41,7 +41,12 @@ BEGIN
         RAISE EXCEPTION 'table % has no column "%" (the embedding column)', tbl, col USING ERRCODE = '22023',
             HINT = 'Pass {"embedding": "<column>"} naming a pgvector vector(n) column in the options of memory.govern.';
     END IF;
-    IF s IS NULL OR typ OPERATOR(pg_catalog.<>) pg_catalog.to_regtype(pg_catalog.quote_ident(s) || '.vector') THEN
+    IF s IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % is %, not pgvector''s vector (the embedding column): pgvector is not installed in this database',
+            col, tbl, typ::regtype USING ERRCODE = '22023',
+            HINT = 'Install pgvector and run CREATE EXTENSION vector, then map a vector(n) column; memory_ext works without it, by full text only.';
+    END IF;
+    IF typ OPERATOR(pg_catalog.<>) pg_catalog.to_regtype(pg_catalog.quote_ident(s) || '.vector') THEN
         RAISE EXCEPTION 'column "%" of % is %, not pgvector''s vector (the embedding column)', col, tbl, typ::regtype USING ERRCODE = '22023',
             HINT = 'The embedding mapping names a column of type vector(n) (CREATE EXTENSION vector).';
     END IF;

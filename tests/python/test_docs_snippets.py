@@ -2,8 +2,11 @@
 file in a fresh database, in order (a file's later blocks use what its earlier ones made), as the
 superuser unless the block's first line is `-- as <role>`. A statement followed on its line by
 `-- ERROR <SQLSTATE>` must fail with that SQLSTATE; a block whose first line is `-- not run: <why>`
-is skipped (it needs another cluster, pg_cron preloaded, Citus). Also: every function of schema
-memory is documented, and every relative link of the docs reaches a file and a heading."""
+is skipped (it needs another cluster, pg_cron preloaded, Citus). A block whose first line is
+`-- needs pgvector` (every block that creates it must be) runs where pgvector is installed; where
+it is not, that block and the file's later ones (which use what it made) are not run and the test
+says so as a skip. Also: every function of schema memory is documented, and every relative link of
+the docs reaches a file and a heading."""
 import re
 
 import psycopg
@@ -16,6 +19,8 @@ BLOCK = re.compile(r"^```sql\n(.*?)^```", re.S | re.M)
 ROLE = re.compile(r"--\s*as\s+([a-z_][a-z0-9_]*)\b")
 NOT_RUN = re.compile(r"--\s*not run:\s*(\S.*)")
 ERROR = re.compile(r"--\s*ERROR\s+([0-9A-Z]{5})\b")
+NEEDS_VECTOR = re.compile(r"--\s*needs pgvector\b")
+CREATES_VECTOR = re.compile(r"CREATE\s+EXTENSION\s+(IF\s+NOT\s+EXISTS\s+)?vector\b", re.I)
 
 
 def statements(sql):
@@ -71,6 +76,8 @@ def test_every_sql_snippet_runs(dsn, path):
     text_blocks = blocks(path)
     created = sorted({r for b in text_blocks for r in re.findall(r"CREATE ROLE ([a-z_][a-z0-9_]*)", b)})
     with psycopg.connect(dsn, autocommit=True) as c:
+        have_vector = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is not None
+        not_run = None
         # Roles are cluster-wide: the docs create theirs anew, and they are dropped again after.
         for r in created:
             c.execute(f"DROP ROLE IF EXISTS {r}")
@@ -80,6 +87,11 @@ def test_every_sql_snippet_runs(dsn, path):
                 if first.lstrip().startswith("-- not run"):
                     assert NOT_RUN.match(first.strip()), f"block {k}: `-- not run: <why>` gives a reason"
                     continue
+                needs_vector = NEEDS_VECTOR.match(first.strip())
+                assert needs_vector or not CREATES_VECTOR.search(block), f"block {k} creates pgvector: its first line is `-- needs pgvector`"
+                if needs_vector and not have_vector:
+                    not_run = k
+                    break
                 role = ROLE.match(first.strip())
                 if role:
                     c.execute(f"SET ROLE {role.group(1)}")
@@ -97,6 +109,9 @@ def test_every_sql_snippet_runs(dsn, path):
                                 pytest.fail(f"{where}\nfailed with {e.sqlstate}: {e}")
                 finally:
                     c.execute("RESET ROLE")
+            if not_run:
+                pytest.skip(f"{path.name}: blocks {not_run} to {len(text_blocks)} need pgvector, which is not installed "
+                            "(scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
         finally:
             for r in created:
                 if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (r,)).fetchone():

@@ -171,3 +171,56 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM memory.observations_archive").fetchone() == (0,), \
         "forget and erasure take the embeddings with the rows, live and archived"
+
+
+def test_without_pgvector_every_answer_names_it(app, conn):
+    """Issue 36's "Done when": memory_ext without pgvector. The vector functions look for the
+    `vector` extension of the database (pg_extension), never for the server's packages, so this
+    runs everywhere: on a server without pgvector (pg_available_extensions has no `vector`) and, in
+    a database that has not created it, on one with it. As the application's tenant-bound roles."""
+    assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
+    ensure_role(conn, "platform_admin", "memory_admin")
+    conn.execute("SELECT memory.grant_org('platform_admin', '*')")
+    # enable_embeddings: 0A000 naming pgvector, for the admin of one org and the platform's alike
+    # (whether pgvector is there comes before who may enable it), nothing changed.
+    for role in (ADMIN, "platform_admin"):
+        with connect(app, role) as a:
+            with pytest.raises(psycopg.DatabaseError) as ex:
+                a.execute("SELECT memory.enable_embeddings(384)")
+            assert ex.value.sqlstate == "0A000", role
+            assert "needs pgvector" in ex.value.diag.message_primary
+            assert "Install pgvector" in ex.value.diag.message_hint and "CREATE EXTENSION vector" in ex.value.diag.message_hint
+    assert conn.execute("SELECT count(*) FROM memory.ann_settings").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM pg_attribute WHERE attname = 'embedding' AND NOT attisdropped AND attrelid IN "
+                        "('memory.observations'::regclass, 'memory.observations_archive'::regclass, 'memory.claims'::regclass)").fetchone() == (0,)
+    # recall and retrieve with a query embedding: 22023 (no embeddings to compare it with), the
+    # hint naming memory.enable_embeddings and pgvector; without one they work by full text.
+    with connect(app, WRITER) as w:
+        w.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u1', 'payments are due')")
+    with connect(app, OWNER) as o:
+        o.execute("CREATE TABLE app.enotes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), tenant text, body text, meta jsonb, emb real[])")
+        o.execute("""SELECT memory.govern('app.enotes', '{"content": "body", "target": "meta", "org": "tenant"}')""")
+        o.execute(f"GRANT SELECT ON app.enotes TO {READER}")
+    with connect(app, READER) as r:
+        for call, hint in [
+            ("SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0,0}')", "memory.enable_embeddings"),
+            ("SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0,0}', source => 'app.enotes')", "memory.govern"),
+            ("SELECT * FROM memory.retrieve('acme', 'payments', query_embedding => '{1,0,0}')", "memory.enable_embeddings"),
+        ]:
+            with pytest.raises(psycopg.DatabaseError) as ex:
+                r.execute(call)
+            assert ex.value.sqlstate == "22023", call
+            assert "no embeddings to compare query_embedding with" in ex.value.diag.message_primary, call
+            assert hint in ex.value.diag.message_hint and "pgvector" in ex.value.diag.message_hint, call
+        assert r.execute("SELECT content, lexical_rank, vector_rank FROM memory.recall('acme', 'payments')").fetchall() == \
+            [("payments are due", 1, None)]
+    # govern's embedding key: 22023, saying that pgvector is not installed in this database; the
+    # mapping stays as it was.
+    with connect(app, OWNER) as o:
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            o.execute("""SELECT memory.govern('app.enotes', '{"content": "body", "target": "meta", "org": "tenant", "embedding": "emb"}')""")
+        assert ex.value.sqlstate == "22023"
+        assert "pgvector is not installed in this database" in ex.value.diag.message_primary
+        assert "CREATE EXTENSION vector" in ex.value.diag.message_hint
+    assert conn.execute("SELECT options ? 'embedding' FROM memory.governance_registry WHERE relid = 'app.enotes'::regclass").fetchone() == \
+        (False,)
