@@ -63,7 +63,9 @@ CREATE TRIGGER memory_consents_changed BEFORE INSERT OR UPDATE OR DELETE ON memo
 CREATE TRIGGER memory_consents_changed_truncate AFTER TRUNCATE ON memory.consents
     FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._consents_changed();
 
--- The scopes in force for (org, user): NULL when consent was never asked.
+-- The scopes in force for (org, user): those of the latest version, NULL when consent was never
+-- asked. The one rule of "consent in force" (memory_core::consent's notes) in SQL; the drift
+-- detectors read the same by an index scan, for speed (src/drift.rs, consent_in_force).
 -- (PL/pgSQL, as the other readers of the consent tables: Citus plans no parameter of a SQL
 -- function.)
 CREATE FUNCTION memory_internal._consent_scopes(p_org text, p_user text)
@@ -268,26 +270,34 @@ DECLARE
     n_train   bigint := 0;
     n_threads bigint := 0;
     cleared   jsonb;
+    -- What revoking these scopes does (memory_core::consent::revoke_effects), each effect named
+    -- by the count it reports.
+    effects   constant text[] := memory_internal._revoke_effects(gone::text[]);
+    purge_at  constant timestamptz := at + memory_internal._drift_purge_delay();
 BEGIN
     PERFORM memory_internal._delegated(who);
     PERFORM memory_internal._consent_gate(true);
     -- Profile contexts go at once (docs/design.md#consent-and-drift); thread contexts stay readable by the user but are
     -- blocked from loading; the drift log is purged by maintenance 48 hours later.
-    IF 'save_to_profile' = ANY (gone) THEN
+    IF 'profile_contexts_deleted' = ANY (effects) THEN
         DELETE FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'profile';
         GET DIAGNOSTICS n_prof = ROW_COUNT;
-        UPDATE memory.persona_drift_log d SET purge_after = at + interval '48 hours'
-         WHERE d.org_id = p_org AND d.user_id = p_user AND (d.purge_after IS NULL OR d.purge_after > at + interval '48 hours');
+    END IF;
+    IF 'drift_rows_to_purge' = ANY (effects) THEN
+        UPDATE memory.persona_drift_log d SET purge_after = purge_at
+         WHERE d.org_id = p_org AND d.user_id = p_user AND (d.purge_after IS NULL OR d.purge_after > purge_at);
         GET DIAGNOSTICS n_drift = ROW_COUNT;
     END IF;
-    IF 'save_to_thread' = ANY (gone) THEN
+    IF 'thread_contexts_blocked' = ANY (effects) THEN
         UPDATE memory.user_contexts u SET consent_blocked = true
          WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread' AND NOT u.consent_blocked;
         GET DIAGNOSTICS n_thread = ROW_COUNT;
+    END IF;
+    IF 'threads_blocked' = ANY (effects) THEN
         UPDATE memory.threads t SET consent_blocked = true WHERE t.org_id = p_org AND t.user_id = p_user AND NOT t.consent_blocked;
         GET DIAGNOSTICS n_threads = ROW_COUNT;
     END IF;
-    IF 'training_use_allowed' = ANY (gone) THEN
+    IF 'training_candidates_revoked' = ANY (effects) THEN
         UPDATE memory.training_candidates t SET withdrawal_status = 'revoked', withdrawn_at = at
          WHERE t.org_id = p_org AND t.user_id = p_user AND t.withdrawal_status IS DISTINCT FROM 'revoked';
         GET DIAGNOSTICS n_train = ROW_COUNT;
@@ -506,6 +516,7 @@ DECLARE
     k        text;
     found    text[];
     vals     text[];
+    refusal  text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
     IF memory_internal._restore_mode() THEN
@@ -564,25 +575,13 @@ BEGIN
         RAISE EXCEPTION 'created_at may not be in the future' USING ERRCODE = '22023';
     END IF;
     have := coalesce(memory_internal._consent_scopes_locked(NEW.org_id, NEW.user_id), '{}');
-    IF NEW.scope = 'thread' AND NOT 'save_to_thread' = ANY (have) THEN
-        RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_thread';
-    END IF;
-    IF NEW.scope = 'profile' THEN
-        IF NOT 'save_to_profile' = ANY (have) THEN
-            RAISE EXCEPTION 'profile_consent_required' USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
-        END IF;
-        -- No implicit learning: a profile changes only at onboarding or by the user's own review.
-        IF NEW.source NOT IN ('onboarding', 'user_review') THEN
-            RAISE EXCEPTION 'a profile context is written only from onboarding or user_review, not %', NEW.source
-                USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
-        END IF;
-    END IF;
-    -- Position, constraints and horizon outside one task need save_to_profile and the user's
-    -- explicit consent on the row.
-    IF NEW.scope <> 'task' AND NEW.fields ?| position
-       AND NOT ('save_to_profile' = ANY (have) AND coalesce(NEW.fields->'position_consent' = 'true'::jsonb, false)) THEN
-        RAISE EXCEPTION 'position fields outside a task need save_to_profile and "position_consent": true'
-            USING ERRCODE = 'MX003', DETAIL = 'required_scopes: save_to_profile';
+    -- The scope a context of NEW.scope needs; a profile only from onboarding or the user's own
+    -- review (no implicit learning); position, constraints and horizon outside one task need
+    -- save_to_profile and the user's explicit consent on the row (memory_core::consent::context_write_refusal).
+    refusal := memory_internal._context_write_refusal(NEW.scope::text, NEW.source, NEW.fields ?| position,
+                                                      coalesce(NEW.fields->'position_consent' = 'true'::jsonb, false), have::text[]);
+    IF refusal IS NOT NULL THEN
+        RAISE EXCEPTION '%', refusal[1] USING ERRCODE = 'MX003', DETAIL = 'required_scopes: ' || refusal[2];
     END IF;
     NEW.consent_version := (SELECT max(c.version) FROM memory.consents c WHERE c.org_id = NEW.org_id AND c.user_id = NEW.user_id);
     NEW.consent_blocked := false;
@@ -847,7 +846,7 @@ AS $$
 DECLARE
     p_org    text := load_slices.org_id;
     p_user   text := load_slices.user_id;
-    have     memory.consent_scope[];
+    have     text[];
     profile  boolean;
     threads  boolean;
     t_fields jsonb;   -- the task's context (latest), unless expired
@@ -856,17 +855,21 @@ DECLARE
     wanted   text[];
     cold     boolean;
     sl       text;
+    r        jsonb;   -- the slice's rule
+    f        text;
     v        jsonb;
     slices   jsonb := '{}';
     loaded   text[] := '{}';
     missing  text[] := '{}';
     blocked  text[] := '{}';
     lines    text[] := '{}';
-    src      constant jsonb := memory_internal._slice_fields();   -- slice -> context field (memory_core::consent)
-    defaults constant jsonb := '{"S1_language_pref": "English", "S2_research_depth": "standard", "S3_risk_prompt_pref": "balanced"}';
+    -- slice -> its rule, context scope -> the consent scope it is loaded under (memory_core::consent;
+    -- immutable, so computed once per session when the statements are planned)
+    rules    constant jsonb := memory_internal._slice_rules();
+    needs    constant jsonb := memory_internal._context_needs();
 BEGIN
-    -- memory_internal._consent_args and memory_internal._consent_scopes written out: this is the read path of every
-    -- request, and each call of a function with a SET clause costs more than its query.
+    -- memory_internal._consent_args written out: this is the read path of every request, and each
+    -- call of a function with a SET clause costs more than its query.
     IF p_org IS NULL OR p_org !~ '[^[:space:]]' OR p_user IS NULL OR p_user !~ '[^[:space:]]' THEN
         RAISE EXCEPTION 'consent needs an org_id and a user_id' USING ERRCODE = '22023';
     END IF;
@@ -882,13 +885,13 @@ BEGIN
             HINT = 'Routes: ' || (SELECT string_agg(DISTINCT r.route, ', ') FROM memory.route_slices r);
     END IF;
     IF optional IS NULL OR array_position(optional, NULL) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM unnest(optional) o WHERE NOT o = ANY (ARRAY(SELECT jsonb_object_keys(src)) || ARRAY['S6_recent_active_threads_titles', 'S9_persona_drift_recent'])) THEN
+       OR EXISTS (SELECT 1 FROM unnest(optional) o WHERE NOT rules ? o) THEN
         RAISE EXCEPTION 'optional must name slices (S1_language_pref ... S9_persona_drift_recent)' USING ERRCODE = '22023';
     END IF;
-    SELECT c.scopes INTO have FROM memory.consents c WHERE c.org_id = p_org AND c.user_id = p_user ORDER BY c.version DESC LIMIT 1;
-    have := coalesce(have, '{}');
-    profile := 'save_to_profile' = ANY (have);
-    threads := 'save_to_thread' = ANY (have);
+    -- The consent in force, by its one rule (the call costs about 2% of this function, measured).
+    have := coalesce(memory_internal._consent_scopes(p_org, p_user)::text[], '{}');
+    profile := (needs->>'profile') = ANY (have);
+    threads := (needs->>'thread') = ANY (have);
     -- The route's required slices and the optional ones asked for; never a `never` slice.
     wanted := ARRAY(SELECT r.slice FROM memory.route_slices r
                      WHERE r.route = load_slices.route AND (r.mode = 'required' OR (r.mode = 'optional' AND r.slice = ANY (optional)))
@@ -914,20 +917,21 @@ BEGIN
 
     FOREACH sl IN ARRAY wanted LOOP
         v := NULL;
-        IF src ? sl THEN
-            -- Priority task > thread > profile; position and constraints are task-scoped only.
-            v := coalesce(t_fields->(src->>sl),
-                          CASE WHEN sl NOT IN ('S7_user_stated_position_context', 'S8_constraints') THEN h_fields->(src->>sl) END,
-                          CASE WHEN sl NOT IN ('S7_user_stated_position_context', 'S8_constraints') THEN p_fields->(src->>sl) END);
-            IF v IS NULL AND cold AND defaults ? sl THEN
-                v := defaults->sl;
+        r := rules->sl;
+        IF r->>'source' = 'field' THEN
+            -- Priority task > thread > profile (each read above only under its scope); a task-only
+            -- slice (a position field) from the task's context alone.
+            f := r->>'field';
+            v := coalesce(t_fields->f, CASE WHEN NOT (r->>'task_only')::boolean THEN coalesce(h_fields->f, p_fields->f) END);
+            IF v IS NULL AND cold THEN
+                v := r->'cold_default';
             END IF;
-        ELSIF sl = 'S6_recent_active_threads_titles' AND threads THEN
+        ELSIF r->>'source' = 'active_threads' AND (r->'needs') ?| have THEN
             v := (SELECT jsonb_agg(jsonb_build_object('title', t.title, 'cognition_object', t.cognition_object) ORDER BY t.updated_at DESC)
                     FROM (SELECT * FROM memory.threads t WHERE t.org_id = p_org AND t.user_id = p_user AND t.status = 'active'
                              AND NOT t.consent_blocked
                            ORDER BY t.updated_at DESC LIMIT 3) t);
-        ELSIF sl = 'S9_persona_drift_recent' AND profile THEN
+        ELSIF r->>'source' = 'drift_count' AND (r->'needs') ?| have THEN
             -- A count, never the rows' text.
             v := to_jsonb((SELECT count(*) FROM memory.persona_drift_log d
                             WHERE d.org_id = p_org AND d.user_id = p_user AND d.created_at > at - interval '30 days' AND d.created_at <= at));
@@ -940,14 +944,12 @@ BEGIN
             -- as U+FF1C folded to &lt; and &gt;, every line separator and control character a space).
             lines := lines || (sl || ': ' || memory_internal._render_context_value(
                          CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END));
-        ELSIF (sl IN ('S1_language_pref', 'S2_research_depth', 'S3_risk_prompt_pref', 'S9_persona_drift_recent') AND NOT profile)
-              OR (sl = 'S4_user_focus_reason' AND NOT (profile OR threads))
-              OR (sl IN ('S5_research_style', 'S6_recent_active_threads_titles') AND NOT threads)
-              OR (sl IN ('S4_user_focus_reason', 'S5_research_style') AND thread_id IS NOT NULL AND h_fields IS NULL
+        ELSIF ((r->'needs') <> '[]' AND NOT (r->'needs') ?| have)
+              OR ((r->>'thread_blocks')::boolean AND thread_id IS NOT NULL AND h_fields IS NULL
                   AND EXISTS (SELECT 1 FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread'
                                  AND u.thread_id = load_slices.thread_id AND u.consent_blocked)) THEN
-            -- Not loaded because a scope it comes from is not in force (or its thread context was
-            -- blocked by a revocation).
+            -- Not loaded because none of the scopes it needs is in force (or its thread context was
+            -- blocked by a revocation): memory_core::consent::Slice::blocked.
             blocked := blocked || sl;
         ELSE
             missing := missing || sl;

@@ -58,7 +58,7 @@ struct Settings {
     refreshes_by_thread: pg_sys::Oid,
     /// memory.watch_question_updates (org_id, user_id, watch_question_id, created_at, id)
     watch_by_question: pg_sys::Oid,
-    /// memory.consent_scope and its label save_to_profile.
+    /// memory.consent_scope and its label save_to_profile (`memory_core::consent::DRIFT_NEEDS`).
     scope_type: pg_sys::Oid,
     save_to_profile: pg_sys::Oid,
     /// memory.persona_drift_log, and the memory.drift_signal labels' oids.
@@ -220,7 +220,7 @@ fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxEr
                     'memory.consent_scope'::pg_catalog.regtype::pg_catalog.oid,
                     (SELECT e.oid FROM pg_catalog.pg_enum e
                       WHERE e.enumtypid OPERATOR(pg_catalog.=) 'memory.consent_scope'::pg_catalog.regtype
-                        AND e.enumlabel OPERATOR(pg_catalog.=) 'save_to_profile'),
+                        AND e.enumlabel OPERATOR(pg_catalog.=) $2),
                     memory_internal._in_group('memory.persona_drift_log', $1),
                     (SELECT memory_internal._in_group(pg_catalog.to_regclass('memory.consents_receipt_id_key'), $1)
                       WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger tg
@@ -228,7 +228,7 @@ fn settings(client: &SpiClient, fired: pg_sys::Oid) -> Result<Rc<Settings>, MxEr
                                 AND tg.tgname OPERATOR(pg_catalog.=) ANY ('{memory_consents_changed,memory_consents_changed_truncate}'::pg_catalog.name[])
                                 AND tg.tgenabled OPERATOR(pg_catalog.=) 'A') OPERATOR(pg_catalog.=) 2)",
             Some(1),
-            &[fired.into()],
+            &[fired.into(), memory_core::consent::DRIFT_NEEDS.name().into()],
         )
         .map_err(&err)?
         .first();
@@ -401,7 +401,10 @@ crate::checked_trigger_entry!(memory_consents_changed_checked, pg_finfo_memory_c
 /// The index of memory.consents that `memory_internal._consents_changed()` invalidates.
 const CONSENTS_SIGNAL: &std::ffi::CStr = c"consents_receipt_id_key";
 
-/// Whether the latest consent of the row's user holds save_to_profile: memory.consents read
+/// Whether the latest consent of the row's user holds save_to_profile
+/// (`memory_core::consent::DRIFT_NEEDS`): the consent in force is the latest version's scopes,
+/// the one rule SQL reads in `memory_internal._consent_scopes` (see memory_core::consent's
+/// notes), read here by an index scan for speed. memory.consents read
 /// backward by (org_id, user_id, version), the first row being the latest version, under a
 /// snapshot taken now (a revocation committed after the writing transaction began is in force
 /// for it too), and kept per backend until consent rows change (`ConsentCache`).

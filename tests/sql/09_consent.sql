@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(106);
+SELECT plan(113);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -287,6 +287,21 @@ SELECT is((SELECT (memory.erase_subject('u1')->'consent'->>'consents')::int), 0,
 -- The field lists SQL reads from memory_core::consent (issue 38).
 SELECT is(memory_internal._context_fields('position'), ARRAY['user_stated_position_context', 'constraints', 'time_horizon'],
           'the position fields come from core');
-SELECT is(memory_internal._slice_fields()->>'S5_research_style', 'research_style', 'and the slice -> field map');
+SELECT is(memory_internal._slice_rules()->'S5_research_style'->>'field', 'research_style', 'and the slice -> field map');
+-- The consent rules SQL reads from memory_core::consent (issue 38 item 3).
+SELECT is(ARRAY(SELECT jsonb_object_keys(memory_internal._slice_rules()) ORDER BY 1),
+          ARRAY(SELECT DISTINCT slice FROM memory.route_slices ORDER BY 1), 'core has a rule for every slice of the route matrix');
+SELECT is(ARRAY(SELECT k FROM jsonb_each(memory_internal._slice_rules()) x(k, r) WHERE (r->>'task_only')::boolean ORDER BY 1),
+          ARRAY['S7_user_stated_position_context', 'S8_constraints'], 'position slices are task-only');
+SELECT is(memory_internal._context_needs(), '{"thread": "save_to_thread", "profile": "save_to_profile"}'::jsonb,
+          'the scope a context is written and loaded under');
+SELECT is(memory_internal._revoke_effects(enum_range(NULL::memory.consent_scope)::text[]),
+          ARRAY['profile_contexts_deleted', 'drift_rows_to_purge', 'thread_contexts_blocked', 'threads_blocked', 'training_candidates_revoked'],
+          'revoking every scope does every effect memory_internal._revoke_consent_in applies');
+SELECT is(memory_internal._revoke_effects('{create_task}'), '{}'::text[], 'revoking create_task alone does none');
+SELECT is(memory_internal._context_write_refusal('thread', 'refresh', true, true, '{save_to_thread}'),
+          ARRAY['position fields outside a task need save_to_profile and "position_consent": true', 'save_to_profile'],
+          'a refused context write names the message and the scope');
+SELECT throws_ok($$ SELECT memory_internal._revoke_effects('{save_to_cloud}') $$, '22023', NULL, 'an unknown scope is 22023');
 SELECT * FROM finish();
 ROLLBACK;
