@@ -6,7 +6,9 @@
 # Each pass restarts both clusters and runs bench/compare_builds.py on each (single-row pgbench
 # TPS, bare and deferred, 1 and 64 tenants, 8 clients, 10 s, fsync = off), OLD then NEW, PASSES
 # times (default 3). Unlike compare_builds.sh (two libraries under one SQL), each side has its own
-# install script, so releases whose SQL differs compare.
+# install script, so releases whose SQL differs compare. With BATCH_ROWS (default 200000; 0: none)
+# each pass also runs bench/compare_batch.py on each side: INSERT ... SELECT of that many rows,
+# governed against bare.
 set -euo pipefail
 old=${1:?OLD_PG_CONFIG}; new=${2:?NEW_PG_CONFIG}; passes=${3:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +24,9 @@ for i in $(seq 1 "$passes"); do
     PG_CONFIG=$pgc "$cluster" restart cmp-$b >/dev/null
     sleep 2
     PATH="$("$pgc" --bindir):$PATH" "$root/.venv/bin/python" compare_builds.py "$port" "$b (pass $i)" $setup
+    if [ "${BATCH_ROWS:-200000}" != 0 ]; then
+      "$root/.venv/bin/python" compare_batch.py "$port" "$b (pass $i)" "${BATCH_ROWS:-200000}" $setup
+    fi
   done
   setup=""
 done
