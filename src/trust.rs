@@ -45,16 +45,29 @@ thread_local! {
 
 const PINNED_PATH: &std::ffi::CStr = c"pg_catalog, pg_temp";
 
-/// The oid of schema `memory`: a syscache lookup, and a new oid whenever the extension is
-/// re-created, so it keys the caches below.
-fn memory_schema() -> pg_sys::Oid {
-    identity::namespace_oid(c"memory")
+thread_local! {
+    // The oids of schemas `memory` and `memory_internal` as last looked up (InvalidOid: not yet,
+    // or not there); dropped whenever a schema changes (callbacks::on_schema_change). Every
+    // governed row asks for them (the caller, the extension): two syscache lookups saved a row.
+    static SCHEMAS: Cell<[pg_sys::Oid; 2]> = const { Cell::new([pg_sys::InvalidOid; 2]) };
 }
 
 /// memory_ext's schemas: `memory` (the API) and `memory_internal` (its internal functions). A
 /// function in either is memory_ext's own (its frames are looked through when finding the caller).
+/// A schema that is not there is looked up again at the next call.
 fn our_schemas() -> [pg_sys::Oid; 2] {
-    [memory_schema(), identity::namespace_oid(c"memory_internal")]
+    let mut s = SCHEMAS.with(Cell::get);
+    if s.contains(&pg_sys::InvalidOid) {
+        s = [identity::namespace_oid(c"memory"), identity::namespace_oid(c"memory_internal")];
+        SCHEMAS.with(|c| c.set(s));
+    }
+    s
+}
+
+/// The oid of schema `memory`: a new oid whenever the extension is re-created, so it keys the
+/// caches below.
+fn memory_schema() -> pg_sys::Oid {
+    our_schemas()[0]
 }
 
 thread_local! {
@@ -307,6 +320,7 @@ pub fn init() {
     callbacks::on_subtransaction_abort(delegations_aborted);
     callbacks::on_subtransaction_abort(identity::catalog_paths_aborted);
     callbacks::on_relcache(relcache);
+    callbacks::on_schema_change(|| SCHEMAS.with(|c| c.set([pg_sys::InvalidOid; 2])));
     // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
     // the DROP ROLE after it).
     callbacks::on_role_change(|| {

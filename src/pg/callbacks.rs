@@ -1,5 +1,5 @@
 //! The backend's callback registry: one relcache callback, one syscache callback for roles, one
-//! transaction callback (transaction end, its outcome, and before a PREPARE) and one subtransaction callback
+//! for schemas, one transaction callback (transaction end, its outcome, and before a PREPARE) and one subtransaction callback
 //! are registered with PostgreSQL, and each
 //! capability module registers plain functions here from its own `init`, so no module flushes
 //! another's state.
@@ -14,6 +14,7 @@ type OutcomeFn = fn(bool);
 thread_local! {
     static RELCACHE: RefCell<Vec<RelFn>> = const { RefCell::new(Vec::new()) };
     static ROLES: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static SCHEMAS: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static PREPARE: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
@@ -55,6 +56,12 @@ pub fn on_relcache(f: RelFn) {
 /// `f()` when a role, or a role membership, changes.
 pub fn on_role_change(f: Fn0) {
     ROLES.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f()` when a schema is created, renamed or dropped (also by this backend, at its next command,
+/// and when a transaction that changed one aborts).
+pub fn on_schema_change(f: Fn0) {
+    SCHEMAS.with(|v| v.borrow_mut().push(f));
 }
 
 /// `f()` at the end of every transaction (commit or abort).
@@ -104,6 +111,13 @@ unsafe extern "C-unwind" fn relcache_cb(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 unsafe extern "C-unwind" fn syscache_cb(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
     bump();
     run0(&ROLES);
+}
+
+/// # Safety
+/// Called by PostgreSQL's syscache invalidation machinery (schemas), on the backend thread.
+#[pg_guard]
+unsafe extern "C-unwind" fn namespace_cb(_arg: pg_sys::Datum, _cacheid: std::ffi::c_int, _hash: u32) {
+    run0(&SCHEMAS);
 }
 
 /// # Safety
@@ -190,7 +204,7 @@ pub fn relation_name(relid: pg_sys::Oid) -> Option<String> {
     }
 }
 
-/// Registers the four callbacks with PostgreSQL; called once from `_PG_init`, before any module
+/// Registers the callbacks with PostgreSQL; called once from `_PG_init`, before any module
 /// registers its functions.
 pub fn init() {
     // SAFETY: each registration stores a pointer to a static function and a null argument, as
@@ -199,6 +213,7 @@ pub fn init() {
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_cb), pg_sys::Datum::from(0));
         pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHMEMMEMROLE as _, Some(syscache_cb), pg_sys::Datum::from(0));
         pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::AUTHOID as _, Some(syscache_cb), pg_sys::Datum::from(0));
+        pg_sys::CacheRegisterSyscacheCallback(pg_sys::SysCacheIdentifier::NAMESPACEOID as _, Some(namespace_cb), pg_sys::Datum::from(0));
         pg_sys::RegisterXactCallback(Some(xact_cb), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(subxact_cb), std::ptr::null_mut());
     }

@@ -330,3 +330,32 @@ def test_a_grant_rolled_back_is_not_kept_by_the_backends_cache(dsn, conn):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(probe)
             c.rollback()
+
+
+def test_a_backend_that_re_creates_the_extension_finds_its_new_schemas(conn):
+    """The schemas' oids are kept per backend (every governed row asks for them): dropped and
+    re-created in the same backend, memory_ext's SECURITY DEFINER frames must still be seen as its
+    own, or a tenant role's call would run with the definer's orgs."""
+    conn.autocommit = True
+    conn.execute("SELECT memory.setup_roles()")
+    conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'recreate_r') THEN "
+                 "CREATE ROLE recreate_r IN ROLE memory_reader; END IF; END $$")
+
+    def as_reader_of_acme():
+        conn.execute("SELECT memory.setup_roles()")  # the grants of the (re-created) functions
+        conn.execute("SELECT memory.grant_org('recreate_r', 'acme')")
+        conn.execute("SET ROLE recreate_r")
+        try:
+            assert conn.execute("SELECT count(*) FROM memory.recall('acme', 'anything')").fetchone() == (0,)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT count(*) FROM memory.recall('globex', 'anything')")
+        finally:
+            conn.execute("RESET ROLE")
+
+    as_reader_of_acme()
+    old = conn.execute("SELECT 'memory'::regnamespace::oid").fetchone()[0]
+    conn.execute("DROP EXTENSION memory_ext CASCADE")
+    conn.execute("DROP SCHEMA IF EXISTS memory CASCADE")
+    conn.execute("CREATE EXTENSION memory_ext")
+    assert conn.execute("SELECT 'memory'::regnamespace::oid").fetchone()[0] != old
+    as_reader_of_acme()
