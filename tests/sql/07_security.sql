@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(129);
+SELECT plan(130);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -453,6 +453,10 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace) AND p.prosecdef
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')),
           '{}'::text[], 'every SECURITY DEFINER function among them');
+
+-- Schema memory is the API: memory_ext's internal functions live in memory_internal.
+SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace AND p.proname LIKE '\_%' ORDER BY 1),
+          '{}'::text[], 'no function in schema memory starts with _ (internals are in memory_internal)');
 
 SELECT * FROM finish();
 ROLLBACK;
