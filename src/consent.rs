@@ -69,14 +69,29 @@ fn scopes_of(labels: &[Option<String>]) -> Vec<memory_core::consent::Scope> {
 }
 
 /// Why a new user context is refused (`memory_core::consent::context_write_refusal`): NULL when
-/// allowed, else {message, the scope it needs} (MX003, `required_scopes: <scope>`).
-#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_context_write_refusal")]
-fn context_write_refusal(scope: &str, source: &str, states_position: bool, position_consent: bool, in_force: Vec<Option<String>>) -> Option<Vec<String>> {
-    let scope = memory_core::consent::ContextScope::parse(scope)
-        .ok_or_else(|| MxError::bad_argument(format!("unknown context scope \"{scope}\"")))
+/// allowed, else {message, the scope it needs} (MX003, `required_scopes: <scope>`). Not strict:
+/// a NULL never reads as "allowed" (NULL source: none of the profile's sources; NULL for whether
+/// it states a position: it does; NULL position consent: not given; NULL scopes: none in force).
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_context_write_refusal")]
+fn context_write_refusal(
+    scope: Option<&str>,
+    source: Option<&str>,
+    states_position: Option<bool>,
+    position_consent: Option<bool>,
+    in_force: Option<Vec<Option<String>>>,
+) -> Option<Vec<String>> {
+    let scope = scope
+        .and_then(memory_core::consent::ContextScope::parse)
+        .ok_or_else(|| MxError::bad_argument(format!("unknown context scope {scope:?}")))
         .or_raise();
-    memory_core::consent::context_write_refusal(scope, source, states_position, position_consent, &scopes_of(&in_force))
-        .map(|r| vec![r.message, r.needs.name().to_string()])
+    memory_core::consent::context_write_refusal(
+        scope,
+        source.unwrap_or(""),
+        states_position.unwrap_or(true),
+        position_consent.unwrap_or(false),
+        &scopes_of(&in_force.unwrap_or_default()),
+    )
+    .map(|r| vec![r.message, r.needs.name().to_string()])
 }
 
 /// What revoking `scopes` does (`memory_core::consent::revoke_effects_of`): the effects'

@@ -64,8 +64,8 @@ fn our_schemas() -> [pg_sys::Oid; 2] {
     s
 }
 
-/// The oid of schema `memory`: a new oid whenever the extension is re-created, so it keys the
-/// caches below.
+/// The oid of schema `memory`, which keys the caches below (they are also dropped on every
+/// schema change: a re-created extension may keep the schema and its oid).
 fn memory_schema() -> pg_sys::Oid {
     our_schemas()[0]
 }
@@ -320,7 +320,15 @@ pub fn init() {
     callbacks::on_subtransaction_abort(delegations_aborted);
     callbacks::on_subtransaction_abort(identity::catalog_paths_aborted);
     callbacks::on_relcache(relcache);
-    callbacks::on_schema_change(|| SCHEMAS.with(|c| c.set([pg_sys::InvalidOid; 2])));
+    // A schema change also drops what ext() read and the clearances: DROP EXTENSION leaves schema
+    // memory (CREATE EXTENSION made it before the extension existed) but drops memory_internal,
+    // so a re-created extension has new tables, types and perhaps another owner under the same
+    // memory oid that keys ext().
+    callbacks::on_schema_change(|| {
+        SCHEMAS.with(|c| c.set([pg_sys::InvalidOid; 2]));
+        EXT.with(|c| c.set((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)));
+        forget_orgs();
+    });
     // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
     // the DROP ROLE after it).
     callbacks::on_role_change(|| {

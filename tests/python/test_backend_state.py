@@ -332,17 +332,22 @@ def test_a_grant_rolled_back_is_not_kept_by_the_backends_cache(dsn, conn):
             c.rollback()
 
 
-def test_a_backend_that_re_creates_the_extension_finds_its_new_schemas(conn):
-    """The schemas' oids are kept per backend (every governed row asks for them): dropped and
-    re-created in the same backend, memory_ext's SECURITY DEFINER frames must still be seen as its
-    own, or a tenant role's call would run with the definer's orgs."""
+def test_a_backend_that_re_creates_the_extension_finds_its_new_schemas(dsn, conn):
+    """The schemas' oids, the extension's and the clearances are kept per backend (every
+    governed row asks for them). Re-created in the same backend (DROP EXTENSION keeps schema
+    memory, so its oid stays; memory_internal's is new): memory_ext's SECURITY DEFINER frames must
+    still be seen as its own, or a tenant role's call would run with the definer's orgs (this
+    failed before the schema callback), and a grant revoked afterwards is seen there."""
     conn.autocommit = True
     conn.execute("SELECT memory.setup_roles()")
     conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'recreate_r') THEN "
                  "CREATE ROLE recreate_r IN ROLE memory_reader; END IF; END $$")
 
     def as_reader_of_acme():
-        conn.execute("SELECT memory.setup_roles()")  # the grants of the (re-created) functions
+        # The grants recall needs, given by hand (memory.setup_roles also touches the roles, and
+        # a role change alone would drop the backend's caches).
+        conn.execute("GRANT USAGE ON SCHEMA memory TO memory_reader")
+        conn.execute("GRANT EXECUTE ON FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass) TO memory_reader")
         conn.execute("SELECT memory.grant_org('recreate_r', 'acme')")
         conn.execute("SET ROLE recreate_r")
         try:
@@ -353,9 +358,16 @@ def test_a_backend_that_re_creates_the_extension_finds_its_new_schemas(conn):
             conn.execute("RESET ROLE")
 
     as_reader_of_acme()
-    old = conn.execute("SELECT 'memory'::regnamespace::oid").fetchone()[0]
+    old = conn.execute("SELECT 'memory_internal'::regnamespace::oid").fetchone()[0]
     conn.execute("DROP EXTENSION memory_ext CASCADE")
-    conn.execute("DROP SCHEMA IF EXISTS memory CASCADE")
     conn.execute("CREATE EXTENSION memory_ext")
-    assert conn.execute("SELECT 'memory'::regnamespace::oid").fetchone()[0] != old
+    assert conn.execute("SELECT 'memory_internal'::regnamespace::oid").fetchone()[0] != old
     as_reader_of_acme()
+    with psycopg.connect(dsn, autocommit=True) as other:
+        other.execute("SELECT memory.revoke_org('recreate_r', 'acme')")
+    conn.execute("SET ROLE recreate_r")
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM memory.recall('acme', 'anything')")
+    finally:
+        conn.execute("RESET ROLE")

@@ -1,6 +1,6 @@
 -- SQL-level suite for consent and user contexts (SPEC §6, issue 14, the parts built so far).
 BEGIN;
-SELECT plan(113);
+SELECT plan(116);
 
 -- Never asked is not denied.
 SELECT is(ARRAY(SELECT state FROM memory.consent_status('acme', 'u1')),
@@ -303,5 +303,12 @@ SELECT is(memory_internal._context_write_refusal('thread', 'refresh', true, true
           ARRAY['position fields outside a task need save_to_profile and "position_consent": true', 'save_to_profile'],
           'a refused context write names the message and the scope');
 SELECT throws_ok($$ SELECT memory_internal._revoke_effects('{save_to_cloud}') $$, '22023', NULL, 'an unknown scope is 22023');
+-- A NULL never reads as allowed (the check is not strict).
+SELECT is((memory_internal._context_write_refusal('profile', NULL, false, false, '{save_to_profile}'))[2], 'save_to_profile',
+          'a profile context with a NULL source is refused');
+SELECT is((memory_internal._context_write_refusal('thread', 'refresh', false, false, NULL))[2], 'save_to_thread',
+          'NULL scopes in force are none in force');
+SELECT is((memory_internal._context_write_refusal('thread', 'refresh', NULL, false, '{save_to_thread}'))[2], 'save_to_profile',
+          'NULL for "states a position" is taken as stating one');
 SELECT * FROM finish();
 ROLLBACK;
