@@ -66,6 +66,19 @@ CREATE TABLE memory.ann_settings (
 );
 COMMENT ON TABLE memory.ann_settings IS 'Set by memory.enable_embeddings: the dimensions of the embedding columns of memory.observations, its archive and memory.claims.';
 
+-- Whether btree_gin is created in this database by a superuser or by memory_ext's owner: the
+-- tenant full-text indexes depend on its operator classes, and whoever owns it may drop it with
+-- them (DROP EXTENSION btree_gin CASCADE).
+CREATE FUNCTION memory_internal._btree_gin_usable()
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) e.extowner
+                    WHERE e.extname OPERATOR(pg_catalog.=) 'btree_gin'
+                      AND (r.rolsuper OR e.extowner OPERATOR(pg_catalog.=) (SELECT x.extowner FROM pg_catalog.pg_extension x
+                                                                             WHERE x.extname OPERATOR(pg_catalog.=) 'memory_ext')));
+END $$;
+
 -- Adds embedding vector(n) to memory.observations, memory.observations_archive and memory.claims
 -- when missing, and the HNSW indexes (cosine, m = 16, ef_construction = 64) of the observations and
 -- of the active claims (what memory.retrieve reads). Idempotent.
@@ -103,7 +116,7 @@ BEGIN
     -- tenant's part. Without it the full-text index hands the whole posting list to a bitmap AND
     -- (docs/vector.md). Made when btree_gin is there; memory.enable_embeddings again makes them
     -- after CREATE EXTENSION btree_gin.
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'btree_gin') THEN
+    IF memory_internal._btree_gin_usable() THEN
         CREATE INDEX IF NOT EXISTS observations_fts_tenant ON memory.observations
             USING gin (org_id, user_id, to_tsvector('english'::regconfig, content));
         CREATE INDEX IF NOT EXISTS claims_fts_tenant ON memory.claims
@@ -139,14 +152,19 @@ BEGIN
         RAISE EXCEPTION 'embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
             USING ERRCODE = '55000', HINT = 'The dimensions are fixed once enabled: embed with the same model, or re-embed into a governed table of your own (memory.govern with the embedding key).';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'btree_gin') THEN
-        RAISE NOTICE 'hybrid recall''s full-text list is not narrowed by tenant inside an index: btree_gin is not installed'
-            USING HINT = 'CREATE EXTENSION btree_gin (contrib), then call memory.enable_embeddings again: it adds the indexes observations_fts_tenant and claims_fts_tenant.';
+    IF NOT memory_internal._btree_gin_usable() THEN
+        RAISE NOTICE 'hybrid recall''s full-text list is not narrowed by tenant inside an index: btree_gin is not installed (or not by a superuser or memory_ext''s owner)'
+            USING HINT = 'CREATE EXTENSION btree_gin (contrib) as a superuser or memory_ext''s owner, then call memory.enable_embeddings again: it adds the indexes observations_fts_tenant and claims_fts_tenant.';
     END IF;
     IF have IS NOT NULL THEN
-        -- Enabled: the same dimensions again re-apply the trigger (idempotent), which makes the
-        -- tenant full-text indexes btree_gin allows since.
-        UPDATE memory.ann_settings SET dimensions = have;
+        -- Enabled: the same dimensions again build the tenant full-text indexes btree_gin allows
+        -- since (through the trigger), and do nothing (no lock) when they are there or cannot be.
+        IF memory_internal._btree_gin_usable()
+           AND (pg_catalog.to_regclass('memory.observations_fts_tenant') IS NULL OR pg_catalog.to_regclass('memory.claims_fts_tenant') IS NULL) THEN
+            UPDATE memory.ann_settings SET dimensions = have;
+            PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
+                jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', have, 'tenant_text_index', true), NULL);
+        END IF;
     ELSE
         INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
         PERFORM memory_internal._audit_append_system('memory.embeddings.enable',

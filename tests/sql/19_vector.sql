@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(46);
+SELECT plan(47);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -37,7 +37,7 @@ DECLARE
     x text;
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 43);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 44);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
@@ -61,6 +61,11 @@ BEGIN
     RETURN QUERY SELECT alike(pg_get_indexdef('memory.claims_fts_tenant'::regclass),
                               '%USING gin (org_id, to_tsvector(''english''::regconfig, claim_text)) WHERE (lifecycle_state = ''active''%',
                               'the claims'' tenant full-text index covers the active claims');
+    PERFORM memory.enable_embeddings(3);
+    RESET ROLE;
+    RETURN QUERY SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'memory.embeddings.enable'), 2::bigint,
+                           'enabled, then the tenant indexes built: two events; again with both there: nothing done');
+    SET LOCAL ROLE vx_platform;
     RETURN QUERY SELECT throws_ok($$ SELECT memory.enable_embeddings(4) $$, '55000', 'embeddings are enabled with 3 dimensions, not 4',
                                   'other dimensions are refused with a clear error');
     RESET ROLE;
