@@ -79,8 +79,10 @@ def test_a_revocation_records_its_time_whatever_the_datestyle_and_timezone(write
         a.execute("INSERT INTO memory.training_candidates (org_id, user_id, object_ref) VALUES ('acme', 'u_tz', 'obj:1')")
         a.execute("SET DateStyle = 'SQL, DMY'")
         a.execute("SET TimeZone = 'Asia/Kolkata'")
-        # (The settings matter: a time's text reads back as another time.)
-        assert a.execute("SELECT now()::text::timestamptz <> now()").fetchone()[0]
+        # (The settings matter before PostgreSQL 18: a time's text reads back as another time.
+        # 18 reads the abbreviations of the current TimeZone first, so there it reads back right.)
+        if a.execute("SELECT current_setting('server_version_num')::int < 180000").fetchone()[0]:
+            assert a.execute("SELECT now()::text::timestamptz <> now()").fetchone()[0]
         a.execute("SELECT memory.revoke_consent('acme', 'u_tz', '{training_use_allowed}', now() - interval '0.000123 second')")
         # (Compared in SQL: psycopg reads no time in this DateStyle.)
         same, apart = a.execute(
