@@ -133,7 +133,9 @@ CREATE FUNCTION memory.enable_embeddings(dimensions int)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    have int;
+    have  int;
+    gin   boolean;
+    event jsonb;   -- the memory.embeddings.enable event's payload, when something changes
 BEGIN
     IF dimensions IS NULL OR dimensions < 1 OR dimensions > 2000 THEN
         RAISE EXCEPTION 'dimensions must be between 1 and 2000, got %', coalesce(dimensions::text, 'NULL') USING ERRCODE = '22023',
@@ -152,23 +154,23 @@ BEGIN
         RAISE EXCEPTION 'embeddings are enabled with % dimensions, not %', have, enable_embeddings.dimensions
             USING ERRCODE = '55000', HINT = 'The dimensions are fixed once enabled: embed with the same model, or re-embed into a governed table of your own (memory.govern with the embedding key).';
     END IF;
-    IF NOT memory_internal._btree_gin_usable() THEN
+    gin := memory_internal._btree_gin_usable();
+    IF NOT gin THEN
         RAISE NOTICE 'hybrid recall''s full-text list is not narrowed by tenant inside an index: btree_gin is not installed (or not by a superuser or memory_ext''s owner)'
             USING HINT = 'CREATE EXTENSION btree_gin (contrib) as a superuser or memory_ext''s owner, then call memory.enable_embeddings again: it adds the indexes observations_fts_tenant and claims_fts_tenant.';
     END IF;
-    IF have IS NOT NULL THEN
+    IF have IS NULL THEN
+        INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
+        event := '{}';
+    ELSIF gin AND (pg_catalog.to_regclass('memory.observations_fts_tenant') IS NULL OR pg_catalog.to_regclass('memory.claims_fts_tenant') IS NULL) THEN
         -- Enabled: the same dimensions again build the tenant full-text indexes btree_gin allows
         -- since (through the trigger), and do nothing (no lock) when they are there or cannot be.
-        IF memory_internal._btree_gin_usable()
-           AND (pg_catalog.to_regclass('memory.observations_fts_tenant') IS NULL OR pg_catalog.to_regclass('memory.claims_fts_tenant') IS NULL) THEN
-            UPDATE memory.ann_settings SET dimensions = have;
-            PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
-                jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', have, 'tenant_text_index', true), NULL);
-        END IF;
-    ELSE
-        INSERT INTO memory.ann_settings (dimensions) VALUES (enable_embeddings.dimensions);
+        UPDATE memory.ann_settings SET dimensions = have;
+        event := '{"tenant_text_index": true}';
+    END IF;
+    IF event IS NOT NULL THEN
         PERFORM memory_internal._audit_append_system('memory.embeddings.enable',
-            jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', enable_embeddings.dimensions), NULL);
+            jsonb_build_object('tables', jsonb_build_array('memory.observations', 'memory.claims'), 'dimensions', enable_embeddings.dimensions) || event, NULL);
     END IF;
     RETURN jsonb_build_object('dimensions', enable_embeddings.dimensions, 'changed', have IS NULL,
                               'tenant_text_index', pg_catalog.to_regclass('memory.observations_fts_tenant') IS NOT NULL);

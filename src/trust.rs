@@ -326,15 +326,17 @@ pub fn init() {
     // memory oid that keys ext().
     callbacks::on_schema_change(|| {
         SCHEMAS.with(|c| c.set([pg_sys::InvalidOid; 2]));
-        EXT.with(|c| c.set((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)));
-        forget_orgs();
+        forget_extension();
     });
     // A role change also drops the extension owner read from pg_extension (REASSIGN OWNED and
     // the DROP ROLE after it).
-    callbacks::on_role_change(|| {
-        forget_orgs();
-        EXT.with(|c| c.set((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)));
-    });
+    callbacks::on_role_change(forget_extension);
+}
+
+/// Drops what ext() read from pg_extension and the clearances read under it.
+fn forget_extension() {
+    EXT.with(|c| c.set((pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid)));
+    forget_orgs();
 }
 
 // ---------------------------------------------------------------------------------------------
