@@ -218,6 +218,8 @@ embeddings ({CLUSTERS} centres), HNSW cosine m = 16, ef_construction = 64, and w
 | hand-written `WHERE org_id = $1 AND user_id = $2 ORDER BY embedding <=> $3 LIMIT 10` (same iterative scan and ef_search, set once a session; no audit) | {b50:.2f} | {b99:.2f} |
 | `memory.recall` vector-only (a blank query: no full-text list; audited, tenant-bound reader) | {v50:.2f} | {v99:.2f} |
 
+- With the user filter, `memory.recall` reads the user's rows in one pass (both lists exact, fused in Rust; docs/vector.md);
+  the hand-written query reads the same rows through the same index and sorts them by distance.
 - Governed hybrid recall: **{g50 / b50:.2f}x** the hand-written query at p50 (target: at most 1.5x), **{g99 / b99:.2f}x** at p99 (target: at most 2x).
   Governed vector-only recall: {v50 / b50:.2f}x at p50, {v99 / b99:.2f}x at p99.
 - recall@10 of the governed vector-only ranking against the exact 10 nearest within tenant and user (sequential, {len(rec)} queries):

@@ -265,7 +265,7 @@ def file_graph(root_dir: pathlib.Path):
 
 
 # Capability modules of src/ (top-level modules): each holds one capability and its SQL surface.
-CAPABILITIES = {"audit", "classify", "consent", "drift", "feedback", "lifecycle", "retention"}
+CAPABILITIES = {"audit", "classify", "consent", "drift", "feedback", "lifecycle", "recall", "retention"}
 # Sideways imports between capabilities that are allowed, and why.
 SIDEWAYS = {
     ("classify", "retention"): "the classify trigger stamps retention on the row it classifies (retention::stamp)",

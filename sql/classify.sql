@@ -679,7 +679,10 @@ CREATE TABLE memory.observations (
     purge_after        timestamptz,
     archive_at         timestamptz,
     soft_deleted_at    timestamptz,
-    soft_delete_reason text
+    soft_delete_reason text,
+    -- The words of content (english), written with the row: recall matches and ranks by them
+    -- without parsing content again (docs/vector.md). Generated: a client never writes it.
+    content_tsv        tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED
 );
 CREATE INDEX observations_org_created ON memory.observations (org_id, created_at);
 COMMENT ON TABLE memory.observations IS 'Managed observation store; governed by memory.govern like an application table.';

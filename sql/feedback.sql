@@ -28,8 +28,8 @@ COMMENT ON TABLE memory.observation_weight_history IS 'One row per applied weigh
 
 -- Weights are finite and non-negative (NaN and infinities written by hand are refused: 23514).
 ALTER TABLE memory.observations ADD CONSTRAINT observations_weight_valid CHECK (weight >= 0 AND weight < 'Infinity'::float8);
--- Full-text index for recall.
-CREATE INDEX observations_fts ON memory.observations USING gin (to_tsvector('english', content));
+-- Full-text index for recall, on the words kept with the row.
+CREATE INDEX observations_fts ON memory.observations USING gin (content_tsv);
 
 CREATE FUNCTION memory.ema(previous float8, outcome memory.outcome, alpha_success float8 DEFAULT 0.1, alpha_failure float8 DEFAULT 0.15)
 RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
@@ -176,6 +176,11 @@ DECLARE
     r       record;
     ids     uuid[] := '{}';
     fts     text;
+    words   text;      -- a row's words (tsvector) as an expression on t
+    vs      text;      -- pgvector's schema
+    cand_sql text;
+    dims    int;       -- memory.observations' embedding dimensions (memory.ann_settings)
+    one_pass boolean := false;
     qv      text;      -- the query embedding as pgvector's text form
     depth   int;
     hnsw    text[];
@@ -194,7 +199,6 @@ BEGIN
     IF f ? 'max_tier' THEN
         tier := least(tier, (f->>'max_tier')::memory.classification);
     END IF;
-    allowed := ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier);
 
     -- The source's mapping: what memory.govern recorded, and the conventional columns.
     IF tbl IS NOT NULL THEN
@@ -257,8 +261,13 @@ BEGIN
                "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
                "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
                "metadata": "metadata"}';
-        IF query_embedding IS NOT NULL AND memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
-            c := c || '{"embedding": "embedding"}';
+        -- (The embedding column is there with the row of memory.ann_settings, whose trigger
+        -- makes it; the column's own test when there is no row.)
+        IF query_embedding IS NOT NULL THEN
+            dims := (SELECT e.dimensions FROM memory.ann_settings e);
+            IF dims IS NOT NULL OR memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
+                c := c || '{"embedding": "embedding"}';
+            END IF;
         END IF;
     END IF;
     -- The query embedding: only for a source with embeddings, of their dimensions, finite.
@@ -269,8 +278,11 @@ BEGIN
                 HINT = CASE WHEN tbl IS NULL THEN 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL.'
                             ELSE format('Map the table''s vector column with memory.govern(%L, ''{"embedding": "<column>", ...}'') (pgvector), or pass query_embedding => NULL.', tbl::text) END;
         END IF;
+        -- (memory.observations: the dimensions memory.enable_embeddings recorded, which its
+        -- trigger keeps equal to the column's.)
         qv := memory_internal._query_vector(query_embedding,
-                  memory_internal._embedding_dims(coalesce(tbl, 'memory.observations'::regclass), c->>'embedding'));
+                  CASE WHEN tbl IS NULL THEN coalesce(dims, memory_internal._embedding_dims('memory.observations'::regclass, 'embedding'))
+                       ELSE memory_internal._embedding_dims(tbl, c->>'embedding') END);
     END IF;
 
     q := websearch_to_tsquery('english', coalesce(query, ''));
@@ -284,8 +296,11 @@ BEGIN
     -- The conditions, each on a parameter: $1 org, $2 the query, $3 k, then the filters'.
     args := ARRAY[recall.org_id, coalesce(query, ''), k::text];
     conds := conds || format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1', c->>'org');
-    fts := format('pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I%s) OPERATOR(pg_catalog.@@) pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2)',
-                  c->>'content', CASE WHEN tbl IS NULL THEN '' ELSE '::pg_catalog.text' END);
+    -- The words of a row: memory.observations keeps them (content_tsv), a source table's are
+    -- parsed from its content mapping.
+    words := CASE WHEN tbl IS NULL THEN 't.content_tsv'
+                  ELSE format('pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text)', c->>'content') END;
+    fts := format('%s OPERATOR(pg_catalog.@@) pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2)', words);
     IF NOT blank AND qv IS NULL THEN
         conds := conds || fts;
     END IF;
@@ -302,6 +317,7 @@ BEGIN
                         THEN format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', c->>'tier')
                    ELSE format('t.%I::pg_catalog.text', c->>'tier') END;
     IF tier IS DISTINCT FROM 'restricted' THEN
+        allowed := ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier);
         args := args || allowed::text;
         conds := conds || format('%s OPERATOR(pg_catalog.=) ANY ($%s::pg_catalog.text[])', tier_e, cardinality(args));
     END IF;
@@ -341,11 +357,64 @@ BEGIN
         depth := least(greatest(2 * k, 40), 2000);
         args := args || qv;
         args := args || depth::text;
+        vs := memory_internal._vector_schema();
+        -- memory.observations filtered to a user's, a session's or a task's memories: one pass
+        -- over those rows gives both lists exactly (each row's distance and, when its kept words
+        -- match, their rank) in about the time the vector list alone takes; through plans kept
+        -- per backend (memory_internal._kept_recall, which cuts and fuses the lists: core's
+        -- fusion). More than 10,000 rows (overflow, remembered for the scope in this backend):
+        -- the two index lists below.
+        one_pass := tbl IS NULL AND (f ? 'user_id' OR f ? 'session_id' OR f ? 'task_id');
+        IF one_pass THEN
+            -- The candidates (id, weight, distance, relevance when the words match) and the
+            -- result's columns of the fused ids, under the same conditions: each parameter (with
+            -- its cast) read once in a sub-select, whatever plan is kept.
+            -- (`= ANY ((SELECT ...))` would read as ANY over a sub-query: the clearance's array
+            -- is passed through coalesce, an expression, and still computed once.)
+            sql := regexp_replace(
+                       regexp_replace(array_to_string(conds, ' AND '), '[$]([0-9]+)((?:::pg_catalog[.][a-z0-9_]+(?:\[\])?)?)',
+                                      '(SELECT ($1::pg_catalog.text[])[\1]\2)', 'g'),
+                       'ANY \(\((SELECT [^)]*\)\[[0-9]+\]::pg_catalog[.]text\[\])\)\)', 'ANY (coalesce((\1)))', 'g');
+            cand_sql := format(
+                'SELECT t.id, t.weight, t.embedding OPERATOR(%1$I.<=>) (SELECT ($1::pg_catalog.text[])[%2$s]::%1$I.vector), %3$s
+                   FROM memory.observations t WHERE %4$s LIMIT 10001',
+                vs, cardinality(args) - 1,
+                CASE WHEN blank THEN 'NULL::pg_catalog.float4'
+                     ELSE 'CASE WHEN t.content_tsv OPERATOR(pg_catalog.@@) (SELECT pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, ($1::pg_catalog.text[])[2]))
+                                THEN pg_catalog.ts_rank_cd(t.content_tsv, (SELECT pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, ($1::pg_catalog.text[])[2]))) END' END,
+                sql);
+            sql := format(
+                'SELECT t.id, t.content, t.classification::pg_catalog.text, t.weight, t.created_at, t.user_id, t.session_id, t.memory_type::pg_catalog.text
+                   FROM memory.observations t WHERE t.id OPERATOR(pg_catalog.=) ANY ($2) AND %s', sql);
+            -- The rows in their order; the first says whether there were more than one pass takes.
+            FOR r IN SELECT * FROM memory_internal._kept_recall(cand_sql, sql, args, k, depth,
+                                       to_jsonb(conds)::text || to_jsonb(args[1:1] || args[4:cardinality(args) - 2])::text) LOOP
+                IF r.overflow THEN
+                    one_pass := false;
+                    EXIT;
+                END IF;
+                id := r.id;
+                content := r.content;
+                classification := r.classification::memory.classification;
+                weight := r.weight;
+                score := r.score;
+                created_at := r.created_at;
+                user_id := r.user_id;
+                session_id := r.session_id;
+                memory_type := r.memory_type::memory.memory_type;
+                lexical_rank := r.lexical_rank;
+                vector_rank := r.vector_rank;
+                ids := ids || id;
+                RETURN NEXT;
+            END LOOP;
+            sql := NULL;
+        END IF;
+        IF NOT one_pass THEN
         sql := memory_internal._hybrid_ctes(
                    coalesce(tbl, 'memory.observations'::regclass)::text, c->>'id', c->>'embedding', array_to_string(conds, ' AND '),
                    CASE WHEN blank THEN NULL
-                        ELSE format('pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))', c->>'content') END,
-                   fts, format('$%s::%I.vector', cardinality(args) - 1, memory_internal._vector_schema()), format('$%s::pg_catalog.int4', cardinality(args)),
+                        ELSE format('pg_catalog.ts_rank_cd(%s, pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))', words) END,
+                   fts, format('$%s::%I.vector', cardinality(args) - 1, vs), format('$%s::pg_catalog.int4', cardinality(args)),
                    60, NULL, '$3::pg_catalog.int4')
             || format(
         'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank)
@@ -362,6 +431,7 @@ BEGIN
         coalesce(tbl, 'memory.observations'::regclass),
         array_to_string(conds, ' AND '));
         hnsw := memory_internal._hnsw_begin(depth);
+        END IF;
     ELSE
     -- One row per memory as a JSON array, best first: relevance × weight for a query, the newest
     -- for a blank one.
@@ -377,13 +447,15 @@ BEGIN
         c->>'id', c->>'content', tier_e,
         weight_e,
         CASE WHEN blank THEN 'NULL::pg_catalog.float8'
-             ELSE format('(pg_catalog.ts_rank_cd(pg_catalog.to_tsvector(''english''::pg_catalog.regconfig, t.%I::pg_catalog.text), pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))::pg_catalog.float8 OPERATOR(pg_catalog.*) %s)',
-                         c->>'content', weight_e) END,
+             ELSE format('(pg_catalog.ts_rank_cd(%s, pg_catalog.websearch_to_tsquery(''english''::pg_catalog.regconfig, $2))::pg_catalog.float8 OPERATOR(pg_catalog.*) %s)',
+                         words, weight_e) END,
         cols[1], cols[2], cols[3], cols[4],
         coalesce(tbl, 'memory.observations'::regclass),
         array_to_string(conds, ' AND '));
     END IF;
-    IF tbl IS NULL THEN
+    IF one_pass THEN
+        NULL;   -- read above
+    ELSIF tbl IS NULL THEN
         -- memory.observations, as the extension owner (row-level security does not apply: the
         -- org, the live rows and the clearance are the conditions above).
         -- (One parameter, the array: EXECUTE takes a fixed number. A one-shot plan sees its

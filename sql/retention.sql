@@ -200,6 +200,8 @@ COMMENT ON COLUMN memory.org_settings.retention_guard IS
   'Optional function(uuid) returning boolean, asked before an observation of the org is soft-deleted; false, an error or a missing function deny.';
 
 CREATE TABLE memory.observations_archive (LIKE memory.observations INCLUDING DEFAULTS);
+-- Cold storage keeps the content, not recall's words of it (LIKE copies them as a plain column).
+ALTER TABLE memory.observations_archive DROP COLUMN content_tsv;
 ALTER TABLE memory.observations_archive ADD COLUMN archived_at timestamptz NOT NULL DEFAULT now();
 ALTER TABLE memory.observations_archive ADD PRIMARY KEY (id);
 CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) WHERE user_id IS NOT NULL;

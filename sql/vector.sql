@@ -118,7 +118,7 @@ BEGIN
     -- after CREATE EXTENSION btree_gin.
     IF memory_internal._btree_gin_usable() THEN
         CREATE INDEX IF NOT EXISTS observations_fts_tenant ON memory.observations
-            USING gin (org_id, user_id, to_tsvector('english'::regconfig, content));
+            USING gin (org_id, user_id, content_tsv);
         CREATE INDEX IF NOT EXISTS claims_fts_tenant ON memory.claims
             USING gin (org_id, to_tsvector('english'::regconfig, claim_text)) WHERE lifecycle_state = 'active';
     END IF;
@@ -178,9 +178,10 @@ END $$;
 COMMENT ON FUNCTION memory.enable_embeddings(int) IS
   'Give memory.observations (and its archive) and memory.claims an embedding vector(n) column, written with the row (a claim''s is fixed like its text), behind HNSW indexes (cosine, m = 16, ef_construction = 64; the claims'': of the active ones); with btree_gin installed also the tenant full-text indexes hybrid recall reads (observations_fts_tenant: org, user, words; claims_fts_tenant: org, words; tenant_text_index in the result). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again changes nothing but the indexes btree_gin allows since, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
 
--- The query embedding checked against the source's column: finite components (22023), not all
--- zero (cosine distance has no direction), the column's dimensions (22023). Returns it as
--- pgvector's text form.
+-- The query embedding checked against the source's column: one-dimensional, of the column's
+-- dimensions, finite components, not all zero (cosine distance has no direction): 22023
+-- otherwise (memory_internal._query_vector_check, memory_core::vector). Returns it as pgvector's
+-- text form.
 CREATE FUNCTION memory_internal._query_vector(query_embedding real[], dims int)
 RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -188,16 +189,7 @@ BEGIN
     IF cardinality(query_embedding) = 0 OR array_ndims(query_embedding) <> 1 THEN
         RAISE EXCEPTION 'query_embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023';
     END IF;
-    IF dims IS NOT NULL AND cardinality(query_embedding) <> dims THEN
-        RAISE EXCEPTION 'query_embedding has % dimensions, the embeddings have %', cardinality(query_embedding), dims USING ERRCODE = '22023',
-            HINT = 'Embed the query with the model that embedded the memories.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM unnest(query_embedding) x WHERE x IS NULL OR x = 'NaN'::real OR x IN ('Infinity'::real, '-Infinity'::real)) THEN
-        RAISE EXCEPTION 'query_embedding has a NULL, NaN or infinite component' USING ERRCODE = '22023';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM unnest(query_embedding) x WHERE x <> 0) THEN
-        RAISE EXCEPTION 'query_embedding is all zeros, which has no cosine distance' USING ERRCODE = '22023';
-    END IF;
+    PERFORM memory_internal._query_vector_check(query_embedding, dims);
     RETURN '[' || array_to_string(query_embedding, ',') || ']';
 END $$;
 

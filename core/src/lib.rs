@@ -16,3 +16,5 @@ pub mod events;
 pub mod protocol;
 pub mod shards;
 pub mod drift;
+pub mod vector;
+pub mod fusion;

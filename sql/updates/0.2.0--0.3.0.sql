@@ -36,6 +36,13 @@ DROP FUNCTION memory.recall(text, text, int, text);
 -- memory.retrieve (docs/design.md#agent-memory-api, issue 35) searches the active claims' text: its full-text index.
 CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
 
+-- Recall matches and ranks by the words kept with the row (issue 36): a stored generated column
+-- (adding it rewrites memory.observations once, under its ACCESS EXCLUSIVE lock), and the
+-- full-text index on it in place of the one on the expression.
+ALTER TABLE memory.observations ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED;
+DROP INDEX memory.observations_fts;
+CREATE INDEX observations_fts ON memory.observations USING gin (content_tsv);
+
 -- Embeddings (docs/design.md#agent-memory-api, issue 36): memory.enable_embeddings records the dimensions here; the
 -- row's trigger (made with 0.3.0's definitions) adds the columns and indexes, also on restore.
 CREATE TABLE memory.ann_settings (

@@ -35,6 +35,59 @@ pub fn kept<'conn>(
     })
 }
 
+thread_local! {
+    // Plans of statements built at run time from fixed parts (recall's, whose conditions depend
+    // on the filters given), kept per backend by their text; at most KEPT_TEXTS of them.
+    static TEXT_PLANS: RefCell<HashMap<String, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+    // Their texts, oldest first: the oldest makes room for a new one.
+    static TEXT_ORDER: RefCell<std::collections::VecDeque<String>> = RefCell::new(std::collections::VecDeque::new());
+}
+const KEPT_TEXTS: usize = 64;
+
+/// Runs a read-only statement built at run time through a plan kept per backend by its text,
+/// prepared on first use with parameters of `types`. PostgreSQL's plan cache decides between a
+/// plan for the values (the first five runs, and whenever it is cheaper) and a generic one, and
+/// re-plans after DDL. A text beyond KEPT_TEXTS drops the oldest kept plan.
+pub fn kept_text<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, pgrx::spi::Error> {
+    keep_text(client, sql, types)?;
+    TEXT_PLANS.with(|p| client.select(p.borrow().get(sql).expect("kept above"), None, args))
+}
+
+/// Prepares `sql` with parameters of `types` and keeps its plan, unless kept already.
+fn keep_text(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> Result<(), pgrx::spi::Error> {
+    if !TEXT_PLANS.with(|p| p.borrow().contains_key(sql)) {
+        let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
+        let plan = client.prepare(sql, &oids)?.keep();
+        TEXT_PLANS.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() >= KEPT_TEXTS {
+                if let Some(oldest) = TEXT_ORDER.with(|o| o.borrow_mut().pop_front()) {
+                    p.remove(&oldest);
+                }
+            }
+            p.insert(sql.to_owned(), plan);
+        });
+        TEXT_ORDER.with(|o| o.borrow_mut().push_back(sql.to_owned()));
+    }
+    Ok(())
+}
+
+/// As `kept_text`, through a cursor (read with `Fetched`, each row deformed once).
+pub fn kept_text_cursor<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+) -> Result<pgrx::spi::SpiCursor<'conn>, pgrx::spi::Error> {
+    keep_text(client, sql, types)?;
+    TEXT_PLANS.with(|p| client.try_open_cursor(p.borrow().get(sql).expect("kept above"), args))
+}
+
 /// The first column of the first row of a read-only query (None: no row, or NULL). pgrx's
 /// `Spi::get_one` runs its query as a writing statement, which takes a transaction id: that
 /// fails in a parallel worker (memory.classify is PARALLEL SAFE) and makes a read write.
@@ -69,19 +122,33 @@ impl Fetched {
     /// Fetch the next `n` rows of `cursor`, whose query returns `cols` columns; false when there
     /// are none.
     pub fn fetch(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, cols: usize) -> Result<bool, MxError> {
+        self.fetch_checked(cursor, n, cols, None)
+    }
+
+    /// As `fetch`, for a query whose columns must have exactly the types `types` (an error
+    /// otherwise, before any value is read).
+    pub fn fetch_typed(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, types: &[pg_sys::Oid]) -> Result<bool, MxError> {
+        self.fetch_checked(cursor, n, types.len(), Some(types))
+    }
+
+    fn fetch_checked(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, cols: usize, types: Option<&[pg_sys::Oid]>) -> Result<bool, MxError> {
         self.free();
         if cursor.fetch(n as std::ffi::c_long).map_err(|e| MxError::spi("fetch", e))?.is_empty() {
             return Ok(false);
         }
-        // SAFETY: the fetch above left its result in SPI_tuptable, with `cols` columns (the
-        // query of audit_statement); the table is ours until freed.
+        // SAFETY: the fetch above left its result in SPI_tuptable (its column count is checked
+        // against `cols` below); the table is ours until freed.
         unsafe {
             let tt = pg_sys::SPI_tuptable;
             pg_sys::SPI_tuptable = std::ptr::null_mut();
             self.table = Some(tt);
             let n = (*tt).numvals as usize;
             let desc = (*tt).tupdesc;
-            if (*desc).natts as usize != cols {
+            let shape_ok = (*desc).natts as usize == cols
+                && types.map_or(true, |types| {
+                    types.iter().enumerate().all(|(i, t)| pg_sys::SPI_gettypeid(desc, i as i32 + 1) == *t)
+                });
+            if !shape_ok {
                 return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
             }
             self.cols = cols;
@@ -133,6 +200,23 @@ impl Fetched {
     /// An int4 column `c` of row `i`.
     pub fn int4(&self, i: usize, c: usize) -> Option<i32> {
         self.datum(i, c).map(|d| d.value() as i32)
+    }
+
+    /// A float8 column `c` of row `i` (passed by value on the 64-bit builds pgrx supports).
+    pub fn float8(&self, i: usize, c: usize) -> Option<f64> {
+        self.datum(i, c).map(|d| f64::from_bits(d.value() as u64))
+    }
+
+    /// A float4 column `c` of row `i` (passed by value, in the datum's low 32 bits).
+    pub fn float4(&self, i: usize, c: usize) -> Option<f32> {
+        self.datum(i, c).map(|d| f32::from_bits(d.value() as u32))
+    }
+
+    /// A uuid column `c` of row `i`, its 16 bytes.
+    pub fn uuid(&self, i: usize, c: usize) -> Option<[u8; 16]> {
+        // SAFETY: a non-NULL uuid datum of the batch points at its 16 bytes (pg_uuid_t, passed
+        // by reference), alive until the batch is freed; they are copied out.
+        self.datum(i, c).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) })
     }
 
     /// The jsonb column `c` of row `i` as JSON text (jsonb_out), appended to `out`; false for NULL.

@@ -58,7 +58,9 @@ def test_forget_removes_archive_and_weight_history(app, conn):
         a = store(w, "acme", "to be archived", "u1")
         w.execute("SELECT * FROM memory.record_outcome('s1', 'accepted', %s::uuid[])", ([a],))
     # Retention's archive step, as the owner runs it.
-    conn.execute("INSERT INTO memory.observations_archive SELECT o.*, now() FROM memory.observations o WHERE id = %s", (a,))
+    # (By the archive's columns: the words kept with a row, content_tsv, stay behind.)
+    cols = conn.execute("SELECT memory_internal._archive_columns()").fetchone()[0]
+    conn.execute(f"INSERT INTO memory.observations_archive ({cols}, archived_at) SELECT {cols}, now() FROM memory.observations WHERE id = %s", (a,))
     conn.execute("DELETE FROM memory.observations WHERE id = %s", (a,))
     assert conn.execute("SELECT count(*) FROM memory.observation_weight_history WHERE observation_id = %s", (a,)).fetchone() == (1,)
     with connect(app, WRITER) as w:

@@ -132,7 +132,7 @@ def test_observation_embeddings_archive_forget_erase_and_dump(vapp, conn, port):
     with connect(vapp, "platform_admin") as a:
         assert a.execute("SELECT memory.enable_embeddings(3)").fetchone()[0] == {"dimensions": 3, "changed": False, "tenant_text_index": True}
     assert conn.execute("SELECT pg_get_indexdef('memory.observations_fts_tenant'::regclass)").fetchone()[0].endswith(
-        "USING gin (org_id, user_id, to_tsvector('english'::regconfig, content))")
+        "USING gin (org_id, user_id, content_tsv)")
     with connect(vapp, WRITER) as w:
         ids = [w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES ('acme', %s, %s, %s) RETURNING id",
                          (u, c, v)).fetchone()[0]

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(130);
+SELECT plan(131);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -434,6 +434,13 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                 'memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._has_consent(text,text,text)',
                 'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._max_tier()'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
+-- Recall's one pass runs the SQL it is given (as its caller: memory_ext's owner inside recall):
+-- no role but the owner may call it, nor the query embedding's check (found by review).
+SELECT is(ARRAY(SELECT f FROM unnest(ARRAY['memory_internal._kept_recall(text,text,text[],integer,integer,text)',
+                                           'memory_internal._query_vector_check(real[],integer)']) f
+                 WHERE has_function_privilege('sec_mallory', f, 'EXECUTE') OR has_function_privilege('memory_reader', f, 'EXECUTE')
+                    OR has_function_privilege('memory_admin', f, 'EXECUTE')),
+          '{}'::text[], 'recall''s one-pass and embedding-check functions are the owner''s only');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)
                    AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c WHERE c = 'search_path=pg_catalog, pg_temp')

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(47);
+SELECT plan(57);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -18,6 +18,39 @@ SELECT memory.grant_org('vx_platform', '*');
 SELECT memory.grant_org('vx_writer', 'acme');
 SELECT memory.grant_org('vx_reader', 'acme');
 SELECT memory.grant_org('vx_globex', 'globex');
+SELECT memory.grant_org('vx_reader', 'bulk');
+CREATE ROLE vx_low NOLOGIN IN ROLE memory_reader;
+SELECT memory.grant_org('vx_low', 'bulk', 'internal');
+
+-- Hybrid recall computed the slow, exact way: every matching row ranked by ts_rank_cd over its
+-- content, every row with an embedding by its exact cosine distance, fused (RRF, k = 60) × weight;
+-- 'id:lexical_rank:vector_rank:score', best first. (PL/pgSQL: pgvector's type is created later.)
+CREATE FUNCTION pg_temp.exact_hybrid(org text, query text, who text, sess text, qv text, k int, top_tier text DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE x text;
+BEGIN
+    WITH cand AS (SELECT o.id, o.weight, o.content, o.embedding FROM memory.observations o
+                   WHERE o.org_id = org AND o.soft_deleted_at IS NULL AND (who IS NULL OR o.user_id = who) AND (sess IS NULL OR o.session_id = sess)
+                     AND (top_tier IS NULL OR o.classification <= top_tier::memory.classification)),
+         lex AS (SELECT l.id, row_number() OVER (ORDER BY l.rel DESC, l.id) AS r
+                   FROM (SELECT c.id, ts_rank_cd(to_tsvector('english', c.content), websearch_to_tsquery('english', query)) AS rel FROM cand c
+                          WHERE to_tsvector('english', c.content) @@ websearch_to_tsquery('english', query)
+                          ORDER BY 2 DESC, 1 LIMIT greatest(2 * k, 40)) l),
+         vec AS (SELECT v.id, row_number() OVER (ORDER BY v.d, v.id) AS r
+                   FROM (SELECT c.id, c.embedding <=> qv::vector AS d FROM cand c WHERE c.embedding IS NOT NULL ORDER BY 2, 1 LIMIT k) v),
+         fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r AS lr, vec.r AS vr,
+                          coalesce(1.0 / (60 + lex.r), 0) + coalesce(1.0 / (60 + vec.r), 0) AS rrf FROM lex FULL JOIN vec ON lex.id = vec.id),
+         top AS (SELECT f.*, f.rrf * c.weight AS score, least(coalesce(f.lr, 2147483647), coalesce(f.vr, 2147483647)) AS best
+                   FROM fused f JOIN cand c ON c.id = f.id ORDER BY score DESC, best, id LIMIT k)
+    SELECT string_agg(format('%s:%s:%s:%s', t.id, coalesce(t.lr::text, '-'), coalesce(t.vr::text, '-'), round(t.score::numeric, 9)), ' ' ORDER BY t.score DESC, t.best, t.id)
+      INTO x FROM top t;
+    RETURN x;
+END $f$;
+
+-- memory.recall's answer in the same form.
+CREATE FUNCTION pg_temp.hybrid(org text, query text, filters jsonb, qv real[], k int) RETURNS text LANGUAGE sql AS $f$
+    SELECT string_agg(format('%s:%s:%s:%s', r.id, coalesce(r.lexical_rank::text, '-'), coalesce(r.vector_rank::text, '-'), round(r.score::numeric, 9)), ' ' ORDER BY r.ord)
+      FROM memory.recall(org, query, k, filters => filters, query_embedding => qv)
+           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, ord) $f$;
 
 -- Without CREATE EXTENSION vector in this database: the answer names pgvector.
 SET ROLE vx_admin;
@@ -35,9 +68,10 @@ RESET ROLE;
 CREATE FUNCTION pg_temp.run_vector_tests() RETURNS SETOF text LANGUAGE plpgsql AS $f$
 DECLARE
     x text;
+    refs text[];
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 44);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 54);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
@@ -109,6 +143,54 @@ BEGIN
     SET LOCAL ROLE vx_globex;
     RETURN QUERY SELECT is((SELECT array_agg(right(r.id::text, 2)) FROM memory.recall('globex', 'payments', 10, query_embedding => '{1,0,0}') r),
                            ARRAY['b1'], 'another org recalls its own rows only');
+    RESET ROLE;
+
+    -- The words are kept with the row (content_tsv, generated from content): a client never
+    -- writes them, and they follow content.
+    SET LOCAL ROLE vx_writer;
+    RETURN QUERY SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content, content_tsv) VALUES ('acme', 'x', 'x') $$, '428C9', NULL,
+                                  'content_tsv is generated: a writer cannot set it');
+    RESET ROLE;
+    UPDATE memory.observations SET content = 'payments epsilon' WHERE id = '00000000-0000-0000-0000-0000000000a4';
+    RETURN QUERY SELECT is((SELECT content_tsv FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a4'),
+                           to_tsvector('english', 'payments epsilon'), 'content_tsv holds the words of the current content');
+
+    -- One pass over the rows and the two index lists give the exact answer. Org bulk: 10,500
+    -- memories of user heavy in 250 sessions, every other one with the word ledger, scattered
+    -- directions but ten near [1, 0, 0]. The user's rows: one pass meets more than 10,000 and
+    -- recall reads the two lists instead (and, remembering it, at once the next time); a
+    -- session's 42: one pass; no filter: the two lists.
+    INSERT INTO memory.observations (org_id, user_id, session_id, content, embedding)
+    SELECT 'bulk', 'heavy', 's' || (g % 250), CASE WHEN g % 2 = 0 THEN 'ledger entry ' ELSE 'plain entry ' END || g,
+           (CASE WHEN g <= 10 THEN ARRAY[1, 0.001 * g, 0] ELSE ARRAY[sin(g * 1.3), cos(g * 2.1), sin(g * 0.7)] END)::real[]::vector
+      FROM generate_series(1, 10500) g;
+    -- Half of session s4's rows (all ledger) are confidential: above vx_low's clearance (internal).
+    UPDATE memory.observations SET classification = 'confidential'
+     WHERE org_id = 'bulk' AND session_id = 's4' AND content LIKE 'ledger%54';
+    -- (The exact answers are read as the superuser; recall's as the tenant's reader.)
+    refs := ARRAY[pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', NULL, '[1,0,0]', 10),
+                  pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's3', '[0,1,0.2]', 5),
+                  pg_temp.exact_hybrid('bulk', '', NULL, 's4', '[0,1,0.2]', 7),
+                  pg_temp.exact_hybrid('bulk', 'ledger', NULL, NULL, '[1,0,0]', 10),
+                  pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's4', '[0,1,0.2]', 5, 'internal'),
+                  pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's4', '[0,1,0.2]', 5)];
+    SET LOCAL ROLE vx_reader;
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy"}', '{1,0,0}', 10), refs[1],
+                           'more rows than one pass takes: the two lists give the exact answer');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy"}', '{1,0,0}', 10), refs[1],
+                           'the same scope again (the lists at once): the exact answer');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{}', '{1,0,0}', 10), refs[4],
+                           'no user, session or task filter: the two lists, the exact answer');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s3"}', '{0,1,0.2}', 5), refs[2],
+                           'a session''s rows: one pass gives the exact answer');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', '', '{"session_id": "s4"}', '{0,1,0.2}', 7), refs[3],
+                           'a blank query in one pass: by vector alone, exactly');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s4", "max_tier": "internal"}', '{0,1,0.2}', 5), refs[5],
+                           'one pass with max_tier: only rows up to that tier, exactly');
+    RETURN QUERY SELECT isnt(refs[5], refs[6], '(the confidential rows change that answer)');
+    SET LOCAL ROLE vx_low;
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s4"}', '{0,1,0.2}', 5), refs[5],
+                           'one pass for a reader cleared to internal: no confidential row, exactly');
     RESET ROLE;
     RETURN QUERY SELECT ok((SELECT payload ? 'query_embedding_sha256' AND payload->>'query_sha256' = encode(sha256('payments'), 'hex')
                                    AND payload::text NOT LIKE '%payments%' AND payload::text NOT LIKE '%[1,0,0]%'

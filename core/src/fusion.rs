@@ -1,0 +1,180 @@
+//! Reciprocal rank fusion of hybrid recall (docs/vector.md): the full-text list and the vector
+//! list cut from one set of candidates, fused as memory.recall's SQL fuses the two index lists,
+//! order for order, so either way of reading gives the same answer.
+//!
+//! - the full-text list: candidates with a relevance, by relevance descending, then id; `depth` long;
+//! - the vector list: candidates with a distance, by distance ascending, then id; `k` long;
+//! - score = weight × (1/(60 + full-text rank) + 1/(60 + vector rank)), a missing rank adding 0;
+//! - the answer: by score descending, then the better of the two ranks, then id; `k` long.
+//!
+//! Numbers compare as PostgreSQL's float4/float8 do: NaN equals NaN and sorts above every number.
+
+use std::cmp::Ordering;
+
+/// The RRF constant of memory.recall and memory.retrieve.
+pub const RRF_K: f64 = 60.0;
+
+/// One row under the call's conditions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// The uuid's bytes: compared as PostgreSQL compares uuids (bytewise).
+    pub id: [u8; 16],
+    pub weight: f64,
+    /// Cosine distance to the query embedding; None: the row has no embedding.
+    pub distance: Option<f64>,
+    /// ts_rank_cd of the row's words; None: the row does not match the query.
+    pub relevance: Option<f32>,
+}
+
+/// One row of the answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fused {
+    pub id: [u8; 16],
+    pub lexical_rank: Option<i32>,
+    pub vector_rank: Option<i32>,
+    pub score: f64,
+}
+
+/// PostgreSQL's float order: NaN equal to NaN and above every number.
+fn pg_cmp<F: PartialOrd + Copy>(a: F, b: F, is_nan: impl Fn(F) -> bool) -> Ordering {
+    match (is_nan(a), is_nan(b)) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+fn rrf_term(rank: Option<i32>) -> f64 {
+    rank.map_or(0.0, |r| 1.0 / (RRF_K + f64::from(r)))
+}
+
+/// The top `k` of the fusion of the two lists cut from `candidates` (each id once).
+pub fn fuse(candidates: &[Candidate], k: usize, depth: usize) -> Vec<Fused> {
+    let mut lex: Vec<&Candidate> = candidates.iter().filter(|c| c.relevance.is_some()).collect();
+    lex.sort_by(|a, b| {
+        pg_cmp(b.relevance.unwrap(), a.relevance.unwrap(), f32::is_nan).then_with(|| a.id.cmp(&b.id))
+    });
+    lex.truncate(depth);
+    let mut vec: Vec<&Candidate> = candidates.iter().filter(|c| c.distance.is_some()).collect();
+    vec.sort_by(|a, b| pg_cmp(a.distance.unwrap(), b.distance.unwrap(), f64::is_nan).then_with(|| a.id.cmp(&b.id)));
+    vec.truncate(k);
+
+    // (id, weight, lexical rank, vector rank), the full-text list's first.
+    let mut both: Vec<([u8; 16], f64, Option<i32>, Option<i32>)> =
+        lex.iter().enumerate().map(|(i, c)| (c.id, c.weight, Some(i as i32 + 1), None)).collect();
+    for (i, c) in vec.iter().enumerate() {
+        match both.iter_mut().find(|e| e.0 == c.id) {
+            Some(e) => e.3 = Some(i as i32 + 1),
+            None => both.push((c.id, c.weight, None, Some(i as i32 + 1))),
+        }
+    }
+    let mut out: Vec<Fused> = both
+        .into_iter()
+        .map(|(id, weight, l, v)| Fused { id, lexical_rank: l, vector_rank: v, score: (rrf_term(l) + rrf_term(v)) * weight })
+        .collect();
+    let best = |f: &Fused| f.lexical_rank.unwrap_or(i32::MAX).min(f.vector_rank.unwrap_or(i32::MAX));
+    out.sort_by(|a, b| pg_cmp(b.score, a.score, f64::is_nan).then_with(|| best(a).cmp(&best(b))).then_with(|| a.id.cmp(&b.id)));
+    out.truncate(k);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(n: u8) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[15] = n;
+        b
+    }
+
+    fn c(n: u8, d: Option<f64>, r: Option<f32>) -> Candidate {
+        Candidate { id: id(n), weight: 1.0, distance: d, relevance: r }
+    }
+
+    #[test]
+    fn the_worked_example_of_19_vector() {
+        // a1 matches with a2 the closest: the fixture of tests/sql/19_vector.sql.
+        let cands = [c(1, Some(0.0), Some(0.1)), c(2, Some(0.006), None), c(3, Some(1.0), Some(0.1)), c(4, Some(1.0), Some(0.1))];
+        let got: Vec<(u8, Option<i32>, Option<i32>, String)> =
+            fuse(&cands, 10, 40).iter().map(|f| (f.id[15], f.lexical_rank, f.vector_rank, format!("{:.6}", f.score))).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, Some(1), Some(1), "0.032787".into()),
+                (3, Some(2), Some(3), "0.032002".into()),
+                (4, Some(3), Some(4), "0.031498".into()),
+                (2, None, Some(2), "0.016129".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn lists_are_cut_to_their_lengths() {
+        let cands: Vec<Candidate> = (0..50).map(|n| c(n, Some(f64::from(n)), Some(50.0 - f32::from(n)))).collect();
+        let got = fuse(&cands, 3, 5);
+        assert_eq!(got.len(), 3);
+        assert!(got.iter().all(|f| f.lexical_rank.map_or(true, |r| r <= 5) && f.vector_rank.map_or(true, |r| r <= 3)));
+        // n = 0 is first in both lists.
+        assert_eq!((got[0].id[15], got[0].lexical_rank, got[0].vector_rank), (0, Some(1), Some(1)));
+    }
+
+    #[test]
+    fn weight_scales_and_nan_sorts_last() {
+        let mut a = c(1, Some(0.1), None);
+        a.weight = 0.5;
+        let b = c(2, Some(0.2), None);
+        let n = c(3, Some(f64::NAN), None);
+        let got: Vec<(u8, Option<i32>)> = fuse(&[n, a, b], 10, 40).iter().map(|f| (f.id[15], f.vector_rank)).collect();
+        // The NaN distance is last in the vector list (rank 3); b (rank 2, weight 1) and even
+        // the NaN row (1/63) outscore a (rank 1, weight 0.5: 0.5/61).
+        assert_eq!(got, vec![(2, Some(2)), (3, Some(3)), (1, Some(1))]);
+    }
+
+    #[test]
+    fn no_rows_no_answer() {
+        assert!(fuse(&[], 10, 40).is_empty());
+        assert!(fuse(&[c(1, None, None)], 10, 40).is_empty());
+    }
+
+    fn cand() -> impl Strategy<Value = Candidate> {
+        (any::<u8>(), prop::option::of(0.0f64..2.0), prop::option::of(0.0f32..1.0), prop::sample::select(vec![0.0, 0.25, 0.5, 1.0]))
+            .prop_map(|(n, d, r, w)| Candidate { id: id(n), weight: w, distance: d, relevance: r })
+    }
+
+    proptest! {
+        /// At most k rows, each id once, best first, every row in at least one list, and the
+        /// score is the weight times the sum of the RRF terms of its ranks.
+        #[test]
+        fn answer_is_well_formed(mut cands in prop::collection::vec(cand(), 0..60), k in 1usize..12, depth in 1usize..50) {
+            cands.sort_by_key(|c| c.id);
+            cands.dedup_by_key(|c| c.id);
+            let got = fuse(&cands, k, depth);
+            prop_assert!(got.len() <= k);
+            let mut ids: Vec<_> = got.iter().map(|f| f.id).collect();
+            ids.dedup();
+            prop_assert_eq!(ids.len(), got.len());
+            for w in got.windows(2) {
+                prop_assert!(w[0].score >= w[1].score);
+            }
+            for f in &got {
+                prop_assert!(f.lexical_rank.is_some() || f.vector_rank.is_some());
+                prop_assert!(f.lexical_rank.map_or(true, |r| r as usize <= depth) && f.vector_rank.map_or(true, |r| r as usize <= k));
+                let w = cands.iter().find(|c| c.id == f.id).unwrap().weight;
+                prop_assert_eq!(f.score, (rrf_term(f.lexical_rank) + rrf_term(f.vector_rank)) * w);
+            }
+        }
+
+        /// The order of the candidates does not change the answer.
+        #[test]
+        fn order_of_candidates_does_not_matter(mut cands in prop::collection::vec(cand(), 0..40), k in 1usize..12) {
+            cands.sort_by_key(|c| c.id);
+            cands.dedup_by_key(|c| c.id);
+            let a = fuse(&cands, k, 40);
+            cands.reverse();
+            prop_assert_eq!(a, fuse(&cands, k, 40));
+        }
+    }
+}
