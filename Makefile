@@ -33,7 +33,7 @@ install: deps
 	scripts/install-ext.sh
 
 ## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
-## tests, the MCP server (memory-mcp), the upgrade from releases 0.1.0 and 0.2.0, Citus; then the PostgreSQL layers again on 18.
+## tests, the MCP server (memory-mcp), the upgrade from releases 0.1.0, 0.2.0 and 0.3.0, Citus; then the PostgreSQL layers again on 18.
 test: deps test-layout test-core test-pgrx install test-sql test-python test-mcp test-upgrade test-citus test-pg18
 	@echo "make test: all layers passed (PostgreSQL 15 and 18)"
 
@@ -72,11 +72,12 @@ test-mcp: install
 	cargo build -p memory-mcp
 	MEMORY_MCP_BIN=$(CURDIR)/target/debug/memory-mcp .venv/bin/pytest -q tests/python/test_mcp.py
 
-## Releases 0.1.0 and 0.2.0 (each built from its commit) filled with data, then ALTER EXTENSION
+## Releases 0.1.0, 0.2.0 and 0.3.0 (each built from its commit) filled with data, then ALTER EXTENSION
 ## UPDATE to this release; the catalog is compared with a fresh install.
 test-upgrade: install
 	tests/upgrade/run.sh 0.1.0
 	tests/upgrade/run.sh 0.2.0
+	tests/upgrade/run.sh 0.3.0
 
 ## Citus (SPEC §10): builds Citus from ../shared/vendor/citus when none is installed, then a
 ## coordinator + 2 workers; skipped (and says so) where neither exists.

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/citus.sh" install
 cargo pgrx install --release --pg-config "${PG_CONFIG:-/usr/bin/pg_config}"
-install -m 644 "$root/sql/memory_ext--0.1.0.sql" "$(/usr/bin/pg_config --sharedir)/extension/"
+install -m 644 "$root/sql/released/memory_ext--0.1.0.sql" "$(/usr/bin/pg_config --sharedir)/extension/"
 single=$("$root/scripts/cluster.sh" start benchsingle)
 read -r coord _ _ < <("$root/scripts/citus.sh" start benchcitus)
 trap '"$root/scripts/cluster.sh" stop benchsingle; "$root/scripts/citus.sh" stop benchcitus' EXIT

@@ -3,7 +3,7 @@
 # $PG_CONFIG. Used by `make install`.
 #   - The upgrade script to this release is generated (scripts/gen_upgrade.py) from
 #     sql/updates/FROM--TO.sql and this release's install script; the scripts of earlier releases
-#     (sql/memory_ext--A--B.sql) and their install scripts are installed as kept.
+#     (sql/released/: install and upgrade scripts of releases, frozen as released) are installed as kept.
 #   - Every file is replaced atomically: written beside its destination, then renamed over it, so a
 #     running server that mapped the old library keeps it until its restart (overwriting a mapped
 #     library in place crashes the processes that run it).
@@ -35,7 +35,7 @@ put() { # SRC DEST: atomic replace
 }
 mkdir -p "$libdir" "$extdir"
 put "$pkg$libdir/memory_ext.so" "$libdir/memory_ext.so" 755
-for f in "$built"/memory_ext* sql/memory_ext--*.sql; do
+for f in "$built"/memory_ext* sql/released/memory_ext--*.sql; do
   put "$f" "$extdir/$(basename "$f")"
 done
 echo "install-ext: memory_ext $version installed ($libdir/memory_ext.so, $(ls "$extdir"/memory_ext*.sql | wc -l) SQL files)"

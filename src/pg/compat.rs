@@ -5,7 +5,7 @@
 //! function of the previous release whose C symbol is gone would fail with "could not find
 //! function"; these answer `55000` with the command to run instead. Every symbol the 0.1.0
 //! install script names is exported by this library either as a live function or here
-//! (tests/upgrade/run.sh checks this list against sql/memory_ext--0.1.0.sql).
+//! (tests/upgrade/run.sh checks this list against sql/released/memory_ext--0.1.0.sql).
 
 use super::error::{code, MxError};
 use pgrx::pg_sys;

@@ -13,11 +13,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 export PATH="$("$PG_CONFIG" --bindir):$PATH"   # psql of the server's version
-# The release upgraded from (0.1.0 or 0.2.0; run.sh runs both), and the commit it was released at.
+# The release upgraded from (0.1.0, 0.2.0 or 0.3.0; make test-upgrade runs each), and the commit it was released at.
 OLD=${1:-0.1.0}
 case $OLD in
   0.1.0) OLD_COMMIT=6e934aa83a84bf237200f3afe756144ac1f67a4d ;;
   0.2.0) OLD_COMMIT=301d447c88d680fbb358483c0c551ced1e6a9a60 ;;
+  0.3.0) OLD_COMMIT=927bad6d759d4ad60be2037e69a01e3319da5ba5 ;;
   *) echo "upgrade test: no release $OLD" >&2; exit 2 ;;
 esac
 NEW=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)
@@ -83,7 +84,7 @@ install_old() {
   cp "$pkg_old$libdir/memory_ext.so" "$libdir/"
   rm -f "$extdir"/memory_ext*; cp "$pkg_old$extdir"/memory_ext* "$extdir/"
   # 0.2.0's package carries its own upgrade from 0.1.0 and its install script; 0.1.0's is kept in sql/.
-  [ -f "$extdir/memory_ext--0.1.0.sql" ] || cp "$root/sql/memory_ext--0.1.0.sql" "$extdir/"
+  [ -f "$extdir/memory_ext--0.1.0.sql" ] || cp "$root/sql/released/memory_ext--0.1.0.sql" "$extdir/"
 }
 
 install_old
@@ -104,6 +105,8 @@ echo "+0" > "$clock"
 q -d upgraded -v phase=3 -f "$root/tests/upgrade/fill-0.1.0.sql" >/dev/null
 # 0.2.0's own tables (consent, user contexts, threads, drift), filled with its API.
 [ "$OLD" = 0.1.0 ] || q -d upgraded -f "$root/tests/upgrade/fill-0.2.0.sql" >/dev/null
+# 0.3.0's agent API and clearance, written with its API.
+[ "$OLD" != 0.3.0 ] || q -d upgraded -f "$root/tests/upgrade/fill-0.3.0.sql" >/dev/null
 q -d upgraded -c "SELECT memory.run_retention()" >/dev/null
 
 # What 0.1.0 left: every row of every table in schema memory and the application table, and
@@ -134,7 +137,7 @@ restore_install
 # Every C symbol the old release's SQL names is still in the library (live, or src/pg/compat.rs
 # answering 55000 until the update), so nothing fails with "could not find function" before the update.
 nm -D --defined-only "$libdir/memory_ext.so" | awk '{print $3}' | sort -u > "$work/symbols.txt"
-missing=$(grep -o "'MODULE_PATHNAME', '[A-Za-z0-9_]*'" "$root/sql/memory_ext--$OLD.sql" | cut -d"'" -f4 | sort -u \
+missing=$(grep -o "'MODULE_PATHNAME', '[A-Za-z0-9_]*'" "$root/sql/released/memory_ext--$OLD.sql" | cut -d"'" -f4 | sort -u \
   | comm -23 - "$work/symbols.txt")
 [ -z "$missing" ] || { echo "upgrade test: the library lacks $OLD's C functions: $missing" >&2; exit 1; }
 cluster restart $name >/dev/null
