@@ -294,7 +294,7 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz), memory_internal._profile_rules(text, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text, jsonb, real[], regclass), memory.misleading_observations(text),
+                              memory.recall(text, text, int, text, jsonb, float8[], regclass), memory.misleading_observations(text),
                               memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)
         TO memory_reader;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,

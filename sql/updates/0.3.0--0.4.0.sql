@@ -4,3 +4,11 @@
 -- triggers, data, and DROPs of functions whose arguments or result changed. What needs 0.4.0's
 -- functions goes in 0.3.0--0.4.0.post.sql. tests/upgrade/run.sh upgrades 0.1.0, 0.2.0 and 0.3.0
 -- databases with data and compares each with a fresh install.
+
+-- The retrieval engine (SPEC §20): memory.recall takes its query embedding as float8[] (real[]
+-- and psycopg's floats alike) and returns the row's metadata after the earlier columns; the
+-- one-pass and hybrid statements are rendered by memory_core::retrieval and run by
+-- memory_internal._retrieve, which replaces _kept_recall and _hybrid_ctes.
+DROP FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass);
+DROP FUNCTION memory_internal._kept_recall(text, text, text[], int, int, text);
+DROP FUNCTION memory_internal._hybrid_ctes(text, text, text, text, text, text, text, text, int, text, text);

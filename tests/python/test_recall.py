@@ -151,12 +151,12 @@ def test_the_four_argument_form_returns_what_it_did(rows, conn):
         assert [r[:5] for r in got] == old
         names = [d.name for d in c.execute("SELECT * FROM memory.recall('acme', 'alpha', 1, NULL)").description]
         assert names == ["id", "content", "classification", "weight", "score", "created_at", "user_id", "session_id", "memory_type",
-                         "lexical_rank", "vector_rank"]
+                         "lexical_rank", "vector_rank", "metadata"]
         assert [r[5:9] for r in got if str(r[0]) == U(1)] == [
             conn.execute("SELECT created_at, user_id, session_id, memory_type::text FROM memory.observations WHERE id = %s",
                          (U(1),)).fetchone()]
         # Without query_embedding: lexical_rank is the row's place, vector_rank NULL.
-        assert [r[9:] for r in got] == [(i + 1, None) for i in range(len(got))]
+        assert [r[9:11] for r in got] == [(i + 1, None) for i in range(len(got))]
 
 
 def test_clearance_in_row_level_security_and_recall(rows, conn):
@@ -304,3 +304,28 @@ def test_the_recall_event(rows, conn):
     assert "source" not in event
     (chain,) = conn.execute("SELECT chain_id FROM memory.audit_log WHERE event_type = 'memory.recall'").fetchone()
     assert chain == "acme"
+
+
+def test_a_question_in_plain_words_finds_the_memory_that_answers_it(app, conn):
+    """Issue 47: agents send questions. Any of the query's words matches (stop words dropped),
+    ranked by how many of them a memory has, then ts_rank_cd; websearch syntax (a quoted phrase, a
+    -word) is read as before. The metadata column is the row's own, within clearance."""
+    obs(conn, 71, content="The customer prefers to pay by bank transfer at the end of the month", metadata='{"topic": "billing"}')
+    obs(conn, 72, content="Deploys go out on Tuesdays after the review")
+    obs(conn, 73, content="The account manager likes short emails")
+    obs(conn, 74, org="globex", content="The customer likes to pay by card")
+    with connect(app, FULL) as c:
+        got = c.execute("SELECT id, lexical_rank, metadata FROM memory.recall('acme', 'how does the customer like to pay?', 3)").fetchall()
+        assert [str(g[0]) for g in got] == [U(71), U(73)], "the bank-transfer memory first (two of custom, like, pay), then one word"
+        assert [g[1] for g in got] == [1, 2] and got[0][2]["topic"] == "billing"
+        # Websearch syntax: every word required unless it says otherwise.
+        assert ids(recall(c, "acme", '"bank transfer"', 5)) == [U(71)]
+        assert ids(recall(c, "acme", "customer -transfer", 5)) == []
+        assert sorted(ids(recall(c, "acme", "transfer or tuesdays", 5))) == [U(71), U(72)]
+        # Positional calls of 0.3.0 keep their columns in their places.
+        row = c.execute("SELECT * FROM memory.recall('acme', 'bank transfer', 1)").fetchone()
+        assert str(row[0]) == U(71) and row[11]["topic"] == "billing"
+    with connect(app, INT) as c:
+        conn.execute("UPDATE memory.observations SET classification = 'confidential' WHERE id = %s", (U(71),))
+        got = c.execute("SELECT id FROM memory.recall('acme', 'how does the customer like to pay?', 3)").fetchall()
+        assert U(71) not in [str(g[0]) for g in got], "above the caller's clearance: neither the row nor its metadata"

@@ -3,7 +3,7 @@
 //! bind parameter `$n` of type text, cast where it is read; the statement's text depends on the
 //! plan's shape only, so PostgreSQL keeps one plan per shape.
 //!
-//! The statement returns one jsonb array of rows, best first, each row
+//! The statement returns one jsonb array (as text) of rows, best first, each row
 //! `[id, content, tier, weight, score, created_at, user_id, session_id, memory_type,
 //! lexical_rank, vector_rank, metadata]`:
 //! - no query and no vector: the newest first (ties first when the plan has them), no score;
@@ -12,7 +12,7 @@
 //!   HNSW index's order, and an exact pass when the index scan comes back short, so rows other
 //!   tenants store never push a tenant's nearest out) fused by `fusion`'s rule × weight.
 
-use super::filter::{Cmp, Filter, Op};
+use super::filter::{Filter, Op};
 use super::plan::{Columns, Condition, Plan, Tier};
 use super::words::Match;
 use crate::fusion;
@@ -121,7 +121,7 @@ impl Words {
             format!(
                 "(CASE WHEN {m} OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd({w}, {all_q})::pg_catalog.float8 \
                  ELSE pg_catalog.ts_rank_cd({w}, {any})::pg_catalog.float8 OPERATOR(pg_catalog.*) {m}::pg_catalog.float8 \
-                 OPERATOR(pg_catalog./) pg_catalog.greatest({n}, 1)::pg_catalog.float8 END OPERATOR(pg_catalog.*) {weight})",
+                 OPERATOR(pg_catalog./) GREATEST({n}, 1)::pg_catalog.float8 END OPERATOR(pg_catalog.*) {weight})",
                 m = self.m,
                 n = self.n,
                 w = self.w,
@@ -296,7 +296,7 @@ fn agg(order: &str) -> String {
     let order_x: Vec<String> = order.split(", ").map(|t| format!("x.{t}")).collect();
     format!(
         "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, \
-         x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank, x.metadata) ORDER BY {}), '[]') FROM (",
+         x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank, x.metadata) ORDER BY {}), '[]')::pg_catalog.text FROM (",
         order_x.join(", ")
     )
 }
@@ -396,8 +396,9 @@ pub fn render(plan: &Plan) -> Statement {
 /// The one-pass read of a bounded candidate set (memory.observations filtered to a user's,
 /// a session's or a task's rows): `candidates` gives `(id uuid, weight float8, distance float8,
 /// relevance float4, coverage int4)` of every row under the conditions (at most `limit`), fused
-/// by `fusion::fuse`; `rows` gives `(id uuid, row jsonb)` (the row as `render`'s, score and
-/// ranks NULL) of the ids in the parameter after `params` (`uuid[]`), under the same conditions.
+/// by `fusion::fuse`; `rows` gives the rows as `render`'s statement does (one jsonb array as
+/// text) of the fused list, the parameter after `params`: a JSON array of objects `id`, `score`,
+/// `lexical_rank`, `vector_rank`, `o` (the place), read again under the same conditions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnePass {
     pub candidates: String,
@@ -425,20 +426,8 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
             (format!("CASE WHEN {hit} THEN {} END", w.rank), format!("CASE WHEN {hit} THEN ({})::pg_catalog.int4 END", w.m))
         }
     };
-    let ids = format!("${}", b.params.len() + 1);
-    let items = row_items(plan, &tier, &weight);
-    let row = format!(
-        "pg_catalog.jsonb_build_array({}, {}, {}, {}, NULL, {}, {}, {}, {}, NULL, NULL, {})",
-        col(&plan.columns.id),
-        strip_alias(&items[1]),
-        strip_alias(&items[2]),
-        strip_alias(&items[3]),
-        strip_alias(&items[4]),
-        strip_alias(&items[5]),
-        strip_alias(&items[6]),
-        strip_alias(&items[7]),
-        strip_alias(&items[8]),
-    );
+    let fused = format!("${}", b.params.len() + 1);
+    let items = row_items(plan, &tier, &weight).join(", ");
     Some(OnePass {
         candidates: format!(
             "SELECT {id}, {weight}, {emb} OPERATOR({s}.<=>) (SELECT {v}::{s}.vector), {rel_e}, {cov_e} FROM {rel} t WHERE {conds} LIMIT {limit}",
@@ -446,13 +435,13 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
             s = quote_ident(vs),
         ),
         rows: format!(
-            "SELECT {id}, {row} FROM {rel} t WHERE {id} OPERATOR(pg_catalog.=) ANY ({ids}::pg_catalog.uuid[]) AND {conds}",
+            "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \
+             FROM pg_catalog.jsonb_to_recordset({fused}::pg_catalog.jsonb) f(id pg_catalog.uuid, score pg_catalog.float8, \
+             lexical_rank pg_catalog.int4, vector_rank pg_catalog.int4, o pg_catalog.int4) \
+             JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) f.id WHERE {conds}) x",
+            agg = agg("o"),
             id = col(&plan.columns.id),
         ),
         params: b.params,
     })
-}
-
-fn strip_alias(item: &str) -> &str {
-    item.rsplit_once(" AS ").map_or(item, |(e, _)| e)
 }

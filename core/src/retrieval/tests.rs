@@ -141,7 +141,7 @@ fn one_pass_reads_candidates_and_rows() {
     let o = render_one_pass(&p, 10001).unwrap();
     assert!(o.candidates.ends_with("LIMIT 10001"));
     assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
-    assert!(o.rows.contains(&format!("ANY (${}::pg_catalog.uuid[])", o.params.len() + 1)));
+    assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
     assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
 }
 
