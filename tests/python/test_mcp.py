@@ -7,14 +7,25 @@ The binary: $MEMORY_MCP_BIN when set (make test-mcp), else `cargo build -p memor
 """
 import asyncio
 import contextlib
+import hashlib
+import http.client as http_client
 import json
 import os
 import pathlib
+import secrets
+import socket
 import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
@@ -284,28 +295,333 @@ def test_refuses_to_start_for_a_member_of_the_extension_owner(binary, app, conn)
         conn.execute(f"REVOKE {owner} FROM mcp_ownerish")
 
 
-def test_streamable_http(binary, app, conn):
-    import socket
-    from mcp.client.streamable_http import streamable_http_client
+# ---- HTTP (issue 53 findings 9 and 10, issue 51): Origin, sessions, authorization ----
 
+def free_port():
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    proc = subprocess.Popen([binary, "--database-url", url(app, READER), "--read-only", "--http", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return sk.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(binary, dsn, role, *args, env=None):
+    """memory-mcp --http on a free loopback port, logged in as `role`; yields (port, process)."""
+    port = free_port()
+    proc = subprocess.Popen([binary, "--database-url", url(dsn, role), "--http", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        assert "serving streamable HTTP" in proc.stderr.readline() + proc.stderr.readline()
-
-        async def go():
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w, *_):
-                async with ClientSession(r, w, client_info=Implementation(name="http-agent", version="1")) as s:
-                    await s.initialize()
-                    assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
-                    assert await ok(s, "recall", query="anything") == []
-
-        run(go())
+        lines = []
+        while not any("serving streamable HTTP" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, ("memory-mcp exited", proc.wait(), lines)
+            lines.append(line)
+        yield port, proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw-agent", "version": "1"}}}
+
+
+def http(port, method="POST", body=INIT, headers=None, path="/mcp"):
+    """One raw HTTP request: (status, headers with lower-case names, body bytes)."""
+    c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, json.dumps(body) if body is not None and method == "POST" else None,
+                  {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def sdk(port, token=None, origin=None):
+    """An MCP SDK client session over streamable HTTP, with a bearer token and an Origin when given."""
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if origin:
+        headers["Origin"] = origin
+
+    @contextlib.asynccontextmanager
+    async def go():
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (r, w, *_):
+                async with ClientSession(r, w, client_info=Implementation(name="http-agent", version="1")) as s:
+                    await s.initialize()
+                    yield s
+    return go()
+
+
+def test_streamable_http(binary, app, conn):
+    with http_server(binary, app, READER, "--read-only", "--auth", "none") as (port, _):
+        async def go():
+            async with sdk(port) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert await ok(s, "recall", query="anything") == []
+
+        run(go())
     conn.execute("SELECT memory.audit_integrate()")
     assert conn.execute("SELECT payload->>'client' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'").fetchall() == [("http-agent",)]
+
+
+def test_http_refuses_a_foreign_origin(binary, app):
+    """Finding 9: a browser page of another origin (DNS rebinding) gets 403 and no session; no Origin,
+    or the server's own loopback origin, or one given with --allowed-origin, passes."""
+    with http_server(binary, app, READER, "--auth", "none") as (port, _):
+        status, h, body = http(port, headers={"Origin": "https://evil.example"})
+        assert status == 403 and "mcp-session-id" not in h and b"evil.example" in body, (status, h, body)
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", None):
+            status, h, _ = http(port, headers={"Origin": origin} if origin else {})
+            assert status == 200 and h.get("mcp-session-id"), (origin, status)
+        assert http(port, headers={"Origin": f"http://127.0.0.1:{port + 1}"})[0] == 403, "another port is another origin"
+        assert http(port, headers={"Origin": "null"})[0] == 403
+
+        async def evil():
+            async with sdk(port, origin="https://evil.example") as s:
+                await s.list_tools()
+
+        with pytest.raises(BaseException):
+            run(evil())
+    with http_server(binary, app, READER, "--auth", "none", "--allowed-origin", "https://app.example") as (port, _):
+        assert http(port, headers={"Origin": "https://app.example"})[0] == 200
+        assert http(port, headers={"Origin": "https://app.example:443"})[0] == 200
+        assert http(port, headers={"Origin": f"http://127.0.0.1:{port}"})[0] == 403, "the list replaces the default"
+
+
+def test_http_caps_and_expires_sessions(binary, app):
+    """Finding 10: over --max-sessions a new session is 503 with Retry-After; a closed (DELETE) or
+    expired (--session-idle-timeout) session frees its place."""
+    with http_server(binary, app, READER, "--auth", "none", "--max-sessions", "3", "--session-idle-timeout", "2") as (port, _):
+        ids = []
+        for _ in range(3):
+            status, h, _ = http(port)
+            assert status == 200
+            ids.append(h["mcp-session-id"])
+        status, h, body = http(port)
+        assert status == 503 and int(h["retry-after"]) > 0 and "mcp-session-id" not in h and b"--max-sessions" in body, (status, h)
+        status, _, _ = http(port, "DELETE", None, {"Mcp-Session-Id": ids[0]})
+        assert status in (200, 202, 204), status
+        status, h, _ = http(port)
+        assert status == 200, "a closed session frees its place"
+        assert http(port)[0] == 503
+        # Idle sessions expire: a place frees itself without any DELETE.
+        deadline = time.monotonic() + 60
+        while http(port)[0] == 503:
+            assert time.monotonic() < deadline, "idle sessions never expired"
+            time.sleep(0.5)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert http(port, body=ping, headers={"Mcp-Session-Id": ids[1], "Mcp-Protocol-Version": "2025-06-18"})[0] == 404, \
+            "the expired session is gone"
+
+
+def vm_rss_kb(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_http_a_flood_of_initializes_stays_bounded(binary, app):
+    """Finding 10: 1,000 initializes from one client with the default flags: the default cap holds
+    (the rest are 503), and the server's resident memory grows by less than 20 MB."""
+    with http_server(binary, app, READER, "--auth", "none") as (port, proc):
+        assert http(port)[0] == 200
+        before = vm_rss_kb(proc.pid)
+        statuses = [http(port)[0] for _ in range(1000)]
+        grown = vm_rss_kb(proc.pid) - before
+        assert set(statuses) == {200, 503} and statuses.count(200) == 199, "the default cap is 200 open sessions"
+        assert grown < 20 * 1024, f"RSS grew by {grown} kB"
+
+
+def start_failure_http(binary, dsn, role, *args):
+    p = subprocess.run([binary, "--database-url", url(dsn, role), *args], input="", capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stderr
+
+
+def test_http_needs_an_explicit_auth_and_none_only_on_loopback(binary, app):
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0")
+    assert code == 2 and "--auth" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "0.0.0.0:0", "--auth", "none", "--resource-url", "https://mcp.example/mcp")
+    assert code == 2 and "loopback" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "0.0.0.0:0", "--auth", "none")
+    assert code == 2 and "--resource-url" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "jwt", "--jwks-file", "/nonexistent")
+    assert code == 2 and "--issuer" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "jwt", "--issuer", "https://idp.example",
+                                   "--jwks-url", "http://idp.example/jwks")
+    assert code == 2 and "https" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "tokens")
+    assert code == 2 and "--token-file" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--auth", "tokens")
+    assert code == 2 and "--http" in err, err
+
+
+class Issuer:
+    """A local OAuth issuer: an RSA and an EC P-256 key, its JWKS served over HTTP, tokens signed with pyjwt."""
+
+    NAME = "https://idp.test"
+
+    def __init__(self):
+        self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.ec = ec.generate_private_key(ec.SECP256R1())
+        keys = []
+        for kid, key, algo in (("rsa1", self.rsa, jwt.algorithms.RSAAlgorithm), ("ec1", self.ec, jwt.algorithms.ECAlgorithm)):
+            jwk = algo.to_jwk(key.public_key(), as_dict=True)
+            jwk.update(kid=kid, use="sig", alg="RS256" if kid == "rsa1" else "ES256")
+            keys.append(jwk)
+        self.jwks = json.dumps({"keys": keys}).encode()
+        jwks = self.jwks
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+
+    def token(self, aud, org="acme", scope="memory:read memory:write", sub="alice", alg="RS256", key=None, **claims):
+        now = int(time.time())
+        body = {"iss": self.NAME, "aud": aud, "sub": sub, "org": org, "scope": scope, "iat": now, "exp": now + 600, **claims}
+        body = {k: v for k, v in body.items() if v is not None}
+        kid = "rsa1" if alg == "RS256" else "ec1"
+        return jwt.encode(body, key or (self.rsa if alg == "RS256" else self.ec), algorithm=alg, headers={"kid": kid})
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    i = Issuer()
+    yield i
+    i.httpd.shutdown()
+
+
+def session_of(port, token):
+    """A raw initialized session: its id."""
+    status, h, _ = http(port, headers={"Authorization": f"Bearer {token}"})
+    assert status == 200, status
+    sid = h["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http(port, body=note, headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid,
+                                          "Mcp-Protocol-Version": "2025-06-18"})[0] == 202
+    return sid
+
+
+def call_raw(port, token, sid, tool, **arguments):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return http(port, body=body, headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"})
+
+
+def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
+    ensure_role(conn, "mcp_multi", "memory_writer")
+    conn.execute("SELECT memory.grant_org('mcp_multi', 'acme'), memory.grant_org('mcp_multi', 'globex')")
+    args = ("--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-url", issuer.url)
+    with http_server(binary, app, "mcp_multi", *args) as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        meta_url = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"
+        status, _, body = http(port, "GET", None, path="/.well-known/oauth-protected-resource/mcp")
+        meta = json.loads(body)
+        assert status == 200 and meta["resource"] == aud and meta["authorization_servers"] == [Issuer.NAME], meta
+        assert set(meta["scopes_supported"]) == {"memory:read", "memory:write"}
+        assert json.loads(http(port, "GET", None, path="/.well-known/oauth-protected-resource")[2]) == meta
+
+        # Without a token, or with one that is not valid: 401 and where to find the metadata.
+        status, h, _ = http(port)
+        assert status == 401 and f'resource_metadata="{meta_url}"' in h["www-authenticate"] and "mcp-session-id" not in h, h
+        assert h["www-authenticate"].startswith("Bearer ") and "invalid_token" not in h["www-authenticate"]
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        now = int(time.time())
+        bad = {
+            "expired": issuer.token(aud, exp=now - 3600, iat=now - 7200),
+            "not yet valid": issuer.token(aud, nbf=now + 3600),
+            "wrong audience": issuer.token("http://other.example/mcp"),
+            "wrong issuer": jwt.encode({"iss": "https://evil.test", "aud": aud, "sub": "alice", "org": "acme", "exp": now + 600,
+                                        "scope": "memory:read"}, issuer.rsa, algorithm="RS256", headers={"kid": "rsa1"}),
+            "bad signature": issuer.token(aud, key=other),
+            "no exp": issuer.token(aud, exp=None),
+            "no org": issuer.token(aud, org=None),
+            "HS256": jwt.encode({"iss": Issuer.NAME, "aud": aud, "sub": "a", "org": "acme", "exp": now + 600}, "secret" * 8,
+                                algorithm="HS256", headers={"kid": "rsa1"}),
+            "garbage": "not-a-jwt",
+        }
+        for why, tok in bad.items():
+            status, h, _ = http(port, headers={"Authorization": f"Bearer {tok}"})
+            assert status == 401 and 'error="invalid_token"' in h["www-authenticate"] and meta_url in h["www-authenticate"], (why, status, h)
+
+        full = issuer.token(aud)
+        reader = issuer.token(aud, scope="memory:read", sub="bob")
+
+        async def go():
+            async with sdk(port, full) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == ALL_TOOLS
+                got = await ok(s, "remember", content="the acme offsite is in june")
+                assert [m["id"] for m in await ok(s, "recall", query="offsite june")] == [got["id"]]
+            async with sdk(port, issuer.token(aud, org="globex", alg="ES256")) as s:
+                await ok(s, "remember", content="the globex offsite is in july")
+                assert [m["content"] for m in await ok(s, "recall", query="offsite")] == ["the globex offsite is in july"], \
+                    "a role bound to several orgs serves each only to its tokens"
+            async with sdk(port, reader) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert len(await ok(s, "recall", query="offsite june")) == 1
+            async with sdk(port, issuer.token(aud, org="initech")) as s:
+                err = await refused(s, "recall", query="offsite")
+                assert err["sqlstate"] == "42501", "the database decides: the login role may not act for initech"
+
+        run(go())
+        # A read-only token calling a write tool: 403 insufficient_scope, nothing written.
+        sid = session_of(port, reader)
+        status, h, body = call_raw(port, reader, sid, "remember", content="bob was here")
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and 'scope="memory:write"' in h["www-authenticate"], (status, h)
+        assert json.loads(body)["error"] == "insufficient_scope"
+        status, _, body = call_raw(port, reader, sid, "recall", query="offsite")
+        assert status == 200 and b"acme offsite" in body
+    assert conn.execute("SELECT org_id, count(*) FROM memory.observations GROUP BY 1 ORDER BY 1").fetchall() == [("acme", 1), ("globex", 1)]
+    with connect(app, ADMIN) as c:
+        mine = c.execute("SELECT payload->>'tool' FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
+                         "actor => 'mcp:http-agent:alice')").fetchall()
+        assert sorted(mine) == [("recall",), ("remember",)], "the actor is mcp:<client>:<sub>"
+        assert len(c.execute("SELECT 1 FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
+                             "actor => 'mcp:raw-agent:bob')").fetchall()) == 1
+
+
+def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
+    (tmp_path / "jwks.json").write_bytes(issuer.jwks)
+    with http_server(binary, app, READER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-file", str(tmp_path / "jwks.json"),
+                     "--org-claim", "tenant") as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        assert http(port, headers={"Authorization": f"Bearer {issuer.token(aud, alg='ES256', tenant='acme')}"})[0] == 200
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {issuer.token(aud, alg='ES256')}"})
+        assert status == 401 and "tenant" in h["www-authenticate"], "the org comes from --org-claim"
+
+
+def test_http_static_tokens(binary, app, conn, tmp_path):
+    read_tok, write_tok = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    entries = [{"sha256": hashlib.sha256(read_tok.encode()).hexdigest(), "name": "dashboard", "org": "acme", "scopes": ["memory:read"]},
+               {"sha256": hashlib.sha256(write_tok.encode()).hexdigest(), "name": "ingest", "org": "acme",
+                "scopes": ["memory:read", "memory:write"]}]
+    (tmp_path / "tokens.json").write_text(json.dumps(entries))
+    assert read_tok not in (tmp_path / "tokens.json").read_text()
+    with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json")) as (port, _):
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {write_tok}x"})
+        assert status == 401 and "invalid_token" in h["www-authenticate"]
+        assert http(port)[0] == 401
+
+        async def go():
+            async with sdk(port, write_tok) as s:
+                await ok(s, "remember", content="ingested note")
+            async with sdk(port, read_tok) as s:
+                assert [m["content"] for m in await ok(s, "recall", query="ingested")] == ["ingested note"]
+
+        run(go())
+        sid = session_of(port, read_tok)
+        status, h, _ = call_raw(port, read_tok, sid, "forget", ids=[], reason="r")
+        assert status == 403 and "insufficient_scope" in h["www-authenticate"]
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (1,)
