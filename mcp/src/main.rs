@@ -299,7 +299,7 @@ impl MemoryServer {
             (None, Some(o)) => (o.to_string(), format!("mcp:{client}")),
             (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
         };
-        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
+        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
         let tx = conn.transaction().await?;
         tx.execute(
             "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
@@ -372,6 +372,21 @@ impl MemoryServer {
         tx.commit().await?;
         Ok(value)
     }
+}
+
+/// An error with its causes (a TLS handshake's names the certificate problem).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        next = c.source();
+    }
+    out
 }
 
 fn parse(text: String) -> Value {
@@ -467,7 +482,7 @@ impl ServerHandler for MemoryServer {
 /// or a role with its privileges (a member that inherits them: memory_ext and row-level security
 /// treat it as the owner).
 async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<Option<String>, String> {
-    let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+    let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {}", causes(&e)))?;
     let row = conn
         .query_one(
             "SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, coalesce(pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'), false), e.oid IS NOT NULL \

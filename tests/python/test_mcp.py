@@ -13,13 +13,16 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import jwt
+import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp import ClientSession, StdioServerParameters
@@ -29,7 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from conftest import ROOT, connect, ensure_role
+from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
@@ -625,3 +628,108 @@ def test_http_static_tokens(binary, app, conn, tmp_path):
         status, h, _ = call_raw(port, read_tok, sid, "forget", ids=[], reason="r")
         assert status == 403 and "insufficient_scope" in h["www-authenticate"]
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (1,)
+
+
+# ---- TLS to the database (issue 51): libpq's sslmode, sslrootcert, sslcert/sslkey ----
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d):
+    """A test CA, another CA, a server certificate for DNS:localhost only, and a client certificate
+    for role mcp_tls_cert, all signed by the test CA (EC P-256)."""
+    for ca in ("ca", "other_ca"):
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{ca}.key",
+                "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN={ca}", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    for name, cn, ext in (("server", "localhost", "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                          ("client", "mcp_tls_cert", "extendedKeyUsage=clientAuth\n")):
+        (d / f"{name}.ext").write_text("basicConstraints=CA:FALSE\n" + ext)
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+                "-out", f"{name}.crt", "-extfile", f"{name}.ext", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def tls_cluster():
+    """A cluster with ssl = on whose pg_hba takes TCP connections over TLS only (hostssl; hostnossl
+    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory)."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="memory_ext-mcp-tls-"))
+    d.chmod(0o755)
+    make_pki(d)
+    (d / "pg_hba.conf").write_text("local all all trust\n"
+                                   "hostssl all mcp_tls_cert 127.0.0.1/32 cert\n"
+                                   "hostssl all all 127.0.0.1/32 trust\n"
+                                   "hostnossl all all 0.0.0.0/0 reject\n")
+    if os.getuid() == 0:
+        for f in d.iterdir():
+            shutil.chown(f, "postgres", "postgres")
+    (d / "server.key").chmod(0o600)
+    opts = f"-c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key -c ssl_ca_file={d}/ca.crt -c hba_file={d}/pg_hba.conf"
+    env = dict(os.environ, MEMORY_EXT_SERVER_OPTS=opts)
+    port = int(subprocess.check_output([str(CLUSTER), "start", "mcp-tls"], text=True, env=env).strip())
+    try:
+        dsn = fresh_database(port, "mcp_tls")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT memory.setup_roles()")
+            for role in ("mcp_tls", "mcp_tls_cert"):
+                ensure_role(c, role, "memory_writer")
+                c.execute("SELECT memory.grant_org(%s, 'acme')", (role,))
+        yield port, d
+    finally:
+        subprocess.run([str(CLUSTER), "stop", "mcp-tls"], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def start_with(binary, database_url):
+    """memory-mcp over stdio with this connection string: (exit code, stderr) when it refuses to
+    start, or None when it serves (a recall answered)."""
+    home = tempfile.mkdtemp()  # no ~/.postgresql: only what the string says
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": home}
+    p = subprocess.run([binary, "--database-url", database_url], input="", capture_output=True, text=True, timeout=30, env=env)
+    if p.returncode == 2:
+        return p.returncode, p.stderr
+
+    async def go():
+        params = StdioServerParameters(command=binary, args=["--database-url", database_url], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w):
+                async with ClientSession(r, w, client_info=Implementation(name=CLIENT, version="1.0")) as s:
+                    await s.initialize()
+                    assert await ok(s, "recall", query="anything") == []
+
+    run(go())
+    return None
+
+
+def test_tls_to_the_database(binary, tls_cluster):
+    port, d = tls_cluster
+    kv = f"port={port} dbname=mcp_tls user=mcp_tls"
+    # verify-full: the right CA and the certificate's host name.
+    assert start_with(binary, f"host=localhost {kv} sslmode=verify-full sslrootcert={d}/ca.crt") is None
+    assert start_with(binary, f"postgresql://mcp_tls@localhost:{port}/mcp_tls?sslmode=verify-full&sslrootcert={d}/ca.crt") is None
+    code, err = start_with(binary, f"host=localhost {kv} sslmode=verify-full sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-full sslrootcert={d}/ca.crt")
+    assert code == 2 and "certificate" in err.lower() and "name" in err.lower(), ("the certificate is for localhost", err)
+    # verify-ca: the chain, not the name.
+    assert start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-ca sslrootcert={d}/ca.crt") is None
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-ca sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    # require with a root certificate checks the chain as verify-ca (libpq); without one, encryption only.
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=require sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    assert start_with(binary, f"postgresql://mcp_tls@127.0.0.1:{port}/mcp_tls?sslmode=require") is None
+    assert start_with(binary, f"host=127.0.0.1 {kv}") is None, "prefer (the default) takes the server's TLS"
+    # disable against a server that takes TLS only.
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=disable")
+    assert code == 2 and "no encryption" in err, err
+    code, err = start_with(binary, f"host=localhost {kv} sslmode=verify-full")
+    assert code == 2 and "sslrootcert" in err, "verify-full without a CA is refused, as libpq does"
+    # A client certificate (pg_hba `cert`): the role's CN, signed by the server's CA.
+    cert = f"sslcert={d}/client.crt sslkey={d}/client.key"
+    assert start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt {cert}") is None
+    code, err = start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
