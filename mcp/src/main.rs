@@ -578,7 +578,7 @@ async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticato
                     if parsed.scheme_str() != Some("https") && !(parsed.scheme_str() == Some("http") && local) {
                         return Err(format!("--jwks-url {u}: must be https (http only on loopback)"));
                     }
-                    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(|e| e.to_string())?;
+                    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
                     JwksSource::Url(client, u.clone())
                 }
                 (None, Some(f)) => JwksSource::File(f.clone()),

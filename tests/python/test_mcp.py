@@ -655,7 +655,11 @@ def make_pki(d):
 @pytest.fixture(scope="module")
 def tls_cluster():
     """A cluster with ssl = on whose pg_hba takes TCP connections over TLS only (hostssl; hostnossl
-    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory)."""
+    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory). Skipped on a
+    server built without OpenSSL (the PostgreSQL 18 wheel of `make test-pg18`)."""
+    configure = subprocess.check_output([os.environ.get("PG_CONFIG", "/usr/bin/pg_config"), "--configure"], text=True)
+    if "--with-openssl" not in configure and "--with-ssl=openssl" not in configure:
+        pytest.skip("this PostgreSQL is built without OpenSSL: ssl = on is not available")
     d = pathlib.Path(tempfile.mkdtemp(prefix="memory_ext-mcp-tls-"))
     d.chmod(0o755)
     make_pki(d)
