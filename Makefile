@@ -97,7 +97,13 @@ else
 endif
 
 ## Build, install, start a throwaway cluster, run the narrated walkthrough, print how to connect.
-demo: install
+## On PostgreSQL 15 (the default) nothing of PostgreSQL 18 is installed: PG=18 demos on 18.
+demo:
+ifeq ($(PG),15)
+	MEMORY_DEPS_PG18=0 $(MAKE) --no-print-directory install
+else
+	$(MAKE) --no-print-directory install
+endif
 	scripts/demo.sh
 
 ## Benchmarks (release build); results go to bench/RESULTS.md.
