@@ -18,7 +18,10 @@
 7. no PL/pgSQL function of sql/*.sql is longer than PLPGSQL_LINES lines of body (SPEC §20), save
    those of LONG_PLPGSQL, written before the rule and being cut down: that list only shrinks (a
    listed function that is no longer long is a finding too, so the list stays true). The longest
-   are printed on every run.
+   are printed on every run;
+8. docs/contributing.md's layout block holds against the tree: every file of src/, core/src/,
+   sql/, scripts/, mcp/src/ and every folder of src/ and tests/ is named in it (by name, with or
+   without its extension), and every file name it gives (name.rs, .sql, .py, .sh) exists.
 
 Comments and string literals (raw strings, byte strings, char literals) are stripped before
 looking, so prose and SQL in strings never count. Prints the module dependency graph; exits 1
@@ -386,6 +389,28 @@ def plpgsql_findings(root: pathlib.Path) -> list:
     return found
 
 
+LAYOUT_GLOBS = ["src/*.rs", "src/*/", "core/src/*.rs", "sql/*.sql", "scripts/*", "tests/*/", "mcp/src/*.rs"]
+
+
+def contributing_findings(root: pathlib.Path) -> list:
+    doc = (root / "docs" / "contributing.md").read_text()
+    parts = doc.split("## Layout", 1)
+    if len(parts) < 2 or parts[1].count("```") < 2:
+        return ["docs/contributing.md: no ## Layout section with a fenced block"]
+    block = parts[1].split("```", 2)[1]
+    words = set(re.findall(r"[\w.-]+", block))
+    found = []
+    for pattern in LAYOUT_GLOBS:
+        for p in sorted(root.glob(pattern)):
+            if p.name not in words and p.name.split(".")[0] not in words:
+                found.append(f"docs/contributing.md: the layout block does not name {p.relative_to(root).as_posix()}")
+    names = {p.name for p in root.rglob("*") if not {".git", "target", ".venv", "node_modules"} & set(p.parts)}
+    for w in sorted(words):
+        if re.fullmatch(r"[\w-]+\.(rs|sql|py|sh)", w) and w not in names:
+            found.append(f"docs/contributing.md: the layout block names {w}, which is not in the tree")
+    return found
+
+
 def unsafe_findings(src_dir: pathlib.Path, allow: set) -> list:
     found = []
     for f in sorted(src_dir.rglob("*.rs")):
@@ -429,6 +454,7 @@ def main() -> int:
     problems += sideways_findings(graph)
     problems += long_files(root)
     problems += plpgsql_findings(root)
+    problems += contributing_findings(root)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
