@@ -13,8 +13,11 @@ import json
 import os
 import pathlib
 import secrets
+import select
 import shutil
 import socket
+import ssl
+import struct
 import subprocess
 import tempfile
 import threading
@@ -652,38 +655,122 @@ def make_pki(d):
                 "-out", f"{name}.crt", "-extfile", f"{name}.ext", cwd=d)
 
 
-@pytest.fixture(scope="module")
-def tls_cluster():
-    """A cluster with ssl = on whose pg_hba takes TCP connections over TLS only (hostssl; hostnossl
-    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory). Skipped on a
-    server built without OpenSSL (the PostgreSQL 18 wheel of `make test-pg18`)."""
+class TlsFront:
+    """PostgreSQL's TLS negotiation (SSLRequest, 'S', a TLS handshake with the test CA's server
+    certificate) in front of a plain cluster, for a PostgreSQL built without OpenSSL (the PostgreSQL
+    18 wheel of `make test-pg18`): the same client path as ssl = on. As the pg_hba of the real
+    cluster: a connection without TLS is refused, and mcp_tls_cert's needs a client certificate of
+    the CA (checked by Python's ssl)."""
+
+    SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+
+    def __init__(self, d, backend_port):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(d / "server.crt", d / "server.key")
+        self.ctx.load_verify_locations(d / "ca.crt")
+        self.ctx.verify_mode = ssl.CERT_OPTIONAL
+        self.backend_port = backend_port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def exactly(sk, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sk.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+
+    def serve(self, c):
+        with contextlib.ExitStack() as stack:
+            stack.callback(c.close)
+            try:
+                if self.exactly(c, 8) != self.SSL_REQUEST:
+                    return  # hostnossl ... reject
+                c.sendall(b"S")
+                t = self.ctx.wrap_socket(c, server_side=True)
+                stack.callback(t.close)
+                head = self.exactly(t, 4)
+                body = self.exactly(t, struct.unpack("!i", head)[0] - 4)
+                fields = body[4:].split(b"\0")
+                user = dict(zip(fields[::2], fields[1::2])).get(b"user")
+                if user == b"mcp_tls_cert" and not t.getpeercert():
+                    return  # hostssl ... cert
+                b = socket.create_connection(("127.0.0.1", self.backend_port))
+                stack.callback(b.close)
+                b.sendall(head + body)
+                while True:
+                    ready = [t] if t.pending() else select.select([t, b], [], [])[0]
+                    for src, dst in ((t, b), (b, t)):
+                        if src in ready:
+                            data = src.recv(65536)
+                            if not data:
+                                return
+                            dst.sendall(data)
+            except (OSError, ConnectionError, ssl.SSLError):
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+def has_openssl():
     configure = subprocess.check_output([os.environ.get("PG_CONFIG", "/usr/bin/pg_config"), "--configure"], text=True)
-    if "--with-openssl" not in configure and "--with-ssl=openssl" not in configure:
-        pytest.skip("this PostgreSQL is built without OpenSSL: ssl = on is not available")
+    return "--with-openssl" in configure or "--with-ssl=openssl" in configure
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(request):
+    """A cluster with ssl = on whose pg_hba takes TCP connections over TLS only (hostssl; hostnossl
+    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory, whether the
+    server itself does TLS). On a PostgreSQL built without OpenSSL, the session's cluster behind a
+    TlsFront instead."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="memory_ext-mcp-tls-"))
     d.chmod(0o755)
     make_pki(d)
-    (d / "pg_hba.conf").write_text("local all all trust\n"
-                                   "hostssl all mcp_tls_cert 127.0.0.1/32 cert\n"
-                                   "hostssl all all 127.0.0.1/32 trust\n"
-                                   "hostnossl all all 0.0.0.0/0 reject\n")
-    if os.getuid() == 0:
-        for f in d.iterdir():
-            shutil.chown(f, "postgres", "postgres")
-    (d / "server.key").chmod(0o600)
-    opts = f"-c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key -c ssl_ca_file={d}/ca.crt -c hba_file={d}/pg_hba.conf"
-    env = dict(os.environ, MEMORY_EXT_SERVER_OPTS=opts)
-    port = int(subprocess.check_output([str(CLUSTER), "start", "mcp-tls"], text=True, env=env).strip())
+    real = has_openssl()
+    front = None
     try:
-        dsn = fresh_database(port, "mcp_tls")
+        if real:
+            (d / "pg_hba.conf").write_text("local all all trust\n"
+                                           "hostssl all mcp_tls_cert 127.0.0.1/32 cert\n"
+                                           "hostssl all all 127.0.0.1/32 trust\n"
+                                           "hostnossl all all 0.0.0.0/0 reject\n")
+            if os.getuid() == 0:
+                for f in d.iterdir():
+                    shutil.chown(f, "postgres", "postgres")
+            (d / "server.key").chmod(0o600)
+            opts = f"-c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key -c ssl_ca_file={d}/ca.crt -c hba_file={d}/pg_hba.conf"
+            env = dict(os.environ, MEMORY_EXT_SERVER_OPTS=opts)
+            port = int(subprocess.check_output([str(CLUSTER), "start", "mcp-tls"], text=True, env=env).strip())
+            dsn = fresh_database(port, "mcp_tls")
+        else:
+            backend = request.getfixturevalue("port")
+            dsn = fresh_database(backend, "mcp_tls")
+            front = TlsFront(d, backend)
+            port = front.port
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("SELECT memory.setup_roles()")
             for role in ("mcp_tls", "mcp_tls_cert"):
                 ensure_role(c, role, "memory_writer")
                 c.execute("SELECT memory.grant_org(%s, 'acme')", (role,))
-        yield port, d
+        yield port, d, real
     finally:
-        subprocess.run([str(CLUSTER), "stop", "mcp-tls"], check=False)
+        if real:
+            subprocess.run([str(CLUSTER), "stop", "mcp-tls"], check=False)
+        if front:
+            front.close()
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -709,7 +796,7 @@ def start_with(binary, database_url):
 
 
 def test_tls_to_the_database(binary, tls_cluster):
-    port, d = tls_cluster
+    port, d, real = tls_cluster
     kv = f"port={port} dbname=mcp_tls user=mcp_tls"
     # verify-full: the right CA and the certificate's host name.
     assert start_with(binary, f"host=localhost {kv} sslmode=verify-full sslrootcert={d}/ca.crt") is None
@@ -729,11 +816,11 @@ def test_tls_to_the_database(binary, tls_cluster):
     assert start_with(binary, f"host=127.0.0.1 {kv}") is None, "prefer (the default) takes the server's TLS"
     # disable against a server that takes TLS only.
     code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=disable")
-    assert code == 2 and "no encryption" in err, err
+    assert code == 2 and ("no encryption" in err or not real), err
     code, err = start_with(binary, f"host=localhost {kv} sslmode=verify-full")
     assert code == 2 and "sslrootcert" in err, "verify-full without a CA is refused, as libpq does"
     # A client certificate (pg_hba `cert`): the role's CN, signed by the server's CA.
     cert = f"sslcert={d}/client.crt sslkey={d}/client.key"
     assert start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt {cert}") is None
     code, err = start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt")
-    assert code == 2 and "certificate" in err.lower(), err
+    assert code == 2 and ("certificate" in err.lower() or not real), err
