@@ -8,6 +8,7 @@
 //!
 //! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +79,9 @@ struct Guard {
     metadata: Value,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    /// The caller (subject and org) each session was opened by: another token's requests do not
+    /// reach it.
+    owners: std::sync::Mutex<HashMap<String, String>>,
 }
 
 fn json_response(status: StatusCode, body: Value) -> Response {
@@ -132,6 +136,15 @@ fn tools_called(body: &[u8]) -> Vec<String> {
         .collect()
 }
 
+fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
+    let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{need}\", resource_metadata=\"{}\"", g.metadata_url);
+    let mut r = json_response(StatusCode::FORBIDDEN, json!({"error": "insufficient_scope", "error_description": why}));
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
 async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let Some(auth) = &g.auth else {
         return next.run(req).await;
@@ -160,21 +173,40 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         for tool in tools_called(&bytes) {
             let need = scope_of(&tool);
             if !principal.scopes.contains(need) {
-                let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{need}\", resource_metadata=\"{}\"", g.metadata_url);
-                let mut r = json_response(
-                    StatusCode::FORBIDDEN,
-                    json!({"error": "insufficient_scope", "error_description": format!("tool {} needs scope {need}", quoted(&tool))}),
-                );
-                if let Ok(v) = HeaderValue::from_str(&challenge) {
-                    r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-                }
-                return r;
+                return insufficient_scope(&g, need, format!("tool {} needs scope {need}", quoted(&tool)));
             }
         }
         req = Request::from_parts(parts, Body::from(bytes));
     }
+    if !principal.scopes.contains(READ) && !principal.scopes.contains(WRITE) {
+        return insufficient_scope(&g, READ, format!("the token has neither {READ} nor {WRITE}"));
+    }
+    // A session belongs to the caller that opened it (the same subject and org).
+    let caller = format!("{}\u{0}{}", principal.sub, principal.org);
+    let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(sid) = &session {
+        let owner = g.owners.lock().unwrap_or_else(|p| p.into_inner()).get(sid).cloned();
+        if owner.is_some_and(|o| o != caller) {
+            return json_response(StatusCode::NOT_FOUND, json!({"error": "session not found"}));
+        }
+    }
     req.extensions_mut().insert(principal);
-    next.run(req).await
+    let resp = next.run(req).await;
+    if session.is_none() {
+        if let Some(sid) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            let open: std::collections::HashSet<String> = if g.owners.lock().map_or(0, |m| m.len()) > 2 * g.max_sessions {
+                g.sessions.sessions.read().await.keys().map(|k| k.to_string()).collect()
+            } else {
+                Default::default()
+            };
+            let mut owners = g.owners.lock().unwrap_or_else(|p| p.into_inner());
+            if !open.is_empty() {
+                owners.retain(|k, _| open.contains(k));
+            }
+            owners.insert(sid.to_string(), caller);
+        }
+    }
+    resp
 }
 
 async fn cap_sessions(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
@@ -233,6 +265,7 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         metadata: meta,
         sessions: sessions.clone(),
         max_sessions: o.max_sessions,
+        owners: Default::default(),
     });
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),

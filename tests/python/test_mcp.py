@@ -609,10 +609,11 @@ def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
 
 
 def test_http_static_tokens(binary, app, conn, tmp_path):
-    read_tok, write_tok = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    read_tok, write_tok, no_scope = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     entries = [{"sha256": hashlib.sha256(read_tok.encode()).hexdigest(), "name": "dashboard", "org": "acme", "scopes": ["memory:read"]},
                {"sha256": hashlib.sha256(write_tok.encode()).hexdigest(), "name": "ingest", "org": "acme",
-                "scopes": ["memory:read", "memory:write"]}]
+                "scopes": ["memory:read", "memory:write"]},
+               {"sha256": hashlib.sha256(no_scope.encode()).hexdigest(), "name": "idle", "org": "acme", "scopes": []}]
     (tmp_path / "tokens.json").write_text(json.dumps(entries))
     assert read_tok not in (tmp_path / "tokens.json").read_text()
     with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json")) as (port, _):
@@ -630,6 +631,12 @@ def test_http_static_tokens(binary, app, conn, tmp_path):
         sid = session_of(port, read_tok)
         status, h, _ = call_raw(port, read_tok, sid, "forget", ids=[], reason="r")
         assert status == 403 and "insufficient_scope" in h["www-authenticate"]
+        status, _, body = call_raw(port, write_tok, sid, "recall", query="ingested")
+        assert status == 404 and b"ingested note" not in body, "a session belongs to the token that opened it"
+        assert call_raw(port, read_tok, sid, "recall", query="ingested")[0] == 200
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {no_scope}"})
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and "mcp-session-id" not in h, \
+            "a token with no memory scope opens no session"
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (1,)
 
 
