@@ -35,6 +35,8 @@ pub struct HttpOptions {
     pub addr: std::net::SocketAddr,
     /// This server's resource URL (the `aud` of its tokens), e.g. https://mcp.example.com/mcp.
     pub resource: Uri,
+    /// The same, as given (the metadata's `resource`, compared with `aud` as a string).
+    pub resource_url: String,
     pub allowed_origins: Vec<String>,
     pub auth: Option<Authenticator>,
     pub max_sessions: usize,
@@ -60,6 +62,18 @@ impl Origin {
         })?;
         Some(Origin(scheme, host, port))
     }
+}
+
+/// The resource URL: absolute (http or https), without query or fragment, a path of plain
+/// characters (it names a route of the metadata).
+pub fn resource_uri(u: &str) -> Result<Uri, String> {
+    let bad = || format!("--resource-url {u}: not an absolute http(s) URL without query (e.g. https://mcp.example.com/mcp)");
+    let uri: Uri = u.parse().map_err(|_| bad())?;
+    let plain = uri.path().bytes().all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() || uri.query().is_some() || !plain || u.contains('#') {
+        return Err(bad());
+    }
+    Ok(uri)
 }
 
 /// The server's own origins: its loopback names on its port, and its resource URL's origin.
@@ -240,7 +254,7 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(o.idle_timeout);
     let sessions = Arc::new(manager);
-    let resource = o.resource.to_string();
+    let resource = o.resource_url.clone();
     let (scheme, authority) = (o.resource.scheme_str().unwrap_or("http"), o.resource.authority().map(|a| a.as_str()).unwrap_or(""));
     let path = o.resource.path().trim_end_matches('/');
     let metadata_url = format!("{scheme}://{authority}/.well-known/oauth-protected-resource{path}");
@@ -276,10 +290,11 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(guard.clone(), cap_sessions))
         .layer(from_fn_with_state(guard.clone(), authorize));
-    let well_known = Router::new()
-        .route("/.well-known/oauth-protected-resource", get(metadata))
-        .route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata))
-        .with_state(guard.clone());
+    let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
+    if !path.is_empty() {
+        well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
+    }
+    let well_known = well_known.with_state(guard.clone());
     let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
     let addr = o.addr;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -304,6 +319,16 @@ mod tests {
         assert_eq!(Origin::parse("http://[::1]:80"), Some(Origin("http".into(), "[::1]".into(), 80)));
         for bad in ["evil", "", "http://a.example/path", "http://user@a.example", "ftp://a.example"] {
             assert_eq!(Origin::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn resource_urls() {
+        for ok in ["https://mcp.example.com/mcp", "http://127.0.0.1:8765/mcp", "https://mcp.example.com", "https://h/a-b/c_d.e~"] {
+            assert!(resource_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in ["mcp.example.com/mcp", "ftp://h/mcp", "https://h/mcp?x=1", "https://h/{x}", "https://h/*rest", "https://h/mcp#f", "/mcp"] {
+            assert!(resource_uri(bad).is_err(), "{bad}");
         }
     }
 

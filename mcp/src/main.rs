@@ -546,13 +546,15 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
 }
 
 /// Why the HTTP flags do not fit together, or the authenticator they describe.
-async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticator>, http::Uri), String> {
+async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticator>, String), String> {
     let loopback = addr.ip().is_loopback();
+    // Kept as written: it is compared with the tokens' aud as a string.
     let resource = match &args.resource_url {
-        Some(u) => u.parse::<http::Uri>().ok().filter(|u| u.scheme().is_some() && u.host().is_some()).ok_or_else(|| format!("--resource-url {u}: not an absolute URL"))?,
-        None if loopback => format!("http://{addr}/mcp").parse().map_err(|e| format!("{e}"))?,
+        Some(u) => u.clone(),
+        None if loopback => format!("http://{addr}/mcp"),
         None => return Err(format!("--http {addr} is not a loopback address: give --resource-url, the URL clients reach this server at (the audience of its tokens)")),
     };
+    http_server::resource_uri(&resource)?;
     let mode = args.auth.ok_or("--http needs --auth: jwt (bearer JWTs, --issuer and --jwks-url or --jwks-file), tokens (--token-file), or none (loopback only)")?;
     if mode != AuthMode::Jwt && (args.jwks_url.is_some() || args.jwks_file.is_some() || args.issuer.is_some()) {
         return Err("--jwks-url, --jwks-file and --issuer go with --auth jwt".into());
@@ -584,7 +586,7 @@ async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticato
                 (None, Some(f)) => JwksSource::File(f.clone()),
                 _ => return Err("--auth jwt needs one of --jwks-url URL or --jwks-file FILE".into()),
             };
-            Some(Authenticator::Jwt(Jwt::new(issuer, resource.to_string(), args.org_claim.clone(), source).await?))
+            Some(Authenticator::Jwt(Jwt::new(issuer, resource.clone(), args.org_claim.clone(), source).await?))
         }
     };
     Ok((auth, resource))
@@ -647,14 +649,19 @@ async fn main() -> ExitCode {
     let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only };
     let result = match http {
         None => serve_stdio(server).await,
-        Some((addr, (auth, resource))) => {
+        Some((addr, (auth, resource_url))) => {
             let port = addr.port();
+            let resource = match http_server::resource_uri(&resource_url) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
             let allowed_origins = if args.allowed_origins.is_empty() { http_server::default_origins(port, &resource) } else { args.allowed_origins.clone() };
             http_server::serve(
                 server,
                 http_server::HttpOptions {
                     addr,
                     resource,
+                    resource_url,
                     allowed_origins,
                     auth,
                     max_sessions: args.max_sessions.max(1),

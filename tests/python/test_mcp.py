@@ -461,6 +461,8 @@ def test_http_needs_an_explicit_auth_and_none_only_on_loopback(binary, app):
     assert code == 2 and "https" in err, err
     code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "tokens")
     assert code == 2 and "--token-file" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "none", "--resource-url", "https://h/mcp?x=1")
+    assert code == 2 and "--resource-url" in err, err
     code, err = start_failure_http(binary, app, WRITER, "--auth", "tokens")
     assert code == 2 and "--http" in err, err
 
