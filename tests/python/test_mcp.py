@@ -389,8 +389,9 @@ def test_http_refuses_a_foreign_origin(binary, app):
             async with sdk(port, origin="https://evil.example") as s:
                 await s.list_tools()
 
-        with pytest.raises(BaseException):
+        with pytest.raises(BaseExceptionGroup) as e:
             run(evil())
+        assert e.group_contains(MCPError, match="error response"), "the SDK's initialize got the 403"
     with http_server(binary, app, READER, "--auth", "none", "--allowed-origin", "https://app.example") as (port, _):
         assert http(port, headers={"Origin": "https://app.example"})[0] == 200
         assert http(port, headers={"Origin": "https://app.example:443"})[0] == 200
