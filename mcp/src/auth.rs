@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -203,11 +203,21 @@ async fn fetch(source: &JwksSource) -> Result<JwkSet, String> {
             (resp.text().await.map_err(|e| format!("--jwks-url {url}: {e}"))?, url.clone())
         }
     };
-    let set: JwkSet = serde_json::from_str(&text).map_err(|e| format!("{whence}: not a JWK set: {e}"))?;
-    if set.keys.is_empty() {
-        return Err(format!("{whence}: the JWK set has no keys"));
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{whence}: not JSON: {e}"))?;
+    let all = v.get("keys").and_then(Value::as_array).ok_or_else(|| format!("{whence}: not a JWK set (no \"keys\" array)"))?;
+    // Keys this server cannot use (encryption keys, other algorithms, key types unknown to the
+    // JWT crate) are left out rather than failing the set.
+    let keys: Vec<Jwk> = all.iter().filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok()).filter(verifies_signatures).collect();
+    if keys.is_empty() {
+        return Err(format!("{whence}: the JWK set has no RS256 or ES256 signature key"));
     }
-    Ok(set)
+    Ok(JwkSet { keys })
+}
+
+fn verifies_signatures(k: &Jwk) -> bool {
+    !matches!(k.common.public_key_use, Some(PublicKeyUse::Encryption))
+        && matches!(k.common.key_algorithm, None | Some(KeyAlgorithm::RS256 | KeyAlgorithm::ES256))
+        && matches!(k.algorithm, AlgorithmParameters::RSA(_) | AlgorithmParameters::EllipticCurve(_))
 }
 
 #[cfg(test)]

@@ -481,6 +481,10 @@ class Issuer:
             jwk = algo.to_jwk(key.public_key(), as_dict=True)
             jwk.update(kid=kid, use="sig", alg="RS256" if kid == "rsa1" else "ES256")
             keys.append(jwk)
+        # Keys a real issuer publishes beside its signing keys: an encryption key (the RSA key's
+        # numbers, use "enc") and a key type the JWT crate does not know; neither may verify a token.
+        keys.append(dict(keys[0], kid="enc1", use="enc", alg="RSA-OAEP"))
+        keys.append({"kty": "AKP", "kid": "pq1", "alg": "ML-DSA-44", "pub": "AAAA"})
         self.jwks = json.dumps({"keys": keys}).encode()
         jwks = self.jwks
 
@@ -560,6 +564,8 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
             "HS256": jwt.encode({"iss": Issuer.NAME, "aud": aud, "sub": "a", "org": "acme", "exp": now + 600}, "secret" * 8,
                                 algorithm="HS256", headers={"kid": "rsa1"}),
             "garbage": "not-a-jwt",
+            "an encryption key's kid": jwt.encode({"iss": Issuer.NAME, "aud": aud, "sub": "a", "org": "acme", "exp": now + 600,
+                                                   "scope": "memory:read"}, issuer.rsa, algorithm="RS256", headers={"kid": "enc1"}),
         }
         for why, tok in bad.items():
             status, h, _ = http(port, headers={"Authorization": f"Bearer {tok}"})
