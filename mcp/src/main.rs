@@ -295,7 +295,7 @@ impl MemoryServer {
     /// `mcp:<client>[:<subject>]`, ending with the call's audit record, as the login role.
     async fn run(&self, tool: &str, a: &JsonObject, client: &str, who: Option<&Principal>) -> Result<Value, Failure> {
         let (org, actor) = match (who, &self.org) {
-            (Some(p), _) => (p.org.clone(), format!("mcp:{client}:{}", p.sub)),
+            (Some(p), _) => (p.org.clone(), format!("mcp:{client}:{}", p.sub.chars().filter(|c| !c.is_control()).take(200).collect::<String>())),
             (None, Some(o)) => (o.to_string(), format!("mcp:{client}")),
             (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
         };
