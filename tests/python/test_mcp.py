@@ -625,7 +625,12 @@ def test_http_static_tokens(binary, app, conn, tmp_path):
                {"sha256": hashlib.sha256(no_scope.encode()).hexdigest(), "name": "idle", "org": "acme", "scopes": []}]
     (tmp_path / "tokens.json").write_text(json.dumps(entries))
     assert read_tok not in (tmp_path / "tokens.json").read_text()
-    with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json")) as (port, _):
+    with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"),
+                     "--resource-url", "http://mcp.example.test/mcp") as (port, _):
+        auth = {"Authorization": f"Bearer {read_tok}"}
+        assert http(port, headers={**auth, "Host": "mcp.example.test"})[0] == 200, "the resource URL's host is this server's"
+        assert http(port, headers={**auth, "Host": "evil.test"})[0] == 403, "any other Host is refused (DNS rebinding)"
+        assert http(port, headers={**auth, "Origin": "http://mcp.example.test"})[0] == 200, "so is its origin"
         status, h, _ = http(port, headers={"Authorization": f"Bearer {write_tok}x"})
         assert status == 401 and "invalid_token" in h["www-authenticate"]
         assert http(port)[0] == 401
