@@ -798,8 +798,12 @@ def tls_cluster(request):
 def start_with(binary, database_url):
     """memory-mcp over stdio with this connection string: (exit code, stderr) when it refuses to
     start, or None when it serves (a recall answered)."""
-    home = tempfile.mkdtemp()  # no ~/.postgresql: only what the string says
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": home}
+    with tempfile.TemporaryDirectory() as home:  # no ~/.postgresql: only what the string says
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": home}
+        return _start_with(binary, database_url, env)
+
+
+def _start_with(binary, database_url, env):
     p = subprocess.run([binary, "--database-url", database_url], input="", capture_output=True, text=True, timeout=30, env=env)
     if p.returncode == 2:
         return p.returncode, p.stderr
