@@ -4,7 +4,8 @@
 //! 2. authorization: a bearer token (401 with `WWW-Authenticate: Bearer resource_metadata=...`
 //!    without one or with an invalid one; 403 `insufficient_scope` for a tool beyond its scopes),
 //!    unless the server runs `--auth none` on loopback;
-//! 3. the session cap: a new session over `--max-sessions` open ones is 503 with `Retry-After`.
+//! 3. the session caps: a new session over `--max-sessions` open ones is 503 with `Retry-After`,
+//!    over `--max-sessions-per-subject` of the token's subject and org 429 with `Retry-After`.
 //!
 //! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
 
@@ -40,6 +41,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     pub auth: Option<Authenticator>,
     pub max_sessions: usize,
+    /// With authorization: the most open sessions of one subject and org.
+    pub max_sessions_per_subject: usize,
     pub idle_timeout: Duration,
 }
 
@@ -93,6 +96,7 @@ struct Guard {
     metadata: Value,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
+    max_per_subject: usize,
     /// The caller (subject and org) each session was opened by: another token's requests do not
     /// reach it.
     owners: std::sync::Mutex<HashMap<String, String>>,
@@ -204,20 +208,27 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             return json_response(StatusCode::NOT_FOUND, json!({"error": "session not found"}));
         }
     }
+    if session.is_none() && req.method() == Method::POST {
+        // A new session: at most --max-sessions-per-subject open ones for this subject and org.
+        let open: std::collections::HashSet<String> = g.sessions.sessions.read().await.keys().map(|k| k.to_string()).collect();
+        let mut owners = g.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.retain(|k, _| open.contains(k));
+        if owners.values().filter(|c| **c == caller).count() >= g.max_per_subject {
+            let mut r = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({"error": "too many open sessions for this subject", "error_description": format!(
+                    "the token's subject holds its maximum of {} open sessions (--max-sessions-per-subject); close one (HTTP DELETE) or retry later",
+                    g.max_per_subject)}),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            return r;
+        }
+    }
     req.extensions_mut().insert(principal);
     let resp = next.run(req).await;
     if session.is_none() {
         if let Some(sid) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-            let open: std::collections::HashSet<String> = if g.owners.lock().map_or(0, |m| m.len()) > 2 * g.max_sessions {
-                g.sessions.sessions.read().await.keys().map(|k| k.to_string()).collect()
-            } else {
-                Default::default()
-            };
-            let mut owners = g.owners.lock().unwrap_or_else(|p| p.into_inner());
-            if !open.is_empty() {
-                owners.retain(|k, _| open.contains(k));
-            }
-            owners.insert(sid.to_string(), caller);
+            g.owners.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.to_string(), caller);
         }
     }
     resp
@@ -279,6 +290,7 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         metadata: meta,
         sessions: sessions.clone(),
         max_sessions: o.max_sessions,
+        max_per_subject: o.max_sessions_per_subject,
         owners: Default::default(),
     });
     let service = StreamableHttpService::new(

@@ -76,6 +76,10 @@ struct Args {
     /// The most open HTTP sessions; a new one beyond is answered 503 with Retry-After.
     #[arg(long, default_value_t = 200, value_name = "N")]
     max_sessions: usize,
+    /// With --auth jwt or tokens: the most open HTTP sessions of one subject and org; a new one
+    /// beyond is answered 429 with Retry-After.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    max_sessions_per_subject: usize,
     /// Seconds after which an idle HTTP session is closed.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     session_idle_timeout: u64,
@@ -665,6 +669,7 @@ async fn main() -> ExitCode {
                     allowed_origins,
                     auth,
                     max_sessions: args.max_sessions.max(1),
+                    max_sessions_per_subject: args.max_sessions_per_subject.max(1),
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
                 },
             )

@@ -626,7 +626,7 @@ def test_http_static_tokens(binary, app, conn, tmp_path):
     (tmp_path / "tokens.json").write_text(json.dumps(entries))
     assert read_tok not in (tmp_path / "tokens.json").read_text()
     with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"),
-                     "--resource-url", "http://mcp.example.test/mcp") as (port, _):
+                     "--resource-url", "http://mcp.example.test/mcp", "--max-sessions-per-subject", "3") as (port, _):
         auth = {"Authorization": f"Bearer {read_tok}"}
         assert http(port, headers={**auth, "Host": "mcp.example.test"})[0] == 200, "the resource URL's host is this server's"
         assert http(port, headers={**auth, "Host": "evil.test"})[0] == 403, "any other Host is refused (DNS rebinding)"
@@ -651,6 +651,12 @@ def test_http_static_tokens(binary, app, conn, tmp_path):
         status, h, _ = http(port, headers={"Authorization": f"Bearer {no_scope}"})
         assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and "mcp-session-id" not in h, \
             "a token with no memory scope opens no session"
+        # dashboard holds 3 open sessions (two above, sid): a fourth is 429; ingest is not held back.
+        status, h, body = http(port, headers={"Authorization": f"Bearer {read_tok}"})
+        assert status == 429 and int(h["retry-after"]) > 0 and b"--max-sessions-per-subject" in body, (status, body)
+        assert http(port, headers={"Authorization": f"Bearer {write_tok}"})[0] == 200
+        assert http(port, "DELETE", None, {"Authorization": f"Bearer {read_tok}", "Mcp-Session-Id": sid})[0] in (200, 202, 204)
+        assert http(port, headers={"Authorization": f"Bearer {read_tok}"})[0] == 200, "a closed session frees the subject's place"
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (1,)
 
 
