@@ -93,7 +93,7 @@ DECLARE
     opts jsonb;
     c    jsonb := '{}';
     col  text;
-    dims int;
+    dims int;  -- memory.observations' embedding dimensions (memory.ann_settings)
     hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
 BEGIN
     IF tbl IS NOT NULL THEN
@@ -159,8 +159,7 @@ BEGIN
                "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
                "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
                "metadata": "metadata"}';
-        -- (The embedding column is there with the row of memory.ann_settings, whose trigger
-        -- makes it; the column's own test when there is no row.)
+        -- (The embedding column comes with memory.ann_settings' row; the column's own test without one.)
         IF want_embedding THEN
             dims := (SELECT e.dimensions FROM memory.ann_settings e);
             IF dims IS NOT NULL OR memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
