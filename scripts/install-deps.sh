@@ -42,6 +42,16 @@ if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   echo "== installing the Python MCP SDK (mcp==$MCP_SDK_VERSION) into the venv"
   "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
+# The Python package of this repository (clients/python, with LangGraph and its Postgres store
+# for the tests): reinstalled when its sources change (a hash of them kept in the venv).
+client_sum=$(cd "$root/clients/python" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name 'py.typed' -o -name '*.md' \) \
+  -not -path './build/*' -not -path '*.egg-info*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$root/.venv/memory-ext.sha256" 2>/dev/null)" != "$client_sum" ] \
+   || ! "$root/.venv/bin/python" -c 'import memory_ext.langgraph, langgraph.store.postgres' 2>/dev/null; then
+  echo "== installing clients/python (memory-ext[langgraph]) and langgraph-checkpoint-postgres into the venv"
+  "$root/.venv/bin/pip" install -q "$root/clients/python[langgraph]" langgraph langgraph-checkpoint-postgres psycopg_pool
+  echo "$client_sum" > "$root/.venv/memory-ext.sha256"
+fi
 
 if [ -z "${PG18_CONFIG:-}" ]; then
   "$root/scripts/pg18.sh" install
