@@ -31,6 +31,11 @@ ALTER TABLE memory.observations_archive ADD COLUMN updated_at timestamptz;
 CREATE UNIQUE INDEX observations_item_key ON memory.observations (org_id, namespace, key) WHERE key IS NOT NULL;
 CREATE INDEX observations_item_search ON memory.observations USING gin (search_tsv) WHERE search_tsv IS NOT NULL;
 
+-- memory.live_observations is the table's every column: made again with the item columns.
+CREATE OR REPLACE VIEW memory.live_observations AS
+SELECT * FROM memory.observations o
+ WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now());
+
 -- The text classification reads for an item: every object key and every scalar (strings,
 -- numbers, booleans) of value, in document order, one a line. Immutable: the CHECK below holds
 -- every item row to it, so no writer stores a value beside a content that hides it.

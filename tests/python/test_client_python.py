@@ -197,18 +197,3 @@ def test_langgraph_state_graph_uses_the_store(app, conn):
         out = graph.invoke({"user": "u5", "text": "likes jazz", "seen": ""})
     assert out["seen"] == "likes jazz"
     assert conn.execute("SELECT user_id, classification::text FROM memory.observations WHERE key = 'last'").fetchone() == ("u5", "internal")
-
-
-def test_store_search(app):
-    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
-        if c.execute("SELECT to_regproc('memory.search') IS NULL").fetchone()[0]:
-            pytest.skip("memory.search is not in this build yet (issue 48's search, helper h-engine)")
-        store = lg.MemoryStore(c, org="acme")
-        store.put(("docs",), "a", {"text": "green tea and jasmine", "kind": "drink"})
-        store.put(("docs",), "b", {"text": "black coffee", "kind": "drink"})
-        store.put(("other",), "c", {"text": "green tea elsewhere"})
-        hits = store.search(("docs",), query="green tea")
-        assert [h.key for h in hits] == ["a"] and hits[0].score is not None
-        assert {h.key for h in store.search(("docs",), filter={"kind": "drink"})} == {"a", "b"}
-
-
