@@ -392,12 +392,18 @@ COMMENT ON FUNCTION memory.list_namespaces(text, text[], text[], int, int, int) 
   'Distinct namespaces of the org''s live items the caller is cleared for, matching prefix and suffix (''*'' matches any one label), cut to max_depth labels, sorted bytewise; k and offset page. Audited as memory.recall (count only).';
 
 -- Items of org (every org: NULL) whose ttl has run out by `at`, not under a legal hold, deleted
--- (their weights with them; the DELETE fires the audit trigger's memory.delete). Returns how many.
-CREATE FUNCTION memory_internal._purge_items(org text, at timestamptz)
+-- (their weights with them; the DELETE fires the audit trigger's memory.delete), or only counted
+-- (dry_run). Returns how many.
+CREATE FUNCTION memory_internal._purge_items(org text, at timestamptz, dry_run boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE ids uuid[];
 BEGIN
+    IF dry_run THEN
+        RETURN (SELECT count(*) FROM memory.observations o
+                 WHERE (org IS NULL OR o.org_id OPERATOR(pg_catalog.=) org) AND o.key IS NOT NULL AND o.ttl IS NOT NULL
+                   AND o.expires_at OPERATOR(pg_catalog.<=) at AND NOT memory_internal._held(o.org_id, o.user_id, o.id));
+    END IF;
     -- (Rows another session holds locked are left for the next sweep.)
     SELECT coalesce(pg_catalog.array_agg(d.id ORDER BY d.id), '{}') INTO ids
       FROM (SELECT o.id FROM memory.observations o

@@ -595,13 +595,7 @@ BEGIN
     lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
 
     -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
-    IF dry_run THEN
-        SELECT count(*) INTO items FROM memory.observations o
-         WHERE o.key IS NOT NULL AND o.ttl IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) at
-           AND NOT memory_internal._held(o.org_id, o.user_id, o.id);
-    ELSE
-        items := memory_internal._purge_items(NULL, at);
-    END IF;
+    items := memory_internal._purge_items(NULL, at, dry_run);
 
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
     -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
