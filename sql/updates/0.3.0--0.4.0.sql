@@ -12,3 +12,19 @@
 DROP FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass);
 DROP FUNCTION memory_internal._kept_recall(text, text, text[], int, int, text);
 DROP FUNCTION memory_internal._hybrid_ctes(text, text, text, text, text, text, text, text, int, text, text);
+-- Items (issue 48, SPEC §16; sql/items.sql): rows of memory.observations addressed by
+-- (org_id, namespace, key). Nullable columns without defaults: no table rewrite, and plain
+-- observations keep them NULL.
+ALTER TABLE memory.observations ADD COLUMN namespace text[];
+ALTER TABLE memory.observations ADD COLUMN key text;
+ALTER TABLE memory.observations ADD COLUMN value jsonb;
+ALTER TABLE memory.observations ADD COLUMN search_tsv tsvector;
+ALTER TABLE memory.observations ADD COLUMN ttl interval;
+ALTER TABLE memory.observations ADD COLUMN updated_at timestamptz;
+ALTER TABLE memory.observations_archive ADD COLUMN namespace text[];
+ALTER TABLE memory.observations_archive ADD COLUMN key text;
+ALTER TABLE memory.observations_archive ADD COLUMN value jsonb;
+ALTER TABLE memory.observations_archive ADD COLUMN ttl interval;
+ALTER TABLE memory.observations_archive ADD COLUMN updated_at timestamptz;
+CREATE UNIQUE INDEX observations_item_key ON memory.observations (org_id, namespace, key) WHERE key IS NOT NULL;
+CREATE INDEX observations_item_search ON memory.observations USING gin (search_tsv) WHERE search_tsv IS NOT NULL;
