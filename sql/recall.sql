@@ -434,3 +434,76 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
   'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by coverage of the query''s words then ts_rank_cd over claim_text (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
+
+-- Items under a namespace prefix (SPEC §16), as memory.recall reads memories: the org's live
+-- items the caller is cleared for, filtered by `filter` over the value (the §16 language, in the
+-- engine), by hybrid relevance × weight when a query or an embedding is given (the item's index
+-- text, search_tsv), else the most recently updated first; `k` from `offset`. refresh_ttl
+-- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
+-- never values or the query).
+CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
+                              k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding real[] DEFAULT NULL,
+                              refresh_ttl boolean DEFAULT false)
+RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification memory.classification,
+               created_at timestamptz, updated_at timestamptz, expires_at timestamptz, score float8)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    org  text := search.org_id;
+    tier memory.classification;
+    qv   text;
+    dims int;
+    rows jsonb;
+    conds jsonb;
+BEGIN
+    PERFORM memory_internal._check_read_args('memory.search', org, k);
+    IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION 'memory.search: offset must be 0 or more, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Pass the number of items to skip.';
+    END IF;
+    IF filter IS NOT NULL AND jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'memory.search: filter must be a JSON object, not %', jsonb_typeof(filter) USING ERRCODE = '22023',
+            HINT = 'An object of fields (dotted paths) to a value or to {"$op": value}; NULL for none.';
+    END IF;
+    IF query_embedding IS NOT NULL THEN
+        dims := (SELECT e.dimensions FROM memory.ann_settings e);
+        IF dims IS NULL THEN
+            RAISE EXCEPTION 'memory.search: items have no embeddings to compare query_embedding with' USING ERRCODE = '22023',
+                HINT = 'Call memory.enable_embeddings(dimensions) (pgvector) and put items with embeddings, or pass query_embedding => NULL.';
+        END IF;
+        qv := memory_internal._query_vector(query_embedding, dims);
+    END IF;
+    PERFORM memory_internal._require_org(org);
+    tier := memory_internal._clearance(org)::memory.classification;
+    conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', org)), jsonb_build_object('is_not_null', 'key'),
+                               jsonb_build_object('is_null', 'soft_deleted_at'), jsonb_build_object('null_or_after', jsonb_build_array('expires_at', NULL)),
+                               jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))))
+          || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
+                  ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
+                           to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org))) END
+          || CASE WHEN filter IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('filter', jsonb_build_array('value', filter))) END;
+    rows := memory_internal._run_plan(jsonb_build_object(
+                'relation', '["memory", "observations"]'::jsonb, 'tier_kind', 'column',
+                'columns', jsonb_build_object('id', 'id', 'content', 'content', 'weight', 'weight', 'tier', 'classification',
+                                              'created_at', 'updated_at', 'words', 'search_tsv', 'embedding', CASE WHEN qv IS NOT NULL THEN 'embedding' END),
+                'conditions', conds,
+                'query', CASE WHEN NOT memory_internal._blank(query) AND numnode(websearch_to_tsquery('english', query)) OPERATOR(pg_catalog.>) 0 THEN query END,
+                'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
+                'k', k, 'offset', search."offset", 'depth', least(greatest(2 * (k + search."offset"), 40), 2000)), false);
+    IF refresh_ttl THEN
+        PERFORM memory_internal._item_refresh(org, o.id, o.ttl)
+           FROM jsonb_array_elements(rows) j(x) JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
+    END IF;
+    RETURN QUERY
+    SELECT o.id, o.namespace, o.key, o.value, o.classification, o.created_at, o.updated_at, o.expires_at, (j.x->>4)::float8
+      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)
+      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+     ORDER BY j.n;
+    PERFORM memory_internal._read_event('memory.recall', org, NULL,
+        jsonb_build_object('call', 'memory.search',
+                           'ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY n) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)), '[]'),
+                           'count', jsonb_array_length(rows), 'k', k));
+END $$;
+COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, real[], boolean) IS
+  'Live items under a namespace prefix the caller is cleared for (SPEC §16): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

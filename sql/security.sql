@@ -299,7 +299,8 @@ BEGIN
         TO memory_reader;
     -- Items (docs/design.md#items): read by key and list namespaces; writers put, delete and sweep
     -- expired ones (a TTL sweeper).
-    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.list_namespaces(text, text[], text[], int, int, int)
+    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, real[], boolean),
+                              memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
                               memory.delete(text, text[], text), memory.purge_expired(text)

@@ -329,3 +329,42 @@ def test_a_question_in_plain_words_finds_the_memory_that_answers_it(app, conn):
         conn.execute("UPDATE memory.observations SET classification = 'confidential' WHERE id = %s", (U(71),))
         got = c.execute("SELECT id FROM memory.recall('acme', 'how does the customer like to pay?', 3)").fetchall()
         assert U(71) not in [str(g[0]) for g in got], "above the caller's clearance: neither the row nor its metadata"
+
+
+def test_search_items_under_a_prefix_with_the_filter_language(app, conn):
+    """memory.search (SPEC §16) as the application's roles: a writer puts items, readers search
+    them under a namespace prefix with the §16 filter language, a query in plain words, k and
+    offset; another org's items and items above the reader's clearance never come back; one
+    memory.recall event (call memory.search) without values or the query."""
+    with connect(app, OWNER) as w:
+        for ns, key, value in [(["users", "u1"], "a", {"text": "likes to pay by bank transfer", "n": 5, "tags": ["x", "y"], "o": {"p": "beta"}}),
+                               (["users", "u1"], "b", {"text": "prefers dark mode", "n": 2, "tags": ["y"]}),
+                               (["users", "u2"], "c", {"text": "pays monthly", "n": 9.0}),
+                               (["users", "u2"], "s", {"text": "ssn 123-45-6789 on file", "n": 1})]:
+            w.execute("SELECT memory.put('acme', %s, %s, %s)", (ns, key, psycopg.types.json.Jsonb(value)))
+        w.execute("SELECT memory.put('globex', '{users,u1}', 'g', '{\"text\": \"pay by card\", \"n\": 9}')")
+    keys = lambda c, *a, **kw: [r[0] for r in c.execute(  # noqa: E731
+        "SELECT key FROM memory.search(" + ", ".join(["%s"] * len(a) + [f'"{k}" => %s' for k in kw]) + ")",
+        [*a, *(psycopg.types.json.Jsonb(v) if k == "filter" else v for k, v in kw.items())]).fetchall()]
+    with connect(app, FULL) as c:
+        assert keys(c, "acme", ["users", "u1"]) == ["b", "a"], "the most recently updated first, under the prefix only"
+        assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c", "s"]
+        assert keys(c, "acme", ["users"], query="how do they pay?")[0] == "a"
+        assert sorted(keys(c, "acme", ["users"], filter={"n": {"$gte": 5}})) == ["a", "c"], "numbers compare numerically (9.0 = 9)"
+        assert keys(c, "acme", ["users"], filter={"tags": {"$contains": "x"}}) == ["a"]
+        assert keys(c, "acme", ["users"], filter={"text": {"$contains": "dark"}}) == ["b"], "a substring"
+        assert keys(c, "acme", ["users"], filter={"o.p": "beta"}) == ["a"], "a dotted path"
+        assert sorted(keys(c, "acme", ["users"], filter={"$or": [{"n": 2}, {"n": 9}]})) == ["b", "c"]
+        assert sorted(keys(c, "acme", ["users"], filter={"$not": {"n": {"$in": [2, 9]}}})) == ["a", "s"]
+        assert sorted(keys(c, "acme", ["users"], filter={"o": {"$exists": False}, "text": {"$gt": "p"}})) == ["b", "c", "s"], "strings bytewise"
+        assert len(keys(c, "acme", ["users"], k=2)) == 2 and keys(c, "acme", ["users"], k=2, offset=2) == keys(c, "acme", ["users"])[2:]
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            keys(c, "acme", ["users"], filter={"n": {"$regex": "secret-value"}})
+        assert ex.value.sqlstate == "22023" and "$regex" in ex.value.diag.message_primary and "secret-value" not in str(ex.value)
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            keys(c, "globex", ["users"])
+        assert ex.value.sqlstate == "42501"
+    with connect(app, INT) as c:
+        assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c"], "an item above the reader's clearance is not found"
+    events = [e for e in recall_events(conn) if e.get("call") == "memory.search"]
+    assert events and all("text" not in str(e) and "pay" not in str(e) for e in events)

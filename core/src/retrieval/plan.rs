@@ -54,6 +54,9 @@ pub enum Condition {
     /// `t.col IS NULL OR t.col::text = value` (value None: `t.col IS NULL`).
     NullOrEq { col: String, value: Option<String> },
     IsNull { col: String },
+    IsNotNull { col: String },
+    /// The text[] column starts with these labels (`t.col[1:n] = labels`).
+    Prefix { col: String, labels: Vec<String> },
     /// `t.col IS NULL OR t.col > at` (at None: now()).
     NullOrAfter { col: String, at: Option<String> },
     /// `t.col >= at`.
@@ -168,6 +171,17 @@ fn condition(v: &Value) -> Result<Condition, PlanError> {
             Condition::NullOrEq { col: name(Some(c), "column")?, value: if val.is_null() { None } else { Some(text(val, op)?) } }
         }
         "is_null" => Condition::IsNull { col: name(Some(arg), "column")? },
+        "is_not_null" => Condition::IsNotNull { col: name(Some(arg), "column")? },
+        "prefix" => {
+            let (c, labels) = pair(arg, op)?;
+            let labels = labels
+                .as_array()
+                .ok_or_else(|| PlanError("retrieval plan: prefix takes [column, labels]".into()))?
+                .iter()
+                .map(|l| text(l, op))
+                .collect::<Result<Vec<_>, _>>()?;
+            Condition::Prefix { col: name(Some(c), "column")?, labels }
+        }
         "null_or_after" => {
             let (c, val) = pair(arg, op)?;
             Condition::NullOrAfter { col: name(Some(c), "column")?, at: if val.is_null() { None } else { Some(text(val, op)?) } }

@@ -231,6 +231,14 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
                 format!("({0} IS NULL OR {0}::pg_catalog.text OPERATOR(pg_catalog.=) {1})", col(c), b.bind(value.clone()))
             }
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
+            Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
+            Condition::Prefix { col: c, labels } => {
+                let p = b.bind(Some(text_array_literal(labels)));
+                format!(
+                    "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
+                    col(c)
+                )
+            }
             Condition::NullOrAfter { col: c, at } => {
                 let at = match at {
                     None => "pg_catalog.now()".to_owned(),

@@ -158,6 +158,15 @@ fn filters_render_each_operator() {
 }
 
 #[test]
+fn items_under_a_namespace_prefix() {
+    let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"is_not_null": "key"},
+                                                            {"prefix": ["namespace", ["users", "u.1"]]}]}))));
+    assert!(s.sql.contains("t.\"key\" IS NOT NULL"));
+    assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[]"));
+    assert_eq!(s.params[1], Some("{\"users\",\"u.1\"}".into()));
+}
+
+#[test]
 fn unknown_operators_and_bad_values_are_refused() {
     for bad in [json!({"a": {"$regex": "x"}}), json!({"$nor": []}), json!({"a": {"$in": 1}}), json!({"a": {"$exists": 1}}),
                 json!({"a": {"$gt": true}}), json!([1]), json!({"$and": {}}), json!({"": 1}), json!({"a..b": 1})] {
