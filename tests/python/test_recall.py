@@ -349,7 +349,7 @@ def test_search_items_under_a_prefix_with_the_filter_language(app, conn):
     with connect(app, FULL) as c:
         assert keys(c, "acme", ["users", "u1"]) == ["b", "a"], "the most recently updated first, under the prefix only"
         assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c", "s"]
-        assert keys(c, "acme", ["users"], query="how do they pay?")[0] == "a"
+        assert keys(c, "acme", ["users"], query="how do they like to pay by bank?")[0] == "a"
         assert sorted(keys(c, "acme", ["users"], filter={"n": {"$gte": 5}})) == ["a", "c"], "numbers compare numerically (9.0 = 9)"
         assert keys(c, "acme", ["users"], filter={"tags": {"$contains": "x"}}) == ["a"]
         assert keys(c, "acme", ["users"], filter={"text": {"$contains": "dark"}}) == ["b"], "a substring"
