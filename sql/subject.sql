@@ -551,6 +551,103 @@ END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
   'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
 
+-- memory.forget(tbl, ...)'s lookup: the rows of the ids `want` (matched by `cmp` on $1) as the
+-- caller reads them (memory_internal._read_as_caller: its privileges and policies), kept when the
+-- caller may act for their org and, when the table has a tier (`tier_e`), is cleared for it there;
+-- each id in one org. `org_e`, `user_e`, `tier_e`: expressions on t that memory.forget builds with
+-- format('%I'). Returns [id, org, user, NULL] per row, as memory_internal._forget_plan takes
+-- them. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_rows_of(tbl regclass, want text[], cmp text, id_col text, org_e text, user_e text, tier_e text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+    hits    jsonb;
+BEGIN
+    -- The rows of these ids as the caller reads them (its privileges and policies): [id, org,
+    -- user, NULL, tier].
+    hits := memory_internal._read_as_caller(pg_catalog.format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s, NULL, %4$s)), ''[]'')
+           FROM %5$s t WHERE %6$s',
+        id_col,
+        org_e, user_e, coalesce(tier_e, 'NULL::pg_catalog.text'), tbl, cmp), ARRAY[want::text]);
+    -- Rows of orgs the caller may act for, within its clearance there when the table has a tier
+    -- column (a row without a known tier only for a role cleared to restricted, as recall): any
+    -- other row is not found, as a missing id. An id is forgotten in one org: the one the session
+    -- acts for when it holds the id, else the greatest (bytewise).
+    WITH e AS (
+        SELECT f.e, f.n, f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org,
+               memory_internal._clearance(f.e OPERATOR(pg_catalog.->>) 1)::memory.classification AS cl, f.e OPERATOR(pg_catalog.->>) 4 AS tier
+          FROM pg_catalog.jsonb_array_elements(coalesce(hits, '[]')) WITH ORDINALITY f(e, n)),
+    v AS (
+        SELECT * FROM e
+         WHERE e.cl IS NOT NULL
+           AND (tier_e IS NULL OR e.cl OPERATOR(pg_catalog.=) 'restricted'
+                OR (e.tier OPERATOR(pg_catalog.=) ANY (pg_catalog.enum_range(NULL::memory.classification)::pg_catalog.text[])
+                    AND e.tier::memory.classification OPERATOR(pg_catalog.<=) e.cl))),
+    p AS (
+        SELECT DISTINCT ON (v.id) v.id, v.org FROM v
+         ORDER BY v.id, (v.org OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, v.org COLLATE "C" DESC)
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(v.id, v.org, v.e OPERATOR(pg_catalog.->>) 2, NULL) ORDER BY v.n), '[]')
+      INTO hits
+      FROM v JOIN p ON p.id OPERATOR(pg_catalog.=) v.id AND p.org IS NOT DISTINCT FROM v.org;
+    RETURN hits;
+END $$;
+
+-- memory.forget(tbl, ...)'s deletion: each org's ids of `plan` (org -> [{id}], '' for a table
+-- without an org column) deleted as the caller (memory_internal._write_as_caller: its grants and
+-- the table's row-level security), within its clearance there when the table has a tier
+-- (`tier_e`). The rows its DELETE removes (RETURNING, with their content hash: `sha_e`) are
+-- forgotten; an id of which none went and a row is still there, as the caller reads it, was kept
+-- by the table (a BEFORE DELETE trigger returning NULL, or a row-level security policy for DELETE
+-- narrower than the one for SELECT). `cmp` matches the ids ($1), `org_e` the org ($2): fragments
+-- memory.forget builds with format('%I'). Returns {deleted: {org: [{id, content_sha256}]} in the
+-- order of `want`, done: [id], kept: [id]}. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_as_caller(tbl regclass, want text[], plan jsonb, cmp text, org_e text,
+                                                  tier_e text, id_col text, sha_e text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        text;
+    c        memory.classification;
+    del      text[];
+    gone     jsonb;
+    left_ids text[];
+    deleted  jsonb := '{}';
+    done     text[] := '{}';
+    kept     text[] := '{}';
+BEGIN
+    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan) LOOP
+        del := ARRAY(SELECT DISTINCT e OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) o) e);
+        c := memory_internal._clearance(nullif(o, ''))::memory.classification;
+        gone := memory_internal._write_as_caller(pg_catalog.format(
+            'WITH d AS (DELETE FROM %1$s t WHERE %2$s AND %3$s AND %4$s RETURNING t.%5$I::pg_catalog.text AS id, %6$s AS sha)
+             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(''id'', d.id, ''content_sha256'', d.sha)), ''[]'') FROM d',
+            tbl, cmp, org_e,
+            CASE WHEN tier_e IS NULL OR c IS NOT DISTINCT FROM 'restricted' THEN 'true'
+                 ELSE pg_catalog.format('%s OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])', tier_e) END,
+            id_col, sha_e),
+            ARRAY[del::text, o,
+                  ARRAY(SELECT x::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::memory.classification)) x
+                         WHERE x OPERATOR(pg_catalog.<=) c)::text]);
+        -- In the order the ids were given.
+        gone := (SELECT coalesce(pg_catalog.jsonb_agg(g.e ORDER BY pg_catalog.array_position(want, g.e OPERATOR(pg_catalog.->>) 'id'), g.n), '[]')
+                   FROM pg_catalog.jsonb_array_elements(gone) WITH ORDINALITY g(e, n));
+        IF pg_catalog.jsonb_array_length(gone) OPERATOR(pg_catalog.>) 0 THEN
+            deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, gone);
+            done := done OPERATOR(pg_catalog.||) ARRAY(SELECT g OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(gone) g);
+        END IF;
+        left_ids := ARRAY(SELECT x FROM pg_catalog.unnest(del) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (done));
+        IF pg_catalog.cardinality(left_ids) OPERATOR(pg_catalog.>) 0 THEN
+            kept := kept OPERATOR(pg_catalog.||) ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(memory_internal._read_as_caller(
+                        pg_catalog.format('SELECT pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text) FROM %2$s t WHERE %3$s AND %4$s',
+                                          id_col, tbl, cmp, org_e),
+                        ARRAY[left_ids::text, o]), '[]')));
+        END IF;
+    END LOOP;
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'done', pg_catalog.to_jsonb(done), 'kept', pg_catalog.to_jsonb(kept));
+END $$;
+
 -- The table form deletes as the caller (memory_internal._write_as_caller, in a security-restricted
 -- operation): exactly the rows the caller's own DELETE could delete, under its grants and the
 -- table's row-level security policies; the rows it deleted (RETURNING) are what it reports and
@@ -576,17 +673,13 @@ DECLARE
     id_type  regtype;
     cmp      text;
     tier_e   text;
-    setting  text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
     hits     jsonb;
     plan     jsonb;
     o        text;
-    c        memory.classification;
-    del      text[];
-    gone     jsonb;
-    deleted  jsonb := '{}';   -- org -> [{id, content_sha256}] of the rows deleted
-    done     text[] := '{}';  -- ids of which a row was deleted
-    left_ids text[];
-    kept     text[] := '{}';  -- ids of which a row the DELETE reached stays
+    res      jsonb;
+    deleted  jsonb;           -- org -> [{id, content_sha256}] of the rows deleted
+    done     text[];          -- ids of which a row was deleted
+    kept     text[];          -- ids of which a row the DELETE reached stays
     held     jsonb;
 BEGIN
     -- A memory.org_id the role may not act for: 42501 before anything is read.
@@ -662,72 +755,20 @@ BEGIN
                    WHEN memory_internal._column_type(tbl, tier_col, 'tier') OPERATOR(pg_catalog.=) 'jsonb'::regtype
                         THEN pg_catalog.format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', tier_col)
                    ELSE pg_catalog.format('t.%I::pg_catalog.text', tier_col) END;
-    -- The rows of these ids as the caller reads them (its privileges and policies): [id, org,
-    -- user, NULL, tier].
-    hits := memory_internal._read_as_caller(pg_catalog.format(
-        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s, NULL, %4$s)), ''[]'')
-           FROM %5$s t WHERE %6$s',
-        id_col,
-        CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END,
-        CASE WHEN user_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', user_col) END,
-        coalesce(tier_e, 'NULL::pg_catalog.text'), tbl, cmp), ARRAY[want::text]);
-    -- Rows of orgs the caller may act for, within its clearance there when the table has a tier
-    -- column (a row without a known tier only for a role cleared to restricted, as recall): any
-    -- other row is not found, as a missing id. An id is forgotten in one org: the one the session
-    -- acts for when it holds the id, else the greatest (bytewise).
-    WITH e AS (
-        SELECT f.e, f.n, f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org,
-               memory_internal._clearance(f.e OPERATOR(pg_catalog.->>) 1)::memory.classification AS cl, f.e OPERATOR(pg_catalog.->>) 4 AS tier
-          FROM pg_catalog.jsonb_array_elements(coalesce(hits, '[]')) WITH ORDINALITY f(e, n)),
-    v AS (
-        SELECT * FROM e
-         WHERE e.cl IS NOT NULL
-           AND (tier_e IS NULL OR e.cl OPERATOR(pg_catalog.=) 'restricted'
-                OR (e.tier OPERATOR(pg_catalog.=) ANY (pg_catalog.enum_range(NULL::memory.classification)::pg_catalog.text[])
-                    AND e.tier::memory.classification OPERATOR(pg_catalog.<=) e.cl))),
-    p AS (
-        SELECT DISTINCT ON (v.id) v.id, v.org FROM v
-         ORDER BY v.id, (v.org OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, v.org COLLATE "C" DESC)
-    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(v.id, v.org, v.e OPERATOR(pg_catalog.->>) 2, NULL) ORDER BY v.n), '[]')
-      INTO hits
-      FROM v JOIN p ON p.id OPERATOR(pg_catalog.=) v.id AND p.org IS NOT DISTINCT FROM v.org;
+    hits := memory_internal._forget_rows_of(tbl, want, cmp, id_col,
+                CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END,
+                CASE WHEN user_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', user_col) END,
+                tier_e);
     plan := memory_internal._forget_plan(want, hits);
-    -- Each org's ids, deleted as the caller: the rows its DELETE removes (RETURNING, with their
-    -- content hash) are forgotten; an id of which none went and a row is still there was kept by
-    -- the table (a BEFORE DELETE trigger returning NULL, or a row-level security policy for
-    -- DELETE narrower than the one for SELECT).
-    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
-        del := ARRAY(SELECT DISTINCT e OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
-        c := memory_internal._clearance(nullif(o, ''))::memory.classification;
-        gone := memory_internal._write_as_caller(pg_catalog.format(
-            'WITH d AS (DELETE FROM %1$s t WHERE %2$s AND %3$s AND %4$s RETURNING t.%5$I::pg_catalog.text AS id, %6$s AS sha)
-             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(''id'', d.id, ''content_sha256'', d.sha)), ''[]'') FROM d',
-            tbl, cmp,
-            CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END,
-            CASE WHEN tier_e IS NULL OR c IS NOT DISTINCT FROM 'restricted' THEN 'true'
-                 ELSE pg_catalog.format('%s OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])', tier_e) END,
-            id_col,
-            CASE WHEN body_col IS NULL THEN 'NULL::pg_catalog.text'
-                 ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', body_col) END),
-            ARRAY[del::text, o,
-                  ARRAY(SELECT x::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::memory.classification)) x
-                         WHERE x OPERATOR(pg_catalog.<=) c)::text]);
-        -- In the order the ids were given.
-        gone := (SELECT coalesce(pg_catalog.jsonb_agg(g.e ORDER BY pg_catalog.array_position(want, g.e OPERATOR(pg_catalog.->>) 'id'), g.n), '[]')
-                   FROM pg_catalog.jsonb_array_elements(gone) WITH ORDINALITY g(e, n));
-        IF pg_catalog.jsonb_array_length(gone) OPERATOR(pg_catalog.>) 0 THEN
-            deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, gone);
-            done := done OPERATOR(pg_catalog.||) ARRAY(SELECT g OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(gone) g);
-        END IF;
-        left_ids := ARRAY(SELECT x FROM pg_catalog.unnest(del) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (done));
-        IF pg_catalog.cardinality(left_ids) OPERATOR(pg_catalog.>) 0 THEN
-            kept := kept OPERATOR(pg_catalog.||) ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(memory_internal._read_as_caller(pg_catalog.format(
-                        'SELECT pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text) FROM %2$s t WHERE %3$s AND %4$s',
-                        id_col, tbl, cmp,
-                        CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END),
-                    ARRAY[left_ids::text, o]), '[]')));
-        END IF;
-    END LOOP;
+    -- Each org's ids, deleted as the caller (memory_internal._forget_as_caller).
+    res := memory_internal._forget_as_caller(tbl, want, plan OPERATOR(pg_catalog.->) 'delete', cmp,
+               CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END,
+               tier_e, id_col,
+               CASE WHEN body_col IS NULL THEN 'NULL::pg_catalog.text'
+                    ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', body_col) END);
+    deleted := res OPERATOR(pg_catalog.->) 'deleted';
+    done := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(res OPERATOR(pg_catalog.->) 'done'));
+    kept := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(res OPERATOR(pg_catalog.->) 'kept'));
     -- Reported and audited: the rows deleted, and only those.
     plan := pg_catalog.jsonb_set(plan, '{delete}', deleted);
     PERFORM memory_internal._forget_events(tbl::text, plan, reason);
