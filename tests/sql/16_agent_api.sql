@@ -1,7 +1,7 @@
 -- SQL-level suite for the agent API (issue 35): memory.forget (observations and governed tables)
 -- and correcting a memory by UPDATE, as tenant-bound roles.
 BEGIN;
-SELECT plan(57);
+SELECT plan(59);
 
 SELECT memory.setup_roles();
 CREATE ROLE aa_writer IN ROLE memory_writer;
@@ -141,6 +141,20 @@ SELECT is((SELECT l.payload - 'part' - 'parts' FROM public.audit_log_now() l WHE
           'the table''s memory.forget event');
 SELECT is((SELECT count(*) FROM memory.audit_log l WHERE l.event_type = 'memory.delete' AND l.payload->>'table' = 'public.aa_notes'
             AND l.actor_id = 'role:aa_writer'), 2::bigint, 'the rows were deleted as the caller, as its own DELETE (the audit trigger recorded them as aa_writer)');
+
+-- (issue 53) Forget on a table is the caller's own DELETE: the table's row-level security holds
+-- (a row its policy hides is not_found, as a missing id, and stays).
+SET ROLE aa_owner;
+INSERT INTO public.aa_notes VALUES (5, 'acme', 'aa_writer', 'the writer''s note'), (6, 'acme', 'erin', 'erin''s note');
+ALTER TABLE public.aa_notes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON public.aa_notes USING (person = current_user);
+RESET ROLE;
+SET ROLE aa_writer;
+SELECT is(memory.forget('public.aa_notes', ARRAY['6', '5', '4'], 'user asked'),
+          '{"forgotten": ["5"], "held": [], "kept": [], "not_found": ["6", "4"]}'::jsonb,
+          'rows the table''s policy hides from the caller are not_found: forget deletes what its own DELETE could');
+RESET ROLE;
+SELECT is((SELECT array_agg(id ORDER BY id) FROM public.aa_notes), ARRAY[3, 4, 6]::bigint[], 'the hidden rows stay');
 
 -- ------------------------------------------------------------------------------------------------
 -- Correcting a memory: a writer UPDATEs its org's rows.
