@@ -1,8 +1,0 @@
-# source me: helper h-forget's private PostgreSQL 15 tree, pgrx home, cluster names
-export PATH="$HOME/.cargo/bin:$PATH"
-export PG_CONFIG=/work/pgtrees/h-forget/usr/lib/postgresql/15/bin/pg_config
-export PGRX_HOME=/work/pgrx-h-forget
-export PGRX_TEST_DATA=/tmp/memory_ext-h-forget-pgrx-test
-export MEMORY_EXT_CLUSTER_PREFIX=h-forget-
-export PG18_CONFIG=/nonexistent-use-the-lead-for-pg18
-cd /work/wt-h-forget
