@@ -28,3 +28,6 @@ ALTER TABLE memory.observations_archive ADD COLUMN ttl interval;
 ALTER TABLE memory.observations_archive ADD COLUMN updated_at timestamptz;
 CREATE UNIQUE INDEX observations_item_key ON memory.observations (org_id, namespace, key) WHERE key IS NOT NULL;
 CREATE INDEX observations_item_search ON memory.observations USING gin (search_tsv) WHERE search_tsv IS NOT NULL;
+-- Issue 46: run_retention sweeps the archive by its rows' stamps (partial indexes as on the hot table).
+CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
