@@ -349,8 +349,20 @@ impl MemoryServer {
                     _ => return Err(Failure::Args("ids is required: an array of memory ids".into())),
                 };
                 let reason = req_str(a, "reason")?;
+                // Only the token's org: memory.forget(ids) forgets an id in any org the login
+                // role may act for (a role bound to several orgs serves each to its own tokens),
+                // so ids the role reads in this org are forgotten, any other is not_found.
                 let row = tx
-                    .query_one("SELECT memory.forget(ids => $1::text[]::uuid[], reason => $2)::text", &[&ids, &reason])
+                    .query_one(
+                        "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
+                         mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
+                                     OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
+                         f AS (SELECT memory.forget(ids => ARRAY(SELECT mine.u FROM mine), reason => $2) AS r) \
+                         SELECT (f.r || pg_catalog.jsonb_build_object('not_found', (f.r -> 'not_found') || coalesce( \
+                                    (SELECT pg_catalog.jsonb_agg(w.u ORDER BY w.n) FROM w WHERE w.u NOT IN (SELECT mine.u FROM mine)), '[]')))::text \
+                           FROM f",
+                        &[&ids, &reason, &org],
+                    )
                     .await?;
                 let v = parse(row.get(0));
                 let n = v.get("forgotten").and_then(Value::as_array).map_or(0, |x| x.len() as i32);

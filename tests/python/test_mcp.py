@@ -581,6 +581,9 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
                 assert [m["id"] for m in await ok(s, "recall", query="offsite june")] == [got["id"]]
             async with sdk(port, issuer.token(aud, org="globex", alg="ES256")) as s:
                 await ok(s, "remember", content="the globex offsite is in july")
+                gone = await ok(s, "forget", ids=[got["id"]], reason="a globex token tries acme's memory")
+                assert gone["forgotten"] == [] and gone["not_found"] == [got["id"]], \
+                    "a token forgets only its own org's memories, though the login role may act for both"
                 assert [m["content"] for m in await ok(s, "recall", query="offsite")] == ["the globex offsite is in july"], \
                     "a role bound to several orgs serves each only to its tokens"
             async with sdk(port, reader) as s:
