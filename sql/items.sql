@@ -205,6 +205,7 @@ DECLARE
     rid     uuid;
     txt     text;
     vs      text;
+    tier    memory.classification;
 BEGIN
     -- Input first: nothing is written for a call that is refused.
     PERFORM memory_internal._item_put_check(org, put.namespace, put.key, put.value, put.index, put.ttl, put.user_id);
@@ -213,6 +214,7 @@ BEGIN
     END IF;
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(org);
+    tier := memory_internal._clearance(org)::memory.classification;
     txt := memory_internal._item_text(put.value);
     -- An expired or soft-deleted item of this key is gone for every read: a put makes a new item
     -- (its DELETE is audited and refused under a hold, MX006).
@@ -234,7 +236,17 @@ BEGIN
     ON CONFLICT (org_id, namespace, key) WHERE key IS NOT NULL DO UPDATE
        SET value = excluded.value, content = excluded.content, search_tsv = excluded.search_tsv, ttl = excluded.ttl,
            updated_at = excluded.updated_at, user_id = coalesce(excluded.user_id, o.user_id), expires_at = NULL
+     -- A live item above the caller's clearance is not its to replace, as it is not its to read
+     -- (memory.get) or delete (memory.delete): decided on the locked row, so no concurrent put
+     -- slips by.
+     WHERE o.classification OPERATOR(pg_catalog.<=) tier
     RETURNING o.id INTO rid;
+    IF rid IS NULL THEN
+        RAISE EXCEPTION 'memory.put: role % is not cleared for the item at this key in org %',
+                        coalesce(memory_internal._caller()::regrole::text, '(unknown)'), org
+            USING ERRCODE = '42501',
+                  HINT = 'An org admin clears the role for a higher tier (memory.grant_org(role, org, max_tier)), or put the value under another key.';
+    END IF;
     IF put.ttl IS NOT NULL THEN
         UPDATE memory.observations o SET expires_at = least(o.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) put.ttl)
          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
@@ -250,7 +262,7 @@ BEGIN
     RETURN rid;
 END $$;
 COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text) IS
-  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006). index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). Returns the item''s id.';
+  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). Returns the item''s id.';
 
 -- Re-stamp an item's expiry from now: the policy's stamps, shortened by its ttl.
 CREATE FUNCTION memory_internal._item_refresh(org text, rid uuid, item_ttl interval)

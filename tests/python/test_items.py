@@ -52,6 +52,16 @@ def test_classification_over_nested_strings_and_clearance(app, conn):
         assert get(low, "acme", NS, "card") is None, "a reader cleared to internal does not get a restricted item"
         put(w, "acme", NS, "card", {"text": "lunch"})
         assert get(r, "acme", NS, "card")[4] == "restricted", "a changed value never lowers the tier"
+        # A writer cleared to internal neither replaces the restricted item nor deletes it.
+        ensure_role(conn, "app_internal_writer", "memory_writer")
+        conn.execute("SELECT memory.grant_org('app_internal_writer', 'acme', 'internal')")
+        with connect(app, "app_internal_writer") as lw:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                put(lw, "acme", NS, "card", {"text": "overwritten"})
+            assert lw.execute("SELECT memory.delete('acme', %s, 'card')", (NS,)).fetchone() == (False,)
+            put(lw, "acme", NS, "plain-low", {"text": "hello"})
+            assert get(lw, "acme", NS, "plain-low")[3] == {"text": "hello"}, "its own items it puts and reads"
+        assert get(r, "acme", NS, "card")[3] == {"text": "lunch"}, "the restricted item is as its writer left it"
         put(w, "acme", NS, "plain", {"text": "hello"})
         assert get(low, "acme", NS, "plain")[3] == {"text": "hello"}
         assert [n for (n,) in low.execute("SELECT memory.list_namespaces('acme')")] == [NS]
