@@ -41,6 +41,19 @@ def test_memory_agent_api(app, conn):
     assert actor and actor != "agent-7", "the actor is recorded, pseudonymised"
 
 
+def test_memory_forgets_only_its_org(app, conn):
+    """A role bound to two orgs, one Memory per org: globex's client does not forget acme's memory."""
+    from conftest import ensure_role
+    ensure_role(conn, "client_multi", "memory_writer")
+    conn.execute("SELECT memory.grant_org('client_multi', 'acme'), memory.grant_org('client_multi', 'globex')")
+    with psycopg.connect(role_dsn(app, "client_multi"), autocommit=True) as c:
+        acme, globex = memory_ext.Memory(c, org="acme"), memory_ext.Memory(c, org="globex")
+        r = acme.remember("the acme offsite is in june")
+        assert globex.forget([r.id], "globex tries") == memory_ext.Forgotten(forgotten=[], held=[], not_found=[str(r.id)])
+        assert [h.id for h in acme.recall("offsite june")] == [r.id]
+        assert acme.forget([r.id], "done") == memory_ext.Forgotten(forgotten=[str(r.id)], held=[], not_found=[])
+
+
 def test_errors_carry_the_server_fields(app):
     with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
         m = memory_ext.Memory(c, org="acme")
