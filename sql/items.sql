@@ -153,8 +153,15 @@ BEGIN
         RAISE EXCEPTION 'memory.put: ttl must be positive, got %', ttl USING ERRCODE = '22023',
             HINT = 'Pass how long the item lives (e.g. interval ''30 minutes''), or NULL for the retention policy alone.';
     END IF;
-    IF ttl IS NOT NULL AND NOT pg_catalog.isfinite(pg_catalog.now() OPERATOR(pg_catalog.+) ttl) THEN
-        RAISE EXCEPTION 'memory.put: ttl % is out of range', ttl USING ERRCODE = '22023', HINT = 'Pass a finite interval.';
+    IF ttl IS NOT NULL THEN
+        BEGIN
+            bad := CASE WHEN pg_catalog.isfinite(pg_catalog.now() OPERATOR(pg_catalog.+) ttl) THEN NULL ELSE 'out of range' END;
+        EXCEPTION WHEN datetime_field_overflow THEN
+            bad := 'out of range';
+        END;
+        IF bad IS NOT NULL THEN
+            RAISE EXCEPTION 'memory.put: ttl % is out of range', ttl USING ERRCODE = '22023', HINT = 'Pass a finite interval.';
+        END IF;
     END IF;
     IF user_id IS NOT NULL AND memory_internal._blank(user_id) THEN
         RAISE EXCEPTION 'memory.put: user_id is blank' USING ERRCODE = '22023', HINT = 'Pass the end user''s id, or NULL.';

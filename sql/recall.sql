@@ -457,8 +457,8 @@ DECLARE
     conds jsonb;
 BEGIN
     PERFORM memory_internal._check_read_args('memory.search', org, k);
-    IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 THEN
-        RAISE EXCEPTION 'memory.search: offset must be 0 or more, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
+    IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 OR search."offset" OPERATOR(pg_catalog.>) 1000000 THEN
+        RAISE EXCEPTION 'memory.search: offset must be between 0 and 1000000, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'Pass the number of items to skip.';
     END IF;
     IF filter IS NOT NULL AND jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN

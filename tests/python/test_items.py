@@ -146,6 +146,8 @@ def test_subject_rights_and_forget_by_id(app, conn):
     ("SELECT memory.put('acme', %s, 'k', '\"text\"')", (["a"],)),
     ("SELECT memory.put('acme', %s, 'k', '{}', index => ARRAY['text'])", (["a"],)),
     ("SELECT memory.put('acme', %s, 'k', '{}', ttl => '-1 minute')", (["a"],)),
+    ("SELECT memory.put('acme', %s, 'k', '{}', ttl => '1000000 years')", (["a"],)),
+    ("SELECT * FROM memory.search('acme', %s, \"offset\" => 2147483647)", (["a"],)),
     ("SELECT memory.put('acme', %s, 'k', '{}', embedding => ARRAY[1, 2]::real[])", (["a"],)),
     ("SELECT * FROM memory.get('acme', %s, repeat('k', 1025))", (["a"],)),
     ("SELECT * FROM memory.list_namespaces('acme', %s, k => 0)", (["a"],)),
