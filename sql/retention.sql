@@ -205,6 +205,8 @@ ALTER TABLE memory.observations_archive DROP COLUMN content_tsv;
 ALTER TABLE memory.observations_archive ADD COLUMN archived_at timestamptz NOT NULL DEFAULT now();
 ALTER TABLE memory.observations_archive ADD PRIMARY KEY (id);
 CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) WHERE user_id IS NOT NULL;
+-- memory.health: an org's archived rows and the oldest.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
 COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
 
 CREATE VIEW memory.live_observations AS

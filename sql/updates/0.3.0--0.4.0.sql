@@ -4,3 +4,10 @@
 -- triggers, data, and DROPs of functions whose arguments or result changed. What needs 0.4.0's
 -- functions goes in 0.3.0--0.4.0.post.sql. tests/upgrade/run.sh upgrades 0.1.0, 0.2.0 and 0.3.0
 -- databases with data and compares each with a fresh install.
+
+-- Issue 46: the classify trigger's arguments gain "content_required" (a blank memory is refused),
+-- so their builder takes one more argument.
+DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], text, text[]);
+
+-- memory.health counts an org's archived rows from an index.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
