@@ -226,6 +226,17 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Drops memory_ext trigger `name` of tbl, as the caller, when it is there (DROP TRIGGER IF EXISTS
+-- would tell the caller, in a NOTICE, of every trigger a first govern does not find).
+CREATE FUNCTION memory_internal._drop_trigger(tbl regclass, name text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = name) THEN
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER %I ON %s', name, tbl));
+    END IF;
+END $$;
+
 -- memory.govern, classification and retention stamps: the classify trigger, and the backfill.
 CREATE FUNCTION memory_internal._govern_classify(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
@@ -334,7 +345,7 @@ BEGIN
         args := (SELECT string_agg(quote_literal(a), ', ')
                    FROM unnest(memory_internal._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols,
                                                                        coalesce((opts->>'content_required')::boolean, false))) a);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
         -- Every UPDATE, not only those that name a mapped column: a trigger of the owner's that
         -- fires first may change the content (the trigger compares the old and the new row).
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
@@ -364,7 +375,7 @@ BEGIN
                 RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
                     USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
             END IF;
-            PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+            PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
             PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
                            'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
             eff := eff || jsonb_build_object('backfilled', n);
@@ -376,7 +387,7 @@ BEGIN
         IF coalesce((opts->>'content_required')::boolean, false) THEN
             RAISE EXCEPTION 'the classify trigger checks the content: "content_required" needs "classify"' USING ERRCODE = '22023';
         END IF;
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
         eff := eff || jsonb_build_object('classify', false);
     END IF;
     RETURN eff;
@@ -428,9 +439,9 @@ BEGIN
         args := (SELECT string_agg(quote_literal(a), ', ')
                    FROM unnest(memory_internal._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
                                  a_tier IS NOT NULL AND memory_internal._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_ins');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_del');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_upd');
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
                        'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
@@ -442,9 +453,9 @@ BEGIN
         eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
                                          'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_ins');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_del');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_upd');
         eff := eff || jsonb_build_object('audit', false);
     END IF;
     RETURN eff;
@@ -505,7 +516,7 @@ BEGIN
             RAISE EXCEPTION '%, not %', memory_internal._column_type_message('state', c_state, tbl::text), t::regtype
                 USING ERRCODE = '22023';
         END IF;
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_lifecycle');
         -- An enum value is always a state: only changes need checking. Text is checked on insert too.
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
                        CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
@@ -513,7 +524,7 @@ BEGIN
                        tbl, c_state));
         eff := eff || jsonb_build_object('state', c_state);
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_lifecycle');
     END IF;
     RETURN eff;
 END $$;
@@ -561,8 +572,9 @@ BEGIN
     IF memory_internal._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
         RAISE EXCEPTION '%', memory_internal._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
     END IF;
-    PERFORM memory_internal._exec_as_caller(format('DROP POLICY IF EXISTS memory_tenant ON %s', tbl));
-    PERFORM memory_internal._exec_as_caller(format('DROP POLICY IF EXISTS memory_clearance ON %s', tbl));
+    FOR pol IN SELECT p.polname FROM pg_policy p WHERE p.polrelid = tbl AND p.polname IN ('memory_tenant', 'memory_clearance') LOOP
+        PERFORM memory_internal._exec_as_caller(format('DROP POLICY %I ON %s', pol, tbl));
+    END LOOP;
     PERFORM memory_internal._exec_as_caller(format(
         'CREATE POLICY memory_tenant ON %s USING (%2$I OPERATOR(pg_catalog.=) (SELECT memory.acting_org())) '
         'WITH CHECK (%2$I OPERATOR(pg_catalog.=) (SELECT memory.acting_org()))', tbl, c_org));
@@ -594,8 +606,6 @@ END $$;
 -- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
--- (DROP TRIGGER IF EXISTS of a first govern would print a NOTICE per trigger.)
-SET client_min_messages = warning
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
@@ -670,12 +680,12 @@ BEGIN
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND pg_catalog.starts_with(tgname::text, 'memory_') AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_truncate()', tbl));
         -- Legal holds block content changes and deletes of held rows (memory_internal._hold_guard).
         h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
             h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
@@ -695,11 +705,8 @@ BEGIN
         -- kept apart by recall, forget and the audit chain only: a NOTICE says so.
         eff := memory_internal._govern_tenant_policy(tbl, opts, eff, prev);
         IF h_org IS NOT NULL AND NOT (eff ? 'tenant_policy') AND NOT memory_internal._creating_extension() THEN
-            -- (govern runs with client_min_messages = warning, for its DROP TRIGGER IF EXISTS.)
-            PERFORM pg_catalog.set_config('client_min_messages', 'notice', true);
             RAISE NOTICE 'governed table % has an org column ("%") but no row-level security: a role bound to one org can SELECT another org''s rows directly', tbl, h_org
                 USING HINT = 'Pass "tenant_policy": true to memory.govern to add row-level security by org and clearance (docs/security.md#governed-tables-and-tenants).';
-            PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
         END IF;
         PERFORM memory_internal._register_governed(tbl, eff);
         -- Every change of a table's governance is on the platform chain (a weaker mapping too).
@@ -708,9 +715,9 @@ BEGIN
                 jsonb_build_object('table', tbl::text, 'previous', prev, 'options', eff), NULL);
         END IF;
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
         IF coalesce((opts->>'tenant_policy')::boolean, false) THEN
             RAISE EXCEPTION '"tenant_policy" needs a governed table (classification or audit)' USING ERRCODE = '22023';
         END IF;

@@ -763,9 +763,9 @@ COMMENT ON VIEW memory.stats IS 'Observations and bytes by memory type, tier and
 
 -- A tenant admin's dashboard (memory.health): per org the caller may act for, counts and times
 -- only, never content. SECURITY DEFINER (it reads past row-level security and clearance to count)
--- and so it picks the orgs itself: the caller's orgs (memory.my_orgs()), or, for a role that may
--- act for every org (unrestricted or '*'), the org memory.org_id names, else every org with
--- observations or a grant. Each count is an index scan of one org's rows in that state
+-- and so it picks the orgs itself: the org memory.org_id names (42501 when the caller may not act
+-- for it); else the caller's orgs (memory.my_orgs()), or, for a role that may act for every org
+-- (unrestricted or '*'), every org with observations or a grant. Each count is an index scan of one org's rows in that state
 -- (observations_due_expiry, observations_due_purge, observations_archive_org,
 -- observations_no_embedding, recheck_tasks_open); the maintenance run is the platform's (memory.maintenance_runs: when and
 -- whether it succeeded, not its error text); the audit backlog the org's chain's pending entries.
@@ -780,22 +780,20 @@ DECLARE
     orgs text[];
     s    text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
 BEGIN
-    IF memory_internal._may_act_for('') THEN
-        IF s IS NOT NULL THEN
-            orgs := ARRAY[memory_internal._require_org(s)];
-        ELSE
-            -- Every org: those with observations (one index probe per org) and those granted.
-            orgs := ARRAY(
-                WITH RECURSIVE o(org) AS (
-                    (SELECT x.org_id FROM memory.observations x ORDER BY x.org_id LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT x.org_id FROM memory.observations x WHERE x.org_id OPERATOR(pg_catalog.>) o.org ORDER BY x.org_id LIMIT 1)
-                      FROM o WHERE o.org IS NOT NULL)
-                SELECT o.org FROM o WHERE o.org IS NOT NULL
-                UNION
-                SELECT g.org_id FROM memory.org_grants g WHERE g.org_id OPERATOR(pg_catalog.<>) '*'
-                ORDER BY 1);
-        END IF;
+    IF s IS NOT NULL THEN
+        orgs := ARRAY[memory_internal._require_org(s)];
+    ELSIF memory_internal._may_act_for('') THEN
+        -- Every org: those with observations (one index probe per org) and those granted.
+        orgs := ARRAY(
+            WITH RECURSIVE o(org) AS (
+                (SELECT x.org_id FROM memory.observations x ORDER BY x.org_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT x.org_id FROM memory.observations x WHERE x.org_id OPERATOR(pg_catalog.>) o.org ORDER BY x.org_id LIMIT 1)
+                  FROM o WHERE o.org IS NOT NULL)
+            SELECT o.org FROM o WHERE o.org IS NOT NULL
+            UNION
+            SELECT g.org_id FROM memory.org_grants g WHERE g.org_id OPERATOR(pg_catalog.<>) '*'
+            ORDER BY 1);
     ELSE
         orgs := ARRAY(SELECT m.o FROM memory.my_orgs() m(o) WHERE m.o OPERATOR(pg_catalog.<>) '*' AND memory_internal._may_act_for(m.o));
     END IF;
@@ -829,4 +827,4 @@ END $$;
 
 CREATE VIEW memory.health AS SELECT * FROM memory_internal._health_for_caller();
 COMMENT ON VIEW memory.health IS
-  'A tenant admin''s dashboard, one row per org the caller may act for (a role bound to every org: the org memory.org_id names, else every org): observations expired and not yet swept, soft-deleted awaiting purge, archived and the oldest archived, live observations without an embedding (NULL when embeddings are not enabled), open re-check tasks, the last maintenance run (when it started and ok, running or failed: SQLSTATE) and audit entries pending integration. Counts only, no content. Granted to memory_admin.';
+  'A tenant admin''s dashboard, one row per org the caller may act for (the org memory.org_id names, when set; a role bound to every org: every org): observations expired and not yet swept, soft-deleted awaiting purge, archived and the oldest archived, live observations without an embedding (NULL when embeddings are not enabled), open re-check tasks, the last maintenance run (when it started and ok, running or failed: SQLSTATE) and audit entries pending integration. Counts only, no content. Granted to memory_admin.';

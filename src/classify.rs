@@ -168,7 +168,7 @@ fn classify_trigger_args(
     targets: Option<Vec<Option<String>>>,
     org: Option<String>,
     stamps: default!(Option<Vec<Option<String>>>, "NULL"),
-    content_required: default!(bool, false),
+    content_required: default!(Option<bool>, false),
 ) -> Option<Vec<String>> {
     use memory_core::protocol::{ClassifyArgs, StampArgs};
     let no_nulls = |v: Vec<Option<String>>, what: &str| -> Vec<String> {
@@ -190,6 +190,7 @@ fn classify_trigger_args(
         }),
         _ => None,
     });
+    let content_required = content_required.unwrap_or(false);
     Some(ClassifyArgs { content, source_files, source_type, targets, org, stamps, content_required }.to_args())
 }
 
