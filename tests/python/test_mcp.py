@@ -309,3 +309,18 @@ def test_streamable_http(binary, app, conn):
         proc.wait(timeout=10)
     conn.execute("SELECT memory.audit_integrate()")
     assert conn.execute("SELECT payload->>'client' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'").fetchall() == [("http-agent",)]
+
+
+def test_remember_refuses_a_blank_memory(binary, app, conn):
+    """Issue 46: `remember` inserts into memory.observations, whose classify trigger refuses an empty
+    or white-space-only content: a tool error with 22023, and nothing stored."""
+    before = conn.execute("SELECT count(*) FROM memory.observations").fetchone()
+
+    async def go():
+        async with session(binary, app, WRITER) as s:
+            for blank in ("", "   ", "\t\n"):
+                err = await refused(s, "remember", content=blank)
+                assert err["sqlstate"] == "22023" and "empty or blank" in err["message"] and err["hint"], err
+
+    run(go())
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == before, "nothing was stored"
