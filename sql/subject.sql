@@ -768,7 +768,8 @@ COMMENT ON VIEW memory.stats IS 'Observations and bytes by memory type, tier and
 -- (unrestricted or '*'), every org with observations or a grant. Each count is an index scan of one org's rows in that state
 -- (observations_due_expiry, observations_due_purge, observations_archive_org,
 -- observations_no_embedding, recheck_tasks_open); the maintenance run is the platform's (memory.maintenance_runs: when and
--- whether it succeeded, not its error text); the audit backlog the org's chain's pending entries.
+-- whether it succeeded, not its error text); the audit backlog the org's chain's pending entries
+-- (one pass over the pending queue for every org: it has no index by chain, to keep appends cheap).
 -- Not granted to PUBLIC (memory_admin, through the view).
 CREATE FUNCTION memory_internal._health_for_caller()
 RETURNS TABLE (org_id text, expired_unswept bigint, awaiting_purge bigint, archived bigint, oldest_archived_at timestamptz,
@@ -811,11 +812,15 @@ BEGIN
                m.started_at,
                CASE WHEN m.id IS NULL THEN NULL WHEN m.sqlstate IS NOT NULL THEN 'failed: ' OPERATOR(pg_catalog.||) m.sqlstate
                     WHEN m.finished_at IS NULL THEN 'running' ELSE 'ok' END,
-               (SELECT pg_catalog.count(*) FROM memory.audit_pending p WHERE p.chain_id OPERATOR(pg_catalog.=) o.org)
+               coalesce(ap.n, 0)
           FROM pg_catalog.unnest($1::pg_catalog.text[]) o(org)
           CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.min(y.archived_at) AS oldest
                                 FROM memory.observations_archive y WHERE y.org_id OPERATOR(pg_catalog.=) o.org) a
           LEFT JOIN (SELECT r.id, r.started_at, r.finished_at, r.sqlstate FROM memory.maintenance_runs r ORDER BY r.id DESC LIMIT 1) m ON true
+          -- The pending queue (kept short by the integrators, no index by chain): read once for every org.
+          LEFT JOIN (SELECT p.chain_id, pg_catalog.count(*) AS n FROM memory.audit_pending p
+                      WHERE p.chain_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) GROUP BY p.chain_id) ap
+                 ON ap.chain_id OPERATOR(pg_catalog.=) o.org
          ORDER BY o.org $q$,
         -- Embeddings are a column memory.enable_embeddings adds: without it, NULL.
         CASE WHEN memory_internal._has_column('memory.observations', 'embedding')
