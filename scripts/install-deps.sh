@@ -2,7 +2,7 @@
 # Installs what building, testing and the demo need, idempotently: Debian packages, the pinned
 # cargo-pgrx, its PostgreSQL 15 registration, a Python venv with psycopg, pytest and the MCP SDK, and
 # PostgreSQL 18 in that venv with pgTAP and pg_cron (scripts/pg18.sh install; skipped when
-# PG18_CONFIG names a PostgreSQL 18 of your own).
+# PG18_CONFIG names a PostgreSQL 18 of your own, and with MEMORY_DEPS_PG18=0, as `make demo` on 15 runs it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 PGRX_VERSION=0.18.1
@@ -43,6 +43,6 @@ if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
 
-if [ -z "${PG18_CONFIG:-}" ]; then
+if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then
   "$root/scripts/pg18.sh" install
 fi
