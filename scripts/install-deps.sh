@@ -42,6 +42,11 @@ if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   echo "== installing the Python MCP SDK (mcp==$MCP_SDK_VERSION) into the venv"
   "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
+# The memory-mcp HTTP tests' local OAuth issuer: keys (cryptography) and signed JWTs (pyjwt).
+if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
+  echo "== installing pyjwt and cryptography into the venv"
+  "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
+fi
 
 if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then
   "$root/scripts/pg18.sh" install
