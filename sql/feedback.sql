@@ -487,14 +487,15 @@ BEGIN
         ids := ids || id;
         RETURN NEXT;
     END LOOP;
-    PERFORM memory_internal._audit_append('memory.recall',
+    -- A read event: it survives the rollback of this transaction (memory_internal._audit_read).
+    PERFORM memory_internal._audit_read('memory.recall',
         (jsonb_build_object('ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k,
                             'filter_keys', to_jsonb(ARRAY(SELECT kk FROM jsonb_object_keys(f) kk ORDER BY 1)),
                             'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
          || CASE WHEN qv IS NULL THEN '{}'::jsonb
                  ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
          || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END)::text,
-        recall.org_id, recall.project_id, NULL, NULL);
+        recall.org_id, recall.project_id);
 END $$;
 COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass) IS
   'Top-k live memories of a tenant the caller is cleared for: by full-text relevance × weight, or the newest for a blank query with filters, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists × weight, with both ranks; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';

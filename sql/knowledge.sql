@@ -1090,7 +1090,8 @@ BEGIN
          ORDER BY j.o;
         GET DIAGNOSTICS n = ROW_COUNT;
     END IF;
-    PERFORM memory_internal._audit_append('memory.retrieval.hybrid', jsonb_build_object('count', n)::text, p_org, NULL, NULL, NULL);
+    -- A read event: it survives the rollback of this transaction (memory_internal._audit_read).
+    PERFORM memory_internal._audit_read('memory.retrieval.hybrid', jsonb_build_object('count', n)::text, p_org, NULL);
 END $$;
 COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
   'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by ts_rank_cd over claim_text, or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
