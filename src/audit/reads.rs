@@ -17,7 +17,6 @@
 //! preloaded (no shared memory) a rolled-back read's event goes to the server log only.
 
 use super::append::{default_actor, Appender, Pending, MAX_PAYLOAD_BYTES};
-use super::integrate::Share;
 use crate::errors::{code, MxError, OrRaise};
 use crate::pg::callbacks;
 use crate::pg::shmem;
@@ -229,10 +228,10 @@ fn at_prepare() {
 }
 
 /// Appends, in this transaction, the read events handed over in this database whose chains
-/// `share` takes; returns how many. Their slots are this transaction's until it ends: freed at
+/// `takes` takes (the caller's share of the chains); returns how many. Their slots are this transaction's until it ends: freed at
 /// its commit, given back at its abort (so an integration that rolls back loses nothing).
-pub fn drain(share: Share) -> Result<i64, MxError> {
-    let claimed = shmem::queue_claim(|b| ReadEvent::decode(b).is_none_or(|e| share.takes(e.chain().as_bytes())));
+pub fn drain(takes: impl Fn(&[u8]) -> bool) -> Result<i64, MxError> {
+    let claimed = shmem::queue_claim(|b| ReadEvent::decode(b).is_none_or(|e| takes(e.chain().as_bytes())));
     if claimed.is_empty() {
         return Ok(0);
     }
