@@ -14,7 +14,14 @@
    SIDEWAYS, each with its reason; they share the pg layer and the shared modules (errors,
    gucs, gates, trust) instead;
 6. a file of src/ or core/src/ longer than LONG_LINES lines says why in its header comment (a
-   sentence with "long" in it).
+   sentence with "long" in it);
+7. no PL/pgSQL function of sql/*.sql is longer than PLPGSQL_LINES lines of body (SPEC §20), save
+   those of LONG_PLPGSQL, written before the rule and being cut down: that list only shrinks (a
+   listed function that is no longer long is a finding too, so the list stays true). The longest
+   are printed on every run;
+8. docs/contributing.md's layout block holds against the tree: every file of src/, core/src/,
+   sql/, scripts/, mcp/src/ and every folder of src/ and tests/ is named in it (by name, with or
+   without its extension), and every file name it gives (name.rs, .sql, .py, .sh) exists.
 
 Comments and string literals (raw strings, byte strings, char literals) are stripped before
 looking, so prose and SQL in strings never count. Prints the module dependency graph; exits 1
@@ -338,6 +345,72 @@ def long_files(root: pathlib.Path) -> list:
     return found
 
 
+PLPGSQL_LINES = 80
+# Longer than PLPGSQL_LINES when the rule came (issue 47); each is to be cut into functions of
+# its steps. Never add to this list.
+LONG_PLPGSQL = {
+    "memory.recall", "memory.ingest_batch", "memory.run_retention", "memory.distribute",
+    "memory_internal._govern_classify", "memory.retrieve", "memory.erase_subject",
+    "memory_internal._retention_sweep", "memory.load_slices", "memory.export_subject",
+    "memory_internal._guard_governance_ddl", "memory.govern", "memory.freshness_recheck",
+    "memory.forget", "memory_internal._run_decay_in", "memory.setup_roles",
+    "memory_internal._user_context_rules",
+}
+
+
+def plpgsql_lengths(root: pathlib.Path) -> dict:
+    """{function name: the body lines of its longest PL/pgSQL overload} over sql/*.sql (the
+    released scripts under sql/released/ are history, not code)."""
+    sys.path.insert(0, str(root / "scripts"))
+    from gen_upgrade import statements
+    out = {}
+    for f in sorted((root / "sql").glob("*.sql")):
+        for st in statements(f.read_text()):
+            m = re.search(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE)\s+([\w.]+)\s*\(", st)
+            if not m or not re.search(r"LANGUAGE\s+plpgsql", st, re.I):
+                continue
+            body = re.search(r"AS\s+(\$\w*\$)(.*?)\1", st, re.S)
+            if body:
+                out[m.group(1)] = max(out.get(m.group(1), 0), body.group(2).count("\n"))
+    return out
+
+
+def plpgsql_findings(root: pathlib.Path) -> list:
+    lengths = plpgsql_lengths(root)
+    longest = sorted(lengths.items(), key=lambda kv: -kv[1])[:5]
+    print("longest PL/pgSQL functions: " + ", ".join(f"{n} {k}" for n, k in longest))
+    found = []
+    for name, n in sorted(lengths.items()):
+        if n > PLPGSQL_LINES and name not in LONG_PLPGSQL:
+            found.append(f"{name}: a PL/pgSQL function of {n} lines (at most {PLPGSQL_LINES}: cut it into functions of its steps)")
+    for name in sorted(LONG_PLPGSQL):
+        if lengths.get(name, 0) <= PLPGSQL_LINES:
+            found.append(f"{name}: no longer over {PLPGSQL_LINES} lines (or gone): remove it from LONG_PLPGSQL in scripts/check_layout.py")
+    return found
+
+
+LAYOUT_GLOBS = ["src/*.rs", "src/*/", "core/src/*.rs", "sql/*.sql", "scripts/*", "tests/*/", "mcp/src/*.rs"]
+
+
+def contributing_findings(root: pathlib.Path) -> list:
+    doc = (root / "docs" / "contributing.md").read_text()
+    parts = doc.split("## Layout", 1)
+    if len(parts) < 2 or parts[1].count("```") < 2:
+        return ["docs/contributing.md: no ## Layout section with a fenced block"]
+    block = parts[1].split("```", 2)[1]
+    words = set(re.findall(r"[\w.-]+", block))
+    found = []
+    for pattern in LAYOUT_GLOBS:
+        for p in sorted(root.glob(pattern)):
+            if p.name not in words and p.name.split(".")[0] not in words:
+                found.append(f"docs/contributing.md: the layout block does not name {p.relative_to(root).as_posix()}")
+    names = {p.name for p in root.rglob("*") if not {".git", "target", ".venv", "node_modules"} & set(p.parts)}
+    for w in sorted(words):
+        if re.fullmatch(r"[\w-]+\.(rs|sql|py|sh)", w) and w not in names:
+            found.append(f"docs/contributing.md: the layout block names {w}, which is not in the tree")
+    return found
+
+
 def unsafe_findings(src_dir: pathlib.Path, allow: set) -> list:
     found = []
     for f in sorted(src_dir.rglob("*.rs")):
@@ -380,6 +453,8 @@ def main() -> int:
     problems += pg_findings(root)
     problems += sideways_findings(graph)
     problems += long_files(root)
+    problems += plpgsql_findings(root)
+    problems += contributing_findings(root)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:

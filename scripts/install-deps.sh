@@ -2,7 +2,7 @@
 # Installs what building, testing and the demo need, idempotently: Debian packages, the pinned
 # cargo-pgrx, its PostgreSQL 15 registration, a Python venv with psycopg, pytest and the MCP SDK, and
 # PostgreSQL 18 in that venv with pgTAP and pg_cron (scripts/pg18.sh install; skipped when
-# PG18_CONFIG names a PostgreSQL 18 of your own).
+# PG18_CONFIG names a PostgreSQL 18 of your own, and with MEMORY_DEPS_PG18=0, as `make demo` on 15 runs it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 PGRX_VERSION=0.18.1
@@ -42,7 +42,12 @@ if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   echo "== installing the Python MCP SDK (mcp==$MCP_SDK_VERSION) into the venv"
   "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
+# The memory-mcp HTTP tests' local OAuth issuer: keys (cryptography) and signed JWTs (pyjwt).
+if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
+  echo "== installing pyjwt and cryptography into the venv"
+  "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
+fi
 
-if [ -z "${PG18_CONFIG:-}" ]; then
+if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then
   "$root/scripts/pg18.sh" install
 fi

@@ -11,6 +11,11 @@ port=$("$here/../scripts/cluster.sh" start sqltest)
 trap '"$here/../scripts/cluster.sh" stop sqltest' EXIT
 export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres PGOPTIONS="-c client_min_messages=warning"
 status=0
+# 19_vector skips its tests without pgvector (pgTAP's skip): said loudly here, a failure under
+# MEMORY_REQUIRE_ALL=1.
+if [ "$(psql -X -At -d postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")" = 0 ]; then
+  "$here/../scripts/skipped.sh" "pgTAP 19_vector" "pgvector is not installed in $("${PG_CONFIG:-/usr/bin/pg_config}" --sharedir)" || status=1
+fi
 run_file() { # FILE [DB-SUFFIX]: one pgTAP file in a fresh database
   local f=$1 db
   db=t_$(basename "$f" .sql | tr -c 'a-z0-9_\n' '_')${2:-}

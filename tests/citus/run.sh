@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if ! "$root/scripts/citus.sh" available; then
-  echo "== Citus layer SKIPPED: no citus.so in $(/usr/bin/pg_config --pkglibdir) and no source in ../shared/vendor/citus"
+  "$(dirname "$0")/../../scripts/skipped.sh" citus "no citus.so in $(/usr/bin/pg_config --pkglibdir) and no source in ../shared/vendor/citus"
   exit 0
 fi
 "$root/scripts/citus.sh" install

@@ -108,3 +108,20 @@ def clock_cluster(name, offset="+0"):
     finally:
         subprocess.run([str(CLUSTER), "stop", name], check=False)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "immediate_only: runs in memory.audit_mode = immediate only (test_audit.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under MEMORY_REQUIRE_ALL=1 (.ci/run sets it) a skipped test fails: a layer that cannot run
+    (no pgvector, ...) must not pass CI silently. The skip's reason is kept in the failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("MEMORY_REQUIRE_ALL") == "1" and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        print(f"\nSKIPPED: python: {item.nodeid}: {reason} (a failure under MEMORY_REQUIRE_ALL=1)")
+        report.outcome = "failed"
+        report.longrepr = f"SKIPPED under MEMORY_REQUIRE_ALL=1: {reason}"

@@ -26,9 +26,18 @@ import verify_chain  # noqa: E402
 APPEND = "SELECT memory.audit_append(%s, %s::jsonb, %s, %s, %s, %s)"
 
 
-@pytest.fixture(autouse=True, params=["deferred", "immediate"])
+def pytest_generate_tests(metafunc):
+    """Every test here runs in both audit modes, except those marked immediate_only (what only
+    immediate mode does: deferred mode has its own tests in test_audit_deferred.py). Not run is
+    not a skip: under MEMORY_REQUIRE_ALL=1 a skip fails the run."""
+    if "audit_mode" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("immediate_only")
+        metafunc.parametrize("audit_mode", ["immediate"] if only else ["deferred", "immediate"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def audit_mode(request, dsn):
-    """Every test here runs in both audit modes (memory.audit_mode, the database's default)."""
+    """The audit mode of the test (memory.audit_mode, the database's default)."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(f"ALTER DATABASE {c.info.dbname} SET memory.audit_mode = {request.param}")
     return request.param
@@ -295,11 +304,10 @@ def test_concurrent_writers_one_chain(dsn, conn):
         assert py_verify(conn, chain) == (True, None, None)
 
 
+@pytest.mark.immediate_only
 def test_other_tenants_do_not_wait(dsn, conn, audit_mode):
     """Immediate mode: a writer holds its chain's head until it commits; other chains never wait.
     (Deferred mode takes no chain lock at all: test_audit_deferred.py.)"""
-    if audit_mode == "deferred":
-        pytest.skip("deferred mode takes no head lock (test_audit_deferred.py)")
     append(conn, {}, "onechain")
     with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as other:
         append(holder, {"holding": True}, "onechain")  # open transaction: holds onechain's head
@@ -485,14 +493,12 @@ def test_event_type_limit_counts_characters(conn):
     assert append(conn, {}, "acme", event_type="é" * 150) == 1
 
 
+@pytest.mark.immediate_only
 def test_backend_killed_mid_transaction_leaves_no_gap(dsn, audit_mode):
     """A writer terminated while it holds the chain head: its appends vanish, the next writer
     continues the chain, and the chain verifies (SPEC §7, a backend killed mid-transaction).
     (Deferred mode: killed writers and a killed sequencer, test_audit_deferred.py.)"""
     import threading
-
-    if audit_mode == "deferred":
-        pytest.skip("deferred mode takes no head lock (test_audit_deferred.py)")
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("SELECT memory.audit_append('before', '{}', 'killchain')")

@@ -38,7 +38,7 @@ backport=""
 if ! git -C "$root" show "$OLD_COMMIT:Cargo.toml" | grep -q "^pg$major = "; then
   backport=$root/tests/upgrade/$OLD-pg$major.patch
   if [ ! -f "$backport" ]; then
-    echo "== upgrade test from $OLD SKIPPED on PostgreSQL $major: release $OLD's source does not build for it (no pg$major feature in its Cargo.toml, no backport tests/upgrade/$OLD-pg$major.patch)"
+    "$root/scripts/skipped.sh" "upgrade from $OLD" "PostgreSQL $major: release $OLD's source does not build for it (no pg$major feature in its Cargo.toml, no backport tests/upgrade/$OLD-pg$major.patch)"
     exit 0
   fi
   echo "upgrade test: release $OLD was never released for PostgreSQL $major; built with the backport tests/upgrade/$(basename "$backport")"
