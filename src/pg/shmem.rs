@@ -487,16 +487,19 @@ pub fn queue_finish(slots: &[usize], done: bool) {
 }
 
 /// Frees the filled slots of databases `exists` says are gone (dropped with records nobody
-/// claimed); returns how many.
+/// claimed); returns how many. (`exists` runs without the queue's lock held: it reads catalogs.)
 pub fn queue_forget_databases(exists: impl Fn(u32) -> bool) -> usize {
     if !available() {
         return 0;
     }
-    let mut q = QUEUE.exclusive();
-    let mut dbs: Vec<u32> = q.heads.iter().filter(|h| h.state == FILLED).map(|h| h.db).collect();
+    let mut dbs: Vec<u32> = QUEUE.share().heads.iter().filter(|h| h.state == FILLED).map(|h| h.db).collect();
     dbs.sort_unstable();
     dbs.dedup();
     let gone: Vec<u32> = dbs.into_iter().filter(|&d| !exists(d)).collect();
+    if gone.is_empty() {
+        return 0;
+    }
+    let mut q = QUEUE.exclusive();
     let mut n = 0;
     for h in q.heads.iter_mut().filter(|h| h.state == FILLED && gone.contains(&h.db)) {
         *h = QueueHead::EMPTY;

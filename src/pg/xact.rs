@@ -180,10 +180,13 @@ pub fn command_counter_increment() {
     unsafe { pg_sys::CommandCounterIncrement() };
 }
 
-/// Whether a database with oid `db` exists (a catalog cache lookup; in a transaction).
+/// Whether a database with oid `db` exists now (a catalog cache lookup after reading the
+/// invalidations other backends sent, so a database made since is seen; in a transaction).
 pub fn database_exists(db: u32) -> bool {
-    // SAFETY: a syscache existence probe by a plain oid key, inside a transaction.
+    // SAFETY: processes pending invalidation messages, then a syscache existence probe by a
+    // plain oid key, inside a transaction.
     unsafe {
+        pg_sys::AcceptInvalidationMessages();
         pg_sys::SearchSysCacheExists(
             pg_sys::SysCacheIdentifier::DATABASEOID as _,
             pg_sys::Datum::from(db),
