@@ -47,6 +47,16 @@ if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
   echo "== installing pyjwt and cryptography into the venv"
   "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
 fi
+# The Python package of this repository (clients/python, with LangGraph and its Postgres store
+# for the tests): reinstalled when its sources change (a hash of them kept in the venv).
+client_sum=$(cd "$root/clients/python" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name 'py.typed' -o -name '*.md' \) \
+  -not -path './build/*' -not -path '*.egg-info*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$root/.venv/memory-ext.sha256" 2>/dev/null)" != "$client_sum" ] \
+   || ! "$root/.venv/bin/python" -c 'import memory_ext.langgraph, langgraph.store.postgres' 2>/dev/null; then
+  echo "== installing clients/python (memory-ext[langgraph]) and langgraph-checkpoint-postgres into the venv"
+  "$root/.venv/bin/pip" install -q "$root/clients/python[langgraph]" langgraph langgraph-checkpoint-postgres psycopg_pool
+  echo "$client_sum" > "$root/.venv/memory-ext.sha256"
+fi
 
 if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then
   "$root/scripts/pg18.sh" install

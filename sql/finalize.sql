@@ -88,8 +88,9 @@ GRANT EXECUTE ON FUNCTION
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory_internal._audit_truncate(),
     memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(),
     memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
-    -- the CHECK of memory.observations.weight (runs as the writing role)
-    memory_internal._check_weight(float8),
+    -- the CHECKs of memory.observations.weight and of its items (run as the writing role)
+    memory_internal._check_weight(float8), memory_internal._item_text(jsonb), memory_internal._item_key_error(text),
+    memory_internal._item_namespace_error(text[]),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
     memory_internal._audit_denied(text, text, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)

@@ -578,6 +578,7 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
+    items    bigint;
     asoft_ids   uuid[] := '{}';
     ahard_ids   uuid[] := '{}';
     asoft    bigint := 0;
@@ -600,6 +601,9 @@ BEGIN
     -- which checks again that each row is still due (an event may then name a row that a
     -- concurrent change made no longer due).
     lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+
+    -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
+    items := memory_internal._purge_items(NULL, at, dry_run);
 
     -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
     -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
@@ -845,14 +849,14 @@ BEGIN
         denied := denied + (r->>'denied')::bigint;
     END LOOP;
 
-    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived,
+    RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived, 'items_purged', items,
                               'denied', denied, 'dry_run', dry_run, 'at', at,
                               'archive', jsonb_build_object('soft_deleted', asoft, 'hard_deleted', ahard, 'denied', adenied),
                               'tables', tables, 'skipped_tables', skipped,
                               'locked_tables', locked, 'failed_tables', failed);
 END $$;
 COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
-  'Apply retention as of `at`: soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at; archived rows follow the same schedule (counted under archive and in the totals). A governed application table another session holds locked is not waited for: it is listed under locked_tables and swept by the next run. A dry run changes nothing but reports and audits with dryRun true.';
+  'Apply retention as of `at`: delete items whose ttl has run out (items_purged; not held ones), soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at; archived rows follow the same schedule (counted under archive and in the totals). A governed application table another session holds locked is not waited for: it is listed under locked_tables and swept by the next run. A dry run changes nothing but reports and audits with dryRun true.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.legal_holds', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.observations_archive', '');

@@ -181,8 +181,8 @@ BEGIN
     scope := memory_internal._scope_org();
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
-    -- (content_tsv, the words of content, is derived from it: not exported twice.)
-    SELECT coalesce(jsonb_agg(to_jsonb(o) OPERATOR(pg_catalog.-) 'content_tsv' ORDER BY o.created_at, o.id) FILTER (WHERE include_restricted OR coalesce(o.classification <> 'restricted', false)), '[]'),
+    -- (content_tsv and an item's search_tsv, words derived from it: not exported twice.)
+    SELECT coalesce(jsonb_agg(to_jsonb(o) OPERATOR(pg_catalog.-) 'content_tsv' OPERATOR(pg_catalog.-) 'search_tsv' ORDER BY o.created_at, o.id) FILTER (WHERE include_restricted OR coalesce(o.classification <> 'restricted', false)), '[]'),
            count(*) FILTER (WHERE NOT (include_restricted OR coalesce(o.classification <> 'restricted', false)))
       INTO obs, n
       FROM memory.observations o

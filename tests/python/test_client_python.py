@@ -1,0 +1,199 @@
+"""The Python package clients/python (memory_ext, SPEC §16) against a real cluster, as tenant
+roles: Memory / AsyncMemory (the agent API as typed calls, errors as MemoryError subclasses) and
+the LangGraph stores MemoryStore / AsyncMemoryStore, including a compiled StateGraph whose nodes
+read and write through get_store(). The superuser (`conn`) only sets up and reads what happened."""
+import asyncio
+from typing import TypedDict
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+import memory_ext
+from conftest import connect
+from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401 (the fixture)
+
+lg = pytest.importorskip("memory_ext.langgraph", reason="memory-ext[langgraph] is not installed")
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp  # noqa: E402
+
+
+def role_dsn(dsn, role):
+    return dsn.replace("user=postgres", f"user={role}")
+
+
+def test_memory_agent_api(app, conn):
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        m = memory_ext.Memory(c, org="acme", actor="agent-7")
+        r = m.remember("dave likes green tea", user_id="dave", session_id="s1")
+        assert isinstance(r, memory_ext.Remembered) and r.classification == "internal"
+        hits = m.recall("green tea")
+        assert [h.id for h in hits] == [r.id] and isinstance(hits[0], memory_ext.Recalled) and hits[0].user_id == "dave"
+        out = m.record_outcome("s1", "accepted", [r.id])
+        assert out[0].applied and out[0].observation_id == r.id
+        f = m.forget([r.id], "user asked")
+        assert f == memory_ext.Forgotten(forgotten=[str(r.id)], held=[], not_found=[])
+        assert m.recall("green tea") == []
+        assert m.retrieve("anything at all") == []
+    with psycopg.connect(role_dsn(app, ADMIN), autocommit=True) as c:
+        checks = memory_ext.Memory(c, org="acme").audit_verify("acme")
+        assert [(x.chain_id, x.ok) for x in checks] == [("acme", True)]
+    (actor,) = conn.execute("SELECT actor_id FROM memory.audit_log WHERE chain_id = 'acme' AND event_type = 'memory.store'").fetchone()
+    assert actor and actor != "agent-7", "the actor is recorded, pseudonymised"
+
+
+def test_errors_carry_the_server_fields(app):
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        m = memory_ext.Memory(c, org="acme")
+        with pytest.raises(memory_ext.BadArgument) as e:
+            m.recall("tea", k=0)
+        assert e.value.sqlstate == "22023" and "k must be between 1 and 1000" in e.value.message and e.value.hint
+        with pytest.raises(memory_ext.NotAllowed) as e:
+            memory_ext.Memory(c, org="globex").recall("tea")
+        assert e.value.sqlstate == "42501" and isinstance(e.value, memory_ext.MemoryError)
+        # The transaction of the failed call is gone: the connection serves the next call.
+        assert m.recall("tea") == []
+
+
+def test_async_memory(app):
+    async def main():
+        async with await psycopg.AsyncConnection.connect(role_dsn(app, WRITER), autocommit=True) as c:
+            m = memory_ext.AsyncMemory(c, org="acme")
+            r = await m.remember("erin uses vim", user_id="erin")
+            assert [h.id for h in await m.recall("vim")] == [r.id]
+            assert (await m.forget([r.id], "done")).forgotten == [str(r.id)]
+            with pytest.raises(memory_ext.BadArgument):
+                await m.recall("vim", k=5000)
+    asyncio.run(main())
+
+
+def test_store_put_get_delete_list(app, conn):
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme", user_label=1)
+        store.setup()
+        store.put(("memories", "dave"), "prefs", {"text": "dave likes tea", "tags": ["drinks"]})
+        item = store.get(("memories", "dave"), "prefs")
+        assert item.value == {"text": "dave likes tea", "tags": ["drinks"]} and item.namespace == ("memories", "dave")
+        assert store.get(("memories", "dave"), "missing") is None
+        store.put(("memories", "erin", "work"), "k", {"text": "erin"})
+        store.put(("docs",), "readme", {"text": "hello"})
+        assert store.list_namespaces() == [("docs",), ("memories", "dave"), ("memories", "erin", "work")]
+        assert store.list_namespaces(prefix=("memories",), max_depth=2) == [("memories", "dave"), ("memories", "erin")]
+        assert store.list_namespaces(suffix=("work",)) == [("memories", "erin", "work")]
+        # One batch, one transaction: results in the caller's order; a PutOp with None deletes.
+        res = store.batch([PutOp(("docs",), "a", {"n": 1}), GetOp(("docs",), "a"), PutOp(("docs",), "readme", None),
+                           GetOp(("docs",), "readme"), ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("docs",)),))])
+        assert res[0] is None and res[1].value == {"n": 1} and res[2] is None and res[3] is None and res[4] == [("docs",)]
+        store.delete(("memories", "dave"), "prefs")
+        assert store.get(("memories", "dave"), "prefs") is None
+    (user,) = conn.execute("SELECT user_id FROM memory.observations WHERE key = 'k'").fetchone()
+    assert user == "erin", "user_label names the end user"
+    conn.execute("SELECT memory.audit_integrate()")
+    (n,) = conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.forget' AND payload->>'reason' = 'memory.delete'").fetchone()
+    assert n == 2
+
+
+def test_store_governance_reaches_items(app, conn):
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme", user_label=1)
+        store.put(("memories", "u9"), "card", {"note": {"deep": ["paid with 4111 1111 1111 1111 yesterday"]}})
+        conn.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u9', 'litigation')")
+        with pytest.raises(memory_ext.Held) as e:
+            store.put(("memories", "u9"), "card", {"note": "changed"})
+        assert e.value.sqlstate == "MX006"
+    (tier,) = conn.execute("SELECT classification::text FROM memory.observations WHERE key = 'card'").fetchone()
+    assert tier == "restricted"
+    conn.execute("UPDATE memory.legal_holds SET released_at = now()")
+    with psycopg.connect(role_dsn(app, ADMIN), autocommit=True) as c:
+        c.execute("SELECT memory.erase_subject('u9')")
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'card'").fetchone() == (0,)
+
+
+def test_a_pool_shared_by_orgs_never_leaks_one(app, conn):
+    conn.execute(f"SELECT memory.grant_org('{WRITER}', 'globex')")
+    with ConnectionPool(role_dsn(app, WRITER), min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        acme, globex = lg.MemoryStore(pool, org="acme"), lg.MemoryStore(pool, org="globex")
+        acme.put(("ns",), "k", {"text": "acme's"})
+        globex.put(("ns",), "k", {"text": "globex's"})
+        assert acme.get(("ns",), "k").value == {"text": "acme's"}
+        assert globex.get(("ns",), "k").value == {"text": "globex's"}
+        with pool.connection() as c:
+            # SET LOCAL: nothing of the last call's org is left on the pooled connection.
+            assert c.execute("SELECT coalesce(current_setting('memory.org_id', true), '')").fetchone() == ("",)
+    assert conn.execute("SELECT org_id, value->>'text' FROM memory.observations WHERE key = 'k' ORDER BY 1").fetchall() == [
+        ("acme", "acme's"), ("globex", "globex's")]
+
+
+def test_store_tenants_and_clearance(app):
+    with psycopg.connect(role_dsn(app, GLOBEX), autocommit=True) as c:
+        with pytest.raises(memory_ext.NotAllowed):
+            lg.MemoryStore(c, org="acme").put(("x",), "k", {"a": 1})
+    with psycopg.connect(role_dsn(app, READER), autocommit=True) as c:
+        with pytest.raises(memory_ext.NotAllowed):
+            lg.MemoryStore(c, org="acme").put(("x",), "k", {"a": 1})
+
+
+def test_store_ttl_and_sweeper(app, conn):
+    with lg.MemoryStore.from_conn_string(role_dsn(app, WRITER), org="acme", ttl={"default_ttl": 60, "refresh_on_read": True}) as store:
+        store.put(("cache",), "a", {"text": "x"})
+        (exp,) = conn.execute("SELECT expires_at <= now() + interval '60 minutes' FROM memory.observations WHERE key = 'a'").fetchone()
+        assert exp, "default_ttl shortens expires_at"
+        conn.execute("UPDATE memory.observations SET expires_at = now() - interval '1 second' WHERE key = 'a'")
+        assert store.get(("cache",), "a") is None
+        assert store.sweep_ttl() == 1
+        fut = store.start_ttl_sweeper(sweep_interval_minutes=1)
+        assert store.stop_ttl_sweeper(timeout=5)
+        fut.result(timeout=5)
+
+
+def test_setup_checks_and_creates_nothing(app, conn):
+    before = conn.execute("SELECT count(*) FROM pg_class").fetchone()
+    with lg.MemoryStore.from_conn_string(role_dsn(app, WRITER), org="acme", pool_config={"min_size": 1, "max_size": 2}) as store:
+        store.setup()
+    assert conn.execute("SELECT count(*) FROM pg_class").fetchone() == before
+
+
+def test_async_store(app):
+    async def main():
+        async with AsyncConnectionPool(role_dsn(app, WRITER), min_size=1, max_size=2, kwargs={"autocommit": True}, open=False) as pool:
+            store = lg.AsyncMemoryStore(pool, org="acme", user_label=1)
+            await store.setup()
+            await store.aput(("memories", "u2"), "k", {"text": "async"})
+            assert (await store.aget(("memories", "u2"), "k")).value == {"text": "async"}
+            assert await store.alist_namespaces() == [("memories", "u2")]
+            # Sync calls from another thread reach the store's loop.
+            got = await asyncio.get_running_loop().run_in_executor(None, store.get, ("memories", "u2"), "k")
+            assert got.value == {"text": "async"}
+            await store.adelete(("memories", "u2"), "k")
+            assert await store.aget(("memories", "u2"), "k") is None
+    asyncio.run(main())
+
+
+class State(TypedDict):
+    user: str
+    text: str
+    seen: str
+
+
+def test_langgraph_state_graph_uses_the_store(app, conn):
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+
+    def remember(state: State):
+        get_store().put(("memories", state["user"]), "last", {"text": state["text"]})
+        return {}
+
+    def recall(state: State):
+        item = get_store().get(("memories", state["user"]), "last")
+        return {"seen": item.value["text"] if item else ""}
+
+    g = StateGraph(State)
+    g.add_node("remember", remember)
+    g.add_node("recall", recall)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", "recall")
+    g.add_edge("recall", END)
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        graph = g.compile(store=lg.MemoryStore(c, org="acme", user_label=1))
+        out = graph.invoke({"user": "u5", "text": "likes jazz", "seen": ""})
+    assert out["seen"] == "likes jazz"
+    assert conn.execute("SELECT user_id, classification::text FROM memory.observations WHERE key = 'last'").fetchone() == ("u5", "internal")
