@@ -259,9 +259,10 @@ BEGIN
     withheld := withheld || jsonb_build_object('total',
         (withheld->>'observations')::bigint + (withheld->>'archive')::bigint + (withheld->>'weight_history')::bigint
         + coalesce((SELECT sum(v::text::bigint) FROM jsonb_each(withheld_tables) e(k, v)), 0));
-    PERFORM memory_internal._audit('memory.export',
+    -- A read event: it survives the rollback of this transaction (memory_internal._audit_read).
+    PERFORM memory_internal._audit_read('memory.export',
         jsonb_build_object('subject', memory_internal._pseudonym(subject), 'manifest', manifest, 'includeRestricted', include_restricted,
-                           'restrictedWithheld', withheld->'total'), scope);
+                           'restrictedWithheld', withheld->'total')::text, scope, NULL);
     RETURN jsonb_build_object('schema_version', 1, 'generated_at', now(), 'include_restricted', include_restricted,
                               'restricted_withheld', withheld,
                               'manifest', manifest,
