@@ -612,6 +612,12 @@ REVOKE ALL ON FUNCTION memory.audit_append(text, jsonb, text, text, text, text),
 REVOKE ALL ON FUNCTION memory.audit_integrate(), memory_internal._audit_integrate(boolean), memory_internal._audit_integrating() FROM PUBLIC;
 REVOKE ALL ON FUNCTION memory_internal._audit_append(text, text, text, text, text, text),
                        memory_internal._audit_verify(text), memory_internal._random_bytes(int) FROM PUBLIC;
+-- The door of read events (memory.recall, memory.retrieval.hybrid, memory.export): appended in the
+-- reading transaction and handed to the integrator if it rolls back (docs/audit.md#read-events).
+-- For memory_ext's own SECURITY DEFINER read functions.
+REVOKE ALL ON FUNCTION memory_internal._audit_read(text, text, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION memory_internal._audit_read(text, text, text, text) IS
+  'Append a read event (memory.recall, memory.retrieval.hybrid, memory.export) that survives the rollback of the reading transaction or savepoint: appended in it, and handed over to the integrator (shared memory) when it rolls back; 53000 when no place can be reserved for it. Not granted to PUBLIC.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.audit_secrets', '');

@@ -313,9 +313,10 @@ BEGIN
         END IF;
         RETURN NEXT;
     END IF;
-    PERFORM memory_internal._audit('memory.recall',
+    -- A read event: it survives the rollback of this transaction (memory_internal._audit_read).
+    PERFORM memory_internal._audit_read('memory.recall',
         pg_catalog.jsonb_build_object('call', 'memory.get', 'ids', CASE WHEN r.id IS NULL THEN '[]'::jsonb ELSE pg_catalog.jsonb_build_array(r.id) END,
-                                      'count', CASE WHEN r.id IS NULL THEN 0 ELSE 1 END), org);
+                                      'count', CASE WHEN r.id IS NULL THEN 0 ELSE 1 END)::pg_catalog.text, org, NULL);
 END $$;
 CREATE FUNCTION memory.get(org_id text, namespace text[], key text, refresh_ttl boolean DEFAULT false)
 RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification memory.classification,
@@ -405,7 +406,7 @@ BEGIN
      ORDER BY d.ns COLLATE "C"
      LIMIT k OFFSET "offset";
     GET DIAGNOSTICS n = ROW_COUNT;
-    PERFORM memory_internal._audit('memory.recall', pg_catalog.jsonb_build_object('call', 'memory.list_namespaces', 'count', n), org);
+    PERFORM memory_internal._audit_read('memory.recall', pg_catalog.jsonb_build_object('call', 'memory.list_namespaces', 'count', n)::pg_catalog.text, org, NULL);
 END $$;
 COMMENT ON FUNCTION memory.list_namespaces(text, text[], text[], int, int, int) IS
   'Distinct namespaces of the org''s live items the caller is cleared for, matching prefix and suffix (''*'' matches any one label), cut to max_depth labels, sorted bytewise; k and offset page. Audited as memory.recall (count only).';

@@ -222,12 +222,13 @@ BEGIN
 END $$;
 
 -- The read events of recall and retrieve, appended in this one place: ids, counts and hashes,
--- never content, a query or an embedding.
+-- never content, a query or an embedding. Through memory_internal._audit_read, so the event
+-- survives the rollback of the reading transaction or savepoint (docs/audit.md#read-events).
 CREATE FUNCTION memory_internal._read_event(event text, org text, project_id text, details jsonb)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM memory_internal._audit_append(event, details::text, org, project_id, NULL, NULL);
+    PERFORM memory_internal._audit_read(event, details::text, org, project_id);
 END $$;
 
 -- Runs a plan with pgvector's iterative index scan for a vector list (memory_internal._hnsw_begin).

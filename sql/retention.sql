@@ -208,6 +208,8 @@ CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) 
 -- Archived rows keep their stamps and run_retention sweeps them by these.
 CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
+-- memory.health: an org's archived rows and the oldest.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
 COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
 
 CREATE VIEW memory.live_observations AS

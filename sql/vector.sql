@@ -110,6 +110,9 @@ BEGIN
                    'WITH (m = 16, ef_construction = 64)', s);
     EXECUTE format('CREATE INDEX IF NOT EXISTS claims_embedding ON memory.claims USING hnsw (embedding %I.vector_cosine_ops) '
                    'WITH (m = 16, ef_construction = 64) WHERE lifecycle_state = ''active''', s);
+    -- memory.health: an org's live observations still waiting for an embedding.
+    CREATE INDEX IF NOT EXISTS observations_no_embedding ON memory.observations (org_id)
+        WHERE embedding IS NULL AND soft_deleted_at IS NULL;
     -- Hybrid recall's full-text list under its tenant (and user) condition: with btree_gin (a
     -- contrib extension) one GIN index holds the org, the user and the words, and its scan
     -- intersects them inside the index, reading no more of a common word's posting list than the

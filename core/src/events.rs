@@ -80,7 +80,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// Event types the SQL files append: the first argument of memory_internal._audit,
-    /// memory_internal._audit_append and memory_internal._audit_append_system, and the values given for
+    /// memory_internal._audit_append, memory_internal._audit_append_system and memory_internal._audit_read, and the values given for
     /// 'event_type' in the arrays passed to memory_internal._audit_append_many.
     fn sql_event_types() -> BTreeSet<String> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql");
@@ -91,7 +91,7 @@ mod tests {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("sql file");
-            for marker in ["memory_internal._audit('", "memory_internal._audit_append('", "memory_internal._audit_append_system('", "'event_type', '", "THEN '", "ELSE '"] {
+            for marker in ["memory_internal._audit('", "memory_internal._audit_append('", "memory_internal._audit_append_system('", "memory_internal._audit_read('", "'event_type', '", "THEN '", "ELSE '"] {
                 let mut rest = text.as_str();
                 while let Some(i) = rest.find(marker) {
                     rest = &rest[i + marker.len()..];

@@ -13,6 +13,7 @@ pub mod feedback;
 pub mod lifecycle;
 pub mod retention;
 pub mod events;
+pub mod handover;
 pub mod protocol;
 pub mod shards;
 pub mod drift;

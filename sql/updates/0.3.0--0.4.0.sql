@@ -31,3 +31,10 @@ CREATE INDEX observations_item_search ON memory.observations USING gin (search_t
 -- Issue 46: run_retention sweeps the archive by its rows' stamps (partial indexes as on the hot table).
 CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
+
+-- Issue 46: the classify trigger's arguments gain "content_required" (a blank memory is refused),
+-- so their builder takes one more argument.
+DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], text, text[]);
+
+-- memory.health counts an org's archived rows from an index.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);

@@ -409,6 +409,13 @@ fn integrate_where(caller: Caller, local_only: bool) -> Result<i64, MxError> {
             _ => Ok(0),
         };
     }
+    // Read events of rolled-back reads handed over in this database (audit::reads), those of the
+    // caller's chains: appended first, in this transaction (chained with what is pending).
+    let share = match caller {
+        Caller::Worker(share) => share,
+        _ => Share::ALL,
+    };
+    super::reads::drain(|chain| share.takes(chain))?;
     Spi::connect(|client| {
         if !super::storage::distributed(client)? {
             let tables = super::storage::local(client)?;

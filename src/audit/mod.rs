@@ -11,6 +11,7 @@
 
 pub mod denied;
 mod integrate;
+mod reads;
 mod jsonb;
 pub mod storage;
 mod trigger;
@@ -231,4 +232,5 @@ pub fn init() {
     crate::pg::callbacks::on_relcache(trigger::forget_plans);
     worker::register();
     denied::init();
+    reads::init();
 }

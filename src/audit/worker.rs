@@ -148,7 +148,16 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     let at = arg.value() >> 8;
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
+    // A database named in memory.integrator_databases that does not exist (yet) would end every
+    // start in `FATAL: database ... does not exist`, every 5 s. A start that did not get in (still
+    // marked connecting) waits for the database instead, connected to none; see
+    // `wait_for_database`.
+    if crate::pg::shmem::was_connecting(at, k) {
+        wait_for_database(&db, at, k, n);
+    }
+    crate::pg::shmem::set_connecting(at, k, true);
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    crate::pg::shmem::set_connecting(at, k, false);
     // The worker runs as the bootstrap superuser, in a database whose owner may have set its
     // defaults (ALTER DATABASE ... SET): none of them may steer it. Its session pins the search
     // path (no operator or function of the database's schemas resolves in its SQL) and the
@@ -249,4 +258,37 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // worker must come back, so it leaves with exit code 1 (restarted after 5 s).
     log!("memory_ext integrator {}/{n} for database \"{db}\" stopping", k + 1);
     crate::pg::xact::exit_to_be_restarted();
+}
+
+/// Connected to no database (only the shared catalogs), checks that `db` exists, with a
+/// backoff of 1 s doubling to 10 s, logging once that it waits; once it exists, the worker exits
+/// to be restarted (a process connects to one database in its life) and then connects to it.
+/// Ends the worker quietly on SIGTERM.
+fn wait_for_database(db: &str, at: usize, k: u32, n: u32) -> ! {
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    let name = std::ffi::CString::new(db).unwrap_or_default();
+    let mut backoff = Duration::from_secs(1);
+    let mut logged = false;
+    loop {
+        if BackgroundWorker::transaction(|| crate::pg::xact::database_named_exists(&name)) {
+            log!("memory_ext integrator {}/{n}: database \"{db}\" exists now; the integrator restarts to serve it", k + 1);
+            crate::pg::shmem::set_connecting(at, k, false);
+            crate::pg::xact::exit_to_be_restarted();
+        }
+        if !logged {
+            log!(
+                "memory_ext integrator {}/{n}: database \"{db}\" (memory.integrator_databases) does not exist; waiting for it (checking every 1 s to 10 s)",
+                k + 1
+            );
+            logged = true;
+        }
+        if !BackgroundWorker::wait_latch(Some(backoff)) {
+            // SIGTERM: a shutdown (or pg_terminate_backend: the next start waits again).
+            crate::pg::xact::exit_to_be_restarted();
+        }
+        if BackgroundWorker::sighup_received() {
+            crate::pg::xact::reload_config();
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
 }

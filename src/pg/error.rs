@@ -53,6 +53,8 @@ pub mod code {
     pub const READ_ONLY_TRANSACTION: &str = "25006";
     /// A consent change that lost a race it cannot read past (snapshot isolation): retry.
     pub const SERIALIZATION_FAILURE: &str = "40001";
+    /// A shared resource is exhausted (the queue of read events handed over at rollbacks).
+    pub const INSUFFICIENT_RESOURCES: &str = "53000";
     /// A fault inside memory_ext (never a user's input).
     pub const INTERNAL: &str = "XX000";
 }

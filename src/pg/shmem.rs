@@ -4,6 +4,9 @@
 //! and `audit::wake`):
 //! - a ring of fixed-size message slots, each tagged with its database: a backend puts a
 //!   message (kind, key, body) in, a background worker of that database takes it out;
+//! - a queue of byte records, each tagged with its database, whose slots a backend reserves
+//!   first and fills later (at a rollback: `audit::reads`), and a worker claims, then frees
+//!   when its transaction commits or gives back when it aborts;
 //! - wake-up slots of background workers, by group (a database's entry in a list fixed at server
 //!   start) and member: a worker registers its latch, a backend sets the latches of the members
 //!   it names (and counts the wake-up), so that they wake at once.
@@ -83,6 +86,9 @@ pub struct Group {
     /// wait on it and reset it, a heavyweight lock wait for one), the count is what the worker
     /// compares across a round.
     announced: [AtomicU64; MEMBERS],
+    /// Member k last tried to connect and did not get in (its database did not exist): it
+    /// then waits for the database before it connects again (see `set_connecting`).
+    connecting: [AtomicBool; MEMBERS],
 }
 
 pub struct Wakers {
@@ -90,6 +96,8 @@ pub struct Wakers {
     /// Slots of the ring in use (changed under its lock): a worker's round reads it without
     /// taking the lock, which every round of every database's workers would otherwise take.
     ring_used: AtomicU32,
+    /// Filled slots of the queue (changed under its lock), read the same way.
+    queue_filled: AtomicU32,
 }
 
 impl Default for Wakers {
@@ -99,8 +107,10 @@ impl Default for Wakers {
                 db: AtomicU32::new(0),
                 latch: std::array::from_fn(|_| AtomicUsize::new(0)),
                 announced: std::array::from_fn(|_| AtomicU64::new(0)),
+                connecting: std::array::from_fn(|_| AtomicBool::new(false)),
             }),
             ring_used: AtomicU32::new(0),
+            queue_filled: AtomicU32::new(0),
         }
     }
 }
@@ -119,6 +129,7 @@ pub fn init() {
     if super::xact::preloading() {
         pgrx::pg_shmem_init!(RING);
         pgrx::pg_shmem_init!(WAKERS);
+        pgrx::pg_shmem_init!(QUEUE);
         PRELOADED.store(true, Ordering::Relaxed);
     }
 }
@@ -220,6 +231,26 @@ unsafe extern "C-unwind" fn forget_waker(_code: std::ffi::c_int, arg: pg_sys::Da
     }
 }
 
+/// Marks member `k` of group `at` as connecting (before it connects to its database) or in (after):
+/// a member still marked when it starts again did not get in. False when there is no such slot.
+pub fn set_connecting(at: usize, k: u32, connecting: bool) -> bool {
+    if !available() {
+        return false;
+    }
+    match WAKERS.get().dbs.get(at).and_then(|e| e.connecting.get(k as usize)) {
+        Some(c) => {
+            c.store(connecting, Ordering::Release);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether member `k` of group `at` is still marked connecting (its last start did not get in).
+pub fn was_connecting(at: usize, k: u32) -> bool {
+    available() && WAKERS.get().dbs.get(at).and_then(|e| e.connecting.get(k as usize)).is_some_and(|c| c.load(Ordering::Acquire))
+}
+
 /// The wake-ups sent to member `k` of group `at` so far.
 pub fn announced(at: usize, k: u32) -> u64 {
     if !available() {
@@ -255,4 +286,225 @@ pub fn wake(members: u32) {
             unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The queue of records (reserve, fill, claim, free).
+
+/// Slots of the queue, and the bytes of a record each holds (a record longer than that takes
+/// several).
+pub const QUEUE_SLOTS: usize = 1024;
+pub const QUEUE_BYTES: usize = 1024;
+
+const FREE: u8 = 0;
+const RESERVED: u8 = 1;
+const FILLED: u8 = 2;
+const CLAIMED: u8 = 3;
+
+#[derive(Clone, Copy)]
+struct QueueHead {
+    state: u8,
+    db: u32,
+    /// The process that reserved or claimed it.
+    owner: i32,
+    /// The record it holds part of, the part's place and the record's parts.
+    record: u64,
+    part: u16,
+    parts: u16,
+    len: u16,
+}
+
+impl QueueHead {
+    const EMPTY: QueueHead = QueueHead { state: FREE, db: 0, owner: 0, record: 0, part: 0, parts: 0, len: 0 };
+}
+
+#[derive(Clone, Copy)]
+pub struct Queue {
+    /// The states apart from the bytes, so a scan touches only these.
+    heads: [QueueHead; QUEUE_SLOTS],
+    bodies: [[u8; QUEUE_BYTES]; QUEUE_SLOTS],
+    next_record: u64,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue { heads: [QueueHead::EMPTY; QUEUE_SLOTS], bodies: [[0; QUEUE_BYTES]; QUEUE_SLOTS], next_record: 1 }
+    }
+}
+
+// SAFETY: plain bytes and integers, no pointers: the same in every process that maps it.
+unsafe impl PGRXSharedMemory for Queue {}
+
+// SAFETY: as RING's.
+static QUEUE: PgLwLock<Queue> = unsafe { PgLwLock::new(c"memory_ext_read_events") };
+
+fn my_pid() -> i32 {
+    // SAFETY: reads a global set at process start.
+    unsafe { pg_sys::MyProcPid }
+}
+
+/// Why a reservation failed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Full {
+    /// This database holds `per_database` slots already (reserved, filled or claimed).
+    Database,
+    /// No free slot is left.
+    Queue,
+}
+
+/// Reserves `n` slots for this process and database; their indexes, or why not. At most
+/// `per_database` slots of one database are in use at a time.
+pub fn queue_reserve(n: usize, per_database: usize) -> Result<Vec<usize>, Full> {
+    let db = my_database();
+    let mut q = QUEUE.exclusive();
+    let mine = q.heads.iter().filter(|h| h.state != FREE && h.db == db).count();
+    if mine + n > per_database {
+        return Err(Full::Database);
+    }
+    let free: Vec<usize> = q.heads.iter().enumerate().filter(|(_, h)| h.state == FREE).map(|(i, _)| i).take(n).collect();
+    if free.len() < n {
+        return Err(Full::Queue);
+    }
+    let owner = my_pid();
+    for &i in &free {
+        q.heads[i] = QueueHead { state: RESERVED, db, owner, ..QueueHead::EMPTY };
+    }
+    Ok(free)
+}
+
+/// Frees slots this process reserved (and did not fill).
+pub fn queue_release(slots: &[usize]) {
+    if slots.is_empty() || !available() {
+        return;
+    }
+    let owner = my_pid();
+    let mut q = QUEUE.exclusive();
+    for &i in slots {
+        if let Some(h) = q.heads.get_mut(i).filter(|h| h.state == RESERVED && h.owner == owner) {
+            *h = QueueHead::EMPTY;
+        }
+    }
+}
+
+/// Fills slots this process reserved with `record` (split across them in order); false (and the
+/// slots freed) when they do not hold it or are not this process's reservation. Cannot fail
+/// otherwise: it runs in abort callbacks.
+pub fn queue_fill(slots: &[usize], record: &[u8]) -> bool {
+    if slots.is_empty() || !available() {
+        return false;
+    }
+    let owner = my_pid();
+    let mut q = QUEUE.exclusive();
+    let ours = slots.iter().all(|&i| q.heads.get(i).is_some_and(|h| h.state == RESERVED && h.owner == owner));
+    if !ours || record.len() > slots.len() * QUEUE_BYTES || slots.len() > u16::MAX as usize {
+        for &i in slots {
+            if let Some(h) = q.heads.get_mut(i).filter(|h| h.state == RESERVED && h.owner == owner) {
+                *h = QueueHead::EMPTY;
+            }
+        }
+        return false;
+    }
+    let id = q.next_record;
+    q.next_record += 1;
+    let parts = slots.len() as u16;
+    for (part, &i) in slots.iter().enumerate() {
+        let chunk = record.get(part * QUEUE_BYTES..record.len().min((part + 1) * QUEUE_BYTES)).unwrap_or(&[]);
+        q.bodies[i][..chunk.len()].copy_from_slice(chunk);
+        let h = &mut q.heads[i];
+        h.state = FILLED;
+        h.owner = 0;
+        h.record = id;
+        h.part = part as u16;
+        h.parts = parts;
+        h.len = chunk.len() as u16;
+    }
+    WAKERS.get().queue_filled.fetch_add(slots.len() as u32, Ordering::AcqRel);
+    true
+}
+
+/// Claims this database's filled records that `wanted` takes, oldest first: (their slots, the
+/// record's bytes). Claimed slots are the caller's until `queue_finish`.
+pub fn queue_claim(wanted: impl Fn(&[u8]) -> bool) -> Vec<(Vec<usize>, Vec<u8>)> {
+    if !available() || WAKERS.get().queue_filled.load(Ordering::Acquire) == 0 {
+        return Vec::new();
+    }
+    let db = my_database();
+    let owner = my_pid();
+    let mut q = QUEUE.exclusive();
+    // Records of this database, by id: (part, slot) lists.
+    let mut records: std::collections::BTreeMap<u64, Vec<(u16, usize)>> = std::collections::BTreeMap::new();
+    for (i, h) in q.heads.iter().enumerate() {
+        if h.state == FILLED && h.db == db {
+            records.entry(h.record).or_default().push((h.part, i));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, mut parts) in records {
+        parts.sort_unstable();
+        if parts.len() != q.heads[parts[0].1].parts as usize {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        for &(_, i) in &parts {
+            bytes.extend_from_slice(&q.bodies[i][..q.heads[i].len as usize]);
+        }
+        if !wanted(&bytes) {
+            continue;
+        }
+        let slots: Vec<usize> = parts.iter().map(|p| p.1).collect();
+        for &i in &slots {
+            q.heads[i].state = CLAIMED;
+            q.heads[i].owner = owner;
+        }
+        WAKERS.get().queue_filled.fetch_sub(slots.len() as u32, Ordering::AcqRel);
+        out.push((slots, bytes));
+    }
+    out
+}
+
+/// Ends this process's claim of `slots`: frees them when `done` (what they held is recorded),
+/// gives them back filled otherwise (for the next claim). Cannot fail: it runs in transaction
+/// callbacks.
+pub fn queue_finish(slots: &[usize], done: bool) {
+    if slots.is_empty() || !available() {
+        return;
+    }
+    let owner = my_pid();
+    let mut q = QUEUE.exclusive();
+    let mut back = 0u32;
+    for &i in slots {
+        if let Some(h) = q.heads.get_mut(i).filter(|h| h.state == CLAIMED && h.owner == owner) {
+            if done {
+                *h = QueueHead::EMPTY;
+            } else {
+                h.state = FILLED;
+                h.owner = 0;
+                back += 1;
+            }
+        }
+    }
+    WAKERS.get().queue_filled.fetch_add(back, Ordering::AcqRel);
+}
+
+/// Frees the filled slots of databases `exists` says are gone (dropped with records nobody
+/// claimed); returns how many. (`exists` runs without the queue's lock held: it reads catalogs.)
+pub fn queue_forget_databases(exists: impl Fn(u32) -> bool) -> usize {
+    if !available() {
+        return 0;
+    }
+    let mut dbs: Vec<u32> = QUEUE.share().heads.iter().filter(|h| h.state == FILLED).map(|h| h.db).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    let gone: Vec<u32> = dbs.into_iter().filter(|&d| !exists(d)).collect();
+    if gone.is_empty() {
+        return 0;
+    }
+    let mut q = QUEUE.exclusive();
+    let mut n = 0;
+    for h in q.heads.iter_mut().filter(|h| h.state == FILLED && gone.contains(&h.db)) {
+        *h = QueueHead::EMPTY;
+        n += 1;
+    }
+    WAKERS.get().queue_filled.fetch_sub(n as u32, Ordering::AcqRel);
+    n
 }

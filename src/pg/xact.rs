@@ -179,3 +179,45 @@ pub fn command_counter_increment() {
     // SAFETY: advances the transaction's command counter, as between statements.
     unsafe { pg_sys::CommandCounterIncrement() };
 }
+
+/// Whether a database with oid `db` exists now (a catalog cache lookup after reading the
+/// invalidations other backends sent, so a database made since is seen; in a transaction).
+pub fn database_exists(db: u32) -> bool {
+    // SAFETY: processes pending invalidation messages, then a syscache existence probe by a
+    // plain oid key, inside a transaction.
+    unsafe {
+        pg_sys::AcceptInvalidationMessages();
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::DATABASEOID as _,
+            pg_sys::Datum::from(db),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
+/// Whether a database named `name` exists (pg_database is shared: this works in a background
+/// worker connected to no database; in a transaction).
+pub fn database_named_exists(name: &std::ffi::CStr) -> bool {
+    // SAFETY: get_database_oid reads pg_database by name with missing_ok = true: no error.
+    unsafe { pg_sys::get_database_oid(name.as_ptr(), true) != pg_sys::InvalidOid }
+}
+
+/// Sleeps about `ms` milliseconds on this process's latch, answering a cancel or termination
+/// request first (CHECK_FOR_INTERRUPTS). For waits inside a statement.
+pub fn sleep_interruptibly(ms: i64) {
+    // SAFETY: the interrupt check may raise (a cancel), as in any statement; the wait is on the
+    // process's own latch with a timeout, reset afterwards.
+    unsafe {
+        pgrx::check_for_interrupts!();
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+        pgrx::check_for_interrupts!();
+    }
+}

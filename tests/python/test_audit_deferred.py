@@ -248,7 +248,7 @@ def _wait_until(f, seconds=30.0):
 
 def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
     with psycopg.connect(worker_cluster, autocommit=True) as c:
-        # The worker started before the database existed and is restarted every 5 s until it does.
+        # The worker started before the database existed: its first start failed, the next waited for it (docs/audit.md).
         q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
         assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
         workers = c.execute(q).fetchall()

@@ -1,6 +1,6 @@
 -- SQL-level suite for the audit trail (SPEC §2): chain shape, tamper matrix, seals, privileges.
 BEGIN;
-SELECT plan(82);
+SELECT plan(92);
 
 -- CREATE EXTENSION makes only the default partition; maintenance makes the months.
 SELECT is(memory.audit_ensure_partitions(3), 4, 'the current month and three ahead are created');
@@ -285,6 +285,45 @@ SELECT results_eq($$ SELECT pending, parked, oldest_pending_at FROM memory.audit
                   $$ VALUES (0::bigint, 0::bigint, NULL::timestamptz) $$, 'nothing pending once integrated');
 SELECT is((SELECT count(*) FILTER (WHERE seq IS NOT NULL) FROM memory.audit_events(org_id => 'rd_a')), 2::bigint,
           'and audit_events lists them chained');
+
+
+-- Read events survive the reader's rollback (docs/audit.md#read-events) ---------------------------
+SELECT memory.setup_roles();
+CREATE ROLE ar_reader IN ROLE memory_reader;
+SELECT memory.grant_org('ar_reader', 'rv');
+INSERT INTO memory.observations (org_id, content) VALUES ('rv', 'the roadmap ssn 123-45-6789');
+INSERT INTO memory.entities (id, org_id, entity_type, name) VALUES ('00000000-0000-0000-0000-0000000000e1', 'rv', 'intervention', 'aspirin');
+INSERT INTO memory.claims (org_id, entity_id, claim_text, confidence_score)
+VALUES ('rv', '00000000-0000-0000-0000-0000000000e1', 'aspirin lowers stroke risk', 0.9);
+UPDATE memory.claims SET lifecycle_state = 'active' WHERE org_id = 'rv';
+SELECT memory.audit_integrate();
+SELECT ok(NOT has_function_privilege('memory_reader', 'memory_internal._audit_read(text, text, text, text)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'memory_internal._audit_read(text, text, text, text)', 'EXECUTE'),
+          'the door of read events is memory_ext''s own');
+SELECT throws_ok($$ SELECT memory_internal._audit_read('memory.store', '{}', 'rv', NULL) $$, '22023', NULL,
+                 'it takes read events only');
+SET ROLE ar_reader;
+SAVEPOINT r1;
+SELECT is((SELECT count(*) FROM memory.recall('rv', 'roadmap ssn')), 1::bigint, 'a reader recalls the restricted row in a savepoint');
+ROLLBACK TO r1;
+SAVEPOINT r2;
+SELECT is((SELECT count(*) FROM memory.retrieve('rv', 'aspirin stroke')), 1::bigint, 'and retrieves a claim in another, both rolled back');
+ROLLBACK TO r2;
+SAVEPOINT r3;
+SELECT is((SELECT count(*) FROM memory.recall('rv', 'roadmap ssn')), 1::bigint, 'a third read, whose savepoint is released');
+RELEASE r3;
+RESET ROLE;
+SELECT results_eq($$ SELECT event_type, count(*) FROM public.audit_log_now()
+                      WHERE chain_id = 'rv' AND event_type IN ('memory.recall', 'memory.retrieval.hybrid') GROUP BY 1 ORDER BY 1 $$,
+                  $$ VALUES ('memory.recall', 2::bigint), ('memory.retrieval.hybrid', 1::bigint) $$,
+                  'each read is in the chain once: the rolled-back ones handed over, the released one from its transaction');
+SELECT is((SELECT count(DISTINCT payload) FROM memory.audit_log WHERE chain_id = 'rv' AND event_type = 'memory.recall'), 1::bigint,
+          'the rolled-back recall''s event has the fields of the kept one');
+SELECT is((SELECT actor_id FROM memory.audit_log WHERE chain_id = 'rv' AND event_type = 'memory.retrieval.hybrid'), 'role:ar_reader',
+          'under the reader as actor');
+SELECT is(pg_temp.verdict('rv'), 'ok', 'the chain verifies');
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE chain_id = 'rv' AND event_type = 'memory.recall'), 2::bigint,
+          'a second integration appends nothing more');
 
 SELECT * FROM finish();
 ROLLBACK;

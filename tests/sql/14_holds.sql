@@ -117,7 +117,7 @@ SELECT is(memory.run_retention(true, '2026-02-17 00:00+00')->'archive', '{"soft_
           'released: a dry run reports the archived row due (dave''s is still held)');
 SELECT is(soft_deleted_at, NULL, 'and changes nothing') FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1';
 SELECT is(memory.run_retention(false, '2026-02-17 00:00+00') - 'at' - 'tables' - 'skipped_tables' - 'locked_tables' - 'failed_tables',
-          '{"soft_deleted": 1, "hard_deleted": 0, "archived": 0, "denied": 1, "dry_run": false,
+          '{"soft_deleted": 1, "hard_deleted": 0, "archived": 0, "denied": 1, "dry_run": false, "items_purged": 0,
             "archive": {"soft_deleted": 1, "hard_deleted": 0, "denied": 1}}'::jsonb,
           'the next run soft-deletes it in the archive (counted in the totals; dave''s archived row is still held)');
 SELECT results_eq($$ SELECT soft_deleted_at, soft_delete_reason FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1' $$,

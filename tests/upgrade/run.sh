@@ -72,8 +72,11 @@ saved=$work/installed; rm -rf "$saved"; mkdir -p "$saved"
 cp "$libdir/memory_ext.so" "$extdir"/memory_ext* "$saved/"
 grep -q "^default_version = '$NEW'" "$saved/memory_ext.control" \
   || { echo "upgrade test: run make install first (installed control file is not $NEW)" >&2; exit 1; }
+# A library is replaced by a rename, never overwritten in place: a running server that mapped it
+# keeps its copy (overwriting a mapped library crashes its processes, as scripts/install-ext.sh says).
+put_lib() { install -m 755 "$1" "$libdir/.memory_ext.so.$$.new" && mv -f "$libdir/.memory_ext.so.$$.new" "$libdir/memory_ext.so"; }
 restore_install() {
-  cp "$saved/memory_ext.so" "$libdir/"
+  put_lib "$saved/memory_ext.so"
   rm -f "$extdir"/memory_ext*; cp "$saved"/memory_ext.control "$saved"/memory_ext--*.sql "$extdir/"
 }
 clock=$work/clock
@@ -81,7 +84,7 @@ finish() { rc=$?; restore_install; MEMORY_EXT_FAKETIME_FILE=$clock cluster stop 
 trap finish EXIT
 
 install_old() {
-  cp "$pkg_old$libdir/memory_ext.so" "$libdir/"
+  put_lib "$pkg_old$libdir/memory_ext.so"
   rm -f "$extdir"/memory_ext*; cp "$pkg_old$extdir"/memory_ext* "$extdir/"
   # 0.2.0's package carries its own upgrade from 0.1.0 and its install script; 0.1.0's is kept in sql/.
   [ -f "$extdir/memory_ext--0.1.0.sql" ] || cp "$root/sql/released/memory_ext--0.1.0.sql" "$extdir/"
@@ -183,6 +186,10 @@ def tables(p):
             t[cur].append(line)
     return t
 b, a = tables(sys.argv[1]), tables(sys.argv[2])
+# The one change the update means to make to a row: 0.4.0 governs memory.observations with
+# "content_required" (blank memories refused, issue 46), which its registry options record.
+a["memory.governance_registry"] = [r.replace(', ""content_required"": true}', '}') if r.startswith("(memory.observations,") else r
+                                   for r in a.get("memory.governance_registry", [])]
 bad = []
 for name, rows in b.items():
     if name not in a:
