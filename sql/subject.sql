@@ -496,9 +496,11 @@ BEGIN
     END IF;
     -- The orgs holding these ids that the caller may act for, and its clearance in each, checked
     -- here for the caller, never inside a statement (on Citus those run on the workers); other
-    -- orgs' ids are not found.
+    -- orgs' ids are not found. A session acting for one org (memory.org_id) forgets in that org
+    -- only, as its row-level security reads only that org's rows.
     FOR o IN SELECT DISTINCT x.org_id FROM (SELECT ob.org_id FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want)
-                                            UNION SELECT a.org_id FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want)) x LOOP
+                                            UNION SELECT a.org_id FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want)) x
+              WHERE setting IS NULL OR x.org_id OPERATOR(pg_catalog.=) setting LOOP
         t := memory_internal._clearance(o)::memory.classification;
         IF t IS NOT NULL THEN
             orgs := orgs OPERATOR(pg_catalog.||) o;

@@ -297,3 +297,18 @@ def test_a_foreign_org_setting_is_refused_at_the_first_call(app, conn):
         assert forget(w, [a])["forgotten"] == [a]
     assert conn.execute("SELECT body FROM app.notes").fetchall() == [("keep this note",)]
     assert len(events(conn, "memory.forget")) == 1
+
+
+def test_a_session_acting_for_one_org_forgets_in_that_org_only(app, conn):
+    """A role bound to acme and globex whose session sets memory.org_id = 'globex' (as a pool
+    or memory-mcp does per token) cannot forget acme's memories: they are not_found, as its
+    row-level security shows it only globex's rows; without the setting it forgets in both."""
+    conn.execute("SELECT memory.grant_org(%s, 'globex')", (WRITER,))
+    with connect(app, WRITER) as w:
+        a = store(w, "acme", "acme keeps this")
+        w.execute("SET memory.org_id = 'globex'")
+        g = store(w, "globex", "globex forgets this")
+        assert forget(w, [a, g]) == {"forgotten": [g], "held": [], "not_found": [a]}
+        w.execute("RESET memory.org_id")
+        assert forget(w, [a])["forgotten"] == [a]
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)

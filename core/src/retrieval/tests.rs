@@ -1,7 +1,7 @@
 //! The engine's tests: a statement per combination of lists and sources, the filter language, and
 //! properties (values and identifiers never change the statement's shape, no value is spliced).
 
-use super::filter::{self, Filter};
+use super::filter;
 use super::plan::Plan;
 use super::render::{quote_ident, render, render_one_pass};
 use super::words::Match;

@@ -1,0 +1,79 @@
+"""One transaction per call, on a psycopg connection or pool, with the tenant set by SET LOCAL
+(set_config(..., true)): a pooled connection never carries one org's setting into another's
+call."""
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Union
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from .errors import from_psycopg
+
+SyncConn = Union[psycopg.Connection[Any], ConnectionPool]
+AsyncConn = Union[psycopg.AsyncConnection[Any], AsyncConnectionPool]
+
+
+
+def tenant_sql(org: str | None, actor: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """The statement that sets the call's org and actor for its transaction only, or None."""
+    parts, args = [], []
+    for name, v in (("memory.org_id", org), ("memory.actor_id", actor)):
+        if v is not None:
+            parts.append(f"pg_catalog.set_config('{name}', %s, true)")
+            args.append(v)
+    return ("SELECT " + ", ".join(parts), tuple(args)) if parts else None
+
+
+class SyncTx:
+    """Transactions on `conn` (a Connection, shared under a lock, or a ConnectionPool)."""
+
+    def __init__(self, conn: SyncConn) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    @contextmanager
+    def cursor(self, org: str | None, actor: str | None = None) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        try:
+            if isinstance(self.conn, ConnectionPool):
+                with self.conn.connection() as c, c.transaction(), c.cursor(row_factory=dict_row) as cur:
+                    if (t := tenant_sql(org, actor)) is not None:
+                        cur.execute(*t)
+                    yield cur
+            else:
+                with self.lock, self.conn.transaction(), self.conn.cursor(row_factory=dict_row) as cur:
+                    if (t := tenant_sql(org, actor)) is not None:
+                        cur.execute(*t)
+                    yield cur
+        except psycopg.Error as e:
+            raise from_psycopg(e) from e
+
+
+class AsyncTx:
+    """The same for an AsyncConnection or AsyncConnectionPool."""
+
+    def __init__(self, conn: AsyncConn) -> None:
+        import asyncio
+
+        self.conn = conn
+        self.lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def cursor(self, org: str | None, actor: str | None = None) -> AsyncIterator[psycopg.AsyncCursor[dict[str, Any]]]:
+        try:
+            if isinstance(self.conn, AsyncConnectionPool):
+                async with self.conn.connection() as c, c.transaction(), c.cursor(row_factory=dict_row) as cur:
+                    if (t := tenant_sql(org, actor)) is not None:
+                        await cur.execute(*t)
+                    yield cur
+            else:
+                async with self.lock, self.conn.transaction(), self.conn.cursor(row_factory=dict_row) as cur:
+                    if (t := tenant_sql(org, actor)) is not None:
+                        await cur.execute(*t)
+                    yield cur
+        except psycopg.Error as e:
+            raise from_psycopg(e) from e
