@@ -71,9 +71,11 @@ test-sql: install pgvector
 test-python: install pgvector
 	tests/run-python.sh --ignore=tests/python/test_mcp.py
 
-## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx) and drives it over stdio with
-## the Python MCP SDK against a cluster (tests/python/test_mcp.py).
+## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx), runs its unit tests, and drives
+## it over stdio and HTTP with the Python MCP SDK against a cluster, and a TLS cluster
+## (tests/python/test_mcp.py).
 test-mcp: install
+	cargo test -q -p memory-mcp
 	cargo build -p memory-mcp
 	MEMORY_MCP_BIN=$(CURDIR)/target/debug/memory-mcp .venv/bin/pytest -q tests/python/test_mcp.py
 

@@ -52,6 +52,11 @@ if [ "$(cat "$root/.venv/memory-ext.sha256" 2>/dev/null)" != "$client_sum" ] \
   "$root/.venv/bin/pip" install -q "$root/clients/python[langgraph]" langgraph langgraph-checkpoint-postgres psycopg_pool
   echo "$client_sum" > "$root/.venv/memory-ext.sha256"
 fi
+# The memory-mcp HTTP tests' local OAuth issuer: keys (cryptography) and signed JWTs (pyjwt).
+if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
+  echo "== installing pyjwt and cryptography into the venv"
+  "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
+fi
 
 if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then
   "$root/scripts/pg18.sh" install

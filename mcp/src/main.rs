@@ -5,10 +5,17 @@
 //! tenancy, clearance, holds, consent, audit) stays in the database. A refused call is an MCP tool
 //! error (`isError`) carrying the SQLSTATE, message, detail and hint, and changes nothing.
 
+mod auth;
+mod conninfo;
+mod http_server;
+mod tls;
+
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -20,31 +27,78 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::NoTls;
+
+use crate::auth::{Authenticator, JwksSource, Jwt, Principal};
 
 #[derive(Parser, Debug)]
 #[command(name = "memory-mcp", version, about = "MCP server for memory_ext: remember, recall, forget, retrieve, claim_chain")]
 struct Args {
-    /// PostgreSQL connection string (URL or key=value) of a tenant-bound login role.
+    /// PostgreSQL connection string (URL or key=value) of a tenant-bound login role; sslmode,
+    /// sslrootcert, sslcert and sslkey as libpq reads them.
     #[arg(long, env = "MEMORY_MCP_DATABASE_URL", hide_env_values = true)]
     database_url: String,
-    /// The org to act for (required for a role bound to '*' or to several orgs).
+    /// The org to act for (stdio and --auth none; required for a role bound to '*' or to several orgs).
     #[arg(long)]
     org: Option<String>,
     /// Expose only recall, retrieve and claim_chain.
     #[arg(long)]
     read_only: bool,
-    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765, path /mcp) instead of stdio.
+    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765, path /mcp) instead of stdio; needs --auth.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// How HTTP clients are authorized: jwt (bearer JWTs of --issuer), tokens (--token-file), or
+    /// none (loopback addresses only).
+    #[arg(long, value_enum)]
+    auth: Option<AuthMode>,
+    /// The issuer's JWK set, fetched over HTTPS (http only on loopback); again for an unknown key id.
+    #[arg(long, value_name = "URL")]
+    jwks_url: Option<String>,
+    /// The issuer's JWK set, from a file.
+    #[arg(long, value_name = "FILE")]
+    jwks_file: Option<PathBuf>,
+    /// The `iss` the JWTs must carry (an authorization server of the protected-resource metadata).
+    #[arg(long, value_name = "URL")]
+    issuer: Option<String>,
+    /// This server's resource URL: the `aud` its JWTs must carry, and the `resource` of its
+    /// metadata (default http://ADDR/mcp on loopback; required otherwise).
+    #[arg(long, value_name = "URL")]
+    resource_url: Option<String>,
+    /// The JWT claim naming the org a request acts for.
+    #[arg(long, default_value = "org", value_name = "CLAIM")]
+    org_claim: String,
+    /// --auth tokens: a JSON array of {"sha256", "name", "org", "scopes"}.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// A browser origin allowed to call (repeatable; "null" for Origin: null). Requests without
+    /// an Origin always pass. Default: this server's own loopback origins and its resource URL's.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// The most open HTTP sessions; a new one beyond is answered 503 with Retry-After.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    max_sessions: usize,
+    /// With --auth jwt or tokens: the most open HTTP sessions of one subject and org; a new one
+    /// beyond is answered 429 with Retry-After.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    max_sessions_per_subject: usize,
+    /// Seconds after which an idle HTTP session is closed.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    session_idle_timeout: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum AuthMode {
+    None,
+    Jwt,
+    Tokens,
 }
 
 const WRITE_TOOLS: [&str; 2] = ["remember", "forget"];
 
 #[derive(Clone)]
-struct MemoryServer {
+pub struct MemoryServer {
     pool: Pool,
-    org: Arc<str>,
+    /// The org of stdio and --auth none; with tokens, each request's token names its org.
+    org: Option<Arc<str>>,
     read_only: bool,
 }
 
@@ -233,27 +287,33 @@ fn rows_sql(call: &str) -> String {
 
 impl MemoryServer {
     /// The arguments recall and retrieve share: the org, the query and k.
-    fn search(&self, a: &JsonObject) -> Result<Call, Failure> {
+    fn search(org: &str, a: &JsonObject) -> Result<Call, Failure> {
         let mut c = Call::new();
-        c.arg("org_id", "::text", Some(self.org.to_string()))
+        c.arg("org_id", "::text", Some(org.to_string()))
             .arg("query", "::text", Some(req_str(a, "query")?))
             .arg("k", "::int", opt_int(a, "k")?);
         Ok(c)
     }
 
-    async fn run(&self, tool: &str, a: &JsonObject, client: &str) -> Result<Value, Failure> {
-        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
+    /// One tool call: one transaction acting for the org (the token's, or the server's) as
+    /// `mcp:<client>[:<subject>]`, ending with the call's audit record, as the login role.
+    async fn run(&self, tool: &str, a: &JsonObject, client: &str, who: Option<&Principal>) -> Result<Value, Failure> {
+        let (org, actor) = match (who, &self.org) {
+            (Some(p), _) => (p.org.clone(), format!("mcp:{client}:{}", p.sub.chars().filter(|c| !c.is_control()).take(200).collect::<String>())),
+            (None, Some(o)) => (o.to_string(), format!("mcp:{client}")),
+            (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
+        };
+        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
         let tx = conn.transaction().await?;
-        let actor = format!("mcp:{client}");
         tx.execute(
             "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
-            &[&&*self.org, &actor],
+            &[&org, &actor],
         )
         .await?;
         let (value, count): (Value, i32) = match tool {
             "remember" => {
                 let mut c = Call::new();
-                c.arg("org_id", "", Some(self.org.to_string()))
+                c.arg("org_id", "", Some(org.clone()))
                     .arg("content", "", Some(req_str(a, "content")?))
                     .arg("user_id", "", opt_str(a, "user_id")?)
                     .arg("session_id", "", opt_str(a, "session_id")?)
@@ -268,7 +328,7 @@ impl MemoryServer {
                 (json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)}), 1)
             }
             "recall" => {
-                let mut c = self.search(a)?;
+                let mut c = Self::search(&org, a)?;
                 c.arg("filters", "::text::jsonb", opt_json(a, "filters"));
                 let sql = format!(
                     "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, \
@@ -297,7 +357,7 @@ impl MemoryServer {
                 (v, n)
             }
             "retrieve" => {
-                let mut c = self.search(a)?;
+                let mut c = Self::search(&org, a)?;
                 c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
@@ -316,6 +376,21 @@ impl MemoryServer {
         tx.commit().await?;
         Ok(value)
     }
+}
+
+/// An error with its causes (a TLS handshake's names the certificate problem).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        next = c.source();
+    }
+    out
 }
 
 fn parse(text: String) -> Value {
@@ -352,21 +427,30 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
     }
 }
 
+/// The authorized caller of an HTTP request (none over stdio or with --auth none).
+fn principal(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
+    ctx.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Principal>()).cloned()
+}
+
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "Governed memory of org {} (memory_ext). remember stores a memory (classified by the database), recall \
+                "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
                  searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
                  claim's provenance.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
-                self.org,
+                self.org.as_ref().map_or("the org your token names".to_string(), |o| format!("org {o}")),
                 if self.read_only { " This server is read-only: remember and forget are not available." } else { "" }
             ))
     }
 
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools(self.read_only)))
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+        // An authorized caller sees the tools its scopes allow.
+        let who = principal(&ctx);
+        let mut list = tools(self.read_only);
+        list.retain(|t| who.as_ref().is_none_or(|p| p.scopes.contains(auth::scope_of(&t.name))));
+        Ok(ListToolsResult::with_all_items(list))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -379,8 +463,16 @@ impl ServerHandler for MemoryServer {
             let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
+        let who = principal(&ctx);
+        if let Some(p) = &who {
+            // The HTTP layer answered 403 insufficient_scope already; this holds without it too.
+            let need = auth::scope_of(&name);
+            if !p.scopes.contains(need) {
+                return Err(McpError::invalid_request(format!("tool {name} needs scope {need}"), None));
+            }
+        }
         let args = req.arguments.unwrap_or_default();
-        let result = match self.run(&name, &args, &client_name(&ctx)).await {
+        let result = match self.run(&name, &args, &client_name(&ctx), who.as_ref()).await {
             Ok(v) if v.is_object() => CallToolResult::structured(v),
             Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
             Err(f) => tool_error(f)?,
@@ -393,8 +485,8 @@ impl ServerHandler for MemoryServer {
 /// tenants (memory.grant_org), and never be a superuser, a BYPASSRLS role, or the extension's owner
 /// or a role with its privileges (a member that inherits them: memory_ext and row-level security
 /// treat it as the owner).
-async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
-    let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {e}"))?;
+async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<Option<String>, String> {
+    let mut conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {}", causes(&e)))?;
     let row = conn
         .query_one(
             "SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, coalesce(pg_catalog.pg_has_role(r.oid, e.extowner, 'USAGE'), false), e.oid IS NOT NULL \
@@ -429,6 +521,10 @@ async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
     if orgs.is_empty() {
         return Err(format!("refusing to start: role {role} is bound to no org (memory.my_orgs() is empty); bind it with SELECT memory.grant_org('{role}', 'ORG')"));
     }
+    if per_token {
+        // Each token names its org; the database answers 42501 for one the role lacks.
+        return Ok(None);
+    }
     // The database decides whether the role may act for the org: memory.acting_org() answers
     // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
     let tx = conn.transaction().await.map_err(|e| e.to_string())?;
@@ -442,7 +538,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
         .get(1);
     drop(tx);
     match acting {
-        Some(o) => Ok(o),
+        Some(o) => Ok(Some(o)),
         None if orgs.iter().any(|o| o == "*") => Err(format!(
             "refusing to start: role {role} is bound to '*' (every org); pass --org ORG so this server acts for one tenant"
         )),
@@ -453,20 +549,90 @@ async fn startup_org(pool: &Pool, org: Option<&str>) -> Result<String, String> {
     }
 }
 
+/// Why the HTTP flags do not fit together, or the authenticator they describe.
+async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticator>, String), String> {
+    let loopback = addr.ip().is_loopback();
+    // Kept as written: it is compared with the tokens' aud as a string.
+    let resource = match &args.resource_url {
+        Some(u) => u.clone(),
+        None if loopback => format!("http://{addr}/mcp"),
+        None => return Err(format!("--http {addr} is not a loopback address: give --resource-url, the URL clients reach this server at (the audience of its tokens)")),
+    };
+    http_server::resource_uri(&resource)?;
+    let mode = args.auth.ok_or("--http needs --auth: jwt (bearer JWTs, --issuer and --jwks-url or --jwks-file), tokens (--token-file), or none (loopback only)")?;
+    if mode != AuthMode::Jwt && (args.jwks_url.is_some() || args.jwks_file.is_some() || args.issuer.is_some()) {
+        return Err("--jwks-url, --jwks-file and --issuer go with --auth jwt".into());
+    }
+    if mode != AuthMode::Tokens && args.token_file.is_some() {
+        return Err("--token-file goes with --auth tokens".into());
+    }
+    if mode != AuthMode::None && args.org.is_some() {
+        return Err("--org goes with stdio or --auth none: with --auth jwt or tokens each token names its org".into());
+    }
+    let auth = match mode {
+        AuthMode::None if !loopback => {
+            return Err(format!("refusing to start: --auth none serves anyone who reaches {addr}; bind a loopback address (127.0.0.1, ::1) or use --auth jwt or --auth tokens"))
+        }
+        AuthMode::None => None,
+        AuthMode::Tokens => Some(Authenticator::Tokens(auth::load_tokens(args.token_file.as_ref().ok_or("--auth tokens needs --token-file FILE")?)?)),
+        AuthMode::Jwt => {
+            let issuer = args.issuer.clone().ok_or("--auth jwt needs --issuer URL (the iss of the tokens)")?;
+            let source = match (&args.jwks_url, &args.jwks_file) {
+                (Some(u), None) => {
+                    let parsed: http::Uri = u.parse().map_err(|_| format!("--jwks-url {u}: not a URL"))?;
+                    let local = parsed.host().is_some_and(|h| h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+                    if parsed.scheme_str() != Some("https") && !(parsed.scheme_str() == Some("http") && local) {
+                        return Err(format!("--jwks-url {u}: must be https (http only on loopback)"));
+                    }
+                    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
+                    JwksSource::Url(client, u.clone())
+                }
+                (None, Some(f)) => JwksSource::File(f.clone()),
+                _ => return Err("--auth jwt needs one of --jwks-url URL or --jwks-file FILE".into()),
+            };
+            Some(Authenticator::Jwt(Jwt::new(issuer, resource.clone(), args.org_claim.clone(), source).await?))
+        }
+    };
+    Ok((auth, resource))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let mut cfg: tokio_postgres::Config = match args.database_url.parse() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let fail = |why: String| {
+        eprintln!("memory-mcp: {why}");
+        ExitCode::from(2)
+    };
+    if args.http.is_none() && (args.auth.is_some() || args.token_file.is_some() || args.jwks_url.is_some() || args.jwks_file.is_some()) {
+        return fail("--auth and its flags go with --http (stdio serves the local process that started it)".into());
+    }
+    let http = match args.http {
+        None => None,
+        Some(addr) => match http_auth(&args, addr).await {
+            Ok(a) => Some((addr, a)),
+            Err(why) => return fail(why),
+        },
+    };
+    let (dsn, ssl) = match conninfo::split_ssl(&args.database_url, std::env::var_os("HOME").map(PathBuf::from)) {
+        Ok(x) => x,
+        Err(e) => return fail(format!("--database-url: {e}")),
+    };
+    let mut cfg: tokio_postgres::Config = match dsn.parse() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("memory-mcp: --database-url: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(format!("--database-url: {e}")),
     };
     if cfg.get_application_name().is_none() {
         cfg.application_name("memory-mcp");
     }
-    let mgr = Manager::from_config(cfg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let (mode, tls) = match tls::connector(&ssl) {
+        Ok(x) => x,
+        Err(e) => return fail(format!("--database-url: {e}")),
+    };
+    // As libpq: no TLS over Unix sockets.
+    let unix_only = !cfg.get_hosts().is_empty() && cfg.get_hosts().iter().all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)));
+    cfg.ssl_mode(if unix_only { tokio_postgres::config::SslMode::Disable } else { mode });
+    let mgr = Manager::from_config(cfg, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let pool = match Pool::builder(mgr).max_size(4).build() {
         Ok(p) => p,
         Err(e) => {
@@ -474,18 +640,41 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let org = match startup_org(&pool, args.org.as_deref()).await {
+    let per_token = http.as_ref().is_some_and(|(_, (a, _))| a.is_some());
+    let org = match startup_org(&pool, args.org.as_deref(), per_token).await {
         Ok(o) => o,
-        Err(why) => {
-            eprintln!("memory-mcp: {why}");
-            return ExitCode::from(2);
-        }
+        Err(why) => return fail(why),
     };
-    let server = MemoryServer { pool, org: org.clone().into(), read_only: args.read_only };
-    eprintln!("memory-mcp: acting for org {org}{}", if args.read_only { " (read-only)" } else { "" });
-    let result = match args.http {
+    let ro = if args.read_only { " (read-only)" } else { "" };
+    match &org {
+        Some(o) => eprintln!("memory-mcp: acting for org {o}{ro}"),
+        None => eprintln!("memory-mcp: acting for the org each token names{ro}"),
+    }
+    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only };
+    let result = match http {
         None => serve_stdio(server).await,
-        Some(addr) => serve_http(server, addr).await,
+        Some((addr, (auth, resource_url))) => {
+            let port = addr.port();
+            let resource = match http_server::resource_uri(&resource_url) {
+                Ok(r) => r,
+                Err(e) => return fail(e),
+            };
+            let allowed_origins = if args.allowed_origins.is_empty() { http_server::default_origins(port, &resource) } else { args.allowed_origins.clone() };
+            http_server::serve(
+                server,
+                http_server::HttpOptions {
+                    addr,
+                    resource,
+                    resource_url,
+                    allowed_origins,
+                    auth,
+                    max_sessions: args.max_sessions.max(1),
+                    max_sessions_per_subject: args.max_sessions_per_subject.max(1),
+                    idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
+                },
+            )
+            .await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -500,23 +689,4 @@ async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
     let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| e.to_string())?;
     running.waiting().await.map_err(|e| e.to_string())?;
     Ok(())
-}
-
-async fn serve_http(server: MemoryServer, addr: SocketAddr) -> Result<(), String> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
 }

@@ -7,18 +7,35 @@ The binary: $MEMORY_MCP_BIN when set (make test-mcp), else `cargo build -p memor
 """
 import asyncio
 import contextlib
+import hashlib
+import http.client as http_client
 import json
 import os
 import pathlib
+import secrets
+import select
+import shutil
+import socket
+import ssl
+import struct
 import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import jwt
+import psycopg
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from conftest import ROOT, connect, ensure_role
+from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
@@ -284,28 +301,557 @@ def test_refuses_to_start_for_a_member_of_the_extension_owner(binary, app, conn)
         conn.execute(f"REVOKE {owner} FROM mcp_ownerish")
 
 
-def test_streamable_http(binary, app, conn):
-    import socket
-    from mcp.client.streamable_http import streamable_http_client
+# ---- HTTP (issue 53 findings 9 and 10, issue 51): Origin, sessions, authorization ----
 
+def free_port():
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    proc = subprocess.Popen([binary, "--database-url", url(app, READER), "--read-only", "--http", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return sk.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(binary, dsn, role, *args, env=None):
+    """memory-mcp --http on a free loopback port, logged in as `role`; yields (port, process)."""
+    port = free_port()
+    proc = subprocess.Popen([binary, "--database-url", url(dsn, role), "--http", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        assert "serving streamable HTTP" in proc.stderr.readline() + proc.stderr.readline()
-
-        async def go():
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w, *_):
-                async with ClientSession(r, w, client_info=Implementation(name="http-agent", version="1")) as s:
-                    await s.initialize()
-                    assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
-                    assert await ok(s, "recall", query="anything") == []
-
-        run(go())
+        lines = []
+        while not any("serving streamable HTTP" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, ("memory-mcp exited", proc.wait(), lines)
+            lines.append(line)
+        yield port, proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw-agent", "version": "1"}}}
+
+
+def http(port, method="POST", body=INIT, headers=None, path="/mcp"):
+    """One raw HTTP request: (status, headers with lower-case names, body bytes)."""
+    c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, json.dumps(body) if body is not None and method == "POST" else None,
+                  {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def sdk(port, token=None, origin=None):
+    """An MCP SDK client session over streamable HTTP, with a bearer token and an Origin when given."""
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if origin:
+        headers["Origin"] = origin
+
+    @contextlib.asynccontextmanager
+    async def go():
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (r, w, *_):
+                async with ClientSession(r, w, client_info=Implementation(name="http-agent", version="1")) as s:
+                    await s.initialize()
+                    yield s
+    return go()
+
+
+def test_streamable_http(binary, app, conn):
+    with http_server(binary, app, READER, "--read-only", "--auth", "none") as (port, _):
+        async def go():
+            async with sdk(port) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert await ok(s, "recall", query="anything") == []
+
+        run(go())
     conn.execute("SELECT memory.audit_integrate()")
     assert conn.execute("SELECT payload->>'client' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'").fetchall() == [("http-agent",)]
+
+
+def test_http_refuses_a_foreign_origin(binary, app):
+    """Finding 9: a browser page of another origin (DNS rebinding) gets 403 and no session; no Origin,
+    or the server's own loopback origin, or one given with --allowed-origin, passes."""
+    with http_server(binary, app, READER, "--auth", "none") as (port, _):
+        status, h, body = http(port, headers={"Origin": "https://evil.example"})
+        assert status == 403 and "mcp-session-id" not in h and b"evil.example" in body, (status, h, body)
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", None):
+            status, h, _ = http(port, headers={"Origin": origin} if origin else {})
+            assert status == 200 and h.get("mcp-session-id"), (origin, status)
+        assert http(port, headers={"Origin": f"http://127.0.0.1:{port + 1}"})[0] == 403, "another port is another origin"
+        assert http(port, headers={"Origin": "null"})[0] == 403
+
+        async def evil():
+            async with sdk(port, origin="https://evil.example") as s:
+                await s.list_tools()
+
+        with pytest.raises(BaseExceptionGroup) as e:
+            run(evil())
+        assert e.group_contains(MCPError, match="error response"), "the SDK's initialize got the 403"
+    with http_server(binary, app, READER, "--auth", "none", "--allowed-origin", "https://app.example") as (port, _):
+        assert http(port, headers={"Origin": "https://app.example"})[0] == 200
+        assert http(port, headers={"Origin": "https://app.example:443"})[0] == 200
+        assert http(port, headers={"Origin": f"http://127.0.0.1:{port}"})[0] == 403, "the list replaces the default"
+
+
+def test_http_caps_and_expires_sessions(binary, app):
+    """Finding 10: over --max-sessions a new session is 503 with Retry-After; a closed (DELETE) or
+    expired (--session-idle-timeout) session frees its place."""
+    with http_server(binary, app, READER, "--auth", "none", "--max-sessions", "3", "--session-idle-timeout", "2") as (port, _):
+        ids = []
+        for _ in range(3):
+            status, h, _ = http(port)
+            assert status == 200
+            ids.append(h["mcp-session-id"])
+        status, h, body = http(port)
+        assert status == 503 and int(h["retry-after"]) > 0 and "mcp-session-id" not in h and b"--max-sessions" in body, (status, h)
+        status, _, _ = http(port, "DELETE", None, {"Mcp-Session-Id": ids[0]})
+        assert status in (200, 202, 204), status
+        status, h, _ = http(port)
+        assert status == 200, "a closed session frees its place"
+        assert http(port)[0] == 503
+        # Idle sessions expire: a place frees itself without any DELETE.
+        deadline = time.monotonic() + 60
+        while http(port)[0] == 503:
+            assert time.monotonic() < deadline, "idle sessions never expired"
+            time.sleep(0.5)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert http(port, body=ping, headers={"Mcp-Session-Id": ids[1], "Mcp-Protocol-Version": "2025-06-18"})[0] == 404, \
+            "the expired session is gone"
+
+
+def vm_rss_kb(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_http_a_flood_of_initializes_stays_bounded(binary, app):
+    """Finding 10: 1,000 initializes from one client with the default flags: the default cap holds
+    (the rest are 503), and the server's resident memory grows by less than 20 MB."""
+    with http_server(binary, app, READER, "--auth", "none") as (port, proc):
+        assert http(port)[0] == 200
+        before = vm_rss_kb(proc.pid)
+        statuses = [http(port)[0] for _ in range(1000)]
+        grown = vm_rss_kb(proc.pid) - before
+        assert set(statuses) == {200, 503} and statuses.count(200) == 199, "the default cap is 200 open sessions"
+        assert grown < 20 * 1024, f"RSS grew by {grown} kB"
+
+
+def start_failure_http(binary, dsn, role, *args):
+    p = subprocess.run([binary, "--database-url", url(dsn, role), *args], input="", capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stderr
+
+
+def test_http_needs_an_explicit_auth_and_none_only_on_loopback(binary, app):
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0")
+    assert code == 2 and "--auth" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "0.0.0.0:0", "--auth", "none", "--resource-url", "https://mcp.example/mcp")
+    assert code == 2 and "loopback" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "0.0.0.0:0", "--auth", "none")
+    assert code == 2 and "--resource-url" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "jwt", "--jwks-file", "/nonexistent")
+    assert code == 2 and "--issuer" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "jwt", "--issuer", "https://idp.example",
+                                   "--jwks-url", "http://idp.example/jwks")
+    assert code == 2 and "https" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "tokens")
+    assert code == 2 and "--token-file" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "none", "--resource-url", "https://h/mcp?x=1")
+    assert code == 2 and "--resource-url" in err, err
+    code, err = start_failure_http(binary, app, WRITER, "--auth", "tokens")
+    assert code == 2 and "--http" in err, err
+
+
+class Issuer:
+    """A local OAuth issuer: an RSA and an EC P-256 key, its JWKS served over HTTP, tokens signed with pyjwt."""
+
+    NAME = "https://idp.test"
+
+    def __init__(self):
+        self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.ec = ec.generate_private_key(ec.SECP256R1())
+        keys = []
+        for kid, key, algo in (("rsa1", self.rsa, jwt.algorithms.RSAAlgorithm), ("ec1", self.ec, jwt.algorithms.ECAlgorithm)):
+            jwk = algo.to_jwk(key.public_key(), as_dict=True)
+            jwk.update(kid=kid, use="sig", alg="RS256" if kid == "rsa1" else "ES256")
+            keys.append(jwk)
+        # Keys a real issuer publishes beside its signing keys: an encryption key (the RSA key's
+        # numbers, use "enc") and a key type the JWT crate does not know; neither may verify a token.
+        keys.append(dict(keys[0], kid="enc1", use="enc", alg="RSA-OAEP"))
+        keys.append({"kty": "AKP", "kid": "pq1", "alg": "ML-DSA-44", "pub": "AAAA"})
+        self.jwks = json.dumps({"keys": keys}).encode()
+        jwks = self.jwks
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+
+    def token(self, aud, org="acme", scope="memory:read memory:write", sub="alice", alg="RS256", key=None, **claims):
+        now = int(time.time())
+        body = {"iss": self.NAME, "aud": aud, "sub": sub, "org": org, "scope": scope, "iat": now, "exp": now + 600, **claims}
+        body = {k: v for k, v in body.items() if v is not None}
+        kid = "rsa1" if alg == "RS256" else "ec1"
+        return jwt.encode(body, key or (self.rsa if alg == "RS256" else self.ec), algorithm=alg, headers={"kid": kid})
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    i = Issuer()
+    yield i
+    i.httpd.shutdown()
+
+
+def session_of(port, token):
+    """A raw initialized session: its id."""
+    status, h, _ = http(port, headers={"Authorization": f"Bearer {token}"})
+    assert status == 200, status
+    sid = h["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http(port, body=note, headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid,
+                                          "Mcp-Protocol-Version": "2025-06-18"})[0] == 202
+    return sid
+
+
+def call_raw(port, token, sid, tool, **arguments):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return http(port, body=body, headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"})
+
+
+def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
+    ensure_role(conn, "mcp_multi", "memory_writer")
+    conn.execute("SELECT memory.grant_org('mcp_multi', 'acme'), memory.grant_org('mcp_multi', 'globex')")
+    args = ("--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-url", issuer.url)
+    with http_server(binary, app, "mcp_multi", *args) as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        meta_url = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"
+        status, _, body = http(port, "GET", None, path="/.well-known/oauth-protected-resource/mcp")
+        meta = json.loads(body)
+        assert status == 200 and meta["resource"] == aud and meta["authorization_servers"] == [Issuer.NAME], meta
+        assert set(meta["scopes_supported"]) == {"memory:read", "memory:write"}
+        assert json.loads(http(port, "GET", None, path="/.well-known/oauth-protected-resource")[2]) == meta
+
+        # Without a token, or with one that is not valid: 401 and where to find the metadata.
+        status, h, _ = http(port)
+        assert status == 401 and f'resource_metadata="{meta_url}"' in h["www-authenticate"] and "mcp-session-id" not in h, h
+        assert h["www-authenticate"].startswith("Bearer ") and "invalid_token" not in h["www-authenticate"]
+        other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        now = int(time.time())
+        bad = {
+            "expired": issuer.token(aud, exp=now - 3600, iat=now - 7200),
+            "not yet valid": issuer.token(aud, nbf=now + 3600),
+            "wrong audience": issuer.token("http://other.example/mcp"),
+            "wrong issuer": jwt.encode({"iss": "https://evil.test", "aud": aud, "sub": "alice", "org": "acme", "exp": now + 600,
+                                        "scope": "memory:read"}, issuer.rsa, algorithm="RS256", headers={"kid": "rsa1"}),
+            "bad signature": issuer.token(aud, key=other),
+            "no exp": issuer.token(aud, exp=None),
+            "no org": issuer.token(aud, org=None),
+            "HS256": jwt.encode({"iss": Issuer.NAME, "aud": aud, "sub": "a", "org": "acme", "exp": now + 600}, "secret" * 8,
+                                algorithm="HS256", headers={"kid": "rsa1"}),
+            "garbage": "not-a-jwt",
+            "an encryption key's kid": jwt.encode({"iss": Issuer.NAME, "aud": aud, "sub": "a", "org": "acme", "exp": now + 600,
+                                                   "scope": "memory:read"}, issuer.rsa, algorithm="RS256", headers={"kid": "enc1"}),
+        }
+        for why, tok in bad.items():
+            status, h, _ = http(port, headers={"Authorization": f"Bearer {tok}"})
+            assert status == 401 and 'error="invalid_token"' in h["www-authenticate"] and meta_url in h["www-authenticate"], (why, status, h)
+
+        full = issuer.token(aud)
+        reader = issuer.token(aud, scope="memory:read", sub="bob")
+
+        async def go():
+            async with sdk(port, full) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == ALL_TOOLS
+                got = await ok(s, "remember", content="the acme offsite is in june")
+                assert [m["id"] for m in await ok(s, "recall", query="offsite june")] == [got["id"]]
+            async with sdk(port, issuer.token(aud, org="globex", alg="ES256")) as s:
+                await ok(s, "remember", content="the globex offsite is in july")
+                assert [m["content"] for m in await ok(s, "recall", query="offsite")] == ["the globex offsite is in july"], \
+                    "a role bound to several orgs serves each only to its tokens"
+            async with sdk(port, reader) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert len(await ok(s, "recall", query="offsite june")) == 1
+            async with sdk(port, issuer.token(aud, org="initech")) as s:
+                err = await refused(s, "recall", query="offsite")
+                assert err["sqlstate"] == "42501", "the database decides: the login role may not act for initech"
+
+        run(go())
+        # A read-only token calling a write tool: 403 insufficient_scope, nothing written.
+        sid = session_of(port, reader)
+        status, h, body = call_raw(port, reader, sid, "remember", content="bob was here")
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and 'scope="memory:write"' in h["www-authenticate"], (status, h)
+        assert json.loads(body)["error"] == "insufficient_scope"
+        status, _, body = call_raw(port, reader, sid, "recall", query="offsite")
+        assert status == 200 and b"acme offsite" in body
+    assert conn.execute("SELECT org_id, count(*) FROM memory.observations GROUP BY 1 ORDER BY 1").fetchall() == [("acme", 1), ("globex", 1)]
+    with connect(app, ADMIN) as c:
+        mine = c.execute("SELECT payload->>'tool' FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
+                         "actor => 'mcp:http-agent:alice')").fetchall()
+        assert sorted(mine) == [("recall",), ("remember",)], "the actor is mcp:<client>:<sub>"
+        assert len(c.execute("SELECT 1 FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
+                             "actor => 'mcp:raw-agent:bob')").fetchall()) == 1
+
+
+def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
+    (tmp_path / "jwks.json").write_bytes(issuer.jwks)
+    with http_server(binary, app, READER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-file", str(tmp_path / "jwks.json"),
+                     "--org-claim", "tenant") as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        assert http(port, headers={"Authorization": f"Bearer {issuer.token(aud, alg='ES256', tenant='acme')}"})[0] == 200
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {issuer.token(aud, alg='ES256')}"})
+        assert status == 401 and "tenant" in h["www-authenticate"], "the org comes from --org-claim"
+
+
+def test_http_static_tokens(binary, app, conn, tmp_path):
+    read_tok, write_tok, no_scope = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    entries = [{"sha256": hashlib.sha256(read_tok.encode()).hexdigest(), "name": "dashboard", "org": "acme", "scopes": ["memory:read"]},
+               {"sha256": hashlib.sha256(write_tok.encode()).hexdigest(), "name": "ingest", "org": "acme",
+                "scopes": ["memory:read", "memory:write"]},
+               {"sha256": hashlib.sha256(no_scope.encode()).hexdigest(), "name": "idle", "org": "acme", "scopes": []}]
+    (tmp_path / "tokens.json").write_text(json.dumps(entries))
+    assert read_tok not in (tmp_path / "tokens.json").read_text()
+    with http_server(binary, app, WRITER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"),
+                     "--resource-url", "http://mcp.example.test/mcp", "--max-sessions-per-subject", "3") as (port, _):
+        auth = {"Authorization": f"Bearer {read_tok}"}
+        assert http(port, headers={**auth, "Host": "mcp.example.test"})[0] == 200, "the resource URL's host is this server's"
+        assert http(port, headers={**auth, "Host": "evil.test"})[0] == 403, "any other Host is refused (DNS rebinding)"
+        assert http(port, headers={**auth, "Origin": "http://mcp.example.test"})[0] == 200, "so is its origin"
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {write_tok}x"})
+        assert status == 401 and "invalid_token" in h["www-authenticate"]
+        assert http(port)[0] == 401
+
+        async def go():
+            async with sdk(port, write_tok) as s:
+                await ok(s, "remember", content="ingested note")
+            async with sdk(port, read_tok) as s:
+                assert [m["content"] for m in await ok(s, "recall", query="ingested")] == ["ingested note"]
+
+        run(go())
+        sid = session_of(port, read_tok)
+        status, h, _ = call_raw(port, read_tok, sid, "forget", ids=[], reason="r")
+        assert status == 403 and "insufficient_scope" in h["www-authenticate"]
+        status, _, body = call_raw(port, write_tok, sid, "recall", query="ingested")
+        assert status == 404 and b"ingested note" not in body, "a session belongs to the token that opened it"
+        assert call_raw(port, read_tok, sid, "recall", query="ingested")[0] == 200
+        status, h, _ = http(port, headers={"Authorization": f"Bearer {no_scope}"})
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and "mcp-session-id" not in h, \
+            "a token with no memory scope opens no session"
+        # dashboard holds 3 open sessions (two above, sid): a fourth is 429; ingest is not held back.
+        status, h, body = http(port, headers={"Authorization": f"Bearer {read_tok}"})
+        assert status == 429 and int(h["retry-after"]) > 0 and b"--max-sessions-per-subject" in body, (status, body)
+        assert http(port, headers={"Authorization": f"Bearer {write_tok}"})[0] == 200
+        assert http(port, "DELETE", None, {"Authorization": f"Bearer {read_tok}", "Mcp-Session-Id": sid})[0] in (200, 202, 204)
+        assert http(port, headers={"Authorization": f"Bearer {read_tok}"})[0] == 200, "a closed session frees the subject's place"
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (1,)
+
+
+# ---- TLS to the database (issue 51): libpq's sslmode, sslrootcert, sslcert/sslkey ----
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d):
+    """A test CA, another CA, a server certificate for DNS:localhost only, and a client certificate
+    for role mcp_tls_cert, all signed by the test CA (EC P-256)."""
+    for ca in ("ca", "other_ca"):
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{ca}.key",
+                "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN={ca}", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    for name, cn, ext in (("server", "localhost", "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                          ("client", "mcp_tls_cert", "extendedKeyUsage=clientAuth\n")):
+        (d / f"{name}.ext").write_text("basicConstraints=CA:FALSE\n" + ext)
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+                "-out", f"{name}.crt", "-extfile", f"{name}.ext", cwd=d)
+
+
+class TlsFront:
+    """PostgreSQL's TLS negotiation (SSLRequest, 'S', a TLS handshake with the test CA's server
+    certificate) in front of a plain cluster, for a PostgreSQL built without OpenSSL (the PostgreSQL
+    18 wheel of `make test-pg18`): the same client path as ssl = on. As the pg_hba of the real
+    cluster: a connection without TLS is refused, and mcp_tls_cert's needs a client certificate of
+    the CA (checked by Python's ssl)."""
+
+    SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+
+    def __init__(self, d, backend_port):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(d / "server.crt", d / "server.key")
+        self.ctx.load_verify_locations(d / "ca.crt")
+        self.ctx.verify_mode = ssl.CERT_OPTIONAL
+        self.backend_port = backend_port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def exactly(sk, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sk.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+
+    def serve(self, c):
+        with contextlib.ExitStack() as stack:
+            stack.callback(c.close)
+            try:
+                if self.exactly(c, 8) != self.SSL_REQUEST:
+                    return  # hostnossl ... reject
+                c.sendall(b"S")
+                t = self.ctx.wrap_socket(c, server_side=True)
+                stack.callback(t.close)
+                head = self.exactly(t, 4)
+                body = self.exactly(t, struct.unpack("!i", head)[0] - 4)
+                fields = body[4:].split(b"\0")
+                user = dict(zip(fields[::2], fields[1::2])).get(b"user")
+                if user == b"mcp_tls_cert" and not t.getpeercert():
+                    return  # hostssl ... cert
+                b = socket.create_connection(("127.0.0.1", self.backend_port))
+                stack.callback(b.close)
+                b.sendall(head + body)
+                while True:
+                    ready = [t] if t.pending() else select.select([t, b], [], [])[0]
+                    for src, dst in ((t, b), (b, t)):
+                        if src in ready:
+                            data = src.recv(65536)
+                            if not data:
+                                return
+                            dst.sendall(data)
+            except (OSError, ConnectionError, ssl.SSLError):
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+def has_openssl():
+    configure = subprocess.check_output([os.environ.get("PG_CONFIG", "/usr/bin/pg_config"), "--configure"], text=True)
+    return "--with-openssl" in configure or "--with-ssl=openssl" in configure
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(request):
+    """A cluster with ssl = on whose pg_hba takes TCP connections over TLS only (hostssl; hostnossl
+    rejected), role mcp_tls_cert by client certificate; yields (port, pki directory, whether the
+    server itself does TLS). On a PostgreSQL built without OpenSSL, the session's cluster behind a
+    TlsFront instead."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="memory_ext-mcp-tls-"))
+    d.chmod(0o755)
+    make_pki(d)
+    real = has_openssl()
+    front = None
+    try:
+        if real:
+            (d / "pg_hba.conf").write_text("local all all trust\n"
+                                           "hostssl all mcp_tls_cert 127.0.0.1/32 cert\n"
+                                           "hostssl all all 127.0.0.1/32 trust\n"
+                                           "hostnossl all all 0.0.0.0/0 reject\n")
+            if os.getuid() == 0:
+                for f in d.iterdir():
+                    shutil.chown(f, "postgres", "postgres")
+            (d / "server.key").chmod(0o600)
+            opts = f"-c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key -c ssl_ca_file={d}/ca.crt -c hba_file={d}/pg_hba.conf"
+            env = dict(os.environ, MEMORY_EXT_SERVER_OPTS=opts)
+            port = int(subprocess.check_output([str(CLUSTER), "start", "mcp-tls"], text=True, env=env).strip())
+            dsn = fresh_database(port, "mcp_tls")
+        else:
+            backend = request.getfixturevalue("port")
+            dsn = fresh_database(backend, "mcp_tls")
+            front = TlsFront(d, backend)
+            port = front.port
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT memory.setup_roles()")
+            for role in ("mcp_tls", "mcp_tls_cert"):
+                ensure_role(c, role, "memory_writer")
+                c.execute("SELECT memory.grant_org(%s, 'acme')", (role,))
+        yield port, d, real
+    finally:
+        if real:
+            subprocess.run([str(CLUSTER), "stop", "mcp-tls"], check=False)
+        if front:
+            front.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def start_with(binary, database_url):
+    """memory-mcp over stdio with this connection string: (exit code, stderr) when it refuses to
+    start, or None when it serves (a recall answered)."""
+    with tempfile.TemporaryDirectory() as home:  # no ~/.postgresql: only what the string says
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": home}
+        return _start_with(binary, database_url, env)
+
+
+def _start_with(binary, database_url, env):
+    p = subprocess.run([binary, "--database-url", database_url], input="", capture_output=True, text=True, timeout=30, env=env)
+    if p.returncode == 2:
+        return p.returncode, p.stderr
+
+    async def go():
+        params = StdioServerParameters(command=binary, args=["--database-url", database_url], env=env)
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w):
+                async with ClientSession(r, w, client_info=Implementation(name=CLIENT, version="1.0")) as s:
+                    await s.initialize()
+                    assert await ok(s, "recall", query="anything") == []
+
+    run(go())
+    return None
+
+
+def test_tls_to_the_database(binary, tls_cluster):
+    port, d, real = tls_cluster
+    kv = f"port={port} dbname=mcp_tls user=mcp_tls"
+    # verify-full: the right CA and the certificate's host name.
+    assert start_with(binary, f"host=localhost {kv} sslmode=verify-full sslrootcert={d}/ca.crt") is None
+    assert start_with(binary, f"postgresql://mcp_tls@localhost:{port}/mcp_tls?sslmode=verify-full&sslrootcert={d}/ca.crt") is None
+    code, err = start_with(binary, f"host=localhost {kv} sslmode=verify-full sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-full sslrootcert={d}/ca.crt")
+    assert code == 2 and "certificate" in err.lower() and "name" in err.lower(), ("the certificate is for localhost", err)
+    # verify-ca: the chain, not the name.
+    assert start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-ca sslrootcert={d}/ca.crt") is None
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=verify-ca sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    # require with a root certificate checks the chain as verify-ca (libpq); without one, encryption only.
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=require sslrootcert={d}/other_ca.crt")
+    assert code == 2 and "certificate" in err.lower(), err
+    assert start_with(binary, f"postgresql://mcp_tls@127.0.0.1:{port}/mcp_tls?sslmode=require") is None
+    assert start_with(binary, f"host=127.0.0.1 {kv}") is None, "prefer (the default) takes the server's TLS"
+    # disable against a server that takes TLS only.
+    code, err = start_with(binary, f"host=127.0.0.1 {kv} sslmode=disable")
+    assert code == 2 and ("no encryption" in err or not real), err
+    code, err = start_with(binary, f"host=localhost {kv} sslmode=verify-full")
+    assert code == 2 and "sslrootcert" in err, "verify-full without a CA is refused, as libpq does"
+    # A client certificate (pg_hba `cert`): the role's CN, signed by the server's CA.
+    cert = f"sslcert={d}/client.crt sslkey={d}/client.key"
+    assert start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt {cert}") is None
+    code, err = start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt")
+    assert code == 2 and ("certificate" in err.lower() or not real), err

@@ -1,0 +1,358 @@
+//! The HTTP face of memory-mcp: streamable HTTP on `/mcp` behind three checks, outermost first:
+//!
+//! 1. `Origin`: absent, or one of the allowed origins (403 otherwise; DNS rebinding);
+//! 2. authorization: a bearer token (401 with `WWW-Authenticate: Bearer resource_metadata=...`
+//!    without one or with an invalid one; 403 `insufficient_scope` for a tool beyond its scopes),
+//!    unless the server runs `--auth none` on loopback;
+//! 3. the session caps: a new session over `--max-sessions` open ones is 503 with `Retry-After`,
+//!    over `--max-sessions-per-subject` of the token's subject and org 429 with `Retry-After`.
+//!
+//! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use http::{header, HeaderValue, Method, StatusCode, Uri};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{json, Value};
+
+use crate::auth::{scope_of, Authenticator, Denied, READ, WRITE};
+use crate::MemoryServer;
+
+/// Seconds a client is told to wait when the server holds `--max-sessions` open sessions.
+const RETRY_AFTER_SECS: u32 = 5;
+/// The largest request body read to find the tool a call names (rmcp's own limit is the same).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+pub struct HttpOptions {
+    pub addr: std::net::SocketAddr,
+    /// This server's resource URL (the `aud` of its tokens), e.g. https://mcp.example.com/mcp.
+    pub resource: Uri,
+    /// The same, as given (the metadata's `resource`, compared with `aud` as a string).
+    pub resource_url: String,
+    pub allowed_origins: Vec<String>,
+    pub auth: Option<Authenticator>,
+    pub max_sessions: usize,
+    /// With authorization: the most open sessions of one subject and org.
+    pub max_sessions_per_subject: usize,
+    pub idle_timeout: Duration,
+}
+
+/// An origin as (scheme, host, port), RFC 6454, the port made explicit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin(String, String, u16);
+
+impl Origin {
+    pub fn parse(s: &str) -> Option<Origin> {
+        let uri: Uri = s.parse().ok()?;
+        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let host = uri.host()?.to_ascii_lowercase();
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() || uri.authority()?.as_str().contains('@') {
+            return None;
+        }
+        let port = uri.port_u16().or(match scheme.as_str() {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        })?;
+        Some(Origin(scheme, host, port))
+    }
+}
+
+/// The resource URL: absolute (http or https), without query or fragment, a path of plain
+/// characters (it names a route of the metadata).
+pub fn resource_uri(u: &str) -> Result<Uri, String> {
+    let bad = || format!("--resource-url {u}: not an absolute http(s) URL without query (e.g. https://mcp.example.com/mcp)");
+    let uri: Uri = u.parse().map_err(|_| bad())?;
+    let plain = uri.path().bytes().all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() || uri.query().is_some() || !plain || u.contains('#') {
+        return Err(bad());
+    }
+    Ok(uri)
+}
+
+/// The server's own origins: its loopback names on its port, and its resource URL's origin.
+pub fn default_origins(port: u16, resource: &Uri) -> Vec<String> {
+    let mut v: Vec<String> = ["127.0.0.1", "localhost", "[::1]"].iter().map(|h| format!("http://{h}:{port}")).collect();
+    if let (Some(s), Some(a)) = (resource.scheme_str(), resource.authority()) {
+        v.push(format!("{s}://{a}"));
+    }
+    v
+}
+
+struct Guard {
+    origins: Vec<Origin>,
+    allow_null: bool,
+    auth: Option<Authenticator>,
+    metadata_url: String,
+    metadata: Value,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+    max_per_subject: usize,
+    /// The caller (subject and org) each session was opened by: another token's requests do not
+    /// reach it.
+    owners: std::sync::Mutex<HashMap<String, String>>,
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_string()).into_response()
+}
+
+async fn check_origin(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    if let Some(o) = req.headers().get(header::ORIGIN) {
+        let text = o.to_str().unwrap_or("");
+        let ok = if text == "null" { g.allow_null } else { Origin::parse(text).is_some_and(|o| g.origins.contains(&o)) };
+        if !ok {
+            return json_response(
+                StatusCode::FORBIDDEN,
+                json!({"error": "forbidden", "error_description": format!("Origin {} is not allowed (--allowed-origin)", text.chars().take(200).collect::<String>())}),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+/// A header parameter value: no quote or backslash can end it early.
+fn quoted(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).map(|c| if c == '"' || c == '\\' { '\'' } else { c }).take(300).collect()
+}
+
+fn unauthorized(g: &Guard, d: Denied) -> Response {
+    let mut challenge = format!("Bearer resource_metadata=\"{}\", scope=\"{READ} {WRITE}\"", g.metadata_url);
+    let description = match d {
+        Denied::Missing => "a bearer token is required".to_string(),
+        Denied::Invalid(why) => {
+            challenge.push_str(&format!(", error=\"invalid_token\", error_description=\"{}\"", quoted(&why)));
+            why
+        }
+    };
+    let mut r = json_response(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized", "error_description": description}));
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// The tools a JSON-RPC body calls (one message or a batch).
+fn tools_called(body: &[u8]) -> Vec<String> {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let msgs = match v {
+        Value::Array(a) => a,
+        other => vec![other],
+    };
+    msgs.iter()
+        .filter(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"))
+        .map(|m| m.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string())
+        .collect()
+}
+
+fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
+    let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{need}\", resource_metadata=\"{}\"", g.metadata_url);
+    let mut r = json_response(StatusCode::FORBIDDEN, json!({"error": "insufficient_scope", "error_description": why}));
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+    let Some(auth) = &g.auth else {
+        return next.run(req).await;
+    };
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let principal = match bearer {
+        None => return unauthorized(&g, Denied::Missing),
+        Some(t) => match auth.check(&t).await {
+            Ok(p) => p,
+            Err(d) => return unauthorized(&g, d),
+        },
+    };
+    if req.method() == Method::POST {
+        let (parts, body) = req.into_parts();
+        let bytes = match to_bytes(body, MAX_BODY).await {
+            Ok(b) => b,
+            Err(_) => return json_response(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": "request body too large"})),
+        };
+        for tool in tools_called(&bytes) {
+            let need = scope_of(&tool);
+            if !principal.scopes.contains(need) {
+                return insufficient_scope(&g, need, format!("tool {} needs scope {need}", quoted(&tool)));
+            }
+        }
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+    if !principal.scopes.contains(READ) && !principal.scopes.contains(WRITE) {
+        return insufficient_scope(&g, READ, format!("the token has neither {READ} nor {WRITE}"));
+    }
+    // A session belongs to the caller that opened it (the same subject and org).
+    let caller = format!("{}\u{0}{}", principal.sub, principal.org);
+    let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(sid) = &session {
+        let owner = g.owners.lock().unwrap_or_else(|p| p.into_inner()).get(sid).cloned();
+        if owner.is_some_and(|o| o != caller) {
+            return json_response(StatusCode::NOT_FOUND, json!({"error": "session not found"}));
+        }
+    }
+    if session.is_none() && req.method() == Method::POST {
+        // A new session: at most --max-sessions-per-subject open ones for this subject and org.
+        let open: std::collections::HashSet<String> = g.sessions.sessions.read().await.keys().map(|k| k.to_string()).collect();
+        let mut owners = g.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.retain(|k, _| open.contains(k));
+        if owners.values().filter(|c| **c == caller).count() >= g.max_per_subject {
+            let mut r = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({"error": "too many open sessions for this subject", "error_description": format!(
+                    "the token's subject holds its maximum of {} open sessions (--max-sessions-per-subject); close one (HTTP DELETE) or retry later",
+                    g.max_per_subject)}),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            return r;
+        }
+    }
+    req.extensions_mut().insert(principal);
+    let resp = next.run(req).await;
+    if session.is_none() {
+        if let Some(sid) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            g.owners.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.to_string(), caller);
+        }
+    }
+    resp
+}
+
+async fn cap_sessions(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    let opens_session = req.method() == Method::POST && !req.headers().contains_key("mcp-session-id");
+    if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
+        let mut r = json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "too many open sessions", "error_description": format!(
+                "this server holds its maximum of {} open sessions (--max-sessions); retry later, or close sessions (HTTP DELETE)", g.max_sessions)}),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        return r;
+    }
+    next.run(req).await
+}
+
+async fn metadata(State(g): State<Arc<Guard>>) -> Response {
+    json_response(StatusCode::OK, g.metadata.clone())
+}
+
+pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
+    let mut origins = vec![];
+    let mut allow_null = false;
+    for s in &o.allowed_origins {
+        if s == "null" {
+            allow_null = true;
+        } else {
+            origins.push(Origin::parse(s).ok_or_else(|| format!("--allowed-origin {s}: not an origin (scheme://host[:port])"))?);
+        }
+    }
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(o.idle_timeout);
+    let sessions = Arc::new(manager);
+    let resource = o.resource_url.clone();
+    let (scheme, authority) = (o.resource.scheme_str().unwrap_or("http"), o.resource.authority().map(|a| a.as_str()).unwrap_or(""));
+    let path = o.resource.path().trim_end_matches('/');
+    let metadata_url = format!("{scheme}://{authority}/.well-known/oauth-protected-resource{path}");
+    let mut meta = json!({
+        "resource": resource,
+        "resource_name": "memory-mcp",
+        "scopes_supported": [READ, WRITE],
+        "bearer_methods_supported": ["header"],
+    });
+    if let Some(iss) = o.auth.as_ref().and_then(Authenticator::issuer) {
+        meta["authorization_servers"] = json!([iss]);
+    }
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if let Some(h) = o.resource.host() {
+        hosts.push(h.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    let guard = Arc::new(Guard {
+        origins,
+        allow_null,
+        auth: o.auth,
+        metadata_url,
+        metadata: meta,
+        sessions: sessions.clone(),
+        max_sessions: o.max_sessions,
+        max_per_subject: o.max_sessions_per_subject,
+        owners: Default::default(),
+    });
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        sessions,
+        StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
+    );
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(from_fn_with_state(guard.clone(), cap_sessions))
+        .layer(from_fn_with_state(guard.clone(), authorize));
+    let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
+    if !path.is_empty() {
+        well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
+    }
+    let well_known = well_known.with_state(guard.clone());
+    let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
+    let addr = o.addr;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource})");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_by_scheme_host_and_port() {
+        assert_eq!(Origin::parse("http://LOCALHOST:8765"), Origin::parse("http://localhost:8765"));
+        assert_eq!(Origin::parse("https://app.example"), Origin::parse("https://app.example:443"));
+        assert_ne!(Origin::parse("http://app.example"), Origin::parse("https://app.example"));
+        assert_eq!(Origin::parse("http://[::1]:80"), Some(Origin("http".into(), "[::1]".into(), 80)));
+        for bad in ["evil", "", "http://a.example/path", "http://user@a.example", "ftp://a.example"] {
+            assert_eq!(Origin::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn resource_urls() {
+        for ok in ["https://mcp.example.com/mcp", "http://127.0.0.1:8765/mcp", "https://mcp.example.com", "https://h/a-b/c_d.e~"] {
+            assert!(resource_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in ["mcp.example.com/mcp", "ftp://h/mcp", "https://h/mcp?x=1", "https://h/{x}", "https://h/*rest", "https://h/mcp#f", "/mcp"] {
+            assert!(resource_uri(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_tools_a_body_calls() {
+        assert_eq!(tools_called(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember"}}"#), ["remember"]);
+        assert_eq!(tools_called(br#"[{"method":"tools/list"},{"method":"tools/call","params":{"name":"forget"}}]"#), ["forget"]);
+        assert!(tools_called(b"not json").is_empty());
+    }
+
+    #[test]
+    fn header_values_cannot_be_broken_out_of() {
+        assert_eq!(quoted("a\"b\\c\nd"), "a'b'cd");
+    }
+}
