@@ -197,3 +197,25 @@ def test_langgraph_state_graph_uses_the_store(app, conn):
         out = graph.invoke({"user": "u5", "text": "likes jazz", "seen": ""})
     assert out["seen"] == "likes jazz"
     assert conn.execute("SELECT user_id, classification::text FROM memory.observations WHERE key = 'last'").fetchone() == ("u5", "internal")
+
+
+def test_store_index_embeds_one_vector_per_item(app, conn):
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("SELECT memory.enable_embeddings(3)")
+    seen = []
+
+    def embed(texts):
+        seen.extend(texts)
+        return [[1.0, float(len(t)), 0.0] for t in texts]
+
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme", index={"dims": 3, "embed": embed, "fields": ["text", "tags[*]"]})
+        store.put(("docs",), "a", {"text": "tea", "tags": ["x", "yz"], "other": "not embedded"})
+        store.put(("docs",), "b", {"text": "coffee"}, index=False)
+    assert seen == ["tea\nx\nyz"], "one text per item: its index fields' text joined"
+    rows = dict(conn.execute("SELECT key, embedding::text FROM memory.observations WHERE namespace = ARRAY['docs']").fetchall())
+    assert rows == {"a": "[1,8,0]", "b": None}
+    (words,) = conn.execute("SELECT search_tsv::text FROM memory.observations WHERE key = 'a'").fetchone()
+    assert "tea" in words and "embed" not in words, "the index fields are the searchable text"
