@@ -1,6 +1,7 @@
 """Issue 16 benchmark: memory.classify throughput with every detector vs 0.1.0's detector set, on the
 classification benchmark's rows, in one run; and the false-positive share over a generated corpus of
-benign agent-memory sentences.
+benign agent-memory sentences (since issue 46 with the look-alikes of the identity detectors: people's
+names with dates and office addresses, account numbers, branch codes, the word passport near numbers).
 
     python detector_bench.py DSN [ROWS] [RUNS] [CORPUS]
 """
@@ -20,7 +21,10 @@ CLASSIFY = ("SELECT count(*) FROM bench_src "
 def corpus(n, seed=16):
     """Benign agent-memory sentences with the look-alikes a detector must not take for personal data
     or secrets: git SHAs, UUIDs, ISO dates and timestamps, epoch milliseconds, amounts, order and
-    invoice numbers, version strings, hex hashes, IP addresses and ports, durations, counts."""
+    invoice numbers, version strings, hex hashes, IP addresses and ports, durations, counts; and (issue 46)
+    names with titles, dates and street addresses in one sentence without a date of birth, 8-digit
+    account numbers without a sort code, NN-NN-NN codes without an account, `passport` near numbers
+    that are no passport number, `born` of things."""
     r = random.Random(seed)
     hexs = lambda k: "".join(r.choice("0123456789abcdef") for _ in range(k))
     digits = lambda k: str(r.randint(10 ** (k - 1), 10 ** k - 1))
@@ -32,6 +36,13 @@ def corpus(n, seed=16):
                               f"PO{digits(8)}", f"order {digits(r.randint(6, 12))}"])
     version = lambda: r.choice([f"v{r.randint(0, 20)}.{r.randint(0, 40)}.{r.randint(0, 99)}",
                                 f"{r.randint(1, 15)}.{r.randint(0, 9)}.{r.randint(0, 30)}-rc.{r.randint(1, 5)}"])
+    first = lambda: r.choice(["Jane", "John", "Priya", "Ahmed", "Maria", "Wei", "Olu", "Sarah", "Tom", "Anna"])
+    last = lambda: r.choice(["Smith", "Patel", "Okafor", "Garcia", "Chen", "Jones", "Brown", "Nowak", "Kim", "Taylor"])
+    title = lambda: r.choice(["Mr", "Ms", "Mrs", "Dr", "Prof"])
+    street = lambda: f"{r.randint(1, 400)} {r.choice(['Acacia', 'Baker', 'High', 'Station', 'Church', 'Mill'])} " \
+                     f"{r.choice(['Street', 'Road', 'Avenue', 'Lane', 'Way', 'Close'])}"
+    postcode = lambda: f"{r.choice(['LS', 'M', 'SW', 'EC', 'B'])}{r.randint(1, 20)} {r.randint(1, 9)}{r.choice('ABDEFGHJLNPQRSTUWXYZ')}{r.choice('ABDEFGHJLNPQRSTUWXYZ')}"
+    code = lambda: f"{r.randint(10, 99)}-{r.randint(0, 99):02d}-{r.randint(0, 99):02d}"
     templates = [
         lambda: f"Commit {hexs(40)} fixed the retry loop; merged as {hexs(7)} on {date()}",
         lambda: f"Request {uuid.UUID(int=r.getrandbits(128), version=4)} timed out after {r.randint(1, 120)} s at {ts()}",
@@ -49,6 +60,13 @@ def corpus(n, seed=16):
         lambda: f"Block {digits(8)} confirmed tx {hexs(64)} with fee {amount()}",
         lambda: f"Customer segment {r.choice('ABCDEFGH')}{digits(2)} grew {r.randint(1, 40)}% quarter over quarter ({date()})",
         lambda: f"Run {digits(10)} of pipeline {r.choice(['etl', 'train', 'eval'])} took {r.randint(1, 59)}m{r.randint(0, 59)}s",
+        # Issue 46 look-alikes.
+        lambda: f"{title()} {first()} {last()} met the team at {street()}, {postcode()} on {date()} to review account {digits(8)}",
+        lambda: f"{first()} {last()} approved the refund on {date()}; the {street()} branch ({code()}) closes at 5",
+        lambda: f"Changed the sort order of report {digits(6)}; branch {code()} totals {amount()} across {digits(8)} rows",
+        lambda: f"The passport service (passport.js {version()}) issued {digits(9)} sessions on {date()}",
+        lambda: f"Feature born from ticket JIRA-{digits(4)} on {date()}; demoed at {street()} by {title()} {last()}",
+        lambda: f"Account {digits(8)} migrated on {date()} by job {digits(7)}; sort key {code()} kept",
     ]
     return [r.choice(templates)() for _ in range(n)]
 
@@ -92,6 +110,7 @@ def main():
         rules = dict(conn.execute("""SELECT memory.classify_explain(content)->>'rule', count(*) FROM bench_corpus GROUP BY 1
                                       ORDER BY 2 DESC""").fetchall())
         samples = [s for (s,) in conn.execute("SELECT content FROM bench_corpus ORDER BY id LIMIT 3").fetchall()]
+        n_detectors = conn.execute("SELECT count(*) FROM memory.detectors()").fetchone()[0]
         conn.execute("DROP TABLE bench_corpus")
 
     med = {k: median(v) for k, v in times.items()}
@@ -107,13 +126,14 @@ Rows: the classification benchmark's {rows:,} rows (`bench/classify_bench.py`), 
 | `SELECT memory.classify(...)` over {rows:,} rows | median s | rows/s | vs first_generation |
 |---|---|---|---|
 | `memory.classify_detectors = first_generation` (0.1.0's set: card, SSN, PEM, AWS, JWT) | {med['first_generation']:.2f} | {rps['first_generation']:,.0f} | 100% |
-| `memory.classify_detectors = on` (all {16} detectors, folding) | {med['on']:.2f} | {rps['on']:,.0f} | **{100 * ratio:.1f}%** |
+| `memory.classify_detectors = on` (all {n_detectors} detectors, folding) | {med['on']:.2f} | {rps['on']:,.0f} | **{100 * ratio:.1f}%** |
 | `memory.classify_detectors = off` (seed rules only) | {med['off']:.2f} | {rps['off']:,.0f} | {100 * rps['off'] / rps['first_generation']:.1f}% |
 
 - Every detector on runs at **{100 * ratio:.1f}%** of the first-generation set's rows/s (target: at least 85%).
 - False positives: {n_corpus:,} benign agent-memory sentences generated by the benchmark (seeded; git SHAs, UUIDs,
   ISO dates and timestamps, epoch milliseconds, amounts, order and invoice numbers, version strings, hex hashes, IP
-  addresses; e.g. `{samples[0]}`). Classified restricted or confidential by a detector: **{fired} rows = {share:.4f}%**
+  addresses, and since issue 46 names with dates and office addresses, account numbers, branch codes, `passport` near
+  other numbers; e.g. `{samples[0]}`). Classified restricted or confidential by a detector: **{fired} rows = {share:.4f}%**
   (target: below 0.1%). Any detector matching at all (`memory.detect`): {any_detector} rows = {share_any:.4f}% `{by_name}`.
   Deciding rules over the corpus: `{rules}`.
   By design a 13–19 digit number in a card issuer's range with that issuer's length and a valid Luhn digit is taken for a

@@ -295,12 +295,15 @@ AS $$ SELECT memory_internal._audit_append(event_type, payload::pg_catalog.text,
 -- memory-mcp's record of one tool call (issue 39): the tool, the client's name and how many rows
 -- it returned, never content or the query, on the chain of the org the caller acts for. memory.*
 -- event types are memory_ext's own (audit_append refuses them to tenants), so this narrow door
--- writes that one event type and nothing else. Granted to memory_reader by memory.setup_roles().
+-- writes that one event type and nothing else, and only for a role that may perform the tool
+-- itself (remember: INSERT on memory.observations; the others: EXECUTE on the memory function of
+-- that name), so a reader records no forget. Granted to memory_reader by memory.setup_roles().
 CREATE FUNCTION memory_internal._mcp_tool_invoked(tool text, client text, count int)
 RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     org text := memory_internal._acting_org();   -- 42501 for a memory.org_id the role lacks
+    who oid := memory_internal._caller();
 BEGIN
     IF tool IS NULL OR NOT tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'recall', 'forget', 'retrieve', 'claim_chain']) THEN
         RAISE EXCEPTION 'unknown memory-mcp tool "%"', coalesce(tool, 'NULL') USING ERRCODE = '22023',
@@ -317,11 +320,22 @@ BEGIN
         RAISE EXCEPTION 'role % acts for no org', coalesce(memory_internal._caller()::regrole::text, '(none)') USING ERRCODE = '42501',
             HINT = 'SET memory.org_id to one of memory.my_orgs() (see memory.grant_org).';
     END IF;
+    IF who IS NULL OR NOT (CASE WHEN tool OPERATOR(pg_catalog.=) 'remember'
+                                THEN pg_catalog.has_table_privilege(who, 'memory.observations'::regclass, 'INSERT')
+                                ELSE EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                                              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'memory'::regnamespace
+                                                AND p.proname OPERATOR(pg_catalog.=) tool
+                                                AND pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE')) END) THEN
+        RAISE EXCEPTION 'role % may not record a % call: it may not perform it', coalesce(who::regrole::text, '(none)'), tool
+            USING ERRCODE = '42501',
+            HINT = CASE WHEN tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'forget']) THEN 'The write tools are memory_writer''s (memory.setup_roles()); run memory-mcp --read-only as a reader.'
+                        ELSE 'The read tools are memory_reader''s (memory.setup_roles()).' END;
+    END IF;
     PERFORM memory_internal._audit('memory.mcp.tool_invoked',
         pg_catalog.jsonb_build_object('tool', tool, 'client', client, 'count', count), org);
 END $$;
 COMMENT ON FUNCTION memory_internal._mcp_tool_invoked(text, text, int) IS
-  'memory-mcp: append memory.mcp.tool_invoked (tool, client, count; never content) to the acting org''s chain. Granted to memory_reader.';
+  'memory-mcp: append memory.mcp.tool_invoked (tool, client, count; never content) to the acting org''s chain, for a role that may perform the tool (42501 otherwise). Granted to memory_reader.';
 
 CREATE FUNCTION memory.audit_integrate()
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -173,8 +173,8 @@ SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', '');
 
 -- ------------------------------------------------------------------------------------------------
 -- The pipeline: expired live rows -> hold/guard check -> soft delete -> after grace, hard delete;
--- rows past archive_at -> memory.observations_archive. Cost follows the rows due (partial
--- indexes on the stamps), not the table.
+-- rows past archive_at -> memory.observations_archive, where the same schedule goes on. Cost
+-- follows the rows due (partial indexes on the stamps, of both tables), not the table.
 
 CREATE INDEX observations_due_expiry ON memory.observations (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_due_purge ON memory.observations (purge_after) WHERE soft_deleted_at IS NOT NULL;
@@ -205,6 +205,9 @@ ALTER TABLE memory.observations_archive DROP COLUMN content_tsv;
 ALTER TABLE memory.observations_archive ADD COLUMN archived_at timestamptz NOT NULL DEFAULT now();
 ALTER TABLE memory.observations_archive ADD PRIMARY KEY (id);
 CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) WHERE user_id IS NOT NULL;
+-- Archived rows keep their stamps and run_retention sweeps them by these.
+CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
 COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
 
 CREATE VIEW memory.live_observations AS
@@ -575,6 +578,11 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
+    asoft_ids   uuid[] := '{}';
+    ahard_ids   uuid[] := '{}';
+    asoft    bigint := 0;
+    ahard    bigint := 0;
+    adenied  bigint := 0;
     items    bigint;
     -- Citus (docs/design.md#scale-out): the observations are distributed by org.
     dist     constant boolean := memory_internal._citus_distributed('memory.observations');
@@ -729,7 +737,92 @@ BEGIN
         PERFORM memory_internal._hold_gate(false);
     END IF;
 
-    -- 4. Governed application tables with stamps and a soft-delete column.
+    -- 4. The archive follows its rows' schedule (the stamps move with them): archived rows past
+    -- expires_at are soft-deleted, held or guard-refused ones skipped with memory.purge.denied;
+    -- after the grace they are hard-deleted with memory.purge, like hot rows (events name the
+    -- table). A held expired row moved to the archive is swept by the first run after its hold
+    -- is released. Rows this run archived are not swept by it (a dry run predicts that too).
+    -- On Citus each org's rows change in a statement naming the org, checking again that they
+    -- are still due (and, for the hard delete, not held since), as above.
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.classification,
+                                memory_internal._held(o.org_id, o.user_id, o.id) OR NOT memory_internal._guard_allows(s.retention_guard, o.id) AS denied
+                           FROM memory.observations_archive o LEFT JOIN memory.org_settings s ON s.org_id OPERATOR(pg_catalog.=) o.org_id
+                          WHERE o.soft_deleted_at IS NULL AND o.expires_at IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) $1
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2::uuid[]) x(id) WHERE x.id OPERATOR(pg_catalog.=) o.id)'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at, archive_ids
+    LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', 'memory.observations_archive',
+                    'orgId', g.org_id, 'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.classification,
+                    'stage', 'soft_delete', 'reason', 'legal hold or guard', 'dryRun', dry_run), g.org_id);
+            adenied := adenied + g.n;
+        ELSE
+            asoft_ids := asoft_ids || g.ids;
+            asoft := asoft + g.n;
+            IF dist AND NOT dry_run THEN
+                UPDATE memory.observations_archive o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NULL AND o.expires_at OPERATOR(pg_catalog.<=) at;
+            END IF;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND asoft > 0 THEN
+        UPDATE memory.observations_archive o SET soft_deleted_at = at, soft_delete_reason = 'retention'
+         WHERE o.id IN (SELECT u.id FROM unnest(asoft_ids) u(id));
+    END IF;
+    FOR g IN EXECUTE
+        'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
+                CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
+                CASE WHEN pg_catalog.count(DISTINCT d.workspace_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.workspace_id) END AS workspace_id
+           FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
+                             OPERATOR(pg_catalog./) 1000 AS part
+                   FROM (SELECT o.id, o.org_id, o.project_id, o.workspace_id, o.classification,
+                                memory_internal._held(o.org_id, o.user_id, o.id) AS denied
+                           FROM memory.observations_archive o
+                          WHERE o.soft_deleted_at IS NOT NULL AND o.purge_after IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) $1
+                            AND memory_internal._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, $1)'
+                          || lock || ') a) d
+          GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part' USING at
+    LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', 'memory.observations_archive',
+                    'orgId', g.org_id, 'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.classification,
+                    'stage', 'hard_delete', 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            adenied := adenied + g.n;
+        ELSE
+            PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', 'memory.observations_archive',
+                    'workspaceId', g.workspace_id, 'actorId', actor,
+                    'orgId', g.org_id, 'projectId', g.project_id, 'observationIds', to_jsonb(g.ids),
+                    'retentionPolicyId', (SELECT p.id FROM memory.retention_policies p
+                                           WHERE p.tier = g.classification AND (p.org_id = g.org_id OR p.org_id IS NULL)
+                                           ORDER BY p.org_id NULLS LAST LIMIT 1),
+                    'classification', g.classification, 'dryRun', dry_run), g.org_id, g.project_id, g.workspace_id);
+            ahard_ids := ahard_ids || g.ids;
+            ahard := ahard + g.n;
+            IF dist AND NOT dry_run THEN
+                DELETE FROM memory.observations_archive o
+                 WHERE o.org_id OPERATOR(pg_catalog.=) g.org_id AND o.id OPERATOR(pg_catalog.=) ANY (g.ids)
+                   AND o.soft_deleted_at IS NOT NULL AND o.purge_after OPERATOR(pg_catalog.<=) at
+                   AND memory_internal._purge_due(o.soft_deleted_at, o.purge_after, o.expires_at, at)
+                   AND NOT EXISTS (SELECT 1 FROM memory.legal_holds h
+                                    WHERE h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) o.org_id
+                                      AND memory_internal._hold_matches(h.observation_id::text, h.user_id, o.id::text, o.user_id));
+            END IF;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND ahard > 0 THEN
+        DELETE FROM memory.observations_archive o WHERE o.id IN (SELECT u.id FROM unnest(ahard_ids) u(id));
+    END IF;
+    soft := soft + asoft;
+    hard := hard + ahard;
+    denied := denied + adenied;
+
+    -- 5. Governed application tables with stamps and a soft-delete column.
     FOR g IN SELECT t.table_name, t.options FROM memory.governed_tables t
               WHERE NOT t.builtin AND jsonb_typeof(t.options->'stamps') = 'object' ORDER BY t.table_name::text LOOP
         IF g.options->'stamps'->>'soft_deleted_at' IS NULL OR g.options->>'id' IS NULL THEN
@@ -757,11 +850,13 @@ BEGIN
     END LOOP;
 
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived, 'items_purged', items,
-                              'denied', denied, 'dry_run', dry_run, 'at', at, 'tables', tables, 'skipped_tables', skipped,
+                              'denied', denied, 'dry_run', dry_run, 'at', at,
+                              'archive', jsonb_build_object('soft_deleted', asoft, 'hard_deleted', ahard, 'denied', adenied),
+                              'tables', tables, 'skipped_tables', skipped,
                               'locked_tables', locked, 'failed_tables', failed);
 END $$;
 COMMENT ON FUNCTION memory.run_retention(boolean, timestamptz) IS
-  'Apply retention as of `at`: delete items whose ttl has run out (items_purged; not held ones), soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at. A governed application table another session holds locked is not waited for: it is listed under locked_tables and swept by the next run. A dry run changes nothing but reports and audits with dryRun true.';
+  'Apply retention as of `at`: delete items whose ttl has run out (items_purged; not held ones), soft-delete expired live rows (held or guard-refused rows are skipped with memory.purge.denied), hard-delete past the grace with memory.purge, archive past archive_at; archived rows follow the same schedule (counted under archive and in the totals). A governed application table another session holds locked is not waited for: it is listed under locked_tables and swept by the next run. A dry run changes nothing but reports and audits with dryRun true.';
 
 SELECT pg_catalog.pg_extension_config_dump('memory.legal_holds', '');
 SELECT pg_catalog.pg_extension_config_dump('memory.observations_archive', '');

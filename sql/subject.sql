@@ -477,11 +477,15 @@ DECLARE
     want    uuid[] := memory_internal._forget_ids(ids::text[], reason)::uuid[];
     setting text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
     orgs    text[] := '{}';
+    tiers   memory.classification[] := '{}';
+    t       memory.classification;
     o       text;
     hits   jsonb;
     plan    jsonb;
     del     uuid[];
 BEGIN
+    -- A memory.org_id the role may not act for: 42501 before anything is read.
+    PERFORM memory_internal._check_org_setting();
     IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
         RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
     END IF;
@@ -489,24 +493,31 @@ BEGIN
         -- (Until the function returns: its SET clause restores the setting.)
         PERFORM pg_catalog.set_config('plan_cache_mode', 'auto', true);
     END IF;
-    -- The orgs holding these ids that the caller may act for, checked here for the caller, never
-    -- inside a statement (on Citus those run on the workers); other orgs' ids are not found.
+    -- The orgs holding these ids that the caller may act for, and its clearance in each, checked
+    -- here for the caller, never inside a statement (on Citus those run on the workers); other
+    -- orgs' ids are not found.
     FOR o IN SELECT DISTINCT x.org_id FROM (SELECT ob.org_id FROM memory.observations ob WHERE ob.id OPERATOR(pg_catalog.=) ANY (want)
                                             UNION SELECT a.org_id FROM memory.observations_archive a WHERE a.id OPERATOR(pg_catalog.=) ANY (want)) x LOOP
-        IF memory_internal._may_act_for(o) THEN
+        t := memory_internal._clearance(o)::memory.classification;
+        IF t IS NOT NULL THEN
             orgs := orgs OPERATOR(pg_catalog.||) o;
+            tiers := tiers OPERATOR(pg_catalog.||) t;
         END IF;
     END LOOP;
-    -- The rows, locked (hot rows first, each store in id order) and read in one statement; an
-    -- id is forgotten in one org: the one the session acts for (memory.org_id) when it holds the
-    -- id, else the greatest (bytewise), as memory_internal._org_of.
+    -- The rows within the caller's clearance in their org (a row above it is not found, as a
+    -- missing id: nothing tells it apart, not even its hold), locked (hot rows first, each store
+    -- in id order) and read in one statement; an id is forgotten in one org: the one the session
+    -- acts for (memory.org_id) when it holds the id, else the greatest (bytewise), as
+    -- memory_internal._org_of.
     WITH hot AS (
         SELECT ob.id, ob.org_id, ob.user_id, ob.content, 0 AS src FROM memory.observations ob
          WHERE ob.id OPERATOR(pg_catalog.=) ANY (want) AND ob.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+           AND ob.classification OPERATOR(pg_catalog.<=) tiers[pg_catalog.array_position(orgs, ob.org_id)]
          ORDER BY ob.id FOR UPDATE),
     archived AS (
         SELECT a.id, a.org_id, a.user_id, a.content, 1 AS src FROM memory.observations_archive a
          WHERE a.id OPERATOR(pg_catalog.=) ANY (want) AND a.org_id OPERATOR(pg_catalog.=) ANY (orgs)
+           AND a.classification OPERATOR(pg_catalog.<=) tiers[pg_catalog.array_position(orgs, a.org_id)]
          ORDER BY a.id FOR UPDATE),
     c AS MATERIALIZED (SELECT * FROM hot UNION ALL SELECT * FROM archived),
     pick AS (
@@ -521,21 +532,128 @@ BEGIN
     plan := memory_internal._forget_plan(want::text[], hits);
     FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
         del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
+        t := tiers[pg_catalog.array_position(orgs, o)];
         -- Content and weights, hot and archived: nothing of these rows stays in memory_ext's
         -- tables (the log names them by id and content hash). The DELETE of the hot rows fires
-        -- their hold and audit triggers (memory.delete per row).
+        -- their hold and audit triggers (memory.delete per row). (The rows read above are locked
+        -- and within the clearance; the archive's copy of an id too.)
         DELETE FROM memory.observation_weight_history h
          WHERE h.org_id OPERATOR(pg_catalog.=) o AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
-        DELETE FROM memory.observations ob WHERE ob.org_id OPERATOR(pg_catalog.=) o AND ob.id OPERATOR(pg_catalog.=) ANY (del);
-        DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del);
+        DELETE FROM memory.observations ob WHERE ob.org_id OPERATOR(pg_catalog.=) o AND ob.id OPERATOR(pg_catalog.=) ANY (del)
+           AND ob.classification OPERATOR(pg_catalog.<=) t;
+        DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del)
+           AND a.classification OPERATOR(pg_catalog.<=) t;
     END LOOP;
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
                                          'not_found', plan OPERATOR(pg_catalog.->) 'not_found');
 END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
-  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
+  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
 
+-- memory.forget(tbl, ...)'s lookup: the rows of the ids `want` (matched by `cmp` on $1) as the
+-- caller reads them (memory_internal._read_as_caller: its privileges and policies), kept when the
+-- caller may act for their org and, when the table has a tier (`tier_e`), is cleared for it there;
+-- each id in one org. `org_e`, `user_e`, `tier_e`: expressions on t that memory.forget builds with
+-- format('%I'). Returns [id, org, user, NULL] per row, as memory_internal._forget_plan takes
+-- them. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_rows_of(tbl regclass, want text[], cmp text, id_col text, org_e text, user_e text, tier_e text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+    hits    jsonb;
+BEGIN
+    -- The rows of these ids as the caller reads them (its privileges and policies): [id, org,
+    -- user, NULL, tier].
+    hits := memory_internal._read_as_caller(pg_catalog.format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s, NULL, %4$s)), ''[]'')
+           FROM %5$s t WHERE %6$s',
+        id_col,
+        org_e, user_e, coalesce(tier_e, 'NULL::pg_catalog.text'), tbl, cmp), ARRAY[want::text]);
+    -- Rows of orgs the caller may act for, within its clearance there when the table has a tier
+    -- column (a row without a known tier only for a role cleared to restricted, as recall): any
+    -- other row is not found, as a missing id. An id is forgotten in one org: the one the session
+    -- acts for when it holds the id, else the greatest (bytewise).
+    WITH e AS (
+        SELECT f.e, f.n, f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org,
+               memory_internal._clearance(f.e OPERATOR(pg_catalog.->>) 1)::memory.classification AS cl, f.e OPERATOR(pg_catalog.->>) 4 AS tier
+          FROM pg_catalog.jsonb_array_elements(coalesce(hits, '[]')) WITH ORDINALITY f(e, n)),
+    v AS (
+        SELECT * FROM e
+         WHERE e.cl IS NOT NULL
+           AND (tier_e IS NULL OR e.cl OPERATOR(pg_catalog.=) 'restricted'
+                OR (e.tier OPERATOR(pg_catalog.=) ANY (pg_catalog.enum_range(NULL::memory.classification)::pg_catalog.text[])
+                    AND e.tier::memory.classification OPERATOR(pg_catalog.<=) e.cl))),
+    p AS (
+        SELECT DISTINCT ON (v.id) v.id, v.org FROM v
+         ORDER BY v.id, (v.org OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, v.org COLLATE "C" DESC)
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(v.id, v.org, v.e OPERATOR(pg_catalog.->>) 2, NULL) ORDER BY v.n), '[]')
+      INTO hits
+      FROM v JOIN p ON p.id OPERATOR(pg_catalog.=) v.id AND p.org IS NOT DISTINCT FROM v.org;
+    RETURN hits;
+END $$;
+
+-- memory.forget(tbl, ...)'s deletion: each org's ids of `plan` (org -> [{id}], '' for a table
+-- without an org column) deleted as the caller (memory_internal._write_as_caller: its grants and
+-- the table's row-level security), within its clearance there when the table has a tier
+-- (`tier_e`). The rows its DELETE removes (RETURNING, with their content hash: `sha_e`) are
+-- forgotten; an id of which none went and a row is still there, as the caller reads it, was kept
+-- by the table (a BEFORE DELETE trigger returning NULL, or a row-level security policy for DELETE
+-- narrower than the one for SELECT). `cmp` matches the ids ($1), `org_e` the org ($2): fragments
+-- memory.forget builds with format('%I'). Returns {deleted: {org: [{id, content_sha256}]} in the
+-- order of `want`, done: [id], kept: [id]}. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_as_caller(tbl regclass, want text[], plan jsonb, cmp text, org_e text,
+                                                  tier_e text, id_col text, sha_e text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        text;
+    c        memory.classification;
+    del      text[];
+    gone     jsonb;
+    left_ids text[];
+    deleted  jsonb := '{}';
+    done     text[] := '{}';
+    kept     text[] := '{}';
+BEGIN
+    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan) LOOP
+        del := ARRAY(SELECT DISTINCT e OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) o) e);
+        c := memory_internal._clearance(nullif(o, ''))::memory.classification;
+        gone := memory_internal._write_as_caller(pg_catalog.format(
+            'WITH d AS (DELETE FROM %1$s t WHERE %2$s AND %3$s AND %4$s RETURNING t.%5$I::pg_catalog.text AS id, %6$s AS sha)
+             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(''id'', d.id, ''content_sha256'', d.sha)), ''[]'') FROM d',
+            tbl, cmp, org_e,
+            CASE WHEN tier_e IS NULL OR c IS NOT DISTINCT FROM 'restricted' THEN 'true'
+                 ELSE pg_catalog.format('%s OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.text[])', tier_e) END,
+            id_col, sha_e),
+            ARRAY[del::text, o,
+                  ARRAY(SELECT x::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::memory.classification)) x
+                         WHERE x OPERATOR(pg_catalog.<=) c)::text]);
+        -- In the order the ids were given.
+        gone := (SELECT coalesce(pg_catalog.jsonb_agg(g.e ORDER BY pg_catalog.array_position(want, g.e OPERATOR(pg_catalog.->>) 'id'), g.n), '[]')
+                   FROM pg_catalog.jsonb_array_elements(gone) WITH ORDINALITY g(e, n));
+        IF pg_catalog.jsonb_array_length(gone) OPERATOR(pg_catalog.>) 0 THEN
+            deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, gone);
+            done := done OPERATOR(pg_catalog.||) ARRAY(SELECT g OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(gone) g);
+        END IF;
+        left_ids := ARRAY(SELECT x FROM pg_catalog.unnest(del) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (done));
+        IF pg_catalog.cardinality(left_ids) OPERATOR(pg_catalog.>) 0 THEN
+            kept := kept OPERATOR(pg_catalog.||) ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(memory_internal._read_as_caller(
+                        pg_catalog.format('SELECT pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text) FROM %2$s t WHERE %3$s AND %4$s',
+                                          id_col, tbl, cmp, org_e),
+                        ARRAY[left_ids::text, o]), '[]')));
+        END IF;
+    END LOOP;
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'done', pg_catalog.to_jsonb(done), 'kept', pg_catalog.to_jsonb(kept));
+END $$;
+
+-- The table form deletes as the caller (memory_internal._write_as_caller, in a security-restricted
+-- operation): exactly the rows the caller's own DELETE could delete, under its grants and the
+-- table's row-level security policies; the rows it deleted (RETURNING) are what it reports and
+-- audits. An id is looked up first as the caller reads it (memory_internal._read_as_caller), to
+-- choose its org, check its hold and the caller's clearance there; on Citus each org's DELETE
+-- names its org (a router statement on a table distributed by it).
 CREATE FUNCTION memory.forget(tbl regclass, ids text[], reason text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -550,18 +668,27 @@ DECLARE
     user_col text;
     id_col   text;
     body_col text;
+    tier_col text;
+    col      text;
     id_type  regtype;
     cmp      text;
-    setting  text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
-    hits    jsonb;
+    tier_e   text;
+    hits     jsonb;
     plan     jsonb;
     o        text;
+    res      jsonb;
+    deleted  jsonb;           -- org -> [{id, content_sha256}] of the rows deleted
+    done     text[];          -- ids of which a row was deleted
+    kept     text[];          -- ids of which a row the DELETE reached stays
+    held     jsonb;
 BEGIN
+    -- A memory.org_id the role may not act for: 42501 before anything is read.
+    PERFORM memory_internal._check_org_setting();
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.forget needs a table' USING ERRCODE = '22023',
             HINT = 'memory.forget(table, ids, reason) forgets rows of a governed table; memory.forget(ids, reason) forgets observations.';
     END IF;
-    owner := (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tbl);
+    owner := (SELECT cl.relowner FROM pg_catalog.pg_class cl WHERE cl.oid OPERATOR(pg_catalog.=) tbl);
     IF owner IS NULL THEN
         RAISE EXCEPTION 'table % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
@@ -579,7 +706,8 @@ BEGIN
         RAISE EXCEPTION 'table % is managed by memory_ext', tbl USING ERRCODE = '22023',
             HINT = 'Forget observations with memory.forget(ids uuid[], reason); knowledge is retracted, never deleted.';
     END IF;
-    -- The org, user, id and content columns the table's hold trigger reads, else the mapping's.
+    -- The org, user, id and content columns the table's hold trigger reads, else the mapping's;
+    -- the tier column as memory.recall reads it.
     SELECT memory_internal._trigger_args(tg.oid) INTO args FROM pg_catalog.pg_trigger tg
      WHERE tg.tgrelid OPERATOR(pg_catalog.=) tbl AND tg.tgname OPERATOR(pg_catalog.=) 'memory_hold'
        AND tg.tgfoid OPERATOR(pg_catalog.=) 'memory_internal._hold_guard'::regproc;
@@ -587,14 +715,25 @@ BEGIN
     user_col := coalesce(nullif(args[2], ''), opts OPERATOR(pg_catalog.->>) 'user');
     id_col := coalesce(nullif(args[3], ''), opts OPERATOR(pg_catalog.->>) 'id');
     body_col := coalesce(nullif(args[4], ''), opts OPERATOR(pg_catalog.->>) 'content');
+    tier_col := coalesce(opts OPERATOR(pg_catalog.->>) 'audit_tier', opts OPERATOR(pg_catalog.->) 'target' OPERATOR(pg_catalog.->>) 0);
+    IF tier_col IS NOT NULL AND NOT memory_internal._has_column(tbl, tier_col) THEN
+        tier_col := NULL;
+    END IF;
     SELECT a.atttypid::regtype INTO id_type FROM pg_catalog.pg_attribute a
      WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) id_col AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
     IF id_type IS NULL THEN
         RAISE EXCEPTION 'table % has no id column mapping', tbl USING ERRCODE = '22023',
             HINT = 'Govern it with an id column: memory.govern(table, ''{"id": "<column>", "audit": true, ...}'').';
     END IF;
+    -- The caller's DELETE reads the mapped columns (its WHERE and RETURNING), as its own would.
+    FOREACH col IN ARRAY array_remove(ARRAY[id_col, org_col, user_col, body_col, tier_col], NULL) LOOP
+        IF NOT pg_catalog.has_column_privilege(who, tbl, col, 'SELECT') THEN
+            RAISE EXCEPTION 'permission denied to forget rows of %: no SELECT on its column "%"', tbl, col USING ERRCODE = '42501',
+                HINT = 'memory.forget deletes as the caller''s own DELETE ... WHERE ... RETURNING does: the table''s owner grants SELECT on the mapped columns (id, org, user, content, tier) with DELETE.';
+        END IF;
+    END LOOP;
     IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
+        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'kept', '[]'::jsonb, 'not_found', '[]'::jsonb);
     END IF;
     -- Ids of a uuid or integer column are compared as such (the column's index serves), written
     -- as the column writes them ('01' is 1); any other type as text.
@@ -611,40 +750,40 @@ BEGIN
     ELSE
         cmp := pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])', id_col);
     END IF;
-    -- The rows, read and locked as the table's owner in a security-restricted operation (its
-    -- column types and casts run with its rights); rows of orgs both the caller and the owner may
-    -- act for count (as erasure: the owner's statements touch only its orgs).
-    hits := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
-        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s, %4$s)), ''[]'')
-           FROM (SELECT * FROM %5$s t WHERE %6$s FOR UPDATE) t',
-        id_col,
-        CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END,
-        CASE WHEN user_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', user_col) END,
-        CASE WHEN body_col IS NULL THEN 'NULL::pg_catalog.text'
-             ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', body_col) END,
-        tbl, cmp), ARRAY[want::text]);
-    SELECT coalesce(pg_catalog.jsonb_agg(x.e ORDER BY x.n), '[]') INTO hits
-      FROM (SELECT f.e, f.n, f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org
-              FROM pg_catalog.jsonb_array_elements(hits) WITH ORDINALITY f(e, n)) x
-      JOIN (SELECT DISTINCT ON (y.id) y.id, y.org
-              FROM (SELECT DISTINCT f.e OPERATOR(pg_catalog.->>) 0 AS id, f.e OPERATOR(pg_catalog.->>) 1 AS org
-                      FROM pg_catalog.jsonb_array_elements(hits) f(e)) y
-             WHERE memory_internal._may_act_for(y.org) AND memory_internal._may_act_for_role(owner, y.org)
-             ORDER BY y.id, (y.org OPERATOR(pg_catalog.=) setting) DESC NULLS LAST, y.org COLLATE "C" DESC) p
-        ON p.id OPERATOR(pg_catalog.=) x.id AND p.org IS NOT DISTINCT FROM x.org;
+    -- The tier as text (a jsonb target holds it under "classification"), as memory.recall reads it.
+    tier_e := CASE WHEN tier_col IS NULL THEN NULL
+                   WHEN memory_internal._column_type(tbl, tier_col, 'tier') OPERATOR(pg_catalog.=) 'jsonb'::regtype
+                        THEN pg_catalog.format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', tier_col)
+                   ELSE pg_catalog.format('t.%I::pg_catalog.text', tier_col) END;
+    hits := memory_internal._forget_rows_of(tbl, want, cmp, id_col,
+                CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END,
+                CASE WHEN user_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', user_col) END,
+                tier_e);
     plan := memory_internal._forget_plan(want, hits);
-    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
-        PERFORM memory_internal._exec_as_table_owner(tbl, pg_catalog.format('DELETE FROM %s t WHERE %s AND %s', tbl, cmp,
-                    CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END),
-                ARRAY[ARRAY(SELECT DISTINCT e OPERATOR(pg_catalog.->>) 'id'
-                              FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e)::text, o]);
-    END LOOP;
+    -- Each org's ids, deleted as the caller (memory_internal._forget_as_caller).
+    res := memory_internal._forget_as_caller(tbl, want, plan OPERATOR(pg_catalog.->) 'delete', cmp,
+               CASE WHEN org_col IS NULL THEN 'true' ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END,
+               tier_e, id_col,
+               CASE WHEN body_col IS NULL THEN 'NULL::pg_catalog.text'
+                    ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', body_col) END);
+    deleted := res OPERATOR(pg_catalog.->) 'deleted';
+    done := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(res OPERATOR(pg_catalog.->) 'done'));
+    kept := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(res OPERATOR(pg_catalog.->) 'kept'));
+    -- Reported and audited: the rows deleted, and only those.
+    plan := pg_catalog.jsonb_set(plan, '{delete}', deleted);
     PERFORM memory_internal._forget_events(tbl::text, plan, reason);
-    RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
-                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found');
+    held := plan OPERATOR(pg_catalog.->) 'held';
+    RETURN pg_catalog.jsonb_build_object(
+        'forgotten', pg_catalog.to_jsonb(ARRAY(SELECT w FROM pg_catalog.unnest(want) WITH ORDINALITY u(w, n) WHERE w OPERATOR(pg_catalog.=) ANY (done) ORDER BY n)),
+        'held', held,
+        'kept', coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', w, 'reason', 'not deleted by the table (a BEFORE DELETE trigger or a row-level security policy for DELETE left it)') ORDER BY n)
+                            FROM pg_catalog.unnest(want) WITH ORDINALITY u(w, n) WHERE w OPERATOR(pg_catalog.=) ANY (kept) AND NOT w OPERATOR(pg_catalog.=) ANY (done)), '[]'),
+        'not_found', pg_catalog.to_jsonb(ARRAY(SELECT w FROM pg_catalog.unnest(want) WITH ORDINALITY u(w, n)
+                                                WHERE NOT w OPERATOR(pg_catalog.=) ANY (done) AND NOT w OPERATOR(pg_catalog.=) ANY (kept)
+                                                  AND NOT (held OPERATOR(pg_catalog.?) w) ORDER BY n)));
 END $$;
 COMMENT ON FUNCTION memory.forget(regclass, text[], text) IS
-  'Forget rows of a governed table by its mapped id column, as memory.forget(ids, reason) does observations: deleted as the table''s owner, rows of orgs the caller may act for, held rows kept (MX006 when every id is held). Needs DELETE on the table (or owning it). One memory.forget event per org.';
+  'Forget rows of a governed table by its mapped id column, as memory.forget(ids, reason) does observations, deleting as the caller''s own DELETE would (its grants and the table''s row-level security): ids it cannot read or delete, of orgs it may not act for, or above its clearance (a tier column) are not_found; held rows kept (MX006 when every id is held); rows the table kept (a BEFORE DELETE trigger returning NULL) are listed in kept, neither reported nor audited as forgotten. Needs DELETE on the table (or owning it) and SELECT on its mapped columns. One memory.forget event per org naming the rows deleted.';
 
 
 -- ------------------------------------------------------------------------------------------------

@@ -77,11 +77,14 @@ $$;
 
 -- The caller's clearance in the org it acts for (NULL without one): the restrictive policy
 -- `clearance` of the observation tables calls it once per statement, as an InitPlan. About the
--- caller only, so open to every role.
+-- caller only, so open to every role. Through memory_internal._clearance (src/trust.rs: cached per
+-- caller and org, refilled under a snapshot taken then), so a clearance lowered by another
+-- session reaches a running REPEATABLE READ transaction from its next statement, as a
+-- revocation does, rather than the grant its snapshot still shows.
 CREATE FUNCTION memory_internal._max_tier()
 RETURNS memory.classification LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET citus.allow_nested_distributed_execution = on
-AS $$ SELECT memory_internal._max_tier_role(memory_internal._caller(), memory_internal._acting_org()) $$;
+AS $$ SELECT memory_internal._clearance(memory_internal._acting_org())::memory.classification $$;
 
 -- Time travel is the owner's: an `at` more than memory_internal._max_clock_skew() (5 minutes,
 -- memory_core::retention::MAX_CLOCK_SKEW_US) after the transaction time, passed to a maintenance or decay function, is for
@@ -142,7 +145,10 @@ BEGIN
           FROM memory.org_grants g JOIN pg_catalog.pg_roles ro ON ro.rolname OPERATOR(pg_catalog.=) g.role_name
          WHERE pg_catalog.pg_has_role(r, ro.oid, 'USAGE');
     END IF;
-    RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' THEN one END;
+    -- (The grants above are read under the transaction's snapshot: the org is still the role's
+    -- now, as memory_internal._may_act_for reads it, or none, so a grant revoked since a
+    -- REPEATABLE READ transaction began no longer counts there.)
+    RETURN CASE WHEN n OPERATOR(pg_catalog.=) 1 AND one OPERATOR(pg_catalog.<>) '*' AND memory_internal._may_act_for(one) THEN one END;
 END $$;
 
 -- The orgs a definer function may work on for its caller: NULL means every org (an unrestricted
@@ -162,11 +168,13 @@ BEGIN
         USING ERRCODE = '42501', HINT = 'SET memory.org_id to one of the role''s orgs (see memory.grant_org).';
 END $$;
 
--- 42501 unless the caller may act for org; returns org.
+-- 42501 unless the caller may act for org, and for the org memory.org_id names when set
+-- (memory_internal._check_org_setting: never a silent or substituted org); returns org.
 CREATE FUNCTION memory_internal._require_org(org text)
 RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM memory_internal._check_org_setting();
     IF NOT memory_internal._may_act_for(org) THEN
         RAISE EXCEPTION 'role % may not act for org "%"', coalesce(memory_internal._caller()::regrole::text, '(none)'), coalesce(org, '')
             USING ERRCODE = '42501', HINT = 'An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id).';

@@ -264,8 +264,10 @@ pub fn clearance(org: Option<&str>) -> Result<Option<String>, MxError> {
     Ok(v)
 }
 
-/// `Err(42501)` unless the caller may act for `org`.
+/// `Err(42501)` unless the caller may act for `org` (and for the org the setting `memory.org_id`
+/// names: `require_org_setting`).
 pub fn require_org(org: Option<&str>) -> Result<(), MxError> {
+    require_org_setting()?;
     if may_act_for(org)? {
         return Ok(());
     }
@@ -277,6 +279,24 @@ pub fn require_org(org: Option<&str>) -> Result<(), MxError> {
         },
     )
     .hint("An owner or a memory_admin of the org binds roles to it with memory.grant_org(role, org_id)."))
+}
+
+/// `Err(42501)` when the setting `memory.org_id` names an org the caller may not act for: the
+/// session's first memory_ext call answers that, whatever org its arguments or rows name, never
+/// a silent or substituted org (docs/security.md). Not asked inside a statement memory_ext runs as
+/// another role (`AsRole`: a table's owner for maintenance, or a delegated call), whose setting
+/// is the session's, checked for the session's role at the call that started it.
+pub fn require_org_setting() -> Result<(), MxError> {
+    if OVERRIDE.with(Cell::get) != pg_sys::InvalidOid {
+        return Ok(());
+    }
+    let Some(setting) = crate::gucs::ORG_ID.get() else { return Ok(()) };
+    let org = setting.to_string_lossy();
+    if org.is_empty() || may_act_for(Some(&org))? {
+        return Ok(());
+    }
+    Err(MxError::new(code::NO_PRIVILEGE, format!("role {} may not act for org \"{org}\" (memory.org_id)", role_name(caller())))
+        .hint("Set memory.org_id to one of memory.my_orgs(), or have an org admin bind the role with memory.grant_org(role, org)."))
 }
 
 pub fn role_name(oid: pg_sys::Oid) -> String {
@@ -528,6 +548,34 @@ fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Opt
         })
     })()
     .or_raise()
+}
+
+/// Runs one statement that changes a table as the caller, in a security-restricted operation
+/// (see `AsRole`): `sql` with `args` as text parameters `$1..`, returning the first column of the
+/// first row (jsonb) when it returns rows, else `{"processed": n}`. How memory.forget (SECURITY
+/// DEFINER, for the audit event) deletes rows of a governed application table with the caller's
+/// own privileges and row-level security policies, as the caller's own DELETE would. Not granted
+/// to PUBLIC: only memory_ext's own functions send it statements.
+#[pg_extern(volatile, schema = "memory_internal", name = "_write_as_caller")]
+fn write_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
+    (|| {
+        let who = caller();
+        if who == pg_sys::InvalidOid {
+            return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
+        }
+        let _g = AsRole::enter(who);
+        exec(sql, &args)
+    })()
+    .or_raise()
+}
+
+/// `memory_internal._check_org_setting()`: 42501 when the setting `memory.org_id` names an org the
+/// caller may not act for (`require_org_setting`); true otherwise. memory_internal._require_org
+/// asks it first, so every function that checks an org argument refuses such a session too.
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_check_org_setting")]
+fn check_org_setting() -> bool {
+    require_org_setting().or_raise();
+    true
 }
 
 fn exec(sql: &str, args: &[Option<String>]) -> Result<pgrx::JsonB, MxError> {

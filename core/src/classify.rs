@@ -300,10 +300,12 @@ const CLASS: [u8; 256] = {
 
 /// The words `scan_content` matches (whole keywords, and the first words of the keywords that
 /// span words), which the prefilter below is built from. `sr 11-7` is followed by `sr_11_7`.
-/// (The detectors' context words are their validators' to find, near a candidate.)
-const KEYWORD_WORDS: [&str; 21] = [
+/// (The detectors' context words are their validators' to find, near a candidate; the keywords
+/// of the identity detectors, from `passport` on, only open their gates.)
+const KEYWORD_WORDS: [&str; 29] = [
     "ssn", "pci", "pii", "social", "credit", "password", "token", "secret", "apikey", "api_key", "privatekey",
     "private_key", "api", "private", "compliance", "security", "audit", "policy", "sox", "gdpr", "hipaa",
+    "passport", "sort", "sortcode", "born", "dob", "birth", "birthdate", "d",
 ];
 
 /// By first byte (either case): a bit per word length that some entry of `KEYWORD_WORDS` starting
@@ -391,6 +393,7 @@ fn block_masks(block: &[u8]) -> [u64; 7] {
                 _mm_or_si128(_mm_or_si128(eq(lower, b's'), eq(lower, b'p')), _mm_or_si128(eq(lower, b'c'), eq(lower, b't'))),
                 _mm_or_si128(_mm_or_si128(eq(lower, b'a'), eq(lower, b'g')), _mm_or_si128(eq(lower, b'h'), eq(lower, b'e'))),
             );
+            let f = _mm_or_si128(f, _mm_or_si128(eq(lower, b'b'), eq(lower, b'd')));
             let f = _mm_or_si128(_mm_and_si128(f, a), d);
             let p = _mm_or_si128(_mm_or_si128(eq(v, b'@'), eq(v, b'+')), _mm_or_si128(eq(v, b':'), eq(v, b'_')));
             word |= (_mm_movemask_epi8(w) as u16 as u64) << i;
@@ -420,11 +423,11 @@ fn block_masks(block: &[u8]) -> [u64; 7] {
 
 /// Bytes that can start a word `Scan::word` acts on (see `block_masks`): in either case, the
 /// first letters of the keyword words and of the word-start detector prefixes (`AKIA`, `ASIA`,
-/// `AIza`, `eyJ`, `gh`), and digits. The other detectors are gated from the masks (IBAN, Slack,
+/// `AIza`, `eyJ`, `gh`), of the identity detectors' keywords (`b`, `d`: `born`, `dob`), and digits. The other detectors are gated from the masks (IBAN, Slack,
 /// Stripe, bech32, e-mail, phone, URL).
 const FIRST: [bool; 256] = {
     let mut t = [false; 256];
-    let starts = b"spctaghe";
+    let starts = b"spctaghebd";
     let mut k = 0;
     while k < starts.len() {
         t[starts[k] as usize] = true;
@@ -522,6 +525,10 @@ impl Scan<'_> {
             b"password" | b"token" | b"secret" | b"apikey" | b"api_key" | b"privatekey" | b"private_key" => h.confidential = true,
             b"api" | b"private" => h.confidential |= followed_by(content, end, b'-', "key"),
             b"compliance" | b"security" | b"audit" | b"policy" | b"sox" | b"gdpr" | b"hipaa" => h.internal = true,
+            b"passport" => h.gates.passport = true,
+            b"sort" | b"sortcode" => h.gates.sort_code = true,
+            b"born" | b"dob" | b"birth" | b"birthdate" => h.gates.birth = true,
+            b"d" => h.gates.birth |= content.len() >= end + 4 && content[end..end + 4].eq_ignore_ascii_case(b".o.b"),
             _ => {}
         }
         // Nothing outranks a restricted keyword.

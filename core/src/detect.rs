@@ -10,6 +10,9 @@
 //! one-pass scan computes (`Gates`); `find` runs them on any text, for other rules (the consent
 //! layer's sensitive-input gate) that call them by name.
 //!
+//! The detectors of a person's identity (sort code and account, passport, name with date of
+//! birth and address) are in `detect/identity.rs`.
+//!
 //! This file is long because it holds every validated detector (one short validator each,
 //! beside the shape that finds its candidates); splitting them apart would split each pair.
 
@@ -31,6 +34,9 @@ pub enum Detector {
     Phone,
     BitcoinAddress,
     EthereumAddress,
+    SortCodeAccount,
+    PassportNumber,
+    NameDobAddress,
     PemPrivateKey,
     AwsAccessKey,
     Jwt,
@@ -42,7 +48,7 @@ pub enum Detector {
 }
 
 impl Detector {
-    pub const ALL: [Detector; 16] = [
+    pub const ALL: [Detector; 19] = [
         Detector::CardNumber,
         Detector::Ssn,
         Detector::Iban,
@@ -51,6 +57,9 @@ impl Detector {
         Detector::Phone,
         Detector::BitcoinAddress,
         Detector::EthereumAddress,
+        Detector::SortCodeAccount,
+        Detector::PassportNumber,
+        Detector::NameDobAddress,
         Detector::PemPrivateKey,
         Detector::AwsAccessKey,
         Detector::Jwt,
@@ -76,6 +85,9 @@ impl Detector {
             Detector::Phone => "phone",
             Detector::BitcoinAddress => "bitcoin_address",
             Detector::EthereumAddress => "ethereum_address",
+            Detector::SortCodeAccount => "sort_code_account",
+            Detector::PassportNumber => "passport_number",
+            Detector::NameDobAddress => "name_dob_address",
             Detector::PemPrivateKey => "pem_private_key",
             Detector::AwsAccessKey => "aws_access_key",
             Detector::Jwt => "jwt",
@@ -101,7 +113,10 @@ impl Detector {
             | Detector::Email
             | Detector::Phone
             | Detector::BitcoinAddress
-            | Detector::EthereumAddress => Tier::Restricted,
+            | Detector::EthereumAddress
+            | Detector::SortCodeAccount
+            | Detector::PassportNumber
+            | Detector::NameDobAddress => Tier::Restricted,
             _ => Tier::Confidential,
         }
     }
@@ -117,6 +132,9 @@ impl Detector {
             Detector::Phone => "`+` and an assigned country calling code, 8–15 digits (E.164); or 7–15 digits in phone shape (NANP area and exchange codes checked) with a context word nearby",
             Detector::BitcoinAddress => "Base58Check (version 0x00 or 0x05, double-SHA-256 checksum) or segwit bech32/bech32m with HRP `bc`",
             Detector::EthereumAddress => "`0x` + 40 hex digits: mixed case must pass the EIP-55 (Keccak-256) checksum; single-case only with a context word nearby",
+            Detector::SortCodeAccount => "UK sort code `NN-NN-NN` (or `NN NN NN`, not `00-00-00`, not part of a longer number) with the words `sort code` (`sortcode`) nearby, and an 8-digit account number (not `00000000`) within 64 bytes, marked by `account`/`acct`/`acc`/`a/c` nearby or written right after the code; no modulus check (its weight table is VocaLink's, per bank)",
+            Detector::PassportNumber => "the word `passport`, then (after at most three of `no`, `number`, `nr`, `num`, `is`, `was`, `id`, `ref` or a 3-letter state code) a word of a national format, letters upper case: 9 digits (UK, US); a letter and 8 or 7 digits (US, India, Australia); 2 letters and 7 or 6 digits (Italy, Ireland, Japan, Canada); 3 letters and 6 digits (Spain); 2 digits, 2 letters, 5 digits (France); `C`/`F`/`G`/`H`/`J`/`K` and 8 of the German alphabet with 3+ digits (Germany); not joined to more by `-`, `.` or `/`",
+            Detector::NameDobAddress => "all three in one text: a name (a title such as `Mr`/`Ms`/`Dr` and a capitalised word; `name:` and two capitalised words; or two to four capitalised words right before a birth keyword), a date of birth (a calendar-valid date, years 1900–2099, numeric or with a month name, right after `born`/`DOB`/`D.O.B`/`birth`/`birthdate` with only fillers such as `on`, `the`, `in <Place>` between, or right before one) and a street address (house number, capitalised street name and a suffix such as `Street`/`Road`/`Avenue`; or a UK postcode)",
             Detector::PemPrivateKey => "`-----BEGIN … PRIVATE KEY-----` header",
             Detector::AwsAccessKey => "`AKIA`/`ASIA` + 16 base32 characters (A–Z, 2–7)",
             Detector::Jwt => "three base64url segments whose header decodes to a JSON object with `alg`",
@@ -135,6 +153,9 @@ impl Detector {
             Detector::AbaRouting => ROUTING_WORDS,
             Detector::Phone => PHONE_WORDS,
             Detector::EthereumAddress => WALLET_WORDS,
+            Detector::SortCodeAccount => identity::SORT_CODE_WORDS,
+            Detector::PassportNumber => identity::PASSPORT_WORDS,
+            Detector::NameDobAddress => identity::BIRTH_WORDS,
             _ => &[],
         }
     }
@@ -231,6 +252,12 @@ pub struct Gates {
     pub hex0x: bool,
     pub base58: bool,
     pub bech32: bool,
+    /// The word `sort` or `sortcode` (the sort code's keyword).
+    pub sort_code: bool,
+    /// The word `passport`.
+    pub passport: bool,
+    /// A birth keyword: `born`, `dob`, `birth`, `birthdate`, or `d` followed by `.o.b`.
+    pub birth: bool,
 }
 
 /// Whether detector `d` matches somewhere in the (folded) text.
@@ -244,6 +271,9 @@ pub fn matches(d: Detector, t: &[u8]) -> bool {
         Detector::Phone => phone(t),
         Detector::BitcoinAddress => bitcoin(t),
         Detector::EthereumAddress => ethereum(t),
+        Detector::SortCodeAccount => identity::sort_code_account(t),
+        Detector::PassportNumber => identity::passport_number(t),
+        Detector::NameDobAddress => identity::name_dob_address(t),
         Detector::PemPrivateKey => PEM.is_match(t),
         Detector::AwsAccessKey => aws(t),
         Detector::Jwt => jwt(t),
@@ -269,6 +299,9 @@ impl Gates {
         on(self.plus_digit || self.phone_chain >= 7, Detector::Phone);
         on(self.base58 || self.bech32, Detector::BitcoinAddress);
         on(self.hex0x, Detector::EthereumAddress);
+        on(self.sort_code, Detector::SortCodeAccount);
+        on(self.passport, Detector::PassportNumber);
+        on(self.birth, Detector::NameDobAddress);
         on(self.pem, Detector::PemPrivateKey);
         on(self.aws, Detector::AwsAccessKey);
         on(self.jwt, Detector::Jwt);
@@ -303,6 +336,9 @@ impl Set {
             Detector::Phone,
             Detector::BitcoinAddress,
             Detector::EthereumAddress,
+            Detector::SortCodeAccount,
+            Detector::PassportNumber,
+            Detector::NameDobAddress,
         ]);
         match tier {
             Tier::Restricted => self.and(restricted),
@@ -979,6 +1015,10 @@ fn url_credentials(t: &[u8]) -> bool {
         }
     })
 }
+
+mod identity;
+
+pub use identity::{birth_date_valid, passport_shape};
 
 #[cfg(test)]
 mod tests;

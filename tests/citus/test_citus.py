@@ -435,6 +435,27 @@ def test_retention_on_citus_touches_only_the_due_rows_of_their_own_org(coord):
     assert rows == {"org_long": False}, rows
 
 
+def test_retention_on_citus_sweeps_the_archive_org_by_org(coord):
+    """Issue 46: archived rows follow their schedule on the shards, each org's in a statement naming
+    the org. The same id archived in two orgs: only the due org's row is soft-deleted, then purged
+    after its grace (purge_after - expires_at = 3 days after the soft delete), with a memory.purge event."""
+    same = "00000000-0000-0000-0000-00000000a46a"
+    coord.execute("INSERT INTO memory.observations_archive (id, org_id, user_id, content, classification, expires_at, purge_after) VALUES"
+                  " (%s, 'org_arch_due', 'u', 'due', 'internal', now() - interval '2 days', now() + interval '1 day'),"
+                  " (%s, 'org_arch_kept', 'u', 'kept', 'internal', now() + interval '1 year', now() + interval '13 months')", (same, same))
+    res = coord.execute("SELECT memory.run_retention(false, now())").fetchone()[0]
+    assert res["archive"]["soft_deleted"] >= 1, res
+    rows = dict(coord.execute("SELECT org_id, soft_deleted_at IS NOT NULL FROM memory.observations_archive WHERE id = %s", (same,)).fetchall())
+    assert rows == {"org_arch_due": True, "org_arch_kept": False}, rows
+    coord.execute("SELECT memory.run_retention(false, now() + interval '2 days')")
+    assert coord.execute("SELECT count(*) FROM memory.observations_archive WHERE id = %s", (same,)).fetchone()[0] == 2, "not before the grace"
+    coord.execute("SELECT memory.run_retention(false, now() + interval '4 days')")
+    rows = dict(coord.execute("SELECT org_id, soft_deleted_at IS NOT NULL FROM memory.observations_archive WHERE id = %s", (same,)).fetchall())
+    assert rows == {"org_arch_kept": False}, rows
+    assert events(coord, "org_arch_due", "memory.purge") == 1
+    assert events(coord, "org_arch_kept", "memory.purge") == 0
+
+
 def test_an_immediate_appender_on_a_worker_spans_chains_of_both_workers(cluster, coord):
     here = next(o for o in (f"org_span_{i}" for i in range(100)) if node_of(coord, "memory.audit_log", o)[0] == min(cluster["workers"]))
     there = next(o for o in (f"org_span_{i}" for i in range(100)) if node_of(coord, "memory.audit_log", o)[0] == max(cluster["workers"]))

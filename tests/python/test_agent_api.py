@@ -128,7 +128,7 @@ def test_forget_rows_of_a_governed_table(app, conn):
     with connect(app, WRITER) as w:
         (r,) = w.execute("SELECT memory.forget('app.notes', %s, 'user asked')",
                          ([str(ids[0]), "0" + str(ids[1]), str(gid), str(ids[2])],)).fetchone()
-        assert r == {"forgotten": [str(ids[0]), str(ids[1])], "held": [str(ids[2])], "not_found": [str(gid)]}
+        assert r == {"forgotten": [str(ids[0]), str(ids[1])], "held": [str(ids[2])], "kept": [], "not_found": [str(gid)]}
         for tbl, ids_, want in [("app.plain", ["1"], "22023"), ("app.loose", ["1"], "22023"), ("app.notes", ["x"], "22023"),
                                 (None, ["1"], "22023")]:
             with pytest.raises(psycopg.DatabaseError) as e:
@@ -190,3 +190,110 @@ def test_a_held_memory_cannot_be_corrected(app, conn):
             w.execute("UPDATE memory.observations SET content = 'rewritten' WHERE id = %s", (a,))
         assert e.value.sqlstate == "MX006"
     assert conn.execute("SELECT content FROM memory.observations WHERE id = %s", (a,)).fetchone() == ("under hold",)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 53 (attacker review of 0.3.0): forget holds the table's row-level security, the caller's
+# clearance and the rows actually deleted; a foreign memory.org_id is refused.
+
+def note(c, body, uid="u1", org="acme", extra=None):
+    (nid,) = c.execute("INSERT INTO app.notes (tenant, uid, body, extra) VALUES (%s, %s, %s, %s) RETURNING id",
+                       (org, uid, body, extra)).fetchone()
+    return str(nid)
+
+
+def forget_rows(c, ids, tbl="app.notes", reason="user asked"):
+    (r,) = c.execute("SELECT memory.forget(%s::regclass, %s::text[], %s)", (tbl, [str(i) for i in ids], reason)).fetchone()
+    return r
+
+
+def test_forget_on_a_table_deletes_only_what_the_callers_own_delete_could(app, conn):
+    """#1: the owner's policy hides a row from the writer (its own DELETE removes nothing): forget
+    answers not_found for it, as for a missing id, and leaves it; every integer id of the table
+    reaches no further."""
+    with connect(app, OWNER) as o:
+        hidden = [note(o, f"someone else's note {i}", uid="u9") for i in range(3)]
+        mine = note(o, "my own note", uid=WRITER)
+        o.execute("ALTER TABLE app.notes ENABLE ROW LEVEL SECURITY")
+        o.execute("CREATE POLICY own_rows ON app.notes USING (uid = current_user)")
+    with connect(app, WRITER) as w:
+        assert w.execute("DELETE FROM app.notes WHERE id = %s", (hidden[0],)).rowcount == 0
+        assert forget_rows(w, [hidden[0], mine, "999999"]) == {
+            "forgotten": [mine], "held": [], "kept": [], "not_found": [hidden[0], "999999"]}
+        assert forget_rows(w, range(1, int(max(hidden)) + 10)) == {
+            "forgotten": [], "held": [], "kept": [], "not_found": [str(i) for i in range(1, int(max(hidden)) + 10)]}
+    assert sorted(str(i) for (i,) in conn.execute("SELECT id FROM app.notes").fetchall()) == sorted(hidden)
+    assert [e["forgotten"] for e in events(conn, "memory.forget")] == [[{"id": mine, "content_sha256": sha("my own note")}]]
+
+
+def test_forget_never_reaches_above_the_callers_clearance(app, conn):
+    """#2: a writer cleared to internal: a restricted row (which it cannot SELECT) is not_found,
+    indistinguishable from a missing id (held or not: no MX006), and stays; the same on a table
+    with a tier column."""
+    conn.execute("SELECT memory.grant_org(%s, 'acme', 'internal')", (WRITER,))
+    secret = store(conn, "acme", "the ssn is 123-45-6789", "dave")
+    secret_held = store(conn, "acme", "held ssn 123-45-6789", "held")
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s::uuid[]) AND classification = 'restricted'",
+                        ([secret, secret_held],)).fetchone() == (2,)
+    with connect(app, ADMIN) as a:
+        a.execute("INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'held', 'litigation')")
+    with connect(app, OWNER) as o:
+        secret_note = note(o, SECRET_NOTE)
+        plain_note = note(o, "plain note")
+    missing = "00000000-0000-0000-0000-0000000000ff"
+    with connect(app, WRITER) as w:
+        assert w.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (secret,)).fetchone() == (0,)
+        plain = store(w, "acme", "lunch at noon", "dave")
+        assert forget(w, [secret, plain, missing]) == {"forgotten": [plain], "held": [], "not_found": [secret, missing]}
+        assert forget(w, [secret_held]) == {"forgotten": [], "held": [], "not_found": [secret_held]}, "no MX006: nothing told"
+        assert forget_rows(w, [secret_note, plain_note]) == {"forgotten": [plain_note], "held": [], "kept": [], "not_found": [secret_note]}
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s::uuid[])", ([secret, secret_held],)).fetchone() == (2,)
+    assert conn.execute("SELECT body FROM app.notes WHERE id = %s", (int(secret_note),)).fetchone() == (SECRET_NOTE,)
+    fe = events(conn, "memory.forget")
+    assert [[x["id"] for x in e["forgotten"]] for e in fe] == [[plain], [plain_note]]
+
+
+SECRET_NOTE = "AKIAIOSFODNN7EXAMPLE ssn 123-45-6789"
+
+
+def test_forget_reports_and_audits_only_the_rows_it_deleted(app, conn):
+    """#3: the owner's BEFORE DELETE trigger keeps some rows (a soft delete): forget lists them under
+    kept, not forgotten, and its memory.forget event names only the row that went."""
+    with connect(app, OWNER) as o:
+        o.execute("""CREATE FUNCTION app.soft_delete() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+                     IF OLD.extra = 1 THEN RETURN NULL; END IF; RETURN OLD; END$$""")
+        o.execute("CREATE TRIGGER soft_delete BEFORE DELETE ON app.notes FOR EACH ROW EXECUTE FUNCTION app.soft_delete()")
+        keep = note(o, "kept by the table", extra=1)
+        go = note(o, "deleted at once")
+    with connect(app, WRITER) as w:
+        r = forget_rows(w, [keep, go, "424242"])
+    assert r["forgotten"] == [go] and r["held"] == [] and r["not_found"] == ["424242"]
+    assert [k["id"] for k in r["kept"]] == [keep] and "trigger" in r["kept"][0]["reason"]
+    assert conn.execute("SELECT body FROM app.notes WHERE id = %s", (int(keep),)).fetchone() == ("kept by the table",)
+    assert [e["forgotten"] for e in events(conn, "memory.forget")] == [[{"id": go, "content_sha256": sha("deleted at once")}]]
+    with connect(app, WRITER) as w:
+        assert forget_rows(w, [keep])["kept"] == r["kept"], "every id kept: no event"
+    assert len(events(conn, "memory.forget")) == 1
+
+
+def test_a_foreign_org_setting_is_refused_at_the_first_call(app, conn):
+    """#7: a role bound only to acme that sets memory.org_id = 'globex' gets 42501 (with a hint)
+    from forget, recall, retrieve and the governed table's write triggers, changing nothing."""
+    with connect(app, WRITER) as w:
+        a = store(w, "acme", "keep this one", "u1")
+        n = note(w, "keep this note")
+        w.execute("SET memory.org_id = 'globex'")
+        for stmt, args in [("SELECT memory.forget(%s::uuid[], 'x')", ([a],)),
+                           ("SELECT memory.forget('app.notes', %s, 'x')", ([n],)),
+                           ("SELECT * FROM memory.recall('acme', 'keep')", None),
+                           ("SELECT * FROM memory.retrieve('acme', 'keep')", None),
+                           ("INSERT INTO app.notes (tenant, uid, body) VALUES ('acme', 'u1', 'new')", None),
+                           ("UPDATE app.notes SET body = 'changed' WHERE id = %s", (int(n),)),
+                           ("DELETE FROM app.notes WHERE id = %s", (int(n),))]:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+                w.execute(stmt, args)
+            assert "memory.org_id" in str(e.value) and "memory.my_orgs()" in (e.value.diag.message_hint or ""), stmt
+        w.execute("SET memory.org_id = 'acme'")
+        assert forget(w, [a])["forgotten"] == [a]
+    assert conn.execute("SELECT body FROM app.notes").fetchall() == [("keep this note",)]
+    assert len(events(conn, "memory.forget")) == 1

@@ -180,6 +180,33 @@ def test_clearance_in_row_level_security_and_recall(rows, conn):
         assert U(4) in ids(recall(c, "acme", "confidential details"))
 
 
+def test_a_lowered_clearance_reaches_a_running_repeatable_read_transaction(rows, conn):
+    """Issue 53 #6: a clearance lowered by another session applies from the next statement of a
+    REPEATABLE READ transaction that already read under it (its SELECT, the archive and recall),
+    as a revocation does, whether or not the session sets memory.org_id."""
+    for org in (None, "acme"):
+        conn.execute("SELECT memory.grant_org(%s, 'acme')", (FULL,))
+        with psycopg.connect(rows.replace("user=postgres", f"user={FULL}")) as c:
+            if org:
+                c.execute("SELECT set_config('memory.org_id', %s, false)", (org,))
+                c.commit()
+            c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            assert U(4) in ids(c.execute("SELECT id FROM memory.observations").fetchall())
+            assert U(4) in ids(recall(c, "acme", "confidential details"))
+            assert U(9) in ids(c.execute("SELECT id FROM memory.observations_archive").fetchall())
+            conn.execute("SELECT memory.grant_org(%s, 'acme', 'internal')", (FULL,))
+            assert U(4) not in ids(c.execute("SELECT id FROM memory.observations").fetchall()), org
+            assert U(9) not in ids(c.execute("SELECT id FROM memory.observations_archive").fetchall()), org
+            assert recall(c, "acme", "confidential details") == [], org
+            # And a revocation: nothing of acme from the next statement.
+            conn.execute("SELECT memory.revoke_org(%s, 'acme')", (FULL,))
+            try:
+                assert c.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,), org
+            except psycopg.errors.InsufficientPrivilege:
+                assert org, "without memory.org_id the session acts for no org: no rows, no error"
+            c.rollback()
+
+
 def test_cross_tenant_recall_is_refused(rows):
     with connect(rows, INT) as c:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -72,17 +72,17 @@ INSERT INTO memory.observations (id, org_id, user_id, content, memory_type, crea
   ('00000000-0000-0000-0000-0000000000a4', 'acme', 'u3', 'schema note', 'structured', '2025-08-01 00:00+00');
 INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'u2', 'litigation');
 SELECT is(memory.run_retention(true, '2026-02-05 00:00+00') - 'at' - 'tables' - 'skipped_tables' - 'locked_tables' - 'failed_tables',
-          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": true, "items_purged": 0}'::jsonb,
+          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": true, "items_purged": 0, "archive": {"soft_deleted": 0, "hard_deleted": 0, "denied": 0}}'::jsonb,
           'a dry run reports: a1 and a3 expired (a3 not also archived), a2 held, a4 due for the archive');
 SELECT is(count(*), 0::bigint, 'and changes nothing') FROM memory.observations WHERE soft_deleted_at IS NOT NULL;
 SELECT is(memory.run_retention(false, '2026-02-05 00:00+00') - 'at' - 'tables' - 'skipped_tables' - 'locked_tables' - 'failed_tables',
-          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": false, "items_purged": 0}'::jsonb, 'the run soft-deletes and archives');
+          '{"soft_deleted": 2, "hard_deleted": 0, "archived": 1, "denied": 1, "dry_run": false, "items_purged": 0, "archive": {"soft_deleted": 0, "hard_deleted": 0, "denied": 0}}'::jsonb, 'the run soft-deletes and archives');
 SELECT is_empty($$ SELECT 1 FROM memory.live_observations WHERE id IN ('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-0000000000a3') $$,
                 'soft-deleted rows are gone from live_observations');
 SELECT is_empty($$ SELECT 1 FROM memory.recall('acme', 'note', 10) $$, 'and from recall');
 SELECT is(memory.run_retention(false, '2026-02-10 00:00+00')->'hard_deleted', '0'::jsonb, 'a late run still leaves the full grace after the soft delete');
 SELECT is(memory.run_retention(false, '2026-03-08 00:00+00') - 'at' - 'tables' - 'skipped_tables' - 'locked_tables' - 'failed_tables',
-          '{"soft_deleted": 0, "hard_deleted": 2, "archived": 0, "denied": 1, "dry_run": false, "items_purged": 0}'::jsonb,
+          '{"soft_deleted": 0, "hard_deleted": 2, "archived": 0, "denied": 1, "dry_run": false, "items_purged": 0, "archive": {"soft_deleted": 0, "hard_deleted": 0, "denied": 0}}'::jsonb,
           'after the grace: hard delete; the held row still denied');
 SELECT results_eq($$ SELECT id::text FROM memory.observations ORDER BY id $$, $$ VALUES ('00000000-0000-0000-0000-0000000000a2') $$, 'only the held row remains hot');
 SELECT results_eq($$ SELECT id::text, archived_at FROM memory.observations_archive $$,

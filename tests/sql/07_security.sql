@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(131);
+SELECT plan(134);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -410,6 +410,11 @@ SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('audit_append', 'cl
                  'only memory-mcp''s tools are named');
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', E'bad\nname', 1) $$, '22023', NULL,
                  'nor a client name with control characters');
+-- (issue 53) Only a role that may perform a tool records its invocation: a reader, no write tool.
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('forget', 'claude-code', 42) $$, '42501', NULL,
+                 'a reader records no forget it may not perform');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('remember', 'claude-code', 1) $$, '42501', NULL,
+                 'nor a remember');
 SET memory.org_id = 'globex';
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
                  'nor on the chain of an org the role may not act for');
@@ -419,10 +424,14 @@ SET ROLE sec_writer2;
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
                  'a role of two orgs names the one it acts for');
 RESET ROLE;
+SET ROLE sec_writer;
+SELECT lives_ok($$ SELECT memory_internal._mcp_tool_invoked('forget', 'claude-code', 2) $$, 'a writer records the forget it may perform');
+RESET ROLE;
 SELECT memory.audit_integrate();
-SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_now() WHERE event_type = 'memory.mcp.tool_invoked' $$,
-                  $$ VALUES ('acme'::text, '{"tool": "recall", "count": 3, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text) $$,
-                  'one event, on the acting org''s chain: tool, client and count only');
+SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_now() WHERE event_type = 'memory.mcp.tool_invoked' ORDER BY seq $$,
+                  $$ VALUES ('acme'::text, '{"tool": "recall", "count": 3, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text),
+                            ('acme'::text, '{"tool": "forget", "count": 2, "client": "claude-code"}'::jsonb, 'role:sec_writer'::text) $$,
+                  'one event a call recorded, on the acting org''s chain: tool, client and count only');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the allow-list of docs/security.md; every function pins search_path.

@@ -1,17 +1,35 @@
 -- SQL-level suite for the second-generation detectors and folding (SPEC §1; issue 16) and the
 -- consent layer's sensitive-input gate that calls them by name (SPEC §6, MX007; issue 14).
 BEGIN;
-SELECT plan(42);
+SELECT plan(55);
 
 -- The catalogue.
-SELECT is((SELECT count(*)::int FROM memory.detectors()), 16, 'sixteen detectors');
+SELECT is((SELECT count(*)::int FROM memory.detectors()), 19, 'nineteen detectors');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM memory.detectors() WHERE tier = 'restricted'),
-          '{aba_routing,bitcoin_address,card_number,email,ethereum_address,iban,phone,ssn}', 'personal data is restricted');
+          '{aba_routing,bitcoin_address,card_number,email,ethereum_address,iban,name_dob_address,passport_number,phone,sort_code_account,ssn}',
+          'personal data is restricted');
 SELECT is((SELECT array_agg(name ORDER BY name) FROM memory.detectors() WHERE tier = 'confidential'),
           '{aws_access_key,github_token,google_api_key,jwt,pem_private_key,slack_token,stripe_key,url_credentials}',
           'secrets are confidential');
 SELECT is((SELECT context_words FROM memory.detectors() WHERE name = 'aba_routing'), '{routing,aba,rtn,transit}',
           'context words are listed');
+
+SELECT is((SELECT context_words FROM memory.detectors() WHERE name = 'passport_number'), '{passport}', 'the passport keyword is listed');
+
+-- Issue 46: what a bank's reviewer calls personal data; dates, numbers and addresses alone stay as they are.
+SELECT is(memory.detect('sort code 20-00-00, account 12345678'), '{sort_code_account}', 'a UK sort code with its account number');
+SELECT is(memory.detect('branch sort code 20-00-00 handles ticket 12345678'), '{}', 'a sort code without an account number');
+SELECT is(memory.detect('passport no. 123456789'), '{passport_number}', 'a passport number after its keyword');
+SELECT is(memory.detect('the passport renewal takes 10 weeks; 123456789 forms were filed'), '{}', 'the word passport near an unrelated number');
+SELECT is(memory.detect('Mr John Smith, DOB 14/03/1982, lives at 12 Acacia Avenue, Leeds'), '{name_dob_address}',
+          'a name, a date of birth and a street address in one memory');
+SELECT is(memory.detect('Mr John Smith visited 12 Acacia Avenue on 14/03/1982'), '{}', 'a name, a date and an address, but no date of birth');
+SELECT is(memory.detect('Mr John Smith, DOB 31/02/1982, lives at 12 Acacia Avenue'), '{}', 'no 31 February');
+SELECT is(memory.classify_explain('Jane Smith, born 4 July 1975, moved to SW1A 1AA')->>'rule', 'detector_name_dob_address',
+          'the rule names the combination');
+SELECT ok(strpos(memory.classify_explain('Mr John Smith, DOB 14/03/1982, 12 Acacia Avenue, passport no. 123456789')::text, 'Smith') = 0
+          AND strpos(memory.classify_explain('Mr John Smith, DOB 14/03/1982, 12 Acacia Avenue, passport no. 123456789')::text, '123456789') = 0,
+          'no name, date or number appears in an explanation');
 
 -- memory.detect by name.
 SELECT is(memory.detect('write to jane.doe@example.com'), '{email}', 'an e-mail address');
@@ -69,9 +87,23 @@ SELECT memory.setup_roles();
 CREATE ROLE det_nobody LOGIN;
 SET ROLE det_nobody;
 SELECT is(memory.detect('jane@example.com'), '{email}', 'a role with no grants may run the detectors');
+SELECT is(memory.detect('passport no. 123456789'), '{passport_number}', 'the new ones too');
 SELECT throws_ok($$ SET memory.classify_detectors = first_generation $$, '42501', NULL,
                  'but may not turn detectors down');
 RESET ROLE;
+
+-- The application's writer, bound to its org, stores the three memories of the trial: each is restricted.
+CREATE ROLE det_writer LOGIN IN ROLE memory_writer;
+SELECT memory.grant_org('det_writer', 'bank');
+SET ROLE det_writer;
+INSERT INTO memory.observations (id, org_id, content) VALUES
+  ('00000000-0000-0000-0000-0000000000e1', 'bank', 'Customer Mr John Smith, DOB 14/03/1982, lives at 12 Acacia Avenue, Leeds LS1 4AB'),
+  ('00000000-0000-0000-0000-0000000000e2', 'bank', 'Refund to sort code 20-00-00, account 12345678'),
+  ('00000000-0000-0000-0000-0000000000e3', 'bank', 'Identity checked: passport no. 123456789'),
+  ('00000000-0000-0000-0000-0000000000e4', 'bank', 'Branch 20-00-00 opened on 14/03/1982 at 12 Acacia Avenue; 123456789 forms');
+RESET ROLE;
+SELECT is((SELECT array_agg(classification::text ORDER BY id) FROM memory.observations WHERE org_id = 'bank'),
+          '{restricted,restricted,restricted,internal}', 'written as the application: the three are restricted, the look-alike internal');
 
 -- The sensitive-input gate of user contexts (MX007): the detector and the field are named, the
 -- value never is, and nothing is written.
@@ -99,6 +131,10 @@ SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, ta
 SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
                     VALUES ('acme', 'sg1', 'task', 't-s', 'task', '{"user_focus_reason": "ｊａｎｅ＠ｅｘａｍｐｌｅ．ｃｏｍ"}') $$,
                  'MX007', NULL, 'full-width evasion is caught too');
+SELECT throws_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
+                    VALUES ('acme', 'sg1', 'task', 't-s', 'task', '{"constraints": "use passport no. 123456789"}') $$,
+                 'MX007', 'sensitive input refused: user context field "constraints" matches the passport_number detector',
+                 'a passport number');
 SELECT is((SELECT count(*)::int FROM memory.user_contexts WHERE user_id = 'sg1'), 0, 'nothing was written');
 SELECT lives_ok($$ INSERT INTO memory.user_contexts (org_id, user_id, scope, task_id, source, fields)
                    VALUES ('acme', 'sg1', 'task', 't-s', 'task', '{"user_focus_reason": "SOL thesis after block 245,812,331 on 2026-11-23", "research_depth": "deep"}') $$,

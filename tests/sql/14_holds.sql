@@ -1,6 +1,6 @@
 -- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
 BEGIN;
-SELECT plan(27);
+SELECT plan(43);
 
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
   ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
@@ -92,6 +92,47 @@ CREATE TRIGGER h BEFORE DELETE ON public.mal FOR EACH ROW EXECUTE FUNCTION memor
 SELECT throws_ok($$ DELETE FROM public.mal $$, '42501', NULL, 'the guard''s read of the column runs the cast as the writer: refused');
 RESET ROLE;
 SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'hold_mallory'), 'and the writer did not become a superuser');
+
+-- Issue 46: a held expired row moved to the archive follows its schedule there once the hold is
+-- released: kept while held, soft-deleted by the next run after the release, hard-deleted after
+-- its grace (not before), with the hot sweep's events; the chain verifies.
+INSERT INTO memory.observations (id, org_id, user_id, content, memory_type, created_at) VALUES
+  ('00000000-0000-0000-0000-0000000000e1', 'hooli', 'gavin', 'gavin''s old note', 'long_term', '2025-01-01 00:00+00'),
+  ('00000000-0000-0000-0000-0000000000e2', 'hooli', 'gavin', 'gavin''s recent note', 'long_term', '2025-06-01 00:00+00');
+SELECT results_eq($$ SELECT expires_at, purge_after, archive_at FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000e1' $$,
+                  $$ VALUES ('2026-01-01 00:00+00'::timestamptz, '2026-01-31 00:00+00'::timestamptz, '2026-01-01 00:00+00'::timestamptz) $$,
+                  'internal long_term: expires and is due for the archive after 365 days, 30 days grace');
+INSERT INTO memory.legal_holds (id, org_id, user_id, reason) OVERRIDING SYSTEM VALUE VALUES (904, 'hooli', 'gavin', 'audit');
+SELECT is(memory.run_retention(false, '2026-02-15 00:00+00')->'archive', '{"soft_deleted": 0, "hard_deleted": 0, "denied": 1}'::jsonb,
+          'the run that archives a held expired row does not sweep it in the archive too (the one denied is dave''s, archived above)');
+SELECT results_eq($$ SELECT id::text, soft_deleted_at, archived_at FROM memory.observations_archive WHERE org_id = 'hooli' ORDER BY id $$,
+                  $$ VALUES ('00000000-0000-0000-0000-0000000000e1', NULL::timestamptz, '2026-02-15 00:00+00'::timestamptz) $$,
+                  'held and expired: moved to the archive with its stamps, not soft-deleted');
+SELECT is(memory.run_retention(false, '2026-02-16 00:00+00')->'archive'->'soft_deleted', '0'::jsonb, 'while held, the archive keeps it');
+SELECT ok(EXISTS (SELECT 1 FROM public.audit_log_now() WHERE event_type = 'memory.purge.denied'
+                     AND payload->>'table' = 'memory.observations_archive' AND payload->>'stage' = 'soft_delete'
+                     AND payload->'observationIds' ? '00000000-0000-0000-0000-0000000000e1'), 'and records the denial, naming the archive');
+UPDATE memory.legal_holds SET released_at = '2026-02-16 12:00+00' WHERE id = 904;
+SELECT is(memory.run_retention(true, '2026-02-17 00:00+00')->'archive', '{"soft_deleted": 1, "hard_deleted": 0, "denied": 1}'::jsonb,
+          'released: a dry run reports the archived row due (dave''s is still held)');
+SELECT is(soft_deleted_at, NULL, 'and changes nothing') FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1';
+SELECT is(memory.run_retention(false, '2026-02-17 00:00+00') - 'at' - 'tables' - 'skipped_tables' - 'locked_tables' - 'failed_tables',
+          '{"soft_deleted": 1, "hard_deleted": 0, "archived": 0, "denied": 1, "dry_run": false, "items_purged": 0,
+            "archive": {"soft_deleted": 1, "hard_deleted": 0, "denied": 1}}'::jsonb,
+          'the next run soft-deletes it in the archive (counted in the totals; dave''s archived row is still held)');
+SELECT results_eq($$ SELECT soft_deleted_at, soft_delete_reason FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1' $$,
+                  $$ VALUES ('2026-02-17 00:00+00'::timestamptz, 'retention') $$, 'soft-deleted where it is');
+SELECT is(memory.run_retention(false, '2026-03-10 00:00+00')->'archive'->'hard_deleted', '0'::jsonb,
+          'past purge_after but not yet a full grace after the soft delete: kept');
+SELECT ok(EXISTS (SELECT 1 FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1'), 'still in the archive');
+SELECT is(memory.run_retention(false, '2026-03-20 00:00+00')->'archive'->'hard_deleted', '1'::jsonb, 'after the grace: purged');
+SELECT ok(NOT EXISTS (SELECT 1 FROM memory.observations_archive WHERE id = '00000000-0000-0000-0000-0000000000e1'), 'gone from the archive');
+SELECT results_eq($$ SELECT payload->>'classification', payload->'observationIds', payload->>'dryRun', payload ? 'retentionPolicyId'
+                      FROM public.audit_log_now() WHERE event_type = 'memory.purge' AND payload->>'table' = 'memory.observations_archive' $$,
+                  $$ VALUES ('internal', '["00000000-0000-0000-0000-0000000000e1"]'::jsonb, 'false', true) $$,
+                  'one memory.purge event with the hot sweep''s payload, naming the archive');
+SELECT ok(EXISTS (SELECT 1 FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000e2'), 'the recent row stays hot');
+SELECT ok((SELECT verdict.ok FROM memory.audit_verify('hooli') verdict), 'the chain verifies');
 
 -- The one hold match (memory_core::retention::hold_covers) every hold lookup calls (issue 38).
 SELECT is(ARRAY(SELECT memory_internal._hold_matches(h.obs, h.usr, r.id, r.usr)

@@ -1,7 +1,7 @@
 -- SQL-level suite for the agent API (issue 35): memory.forget (observations and governed tables)
 -- and correcting a memory by UPDATE, as tenant-bound roles.
 BEGIN;
-SELECT plan(57);
+SELECT plan(59);
 
 SELECT memory.setup_roles();
 CREATE ROLE aa_writer IN ROLE memory_writer;
@@ -112,7 +112,7 @@ GRANT SELECT ON public.aa_notes TO aa_globex;
 RESET ROLE;
 SET ROLE aa_writer;
 SELECT is(memory.forget('public.aa_notes', ARRAY['1', '02', '4', '9', '3'], 'user asked'),
-          '{"forgotten": ["1", "2"], "held": ["3"], "not_found": ["4", "9"]}'::jsonb,
+          '{"forgotten": ["1", "2"], "held": ["3"], "kept": [], "not_found": ["4", "9"]}'::jsonb,
           'a governed table: ids as its id column writes them; another org''s row not_found, a held one in held');
 SELECT throws_ok($$ SELECT memory.forget('public.aa_notes', ARRAY['3'], 'x') $$, 'MX006', NULL, 'every id held: MX006');
 SELECT throws_ok($$ SELECT memory.forget('public.aa_notes', ARRAY['x'], 'x') $$, '22023', NULL, 'an id the column cannot hold');
@@ -124,7 +124,7 @@ SELECT throws_ok($$ SELECT memory.forget('public.aa_ungoverned', ARRAY['1'], 'x'
 SELECT throws_ok($$ SELECT memory.forget('public.aa_plain', ARRAY['1'], 'x') $$, '22023', 'table public.aa_plain has no id column mapping',
                  'a governed table without an id mapping');
 SELECT throws_ok($$ SELECT memory.forget('memory.observations', ARRAY['1'], 'x') $$, '42501', NULL, 'a writer holds no DELETE on memory_ext''s store');
-SELECT is(memory.forget('public.aa_notes', '{}', 'x'), '{"forgotten": [], "held": [], "not_found": []}'::jsonb, 'no ids: nothing');
+SELECT is(memory.forget('public.aa_notes', '{}', 'x'), '{"forgotten": [], "held": [], "kept": [], "not_found": []}'::jsonb, 'no ids: nothing');
 RESET ROLE;
 SET ROLE aa_globex;
 SELECT throws_ok($$ SELECT memory.forget('public.aa_notes', ARRAY['4'], 'x') $$, '42501', 'permission denied to forget rows of public.aa_notes',
@@ -140,7 +140,21 @@ SELECT is((SELECT l.payload - 'part' - 'parts' FROM public.audit_log_now() l WHE
             jsonb_build_object('id', '2', 'content_sha256', encode(sha256(convert_to('note two', 'UTF8')), 'hex')))),
           'the table''s memory.forget event');
 SELECT is((SELECT count(*) FROM memory.audit_log l WHERE l.event_type = 'memory.delete' AND l.payload->>'table' = 'public.aa_notes'
-            AND l.actor_id = 'role:aa_owner'), 2::bigint, 'the rows were deleted as the table''s owner (its audit trigger recorded them)');
+            AND l.actor_id = 'role:aa_writer'), 2::bigint, 'the rows were deleted as the caller, as its own DELETE (the audit trigger recorded them as aa_writer)');
+
+-- (issue 53) Forget on a table is the caller's own DELETE: the table's row-level security holds
+-- (a row its policy hides is not_found, as a missing id, and stays).
+SET ROLE aa_owner;
+INSERT INTO public.aa_notes VALUES (5, 'acme', 'aa_writer', 'the writer''s note'), (6, 'acme', 'erin', 'erin''s note');
+ALTER TABLE public.aa_notes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON public.aa_notes USING (person = current_user);
+RESET ROLE;
+SET ROLE aa_writer;
+SELECT is(memory.forget('public.aa_notes', ARRAY['6', '5', '4'], 'user asked'),
+          '{"forgotten": ["5"], "held": [], "kept": [], "not_found": ["6", "4"]}'::jsonb,
+          'rows the table''s policy hides from the caller are not_found: forget deletes what its own DELETE could');
+RESET ROLE;
+SELECT is((SELECT array_agg(id ORDER BY id) FROM public.aa_notes), ARRAY[3, 4, 6]::bigint[], 'the hidden rows stay');
 
 -- ------------------------------------------------------------------------------------------------
 -- Correcting a memory: a writer UPDATEs its org's rows.
