@@ -42,6 +42,11 @@ if ! "$root/.venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(
   echo "== installing the Python MCP SDK (mcp==$MCP_SDK_VERSION) into the venv"
   "$root/.venv/bin/pip" install -q "mcp==$MCP_SDK_VERSION"
 fi
+# The memory-mcp HTTP tests' local OAuth issuer: keys (cryptography) and signed JWTs (pyjwt).
+if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
+  echo "== installing pyjwt and cryptography into the venv"
+  "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
+fi
 # The Python package of this repository (clients/python, with LangGraph and its Postgres store
 # for the tests): reinstalled when its sources change (a hash of them kept in the venv).
 client_sum=$(cd "$root/clients/python" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name 'py.typed' -o -name '*.md' \) \
@@ -51,11 +56,6 @@ if [ "$(cat "$root/.venv/memory-ext.sha256" 2>/dev/null)" != "$client_sum" ] \
   echo "== installing clients/python (memory-ext[langgraph]) and langgraph-checkpoint-postgres into the venv"
   "$root/.venv/bin/pip" install -q "$root/clients/python[langgraph]" langgraph langgraph-checkpoint-postgres psycopg_pool
   echo "$client_sum" > "$root/.venv/memory-ext.sha256"
-fi
-# The memory-mcp HTTP tests' local OAuth issuer: keys (cryptography) and signed JWTs (pyjwt).
-if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
-  echo "== installing pyjwt and cryptography into the venv"
-  "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
 fi
 
 if [ -z "${PG18_CONFIG:-}" ] && [ "${MEMORY_DEPS_PG18:-1}" != 0 ]; then

@@ -142,7 +142,7 @@ AS $$
         SELECT 1 FROM jsonb_each(opts) e
          WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
                        'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
-                       'soft_deleted', 'stamps', 'state', 'consent', 'embedding']))
+                       'soft_deleted', 'stamps', 'state', 'consent', 'embedding', 'content_required', 'tenant_policy', 'tenant_rls']))
             OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
                     OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
                         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
@@ -224,6 +224,17 @@ BEGIN
     PERFORM memory_internal._audit_append_system('memory.govern.truncate',
         jsonb_build_object('table', TG_RELID::regclass::text), NULL);
     RETURN NULL;
+END $$;
+
+-- Drops memory_ext trigger `name` of tbl, as the caller, when it is there (DROP TRIGGER IF EXISTS
+-- would tell the caller, in a NOTICE, of every trigger a first govern does not find).
+CREATE FUNCTION memory_internal._drop_trigger(tbl regclass, name text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = name) THEN
+        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER %I ON %s', name, tbl));
+    END IF;
 END $$;
 
 -- memory.govern, classification and retention stamps: the classify trigger, and the backfill.
@@ -327,15 +338,23 @@ BEGIN
             RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
         END IF;
         -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
+        -- "content_required": an empty or blank content is refused (22023), as on memory.observations.
+        IF coalesce(jsonb_typeof(opts->'content_required'), 'null') NOT IN ('boolean', 'null') THEN
+            RAISE EXCEPTION 'option "content_required" must be true or false' USING ERRCODE = '22023';
+        END IF;
         args := (SELECT string_agg(quote_literal(a), ', ')
-                   FROM unnest(memory_internal._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols)) a);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+                   FROM unnest(memory_internal._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols,
+                                                                       coalesce((opts->>'content_required')::boolean, false))) a);
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
         -- Every UPDATE, not only those that name a mapped column: a trigger of the owner's that
         -- fires first may change the content (the trigger compares the old and the new row).
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
                        'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
+        IF coalesce((opts->>'content_required')::boolean, false) THEN
+            eff := eff || jsonb_build_object('content_required', true);
+        END IF;
         -- Existing rows without a tier: touching the content column fires the trigger, which
         -- classifies a row that holds no tier yet.
         IF coalesce((opts->>'backfill')::boolean, false) THEN
@@ -356,7 +375,7 @@ BEGIN
                 RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
                     USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
             END IF;
-            PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+            PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
             PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
                            'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
             eff := eff || jsonb_build_object('backfilled', n);
@@ -365,7 +384,10 @@ BEGIN
         IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
             RAISE EXCEPTION 'retention stamps follow the tier: "stamps" needs "classify"' USING ERRCODE = '22023';
         END IF;
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_classify ON %s', tbl));
+        IF coalesce((opts->>'content_required')::boolean, false) THEN
+            RAISE EXCEPTION 'the classify trigger checks the content: "content_required" needs "classify"' USING ERRCODE = '22023';
+        END IF;
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
         eff := eff || jsonb_build_object('classify', false);
     END IF;
     RETURN eff;
@@ -417,9 +439,9 @@ BEGIN
         args := (SELECT string_agg(quote_literal(a), ', ')
                    FROM unnest(memory_internal._audit_trigger_args(a_id, c_content, c_org, a_project, a_workspace, a_user, a_tier,
                                  a_tier IS NOT NULL AND memory_internal._column_type(tbl, a_tier, 'tier') = 'jsonb'::regtype)) a);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_ins');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_del');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_upd');
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS memory_new '
                        'FOR EACH STATEMENT EXECUTE FUNCTION memory.audit_trigger(%s)', tbl, args));
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_del AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old '
@@ -431,9 +453,9 @@ BEGIN
         eff := eff || jsonb_build_object('audit', true, 'id', a_id, 'project', a_project, 'workspace', a_workspace,
                                          'user', a_user, 'audit_tier', a_tier, 'org', c_org, 'content', c_content);
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_ins ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_del ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_upd ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_ins');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_del');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_upd');
         eff := eff || jsonb_build_object('audit', false);
     END IF;
     RETURN eff;
@@ -494,7 +516,7 @@ BEGIN
             RAISE EXCEPTION '%, not %', memory_internal._column_type_message('state', c_state, tbl::text), t::regtype
                 USING ERRCODE = '22023';
         END IF;
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_lifecycle');
         -- An enum value is always a state: only changes need checking. Text is checked on insert too.
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lifecycle BEFORE %s ON %s FOR EACH ROW EXECUTE FUNCTION memory.lifecycle_trigger(%L)',
                        CASE WHEN t = 'memory.lifecycle_state'::regtype THEN format('UPDATE OF %I', c_state)
@@ -502,7 +524,79 @@ BEGIN
                        tbl, c_state));
         eff := eff || jsonb_build_object('state', c_state);
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_lifecycle ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_lifecycle');
+    END IF;
+    RETURN eff;
+END $$;
+
+-- memory.govern, "tenant_policy": row-level security on the table's org column, as memory_ext's own
+-- tables have it (sql/security.sql): the policy memory_tenant shows and takes only rows of the org
+-- the session acts for (memory.acting_org(), once per statement), and the restrictive policy
+-- memory_clearance hides rows above the role's clearance (its tier column; a row without a tier
+-- counts as restricted). The owner keeps access (RLS is enabled, not forced). Without the option
+-- the policies are removed, and row-level security is switched off again when govern switched it
+-- on ("tenant_rls") and no other policy is left. Runs as the caller (the table's owner).
+CREATE FUNCTION memory_internal._govern_tenant_policy(tbl regclass, opts jsonb, eff jsonb, prev jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_org  text;
+    c_tier text;
+    t      oid;
+    tier   text;
+    rls_on boolean;
+    ours   boolean;
+    pol    name;
+BEGIN
+    IF coalesce(jsonb_typeof(opts->'tenant_policy'), 'null') NOT IN ('boolean', 'null') THEN
+        RAISE EXCEPTION 'option "tenant_policy" must be true or false' USING ERRCODE = '22023';
+    END IF;
+    rls_on := (SELECT c.relrowsecurity FROM pg_class c WHERE c.oid = tbl);
+    IF NOT coalesce((opts->>'tenant_policy')::boolean, false) THEN
+        ours := false;
+        FOR pol IN SELECT p.polname FROM pg_policy p WHERE p.polrelid = tbl AND p.polname IN ('memory_tenant', 'memory_clearance') LOOP
+            PERFORM memory_internal._exec_as_caller(format('DROP POLICY %I ON %s', pol, tbl));
+            ours := true;
+        END LOOP;
+        IF ours AND rls_on AND coalesce((prev->>'tenant_rls')::boolean, false)
+           AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = tbl) THEN
+            PERFORM memory_internal._exec_as_caller(format('ALTER TABLE %s DISABLE ROW LEVEL SECURITY', tbl));
+        END IF;
+        RETURN eff;
+    END IF;
+    c_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+    IF c_org IS NULL THEN
+        RAISE EXCEPTION '"tenant_policy" needs an org column, and % has none', tbl USING ERRCODE = '22023',
+            HINT = 'Map the tenant column with {"org": "<column>"} (text), or leave "tenant_policy" out.';
+    END IF;
+    IF memory_internal._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+        RAISE EXCEPTION '%', memory_internal._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
+    END IF;
+    FOR pol IN SELECT p.polname FROM pg_policy p WHERE p.polrelid = tbl AND p.polname IN ('memory_tenant', 'memory_clearance') LOOP
+        PERFORM memory_internal._exec_as_caller(format('DROP POLICY %I ON %s', pol, tbl));
+    END LOOP;
+    PERFORM memory_internal._exec_as_caller(format(
+        'CREATE POLICY memory_tenant ON %s USING (%2$I OPERATOR(pg_catalog.=) (SELECT memory.acting_org())) '
+        'WITH CHECK (%2$I OPERATOR(pg_catalog.=) (SELECT memory.acting_org()))', tbl, c_org));
+    -- Clearance from the first tier column the classify trigger writes.
+    c_tier := eff->'target'->>0;
+    IF c_tier IS NOT NULL THEN
+        t := memory_internal._column_type(tbl, c_tier, 'target');
+        tier := CASE WHEN t = 'memory.classification'::regtype THEN format('%I', c_tier)
+                     WHEN t = 'jsonb'::regtype THEN format('(%I OPERATOR(pg_catalog.->>) ''classification'')::memory.classification', c_tier)
+                     ELSE format('%I::text::memory.classification', c_tier) END;
+        PERFORM memory_internal._exec_as_caller(format(
+            'CREATE POLICY memory_clearance ON %s AS RESTRICTIVE FOR SELECT '
+            'USING (COALESCE(%s, ''restricted''::memory.classification) OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()))',
+            tbl, tier));
+    END IF;
+    IF NOT rls_on THEN
+        PERFORM memory_internal._exec_as_caller(format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl));
+    END IF;
+    eff := eff || jsonb_build_object('tenant_policy', true);
+    -- Whether govern switched row-level security on (kept across calls, for its removal).
+    IF NOT rls_on OR coalesce((prev->>'tenant_rls')::boolean, false) THEN
+        eff := eff || jsonb_build_object('tenant_rls', true);
     END IF;
     RETURN eff;
 END $$;
@@ -512,12 +606,11 @@ END $$;
 -- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
 CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
 RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
--- (DROP TRIGGER IF EXISTS of a first govern would print a NOTICE per trigger.)
-SET client_min_messages = warning
 AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding'];
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding',
+                                      'content_required', 'tenant_policy'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -587,12 +680,12 @@ BEGIN
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND pg_catalog.starts_with(tgname::text, 'memory_') AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
         -- TRUNCATE is recorded on the platform chain whatever else is attached.
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_truncate()', tbl));
         -- Legal holds block content changes and deletes of held rows (memory_internal._hold_guard).
         h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
         IF h_org IS NOT NULL THEN
             h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
             h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
@@ -608,6 +701,13 @@ BEGIN
                 'EXECUTE FUNCTION memory_internal._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
         END IF;
 
+        -- Row-level security by org ("tenant_policy"); without it, a table with an org column is
+        -- kept apart by recall, forget and the audit chain only: a NOTICE says so.
+        eff := memory_internal._govern_tenant_policy(tbl, opts, eff, prev);
+        IF h_org IS NOT NULL AND NOT (eff ? 'tenant_policy') AND NOT memory_internal._creating_extension() THEN
+            RAISE NOTICE 'governed table % has an org column ("%") but no row-level security: a role bound to one org can SELECT another org''s rows directly', tbl, h_org
+                USING HINT = 'Pass "tenant_policy": true to memory.govern to add row-level security by org and clearance (docs/security.md#governed-tables-and-tenants).';
+        END IF;
         PERFORM memory_internal._register_governed(tbl, eff);
         -- Every change of a table's governance is on the platform chain (a weaker mapping too).
         IF prev IS DISTINCT FROM eff AND NOT memory_internal._creating_extension() THEN
@@ -615,9 +715,13 @@ BEGIN
                 jsonb_build_object('table', tbl::text, 'previous', prev, 'options', eff), NULL);
         END IF;
     ELSE
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_audit_truncate ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold ON %s', tbl));
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_hold_truncate ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
+        IF coalesce((opts->>'tenant_policy')::boolean, false) THEN
+            RAISE EXCEPTION '"tenant_policy" needs a governed table (classification or audit)' USING ERRCODE = '22023';
+        END IF;
+        PERFORM memory_internal._govern_tenant_policy(tbl, '{}', eff, prev);
         PERFORM memory_internal._unregister_governed(tbl);
     END IF;
     PERFORM memory_internal._close_governance_gate();
@@ -648,11 +752,14 @@ BEGIN
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)) LOOP
         PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));
     END LOOP;
+    -- The row-level security govern added ("tenant_policy") goes with it.
+    PERFORM memory_internal._govern_tenant_policy(tbl, '{}', '{}',
+                                                  (SELECT g.options FROM memory.governance_registry g WHERE g.relid = tbl));
     was := memory_internal._unregister_governed(tbl);
     PERFORM memory_internal._close_governance_gate();
     RETURN was;
 END $$;
-COMMENT ON FUNCTION memory.ungovern(regclass) IS 'Remove every memory_ext trigger from a table; true when it was governed.';
+COMMENT ON FUNCTION memory.ungovern(regclass) IS 'Remove every memory_ext trigger (and the row-level security of "tenant_policy") from a table; true when it was governed.';
 
 -- ------------------------------------------------------------------------------------------------
 -- The observation store, governed like any application table.

@@ -1266,7 +1266,7 @@ DECLARE
     mode    text;
 BEGIN
     IF c IS NULL OR c = 'false'::jsonb OR c = 'null'::jsonb THEN
-        PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_consent');
         RETURN eff;
     END IF;
     IF jsonb_typeof(c) <> 'object' OR EXISTS (SELECT 1 FROM jsonb_object_keys(c) k WHERE k NOT IN ('user', 'scope', 'on_revoke')) THEN
@@ -1286,7 +1286,7 @@ BEGIN
     END IF;
     PERFORM memory_internal._column_type(tbl, c_user, 'user');
     PERFORM memory_internal._column_type(tbl, c_org, 'org');
-    PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER IF EXISTS memory_consent ON %s', tbl));
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_consent');
     PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_consent BEFORE INSERT ON %s FOR EACH ROW '
                                           'EXECUTE FUNCTION memory_internal._consent_row_gate(%L, %L, %L)', tbl, c_user, c_org, scope));
     RETURN eff || jsonb_build_object('consent', jsonb_build_object('user', c_user, 'org', c_org, 'scope', scope, 'on_revoke', mode));

@@ -2,7 +2,7 @@
 
 SELECT memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
     "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
-    "weight": "weight", "stamps": true}');
+    "weight": "weight", "stamps": true, "content_required": true}');
 -- The knowledge tables get the state machine through the same mechanism.
 SELECT memory.govern('memory.entities', '{"classify": false, "state": "lifecycle_state"}');
 SELECT memory.govern('memory.claims', '{"classify": false, "state": "lifecycle_state"}');

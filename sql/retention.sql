@@ -208,6 +208,8 @@ CREATE INDEX observations_archive_user ON memory.observations_archive (user_id) 
 -- Archived rows keep their stamps and run_retention sweeps them by these.
 CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
+-- memory.health: an org's archived rows and the oldest.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
 COMMENT ON TABLE memory.observations_archive IS 'Cold storage: observations past archive_at, moved out of the hot table.';
 
 CREATE VIEW memory.live_observations AS
@@ -578,12 +580,12 @@ DECLARE
     soft_ids    uuid[] := '{}';
     hard_ids    uuid[] := '{}';
     archive_ids uuid[] := '{}';
+    items    bigint;
     asoft_ids   uuid[] := '{}';
     ahard_ids   uuid[] := '{}';
     asoft    bigint := 0;
     ahard    bigint := 0;
     adenied  bigint := 0;
-    items    bigint;
     -- Citus (docs/design.md#scale-out): the observations are distributed by org.
     dist     constant boolean := memory_internal._citus_distributed('memory.observations');
 BEGIN

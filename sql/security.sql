@@ -172,6 +172,12 @@ BEGIN
             END IF;
             IF r.command_tag = 'ALTER TABLE' THEN
                 CONTINUE WHEN memory_internal._governance_gate_open(r.objid);
+                -- The row-level security of "tenant_policy" stays on (memory.govern without it takes it off).
+                IF EXISTS (SELECT 1 FROM memory.governance_registry g JOIN pg_catalog.pg_class c ON c.oid = g.relid::oid
+                            WHERE g.relid::oid = r.objid AND (g.options->>'tenant_policy')::boolean AND NOT c.relrowsecurity) THEN
+                    RAISE EXCEPTION 'row-level security of governed table % may not be disabled', r.objid::regclass
+                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
+                END IF;
                 FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
                           WHERE tg.tgrelid = r.objid AND memory_internal._is_memory_trigger_fn(tg.tgfoid)
                             AND tg.tgenabled NOT IN ('O', 'A')
@@ -222,6 +228,15 @@ BEGIN
                    AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
                     RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
                         USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+                END IF;
+            ELSIF r.object_type = 'policy' AND r.address_names[3] IN ('memory_tenant', 'memory_clearance') THEN
+                -- A policy of "tenant_policy" dropped with its table is not a table left open.
+                rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
+                IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid
+                                                  AND (g.options->>'tenant_policy')::boolean)
+                   AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
+                    RAISE EXCEPTION 'policy % of governed table % may not be dropped', r.address_names[3], rel
+                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
                 END IF;
             ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
                 -- Its rows are gone from the catalog by now, so while any legal hold is active a
@@ -294,12 +309,13 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz), memory_internal._profile_rules(text, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text, jsonb, real[], regclass), memory.misleading_observations(text),
+                              memory.recall(text, text, int, text, jsonb, float8[], regclass), memory.misleading_observations(text),
                               memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)
         TO memory_reader;
     -- Items (docs/design.md#items): read by key and list namespaces; writers put, delete and sweep
     -- expired ones (a TTL sweeper).
-    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.list_namespaces(text, text[], text[], int, int, int)
+    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, real[], boolean),
+                              memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
@@ -349,6 +365,8 @@ BEGIN
     GRANT SELECT ON memory.recheck_tasks, memory.deletion_stubs TO memory_admin;
     -- The audit backlog: a tenant-bound admin sees its own orgs' counts (memory_internal._audit_backlog_for_caller).
     GRANT SELECT ON memory.audit_backlog TO memory_admin;
+    -- The dashboard: per org of the admin's, counts only (memory_internal._health_for_caller).
+    GRANT SELECT ON memory.health TO memory_admin;
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
@@ -363,6 +381,7 @@ BEGIN
                               memory.audit_verify(text), memory_internal._audit_verify_for_caller(text), memory.audit_head(text),
                               memory.audit_events(text, text, int, int, text, text, timestamptz),
                               memory_internal._audit_backlog_for_caller(),
+                              memory_internal._health_for_caller(),
                               memory.erase_subject(text), memory.export_subject(text, boolean),
                               memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;

@@ -899,3 +899,76 @@ SELECT memory_type, classification, state,
   FROM rows
  GROUP BY memory_type, classification, state;
 COMMENT ON VIEW memory.stats IS 'Observations and bytes by memory type, tier and state (live, expired, soft_deleted, archived), with age buckets.';
+
+-- A tenant admin's dashboard (memory.health): per org the caller may act for, counts and times
+-- only, never content. SECURITY DEFINER (it reads past row-level security and clearance to count)
+-- and so it picks the orgs itself: the org memory.org_id names (42501 when the caller may not act
+-- for it); else the caller's orgs (memory.my_orgs()), or, for a role that may act for every org
+-- (unrestricted or '*'), every org with observations or a grant. Each count is an index scan of one org's rows in that state
+-- (observations_due_expiry, observations_due_purge, observations_archive_org,
+-- observations_no_embedding, recheck_tasks_open); the maintenance run is the platform's (memory.maintenance_runs: when and
+-- whether it succeeded, not its error text); the audit backlog the org's chain's pending entries
+-- (one pass over the pending queue for every org: it has no index by chain, to keep appends cheap).
+-- Not granted to PUBLIC (memory_admin, through the view).
+CREATE FUNCTION memory_internal._health_for_caller()
+RETURNS TABLE (org_id text, expired_unswept bigint, awaiting_purge bigint, archived bigint, oldest_archived_at timestamptz,
+               without_embedding bigint, recheck_open bigint, last_maintenance_at timestamptz, last_maintenance_outcome text,
+               audit_pending bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    orgs text[];
+    s    text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+BEGIN
+    IF s IS NOT NULL THEN
+        orgs := ARRAY[memory_internal._require_org(s)];
+    ELSIF memory_internal._may_act_for('') THEN
+        -- Every org: those with observations (one index probe per org) and those granted.
+        orgs := ARRAY(
+            WITH RECURSIVE o(org) AS (
+                (SELECT x.org_id FROM memory.observations x ORDER BY x.org_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT x.org_id FROM memory.observations x WHERE x.org_id OPERATOR(pg_catalog.>) o.org ORDER BY x.org_id LIMIT 1)
+                  FROM o WHERE o.org IS NOT NULL)
+            SELECT o.org FROM o WHERE o.org IS NOT NULL
+            UNION
+            SELECT g.org_id FROM memory.org_grants g WHERE g.org_id OPERATOR(pg_catalog.<>) '*'
+            ORDER BY 1);
+    ELSE
+        orgs := ARRAY(SELECT m.o FROM memory.my_orgs() m(o) WHERE m.o OPERATOR(pg_catalog.<>) '*' AND memory_internal._may_act_for(m.o));
+    END IF;
+    RETURN QUERY EXECUTE pg_catalog.format($q$
+        SELECT o.org,
+               (SELECT pg_catalog.count(*) FROM memory.observations x
+                 WHERE x.org_id OPERATOR(pg_catalog.=) o.org AND x.soft_deleted_at IS NULL AND x.expires_at IS NOT NULL
+                   AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()),
+               (SELECT pg_catalog.count(*) FROM memory.observations x
+                 WHERE x.org_id OPERATOR(pg_catalog.=) o.org AND x.soft_deleted_at IS NOT NULL),
+               a.n, a.oldest,
+               %s,
+               (SELECT pg_catalog.count(*) FROM memory.recheck_tasks t
+                 WHERE t.org_id OPERATOR(pg_catalog.=) o.org AND t.completed_at IS NULL),
+               m.started_at,
+               CASE WHEN m.id IS NULL THEN NULL WHEN m.sqlstate IS NOT NULL THEN 'failed: ' OPERATOR(pg_catalog.||) m.sqlstate
+                    WHEN m.finished_at IS NULL THEN 'running' ELSE 'ok' END,
+               coalesce(ap.n, 0)
+          FROM pg_catalog.unnest($1::pg_catalog.text[]) o(org)
+          CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS n, pg_catalog.min(y.archived_at) AS oldest
+                                FROM memory.observations_archive y WHERE y.org_id OPERATOR(pg_catalog.=) o.org) a
+          LEFT JOIN (SELECT r.id, r.started_at, r.finished_at, r.sqlstate FROM memory.maintenance_runs r ORDER BY r.id DESC LIMIT 1) m ON true
+          -- The pending queue (kept short by the integrators, no index by chain): read once for every org.
+          LEFT JOIN (SELECT p.chain_id, pg_catalog.count(*) AS n FROM memory.audit_pending p
+                      WHERE p.chain_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) GROUP BY p.chain_id) ap
+                 ON ap.chain_id OPERATOR(pg_catalog.=) o.org
+         ORDER BY o.org $q$,
+        -- Embeddings are a column memory.enable_embeddings adds: without it, NULL.
+        CASE WHEN memory_internal._has_column('memory.observations', 'embedding')
+             THEN '(SELECT pg_catalog.count(*) FROM memory.observations x WHERE x.org_id OPERATOR(pg_catalog.=) o.org '
+                  'AND x.embedding IS NULL AND x.soft_deleted_at IS NULL)'
+             ELSE 'NULL::bigint' END)
+    USING orgs;
+END $$;
+
+CREATE VIEW memory.health AS SELECT * FROM memory_internal._health_for_caller();
+COMMENT ON VIEW memory.health IS
+  'A tenant admin''s dashboard, one row per org the caller may act for (the org memory.org_id names, when set; a role bound to every org: every org): observations expired and not yet swept, soft-deleted awaiting purge, archived and the oldest archived, live observations without an embedding (NULL when embeddings are not enabled), open re-check tasks, the last maintenance run (when it started and ok, running or failed: SQLSTATE) and audit entries pending integration. Counts only, no content. Granted to memory_admin.';

@@ -110,6 +110,9 @@ BEGIN
                    'WITH (m = 16, ef_construction = 64)', s);
     EXECUTE format('CREATE INDEX IF NOT EXISTS claims_embedding ON memory.claims USING hnsw (embedding %I.vector_cosine_ops) '
                    'WITH (m = 16, ef_construction = 64) WHERE lifecycle_state = ''active''', s);
+    -- memory.health: an org's live observations still waiting for an embedding.
+    CREATE INDEX IF NOT EXISTS observations_no_embedding ON memory.observations (org_id)
+        WHERE embedding IS NULL AND soft_deleted_at IS NULL;
     -- Hybrid recall's full-text list under its tenant (and user) condition: with btree_gin (a
     -- contrib extension) one GIN index holds the org, the user and the words, and its scan
     -- intersects them inside the index, reading no more of a common word's posting list than the
@@ -191,44 +194,6 @@ BEGIN
     END IF;
     PERFORM memory_internal._query_vector_check(query_embedding, dims);
     RETURN '[' || array_to_string(query_embedding, ',') || ']';
-END $$;
-
--- The SQL of hybrid candidates fused by reciprocal rank fusion, for recall and retrieve:
--- a relation `fused(id, lexical_rank, vector_rank, rrf)` written as CTEs the caller's query goes
--- after. rel: the source (t); id_col, emb_col: its columns; conds: the tenant, clearance,
--- liveness and filter conditions on t; lex_rank: the relevance expression on t (NULL: no lexical
--- list) with lex_cond its match condition; q: the query vector's expression (a parameter cast to
--- the vector type, NULL: no vector list); depth: each list's length expression; tie: an expression
--- on t whose greater value ranks first among equals in each list (NULL: the id alone); vdepth:
--- the vector list's length when it differs (recall and retrieve: k, the k nearest under the
--- conditions; the HNSW scan's work grows with it under selective conditions). The vector list is
--- pgvector's HNSW index order (iterative scan: memory_internal._hnsw_begin) re-sorted by distance.
-CREATE FUNCTION memory_internal._hybrid_ctes(rel text, id_col text, emb_col text, conds text, lex_rank text, lex_cond text,
-                                              q text, depth text, rrf_k int DEFAULT 60, tie text DEFAULT NULL, vdepth text DEFAULT NULL)
-RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    s  text := memory_internal._vector_schema();
-    lx text;
-    vx text;
-BEGIN
-    lx := CASE WHEN lex_rank IS NULL THEN
-               format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
-          ELSE format('SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.rel DESC, l.tb DESC, l.id) AS r
-                         FROM (SELECT t.%1$I AS id, %2$s AS rel, %7$s AS tb FROM %3$s t WHERE %4$s AND %5$s
-                                ORDER BY 2 DESC, 3 DESC, 1 LIMIT %6$s) l', id_col, lex_rank, rel, conds, lex_cond, depth, coalesce(tie, 'NULL')) END;
-    vx := CASE WHEN q IS NULL THEN
-               format('SELECT t.%I AS id, NULL::pg_catalog.int8 AS r FROM %s t WHERE false', id_col, rel)
-          ELSE format('SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r
-                         FROM (SELECT t.%1$I AS id, t.%2$I OPERATOR(%3$I.<=>) %4$s AS d, %8$s AS tb FROM %5$s t
-                                WHERE %6$s AND t.%2$I IS NOT NULL
-                                ORDER BY t.%2$I OPERATOR(%3$I.<=>) %4$s LIMIT %7$s) v', id_col, emb_col, s, q, rel, conds, coalesce(vdepth, depth), coalesce(tie, 'NULL')) END;
-    RETURN format('WITH lex AS MATERIALIZED (%1$s), vec AS MATERIALIZED (%2$s),
-                        fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank,
-                                         coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) lex.r), 0)
-                                         OPERATOR(pg_catalog.+) coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) (%3$s OPERATOR(pg_catalog.+) vec.r), 0) AS rrf
-                                    FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) ',
-                  lx, vx, rrf_k);
 END $$;
 
 -- pgvector's iterative index scan for one read: relaxed order (the vector list is re-sorted by

@@ -159,7 +159,7 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 
 /// TG_ARGV for memory.classify_trigger from a column mapping (memory_core::protocol);
 /// memory.govern builds its CREATE TRIGGER with it. `stamps`: created, expires, purge, archive
-/// and (or '') memory_type column names.
+/// and (or '') memory_type column names. `content_required`: a blank content is refused.
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_classify_trigger_args")]
 fn classify_trigger_args(
     content: Option<String>,
@@ -168,6 +168,7 @@ fn classify_trigger_args(
     targets: Option<Vec<Option<String>>>,
     org: Option<String>,
     stamps: default!(Option<Vec<Option<String>>>, "NULL"),
+    content_required: default!(Option<bool>, false),
 ) -> Option<Vec<String>> {
     use memory_core::protocol::{ClassifyArgs, StampArgs};
     let no_nulls = |v: Vec<Option<String>>, what: &str| -> Vec<String> {
@@ -189,7 +190,8 @@ fn classify_trigger_args(
         }),
         _ => None,
     });
-    Some(ClassifyArgs { content, source_files, source_type, targets, org, stamps }.to_args())
+    let content_required = content_required.unwrap_or(false);
+    Some(ClassifyArgs { content, source_files, source_type, targets, org, stamps, content_required }.to_args())
 }
 
 /// The message for a mapped column of the wrong type (memory_core::protocol), for memory.govern.
@@ -383,6 +385,12 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     }
     let mut cols = ClassifyColumns::acquire(&row)?;
     cols.load(&row);
+    // A memory with nothing in it is refused where content is required (nothing is written).
+    if cols.blank_content_written(row.is_update()) {
+        cols.release();
+        return Err(MxError::bad_argument(format!("the content of a row of {} is empty or blank", row.relname()))
+            .hint("A memory needs content: write some text (white space alone is refused)."));
+    }
     // A row's org is one the writing role may act for (42501, with the hint naming
     // memory.grant_org), before row-level security or the audit trigger would refuse it with
     // less to say: owning a table never lets a role write another tenant's rows.

@@ -1,9 +1,11 @@
-//! Rust helpers of recall (sql/feedback.sql, docs/vector.md): the query embedding's check (the
-//! rule is `memory_core::vector`), and recall's statements run through plans kept per backend.
+//! The retrieval engine's shell (sql/recall.sql, docs/vector.md): the query embedding's check
+//! (the rule is `memory_core::vector`), and the statements `memory_core::retrieval` renders, run
+//! through plans kept per backend.
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse, Candidate};
+use memory_core::retrieval::{render, render_one_pass, Plan, PlanError};
 use memory_core::vector::check_query_vector;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -74,71 +76,72 @@ fn remember_overflow(scope: &str) {
     });
 }
 
-type RecallRow = (
-    Option<pgrx::Uuid>,
-    Option<String>,
-    Option<String>,
-    Option<f64>,
-    Option<f64>,
-    Option<pgrx::datum::TimestampWithTimeZone>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i32>,
-    Option<i32>,
-    bool,
-);
-
-/// Hybrid recall in one pass (docs/vector.md). `candidates`: memory.recall's statement giving
-/// `(id uuid, weight float8, distance float8, relevance float4)` of every row under the call's
-/// conditions (at most ONE_PASS_ROWS + 1 of them); `rows`: its statement giving the result's
-/// columns `(id, content, classification, weight, created_at, user_id, session_id,
-/// memory_type)` of the ids `$2 uuid[]` under the same conditions. Both are memory_ext's own
-/// text, built by memory.recall from fixed parts and identifiers it checked, read-only, run with
-/// `args` as `$1 text[]` through plans kept per backend, in the caller's snapshot. The two lists
-/// are cut and fused by `memory_core::fusion` (k, depth); the rows come back best first. More
-/// candidates than ONE_PASS_ROWS: one row, `overflow`. Not for PUBLIC: it runs what it is given,
-/// as the calling role.
-#[pg_extern(volatile, schema = "memory_internal", name = "_kept_recall")]
-fn kept_recall(
-    candidates: &str,
-    rows: &str,
-    args: Vec<Option<String>>,
-    k: i32,
-    depth: i32,
-    scope: &str,
-) -> TableIterator<
-    'static,
-    (
-        name!(id, Option<pgrx::Uuid>),
-        name!(content, Option<String>),
-        name!(classification, Option<String>),
-        name!(weight, Option<f64>),
-        name!(score, Option<f64>),
-        name!(created_at, Option<pgrx::datum::TimestampWithTimeZone>),
-        name!(user_id, Option<String>),
-        name!(session_id, Option<String>),
-        name!(memory_type, Option<String>),
-        name!(lexical_rank, Option<i32>),
-        name!(vector_rank, Option<i32>),
-        name!(overflow, bool),
-    ),
-> {
-    let k = usize::try_from(k).unwrap_or(0);
-    let depth = usize::try_from(depth).unwrap_or(0);
-    let overflow = || vec![(None, None, None, None, None, None, None, None, None, None, None, true)];
-    if overflowed(scope) {
-        return TableIterator::new(overflow());
+/// Runs a retrieval plan (`memory_core::retrieval`, built by memory.recall and memory.retrieve
+/// from checked arguments) and returns its rows as one jsonb array, best first (see
+/// `memory_core::retrieval::render`). The plan's statement, rendered by the core with identifiers
+/// quoted and values as bind parameters, runs through a plan kept per backend by its text, in
+/// the caller's snapshot; `as_caller`: as the calling role (a governed table: its privileges and
+/// policies apply), else as the function's caller (memory_ext's owner inside recall). A plan with
+/// `one_pass` reads every row under its conditions once (at most ONE_PASS_ROWS) and fuses the
+/// two lists with `memory_core::fusion`; more rows, and it reads the two lists instead. Not for
+/// PUBLIC: the plan names the relation it reads.
+#[pg_extern(volatile, schema = "memory_internal", name = "_retrieve")]
+fn retrieve_plan(plan: &str, as_caller: bool) -> String {
+    let plan = serde_json::from_str::<serde_json::Value>(plan)
+        .map_err(|e| PlanError(format!("retrieval plan is not JSON: {e}")))
+        .and_then(|v| Plan::from_json(&v))
+        .map_err(|e| {
+            let filter = e.0.contains("filter");
+            let err = MxError::bad_argument(e.0);
+            if filter { err.hint(memory_core::retrieval::filter::HINT) } else { err }
+        })
+        .or_raise();
+    let _role = if as_caller {
+        let who = crate::trust::caller();
+        if who == pg_sys::InvalidOid {
+            MxError::new(crate::errors::code::NO_PRIVILEGE, "no caller inside a security-restricted operation").raise()
+        }
+        Some(crate::trust::AsRole::enter(who))
+    } else {
+        None
+    };
+    if plan.one_pass {
+        if let Some(rows) = one_pass(&plan).or_raise() {
+            return rows;
+        }
     }
-    let out: Vec<RecallRow> = Spi::connect(|client| {
-        let mut cursor = kept_text_cursor(&client, candidates, &[pg_sys::TEXTARRAYOID], &[DatumWithOid::from(args.clone())])
-            .map_err(MxError::spi_in("recall"))?;
+    let st = render(&plan);
+    let types = vec![pg_sys::TEXTOID; st.params.len()];
+    let args: Vec<DatumWithOid> = st.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
+    let out: Option<String> = Spi::connect(|client| {
+        let t = kept_text(&client, &st.sql, &types, &args).map_err(MxError::spi_in("recall"))?;
+        if t.is_empty() {
+            return Ok::<_, MxError>(None);
+        }
+        t.first().get::<String>(1).map_err(MxError::spi_in("recall"))
+    })
+    .or_raise();
+    out.unwrap_or_else(|| "[]".to_owned())
+}
+
+/// The one pass (None: more rows than it takes; read the two lists instead).
+fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
+    let Some(op) = render_one_pass(plan, ONE_PASS_ROWS + 1) else { return Ok(None) };
+    let scope = format!("{}\u{0}{:?}", op.candidates, op.params);
+    if overflowed(&scope) {
+        return Ok(None);
+    }
+    let mut types = vec![pg_sys::TEXTOID; op.params.len()];
+    let mut args: Vec<DatumWithOid> = op.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
+    let k = plan.k as usize + plan.offset as usize;
+    Spi::connect(|client| {
+        let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
         let mut batch = Fetched::default();
         // (The columns' types are checked before any value is read.)
-        batch.fetch_typed(&mut cursor, ONE_PASS_ROWS + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID])?;
+        batch.fetch_typed(&mut cursor, ONE_PASS_ROWS + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
         if batch.len() > ONE_PASS_ROWS {
-            remember_overflow(scope);
-            return Ok(overflow());
+            remember_overflow(&scope);
+            return Ok(None);
         }
         let cands: Vec<Candidate> = (0..batch.len())
             .filter_map(|i| {
@@ -147,47 +150,30 @@ fn kept_recall(
                     weight: batch.float8(i, 1).unwrap_or(1.0),
                     distance: batch.float8(i, 2),
                     relevance: batch.float4(i, 3),
+                    coverage: batch.int4(i, 4).unwrap_or(0),
                 })
             })
             .collect();
         drop(batch);
         drop(cursor);
-        let fused = fuse(&cands, k, depth);
+        let mut fused = fuse(&cands, k, plan.depth as usize);
+        fused.drain(..fused.len().min(plan.offset as usize));
         if fused.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Some("[]".to_owned()));
         }
-        let ids: Vec<pgrx::Uuid> = fused.iter().map(|f| pgrx::Uuid::from_bytes(f.id)).collect();
-        let t = kept_text(
-            &client,
-            rows,
-            &[pg_sys::TEXTARRAYOID, pg_sys::UUIDARRAYOID],
-            &[DatumWithOid::from(args), DatumWithOid::from(ids)],
-        )
-        .map_err(MxError::spi_in("recall"))?;
-        let mut found: HashMap<[u8; 16], RecallRow> = HashMap::with_capacity(fused.len());
-        for r in t {
-            let row = (|| -> Result<Option<RecallRow>, pgrx::spi::Error> {
-                let Some(id) = r.get::<pgrx::Uuid>(1)? else { return Ok(None) };
-                Ok(Some((Some(id), r.get(2)?, r.get(3)?, r.get(4)?, None, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, None, None, false)))
-            })()
-            .map_err(MxError::spi_in("recall"))?;
-            if let Some(row) = row {
-                found.insert(*row.0.expect("an id").as_bytes(), row);
-            }
-        }
-        // Best first; a row gone from the conditions since (not in this snapshot) is left out.
-        Ok::<_, MxError>(fused
+        // The fused list, best first, read again under the same conditions in that order.
+        let list: Vec<serde_json::Value> = fused
             .iter()
-            .filter_map(|f| {
-                found.remove(&f.id).map(|mut row| {
-                    row.4 = Some(f.score);
-                    row.9 = f.lexical_rank;
-                    row.10 = f.vector_rank;
-                    row
-                })
+            .enumerate()
+            .map(|(o, f)| {
+                serde_json::json!({"id": pgrx::Uuid::from_bytes(f.id).to_string(), "score": f.score,
+                                   "lexical_rank": f.lexical_rank, "vector_rank": f.vector_rank, "o": o})
             })
-            .collect())
+            .collect();
+        types.push(pg_sys::TEXTOID);
+        args.push(DatumWithOid::from(serde_json::Value::Array(list).to_string()));
+        let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
+        let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
+        Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
     })
-    .or_raise();
-    TableIterator::new(out)
 }

@@ -16,6 +16,14 @@ use std::sync::LazyLock;
 pub use crate::detect::{luhn_valid, Set as DetectorSet};
 pub use crate::tier::Tier;
 
+/// Whether a memory's content is blank: empty, only white space (Unicode `White_Space`, as
+/// `memory_internal._blank` reads a text argument), or not text at all (invalid UTF-8). A blank
+/// memory is refused where its content is required (memory.observations; a governed table with
+/// `"content_required": true`).
+pub fn is_blank(content: &[u8]) -> bool {
+    std::str::from_utf8(content).map_or(false, |s| s.chars().all(char::is_whitespace))
+}
+
 /// `memory.derive_classification`: the stored label when valid, else the safe default `internal`.
 pub fn derive_classification(label: Option<&str>) -> Tier {
     label.and_then(Tier::parse).unwrap_or(Tier::Internal)

@@ -2,7 +2,8 @@
 //! list cut from one set of candidates, fused as memory.recall's SQL fuses the two index lists,
 //! order for order, so either way of reading gives the same answer.
 //!
-//! - the full-text list: candidates with a relevance, by relevance descending, then id; `depth` long;
+//! - the full-text list: candidates with a relevance, by coverage (how many of the query's words
+//!   the row has) descending, relevance descending, then id; `depth` long;
 //! - the vector list: candidates with a distance, by distance ascending, then id; `k` long;
 //! - score = weight × (1/(60 + full-text rank) + 1/(60 + vector rank)), a missing rank adding 0;
 //! - the answer: by score descending, then the better of the two ranks, then id; `k` long.
@@ -24,6 +25,8 @@ pub struct Candidate {
     pub distance: Option<f64>,
     /// ts_rank_cd of the row's words; None: the row does not match the query.
     pub relevance: Option<f32>,
+    /// How many of the query's words the row has (0 when not counted).
+    pub coverage: i32,
 }
 
 /// One row of the answer.
@@ -45,6 +48,16 @@ fn pg_cmp<F: PartialOrd + Copy>(a: F, b: F, is_nan: impl Fn(F) -> bool) -> Order
     }
 }
 
+/// The same rule in SQL, over two rank expressions (NULL: not in that list), for the statements
+/// `retrieval::render` writes.
+pub fn rrf_sql(lexical_rank: &str, vector_rank: &str) -> String {
+    let k = RRF_K as i64;
+    format!(
+        "coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) ({k} OPERATOR(pg_catalog.+) {lexical_rank}), 0) \
+         OPERATOR(pg_catalog.+) coalesce(1.0::pg_catalog.float8 OPERATOR(pg_catalog./) ({k} OPERATOR(pg_catalog.+) {vector_rank}), 0)"
+    )
+}
+
 fn rrf_term(rank: Option<i32>) -> f64 {
     rank.map_or(0.0, |r| 1.0 / (RRF_K + f64::from(r)))
 }
@@ -53,7 +66,10 @@ fn rrf_term(rank: Option<i32>) -> f64 {
 pub fn fuse(candidates: &[Candidate], k: usize, depth: usize) -> Vec<Fused> {
     let mut lex: Vec<&Candidate> = candidates.iter().filter(|c| c.relevance.is_some()).collect();
     lex.sort_by(|a, b| {
-        pg_cmp(b.relevance.unwrap(), a.relevance.unwrap(), f32::is_nan).then_with(|| a.id.cmp(&b.id))
+        b.coverage
+            .cmp(&a.coverage)
+            .then_with(|| pg_cmp(b.relevance.unwrap(), a.relevance.unwrap(), f32::is_nan))
+            .then_with(|| a.id.cmp(&b.id))
     });
     lex.truncate(depth);
     let mut vec: Vec<&Candidate> = candidates.iter().filter(|c| c.distance.is_some()).collect();
@@ -91,7 +107,7 @@ mod tests {
     }
 
     fn c(n: u8, d: Option<f64>, r: Option<f32>) -> Candidate {
-        Candidate { id: id(n), weight: 1.0, distance: d, relevance: r }
+        Candidate { id: id(n), weight: 1.0, distance: d, relevance: r, coverage: 0 }
     }
 
     #[test]
@@ -134,6 +150,17 @@ mod tests {
     }
 
     #[test]
+    fn coverage_ranks_before_relevance() {
+        // a has two of the query's words, b one with a higher ts_rank_cd: a is first.
+        let mut a = c(1, None, Some(0.1));
+        a.coverage = 2;
+        let mut b = c(2, None, Some(0.9));
+        b.coverage = 1;
+        let got: Vec<(u8, Option<i32>)> = fuse(&[b, a], 10, 40).iter().map(|f| (f.id[15], f.lexical_rank)).collect();
+        assert_eq!(got, vec![(1, Some(1)), (2, Some(2))]);
+    }
+
+    #[test]
     fn no_rows_no_answer() {
         assert!(fuse(&[], 10, 40).is_empty());
         assert!(fuse(&[c(1, None, None)], 10, 40).is_empty());
@@ -141,7 +168,7 @@ mod tests {
 
     fn cand() -> impl Strategy<Value = Candidate> {
         (any::<u8>(), prop::option::of(0.0f64..2.0), prop::option::of(0.0f32..1.0), prop::sample::select(vec![0.0, 0.25, 0.5, 1.0]))
-            .prop_map(|(n, d, r, w)| Candidate { id: id(n), weight: w, distance: d, relevance: r })
+            .prop_map(|(n, d, r, w)| Candidate { id: id(n), weight: w, distance: d, relevance: r, coverage: 0 })
     }
 
     proptest! {

@@ -18,3 +18,4 @@ pub mod shards;
 pub mod drift;
 pub mod vector;
 pub mod fusion;
+pub mod retrieval;

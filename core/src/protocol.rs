@@ -4,7 +4,8 @@
 //! the triggers parse them with `parse`, and the property tests below check the round trip.
 //!
 //! - classify trigger: `content, source_files|'', source_type|'', target` then optional
-//!   `org=<col>`, more `target=<col>`, and `stamps=created,expires,purge,archive,memory_type|''`;
+//!   `org=<col>`, more `target=<col>`, `stamps=created,expires,purge,archive,memory_type|''`, and
+//!   `content_required` (a blank content is refused);
 //! - audit trigger: `key=value` pairs (`id`, `content`, `org`, `project`, `workspace`, `user`,
 //!   `tier`, `tier_json=true`; a `table=` pair is accepted and ignored: events name the table the
 //!   trigger fired on).
@@ -41,6 +42,8 @@ pub struct ClassifyArgs {
     pub targets: Vec<String>,
     pub org: Option<String>,
     pub stamps: Option<StampArgs>,
+    /// A blank content (empty or white space only) is refused (22023).
+    pub content_required: bool,
 }
 
 impl ClassifyArgs {
@@ -67,6 +70,9 @@ impl ClassifyArgs {
                 s.memory_type.as_deref().unwrap_or("")
             ));
         }
+        if self.content_required {
+            a.push("content_required".into());
+        }
         a
     }
 
@@ -82,6 +88,7 @@ impl ClassifyArgs {
             targets: vec![args[3].clone()],
             org: None,
             stamps: None,
+            content_required: false,
         };
         for extra in &args[4..] {
             if let Some(spec) = extra.strip_prefix("stamps=") {
@@ -100,6 +107,8 @@ impl ClassifyArgs {
                 out.org = Some(c.to_string());
             } else if let Some(c) = extra.strip_prefix("target=") {
                 out.targets.push(c.to_string());
+            } else if extra == "content_required" {
+                out.content_required = true;
             } else {
                 return Err(ProtocolError::Unknown { trigger: "memory.classify_trigger", arg: extra.clone() });
             }
@@ -203,10 +212,12 @@ mod tests {
         #[test]
         fn classify_args_round_trip(content in col(), files in proptest::option::of(col()), st in proptest::option::of(col()),
                                     targets in proptest::collection::vec(col(), 1..4), org in proptest::option::of(col()),
-                                    stamps in proptest::option::of((col(), col(), col(), col(), proptest::option::of(col())))) {
+                                    stamps in proptest::option::of((col(), col(), col(), col(), proptest::option::of(col()))),
+                                    content_required: bool) {
             let a = ClassifyArgs {
                 content, source_files: files, source_type: st, targets, org,
                 stamps: stamps.map(|(c, e, p, a, m)| StampArgs { created: c, expires: e, purge: p, archive: a, memory_type: m }),
+                content_required,
             };
             prop_assert_eq!(ClassifyArgs::parse(&a.to_args()), Ok(a));
         }

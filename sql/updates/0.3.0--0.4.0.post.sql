@@ -8,3 +8,33 @@ ALTER TABLE memory.observations ADD CONSTRAINT observations_item_check CHECK (
         AND memory_internal._item_namespace_error(namespace) IS NULL
         AND pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) 'object'
         AND content OPERATOR(pg_catalog.=) memory_internal._item_text(value)));
+
+-- memory.observations is governed again as CREATE EXTENSION governs it: its classify trigger now
+-- refuses a blank content ("content_required", issue 46). Only new writes are refused (an
+-- INSERT, or an UPDATE that changes the content): rows already blank in a 0.3.0 store stay, and
+-- their other columns stay writable (weights, retention). Its registry row keeps when and by whom.
+DO $$
+DECLARE
+    saved jsonb := (SELECT pg_catalog.jsonb_build_array(g.governed_at, g.governed_by)
+                      FROM memory.governance_registry g WHERE g.relid = 'memory.observations'::regclass);
+BEGIN
+    UPDATE memory.governance_registry SET builtin = false WHERE relid = 'memory.observations'::regclass;
+    PERFORM memory.govern('memory.observations', '{"content": "content", "source_files": "source_files",
+        "source_type": "source_type", "target": ["classification", "metadata"], "org": "org_id", "audit": true,
+        "weight": "weight", "stamps": true, "content_required": true}');
+    UPDATE memory.governance_registry g
+       SET builtin = true,
+           governed_at = coalesce((saved->>0)::timestamptz, g.governed_at),
+           governed_by = coalesce((saved->>1)::name, g.governed_by)
+     WHERE g.relid = 'memory.observations'::regclass;
+END $$;
+
+-- memory.health counts an org's observations still without an embedding from an index, which
+-- memory.enable_embeddings makes; a store whose embeddings were enabled in 0.3.0 gets it here.
+DO $$
+BEGIN
+    IF memory_internal._has_column('memory.observations', 'embedding') THEN
+        CREATE INDEX IF NOT EXISTS observations_no_embedding ON memory.observations (org_id)
+            WHERE embedding IS NULL AND soft_deleted_at IS NULL;
+    END IF;
+END $$;

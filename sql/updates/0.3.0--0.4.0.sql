@@ -5,10 +5,13 @@
 -- functions goes in 0.3.0--0.4.0.post.sql. tests/upgrade/run.sh upgrades 0.1.0, 0.2.0 and 0.3.0
 -- databases with data and compares each with a fresh install.
 
--- Issue 46: run_retention sweeps the archive by its rows' stamps (partial indexes as on the hot table).
-CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
-CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
-
+-- The retrieval engine (SPEC §20): memory.recall takes its query embedding as float8[] (real[]
+-- and psycopg's floats alike) and returns the row's metadata after the earlier columns; the
+-- one-pass and hybrid statements are rendered by memory_core::retrieval and run by
+-- memory_internal._retrieve, which replaces _kept_recall and _hybrid_ctes.
+DROP FUNCTION memory.recall(text, text, int, text, jsonb, real[], regclass);
+DROP FUNCTION memory_internal._kept_recall(text, text, text[], int, int, text);
+DROP FUNCTION memory_internal._hybrid_ctes(text, text, text, text, text, text, text, text, int, text, text);
 -- Items (issue 48, SPEC §16; sql/items.sql): rows of memory.observations addressed by
 -- (org_id, namespace, key). Nullable columns without defaults: no table rewrite, and plain
 -- observations keep them NULL.
@@ -25,3 +28,13 @@ ALTER TABLE memory.observations_archive ADD COLUMN ttl interval;
 ALTER TABLE memory.observations_archive ADD COLUMN updated_at timestamptz;
 CREATE UNIQUE INDEX observations_item_key ON memory.observations (org_id, namespace, key) WHERE key IS NOT NULL;
 CREATE INDEX observations_item_search ON memory.observations USING gin (search_tsv) WHERE search_tsv IS NOT NULL;
+-- Issue 46: run_retention sweeps the archive by its rows' stamps (partial indexes as on the hot table).
+CREATE INDEX observations_archive_due_expiry ON memory.observations_archive (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX observations_archive_due_purge ON memory.observations_archive (purge_after) WHERE soft_deleted_at IS NOT NULL;
+
+-- Issue 46: the classify trigger's arguments gain "content_required" (a blank memory is refused),
+-- so their builder takes one more argument.
+DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], text, text[]);
+
+-- memory.health counts an org's archived rows from an index.
+CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);

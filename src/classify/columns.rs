@@ -39,6 +39,8 @@ pub struct ClassifyColumns {
     /// Source-type enum labels seen by this mapping (label OID -> source type).
     labels: Vec<(pg_sys::Oid, Option<SourceType>)>,
     stamps: Option<StampColumns>,
+    /// A blank content is refused (`"content_required"`; always on memory.observations).
+    content_required: bool,
     /// Set by `stamp`, consumed by `store`.
     stamped: bool,
     /// The database encoding is UTF-8 (so its text is valid UTF-8).
@@ -194,6 +196,7 @@ impl ClassifyColumns {
             targets,
             labels: Vec::new(),
             stamps,
+            content_required: args.content_required,
             stamped: false,
             utf8: database_is_utf8(),
             new: Deformed::default(),
@@ -243,6 +246,16 @@ impl ClassifyColumns {
 
     pub fn content(&self) -> &[u8] {
         self.new.text(&self.content).unwrap_or_default()
+    }
+
+    /// The new row's content is required and blank (memory_core::classify::is_blank), and the
+    /// statement wrote it: an INSERT, or an UPDATE that changed the content. A row already blank
+    /// (written before the rule, e.g. in 0.3.0) keeps its other columns writable. NULL is left
+    /// to a NOT NULL constraint.
+    pub fn blank_content_written(&self, is_update: bool) -> bool {
+        self.content_required
+            && self.new.text(&self.content).is_some_and(memory_core::classify::is_blank)
+            && (!is_update || !self.old.same_as(&self.new, &self.content))
     }
 
     /// Call `f` with the non-NULL elements of the source-files array (empty when NULL).

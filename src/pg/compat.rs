@@ -43,3 +43,6 @@ fn retired(name: &str) -> ! {
 
 // 0.1.0: memory._redact_details(jsonb, text[]) (0.2.0 redacts in SQL).
 retired_entry!(redact_details_wrapper, pg_finfo_redact_details_wrapper, "memory._redact_details(jsonb, text[])");
+// 0.3.0: memory_internal._kept_recall(text, text, text[], int, int, text) (0.4.0 runs the
+// statements memory_core::retrieval renders through memory_internal._retrieve).
+retired_entry!(kept_recall_wrapper, pg_finfo_kept_recall_wrapper, "memory_internal._kept_recall(text, text, text[], int, int, text)");

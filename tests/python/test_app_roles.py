@@ -434,7 +434,15 @@ def test_a_table_without_an_org_column_drops_whatever_other_orgs_hold(dsn, conn)
     with connect(dsn, "app_solo") as c:
         c.execute("CREATE TABLE public.solo2 (id bigserial PRIMARY KEY, body text, meta jsonb)")
         c.execute("""SELECT memory.govern('public.solo2', '{"content": "body", "target": "meta"}')""")
+        c.execute("INSERT INTO public.solo2 (body) VALUES ('a note of no org')")
+        assert conn.execute("SELECT count(*) FROM memory.governance_registry WHERE relid = 'public.solo2'::regclass").fetchone() == (1,)
+        # globex's hold is on globex's rows; a table without an org column holds none of them.
         c.execute("DROP TABLE public.solo2")
+    assert conn.execute("SELECT to_regclass('public.solo2')").fetchone() == (None,), "the owner's DROP went through"
+    assert conn.execute("SELECT count(*) FROM memory.governance_registry r WHERE NOT EXISTS "
+                        "(SELECT 1 FROM pg_class c WHERE c.oid = r.relid)").fetchone() == (0,), "its registration went with it"
+    assert conn.execute("SELECT count(*) FROM memory.legal_holds WHERE org_id = 'globex' AND reason = 'theirs'").fetchone() == (1,), \
+        "and the other org's hold is untouched"
 
 
 def test_an_update_never_lengthens_retention(app, conn):

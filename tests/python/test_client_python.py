@@ -219,3 +219,21 @@ def test_store_index_embeds_one_vector_per_item(app, conn):
     assert rows == {"a": "[1,8,0]", "b": None}
     (words,) = conn.execute("SELECT search_tsv::text FROM memory.observations WHERE key = 'a'").fetchone()
     assert "tea" in words and "embed" not in words, "the index fields are the searchable text"
+
+
+def test_store_search(app):
+    """SearchOp is one call of memory.search: items under the prefix, by relevance × weight with a
+    query, filtered over the value, else the most recently updated first."""
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        store.put(("docs", "x"), "a", {"text": "green tea and jasmine", "kind": "drink", "n": 1})
+        store.put(("docs",), "b", {"text": "black coffee", "kind": "drink", "n": 2})
+        store.put(("other",), "c", {"text": "green tea elsewhere", "kind": "drink"})
+        hits = store.search(("docs",), query="green tea")
+        assert [(h.namespace, h.key) for h in hits] == [(("docs", "x"), "a")] and hits[0].score > 0
+        assert [h.key for h in store.search(("docs",), filter={"kind": "drink"})] == ["b", "a"], "newest first without a query"
+        assert [h.key for h in store.search(("docs",), filter={"n": {"$gt": 1}})] == ["b"]
+        assert [h.key for h in store.search(("docs",), limit=1, offset=1)] == ["a"]
+        assert [h.key for h in store.search(())] == ["c", "b", "a"]
+        with pytest.raises(memory_ext.BadArgument):
+            store.search(("docs",), filter={"n": {"$regex": "x"}})

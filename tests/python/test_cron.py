@@ -62,14 +62,18 @@ def test_schedule_maintenance_with_pg_cron(port):
 
 def test_govern_and_maintenance_send_no_notices(conn):
     """Routine calls print nothing at the default client_min_messages (issue 13: govern printed
-    five 'trigger ... does not exist, skipping' lines, run_maintenance four phase NOTICEs)."""
+    five 'trigger ... does not exist, skipping' lines, run_maintenance four phase NOTICEs). The one
+    NOTICE govern gives is about tenancy (issue 46): a table with an org column governed without
+    "tenant_policy"; with it, nothing."""
     notices = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary))
     conn.execute("SET client_min_messages = notice")
     conn.execute("CREATE TABLE public.quiet (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text,"
                  " classification memory.classification)")
-    conn.execute("""SELECT memory.govern('public.quiet', '{"audit": true}')""")
+    conn.execute("""SELECT memory.govern('public.quiet', '{"audit": true, "tenant_policy": true}')""")
     conn.execute("INSERT INTO public.quiet (org_id, content) VALUES ('acme', 'x')")
     conn.execute("SELECT memory.run_maintenance()")
     conn.execute("SELECT memory.run_retention(true)")
     assert notices == []
+    conn.execute("""SELECT memory.govern('public.quiet', '{"audit": true}')""")
+    assert len(notices) == 1 and "no row-level security" in notices[0], notices

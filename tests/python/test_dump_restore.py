@@ -1,10 +1,43 @@
 """pg_dump / restore keeps what the extension governs: user data, keys, chains, the registry."""
 import contextlib
+import os
+import pathlib
+import re
+import shlex
 import subprocess
 
 import psycopg
 
 from conftest import BIN
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def documented_restore():
+    """The restore command of docs/operations.md (every documented pg_restore is this one): its
+    environment setting and its pg_restore options, so the test runs what the docs say."""
+    lines = [l for l in DOCS.read_text().splitlines() if re.search(r"\bpg_restore\b.*\bmemory\.dump\b", l) and not l.startswith(("`", "#"))]
+    assert lines, "docs/operations.md documents a pg_restore of memory.dump"
+    commands = {l.split("#")[0].split("&&")[-1].strip() for l in lines}
+    assert len(commands) == 1, f"one documented restore command, not {commands}"
+    words = shlex.split(commands.pop())
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    args = [w for w in words if "=" not in w or w.startswith("-")]
+    assert args[0] == "pg_restore" and args[-3:-1] == ["-d", "targetdb"] and args[-1] == "memory.dump", args
+    return env, args[1:-3]
+
+
+def run_restore(port, target, dump, restore_mode=True):
+    """The documented restore into `target` (restore_mode False: the same without memory.restore_mode)."""
+    env, opts = documented_restore()
+    env = {k: v for k, v in env.items() if restore_mode or k != "PGOPTIONS"}
+    return subprocess.run([f"{BIN}/pg_restore", *opts, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
+                          capture_output=True, text=True, env=dict(os.environ, **env))
+
+
+def test_documented_restore_is_one_transaction():
+    env, opts = documented_restore()
+    assert "--single-transaction" in opts and env == {"PGOPTIONS": "-c memory.restore_mode=on"}
 
 
 @contextlib.contextmanager
@@ -121,21 +154,17 @@ def test_restore_in_a_later_month_keeps_the_whole_log(dsn, port, tmp_path):
         c.execute(f"DROP DATABASE IF EXISTS {target}")
         c.execute(f"CREATE DATABASE {target}")
     try:
-        # A plain pg_restore (no memory.restore_mode) would re-stamp and re-classify the rows it
-        # loads: it is refused at the first one (55000, with the documented command), never
-        # changing a row; the observations it would have re-stamped are not loaded.
-        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
-                                 capture_output=True, text=True)
+        # The documented command without memory.restore_mode would re-stamp and re-classify the
+        # rows it loads: it is refused at the first one (55000, with the documented command), and
+        # with --single-transaction it leaves nothing: no extension, no table, no audit row.
+        restore = run_restore(port, target, dump, restore_mode=False)
         assert restore.returncode != 0
         assert "pg_restore without memory.restore_mode" in restore.stderr and "restore_mode=on" in restore.stderr, restore.stderr
         with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
-            assert c.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f"DROP DATABASE {target} WITH (FORCE)")
-            c.execute(f"CREATE DATABASE {target}")
-        env = dict(__import__("os").environ, PGOPTIONS="-c memory.restore_mode=on")
-        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
-                                 capture_output=True, text=True, env=env)
+            assert c.execute("SELECT count(*) FROM pg_extension WHERE extname <> 'plpgsql'").fetchone() == (0,)
+            assert c.execute("SELECT count(*) FROM pg_namespace WHERE nspname IN ('memory', 'memory_internal')").fetchone() == (0,)
+            assert c.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace").fetchone() == (0,)
+        restore = run_restore(port, target, dump)
         assert restore.returncode == 0, restore.stderr
         with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
             # Months later: the target's maintenance makes its own months next to the restored ones.
@@ -205,9 +234,7 @@ def test_restore_mode_brings_rows_back_unchanged(dsn, port, tmp_path):
         c.execute(f"DROP DATABASE IF EXISTS {target}")
         c.execute(f"CREATE DATABASE {target}")
     try:
-        env = dict(__import__("os").environ, PGOPTIONS="-c memory.restore_mode=on")
-        restore = subprocess.run([f"{BIN}/pg_restore", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", target, str(dump)],
-                                 capture_output=True, text=True, env=env)
+        restore = run_restore(port, target, dump)
         assert restore.returncode == 0, restore.stderr
         with psycopg.connect(dsn.replace(f"dbname={db}", f"dbname={target}"), autocommit=True) as c:
             assert c.execute("SHOW memory.restore_mode").fetchone() == ("off",)

@@ -855,3 +855,18 @@ def test_tls_to_the_database(binary, tls_cluster):
     assert start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt {cert}") is None
     code, err = start_with(binary, f"host=localhost port={port} dbname=mcp_tls user=mcp_tls_cert sslmode=verify-full sslrootcert={d}/ca.crt")
     assert code == 2 and ("certificate" in err.lower() or not real), err
+
+
+def test_remember_refuses_a_blank_memory(binary, app, conn):
+    """Issue 46: `remember` inserts into memory.observations, whose classify trigger refuses an empty
+    or white-space-only content: a tool error with 22023, and nothing stored."""
+    before = conn.execute("SELECT count(*) FROM memory.observations").fetchone()
+
+    async def go():
+        async with session(binary, app, WRITER) as s:
+            for blank in ("", "   ", "\t\n"):
+                err = await refused(s, "remember", content=blank)
+                assert err["sqlstate"] == "22023" and "empty or blank" in err["message"] and err["hint"], err
+
+    run(go())
+    assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == before, "nothing was stored"

@@ -151,12 +151,12 @@ def test_the_four_argument_form_returns_what_it_did(rows, conn):
         assert [r[:5] for r in got] == old
         names = [d.name for d in c.execute("SELECT * FROM memory.recall('acme', 'alpha', 1, NULL)").description]
         assert names == ["id", "content", "classification", "weight", "score", "created_at", "user_id", "session_id", "memory_type",
-                         "lexical_rank", "vector_rank"]
+                         "lexical_rank", "vector_rank", "metadata"]
         assert [r[5:9] for r in got if str(r[0]) == U(1)] == [
             conn.execute("SELECT created_at, user_id, session_id, memory_type::text FROM memory.observations WHERE id = %s",
                          (U(1),)).fetchone()]
         # Without query_embedding: lexical_rank is the row's place, vector_rank NULL.
-        assert [r[9:] for r in got] == [(i + 1, None) for i in range(len(got))]
+        assert [r[9:11] for r in got] == [(i + 1, None) for i in range(len(got))]
 
 
 def test_clearance_in_row_level_security_and_recall(rows, conn):
@@ -331,3 +331,67 @@ def test_the_recall_event(rows, conn):
     assert "source" not in event
     (chain,) = conn.execute("SELECT chain_id FROM memory.audit_log WHERE event_type = 'memory.recall'").fetchone()
     assert chain == "acme"
+
+
+def test_a_question_in_plain_words_finds_the_memory_that_answers_it(app, conn):
+    """Issue 47: agents send questions. Any of the query's words matches (stop words dropped),
+    ranked by how many of them a memory has, then ts_rank_cd; websearch syntax (a quoted phrase, a
+    -word) is read as before. The metadata column is the row's own, within clearance."""
+    obs(conn, 71, content="The customer prefers to pay by bank transfer at the end of the month", metadata='{"topic": "billing"}')
+    obs(conn, 72, content="Deploys go out on Tuesdays after the review")
+    obs(conn, 73, content="The account manager likes short emails")
+    obs(conn, 74, org="globex", content="The customer likes to pay by card")
+    with connect(app, FULL) as c:
+        got = c.execute("SELECT id, lexical_rank, metadata FROM memory.recall('acme', 'how does the customer like to pay?', 3)").fetchall()
+        assert [str(g[0]) for g in got] == [U(71), U(73)], "the bank-transfer memory first (two of custom, like, pay), then one word"
+        assert [g[1] for g in got] == [1, 2] and got[0][2]["topic"] == "billing"
+        # Websearch syntax: every word required unless it says otherwise.
+        assert ids(recall(c, "acme", '"bank transfer"', 5)) == [U(71)]
+        assert ids(recall(c, "acme", "customer -transfer", 5)) == []
+        assert sorted(ids(recall(c, "acme", "transfer or tuesdays", 5))) == [U(71), U(72)]
+        # Positional calls of 0.3.0 keep their columns in their places.
+        row = c.execute("SELECT * FROM memory.recall('acme', 'bank transfer', 1)").fetchone()
+        assert str(row[0]) == U(71) and row[11]["topic"] == "billing"
+    with connect(app, INT) as c:
+        conn.execute("UPDATE memory.observations SET classification = 'confidential' WHERE id = %s", (U(71),))
+        got = c.execute("SELECT id FROM memory.recall('acme', 'how does the customer like to pay?', 3)").fetchall()
+        assert U(71) not in [str(g[0]) for g in got], "above the caller's clearance: neither the row nor its metadata"
+
+
+def test_search_items_under_a_prefix_with_the_filter_language(app, conn):
+    """memory.search (SPEC §16) as the application's roles: a writer puts items, readers search
+    them under a namespace prefix with the §16 filter language, a query in plain words, k and
+    offset; another org's items and items above the reader's clearance never come back; one
+    memory.recall event (call memory.search) without values or the query."""
+    with connect(app, OWNER) as w:
+        for ns, key, value in [(["users", "u1"], "a", {"text": "likes to pay by bank transfer", "n": 5, "tags": ["x", "y"], "o": {"p": "beta"}}),
+                               (["users", "u1"], "b", {"text": "prefers dark mode", "n": 2, "tags": ["y"]}),
+                               (["users", "u2"], "c", {"text": "pays monthly", "n": 9.0}),
+                               (["users", "u2"], "s", {"text": "ssn 123-45-6789 on file", "n": 1})]:
+            w.execute("SELECT memory.put('acme', %s, %s, %s)", (ns, key, psycopg.types.json.Jsonb(value)))
+        w.execute("SELECT memory.put('globex', '{users,u1}', 'g', '{\"text\": \"pay by card\", \"n\": 9}')")
+    keys = lambda c, *a, **kw: [r[0] for r in c.execute(  # noqa: E731
+        "SELECT key FROM memory.search(" + ", ".join(["%s"] * len(a) + [f'"{k}" => %s' for k in kw]) + ")",
+        [*a, *(psycopg.types.json.Jsonb(v) if k == "filter" else v for k, v in kw.items())]).fetchall()]
+    with connect(app, FULL) as c:
+        assert keys(c, "acme", ["users", "u1"]) == ["b", "a"], "the most recently updated first, under the prefix only"
+        assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c", "s"]
+        assert keys(c, "acme", ["users"], query="how do they like to pay by bank?")[0] == "a"
+        assert sorted(keys(c, "acme", ["users"], filter={"n": {"$gte": 5}})) == ["a", "c"], "numbers compare numerically (9.0 = 9)"
+        assert keys(c, "acme", ["users"], filter={"tags": {"$contains": "x"}}) == ["a"]
+        assert keys(c, "acme", ["users"], filter={"text": {"$contains": "dark"}}) == ["b"], "a substring"
+        assert keys(c, "acme", ["users"], filter={"o.p": "beta"}) == ["a"], "a dotted path"
+        assert sorted(keys(c, "acme", ["users"], filter={"$or": [{"n": 2}, {"n": 9}]})) == ["b", "c"]
+        assert sorted(keys(c, "acme", ["users"], filter={"$not": {"n": {"$in": [2, 9]}}})) == ["a", "s"]
+        assert sorted(keys(c, "acme", ["users"], filter={"o": {"$exists": False}, "text": {"$gt": "p"}})) == ["b", "c", "s"], "strings bytewise"
+        assert len(keys(c, "acme", ["users"], k=2)) == 2 and keys(c, "acme", ["users"], k=2, offset=2) == keys(c, "acme", ["users"])[2:]
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            keys(c, "acme", ["users"], filter={"n": {"$regex": "secret-value"}})
+        assert ex.value.sqlstate == "22023" and "$regex" in ex.value.diag.message_primary and "secret-value" not in str(ex.value)
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            keys(c, "globex", ["users"])
+        assert ex.value.sqlstate == "42501"
+    with connect(app, INT) as c:
+        assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c"], "an item above the reader's clearance is not found"
+    events = [e for e in recall_events(conn) if e.get("call") == "memory.search"]
+    assert events and all("text" not in str(e) and "pay" not in str(e) for e in events)

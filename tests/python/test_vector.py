@@ -224,3 +224,65 @@ def test_without_pgvector_every_answer_names_it(app, conn):
         assert "CREATE EXTENSION vector" in ex.value.diag.message_hint
     assert conn.execute("SELECT options ? 'embedding' FROM memory.governance_registry WHERE relid = 'app.enotes'::regclass").fetchone() == \
         (False,)
+
+
+def _platform_embeddings(vapp, conn, dims):
+    ensure_role(conn, "platform_admin", "memory_admin")
+    conn.execute("SELECT memory.grant_org('platform_admin', '*')")
+    with connect(vapp, "platform_admin") as a:
+        a.execute("SELECT memory.enable_embeddings(%s)", (dims,))
+
+
+def test_another_tenant_cannot_bury_a_tenants_vector_recall(vapp, conn):
+    """Issue 53 finding 5: all orgs share one HNSW index and its scan stops after
+    hnsw.max_scan_tuples (20,000). A globex writer floods acme's query point with 21,000 vectors;
+    acme's vector list is still its 10 nearest under the conditions (an exact pass when the index
+    scan comes back short), from memory.observations and from a governed table."""
+    _platform_embeddings(vapp, conn, 3)
+    with connect(vapp, WRITER) as w:
+        w.cursor().executemany("INSERT INTO memory.observations (org_id, content, embedding) VALUES ('acme', %s, %s)",
+                               [(f"acme note {i}", f"[1,{0.05 * (i + 1):.2f},0]") for i in range(30)])
+        w.cursor().executemany("INSERT INTO app.vnotes (tenant, uid, body, emb) VALUES ('acme', 'u1', %s, %s)",
+                               [(f"acme note {i}", vec([1.0, 0.05 * (i + 1)] + [0.0] * (DIMS - 2))) for i in range(30)])
+    flood16 = vec([1.0] + [0.0] * (DIMS - 1))
+    with connect(vapp, GLOBEX) as g:
+        g.execute("INSERT INTO memory.observations (org_id, content, embedding) SELECT 'globex', 'flood', '[1,0,0]' FROM generate_series(1, 21000)")
+        g.execute("INSERT INTO app.vnotes (tenant, uid, body, emb) SELECT 'globex', 'g', 'flood', %s FROM generate_series(1, 21000)", (flood16,))
+    conn.execute("ANALYZE memory.observations")
+    conn.execute("ANALYZE app.vnotes")
+    exact_obs = [i for (i,) in conn.execute("SELECT id FROM memory.observations WHERE org_id = 'acme' "
+                                            "ORDER BY (embedding <=> '[1,0,0]') + 0, id LIMIT 10").fetchall()]
+    exact_src = [i for (i,) in conn.execute("SELECT id FROM app.vnotes WHERE tenant = 'acme' ORDER BY (emb <=> %s::vector) + 0, id LIMIT 10",
+                                            (flood16,)).fetchall()]
+    with connect(vapp, READER) as r:
+        got = [i for (i,) in r.execute("SELECT id FROM memory.recall('acme', '', 10, NULL, '{}', '{1,0,0}')").fetchall()]
+        assert len(set(got) & set(exact_obs)) >= 9, "recall@10 >= 0.9 against exact search in the flood"
+        assert got == exact_obs
+        got = [i for (i,) in r.execute("SELECT id FROM memory.recall('acme', 'note', 10, query_embedding => %s::real[], source => 'app.vnotes')",
+                                       ("{" + flood16[1:-1] + "}",)).fetchall()]
+        assert len(set(got) & set(exact_src)) >= 9
+        ranks = r.execute("SELECT vector_rank FROM memory.recall('acme', 'note', 10, query_embedding => %s::real[], source => 'app.vnotes')",
+                          ("{" + flood16[1:-1] + "}",)).fetchall()
+        assert sorted(x for (x,) in ranks if x is not None) == list(range(1, 11)), "a text + vector recall keeps its vector ranks"
+
+
+def test_query_embedding_from_psycopg_floats(vapp, conn):
+    """Issue 46: psycopg sends Python floats as float8[]; recall takes them (and real[]) with the
+    same results and the same errors."""
+    _platform_embeddings(vapp, conn, 3)
+    with connect(vapp, WRITER) as w:
+        for c, v in [("first", "[1,0,0]"), ("second", "[0,1,0]"), ("third", "[0.9,0.1,0]")]:
+            w.execute("INSERT INTO memory.observations (org_id, content, embedding) VALUES ('acme', %s, %s)", (c, v))
+    with connect(vapp, READER) as r:
+        floats = r.execute("SELECT content, vector_rank, score FROM memory.recall('acme', '', 3, query_embedding => %s)",
+                           ([1.0, 0.0, 0.0],)).fetchall()
+        reals = r.execute("SELECT content, vector_rank, score FROM memory.recall('acme', '', 3, query_embedding => '{1,0,0}'::real[])").fetchall()
+        assert floats == reals and [f[0] for f in floats] == ["first", "third", "second"]
+        for bad in ([0.0, 0.0, 0.0], [1.0, 0.0], [float("nan"), 0.0, 0.0]):
+            errs = []
+            for arg in (bad, "{" + ",".join(str(x) for x in bad) + "}"):
+                with pytest.raises(psycopg.DatabaseError) as ex:
+                    r.execute("SELECT * FROM memory.recall('acme', '', 3, query_embedding => %s::" + ("float8[]" if arg is bad else "real[]") + ")",
+                              (arg,))
+                errs.append(ex.value.sqlstate)
+            assert errs == ["22023", "22023"], bad

@@ -1,6 +1,6 @@
 -- SQL-level suite for classification (SPEC §1), run with pg_prove against the installed extension.
 BEGIN;
-SELECT plan(77);
+SELECT plan(91);
 
 -- Types ------------------------------------------------------------------------------------------
 SELECT ok('restricted'::memory.classification > 'confidential'
@@ -185,6 +185,38 @@ INSERT INTO public.retyped (org_id, body) VALUES ('acme', 'hello');
 ALTER TABLE public.retyped ALTER COLUMN org_id TYPE int USING 1;
 SELECT throws_ok($$ INSERT INTO public.retyped (org_id, body) VALUES (2, 'hello again') $$, '22023',
                  'the org column "org_id" of public.retyped must be text or varchar', 'an org column retyped since govern is refused');
+
+-- Blank memories (issue 46): an empty or white-space-only content is refused (22023) and nothing is
+-- written, on memory.observations always, and on a governed table whose mapping says
+-- "content_required"; rows already blank (0.3.0) keep their other columns writable.
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', '') $$, '22023', NULL, 'an empty memory is refused');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', E'  \t\n\u00a0') $$, '22023',
+                 'the content of a row of memory.observations is empty or blank', 'a white-space-only memory is refused');
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'fine'), ('acme', '   ') $$, '22023', NULL,
+                 'a batch with one blank memory is refused');
+SELECT is((SELECT count(*) FROM memory.observations WHERE content = 'fine' OR btrim(content, E' \t\n\u00a0') = ''), 0::bigint,
+          'and nothing of it was written');
+INSERT INTO memory.observations (id, org_id, content) VALUES ('00000000-0000-0000-0000-0000000000b1', 'acme', 'not blank');
+SELECT throws_ok($$ UPDATE memory.observations SET content = ' ' WHERE id = '00000000-0000-0000-0000-0000000000b1' $$, '22023', NULL,
+                 'an UPDATE that blanks a memory is refused');
+SELECT is((SELECT content FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000b1'), 'not blank', 'and the memory is as it was');
+SET LOCAL memory.restore_mode = on;   -- a row as a 0.3.0 store may hold it
+INSERT INTO memory.observations (id, org_id, content, classification) VALUES ('00000000-0000-0000-0000-0000000000b2', 'acme', ' ', 'internal');
+RESET memory.restore_mode;
+SELECT lives_ok($$ UPDATE memory.observations SET metadata = '{"k": 1}', weight = 0.5 WHERE id = '00000000-0000-0000-0000-0000000000b2' $$,
+                'a row already blank keeps its other columns writable');
+SELECT is((SELECT metadata->>'k' FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000b2'), '1', 'and the update applied');
+CREATE TABLE public.required_notes (id bigserial PRIMARY KEY, org_id text, body text, classification memory.classification);
+SELECT is(memory.govern('public.required_notes', '{"content": "body", "content_required": true}')->>'content_required', 'true',
+          'govern records content_required');
+SELECT throws_ok($$ INSERT INTO public.required_notes (org_id, body) VALUES ('acme', ' ') $$, '22023',
+                 'the content of a row of public.required_notes is empty or blank', 'a governed table with content_required refuses a blank content');
+SELECT is(memory.govern('public.required_notes', '{"content": "body"}') ? 'content_required', false, 'govern again without it');
+SELECT lives_ok($$ INSERT INTO public.required_notes (org_id, body) VALUES ('acme', ' ') $$, 'and a blank content is taken again');
+SELECT throws_ok($$ SELECT memory.govern('public.required_notes', '{"content": "body", "content_required": "yes"}') $$, '22023', NULL,
+                 'content_required is a boolean');
+SELECT throws_ok($$ SELECT memory.govern('public.required_notes', '{"classify": false, "audit": true, "content_required": true}') $$, '22023', NULL,
+                 'content_required needs the classify trigger');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(134);
+SELECT plan(143);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -445,7 +445,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
 -- Recall's one pass runs the SQL it is given (as its caller: memory_ext's owner inside recall):
 -- no role but the owner may call it, nor the query embedding's check (found by review).
-SELECT is(ARRAY(SELECT f FROM unnest(ARRAY['memory_internal._kept_recall(text,text,text[],integer,integer,text)',
+SELECT is(ARRAY(SELECT f FROM unnest(ARRAY['memory_internal._retrieve(text,boolean)',
                                            'memory_internal._query_vector_check(real[],integer)']) f
                  WHERE has_function_privilege('sec_mallory', f, 'EXECUTE') OR has_function_privilege('memory_reader', f, 'EXECUTE')
                     OR has_function_privilege('memory_admin', f, 'EXECUTE')),
@@ -473,6 +473,41 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 -- Schema memory is the API: memory_ext's internal functions live in memory_internal.
 SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'memory'::regnamespace AND p.proname LIKE '\_%' ORDER BY 1),
           '{}'::text[], 'no function in schema memory starts with _ (internals are in memory_internal)');
+
+-- ---------------------------------------------------------------------------------------------
+-- Governed tables and tenants (issue 46): "tenant_policy" keeps plain SELECTs apart by org; a '*'
+-- role reads any org by naming it.
+SET ROLE sec_owner;
+CREATE TABLE public.sec_tenant (id bigserial PRIMARY KEY, org_id text, content text, classification memory.classification);
+GRANT SELECT ON public.sec_tenant TO sec_reader, sec_star;
+SELECT memory.govern('public.sec_tenant', '{"audit": true}');
+INSERT INTO public.sec_tenant (org_id, content) VALUES ('acme', 'acme note');
+RESET ROLE;
+INSERT INTO public.sec_tenant (org_id, content) VALUES ('globex', 'globex note');
+SET ROLE sec_reader;
+SELECT is((SELECT array_agg(org_id ORDER BY org_id) FROM public.sec_tenant), '{acme,globex}',
+          'without tenant_policy a reader bound to acme selects globex''s rows of a governed table');
+RESET ROLE;
+SET ROLE sec_owner;
+SELECT lives_ok($$ SELECT memory.govern('public.sec_tenant', '{"audit": true, "tenant_policy": true}') $$, 'the owner adds tenant_policy');
+RESET ROLE;
+SET ROLE sec_reader;
+SELECT is((SELECT array_agg(org_id ORDER BY org_id) FROM public.sec_tenant), '{acme}', 'with it, only acme''s rows');
+SELECT is((SELECT count(*) FROM public.sec_tenant WHERE org_id = 'globex'), 0::bigint, 'naming globex finds nothing');
+RESET ROLE;
+SET ROLE sec_star;
+SELECT is((SELECT count(*) FROM public.sec_tenant), 0::bigint, 'a ''*'' role acting for no org sees no row');
+SET memory.org_id = 'globex';
+SELECT is((SELECT array_agg(org_id) FROM public.sec_tenant), '{globex}', 'a ''*'' role reads any org by naming it');
+RESET memory.org_id;
+RESET ROLE;
+SET ROLE sec_owner;
+SELECT is((SELECT count(*) FROM public.sec_tenant), 2::bigint, 'the owner keeps access to every row');
+SELECT throws_ok($$ ALTER TABLE public.sec_tenant DISABLE ROW LEVEL SECURITY $$, '42501', NULL,
+                 'the owner does not switch its row-level security off behind govern''s back');
+SELECT memory.ungovern('public.sec_tenant');
+RESET ROLE;
+SELECT is((SELECT relrowsecurity FROM pg_class WHERE oid = 'public.sec_tenant'::regclass), false, 'ungovern removes what govern made');
 
 SELECT * FROM finish();
 ROLLBACK;

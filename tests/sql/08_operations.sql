@@ -1,6 +1,6 @@
 -- SQL-level suite for operations and bad input (SPEC §7, §9; issue 13, the parts built so far).
 BEGIN;
-SELECT plan(31);
+SELECT plan(35);
 
 -- Whitespace-only text is blank wherever a non-blank argument is required.
 INSERT INTO memory.observations (id, org_id, user_id, task_id, content) VALUES
@@ -80,6 +80,25 @@ SELECT is((SELECT array_agg(reason ORDER BY ord) FROM memory.transfer_observatio
               ARRAY['a0000000-0000-0000-0000-000000000001', 'a0000000-0000-0000-0000-000000000001']::uuid[], 'p2')
               WITH ORDINALITY AS t(id, transferred, reason, ord)),
           ARRAY['transferred', 'duplicate_in_call'], 'a repeated id is transferred once');
+
+-- memory.health (issue 46): per org the caller may act for, counts only, for memory_admin.
+SELECT memory.setup_roles();
+CREATE ROLE ops_admin_acme LOGIN IN ROLE memory_admin;
+CREATE ROLE ops_writer_acme LOGIN IN ROLE memory_writer;
+SELECT memory.grant_org('ops_admin_acme', 'acme');
+SELECT memory.grant_org('ops_writer_acme', 'acme');
+INSERT INTO memory.observations (org_id, content, created_at) VALUES ('acme', 'long ago', now() - interval '400 days'),
+                                                                     ('globex', 'long ago', now() - interval '400 days');
+SET ROLE ops_admin_acme;
+SELECT results_eq($$ SELECT org_id, expired_unswept FROM memory.health $$, $$ VALUES ('acme', 1::bigint) $$,
+                  'an admin of acme sees acme''s row only, with its expired row not yet swept');
+SELECT throws_ok($$ SET memory.org_id = 'globex'; SELECT * FROM memory.health $$, '42501', NULL, 'and not globex''s by naming it');
+RESET memory.org_id;
+RESET ROLE;
+SET ROLE ops_writer_acme;
+SELECT throws_ok($$ SELECT * FROM memory.health $$, '42501', NULL, 'memory.health is for admins');
+RESET ROLE;
+SELECT ok((SELECT count(*) FROM memory.health WHERE org_id IN ('acme', 'globex')) = 2, 'the superuser sees every org');
 
 SELECT * FROM finish();
 ROLLBACK;

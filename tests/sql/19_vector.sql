@@ -50,7 +50,7 @@ END $f$;
 CREATE FUNCTION pg_temp.hybrid(org text, query text, filters jsonb, qv real[], k int) RETURNS text LANGUAGE sql AS $f$
     SELECT string_agg(format('%s:%s:%s:%s', r.id, coalesce(r.lexical_rank::text, '-'), coalesce(r.vector_rank::text, '-'), round(r.score::numeric, 9)), ' ' ORDER BY r.ord)
       FROM memory.recall(org, query, k, filters => filters, query_embedding => qv)
-           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, ord) $f$;
+           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, metadata, ord) $f$;
 
 -- Without CREATE EXTENSION vector in this database: the answer names pgvector.
 SET ROLE vx_admin;
@@ -127,12 +127,12 @@ BEGIN
     SELECT string_agg(format('%s:%s:%s:%s', right(r.id::text, 2), coalesce(r.lexical_rank::text, '-'), coalesce(r.vector_rank::text, '-'),
                              round(r.score::numeric, 6)), ' ' ORDER BY r.ord) INTO x
       FROM memory.recall('acme', 'payments', 10, query_embedding => '{1,0,0}')
-           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, ord);
+           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, metadata, ord);
     RETURN QUERY SELECT is(x, 'a1:1:1:0.032787 a3:2:3:0.032002 a4:3:4:0.031498 a2:-:2:0.016129',
                            'hybrid recall: exact reciprocal-rank-fused order, scores and both ranks');
     SELECT string_agg(format('%s:%s:%s', right(r.id::text, 2), coalesce(r.lexical_rank::text, '-'), r.vector_rank), ' ' ORDER BY r.ord) INTO x
       FROM memory.recall('acme', '', 10, filters => '{"user_id": "u2"}', query_embedding => '{0.1,0,1}')
-           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, ord);
+           WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, metadata, ord);
     RETURN QUERY SELECT is(x, 'a4:-:1 a3:-:2', 'a blank query with an embedding ranks by vector alone, within the filter');
     RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0}') $$, '22023',
                                   'query_embedding has 2 dimensions, the embeddings have 3', 'dimensions that do not match are 22023');

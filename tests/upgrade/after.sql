@@ -3,7 +3,7 @@
 \set ON_ERROR_STOP on
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(42);
+SELECT plan(44);
 
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'memory_ext'), :'new', 'the extension is at the new release');
 
@@ -90,6 +90,13 @@ SELECT is((SELECT lifecycle_state::text FROM memory.claims WHERE id = 'c0000000-
           'a pending 0.1.0 claim becomes active');
 SELECT throws_ok($$ UPDATE memory.claims SET lifecycle_state = 'pending' WHERE id = 'c0000000-0000-0000-0000-000000000007' $$,
                  'MX001', NULL, 'and the state machine still holds');
+
+-- Blank memories (0.4.0): refused from now on; one written blank before (fill-0.3.0) stays, and
+-- its other columns stay writable.
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', ' ') $$, '22023', NULL,
+                 'a blank memory is refused after the update');
+SELECT lives_ok($$ UPDATE memory.observations SET weight = 0.5, metadata = metadata || '{"kept": true}' WHERE btrim(content) = '' $$,
+                'a memory written blank before the update keeps its other columns writable');
 
 -- Holds, erasure, export, maintenance.
 SELECT ok((memory.erase_subject('dave')->>'held')::int >= 1, 'erase_subject keeps what a 0.1.0 hold holds');

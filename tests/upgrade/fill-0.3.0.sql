@@ -13,7 +13,9 @@ SELECT memory.grant_org('upgrade_reader_030', 'acme', 'internal');
 INSERT INTO memory.observations (org_id, user_id, session_id, task_id, content, metadata) VALUES
   ('acme', 'u30', 's30', 't30', 'Prefers bank transfer at the end of the month', '{"topic": "billing"}'),
   ('acme', 'u30', 's30', 't30', 'Asked about the quarterly roadmap', '{"topic": "roadmap"}'),
-  ('acme', 'u30', 's31', NULL, 'Forget me: a scratch note', '{}');
+  ('acme', 'u30', 's31', NULL, 'Forget me: a scratch note', '{}'),
+  -- 0.3.0 took a blank memory; 0.4.0 refuses new ones and keeps this one (issue 46).
+  ('acme', 'u30', 's32', NULL, '   ', '{}');
 SELECT count(*) >= 1 AS recalled FROM memory.recall('acme', 'bank transfer', 5, NULL, '{"user_id": "u30"}');
 SELECT memory.forget(ARRAY(SELECT id FROM memory.observations WHERE content = 'Forget me: a scratch note'), 'upgrade fill')
        IS NOT NULL AS forgot;

@@ -183,6 +183,10 @@ def tables(p):
             t[cur].append(line)
     return t
 b, a = tables(sys.argv[1]), tables(sys.argv[2])
+# The one change the update means to make to a row: 0.4.0 governs memory.observations with
+# "content_required" (blank memories refused, issue 46), which its registry options record.
+a["memory.governance_registry"] = [r.replace(', ""content_required"": true}', '}') if r.startswith("(memory.observations,") else r
+                                   for r in a.get("memory.governance_registry", [])]
 bad = []
 for name, rows in b.items():
     if name not in a:

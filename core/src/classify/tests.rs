@@ -275,3 +275,22 @@ fn keywords_at_every_offset() {
         }
     }
 }
+
+#[test]
+fn blank_contents() {
+    for b in ["", " ", "\t\n\r", "\u{a0}\u{2028}\u{3000}"] {
+        assert!(is_blank(b.as_bytes()), "{b:?} is blank");
+    }
+    for c in ["x", " a ", "\u{200b}", "0"] {
+        assert!(!is_blank(c.as_bytes()), "{c:?} is not blank");
+    }
+    // Not text: not blank (the trigger sees only valid text in a UTF-8 database).
+    assert!(!is_blank(&[0xff, 0x20]));
+}
+
+proptest::proptest! {
+    #[test]
+    fn blank_is_all_white_space(s in "\\PC{0,12}") {
+        proptest::prop_assert_eq!(is_blank(s.as_bytes()), s.trim().is_empty());
+    }
+}

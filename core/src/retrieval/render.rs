@@ -1,0 +1,455 @@
+//! A plan rendered to one SQL statement. Every identifier goes through `quote_ident`; every value
+//! (the org, the query, the vector, filter values and paths, the tier labels, k, offset) is a
+//! bind parameter `$n` of type text, cast where it is read; the statement's text depends on the
+//! plan's shape only, so PostgreSQL keeps one plan per shape.
+//!
+//! The statement returns one jsonb array (as text) of rows, best first, each row
+//! `[id, content, tier, weight, score, created_at, user_id, session_id, memory_type,
+//! lexical_rank, vector_rank, metadata]`:
+//! - no query and no vector: the newest first (ties first when the plan has them), no score;
+//! - a query alone: by coverage of the query's words, then ts_rank_cd × weight (`words`);
+//! - a vector: the lexical list (`depth` long) and the vector list (`k + offset` long: the
+//!   HNSW index's order, and an exact pass when the index scan comes back short, so rows other
+//!   tenants store never push a tenant's nearest out) fused by `fusion`'s rule × weight.
+
+use super::filter::{Filter, Op};
+use super::plan::{Columns, Condition, Plan, Tier};
+use super::words::Match;
+use crate::fusion;
+
+/// An identifier as SQL reads it: always double-quoted, a double quote doubled.
+pub fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// A text array's literal (`{"a","b"}`), bound as one text parameter and cast to `text[]`.
+pub fn text_array_literal(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))).collect();
+    format!("{{{}}}", quoted.join(","))
+}
+
+/// A rendered statement: its text and its parameters, in order (all of type text; None: NULL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub sql: String,
+    pub params: Vec<Option<String>>,
+}
+
+struct Binds {
+    params: Vec<Option<String>>,
+}
+
+impl Binds {
+    fn bind(&mut self, v: Option<String>) -> String {
+        self.params.push(v);
+        format!("${}", self.params.len())
+    }
+}
+
+fn col(c: &str) -> String {
+    format!("t.{}", quote_ident(c))
+}
+
+fn opt_col(c: &Option<String>, null_type: &str, cast: &str) -> String {
+    match c {
+        Some(c) => format!("{}{}", col(c), cast),
+        None => format!("NULL::{null_type}"),
+    }
+}
+
+const CFG: &str = "'english'::pg_catalog.regconfig";
+
+/// The expressions of a query's words, each computed once (sub-selects on the parameter).
+struct Words {
+    /// The row's words (tsvector).
+    w: String,
+    /// The tsquery a row must match, and the one of every word (websearch syntax).
+    matches: String,
+    all: String,
+    /// How many of the query's lexemes the row has, and how many it has (any-word reads).
+    m: String,
+    n: String,
+    /// The row's relevance (float4): ts_rank_cd against every word when it has them all, else
+    /// against any.
+    rank: String,
+    any: bool,
+}
+
+fn words(cols: &Columns, q: &str, how: Match) -> Words {
+    let w = match &cols.words {
+        Some(c) => col(c),
+        None => format!("pg_catalog.to_tsvector({CFG}, {}::pg_catalog.text)", col(&cols.content)),
+    };
+    let all = format!("(SELECT pg_catalog.websearch_to_tsquery({CFG}, {q}::pg_catalog.text))");
+    match how {
+        Match::Websearch => Words {
+            matches: all.clone(),
+            all: all.clone(),
+            m: "1".into(),
+            n: "1".into(),
+            rank: format!("pg_catalog.ts_rank_cd({w}, {all})"),
+            w,
+            any: false,
+        },
+        Match::AnyWord => {
+            let any = format!(
+                "(SELECT pg_catalog.replace(pg_catalog.plainto_tsquery({CFG}, {q}::pg_catalog.text)::pg_catalog.text, ' & ', ' | ')::pg_catalog.tsquery)"
+            );
+            let lex = format!("(SELECT pg_catalog.tsvector_to_array(pg_catalog.to_tsvector({CFG}, {q}::pg_catalog.text)))");
+            let m = format!("(pg_catalog.length({w}) OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.ts_delete({w}, {lex})))");
+            let n = format!("pg_catalog.cardinality({lex})");
+            Words {
+                rank: format!(
+                    "CASE WHEN {m} OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd({w}, {all}) ELSE pg_catalog.ts_rank_cd({w}, {any}) END"
+                ),
+                matches: any,
+                all,
+                w,
+                m,
+                n,
+                any: true,
+            }
+        }
+    }
+}
+
+impl Words {
+    /// The full-text score × weight: ts_rank_cd for a row with every word (as before any-word
+    /// matching), scaled by its coverage otherwise.
+    fn score(&self, weight: &str) -> String {
+        if self.any {
+            format!(
+                "(CASE WHEN {m} OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd({w}, {all_q})::pg_catalog.float8 \
+                 ELSE pg_catalog.ts_rank_cd({w}, {any})::pg_catalog.float8 OPERATOR(pg_catalog.*) {m}::pg_catalog.float8 \
+                 OPERATOR(pg_catalog./) GREATEST({n}, 1)::pg_catalog.float8 END OPERATOR(pg_catalog.*) {weight})",
+                m = self.m,
+                n = self.n,
+                w = self.w,
+                all_q = self.all,
+                any = self.matches,
+            )
+        } else {
+            format!("({}::pg_catalog.float8 OPERATOR(pg_catalog.*) {weight})", self.rank)
+        }
+    }
+}
+
+fn tier_expr(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
+    match &plan.tier {
+        Tier::None => "NULL::pg_catalog.text".into(),
+        Tier::Column(c) => format!("{}::pg_catalog.text", col(c)),
+        Tier::Json(c) => format!("({} OPERATOR(pg_catalog.->>) 'classification')", col(c)),
+        Tier::Claim => {
+            let o = match org {
+                Some(p) => p.clone(),
+                None => {
+                    let p = b.bind(None);
+                    *org = Some(p.clone());
+                    p
+                }
+            };
+            format!(
+                "memory_internal._claim_tier({}, {}, {}, {o}::pg_catalog.text)::pg_catalog.text",
+                col("claim_text"),
+                col("subject_id"),
+                col("pii_fields")
+            )
+        }
+    }
+}
+
+fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
+    match f {
+        Filter::And(parts) if parts.is_empty() => "true".into(),
+        Filter::Or(parts) if parts.is_empty() => "false".into(),
+        Filter::And(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" AND ")),
+        Filter::Or(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" OR ")),
+        Filter::Not(p) => format!("(NOT {})", filter_sql(x, p, b)),
+        Filter::Field { path, op } => {
+            let p = b.bind(Some(text_array_literal(path)));
+            let v = format!("({x} OPERATOR(pg_catalog.#>) {p}::pg_catalog.text[])");
+            let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.bind(Some(val.to_string())));
+            match op {
+                Op::Eq(val) => format!("coalesce({v} OPERATOR(pg_catalog.=) {}, false)", jv(b, val)),
+                Op::Ne(val) => format!("(NOT coalesce({v} OPERATOR(pg_catalog.=) {}, false))", jv(b, val)),
+                Op::Cmp(c, val) => {
+                    let o = c.sql();
+                    match val {
+                        serde_json::Value::Number(_) => format!(
+                            "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'number' \
+                             THEN {v}::pg_catalog.numeric OPERATOR(pg_catalog.{o}) {}::pg_catalog.numeric END, false)",
+                            b.bind(Some(val.to_string()))
+                        ),
+                        _ => format!(
+                            "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'string' \
+                             THEN ({v} OPERATOR(pg_catalog.#>>) '{{}}'::pg_catalog.text[]) COLLATE pg_catalog.\"C\" \
+                             OPERATOR(pg_catalog.{o}) {}::pg_catalog.text COLLATE pg_catalog.\"C\" END, false)",
+                            b.bind(Some(val.as_str().unwrap_or_default().to_owned()))
+                        ),
+                    }
+                }
+                Op::In(vals) | Op::Nin(vals) => {
+                    let set = b.bind(Some(serde_json::Value::Array(vals.clone()).to_string()));
+                    let any = format!(
+                        "coalesce({v} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.jsonb_array_elements({set}::pg_catalog.jsonb))), false)"
+                    );
+                    if matches!(op, Op::In(_)) { any } else { format!("(NOT {any})") }
+                }
+                Op::Exists(true) => format!("({v} IS NOT NULL)"),
+                Op::Exists(false) => format!("({v} IS NULL)"),
+                Op::Contains(val) => {
+                    let s = jv(b, val);
+                    format!(
+                        "coalesce(CASE pg_catalog.jsonb_typeof({v}) \
+                         WHEN 'array' THEN {v} OPERATOR(pg_catalog.@>) pg_catalog.jsonb_build_array({s}) \
+                         WHEN 'string' THEN pg_catalog.jsonb_typeof({s}) OPERATOR(pg_catalog.=) 'string' \
+                         AND pg_catalog.strpos({v} OPERATOR(pg_catalog.#>>) '{{}}'::pg_catalog.text[], {s} OPERATOR(pg_catalog.#>>) '{{}}'::pg_catalog.text[]) \
+                         OPERATOR(pg_catalog.>) 0 END, false)"
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// The plan's conditions on `t`, joined by AND (`true` when there are none).
+fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
+    let mut out = Vec::with_capacity(plan.conditions.len());
+    for c in &plan.conditions {
+        out.push(match c {
+            Condition::Eq { col: c, value, typ: None } => {
+                let p = b.bind(Some(value.clone()));
+                if org.is_none() && c == &plan_org_col(plan) {
+                    *org = Some(p.clone());
+                }
+                format!("{}::pg_catalog.text OPERATOR(pg_catalog.=) {p}", col(c))
+            }
+            Condition::Eq { col: c, value, typ: Some((s, t)) } => {
+                format!("{} OPERATOR(pg_catalog.=) {}::{}.{}", col(c), b.bind(Some(value.clone())), quote_ident(s), quote_ident(t))
+            }
+            Condition::NullOrEq { col: c, value } => {
+                format!("({0} IS NULL OR {0}::pg_catalog.text OPERATOR(pg_catalog.=) {1})", col(c), b.bind(value.clone()))
+            }
+            Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
+            Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
+            Condition::Prefix { col: c, labels } => {
+                let p = b.bind(Some(text_array_literal(labels)));
+                format!(
+                    "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
+                    col(c)
+                )
+            }
+            Condition::NullOrAfter { col: c, at } => {
+                let at = match at {
+                    None => "pg_catalog.now()".to_owned(),
+                    Some(v) => format!("{}::pg_catalog.timestamptz", b.bind(Some(v.clone()))),
+                };
+                format!("({0} IS NULL OR {0} OPERATOR(pg_catalog.>) {at})", col(c))
+            }
+            Condition::AtOrAfter { col: c, at } => format!("{} OPERATOR(pg_catalog.>=) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
+            Condition::Before { col: c, at } => format!("{} OPERATOR(pg_catalog.<) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
+            Condition::AtOrBefore { col: c, at } => format!("{} OPERATOR(pg_catalog.<=) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
+            Condition::TierIn { labels, org: o } => {
+                if org.is_none() {
+                    *org = Some(b.bind(Some(o.clone())));
+                }
+                let t = tier_expr(plan, org, b);
+                // (An expression around the sub-select: `= ANY ((SELECT ...))` would read as ANY
+                // over a sub-query. The array is parsed once.)
+                format!("{t} OPERATOR(pg_catalog.=) ANY (coalesce((SELECT {}::pg_catalog.text[])))", b.bind(Some(text_array_literal(labels))))
+            }
+            Condition::Contains { col: c, doc } => format!("{} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb", col(c), b.bind(Some(doc.clone()))),
+            Condition::Filter { col: c, filter } => filter_sql(&col(c), filter, b),
+        });
+    }
+    if out.is_empty() { "true".into() } else { out.join(" AND ") }
+}
+
+/// The first equality condition's column: the tenant's (the plan's first condition, by the
+/// callers' convention), reused by the claim tier expression.
+fn plan_org_col(plan: &Plan) -> String {
+    match plan.conditions.first() {
+        Some(Condition::Eq { col, .. }) => col.clone(),
+        _ => String::new(),
+    }
+}
+
+fn relation(plan: &Plan) -> String {
+    format!("{}.{}", quote_ident(&plan.relation.0), quote_ident(&plan.relation.1))
+}
+
+/// The result row's columns on `t` (id, content, tier, weight, created_at, user_id, session_id,
+/// memory_type, metadata), as select items.
+fn row_items(plan: &Plan, tier: &str, weight: &str) -> Vec<String> {
+    let c = &plan.columns;
+    vec![
+        format!("{} AS id", col(&c.id)),
+        format!("{}::pg_catalog.text AS content", col(&c.content)),
+        format!("{tier} AS tier"),
+        format!("{weight} AS weight"),
+        format!("{} AS created_at", opt_col(&c.created_at, "pg_catalog.timestamptz", "")),
+        format!("{} AS user_id", opt_col(&c.user, "pg_catalog.text", "::pg_catalog.text")),
+        format!("{} AS session_id", opt_col(&c.session, "pg_catalog.text", "::pg_catalog.text")),
+        format!("{} AS memory_type", opt_col(&c.memory_type, "pg_catalog.text", "::pg_catalog.text")),
+        format!("{} AS metadata", opt_col(&c.metadata, "pg_catalog.jsonb", "")),
+    ]
+}
+
+fn weight_expr(plan: &Plan) -> String {
+    opt_col(&plan.columns.weight, "pg_catalog.float8", "").replace("NULL::pg_catalog.float8", "1.0::pg_catalog.float8")
+}
+
+/// The rows as one jsonb array in `order` (select items of the sub-select `x`).
+fn agg(order: &str) -> String {
+    let order_x: Vec<String> = order.split(", ").map(|t| format!("x.{t}")).collect();
+    format!(
+        "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(x.id, x.content, x.tier, x.weight, x.score, \
+         x.created_at, x.user_id, x.session_id, x.memory_type, x.lexical_rank, x.vector_rank, x.metadata) ORDER BY {}), '[]')::pg_catalog.text FROM (",
+        order_x.join(", ")
+    )
+}
+
+/// Renders the plan to one statement (see the module's documentation).
+pub fn render(plan: &Plan) -> Statement {
+    let mut b = Binds { params: Vec::new() };
+    let mut org: Option<String> = None;
+    let conds = conditions(plan, &mut org, &mut b);
+    let tier = tier_expr(plan, &mut org, &mut b);
+    let weight = weight_expr(plan);
+    let rel = relation(plan);
+    let k = b.bind(Some(plan.k.to_string()));
+    let off = b.bind(Some(plan.offset.to_string()));
+    let ties: Vec<String> = plan.ties.iter().map(|t| col(t)).collect();
+    let items = row_items(plan, &tier, &weight).join(", ");
+    let words = plan.query.as_ref().map(|(q, how)| {
+        let q = b.bind(Some(q.clone()));
+        words(&plan.columns, &q, *how)
+    });
+    let tie_items: String = ties.iter().enumerate().map(|(i, t)| format!(", {t} AS tie{i}")).collect();
+    let tie_order: String = (0..ties.len()).map(|i| format!("tie{i} DESC, ")).collect();
+
+    let sql = match (&plan.vector, &words) {
+        (None, None) => {
+            let order = format!("{tie_order}created_at DESC NULLS LAST, id");
+            format!(
+                "{agg}SELECT {items}, NULL::pg_catalog.float8 AS score, NULL::pg_catalog.int4 AS lexical_rank, NULL::pg_catalog.int4 AS vector_rank{tie_items} \
+                 FROM {rel} t WHERE {conds} ORDER BY {order} LIMIT {k}::pg_catalog.int8 OFFSET {off}::pg_catalog.int8) x",
+                agg = agg(&order),
+            )
+        }
+        (None, Some(w)) => {
+            // The lexical rank: the row's place in this order (after offset).
+            let order = format!("m DESC, score DESC NULLS LAST, {tie_order}id");
+            let order_y: Vec<String> = order.split(", ").map(|t| format!("y.{t}")).collect();
+            format!(
+                "{agg}SELECT y.*, (pg_catalog.row_number() OVER (ORDER BY {order_y}))::pg_catalog.int4 OPERATOR(pg_catalog.+) {off}::pg_catalog.int4 AS lexical_rank \
+                 FROM (SELECT {items}, {score} AS score, {m} AS m, NULL::pg_catalog.int4 AS vector_rank{tie_items} \
+                 FROM {rel} t WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY {order} \
+                 LIMIT {k}::pg_catalog.int8 OFFSET {off}::pg_catalog.int8) y) x",
+                agg = agg(&order),
+                order_y = order_y.join(", "),
+                score = w.score(&weight),
+                m = w.m,
+                words = w.w,
+                matches = w.matches,
+            )
+        }
+        (Some((v, vs)), _) => {
+            let v = b.bind(Some(v.clone()));
+            let depth = b.bind(Some(plan.depth.to_string()));
+            let vk = b.bind(Some((u64::from(plan.k) + u64::from(plan.offset)).to_string()));
+            let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
+            let vty = format!("{}.vector", quote_ident(vs));
+            let id = col(&plan.columns.id);
+            let tb = ties.first().cloned().unwrap_or_else(|| "NULL::pg_catalog.int4".into());
+            let lex = match &words {
+                None => format!("SELECT {id} AS id, NULL::pg_catalog.int8 AS r FROM {rel} t WHERE false"),
+                Some(w) => format!(
+                    "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
+                     FROM (SELECT {id} AS id, {m} AS m, {rank} AS rel, {tb} AS tb FROM {rel} t \
+                     WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT {depth}::pg_catalog.int8) l",
+                    m = w.m,
+                    rank = w.rank,
+                    words = w.w,
+                    matches = w.matches,
+                ),
+            };
+            let dist = format!("{emb} OPERATOR({}.<=>) {v}::{vty}", quote_ident(vs));
+            let dist_once = format!("{emb} OPERATOR({}.<=>) (SELECT {v}::{vty})", quote_ident(vs));
+            let best = if ties.is_empty() { "best, " } else { "" };
+            let order = format!("score DESC, {tie_order}{best}id");
+            format!(
+                "WITH lex AS MATERIALIZED ({lex}), \
+                 vscan AS MATERIALIZED (SELECT {id} AS id, {dist} AS d, {tb} AS tb FROM {rel} t \
+                   WHERE {conds} AND {emb} IS NOT NULL ORDER BY {dist} LIMIT {vk}::pg_catalog.int8), \
+                 vexact AS MATERIALIZED (SELECT {id} AS id, {dist_once} AS d, {tb} AS tb FROM {rel} t \
+                   WHERE (SELECT pg_catalog.count(*) FROM vscan) OPERATOR(pg_catalog.<) {vk}::pg_catalog.int8 AND {conds} AND {emb} IS NOT NULL \
+                   ORDER BY ({dist_once}) OPERATOR(pg_catalog.+) 0, 3 DESC, 1 LIMIT {vk}::pg_catalog.int8), \
+                 vec AS (SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r \
+                   FROM (SELECT * FROM vexact UNION ALL SELECT * FROM vscan WHERE NOT EXISTS (SELECT FROM vexact)) v), \
+                 fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank, \
+                   {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) \
+                 {agg}SELECT {items}, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
+                   LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best \
+                   FROM fused JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) fused.id WHERE {conds} \
+                   ORDER BY {order} LIMIT {k}::pg_catalog.int8 OFFSET {off}::pg_catalog.int8) x",
+                rrf = fusion::rrf_sql("lex.r", "vec.r"),
+                agg = agg(&order),
+            )
+        }
+    };
+    Statement { sql, params: b.params }
+}
+
+/// The one-pass read of a bounded candidate set (memory.observations filtered to a user's,
+/// a session's or a task's rows): `candidates` gives `(id uuid, weight float8, distance float8,
+/// relevance float4, coverage int4)` of every row under the conditions (at most `limit`), fused
+/// by `fusion::fuse`; `rows` gives the rows as `render`'s statement does (one jsonb array as
+/// text) of the fused list, the parameter after `params`: a JSON array of objects `id`, `score`,
+/// `lexical_rank`, `vector_rank`, `o` (the place), read again under the same conditions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnePass {
+    pub candidates: String,
+    pub rows: String,
+    pub params: Vec<Option<String>>,
+}
+
+/// The one-pass statements of a plan with a vector (None without one).
+pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
+    let (v, vs) = plan.vector.as_ref()?;
+    let mut b = Binds { params: Vec::new() };
+    let mut org: Option<String> = None;
+    let conds = conditions(plan, &mut org, &mut b);
+    let tier = tier_expr(plan, &mut org, &mut b);
+    let weight = weight_expr(plan);
+    let rel = relation(plan);
+    let v = b.bind(Some(v.clone()));
+    let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
+    let (rel_e, cov_e) = match &plan.query {
+        None => ("NULL::pg_catalog.float4".to_owned(), "NULL::pg_catalog.int4".to_owned()),
+        Some((q, how)) => {
+            let q = b.bind(Some(q.clone()));
+            let w = words(&plan.columns, &q, *how);
+            let hit = format!("{} OPERATOR(pg_catalog.@@) {}", w.w, w.matches);
+            (format!("CASE WHEN {hit} THEN {} END", w.rank), format!("CASE WHEN {hit} THEN ({})::pg_catalog.int4 END", w.m))
+        }
+    };
+    let fused = format!("${}", b.params.len() + 1);
+    let items = row_items(plan, &tier, &weight).join(", ");
+    Some(OnePass {
+        candidates: format!(
+            "SELECT {id}, {weight}, {emb} OPERATOR({s}.<=>) (SELECT {v}::{s}.vector), {rel_e}, {cov_e} FROM {rel} t WHERE {conds} LIMIT {limit}",
+            id = col(&plan.columns.id),
+            s = quote_ident(vs),
+        ),
+        rows: format!(
+            "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \
+             FROM pg_catalog.jsonb_to_recordset({fused}::pg_catalog.jsonb) f(id pg_catalog.uuid, score pg_catalog.float8, \
+             lexical_rank pg_catalog.int4, vector_rank pg_catalog.int4, o pg_catalog.int4) \
+             JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) f.id WHERE {conds}) x",
+            agg = agg("o"),
+            id = col(&plan.columns.id),
+        ),
+        params: b.params,
+    })
+}

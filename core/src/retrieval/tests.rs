@@ -1,0 +1,305 @@
+//! The engine's tests: a statement per combination of lists and sources, the filter language, and
+//! properties (values and identifiers never change the statement's shape, no value is spliced).
+
+use super::filter::{self, Filter};
+use super::plan::Plan;
+use super::render::{quote_ident, render, render_one_pass};
+use super::words::Match;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+fn observations(extra: Value) -> Value {
+    let mut p = json!({
+        "relation": ["memory", "observations"],
+        "columns": {"id": "id", "content": "content", "weight": "weight", "tier": "classification",
+                    "created_at": "created_at", "user": "user_id", "session": "session_id", "memory_type": "memory_type",
+                    "metadata": "metadata", "embedding": "embedding", "words": "content_tsv"},
+        "conditions": [{"eq": ["org_id", "acme"]}, {"is_null": "soft_deleted_at"}, {"null_or_after": ["expires_at", null]},
+                       {"tier_in": [["public", "internal"], "acme"]}],
+        "k": 10
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+fn plan(v: Value) -> Plan {
+    Plan::from_json(&v).unwrap()
+}
+
+/// The statement with every double-quoted identifier and every `$n` replaced by a marker.
+fn skeleton(sql: &str) -> String {
+    let mut out = String::new();
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '"' {
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                    }
+                    Some('"') | None => break,
+                    Some(_) => {}
+                }
+            }
+            out.push_str("<ident>");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn quote_ident_doubles_quotes() {
+    assert_eq!(quote_ident("a"), "\"a\"");
+    assert_eq!(quote_ident("we\"ird"), "\"we\"\"ird\"");
+}
+
+#[test]
+fn newest_first_without_query_or_vector() {
+    let s = render(&plan(observations(json!({}))));
+    assert!(s.sql.contains("ORDER BY created_at DESC NULLS LAST, id LIMIT"), "{}", s.sql);
+    assert!(!s.sql.contains("@@"));
+    assert_eq!(s.params, vec![Some("acme".into()), Some("{\"public\",\"internal\"}".into()), Some("10".into()), Some("0".into())]);
+    assert!(s.sql.contains("t.\"org_id\"::pg_catalog.text OPERATOR(pg_catalog.=) $1"));
+    assert!(s.sql.contains("t.\"soft_deleted_at\" IS NULL"));
+    assert!(s.sql.contains("(t.\"expires_at\" IS NULL OR t.\"expires_at\" OPERATOR(pg_catalog.>) pg_catalog.now())"));
+}
+
+#[test]
+fn full_text_any_word() {
+    let s = render(&plan(observations(json!({"query": "how does the customer like to pay?"}))));
+    assert!(s.sql.contains("plainto_tsquery"), "any-word reads OR the query's lexemes");
+    assert!(s.sql.contains("ts_delete"), "coverage counts the words a row has");
+    assert!(s.sql.contains("ORDER BY m DESC, score DESC NULLS LAST, id"));
+    assert!(s.params.contains(&Some("how does the customer like to pay?".into())));
+    assert!(!s.sql.contains("customer"));
+}
+
+#[test]
+fn full_text_websearch() {
+    let p = plan(observations(json!({"query": "\"bank transfer\" -card"})));
+    assert_eq!(p.query.as_ref().unwrap().1, Match::Websearch);
+    let s = render(&p);
+    assert!(!s.sql.contains("plainto_tsquery"));
+    assert!(s.sql.contains("websearch_to_tsquery"));
+    assert!(!s.sql.contains("bank"));
+}
+
+#[test]
+fn hybrid_has_both_lists_an_exact_pass_and_one_rrf_rule() {
+    let s = render(&plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public"}))));
+    for part in ["lex AS MATERIALIZED", "vscan AS MATERIALIZED", "vexact AS MATERIALIZED", "FULL JOIN vec", "OPERATOR(\"public\".<=>)"] {
+        assert!(s.sql.contains(part), "{part} in {}", s.sql);
+    }
+    assert!(s.sql.contains(&crate::fusion::rrf_sql("lex.r", "vec.r")));
+    // The exact pass runs only when the index scan came back short, and is not the index's order.
+    assert!(s.sql.contains("(SELECT pg_catalog.count(*) FROM vscan) OPERATOR(pg_catalog.<)"));
+    assert!(s.sql.contains("OPERATOR(pg_catalog.+) 0, 3 DESC, 1"));
+    assert!(s.params.contains(&Some("[1,0,0]".into())));
+    assert!(s.sql.contains("ORDER BY x.score DESC, x.best, x.id"));
+}
+
+#[test]
+fn vector_alone_has_an_empty_lexical_list() {
+    let s = render(&plan(observations(json!({"vector": "[1,0,0]", "vector_schema": "vs"}))));
+    assert!(s.sql.contains("WHERE false"));
+    assert!(!s.sql.contains("tsquery"));
+}
+
+#[test]
+fn a_source_table_parses_its_words_and_reads_a_json_tier() {
+    let s = render(&plan(json!({
+        "relation": ["app", "notes"], "columns": {"id": "nid", "content": "body", "tier": "meta"}, "tier_kind": "json",
+        "conditions": [{"eq": ["tenant", "acme"]}, {"tier_in": [["public"], "acme"]}], "query": "pay", "k": 5})));
+    assert!(s.sql.contains("pg_catalog.to_tsvector('english'::pg_catalog.regconfig, t.\"body\"::pg_catalog.text)"));
+    assert!(s.sql.contains("(t.\"meta\" OPERATOR(pg_catalog.->>) 'classification')"));
+    assert!(s.sql.contains("1.0::pg_catalog.float8 AS weight"));
+    assert!(s.sql.contains("FROM \"app\".\"notes\" t"));
+}
+
+#[test]
+fn claims_rank_ties_by_confidence_then_newest() {
+    let s = render(&plan(json!({
+        "relation": ["memory", "claims"], "columns": {"id": "id", "content": "claim_text", "created_at": "t_created", "embedding": "embedding"},
+        "tier_kind": "claim", "ties": ["confidence_score", "t_created"],
+        "conditions": [{"eq": ["org_id", "acme"]}, {"eq": ["lifecycle_state", "active", "memory", "lifecycle_state"]},
+                       {"at_or_before": ["t_created", "2026-01-01"]}, {"null_or_after": ["decay_at", "2026-01-01"]},
+                       {"null_or_eq": ["subject_id", null]}, {"tier_in": [["public"], "acme"]}],
+        "query": "aspirin", "vector": "[1,0]", "vector_schema": "public", "k": 3})));
+    assert!(s.sql.contains("memory_internal._claim_tier(t.\"claim_text\", t.\"subject_id\", t.\"pii_fields\", $1::pg_catalog.text)"));
+    assert!(s.sql.contains("t.\"lifecycle_state\" OPERATOR(pg_catalog.=) $2::\"memory\".\"lifecycle_state\""));
+    assert!(s.sql.contains("ORDER BY x.score DESC, x.tie0 DESC, x.tie1 DESC, x.id"));
+    assert!(s.params.contains(&None), "a NULL user is a NULL parameter");
+}
+
+#[test]
+fn one_pass_reads_candidates_and_rows() {
+    let p = plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "one_pass": true})));
+    let o = render_one_pass(&p, 10001).unwrap();
+    assert!(o.candidates.ends_with("LIMIT 10001"));
+    assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
+    assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
+    assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
+}
+
+#[test]
+fn filters_render_each_operator() {
+    let f = json!({"a.b": 1, "s": {"$gt": "m", "$lte": 5}, "t": {"$in": [1, "x"], "$nin": [2]}, "e": {"$exists": false},
+                   "c": {"$contains": "sub"}, "$or": [{"x": {"$ne": null}}, {"$not": {"y": true}}]});
+    let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["metadata", f]}]}))));
+    for part in ["::pg_catalog.numeric", "COLLATE pg_catalog.\"C\"", "jsonb_array_elements", "IS NULL)", "strpos", " OR ", "(NOT "] {
+        assert!(s.sql.contains(part), "{part} in {}", s.sql);
+    }
+    assert!(s.params.contains(&Some("{\"a\",\"b\"}".into())));
+    assert!(!s.sql.contains("sub"));
+}
+
+#[test]
+fn items_under_a_namespace_prefix() {
+    let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"is_not_null": "key"},
+                                                            {"prefix": ["namespace", ["users", "u.1"]]}]}))));
+    assert!(s.sql.contains("t.\"key\" IS NOT NULL"));
+    assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[]"));
+    assert_eq!(s.params[1], Some("{\"users\",\"u.1\"}".into()));
+}
+
+#[test]
+fn unknown_operators_and_bad_values_are_refused() {
+    for bad in [json!({"a": {"$regex": "x"}}), json!({"$nor": []}), json!({"a": {"$in": 1}}), json!({"a": {"$exists": 1}}),
+                json!({"a": {"$gt": true}}), json!([1]), json!({"$and": {}}), json!({"": 1}), json!({"a..b": 1})] {
+        assert!(filter::parse(&bad).is_err(), "{bad}");
+    }
+    let e = filter::parse(&json!({"a": {"$regex": "secret"}})).unwrap_err();
+    assert!(e.0.contains("$regex") && !e.0.contains("secret"));
+    let mut deep = json!({"a": 1});
+    for _ in 0..40 {
+        deep = json!({"$not": deep});
+    }
+    assert!(filter::parse(&deep).is_err());
+}
+
+#[test]
+fn filter_meaning() {
+    let doc = json!({"n": 5, "s": "beta", "tags": ["x", "y"], "o": {"p": 1.0}, "z": null});
+    let yes = [json!({"n": 5.0}), json!({"n": {"$gt": 4, "$lte": 5}}), json!({"s": {"$gt": "alpha"}}), json!({"tags": {"$contains": "x"}}),
+               json!({"s": {"$contains": "et"}}), json!({"o.p": 1}), json!({"z": {"$exists": true}}), json!({"q": {"$exists": false}}),
+               json!({"n": {"$in": [1, 5]}}), json!({"n": {"$nin": [1]}}), json!({"q": {"$ne": 1}}),
+               json!({"$or": [{"n": 1}, {"s": "beta"}]}), json!({"$not": {"n": 1}}), json!({})];
+    let no = [json!({"n": "5"}), json!({"n": {"$gt": 5}}), json!({"s": {"$lt": "B"}}), json!({"tags": {"$contains": "q"}}),
+              json!({"n": {"$in": []}}), json!({"$or": []}), json!({"q": 1}), json!({"q": {"$gt": 0}})];
+    for f in yes {
+        assert!(filter::holds(&filter::parse(&f).unwrap(), &doc), "{f}");
+    }
+    for f in no {
+        assert!(!filter::holds(&filter::parse(&f).unwrap(), &doc), "{f}");
+    }
+}
+
+#[test]
+fn bad_plans_are_refused() {
+    for bad in [json!({}), json!({"relation": ["a"], "columns": {}}),
+                observations(json!({"k": 0})), observations(json!({"conditions": [{"drop": "x"}]})),
+                json!({"relation": ["a", "b"], "columns": {"id": "id", "content": "c"}, "vector": "[1]", "vector_schema": "p"})] {
+        assert!(Plan::from_json(&bad).is_err(), "{bad}");
+    }
+}
+
+fn label() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z]{1,8}".prop_map(String::from),
+        any::<String>().prop_filter("a label", |s| !s.is_empty() && !s.contains('.') && !s.starts_with('$') && !s.contains('\0')),
+    ]
+}
+
+fn scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![any::<i32>().prop_map(Value::from), any::<String>().prop_map(Value::from)]
+}
+
+/// A filter tree of one shape (`shape` picks the operators) with arbitrary labels and values.
+fn tree(depth: u32) -> impl Strategy<Value = (Value, String)> {
+    let leaf = (label(), scalar(), 0usize..6).prop_map(|(l, v, op)| {
+        let (f, kind) = match op {
+            0 => (json!({ l.clone(): v.clone() }), "eq"),
+            1 => (json!({ l.clone(): {"$ne": v.clone()} }), "ne"),
+            2 => (json!({ l.clone(): {"$in": [v.clone()]} }), "in"),
+            3 => (json!({ l.clone(): {"$exists": true} }), "exists"),
+            4 => (json!({ l.clone(): {"$contains": v.clone()} }), "contains"),
+            _ => (json!({ l.clone(): {"$gte": v.clone()} }), if v.is_number() { "gte-n" } else { "gte-s" }),
+        };
+        (f, kind.to_string())
+    });
+    leaf.prop_recursive(depth, 16, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 1..3).prop_map(|v| {
+                let kinds: Vec<String> = v.iter().map(|x| x.1.clone()).collect();
+                (json!({"$and": v.into_iter().map(|x| x.0).collect::<Vec<_>>()}), format!("and({})", kinds.join(",")))
+            }),
+            prop::collection::vec(inner.clone(), 1..3).prop_map(|v| {
+                let kinds: Vec<String> = v.iter().map(|x| x.1.clone()).collect();
+                (json!({"$or": v.into_iter().map(|x| x.0).collect::<Vec<_>>()}), format!("or({})", kinds.join(",")))
+            }),
+            inner.prop_map(|x| (json!({"$not": x.0}), format!("not({})", x.1))),
+        ]
+    })
+}
+
+/// The same tree with its labels and values replaced (operators kept).
+fn relabel(v: &Value, n: &mut u32) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| {
+                    if k.starts_with('$') {
+                        (k.clone(), relabel(x, n))
+                    } else {
+                        *n += 1;
+                        (format!("f{n}"), relabel(x, n))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| relabel(x, n)).collect()),
+        Value::Number(_) => Value::from(7),
+        Value::String(_) => Value::from("v"),
+        other => other.clone(),
+    }
+}
+
+proptest! {
+    /// Filter labels and values never change the statement: they are parameters, and no value
+    /// appears in the text.
+    #[test]
+    fn filter_values_are_never_spliced((f, _kind) in tree(3), org in any::<String>(), q in "[a-z ]{1,20}") {
+        let with = |f: Value, org: &str| {
+            render(&plan(observations(json!({"query": q.clone(),
+                "conditions": [{"eq": ["org_id", org]}, {"filter": ["metadata", f]}]}))))
+        };
+        let a = with(f.clone(), &org);
+        let mut n = 0;
+        let b = with(relabel(&f, &mut n), "other");
+        prop_assert_eq!(&a.sql, &b.sql);
+        prop_assert_eq!(a.params.len(), b.params.len());
+        prop_assert!(!a.sql.contains('\0'));
+    }
+
+    /// Identifiers change only the quoted names: the statement's skeleton is the same, and a
+    /// name never closes its quotes.
+    #[test]
+    fn identifiers_never_change_the_shape(names in prop::collection::vec(any::<String>().prop_filter("a name", |s| !s.is_empty() && !s.contains('\0')), 6),
+                                          vector in any::<bool>(), query in any::<bool>()) {
+        let mk = |n: &[String]| {
+            let mut p = json!({
+                "relation": [n[0].clone(), n[1].clone()],
+                "columns": {"id": n[2].clone(), "content": n[3].clone(), "embedding": n[4].clone(), "tier": n[5].clone()},
+                "conditions": [{"eq": [n[5].clone(), "acme"]}, {"tier_in": [["public"], "acme"]}], "k": 3});
+            if vector { p["vector"] = json!("[1,2]"); p["vector_schema"] = json!(n[0].clone()); }
+            if query { p["query"] = json!("pay"); }
+            render(&plan(p))
+        };
+        let plain: Vec<String> = (0..6).map(|i| format!("n{i}")).collect();
+        prop_assert_eq!(skeleton(&mk(&names).sql), skeleton(&mk(&plain).sql));
+    }
+}

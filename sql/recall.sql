@@ -1,0 +1,509 @@
+-- memory.recall and memory.retrieve (docs/design.md#agent-memory-api, docs/vector.md): thin callers of the retrieval
+-- engine (memory_core::retrieval, run by memory_internal._retrieve). Each checks its arguments, the
+-- org and the caller's clearance, describes what it reads as a plan (the source's columns, the
+-- conditions, the query, the vector, k), and appends its read event through one function
+-- (memory_internal._read_event).
+
+-- The filters memory.recall takes, checked and turned into plain values (docs/design.md#agent-memory-api): an unknown
+-- key or a value of the wrong type is 22023 with a hint. Returns the filters with
+-- created_after/created_before as timestamptz text, nothing else changed.
+CREATE FUNCTION memory_internal._recall_filters(filters jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e   record;
+    ts  timestamptz;
+    out jsonb := '{}';
+    hint constant text := 'filters is an object of user_id, session_id, task_id (strings), memory_type, source_type, max_tier (their enum labels), '
+                          'created_after, created_before (timestamps) and metadata (an object the row''s metadata contains).';
+BEGIN
+    IF filters IS NULL THEN
+        RETURN out;
+    END IF;
+    IF jsonb_typeof(filters) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'memory.recall filters must be a JSON object, not %', jsonb_typeof(filters) USING ERRCODE = '22023', HINT = hint;
+    END IF;
+    FOR e IN SELECT j.key, j.value FROM jsonb_each(filters) j ORDER BY j.key LOOP
+        IF e.key OPERATOR(pg_catalog.<>) ALL (ARRAY['user_id', 'session_id', 'task_id', 'memory_type', 'source_type', 'max_tier',
+                                                    'created_after', 'created_before', 'metadata']) THEN
+            RAISE EXCEPTION 'unknown memory.recall filter "%"', e.key USING ERRCODE = '22023', HINT = hint;
+        END IF;
+        IF e.key OPERATOR(pg_catalog.=) 'metadata' THEN
+            IF jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'object' THEN
+                RAISE EXCEPTION 'memory.recall filter "metadata" must be a JSON object, not %', jsonb_typeof(e.value) USING ERRCODE = '22023', HINT = hint;
+            END IF;
+            out := out || jsonb_build_object(e.key, e.value);
+            CONTINUE;
+        END IF;
+        IF jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'string' THEN
+            RAISE EXCEPTION 'memory.recall filter "%" must be a string, not %', e.key, jsonb_typeof(e.value) USING ERRCODE = '22023', HINT = hint;
+        END IF;
+        IF e.key OPERATOR(pg_catalog.=) 'memory_type' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "memory_type": unknown memory type "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.memory_type)::text[], ', ') || '.';
+        ELSIF e.key OPERATOR(pg_catalog.=) 'source_type' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.source_type)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "source_type": unknown source type "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.source_type)::text[], ', ') || '.';
+        ELSIF e.key OPERATOR(pg_catalog.=) 'max_tier' AND NOT ((e.value #>> '{}') OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.classification)::text[])) THEN
+            RAISE EXCEPTION 'memory.recall filter "max_tier": unknown tier "%"', e.value #>> '{}' USING ERRCODE = '22023',
+                HINT = 'One of ' || array_to_string(enum_range(NULL::memory.classification)::text[], ', ') || '.';
+        ELSIF e.key IN ('created_after', 'created_before') THEN
+            BEGIN
+                ts := (e.value #>> '{}')::timestamptz;
+            EXCEPTION WHEN data_exception THEN
+                ts := NULL;
+            END;
+            IF ts IS NULL OR NOT isfinite(ts) THEN
+                RAISE EXCEPTION 'memory.recall filter "%": "%" is not a timestamp', e.key, e.value #>> '{}' USING ERRCODE = '22023',
+                    HINT = 'An ISO 8601 timestamp such as 2025-01-31T12:00:00Z.';
+            END IF;
+            out := out || jsonb_build_object(e.key, ts::text);
+            CONTINUE;
+        END IF;
+        out := out || jsonb_build_object(e.key, e.value);
+    END LOOP;
+    RETURN out;
+END $$;
+
+-- The arguments memory.recall and memory.retrieve share (docs/design.md#agent-memory-api), checked before anything is
+-- read or written: a NULL or blank org and k outside [1, 1000] are 22023 with a hint.
+CREATE FUNCTION memory_internal._check_read_args(fn text, org text, k int)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memory_internal._blank(org) THEN
+        RAISE EXCEPTION '% needs an org_id', fn USING ERRCODE = '22023',
+            HINT = 'Pass the org to read from (one of memory.my_orgs()).';
+    END IF;
+    IF k IS NULL OR k OPERATOR(pg_catalog.<) 1 OR k OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION '%: k must be between 1 and 1000, got %', fn, coalesce(k::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Ask for 1 to 1000 rows; recall pages with its created_before filter.';
+    END IF;
+END $$;
+
+-- The columns of recall's source by role (content, org, id, user, project, weight, tier, stamps,
+-- session_id, task_id, metadata, embedding), with `tier_kind` (column or json), `words` (a kept
+-- tsvector column) and `dims` (the embedding's dimensions when want_embedding). A governed table's
+-- mapping is checked here: 22023 with a hint for a table that is not governed, lacks a column
+-- the call needs, or names a column that is gone.
+CREATE FUNCTION memory_internal._recall_columns(tbl regclass, f jsonb, project_id text, want_embedding boolean)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    opts jsonb;
+    c    jsonb := '{}';
+    col  text;
+    dims int;  -- memory.observations' embedding dimensions (memory.ann_settings)
+    hint_src constant text := 'source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations.';
+BEGIN
+    IF tbl IS NOT NULL THEN
+        SELECT g.options INTO opts FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) tbl;
+        IF opts IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % is not governed', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        IF opts->>'content' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no content mapping', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        IF opts->>'org' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no org column, so no rows of an org', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        c := jsonb_build_object('content', opts->>'content', 'org', opts->>'org',
+            'id', coalesce(opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END),
+            'user', coalesce(opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END),
+            'project', coalesce(opts->>'project', CASE WHEN memory_internal._has_column(tbl, 'project_id') THEN 'project_id' END),
+            'weight', opts->>'weight',
+            'tier', coalesce(opts->>'audit_tier', opts->'target'->>0),
+            'source_type', opts->>'source_type', 'embedding', opts->>'embedding');
+        FOREACH col IN ARRAY ARRAY['created_at', 'expires_at', 'soft_deleted_at', 'memory_type'] LOOP
+            c := c || jsonb_build_object(col, coalesce(opts->'stamps'->>col, CASE WHEN col = 'soft_deleted_at' THEN opts->>'soft_deleted' END,
+                                                       CASE WHEN memory_internal._has_column(tbl, col) THEN col END));
+        END LOOP;
+        FOREACH col IN ARRAY ARRAY['session_id', 'task_id', 'metadata'] LOOP
+            c := c || jsonb_build_object(col, CASE WHEN memory_internal._has_column(tbl, col) THEN col END);
+        END LOOP;
+        -- Every column named must still be there (a dropped one is 22023 here, not an error of the read).
+        FOR col IN SELECT v FROM jsonb_each_text(c) j(kk, v) WHERE v IS NOT NULL LOOP
+            IF NOT memory_internal._has_column(tbl, col) THEN
+                RAISE EXCEPTION 'memory.recall: % has no column "%"', tbl, col USING ERRCODE = '22023', HINT = hint_src;
+            END IF;
+        END LOOP;
+        IF c->>'id' IS NULL OR memory_internal._column_type(tbl, c->>'id', 'id') OPERATOR(pg_catalog.<>) 'uuid'::regtype THEN
+            RAISE EXCEPTION 'memory.recall: % has no uuid id column', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        FOREACH col IN ARRAY ARRAY['created_at', 'expires_at', 'soft_deleted_at'] LOOP
+            IF c->>col IS NOT NULL AND memory_internal._column_type(tbl, c->>col, col) OPERATOR(pg_catalog.<>) 'timestamptz'::regtype THEN
+                c := c - col;
+            END IF;
+        END LOOP;
+        IF c->>'metadata' IS NOT NULL AND memory_internal._column_type(tbl, c->>'metadata', 'metadata') OPERATOR(pg_catalog.<>) 'jsonb'::regtype THEN
+            c := c - 'metadata';
+        END IF;
+        IF c->>'weight' IS NOT NULL AND memory_internal._column_type(tbl, c->>'weight', 'weight') OPERATOR(pg_catalog.<>) 'float8'::regtype THEN
+            c := c - 'weight';
+        END IF;
+        -- A filter needs its column.
+        FOR col IN SELECT kk FROM jsonb_object_keys(f) kk WHERE kk <> 'max_tier' LOOP
+            IF c->>(CASE col WHEN 'user_id' THEN 'user' WHEN 'created_after' THEN 'created_at' WHEN 'created_before' THEN 'created_at' ELSE col END) IS NULL THEN
+                RAISE EXCEPTION 'memory.recall: filter "%" needs a column that % does not have', col, tbl USING ERRCODE = '22023',
+                    HINT = format('Filter %s only by the columns its memory.govern mapping names (or the conventional user_id, session_id, task_id, memory_type, created_at, metadata).', tbl);
+            END IF;
+        END LOOP;
+        IF project_id IS NOT NULL AND c->>'project' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: project_id needs a project column, which % does not have', tbl USING ERRCODE = '22023', HINT = hint_src;
+        END IF;
+        RETURN c || jsonb_build_object('tier_kind', CASE WHEN c->>'tier' IS NOT NULL AND memory_internal._column_type(tbl, c->>'tier', 'tier') OPERATOR(pg_catalog.=) 'jsonb'::regtype
+                                                         THEN 'json' ELSE 'column' END,
+                                       'dims', CASE WHEN c->>'embedding' IS NOT NULL AND want_embedding THEN memory_internal._embedding_dims(tbl, c->>'embedding') END);
+    ELSE
+        c := '{"content": "content", "org": "org_id", "id": "id", "user": "user_id", "project": "project_id", "weight": "weight",
+               "tier": "classification", "source_type": "source_type", "created_at": "created_at", "expires_at": "expires_at",
+               "soft_deleted_at": "soft_deleted_at", "memory_type": "memory_type", "session_id": "session_id", "task_id": "task_id",
+               "metadata": "metadata"}';
+        -- (The embedding column comes with memory.ann_settings' row; the column's own test without one.)
+        IF want_embedding THEN
+            dims := (SELECT e.dimensions FROM memory.ann_settings e);
+            IF dims IS NOT NULL OR memory_internal._has_column('memory.observations'::regclass, 'embedding') THEN
+                c := c || jsonb_build_object('embedding', 'embedding', 'dims', coalesce(dims, memory_internal._embedding_dims('memory.observations'::regclass, 'embedding')));
+            END IF;
+        END IF;
+        RETURN c || '{"words": "content_tsv", "tier_kind": "column"}';
+    END IF;
+END $$;
+
+-- recall's plan (memory_core::retrieval::plan) from its checked arguments: the org, the live
+-- rows, the clearance (tier), the project and the filters as conditions on the source's columns c.
+CREATE FUNCTION memory_internal._recall_plan(org text, query text, k int, project_id text, f jsonb, tier memory.classification,
+                                             c jsonb, tbl regclass, qv text)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conds jsonb := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array(c->>'org', org)));
+    col   text;
+BEGIN
+    IF c->>'soft_deleted_at' IS NOT NULL THEN
+        conds := conds || jsonb_build_object('is_null', c->>'soft_deleted_at');
+    END IF;
+    IF c->>'expires_at' IS NOT NULL THEN
+        conds := conds || jsonb_build_object('null_or_after', jsonb_build_array(c->>'expires_at', NULL));
+    END IF;
+    -- A row without a known tier is for roles cleared to restricted only.
+    IF tier IS DISTINCT FROM 'restricted' THEN
+        conds := conds || jsonb_build_object('tier_in', jsonb_build_array(
+                     to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org));
+    END IF;
+    IF project_id IS NOT NULL THEN
+        conds := conds || jsonb_build_object('eq', jsonb_build_array(c->>'project', project_id));
+    END IF;
+    FOR col IN SELECT kk FROM jsonb_object_keys(f) kk WHERE kk IN ('user_id', 'session_id', 'task_id', 'memory_type', 'source_type') ORDER BY 1 LOOP
+        conds := conds || jsonb_build_object('eq', jsonb_build_array(c->>(CASE col WHEN 'user_id' THEN 'user' ELSE col END), f->>col));
+    END LOOP;
+    IF f ? 'created_after' THEN
+        conds := conds || jsonb_build_object('at_or_after', jsonb_build_array(c->>'created_at', f->>'created_after'));
+    END IF;
+    IF f ? 'created_before' THEN
+        conds := conds || jsonb_build_object('before', jsonb_build_array(c->>'created_at', f->>'created_before'));
+    END IF;
+    IF f ? 'metadata' THEN
+        conds := conds || jsonb_build_object('contains', jsonb_build_array(c->>'metadata', f->'metadata'));
+    END IF;
+    RETURN jsonb_build_object(
+        'relation', (SELECT jsonb_build_array(n.nspname, r.relname) FROM pg_class r JOIN pg_namespace n ON n.oid OPERATOR(pg_catalog.=) r.relnamespace
+                      WHERE r.oid OPERATOR(pg_catalog.=) coalesce(tbl, 'memory.observations'::regclass)),
+        'columns', jsonb_build_object('id', c->>'id', 'content', c->>'content', 'weight', c->>'weight', 'tier', c->>'tier',
+                                      'created_at', c->>'created_at', 'user', c->>'user', 'session', c->>'session_id',
+                                      'memory_type', c->>'memory_type', 'metadata', c->>'metadata', 'words', c->>'words',
+                                      'embedding', CASE WHEN qv IS NOT NULL THEN c->>'embedding' END),
+        'tier_kind', c->>'tier_kind', 'conditions', conds, 'query', query, 'vector', qv,
+        'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
+        'k', k, 'depth', least(greatest(2 * k, 40), 2000),
+        -- memory.observations filtered to a user's, a session's or a task's memories: one pass
+        -- over those rows gives both lists exactly (more than 10,000 rows: the two index lists).
+        'one_pass', qv IS NOT NULL AND tbl IS NULL AND (f ? 'user_id' OR f ? 'session_id' OR f ? 'task_id'));
+END $$;
+
+-- The read events of recall and retrieve, appended in this one place: ids, counts and hashes,
+-- never content, a query or an embedding.
+CREATE FUNCTION memory_internal._read_event(event text, org text, project_id text, details jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory_internal._audit_append(event, details::text, org, project_id, NULL, NULL);
+END $$;
+
+-- Runs a plan with pgvector's iterative index scan for a vector list (memory_internal._hnsw_begin).
+CREATE FUNCTION memory_internal._run_plan(plan jsonb, as_caller boolean)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    hnsw text[];
+    rows jsonb;
+BEGIN
+    IF plan->>'vector' IS NOT NULL THEN
+        hnsw := memory_internal._hnsw_begin((plan->>'depth')::int);
+    END IF;
+    rows := memory_internal._retrieve(plan::text, as_caller)::jsonb;
+    IF hnsw IS NOT NULL THEN
+        PERFORM memory_internal._hnsw_end(hnsw);
+    END IF;
+    RETURN rows;
+END $$;
+
+-- Top-k memories of a tenant (docs/design.md#agent-memory-api). SECURITY DEFINER: it appends memory.recall, and reads
+-- memory.observations as the extension owner for any org the caller may act for (not only the
+-- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
+-- application table (source) is read as the caller (its privileges and policies), with the same
+-- filters. query_embedding is float8[]: real[] arrays and psycopg's floats alike (a pgvector
+-- vector: cast it, v::real[]).
+CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
+                              filters jsonb DEFAULT '{}', query_embedding float8[] DEFAULT NULL, source regclass DEFAULT NULL)
+RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
+               created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type,
+               lexical_rank int, vector_rank int, metadata jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f    jsonb;
+    tier memory.classification;
+    tbl  regclass := nullif(source, 'memory.observations'::regclass);
+    c    jsonb;
+    qv   text;
+    q    tsquery;
+    rows jsonb;
+BEGIN
+    -- Input first: nothing is read or written for a call that is refused.
+    PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
+    f := memory_internal._recall_filters(filters);
+    -- Definer: the org is checked against the calling role here.
+    PERFORM memory_internal._require_org(recall.org_id);
+    -- Clearance: the caller's in this org, lowered by a max_tier filter.
+    tier := memory_internal._clearance(recall.org_id)::memory.classification;
+    IF f ? 'max_tier' THEN
+        tier := least(tier, (f->>'max_tier')::memory.classification);
+    END IF;
+    c := memory_internal._recall_columns(tbl, f, recall.project_id, query_embedding IS NOT NULL);
+    -- The query embedding: only for a source with embeddings, of their dimensions, finite.
+    IF query_embedding IS NOT NULL THEN
+        IF c->>'embedding' IS NULL THEN
+            RAISE EXCEPTION 'memory.recall: % has no embeddings to compare query_embedding with', coalesce(tbl, 'memory.observations'::regclass)
+                USING ERRCODE = '22023',
+                HINT = CASE WHEN tbl IS NULL THEN 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL.'
+                            ELSE format('Map the table''s vector column with memory.govern(%L, ''{"embedding": "<column>", ...}'') (pgvector), or pass query_embedding => NULL.', tbl::text) END;
+        END IF;
+        qv := memory_internal._query_vector(query_embedding::real[], (c->>'dims')::int);
+    END IF;
+    q := websearch_to_tsquery('english', coalesce(query, ''));
+    -- A blank query (or one of stop words only) without filters matches nothing: no rows, no event.
+    -- With filters it lists the newest matching memories.
+    IF numnode(q) = 0 AND f = '{}'::jsonb AND qv IS NULL THEN
+        RETURN;
+    END IF;
+    rows := memory_internal._run_plan(
+                memory_internal._recall_plan(recall.org_id, CASE WHEN numnode(q) > 0 THEN query END, k, recall.project_id, f, tier, c, tbl, qv),
+                tbl IS NOT NULL);
+    RETURN QUERY
+    SELECT (j.x->>0)::uuid, j.x->>1,
+           CASE WHEN (j.x->>2) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.classification)::text[]) THEN (j.x->>2)::memory.classification END,
+           (j.x->>3)::float8, (j.x->>4)::float8, (j.x->>5)::timestamptz, j.x->>6, j.x->>7,
+           CASE WHEN (j.x->>8) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[]) THEN (j.x->>8)::memory.memory_type END,
+           (j.x->>9)::int, (j.x->>10)::int, j.x->11
+      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)
+     ORDER BY j.o;
+    PERFORM memory_internal._read_event('memory.recall',
+        recall.org_id, recall.project_id,
+        jsonb_build_object('ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY o) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)), '[]'),
+                           'count', jsonb_array_length(rows), 'k', k,
+                           'filter_keys', to_jsonb(ARRAY(SELECT kk FROM jsonb_object_keys(f) kk ORDER BY 1)),
+                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
+        || CASE WHEN qv IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
+        || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END);
+END $$;
+COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, float8[], regclass) IS
+  'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[] or real[]) by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
+
+-- memory.retrieve's arguments, checked before anything is read or written (22023 with a hint);
+-- the org (42501), the screen profile and the user's consent (MX003) are checked by
+-- memory.retrieve after the query embedding.
+CREATE FUNCTION memory_internal._retrieve_args(org text, query text, k int, at timestamptz, user_id text, screen_profile text)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory_internal._check_read_args('memory.retrieve', org, k);
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'memory.retrieve needs a query' USING ERRCODE = '22023',
+            HINT = 'Pass the words to look for, or '''' with entity_id to list that entity''s active claims.';
+    END IF;
+    IF at IS NULL OR NOT isfinite(at) THEN
+        RAISE EXCEPTION 'memory.retrieve needs a finite time, got %', coalesce(at::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Omit at to retrieve as of now.';
+    END IF;
+    IF user_id IS NOT NULL AND memory_internal._blank(user_id) THEN
+        RAISE EXCEPTION 'memory.retrieve: user_id is blank' USING ERRCODE = '22023',
+            HINT = 'Pass the user the retrieval is for, or NULL for knowledge about no user.';
+    END IF;
+    IF screen_profile IS NOT NULL AND memory_internal._blank(screen_profile) THEN
+        RAISE EXCEPTION 'memory.retrieve: screen_profile is blank' USING ERRCODE = '22023',
+            HINT = 'Name a profile of memory.screen_profiles, or pass NULL for no freshness marks.';
+    END IF;
+END $$;
+
+-- SECURITY DEFINER, as memory.recall: it appends memory.retrieval.hybrid, and reads the claims of
+-- any org the caller may act for (not only the acting one) as the extension owner, filtering the
+-- org, the live claims, the consent scope and the caller's clearance itself (the plan's
+-- conditions). Claims have no weight: the score is the relevance or the fused one; ties go to
+-- the more confident claim, then the newer, then the id.
+CREATE FUNCTION memory.retrieve(org_id text, query text, k int DEFAULT 10, entity_id uuid DEFAULT NULL,
+                                screen_profile text DEFAULT NULL, user_id text DEFAULT NULL,
+                                query_embedding real[] DEFAULT NULL, at timestamptz DEFAULT now())
+RETURNS TABLE (id uuid, entity uuid, claim_text text, field text, kind text, source text, supports text[],
+               subject_id text, confidence_score float8, classification memory.classification, score float8,
+               t_created timestamptz, decay_at timestamptz, stale_fields text[], lexical_rank int, vector_rank int)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_org  text := retrieve.org_id;
+    p_at   text;
+    q      tsquery;
+    tier   memory.classification;
+    rules  jsonb;      -- the screen profile's freshness_days by field (NULL: no profile asked)
+    qv     text;       -- the query embedding as pgvector's text form
+    conds  jsonb;
+    rows   jsonb;
+    n      bigint;
+BEGIN
+    -- Input first: nothing is read or written for a call that is refused.
+    PERFORM memory_internal._retrieve_args(p_org, query, k, retrieve.at, retrieve.user_id, screen_profile);
+    -- The query embedding: only once the claims have embeddings, of their dimensions, finite.
+    IF query_embedding IS NOT NULL THEN
+        IF NOT memory_internal._has_column('memory.claims'::regclass, 'embedding') THEN
+            RAISE EXCEPTION 'memory.retrieve: memory.claims has no embeddings to compare query_embedding with' USING ERRCODE = '22023',
+                HINT = 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the claims, or pass query_embedding => NULL.';
+        END IF;
+        qv := memory_internal._query_vector(query_embedding, memory_internal._embedding_dims('memory.claims'::regclass, 'embedding'));
+    END IF;
+    -- (Not parsed when blank: '' has nothing to search for, and the parser would say so in a NOTICE.)
+    q := CASE WHEN memory_internal._blank(query) THEN ''::tsquery ELSE websearch_to_tsquery('english'::regconfig, query) END;
+    IF numnode(q) OPERATOR(pg_catalog.=) 0 AND retrieve.entity_id IS NULL AND qv IS NULL THEN
+        RAISE EXCEPTION 'memory.retrieve: the query has no words to search for' USING ERRCODE = '22023',
+            HINT = 'Pass words that are not all stop words, an entity_id to list that entity''s active claims, or a query_embedding.';
+    END IF;
+    -- Definer: the org is checked against the calling role here (42501).
+    PERFORM memory_internal._require_org(p_org);
+    IF screen_profile IS NOT NULL THEN
+        SELECT jsonb_object_agg(r.field, r.freshness_days) INTO rules FROM memory_internal._profile_rules(p_org, screen_profile) r;
+        IF rules IS NULL THEN
+            RAISE EXCEPTION 'memory.retrieve: unknown screening profile "%"', screen_profile USING ERRCODE = '22023',
+                HINT = 'Profiles are rows of memory.screen_profiles (the org''s, else the platform''s).';
+        END IF;
+    END IF;
+    -- Consent-scoped (docs/design.md#agent-memory-api): knowledge about a user only while the user's save_to_profile
+    -- consent is in force (MX003 otherwise).
+    IF retrieve.user_id IS NOT NULL THEN
+        PERFORM memory.require_consent(p_org, retrieve.user_id, ARRAY['save_to_profile']::memory.consent_scope[]);
+    END IF;
+    tier := memory_internal._max_tier_role(memory_internal._caller(), p_org);
+    -- (The time as ISO 8601 in UTC: read back the same whatever DateStyle and TimeZone say.)
+    p_at := to_char(retrieve.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+    conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', p_org)),
+                               jsonb_build_object('eq', jsonb_build_array('lifecycle_state', 'active', 'memory', 'lifecycle_state')),
+                               jsonb_build_object('at_or_before', jsonb_build_array('t_created', p_at)),
+                               jsonb_build_object('null_or_after', jsonb_build_array('decay_at', p_at)),
+                               jsonb_build_object('null_or_eq', jsonb_build_array('subject_id', retrieve.user_id)))
+          || CASE WHEN retrieve.entity_id IS NULL THEN '[]'::jsonb
+                  ELSE jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('entity_id', retrieve.entity_id, 'pg_catalog', 'uuid'))) END
+          || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
+                  ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
+                           to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), p_org))) END;
+    rows := memory_internal._run_plan(jsonb_build_object(
+                'relation', '["memory", "claims"]'::jsonb, 'tier_kind', 'claim', 'ties', '["confidence_score", "t_created"]'::jsonb,
+                'columns', jsonb_build_object('id', 'id', 'content', 'claim_text', 'created_at', 't_created',
+                                              'embedding', CASE WHEN qv IS NOT NULL THEN 'embedding' END),
+                'conditions', conds, 'query', CASE WHEN numnode(q) OPERATOR(pg_catalog.>) 0 THEN query END,
+                'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
+                'k', k, 'depth', least(greatest(2 * k, 40), 2000)), false);
+    RETURN QUERY
+    SELECT c.id, c.entity_id, c.claim_text, c.field, c.kind, c.source, c.supports, c.subject_id, c.confidence_score,
+           memory_internal._claim_tier(c.claim_text, c.subject_id, c.pii_fields, p_org), (j.x OPERATOR(pg_catalog.->>) 4)::float8,
+           c.t_created, c.decay_at, memory_internal._stale_fields(c.field, c.t_created, rules, retrieve.at),
+           (j.x OPERATOR(pg_catalog.->>) 9)::int, (j.x OPERATOR(pg_catalog.->>) 10)::int
+      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)
+      JOIN memory.claims c ON c.org_id OPERATOR(pg_catalog.=) p_org AND c.id OPERATOR(pg_catalog.=) (j.x OPERATOR(pg_catalog.->>) 0)::uuid
+     ORDER BY j.o;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM memory_internal._read_event('memory.retrieval.hybrid', p_org, NULL, jsonb_build_object('count', n));
+END $$;
+COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
+  'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by coverage of the query''s words then ts_rank_cd over claim_text (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
+
+-- Items under a namespace prefix (SPEC §16), as memory.recall reads memories: the org's live
+-- items the caller is cleared for, filtered by `filter` over the value (the §16 language, in the
+-- engine), by hybrid relevance × weight when a query or an embedding is given (the item's index
+-- text, search_tsv), else the most recently updated first; `k` from `offset`. refresh_ttl
+-- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
+-- never values or the query).
+CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
+                              k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding real[] DEFAULT NULL,
+                              refresh_ttl boolean DEFAULT false)
+RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification memory.classification,
+               created_at timestamptz, updated_at timestamptz, expires_at timestamptz, score float8)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    org  text := search.org_id;
+    tier memory.classification;
+    qv   text;
+    dims int;
+    rows jsonb;
+    conds jsonb;
+BEGIN
+    PERFORM memory_internal._check_read_args('memory.search', org, k);
+    IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION 'memory.search: offset must be 0 or more, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
+            HINT = 'Pass the number of items to skip.';
+    END IF;
+    IF filter IS NOT NULL AND jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION 'memory.search: filter must be a JSON object, not %', jsonb_typeof(filter) USING ERRCODE = '22023',
+            HINT = 'An object of fields (dotted paths) to a value or to {"$op": value}; NULL for none.';
+    END IF;
+    IF query_embedding IS NOT NULL THEN
+        dims := (SELECT e.dimensions FROM memory.ann_settings e);
+        IF dims IS NULL THEN
+            RAISE EXCEPTION 'memory.search: items have no embeddings to compare query_embedding with' USING ERRCODE = '22023',
+                HINT = 'Call memory.enable_embeddings(dimensions) (pgvector) and put items with embeddings, or pass query_embedding => NULL.';
+        END IF;
+        qv := memory_internal._query_vector(query_embedding, dims);
+    END IF;
+    PERFORM memory_internal._require_org(org);
+    tier := memory_internal._clearance(org)::memory.classification;
+    conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', org)), jsonb_build_object('is_not_null', 'key'),
+                               jsonb_build_object('is_null', 'soft_deleted_at'), jsonb_build_object('null_or_after', jsonb_build_array('expires_at', NULL)),
+                               jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))))
+          || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
+                  ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
+                           to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org))) END
+          || CASE WHEN filter IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('filter', jsonb_build_array('value', filter))) END;
+    rows := memory_internal._run_plan(jsonb_build_object(
+                'relation', '["memory", "observations"]'::jsonb, 'tier_kind', 'column',
+                'columns', jsonb_build_object('id', 'id', 'content', 'content', 'weight', 'weight', 'tier', 'classification',
+                                              'created_at', 'updated_at', 'words', 'search_tsv', 'embedding', CASE WHEN qv IS NOT NULL THEN 'embedding' END),
+                'conditions', conds,
+                'query', CASE WHEN NOT memory_internal._blank(query) AND numnode(websearch_to_tsquery('english', query)) OPERATOR(pg_catalog.>) 0 THEN query END,
+                'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
+                'k', k, 'offset', search."offset", 'depth', least(greatest(2 * (k + search."offset"), 40), 2000)), false);
+    IF refresh_ttl THEN
+        PERFORM memory_internal._item_refresh(org, o.id, o.ttl)
+           FROM jsonb_array_elements(rows) j(x) JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
+    END IF;
+    RETURN QUERY
+    SELECT o.id, o.namespace, o.key, o.value, o.classification, o.created_at, o.updated_at, o.expires_at, (j.x->>4)::float8
+      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)
+      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+     ORDER BY j.n;
+    PERFORM memory_internal._read_event('memory.recall', org, NULL,
+        jsonb_build_object('call', 'memory.search',
+                           'ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY n) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)), '[]'),
+                           'count', jsonb_array_length(rows), 'k', k));
+END $$;
+COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, real[], boolean) IS
+  'Live items under a namespace prefix the caller is cleared for (SPEC §16): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';
