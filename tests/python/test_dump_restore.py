@@ -204,6 +204,9 @@ def test_restore_mode_brings_rows_back_unchanged(dsn, port, tmp_path):
         c.execute("INSERT INTO memory.retention_policies (org_id, tier, retention_days) VALUES ('acme', 'internal', 40)")
         c.execute("INSERT INTO memory.observations (org_id, user_id, content, created_at) VALUES "
                   "('acme', 'u1', 'plain note', now() - interval '3 days'), ('acme', 'u2', 'ssn on file', now()), ('globex', NULL, 'x', now())")
+        # Items (issue 48) are observations: they come back with their address, value, words and ttl.
+        c.execute("SELECT memory.put('acme', ARRAY['memories', 'u1'], 'prefs', '{\"text\": \"likes tea\", \"tags\": [\"a\"]}', "
+                  "index => ARRAY['$.text'], ttl => interval '2 hours', user_id => 'u1')")
         c.execute("INSERT INTO memory.entities (id, org_id, name, entity_type) VALUES "
                   "('e0000000-0000-0000-0000-000000000001', 'acme', 'Drug X', 'intervention')")
         c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source, confidence_score) VALUES "
@@ -216,7 +219,8 @@ def test_restore_mode_brings_rows_back_unchanged(dsn, port, tmp_path):
         c.execute("INSERT INTO memory.claims (id, org_id, entity_id, claim_text, source) VALUES "
                   "('c0000000-0000-0000-0000-000000000003', 'acme', 'e0000000-0000-0000-0000-000000000001', 'maybe', 'blog')")
         c.execute("SELECT memory.audit_integrate()")
-        obs_q = "SELECT id, org_id, classification::text, created_at, expires_at, purge_after, archive_at, weight FROM memory.observations ORDER BY id"
+        obs_q = ("SELECT id, org_id, classification::text, created_at, expires_at, purge_after, archive_at, weight, "
+                 "namespace, key, value, search_tsv::text, ttl, updated_at FROM memory.observations ORDER BY id")
         claims_q = "SELECT id, lifecycle_state::text, superseded_by, supersedes, t_invalid, confidence_score FROM memory.claims ORDER BY id"
         log_q = "SELECT chain_id, seq, entry_hash FROM memory.audit_log ORDER BY 1, 2"
         obs, claims, log = c.execute(obs_q).fetchall(), c.execute(claims_q).fetchall(), c.execute(log_q).fetchall()
@@ -239,6 +243,8 @@ def test_restore_mode_brings_rows_back_unchanged(dsn, port, tmp_path):
             assert c.execute(claims_q).fetchall() == claims
             assert c.execute(log_q).fetchall() == log  # nothing appended by the restore
             assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
+            assert c.execute("SELECT value FROM memory.get('acme', ARRAY['memories', 'u1'], 'prefs')").fetchone() == (
+                {"text": "likes tea", "tags": ["a"]},)
             # Ordinary writers afterwards are governed as ever.
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'after the restore')")
             with __import__("pytest").raises(psycopg.DatabaseError) as e:

@@ -14,7 +14,8 @@ NS = ["memories", "dave"]
 
 
 def put(c, org, ns, key, value, **kw):
-    args = ", ".join(f"{k} => %({k})s" for k in kw)
+    casts = {"embedding": "::real[]", "ttl": "::interval", "index": "::text[]"}
+    args = ", ".join(f"{k} => %({k})s{casts.get(k, '')}" for k in kw)
     sql = "SELECT memory.put(%(org)s, %(ns)s, %(key)s, %(value)s" + (", " + args if args else "") + ")"
     (rid,) = c.execute(sql, {"org": org, "ns": ns, "key": key, "value": Jsonb(value), **kw}).fetchone()
     return rid
@@ -158,3 +159,21 @@ def test_bad_input_is_22023_and_writes_nothing(app, conn, sql, args):
             w.execute(sql, args)
         assert e.value.diag.message_hint
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == (0,)
+
+
+def test_put_stores_an_embedding(app, conn):
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    with connect(app, WRITER) as w:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as e:
+            put(w, "acme", NS, "v", {"text": "x"}, embedding=[1.0, 0.0, 0.0])
+        assert "memory.enable_embeddings" in e.value.diag.message_hint, "before enable_embeddings: 22023 naming it"
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("SELECT memory.enable_embeddings(3)")
+    with connect(app, WRITER) as w:
+        rid = put(w, "acme", NS, "v", {"text": "x"}, embedding=[1.0, 0.0, 0.0])
+        for bad in ([1.0, 0.0], [float("nan"), 0.0, 0.0], [0.0, 0.0, 0.0]):
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                put(w, "acme", NS, "v", {"text": "changed"}, embedding=bad)
+    assert conn.execute("SELECT embedding::text, value FROM memory.observations WHERE id = %s", (rid,)).fetchone() == (
+        "[1,0,0]", {"text": "x"}), "stored with the item; a refused put changed nothing"
