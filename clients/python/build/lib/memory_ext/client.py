@@ -101,7 +101,15 @@ REMEMBER = ("INSERT INTO memory.observations (org_id, content, user_id, session_
 RECALL = ("SELECT id, content, classification::text AS classification, weight, score, created_at, user_id, session_id, "
           "memory_type::text AS memory_type, lexical_rank, vector_rank "
           "FROM memory.recall(%(org)s, %(query)s, %(k)s, %(project_id)s, %(filters)s, %(query_embedding)s::real[])")
-FORGET = "SELECT memory.forget(%s::uuid[], %s) AS r"
+# Only the client's org: memory.forget(ids) forgets an id in any org the role may act for (a role
+# bound to several orgs, one client per org), so ids the role reads in this org (hot or archived)
+# are forgotten and every other id is not_found.
+FORGET = ("WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest(%(ids)s::uuid[]) WITH ORDINALITY w(u, n)), "
+          "mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = %(org)s) "
+          "OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = %(org)s)), "
+          "f AS (SELECT memory.forget(ARRAY(SELECT mine.u FROM mine), %(reason)s) AS r) "
+          "SELECT f.r || pg_catalog.jsonb_build_object('not_found', (f.r -> 'not_found') || coalesce("
+          "(SELECT pg_catalog.jsonb_agg(w.u ORDER BY w.n) FROM w WHERE w.u NOT IN (SELECT mine.u FROM mine)), '[]')) AS r FROM f")
 RETRIEVE = ("SELECT id, entity, claim_text, field, kind::text AS kind, source, supports, subject_id, confidence_score, "
             "classification::text AS classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank "
             "FROM memory.retrieve(%(org)s, %(query)s, %(k)s, %(entity_id)s::uuid, %(screen_profile)s, %(user_id)s, "
@@ -150,7 +158,7 @@ class Memory:
         return _rows(Recalled, self._all(RECALL, _recall_args(self.org, query, k, project_id, filters, query_embedding)))
 
     def forget(self, ids: Sequence[uuid.UUID | str], reason: str) -> Forgotten:
-        r = self._all(FORGET, ([str(i) for i in ids], reason))[0]["r"]
+        r = self._all(FORGET, {"ids": [str(i) for i in ids], "reason": reason, "org": self.org})[0]["r"]
         return Forgotten(r["forgotten"], r["held"], r["not_found"])
 
     def retrieve(self, query: str, k: int = 10, *, entity_id: uuid.UUID | str | None = None, screen_profile: str | None = None,
@@ -183,7 +191,7 @@ class AsyncMemory:
         return _rows(Recalled, await self._all(RECALL, _recall_args(self.org, query, k, project_id, filters, query_embedding)))
 
     async def forget(self, ids: Sequence[uuid.UUID | str], reason: str) -> Forgotten:
-        r = (await self._all(FORGET, ([str(i) for i in ids], reason)))[0]["r"]
+        r = (await self._all(FORGET, {"ids": [str(i) for i in ids], "reason": reason, "org": self.org}))[0]["r"]
         return Forgotten(r["forgotten"], r["held"], r["not_found"])
 
     async def retrieve(self, query: str, k: int = 10, *, entity_id: uuid.UUID | str | None = None, screen_profile: str | None = None,
