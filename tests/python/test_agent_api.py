@@ -305,6 +305,7 @@ def test_a_session_acting_for_one_org_forgets_in_that_org_only(app, conn):
     row-level security shows it only globex's rows; without the setting it forgets in both."""
     conn.execute("SELECT memory.grant_org(%s, 'globex')", (WRITER,))
     with connect(app, WRITER) as w:
+        w.execute("SET memory.org_id = 'acme'")  # a role of two orgs writes for the one it names
         a = store(w, "acme", "acme keeps this")
         w.execute("SET memory.org_id = 'globex'")
         g = store(w, "globex", "globex forgets this")
