@@ -42,7 +42,10 @@ SELECT * FROM memory.observations o
 CREATE FUNCTION memory_internal._item_text(value jsonb)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT coalesce(pg_catalog.string_agg(x.t, E'\n' ORDER BY j.n, x.m), '')
+-- A value with nothing to say (`{}`, or blank keys and strings only) reads as `{}`: an item is
+-- never a blank memory (blank contents are refused), and LangGraph stores take empty values.
+SELECT CASE WHEN t OPERATOR(pg_catalog.~) '[^[:space:]]' THEN t ELSE '{}' END FROM (
+SELECT coalesce(pg_catalog.string_agg(x.t, E'\n' ORDER BY j.n, x.m), '') AS t
   FROM pg_catalog.jsonb_path_query(value, 'strict $.**') WITH ORDINALITY AS j(node, n)
  CROSS JOIN LATERAL (
         SELECT e.key AS t, e.m
@@ -50,7 +53,7 @@ SELECT coalesce(pg_catalog.string_agg(x.t, E'\n' ORDER BY j.n, x.m), '')
                WITH ORDINALITY AS e(key, v, m)
         UNION ALL
         SELECT j.node OPERATOR(pg_catalog.#>>) '{}', 0
-         WHERE pg_catalog.jsonb_typeof(j.node) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'number', 'boolean'])) x
+         WHERE pg_catalog.jsonb_typeof(j.node) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'number', 'boolean'])) x) v
 $$;
 
 -- What is wrong with an item's namespace, or NULL (SPEC §16's rules; the key's below).

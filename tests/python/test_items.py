@@ -44,6 +44,16 @@ def test_put_get_update_delete(app, conn):
     assert "likes" not in text, "no value reaches the log"
 
 
+def test_an_empty_value_is_an_item(app, conn):
+    """LangGraph stores take `{}` (and blank strings) as values: such an item is stored and read
+    back as given; its text (what classification and search read) is `{}`, never blank."""
+    with connect(app, WRITER) as w:
+        for key, value in [("empty", {}), ("blank", {"": " "}), ("nested", {"a ": {}})]:
+            rid = put(w, "acme", NS, key, value)
+            assert get(w, "acme", NS, key)[:4] == (rid, NS, key, value), key
+    assert conn.execute("SELECT content FROM memory.observations WHERE key = 'empty'").fetchone() == ("{}",)
+
+
 def test_classification_over_nested_strings_and_clearance(app, conn):
     ensure_role(conn, "app_internal", "memory_reader")
     conn.execute("SELECT memory.grant_org('app_internal', 'acme', 'internal')")
