@@ -161,7 +161,7 @@ fn with_paths<R>(files: &Option<Array<&str>>, f: impl FnOnce(&[&str]) -> R) -> R
 /// memory.govern builds its CREATE TRIGGER with it. `stamps`: created, expires, purge, archive
 /// and (or '') memory_type column names. `content_required`: a blank content is refused.
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_classify_trigger_args")]
-fn classify_trigger_args(
+fn classify_trigger_argv(
     content: Option<String>,
     source_files: Option<String>,
     source_type: Option<String>,
@@ -192,6 +192,23 @@ fn classify_trigger_args(
     });
     let content_required = content_required.unwrap_or(false);
     Some(ClassifyArgs { content, source_files, source_type, targets, org, stamps, content_required }.to_args())
+}
+
+/// 0.3.0's `memory_internal._classify_trigger_args` (six arguments, no `content_required`) by its
+/// C symbol, which the scripts of earlier releases declare: `ALTER EXTENSION memory_ext UPDATE`
+/// from 0.1.0 or 0.2.0 runs their `memory.govern` with this library before 0.4.0's definitions
+/// replace it, and a call of six arguments must not reach the seven-argument entry (pgrx refuses
+/// to unbox an argument the call does not have). No SQL of 0.4.0 declares it.
+#[pg_extern(immutable, parallel_safe, sql = false)]
+fn classify_trigger_args(
+    content: Option<String>,
+    source_files: Option<String>,
+    source_type: Option<String>,
+    targets: Option<Vec<Option<String>>>,
+    org: Option<String>,
+    stamps: Option<Vec<Option<String>>>,
+) -> Option<Vec<String>> {
+    classify_trigger_argv(content, source_files, source_type, targets, org, stamps, Some(false))
 }
 
 /// The message for a mapped column of the wrong type (memory_core::protocol), for memory.govern.
