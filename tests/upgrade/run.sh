@@ -54,6 +54,11 @@ stamp=""; [ -z "$backport" ] || stamp=$(sha256sum < "$backport" | cut -d' ' -f1)
 if [ ! -f "$pkg_old/.built" ] || [ "$(cat "$pkg_old/.built")" != "$stamp" ]; then
   rm -rf "$work/src-$OLD" "$pkg_old"; mkdir -p "$work/src-$OLD"
   git -C "$root" archive "$OLD_COMMIT" | tar -x -C "$work/src-$OLD"
+  # The releases share one target directory (their dependencies build once), and cargo names a
+  # path crate's artifacts by its path relative to its workspace (core/ in each): files dated by
+  # git archive (the release's commit time, older than the last build of another release) would
+  # pass cargo's freshness check and link that release's memory_core. Dated now, they are rebuilt.
+  find "$work/src-$OLD" -type f -exec touch {} +
   if [ -n "$backport" ]; then
     # git apply as a plain patch tool: the ceiling keeps it from taking this clone as the
     # repository (inside one it would resolve the paths from the clone's root and skip them).
