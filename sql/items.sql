@@ -420,25 +420,34 @@ COMMENT ON FUNCTION memory.list_namespaces(text, text[], text[], int, int, int) 
 CREATE FUNCTION memory_internal._purge_items(org text, at timestamptz, dry_run boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE ids uuid[];
+DECLARE ids uuid[]; o_org text; n bigint := 0;
 BEGIN
+    IF org IS NULL THEN
+        -- Org by org: a row lock on a distributed table needs the org's equality (Citus).
+        FOR o_org IN SELECT DISTINCT o.org_id FROM memory.observations o
+                      WHERE o.key IS NOT NULL AND o.ttl IS NOT NULL AND o.expires_at OPERATOR(pg_catalog.<=) at LOOP
+            n := n OPERATOR(pg_catalog.+) memory_internal._purge_items(o_org, at, dry_run);
+        END LOOP;
+        RETURN n;
+    END IF;
     IF dry_run THEN
         RETURN (SELECT count(*) FROM memory.observations o
-                 WHERE (org IS NULL OR o.org_id OPERATOR(pg_catalog.=) org) AND o.key IS NOT NULL AND o.ttl IS NOT NULL
+                 WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.key IS NOT NULL AND o.ttl IS NOT NULL
                    AND o.expires_at OPERATOR(pg_catalog.<=) at AND NOT memory_internal._held(o.org_id, o.user_id, o.id));
     END IF;
-    -- (Rows another session holds locked are left for the next sweep.)
-    SELECT coalesce(pg_catalog.array_agg(d.id ORDER BY d.id), '{}') INTO ids
-      FROM (SELECT o.id FROM memory.observations o
-             WHERE (org IS NULL OR o.org_id OPERATOR(pg_catalog.=) org) AND o.key IS NOT NULL AND o.ttl IS NOT NULL
-               AND o.expires_at OPERATOR(pg_catalog.<=) at
-               AND NOT memory_internal._held(o.org_id, o.user_id, o.id)
-               FOR UPDATE OF o SKIP LOCKED) d;
+    -- (Rows another session holds locked are left for the next sweep.) Run as a statement of its
+    -- own, planned with the org's value, so Citus routes the lock to the org's shard.
+    EXECUTE 'SELECT coalesce(pg_catalog.array_agg(d.id ORDER BY d.id), ''{}'')
+               FROM (SELECT o.id FROM memory.observations o
+                      WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.key IS NOT NULL AND o.ttl IS NOT NULL
+                        AND o.expires_at OPERATOR(pg_catalog.<=) $2
+                        AND NOT memory_internal._held(o.org_id, o.user_id, o.id)
+                        FOR UPDATE OF o SKIP LOCKED) d' INTO ids USING org, at;
     IF pg_catalog.cardinality(ids) OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
     END IF;
-    DELETE FROM memory.observation_weight_history h WHERE h.observation_id OPERATOR(pg_catalog.=) ANY (ids);
-    DELETE FROM memory.observations o WHERE o.id OPERATOR(pg_catalog.=) ANY (ids);
+    DELETE FROM memory.observation_weight_history h WHERE h.org_id OPERATOR(pg_catalog.=) org AND h.observation_id OPERATOR(pg_catalog.=) ANY (ids);
+    DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (ids);
     RETURN pg_catalog.cardinality(ids);
 END $$;
 
