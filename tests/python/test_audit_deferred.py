@@ -368,7 +368,7 @@ def test_integrators_share_the_chains(workers_cluster):
                " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
     with psycopg.connect(workers_cluster, autocommit=True) as c:
         # Each names itself in pg_stat_activity.
-        assert _wait_until(lambda: [r[0] for r in c.execute(workers)] == [f"memory_ext integrator {k}/3" for k in (1, 2, 3)])
+        assert _wait_until(lambda: [r[0] for r in c.execute(workers)] == [f"memory_ext integrator {k}/3" for k in (1, 2, 3)], seconds=90)
         c.execute("CREATE TABLE notes (id bigserial PRIMARY KEY, org_id text NOT NULL, content text NOT NULL,"
                   " classification memory.classification)")
         c.execute("""SELECT memory.govern('notes', '{"audit": true}')""")
