@@ -22,6 +22,11 @@ impl Embedder {
         if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
             return Err(format!("--embeddings-url {url}: not an absolute http(s) URL (e.g. https://api.openai.com/v1/embeddings)"));
         }
+        // Memories and the key go to it: in the clear only to this machine.
+        let local = parsed.host().is_some_and(|h| h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+        if parsed.scheme_str() == Some("http") && !local {
+            return Err(format!("--embeddings-url {url}: must be https (http only on loopback): memories and the key are sent to it"));
+        }
         let client = reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
         Ok(Embedder { client, url, model, key, dims })
     }

@@ -848,6 +848,8 @@ async fn embeddings(pool: &Pool, args: &Args, url: &str) -> Result<(embed::Embed
     if !(args.embeddings_timeout.is_finite() && args.embeddings_timeout > 0.0 && args.embeddings_timeout <= 600.0) {
         return Err(format!("--embeddings-timeout {}: seconds between 0 and 600", args.embeddings_timeout));
     }
+    let key = std::env::var("MEMORY_MCP_EMBEDDINGS_KEY").ok().filter(|k| !k.is_empty());
+    let mut e = embed::Embedder::new(url.to_string(), args.embeddings_model.clone(), key, Duration::from_secs_f64(args.embeddings_timeout), 0)?;
     let conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {}", causes(&e)))?;
     let row = conn
         .query_opt(
@@ -869,8 +871,7 @@ async fn embeddings(pool: &Pool, args: &Args, url: &str) -> Result<(embed::Embed
         }
     };
     let dims = usize::try_from(dims).map_err(|_| "memory.observations.embedding has no fixed dimensions".to_string())?;
-    let key = std::env::var("MEMORY_MCP_EMBEDDINGS_KEY").ok().filter(|k| !k.is_empty());
-    let e = embed::Embedder::new(url.to_string(), args.embeddings_model.clone(), key, Duration::from_secs_f64(args.embeddings_timeout), dims)?;
+    e.dims = dims;
     match e.raw("dimension check").await {
         Ok(v) if v.len() != dims => {
             return Err(format!(

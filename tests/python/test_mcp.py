@@ -1043,6 +1043,8 @@ def test_embeddings_start_checks(binary, app, conn, issuer):
         args = ("--http", "127.0.0.1:0", "--auth", "none", "--embeddings-url", wrong.url)
         code, err = start_failure_http(binary, app, WRITER, *args)
         assert code == 2 and "memory.enable_embeddings" in err, "embeddings must be enabled in the database"
+        code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "none", "--embeddings-url", "http://embed.example/v1/embeddings")
+        assert code == 2 and "must be https" in err, "memories and the key are not sent in the clear off this machine"
         enable_embeddings(conn)
         code, err = start_failure_http(binary, app, WRITER, *args)
         assert code == 2 and "4 dimensions" in err and f"{DIMS}" in err, err
