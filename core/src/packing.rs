@@ -28,6 +28,11 @@ pub struct Candidate {
     pub embedding: Option<Vec<f32>>,
 }
 
+/// A candidate's line in the block: `[date] id: text`, the text's white space runs one space.
+pub fn line_for(id: &str, date: &str, text: &str) -> String {
+    format!("[{date}] {id}: {}", text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 /// The packed block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Packed {
@@ -248,6 +253,11 @@ mod tests {
         assert!((trigram_similarity("word", "words") - 4.0 / 7.0).abs() < 1e-9);
         assert_eq!(trigram_similarity("The Cat", "the cat!"), 1.0);
         assert_eq!(trigram_similarity("abc", "xyz"), 0.0);
+    }
+
+    #[test]
+    fn a_line_is_one_line() {
+        assert_eq!(line_for("7", "2026-03-03", " two\nlines\t here "), "[2026-03-03] 7: two lines here");
     }
 
     #[test]
