@@ -84,6 +84,38 @@ BEGIN
     END IF;
 END $$;
 
+-- memory.remember's near neighbour: the most similar live memory of the org, user and namespace
+-- within the caller's clearance, by embedding (pgvector, cosine) or, without one, by trigrams
+-- (pg_trgm, when installed; otherwise none: exact alone). No row when there is none.
+CREATE FUNCTION memory_internal._remember_near(org text, content text, user_id text, namespace text[], embedding real[],
+                                               tier memory.classification)
+RETURNS TABLE (id uuid, similarity float8, how text) LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    ts text := memory_internal._trgm_schema();
+BEGIN
+    IF embedding IS NOT NULL THEN
+        RETURN QUERY EXECUTE pg_catalog.format(
+            'SELECT o.id, 1 OPERATOR(pg_catalog.-) (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector), ''embedding'' FROM memory.observations o
+              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+                AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.embedding IS NOT NULL
+                AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+                AND o.classification OPERATOR(pg_catalog.<=) $5
+              ORDER BY o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector LIMIT 1', memory_internal._vector_schema())
+            USING embedding, org, user_id, namespace, tier;
+    ELSIF ts IS NOT NULL THEN
+        RETURN QUERY EXECUTE pg_catalog.format(
+            'SELECT o.id, %1$I.similarity(o.content, $1)::float8, ''trigram'' FROM memory.observations o
+              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+                AND o.key IS NULL AND o.soft_deleted_at IS NULL
+                AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+                AND o.classification OPERATOR(pg_catalog.<=) $5
+              ORDER BY 2 DESC, o.created_at, o.id LIMIT 1', ts)
+            USING content, org, user_id, namespace, tier;
+    END IF;
+END $$;
+
 -- Store a memory unless the org has it already (SPEC §17). SECURITY DEFINER: the org is checked
 -- against the calling role, and a memory above the caller's clearance is never matched (so a
 -- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
@@ -139,30 +171,10 @@ BEGIN
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
             RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
         END IF;
-        -- Near: the most similar live memory by embedding (pgvector, cosine) or, without one, by
-        -- trigrams (pg_trgm, when installed; otherwise exact alone).
+        -- Near: the most similar live memory by embedding or text.
         IF mode OPERATOR(pg_catalog.=) 'near' THEN
-            IF remember.embedding IS NOT NULL THEN
-                how := 'embedding';
-                EXECUTE pg_catalog.format(
-                    'SELECT o.id, 1 OPERATOR(pg_catalog.-) (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector) FROM memory.observations o
-                      WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
-                        AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.embedding IS NOT NULL
-                        AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-                        AND o.classification OPERATOR(pg_catalog.<=) $5
-                      ORDER BY o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector LIMIT 1', vs)
-                    INTO rid, sim USING remember.embedding, org, remember.user_id, remember.namespace, tier;
-            ELSIF memory_internal._trgm_schema() IS NOT NULL THEN
-                how := 'trigram';
-                EXECUTE pg_catalog.format(
-                    'SELECT o.id, %1$I.similarity(o.content, $1) FROM memory.observations o
-                      WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
-                        AND o.key IS NULL AND o.soft_deleted_at IS NULL
-                        AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-                        AND o.classification OPERATOR(pg_catalog.<=) $5
-                      ORDER BY 2 DESC, o.created_at, o.id LIMIT 1', memory_internal._trgm_schema())
-                    INTO rid, sim USING remember.content, org, remember.user_id, remember.namespace, tier;
-            END IF;
+            SELECT n.id, n.similarity, n.how INTO rid, sim, how
+              FROM memory_internal._remember_near(org, remember.content, remember.user_id, remember.namespace, remember.embedding, tier) n;
             IF rid IS NOT NULL AND sim OPERATOR(pg_catalog.>=) near THEN
                 -- Kept: its metadata merged (the new keys win), its tier the stricter of both.
                 got := memory.classify(remember.content, NULL, NULL, org);
@@ -243,7 +255,7 @@ BEGIN
           INTO cands FROM pg_catalog.jsonb_array_elements(cands) WITH ORDINALITY j(c, n);
     END IF;
     SELECT s.dedup_threshold INTO near FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) org;
-    RETURN memory_internal._context_pack(cands, token_budget, diversity, coalesce(near, 0.95));
+    RETURN memory_internal._context_pack(cands::text, token_budget, diversity, coalesce(near, 0.95));
 END $$;
 COMMENT ON FUNCTION memory.context(text, text, int, jsonb, real[], float8) IS
   'A prompt-ready block of the org''s memories for a query: memory.recall''s candidates (its filters and clearance; audited as its memory.recall), near-duplicates dropped (dedup_threshold, cosine or trigram), ordered by maximal marginal relevance (diversity 0: relevance only), packed greedily under token_budget (the core''s word-piece estimate). Returns {text: one "[date] id: content" line each, ids, tokens, omitted}.';

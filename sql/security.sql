@@ -322,7 +322,7 @@ BEGIN
         TO memory_writer;
     -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
     GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
-                              memory_internal._context_pack(jsonb, int, float8, float8)
+                              memory_internal._context_pack(text, int, float8, float8)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) TO memory_writer;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,

@@ -42,7 +42,7 @@ extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["kno
 extension_sql_file!("../sql/recall.sql", name = "recall_sql", requires = ["consent_sql", audit::audit_append, audit::reads::audit_read, recall::retrieve_plan, trust::blank, trust::caller_sql, trust::clearance_sql]);
 extension_sql_file!("../sql/remember.sql", name = "remember_sql", requires = ["recall_sql", "items_sql", recall::query_vector_check, remember::context_pack, remember::dedup_hash, remember::dedup_setting_check, trust::blank, trust::caller_sql, trust::clearance_sql]);
 extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["remember_sql", lifecycle::table_of, trust::caller_sql, trust::delegated_caller]);
-extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", "items_sql", "remember_sql", classify::restore_mode_on, feedback::record_outcome, gates::creating_extension, trust::governance_gate_open]);
+extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", "items_sql", "remember_sql", remember::context_pack, classify::restore_mode_on, feedback::record_outcome, gates::creating_extension, trust::governance_gate_open]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
 
 #[pg_guard]

@@ -43,10 +43,13 @@ fn candidate(v: &serde_json::Value) -> Option<Candidate> {
 }
 
 /// memory.context's block from recall's rows (a JSON array of {id, date, content, score,
-/// embedding}, best first): {text, ids, tokens, omitted}. The arguments are checked by the caller.
+/// embedding}, best first, as text: any jsonb is then a clean 22023 or a block): {text, ids,
+/// tokens, omitted}. The budget and diversity are checked by the caller.
 #[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_context_pack")]
-fn context_pack(candidates: JsonB, budget: i32, diversity: f64, near: f64) -> JsonB {
-    let rows = candidates.0.as_array().cloned().unwrap_or_default();
+fn context_pack(candidates: &str, budget: i32, diversity: f64, near: f64) -> JsonB {
+    let rows: Vec<serde_json::Value> = serde_json::from_str(candidates)
+        .map_err(|e| MxError::bad_argument(format!("memory_internal._context_pack: the candidates are not a JSON array ({e})")))
+        .or_raise();
     let Some(cands) = rows.iter().map(candidate).collect::<Option<Vec<Candidate>>>() else {
         MxError::bad_argument("memory_internal._context_pack: a candidate lacks its id or content").raise()
     };
