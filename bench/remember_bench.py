@@ -62,7 +62,7 @@ def main():
     # context vs recall
     have = c.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'rb_ctx'").fetchone()[0]
     if have < memories:
-        c.execute("INSERT INTO memory.observations (org_id, user_id, content) SELECT 'rb_ctx', 'u' || (g % 500), "
+        c.execute("INSERT INTO memory.observations (org_id, user_id, content) SELECT 'rb_ctx', 'u' || (g %% 500), "
                   "(SELECT string_agg(w, ' ') FROM (SELECT (%s::text[])[1 + ((g * 7919 + k * 104729) %% %s)] AS w "
                   "FROM generate_series(1, 8 + g %% 10) k) x) || ' ' || g FROM generate_series(%s, %s) g",
                   (WORDS, len(WORDS), have + 1, memories))

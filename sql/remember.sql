@@ -175,7 +175,8 @@ BEGIN
         IF mode OPERATOR(pg_catalog.=) 'near' THEN
             SELECT n.id, n.similarity, n.how INTO rid, sim, how
               FROM memory_internal._remember_near(org, remember.content, remember.user_id, remember.namespace, remember.embedding, tier) n;
-            IF rid IS NOT NULL AND sim OPERATOR(pg_catalog.>=) near THEN
+            -- (NaN, from a stored zero vector, sorts above every number in PostgreSQL: never a match.)
+            IF rid IS NOT NULL AND sim OPERATOR(pg_catalog.>=) near AND sim OPERATOR(pg_catalog.<) 'NaN'::float8 THEN
                 -- Kept: its metadata merged (the new keys win), its tier the stricter of both.
                 got := memory.classify(remember.content, NULL, NULL, org);
                 UPDATE memory.observations o

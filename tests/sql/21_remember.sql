@@ -2,7 +2,7 @@
 -- memory.remember, memory.org_settings.dedup, memory.context, as tenant-bound roles. (Near
 -- merges by embedding and concurrent remembers: tests/python/test_remember.py.)
 BEGIN;
-SELECT plan(56);
+SELECT plan(57);
 
 SELECT memory.setup_roles();
 CREATE ROLE rm_writer IN ROLE memory_writer;
@@ -46,6 +46,8 @@ SELECT is((SELECT content_sha256 FROM memory.observations WHERE id = (SELECT (r-
           encode(sha256(convert_to('the user prefers dark mode.', 'UTF8')), 'hex'), 'content_sha256: SHA-256 of the normalised text');
 SELECT is((SELECT count(*) FROM public.audit_log_now() l WHERE l.chain_id = 'acme' AND l.event_type = 'memory.store'
             AND l.payload->>'id' = (SELECT r->>'id' FROM r1)), 1::bigint, 'audited once as memory.store');
+SELECT is((SELECT count(*) FROM memory.audit_log l WHERE l.chain_id = 'acme' AND l.event_type = 'memory.update'
+            AND l.payload->>'id' = (SELECT r->>'id' FROM r1)), 0::bigint, 'a duplicate is no memory.update');
 SELECT is((SELECT count(*) FROM memory.audit_log l WHERE l.payload::text ILIKE '%dark mode%'), 0::bigint, 'no content in the log');
 
 -- A plain INSERT is never deduplicated, and a hash-less row is no match.
