@@ -352,9 +352,8 @@ LONG_PLPGSQL = {
     "memory.run_retention", "memory.distribute",
     "memory.erase_subject",
     "memory_internal._retention_sweep", "memory.load_slices", "memory.export_subject",
-    "memory.govern", "memory.freshness_recheck",
-    "memory.forget", "memory_internal._run_decay_in", "memory.setup_roles",
-    "memory_internal._user_context_rules",
+    "memory.govern",
+    "memory.forget", "memory.setup_roles",
 }
 
 

@@ -506,16 +506,61 @@ COMMENT ON TABLE memory.user_contexts IS
   'User contexts by scope (task, thread, profile). Written by plain INSERT; memory_internal._user_context_rules enforces consent, sources and position fields in the writing transaction.';
 
 -- The write rules (docs/design.md#consent-and-drift), in the writing transaction.
+-- memory_internal._user_context_rules, the fields of a new user context: known names only, text
+-- values (position_consent a boolean), and no sensitive input in one field or split over them
+-- (22023, MX007).
+CREATE FUNCTION memory_internal._check_context_fields(fields jsonb)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known    text[] := memory_internal._context_fields('known');
+    k        text;
+    found    text[];
+    vals     text[];
+BEGIN
+    FOR k IN SELECT jsonb_object_keys(fields) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
+                HINT = 'Fields: ' || array_to_string(known, ', ');
+        END IF;
+        -- Values are text (position_consent a boolean): nothing nests a field inside another.
+        IF jsonb_typeof(fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
+            RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
+                USING ERRCODE = '22023';
+        END IF;
+        -- Sensitive input is never kept, whatever the consent (docs/design.md#consent-and-drift): every classification detector runs on
+        -- the value and on the text of its base64 and hex tokens; the refusal names the detector
+        -- and the field, never the value.
+        IF k <> 'position_consent' THEN
+            found := memory_internal._detect_fields(ARRAY[fields->>k]);
+            IF cardinality(found) > 0 THEN
+                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
+                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
+            END IF;
+        END IF;
+    END LOOP;
+    -- And on the fields together: a value split over two fields (in either order), or over all of
+    -- them, is found too. No one field holds it, so none is named.
+    vals := ARRAY(SELECT f.value FROM jsonb_each_text(fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
+    IF cardinality(vals) > 1 THEN
+        found := memory_internal._detect_fields(vals);
+        IF cardinality(found) > 0 THEN
+            RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
+                USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()), nor split over fields; remove the value.';
+        END IF;
+    END IF;
+END $$;
+COMMENT ON FUNCTION memory_internal._check_context_fields(jsonb) IS
+  'memory_internal._user_context_rules: refuses unknown user context fields and values of the wrong type (22023), and sensitive input in a field or split over the fields (MX007, naming the detector and the field, never the value).';
+
 CREATE FUNCTION memory_internal._user_context_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     have     memory.consent_scope[];
     position text[] := memory_internal._context_fields('position');
-    known    text[] := memory_internal._context_fields('known');
-    k        text;
-    found    text[];
-    vals     text[];
     refusal  text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
@@ -536,39 +581,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory_internal._require_org(NEW.org_id);
-    FOR k IN SELECT jsonb_object_keys(NEW.fields) LOOP
-        IF NOT k = ANY (known) THEN
-            RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
-                HINT = 'Fields: ' || array_to_string(known, ', ');
-        END IF;
-        -- Values are text (position_consent a boolean): nothing nests a field inside another.
-        IF jsonb_typeof(NEW.fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
-            RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
-                USING ERRCODE = '22023';
-        END IF;
-        -- Sensitive input is never kept, whatever the consent (docs/design.md#consent-and-drift): every classification detector runs on
-        -- the value and on the text of its base64 and hex tokens; the refusal names the detector
-        -- and the field, never the value.
-        IF k <> 'position_consent' THEN
-            found := memory_internal._detect_fields(ARRAY[NEW.fields->>k]);
-            IF cardinality(found) > 0 THEN
-                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
-                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
-                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
-            END IF;
-        END IF;
-    END LOOP;
-    -- And on the fields together: a value split over two fields (in either order), or over all of
-    -- them, is found too. No one field holds it, so none is named.
-    vals := ARRAY(SELECT f.value FROM jsonb_each_text(NEW.fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
-    IF cardinality(vals) > 1 THEN
-        found := memory_internal._detect_fields(vals);
-        IF cardinality(found) > 0 THEN
-            RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
-                USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
-                HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()), nor split over fields; remove the value.';
-        END IF;
-    END IF;
+    PERFORM memory_internal._check_context_fields(NEW.fields);
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
     NEW.expires_at := NULL;
     IF NEW.created_at > now() + memory_internal._max_clock_skew() THEN

@@ -555,6 +555,61 @@ COMMENT ON FUNCTION memory.resolve_conflict(uuid, uuid) IS
 -- ------------------------------------------------------------------------------------------------
 -- Freshness and confidence re-checks.
 
+-- memory.freshness_recheck on Citus, which takes no FOR UPDATE over every shard: the due claims
+-- are read first, then locked org by org (skipping those a concurrent tick holds, and any no
+-- longer due), stamped and queued in statements naming their org. The tasks queued
+-- ([{task_id, org_id, claim_id, reason, confidence}, ...] by task id).
+CREATE FUNCTION memory_internal._freshness_enqueue_by_org(scope text, threshold float8, max_age interval, max_age_us bigint,
+                                                          backoff interval, sample_limit int, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_tasks jsonb;
+    o text;
+    ids uuid[];
+    locked jsonb;
+    r record;
+    task bigint;
+BEGIN
+    found_tasks := '[]';
+    FOR o, ids IN
+        SELECT d.org_id, array_agg(d.id ORDER BY d.id)
+          FROM (SELECT c.org_id, c.id FROM memory.claims c
+                 WHERE c.lifecycle_state = 'active'
+                   AND (scope IS NULL OR c.org_id = scope)
+                   AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+                   AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+                 ORDER BY c.confidence_score, c.t_created, c.id
+                 LIMIT sample_limit) d
+         GROUP BY d.org_id ORDER BY d.org_id LOOP
+        SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
+            SELECT c.id, c.entity_id, c.confidence_score,
+                   memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+              FROM memory.claims c
+             WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
+               AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+               AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+               FOR UPDATE OF c SKIP LOCKED) l;
+        UPDATE memory.claims c SET freshness_recheck_requested_at = at
+         WHERE c.org_id = o AND c.id = ANY (ARRAY(SELECT (x->>'id')::uuid FROM jsonb_array_elements(locked) x));
+        FOR r IN SELECT * FROM jsonb_to_recordset(locked) AS x(id uuid, entity_id uuid, confidence_score float8, why text)
+                  ORDER BY x.confidence_score, x.id LOOP
+            INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
+            VALUES (o, r.id, ARRAY[r.entity_id],
+                    jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
+                                       'trigger_reason', r.why, 'original_claim_id', r.id),
+                    r.why, r.confidence_score)
+            RETURNING recheck_tasks.task_id INTO task;
+            found_tasks := found_tasks || jsonb_build_object('task_id', task, 'org_id', o, 'claim_id', r.id,
+                                                             'reason', r.why, 'confidence', r.confidence_score);
+        END LOOP;
+    END LOOP;
+    SELECT coalesce(jsonb_agg(x ORDER BY (x->>'task_id')::bigint), '[]') INTO found_tasks FROM jsonb_array_elements(found_tasks) x;
+    RETURN found_tasks;
+END $$;
+COMMENT ON FUNCTION memory_internal._freshness_enqueue_by_org(text, float8, interval, bigint, interval, int, timestamptz) IS
+  'memory.freshness_recheck on Citus: the due claims read, then locked org by org (SKIP LOCKED), stamped and queued as recheck tasks; returns the tasks queued, by task id.';
+
 CREATE FUNCTION memory.freshness_recheck(threshold float8 DEFAULT 0.5, max_age interval DEFAULT '90 days',
                                          backoff interval DEFAULT '7 days', sample_limit int DEFAULT 50,
                                          at timestamptz DEFAULT now())
@@ -566,11 +621,6 @@ DECLARE
     found_tasks jsonb;
     events jsonb;
     scope text;
-    o text;
-    ids uuid[];
-    locked jsonb;
-    r record;
-    task bigint;
 BEGIN
     PERFORM memory_internal._check_at(at, 'memory.freshness_recheck');
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
@@ -591,43 +641,8 @@ BEGIN
 
     -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
     IF memory_internal._citus_distributed('memory.claims') THEN
-        -- Citus takes no FOR UPDATE over every shard: the due claims are read first, then locked
-        -- org by org (skipping those a concurrent tick holds, and any no longer due), stamped and
-        -- queued in statements naming their org.
-        found_tasks := '[]';
-        FOR o, ids IN
-            SELECT d.org_id, array_agg(d.id ORDER BY d.id)
-              FROM (SELECT c.org_id, c.id FROM memory.claims c
-                     WHERE c.lifecycle_state = 'active'
-                       AND (scope IS NULL OR c.org_id = scope)
-                       AND (c.confidence_score < threshold OR c.t_created < at - max_age)
-                       AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
-                     ORDER BY c.confidence_score, c.t_created, c.id
-                     LIMIT sample_limit) d
-             GROUP BY d.org_id ORDER BY d.org_id LOOP
-            SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
-                SELECT c.id, c.entity_id, c.confidence_score,
-                       memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
-                  FROM memory.claims c
-                 WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
-                   AND (c.confidence_score < threshold OR c.t_created < at - max_age)
-                   AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
-                   FOR UPDATE OF c SKIP LOCKED) l;
-            UPDATE memory.claims c SET freshness_recheck_requested_at = at
-             WHERE c.org_id = o AND c.id = ANY (ARRAY(SELECT (x->>'id')::uuid FROM jsonb_array_elements(locked) x));
-            FOR r IN SELECT * FROM jsonb_to_recordset(locked) AS x(id uuid, entity_id uuid, confidence_score float8, why text)
-                      ORDER BY x.confidence_score, x.id LOOP
-                INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
-                VALUES (o, r.id, ARRAY[r.entity_id],
-                        jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
-                                           'trigger_reason', r.why, 'original_claim_id', r.id),
-                        r.why, r.confidence_score)
-                RETURNING recheck_tasks.task_id INTO task;
-                found_tasks := found_tasks || jsonb_build_object('task_id', task, 'org_id', o, 'claim_id', r.id,
-                                                                 'reason', r.why, 'confidence', r.confidence_score);
-            END LOOP;
-        END LOOP;
-        SELECT coalesce(jsonb_agg(x ORDER BY (x->>'task_id')::bigint), '[]') INTO found_tasks FROM jsonb_array_elements(found_tasks) x;
+        -- Citus takes no FOR UPDATE over every shard: org by org.
+        found_tasks := memory_internal._freshness_enqueue_by_org(scope, threshold, max_age, max_age_us, backoff, sample_limit, at);
     ELSE
     WITH due AS (
         SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
@@ -1475,36 +1490,17 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Every statement names the org when there is one: on Citus memory.distribute() makes this a
 -- function Citus runs on the node of the org's shards, where its statements are local and the
 -- gate it opens is seen by the shards' triggers. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._run_decay_in(org text, at timestamptz, who jsonb)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory_internal._run_decay_in, claims (the gate open): PHI-bearing ones redacted field by field
+-- and archived, hypotheses outside any supersession chain deleted, every other due claim
+-- archived; their events appended. The counts {claimsAnonymized, claimsDeleted, claimsArchived}.
+CREATE FUNCTION memory_internal._decay_claims(scope text, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    bad record;
-    n_anon int := 0; n_del int := 0; n_arch int := 0; n_rel_del int := 0; n_rel_anon int := 0;
-    due_claims int; due_rels int;
+    n_anon int := 0; n_del int := 0; n_arch int := 0;
     gone uuid[];
     events jsonb;
-    result jsonb;
-    scope text := org;
 BEGIN
-    PERFORM memory_internal._delegated(who);
-    at := coalesce(at, now());
-    -- Nothing changes if a due claim names a field decay does not know.
-    SELECT c.id, memory_internal._pii_unknown(c.pii_fields) AS field INTO bad
-      FROM memory.claims c
-     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory_internal._pii_unknown(c.pii_fields) IS NOT NULL
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
-            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
-    END IF;
-    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
-    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
-    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
-                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
-
-    PERFORM memory_internal._knowledge_gate(true);
-
     -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
     WITH due AS (
         SELECT c.id FROM memory.claims c
@@ -1550,7 +1546,21 @@ BEGIN
     UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
      WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
     GET DIAGNOSTICS n_arch = ROW_COUNT;
+    RETURN jsonb_build_object('claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch);
+END $$;
+COMMENT ON FUNCTION memory_internal._decay_claims(text, timestamptz) IS
+  'memory.run_decay: the due claims of an org (NULL: every org) redacted and archived (PHI-bearing), deleted (hypotheses outside supersession chains) or archived, with their events; returns the counts.';
 
+-- memory_internal._run_decay_in, relationships (the gate open): without a subject they are
+-- deleted; with one, the subject and attributes go; their events appended. The counts
+-- {relationshipsDeleted, relationshipsAnonymized}.
+CREATE FUNCTION memory_internal._decay_relationships(scope text, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n_rel_del int := 0; n_rel_anon int := 0;
+    events jsonb;
+BEGIN
     -- Relationships: without a subject they are deleted; with one, the subject and attributes go.
     WITH del AS (
         DELETE FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NULL AND r.anonymized_at IS NULL
@@ -1569,10 +1579,41 @@ BEGIN
                'payload', jsonb_build_object('relationshipId', u.id, 'fields', jsonb_build_array('subject_id', 'attributes'))) ORDER BY u.id)
       INTO n_rel_anon, events FROM upd u;
     PERFORM memory_internal._audit_append_many(events);
+    RETURN jsonb_build_object('relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
+END $$;
+COMMENT ON FUNCTION memory_internal._decay_relationships(text, timestamptz) IS
+  'memory.run_decay: the due relationships of an org (NULL: every org) deleted, or anonymised when they carry a subject, with their events; returns the counts.';
 
+CREATE FUNCTION memory_internal._run_decay_in(org text, at timestamptz, who jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad record;
+    due_claims int; due_rels int;
+    result jsonb;
+    scope text := org;
+BEGIN
+    PERFORM memory_internal._delegated(who);
+    at := coalesce(at, now());
+    -- Nothing changes if a due claim names a field decay does not know.
+    SELECT c.id, memory_internal._pii_unknown(c.pii_fields) AS field INTO bad
+      FROM memory.claims c
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory_internal._pii_unknown(c.pii_fields) IS NOT NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
+    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
+    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
+                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
+
+    PERFORM memory_internal._knowledge_gate(true);
+
+    result := jsonb_build_object('at', at) || memory_internal._decay_claims(scope, at);
+    result := result || memory_internal._decay_relationships(scope, at);
     PERFORM memory_internal._knowledge_gate(false);
-    result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
-                                 'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
     PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
                 'org_id', scope, 'payload', result)));
     PERFORM memory_internal._delegated_done(who);
