@@ -351,7 +351,7 @@ PLPGSQL_LINES = 80
 LONG_PLPGSQL = {
     "memory.run_retention", "memory.distribute",
     "memory.erase_subject",
-    "memory_internal._retention_sweep", "memory.load_slices", "memory.export_subject",
+    "memory_internal._retention_sweep", "memory.export_subject",
     "memory.govern",
     "memory.forget", "memory.setup_roles",
 }
