@@ -170,7 +170,7 @@ BEGIN
     ELSIF tag IN ('CREATE TRIGGER', 'ALTER TRIGGER') AND EXISTS (
               SELECT 1 FROM pg_catalog.pg_trigger tg JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
                WHERE tg.oid = obj AND memory_internal._is_late_trigger(tg.oid)) THEN
-        RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s', 
+        RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s',
             (SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg WHERE tg.oid = obj)
             USING ERRCODE = '42501',
                   HINT = 'Triggers fire in name order: give it a name that sorts before "memory_" (for example "app_' ||
