@@ -306,9 +306,9 @@ DECLARE
     who oid := memory_internal._caller();
 BEGIN
     IF tool IS NULL OR NOT tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'recall', 'forget', 'retrieve', 'claim_chain',
-                                                                      'search', 'get', 'put', 'delete', 'record_outcome']) THEN
+                                                                      'search', 'get', 'put', 'delete', 'record_outcome', 'context']) THEN
         RAISE EXCEPTION 'unknown memory-mcp tool "%"', coalesce(tool, 'NULL') USING ERRCODE = '22023',
-            HINT = 'Tools: remember, recall, forget, retrieve, claim_chain, search, get, put, delete, record_outcome.';
+            HINT = 'Tools: remember, recall, forget, retrieve, claim_chain, search, get, put, delete, record_outcome, context.';
     END IF;
     IF client IS NULL OR pg_catalog.length(client) OPERATOR(pg_catalog.<) 1 OR pg_catalog.length(client) OPERATOR(pg_catalog.>) 200
        OR client OPERATOR(pg_catalog.~) '[[:cntrl:]]' THEN

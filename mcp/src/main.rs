@@ -293,6 +293,34 @@ fn tools(read_only: bool) -> Vec<Tool> {
         .with_raw_output_schema(list_output("chain", object_with(json!({"depth": {"type": "integer"}, "claim_id": uuid, "lifecycle_state": text})), false))
         .with_annotations(ro("Claim chain")),
         Tool::new(
+            "context",
+            "A prompt-ready block of the current org's memories for a query, within a token budget: what recall finds \
+             (full text, and by meaning when an embedder is configured), near-duplicates dropped, varied by maximal \
+             marginal relevance: {context: {text, ids, tokens, omitted}, search, fallback}. Put context.text in the prompt.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the agent is about to do or answer."},
+                    "token_budget": {"type": "integer", "minimum": 1, "maximum": 100000, "description": "Tokens the block may take (default 2000)."},
+                    "filters": {"type": "object", "description": "recall's filters (user_id, session_id, memory_type, ...)."},
+                    "diversity": {"type": "number", "minimum": 0, "maximum": 1, "description": "0 keeps relevance order; higher prefers unlike memories (default 0.3)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(schema(json!({
+            "type": "object",
+            "properties": {
+                "context": {"type": "object", "required": ["text", "ids"],
+                            "properties": {"text": text, "ids": {"type": "array", "items": uuid}, "tokens": {"type": "integer"}, "omitted": {"type": "integer"}}},
+                "search": {"type": "string", "enum": ["lexical", "hybrid"]},
+                "fallback": {"type": "string"}
+            },
+            "required": ["context", "search"]
+        })))
+        .with_annotations(ro("Context block")),
+        Tool::new(
             "search",
             "Search the current org's live items (key-value memories under a namespace) the login role is cleared to \
              read: filter over the value ({\"field\": value} or {\"field\": {\"$gt\": 3}}, $in, $contains, $and/$or/$not, \
@@ -507,7 +535,7 @@ impl MemoryServer {
                 Some(v @ Value::Object(_)) => self.embedding(Some(&embed::item_text(v))).await,
                 _ => return Err(Failure::Args("value is required: a JSON object".into())),
             },
-            "recall" | "retrieve" | "search" => self.embedding(opt_str(a, "query")?.as_deref()).await,
+            "recall" | "retrieve" | "search" | "context" => self.embedding(opt_str(a, "query")?.as_deref()).await,
             _ => None,
         };
         // How a search ran: hybrid with the query's embedding, else lexical (and why, when an
@@ -620,6 +648,23 @@ impl MemoryServer {
                 let row = tx.query_one(&rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
+            "context" => {
+                let diversity = match a.get("diversity") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_f64().ok_or_else(|| Failure::Args("diversity must be a number".into()))?),
+                };
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("query", "::text", Some(req_str(a, "query")?))
+                    .arg("token_budget", "::int", opt_int(a, "token_budget")?)
+                    .arg("filters", "::text::jsonb", opt_json(a, "filters"))
+                    .arg("query_embedding", "::real[]", vector.clone())
+                    .arg("diversity", "::float8", diversity);
+                let row = tx.query_one(&format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let v = parse(row.get(0));
+                let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
+                (searched(json!({"context": v})), n)
+            }
             "get" => {
                 let mut c = Call::new();
                 c.arg("org_id", "::text", Some(org.clone()))
@@ -729,7 +774,7 @@ impl ServerHandler for MemoryServer {
                 "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
                  searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
                  claim's provenance; put, get, search and delete keep items (JSON objects) by namespace and key; \
-                 record_outcome tells how a session went with the memories it used.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
+                 record_outcome tells how a session went with the memories it used; context packs memories for a prompt.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
                 self.org.as_ref().map_or("the org your token names".to_string(), |o| format!("org {o}")),
                 if self.read_only { " This server is read-only: remember, forget, put, delete and record_outcome are not available." } else { "" }
             ))

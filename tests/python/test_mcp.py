@@ -40,7 +40,7 @@ from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
-READ_TOOLS = {"recall", "retrieve", "claim_chain", "search", "get"}
+READ_TOOLS = {"recall", "retrieve", "claim_chain", "search", "get", "context"}
 ALL_TOOLS = READ_TOOLS | {"remember", "forget", "put", "delete", "record_outcome"}
 # The key of the list a list-returning tool answers in its structured content.
 LISTS = {"recall": "memories", "retrieve": "claims", "claim_chain": "chain", "search": "items", "record_outcome": "results"}
@@ -991,6 +991,9 @@ def test_embeddings_remember_stores_a_vector_and_recall_finds_by_meaning(binary,
                 assert [m["id"] for m in got["memories"]] == [tea["id"]], "the question recalls by meaning"
                 got = await answer(s, "recall", query="what music", k=1)
                 assert [m["id"] for m in got["memories"]] == [jazz["id"]]
+                block = await answer(s, "context", query="which beverage would she drink", token_budget=200)
+                assert block["search"] == "hybrid" and block["context"]["ids"][0] == tea["id"], block
+                assert "oolong tea" in block["context"]["text"]
                 return tea["id"]
 
         tea_id = run(go())
