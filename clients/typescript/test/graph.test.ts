@@ -2,6 +2,7 @@
  * and getStore()), and the runnable example of docs/typescript.md (examples/quickstart.ts). */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -55,9 +56,12 @@ test("a compiled StateGraph reads and writes through the store", async () => {
 });
 
 test("the example of docs/typescript.md runs as written", async (t) => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const source = await readFile(join(here, "..", "..", "examples", "quickstart.ts"), "utf8");
+  const doc = await readFile(join(here, "..", "..", "..", "..", "docs", "typescript.md"), "utf8");
+  assert.ok(doc.includes("```ts\n" + source + "```"), "docs/typescript.md shows examples/quickstart.ts as it is");
   const ex = await freshApp("ts_example");
   t.after(() => ex.drop());
-  const here = dirname(fileURLToPath(import.meta.url));
   const { stdout } = await promisify(execFile)(process.execPath, [join(here, "..", "examples", "quickstart.js")], {
     env: { ...process.env, MEMORY_URL: ex.url(WRITER) },
   });
