@@ -28,14 +28,9 @@ async function su<T>(db: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** Login role `name` (roles outlive databases; test files run at once), member of `groups`. */
+/** Login role `name` (made once per cluster; roles outlive the test databases), member of `groups`. */
 async function ensureRole(c: pg.Client, name: string, ...groups: string[]): Promise<void> {
-  try {
-    await c.query(`DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${name}') THEN CREATE ROLE ${name} LOGIN; END IF; END $$`);
-  } catch (e) {
-    // Another test file made it between the check and the CREATE.
-    if (!["23505", "42710"].includes((e as { code?: string }).code ?? "")) throw e;
-  }
+  await c.query(`DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${name}') THEN CREATE ROLE ${name} LOGIN; END IF; END $$`);
   for (const g of groups) await c.query(`GRANT ${g} TO ${name}`);
 }
 
@@ -51,11 +46,23 @@ export interface App {
 /** Database `db`, made anew: owned by the non-superuser OWNER, memory_ext created, the roles
  * bound to their orgs; `vector`: pgvector created and embeddings enabled with that many dimensions. */
 export async function freshApp(db: string, opts: { vector?: number } = {}): Promise<App> {
-  await su("postgres", async (c) => {
-    await ensureRole(c, OWNER);
-    await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-    await c.query(`CREATE DATABASE ${db} OWNER ${OWNER}`);
+  // Roles and their memberships are cluster-wide: test files (run at once) set up one at a time.
+  await su("postgres", async (lock) => {
+    await lock.query("SELECT pg_advisory_lock(hashtext('memory_ext typescript setup'))");
+    await ensureRole(lock, OWNER);
+    await lock.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+    await lock.query(`CREATE DATABASE ${db} OWNER ${OWNER}`);
+    await setup(db, opts);
   });
+  return {
+    db,
+    url: (role) => url(role, db),
+    sql: (text, values) => su(db, async (c) => (await c.query(text, values as any[])).rows),
+    drop: () => su("postgres", async (c) => { await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`); }),
+  };
+}
+
+async function setup(db: string, opts: { vector?: number }): Promise<void> {
   await su(db, async (c) => {
     await c.query("CREATE EXTENSION memory_ext");
     await c.query("SELECT memory.setup_roles()");
@@ -72,12 +79,6 @@ export async function freshApp(db: string, opts: { vector?: number } = {}): Prom
       await c.query("SELECT memory.enable_embeddings($1)", [opts.vector]);
     }
   });
-  return {
-    db,
-    url: (role) => url(role, db),
-    sql: (text, values) => su(db, async (c) => (await c.query(text, values as any[])).rows),
-    drop: () => su("postgres", async (c) => { await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`); }),
-  };
 }
 
 /** Whether pgvector can be created in the cluster. */
