@@ -90,6 +90,19 @@ test("errors are MemoryError subclasses with the server's sqlstate, message and 
   assert.throws(() => new Memory(c, { org: " " }), TypeError);
 });
 
+test("calls on one pg.Client are one transaction at a time: a failing call spoils no other", async () => {
+  const c = await client(WRITER);
+  const m = new Memory(c, { org: "acme" });
+  const calls = [m.put(["serial"], "a", { n: 1 }), m.put(["serial"], "b", [2] as unknown as Record<string, unknown>),
+    m.put(["serial"], "c", { n: 3 }), m.get(["serial"], "a")];
+  const [a, b, cc, got] = await Promise.allSettled(calls);
+  assert.equal(a.status, "fulfilled");
+  assert.ok(b.status === "rejected" && b.reason instanceof BadArgument);
+  assert.equal(cc.status, "fulfilled");
+  assert.ok(got.status === "fulfilled" && (got.value as { value: unknown } | null)?.value !== undefined);
+  assert.deepEqual((await m.search(["serial"])).map((i) => i.key), ["c", "a"]);
+});
+
 test("item calls: put, get, search, listNamespaces, delete, purgeExpired", async () => {
   const m = new Memory(pool, { org: "acme" });
   const id = await m.put(["memories", "u1"], "prefs", { text: "likes tea", n: 3 }, { userId: "u1" });
