@@ -121,7 +121,7 @@ test("item calls: put, get, search, listNamespaces, delete, purgeExpired", async
   assert.deepEqual((await m.search(["memories"], { filter: { n: { $gt: 1 } } })).map((f) => f.namespace[1]), ["u1"]);
   assert.deepEqual((await m.search(["memories"])).map((f) => [f.namespace[1], f.score]), [["u2", null], ["u1", null]]);
   assert.deepEqual(await m.listNamespaces({ prefix: ["memories"] }), [["memories", "u1"], ["memories", "u2"]]);
-  assert.deepEqual(await m.listNamespaces({ maxDepth: 1 }), [["memories"]]);
+  assert.deepEqual(await m.listNamespaces({ prefix: ["memories"], maxDepth: 1 }), [["memories"]]);
   assert.equal(await m.delete(["memories", "u2"], "prefs"), true);
   assert.equal(await m.delete(["memories", "u2"], "prefs"), false);
   await m.put(["cache"], "soon", { text: "x" }, { ttl: 60 });
