@@ -182,7 +182,10 @@ test("semantic search with an embedder: one vector per item, of its index fields
     // A put's own index list replaces the configured fields.
     await store.put(["docs"], "tea", { text: "jasmine tea", note: "python" }, ["note"]);
     assert.equal(emb.documents.at(-1), "python");
-    assert.equal((await store.search(["docs"], { query: "program code" }))[0].key !== "jazz", true);
+    const [{ e }] = await vapp.sql("SELECT embedding::text AS e FROM memory.observations WHERE key = 'tea'");
+    assert.equal(e, "[0.01,1.01,0.01]", "the put replaced the item's one embedding");
+    assert.deepEqual((await store.search(["docs"], { query: "write a program", limit: 2 })).map((i) => i.key).sort(), ["code", "tea"],
+      "tea's new embedding is on the code axis");
   } finally {
     await vpool.end();
     await vapp.drop();
