@@ -38,3 +38,12 @@ DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], t
 
 -- memory.health counts an org's archived rows from an index.
 CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
+
+-- h-speed: the query embedding is anycompatible (float8[], real[], pgvector's vector or text
+-- alike: memory_internal._query_vector), checked by _query_vector_floats/_query_vector_parse.
+DROP FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz);
+DROP FUNCTION memory_internal._query_vector(real[], int);
+DROP FUNCTION memory_internal._query_vector_check(real[], int);
+-- h-speed: memory_internal._retrieve sets pgvector's iterative scan itself.
+DROP FUNCTION memory_internal._hnsw_begin(int);
+DROP FUNCTION memory_internal._hnsw_end(text[]);
