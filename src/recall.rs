@@ -35,6 +35,18 @@ fn query_vector_floats(query_embedding: Option<Array<f64>>, dims: Option<i32>) -
     query_vector_text(&to_f32(&components), dims.and_then(|d| usize::try_from(d).ok())).map_err(refuse).or_raise()
 }
 
+/// 0.3.0's `memory_internal._query_vector_check(real[], int)` by its C symbol, which the scripts
+/// of earlier releases declare (an update from them runs with this library before 0.4.0's
+/// definitions replace it, and the upgrade drops it). No SQL of 0.4.0 declares it: 22023 unless
+/// the embedding passes `memory_core::vector`'s check, as `_query_vector_floats`.
+#[pg_extern(immutable, parallel_safe, sql = false)]
+fn query_vector_check(query_embedding: Option<Array<f32>>, dims: Option<i32>) -> bool {
+    let Some(query_embedding) = query_embedding else { refuse(QueryVectorError::NotOneDimensional).raise() };
+    let components: Vec<Option<f32>> = query_embedding.iter().collect();
+    query_vector_text(&components, dims.and_then(|d| usize::try_from(d).ok())).map_err(refuse).or_raise();
+    true
+}
+
 /// The same for a query embedding given as text: pgvector's `[1,2,3]` (a vector's text) or an
 /// array's `{1,2,3}` (an untyped literal, numeric[] or integer[]).
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_query_vector_parse")]
