@@ -38,3 +38,13 @@ DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], t
 
 -- memory.health counts an org's archived rows from an index.
 CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
+
+-- h-receipts: erasure receipts (issue 50, SPEC §18; sql/subject.sql). The ids each receipt
+-- covers, for memory.verify_receipt's scan (owner-only).
+CREATE TABLE memory.erasure_receipts (
+    event_id  uuid PRIMARY KEY,
+    org_id    text NOT NULL,
+    issued_at timestamptz NOT NULL,
+    ids       jsonb NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('memory.erasure_receipts', '');
