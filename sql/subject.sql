@@ -932,7 +932,7 @@ BEGIN
     END IF;
     hi := hi OPERATOR(pg_catalog.+) 1;
     WHILE lo OPERATOR(pg_catalog.<) hi LOOP
-        mid := lo OPERATOR(pg_catalog.+) (hi OPERATOR(pg_catalog.-) lo) OPERATOR(pg_catalog./) 2;
+        mid := lo OPERATOR(pg_catalog.+) ((hi OPERATOR(pg_catalog.-) lo) OPERATOR(pg_catalog./) 2);
         SELECT l.recorded_at INTO t FROM memory.audit_log l
          WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) mid;
         IF FOUND AND t OPERATOR(pg_catalog.>=) at THEN
@@ -950,16 +950,19 @@ BEGIN
     RETURN s;
 END $$;
 
--- Which of `ids` are rows of `tbl` (its id column `col`), read as the table's owner: ids compared
+-- Which of `ids` are rows of `tbl` (its id column `col`) of org `org` (its org column `org_col`;
+-- every row when either is NULL), read as the table's owner: ids compared
 -- as the column's type when it is a uuid or an integer (its index serves; ids that are not of the
 -- type are no rows of it), else as text. Returns the ids found. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._ids_present(tbl regclass, col text, ids text[])
+CREATE FUNCTION memory_internal._ids_present(tbl regclass, col text, ids text[], org_col text, org text)
 RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     typ  regtype := memory_internal._column_type(tbl, col, 'id');
     want text[];
     r    jsonb;
+    o_e  text := CASE WHEN org_col IS NULL OR org IS NULL THEN '$2 IS NULL OR true'
+                      ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END;
 BEGIN
     want := CASE WHEN typ OPERATOR(pg_catalog.=) 'uuid'::regtype
                      THEN ARRAY(SELECT x FROM pg_catalog.unnest(ids) x WHERE x OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
@@ -973,7 +976,7 @@ BEGIN
         BEGIN
             r := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
                      'SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
-                       WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::%3$s[])', col, tbl, typ), ARRAY[want::text]);
+                       WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::%3$s[]) AND (%4$s)', col, tbl, typ, o_e), ARRAY[want::text, org]);
         EXCEPTION WHEN numeric_value_out_of_range THEN
             -- (An integer beyond the column's range is no row of it: compare as text.)
             typ := 'text'::regtype;
@@ -982,7 +985,7 @@ BEGIN
     IF NOT typ OPERATOR(pg_catalog.=) ANY (ARRAY['uuid'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype]) THEN
         r := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
                  'SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
-                   WHERE t.%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])', col, tbl), ARRAY[want::text]);
+                   WHERE t.%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND (%3$s)', col, tbl, o_e), ARRAY[want::text, org]);
     END IF;
     RETURN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(r, '[]')));
 END $$;
@@ -1072,9 +1075,11 @@ END $$;
 
 -- verify_receipt's scan: none of the recorded ids ({table: [id]}) is a row again, in memory_ext's
 -- tables keyed by a memory's id (uuids) or in any governed table with an id column (the ids
--- forgotten from it, and every uuid when its ids are uuids), each read as its owner. Not granted
--- to PUBLIC.
-CREATE FUNCTION memory_internal._receipt_absent_check(ids jsonb, OUT ok boolean, OUT detail text)
+-- forgotten from it, and every uuid when its ids are uuids), each read as its owner; rows of the
+-- receipt's org (`chain`) where a table has an org column, every row for the platform chain ('').
+-- (Another org's row is not that org's business, and where ids are unique per org, on Citus or
+-- in a table keyed by (org, id), it is another row.) Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._receipt_absent_check(ids jsonb, chain text, OUT ok boolean, OUT detail text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1098,11 +1103,13 @@ BEGIN
                WHERE pg_catalog.to_regclass(v.tbl) IS NOT NULL LOOP
         scanned := scanned OPERATOR(pg_catalog.+) 1;
         CONTINUE WHEN pg_catalog.cardinality(uuids) OPERATOR(pg_catalog.=) 0;
-        EXECUTE pg_catalog.format('SELECT ARRAY(SELECT DISTINCT t.%1$I::pg_catalog.text FROM %2$s t WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1))',
-                                  tb.col, tb.tbl) INTO hits USING uuids;
+        EXECUTE pg_catalog.format('SELECT ARRAY(SELECT DISTINCT t.%1$I::pg_catalog.text FROM %2$s t WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1)
+                                                    AND ($2 OPERATOR(pg_catalog.=) '''' OR t.org_id OPERATOR(pg_catalog.=) $2))',
+                                  tb.col, tb.tbl) INTO hits USING uuids, chain;
         present := present OPERATOR(pg_catalog.||) ARRAY(SELECT tb.tbl OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) h FROM pg_catalog.unnest(hits) h);
     END LOOP;
-    FOR tb IN SELECT g.relid::regclass AS tbl, g.options OPERATOR(pg_catalog.->>) 'id' AS col FROM memory.governance_registry g
+    FOR tb IN SELECT g.relid::regclass AS tbl, g.options OPERATOR(pg_catalog.->>) 'id' AS col, g.options OPERATOR(pg_catalog.->>) 'org' AS org_col
+                FROM memory.governance_registry g
                WHERE NOT g.builtin AND g.options OPERATOR(pg_catalog.->>) 'id' IS NOT NULL AND pg_catalog.to_regclass(g.relid::pg_catalog.text) IS NOT NULL
                ORDER BY g.relid::pg_catalog.text LOOP
         CONTINUE WHEN NOT memory_internal._has_column(tb.tbl, tb.col);
@@ -1110,7 +1117,8 @@ BEGIN
         hits := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(ids OPERATOR(pg_catalog.->) tb.tbl::pg_catalog.text, '[]')))
                 OPERATOR(pg_catalog.||) uuids::text[];
         CONTINUE WHEN pg_catalog.cardinality(hits) OPERATOR(pg_catalog.=) 0;
-        hits := memory_internal._ids_present(tb.tbl, tb.col, hits);
+        hits := memory_internal._ids_present(tb.tbl, tb.col, hits,
+                    CASE WHEN memory_internal._has_column(tb.tbl, tb.org_col) THEN tb.org_col END, nullif(chain, ''));
         present := present OPERATOR(pg_catalog.||) ARRAY(SELECT tb.tbl::pg_catalog.text OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) h FROM pg_catalog.unnest(hits) h);
     END LOOP;
     ok := pg_catalog.cardinality(present) OPERATOR(pg_catalog.=) 0;
@@ -1176,7 +1184,7 @@ BEGIN
              ELSE 'the recorded ids do not hash to ids_sha256 and count' END;
     RETURN QUERY SELECT 'event'::text, c.ok, c.detail FROM memory_internal._receipt_event_check(receipt, chain, eid, at) c;
     RETURN QUERY SELECT 'chain_head'::text, c.ok, c.detail FROM memory_internal._receipt_head_check(chain, receipt OPERATOR(pg_catalog.->) 'chain_head') c;
-    RETURN QUERY SELECT 'absent'::text, c.ok, c.detail FROM memory_internal._receipt_absent_check(ids) c;
+    RETURN QUERY SELECT 'absent'::text, c.ok, c.detail FROM memory_internal._receipt_absent_check(ids, chain) c;
 END $$;
 COMMENT ON FUNCTION memory.verify_receipt(jsonb) IS
   'Check an erasure receipt of memory.forget or memory.erase_subject: rows signature (HMAC with its audit key), ids (the recorded ids hash to ids_sha256), event (its memory.forget.receipt entry in the chain, hash and links), chain_head (the head it names), absent (none of the ids is a row of memory_ext''s tables or of a governed table). Malformed receipt 22023; another org''s 42501. Pending entries are integrated first where the transaction can write. Granted to memory_admin.';

@@ -47,6 +47,7 @@ def remember(c, n, user="u1", org="acme"):
 
 def verdict(dsn, receipt, role=ADMIN):
     with connect(dsn, role) as c:
+        c.execute("SET statement_timeout = '60s'")
         return {chk: (ok, detail) for chk, ok, detail in
                 c.execute("SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)).fetchall()}
 
@@ -63,10 +64,17 @@ def test_forget_receipt_verifies_and_fails_once_tampered(app, conn):
     assert res["receipts"] == [r]
     assert set(r) == {"org_id", "event_id", "seq", "entry_hash", "chain_head", "ids_sha256", "count", "at", "key_id", "signature"}
     assert r["org_id"] == "acme" and r["count"] == 3
+    with connect(app, WRITER) as c:
+        mode = c.execute("SHOW memory.audit_mode").fetchone()[0]
+    # Chained before forget returns in immediate mode; in deferred mode found later by event_id.
+    assert (r["seq"] is None) == (mode == "deferred") and (r["entry_hash"] is None) == (r["seq"] is None), r
     import hashlib
     assert r["ids_sha256"] == hashlib.sha256("\n".join(sorted(i.lower() for i in ids)).encode()).hexdigest()
     v = verdict(app, r)
     assert all_ok(v), v
+    (seq, h) = conn.execute("SELECT seq, encode(entry_hash, 'hex') FROM memory.audit_log WHERE chain_id = 'acme'"
+                            " AND event_type = 'memory.forget.receipt' AND payload->>'event_id' = %s", (r["event_id"],)).fetchone()
+    assert v["event"][1] == f"seq {seq}, entry_hash {h}"
     # Each member altered (the signature itself too): the check fails, never an error.
     for field, value in [("event_id", "00000000-0000-4000-8000-000000000000"), ("seq", 999), ("entry_hash", "ab" * 32),
                          ("chain_head", {"seq": r["chain_head"]["seq"] + 1, "entry_hash": "ab" * 32}), ("ids_sha256", "cd" * 32), ("count", 2),
@@ -182,3 +190,20 @@ def test_forget_of_nothing_has_no_receipt(app):
     with connect(app, WRITER) as c:
         res = c.execute("SELECT memory.forget(ARRAY['00000000-0000-4000-8000-0000000000aa']::uuid[], 'x')").fetchone()[0]
     assert res["receipt"] is None and res["receipts"] == [] and res["not_found"] == ["00000000-0000-4000-8000-0000000000aa"]
+
+
+def test_a_receipt_found_in_a_long_chain(app, conn):
+    """The event of a receipt issued in deferred mode is found by bisecting the chain: entries
+    chained before the forget and after it, on both sides of the receipt's `at`."""
+    with connect(app, WRITER) as c:
+        ids = remember(c, 40)
+    conn.execute("SELECT memory.audit_integrate()")
+    with connect(app, WRITER) as c:
+        r = c.execute("SELECT memory.forget(%s::uuid[], 'x')", (ids[7:8],)).fetchone()[0]["receipt"]
+        remember(c, 5)
+    conn.execute("SELECT memory.audit_integrate()")
+    with connect(app, WRITER) as c:
+        remember(c, 30)
+    conn.execute("SELECT memory.audit_integrate()")
+    v = verdict(app, r)
+    assert all_ok(v), v
