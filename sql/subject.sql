@@ -18,15 +18,18 @@ BEGIN
                   ORDER BY 1);
 END $$;
 
--- A DELETE statement (on table alias t) made to return {processed, ids}: the ids (column id_col,
--- as text) of the rows it deleted; unchanged when id_col is NULL. id_col is quoted here.
-CREATE FUNCTION memory_internal._returning_ids(stmt text, id_col text)
+-- A DELETE statement (on table alias t) made to return {processed, ids}: [id, org] of the rows it
+-- deleted (columns id_col and org_col, as text; org NULL without org_col); unchanged when id_col is
+-- NULL. The columns are quoted here.
+CREATE FUNCTION memory_internal._returning_ids(stmt text, id_col text, org_col text)
 RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN id_col IS NULL THEN stmt
-                ELSE pg_catalog.format('WITH d AS (%s RETURNING t.%I::pg_catalog.text AS id)
-                                        SELECT pg_catalog.jsonb_build_object(''processed'', pg_catalog.count(*), ''ids'', coalesce(pg_catalog.jsonb_agg(d.id), ''[]'')) FROM d',
-                                       stmt, id_col) END
+                ELSE pg_catalog.format('WITH d AS (%s RETURNING t.%I::pg_catalog.text AS id, %s AS org)
+                                        SELECT pg_catalog.jsonb_build_object(''processed'', pg_catalog.count(*),
+                                                   ''ids'', coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.id, d.org)), ''[]'')) FROM d',
+                                       stmt, id_col,
+                                       CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END) END
 $$;
 
 CREATE FUNCTION memory.erase_subject(user_id text)
@@ -47,9 +50,14 @@ DECLARE
     locked  jsonb := '[]';
     -- The ids erased, by table, for the receipt (docs/audit.md#erasure-receipts).
     gone    text[] := '{}';
-    gone_by jsonb := '{}';
+    orgs_of text[] := '{}';
+    pairs   jsonb;
+    gone_by jsonb := '{}';          -- {org: {table: [id]}}
     id      uuid;
+    id_org  text;
     id_col  text;
+    rv      jsonb;
+    receipts jsonb := '[]';
 BEGIN
     IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
@@ -67,32 +75,33 @@ BEGIN
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
     n := 0;
-    FOR id IN DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+    FOR id, id_org IN DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))))
-       RETURNING o.id LOOP
+       RETURNING o.id, o.org_id LOOP
         gone := gone || id::text;
+        orgs_of := orgs_of || id_org;
         n := n + 1;
     END LOOP;
     counts := counts || jsonb_build_object('observations', n);
     SELECT held + count(*) INTO held FROM memory.observations_archive a
      WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory_internal._held(a.org_id, a.user_id, a.id);
     n := 0;
-    FOR id IN DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+    FOR id, id_org IN DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))))
-       RETURNING o.id LOOP
+       RETURNING o.id, o.org_id LOOP
         gone := gone || id::text;
+        orgs_of := orgs_of || id_org;
         n := n + 1;
     END LOOP;
     counts := counts || jsonb_build_object('archive', n);
-    IF pg_catalog.cardinality(gone) > 0 THEN
-        gone_by := jsonb_build_object('memory.observations', to_jsonb(ARRAY(SELECT DISTINCT x FROM unnest(gone) x ORDER BY 1)));
-    END IF;
+    gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
+                           FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
     -- Governed application tables with a user column, each as its owner (its triggers and casts
     -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
     FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col, g.options->>'id' AS id_col
@@ -116,8 +125,8 @@ BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             failed := '{}';
-            gone := '{}';
-            -- With an id column, the statement returns the ids it deleted, for the receipt.
+            pairs := '[]';
+            -- With an id column, the statement returns the ids (and orgs) it deleted, for the receipts.
             id_col := CASE WHEN t.id_col IS NOT NULL AND memory_internal._has_column(t.table_name, t.id_col) THEN t.id_col END;
             PERFORM memory_internal._hold_gate(true);
             IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
@@ -136,10 +145,10 @@ BEGIN
                         r := memory_internal._exec_as_table_owner(t.table_name,
                                       memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                                                  AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                                             t.table_name, t.col, t.org_col), id_col),
+                                             t.table_name, t.col, t.org_col), id_col, t.org_col),
                                       ARRAY[subject, o]);
                         n := n + (r->>'processed')::bigint;
-                        gone := gone || ARRAY(SELECT jsonb_array_elements_text(coalesce(r->'ids', '[]')));
+                        pairs := pairs || coalesce(r->'ids', '[]');
                     EXCEPTION WHEN OTHERS THEN
                         failed := failed || jsonb_build_object(o, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
                     END;
@@ -150,9 +159,10 @@ BEGIN
                          memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
                                 t.table_name, t.col,
                                 CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END), id_col),
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END), id_col,
+                                CASE WHEN memory_internal._has_column(t.table_name, t.org_col) THEN t.org_col END),
                          ARRAY[subject, scope]);
-                gone := ARRAY(SELECT jsonb_array_elements_text(coalesce(r->'ids', '[]')));
+                pairs := coalesce(r->'ids', '[]');
             END IF;
             PERFORM memory_internal._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
@@ -162,9 +172,9 @@ BEGIN
         END;
         n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
-        IF pg_catalog.cardinality(gone) > 0 THEN
-            gone_by := gone_by || jsonb_build_object(t.table_name::text, to_jsonb(gone));
-        END IF;
+        FOR id_org, rv IN SELECT coalesce(e->>1, ''), jsonb_agg(DISTINCT e->0) FROM jsonb_array_elements(pairs) e GROUP BY 1 LOOP
+            gone_by := jsonb_set(gone_by, ARRAY[id_org], coalesce(gone_by->id_org, '{}') || jsonb_build_object(t.table_name::text, rv));
+        END LOOP;
         IF failed OPERATOR(pg_catalog.<>) '{}' THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
                                 || jsonb_build_object(t.table_name::text, (SELECT v FROM pg_catalog.jsonb_each(failed) e(k, v) ORDER BY k LIMIT 1)
@@ -187,9 +197,13 @@ BEGIN
     -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
     PERFORM memory_internal._audit('memory.forget',
         jsonb_build_object('subject', memory_internal._pseudonym(subject), 'counts', counts, 'held', held), scope);
-    -- The receipt for the ids erased, on the same chain (none when nothing with an id was erased).
+    -- A receipt for the ids erased in each org, on its chain ('' for rows of tables without an org
+    -- column: the platform chain), as memory.forget's; none when nothing with an id was erased.
+    FOR id_org, rv IN SELECT e.key, e.value FROM jsonb_each(gone_by) e ORDER BY e.key COLLATE "C" LOOP
+        receipts := receipts || jsonb_build_array(memory_internal._issue_receipt(nullif(id_org, ''), rv));
+    END LOOP;
     RETURN counts || jsonb_build_object('held', held,
-        'receipt', CASE WHEN gone_by OPERATOR(pg_catalog.<>) '{}' THEN memory_internal._issue_receipt(scope, gone_by) END);
+        'receipt', CASE WHEN jsonb_array_length(receipts) = 1 THEN receipts->0 END, 'receipts', receipts);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
   'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
@@ -1073,9 +1087,9 @@ BEGIN
     ok := coalesce(ok, false);
 END $$;
 
--- verify_receipt's scan: none of the recorded ids ({table: [id]}) is a row again, in memory_ext's
--- tables keyed by a memory's id (uuids) or in any governed table with an id column (the ids
--- forgotten from it, and every uuid when its ids are uuids), each read as its owner; rows of the
+-- verify_receipt's scan: none of the recorded ids ({table: [id]}) is a row again: the memories' ids
+-- in memory_ext's tables keyed by a memory's id, and in any governed table with an id column (the
+-- ids forgotten from it, and the memories' ids when its ids are uuids), each read as its owner; rows of the
 -- receipt's org (`chain`) where a table has an org column, every row for the platform chain ('').
 -- (Another org's row is not that org's business, and where ids are unique per org, on Citus or
 -- in a table keyed by (org, id), it is another row.) Not granted to PUBLIC.
@@ -1095,7 +1109,8 @@ BEGIN
         detail := 'no recorded ids to look for';
         RETURN;
     END IF;
-    uuids := ARRAY(SELECT x::uuid FROM pg_catalog.unnest(flat) x
+    -- (The ids of memories: a governed table's ids are looked for in that table.)
+    uuids := ARRAY(SELECT x::uuid FROM pg_catalog.jsonb_array_elements_text(coalesce(ids OPERATOR(pg_catalog.->) 'memory.observations', '[]')) x
                     WHERE x OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$');
     FOR tb IN SELECT v.tbl, v.col FROM (VALUES ('memory.observations', 'id'), ('memory.observations_archive', 'id'),
                                                ('memory.observation_weight_history', 'observation_id'),

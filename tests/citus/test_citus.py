@@ -600,7 +600,7 @@ def test_feedback_and_erasure_of_a_distributed_weighted_table(coord):
     assert erased["tables"]["public.wnotes"] == 1
     # Its receipt (the ids the distributed DELETE ... RETURNING gave) proves on the coordinator.
     checks = coord.execute("SELECT ok, detail FROM memory.verify_receipt(%s::jsonb)", (json.dumps(erased["receipt"]),)).fetchall()
-    assert erased["receipt"]["count"] == 1 and all(ok for ok, _ in checks), checks
+    assert erased["receipt"]["org_id"] == "org_w1" and erased["receipt"]["count"] == 2 and all(ok for ok, _ in checks), checks
     coord.execute("INSERT INTO memory.observations (id, org_id, user_id, content) VALUES (%s, 'org_w1', 'subj_w', 'back')", (obs,))
     assert coord.execute("SELECT ok FROM memory.verify_receipt(%s::jsonb) WHERE \"check\" = 'absent'", (json.dumps(erased["receipt"]),)).fetchone() == (False,)
     assert all(v[1] for k, v in verify(coord).items() if k.startswith("org_w")), verify(coord)
