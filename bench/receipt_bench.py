@@ -2,7 +2,7 @@
 at 1M), against memory.audit_head of the same chain in the same run (an admin call that also
 integrates first and reads the chain by index: the floor of any check of a chain entry).
 
-Data: agent_api_bench's load (ROWS memories of 64 tenants, a bulk restore-mode insert), then CALLS
+Data: ROWS memories of 64 tenants (agent_api_bench's tenants and words, a bulk restore-mode insert), then CALLS
 memories forgotten one per call by a tenant-bound memory_writer in deferred audit mode (the
 default: each receipt's seq is null, so verify_receipt finds its entry by event_id), integrated.
 Each receipt is verified by a tenant-bound memory_admin (psycopg, prepared, autocommit), rounds
@@ -16,8 +16,26 @@ import time
 
 import psycopg
 
-from agent_api_bench import TENANTS, load, pct, roles
+from agent_api_bench import TENANTS, USERS, WORDS, pct, roles
 from common import machine, median, write_section
+
+
+def load(conn, rows):
+    """agent_api_bench's memories (a bulk restore-mode insert, as a restore would), without its
+    unmanaged copy."""
+    t0 = time.perf_counter()
+    conn.execute("CREATE TABLE IF NOT EXISTS bench_obs_plain (id uuid)")  # (roles() grants on it)
+    conn.execute("SET memory.restore_mode = on")
+    words = "ARRAY[" + ",".join(f"'{w}'" for w in WORDS) + "]"
+    conn.execute(f"""
+        INSERT INTO memory.observations (org_id, user_id, content, classification, created_at)
+        SELECT 'org-' || (i % {TENANTS}), 'user-' || (i % {TENANTS}) || '-' || ((i / {TENANTS}) % {USERS}),
+               'User ' || (i % 1000) || ' mentioned ' || w[1 + (i * 7) % {len(WORDS)}] || ' and ' || w[1 + (i * 13) % {len(WORDS)}],
+               (ARRAY['public', 'internal', 'internal', 'confidential']::memory.classification[])[1 + i % 4], now() - make_interval(secs => i)
+          FROM generate_series(1, {rows}) i, (SELECT {words} AS w) v""")
+    conn.execute("RESET memory.restore_mode")
+    conn.execute("VACUUM ANALYZE memory.observations")
+    print(f"load {rows:,} rows: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def main():
@@ -71,7 +89,7 @@ def main():
     write_section("Erasure receipts: verify_receipt (issue 50)", f"""
 Command: `python bench/receipt_bench.py DSN {rows} {rounds} {calls}` against a release build (`scripts/install-ext.sh`).
 Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.
-Data: {rows:,} memories in `memory.observations` ({TENANTS} tenants; agent_api_bench's load), {calls} receipts of one-memory
+Data: {rows:,} memories in `memory.observations` ({TENANTS} tenants, a bulk restore-mode insert), {calls} receipts of one-memory
 `forget` calls by a tenant-bound `memory_writer` in deferred mode (seq null: the entry is found by event_id), integrated; the
 longest chain {chain:,} entries. Each call from one client (psycopg, prepared, autocommit) as a tenant-bound `memory_admin`;
 {rounds} rounds alternating the order; medians over the rounds of each round's p50 and p99, in ms.
