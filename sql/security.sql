@@ -351,6 +351,11 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
+    -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
+    GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
+                              memory_internal._context_pack(text, int, float8, float8)
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) TO memory_writer;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
@@ -403,8 +408,8 @@ BEGIN
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.screen_profiles TO memory_admin;
     -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
-    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
-          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
+    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode, dedup, dedup_threshold),
+          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at, dedup, dedup_threshold) ON memory.org_settings TO memory_admin;
     GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid), memory.record_verdict(uuid, text),
                               memory.freshness_recheck(float8, interval, interval, int, timestamptz),
                               memory.run_decay(timestamptz),
