@@ -418,7 +418,7 @@ BEGIN
                               memory.audit_events(text, text, int, int, text, text, timestamptz),
                               memory_internal._audit_backlog_for_caller(),
                               memory_internal._health_for_caller(),
-                              memory.erase_subject(text), memory.export_subject(text, boolean),
+                              memory.erase_subject(text), memory.export_subject(text, boolean), memory.verify_receipt(jsonb),
                               memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;
     -- Embeddings of memory.observations (pgvector): platform-wide and one-way (the dimensions
