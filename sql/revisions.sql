@@ -10,6 +10,12 @@ ALTER TABLE memory.observations ADD COLUMN superseded_at timestamptz;
 ALTER TABLE memory.observations_archive ADD COLUMN supersedes uuid;
 ALTER TABLE memory.observations_archive ADD COLUMN superseded_by uuid;
 ALTER TABLE memory.observations_archive ADD COLUMN superseded_at timestamptz;
+-- memory.live_observations is the table's every column, made again with these; a superseded
+-- memory is not live.
+CREATE OR REPLACE VIEW memory.live_observations AS
+SELECT * FROM memory.observations o
+ WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now()) AND o.superseded_at IS NULL;
+COMMENT ON VIEW memory.live_observations IS 'Observations neither soft-deleted, expired nor superseded.';
 
 -- One row per version a change replaced: rev 1 is the memory as first written, valid from its
 -- creation to the change (valid_to); the memory's row is the version after the last revision.

@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -163,6 +163,8 @@ SELECT is((SELECT array_agg(content) FROM memory.recall('acme', 'how does Dave p
 SELECT is((SELECT array_agg(content) FROM memory.recall('acme', 'how does Dave prefer to be contacted', as_of => '2026-02-01 00:00+00')),
           ARRAY['Dave prefers to be contacted by email'], 'as of before the supersession: the old memory as it was then');
 SELECT is((SELECT count(*) FROM memory.history((SELECT id FROM ids WHERE name = 'pref'))), 3::bigint, 'the superseded memory keeps its history');
+SELECT is((SELECT count(*) FROM memory.live_observations WHERE id = (SELECT id FROM ids WHERE name = 'pref')), 0::bigint,
+          'a superseded memory is not live (memory.live_observations)');
 SET ROLE rv_writer;
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'again', 'r') $$, '22023', NULL, 'a superseded memory: 22023');
 -- The same by INSERT with supersedes, and the tier floor.
