@@ -515,6 +515,38 @@ def test_agent_api_through_the_coordinator(cluster, coord):
     assert events(coord, "org_api", "memory.retrieval.hybrid") == 1
 
 
+def test_revisions_and_supersession_on_distributed_stores(cluster, coord):
+    """Memory over time on Citus (SPEC §17), as a tenant-bound writer through the coordinator:
+    memory.revisions is distributed with the observations, a correction keeps a revision on the
+    org's node, history and recall as of a time read it, supersession hides the old memory, and
+    forget removes the revisions."""
+    assert coord.execute("""SELECT a.colocationid = b.colocationid FROM pg_dist_partition a, pg_dist_partition b
+                             WHERE a.logicalrelid = 'memory.revisions'::regclass AND b.logicalrelid = 'memory.observations'::regclass""").fetchone()[0]
+    coord.execute("DROP ROLE IF EXISTS revisions_citus")
+    coord.execute("CREATE ROLE revisions_citus LOGIN")
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("GRANT memory_writer TO revisions_citus")
+    coord.execute("SELECT memory.grant_org('revisions_citus', 'org_rev')")
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=revisions_citus dbname=postgres", autocommit=True) as a:
+        (mid,) = a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_rev', 'the office is in Leeds') RETURNING id").fetchone()
+        coord.execute("UPDATE memory.observations SET created_at = now() - interval '10 days' WHERE org_id = 'org_rev' AND id = %s", (mid,))
+        with a.transaction():
+            a.execute("SET LOCAL memory.change_reason = 'moved'")
+            a.execute("UPDATE memory.observations SET content = 'the office is in York' WHERE org_id = 'org_rev' AND id = %s", (mid,))
+        hist = a.execute("SELECT rev, content, reason FROM memory.history(%s)", (mid,)).fetchall()
+        assert hist == [(2, "the office is in York", None), (1, "the office is in Leeds", "moved")], hist
+        then = a.execute("SELECT content FROM memory.recall('org_rev', 'office', as_of => now() - interval '5 days')").fetchall()
+        assert then == [("the office is in Leeds",)], then
+        (new,) = a.execute("SELECT memory.supersede(%s, 'the office is in Hull', 'moved again')", (mid,)).fetchone()
+        now = a.execute("SELECT id FROM memory.recall('org_rev', 'office')").fetchall()
+        assert now == [(new,)], now
+        a.execute("SELECT memory.forget(ARRAY[%s]::uuid[], 'user request')", (mid,))
+    assert coord.execute("SELECT count(*) FROM memory.revisions WHERE org_id = 'org_rev' AND memory_id = %s", (mid,)).fetchone()[0] == 0
+    port, shard = node_of(coord, "memory.revisions", "org_rev")
+    with psycopg.connect(dsn(port), autocommit=True) as w:
+        assert w.execute(f"SELECT count(*) FROM {shard} WHERE memory_id = %s", (mid,)).fetchone()[0] == 0
+
+
 def test_embeddings_on_distributed_stores(cluster, coord):
     """enable_embeddings on the coordinator after distribute: Citus carries the column and the
     HNSW index to the shards; hybrid recall ranks from the coordinator."""
