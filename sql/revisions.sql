@@ -146,25 +146,30 @@ RETURNS TABLE (rev int, content text, metadata jsonb, classification memory.clas
                valid_from timestamptz, valid_to timestamptz, actor text, reason text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    o record;
+    h record;
 BEGIN
     IF history.memory_id IS NULL THEN
         RAISE EXCEPTION 'memory.history needs a memory id' USING ERRCODE = '22023', HINT = 'Pass the id of a memory.';
     END IF;
+    -- (One table a statement: on Citus each is a plain read of a distributed table.)
+    FOR o IN SELECT a.org_id, a.content, a.metadata, a.classification, a.created_at FROM memory.observations a
+              WHERE a.id OPERATOR(pg_catalog.=) history.memory_id LOOP
+        h := memory_internal._revision_head(o.org_id, history.memory_id);
+        RETURN QUERY SELECT coalesce(h.rev, 0) OPERATOR(pg_catalog.+) 1, o.content, o.metadata, o.classification,
+                            coalesce(h.valid_to, o.created_at), NULL::timestamptz, NULL::text, NULL::text;
+    END LOOP;
+    FOR o IN SELECT a.org_id, a.content, a.metadata, a.classification, a.created_at FROM memory.observations_archive a
+              WHERE a.id OPERATOR(pg_catalog.=) history.memory_id LOOP
+        h := memory_internal._revision_head(o.org_id, history.memory_id);
+        RETURN QUERY SELECT coalesce(h.rev, 0) OPERATOR(pg_catalog.+) 1, o.content, o.metadata, o.classification,
+                            coalesce(h.valid_to, o.created_at), NULL::timestamptz, NULL::text, NULL::text;
+    END LOOP;
     RETURN QUERY
-    SELECT v.rev, v.content, v.metadata, v.classification, v.valid_from, v.valid_to, v.actor, v.reason
-      FROM (SELECT coalesce(h.rev, 0) OPERATOR(pg_catalog.+) 1 AS rev, o.content, o.metadata, o.classification,
-                   coalesce(h.valid_to, o.created_at) AS valid_from,
-                   NULL::timestamptz AS valid_to, NULL::text AS actor, NULL::text AS reason
-              FROM (SELECT a.org_id, a.id, a.content, a.metadata, a.classification, a.created_at FROM memory.observations a
-                     WHERE a.id OPERATOR(pg_catalog.=) history.memory_id
-                    UNION ALL
-                    SELECT a.org_id, a.id, a.content, a.metadata, a.classification, a.created_at FROM memory.observations_archive a
-                     WHERE a.id OPERATOR(pg_catalog.=) history.memory_id) o
-             CROSS JOIN LATERAL memory_internal._revision_head(o.org_id, o.id) h
-            UNION ALL
-            SELECT r.rev, r.content, r.metadata, r.classification, r.valid_from, r.valid_to, r.actor, r.reason
-              FROM memory.revisions r WHERE r.memory_id OPERATOR(pg_catalog.=) history.memory_id) v
-     ORDER BY v.rev DESC;
+    SELECT r.rev, r.content, r.metadata, r.classification, r.valid_from, r.valid_to, r.actor, r.reason
+      FROM memory.revisions r WHERE r.memory_id OPERATOR(pg_catalog.=) history.memory_id
+     ORDER BY r.rev DESC;
 END $$;
 COMMENT ON FUNCTION memory.history(uuid) IS
   'The versions of a memory, newest first: the current one (valid_to NULL), then each revision a change kept (rev, content, metadata, tier, valid_from, valid_to, actor pseudonymised, reason from memory.change_reason), as the caller reads them: its orgs, each version within its clearance.';

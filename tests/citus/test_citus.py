@@ -54,7 +54,7 @@ def cluster():
                                   "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks",
                                   "memory.consents", "memory.user_contexts", "memory.threads", "memory.training_candidates",
                                   "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
-                                  "memory.watch_question_updates", "memory.deletion_stubs"], done
+                                  "memory.watch_question_updates", "memory.deletion_stubs", "memory.revisions"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
         assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings"}, why
         assert "oid" in why["memory.governance_registry"], why
@@ -531,6 +531,8 @@ def test_revisions_and_supersession_on_distributed_stores(cluster, coord):
         (mid,) = a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_rev', 'the office is in Leeds') RETURNING id").fetchone()
         coord.execute("UPDATE memory.observations SET created_at = now() - interval '10 days' WHERE org_id = 'org_rev' AND id = %s", (mid,))
         with a.transaction():
+            # (Citus forwards SET LOCAL to the workers, where the shards' triggers fire, only so.)
+            a.execute("SET LOCAL citus.propagate_set_commands = 'local'")
             a.execute("SET LOCAL memory.change_reason = 'moved'")
             a.execute("UPDATE memory.observations SET content = 'the office is in York' WHERE org_id = 'org_rev' AND id = %s", (mid,))
         hist = a.execute("SELECT rev, content, reason FROM memory.history(%s)", (mid,)).fetchall()
