@@ -575,7 +575,7 @@ def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord
     integrator then chains the shard groups it holds, with nobody calling audit_integrate()."""
     for n in ("c", "w1", "w2"):
         port = cluster["coord"] if n == "c" else None
-        port = port or int(open(f"/tmp/memory_ext-{NAME}-{n}/port").read())
+        port = port or int(open(f"/tmp/memory_ext-{os.environ.get('MEMORY_EXT_CLUSTER_PREFIX', '')}{NAME}-{n}/port").read())
         with psycopg.connect(dsn(port), autocommit=True) as c:
             c.execute("ALTER SYSTEM SET memory.integrator_databases = 'postgres'")
         subprocess.run([str(ROOT / "scripts" / "cluster.sh"), "restart", f"{NAME}-{n}"], check=True, capture_output=True)
