@@ -323,35 +323,40 @@ fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
     let s = |c: &str| format!("s.{}", quote_ident(c));
     let org = plan_org_col(plan);
     let c = &plan.columns;
-    let pick = |mine: String, theirs: &str| format!("CASE WHEN r.rev IS NULL THEN {mine} ELSE {theirs} END");
-    let tier = match &plan.tier {
-        Tier::Column(t) => pick(format!("{}::pg_catalog.text", s(t)), "r.classification::pg_catalog.text"),
-        Tier::Json(t) => pick(format!("({} OPERATOR(pg_catalog.->>) 'classification')", s(t)), "r.classification::pg_catalog.text"),
-        Tier::None | Tier::Claim => "NULL::pg_catalog.text".into(),
-    };
     let mine_words = match &c.words {
         Some(w) => s(w),
         None => format!("pg_catalog.to_tsvector({CFG}, {}::pg_catalog.text)", s(&c.content)),
     };
-    let metadata = match &c.metadata {
-        Some(m) => format!(", {} AS {}", pick(s(m), "r.metadata"), quote_ident(AS_OF_METADATA)),
-        None => String::new(),
+    // Two arms, so that each keeps its indexes: the rows no revision covers at the time (their own
+    // words, through the source's full-text and vector indexes), and the rows a revision covers
+    // (found from the revisions valid then). Conditions on `t` reach both arms.
+    let revs = format!("{}.{}", quote_ident(&h.relation.0), quote_ident(&h.relation.1));
+    let covers = format!(
+        "r.org_id OPERATOR(pg_catalog.=) {o} AND r.memory_id OPERATOR(pg_catalog.=) {id} \
+         AND r.valid_from OPERATOR(pg_catalog.<=) {at}::pg_catalog.timestamptz AND r.valid_to OPERATOR(pg_catalog.>) {at}::pg_catalog.timestamptz",
+        o = s(&org),
+        id = s(&c.id),
+    );
+    let (mine_tier, their_tier) = match &plan.tier {
+        Tier::Column(t) => (format!("{}::pg_catalog.text", s(t)), "r.classification::pg_catalog.text".to_owned()),
+        Tier::Json(t) => (format!("({} OPERATOR(pg_catalog.->>) 'classification')", s(t)), "r.classification::pg_catalog.text".to_owned()),
+        Tier::None | Tier::Claim => ("NULL::pg_catalog.text".to_owned(), "NULL::pg_catalog.text".to_owned()),
+    };
+    let (mine_meta, their_meta) = match &c.metadata {
+        Some(m) => (format!(", {} AS {}", s(m), quote_ident(AS_OF_METADATA)), format!(", r.metadata AS {}", quote_ident(AS_OF_METADATA))),
+        None => (String::new(), String::new()),
     };
     let rel = format!(
-        "(SELECT s.*, {content} AS {ac}, {tier} AS {at_}, {words} AS {aw}{metadata} FROM {src} s \
-         LEFT JOIN LATERAL (SELECT r.rev, r.content, r.classification, r.metadata FROM {revs} r \
-         WHERE r.org_id OPERATOR(pg_catalog.=) {o} AND r.memory_id OPERATOR(pg_catalog.=) {id} \
-         AND r.valid_from OPERATOR(pg_catalog.<=) {at}::pg_catalog.timestamptz AND r.valid_to OPERATOR(pg_catalog.>) {at}::pg_catalog.timestamptz \
-         ORDER BY r.rev DESC LIMIT 1) r ON true)",
-        content = pick(format!("{}::pg_catalog.text", s(&c.content)), "r.content"),
-        words = pick(mine_words, &format!("pg_catalog.to_tsvector({CFG}, r.content)")),
+        "(SELECT s.*, {mine_content} AS {ac}, {mine_tier} AS {at_}, {mine_words} AS {aw}{mine_meta} FROM {src} s \
+          WHERE NOT EXISTS (SELECT 1 FROM {revs} r WHERE {covers}) \
+         UNION ALL \
+         SELECT s.*, r.content AS {ac}, {their_tier} AS {at_}, pg_catalog.to_tsvector({CFG}, r.content) AS {aw}{their_meta} \
+          FROM {src} s JOIN {revs} r ON {covers})",
+        mine_content = format!("{}::pg_catalog.text", s(&c.content)),
         ac = quote_ident(AS_OF_CONTENT),
         at_ = quote_ident(AS_OF_TIER),
         aw = quote_ident(AS_OF_WORDS),
         src = relation(plan),
-        revs = format!("{}.{}", quote_ident(&h.relation.0), quote_ident(&h.relation.1)),
-        o = s(&org),
-        id = s(&c.id),
     );
     let mut p = plan.clone();
     p.history = None;
