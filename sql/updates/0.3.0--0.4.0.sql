@@ -63,6 +63,8 @@ CREATE TABLE memory.revisions (
     valid_to       timestamptz NOT NULL,
     actor          text NOT NULL,
     reason         text,
+    -- The words of content (english), as memory.observations keeps them: point-in-time reads match by them.
+    content_tsv    tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
     PRIMARY KEY (org_id, memory_id, rev)
 );
 CREATE INDEX revisions_memory ON memory.revisions (memory_id);

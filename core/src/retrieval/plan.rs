@@ -79,7 +79,7 @@ pub enum Condition {
 }
 
 /// Where a point-in-time read finds the versions a row replaced: a table of
-/// `(org_id, memory_id, rev, content, classification, metadata, valid_from, valid_to)` (memory.revisions),
+/// `(org_id, memory_id, rev, content, content_tsv, classification, metadata, valid_from, valid_to)` (memory.revisions),
 /// and the time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct History {

@@ -350,7 +350,7 @@ fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
         "(SELECT s.*, {mine_content} AS {ac}, {mine_tier} AS {at_}, {mine_words} AS {aw}{mine_meta} FROM {src} s \
           WHERE NOT EXISTS (SELECT 1 FROM {revs} r WHERE {covers}) \
          UNION ALL \
-         SELECT s.*, r.content AS {ac}, {their_tier} AS {at_}, pg_catalog.to_tsvector({CFG}, r.content) AS {aw}{their_meta} \
+         SELECT s.*, r.content AS {ac}, {their_tier} AS {at_}, r.content_tsv AS {aw}{their_meta} \
           FROM {src} s JOIN {revs} r ON {covers})",
         mine_content = format!("{}::pg_catalog.text", s(&c.content)),
         ac = quote_ident(AS_OF_CONTENT),
