@@ -340,15 +340,15 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz), memory_internal._profile_rules(text, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text, jsonb, float8[], regclass, timestamptz), memory.misleading_observations(text),
-                              memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)
+                              memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz), memory.misleading_observations(text),
+                              memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)
         TO memory_reader;
     -- Items (docs/design.md#items): read by key and list namespaces; writers put, delete and sweep
     -- expired ones (a TTL sweeper).
-    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, real[], boolean, timestamptz),
+    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz),
                               memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
+    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
     -- Memory over time (docs/reference.md#memory-over-time): readers read the revisions of their
@@ -356,6 +356,11 @@ BEGIN
     GRANT SELECT ON memory.revisions TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.history(uuid), memory_internal._revision_head(text, uuid) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb) TO memory_writer;
+    -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
+    GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
+                              memory_internal._context_pack(text, int, float8, float8)
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) TO memory_writer;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
@@ -408,8 +413,8 @@ BEGIN
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.screen_profiles TO memory_admin;
     -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
-    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
-          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
+    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode, dedup, dedup_threshold),
+          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at, dedup, dedup_threshold) ON memory.org_settings TO memory_admin;
     GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid), memory.record_verdict(uuid, text),
                               memory.freshness_recheck(float8, interval, interval, int, timestamptz),
                               memory.run_decay(timestamptz),
@@ -418,7 +423,7 @@ BEGIN
                               memory.audit_events(text, text, int, int, text, text, timestamptz),
                               memory_internal._audit_backlog_for_caller(),
                               memory_internal._health_for_caller(),
-                              memory.erase_subject(text), memory.export_subject(text, boolean),
+                              memory.erase_subject(text), memory.export_subject(text, boolean), memory.verify_receipt(jsonb),
                               memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;
     -- Embeddings of memory.observations (pgvector): platform-wide and one-way (the dimensions

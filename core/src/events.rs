@@ -13,6 +13,8 @@ pub const PURGE: &str = "memory.purge";
 pub const PURGE_DENIED: &str = "memory.purge.denied";
 pub const ARCHIVE: &str = "memory.archive";
 pub const FORGET: &str = "memory.forget";
+/// An erasure receipt's event (docs/audit.md#erasure-receipts): `event_id`, `ids_sha256`, `count`.
+pub const FORGET_RECEIPT: &str = "memory.forget.receipt";
 pub const EXPORT: &str = "memory.export";
 pub const TRANSFER: &str = "memory.transfer";
 pub const ENTITY_CREATE: &str = "memory.entity.create";
@@ -56,16 +58,18 @@ pub const RETRIEVAL_HYBRID: &str = "memory.retrieval.hybrid";
 pub const EMBEDDINGS_ENABLE: &str = "memory.embeddings.enable";
 pub const MCP_TOOL_INVOKED: &str = "memory.mcp.tool_invoked";
 pub const SUPERSEDE: &str = "memory.supersede";
+/// memory.remember kept a near-duplicate (dedup mode `near`): ids and hashes only.
+pub const MERGE: &str = "memory.merge";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
-    STORE, DELETE, UPDATE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
+    STORE, DELETE, UPDATE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, FORGET_RECEIPT, EXPORT, TRANSFER, ENTITY_CREATE,
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
     CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE, GOVERN_STILL_SUPPORTED, GOVERN_ERODED,
     GOVERN_RETRACTED_SOURCE, GOVERN_BROKEN_PROVENANCE, TASK_ENQUEUED, RETENTION_DISPOSED, INGEST_BATCH,
-    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE, RETRIEVAL_HYBRID, EMBEDDINGS_ENABLE, MCP_TOOL_INVOKED,
+    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE, RETRIEVAL_HYBRID, EMBEDDINGS_ENABLE, MCP_TOOL_INVOKED, MERGE,
     SUPERSEDE,
 ];
 

@@ -74,3 +74,32 @@ CREATE POLICY tenant ON memory.revisions USING (org_id OPERATOR(pg_catalog.=) (S
 CREATE POLICY clearance ON memory.revisions AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 SELECT pg_catalog.pg_extension_config_dump('memory.revisions', '');
+
+-- h-remember: duplicates at write and context packing (issue 49, SPEC §17; sql/remember.sql).
+-- The org's dedup mode and threshold (constant defaults: no table rewrite), the normalised
+-- content's hash that memory.remember keeps with a row, when and how often it was remembered
+-- again. Rows of 0.3.0 have no hash, so memory.remember treats them as plain INSERTs did.
+ALTER TABLE memory.org_settings ADD COLUMN dedup text NOT NULL DEFAULT 'exact';
+ALTER TABLE memory.org_settings ADD COLUMN dedup_threshold float8 NOT NULL DEFAULT 0.95;
+ALTER TABLE memory.observations ADD COLUMN content_sha256 text;
+ALTER TABLE memory.observations ADD COLUMN last_seen_at timestamptz;
+ALTER TABLE memory.observations ADD COLUMN seen_count int NOT NULL DEFAULT 1;
+CREATE INDEX observations_dedup ON memory.observations (org_id, content_sha256) WHERE content_sha256 IS NOT NULL;
+-- h-speed: the query embedding is anycompatible (float8[], real[], pgvector's vector or text
+-- alike: memory_internal._query_vector), checked by _query_vector_floats/_query_vector_parse.
+DROP FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz);
+DROP FUNCTION memory_internal._query_vector(real[], int);
+DROP FUNCTION memory_internal._query_vector_check(real[], int);
+-- h-speed: memory_internal._retrieve sets pgvector's iterative scan itself.
+DROP FUNCTION memory_internal._hnsw_begin(int);
+DROP FUNCTION memory_internal._hnsw_end(text[]);
+
+-- h-receipts: erasure receipts (issue 50, SPEC §18; sql/subject.sql). The ids each receipt
+-- covers, for memory.verify_receipt's scan (owner-only).
+CREATE TABLE memory.erasure_receipts (
+    event_id  uuid PRIMARY KEY,
+    org_id    text NOT NULL,
+    issued_at timestamptz NOT NULL,
+    ids       jsonb NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('memory.erasure_receipts', '');
