@@ -186,6 +186,10 @@ BEGIN
     IF c->>'expires_at' IS NOT NULL THEN
         conds := conds || jsonb_build_object('null_or_after', jsonb_build_array(c->>'expires_at', NULL));
     END IF;
+    -- A superseded memory is never recalled (SPEC §17).
+    IF tbl IS NULL THEN
+        conds := conds || jsonb_build_object('is_null', 'superseded_at');
+    END IF;
     -- A row without a known tier is for roles cleared to restricted only.
     IF tier IS DISTINCT FROM 'restricted' THEN
         conds := conds || jsonb_build_object('tier_in', jsonb_build_array(
@@ -221,6 +225,51 @@ BEGIN
         'one_pass', qv IS NOT NULL AND tbl IS NULL AND (f ? 'user_id' OR f ? 'session_id' OR f ? 'task_id'));
 END $$;
 
+-- A plan read as of a time (SPEC §17): its liveness conditions at `at` instead of now (created by
+-- then, not yet soft-deleted, expired or superseded at it), and for memory.observations each row
+-- as the revision valid at `at` (the engine's history). `at` NULL: the plan unchanged. A
+-- non-finite time: 22023.
+CREATE FUNCTION memory_internal._plan_as_of(plan jsonb, at timestamptz, fn text, created_col text)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t     text;
+    conds jsonb := '[]';
+    c     jsonb;
+BEGIN
+    IF at IS NULL THEN
+        RETURN plan;
+    END IF;
+    t := memory_internal._utc_text(at);
+    FOR c IN SELECT x FROM jsonb_array_elements(plan->'conditions') x LOOP
+        IF c ? 'is_null' AND (c->>'is_null') IN ('soft_deleted_at', 'superseded_at') THEN
+            c := jsonb_build_object('null_or_after', jsonb_build_array(c->>'is_null', t));
+        ELSIF c ? 'null_or_after' AND (c->'null_or_after'->1) = 'null'::jsonb THEN
+            c := jsonb_build_object('null_or_after', jsonb_build_array(c->'null_or_after'->>0, t));
+        END IF;
+        conds := conds || jsonb_build_array(c);
+    END LOOP;
+    IF created_col IS NOT NULL THEN
+        conds := conds || jsonb_build_object('at_or_before', jsonb_build_array(created_col, t));
+    END IF;
+    plan := jsonb_set(plan, '{conditions}', conds);
+    IF plan->'relation' = '["memory", "observations"]'::jsonb THEN
+        plan := plan || jsonb_build_object('history', jsonb_build_object('relation', '["memory", "revisions"]'::jsonb, 'at', t));
+    END IF;
+    RETURN plan;
+END $$;
+
+-- as_of of recall and search: NULL or a finite time (22023).
+CREATE FUNCTION memory_internal._check_as_of(fn text, at timestamptz)
+RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF at IS NOT NULL AND NOT pg_catalog.isfinite(at) THEN
+        RAISE EXCEPTION '%: as_of must be a finite time, got %', fn, at USING ERRCODE = '22023',
+            HINT = 'Pass the time to read the memories as of, or NULL for now.';
+    END IF;
+END $$;
+
 -- The read events of recall and retrieve, appended in this one place: ids, counts and hashes,
 -- never content, a query or an embedding. Through memory_internal._audit_read, so the event
 -- survives the rollback of the reading transaction or savepoint (docs/audit.md#read-events).
@@ -246,7 +295,8 @@ END $$;
 -- filters. query_embedding is anycompatible: float8[] (psycopg's floats), real[], pgvector's
 -- vector or text alike (memory_internal._query_vector).
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
-                              filters jsonb DEFAULT '{}', query_embedding anycompatible DEFAULT NULL, source regclass DEFAULT NULL)
+                              filters jsonb DEFAULT '{}', query_embedding anycompatible DEFAULT NULL, source regclass DEFAULT NULL,
+                              as_of timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
                created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type,
                lexical_rank int, vector_rank int, metadata jsonb)
@@ -263,6 +313,7 @@ DECLARE
 BEGIN
     -- Input first: nothing is read or written for a call that is refused.
     PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
+    PERFORM memory_internal._check_as_of('memory.recall', as_of);
     f := memory_internal._recall_filters(filters);
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(recall.org_id);
@@ -288,8 +339,9 @@ BEGIN
     IF numnode(q) = 0 AND f = '{}'::jsonb AND qv IS NULL THEN
         RETURN;
     END IF;
-    rows := memory_internal._run_plan(
+    rows := memory_internal._run_plan(memory_internal._plan_as_of(
                 memory_internal._recall_plan(recall.org_id, CASE WHEN numnode(q) > 0 THEN query END, k, recall.project_id, f, tier, c, tbl, qv),
+                as_of, 'memory.recall', c->>'created_at'),
                 tbl IS NOT NULL);
     RETURN QUERY
     SELECT (j.x->>0)::uuid, j.x->>1,
@@ -307,10 +359,11 @@ BEGIN
                            'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
         || CASE WHEN qv IS NULL THEN '{}'::jsonb
                 ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
-        || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END);
+        || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END
+        || CASE WHEN as_of IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('as_of', memory_internal._utc_text(as_of)) END);
 END $$;
-COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass) IS
-  'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[], real[], a pgvector vector, or text: an untyped literal such as ''[1,2,3]'') by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
+COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz) IS
+  'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[], real[], a pgvector vector, or text: an untyped literal such as ''[1,2,3]'') by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source); never a superseded memory; as_of: what was live then, each memory as its revision valid then. Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
 
 -- memory.retrieve's arguments, checked before anything is read or written (22023 with a hint);
 -- the org (42501), the screen profile and the user's consent (MX003) are checked by
@@ -434,7 +487,7 @@ COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, anycompat
 -- never values or the query).
 CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
                               k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding anycompatible DEFAULT NULL,
-                              refresh_ttl boolean DEFAULT false)
+                              refresh_ttl boolean DEFAULT false, as_of timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification memory.classification,
                created_at timestamptz, updated_at timestamptz, expires_at timestamptz, score float8)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -448,6 +501,7 @@ DECLARE
     conds jsonb;
 BEGIN
     PERFORM memory_internal._check_read_args('memory.search', org, k);
+    PERFORM memory_internal._check_as_of('memory.search', as_of);
     IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 OR search."offset" OPERATOR(pg_catalog.>) 1000000 THEN
         RAISE EXCEPTION 'memory.search: offset must be between 0 and 1000000, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'Pass the number of items to skip.';
@@ -468,33 +522,42 @@ BEGIN
     tier := memory_internal._clearance(org)::memory.classification;
     conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', org)), jsonb_build_object('is_not_null', 'key'),
                                jsonb_build_object('is_null', 'soft_deleted_at'), jsonb_build_object('null_or_after', jsonb_build_array('expires_at', NULL)),
+                               jsonb_build_object('is_null', 'superseded_at'),
                                jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))))
           || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
                   ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
                            to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org))) END
           || CASE WHEN filter IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('filter', jsonb_build_array('value', filter))) END;
-    rows := memory_internal._run_plan(jsonb_build_object(
+    rows := memory_internal._run_plan(memory_internal._plan_as_of(jsonb_build_object(
                 'relation', '["memory", "observations"]'::jsonb, 'tier_kind', 'column',
                 'columns', jsonb_build_object('id', 'id', 'content', 'content', 'weight', 'weight', 'tier', 'classification',
                                               'created_at', 'updated_at', 'words', 'search_tsv', 'embedding', CASE WHEN qv IS NOT NULL THEN 'embedding' END),
                 'conditions', conds,
                 'query', CASE WHEN NOT memory_internal._blank(query) AND numnode(websearch_to_tsquery('english', query)) OPERATOR(pg_catalog.>) 0 THEN query END,
                 'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
-                'k', k, 'offset', search."offset", 'depth', least(greatest(2 * (k + search."offset"), 40), 2000)), false);
+                'k', k, 'offset', search."offset", 'depth', least(greatest(2 * (k + search."offset"), 40), 2000)),
+                as_of, 'memory.search', 'created_at'), false);
     IF refresh_ttl THEN
         PERFORM memory_internal._item_refresh(org, o.id, o.ttl)
            FROM jsonb_array_elements(rows) j(x) JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
           WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
     END IF;
+    -- (As of a time: the value and tier of the revision valid then, when there is one.)
     RETURN QUERY
-    SELECT o.id, o.namespace, o.key, o.value, o.classification, o.created_at, o.updated_at, o.expires_at, (j.x->>4)::float8
+    SELECT o.id, o.namespace, o.key, CASE WHEN r.rev IS NULL THEN o.value ELSE r.value END,
+           CASE WHEN r.rev IS NULL THEN o.classification ELSE r.classification END,
+           o.created_at, o.updated_at, o.expires_at, (j.x->>4)::float8
       FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)
       JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+      LEFT JOIN LATERAL (SELECT v.rev, v.value, v.classification FROM memory.revisions v
+                          WHERE as_of IS NOT NULL AND v.org_id OPERATOR(pg_catalog.=) org AND v.memory_id OPERATOR(pg_catalog.=) o.id
+                            AND v.valid_from OPERATOR(pg_catalog.<=) as_of AND v.valid_to OPERATOR(pg_catalog.>) as_of
+                          ORDER BY v.rev DESC LIMIT 1) r ON true
      ORDER BY j.n;
     PERFORM memory_internal._read_event('memory.recall', org, NULL,
         jsonb_build_object('call', 'memory.search',
                            'ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY n) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)), '[]'),
                            'count', jsonb_array_length(rows), 'k', k));
 END $$;
-COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean) IS
-  'Live items under a namespace prefix the caller is cleared for (SPEC §16): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';
+COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz) IS
+  'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

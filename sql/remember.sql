@@ -19,10 +19,11 @@ ALTER TABLE memory.observations ADD COLUMN seen_count int NOT NULL DEFAULT 1;
 -- memory.remember's lookup: the org's remembered memories by the hash of their text.
 CREATE INDEX observations_dedup ON memory.observations (org_id, content_sha256) WHERE content_sha256 IS NOT NULL;
 
--- memory.live_observations is the table's every column: made again with the new columns.
+-- memory.live_observations is the table's every column: made again with the new columns (a
+-- superseded memory is not live: sql/revisions.sql).
 CREATE OR REPLACE VIEW memory.live_observations AS
 SELECT * FROM memory.observations o
- WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now());
+ WHERE o.soft_deleted_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now()) AND o.superseded_at IS NULL;
 
 -- An org's dedup setting, however written (an admin's INSERT or UPDATE): 22023 with a hint for
 -- an unknown mode or a threshold outside (0, 1], before any constraint is checked.
@@ -99,7 +100,7 @@ BEGIN
         RETURN QUERY EXECUTE pg_catalog.format(
             'SELECT o.id, 1 OPERATOR(pg_catalog.-) (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector), ''embedding'' FROM memory.observations o
               WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
-                AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.embedding IS NOT NULL
+                AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND o.embedding IS NOT NULL
                 AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
                 AND o.classification OPERATOR(pg_catalog.<=) $5
               ORDER BY o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector LIMIT 1', memory_internal._vector_schema())
@@ -108,7 +109,7 @@ BEGIN
         RETURN QUERY EXECUTE pg_catalog.format(
             'SELECT o.id, %1$I.similarity(o.content, $1)::float8, ''trigram'' FROM memory.observations o
               WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
-                AND o.key IS NULL AND o.soft_deleted_at IS NULL
+                AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
                 AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
                 AND o.classification OPERATOR(pg_catalog.<=) $5
               ORDER BY 2 DESC, o.created_at, o.id LIMIT 1', ts)
@@ -161,7 +162,7 @@ BEGIN
         SELECT o.id, o.classification INTO rid, got FROM memory.observations o
          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.content_sha256 OPERATOR(pg_catalog.=) h
            AND o.user_id IS NOT DISTINCT FROM remember.user_id AND o.namespace IS NOT DISTINCT FROM remember.namespace
-           AND o.key IS NULL AND o.soft_deleted_at IS NULL
+           AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
            AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
            AND o.classification OPERATOR(pg_catalog.<=) tier
            AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h

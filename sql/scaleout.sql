@@ -435,7 +435,7 @@ BEGIN
                              'memory.entities', 'memory.claims', 'memory.relationships', 'memory.recheck_tasks',
                              'memory.consents', 'memory.user_contexts', 'memory.threads', 'memory.training_candidates',
                              'memory.persona_drift_log', 'memory.user_feedback', 'memory.thread_refreshes',
-                             'memory.watch_question_updates', 'memory.deletion_stubs'] LOOP
+                             'memory.watch_question_updates', 'memory.deletion_stubs', 'memory.revisions'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = t::regclass) THEN
             SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c WHERE c.conrelid = t::regclass AND c.contype = 'p';
             IF t = 'memory.recheck_tasks' THEN
@@ -448,7 +448,7 @@ BEGIN
                     ADD CONSTRAINT consents_receipt_id_key UNIQUE (org_id, receipt_id);
             ELSIF t = 'memory.persona_drift_log' THEN
                 ALTER TABLE memory.persona_drift_log DROP CONSTRAINT persona_drift_log_pkey, ADD PRIMARY KEY (org_id, drift_id);
-            ELSIF pk IS NOT NULL AND t NOT IN ('memory.threads') THEN
+            ELSIF pk IS NOT NULL AND t NOT IN ('memory.threads', 'memory.revisions') THEN
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (org_id, id)', t, pk);
             END IF;
             -- (The functions that take an id read its orgs first: by index, on every shard.)

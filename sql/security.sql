@@ -340,17 +340,22 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz), memory_internal._profile_rules(text, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text, jsonb, anycompatible, regclass), memory.misleading_observations(text),
+                              memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz), memory.misleading_observations(text),
                               memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)
         TO memory_reader;
     -- Items (docs/design.md#items): read by key and list namespaces; writers put, delete and sweep
     -- expired ones (a TTL sweeper).
-    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean),
+    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz),
                               memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
+    -- Memory over time (docs/reference.md#memory-over-time): readers read the revisions of their
+    -- orgs within their clearance (memory.history); writers supersede.
+    GRANT SELECT ON memory.revisions TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.history(uuid), memory_internal._revision_head(text, uuid) TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb) TO memory_writer;
     -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
     GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
                               memory_internal._context_pack(text, int, float8, float8)

@@ -66,6 +66,11 @@ pub static ORG_ID: GucSetting<Option<std::ffi::CString>> =
 pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// The reason of the changes a transaction makes to memories (`SET LOCAL memory.change_reason`),
+/// kept with each revision (memory.revisions.reason; sql/revisions.sql reads it).
+pub static CHANGE_REASON: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
 /// Restoring a dump: rows written while on are taken as they come back (no classification, no
 /// stamps, no lifecycle entry checks, no audit events). Superuser-only. Read it through
 /// [`restore_mode`].
@@ -229,6 +234,14 @@ pub fn init() {
         c"The application's actor for audit events.",
         c"Recorded pseudonymised (h:<hex>) in actor_id, beside the writing role.",
         &ACTOR_ID,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"memory.change_reason",
+        c"Why the memories changed by this transaction changed (SET LOCAL).",
+        c"Kept as the reason of each revision an UPDATE of a memory keeps (memory.revisions, memory.history).",
+        &CHANGE_REASON,
         GucContext::Userset,
         GucFlags::default(),
     );

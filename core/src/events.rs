@@ -57,6 +57,7 @@ pub const DISTRIBUTE: &str = "memory.distribute";
 pub const RETRIEVAL_HYBRID: &str = "memory.retrieval.hybrid";
 pub const EMBEDDINGS_ENABLE: &str = "memory.embeddings.enable";
 pub const MCP_TOOL_INVOKED: &str = "memory.mcp.tool_invoked";
+pub const SUPERSEDE: &str = "memory.supersede";
 /// memory.remember kept a near-duplicate (dedup mode `near`): ids and hashes only.
 pub const MERGE: &str = "memory.merge";
 
@@ -69,6 +70,7 @@ pub const ALL: &[&str] = &[
     CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE, GOVERN_STILL_SUPPORTED, GOVERN_ERODED,
     GOVERN_RETRACTED_SOURCE, GOVERN_BROKEN_PROVENANCE, TASK_ENQUEUED, RETENTION_DISPOSED, INGEST_BATCH,
     UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE, RETRIEVAL_HYBRID, EMBEDDINGS_ENABLE, MCP_TOOL_INVOKED, MERGE,
+    SUPERSEDE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

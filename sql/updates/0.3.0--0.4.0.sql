@@ -39,6 +39,42 @@ DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], t
 -- memory.health counts an org's archived rows from an index.
 CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
 
+-- h-revisions: memory over time (issue 49, SPEC §17; sql/revisions.sql). Supersession columns on
+-- the observations and their archive (nullable, no default: no table rewrite), and the revisions
+-- table with its tenant and clearance policies. A revision history starts empty for existing
+-- memories. memory.recall and memory.search gain as_of (both are new in 0.4.0's signatures, so
+-- the DROP of 0.3.0's recall above covers the change); their triggers and functions come with the
+-- definitions.
+ALTER TABLE memory.observations ADD COLUMN supersedes uuid;
+ALTER TABLE memory.observations ADD COLUMN superseded_by uuid;
+ALTER TABLE memory.observations ADD COLUMN superseded_at timestamptz;
+ALTER TABLE memory.observations_archive ADD COLUMN supersedes uuid;
+ALTER TABLE memory.observations_archive ADD COLUMN superseded_by uuid;
+ALTER TABLE memory.observations_archive ADD COLUMN superseded_at timestamptz;
+CREATE TABLE memory.revisions (
+    org_id         text NOT NULL,
+    memory_id      uuid NOT NULL,
+    rev            int NOT NULL CHECK (rev >= 1),
+    content        text,
+    value          jsonb,
+    metadata       jsonb,
+    classification memory.classification NOT NULL,
+    valid_from     timestamptz NOT NULL,
+    valid_to       timestamptz NOT NULL,
+    actor          text NOT NULL,
+    reason         text,
+    -- The words of content (english), as memory.observations keeps them: point-in-time reads match by them.
+    content_tsv    tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    PRIMARY KEY (org_id, memory_id, rev)
+);
+CREATE INDEX revisions_memory ON memory.revisions (memory_id);
+ALTER TABLE memory.revisions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON memory.revisions USING (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()))
+    WITH CHECK (org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org()));
+CREATE POLICY clearance ON memory.revisions AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+SELECT pg_catalog.pg_extension_config_dump('memory.revisions', '');
+
 -- h-remember: duplicates at write and context packing (issue 49, SPEC §17; sql/remember.sql).
 -- The org's dedup mode and threshold (constant defaults: no table rewrite), the normalised
 -- content's hash that memory.remember keeps with a row, when and how often it was remembered

@@ -200,9 +200,20 @@ fn statement(trigger: &PgTrigger, td: &pg_sys::TriggerData, op: u32) -> Result<S
             let id = quote_identifier(map.cols.id.as_deref().unwrap_or_default());
             let (sel, tier_o, tier_t) = (map.select_list("t"), map.tier_expr("o"), map.tier_expr("t"));
             // A changed tier is a memory.reclassify event; a changed content a memory.update event
-            // with the new content's hash (column 8: 't' when the content changed).
+            // with both contents' hashes (column 8: 't' when the content changed; 9: the old
+            // content) and, for memory.observations, the revision it kept (10: memory.revisions'
+            // rev, written by the row trigger memory_revisions before this statement trigger; on
+            // a Citus shard, whose statements may not read another distributed table, none).
             let (content_o, content_t) = (map.col("o", &map.cols.content), map.col("t", &map.cols.content));
-            let changed = format!("CASE WHEN {content_o} IS DISTINCT FROM {content_t} THEN 't' END");
+            let shard = crate::pg::citus::logical_table(crate::pg::tuple::trigger_relid(td)).is_some();
+            let rev = if map.table == "memory.observations" && map.cols.org.is_some() && !shard {
+                format!(
+                    "(SELECT pg_catalog.max(r.rev)::text FROM memory.revisions r WHERE r.org_id OPERATOR(pg_catalog.=) t.org_id AND r.memory_id OPERATOR(pg_catalog.=) t.{id})"
+                )
+            } else {
+                "NULL::text".into()
+            };
+            let changed = format!("CASE WHEN {content_o} IS DISTINCT FROM {content_t} THEN 't' END, {content_o}, {rev}");
             let differs = format!("({tier_o} IS DISTINCT FROM {tier_t} OR {content_o} IS DISTINCT FROM {content_t})");
             let query = match &map.cols.org {
                 None => format!(
@@ -295,6 +306,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
             reason: reason.as_deref(),
             pseudonyms: HashMap::new(),
             sha: [0u8; 64],
+            sha_prev: [0u8; 64],
         };
         // A statement whose rows fit in one chunk (an agent's single-row INSERT) is read straight
         // from its transition table; the same columns as the query's, as the query casts them.
@@ -310,7 +322,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 return ap.finish(client);
             }
         }
-        let cols = if event_type == events::RECLASSIFY { 9 } else { 7 };
+        let cols = if event_type == events::RECLASSIFY { 11 } else { 7 };
         // The plan is prepared with this call's transition tables registered (SPI resolves them
         // by name, the same names on every call) and kept for the next statements.
         let key = (crate::pg::tuple::trigger_relid(td), query.clone());
@@ -339,7 +351,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         } else {
             let orgs_q = format!(
                 "SELECT DISTINCT coalesce(org, '') FROM ({query}) q(id, content, org, project, workspace, usr, tier{})",
-                if event_type == events::RECLASSIFY { ", old_tier, changed" } else { "" }
+                if event_type == events::RECLASSIFY { ", old_tier, changed, old_content, rev" } else { "" }
             );
             let mut chains = Vec::new();
             for row in client.select(orgs_q.as_str(), None, &[]).map_err(MxError::spi_in("audit"))? {
@@ -368,6 +380,7 @@ struct RowEvents<'s> {
     /// few users.
     pseudonyms: HashMap<String, String>,
     sha: [u8; 64],
+    sha_prev: [u8; 64],
 }
 
 impl RowEvents<'_> {
@@ -408,11 +421,13 @@ impl RowEvents<'_> {
                     append_event(ap, client, &self.actor, events::DELETE, &delete, org, project, workspace)?;
                 }
                 _ => {
-                    // An UPDATE: the new content's hash when the content changed (a correction),
-                    // then the change of tier when there is one.
+                    // An UPDATE: both contents' hashes when the content changed (a correction) and
+                    // the revision kept, then the change of tier when there is one.
                     if batch.text(i, 8).is_some() {
                         let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha));
-                        let update = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                        let previous = batch.bytes(i, 9).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha_prev));
+                        let update = [("classification", tier), ("content_sha256", content), ("id", id), ("previous_content_sha256", previous),
+                                      ("rev", batch.text(i, 10)), ("table", Some(table)), ("userId", user_p)];
                         append_event(ap, client, &self.actor, events::UPDATE, &update, org, project, workspace)?;
                     }
                     let from = batch.text(i, 7);

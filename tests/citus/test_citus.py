@@ -55,7 +55,7 @@ def cluster():
                                   "memory.entities", "memory.claims", "memory.relationships", "memory.recheck_tasks",
                                   "memory.consents", "memory.user_contexts", "memory.threads", "memory.training_candidates",
                                   "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
-                                  "memory.watch_question_updates", "memory.deletion_stubs"], done
+                                  "memory.watch_question_updates", "memory.deletion_stubs", "memory.revisions"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
         assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings", "memory.erasure_receipts"}, why
         assert "oid" in why["memory.governance_registry"], why
@@ -541,6 +541,40 @@ def test_remember_and_context_through_the_coordinator(cluster, coord):
         c = a.execute("SELECT memory.context('org_rem', 'green tea', 50)").fetchone()[0]
         assert 0 < c["tokens"] <= 50 and len(c["ids"]) == 1 and c["omitted"] == 1, c  # the two copies: one kept
     assert coord.execute("SELECT count(*), max(seen_count) FROM memory.observations WHERE org_id = 'org_rem'").fetchone() == (2, 2)
+
+
+def test_revisions_and_supersession_on_distributed_stores(cluster, coord):
+    """Memory over time on Citus (SPEC §17), as a tenant-bound writer through the coordinator:
+    memory.revisions is distributed with the observations, a correction keeps a revision on the
+    org's node, history and recall as of a time read it, supersession hides the old memory, and
+    forget removes the revisions."""
+    assert coord.execute("""SELECT a.colocationid = b.colocationid FROM pg_dist_partition a, pg_dist_partition b
+                             WHERE a.logicalrelid = 'memory.revisions'::regclass AND b.logicalrelid = 'memory.observations'::regclass""").fetchone()[0]
+    coord.execute("DROP ROLE IF EXISTS revisions_citus")
+    coord.execute("CREATE ROLE revisions_citus LOGIN")
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("GRANT memory_writer TO revisions_citus")
+    coord.execute("SELECT memory.grant_org('revisions_citus', 'org_rev')")
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=revisions_citus dbname=postgres", autocommit=True) as a:
+        (mid,) = a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_rev', 'the office is in Leeds') RETURNING id").fetchone()
+        coord.execute("UPDATE memory.observations SET created_at = now() - interval '10 days' WHERE org_id = 'org_rev' AND id = %s", (mid,))
+        with a.transaction():
+            # (Citus forwards SET LOCAL to the workers, where the shards' triggers fire, only so.)
+            a.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+            a.execute("SET LOCAL memory.change_reason = 'moved'")
+            a.execute("UPDATE memory.observations SET content = 'the office is in York' WHERE org_id = 'org_rev' AND id = %s", (mid,))
+        hist = a.execute("SELECT rev, content, reason FROM memory.history(%s)", (mid,)).fetchall()
+        assert hist == [(2, "the office is in York", None), (1, "the office is in Leeds", "moved")], hist
+        then = a.execute("SELECT content FROM memory.recall('org_rev', 'office', as_of => now() - interval '5 days')").fetchall()
+        assert then == [("the office is in Leeds",)], then
+        (new,) = a.execute("SELECT memory.supersede(%s, 'the office is in Hull', 'moved again')", (mid,)).fetchone()
+        now = a.execute("SELECT id FROM memory.recall('org_rev', 'office')").fetchall()
+        assert now == [(new,)], now
+        a.execute("SELECT memory.forget(ARRAY[%s]::uuid[], 'user request')", (mid,))
+    assert coord.execute("SELECT count(*) FROM memory.revisions WHERE org_id = 'org_rev' AND memory_id = %s", (mid,)).fetchone()[0] == 0
+    port, shard = node_of(coord, "memory.revisions", "org_rev")
+    with psycopg.connect(dsn(port), autocommit=True) as w:
+        assert w.execute(f"SELECT count(*) FROM {shard} WHERE memory_id = %s", (mid,)).fetchone()[0] == 0
 
 
 def test_embeddings_on_distributed_stores(cluster, coord):

@@ -10,8 +10,13 @@
 //!  "tier_kind": "column" | "json" | "claim",
 //!  "conditions": [{"eq": ["org_id", "acme"]}, ...],
 //!  "query": "words" | null, "vector": "[1,0,0]" | null, "vector_schema": "public",
-//!  "k": 10, "offset": 0, "depth": 40, "ties": [["confidence_score", "desc"], ...], "one_pass": false}
+//!  "k": 10, "offset": 0, "depth": 40, "ties": [["confidence_score", "desc"], ...], "one_pass": false,
+//!  "history": {"relation": ["memory", "revisions"], "at": "2026-03-03T00:00:00Z"} | null}
 //! ```
+//!
+//! `history` (point-in-time reads, SPEC §17): each row is read as it was at `at`, its content,
+//! tier, metadata and words those of the revision valid then (`valid_from <= at < valid_to`) when
+//! one is, else the row's own. The liveness at `at` is the callers' conditions.
 
 use super::filter::{self, Filter};
 use super::words::{match_of, Match};
@@ -73,6 +78,15 @@ pub enum Condition {
     Filter { col: String, filter: Filter },
 }
 
+/// Where a point-in-time read finds the versions a row replaced: a table of
+/// `(org_id, memory_id, rev, content, content_tsv, classification, metadata, valid_from, valid_to)` (memory.revisions),
+/// and the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    pub relation: (String, String),
+    pub at: String,
+}
+
 /// A retrieval plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -93,6 +107,8 @@ pub struct Plan {
     pub ties: Vec<String>,
     /// Read every row under the conditions in one pass (bounded candidates) and fuse in the core.
     pub one_pass: bool,
+    /// Read rows as they were at a time (None: as they are).
+    pub history: Option<History>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,6 +286,21 @@ impl Plan {
             Some(Value::Array(t)) => t.iter().map(|x| name(Some(x), "ties")).collect::<Result<_, _>>()?,
             _ => return Err(PlanError("retrieval plan: ties is an array of columns".into())),
         };
+        let history = match m.get("history") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(h)) => {
+                let relation = match h.get("relation") {
+                    Some(Value::Array(r)) if r.len() == 2 => (name(r.first(), "history schema")?, name(r.get(1), "history relation")?),
+                    _ => return Err(PlanError("retrieval plan: history.relation is [schema, name]".into())),
+                };
+                let at = match h.get("at") {
+                    Some(Value::String(a)) if !a.is_empty() => a.clone(),
+                    _ => return Err(PlanError("retrieval plan: history.at is a time".into())),
+                };
+                Some(History { relation, at })
+            }
+            _ => return Err(PlanError("retrieval plan: history is an object".into())),
+        };
         let k = count(m, "k", 10, 100_000)?;
         if k == 0 {
             return Err(PlanError("retrieval plan: k must be at least 1".into()));
@@ -286,6 +317,7 @@ impl Plan {
             depth: count(m, "depth", 40, 100_000)?,
             ties,
             one_pass: matches!(m.get("one_pass"), Some(Value::Bool(true))),
+            history,
         })
     }
 }

@@ -13,7 +13,7 @@
 //!   tenants store never push a tenant's nearest out) fused by `fusion`'s rule × weight.
 
 use super::filter::{Filter, Op};
-use super::plan::{Columns, Condition, Plan, Tier};
+use super::plan::{Columns, Condition, History, Plan, Tier};
 use super::words::Match;
 use crate::fusion;
 
@@ -309,14 +309,84 @@ fn agg(order: &str) -> String {
     )
 }
 
+/// The names a point-in-time read gives the row's content, tier, words and metadata as they were.
+const AS_OF_CONTENT: &str = "memory_as_of_content";
+const AS_OF_TIER: &str = "memory_as_of_tier";
+const AS_OF_WORDS: &str = "memory_as_of_words";
+const AS_OF_METADATA: &str = "memory_as_of_metadata";
+
+/// A point-in-time read (`plan.history`): the source as a derived table whose rows carry, beside
+/// their own columns, the content, tier, words and metadata of the revision valid at the time
+/// (else their own), and the plan reading those. The time is bound once.
+fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
+    let at = b.bind(Some(h.at.clone()));
+    let s = |c: &str| format!("s.{}", quote_ident(c));
+    let org = plan_org_col(plan);
+    let c = &plan.columns;
+    let mine_words = match &c.words {
+        Some(w) => s(w),
+        None => format!("pg_catalog.to_tsvector({CFG}, {}::pg_catalog.text)", s(&c.content)),
+    };
+    // Two arms, so that each keeps its indexes: the rows no revision covers at the time (their own
+    // words, through the source's full-text and vector indexes), and the rows a revision covers
+    // (found from the revisions valid then). Conditions on `t` reach both arms.
+    let revs = format!("{}.{}", quote_ident(&h.relation.0), quote_ident(&h.relation.1));
+    let covers = format!(
+        "r.org_id OPERATOR(pg_catalog.=) {o} AND r.memory_id OPERATOR(pg_catalog.=) {id} \
+         AND r.valid_from OPERATOR(pg_catalog.<=) {at}::pg_catalog.timestamptz AND r.valid_to OPERATOR(pg_catalog.>) {at}::pg_catalog.timestamptz",
+        o = s(&org),
+        id = s(&c.id),
+    );
+    let (mine_tier, their_tier) = match &plan.tier {
+        Tier::Column(t) => (format!("{}::pg_catalog.text", s(t)), "r.classification::pg_catalog.text".to_owned()),
+        Tier::Json(t) => (format!("({} OPERATOR(pg_catalog.->>) 'classification')", s(t)), "r.classification::pg_catalog.text".to_owned()),
+        Tier::None | Tier::Claim => ("NULL::pg_catalog.text".to_owned(), "NULL::pg_catalog.text".to_owned()),
+    };
+    let (mine_meta, their_meta) = match &c.metadata {
+        Some(m) => (format!(", {} AS {}", s(m), quote_ident(AS_OF_METADATA)), format!(", r.metadata AS {}", quote_ident(AS_OF_METADATA))),
+        None => (String::new(), String::new()),
+    };
+    let rel = format!(
+        "(SELECT s.*, {mine_content} AS {ac}, {mine_tier} AS {at_}, {mine_words} AS {aw}{mine_meta} FROM {src} s \
+          WHERE NOT EXISTS (SELECT 1 FROM {revs} r WHERE {covers}) \
+         UNION ALL \
+         SELECT s.*, r.content AS {ac}, {their_tier} AS {at_}, r.content_tsv AS {aw}{their_meta} \
+          FROM {src} s JOIN {revs} r ON {covers})",
+        mine_content = format!("{}::pg_catalog.text", s(&c.content)),
+        ac = quote_ident(AS_OF_CONTENT),
+        at_ = quote_ident(AS_OF_TIER),
+        aw = quote_ident(AS_OF_WORDS),
+        src = relation(plan),
+    );
+    let mut p = plan.clone();
+    p.history = None;
+    p.columns.content = AS_OF_CONTENT.into();
+    p.columns.words = Some(AS_OF_WORDS.into());
+    if c.metadata.is_some() {
+        p.columns.metadata = Some(AS_OF_METADATA.into());
+    }
+    if matches!(plan.tier, Tier::Column(_) | Tier::Json(_)) {
+        p.tier = Tier::Column(AS_OF_TIER.into());
+    }
+    (p, rel)
+}
+
 /// Renders the plan to one statement (see the module's documentation).
 pub fn render(plan: &Plan) -> Statement {
     let mut b = Binds { params: Vec::new() };
+    let owned;
+    let (plan, rel) = match &plan.history {
+        Some(h) => {
+            let (p, rel) = as_of(plan, h, &mut b);
+            owned = p;
+            (&owned, rel)
+        }
+        None => (plan, relation(plan)),
+    };
     let mut org: Option<String> = None;
     let conds = conditions(plan, &mut org, &mut b);
     let tier = tier_expr(plan, &mut org, &mut b);
     let weight = weight_expr(plan);
-    let rel = relation(plan);
     let k = b.bind(Some(plan.k.to_string()));
     let off = b.bind(Some(plan.offset.to_string()));
     let ties: Vec<String> = plan.ties.iter().map(|t| col(t)).collect();
@@ -425,11 +495,19 @@ pub struct OnePass {
 pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let (v, vs) = plan.vector.as_ref()?;
     let mut b = Binds { params: Vec::new() };
+    let owned;
+    let (plan, rel) = match &plan.history {
+        Some(h) => {
+            let (p, rel) = as_of(plan, h, &mut b);
+            owned = p;
+            (&owned, rel)
+        }
+        None => (plan, relation(plan)),
+    };
     let mut org: Option<String> = None;
     let conds = conditions(plan, &mut org, &mut b);
     let tier = tier_expr(plan, &mut org, &mut b);
     let weight = weight_expr(plan);
-    let rel = relation(plan);
     let v = b.bind(Some(v.clone()));
     let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
     let (rel_e, cov_e) = match &plan.query {

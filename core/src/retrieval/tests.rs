@@ -319,3 +319,47 @@ proptest! {
         prop_assert_eq!(skeleton(&mk(&names).sql), skeleton(&mk(&plain).sql));
     }
 }
+
+#[test]
+fn point_in_time_reads_the_revision_valid_then() {
+    let at = "2026-03-03T00:00:00Z";
+    let h = json!({"history": {"relation": ["memory", "revisions"], "at": at}, "query": "pay by card"});
+    let s = render(&plan(observations(h)));
+    // The time is one bind parameter, never spliced; the revision covering it replaces content,
+    // tier, words and metadata, and every read goes through them.
+    assert_eq!(s.params.first(), Some(&Some(at.to_string())));
+    assert!(!s.sql.contains("2026-03-03"));
+    assert!(s.sql.contains("WHERE NOT EXISTS (SELECT 1 FROM \"memory\".\"revisions\" r WHERE r.org_id OPERATOR(pg_catalog.=) s.\"org_id\""), "{}", s.sql);
+    assert!(s.sql.contains("UNION ALL SELECT s.*, r.content AS \"memory_as_of_content\""), "{}", s.sql);
+    assert!(s.sql.contains("JOIN \"memory\".\"revisions\" r ON r.org_id"), "{}", s.sql);
+    assert!(s.sql.contains("r.valid_from OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz AND r.valid_to OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz"));
+    assert!(s.sql.contains("t.\"memory_as_of_words\" OPERATOR(pg_catalog.@@)"));
+    assert!(s.sql.contains("t.\"memory_as_of_tier\"::pg_catalog.text OPERATOR(pg_catalog.=) ANY"), "clearance is the revision's tier");
+    assert!(s.sql.contains("t.\"memory_as_of_content\"::pg_catalog.text AS content"));
+    assert!(s.sql.contains("t.\"memory_as_of_metadata\" AS metadata"));
+    assert!(!s.sql.contains("t.\"content_tsv\""), "the row's own words are read only through the revision's choice");
+    // The same with a vector, and in one pass.
+    let hv = json!({"history": {"relation": ["memory", "revisions"], "at": at}, "vector": "[1,0,0]", "vector_schema": "public"});
+    let v = render(&plan(observations(hv.clone())));
+    assert!(v.sql.matches("UNION ALL").count() >= 3, "every read of the source is as of the time");
+    let one = render_one_pass(&plan(observations(hv)), 100).unwrap();
+    assert!(one.candidates.contains("UNION ALL") && one.rows.contains("UNION ALL"));
+    assert_eq!(one.params.first(), Some(&Some(at.to_string())));
+}
+
+#[test]
+fn history_needs_a_relation_and_a_time() {
+    for bad in [json!({"history": {"at": "2026-01-01"}}), json!({"history": {"relation": ["memory", "revisions"]}}), json!({"history": 3})] {
+        assert!(Plan::from_json(&observations(bad)).is_err());
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_time_never_changes_the_statement(at in "\\PC{1,40}") {
+        let a = render(&plan(observations(json!({"history": {"relation": ["memory", "revisions"], "at": "2026-01-01"}, "query": "x"}))));
+        let b = render(&plan(observations(json!({"history": {"relation": ["memory", "revisions"], "at": at.clone()}, "query": "x"}))));
+        prop_assert_eq!(skeleton(&a.sql), skeleton(&b.sql));
+        prop_assert_eq!(&b.params[0], &Some(at));
+    }
+}
