@@ -548,7 +548,7 @@ BEGIN
                           'entry_hash', pg_catalog.encode(coalesce(hhash, pg_catalog.decode(pg_catalog.repeat('00', 32), 'hex')), 'hex')),
         'ids_sha256', digest, 'count', n,
         'at', pg_catalog.to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'key_id', kid);
-    RETURN r OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature', memory_internal._receipt_sign(r, k));
+    RETURN r OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature', memory_internal._receipt_sign(r::pg_catalog.text, k));
 END $$;
 
 -- memory.forget's receipts: one per org of `deleted` ({org: [{id, ...}]}, '' for a table without
@@ -1163,7 +1163,7 @@ BEGIN
         RAISE EXCEPTION 'memory.verify_receipt needs a receipt' USING ERRCODE = '22023',
             HINT = 'Pass the receipt object memory.forget or memory.erase_subject returned.';
     END IF;
-    why := memory_internal._receipt_shape_error(receipt);
+    why := memory_internal._receipt_shape_error(receipt::pg_catalog.text);
     IF why IS NOT NULL THEN
         RAISE EXCEPTION 'malformed receipt: %', why USING ERRCODE = '22023',
             HINT = 'Pass the receipt object memory.forget or memory.erase_subject returned, unchanged.';
@@ -1182,7 +1182,7 @@ BEGIN
     PERFORM memory_internal._audit_integrate(false);
     -- The signature, with the key it names.
     SELECT ak.key INTO k FROM memory.audit_keys ak WHERE ak.key_id OPERATOR(pg_catalog.=) (receipt OPERATOR(pg_catalog.->>) 'key_id')::int;
-    good := k IS NOT NULL AND memory_internal._receipt_signature_ok(receipt, k);
+    good := k IS NOT NULL AND memory_internal._receipt_signature_ok(receipt::pg_catalog.text, k);
     RETURN QUERY SELECT 'signature'::text, good,
         CASE WHEN k IS NULL THEN pg_catalog.format('no audit key %s', receipt OPERATOR(pg_catalog.->>) 'key_id')
              WHEN good THEN pg_catalog.format('HMAC-SHA256 with audit key %s', receipt OPERATOR(pg_catalog.->>) 'key_id')

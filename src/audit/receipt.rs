@@ -8,23 +8,33 @@ use memory_core::audit::{self, receipt};
 use pgrx::prelude::*;
 use serde_json::Value;
 
-/// The receipt's signature under `key` (lowercase hex HMAC-SHA256 of its JCS form without
-/// "signature").
-#[pg_extern(immutable, strict, parallel_safe, schema = "memory_internal", name = "_receipt_sign")]
-fn receipt_sign(receipt: pgrx::JsonB, key: &[u8]) -> String {
-    receipt::signature(key, &receipt.0)
+/// The receipt as JSON. It comes as text (never pgrx's jsonb door): a jsonb that serde cannot
+/// read (a number beyond f64, nesting past serde's limit) is a malformed receipt, not a panic.
+fn parse(receipt: &str) -> Result<Value, String> {
+    serde_json::from_str(receipt).map_err(|e| format!("a receipt is a JSON object of the documented members ({e})"))
 }
 
-/// Whether the receipt's "signature" is its signature under `key` (constant-time comparison).
+/// The receipt's signature under `key` (lowercase hex HMAC-SHA256 of its JCS form without
+/// "signature"). `receipt` is the jsonb's text.
+#[pg_extern(immutable, strict, parallel_safe, schema = "memory_internal", name = "_receipt_sign")]
+fn receipt_sign(receipt: &str, key: &[u8]) -> String {
+    parse(receipt).map(|r| receipt::signature(key, &r)).map_err(MxError::bad_argument).or_raise()
+}
+
+/// Whether the receipt's "signature" is its signature under `key` (constant-time comparison); a
+/// receipt that is not readable JSON is not signed.
 #[pg_extern(immutable, strict, parallel_safe, schema = "memory_internal", name = "_receipt_signature_ok")]
-fn receipt_signature_ok(receipt: pgrx::JsonB, key: &[u8]) -> bool {
-    receipt::signature_ok(key, &receipt.0)
+fn receipt_signature_ok(receipt: &str, key: &[u8]) -> bool {
+    parse(receipt).map(|r| receipt::signature_ok(key, &r)).unwrap_or(false)
 }
 
 /// Why the value is not a well-formed receipt (naming the member), or NULL.
 #[pg_extern(immutable, strict, parallel_safe, schema = "memory_internal", name = "_receipt_shape_error")]
-fn receipt_shape_error(receipt: pgrx::JsonB) -> Option<String> {
-    receipt::shape_error(&receipt.0)
+fn receipt_shape_error(receipt: &str) -> Option<String> {
+    match parse(receipt) {
+        Ok(r) => receipt::shape_error(&r),
+        Err(e) => Some(e),
+    }
 }
 
 /// `ids_sha256` of the ids (NULL elements are not ids and are skipped).
@@ -40,20 +50,26 @@ fn ids_sha256(ids: Vec<Option<String>>) -> String {
 #[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_audit_entry_hash")]
 #[allow(clippy::too_many_arguments)]
 fn audit_entry_hash(
-    chain_id: &str,
-    seq: i64,
-    prev_hash: &[u8],
-    event_type: &str,
-    recorded_at_micros: i64,
+    chain_id: Option<&str>,
+    seq: Option<i64>,
+    prev_hash: Option<&[u8]>,
+    event_type: Option<&str>,
+    recorded_at_micros: Option<i64>,
     actor_id: Option<&str>,
     org_id: Option<&str>,
     project_id: Option<&str>,
     workspace_id: Option<&str>,
-    key_id: i32,
-    payload: &str,
-    key: &[u8],
-) -> Vec<u8> {
-    (|| -> Result<Vec<u8>, MxError> {
+    key_id: Option<i32>,
+    payload: Option<&str>,
+    key: Option<&[u8]>,
+) -> Option<Vec<u8>> {
+    // The chain's own columns are NOT NULL: a NULL among them is no entry, so no hash.
+    let (Some(chain_id), Some(seq), Some(prev_hash), Some(event_type), Some(recorded_at_micros), Some(key_id), Some(payload), Some(key)) =
+        (chain_id, seq, prev_hash, event_type, recorded_at_micros, key_id, payload, key)
+    else {
+        return None;
+    };
+    Some((|| -> Result<Vec<u8>, MxError> {
         let payload: Value = serde_json::from_str(payload).map_err(|e| MxError::bad_argument(format!("payload cannot be hashed: {e}")))?;
         let prev: [u8; 32] = prev_hash.try_into().map_err(|_| MxError::bad_argument("prev_hash must be 32 bytes"))?;
         let ev = audit::Event {
@@ -71,5 +87,5 @@ fn audit_entry_hash(
         };
         Ok(audit::entry_hash(key, &ev).to_vec())
     })()
-    .or_raise()
+    .or_raise())
 }
