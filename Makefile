@@ -70,6 +70,7 @@ test-sql: install pgvector
 
 test-python: install pgvector
 	tests/run-python.sh --ignore=tests/python/test_mcp.py
+	tests/langgraph/run.sh
 
 ## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx), runs its unit tests, and drives
 ## it over stdio and HTTP with the Python MCP SDK against a cluster, and a TLS cluster
