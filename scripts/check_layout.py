@@ -349,12 +349,11 @@ PLPGSQL_LINES = 80
 # Longer than PLPGSQL_LINES when the rule came (issue 47); each is to be cut into functions of
 # its steps. Never add to this list.
 LONG_PLPGSQL = {
-    "memory.ingest_batch", "memory.run_retention", "memory.distribute",
-    "memory_internal._govern_classify", "memory.erase_subject",
-    "memory_internal._retention_sweep", "memory.load_slices", "memory.export_subject",
-    "memory_internal._guard_governance_ddl", "memory.govern", "memory.freshness_recheck",
-    "memory.forget", "memory_internal._run_decay_in", "memory.setup_roles",
-    "memory_internal._user_context_rules",
+    "memory.run_retention", "memory.distribute",
+    "memory.erase_subject",
+    "memory_internal._retention_sweep", "memory.export_subject",
+    "memory.govern",
+    "memory.forget", "memory.setup_roles",
 }
 
 

@@ -237,24 +237,166 @@ BEGIN
     END IF;
 END $$;
 
+-- memory.govern, classification: the content, source files, source type and org columns and the
+-- target columns the options name (or the conventional ones), checked.
+CREATE FUNCTION memory_internal._govern_classify_columns(tbl regclass, opts jsonb, OUT c_content text, OUT c_files text,
+                                                         OUT c_type text, OUT c_org text, OUT targets text[])
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    t oid;
+BEGIN
+    c_content := coalesce(opts->>'content', 'content');
+    t := memory_internal._column_type(tbl, c_content, 'content');
+    IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+        RAISE EXCEPTION '%, not %', memory_internal._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
+    END IF;
+    c_files := coalesce(opts->>'source_files', CASE WHEN memory_internal._has_column(tbl, 'source_files') THEN 'source_files' END);
+    IF c_files IS NOT NULL AND memory_internal._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
+        RAISE EXCEPTION '%', memory_internal._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
+    END IF;
+    c_type := coalesce(opts->>'source_type', CASE WHEN memory_internal._has_column(tbl, 'source_type') THEN 'source_type' END);
+    IF c_type IS NOT NULL AND memory_internal._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
+        RAISE EXCEPTION '%', memory_internal._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
+    END IF;
+    c_org := coalesce(opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+    IF c_org IS NOT NULL AND memory_internal._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
+        RAISE EXCEPTION '%', memory_internal._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
+    END IF;
+    targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
+                    WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
+                    WHEN jsonb_typeof(opts->'target') = 'array'
+                         THEN ARRAY(SELECT jsonb_array_elements_text(opts->'target'))
+               END;
+    IF targets IS NULL OR cardinality(targets) = 0 THEN
+        RAISE EXCEPTION 'option "target" must be a column name or an array of them' USING ERRCODE = '22023';
+    END IF;
+    FOREACH k IN ARRAY targets LOOP
+        t := memory_internal._column_type(tbl, k, 'target');
+        IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
+            RAISE EXCEPTION '%, not %', memory_internal._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION memory_internal._govern_classify_columns(regclass, jsonb) IS
+  'memory.govern: the classify trigger''s columns (content, source_files, source_type, org, targets) from the options or the conventional names, their types checked (22023).';
+
+-- memory.govern, retention stamps (written with the tier): "stamps": true takes the conventional
+-- column names; an object maps them (created_at, expires_at, purge_after, archive_at, memory_type,
+-- and for run_retention soft_deleted_at, soft_delete_reason). The effective mapping
+-- {stamps, id, user}, or NULL without stamps.
+CREATE FUNCTION memory_internal._govern_stamps(tbl regclass, opts jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    a_id text;
+    a_user text;
+    smap jsonb;
+BEGIN
+    IF jsonb_typeof(opts->'stamps') = 'object' OR opts->'stamps' = 'true'::jsonb THEN
+        smap := jsonb_build_object('created_at', 'created_at', 'expires_at', 'expires_at', 'purge_after', 'purge_after',
+                    'archive_at', 'archive_at',
+                    'memory_type', CASE WHEN memory_internal._has_column(tbl, 'memory_type') THEN 'memory_type' END,
+                    'soft_deleted_at', CASE WHEN memory_internal._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
+                    'soft_delete_reason', CASE WHEN memory_internal._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
+        IF jsonb_typeof(opts->'stamps') = 'object' THEN
+            FOR k IN SELECT jsonb_object_keys(opts->'stamps') LOOP
+                IF NOT k = ANY (ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'memory_type',
+                                      'soft_deleted_at', 'soft_delete_reason']) THEN
+                    RAISE EXCEPTION 'unknown stamps key "%"', k USING ERRCODE = '22023';
+                END IF;
+            END LOOP;
+            smap := smap || (opts->'stamps');
+        END IF;
+        FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'soft_deleted_at'] LOOP
+            CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
+            IF smap->>k IS NULL OR smap->>k LIKE '%,%'
+               OR memory_internal._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
+                RAISE EXCEPTION '% (for retention stamps)', memory_internal._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+        IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
+           OR memory_internal._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
+            RAISE EXCEPTION '%', memory_internal._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
+        END IF;
+        IF smap->>'soft_delete_reason' IS NOT NULL THEN
+            PERFORM memory_internal._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
+        END IF;
+        -- run_retention finds rows by id and checks holds by org and subject.
+        a_id := coalesce(a_id, opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+        a_user := coalesce(a_user, opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
+        IF a_id IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_id, 'id'); END IF;
+        IF a_user IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_user, 'user'); END IF;
+        RETURN jsonb_build_object('stamps', smap, 'id', a_id, 'user', a_user);
+    ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
+        RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
+    END IF;
+    RETURN NULL;
+END $$;
+COMMENT ON FUNCTION memory_internal._govern_stamps(regclass, jsonb) IS
+  'memory.govern: the retention stamp columns the options name (or the conventional ones), checked (22023), with the id and user columns run_retention uses; NULL without stamps.';
+
+-- memory.govern: the memory_classify trigger of tbl (re)created, as the caller, with the
+-- trigger arguments `args`. Every UPDATE fires it, not only those that name a mapped column: a
+-- trigger of the owner's that fires first may change the content (the trigger compares the old
+-- and the new row).
+CREATE FUNCTION memory_internal._govern_classify_trigger(tbl regclass, args text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
+    PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
+                   'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
+END $$;
+COMMENT ON FUNCTION memory_internal._govern_classify_trigger(regclass, text) IS
+  'memory.govern: drops and creates the memory_classify trigger of a table, as the caller, with the given trigger arguments.';
+
+-- memory.govern, backfill: existing rows without a tier; touching the content column fires the
+-- trigger, which classifies a row that holds no tier yet. The number of rows touched.
+CREATE FUNCTION memory_internal._govern_classify_backfill(tbl regclass, c_content text, targets text[], args text)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    missing text;
+    n bigint;
+BEGIN
+    SELECT string_agg(CASE WHEN memory_internal._column_type(tbl, x, 'target') = 'jsonb'::regtype
+                           THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
+                           ELSE format('%I IS NULL', x) END, ' OR ')
+      INTO missing FROM unnest(targets) x;
+    -- The backfill fires the table's own triggers, the caller's code: the governance gate
+    -- is closed while it runs, so that code cannot drop or replace memory_ext triggers.
+    PERFORM memory_internal._close_governance_gate();
+    n := memory_internal._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
+    PERFORM memory_internal._open_governance_gate(tbl);
+    -- (A table governed for the first time is not in the registry yet, which the event
+    -- trigger protects: whatever the caller's code did to memory_classify during the
+    -- backfill, it is removed and created again as govern means it.)
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_classify'
+                      AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc AND tg.tgqual IS NULL) THEN
+        RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
+            USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
+    END IF;
+    PERFORM memory_internal._govern_classify_trigger(tbl, args);
+    RETURN n;
+END $$;
+COMMENT ON FUNCTION memory_internal._govern_classify_backfill(regclass, text, text[], text) IS
+  'memory.govern: classifies the existing rows of a table that hold no tier (the governance gate closed while the table''s own triggers run), then checks and recreates memory_classify; returns the number of rows touched.';
+
 -- memory.govern, classification and retention stamps: the classify trigger, and the backfill.
 CREATE FUNCTION memory_internal._govern_classify(tbl regclass, opts jsonb, eff jsonb)
 RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    k text;
     c_content text;
     c_files text;
     c_type text;
     c_org text;
     targets text[];
-    t oid;
     args text;
-    missing text;
-    n bigint;
-    a_id text;
-    a_user text;
-    smap jsonb;
+    st jsonb;
     stamp_cols text[];
 BEGIN
     -- Classification: on unless "classify": false (or only a state column is named, on a table
@@ -262,80 +404,12 @@ BEGIN
     IF coalesce((opts->>'classify')::boolean,
                 NOT (opts ? 'state') OR opts ?| ARRAY['content', 'source_files', 'source_type', 'target', 'stamps', 'backfill']
                 OR memory_internal._has_column(tbl, 'content')) THEN
-        c_content := coalesce(opts->>'content', 'content');
-        t := memory_internal._column_type(tbl, c_content, 'content');
-        IF t NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%, not %', memory_internal._column_type_message('content', c_content, tbl::text), t::regtype USING ERRCODE = '22023';
-        END IF;
-        c_files := coalesce(opts->>'source_files', CASE WHEN memory_internal._has_column(tbl, 'source_files') THEN 'source_files' END);
-        IF c_files IS NOT NULL AND memory_internal._column_type(tbl, c_files, 'source_files') NOT IN ('text[]'::regtype, 'varchar[]'::regtype) THEN
-            RAISE EXCEPTION '%', memory_internal._column_type_message('source_files', c_files, tbl::text) USING ERRCODE = '22023';
-        END IF;
-        c_type := coalesce(opts->>'source_type', CASE WHEN memory_internal._has_column(tbl, 'source_type') THEN 'source_type' END);
-        IF c_type IS NOT NULL AND memory_internal._column_type(tbl, c_type, 'source_type') NOT IN ('memory.source_type'::regtype, 'text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%', memory_internal._column_type_message('source_type', c_type, tbl::text) USING ERRCODE = '22023';
-        END IF;
-        c_org := coalesce(opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
-        IF c_org IS NOT NULL AND memory_internal._column_type(tbl, c_org, 'org') NOT IN ('text'::regtype, 'varchar'::regtype) THEN
-            RAISE EXCEPTION '%', memory_internal._column_type_message('org', c_org, tbl::text) USING ERRCODE = '22023';
-        END IF;
-        targets := CASE WHEN opts->'target' IS NULL THEN ARRAY['classification']
-                        WHEN jsonb_typeof(opts->'target') = 'string' THEN ARRAY[opts->>'target']
-                        WHEN jsonb_typeof(opts->'target') = 'array'
-                             THEN ARRAY(SELECT jsonb_array_elements_text(opts->'target'))
-                   END;
-        IF targets IS NULL OR cardinality(targets) = 0 THEN
-            RAISE EXCEPTION 'option "target" must be a column name or an array of them' USING ERRCODE = '22023';
-        END IF;
-        FOREACH k IN ARRAY targets LOOP
-            t := memory_internal._column_type(tbl, k, 'target');
-            IF t NOT IN ('memory.classification'::regtype, 'text'::regtype, 'varchar'::regtype, 'jsonb'::regtype) THEN
-                RAISE EXCEPTION '%, not %', memory_internal._column_type_message('target', k, tbl::text), t::regtype USING ERRCODE = '22023';
-            END IF;
-        END LOOP;
-
-        -- Retention stamps, written with the tier: "stamps": true takes the conventional column
-        -- names; an object maps them (created_at, expires_at, purge_after, archive_at, memory_type,
-        -- and for run_retention soft_deleted_at, soft_delete_reason).
-        IF jsonb_typeof(opts->'stamps') = 'object' OR opts->'stamps' = 'true'::jsonb THEN
-            smap := jsonb_build_object('created_at', 'created_at', 'expires_at', 'expires_at', 'purge_after', 'purge_after',
-                        'archive_at', 'archive_at',
-                        'memory_type', CASE WHEN memory_internal._has_column(tbl, 'memory_type') THEN 'memory_type' END,
-                        'soft_deleted_at', CASE WHEN memory_internal._has_column(tbl, 'soft_deleted_at') THEN 'soft_deleted_at' END,
-                        'soft_delete_reason', CASE WHEN memory_internal._has_column(tbl, 'soft_delete_reason') THEN 'soft_delete_reason' END);
-            IF jsonb_typeof(opts->'stamps') = 'object' THEN
-                FOR k IN SELECT jsonb_object_keys(opts->'stamps') LOOP
-                    IF NOT k = ANY (ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'memory_type',
-                                          'soft_deleted_at', 'soft_delete_reason']) THEN
-                        RAISE EXCEPTION 'unknown stamps key "%"', k USING ERRCODE = '22023';
-                    END IF;
-                END LOOP;
-                smap := smap || (opts->'stamps');
-            END IF;
-            FOREACH k IN ARRAY ARRAY['created_at', 'expires_at', 'purge_after', 'archive_at', 'soft_deleted_at'] LOOP
-                CONTINUE WHEN smap->>k IS NULL AND k = 'soft_deleted_at';
-                IF smap->>k IS NULL OR smap->>k LIKE '%,%'
-                   OR memory_internal._column_type(tbl, smap->>k, k) <> 'timestamptz'::regtype THEN
-                    RAISE EXCEPTION '% (for retention stamps)', memory_internal._column_type_message(k, coalesce(smap->>k, ''), tbl::text) USING ERRCODE = '22023';
-                END IF;
-            END LOOP;
-            IF smap->>'memory_type' IS NOT NULL AND (smap->>'memory_type' LIKE '%,%'
-               OR memory_internal._column_type(tbl, smap->>'memory_type', 'memory_type') NOT IN ('memory.memory_type'::regtype, 'text'::regtype)) THEN
-                RAISE EXCEPTION '%', memory_internal._column_type_message('memory_type', smap->>'memory_type', tbl::text) USING ERRCODE = '22023';
-            END IF;
-            IF smap->>'soft_delete_reason' IS NOT NULL THEN
-                PERFORM memory_internal._column_type(tbl, smap->>'soft_delete_reason', 'soft_delete_reason');
-            END IF;
-            stamp_cols := ARRAY[smap->>'created_at', smap->>'expires_at', smap->>'purge_after', smap->>'archive_at',
-                                coalesce(smap->>'memory_type', '')];
-            -- run_retention finds rows by id and checks holds by org and subject.
-            a_id := coalesce(a_id, opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
-            a_user := coalesce(a_user, opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
-            IF a_id IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_id, 'id'); END IF;
-            IF a_user IS NOT NULL THEN PERFORM memory_internal._column_type(tbl, a_user, 'user'); END IF;
-            eff := eff || jsonb_build_object('stamps', smap, 'id', a_id, 'user', a_user);
-        ELSIF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN
-            RAISE EXCEPTION 'option "stamps" must be true, false or an object of column names' USING ERRCODE = '22023';
+        SELECT * INTO c_content, c_files, c_type, c_org, targets FROM memory_internal._govern_classify_columns(tbl, opts);
+        st := memory_internal._govern_stamps(tbl, opts);
+        IF st IS NOT NULL THEN
+            stamp_cols := ARRAY[st->'stamps'->>'created_at', st->'stamps'->>'expires_at', st->'stamps'->>'purge_after',
+                                st->'stamps'->>'archive_at', coalesce(st->'stamps'->>'memory_type', '')];
+            eff := eff || st;
         END IF;
         -- The trigger-argument protocol is memory_core::protocol's (built and parsed there).
         -- "content_required": an empty or blank content is refused (22023), as on memory.observations.
@@ -345,11 +419,7 @@ BEGIN
         args := (SELECT string_agg(quote_literal(a), ', ')
                    FROM unnest(memory_internal._classify_trigger_args(c_content, c_files, c_type, targets, c_org, stamp_cols,
                                                                        coalesce((opts->>'content_required')::boolean, false))) a);
-        PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
-        -- Every UPDATE, not only those that name a mapped column: a trigger of the owner's that
-        -- fires first may change the content (the trigger compares the old and the new row).
-        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
-                       'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
+        PERFORM memory_internal._govern_classify_trigger(tbl, args);
         eff := eff || jsonb_build_object('classify', true, 'content', c_content, 'source_files', c_files,
                                          'source_type', c_type, 'org', c_org, 'target', to_jsonb(targets));
         IF coalesce((opts->>'content_required')::boolean, false) THEN
@@ -358,27 +428,7 @@ BEGIN
         -- Existing rows without a tier: touching the content column fires the trigger, which
         -- classifies a row that holds no tier yet.
         IF coalesce((opts->>'backfill')::boolean, false) THEN
-            SELECT string_agg(CASE WHEN memory_internal._column_type(tbl, x, 'target') = 'jsonb'::regtype
-                                   THEN format('(%1$I IS NULL OR NOT %1$I ? %2$L)', x, 'classification')
-                                   ELSE format('%I IS NULL', x) END, ' OR ')
-              INTO missing FROM unnest(targets) x;
-            -- The backfill fires the table's own triggers, the caller's code: the governance gate
-            -- is closed while it runs, so that code cannot drop or replace memory_ext triggers.
-            PERFORM memory_internal._close_governance_gate();
-            n := memory_internal._exec_as_caller(format('UPDATE %s SET %I = %I WHERE %s', tbl, c_content, c_content, missing));
-            PERFORM memory_internal._open_governance_gate(tbl);
-            -- (A table governed for the first time is not in the registry yet, which the event
-            -- trigger protects: whatever the caller's code did to memory_classify during the
-            -- backfill, it is removed and created again as govern means it.)
-            IF NOT EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = tbl AND tg.tgname = 'memory_classify'
-                              AND tg.tgenabled IN ('O', 'A') AND tg.tgfoid = 'memory.classify_trigger'::regproc AND tg.tgqual IS NULL) THEN
-                RAISE EXCEPTION 'a trigger of % changed memory_classify during the backfill', tbl
-                    USING ERRCODE = '42501', HINT = 'Governance is changed by memory.govern and memory.ungovern only.';
-            END IF;
-            PERFORM memory_internal._drop_trigger(tbl, 'memory_classify');
-            PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_classify BEFORE INSERT OR UPDATE ON %s '
-                           'FOR EACH ROW EXECUTE FUNCTION memory.classify_trigger(%s)', tbl, args));
-            eff := eff || jsonb_build_object('backfilled', n);
+            eff := eff || jsonb_build_object('backfilled', memory_internal._govern_classify_backfill(tbl, c_content, targets, args));
         END IF;
     ELSE
         IF opts ? 'stamps' AND opts->'stamps' <> 'false'::jsonb THEN

@@ -506,16 +506,61 @@ COMMENT ON TABLE memory.user_contexts IS
   'User contexts by scope (task, thread, profile). Written by plain INSERT; memory_internal._user_context_rules enforces consent, sources and position fields in the writing transaction.';
 
 -- The write rules (docs/design.md#consent-and-drift), in the writing transaction.
+-- memory_internal._user_context_rules, the fields of a new user context: known names only, text
+-- values (position_consent a boolean), and no sensitive input in one field or split over them
+-- (22023, MX007).
+CREATE FUNCTION memory_internal._check_context_fields(fields jsonb)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known    text[] := memory_internal._context_fields('known');
+    k        text;
+    found    text[];
+    vals     text[];
+BEGIN
+    FOR k IN SELECT jsonb_object_keys(fields) LOOP
+        IF NOT k = ANY (known) THEN
+            RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
+                HINT = 'Fields: ' || array_to_string(known, ', ');
+        END IF;
+        -- Values are text (position_consent a boolean): nothing nests a field inside another.
+        IF jsonb_typeof(fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
+            RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
+                USING ERRCODE = '22023';
+        END IF;
+        -- Sensitive input is never kept, whatever the consent (docs/design.md#consent-and-drift): every classification detector runs on
+        -- the value and on the text of its base64 and hex tokens; the refusal names the detector
+        -- and the field, never the value.
+        IF k <> 'position_consent' THEN
+            found := memory_internal._detect_fields(ARRAY[fields->>k]);
+            IF cardinality(found) > 0 THEN
+                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
+                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
+            END IF;
+        END IF;
+    END LOOP;
+    -- And on the fields together: a value split over two fields (in either order), or over all of
+    -- them, is found too. No one field holds it, so none is named.
+    vals := ARRAY(SELECT f.value FROM jsonb_each_text(fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
+    IF cardinality(vals) > 1 THEN
+        found := memory_internal._detect_fields(vals);
+        IF cardinality(found) > 0 THEN
+            RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
+                USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
+                HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()), nor split over fields; remove the value.';
+        END IF;
+    END IF;
+END $$;
+COMMENT ON FUNCTION memory_internal._check_context_fields(jsonb) IS
+  'memory_internal._user_context_rules: refuses unknown user context fields and values of the wrong type (22023), and sensitive input in a field or split over the fields (MX007, naming the detector and the field, never the value).';
+
 CREATE FUNCTION memory_internal._user_context_rules()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     have     memory.consent_scope[];
     position text[] := memory_internal._context_fields('position');
-    known    text[] := memory_internal._context_fields('known');
-    k        text;
-    found    text[];
-    vals     text[];
     refusal  text[];
 BEGIN
     -- A restore brings rows back as they were dumped (memory.restore_mode, superuser-only).
@@ -536,39 +581,7 @@ BEGIN
         RETURN NEW;
     END IF;
     PERFORM memory_internal._require_org(NEW.org_id);
-    FOR k IN SELECT jsonb_object_keys(NEW.fields) LOOP
-        IF NOT k = ANY (known) THEN
-            RAISE EXCEPTION 'unknown user context field "%"', k USING ERRCODE = '22023',
-                HINT = 'Fields: ' || array_to_string(known, ', ');
-        END IF;
-        -- Values are text (position_consent a boolean): nothing nests a field inside another.
-        IF jsonb_typeof(NEW.fields->k) <> (CASE WHEN k = 'position_consent' THEN 'boolean' ELSE 'string' END) THEN
-            RAISE EXCEPTION 'user context field "%" must be %', k, CASE WHEN k = 'position_consent' THEN 'a boolean' ELSE 'a string' END
-                USING ERRCODE = '22023';
-        END IF;
-        -- Sensitive input is never kept, whatever the consent (docs/design.md#consent-and-drift): every classification detector runs on
-        -- the value and on the text of its base64 and hex tokens; the refusal names the detector
-        -- and the field, never the value.
-        IF k <> 'position_consent' THEN
-            found := memory_internal._detect_fields(ARRAY[NEW.fields->>k]);
-            IF cardinality(found) > 0 THEN
-                RAISE EXCEPTION 'sensitive input refused: user context field "%" matches the % detector', k, found[1]
-                    USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
-                    HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()); remove the value.';
-            END IF;
-        END IF;
-    END LOOP;
-    -- And on the fields together: a value split over two fields (in either order), or over all of
-    -- them, is found too. No one field holds it, so none is named.
-    vals := ARRAY(SELECT f.value FROM jsonb_each_text(NEW.fields) f WHERE f.key <> 'position_consent' ORDER BY f.key COLLATE "C");
-    IF cardinality(vals) > 1 THEN
-        found := memory_internal._detect_fields(vals);
-        IF cardinality(found) > 0 THEN
-            RAISE EXCEPTION 'sensitive input refused: user context fields together match the % detector', found[1]
-                USING ERRCODE = 'MX007', DETAIL = 'detector: ' || found[1],
-                HINT = 'User contexts never keep e-mail addresses, phone numbers, wallet addresses, account or card numbers, keys or tokens (memory.detectors()), nor split over fields; remove the value.';
-        END IF;
-    END IF;
+    PERFORM memory_internal._check_context_fields(NEW.fields);
     -- Expiry is the extension's (end_task); a context is not written ahead of its time.
     NEW.expires_at := NULL;
     IF NEW.created_at > now() + memory_internal._max_clock_skew() THEN
@@ -839,6 +852,80 @@ END $$;
 COMMENT ON FUNCTION memory.advisor_order(text) IS
   'The advisors'' order for a risk_prompt_preference (docs/design.md#consent-and-drift): balanced (default, also for NULL), counter_first, risk_first, permission_or_credential (pre-execution first). The set of advisors never changes. Unknown -> 22023.';
 
+-- memory.load_slices, once the route's wanted slices, the consent scopes in force (`have`) and the
+-- contexts it may read (task, thread, profile: NULL when absent or not readable) are known: each
+-- slice resolved (task > thread > profile, cold-start defaults, active threads, the drift count),
+-- loaded, skipped as missing or blocked by consent, and rendered; load_slices' result.
+CREATE FUNCTION memory_internal._resolve_slices(route text, wanted text[], have text[], t_fields jsonb, h_fields jsonb, p_fields jsonb,
+                                                p_org text, p_user text, p_thread text, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cold     boolean;
+    sl       text;
+    r        jsonb;   -- the slice's rule
+    f        text;
+    v        jsonb;
+    slices   jsonb := '{}';
+    loaded   text[] := '{}';
+    missing  text[] := '{}';
+    blocked  text[] := '{}';
+    lines    text[] := '{}';
+    -- slice -> its rule (memory_core::consent; immutable, so computed once per session)
+    rules    constant jsonb := memory_internal._slice_rules();
+BEGIN
+    cold := p_fields IS NULL AND h_fields IS NULL;
+
+    FOREACH sl IN ARRAY wanted LOOP
+        v := NULL;
+        r := rules->sl;
+        IF r->>'source' = 'field' THEN
+            -- Priority task > thread > profile (each read by load_slices only under its scope); a task-only
+            -- slice (a position field) from the task's context alone.
+            f := r->>'field';
+            v := coalesce(t_fields->f, CASE WHEN NOT (r->>'task_only')::boolean THEN coalesce(h_fields->f, p_fields->f) END);
+            IF v IS NULL AND cold THEN
+                v := r->'cold_default';
+            END IF;
+        ELSIF r->>'source' = 'active_threads' AND (r->'needs') ?| have THEN
+            v := (SELECT jsonb_agg(jsonb_build_object('title', t.title, 'cognition_object', t.cognition_object) ORDER BY t.updated_at DESC)
+                    FROM (SELECT * FROM memory.threads t WHERE t.org_id = p_org AND t.user_id = p_user AND t.status = 'active'
+                             AND NOT t.consent_blocked
+                           ORDER BY t.updated_at DESC LIMIT 3) t);
+        ELSIF r->>'source' = 'drift_count' AND (r->'needs') ?| have THEN
+            -- A count, never the rows' text.
+            v := to_jsonb((SELECT count(*) FROM memory.persona_drift_log d
+                            WHERE d.org_id = p_org AND d.user_id = p_user AND d.created_at > at - interval '30 days' AND d.created_at <= at));
+        END IF;
+        IF v IS NOT NULL AND v <> 'null'::jsonb THEN
+            slices := slices || jsonb_build_object(sl, v);
+            loaded := loaded || sl;
+            -- One line per slice; what a user wrote cannot close the block or start a line of
+            -- its own (memory_internal._render_context_value: <, > and & escaped, their look-alikes such
+            -- as U+FF1C folded to &lt; and &gt;, every line separator and control character a space).
+            lines := lines || (sl || ': ' || memory_internal._render_context_value(
+                         CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END));
+        ELSIF ((r->'needs') <> '[]' AND NOT (r->'needs') ?| have)
+              OR ((r->>'thread_blocks')::boolean AND p_thread IS NOT NULL AND h_fields IS NULL
+                  AND EXISTS (SELECT 1 FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread'
+                                 AND u.thread_id = p_thread AND u.consent_blocked)) THEN
+            -- Not loaded because none of the scopes it needs is in force (or its thread context was
+            -- blocked by a revocation): memory_core::consent::Slice::blocked.
+            blocked := blocked || sl;
+        ELSE
+            missing := missing || sl;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object(
+        'route', route, 'slices', slices, 'slices_loaded', to_jsonb(loaded), 'slices_skipped_missing', to_jsonb(missing),
+        'slices_blocked_by_consent', to_jsonb(blocked), 'cold_start', cold,
+        'tokens_estimated', (SELECT coalesce(sum(ceil(length(l) / 4.0)), 0)::int FROM unnest(lines) l),
+        'rendered', '<user_context>' || E'\n' || coalesce((SELECT string_agg(l || E'\n', '' ORDER BY n) FROM unnest(lines) WITH ORDINALITY x(l, n)), '')
+                    || '</user_context>');
+END $$;
+COMMENT ON FUNCTION memory_internal._resolve_slices(text, text[], text[], jsonb, jsonb, jsonb, text, text, text, timestamptz) IS
+  'memory.load_slices: the wanted slices resolved from the readable contexts (task > thread > profile, cold-start defaults, active threads, the drift count), sorted into loaded, missing and blocked by consent, and rendered as the <user_context> block; load_slices'' result.';
+
 CREATE FUNCTION memory.load_slices(org_id text, user_id text, route text, task_id text DEFAULT NULL, thread_id text DEFAULT NULL,
                                    optional text[] DEFAULT '{}', at timestamptz DEFAULT now())
 RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -853,16 +940,6 @@ DECLARE
     h_fields jsonb;   -- the thread's context (latest), unless blocked or without consent
     p_fields jsonb;   -- the profile (latest), with save_to_profile
     wanted   text[];
-    cold     boolean;
-    sl       text;
-    r        jsonb;   -- the slice's rule
-    f        text;
-    v        jsonb;
-    slices   jsonb := '{}';
-    loaded   text[] := '{}';
-    missing  text[] := '{}';
-    blocked  text[] := '{}';
-    lines    text[] := '{}';
     -- slice -> its rule, context scope -> the consent scope it is loaded under (memory_core::consent;
     -- immutable, so computed once per session when the statements are planned)
     rules    constant jsonb := memory_internal._slice_rules();
@@ -913,54 +990,7 @@ BEGIN
          WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'profile'
          ORDER BY u.created_at DESC, u.id DESC LIMIT 1;
     END IF;
-    cold := p_fields IS NULL AND h_fields IS NULL;
-
-    FOREACH sl IN ARRAY wanted LOOP
-        v := NULL;
-        r := rules->sl;
-        IF r->>'source' = 'field' THEN
-            -- Priority task > thread > profile (each read above only under its scope); a task-only
-            -- slice (a position field) from the task's context alone.
-            f := r->>'field';
-            v := coalesce(t_fields->f, CASE WHEN NOT (r->>'task_only')::boolean THEN coalesce(h_fields->f, p_fields->f) END);
-            IF v IS NULL AND cold THEN
-                v := r->'cold_default';
-            END IF;
-        ELSIF r->>'source' = 'active_threads' AND (r->'needs') ?| have THEN
-            v := (SELECT jsonb_agg(jsonb_build_object('title', t.title, 'cognition_object', t.cognition_object) ORDER BY t.updated_at DESC)
-                    FROM (SELECT * FROM memory.threads t WHERE t.org_id = p_org AND t.user_id = p_user AND t.status = 'active'
-                             AND NOT t.consent_blocked
-                           ORDER BY t.updated_at DESC LIMIT 3) t);
-        ELSIF r->>'source' = 'drift_count' AND (r->'needs') ?| have THEN
-            -- A count, never the rows' text.
-            v := to_jsonb((SELECT count(*) FROM memory.persona_drift_log d
-                            WHERE d.org_id = p_org AND d.user_id = p_user AND d.created_at > at - interval '30 days' AND d.created_at <= at));
-        END IF;
-        IF v IS NOT NULL AND v <> 'null'::jsonb THEN
-            slices := slices || jsonb_build_object(sl, v);
-            loaded := loaded || sl;
-            -- One line per slice; what a user wrote cannot close the block or start a line of
-            -- its own (memory_internal._render_context_value: <, > and & escaped, their look-alikes such
-            -- as U+FF1C folded to &lt; and &gt;, every line separator and control character a space).
-            lines := lines || (sl || ': ' || memory_internal._render_context_value(
-                         CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' ELSE v::text END));
-        ELSIF ((r->'needs') <> '[]' AND NOT (r->'needs') ?| have)
-              OR ((r->>'thread_blocks')::boolean AND thread_id IS NOT NULL AND h_fields IS NULL
-                  AND EXISTS (SELECT 1 FROM memory.user_contexts u WHERE u.org_id = p_org AND u.user_id = p_user AND u.scope = 'thread'
-                                 AND u.thread_id = load_slices.thread_id AND u.consent_blocked)) THEN
-            -- Not loaded because none of the scopes it needs is in force (or its thread context was
-            -- blocked by a revocation): memory_core::consent::Slice::blocked.
-            blocked := blocked || sl;
-        ELSE
-            missing := missing || sl;
-        END IF;
-    END LOOP;
-    RETURN jsonb_build_object(
-        'route', route, 'slices', slices, 'slices_loaded', to_jsonb(loaded), 'slices_skipped_missing', to_jsonb(missing),
-        'slices_blocked_by_consent', to_jsonb(blocked), 'cold_start', cold,
-        'tokens_estimated', (SELECT coalesce(sum(ceil(length(l) / 4.0)), 0)::int FROM unnest(lines) l),
-        'rendered', '<user_context>' || E'\n' || coalesce((SELECT string_agg(l || E'\n', '' ORDER BY n) FROM unnest(lines) WITH ORDINALITY x(l, n)), '')
-                    || '</user_context>');
+    RETURN memory_internal._resolve_slices(route, wanted, have, t_fields, h_fields, p_fields, p_org, p_user, thread_id, at);
 END $$;
 COMMENT ON FUNCTION memory.load_slices(text, text, text, text, text, text[], timestamptz) IS
   'The slices of a user''s memory a request on `route` may load (docs/design.md#consent-and-drift): the route''s required slices and the optional ones asked for, never a `never` one; task > thread > profile; missing fields skipped; cold start (no profile or thread context) fills S1-S3 with English, standard, balanced; thread contexts blocked by a revocation are not read; S9 is a count. Returns slices, slices_loaded, slices_skipped_missing, slices_blocked_by_consent, cold_start, tokens_estimated and the rendered <user_context> block. Unknown route or slice -> 22023.';

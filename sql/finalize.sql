@@ -91,6 +91,8 @@ GRANT EXECUTE ON FUNCTION
     -- the CHECKs of memory.observations.weight and of its items (run as the writing role)
     memory_internal._check_weight(float8), memory_internal._item_text(jsonb), memory_internal._item_key_error(text),
     memory_internal._item_namespace_error(text[]),
+    -- the check of an org's dedup setting (an admin's INSERT or UPDATE of memory.org_settings)
+    memory_internal._dedup_setting_check(text, float8),
     -- denied attempts, handed over by memory_ext's guards (refused unless a guard is the caller)
     memory_internal._audit_denied(text, text, text),
     -- the consent check that trigger makes (SECURITY DEFINER; answers only for orgs the caller may act for)

@@ -92,9 +92,11 @@ SELECT CASE
 $$;
 
 -- Every item row, however written (memory.put or a writer's INSERT): a valid address, an object
--- value, and the content classification reads made from the value.
+-- value, and the content classification reads made from the value. A memory that is not an item
+-- may have a namespace alone (memory.remember's), valid as an item's.
 ALTER TABLE memory.observations ADD CONSTRAINT observations_item_check CHECK (
-    (key IS NULL AND namespace IS NULL AND value IS NULL AND search_tsv IS NULL AND ttl IS NULL)
+    (key IS NULL AND value IS NULL AND search_tsv IS NULL AND ttl IS NULL
+     AND (namespace IS NULL OR memory_internal._item_namespace_error(namespace) IS NULL))
     OR (key IS NOT NULL AND memory_internal._item_key_error(key) IS NULL
         AND memory_internal._item_namespace_error(namespace) IS NULL
         AND pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) 'object'

@@ -555,6 +555,61 @@ COMMENT ON FUNCTION memory.resolve_conflict(uuid, uuid) IS
 -- ------------------------------------------------------------------------------------------------
 -- Freshness and confidence re-checks.
 
+-- memory.freshness_recheck on Citus, which takes no FOR UPDATE over every shard: the due claims
+-- are read first, then locked org by org (skipping those a concurrent tick holds, and any no
+-- longer due), stamped and queued in statements naming their org. The tasks queued
+-- ([{task_id, org_id, claim_id, reason, confidence}, ...] by task id).
+CREATE FUNCTION memory_internal._freshness_enqueue_by_org(scope text, threshold float8, max_age interval, max_age_us bigint,
+                                                          backoff interval, sample_limit int, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_tasks jsonb;
+    o text;
+    ids uuid[];
+    locked jsonb;
+    r record;
+    task bigint;
+BEGIN
+    found_tasks := '[]';
+    FOR o, ids IN
+        SELECT d.org_id, array_agg(d.id ORDER BY d.id)
+          FROM (SELECT c.org_id, c.id FROM memory.claims c
+                 WHERE c.lifecycle_state = 'active'
+                   AND (scope IS NULL OR c.org_id = scope)
+                   AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+                   AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+                 ORDER BY c.confidence_score, c.t_created, c.id
+                 LIMIT sample_limit) d
+         GROUP BY d.org_id ORDER BY d.org_id LOOP
+        SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
+            SELECT c.id, c.entity_id, c.confidence_score,
+                   memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
+              FROM memory.claims c
+             WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
+               AND (c.confidence_score < threshold OR c.t_created < at - max_age)
+               AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
+               FOR UPDATE OF c SKIP LOCKED) l;
+        UPDATE memory.claims c SET freshness_recheck_requested_at = at
+         WHERE c.org_id = o AND c.id = ANY (ARRAY(SELECT (x->>'id')::uuid FROM jsonb_array_elements(locked) x));
+        FOR r IN SELECT * FROM jsonb_to_recordset(locked) AS x(id uuid, entity_id uuid, confidence_score float8, why text)
+                  ORDER BY x.confidence_score, x.id LOOP
+            INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
+            VALUES (o, r.id, ARRAY[r.entity_id],
+                    jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
+                                       'trigger_reason', r.why, 'original_claim_id', r.id),
+                    r.why, r.confidence_score)
+            RETURNING recheck_tasks.task_id INTO task;
+            found_tasks := found_tasks || jsonb_build_object('task_id', task, 'org_id', o, 'claim_id', r.id,
+                                                             'reason', r.why, 'confidence', r.confidence_score);
+        END LOOP;
+    END LOOP;
+    SELECT coalesce(jsonb_agg(x ORDER BY (x->>'task_id')::bigint), '[]') INTO found_tasks FROM jsonb_array_elements(found_tasks) x;
+    RETURN found_tasks;
+END $$;
+COMMENT ON FUNCTION memory_internal._freshness_enqueue_by_org(text, float8, interval, bigint, interval, int, timestamptz) IS
+  'memory.freshness_recheck on Citus: the due claims read, then locked org by org (SKIP LOCKED), stamped and queued as recheck tasks; returns the tasks queued, by task id.';
+
 CREATE FUNCTION memory.freshness_recheck(threshold float8 DEFAULT 0.5, max_age interval DEFAULT '90 days',
                                          backoff interval DEFAULT '7 days', sample_limit int DEFAULT 50,
                                          at timestamptz DEFAULT now())
@@ -566,11 +621,6 @@ DECLARE
     found_tasks jsonb;
     events jsonb;
     scope text;
-    o text;
-    ids uuid[];
-    locked jsonb;
-    r record;
-    task bigint;
 BEGIN
     PERFORM memory_internal._check_at(at, 'memory.freshness_recheck');
     IF threshold IS NULL OR NOT (threshold >= 0 AND threshold <= 1) THEN
@@ -591,43 +641,8 @@ BEGIN
 
     -- Lowest confidence first, then oldest; rows a concurrent tick holds are skipped, not waited for.
     IF memory_internal._citus_distributed('memory.claims') THEN
-        -- Citus takes no FOR UPDATE over every shard: the due claims are read first, then locked
-        -- org by org (skipping those a concurrent tick holds, and any no longer due), stamped and
-        -- queued in statements naming their org.
-        found_tasks := '[]';
-        FOR o, ids IN
-            SELECT d.org_id, array_agg(d.id ORDER BY d.id)
-              FROM (SELECT c.org_id, c.id FROM memory.claims c
-                     WHERE c.lifecycle_state = 'active'
-                       AND (scope IS NULL OR c.org_id = scope)
-                       AND (c.confidence_score < threshold OR c.t_created < at - max_age)
-                       AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
-                     ORDER BY c.confidence_score, c.t_created, c.id
-                     LIMIT sample_limit) d
-             GROUP BY d.org_id ORDER BY d.org_id LOOP
-            SELECT coalesce(jsonb_agg(l), '[]') INTO locked FROM (
-                SELECT c.id, c.entity_id, c.confidence_score,
-                       memory_internal._recheck_reason(c.confidence_score, threshold, c.t_created, max_age_us, at) AS why
-                  FROM memory.claims c
-                 WHERE c.org_id = o AND c.id = ANY (ids) AND c.lifecycle_state = 'active'
-                   AND (c.confidence_score < threshold OR c.t_created < at - max_age)
-                   AND (c.freshness_recheck_requested_at IS NULL OR c.freshness_recheck_requested_at <= at - backoff)
-                   FOR UPDATE OF c SKIP LOCKED) l;
-            UPDATE memory.claims c SET freshness_recheck_requested_at = at
-             WHERE c.org_id = o AND c.id = ANY (ARRAY(SELECT (x->>'id')::uuid FROM jsonb_array_elements(locked) x));
-            FOR r IN SELECT * FROM jsonb_to_recordset(locked) AS x(id uuid, entity_id uuid, confidence_score float8, why text)
-                      ORDER BY x.confidence_score, x.id LOOP
-                INSERT INTO memory.recheck_tasks (org_id, claim_id, entity_context, metadata, reason, confidence_score)
-                VALUES (o, r.id, ARRAY[r.entity_id],
-                        jsonb_build_object('source', 'freshness_confidence', 'trigger', 'freshness_confidence',
-                                           'trigger_reason', r.why, 'original_claim_id', r.id),
-                        r.why, r.confidence_score)
-                RETURNING recheck_tasks.task_id INTO task;
-                found_tasks := found_tasks || jsonb_build_object('task_id', task, 'org_id', o, 'claim_id', r.id,
-                                                                 'reason', r.why, 'confidence', r.confidence_score);
-            END LOOP;
-        END LOOP;
-        SELECT coalesce(jsonb_agg(x ORDER BY (x->>'task_id')::bigint), '[]') INTO found_tasks FROM jsonb_array_elements(found_tasks) x;
+        -- Citus takes no FOR UPDATE over every shard: org by org.
+        found_tasks := memory_internal._freshness_enqueue_by_org(scope, threshold, max_age, max_age_us, backoff, sample_limit, at);
     ELSE
     WITH due AS (
         SELECT c.id, c.org_id, c.entity_id, c.confidence_score,
@@ -1095,6 +1110,293 @@ BEGIN
       FROM jsonb_array_elements(rows) r;
 END $$;
 
+-- The entities a chunk of claims or relationships names (by id, or by a ref of the batch) that
+-- exist, as 'org id' keys: read by a statement of their own (Citus plans no correlated subquery
+-- over a distributed table in the checks).
+CREATE FUNCTION memory_internal._ingest_known(ch jsonb[], refs jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found jsonb;
+BEGIN
+    SELECT coalesce(jsonb_object_agg(e.org_id || ' ' || e.id::text, true), '{}') INTO found
+      FROM memory.entities e
+     WHERE e.id = ANY (ARRAY(
+             SELECT c2.v::uuid
+               FROM (SELECT u.j->>f AS v FROM unnest(ch) u(j), unnest(ARRAY['entity_id', 'source_id', 'target_id']) f
+                      WHERE jsonb_typeof(u.j) = 'object'
+                     UNION
+                     SELECT r.value #>> '{}' FROM jsonb_each(refs) r) c2
+              WHERE c2.v ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'));
+    RETURN found;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_known(jsonb[], jsonb) IS
+  'memory.ingest_batch: the existing entities a chunk''s claims or relationships name (by id or by a ref of the batch), as ''org id'' keys of a JSON object.';
+
+-- The set-wise checks of a chunk `ch` of items (item numbers from `lo`), one function per kind:
+-- [[item, id, org, sqlstate, message, row], ...] in item order, the first problem of each item
+-- (NULL sqlstate when none) and its normalised row. `allowed`: org -> may the caller act for it.
+CREATE FUNCTION memory_internal._ingest_check_entities(ch jsonb[], lo int, acting text, allowed jsonb, dups text[])
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    checked jsonb;
+BEGIN
+    SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r) ORDER BY x.i) INTO checked
+      FROM (SELECT y.i, y.rid, y.org, y.r,
+                   coalesce(y.shape,
+                       CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                            WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                            WHEN (y.j->>'entity_type') NOT IN ('concept', 'problem', 'intervention', 'outcome', 'population')
+                                THEN ARRAY['23514', format('unknown entity_type "%s"', y.j->>'entity_type')]
+                            WHEN y.j ? 'ontology_codes' AND jsonb_typeof(y.j->'ontology_codes') <> 'array'
+                                THEN ARRAY['22023', '"ontology_codes" must be an array']
+                            WHEN y.j ? 'ref' AND (y.j->>'ref') = ANY (dups) THEN ARRAY['22023', format('ref "%s" is given to more than one entity', y.j->>'ref')]
+                       END) AS e
+              FROM (SELECT z.i, z.j, z.shape,
+                           coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                           CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                           CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                               'org_id', coalesce(z.j->>'org_id', acting), 'entity_type', z.j->'entity_type', 'name', z.j->'name',
+                               'taxonomy_category', z.j->'taxonomy_category', 'ontology_codes', coalesce(z.j->'ontology_codes', '[]'),
+                               'subject_id', z.j->'subject_id', 'origin', coalesce(z.j->'origin', '"import"'),
+                               'lifecycle_state', coalesce(z.j->'lifecycle_state', '"active"')) END AS r
+                      FROM (SELECT w.i, w.j,
+                                     CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                          WHEN (w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) <> '{}'::jsonb
+                                              THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) u))]
+                                          WHEN coalesce(w.j->'entity_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"entity_type" is required']
+                                          WHEN coalesce(w.j->'name', 'null') = 'null'::jsonb THEN ARRAY['22023', '"name" is required']
+                                          WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'name') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'taxonomy_category') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'origin') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null')
+                                              THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'subject_id', 'origin', 'lifecycle_state']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                          WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                              THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                     END AS shape
+                                FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+    RETURN checked;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_check_entities(jsonb[], int, text, jsonb, text[]) IS
+  'memory.ingest_batch: a chunk of entities checked set-wise ([item, id, org, sqlstate, message, row] per item; `dups`: refs given to more than one entity).';
+
+CREATE FUNCTION memory_internal._ingest_check_claims(ch jsonb[], lo int, acting text, allowed jsonb, refs jsonb, known jsonb, cdims int)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    checked jsonb;
+BEGIN
+    SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r || jsonb_build_object('entity_id', x.ent)) ORDER BY x.i) INTO checked
+      FROM (SELECT y.i, y.rid, y.org, y.r, y.ent,
+                   coalesce(y.shape,
+                       CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                            WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                            WHEN y.j ? 'entity_ref' AND NOT refs ? (y.j->>'entity_ref')
+                                THEN ARRAY['23503', format('entity_ref "%s" names no entity of this batch that was inserted', y.j->>'entity_ref')]
+                            WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
+                            WHEN NOT coalesce(known ? (y.org || ' ' || y.ent::text), false)
+                                THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
+                            WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
+                                THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
+                            WHEN y.j ? 'confidence_score' AND (jsonb_typeof(y.j->'confidence_score') <> 'number'
+                                 OR NOT ((y.j->>'confidence_score')::float8 BETWEEN 0 AND 1))
+                                THEN ARRAY['23514', 'confidence_score must be a number in [0, 1]']
+                            WHEN coalesce(y.j->>'lifecycle_state', 'pending') <> 'pending'
+                                THEN ARRAY['MX001', format('invalid lifecycle transition from (new) to %s: a claim starts pending', y.j->>'lifecycle_state')]
+                            WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['supports', 'pii_fields']) a WHERE y.j ? a
+                                          AND (jsonb_typeof(y.j->a) <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->a) v WHERE jsonb_typeof(v) <> 'string')))
+                                THEN ARRAY['22023', '"supports" and "pii_fields" must be arrays of strings']
+                            WHEN y.j ? 'details' AND jsonb_typeof(y.j->'details') <> 'object' THEN ARRAY['22023', '"details" must be an object']
+                            WHEN y.j ? 'field' AND (y.j->>'field') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'a field name is lower-case snake_case']
+                            WHEN coalesce(y.j->'embedding', 'null') = 'null'::jsonb THEN NULL
+                            WHEN jsonb_typeof(y.j->'embedding') <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->'embedding') v WHERE jsonb_typeof(v) <> 'number')
+                                THEN ARRAY['22023', '"embedding" must be an array of numbers']
+                            WHEN cdims IS NULL
+                                THEN ARRAY['22023', 'memory.claims has no embeddings: memory.enable_embeddings(dimensions) adds them']
+                            WHEN jsonb_array_length(y.j->'embedding') <> cdims
+                                THEN ARRAY['22023', format('"embedding" has %s dimensions, the embeddings have %s', jsonb_array_length(y.j->'embedding'), cdims)]
+                       END) AS e
+              FROM (SELECT z.i, z.j, z.shape,
+                           coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                           CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                           CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'entity_ref'))::uuid, (z.j->>'entity_id')::uuid) END AS ent,
+                           CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                               'org_id', coalesce(z.j->>'org_id', acting), 'kind', coalesce(z.j->'kind', '"evidence"'),
+                               'claim_text', z.j->'claim_text', 'supports', coalesce(z.j->'supports', '[]'),
+                               'pii_fields', coalesce(z.j->'pii_fields', '[]'), 'subject_id', z.j->'subject_id',
+                               'details', coalesce(z.j->'details', '{}'), 'decay_at', z.j->'decay_at',
+                               'confidence_score', coalesce(z.j->'confidence_score', '0.5'), 'source', z.j->'source',
+                               'lifecycle_state', 'pending', 'supersedes', z.j->'supersedes', 'field', z.j->'field',
+                               't_created', coalesce(z.j->'t_created', to_jsonb(now())), 'embedding', z.j->'embedding') END AS r
+                      FROM (SELECT w.i, w.j,
+                                     CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                          WHEN (w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) <> '{}'::jsonb
+                                              THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) u))]
+                                          WHEN coalesce(w.j->'claim_text', 'null') = 'null'::jsonb THEN ARRAY['22023', '"claim_text" is required']
+                                          WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'kind') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'claim_text') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'supersedes') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'field') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'t_created') NOT IN ('string', 'null')
+                                              THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                          WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'entity_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'supersedes') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                              THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'entity_id', 'supersedes']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                          WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'t_created') IS NULL)
+                                              THEN ARRAY['22007', 'a time is not a valid timestamp']
+                                     END AS shape
+                                FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+    RETURN checked;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_check_claims(jsonb[], int, text, jsonb, jsonb, jsonb, int) IS
+  'memory.ingest_batch: a chunk of claims checked set-wise ([item, id, org, sqlstate, message, row] per item; `refs`: the batch''s entity refs, `known`: memory_internal._ingest_known, `cdims`: the embeddings'' dimensions or NULL).';
+
+CREATE FUNCTION memory_internal._ingest_check_relationships(ch jsonb[], lo int, acting text, allowed jsonb, refs jsonb, known jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    checked jsonb;
+BEGIN
+    SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2],
+                                       x.r || jsonb_build_object('source_id', x.src, 'target_id', x.tgt)) ORDER BY x.i) INTO checked
+      FROM (SELECT y.i, y.rid, y.org, y.r, y.src, y.tgt,
+                   coalesce(y.shape,
+                       CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
+                            WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
+                            WHEN y.src IS NULL OR y.tgt IS NULL
+                                THEN ARRAY['23503', 'source and target must name entities (source_id/source_ref, target_id/target_ref)']
+                            WHEN NOT coalesce(known ? (y.org || ' ' || y.src::text), false)
+                                THEN ARRAY['23503', format('entity %s does not exist in org %s', y.src, y.org)]
+                            WHEN NOT coalesce(known ? (y.org || ' ' || y.tgt::text), false)
+                                THEN ARRAY['23503', format('entity %s does not exist in org %s', y.tgt, y.org)]
+                            WHEN (y.j->>'rel_type') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'rel_type is lower-case snake_case']
+                            WHEN y.j ? 'attributes' AND jsonb_typeof(y.j->'attributes') <> 'object' THEN ARRAY['22023', '"attributes" must be an object']
+                       END) AS e
+              FROM (SELECT z.i, z.j, z.shape,
+                           coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
+                           CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
+                           CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'source_ref'))::uuid, (z.j->>'source_id')::uuid) END AS src,
+                           CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'target_ref'))::uuid, (z.j->>'target_id')::uuid) END AS tgt,
+                           CASE WHEN z.shape IS NULL THEN jsonb_build_object(
+                               'org_id', coalesce(z.j->>'org_id', acting), 'rel_type', z.j->'rel_type',
+                               'attributes', coalesce(z.j->'attributes', '{}'), 'subject_id', z.j->'subject_id',
+                               'decay_at', z.j->'decay_at') END AS r
+                      FROM (SELECT w.i, w.j,
+                                     CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
+                                          WHEN (w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) <> '{}'::jsonb
+                                              THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) u))]
+                                          WHEN coalesce(w.j->'rel_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"rel_type" is required']
+                                          WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'rel_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null')
+                                              THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'subject_id', 'decay_at']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
+                                          WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'source_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'target_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+                                              THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'source_id', 'target_id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
+                                          WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL)
+                                              THEN ARRAY['22007', 'a time is not a valid timestamp']
+                                     END AS shape
+                                FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+    RETURN checked;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_check_relationships(jsonb[], int, text, jsonb, jsonb, jsonb) IS
+  'memory.ingest_batch: a chunk of relationships checked set-wise ([item, id, org, sqlstate, message, row] per item; `refs`: the batch''s entity refs, `known`: memory_internal._ingest_known).';
+
+-- The insert of checked rows of kind `k` ('entities', 'claims' or 'relationships').
+CREATE FUNCTION memory_internal._ingest_insert(k text, rows jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE k WHEN 'entities' THEN PERFORM memory_internal._ingest_insert_entities(rows);
+           WHEN 'claims' THEN PERFORM memory_internal._ingest_insert_claims(rows);
+           ELSE PERFORM memory_internal._ingest_insert_relationships(rows); END CASE;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_insert(text, jsonb) IS
+  'memory.ingest_batch: inserts checked rows of one kind (''entities'', ''claims'' or ''relationships'') by one statement.';
+
+-- The one-by-one fallback: each good item of `checked` inserted in its own subtransaction; the
+-- items with the failures (sqlstate, message) in place.
+CREATE FUNCTION memory_internal._ingest_one_by_one(k text, checked jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fails jsonb[] := '{}';    -- items that could not be inserted
+    c     jsonb;
+    st    text;
+    msg   text;
+BEGIN
+    SELECT jsonb_agg(c2 ORDER BY (c2->>0)::int) INTO checked FROM jsonb_array_elements(checked) c2;
+    FOR lo_i IN 0 .. jsonb_array_length(checked) - 1 LOOP
+        c := checked->lo_i;
+        CONTINUE WHEN c->>3 IS NOT NULL;
+        BEGIN
+            PERFORM memory_internal._ingest_insert(k, jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+            fails := fails || jsonb_build_array(c->0, c->1, c->2, st, msg, c->5);
+        END;
+    END LOOP;
+    -- The failures replace their items in one pass.
+    SELECT jsonb_agg(coalesce(f.x, x.x) ORDER BY (x.x->>0)::int) INTO checked
+      FROM jsonb_array_elements(checked) x(x)
+      LEFT JOIN unnest(fails) f(x) ON (f.x->>0)::int = (x.x->>0)::int;
+    RETURN checked;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_one_by_one(text, jsonb) IS
+  'memory.ingest_batch: the good items of a checked chunk inserted one by one, each in its own subtransaction; returns the chunk with each failure''s SQLSTATE and message in place.';
+
+-- A chunk's good items inserted by one statement; when that fails (a trigger's rule the checks
+-- do not see, say a supersession), one by one. Returns the chunk with the failures in place.
+CREATE FUNCTION memory_internal._ingest_insert_checked(k text, checked jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    good jsonb;
+BEGIN
+    SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
+      FROM jsonb_array_elements(checked) c2 WHERE c2->>3 IS NULL;
+    BEGIN
+        PERFORM memory_internal._ingest_insert(k, good);
+    EXCEPTION WHEN OTHERS THEN
+        -- One of them broke a rule the checks do not see: insert them one by one.
+        good := NULL;
+    END;
+    IF good IS NULL THEN
+        RETURN memory_internal._ingest_one_by_one(k, checked);
+    END IF;
+    RETURN checked;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_insert_checked(text, jsonb) IS
+  'memory.ingest_batch: a checked chunk''s good items inserted by one statement, or one by one when that fails; returns the chunk with the failures in place.';
+
+-- The per-org counts of a checked chunk of kind `k` added to `orgs` (org -> {kInserted, kFailed}),
+-- for the orgs the caller may act for.
+CREATE FUNCTION memory_internal._ingest_tally(orgs jsonb, k text, checked jsonb, allowed jsonb)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c jsonb;
+BEGIN
+    FOR c IN SELECT jsonb_build_object('org', x->>2, 'ok', count(*) FILTER (WHERE x->>3 IS NULL),
+                                       'bad', count(*) FILTER (WHERE x->>3 IS NOT NULL))
+               FROM jsonb_array_elements(checked) x
+              WHERE x->>2 IS NOT NULL AND coalesce((allowed->>(x->>2))::boolean, false)
+              GROUP BY x->>2 LOOP
+        orgs := jsonb_set(orgs, ARRAY[c->>'org'], coalesce(orgs->(c->>'org'), '{}') || jsonb_build_object(
+            k || 'Inserted', coalesce((orgs->(c->>'org')->>(k || 'Inserted'))::int, 0) + (c->>'ok')::int,
+            k || 'Failed', coalesce((orgs->(c->>'org')->>(k || 'Failed'))::int, 0) + (c->>'bad')::int));
+    END LOOP;
+    RETURN orgs;
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_tally(jsonb, text, jsonb, jsonb) IS
+  'memory.ingest_batch: the per-org inserted and failed counts of a checked chunk added to the batch''s (for the orgs the caller may act for).';
+
+-- The memory.ingest.batch events of a batch: one per org it wrote to (`orgs`: org -> counts, of
+-- memory_internal._ingest_tally), with counts only.
+CREATE FUNCTION memory_internal._ingest_batch_events(orgs jsonb, chunk_size int)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memory_internal._audit_append_many(coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.ingest.batch', 'org_id', o.key,
+                'payload', jsonb_build_object('entities', jsonb_build_object('inserted', coalesce((o.value->>'entitiesInserted')::int, 0), 'failed', coalesce((o.value->>'entitiesFailed')::int, 0)),
+                                              'claims', jsonb_build_object('inserted', coalesce((o.value->>'claimsInserted')::int, 0), 'failed', coalesce((o.value->>'claimsFailed')::int, 0)),
+                                              'relationships', jsonb_build_object('inserted', coalesce((o.value->>'relationshipsInserted')::int, 0), 'failed', coalesce((o.value->>'relationshipsFailed')::int, 0)),
+                                              'chunkSize', chunk_size)) ORDER BY o.key)
+                FROM jsonb_each(orgs) o), '[]'));
+END $$;
+COMMENT ON FUNCTION memory_internal._ingest_batch_events(jsonb, int) IS
+  'memory.ingest_batch: appends one memory.ingest.batch event (counts only) per org the batch wrote to.';
+
 CREATE FUNCTION memory.ingest_batch(entities jsonb DEFAULT '[]', claims jsonb DEFAULT '[]', relationships jsonb DEFAULT '[]',
                                     chunk_size int DEFAULT 500)
 RETURNS TABLE (kind text, item int, id uuid, ok boolean, sqlstate text, message text)
@@ -1108,7 +1410,6 @@ DECLARE
     allowed jsonb;              -- org -> may the caller act for it (per chunk)
     elems   jsonb[];            -- the items, split once (a query per chunk reads only its slice)
     ch      jsonb[];            -- the chunk's items
-    fails   jsonb[];            -- items the one-by-one fallback could not insert
     orgs    jsonb := '{}';      -- org -> counts, for the batch events
     k       text;
     items   jsonb;
@@ -1116,10 +1417,6 @@ DECLARE
     lo      int;
     checked jsonb;              -- [[item, id, org, sqlstate, message, row], ...] of one chunk
     known   jsonb;              -- 'org id' of the existing entities the chunk names (as keys)
-    good    jsonb;
-    c       jsonb;
-    st      text;
-    msg     text;
     -- The dimensions of the claims' embeddings (NULL: memory.enable_embeddings has not run).
     cdims   int := CASE WHEN memory_internal._has_column('memory.claims'::regclass, 'embedding')
                         THEN memory_internal._embedding_dims('memory.claims'::regclass, 'embedding') END;
@@ -1153,206 +1450,34 @@ BEGIN
               FROM (SELECT DISTINCT coalesce(u.j->>'org_id', acting) AS org FROM unnest(ch) u(j)
                      WHERE jsonb_typeof(u.j) = 'object') o
              WHERE o.org IS NOT NULL;
-            -- The entities the chunk's claims and relationships name that exist, as 'org id': read
-            -- by a statement of their own (Citus plans no correlated subquery over a distributed
-            -- table in the checks below).
+            -- The entities the chunk's claims and relationships name that exist.
             IF k <> 'entities' THEN
-                SELECT coalesce(jsonb_object_agg(e.org_id || ' ' || e.id::text, true), '{}') INTO known
-                  FROM memory.entities e
-                 WHERE e.id = ANY (ARRAY(
-                         SELECT c2.v::uuid
-                           FROM (SELECT u.j->>f AS v FROM unnest(ch) u(j), unnest(ARRAY['entity_id', 'source_id', 'target_id']) f
-                                  WHERE jsonb_typeof(u.j) = 'object'
-                                 UNION
-                                 SELECT r.value #>> '{}' FROM jsonb_each(refs) r) c2
-                          WHERE c2.v ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'));
+                known := memory_internal._ingest_known(ch, refs);
             END IF;
             -- Check the chunk's items set-wise: the first problem of each, and its normalised row.
             IF k = 'entities' THEN
-                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r) ORDER BY x.i) INTO checked
-                  FROM (SELECT y.i, y.rid, y.org, y.r,
-                               coalesce(y.shape,
-                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
-                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
-                                        WHEN (y.j->>'entity_type') NOT IN ('concept', 'problem', 'intervention', 'outcome', 'population')
-                                            THEN ARRAY['23514', format('unknown entity_type "%s"', y.j->>'entity_type')]
-                                        WHEN y.j ? 'ontology_codes' AND jsonb_typeof(y.j->'ontology_codes') <> 'array'
-                                            THEN ARRAY['22023', '"ontology_codes" must be an array']
-                                        WHEN y.j ? 'ref' AND (y.j->>'ref') = ANY (dups) THEN ARRAY['22023', format('ref "%s" is given to more than one entity', y.j->>'ref')]
-                                   END) AS e
-                          FROM (SELECT z.i, z.j, z.shape,
-                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
-                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
-                                           'org_id', coalesce(z.j->>'org_id', acting), 'entity_type', z.j->'entity_type', 'name', z.j->'name',
-                                           'taxonomy_category', z.j->'taxonomy_category', 'ontology_codes', coalesce(z.j->'ontology_codes', '[]'),
-                                           'subject_id', z.j->'subject_id', 'origin', coalesce(z.j->'origin', '"import"'),
-                                           'lifecycle_state', coalesce(z.j->'lifecycle_state', '"active"')) END AS r
-                                  FROM (SELECT w.i, w.j,
-                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
-                                                      WHEN (w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) <> '{}'::jsonb
-                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'ontology_codes', 'subject_id', 'origin', 'lifecycle_state']::text[]) u))]
-                                                      WHEN coalesce(w.j->'entity_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"entity_type" is required']
-                                                      WHEN coalesce(w.j->'name', 'null') = 'null'::jsonb THEN ARRAY['22023', '"name" is required']
-                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'name') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'taxonomy_category') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'origin') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null')
-                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'ref', 'org_id', 'entity_type', 'name', 'taxonomy_category', 'subject_id', 'origin', 'lifecycle_state']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
-                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
-                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-                                                 END AS shape
-                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+                checked := memory_internal._ingest_check_entities(ch, lo, acting, allowed, dups);
             ELSIF k = 'claims' THEN
-                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2], x.r || jsonb_build_object('entity_id', x.ent)) ORDER BY x.i) INTO checked
-                  FROM (SELECT y.i, y.rid, y.org, y.r, y.ent,
-                               coalesce(y.shape,
-                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
-                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
-                                        WHEN y.j ? 'entity_ref' AND NOT refs ? (y.j->>'entity_ref')
-                                            THEN ARRAY['23503', format('entity_ref "%s" names no entity of this batch that was inserted', y.j->>'entity_ref')]
-                                        WHEN NOT (y.j ? 'entity_ref') AND NOT (y.j ? 'entity_id') THEN ARRAY['22023', '"entity_id" or "entity_ref" is required']
-                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.ent::text), false)
-                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.ent, y.org)]
-                                        WHEN coalesce(y.j->>'kind', 'evidence') NOT IN ('evidence', 'hypothesis', 'correlator', 'replicator', 'librarian')
-                                            THEN ARRAY['23514', format('unknown claim kind "%s"', y.j->>'kind')]
-                                        WHEN y.j ? 'confidence_score' AND (jsonb_typeof(y.j->'confidence_score') <> 'number'
-                                             OR NOT ((y.j->>'confidence_score')::float8 BETWEEN 0 AND 1))
-                                            THEN ARRAY['23514', 'confidence_score must be a number in [0, 1]']
-                                        WHEN coalesce(y.j->>'lifecycle_state', 'pending') <> 'pending'
-                                            THEN ARRAY['MX001', format('invalid lifecycle transition from (new) to %s: a claim starts pending', y.j->>'lifecycle_state')]
-                                        WHEN EXISTS (SELECT 1 FROM unnest(ARRAY['supports', 'pii_fields']) a WHERE y.j ? a
-                                                      AND (jsonb_typeof(y.j->a) <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->a) v WHERE jsonb_typeof(v) <> 'string')))
-                                            THEN ARRAY['22023', '"supports" and "pii_fields" must be arrays of strings']
-                                        WHEN y.j ? 'details' AND jsonb_typeof(y.j->'details') <> 'object' THEN ARRAY['22023', '"details" must be an object']
-                                        WHEN y.j ? 'field' AND (y.j->>'field') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'a field name is lower-case snake_case']
-                                        WHEN coalesce(y.j->'embedding', 'null') = 'null'::jsonb THEN NULL
-                                        WHEN jsonb_typeof(y.j->'embedding') <> 'array' OR EXISTS (SELECT 1 FROM jsonb_array_elements(y.j->'embedding') v WHERE jsonb_typeof(v) <> 'number')
-                                            THEN ARRAY['22023', '"embedding" must be an array of numbers']
-                                        WHEN cdims IS NULL
-                                            THEN ARRAY['22023', 'memory.claims has no embeddings: memory.enable_embeddings(dimensions) adds them']
-                                        WHEN jsonb_array_length(y.j->'embedding') <> cdims
-                                            THEN ARRAY['22023', format('"embedding" has %s dimensions, the embeddings have %s', jsonb_array_length(y.j->'embedding'), cdims)]
-                                   END) AS e
-                          FROM (SELECT z.i, z.j, z.shape,
-                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'entity_ref'))::uuid, (z.j->>'entity_id')::uuid) END AS ent,
-                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
-                                           'org_id', coalesce(z.j->>'org_id', acting), 'kind', coalesce(z.j->'kind', '"evidence"'),
-                                           'claim_text', z.j->'claim_text', 'supports', coalesce(z.j->'supports', '[]'),
-                                           'pii_fields', coalesce(z.j->'pii_fields', '[]'), 'subject_id', z.j->'subject_id',
-                                           'details', coalesce(z.j->'details', '{}'), 'decay_at', z.j->'decay_at',
-                                           'confidence_score', coalesce(z.j->'confidence_score', '0.5'), 'source', z.j->'source',
-                                           'lifecycle_state', 'pending', 'supersedes', z.j->'supersedes', 'field', z.j->'field',
-                                           't_created', coalesce(z.j->'t_created', to_jsonb(now())), 'embedding', z.j->'embedding') END AS r
-                                  FROM (SELECT w.i, w.j,
-                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
-                                                      WHEN (w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) <> '{}'::jsonb
-                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'supports', 'pii_fields', 'subject_id', 'details', 'decay_at', 'confidence_score', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created', 'embedding']::text[]) u))]
-                                                      WHEN coalesce(w.j->'claim_text', 'null') = 'null'::jsonb THEN ARRAY['22023', '"claim_text" is required']
-                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'entity_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'kind') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'claim_text') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'lifecycle_state') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'supersedes') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'field') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'t_created') NOT IN ('string', 'null')
-                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'entity_id', 'entity_ref', 'kind', 'claim_text', 'subject_id', 'decay_at', 'source', 'lifecycle_state', 'supersedes', 'field', 't_created']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
-                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'entity_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'supersedes') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
-                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'entity_id', 'supersedes']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL) OR (w.j ? 't_created' AND w.j->'t_created' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'t_created') IS NULL)
-                                                          THEN ARRAY['22007', 'a time is not a valid timestamp']
-                                                 END AS shape
-                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+                checked := memory_internal._ingest_check_claims(ch, lo, acting, allowed, refs, known, cdims);
             ELSE
-                SELECT jsonb_agg(jsonb_build_array(x.i, x.rid, x.org, x.e[1], x.e[2],
-                                                   x.r || jsonb_build_object('source_id', x.src, 'target_id', x.tgt)) ORDER BY x.i) INTO checked
-                  FROM (SELECT y.i, y.rid, y.org, y.r, y.src, y.tgt,
-                               coalesce(y.shape,
-                                   CASE WHEN y.org IS NULL THEN ARRAY['22023', 'no org_id (and no acting org)']
-                                        WHEN NOT coalesce((allowed->>y.org)::boolean, false) THEN ARRAY['42501', format('role may not act for org "%s"', y.org)]
-                                        WHEN y.src IS NULL OR y.tgt IS NULL
-                                            THEN ARRAY['23503', 'source and target must name entities (source_id/source_ref, target_id/target_ref)']
-                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.src::text), false)
-                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.src, y.org)]
-                                        WHEN NOT coalesce(known ? (y.org || ' ' || y.tgt::text), false)
-                                            THEN ARRAY['23503', format('entity %s does not exist in org %s', y.tgt, y.org)]
-                                        WHEN (y.j->>'rel_type') !~ '^[a-z][a-z0-9_]{0,62}$' THEN ARRAY['23514', 'rel_type is lower-case snake_case']
-                                        WHEN y.j ? 'attributes' AND jsonb_typeof(y.j->'attributes') <> 'object' THEN ARRAY['22023', '"attributes" must be an object']
-                                   END) AS e
-                          FROM (SELECT z.i, z.j, z.shape,
-                                       coalesce(CASE WHEN jsonb_typeof(z.j) = 'object' THEN z.j->>'org_id' END, acting) AS org,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((z.j->>'id')::uuid, gen_random_uuid()) END AS rid,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'source_ref'))::uuid, (z.j->>'source_id')::uuid) END AS src,
-                                       CASE WHEN z.shape IS NULL THEN coalesce((refs->>(z.j->>'target_ref'))::uuid, (z.j->>'target_id')::uuid) END AS tgt,
-                                       CASE WHEN z.shape IS NULL THEN jsonb_build_object(
-                                           'org_id', coalesce(z.j->>'org_id', acting), 'rel_type', z.j->'rel_type',
-                                           'attributes', coalesce(z.j->'attributes', '{}'), 'subject_id', z.j->'subject_id',
-                                           'decay_at', z.j->'decay_at') END AS r
-                                  FROM (SELECT w.i, w.j,
-                                                 CASE WHEN jsonb_typeof(w.j) IS DISTINCT FROM 'object' THEN ARRAY['22023', 'item is not a JSON object']
-                                                      WHEN (w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) <> '{}'::jsonb
-                                                          THEN ARRAY['22023', format('unknown key "%s"', (SELECT min(u) FROM jsonb_object_keys(w.j - ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'attributes', 'subject_id', 'decay_at']::text[]) u))]
-                                                      WHEN coalesce(w.j->'rel_type', 'null') = 'null'::jsonb THEN ARRAY['22023', '"rel_type" is required']
-                                                      WHEN jsonb_typeof(w.j->'id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'org_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'source_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'target_ref') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'rel_type') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'subject_id') NOT IN ('string', 'null') OR jsonb_typeof(w.j->'decay_at') NOT IN ('string', 'null')
-                                                          THEN ARRAY['22023', format('"%s" must be a string', (SELECT min(u) FROM unnest(ARRAY['id', 'org_id', 'source_id', 'source_ref', 'target_id', 'target_ref', 'rel_type', 'subject_id', 'decay_at']) u WHERE jsonb_typeof(w.j->u) NOT IN ('string', 'null')))]
-                                                      WHEN (w.j->>'id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'source_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' OR (w.j->>'target_id') !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
-                                                          THEN ARRAY['22P02', format('"%s" is not a uuid', (SELECT min(u) FROM unnest(ARRAY['id', 'source_id', 'target_id']) u WHERE (w.j->>u) !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'))]
-                                                      WHEN (w.j ? 'decay_at' AND w.j->'decay_at' <> 'null'::jsonb AND memory_internal._ingest_ts(w.j->>'decay_at') IS NULL)
-                                                          THEN ARRAY['22007', 'a time is not a valid timestamp']
-                                                 END AS shape
-                                            FROM (SELECT (lo + u.o - 1)::int AS i, u.j FROM unnest(ch) WITH ORDINALITY u(j, o)) w) z) y) x;
+                checked := memory_internal._ingest_check_relationships(ch, lo, acting, allowed, refs, known);
             END IF;
-            -- The good rows of the chunk, with their ids; one statement inserts them all.
-            SELECT coalesce(jsonb_agg((c2->5) || jsonb_build_object('id', c2->1) ORDER BY (c2->>0)::int), '[]') INTO good
-              FROM jsonb_array_elements(checked) c2 WHERE c2->>3 IS NULL;
-            BEGIN
-                CASE k WHEN 'entities' THEN PERFORM memory_internal._ingest_insert_entities(good);
-                       WHEN 'claims' THEN PERFORM memory_internal._ingest_insert_claims(good);
-                       ELSE PERFORM memory_internal._ingest_insert_relationships(good); END CASE;
-            EXCEPTION WHEN OTHERS THEN
-                -- One of them broke a rule the checks above do not see: insert them one by one.
-                good := NULL;
-            END;
-            IF good IS NULL THEN
-                SELECT jsonb_agg(c2 ORDER BY (c2->>0)::int) INTO checked FROM jsonb_array_elements(checked) c2;
-                fails := '{}';
-                FOR lo_i IN 0 .. jsonb_array_length(checked) - 1 LOOP
-                    c := checked->lo_i;
-                    CONTINUE WHEN c->>3 IS NOT NULL;
-                    BEGIN
-                        CASE k WHEN 'entities' THEN PERFORM memory_internal._ingest_insert_entities(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
-                               WHEN 'claims' THEN PERFORM memory_internal._ingest_insert_claims(jsonb_build_array((c->5) || jsonb_build_object('id', c->1)));
-                               ELSE PERFORM memory_internal._ingest_insert_relationships(jsonb_build_array((c->5) || jsonb_build_object('id', c->1))); END CASE;
-                    EXCEPTION WHEN OTHERS THEN
-                        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-                        fails := fails || jsonb_build_array(c->0, c->1, c->2, st, msg, c->5);
-                    END;
-                END LOOP;
-                -- The failures replace their items in one pass.
-                SELECT jsonb_agg(coalesce(f.x, x.x) ORDER BY (x.x->>0)::int) INTO checked
-                  FROM jsonb_array_elements(checked) x(x)
-                  LEFT JOIN unnest(fails) f(x) ON (f.x->>0)::int = (x.x->>0)::int;
-            END IF;
+            -- The good rows of the chunk in by one statement (or one by one).
+            checked := memory_internal._ingest_insert_checked(k, checked);
             -- Remember the refs of entities that landed, count per org, report the chunk.
             IF k = 'entities' THEN
                 SELECT refs || coalesce(jsonb_object_agg(ch[(x->>0)::int - lo + 1]->>'ref', x->1), '{}') INTO refs
                   FROM jsonb_array_elements(checked) x
                  WHERE x->>3 IS NULL AND jsonb_typeof(ch[(x->>0)::int - lo + 1]->'ref') = 'string';
             END IF;
-            FOR c IN SELECT jsonb_build_object('org', x->>2, 'ok', count(*) FILTER (WHERE x->>3 IS NULL),
-                                               'bad', count(*) FILTER (WHERE x->>3 IS NOT NULL))
-                       FROM jsonb_array_elements(checked) x
-                      WHERE x->>2 IS NOT NULL AND coalesce((allowed->>(x->>2))::boolean, false)
-                      GROUP BY x->>2 LOOP
-                orgs := jsonb_set(orgs, ARRAY[c->>'org'], coalesce(orgs->(c->>'org'), '{}') || jsonb_build_object(
-                    k || 'Inserted', coalesce((orgs->(c->>'org')->>(k || 'Inserted'))::int, 0) + (c->>'ok')::int,
-                    k || 'Failed', coalesce((orgs->(c->>'org')->>(k || 'Failed'))::int, 0) + (c->>'bad')::int));
-            END LOOP;
+            orgs := memory_internal._ingest_tally(orgs, k, checked, allowed);
             RETURN QUERY SELECT k, (x->>0)::int, CASE WHEN x->>3 IS NULL THEN (x->>1)::uuid END, x->>3 IS NULL, x->>3, x->>4
                            FROM jsonb_array_elements(checked) x ORDER BY (x->>0)::int;
             lo := lo + chunk_size;
         END LOOP;
     END LOOP;
     -- One event per org the batch wrote to, with counts only.
-    PERFORM memory_internal._audit_append_many(coalesce((SELECT jsonb_agg(jsonb_build_object('event_type', 'memory.ingest.batch', 'org_id', o.key,
-                'payload', jsonb_build_object('entities', jsonb_build_object('inserted', coalesce((o.value->>'entitiesInserted')::int, 0), 'failed', coalesce((o.value->>'entitiesFailed')::int, 0)),
-                                              'claims', jsonb_build_object('inserted', coalesce((o.value->>'claimsInserted')::int, 0), 'failed', coalesce((o.value->>'claimsFailed')::int, 0)),
-                                              'relationships', jsonb_build_object('inserted', coalesce((o.value->>'relationshipsInserted')::int, 0), 'failed', coalesce((o.value->>'relationshipsFailed')::int, 0)),
-                                              'chunkSize', chunk_size)) ORDER BY o.key)
-                FROM jsonb_each(orgs) o), '[]'));
+    PERFORM memory_internal._ingest_batch_events(orgs, chunk_size);
 END $$;
 COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
   'Bulk ingest of entities, claims and relationships (arrays of objects), chunk by chunk: one row per item in input order (entities, then claims, then relationships) with its id or its SQLSTATE and message; a bad item does not stop the others. Claims and relationships may name entities of the same batch by "entity_ref" / "source_ref" / "target_ref" (an entity''s "ref"); a claim''s "embedding" (an array of numbers, once memory.enable_embeddings ran) is written with it. Per-item events as for plain INSERTs, and one memory.ingest.batch event (counts only) per org. For roles with INSERT on the three tables (memory_writer).';
@@ -1365,36 +1490,17 @@ COMMENT ON FUNCTION memory.ingest_batch(jsonb, jsonb, jsonb, int) IS
 -- Every statement names the org when there is one: on Citus memory.distribute() makes this a
 -- function Citus runs on the node of the org's shards, where its statements are local and the
 -- gate it opens is seen by the shards' triggers. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._run_decay_in(org text, at timestamptz, who jsonb)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory_internal._run_decay_in, claims (the gate open): PHI-bearing ones redacted field by field
+-- and archived, hypotheses outside any supersession chain deleted, every other due claim
+-- archived; their events appended. The counts {claimsAnonymized, claimsDeleted, claimsArchived}.
+CREATE FUNCTION memory_internal._decay_claims(scope text, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    bad record;
-    n_anon int := 0; n_del int := 0; n_arch int := 0; n_rel_del int := 0; n_rel_anon int := 0;
-    due_claims int; due_rels int;
+    n_anon int := 0; n_del int := 0; n_arch int := 0;
     gone uuid[];
     events jsonb;
-    result jsonb;
-    scope text := org;
 BEGIN
-    PERFORM memory_internal._delegated(who);
-    at := coalesce(at, now());
-    -- Nothing changes if a due claim names a field decay does not know.
-    SELECT c.id, memory_internal._pii_unknown(c.pii_fields) AS field INTO bad
-      FROM memory.claims c
-     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory_internal._pii_unknown(c.pii_fields) IS NOT NULL
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
-            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
-    END IF;
-    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
-    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
-    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
-                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
-
-    PERFORM memory_internal._knowledge_gate(true);
-
     -- PHI-bearing claims (non-empty pii_fields): redact each listed field, then archive.
     WITH due AS (
         SELECT c.id FROM memory.claims c
@@ -1440,7 +1546,21 @@ BEGIN
     UPDATE memory.claims c SET lifecycle_state = 'archived', t_invalid = coalesce(c.t_invalid, at)
      WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
     GET DIAGNOSTICS n_arch = ROW_COUNT;
+    RETURN jsonb_build_object('claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch);
+END $$;
+COMMENT ON FUNCTION memory_internal._decay_claims(text, timestamptz) IS
+  'memory.run_decay: the due claims of an org (NULL: every org) redacted and archived (PHI-bearing), deleted (hypotheses outside supersession chains) or archived, with their events; returns the counts.';
 
+-- memory_internal._run_decay_in, relationships (the gate open): without a subject they are
+-- deleted; with one, the subject and attributes go; their events appended. The counts
+-- {relationshipsDeleted, relationshipsAnonymized}.
+CREATE FUNCTION memory_internal._decay_relationships(scope text, at timestamptz)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n_rel_del int := 0; n_rel_anon int := 0;
+    events jsonb;
+BEGIN
     -- Relationships: without a subject they are deleted; with one, the subject and attributes go.
     WITH del AS (
         DELETE FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.subject_id IS NULL AND r.anonymized_at IS NULL
@@ -1459,10 +1579,41 @@ BEGIN
                'payload', jsonb_build_object('relationshipId', u.id, 'fields', jsonb_build_array('subject_id', 'attributes'))) ORDER BY u.id)
       INTO n_rel_anon, events FROM upd u;
     PERFORM memory_internal._audit_append_many(events);
+    RETURN jsonb_build_object('relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
+END $$;
+COMMENT ON FUNCTION memory_internal._decay_relationships(text, timestamptz) IS
+  'memory.run_decay: the due relationships of an org (NULL: every org) deleted, or anonymised when they carry a subject, with their events; returns the counts.';
 
+CREATE FUNCTION memory_internal._run_decay_in(org text, at timestamptz, who jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad record;
+    due_claims int; due_rels int;
+    result jsonb;
+    scope text := org;
+BEGIN
+    PERFORM memory_internal._delegated(who);
+    at := coalesce(at, now());
+    -- Nothing changes if a due claim names a field decay does not know.
+    SELECT c.id, memory_internal._pii_unknown(c.pii_fields) AS field INTO bad
+      FROM memory.claims c
+     WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope) AND memory_internal._pii_unknown(c.pii_fields) IS NOT NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'claim % lists unknown pii_fields name "%": decay changed nothing', bad.id, bad.field
+            USING ERRCODE = '22023', HINT = 'Known: claim_text, subject_id, supports, source, details.<key>.';
+    END IF;
+    SELECT count(*) INTO due_claims FROM memory.claims c WHERE c.lifecycle_state IN ('pending', 'active') AND c.decay_at < at AND (scope IS NULL OR c.org_id = scope);
+    SELECT count(*) INTO due_rels FROM memory.relationships r WHERE r.decay_at < at AND (scope IS NULL OR r.org_id = scope) AND r.anonymized_at IS NULL;
+    PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.started', 'org_id', scope,
+                'payload', jsonb_build_object('at', at, 'dueClaims', due_claims, 'dueRelationships', due_rels))));
+
+    PERFORM memory_internal._knowledge_gate(true);
+
+    result := jsonb_build_object('at', at) || memory_internal._decay_claims(scope, at);
+    result := result || memory_internal._decay_relationships(scope, at);
     PERFORM memory_internal._knowledge_gate(false);
-    result := jsonb_build_object('at', at, 'claimsAnonymized', n_anon, 'claimsDeleted', n_del, 'claimsArchived', n_arch,
-                                 'relationshipsDeleted', n_rel_del, 'relationshipsAnonymized', n_rel_anon);
     PERFORM memory_internal._audit_append_many(jsonb_build_array(jsonb_build_object('event_type', 'memory.job.decay.completed',
                 'org_id', scope, 'payload', result)));
     PERFORM memory_internal._delegated_done(who);

@@ -125,13 +125,135 @@ SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL
           FROM pg_catalog.unnest(ARRAY['user', 'org']) k
          WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'consent') OPERATOR(pg_catalog.=) 'object') x(c) $$;
 
+-- memory_internal._guard_governance_ddl, ddl_command_end: one command (its object and tag) by a
+-- role that is not unrestricted, refused (42501) where it would change a governed table's
+-- governance around memory.govern: a partition or a child table, row-level security or a
+-- memory_ext trigger disabled, a trigger that fires late or replaces one of memory_ext's, a rule.
+CREATE FUNCTION memory_internal._guard_ddl_command(obj oid, tag text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+BEGIN
+    -- A governed table attached as a partition would take writes routed through its
+    -- parent, whose statement triggers are not its own.
+    IF tag = 'ALTER TABLE' AND EXISTS (
+           SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhrelid
+            WHERE i.inhparent = obj OR i.inhrelid = obj) THEN
+        RAISE EXCEPTION 'a governed table may not become a partition or a child of another table (%)', obj::regclass USING ERRCODE = '42501',
+            HINT = 'Writes through the parent would go around the governed table''s audit and tenant checks.';
+    END IF;
+    -- A child table of a governed table would take writes around its triggers.
+    IF tag IN ('CREATE TABLE', 'ALTER TABLE') AND EXISTS (
+           SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhparent
+            WHERE i.inhrelid = obj) THEN
+        RAISE EXCEPTION 'a governed table takes no child tables' USING ERRCODE = '42501',
+            HINT = 'Writes into a child table would go around the parent''s memory_ext triggers.';
+    END IF;
+    IF tag = 'ALTER TABLE' THEN
+        IF memory_internal._governance_gate_open(obj) THEN
+            RETURN;
+        END IF;
+        -- The row-level security of "tenant_policy" stays on (memory.govern without it takes it off).
+        IF EXISTS (SELECT 1 FROM memory.governance_registry g JOIN pg_catalog.pg_class c ON c.oid = g.relid::oid
+                    WHERE g.relid::oid = obj AND (g.options->>'tenant_policy')::boolean AND NOT c.relrowsecurity) THEN
+            RAISE EXCEPTION 'row-level security of governed table % may not be disabled', obj::regclass
+                USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
+        END IF;
+        FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
+                  WHERE tg.tgrelid = obj AND memory_internal._is_memory_trigger_fn(tg.tgfoid)
+                    AND tg.tgenabled NOT IN ('O', 'A')
+                    AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+            RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, obj::regclass
+                USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+        END LOOP;
+    ELSIF tag IN ('CREATE TRIGGER', 'ALTER TRIGGER') AND EXISTS (
+              SELECT 1 FROM pg_catalog.pg_trigger tg JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
+               WHERE tg.oid = obj AND memory_internal._is_late_trigger(tg.oid)) THEN
+        RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s',
+            (SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg WHERE tg.oid = obj)
+            USING ERRCODE = '42501',
+                  HINT = 'Triggers fire in name order: give it a name that sorts before "memory_" (for example "app_' ||
+                         (SELECT tg.tgname FROM pg_catalog.pg_trigger tg WHERE tg.oid = obj) || '"), so memory_ext governs the final row.';
+    ELSIF tag = 'CREATE TRIGGER' THEN
+        -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
+        FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                  WHERE tg.oid = obj AND (pg_catalog.starts_with(tg.tgname::text, 'memory_') OR memory_internal._is_memory_trigger_fn(tg.tgfoid))
+                    AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+            CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
+            RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
+                USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) to change the mapping.';
+        END LOOP;
+    ELSIF tag = 'CREATE RULE' THEN
+        -- A rule could divert writes around the triggers (DO INSTEAD).
+        FOR t IN SELECT rw.ev_class FROM pg_catalog.pg_rewrite rw
+                  WHERE rw.oid = obj AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rw.ev_class) LOOP
+            RAISE EXCEPTION 'governed table % takes no rules', t.ev_class::regclass
+                USING ERRCODE = '42501', HINT = 'Rules could divert writes around governance; ungovern the table first.';
+        END LOOP;
+    ELSIF tag = 'ALTER TRIGGER' THEN
+        FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
+                  WHERE tg.oid = obj AND memory_internal._is_memory_trigger_fn(tg.tgfoid) AND NOT pg_catalog.starts_with(tg.tgname::text, 'memory_')
+                    AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
+            CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
+            RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
+                USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+        END LOOP;
+    END IF;
+END $$;
+COMMENT ON FUNCTION memory_internal._guard_ddl_command(oid, text) IS
+  'memory_internal._guard_governance_ddl: refuses (42501) one DDL command that would change a governed table''s governance around memory.govern (partition or child table, row-level security or a memory_ext trigger disabled, a late or replacing trigger, a rule).';
+
+-- memory_internal._guard_governance_ddl, sql_drop: one dropped object (its type, address names,
+-- oid and identity). A memory_ext trigger or tenant policy of a governed table is refused (42501)
+-- unless the gate is open; a governed table is refused under an active legal hold (MX006), else
+-- it leaves the registry (memory.govern.drop_table).
+CREATE FUNCTION memory_internal._guard_dropped_object(kind text, names text[], obj oid, ident text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass;
+BEGIN
+    IF kind = 'trigger' AND pg_catalog.starts_with(names[3], 'memory_') THEN
+        -- A trigger dropped with its table is not a table left ungoverned.
+        rel := pg_catalog.to_regclass(pg_catalog.quote_ident(names[1]) || '.' || pg_catalog.quote_ident(names[2]));
+        IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
+           AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
+            RAISE EXCEPTION 'trigger % of governed table % may not be dropped', names[3], rel
+                USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
+        END IF;
+    ELSIF kind = 'policy' AND names[3] IN ('memory_tenant', 'memory_clearance') THEN
+        -- A policy of "tenant_policy" dropped with its table is not a table left open.
+        rel := pg_catalog.to_regclass(pg_catalog.quote_ident(names[1]) || '.' || pg_catalog.quote_ident(names[2]));
+        IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid
+                                          AND (g.options->>'tenant_policy')::boolean)
+           AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
+            RAISE EXCEPTION 'policy % of governed table % may not be dropped', names[3], rel
+                USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
+        END IF;
+    ELSIF kind = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = obj) THEN
+        -- Its rows are gone from the catalog by now, so while any legal hold is active a
+        -- governed table with an org column is not dropped (its rows may be held).
+        IF NOT memory_internal._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
+           AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = obj
+                          AND (g.options->>'org' IS NOT NULL OR g.options->'consent'->>'org' IS NOT NULL)) THEN
+            RAISE EXCEPTION 'governed table % may hold rows under an active legal hold: DROP TABLE is blocked', ident
+                USING ERRCODE = 'MX006',
+                      HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
+        END IF;
+        DELETE FROM memory.governance_registry g WHERE g.relid::oid = obj;
+        PERFORM memory_internal._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', ident), NULL);
+    END IF;
+END $$;
+COMMENT ON FUNCTION memory_internal._guard_dropped_object(text, text[], oid, text) IS
+  'memory_internal._guard_governance_ddl: checks one dropped object (memory_ext trigger or tenant policy of a governed table: 42501; a governed table under an active legal hold: MX006) and removes a dropped governed table from the registry (memory.govern.drop_table).';
+
 CREATE FUNCTION memory_internal._guard_governance_ddl()
 RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r   record;
     t   record;
-    rel regclass;
 BEGIN
     -- Superusers and the extension owner are not stopped here (they could drop this trigger;
     -- restores run as them and re-create the triggers): the guard is for table owners.
@@ -155,102 +277,11 @@ BEGIN
     END IF;
     IF TG_EVENT = 'ddl_command_end' THEN
         FOR r IN SELECT c.objid, c.command_tag FROM pg_catalog.pg_event_trigger_ddl_commands() c LOOP
-            -- A governed table attached as a partition would take writes routed through its
-            -- parent, whose statement triggers are not its own.
-            IF r.command_tag = 'ALTER TABLE' AND EXISTS (
-                   SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhrelid
-                    WHERE i.inhparent = r.objid OR i.inhrelid = r.objid) THEN
-                RAISE EXCEPTION 'a governed table may not become a partition or a child of another table (%)', r.objid::regclass USING ERRCODE = '42501',
-                    HINT = 'Writes through the parent would go around the governed table''s audit and tenant checks.';
-            END IF;
-            -- A child table of a governed table would take writes around its triggers.
-            IF r.command_tag IN ('CREATE TABLE', 'ALTER TABLE') AND EXISTS (
-                   SELECT 1 FROM pg_catalog.pg_inherits i JOIN memory.governance_registry g ON g.relid::oid = i.inhparent
-                    WHERE i.inhrelid = r.objid) THEN
-                RAISE EXCEPTION 'a governed table takes no child tables' USING ERRCODE = '42501',
-                    HINT = 'Writes into a child table would go around the parent''s memory_ext triggers.';
-            END IF;
-            IF r.command_tag = 'ALTER TABLE' THEN
-                CONTINUE WHEN memory_internal._governance_gate_open(r.objid);
-                -- The row-level security of "tenant_policy" stays on (memory.govern without it takes it off).
-                IF EXISTS (SELECT 1 FROM memory.governance_registry g JOIN pg_catalog.pg_class c ON c.oid = g.relid::oid
-                            WHERE g.relid::oid = r.objid AND (g.options->>'tenant_policy')::boolean AND NOT c.relrowsecurity) THEN
-                    RAISE EXCEPTION 'row-level security of governed table % may not be disabled', r.objid::regclass
-                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
-                END IF;
-                FOR t IN SELECT tg.tgname FROM pg_catalog.pg_trigger tg
-                          WHERE tg.tgrelid = r.objid AND memory_internal._is_memory_trigger_fn(tg.tgfoid)
-                            AND tg.tgenabled NOT IN ('O', 'A')
-                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
-                    RAISE EXCEPTION 'trigger % of governed table % may not be disabled', t.tgname, r.objid::regclass
-                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
-                END LOOP;
-            ELSIF r.command_tag IN ('CREATE TRIGGER', 'ALTER TRIGGER') AND EXISTS (
-                      SELECT 1 FROM pg_catalog.pg_trigger tg JOIN memory.governance_registry g ON g.relid::oid = tg.tgrelid
-                       WHERE tg.oid = r.objid AND memory_internal._is_late_trigger(tg.oid)) THEN
-                RAISE EXCEPTION 'a BEFORE row trigger of governed table % must fire before memory_ext''s', 
-                    (SELECT tg.tgrelid::regclass FROM pg_catalog.pg_trigger tg WHERE tg.oid = r.objid)
-                    USING ERRCODE = '42501',
-                          HINT = 'Triggers fire in name order: give it a name that sorts before "memory_" (for example "app_' ||
-                                 (SELECT tg.tgname FROM pg_catalog.pg_trigger tg WHERE tg.oid = r.objid) || '"), so memory_ext governs the final row.';
-            ELSIF r.command_tag = 'CREATE TRIGGER' THEN
-                -- CREATE OR REPLACE of a memory_ext trigger, or a trigger of ours under another name.
-                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND (pg_catalog.starts_with(tg.tgname::text, 'memory_') OR memory_internal._is_memory_trigger_fn(tg.tgfoid))
-                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
-                    CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
-                    RAISE EXCEPTION 'memory_ext triggers of governed table % are replaced by memory.govern only', t.tgrelid::regclass
-                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) to change the mapping.';
-                END LOOP;
-            ELSIF r.command_tag = 'CREATE RULE' THEN
-                -- A rule could divert writes around the triggers (DO INSTEAD).
-                FOR t IN SELECT rw.ev_class FROM pg_catalog.pg_rewrite rw
-                          WHERE rw.oid = r.objid AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rw.ev_class) LOOP
-                    RAISE EXCEPTION 'governed table % takes no rules', t.ev_class::regclass
-                        USING ERRCODE = '42501', HINT = 'Rules could divert writes around governance; ungovern the table first.';
-                END LOOP;
-            ELSIF r.command_tag = 'ALTER TRIGGER' THEN
-                FOR t IN SELECT tg.tgname, tg.tgrelid FROM pg_catalog.pg_trigger tg
-                          WHERE tg.oid = r.objid AND memory_internal._is_memory_trigger_fn(tg.tgfoid) AND NOT pg_catalog.starts_with(tg.tgname::text, 'memory_')
-                            AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = tg.tgrelid) LOOP
-                    CONTINUE WHEN memory_internal._governance_gate_open(t.tgrelid);
-                    RAISE EXCEPTION 'memory_ext triggers of governed table % keep their names', t.tgrelid::regclass
-                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
-                END LOOP;
-            END IF;
+            PERFORM memory_internal._guard_ddl_command(r.objid, r.command_tag);
         END LOOP;
     ELSIF TG_EVENT = 'sql_drop' THEN
         FOR r IN SELECT d.* FROM pg_catalog.pg_event_trigger_dropped_objects() d LOOP
-            IF r.object_type = 'trigger' AND pg_catalog.starts_with(r.address_names[3], 'memory_') THEN
-                -- A trigger dropped with its table is not a table left ungoverned.
-                rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
-                IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid)
-                   AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
-                    RAISE EXCEPTION 'trigger % of governed table % may not be dropped', r.address_names[3], rel
-                        USING ERRCODE = '42501', HINT = 'Governance is removed with memory.ungovern(table), which is audited.';
-                END IF;
-            ELSIF r.object_type = 'policy' AND r.address_names[3] IN ('memory_tenant', 'memory_clearance') THEN
-                -- A policy of "tenant_policy" dropped with its table is not a table left open.
-                rel := pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]));
-                IF rel IS NOT NULL AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = rel::oid
-                                                  AND (g.options->>'tenant_policy')::boolean)
-                   AND NOT memory_internal._governance_gate_open(rel::oid) AND NOT memory_internal._is_unrestricted() THEN
-                    RAISE EXCEPTION 'policy % of governed table % may not be dropped', r.address_names[3], rel
-                        USING ERRCODE = '42501', HINT = 'Call memory.govern(table, options) without "tenant_policy" (audited) to remove it.';
-                END IF;
-            ELSIF r.object_type = 'table' AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid) THEN
-                -- Its rows are gone from the catalog by now, so while any legal hold is active a
-                -- governed table with an org column is not dropped (its rows may be held).
-                IF NOT memory_internal._is_unrestricted() AND EXISTS (SELECT 1 FROM memory.legal_holds h WHERE h.released_at IS NULL)
-                   AND EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid::oid = r.objid
-                                  AND (g.options->>'org' IS NOT NULL OR g.options->'consent'->>'org' IS NOT NULL)) THEN
-                    RAISE EXCEPTION 'governed table % may hold rows under an active legal hold: DROP TABLE is blocked', r.object_identity
-                        USING ERRCODE = 'MX006',
-                              HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
-                END IF;
-                DELETE FROM memory.governance_registry g WHERE g.relid::oid = r.objid;
-                PERFORM memory_internal._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', r.object_identity), NULL);
-            END IF;
+            PERFORM memory_internal._guard_dropped_object(r.object_type, r.address_names, r.objid, r.object_identity);
         END LOOP;
     END IF;
 END $$;
@@ -320,6 +351,11 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
+    -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
+    GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
+                              memory_internal._context_pack(text, int, float8, float8)
+        TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) TO memory_writer;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
@@ -372,8 +408,8 @@ BEGIN
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.screen_profiles TO memory_admin;
     -- Not retention_guard: that function runs inside maintenance, so only the owner sets it.
-    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode),
-          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at) ON memory.org_settings TO memory_admin;
+    GRANT INSERT (org_id, alpha_success, alpha_failure, bfsi_mode, dedup, dedup_threshold),
+          UPDATE (alpha_success, alpha_failure, bfsi_mode, updated_at, dedup, dedup_threshold) ON memory.org_settings TO memory_admin;
     GRANT EXECUTE ON FUNCTION memory.resolve_conflict(uuid, uuid), memory.record_verdict(uuid, text),
                               memory.freshness_recheck(float8, interval, interval, int, timestamptz),
                               memory.run_decay(timestamptz),

@@ -55,6 +55,8 @@ pub const DISTRIBUTE: &str = "memory.distribute";
 pub const RETRIEVAL_HYBRID: &str = "memory.retrieval.hybrid";
 pub const EMBEDDINGS_ENABLE: &str = "memory.embeddings.enable";
 pub const MCP_TOOL_INVOKED: &str = "memory.mcp.tool_invoked";
+/// memory.remember kept a near-duplicate (dedup mode `near`): ids and hashes only.
+pub const MERGE: &str = "memory.merge";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
@@ -64,7 +66,7 @@ pub const ALL: &[&str] = &[
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,
     CONTEXT_WRITE, CONTEXT_DELETE, ROUTE_SLICES_CHANGE, DRIFT_DETECTED, USER_DELETE, GOVERN_STILL_SUPPORTED, GOVERN_ERODED,
     GOVERN_RETRACTED_SOURCE, GOVERN_BROKEN_PROVENANCE, TASK_ENQUEUED, RETENTION_DISPOSED, INGEST_BATCH,
-    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE, RETRIEVAL_HYBRID, EMBEDDINGS_ENABLE, MCP_TOOL_INVOKED,
+    UNAUTHORIZED_ACCESS_ATTEMPT, DECAY_ERROR, DISTRIBUTE, RETRIEVAL_HYBRID, EMBEDDINGS_ENABLE, MCP_TOOL_INVOKED, MERGE,
 ];
 
 /// Whether an event type is one memory_ext reserves: its own namespaces (application events

@@ -20,3 +20,5 @@ pub mod drift;
 pub mod vector;
 pub mod fusion;
 pub mod retrieval;
+pub mod dedup;
+pub mod packing;

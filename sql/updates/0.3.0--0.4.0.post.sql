@@ -3,7 +3,8 @@
 -- Every item row holds to the rules of sql/items.sql (its functions exist only now). No row of
 -- 0.3.0 is an item, so the check validates at once.
 ALTER TABLE memory.observations ADD CONSTRAINT observations_item_check CHECK (
-    (key IS NULL AND namespace IS NULL AND value IS NULL AND search_tsv IS NULL AND ttl IS NULL)
+    (key IS NULL AND value IS NULL AND search_tsv IS NULL AND ttl IS NULL
+     AND (namespace IS NULL OR memory_internal._item_namespace_error(namespace) IS NULL))
     OR (key IS NOT NULL AND memory_internal._item_key_error(key) IS NULL
         AND memory_internal._item_namespace_error(namespace) IS NULL
         AND pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) 'object'

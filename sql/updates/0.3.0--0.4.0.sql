@@ -38,3 +38,14 @@ DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], t
 
 -- memory.health counts an org's archived rows from an index.
 CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
+
+-- h-remember: duplicates at write and context packing (issue 49, SPEC §17; sql/remember.sql).
+-- The org's dedup mode and threshold (constant defaults: no table rewrite), the normalised
+-- content's hash that memory.remember keeps with a row, when and how often it was remembered
+-- again. Rows of 0.3.0 have no hash, so memory.remember treats them as plain INSERTs did.
+ALTER TABLE memory.org_settings ADD COLUMN dedup text NOT NULL DEFAULT 'exact';
+ALTER TABLE memory.org_settings ADD COLUMN dedup_threshold float8 NOT NULL DEFAULT 0.95;
+ALTER TABLE memory.observations ADD COLUMN content_sha256 text;
+ALTER TABLE memory.observations ADD COLUMN last_seen_at timestamptz;
+ALTER TABLE memory.observations ADD COLUMN seen_count int NOT NULL DEFAULT 1;
+CREATE INDEX observations_dedup ON memory.observations (org_id, content_sha256) WHERE content_sha256 IS NOT NULL;

@@ -515,6 +515,27 @@ def test_agent_api_through_the_coordinator(cluster, coord):
     assert events(coord, "org_api", "memory.retrieval.hybrid") == 1
 
 
+def test_remember_and_context_through_the_coordinator(cluster, coord):
+    """memory.remember (issue 49) on the distributed store as a tenant-bound writer: the same fact
+    twice is one row (its hash column and index on the shards), dedup off stores twice; context
+    packs what recall finds under its budget."""
+    coord.execute("DROP ROLE IF EXISTS remember_citus")
+    coord.execute("CREATE ROLE remember_citus LOGIN")
+    coord.execute("SELECT memory.setup_roles()")
+    coord.execute("GRANT memory_writer TO remember_citus")
+    coord.execute("SELECT memory.grant_org('remember_citus', 'org_rem')")
+    with psycopg.connect(f"host=127.0.0.1 port={cluster['coord']} user=remember_citus dbname=postgres", autocommit=True) as a:
+        first = a.execute("SELECT memory.remember('org_rem', 'Prefers green tea', user_id => 'u1')").fetchone()[0]
+        again = a.execute("SELECT memory.remember('org_rem', '  prefers GREEN tea ', user_id => 'u1')").fetchone()[0]
+        assert first["status"] == "created" and again["status"] == "duplicate" and again["id"] == first["id"]
+        # (As the owner: Citus does not carry an admin's column grants on the reference table to its shards.)
+        coord.execute("INSERT INTO memory.org_settings (org_id, dedup) VALUES ('org_rem', 'off')")
+        assert a.execute("SELECT memory.remember('org_rem', 'Prefers green tea', user_id => 'u1')->>'status'").fetchone()[0] == "created"
+        c = a.execute("SELECT memory.context('org_rem', 'green tea', 50)").fetchone()[0]
+        assert 0 < c["tokens"] <= 50 and len(c["ids"]) == 1 and c["omitted"] == 1, c  # the two copies: one kept
+    assert coord.execute("SELECT count(*), max(seen_count) FROM memory.observations WHERE org_id = 'org_rem'").fetchone() == (2, 2)
+
+
 def test_embeddings_on_distributed_stores(cluster, coord):
     """enable_embeddings on the coordinator after distribute: Citus carries the column and the
     HNSW index to the shards; hybrid recall ranks from the coordinator."""
@@ -541,7 +562,7 @@ def test_the_workers_background_integrators_chain_what_is_pending(cluster, coord
     integrator then chains the shard groups it holds, with nobody calling audit_integrate()."""
     for n in ("c", "w1", "w2"):
         port = cluster["coord"] if n == "c" else None
-        port = port or int(open(f"/tmp/memory_ext-{NAME}-{n}/port").read())
+        port = port or int(open(f"/tmp/memory_ext-{os.environ.get('MEMORY_EXT_CLUSTER_PREFIX', '')}{NAME}-{n}/port").read())
         with psycopg.connect(dsn(port), autocommit=True) as c:
             c.execute("ALTER SYSTEM SET memory.integrator_databases = 'postgres'")
         subprocess.run([str(ROOT / "scripts" / "cluster.sh"), "restart", f"{NAME}-{n}"], check=True, capture_output=True)

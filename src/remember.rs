@@ -1,0 +1,58 @@
+//! Duplicates at write and context packing (sql/remember.sql, SPEC §17): the shell of
+//! `memory_core::dedup` (the normalised text's hash, the org's setting) and
+//! `memory_core::packing` (near-duplicates, MMR, the token budget).
+
+use crate::errors::{MxError, OrRaise};
+use memory_core::dedup::{check_setting, norm_hash};
+use memory_core::packing::{line_for, pack, Candidate};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+/// SHA-256 (hex) of the normalised text: NFKC, case-folded, white space collapsed and trimmed.
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_dedup_hash")]
+fn dedup_hash(content: &str) -> String {
+    norm_hash(content)
+}
+
+/// 22023 unless `mode` is off, exact or near and `threshold` is in (0, 1].
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_dedup_setting_check")]
+fn dedup_setting_check(mode: Option<&str>, threshold: Option<f64>) -> bool {
+    check_setting(mode.unwrap_or("NULL"), threshold.unwrap_or(f64::NAN))
+        .map_err(|e| MxError::bad_argument(format!("memory.org_settings: {e}")).hint(
+            "dedup is off, exact (the default) or near; dedup_threshold a number in (0, 1] (default 0.95).",
+        ))
+        .or_raise();
+    true
+}
+
+fn candidate(v: &serde_json::Value) -> Option<Candidate> {
+    let id = v.get("id")?.as_str()?;
+    let content = v.get("content")?.as_str()?;
+    let date = v.get("date").and_then(|d| d.as_str()).unwrap_or("");
+    let embedding = v
+        .get("embedding")
+        .and_then(|e| e.as_array())
+        .and_then(|a| a.iter().map(|x| x.as_f64().map(|f| f as f32)).collect::<Option<Vec<f32>>>());
+    Some(Candidate {
+        id: id.to_string(),
+        line: line_for(id, date, content),
+        text: content.to_string(),
+        score: v.get("score").and_then(|s| s.as_f64()).unwrap_or(0.0),
+        embedding,
+    })
+}
+
+/// memory.context's block from recall's rows (a JSON array of {id, date, content, score,
+/// embedding}, best first, as text: any jsonb is then a clean 22023 or a block): {text, ids,
+/// tokens, omitted}. The budget and diversity are checked by the caller.
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_context_pack")]
+fn context_pack(candidates: &str, budget: i32, diversity: f64, near: f64) -> JsonB {
+    let rows: Vec<serde_json::Value> = serde_json::from_str(candidates)
+        .map_err(|e| MxError::bad_argument(format!("memory_internal._context_pack: the candidates are not a JSON array ({e})")))
+        .or_raise();
+    let Some(cands) = rows.iter().map(candidate).collect::<Option<Vec<Candidate>>>() else {
+        MxError::bad_argument("memory_internal._context_pack: a candidate lacks its id or content").raise()
+    };
+    let p = pack(&cands, usize::try_from(budget).unwrap_or(0), diversity.clamp(0.0, 1.0), near);
+    JsonB(serde_json::json!({ "text": p.text, "ids": p.ids, "tokens": p.tokens, "omitted": p.omitted }))
+}

@@ -1,0 +1,131 @@
+"""memory.remember and memory.context (issue 49, SPEC §17) as the application lives them: a
+tenant-bound writer remembers over its own connections, a reader packs context. The superuser
+(`conn`) only sets up roles and pgvector and reads what happened. (The rest: tests/sql/21_remember.sql.)"""
+import threading
+
+import psycopg
+import pytest
+
+from conftest import connect, ensure_role
+
+WRITER, READER, ADMIN = "rem_writer", "rem_reader", "rem_admin"
+DIMS = 3
+
+
+@pytest.fixture
+def roles(dsn, conn):
+    conn.execute("SELECT memory.setup_roles()")
+    for role, group in [(WRITER, "memory_writer"), (READER, "memory_reader"), (ADMIN, "memory_admin")]:
+        ensure_role(conn, role, group)
+        conn.execute("SELECT memory.grant_org(%s, 'acme')", (role,))
+    return dsn
+
+
+@pytest.fixture
+def vroles(roles, conn):
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("SELECT memory.enable_embeddings(%s)", (DIMS,))
+    return roles
+
+
+def remember(c, content, **kw):
+    # (psycopg sends a list of floats as float8[]: the embedding is cast to remember's real[].)
+    args = ", ".join(f"{k} => %({k})s" + ("::real[]" if k == "embedding" else "") for k in kw)
+    sql = f"SELECT memory.remember('acme', %(content)s{', ' + args if args else ''})"
+    return c.execute(sql, {"content": content, **kw}).fetchone()[0]
+
+
+def test_two_concurrent_remembers_of_one_fact_make_one_row(roles, conn):
+    """Two connections remember the same text at once: the second waits for the first's
+    transaction and finds its row (one memory, one duplicate)."""
+    with connect(roles, WRITER) as a, connect(roles, WRITER) as b:
+        a.autocommit = False
+        first = remember(a, "The office closes at 6 pm on Fridays.", user_id="kim")
+        assert first["status"] == "created"
+        got = {}
+
+        def second():
+            got["r"] = remember(b, "the office closes at 6 PM on fridays.", user_id="kim")
+
+        t = threading.Thread(target=second)
+        t.start()
+        t.join(1.0)
+        # The second call is blocked on the first's transaction lock, not finished beside it.
+        assert t.is_alive(), "the second remember waits for the first transaction"
+        a.commit()
+        t.join(30)
+        assert not t.is_alive()
+        assert got["r"]["status"] == "duplicate" and got["r"]["id"] == first["id"]
+    assert conn.execute("SELECT count(*), max(seen_count) FROM memory.observations WHERE org_id = 'acme' AND user_id = 'kim'").fetchone() == (1, 2)
+
+
+def test_concurrent_remember_after_a_rollback_stores(roles, conn):
+    """A first transaction that rolls back leaves nothing to match: the waiting one stores."""
+    with connect(roles, WRITER) as a, connect(roles, WRITER) as b:
+        a.autocommit = False
+        remember(a, "Parking is on level 2.", user_id="lee")
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("r", remember(b, "Parking is on level 2.", user_id="lee")))
+        t.start()
+        t.join(0.5)
+        a.rollback()
+        t.join(30)
+        assert got["r"]["status"] == "created"
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'lee'").fetchone()[0] == 1
+
+
+def test_near_merge_by_embedding(vroles, conn):
+    with connect(vroles, ADMIN) as adm:
+        adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")
+    with connect(vroles, WRITER) as w:
+        first = remember(w, "Mia drinks her coffee black", user_id="mia", embedding=[1.0, 0.0, 0.0], metadata=psycopg.types.json.Jsonb({"a": 1}))
+        assert first["status"] == "created"
+        near = remember(w, "Mia takes coffee without milk", user_id="mia", embedding=[0.99, 0.05, 0.0],
+                        metadata=psycopg.types.json.Jsonb({"b": 2}))
+        assert near["status"] == "merged" and near["id"] == first["id"] and near["duplicate_of"] == first["id"]
+        far = remember(w, "Mia plays the cello", user_id="mia", embedding=[0.0, 1.0, 0.0])
+        assert far["status"] == "created"
+        other_user = remember(w, "Mia drinks her coffee black", user_id="ned", embedding=[1.0, 0.0, 0.0])
+        assert other_user["status"] == "created"
+        with pytest.raises(psycopg.Error) as ex:
+            remember(w, "bad vector", user_id="mia", embedding=[1.0, 0.0])
+        assert ex.value.sqlstate == "22023"
+    row = conn.execute("SELECT metadata, seen_count, content FROM memory.observations WHERE id = %s", (first["id"],)).fetchone()
+    assert row[0]["a"] == 1 and row[0]["b"] == 2 and row[1] == 2 and row[2] == "Mia drinks her coffee black"
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'mia'").fetchone()[0] == 2
+    conn.execute("SELECT memory.audit_integrate()")
+    ev = conn.execute("SELECT payload FROM memory.audit_log WHERE event_type = 'memory.merge'").fetchall()
+    assert [e[0]["by"] for e in ev] == ["embedding"] and ev[0][0]["id"] == first["id"]
+    assert "coffee" not in str(ev[0][0])
+    # Context with a query embedding compares candidates by their embeddings: one of two near
+    # copies (cosine 0.999) is dropped.
+    with connect(vroles, ADMIN) as adm:
+        adm.execute("UPDATE memory.org_settings SET dedup = 'off' WHERE org_id = 'acme'")
+    with connect(vroles, WRITER) as w:
+        a = remember(w, "Quarterly numbers are due Monday", user_id="oz", embedding=[0.0, 0.0, 1.0])
+        b = remember(w, "Quarterly figures go out on Monday", user_id="oz", embedding=[0.0, 0.03, 1.0])
+    with connect(vroles, READER) as r:
+        c = r.execute("SELECT memory.context('acme', 'quarterly monday', 500, '{\"user_id\": \"oz\"}', '{0,0,1}')").fetchone()[0]
+        assert len(c["ids"]) == 1 and c["ids"][0] in (a["id"], b["id"]) and c["omitted"] == 1
+        c0 = r.execute("SELECT memory.context('acme', 'quarterly monday', 500, '{\"user_id\": \"oz\"}')").fetchone()[0]
+        assert len(c0["ids"]) == 2, "without embeddings the two texts are not near-duplicates"
+
+
+def test_context_fits_its_budget_as_a_reader(roles, conn):
+    with connect(roles, WRITER) as w:
+        for i in range(40):
+            remember(w, f"Release {i} of the billing service shipped with fix number {i * 7}", user_id="pat")
+    with connect(roles, READER) as r:
+        for budget in (1, 30, 120, 2000):
+            c = r.execute("SELECT memory.context('acme', 'billing release', %s)", (budget,)).fetchone()[0]
+            assert c["tokens"] <= budget
+            # Candidates: one for every 20 tokens of the budget, at least 10.
+            assert len(c["ids"]) + c["omitted"] == (10 if budget < 2000 else 40)
+            assert len(c["text"].splitlines()) == len(c["ids"])
+        assert r.execute("SELECT memory.context('acme', 'billing release', 1)").fetchone()[0] == {"text": "", "ids": [], "tokens": 0, "omitted": 10}
+        assert len(r.execute("SELECT memory.context('acme', 'billing release', 2000)").fetchone()[0]["ids"]) == 40
+        with pytest.raises(psycopg.Error) as ex:
+            r.execute("SELECT memory.remember('acme', 'readers do not remember')")
+        assert ex.value.sqlstate == "42501"
