@@ -16,7 +16,7 @@ $(error PG=$(PG): memory_ext is built and tested on PostgreSQL 15 and 18 (16 and
 endif
 export PG_CONFIG
 
-.PHONY: all deps test-begin build install pgvector test test-pg18 test-layout test-core test-pgrx test-sql test-python test-mcp test-upgrade test-citus demo bench clean
+.PHONY: all deps test-begin build install pgvector test test-pg18 test-layout test-core test-pgrx test-sql test-python test-typescript test-mcp test-upgrade test-citus demo bench clean
 
 all: install
 
@@ -37,14 +37,15 @@ install: deps
 	scripts/install-ext.sh
 
 ## Every test layer: the layout check, core unit/property tests, #[pg_test]s, the pgTAP suite, the Python client
-## tests, the MCP server (memory-mcp), the upgrade from releases 0.1.0, 0.2.0 and 0.3.0, Citus; then the PostgreSQL layers again on 18.
-test: test-begin deps test-layout test-core test-pgrx install test-sql test-python test-mcp test-upgrade test-citus test-pg18
+## tests, the TypeScript package, the MCP server (memory-mcp), the upgrade from releases 0.1.0, 0.2.0 and 0.3.0,
+## Citus; then the PostgreSQL layers again on 18.
+test: test-begin deps test-layout test-core test-pgrx install test-sql test-python test-typescript test-mcp test-upgrade test-citus test-pg18
 	@if [ -s target/skipped.txt ]; then echo "make test: passed with $$(wc -l < target/skipped.txt) layer(s) SKIPPED:"; cat target/skipped.txt; \
 	else echo "make test: all layers passed (PostgreSQL 15 and 18), none skipped"; fi
 
-## The PostgreSQL layers on PostgreSQL 18: #[pg_test]s, pgTAP, Python, memory-mcp, the upgrade (Citus stays on 15).
+## The PostgreSQL layers on PostgreSQL 18: #[pg_test]s, pgTAP, Python, TypeScript, memory-mcp, the upgrade (Citus stays on 15).
 test-pg18:
-	$(MAKE) --no-print-directory PG=18 test-pgrx install test-sql test-python test-mcp test-upgrade
+	$(MAKE) --no-print-directory PG=18 test-pgrx install test-sql test-python test-typescript test-mcp test-upgrade
 	@echo "make test-pg18: PostgreSQL 18 layers passed"
 
 ## One-way module dependencies, unsafe code only in src/pg/, every unsafe fn with a # Safety section;
@@ -71,6 +72,12 @@ test-sql: install pgvector
 test-python: install pgvector
 	tests/run-python.sh --ignore=tests/python/test_mcp.py
 	tests/langgraph/run.sh
+
+## The TypeScript package clients/typescript (@memory-ext/client, its LangGraph.js store): npm ci when its
+## lock changed, tsc, node --test against a cluster as tenant roles (tests/run-typescript.sh); SKIPPED
+## (scripts/skipped.sh) where Node.js 20+ and npm are not installed.
+test-typescript: install pgvector
+	tests/run-typescript.sh
 
 ## The MCP server: builds memory-mcp (its own crate, mcp/; no pgrx), runs its unit tests, and drives
 ## it over stdio and HTTP with the Python MCP SDK against a cluster, and a TLS cluster

@@ -47,6 +47,12 @@ if ! "$root/.venv/bin/python" -c 'import jwt, cryptography' 2>/dev/null; then
   echo "== installing pyjwt and cryptography into the venv"
   "$root/.venv/bin/pip" install -q 'pyjwt>=2.8' 'cryptography>=42'
 fi
+# pgvector's Python adapter (sends pgvector.Vector as pgvector's vector; numpy is optional):
+# test_vector's query embeddings as a client that uses it sends them.
+if ! "$root/.venv/bin/python" -c 'import pgvector.psycopg' 2>/dev/null; then
+  echo "== installing pgvector (Python) into the venv"
+  "$root/.venv/bin/pip" install -q 'pgvector==0.5.1'
+fi
 # The Python package of this repository (clients/python, with LangGraph and its Postgres store
 # for the tests): reinstalled when its sources change (a hash of them kept in the venv).
 client_sum=$(cd "$root/clients/python" && find . -type f \( -name '*.py' -o -name '*.toml' -o -name 'py.typed' -o -name '*.md' \) \

@@ -197,9 +197,10 @@ BEGIN
     END IF;
 END $$;
 
--- memory.put's embedding: a vector of the observations' embedding dimensions, as pgvector takes it.
-CREATE FUNCTION memory_internal._item_embedding_check(embedding real[])
-RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+-- memory.put's embedding: a vector of the observations' embedding dimensions, as pgvector's text
+-- (memory_internal._query_vector: float8[], real[], a vector or text alike).
+CREATE FUNCTION memory_internal._item_embedding(embedding anycompatible)
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE dims int;
 BEGIN
@@ -208,11 +209,11 @@ BEGIN
             HINT = 'A platform admin calls memory.enable_embeddings(dimensions) (pgvector), or pass embedding => NULL.';
     END IF;
     SELECT s.dimensions INTO dims FROM memory.ann_settings s;
-    PERFORM memory_internal._query_vector_check(embedding, dims);
+    RETURN memory_internal._query_vector(embedding, dims);
 END $$;
 
 CREATE FUNCTION memory.put(org_id text, namespace text[], key text, value jsonb, index text[] DEFAULT NULL,
-                           ttl interval DEFAULT NULL, embedding real[] DEFAULT NULL, user_id text DEFAULT NULL)
+                           ttl interval DEFAULT NULL, embedding anycompatible DEFAULT NULL, user_id text DEFAULT NULL)
 RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -221,12 +222,13 @@ DECLARE
     rid     uuid;
     txt     text;
     vs      text;
+    ev      text;      -- the embedding as pgvector's text
     tier    memory.classification;
 BEGIN
     -- Input first: nothing is written for a call that is refused.
     PERFORM memory_internal._item_put_check(org, put.namespace, put.key, put.value, put.index, put.ttl, put.user_id);
     IF put.embedding IS NOT NULL THEN
-        PERFORM memory_internal._item_embedding_check(put.embedding);
+        ev := memory_internal._item_embedding(put.embedding);
     END IF;
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(org);
@@ -273,11 +275,11 @@ BEGIN
                                              WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass
                                                AND a.attname OPERATOR(pg_catalog.=) 'embedding');
         EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3', vs)
-            USING put.embedding, org, rid;
+            USING ev, org, rid;
     END IF;
     RETURN rid;
 END $$;
-COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text) IS
+COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text) IS
   'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). Returns the item''s id.';
 
 -- Re-stamp an item's expiry from now: the policy's stamps, shortened by its ttl.

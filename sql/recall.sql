@@ -231,32 +231,22 @@ BEGIN
     PERFORM memory_internal._audit_read(event, details::text, org, project_id);
 END $$;
 
--- Runs a plan with pgvector's iterative index scan for a vector list (memory_internal._hnsw_begin).
+-- Runs a plan (memory_internal._retrieve, which sets pgvector's iterative index scan for a vector list).
 CREATE FUNCTION memory_internal._run_plan(plan jsonb, as_caller boolean)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    hnsw text[];
-    rows jsonb;
 BEGIN
-    IF plan->>'vector' IS NOT NULL THEN
-        hnsw := memory_internal._hnsw_begin((plan->>'depth')::int);
-    END IF;
-    rows := memory_internal._retrieve(plan::text, as_caller)::jsonb;
-    IF hnsw IS NOT NULL THEN
-        PERFORM memory_internal._hnsw_end(hnsw);
-    END IF;
-    RETURN rows;
+    RETURN memory_internal._retrieve(plan::text, as_caller)::jsonb;
 END $$;
 
 -- Top-k memories of a tenant (docs/design.md#agent-memory-api). SECURITY DEFINER: it appends memory.recall, and reads
 -- memory.observations as the extension owner for any org the caller may act for (not only the
 -- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
 -- application table (source) is read as the caller (its privileges and policies), with the same
--- filters. query_embedding is float8[]: real[] arrays and psycopg's floats alike (a pgvector
--- vector: cast it, v::real[]).
+-- filters. query_embedding is anycompatible: float8[] (psycopg's floats), real[], pgvector's
+-- vector or text alike (memory_internal._query_vector).
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
-                              filters jsonb DEFAULT '{}', query_embedding float8[] DEFAULT NULL, source regclass DEFAULT NULL)
+                              filters jsonb DEFAULT '{}', query_embedding anycompatible DEFAULT NULL, source regclass DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
                created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type,
                lexical_rank int, vector_rank int, metadata jsonb)
@@ -290,7 +280,7 @@ BEGIN
                 HINT = CASE WHEN tbl IS NULL THEN 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL.'
                             ELSE format('Map the table''s vector column with memory.govern(%L, ''{"embedding": "<column>", ...}'') (pgvector), or pass query_embedding => NULL.', tbl::text) END;
         END IF;
-        qv := memory_internal._query_vector(query_embedding::real[], (c->>'dims')::int);
+        qv := memory_internal._query_vector(query_embedding, (c->>'dims')::int);
     END IF;
     q := websearch_to_tsquery('english', coalesce(query, ''));
     -- A blank query (or one of stop words only) without filters matches nothing: no rows, no event.
@@ -319,8 +309,8 @@ BEGIN
                 ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
         || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END);
 END $$;
-COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, float8[], regclass) IS
-  'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[] or real[]) by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
+COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass) IS
+  'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[], real[], a pgvector vector, or text: an untyped literal such as ''[1,2,3]'') by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source). Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
 
 -- memory.retrieve's arguments, checked before anything is read or written (22023 with a hint);
 -- the org (42501), the screen profile and the user's consent (MX003) are checked by
@@ -355,7 +345,7 @@ END $$;
 -- the more confident claim, then the newer, then the id.
 CREATE FUNCTION memory.retrieve(org_id text, query text, k int DEFAULT 10, entity_id uuid DEFAULT NULL,
                                 screen_profile text DEFAULT NULL, user_id text DEFAULT NULL,
-                                query_embedding real[] DEFAULT NULL, at timestamptz DEFAULT now())
+                                query_embedding anycompatible DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS TABLE (id uuid, entity uuid, claim_text text, field text, kind text, source text, supports text[],
                subject_id text, confidence_score float8, classification memory.classification, score float8,
                t_created timestamptz, decay_at timestamptz, stale_fields text[], lexical_rank int, vector_rank int)
@@ -433,7 +423,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     PERFORM memory_internal._read_event('memory.retrieval.hybrid', p_org, NULL, jsonb_build_object('count', n));
 END $$;
-COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz) IS
+COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz) IS
   'Knowledge retrieval (docs/design.md#agent-memory-api): the top-k claims of an org that are active at `at`, created by then, not past decay_at, within the caller''s clearance, about no user or about user_id (whose save_to_profile consent must be in force: MX003), ranked by coverage of the query''s words then ts_rank_cd over claim_text (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or with query_embedding by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists, with both ranks; confidence then newest breaking ties; a blank query with entity_id lists that entity''s claims, most confident first. stale_fields: the claim''s field when the screen profile says it is stale. One memory.retrieval.hybrid event with the count only.';
 
 -- Items under a namespace prefix (SPEC §16), as memory.recall reads memories: the org's live
@@ -443,7 +433,7 @@ COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], t
 -- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
 -- never values or the query).
 CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
-                              k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding real[] DEFAULT NULL,
+                              k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding anycompatible DEFAULT NULL,
                               refresh_ttl boolean DEFAULT false)
 RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification memory.classification,
                created_at timestamptz, updated_at timestamptz, expires_at timestamptz, score float8)
@@ -509,5 +499,5 @@ BEGIN
                            'ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY n) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)), '[]'),
                            'count', jsonb_array_length(rows), 'k', k));
 END $$;
-COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, real[], boolean) IS
+COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean) IS
   'Live items under a namespace prefix the caller is cleared for (SPEC §16): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

@@ -340,15 +340,15 @@ BEGIN
     GRANT SELECT ON memory.screen_profiles TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.completeness(uuid, text, timestamptz), memory_internal._profile_rules(text, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.claim_chain(uuid), memory.active_claims(uuid, timestamptz), memory_internal._claim_must_exist(uuid), memory_internal._claim_chain(uuid),
-                              memory.recall(text, text, int, text, jsonb, float8[], regclass), memory.misleading_observations(text),
-                              memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)
+                              memory.recall(text, text, int, text, jsonb, anycompatible, regclass), memory.misleading_observations(text),
+                              memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)
         TO memory_reader;
     -- Items (docs/design.md#items): read by key and list namespaces; writers put, delete and sweep
     -- expired ones (a TTL sweeper).
-    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, real[], boolean),
+    GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean),
                               memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, real[], text),
+    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
     -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.

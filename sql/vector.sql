@@ -182,38 +182,38 @@ COMMENT ON FUNCTION memory.enable_embeddings(int) IS
   'Give memory.observations (and its archive) and memory.claims an embedding vector(n) column, written with the row (a claim''s is fixed like its text), behind HNSW indexes (cosine, m = 16, ef_construction = 64; the claims'': of the active ones); with btree_gin installed also the tenant full-text indexes hybrid recall reads (observations_fts_tenant: org, user, words; claims_fts_tenant: org, words; tenant_text_index in the result). Needs pgvector (0A000 otherwise); n in 1..2000 (22023); the same n again changes nothing but the indexes btree_gin allows since, another is 55000. Platform-wide, audited as memory.embeddings.enable.';
 
 -- The query embedding checked against the source's column: one-dimensional, of the column's
--- dimensions, finite components, not all zero (cosine distance has no direction): 22023
--- otherwise (memory_internal._query_vector_check, memory_core::vector). Returns it as pgvector's
--- text form.
-CREATE FUNCTION memory_internal._query_vector(query_embedding real[], dims int)
+-- dimensions, finite components (as reals), not all zero (cosine distance has no direction):
+-- 22023 otherwise (memory_core::vector). Returns it as pgvector's text form. Polymorphic
+-- (anycompatible), so a caller passes what it has and gets the same answer and the same errors:
+-- float8[] (psycopg's list of floats), real[], numeric[] or integer[], pgvector's vector (or
+-- halfvec), or text; an untyped literal is text, in pgvector's form '[1,2,3]' or an array's
+-- '{1,2,3}'. Any other type is 22023. Needs no pgvector: a vector is recognised by its type's
+-- name in pgvector's schema and read by its text form.
+CREATE FUNCTION memory_internal._query_vector(query_embedding anycompatible, dims int)
 RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    t regtype := pg_typeof(query_embedding);
+    v float8[];
+    s text;
 BEGIN
-    IF cardinality(query_embedding) = 0 OR array_ndims(query_embedding) <> 1 THEN
-        RAISE EXCEPTION 'query_embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023';
+    IF t OPERATOR(pg_catalog.=) ANY ('{float8[],real[]}'::regtype[]) THEN
+        v := query_embedding::float8[];
+        IF array_ndims(v) IS DISTINCT FROM 1 THEN
+            RAISE EXCEPTION 'query_embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023',
+                HINT = 'Pass float8[] (e.g. a Python list), real[], a pgvector vector, or the text [1,2,3].';
+        END IF;
+        RETURN memory_internal._query_vector_floats(v, dims);
     END IF;
-    PERFORM memory_internal._query_vector_check(query_embedding, dims);
-    RETURN '[' || array_to_string(query_embedding, ',') || ']';
-END $$;
-
--- pgvector's iterative index scan for one read: relaxed order (the vector list is re-sorted by
--- distance), ef_search for the list length. Returns the settings it replaced, for _hnsw_end.
-CREATE FUNCTION memory_internal._hnsw_begin(depth int)
-RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE old text[] := ARRAY[current_setting('hnsw.iterative_scan', true), current_setting('hnsw.ef_search', true)];
-BEGIN
-    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    PERFORM set_config('hnsw.ef_search', least(greatest(depth, 100), 1000)::text, true);
-    RETURN old;
-END $$;
-
-CREATE FUNCTION memory_internal._hnsw_end(old text[])
-RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM set_config('hnsw.iterative_scan', coalesce(old[1], 'off'), true);
-    PERFORM set_config('hnsw.ef_search', coalesce(old[2], '40'), true);
+    IF t OPERATOR(pg_catalog.<>) ALL ('{text,varchar,numeric[],int2[],int4[],int8[]}'::regtype[]) THEN
+        s := memory_internal._vector_schema();
+        IF s IS NULL OR t OPERATOR(pg_catalog.<>) ALL (ARRAY[pg_catalog.to_regtype(pg_catalog.quote_ident(s) || '.vector'),
+                                                            pg_catalog.to_regtype(pg_catalog.quote_ident(s) || '.halfvec')]) THEN
+            RAISE EXCEPTION 'query_embedding is %, not an array of numbers or a pgvector vector', t USING ERRCODE = '22023',
+                HINT = 'Pass float8[] (e.g. a Python list), real[], a pgvector vector, or the text [1,2,3].';
+        END IF;
+    END IF;
+    RETURN memory_internal._query_vector_parse(query_embedding::text, dims);
 END $$;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');

@@ -3,10 +3,10 @@
 //! through plans kept per backend.
 
 use crate::errors::{MxError, OrRaise};
-use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
+use crate::pg::spi::{kept, kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse, Candidate};
 use memory_core::retrieval::{namespace_path, render, render_one_pass, Plan, PlanError};
-use memory_core::vector::check_query_vector;
+use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,24 +21,49 @@ fn item_ns_path(namespace: Array<&str>) -> Option<String> {
     labels.map(namespace_path)
 }
 
-/// 22023 unless the query embedding (one-dimensional, not empty: checked by the caller; NULL is
-/// refused here) has
-/// `dims` components (NULL: a column of no fixed size), each finite, not all zero.
-#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_query_vector_check")]
+/// The query embedding's refusal: 22023, with a hint for the wrong dimensions.
+fn refuse(e: QueryVectorError) -> MxError {
+    let err = MxError::bad_argument(e.to_string());
+    match e {
+        QueryVectorError::Dimensions { .. } => err.hint("Embed the query with the model that embedded the memories."),
+        QueryVectorError::NotOneDimensional | QueryVectorError::NotANumber(_) => {
+            err.hint("Pass float8[] (e.g. a Python list), real[], a pgvector vector, or the text [1,2,3].")
+        }
+        _ => err,
+    }
+}
+
+/// pgvector's text form of a query embedding given as numbers (float8[], one-dimensional: checked
+/// by memory_internal._query_vector), or 22023 unless it has `dims` components (NULL: a column
+/// of no fixed size), each finite as a real, not all zero (`memory_core::vector`).
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_query_vector_floats")]
+fn query_vector_floats(query_embedding: Option<Array<f64>>, dims: Option<i32>) -> String {
+    let Some(query_embedding) = query_embedding else { refuse(QueryVectorError::NotOneDimensional).raise() };
+    let components: Vec<Option<f64>> = query_embedding.iter().collect();
+    query_vector_text(&to_f32(&components), dims.and_then(|d| usize::try_from(d).ok())).map_err(refuse).or_raise()
+}
+
+/// 0.3.0's `memory_internal._query_vector_check(real[], int)` by its C symbol, which the scripts
+/// of earlier releases declare (an update from them runs with this library before 0.4.0's
+/// definitions replace it, and the upgrade drops it). No SQL of 0.4.0 declares it: 22023 unless
+/// the embedding passes `memory_core::vector`'s check, as `_query_vector_floats`.
+#[pg_extern(immutable, parallel_safe, sql = false)]
 fn query_vector_check(query_embedding: Option<Array<f32>>, dims: Option<i32>) -> bool {
-    let Some(query_embedding) = query_embedding else {
-        MxError::bad_argument("query_embedding must be a one-dimensional array of numbers").raise()
-    };
+    let Some(query_embedding) = query_embedding else { refuse(QueryVectorError::NotOneDimensional).raise() };
     let components: Vec<Option<f32>> = query_embedding.iter().collect();
-    let dims = dims.and_then(|d| usize::try_from(d).ok());
-    check_query_vector(components.into_iter(), dims)
-        .map_err(|e| {
-            let hint = matches!(e, memory_core::vector::QueryVectorError::Dimensions { .. });
-            let err = MxError::bad_argument(e.to_string());
-            if hint { err.hint("Embed the query with the model that embedded the memories.") } else { err }
-        })
-        .or_raise();
+    query_vector_text(&components, dims.and_then(|d| usize::try_from(d).ok())).map_err(refuse).or_raise();
     true
+}
+
+/// The same for a query embedding given as text: pgvector's `[1,2,3]` (a vector's text) or an
+/// array's `{1,2,3}` (an untyped literal, numeric[] or integer[]).
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_query_vector_parse")]
+fn query_vector_parse(query_embedding: Option<&str>, dims: Option<i32>) -> String {
+    let Some(query_embedding) = query_embedding else { refuse(QueryVectorError::NotOneDimensional).raise() };
+    parse_query_vector(query_embedding)
+        .and_then(|v| query_vector_text(&v, dims.and_then(|d| usize::try_from(d).ok())))
+        .map_err(refuse)
+        .or_raise()
 }
 
 /// Rows the one pass may read; more, and memory.recall reads the two index lists instead.
@@ -113,12 +138,49 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
     } else {
         None
     };
+    // pgvector's iterative index scan for the vector list, for this read only (the settings it
+    // replaced come back after it; an error ends the transaction, which drops them too).
+    let hnsw = plan.vector.is_some().then(|| hnsw_begin(plan.depth));
+    let rows = read(&plan);
+    if let Some(old) = hnsw {
+        hnsw_end(old);
+    }
+    rows
+}
+
+/// Sets pgvector's iterative scan (relaxed order: the vector list is re-sorted by distance) and
+/// ef_search for a list of `depth` (100 to 1000) for the transaction; returns what they were.
+fn hnsw_begin(depth: u32) -> (Option<String>, Option<String>) {
+    const BEGIN: &str = "SELECT pg_catalog.current_setting('hnsw.iterative_scan', true), pg_catalog.current_setting('hnsw.ef_search', true), \
+                         pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), pg_catalog.set_config('hnsw.ef_search', $1, true)";
+    let ef = depth.clamp(100, 1000).to_string();
+    Spi::connect(|client| {
+        let t = kept(&client, BEGIN, &[pg_sys::TEXTOID], &[DatumWithOid::from(ef.as_str())], None).map_err(MxError::spi_in("recall"))?;
+        let row = t.first();
+        Ok::<_, MxError>((row.get::<String>(1).map_err(MxError::spi_in("recall"))?, row.get::<String>(2).map_err(MxError::spi_in("recall"))?))
+    })
+    .or_raise()
+}
+
+fn hnsw_end(old: (Option<String>, Option<String>)) {
+    const END: &str = "SELECT pg_catalog.set_config('hnsw.iterative_scan', coalesce($1, 'off'), true), \
+                       pg_catalog.set_config('hnsw.ef_search', coalesce($2, '40'), true)";
+    Spi::connect(|client| {
+        kept(&client, END, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[DatumWithOid::from(old.0), DatumWithOid::from(old.1)], None)
+            .map(|_| ())
+            .map_err(MxError::spi_in("recall"))
+    })
+    .or_raise()
+}
+
+/// The plan's rows: the one pass when it applies, else the rendered statement.
+fn read(plan: &Plan) -> String {
     if plan.one_pass {
-        if let Some(rows) = one_pass(&plan).or_raise() {
+        if let Some(rows) = one_pass(plan).or_raise() {
             return rows;
         }
     }
-    let st = render(&plan);
+    let st = render(plan);
     let types = vec![pg_sys::TEXTOID; st.params.len()];
     let args: Vec<DatumWithOid> = st.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
     let out: Option<String> = Spi::connect(|client| {

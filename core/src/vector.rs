@@ -1,6 +1,8 @@
 //! The query embedding of a hybrid recall or retrieval (docs/vector.md), checked before it is
 //! compared with anything: of the column's dimensions, every component a finite number, not all
-//! zero (cosine distance has no direction for the zero vector).
+//! zero (cosine distance has no direction for the zero vector). A query embedding comes as
+//! numbers (float8[] or real[]: `to_f32`) or as text (pgvector's `[1,2,3]`, an array's `{1,2,3}`:
+//! `parse_query_vector`), and goes to pgvector as `format_query_vector`'s text.
 
 /// Why a query embedding is refused; each is a bad argument (22023) with this message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -11,6 +13,70 @@ pub enum QueryVectorError {
     NotFinite,
     #[error("query_embedding is all zeros, which has no cosine distance")]
     AllZero,
+    #[error("query_embedding must be a one-dimensional array of numbers")]
+    NotOneDimensional,
+    #[error("query_embedding's component {0} is not a number")]
+    NotANumber(usize),
+}
+
+/// The components of a query embedding given as text: pgvector's form `[1,2,3]` or an array's
+/// `{1,2,3}` (whitespace around components allowed, `NULL` and `"1.5"` as an array's text has
+/// them). Each is read as a real (correctly rounded, as pgvector and float4 read text; one beyond
+/// real's range is infinite, refused later as not finite). The component named in `NotANumber` counts from 1; its text is not repeated (an embedding is
+/// the caller's data).
+pub fn parse_query_vector(text: &str) -> Result<Vec<Option<f32>>, QueryVectorError> {
+    let t = text.trim();
+    let inner = t
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .or_else(|| t.strip_prefix('{').and_then(|r| r.strip_suffix('}')))
+        .ok_or(QueryVectorError::NotOneDimensional)?;
+    if inner.contains(['[', ']', '{', '}']) || inner.trim().is_empty() {
+        return Err(QueryVectorError::NotOneDimensional);
+    }
+    inner
+        .split(',')
+        .enumerate()
+        .map(|(i, c)| {
+            let c = c.trim();
+            if c.eq_ignore_ascii_case("null") {
+                return Ok(None);
+            }
+            let c = c.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(c).trim();
+            c.parse::<f32>().map(Some).map_err(|_| QueryVectorError::NotANumber(i + 1))
+        })
+        .collect()
+}
+
+/// float8 components as real (the type of pgvector's vector): rounded to nearest, a value
+/// beyond real's range becomes infinite (and is then refused as not finite, never an overflow).
+pub fn to_f32(components: &[Option<f64>]) -> Vec<Option<f32>> {
+    components.iter().map(|c| c.map(|x| x as f32)).collect()
+}
+
+/// pgvector's text form of checked components: `[c1,c2,...]`, each the shortest text that reads
+/// back as the same real.
+pub fn format_query_vector(components: &[f32]) -> String {
+    let mut s = String::with_capacity(components.len() * 10 + 2);
+    s.push('[');
+    for (i, c) in components.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&c.to_string());
+    }
+    s.push(']');
+    s
+}
+
+/// Checks components (from `to_f32`) and returns pgvector's text form of them.
+pub fn query_vector_text(components: &[Option<f32>], dims: Option<usize>) -> Result<String, QueryVectorError> {
+    if components.is_empty() {
+        return Err(QueryVectorError::NotOneDimensional);
+    }
+    check_query_vector(components.iter().copied(), dims)?;
+    let v: Vec<f32> = components.iter().map(|c| c.unwrap_or(0.0)).collect();
+    Ok(format_query_vector(&v))
 }
 
 /// Checks the components of a one-dimensional, non-empty query embedding against the column's
@@ -74,7 +140,45 @@ mod tests {
         assert_eq!(check(&[Some(0.0), None], None), Err(QueryVectorError::NotFinite));
     }
 
+    #[test]
+    fn parses_both_text_forms() {
+        assert_eq!(parse_query_vector("[1,2.5,-3e2]"), Ok(vec![Some(1.0), Some(2.5), Some(-300.0)]));
+        assert_eq!(parse_query_vector(" { 1 , \"2\" ,NULL} "), Ok(vec![Some(1.0), Some(2.0), None]));
+        assert_eq!(parse_query_vector("[.5, 5.]"), Ok(vec![Some(0.5), Some(5.0)]));
+        let nan = parse_query_vector("{NaN,Infinity,-inf,1e300}").unwrap();
+        assert!(nan[0].unwrap().is_nan() && nan[1] == Some(f32::INFINITY) && nan[2] == Some(f32::NEG_INFINITY) && nan[3] == Some(f32::INFINITY));
+    }
+
+    #[test]
+    fn text_that_is_no_vector_refused() {
+        for bad in ["", "[]", "{}", "1,2", "[1,2", "{{1,2},{3,4}}", "[[1],[2]]", "(1,2)"] {
+            assert_eq!(parse_query_vector(bad), Err(QueryVectorError::NotOneDimensional), "{bad}");
+        }
+        assert_eq!(parse_query_vector("[1,x,3]"), Err(QueryVectorError::NotANumber(2)));
+        assert_eq!(parse_query_vector("[1,,3]"), Err(QueryVectorError::NotANumber(2)));
+        // The message names the position, never the text.
+        assert!(!QueryVectorError::NotANumber(2).to_string().contains('x'));
+    }
+
+    #[test]
+    fn float8_beyond_real_is_not_finite() {
+        let v = to_f32(&[Some(1e300), Some(1.0)]);
+        assert_eq!(query_vector_text(&v, Some(2)), Err(QueryVectorError::NotFinite));
+        assert_eq!(query_vector_text(&to_f32(&[Some(0.1), Some(-2.0)]), Some(2)), Ok("[0.1,-2]".to_owned()));
+        assert_eq!(query_vector_text(&[], None), Err(QueryVectorError::NotOneDimensional));
+    }
+
     proptest! {
+        /// The text form reads back as the same reals, whichever form it came in.
+        #[test]
+        fn text_round_trips(v in prop::collection::vec(prop::num::f32::NORMAL | prop::num::f32::ZERO | prop::num::f32::SUBNORMAL, 1..64)) {
+            let text = format_query_vector(&v);
+            let back = parse_query_vector(&text).unwrap();
+            prop_assert_eq!(back.iter().map(|c| c.unwrap().to_bits()).collect::<Vec<_>>(), v.iter().map(|c| c.to_bits()).collect::<Vec<_>>());
+            let braces = format!("{{{}}}", &text[1..text.len() - 1]);
+            prop_assert_eq!(parse_query_vector(&braces).unwrap(), parse_query_vector(&text).unwrap());
+        }
+
         /// Finite vectors with a non-zero component of the column's size always pass; scaling
         /// by a non-zero finite factor never changes the answer.
         #[test]

@@ -49,3 +49,11 @@ ALTER TABLE memory.observations ADD COLUMN content_sha256 text;
 ALTER TABLE memory.observations ADD COLUMN last_seen_at timestamptz;
 ALTER TABLE memory.observations ADD COLUMN seen_count int NOT NULL DEFAULT 1;
 CREATE INDEX observations_dedup ON memory.observations (org_id, content_sha256) WHERE content_sha256 IS NOT NULL;
+-- h-speed: the query embedding is anycompatible (float8[], real[], pgvector's vector or text
+-- alike: memory_internal._query_vector), checked by _query_vector_floats/_query_vector_parse.
+DROP FUNCTION memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz);
+DROP FUNCTION memory_internal._query_vector(real[], int);
+DROP FUNCTION memory_internal._query_vector_check(real[], int);
+-- h-speed: memory_internal._retrieve sets pgvector's iterative scan itself.
+DROP FUNCTION memory_internal._hnsw_begin(int);
+DROP FUNCTION memory_internal._hnsw_end(text[]);

@@ -347,7 +347,7 @@ def test_a_backend_that_re_creates_the_extension_finds_its_new_schemas(dsn, conn
         # The grants recall needs, given by hand (memory.setup_roles also touches the roles, and
         # a role change alone would drop the backend's caches).
         conn.execute("GRANT USAGE ON SCHEMA memory TO memory_reader")
-        conn.execute("GRANT EXECUTE ON FUNCTION memory.recall(text, text, int, text, jsonb, float8[], regclass) TO memory_reader")
+        conn.execute("GRANT EXECUTE ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass) TO memory_reader")
         conn.execute("SELECT memory.grant_org('recreate_r', 'acme')")
         conn.execute("SET ROLE recreate_r")
         try:

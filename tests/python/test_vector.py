@@ -286,3 +286,66 @@ def test_query_embedding_from_psycopg_floats(vapp, conn):
                               (arg,))
                 errs.append(ex.value.sqlstate)
             assert errs == ["22023", "22023"], bad
+
+
+def test_query_embedding_of_every_type_is_one_answer(vapp, conn):
+    """Issue 46: recall, retrieve, search and put take the embedding as a client has it: a Python
+    list (psycopg: float8[]), real[], pgvector's vector (a literal, or pgvector-python's Vector
+    through its adapter), numeric[] and an untyped literal (text: '[1,0,0]' or '{1,0,0}'), with the
+    same rows and the same errors (22023, nothing written) for each; another type is 22023."""
+    _platform_embeddings(vapp, conn, 3)
+    with connect(vapp, WRITER) as w:
+        for c, v in [("first", "[1,0,0]"), ("second", "[0,1,0]"), ("third", "[0.9,0.1,0]")]:
+            w.execute("INSERT INTO memory.observations (org_id, content, embedding) VALUES ('acme', %s, %s)", (c, v))
+    forms = [("%s", [1.0, 0.0, 0.0]), ("%s::real[]", "{1,0,0}"), ("%s::vector", "[1,0,0]"), ("%s::numeric[]", "{1.0,0,0}"),
+             ("%s::float8[]", [1, 0, 0]), ("'[1,0,0]'", None), ("'{1,0,0}'", None)]
+    try:
+        from pgvector.psycopg import Vector, register_vector
+    except ImportError:  # scripts/install-deps.sh installs it; without it the adapter's form is not tried
+        Vector = register_vector = None
+    calls = {
+        "recall": "SELECT content, vector_rank, score FROM memory.recall('acme', '', 2, query_embedding => {})",
+        "retrieve": "SELECT id, vector_rank, score FROM memory.retrieve('acme', '', 3, query_embedding => {})",
+        "search": "SELECT key, score FROM memory.search('acme', ARRAY['n'], query_embedding => {})",
+    }
+    with connect(vapp, WRITER) as w:
+        for key, v in [("a", [0.0, 0.0, 1.0]), ("b", "[0,1,0]")]:
+            w.execute("SELECT memory.put('acme', ARRAY['n'], %s, '{\"x\": 1}', embedding => %s" + ("" if isinstance(v, list) else "::vector") + ")",
+                      (key, v))
+    assert conn.execute("SELECT key, embedding::text FROM memory.observations WHERE key IS NOT NULL ORDER BY key").fetchall() == \
+        [("a", "[0,0,1]"), ("b", "[0,1,0]")], "put stores a list's and a vector's embedding alike"
+    with connect(vapp, READER) as r:
+        if register_vector:
+            register_vector(r)
+        for name, sql in calls.items():
+            answers = [r.execute(sql.format(f), () if a is None else (a,)).fetchall() for f, a in forms]
+            if Vector:
+                answers.append(r.execute(sql.format("%s"), (Vector([1.0, 0.0, 0.0]),)).fetchall())
+            assert all(a == answers[0] for a in answers), (name, answers)
+            if name == "recall":
+                assert [x[0] for x in answers[0]] == ["first", "third"]
+            if name == "search":
+                assert sorted(x[0] for x in answers[0]) == ["a", "b"]
+            # The same 22023 for each type: wrong dimensions, a non-finite component (float8
+            # beyond real's range too), all zeros, not one-dimensional, not a number.
+            bad = [("%s", [1.0, 0.0]), ("%s::real[]", "{1,0}"), ("%s::vector", "[1,0]"), ("'[1,0]'", None),
+                   ("%s", [float("nan"), 0.0, 0.0]), ("%s::real[]", "{Infinity,0,0}"), ("%s", [1e300, 0.0, 0.0]), ("'[NaN,0,0]'", None),
+                   ("%s", [0.0, 0.0, 0.0]), ("%s::vector", "[0,0,0]"), ("'{0,0,0}'", None),
+                   ("%s::float8[]", "{{1,0,0}}"), ("'{{1,0,0}}'", None), ("'[1,x,0]'", None), ("'{}'", None),
+                   ("%s::jsonb", "[1,0,0]"), ("%s::int", 1)]
+            if Vector:
+                bad.append(("%s", Vector([1.0, 0.0])))
+            for f, a in bad:
+                with pytest.raises(psycopg.DatabaseError) as ex:
+                    r.execute(sql.format(f), () if a is None else (a,))
+                assert ex.value.sqlstate == "22023", (name, f, a, ex.value.sqlstate, ex.value.diag.message_primary)
+                assert "query_embedding" in ex.value.diag.message_primary
+                if "x" in f:
+                    assert "x" not in ex.value.diag.message_primary, "the embedding's text is not echoed"
+    # put's bad embeddings: 22023 and nothing written, whatever the type.
+    with connect(vapp, WRITER) as w:
+        for f, a in [("%s", [1.0, 0.0]), ("%s::vector", "[1,0]"), ("%s", [1e300, 0.0, 0.0]), ("'[1,0]'", None), ("%s::jsonb", "[1,0,0]")]:
+            with pytest.raises(psycopg.DatabaseError) as ex:
+                w.execute("SELECT memory.put('acme', ARRAY['n'], 'c', '{\"x\": 2}', embedding => " + f + ")", () if a is None else (a,))
+            assert ex.value.sqlstate == "22023", (f, a)
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'c'").fetchone() == (0,)

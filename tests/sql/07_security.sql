@@ -446,7 +446,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 -- Recall's one pass runs the SQL it is given (as its caller: memory_ext's owner inside recall):
 -- no role but the owner may call it, nor the query embedding's check (found by review).
 SELECT is(ARRAY(SELECT f FROM unnest(ARRAY['memory_internal._retrieve(text,boolean)',
-                                           'memory_internal._query_vector_check(real[],integer)']) f
+                                           'memory_internal._query_vector_floats(double precision[],integer)',
+                                           'memory_internal._query_vector_parse(text,integer)']) f
                  WHERE has_function_privilege('sec_mallory', f, 'EXECUTE') OR has_function_privilege('memory_reader', f, 'EXECUTE')
                     OR has_function_privilege('memory_admin', f, 'EXECUTE')),
           '{}'::text[], 'recall''s one-pass and embedding-check functions are the owner''s only');

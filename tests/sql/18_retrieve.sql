@@ -19,11 +19,11 @@ SELECT memory.grant_org('rt_globex', 'globex');
 SELECT memory.grant_org('rt_nobody', 'acme');
 
 -- Who may call it: the seed's read path (memory.read, consent-scoped), so every memory_ext role.
-SELECT ok(has_function_privilege('memory_reader', 'memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)', 'EXECUTE')
-          AND has_function_privilege('memory_writer', 'memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)', 'EXECUTE')
-          AND has_function_privilege('memory_admin', 'memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)', 'EXECUTE'),
+SELECT ok(has_function_privilege('memory_reader', 'memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)', 'EXECUTE')
+          AND has_function_privilege('memory_writer', 'memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)', 'EXECUTE')
+          AND has_function_privilege('memory_admin', 'memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)', 'EXECUTE'),
           'memory_reader, memory_writer and memory_admin may retrieve');
-SELECT ok(NOT has_function_privilege('rt_nobody', 'memory.retrieve(text, text, int, uuid, text, text, real[], timestamptz)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('rt_nobody', 'memory.retrieve(text, text, int, uuid, text, text, anycompatible, timestamptz)', 'EXECUTE'),
           'a role without a memory_ext role may not');
 
 -- Claims (ids ...c1..), inserted pending and promoted by the superuser. e1, e2 of acme; eg of globex.

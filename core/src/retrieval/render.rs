@@ -386,24 +386,31 @@ pub fn render(plan: &Plan) -> Statement {
                 Some(w) => format!(
                     "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
                      FROM (SELECT {id} AS id, {m} AS m, {rank} AS rel, {tb} AS tb FROM {rel} t \
-                     WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT {depth}::pg_catalog.int8) l",
+                     WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT (SELECT {depth}::pg_catalog.int8)) l",
                     m = w.m,
                     rank = w.rank,
                     words = w.w,
                     matches = w.matches,
                 ),
             };
-            let dist = format!("{emb} OPERATOR({}.<=>) {v}::{vty}", quote_ident(vs));
+            // The query vector is read once ((SELECT $n::vector), an InitPlan the HNSW index scan
+            // takes as its order-by argument), and the lengths are (SELECT $n::int8): the plan's
+            // estimates are then the same for every call, so PostgreSQL's plan cache keeps one
+            // generic plan after its first five (as for a hand-written prepared statement with
+            // literal lengths) instead of planning this statement again on every call; a generic
+            // plan with `$n::vector` in ORDER BY would parse the vector's text on every row.
             let dist_once = format!("{emb} OPERATOR({}.<=>) (SELECT {v}::{vty})", quote_ident(vs));
+            let (k, off) = (format!("(SELECT {k}::pg_catalog.int8)"), format!("(SELECT {off}::pg_catalog.int8)"));
+            let vk_limit = format!("(SELECT {vk}::pg_catalog.int8)");
             let best = if ties.is_empty() { "best, " } else { "" };
             let order = format!("score DESC, {tie_order}{best}id");
             format!(
                 "WITH lex AS MATERIALIZED ({lex}), \
-                 vscan AS MATERIALIZED (SELECT {id} AS id, {dist} AS d, {tb} AS tb FROM {rel} t \
-                   WHERE {conds} AND {emb} IS NOT NULL ORDER BY {dist} LIMIT {vk}::pg_catalog.int8), \
+                 vscan AS MATERIALIZED (SELECT {id} AS id, {dist_once} AS d, {tb} AS tb FROM {rel} t \
+                   WHERE {conds} AND {emb} IS NOT NULL ORDER BY {dist_once} LIMIT {vk_limit}), \
                  vexact AS MATERIALIZED (SELECT {id} AS id, {dist_once} AS d, {tb} AS tb FROM {rel} t \
                    WHERE (SELECT pg_catalog.count(*) FROM vscan) OPERATOR(pg_catalog.<) {vk}::pg_catalog.int8 AND {conds} AND {emb} IS NOT NULL \
-                   ORDER BY ({dist_once}) OPERATOR(pg_catalog.+) 0, 3 DESC, 1 LIMIT {vk}::pg_catalog.int8), \
+                   ORDER BY ({dist_once}) OPERATOR(pg_catalog.+) 0, 3 DESC, 1 LIMIT {vk_limit}), \
                  vec AS (SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r \
                    FROM (SELECT * FROM vexact UNION ALL SELECT * FROM vscan WHERE NOT EXISTS (SELECT FROM vexact)) v), \
                  fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank, \
@@ -411,7 +418,7 @@ pub fn render(plan: &Plan) -> Statement {
                  {agg}SELECT {items}, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
                    LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best \
                    FROM fused JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) fused.id WHERE {conds} \
-                   ORDER BY {order} LIMIT {k}::pg_catalog.int8 OFFSET {off}::pg_catalog.int8) x",
+                   ORDER BY {order} LIMIT {k} OFFSET {off}) x",
                 rrf = fusion::rrf_sql("lex.r", "vec.r"),
                 agg = agg(&order),
             )

@@ -103,6 +103,22 @@ fn hybrid_has_both_lists_an_exact_pass_and_one_rrf_rule() {
 }
 
 #[test]
+fn hybrid_reads_the_vector_once_and_hides_the_lengths_from_the_estimates() {
+    // One generic plan serves every call (docs/vector.md): the vector is an InitPlan, never a
+    // cast in a scan's ORDER BY that a generic plan would evaluate per row, and no LIMIT takes a
+    // bare parameter (whose value only a custom plan sees).
+    let s = render(&plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public"}))));
+    let v = s.params.iter().position(|p| p.as_deref() == Some("[1,0,0]")).unwrap() + 1;
+    let cast = format!("${v}::\"public\".vector");
+    assert_eq!(s.sql.matches(&cast).count(), s.sql.matches(&format!("(SELECT {cast})")).count(), "{}", s.sql);
+    assert!(s.sql.contains(&format!("ORDER BY t.\"embedding\" OPERATOR(\"public\".<=>) (SELECT ${v}::\"public\".vector) LIMIT (SELECT $")), "{}", s.sql);
+    for (i, _) in s.sql.match_indices("LIMIT ") {
+        assert!(s.sql[i..].starts_with("LIMIT (SELECT $"), "{}", &s.sql[i..]);
+    }
+    assert!(s.sql.contains("OFFSET (SELECT $"));
+}
+
+#[test]
 fn vector_alone_has_an_empty_lexical_list() {
     let s = render(&plan(observations(json!({"vector": "[1,0,0]", "vector_schema": "vs"}))));
     assert!(s.sql.contains("WHERE false"));
