@@ -493,6 +493,7 @@ BEGIN
         done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
             CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
+                   WHEN 'memory.erasure_receipts' THEN 'the ids erasure receipts cover, written and read on the coordinator, where forget, erase_subject and verify_receipt run'
                    WHEN 'memory.ann_settings' THEN 'the embedding dimensions, set on the coordinator: the DDL its trigger runs reaches the workers through Citus'
                    ELSE 'not distributed by memory_ext' END));
     END LOOP;

@@ -403,6 +403,8 @@ BEGIN
     GRANT SELECT ON memory.audit_backlog TO memory_admin;
     -- The dashboard: per org of the admin's, counts only (memory_internal._health_for_caller).
     GRANT SELECT ON memory.health TO memory_admin;
+    -- What waits for an embedding: per org of the admin's, ids and times only (memory_internal._embedding_backlog_for_caller).
+    GRANT SELECT ON memory.embedding_backlog TO memory_admin;
     GRANT SELECT, INSERT, UPDATE, DELETE ON memory.classification_rules TO memory_admin;
     GRANT SELECT, INSERT, UPDATE ON memory.legal_holds TO memory_admin;
     GRANT INSERT, UPDATE, DELETE ON memory.retention_policies TO memory_admin;
@@ -417,8 +419,8 @@ BEGIN
                               memory.audit_verify(text), memory_internal._audit_verify_for_caller(text), memory.audit_head(text),
                               memory.audit_events(text, text, int, int, text, text, timestamptz),
                               memory_internal._audit_backlog_for_caller(),
-                              memory_internal._health_for_caller(),
-                              memory.erase_subject(text), memory.export_subject(text, boolean),
+                              memory_internal._health_for_caller(), memory_internal._embedding_backlog_for_caller(),
+                              memory.erase_subject(text), memory.export_subject(text, boolean), memory.verify_receipt(jsonb),
                               memory.grant_org(regrole, text, memory.classification), memory.revoke_org(regrole, text)
         TO memory_admin;
     -- Embeddings of memory.observations (pgvector): platform-wide and one-way (the dimensions

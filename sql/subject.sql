@@ -18,6 +18,20 @@ BEGIN
                   ORDER BY 1);
 END $$;
 
+-- A DELETE statement (on table alias t) made to return {processed, ids}: [id, org] of the rows it
+-- deleted (columns id_col and org_col, as text; org NULL without org_col); unchanged when id_col is
+-- NULL. The columns are quoted here.
+CREATE FUNCTION memory_internal._returning_ids(stmt text, id_col text, org_col text)
+RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN id_col IS NULL THEN stmt
+                ELSE pg_catalog.format('WITH d AS (%s RETURNING t.%I::pg_catalog.text AS id, %s AS org)
+                                        SELECT pg_catalog.jsonb_build_object(''processed'', pg_catalog.count(*),
+                                                   ''ids'', coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.id, d.org)), ''[]'')) FROM d',
+                                       stmt, id_col,
+                                       CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END) END
+$$;
+
 CREATE FUNCTION memory.erase_subject(user_id text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -34,6 +48,16 @@ DECLARE
     failed  jsonb;
     skipped jsonb := '[]';
     locked  jsonb := '[]';
+    -- The ids erased, by table, for the receipt (docs/audit.md#erasure-receipts).
+    gone    text[] := '{}';
+    orgs_of text[] := '{}';
+    pairs   jsonb;
+    gone_by jsonb := '{}';          -- {org: {table: [id]}}
+    id      uuid;
+    id_org  text;
+    id_col  text;
+    rv      jsonb;
+    receipts jsonb := '[]';
 BEGIN
     IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
@@ -50,23 +74,37 @@ BEGIN
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
-    DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+    n := 0;
+    FOR id, id_org IN DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
-                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
-    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('observations', n);
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))))
+       RETURNING o.id, o.org_id LOOP
+        gone := gone || id::text;
+        orgs_of := orgs_of || id_org;
+        n := n + 1;
+    END LOOP;
+    counts := counts || jsonb_build_object('observations', n);
     SELECT held + count(*) INTO held FROM memory.observations_archive a
      WHERE a.user_id = subject AND (scope IS NULL OR a.org_id = scope) AND memory_internal._held(a.org_id, a.user_id, a.id);
-    DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
+    n := 0;
+    FOR id, id_org IN DELETE FROM memory.observations_archive o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
                              AND (lh.observation_id OPERATOR(pg_catalog.=) o.id
-                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
-    GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('archive', n);
+                                  OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))))
+       RETURNING o.id, o.org_id LOOP
+        gone := gone || id::text;
+        orgs_of := orgs_of || id_org;
+        n := n + 1;
+    END LOOP;
+    counts := counts || jsonb_build_object('archive', n);
+    gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
+                           FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
     -- Governed application tables with a user column, each as its owner (its triggers and casts
     -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
-    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col
+    FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col, g.options->>'id' AS id_col
                FROM memory.governance_registry g
               WHERE NOT g.builtin AND g.options->>'user' IS NOT NULL AND pg_catalog.to_regclass(g.relid::text) IS NOT NULL
               ORDER BY g.relid::text LOOP
@@ -87,6 +125,9 @@ BEGIN
             -- Erasure keeps its rule for application tables: the subject's rows go, held or not
             -- (the hold gate; a failure closes it with the subtransaction).
             failed := '{}';
+            pairs := '[]';
+            -- With an id column, the statement returns the ids (and orgs) it deleted, for the receipts.
+            id_col := CASE WHEN t.id_col IS NOT NULL AND memory_internal._has_column(t.table_name, t.id_col) THEN t.id_col END;
             PERFORM memory_internal._hold_gate(true);
             IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
                 -- Citus (docs/design.md#scale-out) runs no STABLE function of a column in a distributed DELETE,
@@ -101,11 +142,13 @@ BEGIN
                     BEGIN
                         -- (A failed org's subtransaction closed the gate: open again.)
                         PERFORM memory_internal._hold_gate(true);
-                        n := n + (memory_internal._exec_as_table_owner(t.table_name,
-                                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                        r := memory_internal._exec_as_table_owner(t.table_name,
+                                      memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                                                  AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                                             t.table_name, t.col, t.org_col),
-                                      ARRAY[subject, o])->>'processed')::bigint;
+                                             t.table_name, t.col, t.org_col), id_col, t.org_col),
+                                      ARRAY[subject, o]);
+                        n := n + (r->>'processed')::bigint;
+                        pairs := pairs || coalesce(r->'ids', '[]');
                     EXCEPTION WHEN OTHERS THEN
                         failed := failed || jsonb_build_object(o, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
                     END;
@@ -113,11 +156,13 @@ BEGIN
                 r := jsonb_build_object('processed', n);
             ELSE
                 r := memory_internal._exec_as_table_owner(t.table_name,
-                         format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
+                         memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
                                 t.table_name, t.col,
                                 CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END),
+                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END), id_col,
+                                CASE WHEN memory_internal._has_column(t.table_name, t.org_col) THEN t.org_col END),
                          ARRAY[subject, scope]);
+                pairs := coalesce(r->'ids', '[]');
             END IF;
             PERFORM memory_internal._hold_gate(false);
         EXCEPTION WHEN OTHERS THEN
@@ -127,6 +172,9 @@ BEGIN
         END;
         n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
+        FOR id_org, rv IN SELECT coalesce(e->>1, ''), jsonb_agg(DISTINCT e->0) FROM jsonb_array_elements(pairs) e GROUP BY 1 LOOP
+            gone_by := jsonb_set(gone_by, ARRAY[id_org], coalesce(gone_by->id_org, '{}') || jsonb_build_object(t.table_name::text, rv));
+        END LOOP;
         IF failed OPERATOR(pg_catalog.<>) '{}' THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
                                 || jsonb_build_object(t.table_name::text, (SELECT v FROM pg_catalog.jsonb_each(failed) e(k, v) ORDER BY k LIMIT 1)
@@ -149,7 +197,13 @@ BEGIN
     -- chain for an unrestricted erase): the log itself is never edited, so the chain still verifies.
     PERFORM memory_internal._audit('memory.forget',
         jsonb_build_object('subject', memory_internal._pseudonym(subject), 'counts', counts, 'held', held), scope);
-    RETURN counts || jsonb_build_object('held', held);
+    -- A receipt for the ids erased in each org, on its chain ('' for rows of tables without an org
+    -- column: the platform chain), as memory.forget's; none when nothing with an id was erased.
+    FOR id_org, rv IN SELECT e.key, e.value FROM jsonb_each(gone_by) e ORDER BY e.key COLLATE "C" LOOP
+        receipts := receipts || jsonb_build_array(memory_internal._issue_receipt(nullif(id_org, ''), rv));
+    END LOOP;
+    RETURN counts || jsonb_build_object('held', held,
+        'receipt', CASE WHEN jsonb_array_length(receipts) = 1 THEN receipts->0 END, 'receipts', receipts);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
   'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
@@ -441,6 +495,83 @@ BEGIN
     RETURN pg_catalog.jsonb_build_object('forgotten', forgotten, 'held', held, 'not_found', not_found, 'delete', del, 'held_by_org', nheld);
 END $$;
 
+-- Erasure receipts (docs/audit.md#erasure-receipts): the ids each receipt covers, by table, kept
+-- for memory.verify_receipt's scan (the receipt itself carries only their hash, ids_sha256, which
+-- also binds this row: an edited list no longer hashes to it). Ids only, never content. Read and
+-- written by memory_ext's SECURITY DEFINER functions alone.
+CREATE TABLE memory.erasure_receipts (
+    event_id  uuid PRIMARY KEY,
+    org_id    text NOT NULL,
+    issued_at timestamptz NOT NULL,
+    ids       jsonb NOT NULL
+);
+REVOKE ALL ON memory.erasure_receipts FROM PUBLIC;
+COMMENT ON TABLE memory.erasure_receipts IS
+  'The ids each erasure receipt covers ({table: [id]}), for memory.verify_receipt''s scan; bound to the receipt by ids_sha256. Owner-only.';
+SELECT pg_catalog.pg_extension_config_dump('memory.erasure_receipts', '');
+
+-- Issue one receipt for ids forgotten on org's chain (NULL: the platform chain): records the ids,
+-- appends a memory.forget.receipt event {event_id, ids_sha256, count} and returns the receipt signed
+-- with the current audit key. In immediate mode the event is chained here (seq, entry_hash); in
+-- deferred mode they are NULL (the sequencer assigns them later, and memory.verify_receipt finds
+-- the entry by its event_id). `ids`: {table: [id text]}. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._issue_receipt(org text, ids jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    chain  text := coalesce(org, '');
+    eid    uuid := pg_catalog.gen_random_uuid();
+    at     timestamptz := pg_catalog.now();
+    flat   text[] := ARRAY(SELECT x FROM pg_catalog.jsonb_each(ids) e(k, v), pg_catalog.jsonb_array_elements_text(e.v) x);
+    digest text := memory_internal._ids_sha256(flat);
+    n      bigint := (SELECT pg_catalog.count(DISTINCT pg_catalog.lower(x)) FROM pg_catalog.unnest(flat) x);
+    s      bigint;
+    hash   bytea;
+    hseq   bigint;
+    hhash  bytea;
+    kid    int;
+    k      bytea;
+    r      jsonb;
+BEGIN
+    INSERT INTO memory.erasure_receipts (event_id, org_id, issued_at, ids) VALUES (eid, chain, at, ids);
+    s := memory_internal._audit('memory.forget.receipt',
+             pg_catalog.jsonb_build_object('event_id', eid::text, 'ids_sha256', digest, 'count', n), org);
+    IF s IS NOT NULL THEN
+        SELECT l.entry_hash INTO hash FROM memory.audit_log l
+         WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) s;
+    END IF;
+    SELECT h.seq, h.entry_hash INTO hseq, hhash FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) chain;
+    SELECT c.key_id, c.key INTO kid, k FROM memory_internal._audit_current_key() c;
+    r := pg_catalog.jsonb_build_object(
+        'org_id', chain, 'event_id', eid::text, 'seq', s, 'entry_hash', pg_catalog.encode(hash, 'hex'),
+        'chain_head', pg_catalog.jsonb_build_object('seq', coalesce(hseq, 0),
+                          'entry_hash', pg_catalog.encode(coalesce(hhash, pg_catalog.decode(pg_catalog.repeat('00', 32), 'hex')), 'hex')),
+        'ids_sha256', digest, 'count', n,
+        'at', pg_catalog.to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'key_id', kid);
+    RETURN r OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature', memory_internal._receipt_sign(r, k));
+END $$;
+
+-- memory.forget's receipts: one per org of `deleted` ({org: [{id, ...}]}, '' for a table without
+-- an org column) for the ids forgotten from `tbl`. Returns {receipt, receipts}: `receipt` the one
+-- receipt when one org's rows were forgotten (always, for a role bound to one org), else NULL;
+-- `receipts` every one, by org. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_receipts(tbl text, deleted jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o    text;
+    v    jsonb;
+    all_ jsonb := '[]';
+BEGIN
+    FOR o, v IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(coalesce(deleted, '{}')) e
+                 WHERE pg_catalog.jsonb_array_length(e.value) OPERATOR(pg_catalog.>) 0 ORDER BY e.key COLLATE "C" LOOP
+        all_ := all_ OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_array(memory_internal._issue_receipt(nullif(o, ''),
+                    pg_catalog.jsonb_build_object(tbl, (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->>) 'id') FROM pg_catalog.jsonb_array_elements(v) x))));
+    END LOOP;
+    RETURN pg_catalog.jsonb_build_object('receipt', CASE WHEN pg_catalog.jsonb_array_length(all_) OPERATOR(pg_catalog.=) 1 THEN all_ OPERATOR(pg_catalog.->) 0 END,
+                                         'receipts', all_);
+END $$;
+
 -- One memory.forget event per org, naming each row forgotten by id and content hash (never its
 -- content), with the caller's reason; 300 rows an event (a payload stays under 64 kB), numbered
 -- part/parts when there are more.
@@ -549,7 +680,8 @@ BEGIN
     END LOOP;
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
-                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found');
+                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found')
+           OPERATOR(pg_catalog.||) memory_internal._forget_receipts('memory.observations', plan OPERATOR(pg_catalog.->) 'delete');
 END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
   'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
@@ -776,7 +908,7 @@ BEGIN
     plan := pg_catalog.jsonb_set(plan, '{delete}', deleted);
     PERFORM memory_internal._forget_events(tbl::text, plan, reason);
     held := plan OPERATOR(pg_catalog.->) 'held';
-    RETURN pg_catalog.jsonb_build_object(
+    RETURN memory_internal._forget_receipts(tbl::text, deleted) OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
         'forgotten', pg_catalog.to_jsonb(ARRAY(SELECT w FROM pg_catalog.unnest(want) WITH ORDINALITY u(w, n) WHERE w OPERATOR(pg_catalog.=) ANY (done) ORDER BY n)),
         'held', held,
         'kept', coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', w, 'reason', 'not deleted by the table (a BEFORE DELETE trigger or a row-level security policy for DELETE left it)') ORDER BY n)
@@ -788,6 +920,289 @@ END $$;
 COMMENT ON FUNCTION memory.forget(regclass, text[], text) IS
   'Forget rows of a governed table by its mapped id column, as memory.forget(ids, reason) does observations, deleting as the caller''s own DELETE would (its grants and the table''s row-level security): ids it cannot read or delete, of orgs it may not act for, or above its clearance (a tier column) are not_found; held rows kept (MX006 when every id is held); rows the table kept (a BEFORE DELETE trigger returning NULL) are listed in kept, neither reported nor audited as forgotten. Needs DELETE on the table (or owning it) and SELECT on its mapped columns. One memory.forget event per org naming the rows deleted.';
 
+
+-- ------------------------------------------------------------------------------------------------
+-- Erasure receipts: the check (docs/audit.md#erasure-receipts).
+
+-- The seq of a receipt's memory.forget.receipt event in its chain, or NULL (not chained, or never
+-- written). Entries are chained in recorded_at order within a chain (the sequencer stamps each
+-- with the later of the time and its chain's last stamp) and the event is chained after the
+-- receipt's `at` (the forgetting transaction's start), so the search starts at the first seq
+-- stamped at or after `at`, found by bisection on the chain's (chain_id, seq) index, and reads
+-- forward only what was chained since. A seq whose entry is gone (a dropped partition) is older.
+CREATE FUNCTION memory_internal._receipt_event_seq(chain text, event_id uuid, at timestamptz)
+RETURNS bigint LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lo  bigint := 1;
+    hi  bigint;
+    mid bigint;
+    t   timestamptz;
+    s   bigint;
+BEGIN
+    SELECT h.seq INTO hi FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) chain;
+    IF hi IS NULL OR hi OPERATOR(pg_catalog.<) 1 THEN
+        RETURN NULL;
+    END IF;
+    hi := hi OPERATOR(pg_catalog.+) 1;
+    WHILE lo OPERATOR(pg_catalog.<) hi LOOP
+        mid := lo OPERATOR(pg_catalog.+) ((hi OPERATOR(pg_catalog.-) lo) OPERATOR(pg_catalog./) 2);
+        SELECT l.recorded_at INTO t FROM memory.audit_log l
+         WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) mid;
+        IF FOUND AND t OPERATOR(pg_catalog.>=) at THEN
+            hi := mid;
+        ELSE
+            lo := mid OPERATOR(pg_catalog.+) 1;
+        END IF;
+    END LOOP;
+    SELECT l.seq INTO s FROM memory.audit_log l
+     WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.>=) lo
+       AND l.recorded_at OPERATOR(pg_catalog.>=) at
+       AND l.event_type OPERATOR(pg_catalog.=) 'memory.forget.receipt'
+       AND l.payload OPERATOR(pg_catalog.->>) 'event_id' OPERATOR(pg_catalog.=) event_id::text
+     ORDER BY l.seq LIMIT 1;
+    RETURN s;
+END $$;
+
+-- Which of `ids` are rows of `tbl` (its id column `col`) of org `org` (its org column `org_col`;
+-- every row when either is NULL), read as the table's owner: ids compared
+-- as the column's type when it is a uuid or an integer (its index serves; ids that are not of the
+-- type are no rows of it), else as text. Returns the ids found. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._ids_present(tbl regclass, col text, ids text[], org_col text, org text)
+RETURNS text[] LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    typ  regtype := memory_internal._column_type(tbl, col, 'id');
+    want text[];
+    r    jsonb;
+    o_e  text := CASE WHEN org_col IS NULL OR org IS NULL THEN '$2 IS NULL OR true'
+                      ELSE pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END;
+BEGIN
+    want := CASE WHEN typ OPERATOR(pg_catalog.=) 'uuid'::regtype
+                     THEN ARRAY(SELECT x FROM pg_catalog.unnest(ids) x WHERE x OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+                 WHEN typ OPERATOR(pg_catalog.=) ANY (ARRAY['smallint'::regtype, 'integer'::regtype, 'bigint'::regtype])
+                     THEN ARRAY(SELECT x FROM pg_catalog.unnest(ids) x WHERE x OPERATOR(pg_catalog.~) '^-?[0-9]{1,18}$')
+                 ELSE ids END;
+    IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN '{}';
+    END IF;
+    IF typ OPERATOR(pg_catalog.=) ANY (ARRAY['uuid'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype]) THEN
+        BEGIN
+            r := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
+                     'SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
+                       WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::%3$s[]) AND (%4$s)', col, tbl, typ, o_e), ARRAY[want::text, org]);
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            -- (An integer beyond the column's range is no row of it: compare as text.)
+            typ := 'text'::regtype;
+        END;
+    END IF;
+    IF NOT typ OPERATOR(pg_catalog.=) ANY (ARRAY['uuid'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype]) THEN
+        r := memory_internal._exec_as_table_owner(tbl, pg_catalog.format(
+                 'SELECT coalesce(pg_catalog.jsonb_agg(DISTINCT t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
+                   WHERE t.%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND (%3$s)', col, tbl, o_e), ARRAY[want::text, org]);
+    END IF;
+    RETURN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(r, '[]')));
+END $$;
+
+-- verify_receipt's event check: the receipt's memory.forget.receipt entry, found by its seq (a
+-- receipt issued in immediate mode) or by its event_id; its entry hash recomputed with its key,
+-- linked to the entries before and after it (or the head), naming the receipt's ids. Not granted
+-- to PUBLIC.
+CREATE FUNCTION memory_internal._receipt_event_check(receipt jsonb, chain text, eid uuid, at timestamptz,
+                                                     OUT ok boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s    bigint;
+    e    record;
+    link bytea;
+    ek   bytea;
+    hs   bigint;
+    hh   bytea;
+    zero bytea := pg_catalog.decode(pg_catalog.repeat('00', 32), 'hex');
+BEGIN
+    s := CASE WHEN receipt OPERATOR(pg_catalog.->) 'seq' OPERATOR(pg_catalog.=) 'null'::jsonb
+              THEN memory_internal._receipt_event_seq(chain, eid, at)
+              ELSE (receipt OPERATOR(pg_catalog.->>) 'seq')::bigint END;
+    SELECT l.* INTO e FROM memory.audit_log l WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) s;
+    IF e.seq IS NULL THEN
+        ok := false;
+        detail := CASE WHEN EXISTS (SELECT 1 FROM memory.audit_pending p WHERE p.chain_id OPERATOR(pg_catalog.=) chain
+                                       AND p.event_type OPERATOR(pg_catalog.=) 'memory.forget.receipt'
+                                       AND p.payload OPERATOR(pg_catalog.->>) 'event_id' OPERATOR(pg_catalog.=) eid::text)
+                       THEN 'the event is pending, not yet chained: verify again after integration (memory.audit_integrate)'
+                       ELSE pg_catalog.format('no memory.forget.receipt event %s in the chain of org "%s"%s', eid, chain,
+                                              CASE WHEN s IS NULL THEN '' ELSE pg_catalog.format(' at seq %s', s) END) END;
+        RETURN;
+    END IF;
+    SELECT ak.key INTO ek FROM memory.audit_keys ak WHERE ak.key_id OPERATOR(pg_catalog.=) e.key_id;
+    SELECT l.entry_hash INTO link FROM memory.audit_log l
+     WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) (e.seq OPERATOR(pg_catalog.-) 1);
+    SELECT h.seq, h.entry_hash INTO hs, hh FROM memory.audit_heads h WHERE h.chain_id OPERATOR(pg_catalog.=) chain;
+    detail := CASE
+        WHEN e.event_type OPERATOR(pg_catalog.<>) 'memory.forget.receipt'
+             OR e.payload OPERATOR(pg_catalog.->>) 'event_id' IS DISTINCT FROM eid::text
+            THEN pg_catalog.format('the entry at seq %s is not the event %s', e.seq, eid)
+        WHEN e.payload OPERATOR(pg_catalog.->>) 'ids_sha256' IS DISTINCT FROM receipt OPERATOR(pg_catalog.->>) 'ids_sha256'
+             OR e.payload OPERATOR(pg_catalog.->>) 'count' IS DISTINCT FROM receipt OPERATOR(pg_catalog.->>) 'count'
+            THEN pg_catalog.format('the event at seq %s records other ids (ids_sha256, count)', e.seq)
+        WHEN receipt OPERATOR(pg_catalog.->>) 'entry_hash' IS NOT NULL
+             AND receipt OPERATOR(pg_catalog.->>) 'entry_hash' OPERATOR(pg_catalog.<>) pg_catalog.encode(e.entry_hash, 'hex')
+            THEN pg_catalog.format('the entry at seq %s has another hash', e.seq)
+        WHEN ek IS NULL OR memory_internal._audit_entry_hash(e.chain_id, e.seq, e.prev_hash, e.event_type,
+                 (pg_catalog.extract('epoch', e.recorded_at) OPERATOR(pg_catalog.*) 1000000)::bigint,
+                 e.actor_id, e.org_id, e.project_id, e.workspace_id, e.key_id, e.payload::pg_catalog.text, ek)
+             IS DISTINCT FROM e.entry_hash
+            THEN pg_catalog.format('the entry at seq %s does not hash to its entry_hash', e.seq)
+        WHEN (e.seq OPERATOR(pg_catalog.=) 1 AND e.prev_hash OPERATOR(pg_catalog.<>) zero)
+             OR (link IS NOT NULL AND link OPERATOR(pg_catalog.<>) e.prev_hash)
+            THEN pg_catalog.format('the entry at seq %s does not link to the entry before it', e.seq)
+        WHEN hs OPERATOR(pg_catalog.=) e.seq AND hh OPERATOR(pg_catalog.<>) e.entry_hash
+            THEN pg_catalog.format('the chain''s head at seq %s is another entry', e.seq)
+        WHEN hs OPERATOR(pg_catalog.>) e.seq AND NOT EXISTS (SELECT 1 FROM memory.audit_log l
+                 WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) (e.seq OPERATOR(pg_catalog.+) 1)
+                   AND l.prev_hash OPERATOR(pg_catalog.=) e.entry_hash)
+            THEN pg_catalog.format('the entry after seq %s does not link to it', e.seq)
+        END;
+    ok := detail IS NULL;
+    detail := coalesce(detail, pg_catalog.format('seq %s, entry_hash %s', e.seq, pg_catalog.encode(e.entry_hash, 'hex')));
+END $$;
+
+-- verify_receipt's head check: the chain's head the receipt names ({seq, entry_hash}) is the entry
+-- at that seq (seq 0: the empty chain). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._receipt_head_check(chain text, head jsonb, OUT ok boolean, OUT detail text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (head OPERATOR(pg_catalog.->>) 'seq')::bigint OPERATOR(pg_catalog.=) 0 THEN
+        ok := head OPERATOR(pg_catalog.->>) 'entry_hash' OPERATOR(pg_catalog.=) pg_catalog.repeat('00', 32);
+    ELSE
+        SELECT l.entry_hash OPERATOR(pg_catalog.=) pg_catalog.decode(head OPERATOR(pg_catalog.->>) 'entry_hash', 'hex') INTO ok
+          FROM memory.audit_log l
+         WHERE l.chain_id OPERATOR(pg_catalog.=) chain COLLATE "C" AND l.seq OPERATOR(pg_catalog.=) (head OPERATOR(pg_catalog.->>) 'seq')::bigint;
+    END IF;
+    detail := CASE WHEN ok THEN pg_catalog.format('seq %s', head OPERATOR(pg_catalog.->>) 'seq')
+                   WHEN ok IS NULL THEN pg_catalog.format('no entry at seq %s (pruned, or never chained)', head OPERATOR(pg_catalog.->>) 'seq')
+                   ELSE pg_catalog.format('the entry at seq %s has another hash', head OPERATOR(pg_catalog.->>) 'seq') END;
+    ok := coalesce(ok, false);
+END $$;
+
+-- verify_receipt's scan: none of the recorded ids ({table: [id]}) is a row again: the memories' ids
+-- in memory_ext's tables keyed by a memory's id, and in any governed table with an id column (the
+-- ids forgotten from it, and the memories' ids when its ids are uuids), each read as its owner; rows of the
+-- receipt's org (`chain`) where a table has an org column, every row for the platform chain ('').
+-- (Another org's row is not that org's business, and where ids are unique per org, on Citus or
+-- in a table keyed by (org, id), it is another row.) Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._receipt_absent_check(ids jsonb, chain text, OUT ok boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    flat    text[] := ARRAY(SELECT x FROM pg_catalog.jsonb_each(coalesce(ids, '{}')) t(k, v), pg_catalog.jsonb_array_elements_text(t.v) x);
+    uuids   uuid[];
+    tb      record;
+    hits    text[];
+    present text[] := '{}';
+    scanned int := 0;
+BEGIN
+    IF ids IS NULL THEN
+        ok := false;
+        detail := 'no recorded ids to look for';
+        RETURN;
+    END IF;
+    -- (The ids of memories: a governed table's ids are looked for in that table.)
+    uuids := ARRAY(SELECT x::uuid FROM pg_catalog.jsonb_array_elements_text(coalesce(ids OPERATOR(pg_catalog.->) 'memory.observations', '[]')) x
+                    WHERE x OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$');
+    FOR tb IN SELECT v.tbl, v.col FROM (VALUES ('memory.observations', 'id'), ('memory.observations_archive', 'id'),
+                                               ('memory.observation_weight_history', 'observation_id'),
+                                               ('memory.claims', 'id'), ('memory.entities', 'id')) v(tbl, col)
+               WHERE pg_catalog.to_regclass(v.tbl) IS NOT NULL LOOP
+        scanned := scanned OPERATOR(pg_catalog.+) 1;
+        CONTINUE WHEN pg_catalog.cardinality(uuids) OPERATOR(pg_catalog.=) 0;
+        EXECUTE pg_catalog.format('SELECT ARRAY(SELECT DISTINCT t.%1$I::pg_catalog.text FROM %2$s t WHERE t.%1$I OPERATOR(pg_catalog.=) ANY ($1)
+                                                    AND ($2 OPERATOR(pg_catalog.=) '''' OR t.org_id OPERATOR(pg_catalog.=) $2))',
+                                  tb.col, tb.tbl) INTO hits USING uuids, chain;
+        present := present OPERATOR(pg_catalog.||) ARRAY(SELECT tb.tbl OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) h FROM pg_catalog.unnest(hits) h);
+    END LOOP;
+    FOR tb IN SELECT g.relid::regclass AS tbl, g.options OPERATOR(pg_catalog.->>) 'id' AS col, g.options OPERATOR(pg_catalog.->>) 'org' AS org_col
+                FROM memory.governance_registry g
+               WHERE NOT g.builtin AND g.options OPERATOR(pg_catalog.->>) 'id' IS NOT NULL AND pg_catalog.to_regclass(g.relid::pg_catalog.text) IS NOT NULL
+               ORDER BY g.relid::pg_catalog.text LOOP
+        CONTINUE WHEN NOT memory_internal._has_column(tb.tbl, tb.col);
+        scanned := scanned OPERATOR(pg_catalog.+) 1;
+        hits := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(ids OPERATOR(pg_catalog.->) tb.tbl::pg_catalog.text, '[]')))
+                OPERATOR(pg_catalog.||) uuids::text[];
+        CONTINUE WHEN pg_catalog.cardinality(hits) OPERATOR(pg_catalog.=) 0;
+        hits := memory_internal._ids_present(tb.tbl, tb.col, hits,
+                    CASE WHEN memory_internal._has_column(tb.tbl, tb.org_col) THEN tb.org_col END, nullif(chain, ''));
+        present := present OPERATOR(pg_catalog.||) ARRAY(SELECT tb.tbl::pg_catalog.text OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) h FROM pg_catalog.unnest(hits) h);
+    END LOOP;
+    ok := pg_catalog.cardinality(present) OPERATOR(pg_catalog.=) 0;
+    detail := CASE WHEN ok THEN pg_catalog.format('none of the %s ids is in any of %s tables', pg_catalog.cardinality(flat), scanned)
+                   ELSE 'present again: ' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(present[1:20], ', ')
+                        OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.cardinality(present) OPERATOR(pg_catalog.>) 20
+                                                     THEN pg_catalog.format(' (and %s more)', pg_catalog.cardinality(present) OPERATOR(pg_catalog.-) 20) ELSE '' END END;
+END $$;
+
+-- Reads across memory_ext's tables, the audit log and keys, and the governed tables (each as its
+-- owner), for an admin of the receipt's org only (docs/security.md lists it).
+CREATE FUNCTION memory.verify_receipt(receipt jsonb)
+RETURNS TABLE ("check" text, ok boolean, detail text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    why    text;
+    chain  text;
+    eid    uuid;
+    at     timestamptz;
+    k      bytea;
+    good   boolean;
+    ids    jsonb;
+    flat   text[];
+BEGIN
+    IF receipt IS NULL THEN
+        RAISE EXCEPTION 'memory.verify_receipt needs a receipt' USING ERRCODE = '22023',
+            HINT = 'Pass the receipt object memory.forget or memory.erase_subject returned.';
+    END IF;
+    why := memory_internal._receipt_shape_error(receipt);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'malformed receipt: %', why USING ERRCODE = '22023',
+            HINT = 'Pass the receipt object memory.forget or memory.erase_subject returned, unchanged.';
+    END IF;
+    chain := receipt OPERATOR(pg_catalog.->>) 'org_id';
+    -- Another org's receipt: 42501, before anything is read.
+    PERFORM memory_internal._require_org(chain);
+    eid := (receipt OPERATOR(pg_catalog.->>) 'event_id')::uuid;
+    BEGIN
+        at := (receipt OPERATOR(pg_catalog.->>) 'at')::timestamptz;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'malformed receipt: receipt member "at" is not a timestamp' USING ERRCODE = '22023',
+            HINT = 'Pass the receipt object memory.forget or memory.erase_subject returned, unchanged.';
+    END;
+    -- Chain what is pending first (where this transaction can write), as audit_verify does.
+    PERFORM memory_internal._audit_integrate(false);
+    -- The signature, with the key it names.
+    SELECT ak.key INTO k FROM memory.audit_keys ak WHERE ak.key_id OPERATOR(pg_catalog.=) (receipt OPERATOR(pg_catalog.->>) 'key_id')::int;
+    good := k IS NOT NULL AND memory_internal._receipt_signature_ok(receipt, k);
+    RETURN QUERY SELECT 'signature'::text, good,
+        CASE WHEN k IS NULL THEN pg_catalog.format('no audit key %s', receipt OPERATOR(pg_catalog.->>) 'key_id')
+             WHEN good THEN pg_catalog.format('HMAC-SHA256 with audit key %s', receipt OPERATOR(pg_catalog.->>) 'key_id')
+             ELSE 'the signature does not match the receipt' END;
+    -- The ids it covers: recorded at issue, hashing to ids_sha256 and counting count.
+    SELECT er.ids INTO ids FROM memory.erasure_receipts er
+     WHERE er.event_id OPERATOR(pg_catalog.=) eid AND er.org_id OPERATOR(pg_catalog.=) chain;
+    flat := ARRAY(SELECT x FROM pg_catalog.jsonb_each(coalesce(ids, '{}')) t(k, v), pg_catalog.jsonb_array_elements_text(t.v) x);
+    good := ids IS NOT NULL AND memory_internal._ids_sha256(flat) OPERATOR(pg_catalog.=) (receipt OPERATOR(pg_catalog.->>) 'ids_sha256')
+            AND (SELECT pg_catalog.count(DISTINCT pg_catalog.lower(x)) FROM pg_catalog.unnest(flat) x) OPERATOR(pg_catalog.=) (receipt OPERATOR(pg_catalog.->>) 'count')::bigint;
+    RETURN QUERY SELECT 'ids'::text, good,
+        CASE WHEN ids IS NULL THEN pg_catalog.format('no erasure of event %s in org "%s"', eid, chain)
+             WHEN good THEN pg_catalog.format('%s ids hash to ids_sha256', receipt OPERATOR(pg_catalog.->>) 'count')
+             ELSE 'the recorded ids do not hash to ids_sha256 and count' END;
+    RETURN QUERY SELECT 'event'::text, c.ok, c.detail FROM memory_internal._receipt_event_check(receipt, chain, eid, at) c;
+    RETURN QUERY SELECT 'chain_head'::text, c.ok, c.detail FROM memory_internal._receipt_head_check(chain, receipt OPERATOR(pg_catalog.->) 'chain_head') c;
+    RETURN QUERY SELECT 'absent'::text, c.ok, c.detail FROM memory_internal._receipt_absent_check(ids, chain) c;
+END $$;
+COMMENT ON FUNCTION memory.verify_receipt(jsonb) IS
+  'Check an erasure receipt of memory.forget or memory.erase_subject: rows signature (HMAC with its audit key), ids (the recorded ids hash to ids_sha256), event (its memory.forget.receipt entry in the chain, hash and links), chain_head (the head it names), absent (none of the ids is a row of memory_ext''s tables or of a governed table). Malformed receipt 22023; another org''s 42501. Pending entries are integrated first where the transaction can write. Granted to memory_admin.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Maintenance: one call for everything periodic, and a pg_cron helper to schedule it.

@@ -217,3 +217,40 @@ BEGIN
 END $$;
 
 SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');
+
+-- What waits for an embedding (memory.embedding_backlog): per org the caller may act for, chosen
+-- as memory.health chooses them, the live observations and items whose embedding is NULL (a
+-- memory stored while the embedder failed or timed out), oldest first. Ids and times only, never
+-- content. SECURITY DEFINER (it reads past row-level security and clearance, as memory.health
+-- counts); each org is an index scan of observations_no_embedding. No rows while embeddings are
+-- not enabled (nothing can wait for one). Not granted to PUBLIC (memory_admin, through the view).
+CREATE FUNCTION memory_internal._embedding_backlog_for_caller()
+RETURNS TABLE (org_id text, id uuid, namespace text[], key text, classification memory.classification, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    orgs text[];
+    s    text := nullif(pg_catalog.current_setting('memory.org_id', true), '');
+BEGIN
+    IF s IS NOT NULL THEN
+        orgs := ARRAY[memory_internal._require_org(s)];
+    ELSIF memory_internal._may_act_for('') THEN
+        orgs := NULL;   -- every org
+    ELSE
+        orgs := ARRAY(SELECT m.o FROM memory.my_orgs() m(o) WHERE m.o OPERATOR(pg_catalog.<>) '*' AND memory_internal._may_act_for(m.o));
+    END IF;
+    IF NOT memory_internal._has_column('memory.observations', 'embedding') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE $q$
+        SELECT x.org_id, x.id, x.namespace, x.key, x.classification, x.created_at
+          FROM memory.observations x
+         WHERE x.embedding IS NULL AND x.soft_deleted_at IS NULL
+           AND ($1::pg_catalog.text[] IS NULL OR x.org_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]))
+         ORDER BY x.org_id, x.created_at, x.id $q$
+    USING orgs;
+END $$;
+
+CREATE VIEW memory.embedding_backlog AS SELECT * FROM memory_internal._embedding_backlog_for_caller();
+COMMENT ON VIEW memory.embedding_backlog IS
+  'Live observations and items waiting for an embedding (stored while the embedder failed or timed out), of each org the caller may act for (the org memory.org_id names, when set; a role bound to every org: every org), oldest first: org_id, id, namespace, key, classification, created_at; no content. Empty while embeddings are not enabled. Granted to memory_admin.';

@@ -395,6 +395,13 @@ fn write_event_tail(out: &mut Vec<u8>, f: &EntryRef) {
     out.push(b'}');
 }
 
+/// RFC 8785 (JCS) bytes of any JSON value (an erasure receipt's signed form: [`receipt`]).
+pub fn canonical_json(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_value(&mut out, v);
+    out
+}
+
 /// RFC 8785 (JCS) bytes of the event object: exactly what [`entry_hash`] authenticates.
 pub fn canonical_event(ev: &Event) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
@@ -1059,6 +1066,8 @@ pub fn chain_share(chain: &[u8], n: u32) -> u32 {
     h ^= h >> 33;
     ((h as u128 * n as u128) >> 64) as u32
 }
+
+pub mod receipt;
 
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ pub const PURGE: &str = "memory.purge";
 pub const PURGE_DENIED: &str = "memory.purge.denied";
 pub const ARCHIVE: &str = "memory.archive";
 pub const FORGET: &str = "memory.forget";
+/// An erasure receipt's event (docs/audit.md#erasure-receipts): `event_id`, `ids_sha256`, `count`.
+pub const FORGET_RECEIPT: &str = "memory.forget.receipt";
 pub const EXPORT: &str = "memory.export";
 pub const TRANSFER: &str = "memory.transfer";
 pub const ENTITY_CREATE: &str = "memory.entity.create";
@@ -60,7 +62,7 @@ pub const MERGE: &str = "memory.merge";
 
 /// Every event type of the catalogue.
 pub const ALL: &[&str] = &[
-    STORE, DELETE, UPDATE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, EXPORT, TRANSFER, ENTITY_CREATE,
+    STORE, DELETE, UPDATE, RECLASSIFY, FEEDBACK, RECALL, PURGE, PURGE_DENIED, ARCHIVE, FORGET, FORGET_RECEIPT, EXPORT, TRANSFER, ENTITY_CREATE,
     ENTITY_STATE_TRANSITION, RETIRE_ATTEMPT, CLAIM_CREATE, CLAIM_SUPERSEDE, CLAIM_STATE_TRANSITION, RELATIONSHIP_CREATED,
     RELATIONSHIP_DELETED, DECAY_STARTED, DECAY_ANONYMIZED, DECAY_DELETED, DECAY_COMPLETED, RECHECK_ENQUEUED, RECHECK_TICK,
     GOVERN_ATTACH, GOVERN_UNGOVERN, GOVERN_TRUNCATE, GOVERN_DROP_TABLE, ORG_GRANT, ORG_REVOKE, CONSENT_GRANT, CONSENT_REVOKE,

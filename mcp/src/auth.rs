@@ -20,7 +20,7 @@ pub const WRITE: &str = "memory:write";
 /// The scope a tool needs.
 pub fn scope_of(tool: &str) -> &'static str {
     match tool {
-        "remember" | "forget" => WRITE,
+        "remember" | "forget" | "put" | "delete" | "record_outcome" => WRITE,
         _ => READ,
     }
 }
@@ -228,7 +228,10 @@ mod tests {
     fn scopes_of_tools() {
         assert_eq!(scope_of("remember"), WRITE);
         assert_eq!(scope_of("forget"), WRITE);
-        for t in ["recall", "retrieve", "claim_chain"] {
+        for t in ["put", "delete", "record_outcome"] {
+            assert_eq!(scope_of(t), WRITE);
+        }
+        for t in ["recall", "retrieve", "claim_chain", "search", "get"] {
             assert_eq!(scope_of(t), READ);
         }
     }

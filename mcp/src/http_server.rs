@@ -18,6 +18,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 use http::{header, HeaderValue, Method, StatusCode, Uri};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -309,7 +310,11 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
     let well_known = well_known.with_state(guard.clone());
     let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
     let addr = o.addr;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    // TCP_NODELAY: a response is written in pieces (headers, then each SSE event); with Nagle's
+    // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource})");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -7,6 +7,7 @@
 
 mod auth;
 mod conninfo;
+mod embed;
 mod http_server;
 mod tls;
 
@@ -83,6 +84,18 @@ struct Args {
     /// Seconds after which an idle HTTP session is closed.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     session_idle_timeout: u64,
+    /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
+    /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
+    /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
+    #[arg(long, value_name = "URL")]
+    embeddings_url: Option<String>,
+    /// The model named in each embeddings request.
+    #[arg(long, value_name = "NAME", default_value = "text-embedding-3-small")]
+    embeddings_model: String,
+    /// Seconds to wait for the embedder; past them the memory is stored without a vector and a
+    /// search is lexical.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    embeddings_timeout: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -92,7 +105,7 @@ enum AuthMode {
     Tokens,
 }
 
-const WRITE_TOOLS: [&str; 2] = ["remember", "forget"];
+const WRITE_TOOLS: [&str; 5] = ["remember", "forget", "put", "delete", "record_outcome"];
 
 #[derive(Clone)]
 pub struct MemoryServer {
@@ -100,6 +113,9 @@ pub struct MemoryServer {
     /// The org of stdio and --auth none; with tokens, each request's token names its org.
     org: Option<Arc<str>>,
     read_only: bool,
+    /// The embedder (--embeddings-url), and pgvector's type as the column names it (schema-qualified).
+    embedder: Option<Arc<embed::Embedder>>,
+    vector_type: Option<Arc<str>>,
 }
 
 /// Why a call failed: the database's answer, a lost connection, or arguments that do not fit the
@@ -123,14 +139,57 @@ fn schema(v: Value) -> Arc<JsonObject> {
     }
 }
 
+/// The output schema of a tool answering a list under `key`, with how it searched when `searched`.
+fn list_output(key: &str, row: Value, searched: bool) -> Arc<JsonObject> {
+    let mut props = serde_json::Map::new();
+    props.insert(key.into(), json!({"type": "array", "items": row}));
+    let mut required = vec![json!(key)];
+    if searched {
+        props.insert("search".into(), json!({"type": "string", "enum": ["lexical", "hybrid"],
+            "description": "hybrid: full text and the query's embedding; lexical: full text only."}));
+        props.insert("fallback".into(), json!({"type": "string",
+            "description": "Present when an embedder is configured but failed: why this search is lexical only."}));
+        required.push(json!("search"));
+    }
+    schema(json!({"type": "object", "properties": props, "required": required}))
+}
+
+/// The output schema of a write storing a vector: the id, and whether its embedding was stored.
+fn stored_output(extra: Value) -> Arc<JsonObject> {
+    let mut props = json!({
+        "id": {"type": "string", "format": "uuid"},
+        "embedded": {"type": "boolean", "description": "Whether its embedding was stored (false: none configured, or it waits in memory.embedding_backlog)."},
+        "embedding_error": {"type": "string", "description": "Why the embedder gave no vector; the memory is stored all the same."}
+    });
+    if let (Value::Object(p), Value::Object(e)) = (&mut props, extra) {
+        p.extend(e);
+    }
+    schema(json!({"type": "object", "properties": props, "required": ["id", "embedded"]}))
+}
+
+fn object_with(props: Value) -> Value {
+    json!({"type": "object", "properties": props})
+}
+
 fn tools(read_only: bool) -> Vec<Tool> {
     let ro = |title: &str| ToolAnnotations::with_title(title).read_only(true).destructive(false);
+    let uuid = json!({"type": "string", "format": "uuid"});
+    let text = json!({"type": "string"});
+    let text_or_null = json!({"type": ["string", "null"]});
+    let num_or_null = json!({"type": ["number", "null"]});
+    let namespace = json!({"type": "array", "items": {"type": "string"}, "minItems": 1,
+                           "description": "The item's namespace, e.g. [\"users\", \"u1\", \"prefs\"]."});
+    let item_row = object_with(json!({
+        "id": uuid, "namespace": {"type": "array", "items": text}, "key": text, "value": {"type": "object"},
+        "classification": text, "created_at": text, "updated_at": text_or_null, "expires_at": text_or_null
+    }));
     let mut out = vec![
         Tool::new(
             "remember",
             "Store one memory (an observation) for the current org. The database classifies it (public, internal, \
              confidential or restricted) from its content and returns the id and the tier; secrets and personal data \
-             are classified high, never refused here. Use user_id/session_id to scope it.",
+             are classified high, never refused here. Use user_id/session_id to scope it. With an embedder configured \
+             its embedding is stored too; when the embedder fails the memory is stored all the same (embedded: false).",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -145,16 +204,18 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
+        .with_raw_output_schema(stored_output(json!({"classification": text_or_null})))
         .with_annotations(ToolAnnotations::with_title("Remember").read_only(false).destructive(false)),
         Tool::new(
             "recall",
-            "Search the current org's live memories by full text (ranked by relevance x weight) and return the top k \
-             the login role is cleared to read: [{id, content, classification, weight, score}]. An empty query with \
-             filters lists the newest matching memories.",
+            "Search the current org's live memories (full text, and by meaning when an embedder is configured: \
+             ranked by relevance x weight) and return the top k the login role is cleared to read: {memories: [{id, \
+             content, classification, weight, score}], search, fallback}. An empty query with filters lists the newest \
+             matching memories.",
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "Words to search for (web-search syntax: quotes, or, -word)."},
+                    "query": {"type": "string", "description": "Words to search for (web-search syntax: quotes, or, -word), or a plain question."},
                     "k": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many memories at most (default 10)."},
                     "filters": {"type": "object", "description": "Optional, all ANDed: user_id, session_id, task_id (strings); memory_type, \
                         source_type, max_tier (labels); created_after, created_before (ISO timestamps); metadata (an object the memory's metadata contains)."}
@@ -163,6 +224,11 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
+        .with_raw_output_schema(list_output(
+            "memories",
+            object_with(json!({"id": uuid, "content": text, "classification": text_or_null, "weight": {"type": "number"}, "score": num_or_null})),
+            true,
+        ))
         .with_annotations(ro("Recall")),
         Tool::new(
             "forget",
@@ -179,12 +245,18 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
+        .with_raw_output_schema(schema(json!({
+            "type": "object",
+            "properties": {"forgotten": {"type": "array", "items": uuid}, "held": {"type": "array", "items": uuid}, "not_found": {"type": "array", "items": uuid}},
+            "required": ["forgotten", "held", "not_found"]
+        })))
         .with_annotations(ToolAnnotations::with_title("Forget").read_only(false).destructive(true)),
         Tool::new(
             "retrieve",
-            "Retrieve the current org's active knowledge claims relevant to a query (full text, ranked by relevance, \
-             then confidence, then the newest), within the login role's clearance: [{id, entity, claim_text, field, kind, \
-             source, supports, subject_id, confidence_score, classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank}]. \
+            "Retrieve the current org's active knowledge claims relevant to a query (full text, and by meaning when an \
+             embedder is configured; ranked by relevance, then confidence, then the newest), within the login role's \
+             clearance: {claims: [{id, entity, claim_text, field, kind, source, supports, subject_id, confidence_score, \
+             classification, score, t_created, decay_at, stale_fields, lexical_rank, vector_rank}], search, fallback}. \
              entity_id keeps one entity's claims (an empty query then lists them, most confident first); user_id adds \
              the claims about that end user, only while the user's save_to_profile consent is in force; screen_profile \
              names a screening profile, and stale_fields then lists the claim's field when its answer is too old.",
@@ -201,11 +273,16 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
+        .with_raw_output_schema(list_output(
+            "claims",
+            object_with(json!({"id": uuid, "entity": uuid, "claim_text": text, "confidence_score": num_or_null, "classification": text_or_null, "score": num_or_null})),
+            true,
+        ))
         .with_annotations(ro("Retrieve claims")),
         Tool::new(
             "claim_chain",
-            "The provenance trail of a knowledge claim: depth 0 is the claim, then the claim it superseded, and so on \
-             back, each with its lifecycle state and validity times.",
+            "The provenance trail of a knowledge claim: {chain: [...]}, depth 0 is the claim, then the claim it \
+             superseded, and so on back, each with its lifecycle state and validity times.",
             schema(json!({
                 "type": "object",
                 "properties": {"claim_id": {"type": "string", "format": "uuid", "description": "The claim's id."}},
@@ -213,7 +290,132 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
+        .with_raw_output_schema(list_output("chain", object_with(json!({"depth": {"type": "integer"}, "claim_id": uuid, "lifecycle_state": text})), false))
         .with_annotations(ro("Claim chain")),
+        Tool::new(
+            "context",
+            "A prompt-ready block of the current org's memories for a query, within a token budget: what recall finds \
+             (full text, and by meaning when an embedder is configured), near-duplicates dropped, varied by maximal \
+             marginal relevance: {context: {text, ids, tokens, omitted}, search, fallback}. Put context.text in the prompt.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the agent is about to do or answer."},
+                    "token_budget": {"type": "integer", "minimum": 1, "maximum": 100000, "description": "Tokens the block may take (default 2000)."},
+                    "filters": {"type": "object", "description": "recall's filters (user_id, session_id, memory_type, ...)."},
+                    "diversity": {"type": "number", "minimum": 0, "maximum": 1, "description": "0 keeps relevance order; higher prefers unlike memories (default 0.3)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(schema(json!({
+            "type": "object",
+            "properties": {
+                "context": {"type": "object", "required": ["text", "ids"],
+                            "properties": {"text": text, "ids": {"type": "array", "items": uuid}, "tokens": {"type": "integer"}, "omitted": {"type": "integer"}}},
+                "search": {"type": "string", "enum": ["lexical", "hybrid"]},
+                "fallback": {"type": "string"}
+            },
+            "required": ["context", "search"]
+        })))
+        .with_annotations(ro("Context block")),
+        Tool::new(
+            "search",
+            "Search the current org's live items (key-value memories under a namespace) the login role is cleared to \
+             read: filter over the value ({\"field\": value} or {\"field\": {\"$gt\": 3}}, $in, $contains, $and/$or/$not, \
+             dotted paths), ranked by the query (full text, and by meaning when an embedder is configured), else the \
+             most recently updated first: {items: [{id, namespace, key, value, classification, created_at, updated_at, \
+             expires_at, score}], search, fallback}.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "namespace_prefix": {"type": "array", "items": {"type": "string"}, "description": "Only items under this namespace prefix (default: all)."},
+                    "query": {"type": "string", "description": "Words or a plain question to rank by."},
+                    "filter": {"type": "object", "description": "Conditions over the item's value."},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many items at most (default 10)."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "How many to skip (default 0)."}
+                },
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(list_output("items", item_row.clone(), true))
+        .with_annotations(ro("Search items")),
+        Tool::new(
+            "get",
+            "The current org's item at (namespace, key) when it is live and the login role is cleared to read it: \
+             {item: {id, namespace, key, value, classification, created_at, updated_at, expires_at}}, else {item: null}.",
+            schema(json!({
+                "type": "object",
+                "properties": {"namespace": namespace, "key": {"type": "string", "description": "The item's key."}},
+                "required": ["namespace", "key"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(schema(json!({
+            "type": "object",
+            "properties": {"item": {"anyOf": [item_row, {"type": "null"}]}},
+            "required": ["item"]
+        })))
+        .with_annotations(ro("Get item")),
+        Tool::new(
+            "put",
+            "Create or replace the current org's item at (namespace, key) with a JSON object value. The database \
+             classifies it over every key and value (a change never lowers its tier), stamps its retention (ttl only \
+             shortens it) and refuses it under a legal hold. With an embedder configured the value's text is embedded; \
+             when the embedder fails the item is stored all the same (embedded: false). Returns {id, embedded}.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "namespace": namespace,
+                    "key": {"type": "string", "description": "The item's key."},
+                    "value": {"type": "object", "description": "The item (a JSON object)."},
+                    "index": {"type": "array", "items": {"type": "string"}, "description": "JSON paths whose text is searchable (default: the whole value; []: none)."},
+                    "ttl": {"type": "string", "description": "How long it lives at most, e.g. '7 days'."},
+                    "user_id": {"type": "string", "description": "The end user it is about, if any."}
+                },
+                "required": ["namespace", "key", "value"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(stored_output(json!({})))
+        .with_annotations(ToolAnnotations::with_title("Put item").read_only(false).destructive(true)),
+        Tool::new(
+            "delete",
+            "Delete the current org's item at (namespace, key) for good, as forget does (refused under a legal hold): \
+             {deleted: true} when there was one.",
+            schema(json!({
+                "type": "object",
+                "properties": {"namespace": namespace, "key": {"type": "string", "description": "The item's key."}},
+                "required": ["namespace", "key"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(schema(json!({"type": "object", "properties": {"deleted": {"type": "boolean"}}, "required": ["deleted"]})))
+        .with_annotations(ToolAnnotations::with_title("Delete item").read_only(false).destructive(true)),
+        Tool::new(
+            "record_outcome",
+            "Tell how a session went with the memories it used: accepted raises their weights, rejected and rework \
+             lower them (once per session and memory). Returns {results: [{observation_id, previous_weight, new_weight, \
+             alpha, applied, reason}]}; reason says why one was not applied (already_recorded, not_found, ...).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "session_id": {"type": "string", "description": "The session the outcome is of."},
+                    "outcome": {"type": "string", "enum": ["accepted", "rejected", "rework"]},
+                    "observation_ids": {"type": "array", "items": {"type": "string", "format": "uuid"}, "description": "The memories (from recall) the session used."}
+                },
+                "required": ["session_id", "outcome", "observation_ids"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(list_output(
+            "results",
+            object_with(json!({"observation_id": uuid, "previous_weight": num_or_null, "new_weight": num_or_null, "alpha": num_or_null,
+                               "applied": {"type": "boolean"}, "reason": text})),
+            false,
+        ))
+        .with_annotations(ToolAnnotations::with_title("Record outcome").read_only(false).destructive(false)),
     ];
     if read_only {
         out.retain(|t| !WRITE_TOOLS.contains(&t.name.as_ref()));
@@ -242,6 +444,21 @@ fn opt_int(a: &JsonObject, k: &str) -> Result<Option<i32>, Failure> {
             .ok_or_else(|| Failure::Args(format!("{k} must be an integer"))),
     }
 }
+fn opt_strs(a: &JsonObject, k: &str) -> Result<Option<Vec<String>>, Failure> {
+    match a.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(v)) => v
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .map(Some)
+            .ok_or_else(|| Failure::Args(format!("{k} must be an array of strings"))),
+        Some(_) => Err(Failure::Args(format!("{k} must be an array of strings"))),
+    }
+}
+fn req_strs(a: &JsonObject, k: &str) -> Result<Vec<String>, Failure> {
+    opt_strs(a, k)?.ok_or_else(|| Failure::Args(format!("{k} is required: an array of strings")))
+}
 /// A JSON value passed to SQL as its text (cast to jsonb there).
 fn opt_json(a: &JsonObject, k: &str) -> Option<String> {
     a.get(k).filter(|v| !v.is_null()).map(Value::to_string)
@@ -250,7 +467,7 @@ fn opt_json(a: &JsonObject, k: &str) -> Option<String> {
 /// A named-argument call or column list, built from fixed names only; every value is a parameter.
 struct Call {
     names: Vec<&'static str>,
-    casts: Vec<&'static str>,
+    casts: Vec<String>,
     params: Vec<Box<dyn ToSql + Sync + Send>>,
 }
 
@@ -258,10 +475,10 @@ impl Call {
     fn new() -> Self {
         Call { names: vec![], casts: vec![], params: vec![] }
     }
-    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: &'static str, v: Option<T>) -> &mut Self {
+    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: impl Into<String>, v: Option<T>) -> &mut Self {
         if let Some(v) = v {
             self.names.push(name);
-            self.casts.push(cast);
+            self.casts.push(cast.into());
             self.params.push(Box::new(v));
         }
         self
@@ -295,13 +512,52 @@ impl MemoryServer {
         Ok(c)
     }
 
+    /// The embedding of a text when an embedder is configured: None without one, else the vector
+    /// or why there is none (the call goes on without it).
+    async fn embedding(&self, text: Option<&str>) -> Option<Result<Vec<f32>, String>> {
+        let e = self.embedder.as_ref()?;
+        let t = text.filter(|t| !t.trim().is_empty())?;
+        Some(e.embed(t).await)
+    }
+
     /// One tool call: one transaction acting for the org (the token's, or the server's) as
-    /// `mcp:<client>[:<subject>]`, ending with the call's audit record, as the login role.
+    /// `mcp:<client>[:<subject>]`, ending with the call's audit record, as the login role. The
+    /// embedder is asked first, holding no connection.
     async fn run(&self, tool: &str, a: &JsonObject, client: &str, who: Option<&Principal>) -> Result<Value, Failure> {
         let (org, actor) = match (who, &self.org) {
             (Some(p), _) => (p.org.clone(), format!("mcp:{client}:{}", p.sub.chars().filter(|c| !c.is_control()).take(200).collect::<String>())),
             (None, Some(o)) => (o.to_string(), format!("mcp:{client}")),
             (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
+        };
+        let emb = match tool {
+            "remember" => self.embedding(Some(&req_str(a, "content")?)).await,
+            "put" => match a.get("value") {
+                Some(v @ Value::Object(_)) => self.embedding(Some(&embed::item_text(v))).await,
+                _ => return Err(Failure::Args("value is required: a JSON object".into())),
+            },
+            "recall" | "retrieve" | "search" | "context" => self.embedding(opt_str(a, "query")?.as_deref()).await,
+            _ => None,
+        };
+        // How a search ran: hybrid with the query's embedding, else lexical (and why, when an
+        // embedder is configured but gave none).
+        let (vector, fallback) = match emb {
+            Some(Ok(v)) => (Some(v), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
+        let searched = |mut out: Value| {
+            out["search"] = json!(if vector.is_some() { "hybrid" } else { "lexical" });
+            if let Some(why) = &fallback {
+                out["fallback"] = json!(format!("{why}: searched by full text only"));
+            }
+            out
+        };
+        let stored = |mut out: Value| {
+            out["embedded"] = json!(vector.is_some());
+            if let Some(why) = &fallback {
+                out["embedding_error"] = json!(format!("{why}: stored without an embedding (memory.embedding_backlog lists it)"));
+            }
+            out
         };
         let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
         let tx = conn.transaction().await?;
@@ -319,17 +575,21 @@ impl MemoryServer {
                     .arg("session_id", "", opt_str(a, "session_id")?)
                     .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
                     .arg("metadata", "::text::jsonb", opt_json(a, "metadata"));
+                if let (Some(v), Some(t)) = (&vector, &self.vector_type) {
+                    c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
+                }
                 let sql = format!(
                     "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
                     c.names.join(", "),
                     c.placeholders().join(", ")
                 );
                 let row = tx.query_one(&sql, &c.refs()).await?;
-                (json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)}), 1)
+                (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
             }
             "recall" => {
                 let mut c = Self::search(&org, a)?;
-                c.arg("filters", "::text::jsonb", opt_json(a, "filters"));
+                c.arg("filters", "::text::jsonb", opt_json(a, "filters"))
+                    .arg("query_embedding", "::float8[]", vector.as_ref().map(|v| v.iter().map(|x| *x as f64).collect::<Vec<f64>>()));
                 let sql = format!(
                     "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, \
                      'classification', r.classification, 'weight', r.weight, 'score', r.score) ORDER BY r.ordinality), '[]')::text, \
@@ -337,17 +597,10 @@ impl MemoryServer {
                     c.named()
                 );
                 let row = tx.query_one(&sql, &c.refs()).await?;
-                (parse(row.get(0)), row.get(1))
+                (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
-                let ids = match a.get("ids") {
-                    Some(Value::Array(v)) => v
-                        .iter()
-                        .map(|x| x.as_str().map(str::to_string))
-                        .collect::<Option<Vec<String>>>()
-                        .ok_or_else(|| Failure::Args("ids must be an array of strings".into()))?,
-                    _ => return Err(Failure::Args("ids is required: an array of memory ids".into())),
-                };
+                let ids = req_strs(a, "ids")?;
                 let reason = req_str(a, "reason")?;
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
@@ -372,15 +625,84 @@ impl MemoryServer {
                 let mut c = Self::search(&org, a)?;
                 c.arg("entity_id", "::text::uuid", opt_str(a, "entity_id")?)
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
-                    .arg("user_id", "::text", opt_str(a, "user_id")?);
+                    .arg("user_id", "::text", opt_str(a, "user_id")?)
+                    .arg("query_embedding", "::real[]", vector.clone());
                 let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
-                (parse(row.get(0)), row.get(1))
+                (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
                 let row = tx.query_one(&rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
-                (parse(row.get(0)), row.get(1))
+                (json!({"chain": parse(row.get(0))}), row.get(1))
+            }
+            "search" => {
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("namespace_prefix", "::text[]", Some(opt_strs(a, "namespace_prefix")?.unwrap_or_default()))
+                    .arg("query", "::text", opt_str(a, "query")?)
+                    .arg("filter", "::text::jsonb", opt_json(a, "filter"))
+                    .arg("k", "::int", opt_int(a, "k")?)
+                    .arg("\"offset\"", "::int", opt_int(a, "offset")?)
+                    .arg("query_embedding", "::real[]", vector.clone());
+                let row = tx.query_one(&rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                (searched(json!({"items": parse(row.get(0))})), row.get(1))
+            }
+            "context" => {
+                let diversity = match a.get("diversity") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_f64().ok_or_else(|| Failure::Args("diversity must be a number".into()))?),
+                };
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("query", "::text", Some(req_str(a, "query")?))
+                    .arg("token_budget", "::int", opt_int(a, "token_budget")?)
+                    .arg("filters", "::text::jsonb", opt_json(a, "filters"))
+                    .arg("query_embedding", "::real[]", vector.clone())
+                    .arg("diversity", "::float8", diversity);
+                let row = tx.query_one(&format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let v = parse(row.get(0));
+                let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
+                (searched(json!({"context": v})), n)
+            }
+            "get" => {
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
+                    .arg("key", "::text", Some(req_str(a, "key")?));
+                let row = tx.query_one(&rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
+                (json!({"item": item}), row.get(1))
+            }
+            "put" => {
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
+                    .arg("key", "::text", Some(req_str(a, "key")?))
+                    .arg("value", "::text::jsonb", opt_json(a, "value"))
+                    .arg("index", "::text[]", opt_strs(a, "index")?)
+                    .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
+                    .arg("embedding", "::real[]", vector.clone())
+                    .arg("user_id", "::text", opt_str(a, "user_id")?);
+                let row = tx.query_one(&format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                (stored(json!({"id": row.get::<_, String>(0)})), 1)
+            }
+            "delete" => {
+                let mut c = Call::new();
+                c.arg("org_id", "::text", Some(org.clone()))
+                    .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
+                    .arg("key", "::text", Some(req_str(a, "key")?));
+                let row = tx.query_one(&format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let deleted: bool = row.get(0);
+                (json!({"deleted": deleted}), i32::from(deleted))
+            }
+            "record_outcome" => {
+                let mut c = Call::new();
+                c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
+                    .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
+                    .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
+                let row = tx.query_one(&rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
         };
@@ -391,7 +713,7 @@ impl MemoryServer {
 }
 
 /// An error with its causes (a TLS handshake's names the certificate problem).
-fn causes(e: &dyn std::error::Error) -> String {
+pub(crate) fn causes(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut next = e.source();
     while let Some(c) = next {
@@ -451,9 +773,10 @@ impl ServerHandler for MemoryServer {
             .with_instructions(format!(
                 "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
                  searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
-                 claim's provenance.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
+                 claim's provenance; put, get, search and delete keep items (JSON objects) by namespace and key; \
+                 record_outcome tells how a session went with the memories it used; context packs memories for a prompt.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
                 self.org.as_ref().map_or("the org your token names".to_string(), |o| format!("org {o}")),
-                if self.read_only { " This server is read-only: remember and forget are not available." } else { "" }
+                if self.read_only { " This server is read-only: remember, forget, put, delete and record_outcome are not available." } else { "" }
             ))
     }
 
@@ -561,6 +884,53 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     }
 }
 
+/// The embedder of --embeddings-url, checked against the database's embedding column: the column
+/// must be there (memory.enable_embeddings), and a vector the embedder returns now must have its
+/// dimensions. An embedder that does not answer now is not a reason to refuse to start (every
+/// answer is checked again); one that answers with other dimensions is. Also pgvector's type, as a
+/// cast names it.
+async fn embeddings(pool: &Pool, args: &Args, url: &str) -> Result<(embed::Embedder, String), String> {
+    if !(args.embeddings_timeout.is_finite() && args.embeddings_timeout > 0.0 && args.embeddings_timeout <= 600.0) {
+        return Err(format!("--embeddings-timeout {}: seconds between 0 and 600", args.embeddings_timeout));
+    }
+    let key = std::env::var("MEMORY_MCP_EMBEDDINGS_KEY").ok().filter(|k| !k.is_empty());
+    let mut e = embed::Embedder::new(url.to_string(), args.embeddings_model.clone(), key, Duration::from_secs_f64(args.embeddings_timeout), 0)?;
+    let conn = pool.get().await.map_err(|e| format!("cannot connect to the database: {}", causes(&e)))?;
+    let row = conn
+        .query_opt(
+            "SELECT pg_catalog.quote_ident(n.nspname::text) OPERATOR(pg_catalog.||) '.vector', a.atttypmod \
+               FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid \
+               JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace \
+              WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
+                AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND NOT a.attisdropped",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("cannot read memory.observations' embedding column: {e}"))?;
+    let (vtype, dims): (String, i32) = match row {
+        Some(r) => (r.get(0), r.get(1)),
+        None => {
+            return Err("refusing to start: --embeddings-url is given but embeddings are not enabled in this database; \
+                        a platform admin runs SELECT memory.enable_embeddings(DIMENSIONS) with the model's dimensions (pgvector)"
+                .into())
+        }
+    };
+    let dims = usize::try_from(dims).map_err(|_| "memory.observations.embedding has no fixed dimensions".to_string())?;
+    e.dims = dims;
+    match e.raw("dimension check").await {
+        Ok(v) if v.len() != dims => {
+            return Err(format!(
+                "refusing to start: the embedder's model {} returns {} dimensions, the database's embeddings have {dims}; use a model of {dims} dimensions",
+                args.embeddings_model,
+                v.len()
+            ))
+        }
+        Ok(_) => eprintln!("memory-mcp: embeddings of {dims} dimensions from {url}"),
+        Err(why) => eprintln!("memory-mcp: {why}; memories are stored without embeddings (memory.embedding_backlog) until it answers"),
+    }
+    Ok((e, vtype))
+}
+
 /// Why the HTTP flags do not fit together, or the authenticator they describe.
 async fn http_auth(args: &Args, addr: SocketAddr) -> Result<(Option<Authenticator>, String), String> {
     let loopback = addr.ip().is_loopback();
@@ -662,7 +1032,14 @@ async fn main() -> ExitCode {
         Some(o) => eprintln!("memory-mcp: acting for org {o}{ro}"),
         None => eprintln!("memory-mcp: acting for the org each token names{ro}"),
     }
-    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only };
+    let (embedder, vector_type) = match &args.embeddings_url {
+        None => (None, None),
+        Some(u) => match embeddings(&pool, &args, u).await {
+            Ok((e, t)) => (Some(Arc::new(e)), Some(t.into())),
+            Err(why) => return fail(why),
+        },
+    };
+    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only, embedder, vector_type };
     let result = match http {
         None => serve_stdio(server).await,
         Some((addr, (auth, resource_url))) => {

@@ -57,3 +57,13 @@ DROP FUNCTION memory_internal._query_vector_check(real[], int);
 -- h-speed: memory_internal._retrieve sets pgvector's iterative scan itself.
 DROP FUNCTION memory_internal._hnsw_begin(int);
 DROP FUNCTION memory_internal._hnsw_end(text[]);
+
+-- h-receipts: erasure receipts (issue 50, SPEC §18; sql/subject.sql). The ids each receipt
+-- covers, for memory.verify_receipt's scan (owner-only).
+CREATE TABLE memory.erasure_receipts (
+    event_id  uuid PRIMARY KEY,
+    org_id    text NOT NULL,
+    issued_at timestamptz NOT NULL,
+    ids       jsonb NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('memory.erasure_receipts', '');

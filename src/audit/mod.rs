@@ -16,6 +16,7 @@ mod jsonb;
 pub mod storage;
 mod trigger;
 mod verify;
+mod receipt;
 pub mod worker;
 mod append;
 mod wake;

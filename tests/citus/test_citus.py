@@ -3,6 +3,7 @@
 and distributed by org. Everything is driven through the coordinator, as an application would;
 the workers are connected to directly only to look at where rows landed and to tamper.
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -56,7 +57,7 @@ def cluster():
                                   "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
                                   "memory.watch_question_updates", "memory.deletion_stubs"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
-        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings"}, why
+        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings", "memory.erasure_receipts"}, why
         assert "oid" in why["memory.governance_registry"], why
         assert c.execute("SELECT consent_blocked FROM memory.user_contexts WHERE org_id = 'org_prec'").fetchall() == [(True,)]
         assert c.execute("SELECT count(*) FROM memory.persona_drift_log WHERE org_id = 'org_prec'").fetchone()[0] == 1
@@ -506,6 +507,8 @@ def test_agent_api_through_the_coordinator(cluster, coord):
         got = a.execute("SELECT id FROM memory.recall('org_api', 'tea', 10, filters => '{\"user_id\": \"u1\"}')").fetchall()
         assert [g[0] for g in got] == [mine]
         res = a.execute("SELECT memory.forget(ARRAY[%s, %s]::uuid[], 'user request')", (mine, other)).fetchone()[0]
+        receipt = res.pop("receipt")
+        assert res.pop("receipts") == [receipt] and receipt["org_id"] == "org_api", receipt
         assert res == {"forgotten": [str(mine)], "held": [], "not_found": [str(other)]}, res
         assert a.execute("SELECT count(*) FROM memory.recall('org_api', 'tea', 10, filters => '{\"user_id\": \"u1\"}')").fetchone()[0] == 0
         assert a.execute("SELECT count(*) FROM memory.retrieve('org_api', 'tea')").fetchone()[0] == 0
@@ -513,6 +516,10 @@ def test_agent_api_through_the_coordinator(cluster, coord):
     assert coord.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (other,)).fetchone()[0] == 1
     assert events(coord, "org_api", "memory.forget") == 1
     assert events(coord, "org_api", "memory.retrieval.hybrid") == 1
+    # The erasure receipt proves on the coordinator: its event on the org's shard group, the ids
+    # gone from the distributed store.
+    checks = coord.execute("SELECT \"check\", ok, detail FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)).fetchall()
+    assert [c[0] for c in checks] == ["signature", "ids", "event", "chain_head", "absent"] and all(c[1] for c in checks), checks
 
 
 def test_remember_and_context_through_the_coordinator(cluster, coord):
@@ -609,7 +616,14 @@ def test_feedback_and_erasure_of_a_distributed_weighted_table(coord):
     assert list(erased["failed_tables"]["public.wnotes"]["orgs"]) == ["org_w1"], erased
     assert coord.execute("SELECT org_id FROM wnotes WHERE user_id = 'subj_w'").fetchall() == [("org_w1",)]
     coord.execute("UPDATE memory.legal_holds SET released_at = now() WHERE org_id = 'org_w1' AND user_id = 'subj_w'")
-    assert coord.execute("SELECT memory.erase_subject('subj_w')").fetchone()[0]["tables"]["public.wnotes"] == 1
+    (obs,) = coord.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('org_w1', 'subj_w', 'a note') RETURNING id").fetchone()
+    erased = coord.execute("SELECT memory.erase_subject('subj_w')").fetchone()[0]
+    assert erased["tables"]["public.wnotes"] == 1
+    # Its receipt (the ids the distributed DELETE ... RETURNING gave) proves on the coordinator.
+    checks = coord.execute("SELECT ok, detail FROM memory.verify_receipt(%s::jsonb)", (json.dumps(erased["receipt"]),)).fetchall()
+    assert erased["receipt"]["org_id"] == "org_w1" and erased["receipt"]["count"] == 2 and all(ok for ok, _ in checks), checks
+    coord.execute("INSERT INTO memory.observations (id, org_id, user_id, content) VALUES (%s, 'org_w1', 'subj_w', 'back')", (obs,))
+    assert coord.execute("SELECT ok FROM memory.verify_receipt(%s::jsonb) WHERE \"check\" = 'absent'", (json.dumps(erased["receipt"]),)).fetchone() == (False,)
     assert all(v[1] for k, v in verify(coord).items() if k.startswith("org_w")), verify(coord)
 
 

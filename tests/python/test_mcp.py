@@ -22,8 +22,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 
+import jsonschema
 import jwt
 import psycopg
 import pytest
@@ -39,7 +40,10 @@ from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
-ALL_TOOLS = {"remember", "recall", "forget", "retrieve", "claim_chain"}
+READ_TOOLS = {"recall", "retrieve", "claim_chain", "search", "get", "context"}
+ALL_TOOLS = READ_TOOLS | {"remember", "forget", "put", "delete", "record_outcome"}
+# The key of the list a list-returning tool answers in its structured content.
+LISTS = {"recall": "memories", "retrieve": "claims", "claim_chain": "chain", "search": "items", "record_outcome": "results"}
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +74,23 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def ok(s, tool, **arguments):
-    """The tool's answer as JSON; fails on a tool error."""
+async def answer(s, tool, **arguments):
+    """The tool's structured answer, checked against the output schema the tool list gives (MCP
+    2025-06-18) and equal to its text content; fails on a tool error."""
     res = await s.call_tool(tool, arguments)
     assert not res.is_error, (tool, res.content)
-    return json.loads(res.content[0].text)
+    out = res.structured_content
+    assert isinstance(out, dict) and out == json.loads(res.content[0].text), (tool, res)
+    schemas = {t.name: t.output_schema for t in (await s.list_tools()).tools}
+    assert schemas[tool], f"{tool} lists an output schema"
+    jsonschema.validate(out, schemas[tool])
+    return out
+
+
+async def ok(s, tool, **arguments):
+    """The tool's answer: the list of a list-returning tool, else its structured answer."""
+    out = await answer(s, tool, **arguments)
+    return out[LISTS[tool]] if tool in LISTS else out
 
 
 async def refused(s, tool, **arguments):
@@ -98,7 +114,9 @@ def test_tools_remember_recall_forget_and_the_audit_trail(binary, app, conn):
             tools = (await s.list_tools()).tools
             assert {t.name for t in tools} == ALL_TOOLS
             for t in tools:
-                assert len(t.description) > 40 and t.input_schema["type"] == "object" and t.input_schema["required"], t.name
+                assert len(t.description) > 40 and t.input_schema["type"] == "object", t.name
+                assert t.input_schema.get("required") or t.name == "search", t.name
+                assert t.output_schema["type"] == "object" and t.output_schema["required"], t.name
             got = await ok(s, "remember", content="rotate the api_key of the billing service", user_id="u1",
                            session_id="s1", metadata={"topic": "ops"})
             assert got["classification"] == "confidential", "the database classified it"
@@ -130,7 +148,7 @@ def test_tools_remember_recall_forget_and_the_audit_trail(binary, app, conn):
 def test_read_only_lists_no_writes_and_refuses_them(binary, app, conn):
     async def go():
         async with session(binary, app, READER, "--read-only") as s:
-            assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+            assert {t.name for t in (await s.list_tools()).tools} == READ_TOOLS
             for tool, args in (("remember", {"content": "x"}), ("forget", {"ids": [], "reason": "r"})):
                 with pytest.raises(MCPError) as e:
                     await s.call_tool(tool, args)
@@ -365,7 +383,7 @@ def test_streamable_http(binary, app, conn):
     with http_server(binary, app, READER, "--read-only", "--auth", "none") as (port, _):
         async def go():
             async with sdk(port) as s:
-                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert {t.name for t in (await s.list_tools()).tools} == READ_TOOLS
                 assert await ok(s, "recall", query="anything") == []
 
         run(go())
@@ -587,7 +605,7 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
                 assert [m["content"] for m in await ok(s, "recall", query="offsite")] == ["the globex offsite is in july"], \
                     "a role bound to several orgs serves each only to its tokens"
             async with sdk(port, reader) as s:
-                assert {t.name for t in (await s.list_tools()).tools} == {"recall", "retrieve", "claim_chain"}
+                assert {t.name for t in (await s.list_tools()).tools} == READ_TOOLS
                 assert len(await ok(s, "recall", query="offsite june")) == 1
             async with sdk(port, issuer.token(aud, org="initech")) as s:
                 err = await refused(s, "recall", query="offsite")
@@ -873,3 +891,216 @@ def test_remember_refuses_a_blank_memory(binary, app, conn):
 
     run(go())
     assert conn.execute("SELECT count(*) FROM memory.observations").fetchone() == before, "nothing was stored"
+
+
+# ---- Embeddings (issue 51): an OpenAI-compatible embedder; a failure never loses a memory ----
+
+DIMS = 8
+# The fake embedder's meaning: each word of a group adds 1 to its dimension, so a question shares
+# a direction with a memory without sharing a word; dimension 7 is a constant (never a zero vector).
+CONCEPTS = [{"tea", "coffee", "oolong", "beverage", "drink", "espresso"},
+            {"jazz", "music", "song", "guitar", "listen", "listens"},
+            {"invoice", "billing", "payment", "money", "pay"},
+            {"hike", "mountain", "trail", "outdoors"}]
+
+
+def fake_vector(text, dims=DIMS):
+    words = [w.strip(".,?!'\"").lower() for w in text.split()]
+    v = [float(sum(w in group for w in words)) for group in CONCEPTS] + [0.0] * (dims - len(CONCEPTS))
+    v[dims - 1] = 0.1
+    return v
+
+
+class Embedder:
+    """A local OpenAI-compatible embeddings endpoint: mode "ok" (deterministic vectors of `dims`),
+    "fail" (HTTP 500) or "slow" (answers after 3 s, past the server's timeout). Records each
+    request's Authorization header and model."""
+
+    def __init__(self, dims=DIMS):
+        self.mode, self.dims, self.seen = "ok", dims, []
+        this = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                this.seen.append((self.headers.get("Authorization"), body["model"], body["input"]))
+                if this.mode == "fail":
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                if this.mode == "slow":
+                    time.sleep(3)
+                out = {"object": "list", "model": body["model"],
+                       "data": [{"object": "embedding", "index": i, "embedding": fake_vector(t, this.dims)} for i, t in enumerate(body["input"])]}
+                data = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1/embeddings"
+
+
+@pytest.fixture
+def embedder():
+    e = Embedder()
+    yield e
+    e.httpd.shutdown()
+
+
+def enable_embeddings(conn):
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    conn.execute("SELECT memory.enable_embeddings(%s)", (DIMS,))
+
+
+@contextlib.contextmanager
+def embedding_server(binary, dsn, issuer, embedder, *args):
+    """memory-mcp over HTTP with JWTs and the fake embedder (key sk-test, timeout 1 s); yields
+    (port, the audience of its tokens)."""
+    env = dict(os.environ, MEMORY_MCP_EMBEDDINGS_KEY="sk-test")
+    with http_server(binary, dsn, WRITER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-url", issuer.url,
+                     "--embeddings-url", embedder.url, "--embeddings-model", "fake-8", "--embeddings-timeout", "1",
+                     *args, env=env) as (port, _):
+        yield port, f"http://127.0.0.1:{port}/mcp"
+
+
+def backlog(dsn):
+    """memory.embedding_backlog as acme's tenant-bound admin: (id, key) oldest first."""
+    with connect(dsn, ADMIN) as a:
+        return a.execute("SELECT id::text, key FROM memory.embedding_backlog WHERE org_id = 'acme'").fetchall()
+
+
+def test_embeddings_remember_stores_a_vector_and_recall_finds_by_meaning(binary, app, conn, issuer, embedder):
+    enable_embeddings(conn)
+    with embedding_server(binary, app, issuer, embedder) as (port, aud):
+        async def go():
+            async with sdk(port, issuer.token(aud)) as s:
+                tea = await answer(s, "remember", content="Alice orders oolong tea every morning", user_id="alice")
+                jazz = await answer(s, "remember", content="Alice listens to jazz on weekends", user_id="alice")
+                assert tea["embedded"] and jazz["embedded"] and "embedding_error" not in tea, tea
+                # No word in common with either memory: full text alone finds nothing.
+                got = await answer(s, "recall", query="which beverage would she drink", k=1)
+                assert got["search"] == "hybrid" and "fallback" not in got, got
+                assert [m["id"] for m in got["memories"]] == [tea["id"]], "the question recalls by meaning"
+                got = await answer(s, "recall", query="what music", k=1)
+                assert [m["id"] for m in got["memories"]] == [jazz["id"]]
+                block = await answer(s, "context", query="which beverage would she drink", token_budget=200)
+                assert block["search"] == "hybrid" and block["context"]["ids"][0] == tea["id"], block
+                assert "oolong tea" in block["context"]["text"]
+                return tea["id"]
+
+        tea_id = run(go())
+    stored = conn.execute("SELECT embedding::text FROM memory.observations WHERE id = %s", (tea_id,)).fetchone()[0]
+    assert json.loads(stored) == pytest.approx(fake_vector("Alice orders oolong tea every morning")), "the embedder's vector, stored with the memory"
+    assert backlog(app) == []
+    assert all(auth == "Bearer sk-test" and model == "fake-8" for auth, model, _ in embedder.seen), "the key from the environment, the model"
+    assert ["dimension check"] in [inp for _, _, inp in embedder.seen], "the dimensions were checked at start"
+
+
+def test_embedder_down_or_slow_never_loses_a_memory(binary, app, conn, issuer, embedder):
+    enable_embeddings(conn)
+    with embedding_server(binary, app, issuer, embedder) as (port, aud):
+        async def go():
+            async with sdk(port, issuer.token(aud)) as s:
+                embedder.mode = "fail"
+                down = await answer(s, "remember", content="Alice orders oolong tea every morning")
+                assert down["embedded"] is False and "HTTP 500" in down["embedding_error"], down
+                embedder.mode = "slow"
+                slow = await answer(s, "put", namespace=["prefs", "alice"], key="drink", value={"likes": "espresso"})
+                assert slow["embedded"] is False and "timed out" in slow["embedding_error"], slow
+                assert backlog(app) == [(down["id"], None), (slow["id"], "drink")], "both wait for an embedding"
+                got = await answer(s, "recall", query="oolong tea")
+                assert got["search"] == "lexical" and "timed out" in got["fallback"], "recall says it fell back"
+                assert [m["id"] for m in got["memories"]] == [down["id"]], "the memory is kept, found by its words"
+                embedder.mode = "fail"
+                got = await answer(s, "search", query="espresso")
+                assert got["search"] == "lexical" and "HTTP 500" in got["fallback"] and [i["key"] for i in got["items"]] == ["drink"]
+                embedder.mode = "ok"
+                got = await answer(s, "recall", query="oolong tea")
+                assert got["search"] == "hybrid" and "fallback" not in got
+
+        run(go())
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE embedding IS NULL").fetchone() == (2,)
+    with connect(app, READER) as r:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            r.execute("SELECT * FROM memory.embedding_backlog")
+    with connect(app, GLOBEX) as g:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            g.execute("SELECT * FROM memory.embedding_backlog")
+    conn.execute("SELECT memory.grant_org(%s, 'globex')", (ADMIN,))
+    with connect(app, ADMIN) as a:
+        a.execute("SET memory.org_id = 'globex'")
+        assert a.execute("SELECT count(*) FROM memory.embedding_backlog").fetchone() == (0,), "one org's backlog when memory.org_id names it"
+
+
+def test_embeddings_start_checks(binary, app, conn, issuer):
+    wrong = Embedder(dims=4)
+    try:
+        args = ("--http", "127.0.0.1:0", "--auth", "none", "--embeddings-url", wrong.url)
+        code, err = start_failure_http(binary, app, WRITER, *args)
+        assert code == 2 and "memory.enable_embeddings" in err, "embeddings must be enabled in the database"
+        code, err = start_failure_http(binary, app, WRITER, "--http", "127.0.0.1:0", "--auth", "none", "--embeddings-url", "http://embed.example/v1/embeddings")
+        assert code == 2 and "must be https" in err, "memories and the key are not sent in the clear off this machine"
+        enable_embeddings(conn)
+        code, err = start_failure_http(binary, app, WRITER, *args)
+        assert code == 2 and "4 dimensions" in err and f"{DIMS}" in err, err
+    finally:
+        wrong.httpd.shutdown()
+
+
+def test_item_tools_and_record_outcome_with_scopes(binary, app, conn, issuer, embedder):
+    enable_embeddings(conn)
+    with embedding_server(binary, app, issuer, embedder) as (port, aud):
+        reader = issuer.token(aud, scope="memory:read", sub="bob")
+
+        async def go():
+            async with sdk(port, issuer.token(aud)) as s:
+                put = await answer(s, "put", namespace=["prefs", "alice"], key="drink", value={"likes": "oolong tea", "cups": 2})
+                assert put["embedded"] is True
+                await answer(s, "put", namespace=["prefs", "alice"], key="music", value={"likes": "jazz guitar"})
+                await answer(s, "put", namespace=["prefs", "bob"], key="drink", value={"likes": "espresso", "cups": 5})
+                got = await answer(s, "get", namespace=["prefs", "alice"], key="drink")
+                assert got["item"]["id"] == put["id"] and got["item"]["value"] == {"likes": "oolong tea", "cups": 2}
+                assert (await answer(s, "get", namespace=["prefs", "alice"], key="nope")) == {"item": None}
+                found = await answer(s, "search", namespace_prefix=["prefs", "alice"], query="a beverage", k=1)
+                assert found["search"] == "hybrid" and [i["key"] for i in found["items"]] == ["drink"], "a plain question, by meaning"
+                found = await ok(s, "search", namespace_prefix=["prefs"], filter={"cups": {"$gt": 3}})
+                assert [(i["namespace"], i["key"]) for i in found] == [(["prefs", "bob"], "drink")]
+                mem = await answer(s, "remember", content="the deploy runbook lives in the wiki")
+                out = await ok(s, "record_outcome", session_id="s1", outcome="accepted", observation_ids=[mem["id"]])
+                assert [(r["observation_id"], r["applied"], r["reason"]) for r in out] == [(mem["id"], True, "applied")]
+                out = await ok(s, "record_outcome", session_id="s1", outcome="accepted", observation_ids=[mem["id"]])
+                assert [r["reason"] for r in out] == ["already_recorded"]
+                err = await refused(s, "record_outcome", session_id="s2", outcome="loved", observation_ids=[mem["id"]])
+                assert err["sqlstate"] == "22P02", err
+                assert await answer(s, "delete", namespace=["prefs", "alice"], key="music") == {"deleted": True}
+                assert await answer(s, "delete", namespace=["prefs", "alice"], key="music") == {"deleted": False}
+                err = await refused(s, "put", namespace=["prefs"], key="k", value={"a": 1}, ttl="forever")
+                assert err["sqlstate"] == "22007", err
+                return put["id"], mem["id"]
+
+            async with sdk(port, reader) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == READ_TOOLS
+                assert [i["key"] for i in await ok(s, "search", namespace_prefix=["prefs", "alice"])] == ["drink"]
+
+        item_id, mem_id = run(go())
+        sid = session_of(port, reader)
+        for tool, args in (("put", {"namespace": ["x"], "key": "k", "value": {"a": 1}}), ("delete", {"namespace": ["prefs", "alice"], "key": "drink"}),
+                           ("record_outcome", {"session_id": "s9", "outcome": "rejected", "observation_ids": [mem_id]})):
+            status, h, _ = call_raw(port, reader, sid, tool, **args)
+            assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and "memory:write" in h["www-authenticate"], (tool, status, h)
+        assert call_raw(port, reader, sid, "get", namespace=["prefs", "alice"], key="drink")[0] == 200
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'drink' AND namespace = '{prefs,alice}'").fetchone() == (1,)
+    assert conn.execute("SELECT embedding IS NOT NULL FROM memory.observations WHERE id = %s", (item_id,)).fetchone() == (True,)
+    assert conn.execute("SELECT count(*) FROM memory.observation_weight_history WHERE observation_id = %s", (mem_id,)).fetchone() == (1,), \
+        "the read-only token's outcome changed nothing"
+    conn.execute("SELECT memory.audit_integrate()")
+    tools = [t for (t,) in conn.execute("SELECT payload->>'tool' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked' ORDER BY seq")]
+    assert {"put", "get", "search", "delete", "record_outcome"} <= set(tools)

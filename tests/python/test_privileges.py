@@ -14,7 +14,7 @@ ROLES = ["PUBLIC", "memory_reader", "memory_writer", "memory_admin"]
 TABLE_PRIVS = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"]
 # Closed to every role but the owner (docs/security.md says so under "Grant table").
 OWNER_ONLY = {"ann_settings", "audit_log", "audit_log_default", "audit_pending", "audit_outbox", "audit_heads", "audit_seals", "audit_keys", "audit_secrets",
-              "org_grants", "governance_registry", "maintenance_runs"}
+              "org_grants", "governance_registry", "maintenance_runs", "erasure_receipts"}
 
 
 def grant_table():

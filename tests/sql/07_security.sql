@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(143);
+SELECT plan(145);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -415,6 +415,10 @@ SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('forget', 'claude-c
                  'a reader records no forget it may not perform');
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('remember', 'claude-code', 1) $$, '42501', NULL,
                  'nor a remember');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('put', 'claude-code', 1) $$, '42501', NULL,
+                 'nor a put (issue 51: the item tools are named, and put needs EXECUTE on memory.put)');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('record_outcome', 'claude-code', 1) $$, '42501', NULL,
+                 'nor a record_outcome');
 SET memory.org_id = 'globex';
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
                  'nor on the chain of an org the role may not act for');

@@ -32,12 +32,12 @@ INSERT INTO memory.legal_holds (id, org_id, user_id, reason) OVERRIDING SYSTEM V
 -- ------------------------------------------------------------------------------------------------
 -- memory.forget(ids uuid[], reason)
 SET ROLE aa_writer;
-SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a1']::uuid[], 'user asked'),
+SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a1']::uuid[], 'user asked') - ARRAY['receipt', 'receipts'],
           '{"forgotten": ["00000000-0000-0000-0000-0000000000a1"], "held": [], "not_found": []}'::jsonb, 'a writer forgets one of its org''s memories');
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a1'), 0::bigint, 'it is gone from the store');
 SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a2', '00000000-0000-0000-0000-0000000000c1',
                               '00000000-0000-0000-0000-0000000000a2', '00000000-0000-0000-0000-0000000000b1',
-                              '00000000-0000-0000-0000-0000000000ff', '00000000-0000-0000-0000-0000000000a5']::uuid[], 'cleanup'),
+                              '00000000-0000-0000-0000-0000000000ff', '00000000-0000-0000-0000-0000000000a5']::uuid[], 'cleanup') - ARRAY['receipt', 'receipts'],
           '{"forgotten": ["00000000-0000-0000-0000-0000000000a2", "00000000-0000-0000-0000-0000000000c1"],
             "held": ["00000000-0000-0000-0000-0000000000a5"],
             "not_found": ["00000000-0000-0000-0000-0000000000b1", "00000000-0000-0000-0000-0000000000ff"]}'::jsonb,
@@ -111,7 +111,7 @@ GRANT SELECT, DELETE ON public.aa_notes, public.aa_plain, public.aa_ungoverned T
 GRANT SELECT ON public.aa_notes TO aa_globex;
 RESET ROLE;
 SET ROLE aa_writer;
-SELECT is(memory.forget('public.aa_notes', ARRAY['1', '02', '4', '9', '3'], 'user asked'),
+SELECT is(memory.forget('public.aa_notes', ARRAY['1', '02', '4', '9', '3'], 'user asked') - ARRAY['receipt', 'receipts'],
           '{"forgotten": ["1", "2"], "held": ["3"], "kept": [], "not_found": ["4", "9"]}'::jsonb,
           'a governed table: ids as its id column writes them; another org''s row not_found, a held one in held');
 SELECT throws_ok($$ SELECT memory.forget('public.aa_notes', ARRAY['3'], 'x') $$, 'MX006', NULL, 'every id held: MX006');
@@ -150,7 +150,7 @@ ALTER TABLE public.aa_notes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_rows ON public.aa_notes USING (person = current_user);
 RESET ROLE;
 SET ROLE aa_writer;
-SELECT is(memory.forget('public.aa_notes', ARRAY['6', '5', '4'], 'user asked'),
+SELECT is(memory.forget('public.aa_notes', ARRAY['6', '5', '4'], 'user asked') - ARRAY['receipt', 'receipts'],
           '{"forgotten": ["5"], "held": [], "kept": [], "not_found": ["6", "4"]}'::jsonb,
           'rows the table''s policy hides from the caller are not_found: forget deletes what its own DELETE could');
 RESET ROLE;
