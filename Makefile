@@ -71,6 +71,7 @@ test-sql: install pgvector
 
 test-python: install pgvector
 	tests/run-python.sh --ignore=tests/python/test_mcp.py
+	tests/langgraph/run.sh
 
 ## The TypeScript package clients/typescript (@memory-ext/client, its LangGraph.js store): npm ci when its
 ## lock changed, tsc, node --test against a cluster as tenant roles (tests/run-typescript.sh); SKIPPED

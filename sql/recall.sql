@@ -523,7 +523,10 @@ BEGIN
     conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', org)), jsonb_build_object('is_not_null', 'key'),
                                jsonb_build_object('is_null', 'soft_deleted_at'), jsonb_build_object('null_or_after', jsonb_build_array('expires_at', NULL)),
                                jsonb_build_object('is_null', 'superseded_at'),
-                               jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))))
+                               jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))
+                                   -- read through observations_item_prefix (labels with '.' name no item: no index needed)
+                                   || CASE WHEN EXISTS (SELECT FROM unnest(namespace_prefix) l WHERE strpos(l, '.') OPERATOR(pg_catalog.>) 0 OR l IS NULL)
+                                           THEN '[]'::jsonb ELSE '[["memory_internal", "_item_ns_path"]]'::jsonb END))
           || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
                   ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
                            to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org))) END

@@ -5,13 +5,21 @@
 use crate::errors::{MxError, OrRaise};
 use crate::pg::spi::{kept, kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse, Candidate};
-use memory_core::retrieval::{render, render_one_pass, Plan, PlanError};
+use memory_core::retrieval::{namespace_path, render, render_one_pass, Plan, PlanError};
 use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+
+/// An item namespace as the text of its prefix index (memory_core::retrieval::namespace_path;
+/// memory.search's prefix condition reads that index); NULL for a NULL label (never an item's).
+#[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_item_ns_path")]
+fn item_ns_path(namespace: Array<&str>) -> Option<String> {
+    let labels: Option<Vec<&str>> = namespace.iter().collect();
+    labels.map(namespace_path)
+}
 
 /// The query embedding's refusal: 22023, with a hint for the wrong dimensions.
 fn refuse(e: QueryVectorError) -> MxError {

@@ -10,6 +10,10 @@ ALTER TABLE memory.observations ADD CONSTRAINT observations_item_check CHECK (
         AND pg_catalog.jsonb_typeof(value) OPERATOR(pg_catalog.=) 'object'
         AND content OPERATOR(pg_catalog.=) memory_internal._item_text(value)));
 
+-- memory.search's namespace prefix index (sql/items.sql; memory_internal._item_ns_path exists only now).
+CREATE INDEX observations_item_prefix ON memory.observations (org_id, memory_internal._item_ns_path(namespace) COLLATE "C")
+    WHERE key IS NOT NULL;
+
 -- memory.observations is governed again as CREATE EXTENSION governs it: its classify trigger now
 -- refuses a blank content ("content_required", issue 46). Only new writes are refused (an
 -- INSERT, or an UPDATE that changes the content): rows already blank in a 0.3.0 store stay, and

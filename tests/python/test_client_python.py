@@ -250,3 +250,93 @@ def test_store_search(app):
         assert [h.key for h in store.search(())] == ["c", "b", "a"]
         with pytest.raises(memory_ext.BadArgument):
             store.search(("docs",), filter={"n": {"$regex": "x"}})
+
+
+def test_store_index_without_fields_embeds_the_whole_value(app, conn):
+    """IndexConfig without `fields` is LangGraph's ["$"]: the whole value (as LangGraph's stores
+    embed it, JSON with sorted keys) is embedded; found by LangGraph's own store tests."""
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("SELECT memory.enable_embeddings(3)")
+    seen = []
+
+    def embed(texts):
+        seen.extend(texts)
+        return [[1.0, float(len(t)), 0.0] for t in texts]
+
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme", index={"dims": 3, "embed": embed})
+        store.put(("docs",), "a", {"text": "tea", "n": 1})
+    assert seen == ['{"n": 1, "text": "tea"}']
+    assert conn.execute("SELECT embedding IS NOT NULL FROM memory.observations WHERE key = 'a'").fetchone() == (True,)
+
+
+def test_store_refuses_bad_namespace_labels_before_sending(app, conn):
+    """A label with '.', empty or not a string fails its batch with LangGraph's
+    InvalidNamespaceError before anything is sent: the good op beside it writes nothing."""
+    from langgraph.store.base import InvalidNamespaceError, SearchOp
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        for bad in [("a.b",), ("a", ""), ("a", 1)]:
+            for op in (GetOp(bad, "k"), SearchOp(bad), PutOp(bad, "k", None),
+                       ListNamespacesOp((MatchCondition("prefix", bad),))):
+                with pytest.raises(InvalidNamespaceError):
+                    store.batch([PutOp(("ok",), "k", {"a": 1}), op])
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key IS NOT NULL").fetchone() == (0,)
+
+
+def test_async_store_batches_concurrent_calls(app):
+    """As LangGraph's async stores: calls made together (asyncio.gather) run as one abatch (one
+    transaction), each caller given its own result."""
+    async def main():
+        async with await psycopg.AsyncConnection.connect(role_dsn(app, WRITER), autocommit=True) as c:
+            store = lg.AsyncMemoryStore(c, org="acme")
+            calls = []
+            real = store.abatch
+
+            async def counting(ops):
+                calls.append(len(list(ops)) if not isinstance(ops, list) else len(ops))
+                return await real(ops)
+
+            store.abatch = counting
+            await asyncio.gather(*(store.aput(("b",), f"k{i}", {"i": i}) for i in range(5)))
+            got = await asyncio.gather(*(store.aget(("b",), f"k{i}") for i in range(5)))
+            assert [g.value for g in got] == [{"i": i} for i in range(5)]
+            assert calls == [5, 5]
+    asyncio.run(main())
+
+
+def test_docs_python_example(app, conn):
+    """docs/python.md's LangGraph example, run as written (its own process) as the writer role."""
+    import os
+    import pathlib
+    import re
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "python.md").read_text()
+    start = text.index("## A LangGraph agent whose memories are governed")
+    (code,) = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)], re.S)
+    kv = dict(p.split("=", 1) for p in app.split())
+    env = dict(os.environ, MEMORY_URL=f"postgresql://{WRITER}@{kv['host']}:{kv['port']}/{kv['dbname']}",
+               PYTHONPATH=os.pathsep.join([str(root / "clients" / "python" / "src"), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "dave likes jasmine tea"
+    conn.execute("SELECT memory.audit_integrate()")
+    events = [e for (e,) in conn.execute("SELECT event_type FROM memory.audit_log WHERE chain_id = 'acme' ORDER BY seq")]
+    for e in ("memory.store", "memory.recall", "memory.forget"):
+        assert e in events, (e, events)
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key IS NOT NULL").fetchone() == (0,)
+
+
+def test_store_batch_of_many_reads(app):
+    """A batch of more reads than the database's 256 read-event places (LangGraph's async stores
+    gather every concurrent call into one batch) is sent as several transactions and answers all;
+    found by LangGraph's test_large_batches_async."""
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        store.put(("many",), "k", {"a": 1})
+        got = store.batch([GetOp(("many",), "k") for _ in range(600)])
+    assert len(got) == 600 and all(g.value == {"a": 1} for g in got)

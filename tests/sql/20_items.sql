@@ -1,7 +1,7 @@
 -- SQL-level suite for namespaced items (issue 48, SPEC §16): memory.put, get, delete,
 -- list_namespaces, purge_expired, as tenant-bound roles.
 BEGIN;
-SELECT plan(88);
+SELECT plan(90);
 
 SELECT memory.setup_roles();
 CREATE ROLE it_writer IN ROLE memory_writer;
@@ -196,6 +196,16 @@ SELECT throws_ok($$ SELECT memory.get('acme', ARRAY['a.b'], 'k') $$, '22023', NU
 SELECT throws_ok($$ SELECT memory.list_namespaces('acme', k => 0) $$, '22023', NULL, 'list_namespaces: k 0');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE namespace = ARRAY['a'] OR key = 'k'), 0::bigint, 'bad input wrote nothing');
+
+-- ------------------------------------------------------------------------------------------------
+-- search under a prefix (read through observations_item_prefix): label by label
+SELECT is(memory_internal._item_ns_path(ARRAY['users', 'u1']), 'users.u1.', 'a namespace''s path: each label followed by a period');
+SET ROLE it_writer;
+SELECT memory.put('acme', ARRAY['pfx', 'u1'], 'a', '{"t": 1}'), memory.put('acme', ARRAY['pfx', 'u10'], 'b', '{"t": 2}'),
+       memory.put('acme', ARRAY['pfx', 'u1', 'deep'], 'c', '{"t": 3}');
+SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['pfx', 'u1'])), ARRAY['a', 'c'],
+          'a prefix finds its namespace and those under it, not u10');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -60,8 +60,11 @@ pub enum Condition {
     NullOrEq { col: String, value: Option<String> },
     IsNull { col: String },
     IsNotNull { col: String },
-    /// The text[] column starts with these labels (`t.col[1:n] = labels`).
-    Prefix { col: String, labels: Vec<String> },
+    /// The text[] column starts with these labels (`t.col[1:n] = labels`). With `path` (an
+    /// IMMUTABLE function `schema.fn(text[]) -> text` joining labels, none of which holds a '.',
+    /// each followed by '.'), also `schema.fn(t.col) COLLATE "C" ^@ 'l1.l2.'`: the same rows, in
+    /// a form a btree index on that expression (C collation) serves.
+    Prefix { col: String, labels: Vec<String>, path: Option<(String, String)> },
     /// `t.col IS NULL OR t.col > at` (at None: now()).
     NullOrAfter { col: String, at: Option<String> },
     /// `t.col >= at`.
@@ -189,14 +192,21 @@ fn condition(v: &Value) -> Result<Condition, PlanError> {
         "is_null" => Condition::IsNull { col: name(Some(arg), "column")? },
         "is_not_null" => Condition::IsNotNull { col: name(Some(arg), "column")? },
         "prefix" => {
-            let (c, labels) = pair(arg, op)?;
-            let labels = labels
-                .as_array()
-                .ok_or_else(|| PlanError("retrieval plan: prefix takes [column, labels]".into()))?
-                .iter()
-                .map(|l| text(l, op))
-                .collect::<Result<Vec<_>, _>>()?;
-            Condition::Prefix { col: name(Some(c), "column")?, labels }
+            // [column, labels] or [column, labels, [schema, path function]]
+            let bad = || PlanError("retrieval plan: prefix takes [column, labels] or [column, labels, [schema, function]]".into());
+            let a = arg.as_array().filter(|a| a.len() == 2 || a.len() == 3).ok_or_else(bad)?;
+            let labels = a[1].as_array().ok_or_else(bad)?.iter().map(|l| text(l, op)).collect::<Result<Vec<_>, _>>()?;
+            let path = match a.get(2) {
+                None => None,
+                Some(f) => {
+                    let f = f.as_array().filter(|f| f.len() == 2).ok_or_else(bad)?;
+                    if labels.iter().any(|l| l.contains('.')) {
+                        return Err(PlanError("retrieval plan: a prefix with a path function takes labels without '.'".into()));
+                    }
+                    Some((name(Some(&f[0]), "schema")?, name(Some(&f[1]), "function")?))
+                }
+            };
+            Condition::Prefix { col: name(Some(&a[0]), "column")?, labels, path }
         }
         "null_or_after" => {
             let (c, val) = pair(arg, op)?;

@@ -22,6 +22,13 @@ pub fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
+/// An item namespace as its prefix index holds it (SPEC §16): each label followed by '.'. Labels
+/// hold no '.', so the path of a prefix starts the path of exactly the namespaces under it
+/// (`users.u1.` starts `users.u1.x.`, never `users.u10.`). memory_internal._item_ns_path.
+pub fn namespace_path<'a>(labels: impl IntoIterator<Item = &'a str>) -> String {
+    labels.into_iter().map(|l| format!("{l}.")).collect()
+}
+
 /// A text array's literal (`{"a","b"}`), bound as one text parameter and cast to `text[]`.
 pub fn text_array_literal(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))).collect();
@@ -232,12 +239,24 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             }
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
-            Condition::Prefix { col: c, labels } => {
+            Condition::Prefix { col: c, labels, path } => {
                 let p = b.bind(Some(text_array_literal(labels)));
-                format!(
+                let exact = format!(
                     "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
                     col(c)
-                )
+                );
+                match path {
+                    Some((s, f)) if !labels.is_empty() => {
+                        let q = b.bind(Some(namespace_path(labels.iter().map(String::as_str))));
+                        format!(
+                            "({exact} AND {}.{}({}) COLLATE \"C\" OPERATOR(pg_catalog.^@) {q}::pg_catalog.text)",
+                            quote_ident(s),
+                            quote_ident(f),
+                            col(c)
+                        )
+                    }
+                    _ => exact,
+                }
             }
             Condition::NullOrAfter { col: c, at } => {
                 let at = match at {

@@ -183,6 +183,31 @@ fn items_under_a_namespace_prefix() {
 }
 
 #[test]
+fn a_prefix_with_a_path_function_is_also_an_index_prefix_match() {
+    let with = |labels: Value| {
+        render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]},
+                                                         {"prefix": ["namespace", labels, ["memory_internal", "_item_ns_path"]]}]}))))
+    };
+    let s = with(json!(["users", "u1"]));
+    assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[] AND \
+                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.^@) $3::pg_catalog.text"), "{}", s.sql);
+    assert_eq!(s.params[2], Some("users.u1.".into()), "each label followed by '.', so u1 never matches u10");
+    // No labels: every namespace, no path condition.
+    assert!(!with(json!([])).sql.contains("^@"));
+    // A label with '.' would make the path ambiguous: refused.
+    assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a.b"], ["s", "f"]]}]}))).is_err());
+    assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a"], ["s"]]}]}))).is_err());
+}
+
+#[test]
+fn a_namespace_path_is_each_label_and_a_period() {
+    assert_eq!(super::namespace_path(["users", "u1"]), "users.u1.");
+    assert_eq!(super::namespace_path([]), "");
+    assert!(!super::namespace_path(["users", "u10"]).starts_with(&super::namespace_path(["users", "u1"])));
+    assert!(super::namespace_path(["users", "u1", "x"]).starts_with(&super::namespace_path(["users", "u1"])));
+}
+
+#[test]
 fn unknown_operators_and_bad_values_are_refused() {
     for bad in [json!({"a": {"$regex": "x"}}), json!({"$nor": []}), json!({"a": {"$in": 1}}), json!({"a": {"$exists": 1}}),
                 json!({"a": {"$gt": true}}), json!([1]), json!({"$and": {}}), json!({"": 1}), json!({"a..b": 1})] {

@@ -53,6 +53,44 @@ class SyncTx:
             raise from_psycopg(e) from e
 
 
+    def run(self, org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+        """`stmts` in one transaction, sent as one pipeline (BEGIN, the tenant's SET LOCAL, the
+        statements, COMMIT: one round trip, not one per statement); each one's rows."""
+        try:
+            if isinstance(self.conn, ConnectionPool):
+                with self.conn.connection() as c:
+                    return _run_sync(c, org, stmts)
+            with self.lock:
+                return _run_sync(self.conn, org, stmts)
+        except psycopg.Error as e:
+            raise from_psycopg(e) from e
+
+
+def _run_sync(c: psycopg.Connection[Any], org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    curs = []
+    with c.pipeline(), c.transaction():
+        if (t := tenant_sql(org, None)) is not None:
+            c.execute(*t)
+        for sql, args in stmts:
+            cur = c.cursor(row_factory=dict_row)
+            cur.execute(sql, args)
+            curs.append(cur)
+    return [cur.fetchall() if cur.description else [] for cur in curs]
+
+
+async def _run_async(c: psycopg.AsyncConnection[Any], org: str | None,
+                     stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    curs = []
+    async with c.pipeline(), c.transaction():
+        if (t := tenant_sql(org, None)) is not None:
+            await c.execute(*t)
+        for sql, args in stmts:
+            cur = c.cursor(row_factory=dict_row)
+            await cur.execute(sql, args)
+            curs.append(cur)
+    return [await cur.fetchall() if cur.description else [] for cur in curs]
+
+
 class AsyncTx:
     """The same for an AsyncConnection or AsyncConnectionPool."""
 
@@ -75,5 +113,16 @@ class AsyncTx:
                     if (t := tenant_sql(org, actor)) is not None:
                         await cur.execute(*t)
                     yield cur
+        except psycopg.Error as e:
+            raise from_psycopg(e) from e
+
+    async def run(self, org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+        """SyncTx.run for an AsyncConnection or AsyncConnectionPool."""
+        try:
+            if isinstance(self.conn, AsyncConnectionPool):
+                async with self.conn.connection() as c:
+                    return await _run_async(c, org, stmts)
+            async with self.lock:
+                return await _run_async(self.conn, org, stmts)
         except psycopg.Error as e:
             raise from_psycopg(e) from e

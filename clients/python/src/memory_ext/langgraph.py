@@ -1,7 +1,8 @@
 """LangGraph stores over memory_ext's items (SPEC §16): `MemoryStore` (sync) and
 `AsyncMemoryStore` (async) are `BaseStore`s whose every op is one call of memory.get, memory.put,
-memory.delete, memory.search or memory.list_namespaces, a batch in one transaction and one round
-trip (psycopg's pipeline), acting for one org set with SET LOCAL. Items are memories: classified,
+memory.delete, memory.search or memory.list_namespaces, a batch in one transaction sent as one
+pipeline (BEGIN, SET LOCAL, the calls, COMMIT: one round trip; a batch of more than READS_PER_TX
+reads in several), acting for one org set with SET LOCAL. Items are memories: classified,
 stamped, audited, held, forgotten and erased by the database; this module holds no rule of its own.
 
 Where it differs from LangGraph's PostgresStore: scores are hybrid relevance × weight (memory.search);
@@ -17,12 +18,18 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 import psycopg
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from langgraph.store.base.batch import AsyncBatchedBaseStore
 from langgraph.store.base import (BaseStore, GetOp, IndexConfig, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp,
                                   TTLConfig, ensure_embeddings, get_text_at_path, tokenize_path)
+
+try:  # langgraph >= 1.1: what LangGraph's own stores check of every op's labels
+    from langgraph.store.base import validate_op_namespace
+except ImportError:  # pragma: no cover (older langgraph: the SQL's 22023 answers instead)
+    def validate_op_namespace(op: Op) -> None:
+        return None
 
 from ._tx import AsyncConn, AsyncTx, SyncConn, SyncTx
 from .errors import MemoryError
@@ -40,6 +47,32 @@ LIST = "SELECT ns FROM memory.list_namespaces(%s, %s::text[], %s::text[], %s, %s
 VERSION = "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'memory_ext'"
 
 
+# Reads (get, search, list_namespaces) per transaction: each audited read holds one of the
+# database's 256 read-event places until its transaction ends (53000 past them), so a large batch
+# (LangGraph's async stores gather every concurrent call into one) is sent as several transactions.
+READS_PER_TX = 16
+
+
+def _chunks(ops: list[Op], stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[str, tuple[Any, ...]]]]:
+    """`stmts` (one per op) cut into runs of at most READS_PER_TX reads, in order."""
+    out: list[list[tuple[str, tuple[Any, ...]]]] = [[]]
+    reads = 0
+    for op, st in zip(ops, stmts):
+        if not isinstance(op, PutOp):
+            if reads == READS_PER_TX:
+                out.append([])
+                reads = 0
+            reads += 1
+        out[-1].append(st)
+    return out
+
+
+def _tokenized(field: str) -> tuple[str, str | list[str]]:
+    """A LangGraph index field and what get_text_at_path takes for it: "$" (the whole value, as
+    LangGraph's stores embed it) stays "$" (tokenized, it would find nothing)."""
+    return field, "$" if field == "$" else tokenize_path(field)
+
+
 def _json_path(field: str) -> str:
     """A LangGraph index field ("text", "a.b", "tags[*]", "$") as memory.put's JSON path."""
     return field if field.startswith("$") else "$." + field
@@ -51,6 +84,10 @@ class _Prepared:
 
     def __init__(self, store: "_Base", ops: Sequence[Op]) -> None:
         self.store, self.ops = store, list(ops)
+        # Labels are checked before anything is sent (InvalidNamespaceError, as LangGraph's stores):
+        # a bad op fails its batch with nothing written.
+        for op in self.ops:
+            validate_op_namespace(op)
         self.texts: list[str] = []
         self.queries: list[str] = []
         self.slot: dict[int, tuple[str, int]] = {}
@@ -95,10 +132,10 @@ class _Base:
         if self.index_config:
             self.embeddings = ensure_embeddings(self.index_config.get("embed"))
             self.fields = list(self.index_config.get("fields") or ["$"])
-        self._tokenized = [(f, tokenize_path(f)) for f in self.fields]
+        self._tokenized = [_tokenized(f) for f in self.fields]
 
     def index_text(self, op: PutOp) -> str:
-        paths = self._tokenized if op.index is None else [(f, tokenize_path(f)) for f in op.index]
+        paths = self._tokenized if op.index is None else [_tokenized(f) for f in op.index]
         texts: list[str] = []
         for _, tok in paths:
             texts.extend(t for t in get_text_at_path(op.value, tok) if t)
@@ -212,15 +249,7 @@ class MemoryStore(_Base, BaseStore):
         docs = self.embeddings.embed_documents(prep.texts) if (self.embeddings is not None and prep.texts) else []
         queries = [self.embeddings.embed_query(q) for q in prep.queries] if self.embeddings is not None else []
         stmts = prep.statements(docs, queries)
-        with self._tx.cursor(self.org) as cur:
-            conn = cur.connection
-            curs = []
-            with conn.pipeline():
-                for sql, args in stmts:
-                    c = conn.cursor(row_factory=dict_row)
-                    c.execute(sql, args)
-                    curs.append(c)
-            rows = [c.fetchall() if c.description else [] for c in curs]
+        rows = [r for chunk in _chunks(prep.ops, stmts) for r in self._tx.run(self.org, chunk)]
         return [self.result(op, r) for op, r in zip(prep.ops, rows)]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -262,14 +291,17 @@ class MemoryStore(_Base, BaseStore):
         return stopped
 
 
-class AsyncMemoryStore(_Base, BaseStore):
-    """MemoryStore for an AsyncConnection or AsyncConnectionPool."""
+class AsyncMemoryStore(_Base, AsyncBatchedBaseStore):
+    """MemoryStore for an AsyncConnection or AsyncConnectionPool. As LangGraph's async stores,
+    concurrent calls (aget, aput, asearch, ...) are queued and run together, one abatch (one
+    transaction) at a time: an error fails the calls batched with it."""
 
     def __init__(self, conn: AsyncConn, *, org: str, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  user_label: int | None = None) -> None:
         _Base.__init__(self, org=org, index=index, ttl=ttl, user_label=user_label)
+        AsyncBatchedBaseStore.__init__(self)
         self._tx = AsyncTx(conn)
-        self.loop = asyncio.get_running_loop()
+        self.loop = self._loop
         self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
@@ -299,15 +331,9 @@ class AsyncMemoryStore(_Base, BaseStore):
         docs = await self.embeddings.aembed_documents(prep.texts) if (self.embeddings is not None and prep.texts) else []
         queries = [await self.embeddings.aembed_query(q) for q in prep.queries] if self.embeddings is not None else []
         stmts = prep.statements(docs, queries)
-        async with self._tx.cursor(self.org) as cur:
-            conn = cur.connection
-            curs = []
-            async with conn.pipeline():
-                for sql, args in stmts:
-                    c = conn.cursor(row_factory=dict_row)
-                    await c.execute(sql, args)
-                    curs.append(c)
-            rows = [await c.fetchall() if c.description else [] for c in curs]
+        rows = []
+        for chunk in _chunks(prep.ops, stmts):
+            rows.extend(await self._tx.run(self.org, chunk))
         return [self.result(op, r) for op, r in zip(prep.ops, rows)]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
