@@ -81,7 +81,7 @@ BEGIN
                 HINT = 'Pass the memory''s embedding as real[], or NULL.';
         END IF;
         SELECT s.dimensions INTO dims FROM memory.ann_settings s;
-        PERFORM memory_internal._query_vector_check(embedding, dims);
+        PERFORM memory_internal._query_vector(embedding, dims);
     END IF;
 END $$;
 

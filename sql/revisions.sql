@@ -76,20 +76,35 @@ DECLARE
     since  timestamptz;
     actor  text := memory_internal._revision_actor();
     reason text := nullif(pg_catalog.current_setting('memory.change_reason', true), '');
+    -- A tier raised while the text stays (reclassify, a near merge): the same text must not stay
+    -- readable below it, so the version kept now and every earlier one are kept at least at the
+    -- new tier. A changed text keeps the tier it had.
+    tier   memory.classification := CASE WHEN OLD.content IS NOT DISTINCT FROM NEW.content AND OLD.value IS NOT DISTINCT FROM NEW.value
+                                         THEN greatest(OLD.classification, NEW.classification) ELSE OLD.classification END;
 BEGIN
     IF TG_RELID OPERATOR(pg_catalog.=) 'memory.observations'::regclass THEN
+        IF tier OPERATOR(pg_catalog.>) OLD.classification THEN
+            UPDATE memory.revisions r SET classification = tier
+             WHERE r.org_id OPERATOR(pg_catalog.=) OLD.org_id AND r.memory_id OPERATOR(pg_catalog.=) OLD.id
+               AND r.classification OPERATOR(pg_catalog.<) tier;
+        END IF;
         SELECT max(r.rev), max(r.valid_to) INTO n, since FROM memory.revisions r
          WHERE r.org_id OPERATOR(pg_catalog.=) OLD.org_id AND r.memory_id OPERATOR(pg_catalog.=) OLD.id;
         INSERT INTO memory.revisions (org_id, memory_id, rev, content, value, metadata, classification, valid_from, valid_to, actor, reason)
-        VALUES (OLD.org_id, OLD.id, coalesce(n, 0) OPERATOR(pg_catalog.+) 1, OLD.content, OLD.value, OLD.metadata, OLD.classification,
+        VALUES (OLD.org_id, OLD.id, coalesce(n, 0) OPERATOR(pg_catalog.+) 1, OLD.content, OLD.value, OLD.metadata, tier,
                 least(coalesce(since, OLD.created_at), pg_catalog.now()), pg_catalog.now(), actor, reason);
     ELSE
         rel := memory_internal._local_relation('memory.revisions', OLD.org_id);
+        IF tier OPERATOR(pg_catalog.>) OLD.classification THEN
+            EXECUTE pg_catalog.format('UPDATE %s r SET classification = $3 WHERE r.org_id OPERATOR(pg_catalog.=) $1 AND r.memory_id OPERATOR(pg_catalog.=) $2
+                                          AND r.classification OPERATOR(pg_catalog.<) $3', rel)
+              USING OLD.org_id, OLD.id, tier;
+        END IF;
         EXECUTE pg_catalog.format('SELECT max(r.rev), max(r.valid_to) FROM %s r WHERE r.org_id OPERATOR(pg_catalog.=) $1 AND r.memory_id OPERATOR(pg_catalog.=) $2', rel)
            INTO n, since USING OLD.org_id, OLD.id;
         EXECUTE pg_catalog.format('INSERT INTO %s (org_id, memory_id, rev, content, value, metadata, classification, valid_from, valid_to, actor, reason)
                                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now(), $9, $10)', rel)
-          USING OLD.org_id, OLD.id, coalesce(n, 0) OPERATOR(pg_catalog.+) 1, OLD.content, OLD.value, OLD.metadata, OLD.classification,
+          USING OLD.org_id, OLD.id, coalesce(n, 0) OPERATOR(pg_catalog.+) 1, OLD.content, OLD.value, OLD.metadata, tier,
                 least(coalesce(since, OLD.created_at), pg_catalog.now()), actor, reason;
     END IF;
     RETURN NULL;
@@ -134,6 +149,14 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT memory_internal._may_act_for(org) THEN
+        RETURN;
+    END IF;
+    -- Nothing about a memory above the caller's clearance (its existence included).
+    IF NOT EXISTS (SELECT 1 FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) _revision_head.memory_id
+                      AND o.classification OPERATOR(pg_catalog.<=) memory_internal._clearance(org)::memory.classification
+                   UNION ALL
+                   SELECT 1 FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) _revision_head.memory_id
+                      AND a.classification OPERATOR(pg_catalog.<=) memory_internal._clearance(org)::memory.classification) THEN
         RETURN;
     END IF;
     SELECT max(r.rev), max(r.valid_to) INTO rev, valid_to FROM memory.revisions r

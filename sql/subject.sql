@@ -1114,6 +1114,7 @@ BEGIN
                     WHERE x OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$');
     FOR tb IN SELECT v.tbl, v.col FROM (VALUES ('memory.observations', 'id'), ('memory.observations_archive', 'id'),
                                                ('memory.observation_weight_history', 'observation_id'),
+                                               ('memory.revisions', 'memory_id'),
                                                ('memory.claims', 'id'), ('memory.entities', 'id')) v(tbl, col)
                WHERE pg_catalog.to_regclass(v.tbl) IS NOT NULL LOOP
         scanned := scanned OPERATOR(pg_catalog.+) 1;

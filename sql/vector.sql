@@ -221,8 +221,8 @@ SELECT pg_catalog.pg_extension_config_dump('memory.ann_settings', '');
 -- What waits for an embedding (memory.embedding_backlog): per org the caller may act for, chosen
 -- as memory.health chooses them, the live observations and items whose embedding is NULL (a
 -- memory stored while the embedder failed or timed out), oldest first. Ids and times only, never
--- content. SECURITY DEFINER (it reads past row-level security and clearance, as memory.health
--- counts); each org is an index scan of observations_no_embedding. No rows while embeddings are
+-- content, and only rows within the caller's clearance in their org. SECURITY DEFINER (it reads
+-- past row-level security, as memory.health counts); each org is an index scan of observations_no_embedding. No rows while embeddings are
 -- not enabled (nothing can wait for one). Not granted to PUBLIC (memory_admin, through the view).
 CREATE FUNCTION memory_internal._embedding_backlog_for_caller()
 RETURNS TABLE (org_id text, id uuid, namespace text[], key text, classification memory.classification, created_at timestamptz)
@@ -245,7 +245,10 @@ BEGIN
     RETURN QUERY EXECUTE $q$
         SELECT x.org_id, x.id, x.namespace, x.key, x.classification, x.created_at
           FROM memory.observations x
-         WHERE x.embedding IS NULL AND x.soft_deleted_at IS NULL
+         WHERE x.embedding IS NULL AND x.soft_deleted_at IS NULL AND x.superseded_at IS NULL
+           AND (x.expires_at IS NULL OR x.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+           -- within the caller's clearance in the row's org (a label of a row above it is not shown)
+           AND x.classification OPERATOR(pg_catalog.<=) memory_internal._clearance(x.org_id)::memory.classification
            AND ($1::pg_catalog.text[] IS NULL OR x.org_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]))
          ORDER BY x.org_id, x.created_at, x.id $q$
     USING orgs;

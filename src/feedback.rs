@@ -239,7 +239,8 @@ fn apply(session: &str, outcome: Outcome, ids: &[pgrx::Uuid]) -> Result<Vec<Outc
 }
 
 /// The rows the ids name, locked, source by source: the first source holding an id wins, and
-/// an id several of the caller's orgs hold is the acting org's.
+/// with `memory.org_id` set only that org's rows (ids of the role's other orgs are not found);
+/// without it, an id several of the caller's orgs hold is the acting org's.
 fn resolve(client: &mut SpiClient, srcs: &[Source], ids: &[pgrx::Uuid]) -> Result<HashMap<[u8; 16], Target>, MxError> {
     let mut unique: Vec<pgrx::Uuid> = Vec::with_capacity(ids.len());
     let mut seen = HashSet::new();
@@ -278,7 +279,9 @@ fn resolve(client: &mut SpiClient, srcs: &[Source], ids: &[pgrx::Uuid]) -> Resul
             Some(all) => {
                 let mut mine = BTreeSet::new();
                 for o in all {
-                    if crate::trust::may_act_for(Some(&o))? {
+                    // With memory.org_id set (a pool's tenant, memory-mcp's token org), only that
+                    // org's rows: another org the login role may also act for is not this call's.
+                    if acting.as_deref().is_none_or(|a| a == o) && crate::trust::may_act_for(Some(&o))? {
                         mine.insert(o);
                     }
                 }
@@ -309,6 +312,13 @@ fn resolve(client: &mut SpiClient, srcs: &[Source], ids: &[pgrx::Uuid]) -> Resul
             // A row of an org the caller may not act for is not there for it.
             if !crate::trust::may_act_for(org.as_deref())? {
                 continue;
+            }
+            // With memory.org_id set, only that org's rows (a row of a table without an org
+            // column has none to compare).
+            if let (Some(a), Some(o)) = (acting.as_deref(), org.as_deref()) {
+                if a != o {
+                    continue;
+                }
             }
             // An id several of the caller's orgs hold is the acting org's (memory.org_id)
             // when that org holds it, and otherwise the greatest org's: rows come in org

@@ -44,3 +44,22 @@ def test_recall_is_tenant_scoped_and_weighted(conn):
         conn.execute("SELECT * FROM memory.record_outcome(%s, 'rejected', %s)", (s, [bad]))
     ids = [r[0] for r in conn.execute("SELECT id FROM memory.recall('acme', 'payments backoff', 10)")]
     assert ids == [good, bad]
+
+
+def test_record_outcome_with_an_acting_org_touches_that_org_only(dsn, conn):
+    """A role bound to two orgs (memory-mcp's per-token org, a pool shared by tenants) acting for
+    acme: a globex id is not_found and its weight untouched, as forget does."""
+    from conftest import connect, ensure_role
+    conn.execute("SELECT memory.setup_roles()")
+    ensure_role(conn, "fb_two_orgs", "memory_writer")
+    conn.execute("SELECT memory.grant_org('fb_two_orgs', 'acme'), memory.grant_org('fb_two_orgs', 'globex')")
+    a = _obs(conn, "acme", "acme's note on retries")
+    g = _obs(conn, "globex", "globex's note on retries")
+    with connect(dsn, "fb_two_orgs", org="acme") as c:
+        rows = c.execute("SELECT observation_id, applied, reason FROM memory.record_outcome('s-two', 'rejected', %s)",
+                         ([a, g],)).fetchall()
+    assert rows == [(a, True, "applied"), (g, False, "not_found")]
+    assert conn.execute("SELECT weight FROM memory.observations WHERE id = %s", (g,)).fetchone()[0] == pytest.approx(1.0)
+    with connect(dsn, "fb_two_orgs") as c:   # no acting org: every org the role may act for
+        rows = c.execute("SELECT applied FROM memory.record_outcome('s-two-b', 'rejected', %s)", ([g],)).fetchall()
+    assert rows == [(True,)]

@@ -101,7 +101,12 @@ def fill(c, clock):
     c.execute("UPDATE memory.drift_thresholds SET value = 21 WHERE name = 'grade_reversal_days'")
     c.execute("SELECT memory.revoke_consent('acme', 'u1', '{training_use_allowed}')")
     c.execute("SELECT memory.grant_consent('acme', 'gone', '{create_task}')")
-    c.execute("SELECT memory.erase_subject('gone')")  # leaves a deletion stub
+    c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'gone', 'a note of the subject who leaves')")
+    c.execute("SELECT memory.erase_subject('gone')")  # leaves a deletion stub and an erasure receipt's ids
+    # A correction (memory over time, 0.4.0): the version it replaced is kept in memory.revisions.
+    c.execute("SET memory.change_reason = 'renamed'")
+    c.execute("UPDATE memory.observations SET content = 'docs index, renamed' WHERE id = 'a0000000-0000-0000-0000-000000000002'")
+    c.execute("RESET memory.change_reason")
     c.execute("SELECT memory.audit_rotate_key()")
     c.execute("SELECT memory.audit_append('app.event', '{\"n\": 1}', 'acme')")
     # Embeddings (pgvector, optional): the settings row, and a memory and a claim with theirs.

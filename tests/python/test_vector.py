@@ -349,3 +349,20 @@ def test_query_embedding_of_every_type_is_one_answer(vapp, conn):
                 w.execute("SELECT memory.put('acme', ARRAY['n'], 'c', '{\"x\": 2}', embedding => " + f + ")", () if a is None else (a,))
             assert ex.value.sqlstate == "22023", (f, a)
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'c'").fetchone() == (0,)
+
+
+def test_embedding_backlog_shows_nothing_above_the_admins_clearance(vapp, conn):
+    """memory.embedding_backlog lists labels (namespace, key): an admin cleared to internal sees
+    the internal memory that waits, not the restricted item."""
+    _platform_embeddings(vapp, conn, 3)
+    ensure_role(conn, "backlog_low", "memory_admin")
+    conn.execute("SELECT memory.grant_org('backlog_low', 'acme', 'internal')")
+    conn.execute("INSERT INTO memory.observations (org_id, content, classification) VALUES ('acme', 'waits, internal', 'internal')")
+    conn.execute("SELECT memory.put('acme', ARRAY['users', 'alice'], 'ssn', '{\"note\": \"x\"}')")
+    conn.execute("UPDATE memory.observations SET classification = 'restricted' WHERE key = 'ssn'")
+    with connect(vapp, "backlog_low") as a:
+        seen = a.execute("SELECT classification::text, key FROM memory.embedding_backlog WHERE org_id = 'acme'").fetchall()
+    assert seen == [("internal", None)], seen
+    with connect(vapp, ADMIN) as a:   # cleared to every tier: the restricted item waits too
+        keys = a.execute("SELECT key FROM memory.embedding_backlog WHERE org_id = 'acme' AND key IS NOT NULL").fetchall()
+    assert keys == [("ssn",)]

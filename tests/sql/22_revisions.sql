@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(61);
+SELECT plan(66);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -135,6 +135,32 @@ SELECT is((SELECT classification::text FROM memory.recall('acme', 'pricing plan'
           'and recalls it as of then with the tier it had');
 
 -- ------------------------------------------------------------------------------------------------
+-- A tier raised while the text stays (reclassify up): the kept versions rise with it, so the same
+-- text is not readable below the new tier through revisions, history or as_of.
+SET ROLE rv_writer;
+INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Acquisition target shortlist for next year');
+UPDATE memory.observations SET content = 'Acquisition target shortlist for next year, revised'
+ WHERE content = 'Acquisition target shortlist for next year';
+RESET ROLE;
+INSERT INTO ids SELECT 'deal', id FROM memory.observations WHERE content LIKE 'Acquisition target shortlist%';
+UPDATE memory.revisions SET valid_from = '2026-01-01 00:00+00', valid_to = '2026-03-01 00:00+00'
+ WHERE memory_id = (SELECT id FROM ids WHERE name = 'deal');
+UPDATE memory.observations SET created_at = '2026-01-01 00:00+00' WHERE id = (SELECT id FROM ids WHERE name = 'deal');
+SET ROLE rv_admin;
+SELECT memory.reclassify((SELECT id FROM ids WHERE name = 'deal'), 'restricted', 'M&A');
+SET ROLE rv_internal;
+SELECT is((SELECT count(*) FROM memory.revisions WHERE memory_id = (SELECT id FROM ids WHERE name = 'deal')), 0::bigint,
+          'a tier raised without a new text: no version is left below it in memory.revisions');
+SELECT is((SELECT count(*) FROM memory.history((SELECT id FROM ids WHERE name = 'deal'))), 0::bigint, 'nor in history');
+SELECT is((SELECT count(*) FROM memory.recall('acme', 'acquisition shortlist', as_of => '2026-02-01 00:00+00')), 0::bigint,
+          'nor as of a time before the raise');
+SELECT is((SELECT count(*) FROM memory_internal._revision_head('acme', (SELECT id FROM ids WHERE name = 'deal'))
+            WHERE rev IS NOT NULL), 0::bigint, '_revision_head tells nothing of a memory above the caller''s clearance');
+RESET ROLE;
+SELECT is((SELECT array_agg(classification::text ORDER BY rev) FROM memory.revisions WHERE memory_id = (SELECT id FROM ids WHERE name = 'deal')),
+          ARRAY['restricted', 'restricted'], 'both kept versions are restricted now');
+
+-- ------------------------------------------------------------------------------------------------
 -- Supersession.
 SET ROLE rv_writer;
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'x', '  ') $$, '22023', NULL, 'a blank reason: 22023');
@@ -142,7 +168,7 @@ SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pr
 SELECT throws_ok($$ SELECT memory.supersede(NULL, 'x', 'r') $$, '22023', NULL, 'NULL old_id: 22023');
 SELECT throws_ok($$ SELECT memory.supersede(gen_random_uuid(), 'x', 'r') $$, 'P0002', NULL, 'an unknown memory: P0002');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM memory.observations WHERE org_id = 'acme'), 3::bigint, 'nothing written by the refused calls');
+SELECT is((SELECT count(*) FROM memory.observations WHERE org_id = 'acme'), 4::bigint, 'nothing written by the refused calls (the four memories above)');
 SET ROLE rv_globex;
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'hijack', 'r') $$, 'P0002', NULL,
                  'another org''s memory: P0002');
