@@ -17,11 +17,12 @@ use tokio::sync::RwLock;
 pub const READ: &str = "memory:read";
 pub const WRITE: &str = "memory:write";
 
-/// The scope a tool needs.
+/// The scope a tool needs: the reading tools of SPEC §19 need `memory:read`, every other name
+/// `memory:write` (closed by default: a tool added later and not listed here is a writer).
 pub fn scope_of(tool: &str) -> &'static str {
     match tool {
-        "remember" | "forget" | "put" | "delete" | "record_outcome" => WRITE,
-        _ => READ,
+        "recall" | "retrieve" | "claim_chain" | "search" | "get" | "history" | "context" => READ,
+        _ => WRITE,
     }
 }
 
@@ -231,8 +232,11 @@ mod tests {
         for t in ["put", "delete", "record_outcome"] {
             assert_eq!(scope_of(t), WRITE);
         }
-        for t in ["recall", "retrieve", "claim_chain", "search", "get"] {
+        for t in ["recall", "retrieve", "claim_chain", "search", "get", "history", "context"] {
             assert_eq!(scope_of(t), READ);
+        }
+        for t in ["supersede", "a_tool_added_later", ""] {
+            assert_eq!(scope_of(t), WRITE, "a name not listed as a reader needs memory:write");
         }
     }
 

@@ -41,12 +41,14 @@ impl Embedder {
         if let Some(k) = &self.key {
             req = req.bearer_auth(k);
         }
-        let resp = req.send().await.map_err(|e| if e.is_timeout() { "the embedder timed out".to_string() } else { format!("the embedder is unreachable: {}", crate::causes(&e)) })?;
+        // Errors are told to MCP clients (`embedding_error`, `fallback`): without the URL, which may
+        // name internal hosts or carry a key in its query.
+        let resp = req.send().await.map_err(|e| if e.is_timeout() { "the embedder timed out".to_string() } else { format!("the embedder is unreachable: {}", crate::causes(&e.without_url())) })?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("the embedder answered HTTP {}", status.as_u16()));
         }
-        let body = resp.bytes().await.map_err(|e| if e.is_timeout() { "the embedder timed out".to_string() } else { format!("the embedder's answer was cut: {e}") })?;
+        let body = resp.bytes().await.map_err(|e| if e.is_timeout() { "the embedder timed out".to_string() } else { format!("the embedder's answer was cut: {}", e.without_url()) })?;
         parse_embedding(&body)
     }
 

@@ -913,7 +913,8 @@ def fake_vector(text, dims=DIMS):
 
 class Embedder:
     """A local OpenAI-compatible embeddings endpoint: mode "ok" (deterministic vectors of `dims`),
-    "fail" (HTTP 500) or "slow" (answers after 3 s, past the server's timeout). Records each
+    "fail" (HTTP 500), "drop" (closes the connection unanswered) or "slow" (answers after 3 s,
+    past the server's timeout). Records each
     request's Authorization header and model."""
 
     def __init__(self, dims=DIMS):
@@ -927,6 +928,10 @@ class Embedder:
                 if this.mode == "fail":
                     self.send_response(500)
                     self.end_headers()
+                    return
+                if this.mode == "drop":  # the connection closes with no answer: a transport error
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if this.mode == "slow":
                     time.sleep(3)
@@ -1022,12 +1027,17 @@ def test_embedder_down_or_slow_never_loses_a_memory(binary, app, conn, issuer, e
                 embedder.mode = "fail"
                 got = await answer(s, "search", query="espresso")
                 assert got["search"] == "lexical" and "HTTP 500" in got["fallback"] and [i["key"] for i in got["items"]] == ["drink"]
+                embedder.mode = "drop"
+                dropped = await answer(s, "remember", content="Bob drinks green tea")
+                assert dropped["embedded"] is False and "unreachable" in dropped["embedding_error"], dropped
+                assert "127.0.0.1" not in dropped["embedding_error"] and "/v1/embeddings" not in dropped["embedding_error"], \
+                    "the embedder's URL is not told to MCP clients"
                 embedder.mode = "ok"
                 got = await answer(s, "recall", query="oolong tea")
                 assert got["search"] == "hybrid" and "fallback" not in got
 
         run(go())
-    assert conn.execute("SELECT count(*) FROM memory.observations WHERE embedding IS NULL").fetchone() == (2,)
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE embedding IS NULL").fetchone() == (3,)
     with connect(app, READER) as r:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             r.execute("SELECT * FROM memory.embedding_backlog")
