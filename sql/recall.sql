@@ -314,6 +314,13 @@ BEGIN
     -- Input first: nothing is read or written for a call that is refused.
     PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
     PERFORM memory_internal._check_as_of('memory.recall', as_of);
+    -- A point-in-time read swaps in each memory's content, words and tier of then; its metadata
+    -- filter and its vector would still read today's row (a reader could probe a version above its
+    -- clearance), so they are refused with as_of until the engine reads those of then too.
+    IF as_of IS NOT NULL AND tbl IS NULL AND (query_embedding IS NOT NULL OR coalesce(filters ? 'metadata', false)) THEN
+        RAISE EXCEPTION 'memory.recall: as_of cannot be combined with a metadata filter or a query_embedding yet' USING ERRCODE = '0A000',
+            HINT = 'Recall as of a time by its words (and the other filters); drop the metadata filter and query_embedding.';
+    END IF;
     f := memory_internal._recall_filters(filters);
     -- Definer: the org is checked against the calling role here.
     PERFORM memory_internal._require_org(recall.org_id);
@@ -502,6 +509,11 @@ DECLARE
 BEGIN
     PERFORM memory_internal._check_read_args('memory.search', org, k);
     PERFORM memory_internal._check_as_of('memory.search', as_of);
+    -- As in memory.recall: a filter or a vector would read today's value, not the value of then.
+    IF as_of IS NOT NULL AND (query_embedding IS NOT NULL OR filter IS NOT NULL) THEN
+        RAISE EXCEPTION 'memory.search: as_of cannot be combined with a filter or a query_embedding yet' USING ERRCODE = '0A000',
+            HINT = 'Search as of a time by the query''s words; drop the filter and query_embedding.';
+    END IF;
     IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 OR search."offset" OPERATOR(pg_catalog.>) 1000000 THEN
         RAISE EXCEPTION 'memory.search: offset must be between 0 and 1000000, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
             HINT = 'Pass the number of items to skip.';

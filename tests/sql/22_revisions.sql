@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(66);
+SELECT plan(69);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -159,6 +159,16 @@ SELECT is((SELECT count(*) FROM memory_internal._revision_head('acme', (SELECT i
 RESET ROLE;
 SELECT is((SELECT array_agg(classification::text ORDER BY rev) FROM memory.revisions WHERE memory_id = (SELECT id FROM ids WHERE name = 'deal')),
           ARRAY['restricted', 'restricted'], 'both kept versions are restricted now');
+
+-- as_of reads content, words and tier of then; a filter or a vector would read today's row: refused.
+SET ROLE rv_internal;
+SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'acquisition', filters => '{"metadata": {"x": 1}}', as_of => '2026-02-01 00:00+00') $$,
+                 '0A000', NULL, 'recall: as_of with a metadata filter is 0A000');
+SELECT throws_ok($$ SELECT * FROM memory.search('acme', ARRAY['hr'], filter => '{"salary": {"$gt": 1}}', as_of => '2026-02-01 00:00+00') $$,
+                 '0A000', NULL, 'search: as_of with a filter is 0A000');
+SELECT throws_ok($$ SELECT * FROM memory.search('acme', ARRAY['hr'], query_embedding => '{1,0,0}', as_of => '2026-02-01 00:00+00') $$,
+                 '0A000', NULL, 'search: as_of with a query_embedding is 0A000');
+RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------
 -- Supersession.
