@@ -213,7 +213,8 @@ BEGIN
 END $$;
 
 CREATE FUNCTION memory.put(org_id text, namespace text[], key text, value jsonb, index text[] DEFAULT NULL,
-                           ttl interval DEFAULT NULL, embedding anycompatible DEFAULT NULL, user_id text DEFAULT NULL)
+                           ttl interval DEFAULT NULL, embedding anycompatible DEFAULT NULL, user_id text DEFAULT NULL,
+                           derived_from uuid[] DEFAULT NULL)
 RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
@@ -248,11 +249,12 @@ BEGIN
     -- triggers classify (a changed value never lowers the tier), stamp and audit (memory.store on
     -- create, memory.update when the content changes); expires_at NULL on change lets the
     -- stamps be computed again for the tier, then the ttl shortens them below.
-    INSERT INTO memory.observations AS o (org_id, user_id, namespace, key, value, content, search_tsv, ttl, updated_at)
+    INSERT INTO memory.observations AS o (org_id, user_id, namespace, key, value, content, search_tsv, ttl, updated_at, derived_from)
     VALUES (org, put.user_id, put.namespace, put.key, put.value, txt,
-            memory_internal._item_tsv(put.value, put.index), put.ttl, pg_catalog.now())
+            memory_internal._item_tsv(put.value, put.index), put.ttl, pg_catalog.now(), put.derived_from)
     ON CONFLICT (org_id, namespace, key) WHERE key IS NOT NULL DO UPDATE
        SET value = excluded.value, content = excluded.content, search_tsv = excluded.search_tsv, ttl = excluded.ttl,
+           derived_from = excluded.derived_from,
            updated_at = excluded.updated_at, user_id = coalesce(excluded.user_id, o.user_id), expires_at = NULL
      -- A live item above the caller's clearance is not its to replace, as it is not its to read
      -- (memory.get) or delete (memory.delete): decided on the locked row, so no concurrent put
@@ -279,8 +281,8 @@ BEGIN
     END IF;
     RETURN rid;
 END $$;
-COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text) IS
-  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). Returns the item''s id.';
+COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text, uuid[]) IS
+  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). derived_from: the memories the value was made from (SPEC §18; a put replaces the item''s sources). Returns the item''s id.';
 
 -- Re-stamp an item's expiry from now: the policy's stamps, shortened by its ttl.
 CREATE FUNCTION memory_internal._item_refresh(org text, rid uuid, item_ttl interval)

@@ -122,7 +122,7 @@ END $$;
 -- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
 CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
                                 memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
-                                embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL)
+                                embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -130,8 +130,7 @@ DECLARE
     org   text := $1;
     mode  text;
     near  float8;
-    h     text;
-    tier  memory.classification;
+    h     text;  tier  memory.classification;
     got   memory.classification;
     rid   uuid;
     sim   float8;
@@ -168,8 +167,9 @@ BEGIN
            AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
          ORDER BY o.created_at, o.id LIMIT 1;
         IF rid IS NOT NULL THEN
-            UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
+            UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1,
+                   derived_from = memory_internal._lineage_union(o.id, o.derived_from, remember.derived_from)
+             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid RETURNING o.classification INTO got;
             RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
         END IF;
         -- Near: the most similar live memory by embedding or text.
@@ -183,6 +183,7 @@ BEGIN
                 UPDATE memory.observations o
                    SET metadata = o.metadata OPERATOR(pg_catalog.||) remember.metadata,
                        classification = greatest(o.classification, got),
+                       derived_from = memory_internal._lineage_union(o.id, o.derived_from, remember.derived_from),
                        last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
                  WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid
                 RETURNING o.classification INTO got;
@@ -194,9 +195,9 @@ BEGIN
             rid := NULL;
         END IF;
     END IF;
-    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at)
+    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
     VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
-            remember.namespace, h, pg_catalog.now())
+            remember.namespace, h, pg_catalog.now(), remember.derived_from)
     RETURNING o.id, o.classification INTO rid, got;
     IF remember.embedding IS NOT NULL THEN
         EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3', vs)
@@ -204,8 +205,8 @@ BEGIN
     END IF;
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);
 END $$;
-COMMENT ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) IS
-  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
+COMMENT ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) IS
+  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate or merge adds them to the kept memory''s). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
 
 -- The schema of pg_trgm when it is installed (NULL otherwise).
 CREATE FUNCTION memory_internal._trgm_schema()

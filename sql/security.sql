@@ -348,19 +348,21 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.get(text, text[], text, boolean), memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz),
                               memory.list_namespaces(text, text[], text[], int, int, int)
         TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text),
+    GRANT EXECUTE ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text, uuid[]),
                               memory.delete(text, text[], text), memory.purge_expired(text)
         TO memory_writer;
     -- Memory over time (docs/reference.md#memory-over-time): readers read the revisions of their
     -- orgs within their clearance (memory.history); writers supersede.
     GRANT SELECT ON memory.revisions TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.history(uuid), memory_internal._revision_head(text, uuid) TO memory_reader;
+    -- Lineage (docs/reference.md#lineage): readers read where a memory came from, within their clearance.
+    GRANT EXECUTE ON FUNCTION memory.lineage(uuid, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb) TO memory_writer;
     -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
     GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
                               memory_internal._context_pack(text, int, float8, float8)
         TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[]) TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) TO memory_writer;
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;

@@ -58,6 +58,8 @@ DECLARE
     id_col  text;
     rv      jsonb;
     receipts jsonb := '[]';
+    lin     jsonb;
+    derived jsonb := '[]';
 BEGIN
     IF memory_internal._blank(subject) THEN
         RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
@@ -100,6 +102,15 @@ BEGIN
         n := n + 1;
     END LOOP;
     counts := counts || jsonb_build_object('archive', n);
+    -- Lineage (SPEC §18): the memories made from the subject's go with them, whoever's they are,
+    -- unless held (counted in held); the receipts name them.
+    FOR id_org, rv IN SELECT u.o, jsonb_agg(DISTINCT u.i) FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o ORDER BY u.o COLLATE "C" LOOP
+        lin := memory_internal._erase_derived(id_org, ARRAY(SELECT x::uuid FROM jsonb_array_elements_text(rv) x), 'restricted');
+        gone := gone || ARRAY(SELECT x->>'id' FROM jsonb_array_elements(lin->'deleted') x);
+        orgs_of := orgs_of || array_fill(id_org, ARRAY[jsonb_array_length(lin->'deleted')]);
+        derived := derived || coalesce((SELECT jsonb_agg(x->'id') FROM jsonb_array_elements(lin->'deleted') x), '[]');
+        held := held + jsonb_array_length(lin->'held');
+    END LOOP;
     gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
                            FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
     -- Governed application tables with a user column, each as its owner (its triggers and casts
@@ -202,11 +213,11 @@ BEGIN
     FOR id_org, rv IN SELECT e.key, e.value FROM jsonb_each(gone_by) e ORDER BY e.key COLLATE "C" LOOP
         receipts := receipts || jsonb_build_array(memory_internal._issue_receipt(nullif(id_org, ''), rv));
     END LOOP;
-    RETURN counts || jsonb_build_object('held', held,
+    RETURN counts || jsonb_build_object('held', held, 'derived_forgotten', derived,
         'receipt', CASE WHEN jsonb_array_length(receipts) = 1 THEN receipts->0 END, 'receipts', receipts);
 END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
-  'Erase every row of a subject (observations, weight history, archive, governed tables with a user column); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
+  'Erase every row of a subject (observations, weight history, archive, governed tables with a user column), and the memories made from its observations (derived_from, transitively: derived_forgotten); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
 
 CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -615,11 +626,13 @@ DECLARE
     hits   jsonb;
     plan    jsonb;
     del     uuid[];
+    lin     jsonb;
+    derived jsonb := '[]';
 BEGIN
     -- A memory.org_id the role may not act for: 42501 before anything is read.
     PERFORM memory_internal._check_org_setting();
     IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb);
+        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'not_found', '[]'::jsonb, 'derived_forgotten', '[]'::jsonb);
     END IF;
     IF memory_internal._citus_distributed('memory.observations') THEN
         -- (Until the function returns: its SET clause restores the setting.)
@@ -677,14 +690,31 @@ BEGIN
            AND ob.classification OPERATOR(pg_catalog.<=) t;
         DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del)
            AND a.classification OPERATOR(pg_catalog.<=) t;
+        -- Lineage (SPEC §18): what was made from these goes with them (a held one stays, in held
+        -- when the caller may read it); the event and the receipt name them all.
+        lin := memory_internal._erase_derived(o, del, t);
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'deleted') OPERATOR(pg_catalog.>) 0 THEN
+            plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
+                        OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.-) 'visible') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x));
+            derived := derived OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x
+                                                                  WHERE (x OPERATOR(pg_catalog.->>) 'visible')::boolean), '[]');
+        END IF;
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.>) 0 THEN
+            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                'held', (plan OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id')
+                          FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'held') x WHERE (x OPERATOR(pg_catalog.->>) 'visible')::boolean), '[]'),
+                'held_by_org', (plan OPERATOR(pg_catalog.->) 'held_by_org') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o,
+                          coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) o)::int, 0)
+                          OPERATOR(pg_catalog.+) pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held')));
+        END IF;
     END LOOP;
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
-                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found')
+                                         'not_found', plan OPERATOR(pg_catalog.->) 'not_found', 'derived_forgotten', derived)
            OPERATOR(pg_catalog.||) memory_internal._forget_receipts('memory.observations', plan OPERATOR(pg_catalog.->) 'delete');
 END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
-  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found.';
+  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. The memories made from a forgotten one (derived_from, transitively, any tier) go with it unless held; derived_forgotten names those within the caller''s clearance. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found, derived_forgotten, receipt, receipts.';
 
 -- memory.forget(tbl, ...)'s lookup: the rows of the ids `want` (matched by `cmp` on $1) as the
 -- caller reads them (memory_internal._read_as_caller: its privileges and policies), kept when the

@@ -75,6 +75,14 @@ CREATE POLICY clearance ON memory.revisions AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 SELECT pg_catalog.pg_extension_config_dump('memory.revisions', '');
 
+-- Lineage (issue 50, SPEC §18; sql/lineage.sql): the sources of a derived memory (nullable, no
+-- default: no table rewrite; a 0.3.0 memory has none), found by containment through partial GIN
+-- indexes. The floors' triggers and memory.lineage come with the definitions.
+ALTER TABLE memory.observations ADD COLUMN derived_from uuid[];
+ALTER TABLE memory.observations_archive ADD COLUMN derived_from uuid[];
+CREATE INDEX observations_derived_from ON memory.observations USING gin (derived_from) WHERE derived_from IS NOT NULL;
+CREATE INDEX observations_archive_derived_from ON memory.observations_archive USING gin (derived_from) WHERE derived_from IS NOT NULL;
+
 -- h-remember: duplicates at write and context packing (issue 49, SPEC §17; sql/remember.sql).
 -- The org's dedup mode and threshold (constant defaults: no table rewrite), the normalised
 -- content's hash that memory.remember keeps with a row, when and how often it was remembered

@@ -50,14 +50,14 @@ SELECT is(count(*), 1::bigint, 'long-term memories of the task stay') FROM memor
 SELECT throws_ok($$ SELECT memory.end_task(' ') $$, '22023', NULL, 'a blank task id is 22023');
 
 -- erasure
-SELECT is(memory.erase_subject('alice') - ARRAY['consent', 'receipt', 'receipts'], '{"held": 1, "archive": 0, "observations": 2, "weight_history": 1}'::jsonb,
+SELECT is(memory.erase_subject('alice') - ARRAY['consent', 'receipt', 'receipts', 'derived_forgotten'], '{"held": 1, "archive": 0, "observations": 2, "weight_history": 1}'::jsonb,
           'erasure removes the subject''s rows and history, keeps and reports held rows');
 SELECT results_eq($$ SELECT id::text FROM memory.observations WHERE user_id = 'alice' $$, $$ VALUES ('00000000-0000-0000-0000-000000000004') $$, 'only the held row is left');
 SELECT is(count(*), 1::bigint, 'other subjects are untouched') FROM memory.observations WHERE user_id = 'bob';
 SELECT ok(payload->>'subject' ~ '^h:[0-9a-f]{64}$' AND NOT payload::text LIKE '%alice%', 'one memory.forget event naming the subject by pseudonym only')
   FROM public.audit_log_now() WHERE event_type = 'memory.forget';
 SELECT is_empty($$ SELECT 1 FROM memory.audit_verify() WHERE NOT ok $$, 'every chain still verifies after erasure');
-SELECT is(memory.erase_subject('nobody') - ARRAY['consent', 'receipt', 'receipts'], '{"held": 0, "archive": 0, "observations": 0, "weight_history": 0}'::jsonb, 'erasing an unknown subject gives zero counts');
+SELECT is(memory.erase_subject('nobody') - ARRAY['consent', 'receipt', 'receipts', 'derived_forgotten'], '{"held": 0, "archive": 0, "observations": 0, "weight_history": 0}'::jsonb, 'erasing an unknown subject gives zero counts');
 SELECT is(count(*), 2::bigint, 'and is still audited') FROM public.audit_log_now() WHERE event_type = 'memory.forget';
 
 -- maintenance and stats

@@ -1,0 +1,86 @@
+"""Lineage (issue 50, SPEC §18; docs/reference.md#lineage), as the application runs it: tenant-bound
+writer, reader and admin roles through a psycopg pool, memory.org_id set per transaction. A summary
+of a restricted memory is restricted; forgetting a source takes its summaries with it and the
+receipt verifies, then fails once tampered or once a forgotten id exists again. The superuser
+(`conn`) sets up roles and re-inserts a forgotten row (tampering)."""
+import json
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from conftest import ensure_role
+
+WRITER, READER, ADMIN, GLOBEX = "ln_writer", "ln_internal_reader", "ln_admin", "ln_globex"
+
+
+@pytest.fixture
+def app(dsn, conn):
+    conn.execute("SELECT memory.setup_roles()")
+    ensure_role(conn, WRITER, "memory_writer")
+    ensure_role(conn, READER, "memory_reader")
+    ensure_role(conn, ADMIN, "memory_admin")
+    ensure_role(conn, GLOBEX, "memory_writer")
+    conn.execute("SELECT memory.grant_org(%s, 'acme'), memory.grant_org(%s, 'acme', 'internal'), "
+                 "memory.grant_org(%s, 'acme'), memory.grant_org(%s, 'globex')", (WRITER, READER, ADMIN, GLOBEX))
+    return dsn
+
+
+def pool(dsn, role):
+    return ConnectionPool(dsn.replace("user=postgres", f"user={role}"), min_size=1, max_size=2, open=True)
+
+
+def call(p, sql, args=(), org="acme"):
+    """One transaction of the pool, acting for `org` (SET LOCAL, as a pooled service does)."""
+    with p.connection() as c, c.transaction():
+        c.execute("SELECT set_config('memory.org_id', %s, true)", (org,))
+        cur = c.execute(sql, args)
+        return cur.fetchall() if cur.description else None
+
+
+def test_summary_of_restricted_memory_is_restricted_and_forgotten_with_it(app, conn):
+    with pool(app, WRITER) as w, pool(app, READER) as r, pool(app, ADMIN) as a, pool(app, GLOBEX) as g:
+        note = call(w, "INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'alice', 'Alice asked about mortgage rates') RETURNING id")[0][0]
+        secret = call(w, "INSERT INTO memory.observations (org_id, user_id, content, classification) "
+                         "VALUES ('acme', 'alice', 'Alice disclosed a medical condition', 'restricted') RETURNING id")[0][0]
+        res = call(w, "SELECT memory.remember('acme', 'Alice: mortgage questions and a personal matter', 'alice', derived_from => %s::uuid[])",
+                   ([note, secret],))[0][0]
+        summary = res["id"]
+        assert res["classification"] == "restricted"
+        # The internal reader reads the plain source, never the restricted summary, by SELECT, recall or lineage.
+        assert call(r, "SELECT count(*) FROM memory.observations WHERE id = %s", (summary,))[0][0] == 0
+        assert call(r, "SELECT count(*) FROM memory.recall('acme', 'Alice mortgage', 10) x WHERE x.id = %s", (summary,))[0][0] == 0
+        assert call(r, "SELECT count(*) FROM memory.lineage(%s, 'down')", (note,))[0][0] == 0
+        assert [row[0] for row in call(w, "SELECT id FROM memory.lineage(%s) ORDER BY id", (summary,))] == sorted([note, secret])
+        # Another org's memory is not a source, told as a missing one.
+        gid = call(g, "INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'Globex plan') RETURNING id", org="globex")[0][0]
+        for bad in (gid, "00000000-0000-0000-0000-00000000dead"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as e:
+                call(w, "SELECT memory.remember('acme', 'x', derived_from => ARRAY[%s::uuid])", (str(bad),))
+            assert e.value.diag.message_primary == f'derived_from names memory {bad}, which is not a memory of org "acme"'
+        # Forgetting the plain source takes the summary with it; the receipt covers both.
+        out = call(w, "SELECT memory.forget(ARRAY[%s::uuid], 'user request 7')", (note,))[0][0]
+        assert out["forgotten"] == [str(note)] and out["derived_forgotten"] == [str(summary)]
+        assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s)", ([note, summary],)).fetchone()[0] == 0
+        receipt = out["receipt"]
+        assert receipt["count"] == 2
+        checks = dict((c, ok) for c, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)))
+        assert checks and all(checks.values()), checks
+        tampered = dict(receipt, count=1)
+        assert not all(ok for _, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(tampered),)))
+        # The summary's id exists again: the proof fails on `absent`.
+        conn.execute("INSERT INTO memory.observations (id, org_id, content) VALUES (%s, 'acme', 'back again')", (summary,))
+        checks = dict((c, ok) for c, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)))
+        assert checks["absent"] is False and checks["signature"] is True
+
+
+def test_reclassify_raises_what_was_made_from_it(app, conn):
+    with pool(app, WRITER) as w, pool(app, ADMIN) as a:
+        src = call(w, "INSERT INTO memory.observations (org_id, content, classification) VALUES ('acme', 'Carol likes hiking', 'public') RETURNING id")[0][0]
+        d1 = call(w, "INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'Carol: outdoors', ARRAY[%s::uuid]) RETURNING id", (src,))[0][0]
+        d2 = call(w, "SELECT memory.put('acme', ARRAY['profiles'], 'carol', '{\"summary\": \"outdoor person\"}', derived_from => ARRAY[%s::uuid])", (d1,))[0][0]
+        conn.execute("GRANT EXECUTE ON FUNCTION memory.reclassify(uuid, memory.classification, text) TO memory_admin")
+        call(a, "SELECT memory.reclassify(%s, 'confidential', 'names a person')", (src,))
+        tiers = dict(conn.execute("SELECT id, classification::text FROM memory.observations WHERE id = ANY(%s)", ([d1, d2],)).fetchall())
+        assert tiers == {d1: "confidential", d2: "confidential"}
+        assert [row[0] for row in call(w, "SELECT depth FROM memory.lineage(%s)", (d2,))] == [1, 2]
