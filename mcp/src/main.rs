@@ -247,7 +247,8 @@ fn tools(read_only: bool) -> Vec<Tool> {
         )
         .with_raw_output_schema(schema(json!({
             "type": "object",
-            "properties": {"forgotten": {"type": "array", "items": uuid}, "held": {"type": "array", "items": uuid}, "not_found": {"type": "array", "items": uuid}},
+            "properties": {"forgotten": {"type": "array", "items": uuid}, "held": {"type": "array", "items": uuid}, "not_found": {"type": "array", "items": uuid},
+                           "derived_forgotten": {"type": "array", "items": uuid}},
             "required": ["forgotten", "held", "not_found"]
         })))
         .with_annotations(ToolAnnotations::with_title("Forget").read_only(false).destructive(true)),

@@ -40,9 +40,9 @@ def call(p, sql, args=(), org="acme"):
 
 def test_summary_of_restricted_memory_is_restricted_and_forgotten_with_it(app, conn):
     with pool(app, WRITER) as w, pool(app, READER) as r, pool(app, ADMIN) as a, pool(app, GLOBEX) as g:
-        note = call(w, "INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'alice', 'Alice asked about mortgage rates') RETURNING id")[0][0]
-        secret = call(w, "INSERT INTO memory.observations (org_id, user_id, content, classification) "
-                         "VALUES ('acme', 'alice', 'Alice disclosed a medical condition', 'restricted') RETURNING id")[0][0]
+        note = str(call(w, "INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'alice', 'Alice asked about mortgage rates') RETURNING id")[0][0])
+        secret = str(call(w, "INSERT INTO memory.observations (org_id, user_id, content, classification) "
+                         "VALUES ('acme', 'alice', 'Alice disclosed a medical condition', 'restricted') RETURNING id")[0][0])
         res = call(w, "SELECT memory.remember('acme', 'Alice: mortgage questions and a personal matter', 'alice', derived_from => %s::uuid[])",
                    ([note, secret],))[0][0]
         summary = res["id"]
@@ -51,7 +51,7 @@ def test_summary_of_restricted_memory_is_restricted_and_forgotten_with_it(app, c
         assert call(r, "SELECT count(*) FROM memory.observations WHERE id = %s", (summary,))[0][0] == 0
         assert call(r, "SELECT count(*) FROM memory.recall('acme', 'Alice mortgage', 10) x WHERE x.id = %s", (summary,))[0][0] == 0
         assert call(r, "SELECT count(*) FROM memory.lineage(%s, 'down')", (note,))[0][0] == 0
-        assert [row[0] for row in call(w, "SELECT id FROM memory.lineage(%s) ORDER BY id", (summary,))] == sorted([note, secret])
+        assert [str(row[0]) for row in call(w, "SELECT id FROM memory.lineage(%s) ORDER BY id", (summary,))] == sorted([note, secret])
         # Another org's memory is not a source, told as a missing one.
         gid = call(g, "INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'Globex plan') RETURNING id", org="globex")[0][0]
         for bad in (gid, "00000000-0000-0000-0000-00000000dead"):
@@ -60,7 +60,7 @@ def test_summary_of_restricted_memory_is_restricted_and_forgotten_with_it(app, c
             assert e.value.diag.message_primary == f'derived_from names memory {bad}, which is not a memory of org "acme"'
         # Forgetting the plain source takes the summary with it; the receipt covers both.
         out = call(w, "SELECT memory.forget(ARRAY[%s::uuid], 'user request 7')", (note,))[0][0]
-        assert out["forgotten"] == [str(note)] and out["derived_forgotten"] == [str(summary)]
+        assert out["forgotten"] == [note] and out["derived_forgotten"] == [summary]
         assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = ANY(%s)", ([note, summary],)).fetchone()[0] == 0
         receipt = out["receipt"]
         assert receipt["count"] == 2

@@ -33,7 +33,7 @@ INSERT INTO memory.legal_holds (id, org_id, user_id, reason) OVERRIDING SYSTEM V
 -- memory.forget(ids uuid[], reason)
 SET ROLE aa_writer;
 SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a1']::uuid[], 'user asked') - ARRAY['receipt', 'receipts'],
-          '{"forgotten": ["00000000-0000-0000-0000-0000000000a1"], "held": [], "not_found": []}'::jsonb, 'a writer forgets one of its org''s memories');
+          '{"forgotten": ["00000000-0000-0000-0000-0000000000a1"], "held": [], "not_found": [], "derived_forgotten": []}'::jsonb, 'a writer forgets one of its org''s memories');
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000000a1'), 0::bigint, 'it is gone from the store');
 SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a2', '00000000-0000-0000-0000-0000000000c1',
                               '00000000-0000-0000-0000-0000000000a2', '00000000-0000-0000-0000-0000000000b1',
@@ -46,8 +46,8 @@ SELECT throws_ok($$ SELECT memory.forget(ARRAY['00000000-0000-0000-0000-00000000
                  'MX006', 'legal hold 951 covers every row given (2): nothing was forgotten', 'every id held: MX006 naming the hold');
 SELECT throws_ok($$ SELECT memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a5']::uuid[], 'x') $$,
                  'MX006', 'legal hold 951 covers row 00000000-0000-0000-0000-0000000000a5: nothing was forgotten', 'one held id: MX006');
-SELECT is(memory.forget(NULL, 'nothing'), '{"forgotten": [], "held": [], "not_found": []}'::jsonb, 'NULL ids: nothing to forget');
-SELECT is(memory.forget('{}', 'nothing'), '{"forgotten": [], "held": [], "not_found": []}'::jsonb, 'an empty array likewise');
+SELECT is(memory.forget(NULL, 'nothing'), '{"forgotten": [], "held": [], "not_found": [], "derived_forgotten": []}'::jsonb, 'NULL ids: nothing to forget');
+SELECT is(memory.forget('{}', 'nothing'), '{"forgotten": [], "held": [], "not_found": [], "derived_forgotten": []}'::jsonb, 'an empty array likewise');
 SELECT throws_ok($$ SELECT memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a3']::uuid[], NULL) $$, '22023', 'memory.forget needs a reason', 'NULL reason');
 SELECT throws_ok($$ SELECT memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a3']::uuid[], E' \t') $$, '22023', NULL, 'blank reason');
 SELECT throws_ok($$ SELECT memory.forget('{}', '') $$, '22023', NULL, 'the reason is checked even with no ids');
