@@ -254,7 +254,7 @@ BEGIN
             memory_internal._item_tsv(put.value, put.index), put.ttl, pg_catalog.now(), put.derived_from)
     ON CONFLICT (org_id, namespace, key) WHERE key IS NOT NULL DO UPDATE
        SET value = excluded.value, content = excluded.content, search_tsv = excluded.search_tsv, ttl = excluded.ttl,
-           derived_from = excluded.derived_from,
+           derived_from = memory_internal._lineage_union(o.id, o.derived_from, excluded.derived_from),
            updated_at = excluded.updated_at, user_id = coalesce(excluded.user_id, o.user_id), expires_at = NULL
      -- A live item above the caller's clearance is not its to replace, as it is not its to read
      -- (memory.get) or delete (memory.delete): decided on the locked row, so no concurrent put
@@ -282,7 +282,7 @@ BEGIN
     RETURN rid;
 END $$;
 COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text, uuid[]) IS
-  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). derived_from: the memories the value was made from (SPEC §18; a put replaces the item''s sources). Returns the item''s id.';
+  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). derived_from: the memories the value was made from (SPEC §18; a put adds them to the item''s sources, never drops one). Returns the item''s id.';
 
 -- Re-stamp an item's expiry from now: the policy's stamps, shortened by its ttl.
 CREATE FUNCTION memory_internal._item_refresh(org text, rid uuid, item_ttl interval)

@@ -51,23 +51,56 @@ BEGIN
     RETURN ARRAY(SELECT u.id FROM pg_catalog.unnest(ids) WITH ORDINALITY u(id, n) GROUP BY u.id ORDER BY pg_catalog.min(u.n));
 END $$;
 
+-- The memories reached from `ids` in `org` through lineage, breadth first: `down` what was made
+-- from them, `up` what they were made from; each once, at the depth it is first reached (1:
+-- direct). With `cl`, only memories of at most that tier are reached, and nothing through one
+-- above it (a reader's walk); NULL: every tier. Hot rows only. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_walk(org text, ids uuid[], direction text, cl memory.classification)
+RETURNS TABLE (id uuid, depth int) LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    frontier uuid[] := ids;
+    seen     jsonb := coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(ids) x), '{}');
+    d        int := 0;
+BEGIN
+    WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 AND d OPERATOR(pg_catalog.<) 10000 LOOP
+        d := d OPERATOR(pg_catalog.+) 1;
+        IF direction OPERATOR(pg_catalog.=) 'down' THEN
+            frontier := ARRAY(SELECT o.id FROM memory.observations o
+                               WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from OPERATOR(pg_catalog.&&) frontier
+                                 AND (cl IS NULL OR o.classification OPERATOR(pg_catalog.<=) cl)
+                                 AND NOT seen OPERATOR(pg_catalog.?) o.id::text);
+        ELSE
+            frontier := ARRAY(SELECT DISTINCT p.id FROM memory.observations o, pg_catalog.unnest(o.derived_from) s(src), memory.observations p
+                               WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (frontier)
+                                 AND p.org_id OPERATOR(pg_catalog.=) org AND p.id OPERATOR(pg_catalog.=) s.src
+                                 AND (cl IS NULL OR p.classification OPERATOR(pg_catalog.<=) cl)
+                                 AND NOT seen OPERATOR(pg_catalog.?) p.id::text);
+        END IF;
+        seen := seen OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(frontier) x), '{}');
+        RETURN QUERY SELECT x, d FROM pg_catalog.unnest(frontier) x;
+    END LOOP;
+END $$;
+
 -- BEFORE INSERT OR UPDATE of a memory with sources (the trigger memory_ancestry, which fires
--- before the classify trigger): when derived_from is written, every source must be a memory of
--- the row's org (not soft-deleted) within the writer's clearance there, else 22023 (a missing id
--- and another org's alike), and an UPDATE may not make a cycle; then the floors: the tier at
--- least the strictest source's (the classify trigger keeps it as a floor and stamps retention
--- for it) and the source_type no more trusted than the least trusted source's. On every later
--- UPDATE (a source's change reaches its derived memories as one: memory_internal._lineage_down)
--- the floors are taken again from the sources still there. SECURITY DEFINER: a writer may not
--- read the sources it names. It reads only the new row's org, id and sources.
+-- before the classify trigger). The sources a write adds (all of them on INSERT; on UPDATE those
+-- not there before: taking one away needs no check) must each be a memory of the row's org, not
+-- soft-deleted, within the writer's clearance there, else 22023 (a missing id and another org's
+-- alike); they are locked FOR SHARE until the write commits, so a concurrent forget or
+-- reclassify of a source waits for it (and then takes it along) instead of missing it; an UPDATE
+-- may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
+-- trigger keeps it as a floor and stamps retention for it) and the source_type no more trusted
+-- than the least trusted source's, nor than it was (an UPDATE never raises a derived memory's
+-- trust). SECURITY DEFINER: a writer may not read the sources it names. It reads only the new
+-- row's org, id and sources.
 CREATE FUNCTION memory_internal._lineage_floor()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     tier   memory.classification;
     worst  int;
-    found  int;
     cl     memory.classification;
+    added  uuid[];
     miss   uuid;
 BEGIN
     IF memory_internal._restore_mode() THEN
@@ -78,34 +111,41 @@ BEGIN
         IF NEW.derived_from IS NULL THEN
             RETURN NEW;
         END IF;
-        PERFORM memory_internal._require_org(NEW.org_id);
-        cl := memory_internal._clearance(NEW.org_id)::memory.classification;
-        SELECT x.id INTO miss FROM pg_catalog.unnest(NEW.derived_from) x(id)
-         WHERE NOT EXISTS (SELECT 1 FROM memory.observations s
-                            WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) x.id
-                              AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl)
-         LIMIT 1;
-        IF miss IS NOT NULL THEN
-            RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
-                USING ERRCODE = '22023',
-                      HINT = 'A memory is derived from live memories of its own org that the writer may read.';
-        END IF;
-        IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND EXISTS (
-               SELECT 1 FROM memory_internal._descendants(NEW.org_id, ARRAY[NEW.id]) d
-                WHERE d.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from)) THEN
-            RAISE EXCEPTION 'derived_from of memory % would make a cycle: a memory it names is derived from it', NEW.id
-                USING ERRCODE = '22023', HINT = 'A memory cannot be derived, even indirectly, from what was made from it.';
+        added := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN NEW.derived_from
+                      ELSE ARRAY(SELECT x FROM pg_catalog.unnest(NEW.derived_from) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(OLD.derived_from, '{}'))) END;
+        IF pg_catalog.cardinality(added) OPERATOR(pg_catalog.>) 0 THEN
+            PERFORM memory_internal._require_org(NEW.org_id);
+            cl := memory_internal._clearance(NEW.org_id)::memory.classification;
+            PERFORM 1 FROM memory.observations s
+              WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added) ORDER BY s.id FOR SHARE;
+            SELECT x.id INTO miss FROM pg_catalog.unnest(added) x(id)
+             WHERE NOT EXISTS (SELECT 1 FROM memory.observations s
+                                WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) x.id
+                                  AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl)
+             LIMIT 1;
+            IF miss IS NOT NULL THEN
+                RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
+                    USING ERRCODE = '22023',
+                          HINT = 'A memory is derived from live memories of its own org that the writer may read.';
+            END IF;
+            IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND EXISTS (
+                   SELECT 1 FROM memory_internal._lineage_walk(NEW.org_id, ARRAY[NEW.id], 'down', NULL) w
+                    WHERE w.id OPERATOR(pg_catalog.=) ANY (added)) THEN
+                RAISE EXCEPTION 'derived_from of memory % would make a cycle: a memory it names is derived from it', NEW.id
+                    USING ERRCODE = '22023', HINT = 'A memory cannot be derived, even indirectly, from what was made from it.';
+            END IF;
         END IF;
     END IF;
     SELECT pg_catalog.max(s.classification), pg_catalog.max(memory_internal._trust_rank(s.source_type))
       INTO tier, worst
       FROM memory.observations s
      WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from) AND s.soft_deleted_at IS NULL;
-    IF tier IS NOT NULL THEN
-        NEW.classification := greatest(NEW.classification, tier);
-        IF memory_internal._trust_rank(NEW.source_type) OPERATOR(pg_catalog.<) worst THEN
-            NEW.source_type := memory_internal._trust_type(worst);
-        END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        worst := greatest(worst, memory_internal._trust_rank(OLD.source_type));
+    END IF;
+    NEW.classification := greatest(NEW.classification, tier);
+    IF memory_internal._trust_rank(NEW.source_type) OPERATOR(pg_catalog.<) worst THEN
+        NEW.source_type := memory_internal._trust_type(worst);
     END IF;
     RETURN NEW;
 END $$;
@@ -137,55 +177,51 @@ CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON memory.observations FOR
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_ceiling();
 
--- AFTER UPDATE of a memory whose tier rose, whose retention or source_type changed: its derived
--- memories (those naming it in derived_from, live, of its org) take the floors again — each one's
--- UPDATE runs its triggers (memory_ancestry and memory_lineage recompute, classify restamps, the
--- audit trigger records memory.update, memory_revisions keeps the version), and in turn reaches
--- its own derived memories. A derived memory under a legal hold is raised too (a hold keeps a
--- memory, never a lower tier). SECURITY DEFINER: the writer may not read what was made from its
--- memory. It takes only the new row's org, id and floors.
+-- AFTER UPDATE of a memory whose tier rose, whose retention or source_type changed: every memory
+-- made from it, directly or not (live, of its org; for retention and trust, within the changing
+-- role's clearance), takes the floors again in one UPDATE (each
+-- row's triggers run: memory_ancestry and memory_lineage recompute, classify restamps, the audit
+-- trigger records a raised tier as memory.reclassify, memory_revisions keeps the version). The
+-- lineage gate keeps their own memory_lineage_down quiet meanwhile: however deep the lineage,
+-- one statement. A memory under a legal hold is raised too (a hold keeps a memory, never a
+-- lower tier). SECURITY DEFINER: the writer may not read what was made from its memory. It takes
+-- only the new row's org, id and floors.
 CREATE FUNCTION memory_internal._lineage_down()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    was boolean;
+    d    uuid[] := ARRAY(SELECT w.id FROM memory_internal._lineage_walk(NEW.org_id, ARRAY[NEW.id], 'down', NULL) w);
+    hold boolean;
+    gate boolean;
+    cl   memory.classification;
 BEGIN
-    was := memory_internal._hold_gate(true);
-    UPDATE memory.observations c SET classification = greatest(c.classification, NEW.classification)
-     WHERE c.org_id OPERATOR(pg_catalog.=) NEW.org_id AND c.derived_from OPERATOR(pg_catalog.@>) ARRAY[NEW.id]
-       AND c.soft_deleted_at IS NULL
+    IF pg_catalog.cardinality(d) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN NULL;
+    END IF;
+    cl := coalesce(memory_internal._clearance(NEW.org_id)::memory.classification, 'restricted');
+    hold := memory_internal._hold_gate(true);
+    gate := memory_internal._lineage_gate(true);
+    UPDATE memory.observations c
+       SET classification = greatest(c.classification, NEW.classification),
+           expires_at = least(c.expires_at, NEW.expires_at), purge_after = least(c.purge_after, NEW.purge_after),
+           source_type = memory_internal._trust_type(greatest(memory_internal._trust_rank(c.source_type), memory_internal._trust_rank(NEW.source_type)))
+     WHERE c.org_id OPERATOR(pg_catalog.=) NEW.org_id AND c.id OPERATOR(pg_catalog.=) ANY (d) AND c.soft_deleted_at IS NULL
        AND (c.classification OPERATOR(pg_catalog.<) NEW.classification
-            OR (NEW.expires_at IS NOT NULL AND (c.expires_at IS NULL OR c.expires_at OPERATOR(pg_catalog.>) NEW.expires_at))
-            OR (NEW.purge_after IS NOT NULL AND (c.purge_after IS NULL OR c.purge_after OPERATOR(pg_catalog.>) NEW.purge_after))
-            OR memory_internal._trust_rank(c.source_type) OPERATOR(pg_catalog.<) memory_internal._trust_rank(NEW.source_type));
-    PERFORM memory_internal._hold_gate(was);
+            -- Shorter retention and lower trust reach only what the changing role may read: a
+            -- writer never cuts the life of a memory above its clearance through a source of its own.
+            OR (c.classification OPERATOR(pg_catalog.<=) cl
+                AND ((NEW.expires_at IS NOT NULL AND (c.expires_at IS NULL OR c.expires_at OPERATOR(pg_catalog.>) NEW.expires_at))
+                     OR (NEW.purge_after IS NOT NULL AND (c.purge_after IS NULL OR c.purge_after OPERATOR(pg_catalog.>) NEW.purge_after))
+                     OR memory_internal._trust_rank(c.source_type) OPERATOR(pg_catalog.<) memory_internal._trust_rank(NEW.source_type))));
+    PERFORM memory_internal._lineage_gate(gate);
+    PERFORM memory_internal._hold_gate(hold);
     RETURN NULL;
 END $$;
 CREATE TRIGGER memory_lineage_down AFTER UPDATE ON memory.observations FOR EACH ROW
-    WHEN (NEW.classification OPERATOR(pg_catalog.>) OLD.classification OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-          OR NEW.purge_after IS DISTINCT FROM OLD.purge_after OR NEW.source_type IS DISTINCT FROM OLD.source_type)
+    WHEN ((NEW.classification OPERATOR(pg_catalog.>) OLD.classification OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+           OR NEW.purge_after IS DISTINCT FROM OLD.purge_after OR NEW.source_type IS DISTINCT FROM OLD.source_type)
+          AND NOT memory_internal._lineage_gate_open())
     EXECUTE FUNCTION memory_internal._lineage_down();
-
--- The memories derived, directly or not, from `ids` in `org`, hot and archived, with the depth
--- at which each was first reached (1: made from one of ids). Any tier: forgetting a source
--- takes every memory made from it. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._descendants(org text, ids uuid[])
-RETURNS TABLE (id uuid, depth int) LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-WITH RECURSIVE m AS (
-    SELECT o.id, o.derived_from FROM memory.observations o
-     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from IS NOT NULL
-    UNION ALL
-    SELECT a.id, a.derived_from FROM memory.observations_archive a
-     WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.derived_from IS NOT NULL
-), d(id, depth) AS (
-    SELECT m.id, 1 FROM m WHERE m.derived_from OPERATOR(pg_catalog.&&) ids
-    UNION
-    SELECT m.id, d.depth OPERATOR(pg_catalog.+) 1 FROM d JOIN m ON m.derived_from OPERATOR(pg_catalog.@>) ARRAY[d.id]
-     WHERE d.depth OPERATOR(pg_catalog.<) 1000
-) CYCLE id SET looped USING path
-SELECT d.id, pg_catalog.min(d.depth)::int FROM d WHERE NOT (d.id OPERATOR(pg_catalog.=) ANY (ids)) GROUP BY d.id
-$$;
 
 -- memory.lineage: the ancestors (up) or descendants (down) of a memory, with their depth, within
 -- the caller's clearance in the memory's org (an org it may act for: memory.org_id first, as
@@ -215,62 +251,90 @@ BEGIN
               AND o.classification OPERATOR(pg_catalog.<=) cl) THEN
         RETURN;
     END IF;
-    IF direction OPERATOR(pg_catalog.=) 'down' THEN
-        -- A memory above the clearance is not shown, nor what was made from it (its tier is at least as high).
-        RETURN QUERY
-        WITH RECURSIVE d(id, depth) AS (
-            SELECT o.id, 1 FROM memory.observations o
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from OPERATOR(pg_catalog.@>) ARRAY[lineage.memory_id]
-               AND o.classification OPERATOR(pg_catalog.<=) cl
-            UNION
-            SELECT o.id, d.depth OPERATOR(pg_catalog.+) 1 FROM d JOIN memory.observations o
-                ON o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from OPERATOR(pg_catalog.@>) ARRAY[d.id]
-             WHERE o.classification OPERATOR(pg_catalog.<=) cl AND d.depth OPERATOR(pg_catalog.<) 1000
-        ) CYCLE id SET looped USING path
-        SELECT o.id, x.depth, o.classification, o.source_type, o.content, o.created_at,
-               (o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()))
-          FROM (SELECT d.id, pg_catalog.min(d.depth)::int AS depth FROM d GROUP BY d.id) x
-          JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) x.id
-         ORDER BY x.depth, o.created_at, o.id;
-    ELSE
-        RETURN QUERY
-        WITH RECURSIVE u(id, depth) AS (
-            SELECT s.src, 1 FROM memory.observations o, pg_catalog.unnest(o.derived_from) s(src)
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) lineage.memory_id
-            UNION
-            SELECT s.src, u.depth OPERATOR(pg_catalog.+) 1 FROM u JOIN memory.observations o
-                ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) u.id, pg_catalog.unnest(o.derived_from) s(src)
-             WHERE u.depth OPERATOR(pg_catalog.<) 1000
-        ) CYCLE id SET looped USING path
-        SELECT o.id, x.depth, o.classification, o.source_type, o.content, o.created_at,
-               (o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()))
-          FROM (SELECT u.id, pg_catalog.min(u.depth)::int AS depth FROM u GROUP BY u.id) x
-          JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) x.id
-         WHERE o.classification OPERATOR(pg_catalog.<=) cl
-         ORDER BY x.depth, o.created_at, o.id;
-    END IF;
+    -- The walk goes only through memories within the clearance (none above it is shown, nor
+    -- what lies beyond one).
+    RETURN QUERY
+    SELECT o.id, w.depth, o.classification, o.source_type, o.content, o.created_at,
+           (o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()))
+      FROM memory_internal._lineage_walk(org, ARRAY[lineage.memory_id], direction, cl) w
+      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) w.id
+     ORDER BY w.depth, o.created_at, o.id;
 END $$;
 COMMENT ON FUNCTION memory.lineage(uuid, text) IS
   'The memories a memory was made from (direction up, its derived_from, transitively) or that were made from it (down), with depth (1: direct), tier, source_type, content, creation time and whether each is live; within the caller''s clearance in the memory''s org (nothing for a memory it may not read). A source forgotten since is no longer listed.';
 
+-- A memory made from one of `ids` (removed memories of `org`) no longer names them, hot or
+-- archived: so an id written again later (an INSERT may choose its id) never becomes the source
+-- of what was made before. Its tier and trust floors stay. Held rows too (the hold gate).
+-- Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_strip(org text, ids uuid[])
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE hold boolean;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM memory.observations c WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids)
+       AND NOT EXISTS (SELECT 1 FROM memory.observations_archive c WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids) THEN
+        RETURN;
+    END IF;
+    hold := memory_internal._hold_gate(true);
+    UPDATE memory.observations c
+       SET derived_from = nullif(ARRAY(SELECT x FROM pg_catalog.unnest(c.derived_from) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (ids)), '{}')
+     WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids;
+    UPDATE memory.observations_archive c
+       SET derived_from = nullif(ARRAY(SELECT x FROM pg_catalog.unnest(c.derived_from) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (ids)), '{}')
+     WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids;
+    PERFORM memory_internal._hold_gate(hold);
+END $$;
+
+-- AFTER DELETE of memories (retention's purge, end_task, an item's replacement, an application's
+-- DELETE; forget and erasure strip what they leave themselves, with the lineage gate open): the
+-- ids gone from both stores (not moved to the archive) are stripped from what was made from
+-- them (memory_internal._lineage_strip). SECURITY DEFINER, as memory_internal._drop_revisions; it
+-- reads only the deleted rows' org and id.
+CREATE FUNCTION memory_internal._lineage_gone()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE g record;
+BEGIN
+    IF memory_internal._lineage_gate_open() THEN
+        RETURN NULL;
+    END IF;
+    FOR g IN SELECT o.org_id, pg_catalog.array_agg(o.id) AS ids FROM memory_old o
+              WHERE NOT EXISTS (SELECT 1 FROM memory.observations h WHERE h.org_id OPERATOR(pg_catalog.=) o.org_id AND h.id OPERATOR(pg_catalog.=) o.id)
+                AND NOT EXISTS (SELECT 1 FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o.org_id AND a.id OPERATOR(pg_catalog.=) o.id)
+              GROUP BY o.org_id LOOP
+        PERFORM memory_internal._lineage_strip(g.org_id, g.ids);
+    END LOOP;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_lineage_gone AFTER DELETE ON memory.observations REFERENCING OLD TABLE AS memory_old
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._lineage_gone();
+
 -- Forgetting follows lineage (SPEC §18): after memory.forget or memory.erase_subject removed the
--- memories `ids` of `org`, the memories made from them go too, level by level through what was
--- removed (hot and archived rows, their weight history; the DELETE of hot rows fires their audit
--- trigger, memory.delete per row, and takes their revisions). A derived memory under a legal
--- hold stays, and what was made only through it stays with it. Any tier: what was made from a
--- forgotten memory goes whoever forgets it; the answer names only those within `cl`, the
--- caller's clearance. Returns {deleted: [{id, content_sha256, derived: true, visible}],
--- held: [{id, visible}]}. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._erase_derived(org text, ids uuid[], cl memory.classification)
+-- memories `ids` of `org` (with the lineage gate open, so their references are still there), the
+-- memories made from them go too, level by level through what is removed (hot and archived rows,
+-- their weight history; the DELETE of hot rows fires their audit trigger, memory.delete per row,
+-- and takes their revisions). A derived memory under a legal hold stays, and what was made only
+-- through it stays with it. With `cl` (forget: the caller's clearance) a derived memory above it
+-- stays too, as a held one, unnamed (a caller never removes or learns of what it may not read;
+-- the memory.lineage.kept event names them for the org's admins); NULL (erasure): every tier.
+-- Rows in `skip`, and rows of user `skip_user` (the erased subject's own, held), are neither
+-- counted nor followed. What stays no longer names what went (memory_internal._lineage_strip).
+-- Returns {deleted: [{id, content_sha256, derived: true}], held: [id], above: [id]}. Not granted
+-- to PUBLIC.
+CREATE FUNCTION memory_internal._erase_derived(org text, ids uuid[], cl memory.classification, skip uuid[] DEFAULT '{}',
+                                              skip_user text DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     frontier uuid[] := ids;
-    seen     uuid[] := ids;
+    seen     jsonb := coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(ids OPERATOR(pg_catalog.||) skip) x), '{}');
     del      uuid[];
+    gone     uuid[] := '{}';
     r        record;
     deleted  jsonb := '[]';
     held     jsonb := '[]';
+    above    jsonb := '[]';
 BEGIN
     WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
         del := '{}';
@@ -280,18 +344,21 @@ BEGIN
                      UNION ALL
                      SELECT a.id, a.user_id, a.content, a.classification, 1 AS src FROM memory.observations_archive a
                       WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.derived_from OPERATOR(pg_catalog.&&) frontier)
-                 SELECT DISTINCT ON (k.id) k.id, k.content, k.classification OPERATOR(pg_catalog.<=) cl AS visible,
+                 SELECT DISTINCT ON (k.id) k.id, k.content, k.user_id, cl IS NOT NULL AND k.classification OPERATOR(pg_catalog.>) cl AS hidden,
                         memory_internal._held(org, k.user_id, k.id) AS is_held
-                   FROM k WHERE NOT k.id OPERATOR(pg_catalog.=) ANY (seen)
+                   FROM k WHERE NOT seen OPERATOR(pg_catalog.?) k.id::text
                   ORDER BY k.id, k.src LOOP
-            seen := seen OPERATOR(pg_catalog.||) r.id;
-            IF r.is_held THEN
-                held := held OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('id', r.id, 'visible', r.visible);
+            seen := seen OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(r.id::text, true);
+            IF r.user_id IS NOT DISTINCT FROM skip_user AND skip_user IS NOT NULL THEN
+                CONTINUE;
+            ELSIF r.hidden THEN
+                above := above OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
+            ELSIF r.is_held THEN
+                held := held OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
             ELSE
                 del := del OPERATOR(pg_catalog.||) r.id;
                 deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('id', r.id,
-                    'content_sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(r.content, 'UTF8')), 'hex'),
-                    'derived', true, 'visible', r.visible);
+                    'content_sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(r.content, 'UTF8')), 'hex'), 'derived', true);
             END IF;
         END LOOP;
         IF pg_catalog.cardinality(del) OPERATOR(pg_catalog.>) 0 THEN
@@ -299,10 +366,17 @@ BEGIN
              WHERE h.org_id OPERATOR(pg_catalog.=) org AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
             DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del);
             DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del);
+            gone := gone OPERATOR(pg_catalog.||) del;
         END IF;
         frontier := del;
     END LOOP;
-    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held);
+    PERFORM memory_internal._lineage_strip(org, ids OPERATOR(pg_catalog.||) gone);
+    IF pg_catalog.jsonb_array_length(above) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM memory_internal._audit('memory.lineage.kept', pg_catalog.jsonb_build_object(
+            'sources', pg_catalog.to_jsonb(ids), 'kept', above,
+            'reason', 'above the clearance of the role that forgot their sources: a memory_admin decides (memory.forget)'), org);
+    END IF;
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held, 'above', above);
 END $$;
 
 -- A kept memory's sources with more added (memory.remember's duplicate and merge): each once, in

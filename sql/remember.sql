@@ -167,9 +167,8 @@ BEGIN
            AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
          ORDER BY o.created_at, o.id LIMIT 1;
         IF rid IS NOT NULL THEN
-            UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1,
-                   derived_from = memory_internal._lineage_union(o.id, o.derived_from, remember.derived_from)
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid RETURNING o.classification INTO got;
+            UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
+             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
             RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
         END IF;
         -- Near: the most similar live memory by embedding or text.
@@ -183,7 +182,6 @@ BEGIN
                 UPDATE memory.observations o
                    SET metadata = o.metadata OPERATOR(pg_catalog.||) remember.metadata,
                        classification = greatest(o.classification, got),
-                       derived_from = memory_internal._lineage_union(o.id, o.derived_from, remember.derived_from),
                        last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
                  WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid
                 RETURNING o.classification INTO got;
@@ -206,7 +204,7 @@ BEGIN
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);
 END $$;
 COMMENT ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) IS
-  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate or merge adds them to the kept memory''s). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
+  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate or merge leaves the kept memory''s sources as they are). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
 
 -- The schema of pg_trgm when it is installed (NULL otherwise).
 CREATE FUNCTION memory_internal._trgm_schema()

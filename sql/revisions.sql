@@ -242,6 +242,12 @@ BEGIN
     NEW.weight := old.weight;
     NEW.user_id := coalesce(NEW.user_id, old.user_id);
     NEW.classification := greatest(NEW.classification, old.classification);
+    -- What the old one was made from, the new one is too (SPEC §18: forgetting a source takes the
+    -- correction; its trust no higher than the old one's, which its sources bound).
+    IF old.derived_from IS NOT NULL THEN
+        NEW.derived_from := memory_internal._lineage_union(NEW.id, old.derived_from, NEW.derived_from);
+        NEW.source_type := memory_internal._trust_type(greatest(memory_internal._trust_rank(NEW.source_type), memory_internal._trust_rank(old.source_type)));
+    END IF;
     NEW.superseded_by := NULL;
     NEW.superseded_at := NULL;
     UPDATE memory.observations o SET superseded_by = NEW.id, superseded_at = pg_catalog.now()

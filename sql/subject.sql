@@ -58,6 +58,7 @@ DECLARE
     id_col  text;
     rv      jsonb;
     receipts jsonb := '[]';
+    gate    boolean;
     lin     jsonb;
     derived jsonb := '[]';
 BEGIN
@@ -77,6 +78,7 @@ BEGIN
                                   OR (lh.observation_id IS NULL AND (lh.user_id OPERATOR(pg_catalog.=) o.user_id OR lh.user_id IS NULL))));
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
     n := 0;
+    gate := memory_internal._lineage_gate(true);
     FOR id, id_org IN DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
@@ -103,14 +105,16 @@ BEGIN
     END LOOP;
     counts := counts || jsonb_build_object('archive', n);
     -- Lineage (SPEC §18): the memories made from the subject's go with them, whoever's they are,
-    -- unless held (counted in held); the receipts name them.
+    -- unless held (counted in held); the receipts name them. (The lineage gate, open since the
+    -- deletes above, kept their references for this.)
     FOR id_org, rv IN SELECT u.o, jsonb_agg(DISTINCT u.i) FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o ORDER BY u.o COLLATE "C" LOOP
-        lin := memory_internal._erase_derived(id_org, ARRAY(SELECT x::uuid FROM jsonb_array_elements_text(rv) x), 'restricted');
+        lin := memory_internal._erase_derived(id_org, ARRAY(SELECT x::uuid FROM jsonb_array_elements_text(rv) x), NULL, '{}', subject);
         gone := gone || ARRAY(SELECT x->>'id' FROM jsonb_array_elements(lin->'deleted') x);
         orgs_of := orgs_of || array_fill(id_org, ARRAY[jsonb_array_length(lin->'deleted')]);
         derived := derived || coalesce((SELECT jsonb_agg(x->'id') FROM jsonb_array_elements(lin->'deleted') x), '[]');
         held := held + jsonb_array_length(lin->'held');
     END LOOP;
+    PERFORM memory_internal._lineage_gate(gate);
     gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
                            FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
     -- Governed application tables with a user column, each as its owner (its triggers and casts
@@ -627,6 +631,7 @@ DECLARE
     plan    jsonb;
     del     uuid[];
     lin     jsonb;
+    gate    boolean;
     derived jsonb := '[]';
 BEGIN
     -- A memory.org_id the role may not act for: 42501 before anything is read.
@@ -677,6 +682,8 @@ BEGIN
       FROM (SELECT DISTINCT ON (c.id) c.* FROM c JOIN pick p ON p.id OPERATOR(pg_catalog.=) c.id AND p.org_id OPERATOR(pg_catalog.=) c.org_id
              ORDER BY c.id, c.src) x;
     plan := memory_internal._forget_plan(want::text[], hits);
+    -- (What was made from these is found by their ids in derived_from: kept until it is followed.)
+    gate := memory_internal._lineage_gate(true);
     FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
         del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
         t := tiers[pg_catalog.array_position(orgs, o)];
@@ -690,24 +697,23 @@ BEGIN
            AND ob.classification OPERATOR(pg_catalog.<=) t;
         DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del)
            AND a.classification OPERATOR(pg_catalog.<=) t;
-        -- Lineage (SPEC §18): what was made from these goes with them (a held one stays, in held
-        -- when the caller may read it); the event and the receipt name them all.
-        lin := memory_internal._erase_derived(o, del, t);
+        -- Lineage (SPEC §18): what was made from these goes with them, within the caller's
+        -- clearance (a held one stays, in held); the event and the receipt name them.
+        lin := memory_internal._erase_derived(o, del, t, want);
         IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'deleted') OPERATOR(pg_catalog.>) 0 THEN
             plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
-                        OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.-) 'visible') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x));
-            derived := derived OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x
-                                                                  WHERE (x OPERATOR(pg_catalog.->>) 'visible')::boolean), '[]');
+                        OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'deleted'));
+            derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x);
         END IF;
         IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.>) 0 THEN
             plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
-                'held', (plan OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id')
-                          FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'held') x WHERE (x OPERATOR(pg_catalog.->>) 'visible')::boolean), '[]'),
+                'held', (plan OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'held'),
                 'held_by_org', (plan OPERATOR(pg_catalog.->) 'held_by_org') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o,
                           coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) o)::int, 0)
                           OPERATOR(pg_catalog.+) pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held')));
         END IF;
     END LOOP;
+    PERFORM memory_internal._lineage_gate(gate);
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
                                          'not_found', plan OPERATOR(pg_catalog.->) 'not_found', 'derived_forgotten', derived)

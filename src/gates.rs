@@ -26,6 +26,7 @@ thread_local! {
     static INTEGRATING: Cell<bool> = const { Cell::new(false) };
     static CONSENT_OPEN: Cell<bool> = const { Cell::new(false) };
     static HOLD_OPEN: Cell<bool> = const { Cell::new(false) };
+    static LINEAGE_OPEN: Cell<bool> = const { Cell::new(false) };
 }
 
 fn close_all() {
@@ -33,6 +34,7 @@ fn close_all() {
     DOWNGRADE_REASON.with(|r| r.replace(None));
     KNOWLEDGE_OPEN.with(|g| g.set(false));
     HOLD_OPEN.with(|g| g.set(false));
+    LINEAGE_OPEN.with(|g| g.set(false));
     SUPERSEDING.with(|s| s.replace(None));
     AUDIT_MOVE.with(|g| g.set(false));
     INTEGRATING.with(|g| g.set(false));
@@ -95,6 +97,20 @@ fn hold_gate(open: bool) -> bool {
 #[pg_extern(volatile, schema = "memory_internal", name = "_hold_gate_open")]
 fn hold_gate_open() -> bool {
     HOLD_OPEN.with(Cell::get)
+}
+
+/// Opens or closes the lineage gate while memory_internal._lineage_down raises every memory made
+/// from a changed one in one statement (their own memory_lineage_down triggers then stay quiet:
+/// nothing is left for them to raise); returns the previous state. Not granted to PUBLIC.
+#[pg_extern(volatile, schema = "memory_internal", name = "_lineage_gate")]
+fn lineage_gate(open: bool) -> bool {
+    LINEAGE_OPEN.with(|g| g.replace(open))
+}
+
+/// Whether memory_ext holds the lineage gate open (the WHEN clause of memory_lineage_down).
+#[pg_extern(volatile, schema = "memory_internal", name = "_lineage_gate_open")]
+fn lineage_gate_open() -> bool {
+    LINEAGE_OPEN.with(Cell::get)
 }
 
 /// Names the claim an insert into memory.claims is superseding (NULL: none). Not granted to PUBLIC:

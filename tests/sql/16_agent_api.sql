@@ -40,7 +40,7 @@ SELECT is(memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a2', '00000000-
                               '00000000-0000-0000-0000-0000000000ff', '00000000-0000-0000-0000-0000000000a5']::uuid[], 'cleanup') - ARRAY['receipt', 'receipts'],
           '{"forgotten": ["00000000-0000-0000-0000-0000000000a2", "00000000-0000-0000-0000-0000000000c1"],
             "held": ["00000000-0000-0000-0000-0000000000a5"],
-            "not_found": ["00000000-0000-0000-0000-0000000000b1", "00000000-0000-0000-0000-0000000000ff"]}'::jsonb,
+            "not_found": ["00000000-0000-0000-0000-0000000000b1", "00000000-0000-0000-0000-0000000000ff"], "derived_forgotten": []}'::jsonb,
           'several at once: an archived one, a duplicate reported once, another org''s id and a missing one not_found, a held one in held');
 SELECT throws_ok($$ SELECT memory.forget(ARRAY['00000000-0000-0000-0000-0000000000a5', '00000000-0000-0000-0000-0000000000a6']::uuid[], 'x') $$,
                  'MX006', 'legal hold 951 covers every row given (2): nothing was forgotten', 'every id held: MX006 naming the hold');

@@ -2,7 +2,7 @@
 -- retention floors at write and when a source changes, memory.lineage within clearance, and
 -- forgetting and erasure following lineage (held descendants kept), as tenant-bound roles.
 BEGIN;
-SELECT plan(46);
+SELECT plan(55);
 
 SELECT memory.setup_roles();
 CREATE ROLE ln_writer IN ROLE memory_writer;
@@ -143,14 +143,18 @@ SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('diges
 SELECT is((SELECT count(*) FROM memory.revisions WHERE memory_id = pg_temp.id('digest')), 0::bigint, 'with its revisions');
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('digest2')), 1::bigint, 'a held memory made from it stays');
 
--- A writer cleared to internal forgets a source: the restricted summary made from it goes too, unnamed.
+-- A writer cleared to internal forgets a source: what it may read that was made from it goes; the
+-- restricted summary stays, unnamed, no longer naming the source, and the org's admins are told.
 SET ROLE ln_low;
 SELECT is((SELECT r->'derived_forgotten' FROM memory.forget(ARRAY[pg_temp.id('note')], 'user request 2') r), to_jsonb(ARRAY[pg_temp.id('late')]),
-          'a summary above the caller''s clearance is not named (one within it is)');
+          'forget takes what the caller may read that was made from it');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM memory.observations WHERE id IN (pg_temp.id('summary'), pg_temp.id('late'))), 0::bigint,
-          'but goes with its source: nothing made from a forgotten memory outlives it');
-SELECT ok((SELECT l.payload->'forgotten' @> jsonb_build_array(jsonb_build_object('id', pg_temp.id('summary'), 'derived', true))
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('late')), 0::bigint, 'it is gone');
+SELECT is((SELECT derived_from FROM memory.observations WHERE id = pg_temp.id('summary')), ARRAY[pg_temp.id('secret')],
+          'a summary above the caller''s clearance stays, no longer naming the forgotten source');
+SELECT ok((SELECT l.payload->'kept' = to_jsonb(ARRAY[pg_temp.id('summary')]) FROM public.audit_log_now() l WHERE l.event_type = 'memory.lineage.kept'),
+          'memory.lineage.kept names it for the org''s admins');
+SELECT ok((SELECT l.payload->'forgotten' @> jsonb_build_array(jsonb_build_object('id', pg_temp.id('late'), 'derived', true))
              FROM public.audit_log_now() l WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'user request 2'),
           'the memory.forget event names every memory that went');
 
@@ -185,9 +189,50 @@ SELECT is((memory.remember('acme', 'The board met in March', derived_from => ARR
 SELECT memory.put('acme', ARRAY['notes'], 'board', '{"text": "board summary"}', derived_from => ARRAY[pg_temp.id('r1')]);
 RESET ROLE;
 SELECT is((SELECT classification FROM memory.observations WHERE id = pg_temp.id('rem')), 'confidential'::memory.classification, 'remember keeps the tier floor');
-SELECT is((SELECT derived_from FROM memory.observations WHERE id = pg_temp.id('rem')), ARRAY[pg_temp.id('r1'), pg_temp.id('r2')],
-          'a duplicate adds its sources to the kept memory');
+SELECT is((SELECT derived_from FROM memory.observations WHERE id = pg_temp.id('rem')), ARRAY[pg_temp.id('r1')],
+          'a duplicate leaves the kept memory''s sources as they are');
+SET ROLE ln_writer;
+SELECT memory.put('acme', ARRAY['notes'], 'board', '{"text": "board summary, April"}', derived_from => ARRAY[pg_temp.id('r2')]);
+SELECT memory.put('acme', ARRAY['notes'], 'board', '{"text": "board summary, April and March"}');
+RESET ROLE;
+SELECT is((SELECT derived_from FROM memory.observations WHERE key = 'board'), ARRAY[pg_temp.id('r1'), pg_temp.id('r2')],
+          'a put adds sources and never drops one');
 SELECT is((SELECT classification FROM memory.observations WHERE key = 'board'), 'confidential'::memory.classification, 'put keeps the tier floor');
+
+-- ------------------------------------------------------------------------------------------------
+-- A deep lineage is raised in one statement; an id written again is never a source of the past.
+SET ROLE ln_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content, classification) VALUES ('acme', 'Chain root', 'public') RETURNING id) INSERT INTO ids SELECT 'root', id FROM x;
+DO $$
+DECLARE p uuid := pg_temp.id('root');
+BEGIN
+    FOR i IN 1..300 LOOP
+        INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'Chain link ' || i, ARRAY[p]) RETURNING id INTO p;
+    END LOOP;
+    INSERT INTO ids VALUES ('tail', p);
+END $$;
+RESET ROLE;
+SET ROLE ln_admin;
+SELECT memory.reclassify(pg_temp.id('root'), 'confidential', 'names a client');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM memory.observations WHERE content LIKE 'Chain link %' AND classification = 'confidential'), 300::bigint,
+          'a lineage 300 deep is raised to the end');
+SET ROLE ln_reader;
+SELECT is((SELECT max(depth) FROM memory.lineage(pg_temp.id('tail'))), 300, 'lineage walks it up');
+RESET ROLE;
+SELECT throws_ok(format($$ UPDATE memory.observations SET derived_from = ARRAY[%L::uuid] WHERE id = %L $$, pg_temp.id('tail'), pg_temp.id('root')),
+                 '22023', NULL, 'a cycle through 300 links is refused');
+SET ROLE ln_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, task_id, memory_type, content) VALUES ('acme', 't9', 'working', 'Scratch note of task 9') RETURNING id) INSERT INTO ids SELECT 'scratch', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'What task 9 found', ARRAY[pg_temp.id('scratch')]) RETURNING id) INSERT INTO ids SELECT 'found', id FROM x;
+SELECT memory.end_task('t9');
+RESET ROLE;
+SELECT is((SELECT derived_from FROM memory.observations WHERE id = pg_temp.id('found')), NULL::uuid[], 'a source gone by end_task is no longer named');
+SET ROLE ln_writer;
+INSERT INTO memory.observations (id, org_id, content) VALUES (pg_temp.id('scratch'), 'acme', 'bait with the old id');
+SELECT is((memory.forget(ARRAY[pg_temp.id('scratch')], 'x')->'derived_forgotten'), '[]'::jsonb, 'so a new row with its id takes nothing with it');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('found')), 1::bigint, 'what was made from the old one stays');
 
 SELECT * FROM finish();
 ROLLBACK;
