@@ -87,7 +87,7 @@ GRANT EXECUTE ON FUNCTION
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory_internal._audit_truncate(),
     memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(),
-    memory_internal._lineage_gate_open(),
+    memory_internal._lineage_gate_open(), memory_internal._trust_rank(memory.source_type),
     memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
     -- the CHECKs of memory.observations.weight and of its items (run as the writing role)
     memory_internal._check_weight(float8), memory_internal._item_text(jsonb), memory_internal._item_key_error(text),

@@ -51,36 +51,31 @@ BEGIN
     RETURN ARRAY(SELECT u.id FROM pg_catalog.unnest(ids) WITH ORDINALITY u(id, n) GROUP BY u.id ORDER BY pg_catalog.min(u.n));
 END $$;
 
--- The memories reached from `ids` in `org` through lineage, breadth first: `down` what was made
--- from them, `up` what they were made from; each once, at the depth it is first reached (1:
--- direct). With `cl`, only memories of at most that tier are reached, and nothing through one
--- above it (a reader's walk); NULL: every tier. Hot rows only. Not granted to PUBLIC.
+-- The memories reached from `ids` in `org` through lineage: `down` what was made from them, `up`
+-- what they were made from; each once, at the least depth it is reached at (1: direct), at most
+-- 10,000 levels. With `cl`, only memories of at most that tier are reached, and nothing through
+-- one above it (a reader's walk); NULL: every tier. One recursive statement whose rows are
+-- (id, depth) pairs (a memory reached at several depths is a few rows, never a row per path).
+-- Hot rows only. Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._lineage_walk(org text, ids uuid[], direction text, cl memory.classification)
-RETURNS TABLE (id uuid, depth int) LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+RETURNS TABLE (id uuid, depth int) LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    frontier uuid[] := ids;
-    seen     jsonb := coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(ids) x), '{}');
-    d        int := 0;
-BEGIN
-    WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 AND d OPERATOR(pg_catalog.<) 10000 LOOP
-        d := d OPERATOR(pg_catalog.+) 1;
-        IF direction OPERATOR(pg_catalog.=) 'down' THEN
-            frontier := ARRAY(SELECT o.id FROM memory.observations o
-                               WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from OPERATOR(pg_catalog.&&) frontier
-                                 AND (cl IS NULL OR o.classification OPERATOR(pg_catalog.<=) cl)
-                                 AND NOT seen OPERATOR(pg_catalog.?) o.id::text);
-        ELSE
-            frontier := ARRAY(SELECT DISTINCT p.id FROM memory.observations o, pg_catalog.unnest(o.derived_from) s(src), memory.observations p
-                               WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (frontier)
-                                 AND p.org_id OPERATOR(pg_catalog.=) org AND p.id OPERATOR(pg_catalog.=) s.src
-                                 AND (cl IS NULL OR p.classification OPERATOR(pg_catalog.<=) cl)
-                                 AND NOT seen OPERATOR(pg_catalog.?) p.id::text);
-        END IF;
-        seen := seen OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(frontier) x), '{}');
-        RETURN QUERY SELECT x, d FROM pg_catalog.unnest(frontier) x;
-    END LOOP;
-END $$;
+WITH RECURSIVE w(id, depth) AS (
+    SELECT x, 0 FROM pg_catalog.unnest(ids) x
+    UNION
+    SELECT n.id, w.depth OPERATOR(pg_catalog.+) 1 FROM w, LATERAL (
+        SELECT o.id FROM memory.observations o
+         WHERE direction OPERATOR(pg_catalog.=) 'down' AND o.org_id OPERATOR(pg_catalog.=) org
+           AND o.derived_from OPERATOR(pg_catalog.@>) ARRAY[w.id] AND (cl IS NULL OR o.classification OPERATOR(pg_catalog.<=) cl)
+        UNION ALL
+        SELECT p.id FROM memory.observations o JOIN memory.observations p
+            ON p.org_id OPERATOR(pg_catalog.=) org AND p.id OPERATOR(pg_catalog.=) ANY (o.derived_from)
+         WHERE direction OPERATOR(pg_catalog.=) 'up' AND o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) w.id
+           AND (cl IS NULL OR p.classification OPERATOR(pg_catalog.<=) cl)) n
+     WHERE w.depth OPERATOR(pg_catalog.<) 10000
+)
+SELECT w.id, pg_catalog.min(w.depth)::int FROM w WHERE NOT w.id OPERATOR(pg_catalog.=) ANY (ids) GROUP BY w.id
+$$;
 
 -- BEFORE INSERT OR UPDATE of a memory with sources (the trigger memory_ancestry, which fires
 -- before the classify trigger). The sources a write adds (all of them on INSERT; on UPDATE those
@@ -90,8 +85,8 @@ END $$;
 -- reclassify of a source waits for it (and then takes it along) instead of missing it; an UPDATE
 -- may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
 -- trigger keeps it as a floor and stamps retention for it) and the source_type no more trusted
--- than the least trusted source's, nor than it was (an UPDATE never raises a derived memory's
--- trust). SECURITY DEFINER: a writer may not read the sources it names. It reads only the new
+-- than the least trusted source's when the sources are written, nor than it was (an UPDATE never
+-- raises a derived memory's trust). SECURITY DEFINER: a writer may not read the sources it names. It reads only the new
 -- row's org, id and sources.
 CREATE FUNCTION memory_internal._lineage_floor()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -117,7 +112,8 @@ BEGIN
             PERFORM memory_internal._require_org(NEW.org_id);
             cl := memory_internal._clearance(NEW.org_id)::memory.classification;
             PERFORM 1 FROM memory.observations s
-              WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added) ORDER BY s.id FOR SHARE;
+              WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
+                AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl ORDER BY s.id FOR SHARE;
             SELECT x.id INTO miss FROM pg_catalog.unnest(added) x(id)
              WHERE NOT EXISTS (SELECT 1 FROM memory.observations s
                                 WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) x.id
@@ -140,7 +136,11 @@ BEGIN
       INTO tier, worst
       FROM memory.observations s
      WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from) AND s.soft_deleted_at IS NULL;
-    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+    -- An UPDATE that keeps the sources keeps the trust it had or lower (a source's later fall in
+    -- trust reaches it through memory_internal._lineage_down, within the changing role's clearance).
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.derived_from IS NOT DISTINCT FROM OLD.derived_from THEN
+        worst := memory_internal._trust_rank(OLD.source_type);
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
         worst := greatest(worst, memory_internal._trust_rank(OLD.source_type));
     END IF;
     NEW.classification := greatest(NEW.classification, tier);
@@ -155,7 +155,8 @@ CREATE TRIGGER memory_ancestry BEFORE INSERT OR UPDATE ON memory.observations FO
 
 -- BEFORE INSERT OR UPDATE of a memory with sources, after the classify trigger has stamped its
 -- retention (the trigger memory_lineage): its retention ends no later than its sources' (the
--- earliest expires_at and purge_after). SECURITY DEFINER, as memory_internal._lineage_floor.
+-- earliest expires_at and purge_after) when its sources are written, and an UPDATE that keeps
+-- them never makes it later than it was. SECURITY DEFINER, as memory_internal._lineage_floor.
 CREATE FUNCTION memory_internal._lineage_ceiling()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -166,9 +167,16 @@ BEGIN
     IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
-    SELECT pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after) INTO e, p
-      FROM memory.observations s
-     WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from) AND s.soft_deleted_at IS NULL;
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.derived_from IS NOT DISTINCT FROM OLD.derived_from THEN
+        -- The sources unchanged: never later than it was (a source's later cut reaches it through
+        -- memory_internal._lineage_down, within the changing role's clearance).
+        e := OLD.expires_at;
+        p := OLD.purge_after;
+    ELSE
+        SELECT pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after) INTO e, p
+          FROM memory.observations s
+         WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from) AND s.soft_deleted_at IS NULL;
+    END IF;
     NEW.expires_at := least(NEW.expires_at, e);
     NEW.purge_after := least(NEW.purge_after, p);
     RETURN NEW;
@@ -177,9 +185,9 @@ CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON memory.observations FOR
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_ceiling();
 
--- AFTER UPDATE of a memory whose tier rose, whose retention or source_type changed: every memory
--- made from it, directly or not (live, of its org; for retention and trust, within the changing
--- role's clearance), takes the floors again in one UPDATE (each
+-- AFTER UPDATE of a memory whose tier rose, whose retention shortened or whose trust fell: every
+-- memory made from it, directly or not (live, of its org; for retention and trust, within the
+-- changing role's clearance), takes the floors in one UPDATE (each
 -- row's triggers run: memory_ancestry and memory_lineage recompute, classify restamps, the audit
 -- trigger records a raised tier as memory.reclassify, memory_revisions keeps the version). The
 -- lineage gate keeps their own memory_lineage_down quiet meanwhile: however deep the lineage,
@@ -190,36 +198,50 @@ CREATE FUNCTION memory_internal._lineage_down()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    d    uuid[] := ARRAY(SELECT w.id FROM memory_internal._lineage_walk(NEW.org_id, ARRAY[NEW.id], 'down', NULL) w);
+    cl   memory.classification := coalesce(memory_internal._clearance(NEW.org_id)::memory.classification, 'restricted');
+    tr   int := memory_internal._trust_rank(NEW.source_type);
+    d    uuid[];
     hold boolean;
     gate boolean;
-    cl   memory.classification;
 BEGIN
+    -- What needs the new floors, walked only through what does (what meets them already, so does
+    -- everything made from it); each memory once, however it is reached.
+    WITH RECURSIVE w(id) AS (
+        SELECT NEW.id
+        UNION
+        SELECT o.id FROM w JOIN memory.observations o
+            ON o.org_id OPERATOR(pg_catalog.=) NEW.org_id AND o.derived_from OPERATOR(pg_catalog.@>) ARRAY[w.id]
+         WHERE o.soft_deleted_at IS NULL
+           AND (o.classification OPERATOR(pg_catalog.<) NEW.classification
+                OR (o.classification OPERATOR(pg_catalog.<=) cl
+                    AND ((NEW.expires_at IS NOT NULL AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) NEW.expires_at))
+                         OR (NEW.purge_after IS NOT NULL AND (o.purge_after IS NULL OR o.purge_after OPERATOR(pg_catalog.>) NEW.purge_after))
+                         OR memory_internal._trust_rank(o.source_type) OPERATOR(pg_catalog.<) tr))))
+    SELECT ARRAY(SELECT w.id FROM w WHERE w.id OPERATOR(pg_catalog.<>) NEW.id) INTO d;
     IF pg_catalog.cardinality(d) OPERATOR(pg_catalog.=) 0 THEN
         RETURN NULL;
     END IF;
-    cl := coalesce(memory_internal._clearance(NEW.org_id)::memory.classification, 'restricted');
     hold := memory_internal._hold_gate(true);
     gate := memory_internal._lineage_gate(true);
+    -- A tier rises everywhere; shorter retention and lower trust reach only what the changing
+    -- role may read: a writer never cuts the life of a memory above its clearance through a
+    -- source of its own.
     UPDATE memory.observations c
        SET classification = greatest(c.classification, NEW.classification),
-           expires_at = least(c.expires_at, NEW.expires_at), purge_after = least(c.purge_after, NEW.purge_after),
-           source_type = memory_internal._trust_type(greatest(memory_internal._trust_rank(c.source_type), memory_internal._trust_rank(NEW.source_type)))
-     WHERE c.org_id OPERATOR(pg_catalog.=) NEW.org_id AND c.id OPERATOR(pg_catalog.=) ANY (d) AND c.soft_deleted_at IS NULL
-       AND (c.classification OPERATOR(pg_catalog.<) NEW.classification
-            -- Shorter retention and lower trust reach only what the changing role may read: a
-            -- writer never cuts the life of a memory above its clearance through a source of its own.
-            OR (c.classification OPERATOR(pg_catalog.<=) cl
-                AND ((NEW.expires_at IS NOT NULL AND (c.expires_at IS NULL OR c.expires_at OPERATOR(pg_catalog.>) NEW.expires_at))
-                     OR (NEW.purge_after IS NOT NULL AND (c.purge_after IS NULL OR c.purge_after OPERATOR(pg_catalog.>) NEW.purge_after))
-                     OR memory_internal._trust_rank(c.source_type) OPERATOR(pg_catalog.<) memory_internal._trust_rank(NEW.source_type))));
+           expires_at = CASE WHEN c.classification OPERATOR(pg_catalog.<=) cl THEN least(c.expires_at, NEW.expires_at) ELSE c.expires_at END,
+           purge_after = CASE WHEN c.classification OPERATOR(pg_catalog.<=) cl THEN least(c.purge_after, NEW.purge_after) ELSE c.purge_after END,
+           source_type = CASE WHEN c.classification OPERATOR(pg_catalog.<=) cl
+                              THEN memory_internal._trust_type(greatest(memory_internal._trust_rank(c.source_type), tr)) ELSE c.source_type END
+     WHERE c.org_id OPERATOR(pg_catalog.=) NEW.org_id AND c.id OPERATOR(pg_catalog.=) ANY (d);
     PERFORM memory_internal._lineage_gate(gate);
     PERFORM memory_internal._hold_gate(hold);
     RETURN NULL;
 END $$;
 CREATE TRIGGER memory_lineage_down AFTER UPDATE ON memory.observations FOR EACH ROW
-    WHEN ((NEW.classification OPERATOR(pg_catalog.>) OLD.classification OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-           OR NEW.purge_after IS DISTINCT FROM OLD.purge_after OR NEW.source_type IS DISTINCT FROM OLD.source_type)
+    WHEN ((NEW.classification OPERATOR(pg_catalog.>) OLD.classification
+           OR (NEW.expires_at IS NOT NULL AND (OLD.expires_at IS NULL OR NEW.expires_at OPERATOR(pg_catalog.<) OLD.expires_at))
+           OR (NEW.purge_after IS NOT NULL AND (OLD.purge_after IS NULL OR NEW.purge_after OPERATOR(pg_catalog.<) OLD.purge_after))
+           OR memory_internal._trust_rank(NEW.source_type) OPERATOR(pg_catalog.>) memory_internal._trust_rank(OLD.source_type))
           AND NOT memory_internal._lineage_gate_open())
     EXECUTE FUNCTION memory_internal._lineage_down();
 
@@ -317,7 +339,7 @@ CREATE TRIGGER memory_lineage_gone AFTER DELETE ON memory.observations REFERENCI
 -- and takes their revisions). A derived memory under a legal hold stays, and what was made only
 -- through it stays with it. With `cl` (forget: the caller's clearance) a derived memory above it
 -- stays too, as a held one, unnamed (a caller never removes or learns of what it may not read;
--- the memory.lineage.kept event names them for the org's admins); NULL (erasure): every tier.
+-- memory.forget's event names them, derived_kept, for the org's admins); NULL (erasure): every tier.
 -- Rows in `skip`, and rows of user `skip_user` (the erased subject's own, held), are neither
 -- counted nor followed. What stays no longer names what went (memory_internal._lineage_strip).
 -- Returns {deleted: [{id, content_sha256, derived: true}], held: [id], above: [id]}. Not granted
@@ -371,11 +393,6 @@ BEGIN
         frontier := del;
     END LOOP;
     PERFORM memory_internal._lineage_strip(org, ids OPERATOR(pg_catalog.||) gone);
-    IF pg_catalog.jsonb_array_length(above) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM memory_internal._audit('memory.lineage.kept', pg_catalog.jsonb_build_object(
-            'sources', pg_catalog.to_jsonb(ids), 'kept', above,
-            'reason', 'above the clearance of the role that forgot their sources: a memory_admin decides (memory.forget)'), org);
-    END IF;
     RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held, 'above', above);
 END $$;
 

@@ -172,7 +172,7 @@ BEGIN
             RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
         END IF;
         -- Near: the most similar live memory by embedding or text.
-        IF mode OPERATOR(pg_catalog.=) 'near' THEN
+        IF mode OPERATOR(pg_catalog.=) 'near' AND remember.derived_from IS NULL THEN
             SELECT n.id, n.similarity, n.how INTO rid, sim, how
               FROM memory_internal._remember_near(org, remember.content, remember.user_id, remember.namespace, remember.embedding, tier) n;
             -- (NaN, from a stored zero vector, sorts above every number in PostgreSQL: never a match.)
@@ -204,7 +204,7 @@ BEGIN
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);
 END $$;
 COMMENT ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) IS
-  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate or merge leaves the kept memory''s sources as they are). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
+  'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate leaves the kept memory''s sources as they are; a memory with sources is never merged into a near one). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. A plain INSERT is never deduplicated.';
 
 -- The schema of pg_trgm when it is installed (NULL otherwise).
 CREATE FUNCTION memory_internal._trgm_schema()

@@ -212,11 +212,18 @@ AS $$
 DECLARE
     old  memory.observations%ROWTYPE;
     hold bigint;
+    src  uuid[];
 BEGIN
     IF NOT memory_internal._may_act_for(NEW.org_id) THEN
         RAISE EXCEPTION 'role % may not write memories of org %', coalesce(memory_internal._caller()::regrole::text, '(unknown)'), NEW.org_id
             USING ERRCODE = '42501', HINT = 'An org admin binds the role to the org (memory.grant_org).';
     END IF;
+    -- The old memory's sources first, locked as a derived write locks them (memory_ancestry):
+    -- a concurrent forget of one finishes first, taking the old memory with it, or waits.
+    SELECT o.derived_from INTO src FROM memory.observations o
+     WHERE o.org_id OPERATOR(pg_catalog.=) NEW.org_id AND o.id OPERATOR(pg_catalog.=) NEW.supersedes;
+    PERFORM 1 FROM memory.observations s
+      WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (src) ORDER BY s.id FOR SHARE;
     SELECT * INTO old FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) NEW.org_id AND o.id OPERATOR(pg_catalog.=) NEW.supersedes FOR UPDATE;
     IF NOT FOUND OR old.classification OPERATOR(pg_catalog.>) memory_internal._clearance(NEW.org_id)::memory.classification THEN
@@ -245,7 +252,9 @@ BEGIN
     -- What the old one was made from, the new one is too (SPEC §18: forgetting a source takes the
     -- correction; its trust no higher than the old one's, which its sources bound).
     IF old.derived_from IS NOT NULL THEN
-        NEW.derived_from := memory_internal._lineage_union(NEW.id, old.derived_from, NEW.derived_from);
+        NEW.derived_from := nullif(memory_internal._lineage_union(NEW.id, ARRAY(SELECT s.id FROM memory.observations s
+                                WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (old.derived_from)
+                                  AND s.soft_deleted_at IS NULL), NEW.derived_from), '{}');
         NEW.source_type := memory_internal._trust_type(greatest(memory_internal._trust_rank(NEW.source_type), memory_internal._trust_rank(old.source_type)));
     END IF;
     NEW.superseded_by := NULL;

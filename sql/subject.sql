@@ -607,7 +607,11 @@ BEGIN
                                WHERE x.n OPERATOR(pg_catalog.>) ((p OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) 300)
                                  AND x.n OPERATOR(pg_catalog.<=) (p OPERATOR(pg_catalog.*) 300)),
                 'held', coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) org)::int, 0),
-                'reason', reason, 'part', p, 'parts', parts), nullif(org, ''));
+                'reason', reason, 'part', p, 'parts', parts)
+                -- What was made from these above the caller's clearance stays (memory.forget, lineage): named for the admins.
+                OPERATOR(pg_catalog.||) CASE WHEN p OPERATOR(pg_catalog.=) 1 AND plan OPERATOR(pg_catalog.->) 'kept' OPERATOR(pg_catalog.?) org
+                                             THEN pg_catalog.jsonb_build_object('derived_kept', plan OPERATOR(pg_catalog.->) 'kept' OPERATOR(pg_catalog.->) org)
+                                             ELSE '{}'::jsonb END, nullif(org, ''));
         END LOOP;
     END LOOP;
 END $$;
@@ -704,6 +708,10 @@ BEGIN
             plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
                         OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'deleted'));
             derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x);
+        END IF;
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'above') OPERATOR(pg_catalog.>) 0 THEN
+            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('kept', coalesce(plan OPERATOR(pg_catalog.->) 'kept', '{}')
+                        OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, lin OPERATOR(pg_catalog.->) 'above'));
         END IF;
         IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.>) 0 THEN
             plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(

@@ -152,8 +152,9 @@ RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('late')), 0::bigint, 'it is gone');
 SELECT is((SELECT derived_from FROM memory.observations WHERE id = pg_temp.id('summary')), ARRAY[pg_temp.id('secret')],
           'a summary above the caller''s clearance stays, no longer naming the forgotten source');
-SELECT ok((SELECT l.payload->'kept' = to_jsonb(ARRAY[pg_temp.id('summary')]) FROM public.audit_log_now() l WHERE l.event_type = 'memory.lineage.kept'),
-          'memory.lineage.kept names it for the org''s admins');
+SELECT ok((SELECT l.payload->'derived_kept' = to_jsonb(ARRAY[pg_temp.id('summary')]) FROM public.audit_log_now() l
+            WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'user request 2'),
+          'the memory.forget event names it for the org''s admins (derived_kept)');
 SELECT ok((SELECT l.payload->'forgotten' @> jsonb_build_array(jsonb_build_object('id', pg_temp.id('late'), 'derived', true))
              FROM public.audit_log_now() l WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'user request 2'),
           'the memory.forget event names every memory that went');
