@@ -33,7 +33,7 @@ def main():
         c.execute("CREATE TABLE IF NOT EXISTS bench_obs_plain (id uuid)")  # (roles() grants on it)
         roles(c)
         c.execute("""INSERT INTO memory.observations (org_id, user_id, content)
-                     SELECT %s, 'user-' || (i % 50), 'User ' || i || ' mentioned the quarterly plan and the budget'
+                     SELECT %s, 'user-' || (i %% 50), 'User ' || i || ' mentioned the quarterly plan and the budget'
                        FROM generate_series(1, %s) i""", (ORG, rows))
         c.execute("VACUUM ANALYZE memory.observations")
         pool = [r[0] for r in c.execute("SELECT id FROM memory.observations WHERE org_id = %s LIMIT 1000", (ORG,))]

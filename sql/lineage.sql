@@ -81,9 +81,8 @@ $$;
 -- before the classify trigger). The sources a write adds (all of them on INSERT; on UPDATE those
 -- not there before: taking one away needs no check) must each be a memory of the row's org, not
 -- soft-deleted, within the writer's clearance there, else 22023 (a missing id and another org's
--- alike); they are locked FOR SHARE until the write commits, so a concurrent forget or
--- reclassify of a source waits for it (and then takes it along) instead of missing it; an UPDATE
--- may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
+-- alike); a concurrent forget or reclassify of a source waits for the write (and then takes it
+-- along) or the write waits for it (advisory locks, below); an UPDATE may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
 -- trigger keeps it as a floor and stamps retention for it) and the source_type no more trusted
 -- than the least trusted source's when the sources are written, nor than it was (an UPDATE never
 -- raises a derived memory's trust). SECURITY DEFINER: a writer may not read the sources it names. It reads only the new
@@ -92,10 +91,12 @@ CREATE FUNCTION memory_internal._lineage_floor()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ranks  CONSTANT memory.source_type[] := '{decision,fact,preference,tool_result}';
     tier   memory.classification;
     worst  int;
     cl     memory.classification;
     added  uuid[];
+    got    uuid[];
     miss   uuid;
 BEGIN
     IF memory_internal._restore_mode() THEN
@@ -111,15 +112,19 @@ BEGIN
         IF pg_catalog.cardinality(added) OPERATOR(pg_catalog.>) 0 THEN
             PERFORM memory_internal._require_org(NEW.org_id);
             cl := memory_internal._clearance(NEW.org_id)::memory.classification;
-            PERFORM 1 FROM memory.observations s
-              WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
-                AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl ORDER BY s.id FOR SHARE;
-            SELECT x.id INTO miss FROM pg_catalog.unnest(added) x(id)
-             WHERE NOT EXISTS (SELECT 1 FROM memory.observations s
-                                WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) x.id
-                                  AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl)
-             LIMIT 1;
-            IF miss IS NOT NULL THEN
+            -- Advisory locks, not row locks (no WAL, no page written): shared on the org and on
+            -- each source until commit; memory.forget and memory.erase_subject take the org's
+            -- exclusively, a tightening source (memory_internal._lineage_down) its own, so neither
+            -- misses a derived memory being written, nor does this write miss their change.
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.org_id, 0));
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
+               FROM pg_catalog.unnest(added) x ORDER BY x;
+            -- Each source added: a live memory of the org within the writer's clearance.
+            SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
+             WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
+               AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+            IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
+                miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
                 RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
                     USING ERRCODE = '22023',
                           HINT = 'A memory is derived from live memories of its own org that the writer may read.';
@@ -132,20 +137,21 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    SELECT pg_catalog.max(s.classification), pg_catalog.max(memory_internal._trust_rank(s.source_type))
+    -- (The trust rank of memory_internal._trust_rank, written out: no function call a row.)
+    SELECT pg_catalog.max(s.classification), pg_catalog.max(coalesce(pg_catalog.array_position(ranks, s.source_type), 5))
       INTO tier, worst
       FROM memory.observations s
      WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (NEW.derived_from) AND s.soft_deleted_at IS NULL;
     -- An UPDATE that keeps the sources keeps the trust it had or lower (a source's later fall in
     -- trust reaches it through memory_internal._lineage_down, within the changing role's clearance).
     IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.derived_from IS NOT DISTINCT FROM OLD.derived_from THEN
-        worst := memory_internal._trust_rank(OLD.source_type);
+        worst := coalesce(pg_catalog.array_position(ranks, OLD.source_type), 5);
     ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
-        worst := greatest(worst, memory_internal._trust_rank(OLD.source_type));
+        worst := greatest(worst, coalesce(pg_catalog.array_position(ranks, OLD.source_type), 5));
     END IF;
     NEW.classification := greatest(NEW.classification, tier);
-    IF memory_internal._trust_rank(NEW.source_type) OPERATOR(pg_catalog.<) worst THEN
-        NEW.source_type := memory_internal._trust_type(worst);
+    IF coalesce(pg_catalog.array_position(ranks, NEW.source_type), 5) OPERATOR(pg_catalog.<) worst THEN
+        NEW.source_type := ranks[worst];
     END IF;
     RETURN NEW;
 END $$;
@@ -204,6 +210,8 @@ DECLARE
     hold boolean;
     gate boolean;
 BEGIN
+    -- A derived write naming this memory waits, or is waited for (memory_internal._lineage_floor).
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.id::text, 0));
     -- What needs the new floors, walked only through what does (what meets them already, so does
     -- everything made from it); each memory once, however it is reached.
     WITH RECURSIVE w(id) AS (
@@ -331,6 +339,18 @@ BEGIN
 END $$;
 CREATE TRIGGER memory_lineage_gone AFTER DELETE ON memory.observations REFERENCING OLD TABLE AS memory_old
     FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._lineage_gone();
+
+-- memory.forget and memory.erase_subject, before they delete in `orgs`: the orgs' lineage locks,
+-- exclusively and in order, held to commit (a derived write of those orgs waits for them, or they
+-- for it: memory_internal._lineage_floor), so what was made from what they remove is never
+-- written beside them unseen. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_lock_orgs(orgs text[])
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x.o, 0))
+       FROM (SELECT DISTINCT u.o COLLATE "C" AS o FROM pg_catalog.unnest(orgs) u(o) WHERE u.o IS NOT NULL) x ORDER BY x.o;
+END $$;
 
 -- Forgetting follows lineage (SPEC §18): after memory.forget or memory.erase_subject removed the
 -- memories `ids` of `org` (with the lineage gate open, so their references are still there), the

@@ -218,12 +218,13 @@ BEGIN
         RAISE EXCEPTION 'role % may not write memories of org %', coalesce(memory_internal._caller()::regrole::text, '(unknown)'), NEW.org_id
             USING ERRCODE = '42501', HINT = 'An org admin binds the role to the org (memory.grant_org).';
     END IF;
-    -- The old memory's sources first, locked as a derived write locks them (memory_ancestry):
-    -- a concurrent forget of one finishes first, taking the old memory with it, or waits.
+    -- As a derived write (memory_internal._lineage_floor), before the old memory's row lock: a
+    -- concurrent forget in the org finishes first, taking the old memory with it, or waits.
     SELECT o.derived_from INTO src FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) NEW.org_id AND o.id OPERATOR(pg_catalog.=) NEW.supersedes;
-    PERFORM 1 FROM memory.observations s
-      WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (src) ORDER BY s.id FOR SHARE;
+    IF src IS NOT NULL THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.org_id, 0));
+    END IF;
     SELECT * INTO old FROM memory.observations o
      WHERE o.org_id OPERATOR(pg_catalog.=) NEW.org_id AND o.id OPERATOR(pg_catalog.=) NEW.supersedes FOR UPDATE;
     IF NOT FOUND OR old.classification OPERATOR(pg_catalog.>) memory_internal._clearance(NEW.org_id)::memory.classification THEN

@@ -79,6 +79,8 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT; counts := counts || jsonb_build_object('weight_history', n);
     n := 0;
     gate := memory_internal._lineage_gate(true);
+    PERFORM memory_internal._lineage_lock_orgs(ARRAY(SELECT DISTINCT o.org_id FROM memory.observations o
+                                                       WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)));
     FOR id, id_org IN DELETE FROM memory.observations o WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope)
        AND NOT EXISTS (SELECT 1 FROM memory.legal_holds lh
                            WHERE lh.released_at IS NULL AND lh.org_id OPERATOR(pg_catalog.=) o.org_id
@@ -688,6 +690,7 @@ BEGIN
     plan := memory_internal._forget_plan(want::text[], hits);
     -- (What was made from these is found by their ids in derived_from: kept until it is followed.)
     gate := memory_internal._lineage_gate(true);
+    PERFORM memory_internal._lineage_lock_orgs(ARRAY(SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete')));
     FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
         del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
         t := tiers[pg_catalog.array_position(orgs, o)];
