@@ -401,10 +401,15 @@ BEGIN
     SELECT max(r.rev), max(r.valid_to) INTO head, since FROM memory.table_revisions r
      WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass AND r.row_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) TG_ARGV[0])
        AND r.org_id IS NOT DISTINCT FROM (n OPERATOR(pg_catalog.->>) TG_ARGV[2]);
+    -- Valid from the end of the one before, else the row's created_at stamp; unknown (NULL) without one.
+    since := coalesce(since, (o OPERATOR(pg_catalog.->>) TG_ARGV[6])::timestamptz);
+    IF since OPERATOR(pg_catalog.>) pg_catalog.now() THEN
+        since := pg_catalog.now();
+    END IF;
     INSERT INTO memory.table_revisions (relid, org_id, row_id, rev, user_id, content, classification, valid_from, valid_to, actor, reason)
     VALUES (TG_RELID::regclass, n OPERATOR(pg_catalog.->>) TG_ARGV[2], n OPERATOR(pg_catalog.->>) TG_ARGV[0], coalesce(head, 0) OPERATOR(pg_catalog.+) 1,
             o OPERATOR(pg_catalog.->>) TG_ARGV[3], o OPERATOR(pg_catalog.->>) TG_ARGV[1], tier,
-            least(coalesce(since, (o OPERATOR(pg_catalog.->>) TG_ARGV[6])::timestamptz), pg_catalog.now()), pg_catalog.now(),
+            since, pg_catalog.now(),
             memory_internal._revision_actor(), nullif(pg_catalog.current_setting('memory.change_reason', true), ''));
     RETURN NULL;
 END $$;
@@ -580,8 +585,9 @@ BEGIN
                  ELSE format('t.%I::text', tier) END;
     FOR cur IN EXECUTE format('SELECT t.%I::text AS content, %s::text AS org, memory_internal._tier_of(%s) AS tier, %s AS created_at
                                  FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) $1::%s',
-                              opts->>'content', coalesce(format('t.%I', opts->>'org'), 'NULL'), tier,
-                              coalesce(format('t.%I::timestamptz', opts->'stamps'->>'created_at'), 'NULL::timestamptz'),
+                              opts->>'content', CASE WHEN opts->>'org' IS NULL THEN 'NULL' ELSE format('t.%I', opts->>'org') END, tier,
+                              CASE WHEN opts->'stamps'->>'created_at' IS NULL THEN 'NULL::timestamptz'
+                                   ELSE format('t.%I::timestamptz', opts->'stamps'->>'created_at') END,
                               tbl, opts->>'id', (SELECT a.atttypid::regtype FROM pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
                                                    AND a.attname OPERATOR(pg_catalog.=) (opts->>'id') AND NOT a.attisdropped)) USING row_id LOOP
         h := memory_internal._table_revision_head(tbl, cur.org, row_id, cur.tier);
