@@ -483,6 +483,14 @@ BEGIN
     IF coalesce(jsonb_typeof(opts->'revisions'), 'null') NOT IN ('boolean', 'null') THEN
         RAISE EXCEPTION 'option "revisions" must be true or false' USING ERRCODE = '22023';
     END IF;
+    -- memory_ext's own tables keep theirs (memory.observations: the trigger memory_revisions above).
+    IF (SELECT c.relnamespace FROM pg_class c WHERE c.oid = tbl) = 'memory'::regnamespace THEN
+        IF coalesce((opts->>'revisions')::boolean, false) THEN
+            RAISE EXCEPTION '"revisions" is for application tables' USING ERRCODE = '22023',
+                HINT = 'memory.observations keeps its revisions in memory.revisions without it.';
+        END IF;
+        RETURN eff;
+    END IF;
     IF NOT coalesce((opts->>'revisions')::boolean, false) THEN
         PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions');
         PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions_gone');
