@@ -498,6 +498,11 @@ BEGIN
         PERFORM memory_internal._drop_governed_revisions(tbl);
         RETURN eff;
     END IF;
+    -- (On Citus the triggers would fire on the shards, on the workers, away from the table's revisions.)
+    IF memory_internal._citus_distributed(tbl) THEN
+        RAISE EXCEPTION '"revisions" is not supported on a distributed table (%)', tbl USING ERRCODE = '0A000',
+            HINT = 'Keep revisions of a table that stays local to the coordinator, or leave "revisions" out.';
+    END IF;
     c_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
     IF c_id IS NULL THEN
         RAISE EXCEPTION '"revisions" needs an id column, and % has none', tbl USING ERRCODE = '22023',
