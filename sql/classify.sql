@@ -142,7 +142,8 @@ AS $$
         SELECT 1 FROM jsonb_each(opts) e
          WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
                        'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
-                       'soft_deleted', 'stamps', 'state', 'consent', 'embedding', 'content_required', 'tenant_policy', 'tenant_rls']))
+                       'soft_deleted', 'stamps', 'state', 'consent', 'embedding', 'content_required', 'tenant_policy', 'tenant_rls',
+                       'revisions']))
             OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
                     OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
                         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
@@ -660,7 +661,7 @@ AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
                                       'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding',
-                                      'content_required', 'tenant_policy'];
+                                      'content_required', 'tenant_policy', 'revisions'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -718,6 +719,8 @@ BEGIN
     eff := memory_internal._govern_weight(tbl, opts, eff);
     eff := memory_internal._govern_state(tbl, opts, eff);
     eff := memory_internal._govern_consent(tbl, opts, eff);
+    -- Revisions of the rows (sql/revisions.sql): after classification and audit, whose tier column it reads.
+    eff := memory_internal._govern_revisions(tbl, opts, eff);
     -- The table's own pgvector column, for memory.recall's query_embedding (docs/design.md#agent-memory-api): checked
     -- (a vector column: 22023 otherwise) and recorded; its index stays the owner's.
     IF opts ? 'embedding' AND jsonb_typeof(opts->'embedding') <> 'null' THEN
@@ -798,6 +801,8 @@ BEGIN
             USING ERRCODE = '42501', HINT = 'Only the owner of a table ungoverns it.';
     END IF;
     PERFORM memory_internal._open_governance_gate(tbl);
+    -- The revisions of its rows go with the triggers that removed them with the rows (MX006 under a hold).
+    PERFORM memory_internal._drop_governed_revisions(tbl);
     FOR tg IN SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = tbl AND pg_catalog.starts_with(t.tgname::text, 'memory_')
                  AND t.tgfoid IN (SELECT p.oid FROM pg_proc p WHERE p.pronamespace IN ('memory'::regnamespace, 'memory_internal'::regnamespace)) LOOP
         PERFORM memory_internal._exec_as_caller(format('DROP TRIGGER %I ON %s', tg, tbl));

@@ -82,6 +82,7 @@ GRANT EXECUTE ON FUNCTION
     memory_internal._is_misleading(bigint, bigint), memory_internal._stamps_t_invalid(text), memory_internal._is_retirement(text, text),
     memory_internal._is_expired(timestamptz, int, timestamptz), memory_internal._purge_due(timestamptz, timestamptz, timestamptz, timestamptz),
     memory_internal._max_clock_skew(), memory_internal._hold_matches(text, text, text, text),
+    memory_internal._tier_of(text),
     -- row-level checks that run as the writing role (CHECK constraints, invoker triggers)
     memory_internal._check_rule_pattern(text), memory_internal._knowledge_gate_open(), memory_internal._is_knowledge_admin(), memory_internal._table_of(oid),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
@@ -89,6 +90,7 @@ GRANT EXECUTE ON FUNCTION
     memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(),
     memory_internal._lineage_gate_open(), memory_internal._trust_rank(memory.source_type),
     memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
+    memory_internal._keep_table_revision(), memory_internal._drop_table_revisions(),
     -- the CHECKs of memory.observations.weight and of its items (run as the writing role)
     memory_internal._check_weight(float8), memory_internal._item_text(jsonb), memory_internal._item_key_error(text),
     memory_internal._item_namespace_error(text[]),

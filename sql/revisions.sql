@@ -308,3 +308,329 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION memory.supersede(uuid, text, text, jsonb) IS
   'Replace a memory: writes the new one (classified, never below the old tier; carrying its weight and user), marks the old one superseded_by/superseded_at (kept, never recalled, retrieved or searched; in history and exports until its retention ends); audited memory.supersede with both ids. A superseded or not live memory: 22023; another org''s or a forgotten one: P0002; a held one: MX006. Returns the new id.';
+
+-- ------------------------------------------------------------------------------------------------
+-- Revisions of governed application tables (memory.govern's "revisions" option): the version an
+-- UPDATE of a row's content (or a raise of its tier) replaces, kept as memory.revisions keeps a
+-- memory's, in a table of their own so that memory.revisions and its readers stay as they are.
+-- One row per version replaced, keyed by the table, the row's org (NULL for a table without an
+-- org column) and its id (as text, whatever the id column's type); rev 1 is the row as it was
+-- first governed or written. Written only by the trigger memory_revisions (as the extension
+-- owner); read under the tenant policy, the reader's SELECT on the table, and the clearance of
+-- each revision's own tier. Removed with the row (any DELETE: forget, erasure, retention's hard
+-- delete, the application's own), with the table's TRUNCATE or DROP, and when the option is
+-- turned off; a held row is neither deleted nor changed, so its revisions stay.
+CREATE TABLE memory.table_revisions (
+    relid          regclass NOT NULL,
+    org_id         text,
+    row_id         text NOT NULL,
+    rev            int NOT NULL CHECK (rev >= 1),
+    user_id        text,
+    content        text,
+    classification memory.classification NOT NULL,
+    valid_from     timestamptz,
+    valid_to       timestamptz NOT NULL,
+    actor          text NOT NULL,
+    reason         text
+);
+CREATE UNIQUE INDEX table_revisions_key ON memory.table_revisions (relid, row_id, rev, org_id) NULLS NOT DISTINCT;
+COMMENT ON TABLE memory.table_revisions IS 'The versions of rows of governed application tables (memory.govern "revisions") that changes replaced (content, tier), with when each was valid, who changed it (pseudonymised) and why (memory.change_reason).';
+ALTER TABLE memory.table_revisions ENABLE ROW LEVEL SECURITY;
+-- The reader may read the table, and the revision is of the org it acts for (or of a table
+-- without an org column).
+CREATE POLICY tenant ON memory.table_revisions
+    USING (pg_catalog.has_table_privilege(relid::pg_catalog.oid, 'SELECT')
+           AND (org_id IS NULL OR org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org())));
+CREATE POLICY clearance ON memory.table_revisions AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+SELECT pg_catalog.pg_extension_config_dump('memory.table_revisions', '');
+
+-- A tier read from a governed table's tier column (a label, or a jsonb target's classification
+-- key): the tier, or restricted when there is none or it is not a tier (as memory_clearance reads it).
+CREATE FUNCTION memory_internal._tier_of(label text)
+RETURNS memory.classification LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF label IS NULL OR NOT label OPERATOR(pg_catalog.=) ANY (pg_catalog.enum_range(NULL::memory.classification)::text[]) THEN
+        RETURN 'restricted';
+    END IF;
+    RETURN label::memory.classification;
+END $$;
+
+-- AFTER UPDATE row trigger of a table governed with "revisions" (memory_revisions; its WHEN: the
+-- content, the tier, the id or the org changed). Arguments: the id, content, org, user, tier
+-- columns, the tier column's kind (jsonb or not) and the created_at stamp ('' for none). Keeps the
+-- old version as the next revision of the row (a tier raised while the text stays raises the
+-- earlier ones too, as on memory.observations); a row whose id or org changed takes its revisions
+-- along. SECURITY DEFINER: writers do not write revisions themselves; it reads only the old and
+-- new row of a table that is governed with the option.
+CREATE FUNCTION memory_internal._keep_table_revision()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o      jsonb;
+    n      jsonb;
+    old_t  memory.classification;
+    new_t  memory.classification;
+    tier   memory.classification;
+    head   int;
+    since  timestamptz;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'ROW' OR TG_OP OPERATOR(pg_catalog.<>) 'UPDATE' OR TG_NARGS OPERATOR(pg_catalog.<>) 7
+       OR NOT EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid OPERATOR(pg_catalog.=) TG_RELID::regclass
+                         AND NOT g.builtin AND g.options OPERATOR(pg_catalog.@>) '{"revisions": true}') THEN
+        RAISE EXCEPTION 'memory_internal._keep_table_revision is the AFTER UPDATE row trigger memory.govern attaches with "revisions"' USING ERRCODE = '39P01';
+    END IF;
+    o := pg_catalog.to_jsonb(OLD);
+    n := pg_catalog.to_jsonb(NEW);
+    IF TG_ARGV[4] OPERATOR(pg_catalog.=) '' THEN
+        old_t := 'restricted';
+        new_t := 'restricted';
+    ELSIF TG_ARGV[5] OPERATOR(pg_catalog.=) 'jsonb' THEN
+        old_t := memory_internal._tier_of(o OPERATOR(pg_catalog.->) TG_ARGV[4] OPERATOR(pg_catalog.->>) 'classification');
+        new_t := memory_internal._tier_of(n OPERATOR(pg_catalog.->) TG_ARGV[4] OPERATOR(pg_catalog.->>) 'classification');
+    ELSE
+        old_t := memory_internal._tier_of(o OPERATOR(pg_catalog.->>) TG_ARGV[4]);
+        new_t := memory_internal._tier_of(n OPERATOR(pg_catalog.->>) TG_ARGV[4]);
+    END IF;
+    -- A row whose id or org changed: its revisions follow it.
+    IF (o OPERATOR(pg_catalog.->>) TG_ARGV[0]) IS DISTINCT FROM (n OPERATOR(pg_catalog.->>) TG_ARGV[0])
+       OR (o OPERATOR(pg_catalog.->>) TG_ARGV[2]) IS DISTINCT FROM (n OPERATOR(pg_catalog.->>) TG_ARGV[2]) THEN
+        UPDATE memory.table_revisions r SET row_id = n OPERATOR(pg_catalog.->>) TG_ARGV[0], org_id = n OPERATOR(pg_catalog.->>) TG_ARGV[2]
+         WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass AND r.row_id OPERATOR(pg_catalog.=) (o OPERATOR(pg_catalog.->>) TG_ARGV[0])
+           AND r.org_id IS NOT DISTINCT FROM (o OPERATOR(pg_catalog.->>) TG_ARGV[2]);
+    END IF;
+    -- The same text, and the same tier or a first one (govern's backfill classifying a row): no version replaced.
+    IF (o OPERATOR(pg_catalog.->) TG_ARGV[1]) IS NOT DISTINCT FROM (n OPERATOR(pg_catalog.->) TG_ARGV[1])
+       AND (old_t OPERATOR(pg_catalog.=) new_t
+            OR (TG_ARGV[4] OPERATOR(pg_catalog.<>) '' AND coalesce(o OPERATOR(pg_catalog.->) TG_ARGV[4], 'null') OPERATOR(pg_catalog.=) 'null'::jsonb)) THEN
+        RETURN NULL;
+    END IF;
+    -- A tier raised while the text stays: the same text does not stay readable below it.
+    tier := CASE WHEN (o OPERATOR(pg_catalog.->) TG_ARGV[1]) IS NOT DISTINCT FROM (n OPERATOR(pg_catalog.->) TG_ARGV[1])
+                 THEN greatest(old_t, new_t) ELSE old_t END;
+    IF tier OPERATOR(pg_catalog.>) old_t THEN
+        UPDATE memory.table_revisions r SET classification = tier
+         WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass AND r.row_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) TG_ARGV[0])
+           AND r.org_id IS NOT DISTINCT FROM (n OPERATOR(pg_catalog.->>) TG_ARGV[2]) AND r.classification OPERATOR(pg_catalog.<) tier;
+    END IF;
+    SELECT max(r.rev), max(r.valid_to) INTO head, since FROM memory.table_revisions r
+     WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass AND r.row_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) TG_ARGV[0])
+       AND r.org_id IS NOT DISTINCT FROM (n OPERATOR(pg_catalog.->>) TG_ARGV[2]);
+    -- Valid from the end of the one before, else the row's created_at stamp; unknown (NULL) without one.
+    since := coalesce(since, (o OPERATOR(pg_catalog.->>) TG_ARGV[6])::timestamptz);
+    IF since OPERATOR(pg_catalog.>) pg_catalog.now() THEN
+        since := pg_catalog.now();
+    END IF;
+    INSERT INTO memory.table_revisions (relid, org_id, row_id, rev, user_id, content, classification, valid_from, valid_to, actor, reason)
+    VALUES (TG_RELID::regclass, n OPERATOR(pg_catalog.->>) TG_ARGV[2], n OPERATOR(pg_catalog.->>) TG_ARGV[0], coalesce(head, 0) OPERATOR(pg_catalog.+) 1,
+            o OPERATOR(pg_catalog.->>) TG_ARGV[3], o OPERATOR(pg_catalog.->>) TG_ARGV[1], tier,
+            since, pg_catalog.now(),
+            memory_internal._revision_actor(), nullif(pg_catalog.current_setting('memory.change_reason', true), ''));
+    RETURN NULL;
+END $$;
+
+-- AFTER DELETE (transition table memory_old) and AFTER TRUNCATE statement triggers of a table
+-- governed with "revisions" (memory_revisions_gone, memory_revisions_truncate). Arguments: the id
+-- and org columns. The deleted rows' revisions go with them (a held row is not deleted: its
+-- hold trigger refuses first); a TRUNCATE takes every revision of the table. SECURITY DEFINER:
+-- writers do not delete revisions themselves; it touches only the revisions of the firing table.
+CREATE FUNCTION memory_internal._drop_table_revisions()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.<>) 'AFTER' OR TG_LEVEL OPERATOR(pg_catalog.<>) 'STATEMENT' OR TG_OP NOT IN ('DELETE', 'TRUNCATE')
+       OR TG_NARGS OPERATOR(pg_catalog.<>) 2 THEN
+        RAISE EXCEPTION 'memory_internal._drop_table_revisions is the AFTER DELETE and TRUNCATE statement trigger memory.govern attaches with "revisions"'
+            USING ERRCODE = '39P01';
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        DELETE FROM memory.table_revisions r WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass;
+    ELSE
+        DELETE FROM memory.table_revisions r
+         USING (SELECT DISTINCT j OPERATOR(pg_catalog.->>) TG_ARGV[0] AS id, j OPERATOR(pg_catalog.->>) TG_ARGV[1] AS org
+                  FROM memory_old m CROSS JOIN LATERAL pg_catalog.to_jsonb(m) j) d
+         WHERE r.relid OPERATOR(pg_catalog.=) TG_RELID::regclass AND r.row_id OPERATOR(pg_catalog.=) d.id
+           AND r.org_id IS NOT DISTINCT FROM d.org;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- The revisions of a governed table go (its "revisions" option turned off, memory.ungovern): no
+-- trigger would remove them with their rows any more. Refused (MX006) while one of them is of a
+-- row under an active legal hold. Called by memory.govern and memory.ungovern (SECURITY DEFINER,
+-- after their owner check); not granted to PUBLIC.
+CREATE FUNCTION memory_internal._drop_governed_revisions(tbl regclass)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    hold bigint;
+    n    bigint;
+BEGIN
+    SELECT h.id INTO hold FROM memory.table_revisions r JOIN memory.legal_holds h
+        ON h.released_at IS NULL AND h.org_id OPERATOR(pg_catalog.=) r.org_id
+       AND memory_internal._hold_matches(h.observation_id::text, h.user_id, r.row_id, r.user_id)
+     WHERE r.relid OPERATOR(pg_catalog.=) tbl ORDER BY h.id LIMIT 1;
+    IF hold IS NOT NULL THEN
+        RAISE EXCEPTION 'revisions of % are under legal hold %', tbl, hold USING ERRCODE = 'MX006',
+            HINT = 'Keep "revisions": true until the hold is released; the revisions of held rows are kept with them.';
+    END IF;
+    DELETE FROM memory.table_revisions r WHERE r.relid OPERATOR(pg_catalog.=) tbl;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- memory.govern, "revisions": the triggers that keep and remove the revisions of a table with an
+-- id column and a content column (22023 with a hint otherwise); without the option they are
+-- dropped, and the table's revisions with them (memory_internal._drop_governed_revisions). Runs
+-- inside memory.govern (the gate open), the triggers created as the caller.
+CREATE FUNCTION memory_internal._govern_revisions(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_id      text;
+    c_content text;
+    c_org     text;
+    c_user    text;
+    c_tier    text;
+    c_created text;
+    args      text;
+BEGIN
+    IF coalesce(jsonb_typeof(opts->'revisions'), 'null') NOT IN ('boolean', 'null') THEN
+        RAISE EXCEPTION 'option "revisions" must be true or false' USING ERRCODE = '22023';
+    END IF;
+    -- memory_ext's own tables keep theirs (memory.observations: the trigger memory_revisions above).
+    IF (SELECT c.relnamespace FROM pg_class c WHERE c.oid = tbl) = 'memory'::regnamespace THEN
+        IF coalesce((opts->>'revisions')::boolean, false) THEN
+            RAISE EXCEPTION '"revisions" is for application tables' USING ERRCODE = '22023',
+                HINT = 'memory.observations keeps its revisions in memory.revisions without it.';
+        END IF;
+        RETURN eff;
+    END IF;
+    IF NOT coalesce((opts->>'revisions')::boolean, false) THEN
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions_gone');
+        PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions_truncate');
+        PERFORM memory_internal._drop_governed_revisions(tbl);
+        RETURN eff;
+    END IF;
+    -- (On Citus the triggers would fire on the shards, on the workers, away from the table's revisions.)
+    IF memory_internal._citus_distributed(tbl) THEN
+        RAISE EXCEPTION '"revisions" is not supported on a distributed table (%)', tbl USING ERRCODE = '0A000',
+            HINT = 'Keep revisions of a table that stays local to the coordinator, or leave "revisions" out.';
+    END IF;
+    c_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+    IF c_id IS NULL THEN
+        RAISE EXCEPTION '"revisions" needs an id column, and % has none', tbl USING ERRCODE = '22023',
+            HINT = 'Map the column that identifies a row with {"id": "<column>"} (its revisions are kept by it), or leave "revisions" out.';
+    END IF;
+    PERFORM memory_internal._column_type(tbl, c_id, 'id');
+    c_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
+    IF c_content IS NULL THEN
+        RAISE EXCEPTION '"revisions" needs a content column, and % has none', tbl USING ERRCODE = '22023',
+            HINT = 'Map the text a revision keeps with {"content": "<column>"}, or leave "revisions" out.';
+    END IF;
+    PERFORM memory_internal._column_type(tbl, c_content, 'content');
+    c_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+    c_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
+    c_tier := coalesce(eff->'target'->>0, eff->>'audit_tier');
+    c_created := coalesce(eff->'stamps'->>'created_at', '');
+    FOREACH args IN ARRAY array_remove(ARRAY[c_org, c_user, c_tier, nullif(c_created, '')], NULL) LOOP
+        PERFORM memory_internal._column_type(tbl, args, 'revisions');
+    END LOOP;
+    args := format('%L, %L, %L, %L, %L, %L, %L', c_id, c_content, coalesce(c_org, ''), coalesce(c_user, ''), coalesce(c_tier, ''),
+                   CASE WHEN c_tier IS NOT NULL AND memory_internal._column_type(tbl, c_tier, 'target') = 'jsonb'::regtype THEN 'jsonb' ELSE '' END,
+                   c_created);
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions_gone');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_revisions_truncate');
+    PERFORM memory_internal._exec_as_caller(format(
+        'CREATE TRIGGER memory_revisions AFTER UPDATE ON %s FOR EACH ROW WHEN (%s) EXECUTE FUNCTION memory_internal._keep_table_revision(%s)',
+        tbl, (SELECT string_agg(format('OLD.%1$I IS DISTINCT FROM NEW.%1$I', c), ' OR ') FROM unnest(array_remove(ARRAY[c_id, c_content, c_org, c_tier], NULL)) c),
+        args));
+    PERFORM memory_internal._exec_as_caller(format(
+        'CREATE TRIGGER memory_revisions_gone AFTER DELETE ON %s REFERENCING OLD TABLE AS memory_old FOR EACH STATEMENT '
+        'EXECUTE FUNCTION memory_internal._drop_table_revisions(%L, %L)', tbl, c_id, coalesce(c_org, '')));
+    PERFORM memory_internal._exec_as_caller(format(
+        'CREATE TRIGGER memory_revisions_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT '
+        'EXECUTE FUNCTION memory_internal._drop_table_revisions(%L, %L)', tbl, c_id, coalesce(c_org, '')));
+    RETURN eff || jsonb_strip_nulls(jsonb_build_object('revisions', true, 'id', c_id, 'content', c_content, 'org', c_org, 'user', c_user));
+END $$;
+
+-- How many revisions row `row_id` of org `org` (NULL: a table without an org column) of governed
+-- table tbl has and when the last one ended, whatever their tiers (a reader cleared below one
+-- numbers the versions it sees as they are numbered), with whether the current version (of tier
+-- `tier`, as the caller read it) is within the caller's clearance. Only for a table the caller
+-- may SELECT and an org it may act for (else nothing). Not granted to PUBLIC: memory.history's.
+CREATE FUNCTION memory_internal._table_revision_head(tbl regclass, org text, row_id text, tier memory.classification,
+                                                     OUT rev int, OUT valid_to timestamptz, OUT cleared boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tbl IS NULL OR row_id IS NULL OR NOT pg_catalog.has_table_privilege(memory_internal._caller(), tbl::pg_catalog.oid, 'SELECT')
+       OR (org IS NOT NULL AND NOT memory_internal._may_act_for(org)) THEN
+        RETURN;
+    END IF;
+    -- (The clearance in the row's org; for a table without an org column, in the org the caller acts for.)
+    cleared := coalesce(coalesce(tier, 'restricted') OPERATOR(pg_catalog.<=)
+                        memory_internal._clearance(coalesce(org, memory_internal._acting_org()))::memory.classification, false);
+    SELECT max(r.rev), max(r.valid_to) INTO rev, valid_to FROM memory.table_revisions r
+     WHERE r.relid OPERATOR(pg_catalog.=) tbl AND r.row_id OPERATOR(pg_catalog.=) _table_revision_head.row_id
+       AND r.org_id IS NOT DISTINCT FROM org;
+END $$;
+
+-- The versions of row `row_id` of a table governed with "revisions", newest first: each current
+-- row of that id the caller reads (with its own privileges and the table's policies; the version
+-- within its clearance), valid_to NULL, then each revision as the caller reads them (memory.table_revisions'
+-- policies: the org it acts for, its SELECT on the table, each revision within its clearance).
+-- Runs as the caller. Nothing for an unknown id.
+CREATE FUNCTION memory.history(tbl regclass, row_id text)
+RETURNS TABLE (rev int, content text, classification memory.classification,
+               valid_from timestamptz, valid_to timestamptz, actor text, reason text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    opts jsonb;
+    tier text;
+    cur  record;
+    h    record;
+BEGIN
+    IF tbl IS NULL OR row_id IS NULL THEN
+        RAISE EXCEPTION 'memory.history(table, row_id) needs a table and a row id' USING ERRCODE = '22023',
+            HINT = 'Pass a table governed with "revisions" and the id of one of its rows (as text).';
+    END IF;
+    IF NOT pg_catalog.has_table_privilege(tbl, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied for table %', tbl USING ERRCODE = '42501', HINT = 'The table''s owner grants SELECT on it.';
+    END IF;
+    SELECT g.options INTO opts FROM memory.governed_tables g WHERE g.table_name OPERATOR(pg_catalog.=) tbl;
+    IF opts IS NULL OR NOT opts OPERATOR(pg_catalog.@>) '{"revisions": true}' THEN
+        RAISE EXCEPTION 'table % keeps no revisions', tbl USING ERRCODE = '22023',
+            HINT = 'Its owner turns them on with memory.govern(table, ''{..., "revisions": true}'').';
+    END IF;
+    tier := coalesce(opts->'target'->>0, opts->>'audit_tier');
+    tier := CASE WHEN tier IS NULL THEN 'NULL::text'
+                 WHEN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) tier
+                                 AND a.atttypid OPERATOR(pg_catalog.=) 'jsonb'::regtype) THEN format('t.%I OPERATOR(pg_catalog.->>) ''classification''', tier)
+                 ELSE format('t.%I::text', tier) END;
+    FOR cur IN EXECUTE format('SELECT t.%I::text AS content, %s::text AS org, memory_internal._tier_of(%s) AS tier, %s AS created_at
+                                 FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) $1::%s',
+                              opts->>'content', CASE WHEN opts->>'org' IS NULL THEN 'NULL' ELSE format('t.%I', opts->>'org') END, tier,
+                              CASE WHEN opts->'stamps'->>'created_at' IS NULL THEN 'NULL::timestamptz'
+                                   ELSE format('t.%I::timestamptz', opts->'stamps'->>'created_at') END,
+                              tbl, opts->>'id', (SELECT a.atttypid::regtype FROM pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+                                                   AND a.attname OPERATOR(pg_catalog.=) (opts->>'id') AND NOT a.attisdropped)) USING row_id LOOP
+        h := memory_internal._table_revision_head(tbl, cur.org, row_id, cur.tier);
+        CONTINUE WHEN NOT coalesce(h.cleared, false);
+        RETURN QUERY SELECT coalesce(h.rev, 0) OPERATOR(pg_catalog.+) 1, cur.content, cur.tier,
+                            coalesce(h.valid_to, cur.created_at), NULL::timestamptz, NULL::text, NULL::text;
+    END LOOP;
+    -- The revisions, as memory.table_revisions' policies let the caller read them (also those of a
+    -- row whose current version is above its clearance: each version has its own tier).
+    RETURN QUERY
+    SELECT r.rev, r.content, r.classification, r.valid_from, r.valid_to, r.actor, r.reason
+      FROM memory.table_revisions r
+     WHERE r.relid OPERATOR(pg_catalog.=) tbl AND r.row_id OPERATOR(pg_catalog.=) history.row_id
+     ORDER BY r.org_id, r.rev DESC;
+END $$;
+COMMENT ON FUNCTION memory.history(regclass, text) IS
+  'The versions of a row of a table governed with "revisions", newest first: the row as the caller reads it now (valid_to NULL; within its clearance), then each revision an UPDATE kept (rev, content, tier, valid_from, valid_to, actor pseudonymised, reason from memory.change_reason), within the caller''s org and clearance. A table without the option: 22023.';

@@ -242,6 +242,8 @@ BEGIN
                       HINT = 'Release the legal holds first (memory_admin: UPDATE memory.legal_holds SET released_at = now() WHERE id = ...), or delete the rows that are not held.';
         END IF;
         DELETE FROM memory.governance_registry g WHERE g.relid::oid = obj;
+        -- (Its revisions go with its rows: memory.govern's "revisions".)
+        DELETE FROM memory.table_revisions r WHERE r.relid::oid OPERATOR(pg_catalog.=) obj;
         PERFORM memory_internal._audit_append_system('memory.govern.drop_table', jsonb_build_object('table', ident), NULL);
     END IF;
 END $$;
@@ -355,6 +357,9 @@ BEGIN
     -- orgs within their clearance (memory.history); writers supersede.
     GRANT SELECT ON memory.revisions TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.history(uuid), memory_internal._revision_head(text, uuid) TO memory_reader;
+    -- ... and of governed tables kept with "revisions" (memory.history(table, row_id)), within their SELECT on the table.
+    GRANT SELECT ON memory.table_revisions TO memory_reader;
+    GRANT EXECUTE ON FUNCTION memory.history(regclass, text), memory_internal._table_revision_head(regclass, text, text, memory.classification) TO memory_reader;
     -- Lineage (docs/reference.md#lineage): readers read where a memory came from, within their clearance.
     GRANT EXECUTE ON FUNCTION memory.lineage(uuid, text) TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb) TO memory_writer;

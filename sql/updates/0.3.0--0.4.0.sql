@@ -74,6 +74,30 @@ CREATE POLICY tenant ON memory.revisions USING (org_id OPERATOR(pg_catalog.=) (S
 CREATE POLICY clearance ON memory.revisions AS RESTRICTIVE FOR SELECT
     USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
 SELECT pg_catalog.pg_extension_config_dump('memory.revisions', '');
+-- h-rev49: the revisions of governed application tables (memory.govern's "revisions"; sql/revisions.sql),
+-- in a table of their own so that memory.revisions and its readers stay as they are. Empty: a table
+-- keeps revisions once its owner governs it with the option.
+CREATE TABLE memory.table_revisions (
+    relid          regclass NOT NULL,
+    org_id         text,
+    row_id         text NOT NULL,
+    rev            int NOT NULL CHECK (rev >= 1),
+    user_id        text,
+    content        text,
+    classification memory.classification NOT NULL,
+    valid_from     timestamptz,
+    valid_to       timestamptz NOT NULL,
+    actor          text NOT NULL,
+    reason         text
+);
+CREATE UNIQUE INDEX table_revisions_key ON memory.table_revisions (relid, row_id, rev, org_id) NULLS NOT DISTINCT;
+ALTER TABLE memory.table_revisions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON memory.table_revisions
+    USING (pg_catalog.has_table_privilege(relid::pg_catalog.oid, 'SELECT')
+           AND (org_id IS NULL OR org_id OPERATOR(pg_catalog.=) (SELECT memory_internal._acting_org())));
+CREATE POLICY clearance ON memory.table_revisions AS RESTRICTIVE FOR SELECT
+    USING (classification OPERATOR(pg_catalog.<=) (SELECT memory_internal._max_tier()));
+SELECT pg_catalog.pg_extension_config_dump('memory.table_revisions', '');
 
 -- Lineage (issue 50, SPEC §18; sql/lineage.sql): the sources of a derived memory (nullable, no
 -- default: no table rewrite; a 0.3.0 memory has none), found by containment through partial GIN

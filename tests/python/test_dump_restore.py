@@ -65,8 +65,10 @@ def test_dump_and_restore_round_trip(dsn, port):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE TABLE notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text, "
                   "classification memory.classification, w float8 NOT NULL DEFAULT 1)")
-        c.execute("""SELECT memory.govern('notes', '{"audit": true, "weight": "w"}')""")
+        c.execute("""SELECT memory.govern('notes', '{"audit": true, "weight": "w", "revisions": true}')""")
         c.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'the password')")
+        # A revision of a governed table (memory.table_revisions names the table by regclass).
+        c.execute("UPDATE notes SET content = 'the new password' WHERE content = 'the password'")
         c.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'u1', 'ssn on file')")
         c.execute("INSERT INTO memory.classification_rules (org_id, tier, target, pattern) VALUES ('acme', 'restricted', 'content', 'falcon')")
         c.execute("SELECT memory.audit_rotate_key()")
@@ -87,6 +89,8 @@ def test_dump_and_restore_round_trip(dsn, port):
         assert extra == [("memory.store", 1)]
         assert all(r[2] for r in c.execute("SELECT * FROM memory.audit_verify()").fetchall())
         assert c.execute("SELECT count(*) FROM memory.governed_tables WHERE table_name = 'notes'::regclass").fetchone() == (1,)
+        assert c.execute("SELECT array_agg(content ORDER BY rev) FROM memory.history('notes', (SELECT id::text FROM notes))").fetchone() == (
+            ["the password", "the new password"],)
         assert c.execute("SELECT memory.classify('falcon', NULL, NULL, 'acme')::text").fetchone() == ("restricted",)
         # The restored database keeps working: a new write is classified, chained and verifiable.
         c.execute("INSERT INTO notes (org_id, content) VALUES ('acme', 'falcon launch')")
