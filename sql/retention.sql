@@ -561,54 +561,24 @@ SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.
                 WHERE b.attrelid OPERATOR(pg_catalog.=) 'memory.observations_archive'::pg_catalog.regclass
                   AND b.attname OPERATOR(pg_catalog.=) a.attname AND b.attnum OPERATOR(pg_catalog.>) 0 AND NOT b.attisdropped) $$;
 
-CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+-- memory.run_retention's step 1, on memory.observations: expired live rows. Held rows, and rows
+-- the org's guard refuses, are denied (memory.purge.denied); the rest are soft-deleted. Returns
+-- how many were soft-deleted (soft) and denied, and the ids soft-deleted (step 3 leaves them).
+-- Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_hot_soft(dry_run boolean, at timestamptz, dist boolean,
+                                                    OUT soft bigint, OUT denied bigint, OUT soft_ids uuid[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    g        record;
-    soft     bigint := 0;
-    hard     bigint := 0;
-    archived bigint := 0;
-    denied   bigint := 0;
-    actor    constant text := 'system:retention';
-    tables   jsonb := '{}';
-    skipped  jsonb := '[]';
-    locked   jsonb := '[]';
-    failed   jsonb := '{}';
-    r        jsonb;
-    lock     text;
-    soft_ids    uuid[] := '{}';
-    hard_ids    uuid[] := '{}';
-    archive_ids uuid[] := '{}';
-    items    bigint;
-    asoft_ids   uuid[] := '{}';
-    ahard_ids   uuid[] := '{}';
-    asoft    bigint := 0;
-    ahard    bigint := 0;
-    adenied  bigint := 0;
-    -- Citus (docs/design.md#scale-out): the observations are distributed by org.
-    dist     constant boolean := memory_internal._citus_distributed('memory.observations');
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
 BEGIN
-    PERFORM memory_internal._check_at(at, 'memory.run_retention');
-    IF dry_run IS NULL OR at IS NULL THEN
-        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
-    END IF;
-
-    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
-    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
-    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
-    -- temporary tables (nothing to create per run; nothing a standby refuses).
-    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
-    -- are unique only within an org: each group's rows change in a statement naming its org,
-    -- which checks again that each row is still due (an event may then name a row that a
-    -- concurrent change made no longer due).
-    lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
-
-    -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
-    items := memory_internal._purge_items(NULL, at, dry_run);
-
-    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
-    -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
+    soft := 0;
+    denied := 0;
+    soft_ids := '{}';
+    -- At most 1,000 ids per event (in every step): a run over 100,000 rows writes 100 events, not one of 4 MB.
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -639,8 +609,25 @@ BEGIN
         UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
+END $$;
 
-    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the documented payload, docs/design.md#retention).
+-- memory.run_retention's step 2, on memory.observations: soft-deleted rows past the grace. Held
+-- rows are denied (memory.purge.denied); the rest are hard-deleted, with memory.purge events per
+-- org and tier (the documented payload, docs/design.md#retention). Returns how many were
+-- hard-deleted (hard) and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_hot_hard(dry_run boolean, at timestamptz, dist boolean,
+                                                    OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    hard_ids uuid[] := '{}';
+BEGIN
+    hard := 0;
+    denied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
                 CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
@@ -687,10 +674,23 @@ BEGIN
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
         PERFORM memory_internal._hold_gate(false);
     END IF;
+END $$;
 
-    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
-    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
-    -- by it (a dry run predicts that too).
+-- memory.run_retention's step 3: live rows of memory.observations past archive_at move to
+-- memory.observations_archive (memory.archive events), except those step 1 soft-deleted
+-- (`soft_ids`). Returns how many moved (archived) and their ids. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_move(dry_run boolean, at timestamptz, dist boolean, soft_ids uuid[],
+                                                        OUT archived bigint, OUT archive_ids uuid[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+BEGIN
+    archived := 0;
+    archive_ids := '{}';
     FOR g IN EXECUTE
         'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -738,14 +738,25 @@ BEGIN
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
         PERFORM memory_internal._hold_gate(false);
     END IF;
+END $$;
 
-    -- 4. The archive follows its rows' schedule (the stamps move with them): archived rows past
-    -- expires_at are soft-deleted, held or guard-refused ones skipped with memory.purge.denied;
-    -- after the grace they are hard-deleted with memory.purge, like hot rows (events name the
-    -- table). A held expired row moved to the archive is swept by the first run after its hold
-    -- is released. Rows this run archived are not swept by it (a dry run predicts that too).
-    -- On Citus each org's rows change in a statement naming the org, checking again that they
-    -- are still due (and, for the hard delete, not held since), as above.
+-- memory.run_retention's step 4, soft deletes: expired rows of memory.observations_archive, except
+-- those step 3 archived (`archive_ids`). Held or guard-refused rows are denied
+-- (memory.purge.denied); the rest are soft-deleted. Returns how many were soft-deleted (asoft)
+-- and denied (adenied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_soft(dry_run boolean, at timestamptz, dist boolean, archive_ids uuid[],
+                                                        OUT asoft bigint, OUT adenied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    asoft_ids uuid[] := '{}';
+BEGIN
+    asoft := 0;
+    adenied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -777,6 +788,25 @@ BEGIN
         UPDATE memory.observations_archive o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(asoft_ids) u(id));
     END IF;
+END $$;
+
+-- memory.run_retention's step 4, hard deletes: soft-deleted rows of memory.observations_archive
+-- past the grace. Held rows are denied (memory.purge.denied); the rest are hard-deleted with
+-- memory.purge events naming the table. Returns how many were hard-deleted (ahard) and denied
+-- (adenied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_hard(dry_run boolean, at timestamptz, dist boolean,
+                                                        OUT ahard bigint, OUT adenied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    ahard_ids uuid[] := '{}';
+BEGIN
+    ahard := 0;
+    adenied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
                 CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
@@ -820,11 +850,28 @@ BEGIN
     IF NOT dry_run AND NOT dist AND ahard > 0 THEN
         DELETE FROM memory.observations_archive o WHERE o.id IN (SELECT u.id FROM unnest(ahard_ids) u(id));
     END IF;
-    soft := soft + asoft;
-    hard := hard + ahard;
-    denied := denied + adenied;
+END $$;
 
-    -- 5. Governed application tables with stamps and a soft-delete column.
+-- memory.run_retention's step 5: governed application tables with stamps and a soft-delete
+-- column, each swept by memory_internal._retention_sweep. Returns the counts of each table swept
+-- (tables), the tables skipped (no soft-delete or id column), locked by another session and
+-- failed, and the totals over them (soft, hard, denied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_tables(dry_run boolean, at timestamptz,
+                                                  OUT tables jsonb, OUT skipped jsonb, OUT locked jsonb, OUT failed jsonb,
+                                                  OUT soft bigint, OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    r     jsonb;
+BEGIN
+    tables := '{}';
+    skipped := '[]';
+    locked := '[]';
+    failed := '{}';
+    soft := 0;
+    hard := 0;
+    denied := 0;
     FOR g IN SELECT t.table_name, t.options FROM memory.governed_tables t
               WHERE NOT t.builtin AND jsonb_typeof(t.options->'stamps') = 'object' ORDER BY t.table_name::text LOOP
         IF g.options->'stamps'->>'soft_deleted_at' IS NULL OR g.options->>'id' IS NULL THEN
@@ -850,6 +897,84 @@ BEGIN
         hard := hard + (r->>'hard_deleted')::bigint;
         denied := denied + (r->>'denied')::bigint;
     END LOOP;
+END $$;
+
+CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+AS $$
+DECLARE
+    soft     bigint;
+    hard     bigint;
+    archived bigint;
+    denied   bigint;
+    n        bigint;
+    tables   jsonb;
+    skipped  jsonb;
+    locked   jsonb;
+    failed   jsonb;
+    soft_ids    uuid[];
+    archive_ids uuid[];
+    items    bigint;
+    asoft    bigint;
+    ahard    bigint;
+    adenied  bigint;
+    ts       bigint;
+    th       bigint;
+    td       bigint;
+    -- Citus (docs/design.md#scale-out): the observations are distributed by org.
+    dist     constant boolean := memory_internal._citus_distributed('memory.observations');
+BEGIN
+    PERFORM memory_internal._check_at(at, 'memory.run_retention');
+    IF dry_run IS NULL OR at IS NULL THEN
+        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
+    END IF;
+
+    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
+    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
+    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
+    -- temporary tables (nothing to create per run; nothing a standby refuses).
+    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
+    -- are unique only within an org: each group's rows change in a statement naming its org,
+    -- which checks again that each row is still due (an event may then name a row that a
+    -- concurrent change made no longer due).
+    -- Each step below is a function of its own (memory_internal._retention_hot_soft, ...), in
+    -- this order: its state comes in as arguments and goes out as its results.
+
+    -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
+    items := memory_internal._purge_items(NULL, at, dry_run);
+
+    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
+    SELECT s.soft, s.denied, s.soft_ids INTO soft, denied, soft_ids FROM memory_internal._retention_hot_soft(dry_run, at, dist) s;
+
+    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the documented payload, docs/design.md#retention).
+    SELECT s.hard, s.denied INTO hard, n FROM memory_internal._retention_hot_hard(dry_run, at, dist) s;
+    denied := denied + n;
+
+    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
+    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
+    -- by it (a dry run predicts that too).
+    SELECT s.archived, s.archive_ids INTO archived, archive_ids FROM memory_internal._retention_archive_move(dry_run, at, dist, soft_ids) s;
+
+    -- 4. The archive follows its rows' schedule (the stamps move with them): archived rows past
+    -- expires_at are soft-deleted, held or guard-refused ones skipped with memory.purge.denied;
+    -- after the grace they are hard-deleted with memory.purge, like hot rows (events name the
+    -- table). A held expired row moved to the archive is swept by the first run after its hold
+    -- is released. Rows this run archived are not swept by it (a dry run predicts that too).
+    -- On Citus each org's rows change in a statement naming the org, checking again that they
+    -- are still due (and, for the hard delete, not held since), as above.
+    SELECT s.asoft, s.adenied INTO asoft, adenied FROM memory_internal._retention_archive_soft(dry_run, at, dist, archive_ids) s;
+    SELECT s.ahard, s.adenied INTO ahard, n FROM memory_internal._retention_archive_hard(dry_run, at, dist) s;
+    adenied := adenied + n;
+    soft := soft + asoft;
+    hard := hard + ahard;
+    denied := denied + adenied;
+
+    -- 5. Governed application tables with stamps and a soft-delete column.
+    SELECT s.tables, s.skipped, s.locked, s.failed, s.soft, s.hard, s.denied INTO tables, skipped, locked, failed, ts, th, td
+      FROM memory_internal._retention_tables(dry_run, at) s;
+    soft := soft + ts;
+    hard := hard + th;
+    denied := denied + td;
 
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived, 'items_purged', items,
                               'denied', denied, 'dry_run', dry_run, 'at', at,
