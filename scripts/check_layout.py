@@ -350,10 +350,9 @@ PLPGSQL_LINES = 80
 # its steps. Never add to this list.
 LONG_PLPGSQL = {
     "memory.distribute",
-    "memory.erase_subject",
     "memory_internal._retention_sweep", "memory.export_subject",
     "memory.govern",
-    "memory.forget", "memory.setup_roles",
+    "memory.setup_roles",
 }
 
 
