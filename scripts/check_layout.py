@@ -350,8 +350,6 @@ PLPGSQL_LINES = 80
 # its steps. Never add to this list.
 LONG_PLPGSQL = {
     "memory.distribute",
-    "memory_internal._retention_sweep", "memory.export_subject",
-    "memory.govern",
     "memory.setup_roles",
 }
 

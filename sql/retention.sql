@@ -412,6 +412,150 @@ EXCEPTION
         RAISE;
 END $$;
 
+-- memory_internal._retention_sweep's soft deletes on the governed table `tbl` (its mapping `opts`):
+-- rows past expires_at not yet soft-deleted, of orgs the table's owner may act for. Held rows are
+-- denied (memory.purge.denied); the rest get soft_deleted_at (and soft_delete_reason) set, as the
+-- table's owner. `e`: the expressions _retention_sweep worked out (idtype, org_e, user_e, tier_e,
+-- setc, may_e, orgs); `dist`: the table is distributed on Citus. Returns how many were
+-- soft-deleted and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_sweep_soft(tbl regclass, opts jsonb, dry_run boolean, at timestamptz, dist boolean, e jsonb,
+                                                      OUT soft bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    idtype   text := e->>'idtype';
+    org_e    text := e->>'org_e';
+    user_e   text := e->>'user_e';
+    tier_e   text := e->>'tier_e';
+    may_e    text := e->>'may_e';
+    orgs     text[] := (e->>'orgs')::text[];
+    g        record;
+    rows     jsonb;
+    setc     text := e->>'setc';
+    ids      text[] := '{}';
+    actor    constant text := 'system:retention';
+BEGIN
+    soft := 0;
+    denied := 0;
+    rows := memory_internal._exec_as_table_owner(tbl, format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+           FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                   FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                    AND %9$s
+                    %8$s) d',
+        idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e),
+        ARRAY[at::text, orgs::text]);
+    -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
+    FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                       FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                    memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                               FROM jsonb_array_elements(rows) x) a) d
+              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                    'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                    'stage', 'soft_delete', 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+            CONTINUE;
+        END IF;
+        soft := soft + g.n;
+        IF dist AND NOT dry_run THEN
+            -- Citus: ids are unique only within an org (every unique key holds the org column),
+            -- so each org's ids change in a statement naming the org, which also checks again
+            -- that each row is still due (a query over every shard locks nothing).
+            PERFORM memory_internal._exec_as_table_owner(tbl, format(
+                'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                    AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
+                tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+        ELSE
+            ids := ids || g.ids;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND cardinality(ids) > 0 THEN
+        PERFORM memory_internal._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                       tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+    END IF;
+END $$;
+
+-- memory_internal._retention_sweep's hard deletes on the governed table `tbl` (its mapping `opts`):
+-- soft-deleted rows past the grace (memory_internal._purge_due), of orgs the table's owner may act
+-- for. Held rows are denied (memory.purge.denied); the rest are deleted as the table's owner, with
+-- memory.purge events naming the table. `e` and `dist` as for memory_internal._retention_sweep_soft.
+-- Returns how many were hard-deleted and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_sweep_hard(tbl regclass, opts jsonb, dry_run boolean, at timestamptz, dist boolean, e jsonb,
+                                                      OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    idtype   text := e->>'idtype';
+    org_e    text := e->>'org_e';
+    user_e   text := e->>'user_e';
+    tier_e   text := e->>'tier_e';
+    may_e    text := e->>'may_e';
+    orgs     text[] := (e->>'orgs')::text[];
+    g        record;
+    rows     jsonb;
+    ids      text[] := '{}';
+    actor    constant text := 'system:retention';
+BEGIN
+    hard := 0;
+    denied := 0;
+    rows := memory_internal._exec_as_table_owner(tbl, format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+           FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                   FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                    AND memory_internal._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
+                    AND %10$s
+                    %9$s) d',
+        idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
+        CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e), ARRAY[at::text, orgs::text]);
+    -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
+    FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                       FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                    memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                               FROM jsonb_array_elements(rows) x) a) d
+              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                    'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                    'stage', 'hard_delete', 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+            CONTINUE;
+        END IF;
+        PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
+                'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
+        hard := hard + g.n;
+        IF dist AND NOT dry_run THEN
+            -- Citus: ids are unique only within an org, so each org's ids go in a statement naming
+            -- the org, which also checks again that each row is still due.
+            PERFORM memory_internal._hold_gate(true);
+            PERFORM memory_internal._exec_as_table_owner(tbl, format(
+                'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                    AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
+                tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+            PERFORM memory_internal._hold_gate(false);
+        ELSE
+            ids := ids || g.ids;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND cardinality(ids) > 0 THEN
+        -- (Held rows were denied above: the hold gate spares these their per-row check.)
+        PERFORM memory_internal._hold_gate(true);
+        PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                       tbl, idc, idtype), ARRAY[ids::text]);
+        PERFORM memory_internal._hold_gate(false);
+    END IF;
+END $$;
+
 -- One governed application table with stamps and a soft-delete column: the same soft/hard steps
 -- as for memory.observations (no archive: that table is the application's). Holds apply by org
 -- and subject. Returns its counts.
@@ -428,13 +572,11 @@ DECLARE
     tier_e   text;
     idtype   text;
     setc     text;
-    g        record;
-    rows     jsonb;
-    ids      text[];
-    soft     bigint := 0;
-    hard     bigint := 0;
-    denied   bigint := 0;
-    actor    constant text := 'system:retention';
+    e        jsonb;
+    soft     bigint;
+    hard     bigint;
+    denied   bigint;
+    n        bigint;
     -- On Citus (docs/design.md#scale-out) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
     dist     constant boolean := opts->>'org' IS NOT NULL AND memory_internal._citus_distributed(tbl);
@@ -469,83 +611,13 @@ BEGIN
     -- are due again at the next run); a dry run changes nothing and locks no rows (so it runs in a
     -- read-only transaction, on a standby too). No temporary table: the due rows
     -- are one jsonb value.
-    FOR step IN 1 .. 2 LOOP
-        IF step = 1 THEN
-            rows := memory_internal._exec_as_table_owner(tbl, format(
-                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
-                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
-                           FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND %9$s
-                            %8$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e),
-                ARRAY[at::text, orgs::text]);
-        ELSE
-            rows := memory_internal._exec_as_table_owner(tbl, format(
-                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
-                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
-                           FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND memory_internal._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
-                            AND %10$s
-                            %9$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
-                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e), ARRAY[at::text, orgs::text]);
-        END IF;
-        ids := '{}';
-        -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
-        FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-                   FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
-                           FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
-                                        memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
-                                   FROM jsonb_array_elements(rows) x) a) d
-                  GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
-            IF g.denied THEN
-                PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
-                        'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
-                        'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
-                denied := denied + g.n;
-                CONTINUE;
-            ELSIF step = 1 THEN
-                soft := soft + g.n;
-            ELSE
-                PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
-                        'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
-                        'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
-                hard := hard + g.n;
-            END IF;
-            IF dist AND NOT dry_run THEN
-                -- Citus: ids are unique only within an org (every unique key holds the org column),
-                -- so each org's ids change in a statement naming the org, which also checks again
-                -- that each row is still due (a query over every shard locks nothing).
-                IF step = 1 THEN
-                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
-                        'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
-                            AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
-                        tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-                ELSE
-                    PERFORM memory_internal._hold_gate(true);
-                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
-                        'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
-                            AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
-                        tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-                    PERFORM memory_internal._hold_gate(false);
-                END IF;
-            ELSE
-                ids := ids || g.ids;
-            END IF;
-        END LOOP;
-        IF NOT dry_run AND NOT dist THEN
-            IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory_internal._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
-                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
-            ELSIF cardinality(ids) > 0 THEN
-                -- (Held rows were denied above: the hold gate spares these their per-row check.)
-                PERFORM memory_internal._hold_gate(true);
-                PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
-                               tbl, idc, idtype), ARRAY[ids::text]);
-                PERFORM memory_internal._hold_gate(false);
-            END IF;
-        END IF;
-    END LOOP;
+    -- Each step (memory_internal._retention_sweep_soft, then _retention_sweep_hard) takes these
+    -- expressions as one jsonb value.
+    e := jsonb_build_object('idtype', idtype, 'org_e', org_e, 'user_e', user_e, 'tier_e', tier_e, 'setc', setc,
+                            'may_e', may_e, 'orgs', orgs::text);
+    SELECT s.soft, s.denied INTO soft, denied FROM memory_internal._retention_sweep_soft(tbl, opts, dry_run, at, dist, e) s;
+    SELECT s.hard, s.denied INTO hard, n FROM memory_internal._retention_sweep_hard(tbl, opts, dry_run, at, dist, e) s;
+    denied := denied + n;
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
 END $$;
 

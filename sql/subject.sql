@@ -282,31 +282,18 @@ END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
   'Erase every row of a subject (observations, weight history, archive, governed tables with a user column), and the memories made from its observations (derived_from, transitively: derived_forgotten); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
 
-CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.export_subject's read of memory_ext's own store: the subject's observations not
+-- soft-deleted, archived rows and weight history (of the org `scope` only, when not NULL), each
+-- in order of creation; restricted rows only with include_restricted. Returns the three sections
+-- and `withheld`, how many restricted rows each left out. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._export_subject_store(subject text, scope text, include_restricted boolean,
+                                                      OUT obs jsonb, OUT arch jsonb, OUT hist jsonb, OUT withheld jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    subject  text := export_subject.user_id;
-    obs      jsonb;
-    arch     jsonb;
-    hist     jsonb;
-    manifest jsonb := '{}';
-    s        record;
-    t        record;
-    r        jsonb;
-    tables   jsonb := '{}';
-    scope    text;
-    consent  jsonb;
-    -- Restricted rows left out (include_restricted false): per section, and for each table.
-    withheld jsonb := '{}';
-    withheld_tables jsonb := '{}';
     n        bigint;
-    keep     text;
 BEGIN
-    IF memory_internal._blank(subject) THEN
-        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
-    END IF;
-    scope := memory_internal._scope_org();
+    withheld := '{}';
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
     -- (content_tsv and an item's search_tsv, words derived from it: not exported twice.)
@@ -328,14 +315,24 @@ BEGIN
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL;
     withheld := withheld || jsonb_build_object('weight_history', n);
-    consent := memory_internal._export_consent_rows(subject, scope);
-    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
-                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
-                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
-        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
-            'count', jsonb_array_length(s.rows),
-            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
-    END LOOP;
+END $$;
+
+-- memory.export_subject's read of the governed application tables with a user column (what
+-- erase_subject deletes), each as its owner. Returns `tables` ({table: rows, or {error}}), their
+-- `manifest` entries ("table:<name>": count and sha256) and `withheld_tables` (restricted rows left
+-- out, by table). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._export_subject_tables(subject text, scope text, include_restricted boolean,
+                                                       OUT tables jsonb, OUT manifest jsonb, OUT withheld_tables jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t        record;
+    r        jsonb;
+    keep     text;
+BEGIN
+    tables := '{}';
+    manifest := '{}';
+    withheld_tables := '{}';
     -- Governed application tables with a user column (what erase_subject deletes), read as each
     -- table's owner, rows of orgs that owner may act for (and of the acting org when scoped).
     FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col,
@@ -383,6 +380,45 @@ BEGIN
                 'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
         END IF;
     END LOOP;
+END $$;
+
+CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject  text := export_subject.user_id;
+    obs      jsonb;
+    arch     jsonb;
+    hist     jsonb;
+    manifest jsonb := '{}';
+    tmanifest jsonb;
+    s        record;
+    tables   jsonb;
+    scope    text;
+    consent  jsonb;
+    -- Restricted rows left out (include_restricted false): per section, and for each table.
+    withheld jsonb;
+    withheld_tables jsonb;
+BEGIN
+    IF memory_internal._blank(subject) THEN
+        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    scope := memory_internal._scope_org();
+    -- memory_ext's store (memory_internal._export_subject_store).
+    SELECT x.obs, x.arch, x.hist, x.withheld INTO obs, arch, hist, withheld
+      FROM memory_internal._export_subject_store(subject, scope, include_restricted) x;
+    consent := memory_internal._export_consent_rows(subject, scope);
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
+                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
+                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
+        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
+            'count', jsonb_array_length(s.rows),
+            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
+    END LOOP;
+    -- Governed application tables (memory_internal._export_subject_tables).
+    SELECT x.tables, x.manifest, x.withheld_tables INTO tables, tmanifest, withheld_tables
+      FROM memory_internal._export_subject_tables(subject, scope, include_restricted) x;
+    manifest := manifest || tmanifest;
     withheld := withheld || jsonb_build_object('tables', withheld_tables);
     withheld := withheld || jsonb_build_object('total',
         (withheld->>'observations')::bigint + (withheld->>'archive')::bigint + (withheld->>'weight_history')::bigint
