@@ -350,7 +350,6 @@ PLPGSQL_LINES = 80
 # its steps. Never add to this list.
 LONG_PLPGSQL = {
     "memory.distribute",
-    "memory.setup_roles",
 }
 
 
