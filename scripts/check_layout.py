@@ -15,10 +15,8 @@
    gucs, gates, trust) instead;
 6. a file of src/ or core/src/ longer than LONG_LINES lines says why in its header comment (a
    sentence with "long" in it);
-7. no PL/pgSQL function of sql/*.sql is longer than PLPGSQL_LINES lines of body (SPEC §20), save
-   those of LONG_PLPGSQL, written before the rule and being cut down: that list only shrinks (a
-   listed function that is no longer long is a finding too, so the list stays true). The longest
-   are printed on every run;
+7. no PL/pgSQL function of sql/*.sql is longer than PLPGSQL_LINES lines of body (SPEC §20): a
+   longer one is cut into functions of its steps. The longest are printed on every run;
 8. docs/contributing.md's layout block holds against the tree: every file of src/, core/src/,
    sql/, scripts/, mcp/src/ and every folder of src/ and tests/ is named in it (by name, with or
    without its extension), and every file name it gives (name.rs, .sql, .py, .sh) exists.
@@ -346,15 +344,6 @@ def long_files(root: pathlib.Path) -> list:
 
 
 PLPGSQL_LINES = 80
-# Longer than PLPGSQL_LINES when the rule came (issue 47); each is to be cut into functions of
-# its steps. Never add to this list.
-LONG_PLPGSQL = {
-    "memory.run_retention", "memory.distribute",
-    "memory.erase_subject",
-    "memory_internal._retention_sweep", "memory.export_subject",
-    "memory.govern",
-    "memory.forget", "memory.setup_roles",
-}
 
 
 def plpgsql_lengths(root: pathlib.Path) -> dict:
@@ -380,11 +369,8 @@ def plpgsql_findings(root: pathlib.Path) -> list:
     print("longest PL/pgSQL functions: " + ", ".join(f"{n} {k}" for n, k in longest))
     found = []
     for name, n in sorted(lengths.items()):
-        if n > PLPGSQL_LINES and name not in LONG_PLPGSQL:
+        if n > PLPGSQL_LINES:
             found.append(f"{name}: a PL/pgSQL function of {n} lines (at most {PLPGSQL_LINES}: cut it into functions of its steps)")
-    for name in sorted(LONG_PLPGSQL):
-        if lengths.get(name, 0) <= PLPGSQL_LINES:
-            found.append(f"{name}: no longer over {PLPGSQL_LINES} lines (or gone): remove it from LONG_PLPGSQL in scripts/check_layout.py")
     return found
 
 

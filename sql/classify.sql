@@ -652,24 +652,13 @@ BEGIN
     RETURN eff;
 END $$;
 
--- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
--- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
--- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
-CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
-RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.govern's checks of the table and its options, in this order: a table (22023), options a
+-- JSON object (22023), the caller owns the table (42501), a plain table without inheritance,
+-- partitions (22023), rules (22023) or a BEFORE row trigger that would fire after memory_ext's
+-- (22023), not one of memory_ext's own (55000). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._govern_check(tbl regclass, opts jsonb)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
-                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding',
-                                      'content_required', 'tenant_policy', 'revisions'];
-    k        text;
-    opts     jsonb := coalesce(options, '{}'::jsonb);
-    eff      jsonb := '{}'::jsonb;
-    prev     jsonb;
-    h_org     text;
-    h_content text;
-    h_user    text;
-    h_id      text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.govern needs a table' USING ERRCODE = '22023';
@@ -704,6 +693,64 @@ BEGIN
     IF EXISTS (SELECT 1 FROM memory.governance_registry g WHERE g.relid = tbl AND g.builtin) THEN
         RAISE EXCEPTION '% is managed by memory_ext', tbl USING ERRCODE = '55000';
     END IF;
+END $$;
+
+-- memory.govern's triggers of a governed table `tbl` (its options `opts`, the effective mapping
+-- so far `eff`): TRUNCATE recorded on the platform chain (memory_audit_truncate) and, with an org
+-- column, legal holds guarding updates, deletes and TRUNCATE (memory_hold, memory_hold_truncate),
+-- each created as the caller. Returns the org column the hold triggers read (NULL: none, and no
+-- hold triggers). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._govern_hold_triggers(tbl regclass, opts jsonb, eff jsonb)
+RETURNS text LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h_org     text;
+    h_content text;
+    h_user    text;
+    h_id      text;
+BEGIN
+    -- TRUNCATE is recorded on the platform chain whatever else is attached.
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
+    PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_truncate()', tbl));
+    -- Legal holds block content changes and deletes of held rows (memory_internal._hold_guard).
+    h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
+    IF h_org IS NOT NULL THEN
+        h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
+        h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
+        h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+        -- Every UPDATE (the guard compares the old and the new row's mapped columns): a trigger
+        -- of the owner's that fires first may change them whatever the SET list names.
+        PERFORM memory_internal._exec_as_caller(format(
+            'CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory_internal._hold_gate_open()) '
+            'EXECUTE FUNCTION memory_internal._hold_guard(%L, %L, %L, %L)',
+            tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
+        PERFORM memory_internal._exec_as_caller(format(
+            'CREATE TRIGGER memory_hold_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
+            'EXECUTE FUNCTION memory_internal._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
+    END IF;
+    RETURN h_org;
+END $$;
+
+-- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
+-- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
+-- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
+CREATE FUNCTION memory.govern(tbl regclass, options jsonb DEFAULT '{}')
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
+                                      'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding',
+                                      'content_required', 'tenant_policy', 'revisions'];
+    k        text;
+    opts     jsonb := coalesce(options, '{}'::jsonb);
+    eff      jsonb := '{}'::jsonb;
+    prev     jsonb;
+    h_org    text;
+BEGIN
+    -- The table and the caller (memory_internal._govern_check).
+    PERFORM memory_internal._govern_check(tbl, opts);
     prev := (SELECT g.options FROM memory.governance_registry g WHERE g.relid = tbl);
     PERFORM memory_internal._open_governance_gate(tbl);
     FOR k IN SELECT jsonb_object_keys(opts) LOOP
@@ -732,27 +779,8 @@ BEGIN
     END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND pg_catalog.starts_with(tgname::text, 'memory_') AND tgname NOT IN ('memory_audit_truncate', 'memory_hold', 'memory_hold_truncate')) THEN
-        -- TRUNCATE is recorded on the platform chain whatever else is attached.
-        PERFORM memory_internal._drop_trigger(tbl, 'memory_audit_truncate');
-        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_audit_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION memory_internal._audit_truncate()', tbl));
-        -- Legal holds block content changes and deletes of held rows (memory_internal._hold_guard).
-        h_org := coalesce(eff->>'org', opts->>'org', CASE WHEN memory_internal._has_column(tbl, 'org_id') THEN 'org_id' END);
-        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold');
-        PERFORM memory_internal._drop_trigger(tbl, 'memory_hold_truncate');
-        IF h_org IS NOT NULL THEN
-            h_content := coalesce(eff->>'content', opts->>'content', CASE WHEN memory_internal._has_column(tbl, 'content') THEN 'content' END);
-            h_user := coalesce(eff->>'user', opts->>'user', CASE WHEN memory_internal._has_column(tbl, 'user_id') THEN 'user_id' END);
-            h_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
-            -- Every UPDATE (the guard compares the old and the new row's mapped columns): a trigger
-            -- of the owner's that fires first may change them whatever the SET list names.
-            PERFORM memory_internal._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold BEFORE UPDATE OR DELETE ON %s FOR EACH ROW WHEN (NOT memory_internal._hold_gate_open()) '
-                'EXECUTE FUNCTION memory_internal._hold_guard(%L, %L, %L, %L)',
-                tbl, h_org, coalesce(h_user, ''), coalesce(h_id, ''), coalesce(h_content, '')));
-            PERFORM memory_internal._exec_as_caller(format(
-                'CREATE TRIGGER memory_hold_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT '
-                'EXECUTE FUNCTION memory_internal._hold_truncate_guard(%L, %L, %L)', tbl, h_org, coalesce(h_user, ''), coalesce(h_id, '')));
-        END IF;
+        -- TRUNCATE and legal holds (memory_internal._govern_hold_triggers).
+        h_org := memory_internal._govern_hold_triggers(tbl, opts, eff);
 
         -- Row-level security by org ("tenant_policy"); without it, a table with an org column is
         -- kept apart by recall, forget and the audit chain only: a NOTICE says so.

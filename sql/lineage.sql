@@ -102,6 +102,12 @@ BEGIN
     IF memory_internal._restore_mode() THEN
         RETURN NEW;
     END IF;
+    -- On Citus the row trigger fires on the org's shard, where no statement may read the
+    -- distributed store: lineage is not offered there (nothing derived is written unchecked).
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.observations'::pg_catalog.regclass THEN
+        RAISE EXCEPTION 'derived_from is not supported on a distributed store (memory.distribute)' USING ERRCODE = '0A000',
+            HINT = 'Write the memory without derived_from; lineage runs on a single node.';
+    END IF;
     IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.derived_from IS DISTINCT FROM OLD.derived_from THEN
         NEW.derived_from := memory_internal._lineage_ids(NEW.id, NEW.derived_from);
         IF NEW.derived_from IS NULL THEN
@@ -170,7 +176,7 @@ DECLARE
     e timestamptz;
     p timestamptz;
 BEGIN
-    IF memory_internal._restore_mode() THEN
+    IF memory_internal._restore_mode() OR TG_RELID OPERATOR(pg_catalog.<>) 'memory.observations'::pg_catalog.regclass THEN
         RETURN NEW;
     END IF;
     IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND NEW.derived_from IS NOT DISTINCT FROM OLD.derived_from THEN
@@ -210,6 +216,10 @@ DECLARE
     hold boolean;
     gate boolean;
 BEGIN
+    -- (On a Citus shard nothing is derived: memory_internal._lineage_floor refuses it there.)
+    IF TG_RELID OPERATOR(pg_catalog.<>) 'memory.observations'::pg_catalog.regclass THEN
+        RETURN NULL;
+    END IF;
     -- A derived write naming this memory waits, or is waited for (memory_internal._lineage_floor).
     PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.id::text, 0));
     -- What needs the new floors, walked only through what does (what meets them already, so does
@@ -326,7 +336,7 @@ RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, 
 AS $$
 DECLARE g record;
 BEGIN
-    IF memory_internal._lineage_gate_open() THEN
+    IF memory_internal._lineage_gate_open() OR TG_RELID OPERATOR(pg_catalog.<>) 'memory.observations'::pg_catalog.regclass THEN
         RETURN NULL;
     END IF;
     FOR g IN SELECT o.org_id, pg_catalog.array_agg(o.id) AS ids FROM memory_old o

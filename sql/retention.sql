@@ -412,6 +412,150 @@ EXCEPTION
         RAISE;
 END $$;
 
+-- memory_internal._retention_sweep's soft deletes on the governed table `tbl` (its mapping `opts`):
+-- rows past expires_at not yet soft-deleted, of orgs the table's owner may act for. Held rows are
+-- denied (memory.purge.denied); the rest get soft_deleted_at (and soft_delete_reason) set, as the
+-- table's owner. `e`: the expressions _retention_sweep worked out (idtype, org_e, user_e, tier_e,
+-- setc, may_e, orgs); `dist`: the table is distributed on Citus. Returns how many were
+-- soft-deleted and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_sweep_soft(tbl regclass, opts jsonb, dry_run boolean, at timestamptz, dist boolean, e jsonb,
+                                                      OUT soft bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    idtype   text := e->>'idtype';
+    org_e    text := e->>'org_e';
+    user_e   text := e->>'user_e';
+    tier_e   text := e->>'tier_e';
+    may_e    text := e->>'may_e';
+    orgs     text[] := (e->>'orgs')::text[];
+    g        record;
+    rows     jsonb;
+    setc     text := e->>'setc';
+    ids      text[] := '{}';
+    actor    constant text := 'system:retention';
+BEGIN
+    soft := 0;
+    denied := 0;
+    rows := memory_internal._exec_as_table_owner(tbl, format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+           FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                   FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                    AND %9$s
+                    %8$s) d',
+        idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e),
+        ARRAY[at::text, orgs::text]);
+    -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
+    FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                       FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                    memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                               FROM jsonb_array_elements(rows) x) a) d
+              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                    'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                    'stage', 'soft_delete', 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+            CONTINUE;
+        END IF;
+        soft := soft + g.n;
+        IF dist AND NOT dry_run THEN
+            -- Citus: ids are unique only within an org (every unique key holds the org column),
+            -- so each org's ids change in a statement naming the org, which also checks again
+            -- that each row is still due (a query over every shard locks nothing).
+            PERFORM memory_internal._exec_as_table_owner(tbl, format(
+                'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                    AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
+                tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+        ELSE
+            ids := ids || g.ids;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND cardinality(ids) > 0 THEN
+        PERFORM memory_internal._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
+                       tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
+    END IF;
+END $$;
+
+-- memory_internal._retention_sweep's hard deletes on the governed table `tbl` (its mapping `opts`):
+-- soft-deleted rows past the grace (memory_internal._purge_due), of orgs the table's owner may act
+-- for. Held rows are denied (memory.purge.denied); the rest are deleted as the table's owner, with
+-- memory.purge events naming the table. `e` and `dist` as for memory_internal._retention_sweep_soft.
+-- Returns how many were hard-deleted and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_sweep_hard(tbl regclass, opts jsonb, dry_run boolean, at timestamptz, dist boolean, e jsonb,
+                                                      OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st       jsonb := opts->'stamps';
+    idc      text := opts->>'id';
+    sd       text := st->>'soft_deleted_at';
+    idtype   text := e->>'idtype';
+    org_e    text := e->>'org_e';
+    user_e   text := e->>'user_e';
+    tier_e   text := e->>'tier_e';
+    may_e    text := e->>'may_e';
+    orgs     text[] := (e->>'orgs')::text[];
+    g        record;
+    rows     jsonb;
+    ids      text[] := '{}';
+    actor    constant text := 'system:retention';
+BEGIN
+    hard := 0;
+    denied := 0;
+    rows := memory_internal._exec_as_table_owner(tbl, format(
+        'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
+           FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
+                   FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
+                    AND memory_internal._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
+                    AND %10$s
+                    %9$s) d',
+        idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
+        CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e), ARRAY[at::text, orgs::text]);
+    -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
+    FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
+               FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
+                       FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
+                                    memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
+                               FROM jsonb_array_elements(rows) x) a) d
+              GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
+        IF g.denied THEN
+            PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
+                    'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
+                    'stage', 'hard_delete', 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
+            denied := denied + g.n;
+            CONTINUE;
+        END IF;
+        PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
+                'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
+                'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
+        hard := hard + g.n;
+        IF dist AND NOT dry_run THEN
+            -- Citus: ids are unique only within an org, so each org's ids go in a statement naming
+            -- the org, which also checks again that each row is still due.
+            PERFORM memory_internal._hold_gate(true);
+            PERFORM memory_internal._exec_as_table_owner(tbl, format(
+                'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
+                    AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
+                tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
+            PERFORM memory_internal._hold_gate(false);
+        ELSE
+            ids := ids || g.ids;
+        END IF;
+    END LOOP;
+    IF NOT dry_run AND NOT dist AND cardinality(ids) > 0 THEN
+        -- (Held rows were denied above: the hold gate spares these their per-row check.)
+        PERFORM memory_internal._hold_gate(true);
+        PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
+                       tbl, idc, idtype), ARRAY[ids::text]);
+        PERFORM memory_internal._hold_gate(false);
+    END IF;
+END $$;
+
 -- One governed application table with stamps and a soft-delete column: the same soft/hard steps
 -- as for memory.observations (no archive: that table is the application's). Holds apply by org
 -- and subject. Returns its counts.
@@ -428,13 +572,11 @@ DECLARE
     tier_e   text;
     idtype   text;
     setc     text;
-    g        record;
-    rows     jsonb;
-    ids      text[];
-    soft     bigint := 0;
-    hard     bigint := 0;
-    denied   bigint := 0;
-    actor    constant text := 'system:retention';
+    e        jsonb;
+    soft     bigint;
+    hard     bigint;
+    denied   bigint;
+    n        bigint;
     -- On Citus (docs/design.md#scale-out) a query over every shard cannot lock rows (FOR UPDATE): the changes
     -- below then check again that each row is still due.
     dist     constant boolean := opts->>'org' IS NOT NULL AND memory_internal._citus_distributed(tbl);
@@ -469,83 +611,13 @@ BEGIN
     -- are due again at the next run); a dry run changes nothing and locks no rows (so it runs in a
     -- read-only transaction, on a standby too). No temporary table: the due rows
     -- are one jsonb value.
-    FOR step IN 1 .. 2 LOOP
-        IF step = 1 THEN
-            rows := memory_internal._exec_as_table_owner(tbl, format(
-                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
-                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
-                           FROM %5$s t WHERE t.%6$I IS NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND %9$s
-                            %8$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'expires_at', CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e),
-                ARRAY[at::text, orgs::text]);
-        ELSE
-            rows := memory_internal._exec_as_table_owner(tbl, format(
-                'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(d.i, d.o, d.t, d.u)), ''[]'')
-                   FROM (SELECT t.%1$I::pg_catalog.text AS i, %2$s AS o, %3$s AS t, %4$s AS u
-                           FROM %5$s t WHERE t.%6$I IS NOT NULL AND t.%7$I IS NOT NULL AND t.%7$I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz
-                            AND memory_internal._purge_due(t.%6$I, t.%7$I, t.%8$I, $1::pg_catalog.timestamptz)
-                            AND %10$s
-                            %9$s) d',
-                idc, org_e, tier_e, user_e, tbl, sd, st->>'purge_after', st->>'expires_at',
-                CASE WHEN dry_run OR dist THEN '' ELSE 'FOR UPDATE OF t SKIP LOCKED' END, may_e), ARRAY[at::text, orgs::text]);
-        END IF;
-        ids := '{}';
-        -- At most 1,000 ids per event: a purge of 100,000 rows is 100 events, not one of 4 MB.
-        FOR g IN SELECT d.org_id, d.tier, d.denied, array_agg(d.id ORDER BY d.id) AS ids, count(*) AS n
-                   FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.tier, a.denied ORDER BY a.id) - 1) / 1000 AS part
-                           FROM (SELECT x->>0 AS id, x->>1 AS org_id, x->>2 AS tier,
-                                        memory_internal._held(coalesce(x->>1, ''), x->>3, NULL) AS denied
-                                   FROM jsonb_array_elements(rows) x) a) d
-                  GROUP BY 1, 2, 3, d.part ORDER BY 1, 2, 3, d.part LOOP
-            IF g.denied THEN
-                PERFORM memory_internal._audit('memory.purge.denied', jsonb_build_object('table', tbl::text, 'orgId', g.org_id,
-                        'actorId', actor, 'observationIds', to_jsonb(g.ids), 'classification', g.tier,
-                        'stage', CASE step WHEN 1 THEN 'soft_delete' ELSE 'hard_delete' END, 'reason', 'legal hold', 'dryRun', dry_run), g.org_id);
-                denied := denied + g.n;
-                CONTINUE;
-            ELSIF step = 1 THEN
-                soft := soft + g.n;
-            ELSE
-                PERFORM memory_internal._audit('memory.purge', jsonb_build_object('table', tbl::text, 'workspaceId', NULL,
-                        'actorId', actor, 'orgId', g.org_id, 'projectId', NULL, 'observationIds', to_jsonb(g.ids),
-                        'retentionPolicyId', NULL, 'classification', g.tier, 'dryRun', dry_run), g.org_id);
-                hard := hard + g.n;
-            END IF;
-            IF dist AND NOT dry_run THEN
-                -- Citus: ids are unique only within an org (every unique key holds the org column),
-                -- so each org's ids change in a statement naming the org, which also checks again
-                -- that each row is still due (a query over every shard locks nothing).
-                IF step = 1 THEN
-                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
-                        'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
-                            AND t.%I IS NULL AND t.%I IS NOT NULL AND t.%I OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz',
-                        tbl, setc, idc, idtype, opts->>'org', sd, st->>'expires_at', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-                ELSE
-                    PERFORM memory_internal._hold_gate(true);
-                    PERFORM memory_internal._exec_as_table_owner(tbl, format(
-                        'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
-                            AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
-                        tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-                    PERFORM memory_internal._hold_gate(false);
-                END IF;
-            ELSE
-                ids := ids || g.ids;
-            END IF;
-        END LOOP;
-        IF NOT dry_run AND NOT dist THEN
-            IF cardinality(ids) > 0 AND step = 1 THEN
-                PERFORM memory_internal._exec_as_table_owner(tbl, format('UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[])',
-                               tbl, setc, idc, idtype), ARRAY[at::text, ids::text]);
-            ELSIF cardinality(ids) > 0 THEN
-                -- (Held rows were denied above: the hold gate spares these their per-row check.)
-                PERFORM memory_internal._hold_gate(true);
-                PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
-                               tbl, idc, idtype), ARRAY[ids::text]);
-                PERFORM memory_internal._hold_gate(false);
-            END IF;
-        END IF;
-    END LOOP;
+    -- Each step (memory_internal._retention_sweep_soft, then _retention_sweep_hard) takes these
+    -- expressions as one jsonb value.
+    e := jsonb_build_object('idtype', idtype, 'org_e', org_e, 'user_e', user_e, 'tier_e', tier_e, 'setc', setc,
+                            'may_e', may_e, 'orgs', orgs::text);
+    SELECT s.soft, s.denied INTO soft, denied FROM memory_internal._retention_sweep_soft(tbl, opts, dry_run, at, dist, e) s;
+    SELECT s.hard, s.denied INTO hard, n FROM memory_internal._retention_sweep_hard(tbl, opts, dry_run, at, dist, e) s;
+    denied := denied + n;
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'denied', denied);
 END $$;
 
@@ -561,54 +633,24 @@ SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.
                 WHERE b.attrelid OPERATOR(pg_catalog.=) 'memory.observations_archive'::pg_catalog.regclass
                   AND b.attname OPERATOR(pg_catalog.=) a.attname AND b.attnum OPERATOR(pg_catalog.>) 0 AND NOT b.attisdropped) $$;
 
-CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+-- memory.run_retention's step 1, on memory.observations: expired live rows. Held rows, and rows
+-- the org's guard refuses, are denied (memory.purge.denied); the rest are soft-deleted. Returns
+-- how many were soft-deleted (soft) and denied, and the ids soft-deleted (step 3 leaves them).
+-- Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_hot_soft(dry_run boolean, at timestamptz, dist boolean,
+                                                    OUT soft bigint, OUT denied bigint, OUT soft_ids uuid[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    g        record;
-    soft     bigint := 0;
-    hard     bigint := 0;
-    archived bigint := 0;
-    denied   bigint := 0;
-    actor    constant text := 'system:retention';
-    tables   jsonb := '{}';
-    skipped  jsonb := '[]';
-    locked   jsonb := '[]';
-    failed   jsonb := '{}';
-    r        jsonb;
-    lock     text;
-    soft_ids    uuid[] := '{}';
-    hard_ids    uuid[] := '{}';
-    archive_ids uuid[] := '{}';
-    items    bigint;
-    asoft_ids   uuid[] := '{}';
-    ahard_ids   uuid[] := '{}';
-    asoft    bigint := 0;
-    ahard    bigint := 0;
-    adenied  bigint := 0;
-    -- Citus (docs/design.md#scale-out): the observations are distributed by org.
-    dist     constant boolean := memory_internal._citus_distributed('memory.observations');
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
 BEGIN
-    PERFORM memory_internal._check_at(at, 'memory.run_retention');
-    IF dry_run IS NULL OR at IS NULL THEN
-        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
-    END IF;
-
-    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
-    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
-    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
-    -- temporary tables (nothing to create per run; nothing a standby refuses).
-    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
-    -- are unique only within an org: each group's rows change in a statement naming its org,
-    -- which checks again that each row is still due (an event may then name a row that a
-    -- concurrent change made no longer due).
-    lock := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
-
-    -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
-    items := memory_internal._purge_items(NULL, at, dry_run);
-
-    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
-    -- At most 1,000 ids per event (here and below): a run over 100,000 rows writes 100 events, not one of 4 MB.
+    soft := 0;
+    denied := 0;
+    soft_ids := '{}';
+    -- At most 1,000 ids per event (in every step): a run over 100,000 rows writes 100 events, not one of 4 MB.
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -639,8 +681,25 @@ BEGIN
         UPDATE memory.observations o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(soft_ids) u(id));
     END IF;
+END $$;
 
-    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the documented payload, docs/design.md#retention).
+-- memory.run_retention's step 2, on memory.observations: soft-deleted rows past the grace. Held
+-- rows are denied (memory.purge.denied); the rest are hard-deleted, with memory.purge events per
+-- org and tier (the documented payload, docs/design.md#retention). Returns how many were
+-- hard-deleted (hard) and denied. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_hot_hard(dry_run boolean, at timestamptz, dist boolean,
+                                                    OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    hard_ids uuid[] := '{}';
+BEGIN
+    hard := 0;
+    denied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
                 CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
@@ -687,10 +746,23 @@ BEGIN
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(hard_ids) u(id));
         PERFORM memory_internal._hold_gate(false);
     END IF;
+END $$;
 
-    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
-    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
-    -- by it (a dry run predicts that too).
+-- memory.run_retention's step 3: live rows of memory.observations past archive_at move to
+-- memory.observations_archive (memory.archive events), except those step 1 soft-deleted
+-- (`soft_ids`). Returns how many moved (archived) and their ids. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_move(dry_run boolean, at timestamptz, dist boolean, soft_ids uuid[],
+                                                        OUT archived bigint, OUT archive_ids uuid[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+BEGIN
+    archived := 0;
+    archive_ids := '{}';
     FOR g IN EXECUTE
         'SELECT d.org_id, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -738,14 +810,25 @@ BEGIN
         DELETE FROM memory.observations o WHERE o.id IN (SELECT u.id FROM unnest(archive_ids) u(id));
         PERFORM memory_internal._hold_gate(false);
     END IF;
+END $$;
 
-    -- 4. The archive follows its rows' schedule (the stamps move with them): archived rows past
-    -- expires_at are soft-deleted, held or guard-refused ones skipped with memory.purge.denied;
-    -- after the grace they are hard-deleted with memory.purge, like hot rows (events name the
-    -- table). A held expired row moved to the archive is swept by the first run after its hold
-    -- is released. Rows this run archived are not swept by it (a dry run predicts that too).
-    -- On Citus each org's rows change in a statement naming the org, checking again that they
-    -- are still due (and, for the hard delete, not held since), as above.
+-- memory.run_retention's step 4, soft deletes: expired rows of memory.observations_archive, except
+-- those step 3 archived (`archive_ids`). Held or guard-refused rows are denied
+-- (memory.purge.denied); the rest are soft-deleted. Returns how many were soft-deleted (asoft)
+-- and denied (adenied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_soft(dry_run boolean, at timestamptz, dist boolean, archive_ids uuid[],
+                                                        OUT asoft bigint, OUT adenied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    asoft_ids uuid[] := '{}';
+BEGIN
+    asoft := 0;
+    adenied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n
            FROM (SELECT a.*, (pg_catalog.row_number() OVER (PARTITION BY a.org_id, a.classification, a.denied ORDER BY a.id) OPERATOR(pg_catalog.-) 1)
@@ -777,6 +860,25 @@ BEGIN
         UPDATE memory.observations_archive o SET soft_deleted_at = at, soft_delete_reason = 'retention'
          WHERE o.id IN (SELECT u.id FROM unnest(asoft_ids) u(id));
     END IF;
+END $$;
+
+-- memory.run_retention's step 4, hard deletes: soft-deleted rows of memory.observations_archive
+-- past the grace. Held rows are denied (memory.purge.denied); the rest are hard-deleted with
+-- memory.purge events naming the table. Returns how many were hard-deleted (ahard) and denied
+-- (adenied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_archive_hard(dry_run boolean, at timestamptz, dist boolean,
+                                                        OUT ahard bigint, OUT adenied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    actor constant text := 'system:retention';
+    -- A real run locks the due rows; a dry run and Citus (`dist`) lock none (memory.run_retention).
+    lock  constant text := CASE WHEN dry_run OR dist THEN '' ELSE ' FOR UPDATE OF o' END;
+    ahard_ids uuid[] := '{}';
+BEGIN
+    ahard := 0;
+    adenied := 0;
     FOR g IN EXECUTE
         'SELECT d.org_id, d.classification, d.denied, pg_catalog.array_agg(d.id ORDER BY d.id) AS ids, pg_catalog.count(*) AS n,
                 CASE WHEN pg_catalog.count(DISTINCT d.project_id) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(d.project_id) END AS project_id,
@@ -820,11 +922,28 @@ BEGIN
     IF NOT dry_run AND NOT dist AND ahard > 0 THEN
         DELETE FROM memory.observations_archive o WHERE o.id IN (SELECT u.id FROM unnest(ahard_ids) u(id));
     END IF;
-    soft := soft + asoft;
-    hard := hard + ahard;
-    denied := denied + adenied;
+END $$;
 
-    -- 5. Governed application tables with stamps and a soft-delete column.
+-- memory.run_retention's step 5: governed application tables with stamps and a soft-delete
+-- column, each swept by memory_internal._retention_sweep. Returns the counts of each table swept
+-- (tables), the tables skipped (no soft-delete or id column), locked by another session and
+-- failed, and the totals over them (soft, hard, denied). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._retention_tables(dry_run boolean, at timestamptz,
+                                                  OUT tables jsonb, OUT skipped jsonb, OUT locked jsonb, OUT failed jsonb,
+                                                  OUT soft bigint, OUT hard bigint, OUT denied bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g     record;
+    r     jsonb;
+BEGIN
+    tables := '{}';
+    skipped := '[]';
+    locked := '[]';
+    failed := '{}';
+    soft := 0;
+    hard := 0;
+    denied := 0;
     FOR g IN SELECT t.table_name, t.options FROM memory.governed_tables t
               WHERE NOT t.builtin AND jsonb_typeof(t.options->'stamps') = 'object' ORDER BY t.table_name::text LOOP
         IF g.options->'stamps'->>'soft_deleted_at' IS NULL OR g.options->>'id' IS NULL THEN
@@ -850,6 +969,84 @@ BEGIN
         hard := hard + (r->>'hard_deleted')::bigint;
         denied := denied + (r->>'denied')::bigint;
     END LOOP;
+END $$;
+
+CREATE FUNCTION memory.run_retention(dry_run boolean DEFAULT false, at timestamptz DEFAULT now())
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp SET client_min_messages = warning
+AS $$
+DECLARE
+    soft     bigint;
+    hard     bigint;
+    archived bigint;
+    denied   bigint;
+    n        bigint;
+    tables   jsonb;
+    skipped  jsonb;
+    locked   jsonb;
+    failed   jsonb;
+    soft_ids    uuid[];
+    archive_ids uuid[];
+    items    bigint;
+    asoft    bigint;
+    ahard    bigint;
+    adenied  bigint;
+    ts       bigint;
+    th       bigint;
+    td       bigint;
+    -- Citus (docs/design.md#scale-out): the observations are distributed by org.
+    dist     constant boolean := memory_internal._citus_distributed('memory.observations');
+BEGIN
+    PERFORM memory_internal._check_at(at, 'memory.run_retention');
+    IF dry_run IS NULL OR at IS NULL THEN
+        RAISE EXCEPTION 'memory.run_retention needs dry_run and at' USING ERRCODE = '22023';
+    END IF;
+
+    -- The due rows of each phase come from one query; a real run locks them (FOR UPDATE), a dry
+    -- run changes nothing and locks nothing, so it runs in a read-only transaction and on a hot
+    -- standby (where its events are logged as not recorded). Ids are kept in arrays, not in
+    -- temporary tables (nothing to create per run; nothing a standby refuses).
+    -- On Citus a query over every shard locks nothing (Citus refuses FOR UPDATE there) and ids
+    -- are unique only within an org: each group's rows change in a statement naming its org,
+    -- which checks again that each row is still due (an event may then name a row that a
+    -- concurrent change made no longer due).
+    -- Each step below is a function of its own (memory_internal._retention_hot_soft, ...), in
+    -- this order: its state comes in as arguments and goes out as its results.
+
+    -- 0. Items whose ttl has run out (memory.purge_expired for every org): deleted, not held ones.
+    items := memory_internal._purge_items(NULL, at, dry_run);
+
+    -- 1. Expired live rows: held or refused by the org's guard -> denied; the rest -> soft delete.
+    SELECT s.soft, s.denied, s.soft_ids INTO soft, denied, soft_ids FROM memory_internal._retention_hot_soft(dry_run, at, dist) s;
+
+    -- 2. Past the grace: hard delete, memory.purge events per org and tier (the documented payload, docs/design.md#retention).
+    SELECT s.hard, s.denied INTO hard, n FROM memory_internal._retention_hot_hard(dry_run, at, dist) s;
+    denied := denied + n;
+
+    -- 3. Live rows past archive_at move to the archive (held rows move too: the archive keeps
+    -- them; on Citus they stay until the hold ends); rows this run soft-deletes are not archived
+    -- by it (a dry run predicts that too).
+    SELECT s.archived, s.archive_ids INTO archived, archive_ids FROM memory_internal._retention_archive_move(dry_run, at, dist, soft_ids) s;
+
+    -- 4. The archive follows its rows' schedule (the stamps move with them): archived rows past
+    -- expires_at are soft-deleted, held or guard-refused ones skipped with memory.purge.denied;
+    -- after the grace they are hard-deleted with memory.purge, like hot rows (events name the
+    -- table). A held expired row moved to the archive is swept by the first run after its hold
+    -- is released. Rows this run archived are not swept by it (a dry run predicts that too).
+    -- On Citus each org's rows change in a statement naming the org, checking again that they
+    -- are still due (and, for the hard delete, not held since), as above.
+    SELECT s.asoft, s.adenied INTO asoft, adenied FROM memory_internal._retention_archive_soft(dry_run, at, dist, archive_ids) s;
+    SELECT s.ahard, s.adenied INTO ahard, n FROM memory_internal._retention_archive_hard(dry_run, at, dist) s;
+    adenied := adenied + n;
+    soft := soft + asoft;
+    hard := hard + ahard;
+    denied := denied + adenied;
+
+    -- 5. Governed application tables with stamps and a soft-delete column.
+    SELECT s.tables, s.skipped, s.locked, s.failed, s.soft, s.hard, s.denied INTO tables, skipped, locked, failed, ts, th, td
+      FROM memory_internal._retention_tables(dry_run, at) s;
+    soft := soft + ts;
+    hard := hard + th;
+    denied := denied + td;
 
     RETURN jsonb_build_object('soft_deleted', soft, 'hard_deleted', hard, 'archived', archived, 'items_purged', items,
                               'denied', denied, 'dry_run', dry_run, 'at', at,

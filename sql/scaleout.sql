@@ -319,20 +319,14 @@ BEGIN
     END IF;
 END $$;
 
-CREATE FUNCTION memory.distribute(shard_count int DEFAULT NULL)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+-- memory.distribute's checks, in this order: the citus extension (55000), shard_count between 1 and
+-- 64000 (22023), citus.enable_unsafe_triggers on (55000), the coordinator in Citus's metadata
+-- (55000). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_check(shard_count int)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ref text;
-    t text;
-    r record;
-    kind "char";
     found_coordinator boolean;
-    i int;
-    moved regclass[] := '{}';
-    pk name;
-    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'stores', '[]'::jsonb,
-                                     'kept_local', '[]'::jsonb);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'memory.distribute needs the citus extension in this database'
@@ -354,17 +348,17 @@ BEGIN
         RAISE EXCEPTION 'memory.distribute needs the coordinator in Citus''s metadata'
             USING ERRCODE = '55000', HINT = 'SELECT citus_set_coordinator_host(''<host>'', <port>) on the coordinator first.';
     END IF;
-    IF shard_count IS NOT NULL THEN
-        PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
-    END IF;
-    -- The rows already there are loaded into the shards as they are, like a restore (no
-    -- classification, stamps, rules or audit events): memory_internal._distribute_quietly keeps the
-    -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
-    PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
-    -- The key and the pseudonym salt exist before their tables are replicated: a worker never
-    -- makes one (docs/design.md#scale-out: one key set for the cluster).
-    PERFORM memory_internal._audit_current_key();
+END $$;
 
+-- memory.distribute's reference tables: memory_ext's keys and registries, a copy on every node.
+-- Adds them to done's reference list and those it distributed now to `moved`. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_reference(INOUT done jsonb, INOUT moved regclass[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ref text;
+    kind "char";
+BEGIN
     -- Keys and registries: reference tables, a copy on every node, read by the triggers on the
     -- shards beside them.
     -- (memory.governance_registry stays each node's own: it names tables by oid, and oids are
@@ -383,7 +377,16 @@ BEGIN
         END IF;
         done := jsonb_set(done, '{reference}', (done->'reference') || to_jsonb(ref));
     END LOOP;
+END $$;
 
+-- memory.distribute's audit tables, by chain_id, co-located with memory.audit_pending. Adds them to
+-- done's audit list and those it distributed now to `moved`. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_audit(INOUT done jsonb, INOUT moved regclass[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+BEGIN
     -- The audit tables: by chain (= org), co-located, so a chain's pending entries, head, log and
     -- seals are one shard group, on the node of its tenant's rows.
     FOREACH t IN ARRAY ARRAY['memory.audit_pending', 'memory.audit_heads', 'memory.audit_log', 'memory.audit_seals'] LOOP
@@ -397,7 +400,17 @@ BEGIN
         END IF;
         done := jsonb_set(done, '{audit}', (done->'audit') || to_jsonb(t));
     END LOOP;
+END $$;
 
+-- memory.distribute's governed application tables, by their org column, co-located with
+-- memory.audit_pending (a table without one is kept local). Adds them to done's governed (or
+-- kept_local) list and those it distributed now to `moved`. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_governed(INOUT done jsonb, INOUT moved regclass[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
     -- Governed application tables: by their org column, co-located with the audit tables, so
     -- that an event written by a trigger on a shard lands in the co-located shard of the log.
     FOR r IN SELECT g.relid, coalesce(g.options->>'org', CASE WHEN memory_internal._has_column(g.relid, 'org_id') THEN 'org_id' END) AS org
@@ -417,7 +430,18 @@ BEGIN
         END IF;
         done := jsonb_set(done, '{governed}', (done->'governed') || to_jsonb(r.relid::text));
     END LOOP;
+END $$;
 
+-- memory.distribute's stores (observations, knowledge, consent-era rows, revisions), by org_id,
+-- co-located with memory.audit_pending, their keys made to hold org_id. Adds them to done's stores
+-- list and those it distributed now to `moved`. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_stores(INOUT done jsonb, INOUT moved regclass[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    pk name;
+BEGIN
     -- memory_ext's stores: the observations (with their archive and weight history) and the
     -- knowledge graph (entities, claims, relationships, re-check tasks), by org, co-located with
     -- the audit tables, so a tenant's memories and knowledge, its chain and the work on them
@@ -461,6 +485,63 @@ BEGIN
         END IF;
         done := jsonb_set(done, '{stores}', (done->'stores') || to_jsonb(t));
     END LOOP;
+END $$;
+
+-- memory.distribute's last list: memory_ext's tables it left on the coordinator, each with why.
+-- Returns `done` with them added under kept_local. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._distribute_kept_local(INOUT done jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+BEGIN
+    -- memory_ext's other tables stay on the coordinator, each for its reason (see
+    -- docs/scale-out.md): the governance registry names tables by oid, which differ between nodes; the
+    -- maintenance runs are the coordinator's own record; the embedding settings are the coordinator's,
+    -- whose trigger's ALTER TABLE and CREATE INDEX Citus propagates.
+    FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+              WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
+                AND c.relname NOT IN ('audit_outbox') ORDER BY 1 LOOP
+        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
+            CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
+                   WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
+                   WHEN 'memory.erasure_receipts' THEN 'the ids erasure receipts cover, written and read on the coordinator, where forget, erase_subject and verify_receipt run'
+                   WHEN 'memory.ann_settings' THEN 'the embedding dimensions, set on the coordinator: the DDL its trigger runs reaches the workers through Citus'
+                   ELSE 'not distributed by memory_ext' END));
+    END LOOP;
+END $$;
+
+CREATE FUNCTION memory.distribute(shard_count int DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    i int;
+    moved regclass[] := '{}';
+    done jsonb := jsonb_build_object('reference', '[]'::jsonb, 'audit', '[]'::jsonb, 'governed', '[]'::jsonb, 'stores', '[]'::jsonb,
+                                     'kept_local', '[]'::jsonb);
+BEGIN
+    -- Citus, its settings and the coordinator (memory_internal._distribute_check).
+    PERFORM memory_internal._distribute_check(shard_count);
+    IF shard_count IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('citus.shard_count', shard_count::text, true);
+    END IF;
+    -- The rows already there are loaded into the shards as they are, like a restore (no
+    -- classification, stamps, rules or audit events): memory_internal._distribute_quietly keeps the
+    -- tables' triggers off for the copy on the workers, and the restore mode covers this node.
+    PERFORM pg_catalog.set_config('memory.restore_mode', 'on', true);
+    -- The key and the pseudonym salt exist before their tables are replicated: a worker never
+    -- makes one (docs/design.md#scale-out: one key set for the cluster).
+    PERFORM memory_internal._audit_current_key();
+
+    -- Keys and registries, the audit tables, governed application tables, then memory_ext's
+    -- stores, each a step (memory_internal._distribute_reference, _distribute_audit,
+    -- _distribute_governed, _distribute_stores).
+    SELECT d.done, d.moved INTO done, moved FROM memory_internal._distribute_reference(done, moved) d;
+    SELECT d.done, d.moved INTO done, moved FROM memory_internal._distribute_audit(done, moved) d;
+    SELECT d.done, d.moved INTO done, moved FROM memory_internal._distribute_governed(done, moved) d;
+    SELECT d.done, d.moved INTO done, moved FROM memory_internal._distribute_stores(done, moved) d;
 
     -- The gate memory.reclassify opens to lower a tier is the backend's: the function that
     -- changes the org's row is one Citus runs on the node of that org's shard, where the shard's
@@ -482,21 +563,8 @@ BEGIN
     END LOOP;
     PERFORM pg_catalog.set_config('session_replication_role', 'origin', true);
     PERFORM pg_catalog.set_config('memory.restore_mode', 'off', true);
-    -- memory_ext's other tables stay on the coordinator, each for its reason (see
-    -- docs/scale-out.md): the governance registry names tables by oid, which differ between nodes; the
-    -- maintenance runs are the coordinator's own record; the embedding settings are the coordinator's,
-    -- whose trigger's ALTER TABLE and CREATE INDEX Citus propagates.
-    FOR t IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
-              WHERE c.relnamespace = 'memory'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-                AND c.oid NOT IN (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p)
-                AND c.relname NOT IN ('audit_outbox') ORDER BY 1 LOOP
-        done := jsonb_set(done, '{kept_local}', (done->'kept_local') || jsonb_build_object('table', t, 'why',
-            CASE t WHEN 'memory.governance_registry' THEN 'names tables by oid, which differ between nodes'
-                   WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
-                   WHEN 'memory.erasure_receipts' THEN 'the ids erasure receipts cover, written and read on the coordinator, where forget, erase_subject and verify_receipt run'
-                   WHEN 'memory.ann_settings' THEN 'the embedding dimensions, set on the coordinator: the DDL its trigger runs reaches the workers through Citus'
-                   ELSE 'not distributed by memory_ext' END));
-    END LOOP;
+    -- memory_ext's other tables stay on the coordinator (memory_internal._distribute_kept_local).
+    done := memory_internal._distribute_kept_local(done);
     PERFORM memory_internal._audit_append_system('memory.distribute', jsonb_build_object('reference', jsonb_array_length(done->'reference'),
         'audit', jsonb_array_length(done->'audit'), 'governed', jsonb_array_length(done->'governed'),
         'stores', jsonb_array_length(done->'stores')), NULL);

@@ -316,23 +316,13 @@ CREATE EVENT TRIGGER memory_guard_governance_drop ON sql_drop
 -- Roles: made by a documented setup call, not by CREATE EXTENSION (roles are cluster-wide). The
 -- grants below are the grant table of docs/security.md; tests/python/test_privileges.py compares the two.
 
-CREATE FUNCTION memory.setup_roles()
-RETURNS TABLE (role_name text, created boolean)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+-- memory.setup_roles' first grants: the schema, what readers read (memories, knowledge, items,
+-- revisions, lineage, context packing) and what writers write there (items, supersede, remember).
+-- Runs as setup_roles' caller. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._setup_roles_memories()
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE r text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
-        role_name := r;
-        created := to_regrole(r) IS NULL;
-        IF created THEN
-            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
-        END IF;
-        RETURN NEXT;
-    END LOOP;
-    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
-    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
-
     GRANT USAGE ON SCHEMA memory TO memory_reader;
     -- Readers: their org's memories, knowledge graph, history, policies.
     GRANT SELECT ON memory.observations, memory.live_observations, memory.observations_archive,
@@ -368,6 +358,16 @@ BEGIN
                               memory_internal._context_pack(text, int, float8, float8)
         TO memory_reader;
     GRANT EXECUTE ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) TO memory_writer;
+END $$;
+
+
+-- memory.setup_roles' writer grants: memories and knowledge, entity and claim states, the
+-- consent-era rows, feedback, audit events, forgetting and the re-check queue (with what readers
+-- read of those). Runs as setup_roles' caller. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._setup_roles_writers()
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     -- Writers: add memories and knowledge, entity states, feedback, audit events of their orgs,
     -- the re-check queue.
     GRANT INSERT ON memory.observations, memory.entities, memory.claims, memory.relationships TO memory_writer;
@@ -407,6 +407,16 @@ BEGIN
                               memory.forget(uuid[], text), memory.forget(regclass, text[], text),
                               memory.claim_recheck_tasks(text, int, interval), memory.complete_recheck_task(bigint, text, text)
         TO memory_writer;
+END $$;
+
+
+-- memory.setup_roles' admin grants: claim states and scores, org rules, holds and settings, the
+-- jobs, declassification, subject rights, audit reading, tenant grants, embeddings. Runs as
+-- setup_roles' caller. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._setup_roles_admins()
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     -- Admins: claim states and scores, org rules, holds and settings, the jobs, declassification,
     -- subject rights, audit reading, tenant grants, all within their orgs.
     GRANT UPDATE (lifecycle_state, confidence_score) ON memory.claims TO memory_admin;
@@ -438,6 +448,30 @@ BEGIN
     -- Embeddings of memory.observations (pgvector): platform-wide and one-way (the dimensions
     -- are fixed once set), audited on the platform chain.
     GRANT EXECUTE ON FUNCTION memory.enable_embeddings(int) TO memory_admin;
+END $$;
+
+CREATE FUNCTION memory.setup_roles()
+RETURNS TABLE (role_name text, created boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['memory_reader', 'memory_writer', 'memory_admin'] LOOP
+        role_name := r;
+        created := to_regrole(r) IS NULL;
+        IF created THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF NOT pg_has_role('memory_writer', 'memory_reader', 'MEMBER') THEN GRANT memory_reader TO memory_writer; END IF;
+    IF NOT pg_has_role('memory_admin', 'memory_writer', 'MEMBER') THEN GRANT memory_writer TO memory_admin; END IF;
+
+    -- The grants, in three steps (memory_internal._setup_roles_memories, _setup_roles_writers,
+    -- _setup_roles_admins).
+    PERFORM memory_internal._setup_roles_memories();
+    PERFORM memory_internal._setup_roles_writers();
+    PERFORM memory_internal._setup_roles_admins();
 END $$;
 COMMENT ON FUNCTION memory.setup_roles() IS
   'Create (if missing) and grant memory_reader < memory_writer < memory_admin (the grant table of docs/security.md). Bind roles to orgs with memory.grant_org. Run it as a superuser or a role with CREATEROLE that owns the extension. Idempotent.';

@@ -32,39 +32,28 @@ AS $$
                                        CASE WHEN org_col IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', org_col) END) END
 $$;
 
-CREATE FUNCTION memory.erase_subject(user_id text)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.erase_subject's first step, on memory_ext's own store: the subject's weight history,
+-- observations and archived rows (of the org `scope` only, when not NULL) are deleted unless held,
+-- and the memories made from them (lineage, memory_internal._erase_derived). Returns the counts
+-- (weight_history, observations, archive), how many rows a hold kept (held), the derived ids
+-- forgotten and the ids gone by org ({org: {"memory.observations": [id]}}, for the receipts).
+-- Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._erase_subject_store(subject text, scope text,
+                                                     OUT counts jsonb, OUT held bigint, OUT derived jsonb, OUT gone_by jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    subject text := erase_subject.user_id;
-    counts  jsonb := '{}';
-    held    bigint;
     n       bigint;
-    t       record;
-    r       jsonb;
-    -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
-    scope   text := memory_internal._scope_org();
-    o       text;
-    failed  jsonb;
-    skipped jsonb := '[]';
-    locked  jsonb := '[]';
-    -- The ids erased, by table, for the receipt (docs/audit.md#erasure-receipts).
     gone    text[] := '{}';
     orgs_of text[] := '{}';
-    pairs   jsonb;
-    gone_by jsonb := '{}';          -- {org: {table: [id]}}
     id      uuid;
     id_org  text;
-    id_col  text;
     rv      jsonb;
-    receipts jsonb := '[]';
     gate    boolean;
     lin     jsonb;
-    derived jsonb := '[]';
 BEGIN
-    IF memory_internal._blank(subject) THEN
-        RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
-    END IF;
+    counts := '{}';
+    derived := '[]';
     -- The hold test is written out in the deletes (memory_internal._held in the counts): on Citus these
     -- statements run on the shards, where Citus refuses a STABLE function of a column in a
     -- DELETE. No tenant test runs in them: the scope is worked out here, for the caller.
@@ -119,6 +108,101 @@ BEGIN
     PERFORM memory_internal._lineage_gate(gate);
     gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
                            FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
+END $$;
+
+-- memory.erase_subject's step for one governed application table `tbl` (user column `col`, org
+-- column `org_col` or NULL, id column `id_column` or NULL): the subject's rows, of orgs the table's
+-- owner may act for (and of `scope`, when not NULL), deleted as that owner. Returns {locked: true}
+-- when another session holds the table locked, {error: {sqlstate, message}} when it failed (the
+-- subtransaction rolled back), else {processed, ids: [[id, org]], failed: {org: error}} (failed:
+-- the orgs whose rows stayed, on Citus). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._erase_subject_in_table(tbl regclass, col text, org_col text, id_column text,
+                                                        subject text, scope text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    id_col  text;
+    n       bigint;
+    o       text;
+    r       jsonb;
+    failed  jsonb;
+    pairs   jsonb;
+BEGIN
+    -- An erasure never waits on another session's lock of a table (another org's writer
+    -- holding a shared table locked): such a table is listed under locked_tables, its rows
+    -- of the subject not yet erased; calling erase_subject again erases what is left.
+    -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
+    -- one table's failure is reported without stopping the erasure elsewhere.
+    BEGIN
+        IF NOT memory_internal._lock_nowait(tbl, 'ROW EXCLUSIVE') THEN
+            RETURN jsonb_build_object('locked', true);
+        END IF;
+        -- Erasure keeps its rule for application tables: the subject's rows go, held or not
+        -- (the hold gate; a failure closes it with the subtransaction).
+        failed := '{}';
+        pairs := '[]';
+        -- With an id column, the statement returns the ids (and orgs) it deleted, for the receipts.
+        id_col := CASE WHEN id_column IS NOT NULL AND memory_internal._has_column(tbl, id_column) THEN id_column END;
+        PERFORM memory_internal._hold_gate(true);
+        IF org_col IS NOT NULL AND memory_internal._citus_distributed(tbl) THEN
+            -- Citus (docs/design.md#scale-out) runs no STABLE function of a column in a distributed DELETE,
+            -- nor any that reads the registries on a shard: the DELETE names each org
+            -- (memory_internal._subject_orgs). One org at a time, on its shard: the hold gate is this
+            -- backend's, and the shards' hold triggers run in the workers' backends, so a held
+            -- row there still raises MX006. That org's rows stay (reported under
+            -- failed_tables); the other orgs' rows go.
+            n := 0;
+            FOREACH o IN ARRAY memory_internal._subject_orgs(tbl, col, org_col, subject) LOOP
+                CONTINUE WHEN scope IS NOT NULL AND o OPERATOR(pg_catalog.<>) scope;
+                BEGIN
+                    -- (A failed org's subtransaction closed the gate: open again.)
+                    PERFORM memory_internal._hold_gate(true);
+                    r := memory_internal._exec_as_table_owner(tbl,
+                                  memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
+                                             AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                                         tbl, col, org_col), id_col, org_col),
+                                  ARRAY[subject, o]);
+                    n := n + (r->>'processed')::bigint;
+                    pairs := pairs || coalesce(r->'ids', '[]');
+                EXCEPTION WHEN OTHERS THEN
+                    failed := failed || jsonb_build_object(o, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+                END;
+            END LOOP;
+            r := jsonb_build_object('processed', n);
+        ELSE
+            r := memory_internal._exec_as_table_owner(tbl,
+                     memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
+                            tbl, col,
+                            CASE WHEN org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', org_col) END,
+                            CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', org_col) END), id_col,
+                            CASE WHEN memory_internal._has_column(tbl, org_col) THEN org_col END),
+                     ARRAY[subject, scope]);
+            pairs := coalesce(r->'ids', '[]');
+        END IF;
+        PERFORM memory_internal._hold_gate(false);
+    EXCEPTION WHEN OTHERS THEN
+        RETURN jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
+    END;
+    RETURN jsonb_build_object('processed', (r->>'processed')::bigint, 'ids', pairs, 'failed', failed);
+END $$;
+
+-- memory.erase_subject's step over the governed application tables with a user column, each
+-- by memory_internal._erase_subject_in_table (in the order of their names). Returns the counts
+-- those add (tables, failed_tables, skipped_tables, locked_tables: each only when not empty) and
+-- `gone_by` with the ids each deleted. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._erase_subject_tables(subject text, scope text, INOUT gone_by jsonb, OUT counts jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n       bigint;
+    t       record;
+    r       jsonb;
+    skipped jsonb := '[]';
+    locked  jsonb := '[]';
+    id_org  text;
+    rv      jsonb;
+BEGIN
+    counts := '{}';
     -- Governed application tables with a user column, each as its owner (its triggers and casts
     -- run with the owner's rights, never the definer's). A scoped erase needs the table's org column.
     FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col, g.options->>'id' AS id_col
@@ -129,73 +213,24 @@ BEGIN
             skipped := skipped || to_jsonb(t.table_name::text);
             CONTINUE;
         END IF;
-        -- An erasure never waits on another session's lock of a table (another org's writer
-        -- holding a shared table locked): such a table is listed under locked_tables, its rows
-        -- of the subject not yet erased; calling erase_subject again erases what is left.
-        -- Rows of orgs the table's owner may act for only (the statement runs as that owner), and
-        -- one table's failure is reported without stopping the erasure elsewhere.
-        BEGIN
-            IF NOT memory_internal._lock_nowait(t.table_name, 'ROW EXCLUSIVE') THEN
-                locked := locked || to_jsonb(t.table_name::text);
-                CONTINUE;
-            END IF;
-            -- Erasure keeps its rule for application tables: the subject's rows go, held or not
-            -- (the hold gate; a failure closes it with the subtransaction).
-            failed := '{}';
-            pairs := '[]';
-            -- With an id column, the statement returns the ids (and orgs) it deleted, for the receipts.
-            id_col := CASE WHEN t.id_col IS NOT NULL AND memory_internal._has_column(t.table_name, t.id_col) THEN t.id_col END;
-            PERFORM memory_internal._hold_gate(true);
-            IF t.org_col IS NOT NULL AND memory_internal._citus_distributed(t.table_name) THEN
-                -- Citus (docs/design.md#scale-out) runs no STABLE function of a column in a distributed DELETE,
-                -- nor any that reads the registries on a shard: the DELETE names each org
-                -- (memory_internal._subject_orgs). One org at a time, on its shard: the hold gate is this
-                -- backend's, and the shards' hold triggers run in the workers' backends, so a held
-                -- row there still raises MX006. That org's rows stay (reported under
-                -- failed_tables); the other orgs' rows go.
-                n := 0;
-                FOREACH o IN ARRAY memory_internal._subject_orgs(t.table_name, t.col, t.org_col, subject) LOOP
-                    CONTINUE WHEN scope IS NOT NULL AND o OPERATOR(pg_catalog.<>) scope;
-                    BEGIN
-                        -- (A failed org's subtransaction closed the gate: open again.)
-                        PERFORM memory_internal._hold_gate(true);
-                        r := memory_internal._exec_as_table_owner(t.table_name,
-                                      memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
-                                                 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
-                                             t.table_name, t.col, t.org_col), id_col, t.org_col),
-                                      ARRAY[subject, o]);
-                        n := n + (r->>'processed')::bigint;
-                        pairs := pairs || coalesce(r->'ids', '[]');
-                    EXCEPTION WHEN OTHERS THEN
-                        failed := failed || jsonb_build_object(o, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
-                    END;
-                END LOOP;
-                r := jsonb_build_object('processed', n);
-            ELSE
-                r := memory_internal._exec_as_table_owner(t.table_name,
-                         memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND memory_internal._may_act_for(%s)%s',
-                                t.table_name, t.col,
-                                CASE WHEN t.org_col IS NULL THEN 'NULL' ELSE format('t.%I::pg_catalog.text', t.org_col) END,
-                                CASE WHEN scope IS NULL THEN '' ELSE format(' AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2', t.org_col) END), id_col,
-                                CASE WHEN memory_internal._has_column(t.table_name, t.org_col) THEN t.org_col END),
-                         ARRAY[subject, scope]);
-                pairs := coalesce(r->'ids', '[]');
-            END IF;
-            PERFORM memory_internal._hold_gate(false);
-        EXCEPTION WHEN OTHERS THEN
-            counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
-                                || jsonb_build_object(t.table_name::text, jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM)));
+        r := memory_internal._erase_subject_in_table(t.table_name, t.col, t.org_col, t.id_col, subject, scope);
+        IF r ? 'locked' THEN
+            locked := locked || to_jsonb(t.table_name::text);
             CONTINUE;
-        END;
+        ELSIF r ? 'error' THEN
+            counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
+                                || jsonb_build_object(t.table_name::text, r->'error'));
+            CONTINUE;
+        END IF;
         n := (r->>'processed')::bigint;
         counts := jsonb_set(counts, '{tables}', coalesce(counts->'tables', '{}') || jsonb_build_object(t.table_name::text, n));
-        FOR id_org, rv IN SELECT coalesce(e->>1, ''), jsonb_agg(DISTINCT e->0) FROM jsonb_array_elements(pairs) e GROUP BY 1 LOOP
+        FOR id_org, rv IN SELECT coalesce(e->>1, ''), jsonb_agg(DISTINCT e->0) FROM jsonb_array_elements(r->'ids') e GROUP BY 1 LOOP
             gone_by := jsonb_set(gone_by, ARRAY[id_org], coalesce(gone_by->id_org, '{}') || jsonb_build_object(t.table_name::text, rv));
         END LOOP;
-        IF failed OPERATOR(pg_catalog.<>) '{}' THEN
+        IF r->'failed' OPERATOR(pg_catalog.<>) '{}' THEN
             counts := jsonb_set(counts, '{failed_tables}', coalesce(counts->'failed_tables', '{}')
-                                || jsonb_build_object(t.table_name::text, (SELECT v FROM pg_catalog.jsonb_each(failed) e(k, v) ORDER BY k LIMIT 1)
-                                                                         || jsonb_build_object('orgs', failed)));
+                                || jsonb_build_object(t.table_name::text, (SELECT v FROM pg_catalog.jsonb_each(r->'failed') e(k, v) ORDER BY k LIMIT 1)
+                                                                         || jsonb_build_object('orgs', r->'failed')));
         END IF;
     END LOOP;
     IF jsonb_array_length(skipped) > 0 THEN
@@ -204,6 +239,34 @@ BEGIN
     IF jsonb_array_length(locked) > 0 THEN
         counts := counts || jsonb_build_object('locked_tables', locked);
     END IF;
+END $$;
+
+CREATE FUNCTION memory.erase_subject(user_id text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject text := erase_subject.user_id;
+    counts  jsonb;
+    held    bigint;
+    r       jsonb;
+    -- A role bound to orgs erases in its acting org only; unrestricted roles everywhere.
+    scope   text := memory_internal._scope_org();
+    -- The ids erased, by org and table, for the receipt (docs/audit.md#erasure-receipts).
+    gone_by jsonb;          -- {org: {table: [id]}}
+    id_org  text;
+    rv      jsonb;
+    receipts jsonb := '[]';
+    derived jsonb;
+BEGIN
+    IF memory_internal._blank(subject) THEN
+        RAISE EXCEPTION 'memory.erase_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    -- memory_ext's store (memory_internal._erase_subject_store), then the governed application
+    -- tables (memory_internal._erase_subject_tables).
+    SELECT s.counts, s.held, s.derived, s.gone_by INTO counts, held, derived, gone_by
+      FROM memory_internal._erase_subject_store(subject, scope) s;
+    SELECT s.counts, s.gone_by INTO r, gone_by FROM memory_internal._erase_subject_tables(subject, scope, gone_by) s;
+    counts := counts || r;
     -- The account's consent-era rows (docs/design.md#consent-and-drift), leaving a deletion stub per org.
     r := memory_internal._erase_consent_rows(subject, scope);
     counts := counts || jsonb_build_object('consent', r);
@@ -225,31 +288,18 @@ END $$;
 COMMENT ON FUNCTION memory.erase_subject(text) IS
   'Erase every row of a subject (observations, weight history, archive, governed tables with a user column), and the memories made from its observations (derived_from, transitively: derived_forgotten); rows under a legal hold stay and are counted as held. A governed table another session holds locked is not waited for: it is listed under locked_tables (call again to erase what is left). One memory.forget event. Not granted to PUBLIC.';
 
-CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.export_subject's read of memory_ext's own store: the subject's observations not
+-- soft-deleted, archived rows and weight history (of the org `scope` only, when not NULL), each
+-- in order of creation; restricted rows only with include_restricted. Returns the three sections
+-- and `withheld`, how many restricted rows each left out. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._export_subject_store(subject text, scope text, include_restricted boolean,
+                                                      OUT obs jsonb, OUT arch jsonb, OUT hist jsonb, OUT withheld jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    subject  text := export_subject.user_id;
-    obs      jsonb;
-    arch     jsonb;
-    hist     jsonb;
-    manifest jsonb := '{}';
-    s        record;
-    t        record;
-    r        jsonb;
-    tables   jsonb := '{}';
-    scope    text;
-    consent  jsonb;
-    -- Restricted rows left out (include_restricted false): per section, and for each table.
-    withheld jsonb := '{}';
-    withheld_tables jsonb := '{}';
     n        bigint;
-    keep     text;
 BEGIN
-    IF memory_internal._blank(subject) THEN
-        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
-    END IF;
-    scope := memory_internal._scope_org();
+    withheld := '{}';
     -- Everything still held about the subject: expired rows too, until retention soft-deletes
     -- them (soft-deleted rows are invisible to every query function).
     -- (content_tsv and an item's search_tsv, words derived from it: not exported twice.)
@@ -271,14 +321,24 @@ BEGIN
       FROM memory.observation_weight_history h JOIN memory.observations o ON o.id = h.observation_id AND o.org_id = h.org_id
      WHERE o.user_id = subject AND (scope IS NULL OR o.org_id = scope) AND o.soft_deleted_at IS NULL;
     withheld := withheld || jsonb_build_object('weight_history', n);
-    consent := memory_internal._export_consent_rows(subject, scope);
-    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
-                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
-                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
-        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
-            'count', jsonb_array_length(s.rows),
-            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
-    END LOOP;
+END $$;
+
+-- memory.export_subject's read of the governed application tables with a user column (what
+-- erase_subject deletes), each as its owner. Returns `tables` ({table: rows, or {error}}), their
+-- `manifest` entries ("table:<name>": count and sha256) and `withheld_tables` (restricted rows left
+-- out, by table). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._export_subject_tables(subject text, scope text, include_restricted boolean,
+                                                       OUT tables jsonb, OUT manifest jsonb, OUT withheld_tables jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t        record;
+    r        jsonb;
+    keep     text;
+BEGIN
+    tables := '{}';
+    manifest := '{}';
+    withheld_tables := '{}';
     -- Governed application tables with a user column (what erase_subject deletes), read as each
     -- table's owner, rows of orgs that owner may act for (and of the acting org when scoped).
     FOR t IN SELECT g.relid::regclass AS table_name, g.options->>'user' AS col, g.options->>'org' AS org_col,
@@ -326,6 +386,45 @@ BEGIN
                 'count', jsonb_array_length(r), 'sha256', encode(sha256(convert_to(r::text, 'UTF8')), 'hex')));
         END IF;
     END LOOP;
+END $$;
+
+CREATE FUNCTION memory.export_subject(user_id text, include_restricted boolean DEFAULT false)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subject  text := export_subject.user_id;
+    obs      jsonb;
+    arch     jsonb;
+    hist     jsonb;
+    manifest jsonb := '{}';
+    tmanifest jsonb;
+    s        record;
+    tables   jsonb;
+    scope    text;
+    consent  jsonb;
+    -- Restricted rows left out (include_restricted false): per section, and for each table.
+    withheld jsonb;
+    withheld_tables jsonb;
+BEGIN
+    IF memory_internal._blank(subject) THEN
+        RAISE EXCEPTION 'memory.export_subject needs a user_id' USING ERRCODE = '22023';
+    END IF;
+    scope := memory_internal._scope_org();
+    -- memory_ext's store (memory_internal._export_subject_store).
+    SELECT x.obs, x.arch, x.hist, x.withheld INTO obs, arch, hist, withheld
+      FROM memory_internal._export_subject_store(subject, scope, include_restricted) x;
+    consent := memory_internal._export_consent_rows(subject, scope);
+    FOR s IN SELECT * FROM (VALUES ('observations', obs), ('archive', arch), ('weight_history', hist),
+                                   ('consents', consent->'consents'), ('user_contexts', consent->'user_contexts'),
+                                   ('persona_drift', consent->'persona_drift'), ('training_candidates', consent->'training_candidates')) v(name, rows) LOOP
+        manifest := manifest || jsonb_build_object(s.name, jsonb_build_object(
+            'count', jsonb_array_length(s.rows),
+            'sha256', encode(sha256(convert_to(s.rows::text, 'UTF8')), 'hex')));
+    END LOOP;
+    -- Governed application tables (memory_internal._export_subject_tables).
+    SELECT x.tables, x.manifest, x.withheld_tables INTO tables, tmanifest, withheld_tables
+      FROM memory_internal._export_subject_tables(subject, scope, include_restricted) x;
+    manifest := manifest || tmanifest;
     withheld := withheld || jsonb_build_object('tables', withheld_tables);
     withheld := withheld || jsonb_build_object('total',
         (withheld->>'observations')::bigint + (withheld->>'archive')::bigint + (withheld->>'weight_history')::bigint
@@ -618,6 +717,63 @@ BEGIN
     END LOOP;
 END $$;
 
+-- memory.forget's deletion: each org's ids of `plan` (its `delete`) and their weight history,
+-- hot and archived, within the caller's clearance there (`tiers`, by `orgs`), then what was made
+-- from them (memory_internal._erase_derived, within that clearance; `want`, the ids asked for,
+-- are not followed twice). The orgs' lineage locks are taken first and the lineage gate is open
+-- meanwhile (the references are followed before they are stripped). Returns the plan with the
+-- derived rows added to `delete`, held ones to `held`, kept ones (above the clearance) under
+-- `kept`, and the derived ids forgotten. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_observations(orgs text[], tiers memory.classification[], want uuid[], INOUT plan jsonb, OUT derived jsonb)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t       memory.classification;
+    o       text;
+    del     uuid[];
+    lin     jsonb;
+    gate    boolean;
+BEGIN
+    derived := '[]';
+    gate := memory_internal._lineage_gate(true);
+    PERFORM memory_internal._lineage_lock_orgs(ARRAY(SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete')));
+    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
+        del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
+        t := tiers[pg_catalog.array_position(orgs, o)];
+        -- Content and weights, hot and archived: nothing of these rows stays in memory_ext's
+        -- tables (the log names them by id and content hash). The DELETE of the hot rows fires
+        -- their hold and audit triggers (memory.delete per row). (The rows read above are locked
+        -- and within the clearance; the archive's copy of an id too.)
+        DELETE FROM memory.observation_weight_history h
+         WHERE h.org_id OPERATOR(pg_catalog.=) o AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
+        DELETE FROM memory.observations ob WHERE ob.org_id OPERATOR(pg_catalog.=) o AND ob.id OPERATOR(pg_catalog.=) ANY (del)
+           AND ob.classification OPERATOR(pg_catalog.<=) t;
+        DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del)
+           AND a.classification OPERATOR(pg_catalog.<=) t;
+        -- Lineage (SPEC §18): what was made from these goes with them, within the caller's
+        -- clearance (a held one stays, in held; one above it in kept); the event and the receipt
+        -- name them.
+        lin := memory_internal._erase_derived(o, del, t, want);
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'deleted') OPERATOR(pg_catalog.>) 0 THEN
+            plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
+                        OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'deleted'));
+            derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x);
+        END IF;
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'above') OPERATOR(pg_catalog.>) 0 THEN
+            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('kept', coalesce(plan OPERATOR(pg_catalog.->) 'kept', '{}')
+                        OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, lin OPERATOR(pg_catalog.->) 'above'));
+        END IF;
+        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.>) 0 THEN
+            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                'held', (plan OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'held'),
+                'held_by_org', (plan OPERATOR(pg_catalog.->) 'held_by_org') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o,
+                          coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) o)::int, 0)
+                          OPERATOR(pg_catalog.+) pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held')));
+        END IF;
+    END LOOP;
+    PERFORM memory_internal._lineage_gate(gate);
+END $$;
+
 -- Its statements find rows by id (the primary keys' indexes whatever the ids): generic plans,
 -- made once a session, where custom plans would be planned anew on every call (a one-id array
 -- always looks cheaper to the plan cache than the generic plan's guess). Not on Citus, whose
@@ -635,10 +791,7 @@ DECLARE
     o       text;
     hits   jsonb;
     plan    jsonb;
-    del     uuid[];
-    lin     jsonb;
-    gate    boolean;
-    derived jsonb := '[]';
+    derived jsonb;
 BEGIN
     -- A memory.org_id the role may not act for: 42501 before anything is read.
     PERFORM memory_internal._check_org_setting();
@@ -688,50 +841,15 @@ BEGIN
       FROM (SELECT DISTINCT ON (c.id) c.* FROM c JOIN pick p ON p.id OPERATOR(pg_catalog.=) c.id AND p.org_id OPERATOR(pg_catalog.=) c.org_id
              ORDER BY c.id, c.src) x;
     plan := memory_internal._forget_plan(want::text[], hits);
-    -- (What was made from these is found by their ids in derived_from: kept until it is followed.)
-    gate := memory_internal._lineage_gate(true);
-    PERFORM memory_internal._lineage_lock_orgs(ARRAY(SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete')));
-    FOR o IN SELECT pg_catalog.jsonb_object_keys(plan OPERATOR(pg_catalog.->) 'delete') LOOP
-        del := ARRAY(SELECT (e OPERATOR(pg_catalog.->>) 'id')::uuid FROM pg_catalog.jsonb_array_elements(plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o) e);
-        t := tiers[pg_catalog.array_position(orgs, o)];
-        -- Content and weights, hot and archived: nothing of these rows stays in memory_ext's
-        -- tables (the log names them by id and content hash). The DELETE of the hot rows fires
-        -- their hold and audit triggers (memory.delete per row). (The rows read above are locked
-        -- and within the clearance; the archive's copy of an id too.)
-        DELETE FROM memory.observation_weight_history h
-         WHERE h.org_id OPERATOR(pg_catalog.=) o AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
-        DELETE FROM memory.observations ob WHERE ob.org_id OPERATOR(pg_catalog.=) o AND ob.id OPERATOR(pg_catalog.=) ANY (del)
-           AND ob.classification OPERATOR(pg_catalog.<=) t;
-        DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) o AND a.id OPERATOR(pg_catalog.=) ANY (del)
-           AND a.classification OPERATOR(pg_catalog.<=) t;
-        -- Lineage (SPEC §18): what was made from these goes with them, within the caller's
-        -- clearance (a held one stays, in held); the event and the receipt name them.
-        lin := memory_internal._erase_derived(o, del, t, want);
-        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'deleted') OPERATOR(pg_catalog.>) 0 THEN
-            plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
-                        OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'deleted'));
-            derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x);
-        END IF;
-        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'above') OPERATOR(pg_catalog.>) 0 THEN
-            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('kept', coalesce(plan OPERATOR(pg_catalog.->) 'kept', '{}')
-                        OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, lin OPERATOR(pg_catalog.->) 'above'));
-        END IF;
-        IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.>) 0 THEN
-            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
-                'held', (plan OPERATOR(pg_catalog.->) 'held') OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'held'),
-                'held_by_org', (plan OPERATOR(pg_catalog.->) 'held_by_org') OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o,
-                          coalesce((plan OPERATOR(pg_catalog.->) 'held_by_org' OPERATOR(pg_catalog.->>) o)::int, 0)
-                          OPERATOR(pg_catalog.+) pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'held')));
-        END IF;
-    END LOOP;
-    PERFORM memory_internal._lineage_gate(gate);
+    -- The rows and what was made from them go (memory_internal._forget_observations).
+    SELECT f.plan, f.derived INTO plan, derived FROM memory_internal._forget_observations(orgs, tiers, want, plan) f;
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
                                          'not_found', plan OPERATOR(pg_catalog.->) 'not_found', 'derived_forgotten', derived)
            OPERATOR(pg_catalog.||) memory_internal._forget_receipts('memory.observations', plan OPERATOR(pg_catalog.->) 'delete');
 END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
-  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. The memories made from a forgotten one (derived_from, transitively, any tier) go with it unless held; derived_forgotten names those within the caller''s clearance. One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found, derived_forgotten, receipt, receipts.';
+  'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. The memories made from a forgotten one (derived_from, transitively) within the caller''s clearance go with it unless held (derived_forgotten); one above the clearance stays, named in the event (derived_kept). One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found, derived_forgotten, receipt, receipts.';
 
 -- memory.forget(tbl, ...)'s lookup: the rows of the ids `want` (matched by `cmp` on $1) as the
 -- caller reads them (memory_internal._read_as_caller: its privileges and policies), kept when the
@@ -830,42 +948,24 @@ BEGIN
     RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'done', pg_catalog.to_jsonb(done), 'kept', pg_catalog.to_jsonb(kept));
 END $$;
 
--- The table form deletes as the caller (memory_internal._write_as_caller, in a security-restricted
--- operation): exactly the rows the caller's own DELETE could delete, under its grants and the
--- table's row-level security policies; the rows it deleted (RETURNING) are what it reports and
--- audits. An id is looked up first as the caller reads it (memory_internal._read_as_caller), to
--- choose its org, check its hold and the caller's clearance there; on Citus each org's DELETE
--- names its org (a router statement on a table distributed by it).
-CREATE FUNCTION memory.forget(tbl regclass, ids text[], reason text)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.forget(tbl, ...)'s checks of the table and of the caller `who`, in this order: the table
+-- exists (42P01), the caller owns it or holds DELETE on it (42501), it is governed and not one of
+-- memory_ext's own (22023), it has an id column (22023), the caller may SELECT every mapped column
+-- (42501). Returns the columns: org, user, id and content as the table's hold trigger reads them,
+-- else the mapping's; the tier as memory.recall reads it (NULL when the table has none); the id
+-- column's type. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_table_mapping(tbl regclass, who oid,
+                                                      OUT org_col text, OUT user_col text, OUT id_col text, OUT body_col text,
+                                                      OUT tier_col text, OUT id_type regtype)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    want     text[] := memory_internal._forget_ids(ids, reason);
-    who      oid := memory_internal._caller();
     owner    oid;
     opts     jsonb;
     builtin  boolean;
     args     text[];
-    org_col  text;
-    user_col text;
-    id_col   text;
-    body_col text;
-    tier_col text;
     col      text;
-    id_type  regtype;
-    cmp      text;
-    tier_e   text;
-    hits     jsonb;
-    plan     jsonb;
-    o        text;
-    res      jsonb;
-    deleted  jsonb;           -- org -> [{id, content_sha256}] of the rows deleted
-    done     text[];          -- ids of which a row was deleted
-    kept     text[];          -- ids of which a row the DELETE reached stays
-    held     jsonb;
 BEGIN
-    -- A memory.org_id the role may not act for: 42501 before anything is read.
-    PERFORM memory_internal._check_org_setting();
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'memory.forget needs a table' USING ERRCODE = '22023',
             HINT = 'memory.forget(table, ids, reason) forgets rows of a governed table; memory.forget(ids, reason) forgets observations.';
@@ -914,11 +1014,17 @@ BEGIN
                 HINT = 'memory.forget deletes as the caller''s own DELETE ... WHERE ... RETURNING does: the table''s owner grants SELECT on the mapped columns (id, org, user, content, tier) with DELETE.';
         END IF;
     END LOOP;
-    IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'kept', '[]'::jsonb, 'not_found', '[]'::jsonb);
-    END IF;
-    -- Ids of a uuid or integer column are compared as such (the column's index serves), written
-    -- as the column writes them ('01' is 1); any other type as text.
+END $$;
+
+-- memory.forget(tbl, ...)'s ids `want` as the table's id column `id_col` (of type `id_type`)
+-- writes them, each once in the order first given, and `cmp`, the condition on t that matches them
+-- ($1): ids of a uuid or integer column are compared as such (the column's index serves),
+-- written as the column writes them ('01' is 1); any other type as text. 22023 for an id the
+-- type does not take. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._forget_table_ids(tbl regclass, id_col text, id_type regtype, INOUT want text[], OUT cmp text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     IF id_type IN ('uuid'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
         BEGIN
             EXECUTE pg_catalog.format('SELECT ARRAY(SELECT u.v FROM (SELECT x::%1$s::pg_catalog.text AS v, n FROM pg_catalog.unnest($1) WITH ORDINALITY i(x, n)) u
@@ -932,6 +1038,47 @@ BEGIN
     ELSE
         cmp := pg_catalog.format('t.%I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])', id_col);
     END IF;
+END $$;
+
+-- The table form deletes as the caller (memory_internal._write_as_caller, in a security-restricted
+-- operation): exactly the rows the caller's own DELETE could delete, under its grants and the
+-- table's row-level security policies; the rows it deleted (RETURNING) are what it reports and
+-- audits. An id is looked up first as the caller reads it (memory_internal._read_as_caller), to
+-- choose its org, check its hold and the caller's clearance there; on Citus each org's DELETE
+-- names its org (a router statement on a table distributed by it).
+CREATE FUNCTION memory.forget(tbl regclass, ids text[], reason text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    want     text[] := memory_internal._forget_ids(ids, reason);
+    who      oid := memory_internal._caller();
+    org_col  text;
+    user_col text;
+    id_col   text;
+    body_col text;
+    tier_col text;
+    id_type  regtype;
+    cmp      text;
+    tier_e   text;
+    hits     jsonb;
+    plan     jsonb;
+    o        text;
+    res      jsonb;
+    deleted  jsonb;           -- org -> [{id, content_sha256}] of the rows deleted
+    done     text[];          -- ids of which a row was deleted
+    kept     text[];          -- ids of which a row the DELETE reached stays
+    held     jsonb;
+BEGIN
+    -- A memory.org_id the role may not act for: 42501 before anything is read.
+    PERFORM memory_internal._check_org_setting();
+    -- The table, the caller's rights on it, and its columns (memory_internal._forget_table_mapping).
+    SELECT m.org_col, m.user_col, m.id_col, m.body_col, m.tier_col, m.id_type INTO org_col, user_col, id_col, body_col, tier_col, id_type
+      FROM memory_internal._forget_table_mapping(tbl, who) m;
+    IF pg_catalog.cardinality(want) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN pg_catalog.jsonb_build_object('forgotten', '[]'::jsonb, 'held', '[]'::jsonb, 'kept', '[]'::jsonb, 'not_found', '[]'::jsonb);
+    END IF;
+    -- Ids as the id column writes them, and the condition matching them (memory_internal._forget_table_ids).
+    SELECT f.want, f.cmp INTO want, cmp FROM memory_internal._forget_table_ids(tbl, id_col, id_type, want) f;
     -- The tier as text (a jsonb target holds it under "classification"), as memory.recall reads it.
     tier_e := CASE WHEN tier_col IS NULL THEN NULL
                    WHEN memory_internal._column_type(tbl, tier_col, 'tier') OPERATOR(pg_catalog.=) 'jsonb'::regtype

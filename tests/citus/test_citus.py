@@ -509,7 +509,7 @@ def test_agent_api_through_the_coordinator(cluster, coord):
         res = a.execute("SELECT memory.forget(ARRAY[%s, %s]::uuid[], 'user request')", (mine, other)).fetchone()[0]
         receipt = res.pop("receipt")
         assert res.pop("receipts") == [receipt] and receipt["org_id"] == "org_api", receipt
-        assert res == {"forgotten": [str(mine)], "held": [], "not_found": [str(other)]}, res
+        assert res == {"forgotten": [str(mine)], "held": [], "not_found": [str(other)], "derived_forgotten": []}, res
         assert a.execute("SELECT count(*) FROM memory.recall('org_api', 'tea', 10, filters => '{\"user_id\": \"u1\"}')").fetchone()[0] == 0
         assert a.execute("SELECT count(*) FROM memory.retrieve('org_api', 'tea')").fetchone()[0] == 0
     assert coord.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (mine,)).fetchone()[0] == 0
