@@ -568,6 +568,18 @@ impl Call {
     }
 }
 
+/// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
+/// one round trip a statement, not two).
+async fn one(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+    let st = tx.prepare_cached(sql).await?;
+    tx.query_one(&st, params).await
+}
+
+async fn exec(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+    let st = tx.prepare_cached(sql).await?;
+    tx.execute(&st, params).await
+}
+
 /// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
 fn rows_sql(call: &str) -> String {
     format!(
@@ -635,7 +647,7 @@ impl MemoryServer {
         };
         let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
         let tx = conn.transaction().await?;
-        tx.execute(
+        exec(&tx, 
             "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
             &[&org, &actor],
         )
@@ -658,7 +670,7 @@ impl MemoryServer {
                     c.names.join(", "),
                     c.placeholders().join(", ")
                 );
-                let row = tx.query_one(&sql, &c.refs()).await?;
+                let row = one(&tx, &sql, &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
             }
             "recall" => {
@@ -671,7 +683,7 @@ impl MemoryServer {
                      pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
                     c.named()
                 );
-                let row = tx.query_one(&sql, &c.refs()).await?;
+                let row = one(&tx, &sql, &c.refs()).await?;
                 (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
@@ -680,8 +692,7 @@ impl MemoryServer {
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
                 // so ids the role reads in this org are forgotten, any other is not_found.
-                let row = tx
-                    .query_one(
+                let row = one(&tx, 
                         "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
                          mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
                                      OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
@@ -702,13 +713,13 @@ impl MemoryServer {
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
                 (json!({"chain": parse(row.get(0))}), row.get(1))
             }
             "search" => {
@@ -720,7 +731,7 @@ impl MemoryServer {
                     .arg("k", "::int", opt_int(a, "k")?)
                     .arg("\"offset\"", "::int", opt_int(a, "offset")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = tx.query_one(&rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
             "context" => {
@@ -735,7 +746,7 @@ impl MemoryServer {
                     .arg("filters", "::text::jsonb", opt_json(a, "filters"))
                     .arg("query_embedding", "::real[]", vector.clone())
                     .arg("diversity", "::float8", diversity);
-                let row = tx.query_one(&format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
                 let v = parse(row.get(0));
                 let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
                 (searched(json!({"context": v})), n)
@@ -745,7 +756,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
                 let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
                 (json!({"item": item}), row.get(1))
             }
@@ -759,7 +770,7 @@ impl MemoryServer {
                     .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
                     .arg("embedding", "::real[]", vector.clone())
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
-                let row = tx.query_one(&format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0)})), 1)
             }
             "delete" => {
@@ -767,7 +778,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = tx.query_one(&format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
                 let deleted: bool = row.get(0);
                 (json!({"deleted": deleted}), i32::from(deleted))
             }
@@ -775,14 +786,13 @@ impl MemoryServer {
                 // Under row-level security: the versions of the token's org only.
                 let mut c = Call::new();
                 c.arg("memory_id", "::text::uuid", Some(req_str(a, "id")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
                 (json!({"versions": parse(row.get(0))}), row.get(1))
             }
             "lineage" => {
                 // memory.lineage finds the id in any org the login role may act for (memory.org_id
                 // first); a token reads its own org's lineage only, so another org's id has none.
-                let row = tx
-                    .query_one(
+                let row = one(&tx, 
                         "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
                                 pg_catalog.count(*)::int \
                            FROM (SELECT $1::text::uuid AS id) x \
@@ -798,8 +808,7 @@ impl MemoryServer {
                 // token supersedes its own org's only: another org's id is not found (P0002, as
                 // the database answers for a memory it may not read).
                 let old = req_str(a, "id")?;
-                let row = tx
-                    .query_one(
+                let row = one(&tx, 
                         "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
                                 THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'))::text END",
                         &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org],
@@ -822,12 +831,12 @@ impl MemoryServer {
                 c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
                     .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
                     .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
                 (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
         };
-        tx.execute("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
+        exec(&tx, "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
         tx.commit().await?;
         Ok(value)
     }
@@ -986,8 +995,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     // The database decides whether the role may act for the org: memory.acting_org() answers
     // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
     let tx = conn.transaction().await.map_err(|e| e.to_string())?;
-    let acting: Option<String> = tx
-        .query_one("SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
+    let acting: Option<String> = one(&tx, "SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
         .await
         .map_err(|e| match e.as_db_error() {
             Some(db) => format!("refusing to start: {} (SQLSTATE {}){}", db.message(), db.code().code(), db.hint().map(|h| format!("; {h}")).unwrap_or_default()),
