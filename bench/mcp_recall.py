@@ -12,7 +12,10 @@ tenant-bound role; and of `remember` over HTTP against the psycopg insert.
   remember         call_tool("remember") over HTTP + JWT without --embeddings-url (the embedder's latency
                    excluded: with one, remember adds the embedder's round trip before its transaction and
                    one bind parameter), against INSERT INTO memory.observations ... RETURNING id, classification
-                   from psycopg in autocommit
+                   from psycopg in autocommit, and against memory-mcp's own remember transaction from psycopg
+                   (BEGIN, set_config of org and actor, the INSERT, memory_internal._mcp_tool_invoked, COMMIT)
+  MCP ping         the SDK's ping over the same HTTP session: the protocol's floor (JSON-RPC, HTTP, the JWT
+                   check, the Python client), which the psycopg rows do not pay
 
 Median (and p95) of N calls each, queries drawn in turn from a fixed word list, after 20 warm-up calls.
 
@@ -133,22 +136,34 @@ async def http_latencies(url, token, n, tool):
                     args = {"query": QUERIES[i % len(QUERIES)], "k": 10} if tool == "recall" else \
                         {"content": f"bench note {i}: {QUERIES[i % len(QUERIES)]} discussed with the team"}
                     t0 = time.perf_counter()
-                    res = await s.call_tool(tool, args)
+                    if tool == "ping":
+                        await s.send_ping()
+                    else:
+                        res = await s.call_tool(tool, args)
                     dt = time.perf_counter() - t0
-                    assert not res.is_error, res.content
+                    if tool != "ping":
+                        assert not res.is_error, res.content
                     if i >= 20:
                         out.append(dt)
                 return out
 
 
-def insert_latencies(dsn, n):
+def insert_latencies(dsn, n, same_tx=False):
+    """The psycopg insert in autocommit, or (same_tx) in memory-mcp's remember transaction."""
     with psycopg.connect(dsn.replace("user=postgres", f"user={ROLE}"), autocommit=True) as c:
         c.execute("SELECT set_config('memory.org_id', %s, false)", (ORG,))
         out = []
+        insert = "INSERT INTO memory.observations (org_id, content) VALUES (%s, %s) RETURNING id::text, classification::text"
         for i in range(n + 20):
+            content = f"bench insert {'tx ' if same_tx else ''}{i}: {QUERIES[i % len(QUERIES)]} discussed with the team"
             t0 = time.perf_counter()
-            c.execute("INSERT INTO memory.observations (org_id, content) VALUES (%s, %s) RETURNING id, classification",
-                      (ORG, f"bench note {i}: {QUERIES[i % len(QUERIES)]} discussed with the team")).fetchone()
+            if same_tx:
+                with c.transaction():
+                    c.execute(SAME_TX[0], (ORG, "mcp:bench"))
+                    c.execute(insert, (ORG, content)).fetchone()
+                    c.execute("SELECT memory_internal._mcp_tool_invoked('remember', 'bench', 1)")
+            else:
+                c.execute(insert, (ORG, content)).fetchone()
             dt = time.perf_counter() - t0
             if i >= 20:
                 out.append(dt)
@@ -190,9 +205,12 @@ def main():
     with http_server(binary, dsn) as (url, token):
         web = stats(asyncio.run(http_latencies(url, token, n, "recall")))
         web_remember = stats(asyncio.run(http_latencies(url, token, n, "remember")))
+        ping = stats(asyncio.run(http_latencies(url, token, n, "ping")))
     tx = stats(sql_latencies(dsn, n, True))
     plain = stats(sql_latencies(dsn, n, False))
     insert = stats(insert_latencies(dsn, n))
+    insert_tx = stats(insert_latencies(dsn, n, True))
+    server = web_remember[0] - ping[0]
     body = f"""Command: `make bench` (runs `bench/mcp_recall.py DSN {rows} {n}` against release builds of memory_ext and memory-mcp).
 Machine: {machine()}; {at}. Date: {time.strftime('%Y-%m-%d')}.
 {rows:,} observations of one org; {n} calls each (`recall`: k = 10, two-word queries in turn; `remember`: one new
@@ -207,17 +225,22 @@ the embedder's latency is excluded (with one, remember adds the embedder's round
 | psycopg: `SELECT * FROM memory.recall(org, query, 10)` | {plain[0]:.2f} | {plain[1]:.2f} |
 | MCP streamable HTTP, RS256 JWT: `call_tool("remember")` | {web_remember[0]:.2f} | {web_remember[1]:.2f} |
 | psycopg: `INSERT INTO memory.observations (org_id, content) ... RETURNING id, classification` | {insert[0]:.2f} | {insert[1]:.2f} |
+| psycopg: memory-mcp's remember transaction (set_config, the INSERT, `_mcp_tool_invoked`) | {insert_tx[0]:.2f} | {insert_tx[1]:.2f} |
+| MCP streamable HTTP, RS256 JWT: `ping` (the protocol's floor, no database) | {ping[0]:.2f} | {ping[1]:.2f} |
 
 - MCP `recall` median **{mcp[0]:.2f} ms** over stdio and **{web[0]:.2f} ms** over HTTP with a JWT vs **{plain[0]:.2f} ms** from
   psycopg ({mcp[0] / plain[0]:.2f}x and {web[0] / plain[0]:.2f}x; target for HTTP ≤ 1.5x); the protocol and the server add
   {mcp[0] - tx[0]:.2f} ms (stdio) and {web[0] - tx[0]:.2f} ms (HTTP) over the same transaction from psycopg.
 - MCP `remember` over HTTP with a JWT median **{web_remember[0]:.2f} ms** vs **{insert[0]:.2f} ms** for the psycopg insert
-  ({web_remember[0] / insert[0]:.2f}x; target ≤ 1.3x).
+  ({web_remember[0] / insert[0]:.2f}x; target ≤ 1.3x). Less the protocol's floor (an MCP `ping` over the same session,
+  {ping[0]:.2f} ms), remember takes {server:.2f} ms in the server: {server / insert[0]:.2f}x the psycopg insert, and
+  {server / insert_tx[0]:.2f}x memory-mcp's own transaction from psycopg ({insert_tx[0]:.2f} ms).
 """
     write_section("memory-mcp recall and remember latency (issues 39, 51)", body)
     print(f"mcp_recall: rows={rows} n={n} {at}; recall MCP stdio median {mcp[0]:.2f} ms (p95 {mcp[1]:.2f}), HTTP+JWT {web[0]:.2f} ms "
           f"(p95 {web[1]:.2f}), same tx from psycopg {tx[0]:.2f} ms, plain recall {plain[0]:.2f} ms; "
-          f"remember HTTP+JWT {web_remember[0]:.2f} ms, psycopg insert {insert[0]:.2f} ms", flush=True)
+          f"remember HTTP+JWT {web_remember[0]:.2f} ms, ping {ping[0]:.2f} ms, psycopg insert {insert[0]:.2f} ms, "
+          f"remember's transaction from psycopg {insert_tx[0]:.2f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -306,9 +306,10 @@ DECLARE
     who oid := memory_internal._caller();
 BEGIN
     IF tool IS NULL OR NOT tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'recall', 'forget', 'retrieve', 'claim_chain',
-                                                                      'search', 'get', 'put', 'delete', 'record_outcome', 'context']) THEN
+                                                                      'search', 'get', 'put', 'delete', 'record_outcome', 'context',
+                                                                      'history', 'supersede', 'lineage']) THEN
         RAISE EXCEPTION 'unknown memory-mcp tool "%"', coalesce(tool, 'NULL') USING ERRCODE = '22023',
-            HINT = 'Tools: remember, recall, forget, retrieve, claim_chain, search, get, put, delete, record_outcome, context.';
+            HINT = 'Tools: remember, recall, forget, retrieve, claim_chain, search, get, put, delete, record_outcome, context, history, supersede, lineage.';
     END IF;
     IF client IS NULL OR pg_catalog.length(client) OPERATOR(pg_catalog.<) 1 OR pg_catalog.length(client) OPERATOR(pg_catalog.>) 200
        OR client OPERATOR(pg_catalog.~) '[[:cntrl:]]' THEN
@@ -329,7 +330,7 @@ BEGIN
                                                 AND pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE')) END) THEN
         RAISE EXCEPTION 'role % may not record a % call: it may not perform it', coalesce(who::regrole::text, '(none)'), tool
             USING ERRCODE = '42501',
-            HINT = CASE WHEN tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'forget', 'put', 'delete', 'record_outcome']) THEN 'The write tools are memory_writer''s (memory.setup_roles()); run memory-mcp --read-only as a reader.'
+            HINT = CASE WHEN tool OPERATOR(pg_catalog.=) ANY (ARRAY['remember', 'forget', 'put', 'delete', 'supersede', 'record_outcome']) THEN 'The write tools are memory_writer''s (memory.setup_roles()); run memory-mcp --read-only as a reader.'
                         ELSE 'The read tools are memory_reader''s (memory.setup_roles()).' END;
     END IF;
     PERFORM memory_internal._audit('memory.mcp.tool_invoked',

@@ -271,7 +271,14 @@ BEGIN
         UPDATE memory.observations o SET expires_at = least(o.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) put.ttl)
          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
     END IF;
-    IF put.embedding IS NOT NULL THEN
+    IF put.embedding IS NULL THEN
+        -- A put replaces the item, its embedding too: a vector of the value it replaces would
+        -- find the new value by the old meaning. Without one it waits in memory.embedding_backlog.
+        IF memory_internal._has_column('memory.observations', 'embedding') THEN
+            EXECUTE 'UPDATE memory.observations o SET embedding = NULL WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) $2 AND o.embedding IS NOT NULL'
+                USING org, rid;
+        END IF;
+    ELSE
         SELECT n.nspname INTO vs FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace
          WHERE t.oid OPERATOR(pg_catalog.=) (SELECT a.atttypid FROM pg_catalog.pg_attribute a
                                              WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass
@@ -282,7 +289,7 @@ BEGIN
     RETURN rid;
 END $$;
 COMMENT ON FUNCTION memory.put(text, text[], text, jsonb, text[], interval, anycompatible, text, uuid[]) IS
-  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). derived_from: the memories the value was made from (SPEC §18; a put adds them to the item''s sources, never drops one). Returns the item''s id.';
+  'Create or replace the item (org_id, namespace, key): a memory classified over every key and scalar of value (a change never lowers its tier), stamped for retention (ttl only shortens it), audited (memory.store, memory.update), refused under a legal hold (MX006) and, for an item above the caller''s clearance, with 42501. index: JSON paths whose text is searchable (NULL: the whole value; ''{}'': none). embedding: the value''s vector; a put without one leaves the item without one (a replaced value never keeps the vector of the value it replaces; memory.embedding_backlog lists the item). derived_from: the memories the value was made from (SPEC §18; a put adds them to the item''s sources, never drops one). Returns the item''s id.';
 
 -- Re-stamp an item's expiry from now: the policy's stamps, shortened by its ttl.
 CREATE FUNCTION memory_internal._item_refresh(org text, rid uuid, item_ttl interval)

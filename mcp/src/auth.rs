@@ -21,7 +21,7 @@ pub const WRITE: &str = "memory:write";
 /// `memory:write` (closed by default: a tool added later and not listed here is a writer).
 pub fn scope_of(tool: &str) -> &'static str {
     match tool {
-        "recall" | "retrieve" | "claim_chain" | "search" | "get" | "history" | "context" => READ,
+        "recall" | "retrieve" | "claim_chain" | "search" | "get" | "history" | "lineage" | "context" => READ,
         _ => WRITE,
     }
 }
@@ -229,13 +229,13 @@ mod tests {
     fn scopes_of_tools() {
         assert_eq!(scope_of("remember"), WRITE);
         assert_eq!(scope_of("forget"), WRITE);
-        for t in ["put", "delete", "record_outcome"] {
+        for t in ["put", "delete", "supersede", "record_outcome"] {
             assert_eq!(scope_of(t), WRITE);
         }
-        for t in ["recall", "retrieve", "claim_chain", "search", "get", "history", "context"] {
+        for t in ["recall", "retrieve", "claim_chain", "search", "get", "history", "lineage", "context"] {
             assert_eq!(scope_of(t), READ);
         }
-        for t in ["supersede", "a_tool_added_later", ""] {
+        for t in ["a_tool_added_later", "Recall", ""] {
             assert_eq!(scope_of(t), WRITE, "a name not listed as a reader needs memory:write");
         }
     }

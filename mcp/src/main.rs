@@ -32,7 +32,7 @@ use tokio_postgres::types::ToSql;
 use crate::auth::{Authenticator, JwksSource, Jwt, Principal};
 
 #[derive(Parser, Debug)]
-#[command(name = "memory-mcp", version, about = "MCP server for memory_ext: remember, recall, forget, retrieve, claim_chain")]
+#[command(name = "memory-mcp", version, about = "MCP server for memory_ext: remember, recall, forget, retrieve, claim_chain, context, items, history, supersede, lineage")]
 struct Args {
     /// PostgreSQL connection string (URL or key=value) of a tenant-bound login role; sslmode,
     /// sslrootcert, sslcert and sslkey as libpq reads them.
@@ -41,7 +41,7 @@ struct Args {
     /// The org to act for (stdio and --auth none; required for a role bound to '*' or to several orgs).
     #[arg(long)]
     org: Option<String>,
-    /// Expose only recall, retrieve and claim_chain.
+    /// Expose only the reading tools (recall, retrieve, claim_chain, context, search, get, history, lineage).
     #[arg(long)]
     read_only: bool,
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765, path /mcp) instead of stdio; needs --auth.
@@ -105,7 +105,7 @@ enum AuthMode {
     Tokens,
 }
 
-const WRITE_TOOLS: [&str; 5] = ["remember", "forget", "put", "delete", "record_outcome"];
+const WRITE_TOOLS: [&str; 6] = ["remember", "forget", "put", "delete", "supersede", "record_outcome"];
 
 #[derive(Clone)]
 pub struct MemoryServer {
@@ -124,6 +124,8 @@ enum Failure {
     Db(tokio_postgres::Error),
     Pool(String),
     Args(String),
+    /// A refusal of the server's own, shaped as the database's (a memory outside the token's org).
+    Refused(Value),
 }
 
 impl From<tokio_postgres::Error> for Failure {
@@ -188,8 +190,8 @@ fn tools(read_only: bool) -> Vec<Tool> {
             "remember",
             "Store one memory (an observation) for the current org. The database classifies it (public, internal, \
              confidential or restricted) from its content and returns the id and the tier; secrets and personal data \
-             are classified high, never refused here. Use user_id/session_id to scope it. With an embedder configured \
-             its embedding is stored too; when the embedder fails the memory is stored all the same (embedded: false).",
+             are classified high, never refused here. Use user_id/session_id to scope it, derived_from to name the \
+             memories it was made from. With an embedder configured its embedding is stored too; when the embedder fails the memory is stored all the same (embedded: false).",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -198,7 +200,9 @@ fn tools(read_only: bool) -> Vec<Tool> {
                     "session_id": {"type": "string", "description": "The session or conversation it comes from."},
                     "memory_type": {"type": "string", "enum": ["working", "short_term", "long_term", "persona", "episodic", "entity", "structured"],
                                     "description": "Retention class (default long_term)."},
-                    "metadata": {"type": "object", "description": "Free-form JSON object stored with the memory."}
+                    "metadata": {"type": "object", "description": "Free-form JSON object stored with the memory."},
+                    "derived_from": {"type": "array", "items": {"type": "string", "format": "uuid"}, "maxItems": 1000,
+                                     "description": "The memories of this org it was made from (a summary's sources): its tier, trust and retention follow theirs; lineage lists them."}
                 },
                 "required": ["content"],
                 "additionalProperties": false
@@ -395,6 +399,75 @@ fn tools(read_only: bool) -> Vec<Tool> {
         .with_raw_output_schema(schema(json!({"type": "object", "properties": {"deleted": {"type": "boolean"}}, "required": ["deleted"]})))
         .with_annotations(ToolAnnotations::with_title("Delete item").read_only(false).destructive(true)),
         Tool::new(
+            "history",
+            "The versions of one of the current org's memories, newest first: {versions: [{rev, content, metadata, \
+             classification, valid_from, valid_to, actor, reason}]}; the current one has valid_to null, each earlier \
+             one the time it was replaced, who changed it (pseudonymised) and why. A superseded memory keeps its \
+             history. Versions above the login role's clearance are left out; an unknown id has none.",
+            schema(json!({
+                "type": "object",
+                "properties": {"id": {"type": "string", "format": "uuid", "description": "The memory's id (from remember or recall)."}},
+                "required": ["id"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(list_output(
+            "versions",
+            object_with(json!({"rev": {"type": "integer"}, "content": text_or_null, "metadata": {"type": ["object", "null"]},
+                               "classification": text_or_null, "valid_from": text_or_null, "valid_to": text_or_null,
+                               "actor": text_or_null, "reason": text_or_null})),
+            false,
+        ))
+        .with_annotations(ro("Memory history")),
+        Tool::new(
+            "lineage",
+            "Where one of the current org's memories came from (direction up: the memories it was made from, and \
+             theirs) or what was made from it (down): {lineage: [{id, depth, classification, source_type, content, \
+             created_at, live}]}, depth 1 the direct ones. Within the login role's clearance; nothing for a memory it \
+             may not read.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "format": "uuid", "description": "The memory's id."},
+                    "direction": {"type": "string", "enum": ["up", "down"], "description": "up (default): its sources; down: what was made from it."}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(list_output(
+            "lineage",
+            object_with(json!({"id": uuid, "depth": {"type": "integer"}, "classification": text_or_null, "source_type": text_or_null,
+                               "content": text_or_null, "created_at": text_or_null, "live": {"type": "boolean"}})),
+            false,
+        ))
+        .with_annotations(ro("Memory lineage")),
+        Tool::new(
+            "supersede",
+            "Correct one of the current org's memories: store the corrected text as a new memory (classified, never \
+             below the old tier; it keeps the old one's weight and user) and mark the old one superseded, so recall \
+             no longer finds it (history still shows it). Give the reason (recorded with the change). Returns {id, \
+             supersedes}. A memory already superseded or not live: 22023; one of another org or forgotten: P0002; \
+             one under a legal hold: MX006. The new memory has no embedding (memory.embedding_backlog lists it).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "format": "uuid", "description": "The memory it replaces."},
+                    "content": {"type": "string", "description": "The corrected memory's text."},
+                    "reason": {"type": "string", "description": "Why it is corrected, e.g. 'the user moved to Lyon'."},
+                    "metadata": {"type": "object", "description": "The new memory's metadata (default {})."}
+                },
+                "required": ["id", "content", "reason"],
+                "additionalProperties": false
+            })),
+        )
+        .with_raw_output_schema(schema(json!({
+            "type": "object",
+            "properties": {"id": uuid, "supersedes": uuid},
+            "required": ["id", "supersedes"]
+        })))
+        .with_annotations(ToolAnnotations::with_title("Supersede memory").read_only(false).destructive(true)),
+        Tool::new(
             "record_outcome",
             "Tell how a session went with the memories it used: accepted raises their weights, rejected and rework \
              lower them (once per session and memory). Returns {results: [{observation_id, previous_weight, new_weight, \
@@ -495,6 +568,18 @@ impl Call {
     }
 }
 
+/// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
+/// one round trip a statement, not two).
+async fn one(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+    let st = tx.prepare_cached(sql).await?;
+    tx.query_one(&st, params).await
+}
+
+async fn exec(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+    let st = tx.prepare_cached(sql).await?;
+    tx.execute(&st, params).await
+}
+
 /// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
 fn rows_sql(call: &str) -> String {
     format!(
@@ -562,7 +647,7 @@ impl MemoryServer {
         };
         let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
         let tx = conn.transaction().await?;
-        tx.execute(
+        exec(&tx, 
             "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
             &[&org, &actor],
         )
@@ -575,7 +660,8 @@ impl MemoryServer {
                     .arg("user_id", "", opt_str(a, "user_id")?)
                     .arg("session_id", "", opt_str(a, "session_id")?)
                     .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
-                    .arg("metadata", "::text::jsonb", opt_json(a, "metadata"));
+                    .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
+                    .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
                 if let (Some(v), Some(t)) = (&vector, &self.vector_type) {
                     c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
                 }
@@ -584,7 +670,7 @@ impl MemoryServer {
                     c.names.join(", "),
                     c.placeholders().join(", ")
                 );
-                let row = tx.query_one(&sql, &c.refs()).await?;
+                let row = one(&tx, &sql, &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
             }
             "recall" => {
@@ -597,7 +683,7 @@ impl MemoryServer {
                      pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
                     c.named()
                 );
-                let row = tx.query_one(&sql, &c.refs()).await?;
+                let row = one(&tx, &sql, &c.refs()).await?;
                 (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
@@ -606,8 +692,7 @@ impl MemoryServer {
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
                 // so ids the role reads in this org are forgotten, any other is not_found.
-                let row = tx
-                    .query_one(
+                let row = one(&tx, 
                         "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
                          mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
                                      OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
@@ -628,13 +713,13 @@ impl MemoryServer {
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = tx.query_one(&rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
                 (json!({"chain": parse(row.get(0))}), row.get(1))
             }
             "search" => {
@@ -646,7 +731,7 @@ impl MemoryServer {
                     .arg("k", "::int", opt_int(a, "k")?)
                     .arg("\"offset\"", "::int", opt_int(a, "offset")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = tx.query_one(&rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
             "context" => {
@@ -661,7 +746,7 @@ impl MemoryServer {
                     .arg("filters", "::text::jsonb", opt_json(a, "filters"))
                     .arg("query_embedding", "::real[]", vector.clone())
                     .arg("diversity", "::float8", diversity);
-                let row = tx.query_one(&format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
                 let v = parse(row.get(0));
                 let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
                 (searched(json!({"context": v})), n)
@@ -671,7 +756,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
                 let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
                 (json!({"item": item}), row.get(1))
             }
@@ -685,7 +770,7 @@ impl MemoryServer {
                     .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
                     .arg("embedding", "::real[]", vector.clone())
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
-                let row = tx.query_one(&format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0)})), 1)
             }
             "delete" => {
@@ -693,21 +778,65 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = tx.query_one(&format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let row = one(&tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
                 let deleted: bool = row.get(0);
                 (json!({"deleted": deleted}), i32::from(deleted))
+            }
+            "history" => {
+                // Under row-level security: the versions of the token's org only.
+                let mut c = Call::new();
+                c.arg("memory_id", "::text::uuid", Some(req_str(a, "id")?));
+                let row = one(&tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
+                (json!({"versions": parse(row.get(0))}), row.get(1))
+            }
+            "lineage" => {
+                // memory.lineage finds the id in any org the login role may act for (memory.org_id
+                // first); a token reads its own org's lineage only, so another org's id has none.
+                let row = one(&tx, 
+                        "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
+                                pg_catalog.count(*)::int \
+                           FROM (SELECT $1::text::uuid AS id) x \
+                           CROSS JOIN LATERAL memory.lineage(memory_id => x.id, direction => coalesce($2, 'up')) WITH ORDINALITY AS r \
+                          WHERE EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $3 AND o.id OPERATOR(pg_catalog.=) x.id)",
+                        &[&req_str(a, "id")?, &opt_str(a, "direction")?, &org],
+                    )
+                    .await?;
+                (json!({"lineage": parse(row.get(0))}), row.get(1))
+            }
+            "supersede" => {
+                // memory.supersede finds the old memory in any org the login role may act for; a
+                // token supersedes its own org's only: another org's id is not found (P0002, as
+                // the database answers for a memory it may not read).
+                let old = req_str(a, "id")?;
+                let row = one(&tx, 
+                        "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
+                                THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'))::text END",
+                        &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org],
+                    )
+                    .await?;
+                match row.get::<_, Option<String>>(0) {
+                    Some(id) => (json!({"id": id, "supersedes": old}), 1),
+                    None => {
+                        return Err(Failure::Refused(json!({
+                            "sqlstate": "P0002",
+                            "message": format!("memory {old} does not exist in org {org}"),
+                            "detail": null,
+                            "hint": "Supersede a live memory of the org you write for (a forgotten one is gone).",
+                        })))
+                    }
+                }
             }
             "record_outcome" => {
                 let mut c = Call::new();
                 c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
                     .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
                     .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
-                let row = tx.query_one(&rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                let row = one(&tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
                 (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
         };
-        tx.execute("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
+        exec(&tx, "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
         tx.commit().await?;
         Ok(value)
     }
@@ -746,6 +875,7 @@ fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
             None => json!({"sqlstate": null, "message": format!("database connection: {e}")}),
         },
         Failure::Pool(m) => json!({"sqlstate": null, "message": format!("database connection: {m}")}),
+        Failure::Refused(v) => v,
     };
     Ok(CallToolResult::structured_error(v))
 }
@@ -775,9 +905,10 @@ impl ServerHandler for MemoryServer {
                 "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
                  searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
                  claim's provenance; put, get, search and delete keep items (JSON objects) by namespace and key; \
-                 record_outcome tells how a session went with the memories it used; context packs memories for a prompt.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
+                 record_outcome tells how a session went with the memories it used; context packs memories for a prompt; \
+                 supersede corrects a memory, history shows its versions, lineage what it was made from.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
                 self.org.as_ref().map_or("the org your token names".to_string(), |o| format!("org {o}")),
-                if self.read_only { " This server is read-only: remember, forget, put, delete and record_outcome are not available." } else { "" }
+                if self.read_only { " This server is read-only: remember, forget, put, delete, supersede and record_outcome are not available." } else { "" }
             ))
     }
 
@@ -864,8 +995,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     // The database decides whether the role may act for the org: memory.acting_org() answers
     // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
     let tx = conn.transaction().await.map_err(|e| e.to_string())?;
-    let acting: Option<String> = tx
-        .query_one("SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
+    let acting: Option<String> = one(&tx, "SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
         .await
         .map_err(|e| match e.as_db_error() {
             Some(db) => format!("refusing to start: {} (SQLSTATE {}){}", db.message(), db.code().code(), db.hint().map(|h| format!("; {h}")).unwrap_or_default()),

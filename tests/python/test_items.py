@@ -187,3 +187,9 @@ def test_put_stores_an_embedding(app, conn):
                 put(w, "acme", NS, "v", {"text": "changed"}, embedding=bad)
     assert conn.execute("SELECT embedding::text, value FROM memory.observations WHERE id = %s", (rid,)).fetchone() == (
         "[1,0,0]", {"text": "x"}), "stored with the item; a refused put changed nothing"
+    with connect(app, WRITER) as w:
+        assert put(w, "acme", NS, "v", {"text": "changed"}) == rid
+    assert conn.execute("SELECT embedding IS NULL, value FROM memory.observations WHERE id = %s", (rid,)).fetchone() == (
+        True, {"text": "changed"}), "a put without an embedding never keeps the vector of the value it replaced"
+    with connect(app, ADMIN) as a:
+        assert a.execute("SELECT id FROM memory.embedding_backlog WHERE org_id = 'acme'").fetchall() == [(rid,)], "it waits for one"

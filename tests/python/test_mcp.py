@@ -40,10 +40,11 @@ from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
 CLIENT = "pytest-agent"
-READ_TOOLS = {"recall", "retrieve", "claim_chain", "search", "get", "context"}
-ALL_TOOLS = READ_TOOLS | {"remember", "forget", "put", "delete", "record_outcome"}
+READ_TOOLS = {"recall", "retrieve", "claim_chain", "search", "get", "context", "history", "lineage"}
+ALL_TOOLS = READ_TOOLS | {"remember", "forget", "put", "delete", "supersede", "record_outcome"}
 # The key of the list a list-returning tool answers in its structured content.
-LISTS = {"recall": "memories", "retrieve": "claims", "claim_chain": "chain", "search": "items", "record_outcome": "results"}
+LISTS = {"recall": "memories", "retrieve": "claims", "claim_chain": "chain", "search": "items", "record_outcome": "results",
+         "history": "versions", "lineage": "lineage"}
 
 
 @pytest.fixture(scope="module")
@@ -1114,3 +1115,111 @@ def test_item_tools_and_record_outcome_with_scopes(binary, app, conn, issuer, em
     conn.execute("SELECT memory.audit_integrate()")
     tools = [t for (t,) in conn.execute("SELECT payload->>'tool' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked' ORDER BY seq")]
     assert {"put", "get", "search", "delete", "record_outcome"} <= set(tools)
+
+
+def test_put_with_a_failing_embedder_never_keeps_the_old_vector(binary, app, conn, issuer, embedder):
+    enable_embeddings(conn)
+    with embedding_server(binary, app, issuer, embedder) as (port, aud):
+        async def go():
+            async with sdk(port, issuer.token(aud)) as s:
+                first = await answer(s, "put", namespace=["prefs", "alice"], key="likes", value={"likes": "oolong tea"})
+                assert first["embedded"] is True
+                found = await answer(s, "search", namespace_prefix=["prefs", "alice"], query="a beverage")
+                assert [i["key"] for i in found["items"]] == ["likes"], "found by meaning while its vector is its value's"
+                embedder.mode = "fail"
+                second = await answer(s, "put", namespace=["prefs", "alice"], key="likes", value={"likes": "jazz guitar"})
+                assert second["id"] == first["id"] and second["embedded"] is False and "HTTP 500" in second["embedding_error"], second
+                assert backlog(app) == [(first["id"], "likes")], "the new value waits for its embedding"
+                embedder.mode = "ok"
+                found = await answer(s, "search", namespace_prefix=["prefs", "alice"], query="a beverage")
+                assert found["search"] == "hybrid" and found["items"] == [], "the new value is not found by the old value's meaning"
+                found = await answer(s, "search", namespace_prefix=["prefs", "alice"], query="jazz")
+                assert [i["value"] for i in found["items"]] == [{"likes": "jazz guitar"}], "found by its words"
+                third = await answer(s, "put", namespace=["prefs", "alice"], key="likes", value={"likes": "jazz guitar", "n": 2})
+                assert third["embedded"] is True
+                return first["id"]
+
+        item_id = run(go())
+    stored = conn.execute("SELECT embedding::text, value FROM memory.observations WHERE id = %s", (item_id,)).fetchone()
+    assert json.loads(stored[0]) == pytest.approx(fake_vector("likes jazz guitar n 2")) and stored[1] == {"likes": "jazz guitar", "n": 2}
+    assert backlog(app) == []
+
+
+def test_history_supersede_and_lineage_over_http(binary, app, conn, issuer):
+    """SPEC §17-§19: history (memory:read), supersede (memory:write), lineage (memory:read), each one
+    SQL call for the token's org; remember passes derived_from through."""
+    ensure_role(conn, "mcp_multi", "memory_writer")
+    conn.execute("SELECT memory.grant_org('mcp_multi', 'acme'), memory.grant_org('mcp_multi', 'globex')")
+    args = ("--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-url", issuer.url)
+    with http_server(binary, app, "mcp_multi", *args) as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        reader = issuer.token(aud, scope="memory:read", sub="bob")
+
+        async def as_acme():
+            async with sdk(port, issuer.token(aud)) as s:
+                home = await ok(s, "remember", content="Alice lives in Paris near the river")
+                with connect(app, WRITER) as w:
+                    w.execute("BEGIN")
+                    w.execute("SET LOCAL memory.org_id = 'acme'")
+                    w.execute("SET LOCAL memory.change_reason = 'she gave her street'")
+                    w.execute("UPDATE memory.observations SET content = 'Alice lives in Paris on the Rue Cler' WHERE id = %s", (home["id"],))
+                    w.execute("COMMIT")
+                versions = await ok(s, "history", id=home["id"])
+                assert [(v["rev"], v["content"], v["valid_to"] is None) for v in versions] == [
+                    (2, "Alice lives in Paris on the Rue Cler", True), (1, "Alice lives in Paris near the river", False)], versions
+                assert versions[1]["reason"] == "she gave her street"
+
+                moved = await answer(s, "supersede", id=home["id"], content="Alice lives in Lyon now", reason="she moved",
+                                     metadata={"source": "chat"})
+                assert moved["supersedes"] == home["id"] and moved["id"] != home["id"], moved
+                assert [m["id"] for m in await ok(s, "recall", query="Alice lives")] == [moved["id"]], "the old memory is not recalled"
+                assert await ok(s, "recall", query="Paris") == []
+                assert [v["content"] for v in await ok(s, "history", id=home["id"])][0] == "Alice lives in Paris on the Rue Cler", \
+                    "a superseded memory keeps its history"
+                err = await refused(s, "supersede", id=home["id"], content="Alice lives in Nice", reason="again")
+                assert err["sqlstate"] == "22023" and "already superseded" in err["message"], err
+                assert (await refused(s, "supersede", id=moved["id"], content="x", reason=" "))["sqlstate"] == "22023"
+                assert (await refused(s, "supersede", id="not-a-uuid", content="x", reason="r"))["sqlstate"] == "22P02"
+                with pytest.raises(MCPError):
+                    await s.call_tool("supersede", {"id": moved["id"], "reason": "no content"})
+
+                a = await ok(s, "remember", content="Alice ordered oolong tea on Monday")
+                b = await ok(s, "remember", content="Alice ordered oolong tea on Friday")
+                summary = await ok(s, "remember", content="Alice likes oolong tea", derived_from=[a["id"], b["id"]])
+                digest = await ok(s, "remember", content="Alice: tea drinker", derived_from=[summary["id"]])
+                up = await ok(s, "lineage", id=digest["id"])
+                assert [(m["id"], m["depth"]) for m in up] == [(summary["id"], 1), (a["id"], 2), (b["id"], 2)], up
+                assert all(m["live"] for m in up) and up[0]["content"] == "Alice likes oolong tea"
+                down = await ok(s, "lineage", id=a["id"], direction="down")
+                assert [(m["id"], m["depth"]) for m in down] == [(summary["id"], 1), (digest["id"], 2)], down
+                assert await ok(s, "lineage", id=a["id"]) == [], "a source has no sources"
+                assert (await refused(s, "lineage", id=a["id"], direction="sideways"))["sqlstate"] == "22023"
+                assert (await refused(s, "history", id="42"))["sqlstate"] == "22P02"
+                assert (await refused(s, "remember", content="x", derived_from=["nope"]))["sqlstate"] == "22P02"
+                assert await ok(s, "history", id="00000000-0000-0000-0000-000000000000") == []
+                return {"home": home["id"], "moved": moved["id"], "a": a["id"], "b": b["id"], "summary": summary["id"]}
+
+        ids = run(as_acme())
+
+        async def as_others():
+            async with sdk(port, issuer.token(aud, org="globex")) as s:
+                # The login role may act for both orgs; a globex token reaches none of acme's memories.
+                err = await refused(s, "supersede", id=ids["moved"], content="globex overwrites acme", reason="cross-tenant")
+                assert err["sqlstate"] == "P0002", err
+                assert await ok(s, "lineage", id=ids["summary"]) == [] and await ok(s, "lineage", id=ids["a"], direction="down") == []
+                assert await ok(s, "history", id=ids["home"]) == []
+            async with sdk(port, reader) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == READ_TOOLS
+                assert len(await ok(s, "history", id=ids["home"])) == 2
+                assert [m["id"] for m in await ok(s, "lineage", id=ids["summary"])] == [ids["a"], ids["b"]]
+
+        run(as_others())
+        sid = session_of(port, reader)
+        status, h, _ = call_raw(port, reader, sid, "supersede", id=ids["moved"], content="bob's correction", reason="bob")
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"] and 'scope="memory:write"' in h["www-authenticate"], (status, h)
+        assert call_raw(port, reader, sid, "lineage", id=ids["summary"])[0] == 200
+    live = conn.execute("SELECT content FROM memory.observations WHERE superseded_at IS NULL AND content LIKE 'Alice lives%'").fetchall()
+    assert live == [("Alice lives in Lyon now",)], "neither the globex token nor the reader changed it"
+    conn.execute("SELECT memory.audit_integrate()")
+    tools = {t for (t,) in conn.execute("SELECT payload->>'tool' FROM memory.audit_log WHERE event_type = 'memory.mcp.tool_invoked'")}
+    assert {"history", "supersede", "lineage"} <= tools

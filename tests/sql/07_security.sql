@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(145);
+SELECT plan(147);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -419,6 +419,10 @@ SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('put', 'claude-code
                  'nor a put (issue 51: the item tools are named, and put needs EXECUTE on memory.put)');
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('record_outcome', 'claude-code', 1) $$, '42501', NULL,
                  'nor a record_outcome');
+SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('supersede', 'claude-code', 1) $$, '42501', NULL,
+                 'nor a supersede (it needs EXECUTE on memory.supersede)');
+SELECT lives_ok($$ SELECT memory_internal._mcp_tool_invoked('history', 'claude-code', 2), memory_internal._mcp_tool_invoked('lineage', 'claude-code', 0) $$,
+                'a reader records history and lineage');
 SET memory.org_id = 'globex';
 SELECT throws_ok($$ SELECT memory_internal._mcp_tool_invoked('recall', 'claude-code', 1) $$, '42501', NULL,
                  'nor on the chain of an org the role may not act for');
@@ -434,6 +438,8 @@ RESET ROLE;
 SELECT memory.audit_integrate();
 SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_now() WHERE event_type = 'memory.mcp.tool_invoked' ORDER BY seq $$,
                   $$ VALUES ('acme'::text, '{"tool": "recall", "count": 3, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text),
+                            ('acme'::text, '{"tool": "history", "count": 2, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text),
+                            ('acme'::text, '{"tool": "lineage", "count": 0, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text),
                             ('acme'::text, '{"tool": "forget", "count": 2, "client": "claude-code"}'::jsonb, 'role:sec_writer'::text) $$,
                   'one event a call recorded, on the acting org''s chain: tool, client and count only');
 
