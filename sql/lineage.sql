@@ -22,7 +22,7 @@ CREATE FUNCTION memory_internal._trust_type(rank int)
 RETURNS memory.source_type LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT (ARRAY['decision', 'fact', 'preference', 'tool_result']::memory.source_type[])[rank] $$;
 
--- derived_from's checks (22023, 22004 for a NULL element): a one-dimensional array of at most
+-- derived_from's checks (22023): a one-dimensional array of at most
 -- 1,000 ids, none NULL, not the row's own id. Returns the ids, each once, in the order given (an
 -- empty array: NULL, no sources).
 CREATE FUNCTION memory_internal._lineage_ids(self uuid, ids uuid[])
@@ -41,7 +41,7 @@ BEGIN
             HINT = 'Derive from the memories the text was made from; a summary of more is better made from summaries.';
     END IF;
     IF pg_catalog.array_position(ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'derived_from takes no NULL id (element %)', pg_catalog.array_position(ids, NULL) USING ERRCODE = '22004',
+        RAISE EXCEPTION 'derived_from takes no NULL id (element %)', pg_catalog.array_position(ids, NULL) USING ERRCODE = '22023',
             HINT = 'Leave NULLs out of derived_from.';
     END IF;
     IF self OPERATOR(pg_catalog.=) ANY (ids) THEN

@@ -72,7 +72,7 @@ SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content, derived_fr
                  '22023', 'derived_from names memory 00000000-0000-0000-0000-00000000dead, which is not a memory of org "acme"',
                  'a missing id is told the same way');
 SELECT throws_ok(format($$ INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'x summary', ARRAY[%L::uuid, NULL]) $$, pg_temp.id('note')),
-                 '22004', 'derived_from takes no NULL id (element 2)', 'a NULL element is refused');
+                 '22023', 'derived_from takes no NULL id (element 2)', 'a NULL element is refused');
 SELECT throws_ok(format($$ INSERT INTO memory.observations (org_id, content, derived_from) SELECT 'acme', 'x summary', array_fill(%L::uuid, ARRAY[1001]) $$, pg_temp.id('note')),
                  '22023', 'derived_from names at most 1,000 memories (1001 given)', 'more than 1,000 sources are refused');
 SELECT throws_ok($$ INSERT INTO memory.observations (id, org_id, content, derived_from)
