@@ -21,6 +21,7 @@ Medians over the rounds. The database must have memory_ext created (fresh cluste
 """
 import hashlib
 import math
+import os
 import random
 import statistics
 import sys
@@ -86,14 +87,17 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def load(store, lo, hi, emb):
-    """Items lo..hi-1 into store by batches of 100 PutOps from THREADS threads; seconds."""
+def load(store, lo, hi, emb, name=""):
+    """Items lo..hi-1 into store by batches of 100 PutOps from THREADS threads; seconds. Prints
+    the count and the elapsed time every 10,000 items (a run stopped during a long load still
+    says how far it got)."""
     rng = random.Random(lo)
     items = [item(i, rng) for i in range(lo, hi)]
     emb([v["text"] for _, _, v in items])
     chunks = [items[j:j + 100] for j in range(0, len(items), 100)]
     nxt = iter(chunks)
     lock = threading.Lock()
+    done = [0]
 
     def work():
         while True:
@@ -102,6 +106,10 @@ def load(store, lo, hi, emb):
             if c is None:
                 return
             store.batch([PutOp(ns, k, v) for ns, k, v in c])
+            with lock:
+                done[0] += len(c)
+                if done[0] % 10_000 == 0:
+                    print(f"load {name}: {lo + done[0]:,} items, {time.perf_counter() - t0:.0f} s", flush=True)
 
     t0 = time.perf_counter()
     ts = [threading.Thread(target=work) for _ in range(THREADS)]
@@ -184,6 +192,7 @@ def main():
     puts = int(sys.argv[5]) if len(sys.argv) > 5 else 100
     calls = int(sys.argv[6]) if len(sys.argv) > 6 else 200
     setup(dsn)
+    load_start = os.getloadavg()[0]
     emb = Embedder()
     index = {"dims": DIMS, "embed": emb, "fields": ["text"]}
     pool = {"min_size": THREADS, "max_size": THREADS}
@@ -195,7 +204,7 @@ def main():
         rows = []
         have = 0
         for size in (small, n):
-            loads = {name: load(s, have, size, emb) for name, s in stores.items()}
+            loads = {name: load(s, have, size, emb, name) for name, s in stores.items()}
             loaded = size - have
             have = size
             with psycopg.connect(dsn, autocommit=True) as c:
@@ -232,6 +241,9 @@ def main():
         "(MemoryStore's is hybrid: lexical + vector fused). Medians over rounds alternating the stores' order.",
         "",
         f"Command: `python bench/langgraph_store.py DSN {n} {small} {rounds} {puts} {calls}`; machine: {machine()}.",
+        f"Load average (1 min) at the run's start and end: {load_start:.1f} and {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        + (" (a shared, busy machine: latencies carry scheduler noise)." if max(load_start, os.getloadavg()[0]) > (os.cpu_count() or 1)
+           else "."),
         "",
         "| items | store | load items/s | puts/s (8 threads) | filter p50 ms | filter p99 ms | hits | vector p50 ms | vector p99 ms | hits |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -489,7 +489,8 @@ COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, anycompat
 -- Items under a namespace prefix (SPEC §16), as memory.recall reads memories: the org's live
 -- items the caller is cleared for, filtered by `filter` over the value (the §16 language, in the
 -- engine), by hybrid relevance × weight when a query or an embedding is given (the item's index
--- text, search_tsv), else the most recently updated first; `k` from `offset`. refresh_ttl
+-- text, search_tsv), else the most recently updated first; `k` from `offset` of that order (both
+-- hybrid lists as long for every page of the first 40 results). refresh_ttl
 -- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
 -- never values or the query).
 CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
@@ -550,7 +551,10 @@ BEGIN
                 'conditions', conds,
                 'query', CASE WHEN NOT memory_internal._blank(query) AND numnode(websearch_to_tsquery('english', query)) OPERATOR(pg_catalog.>) 0 THEN query END,
                 'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
-                'k', k, 'offset', search."offset", 'depth', least(greatest(2 * (k + search."offset"), 40), 2000)),
+                -- Both hybrid lists as long for every page inside the first 40 results (each page a
+                -- slice of one fused ranking, as LangGraph pages); a page past them: its end.
+                'k', k, 'offset', search."offset", 'depth', least(greatest(k + search."offset", 40), 2000),
+                'vector_depth', greatest(k + search."offset", 40)),
                 as_of, 'memory.search', 'created_at'), false);
     IF refresh_ttl THEN
         PERFORM memory_internal._item_refresh(org, o.id, o.ttl)
@@ -575,4 +579,4 @@ BEGIN
                            'count', jsonb_array_length(rows), 'k', k));
 END $$;
 COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz) IS
-  'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset; refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';
+  'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset of that order (with an embedding, the full-text and the vector list are each max(40, k + offset) long, so the pages of the first 40 results are slices of one ranking); refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

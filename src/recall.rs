@@ -4,7 +4,7 @@
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::spi::{kept, kept_text, kept_text_cursor, Fetched};
-use memory_core::fusion::{fuse, Candidate};
+use memory_core::fusion::{fuse_lists, Candidate};
 use memory_core::retrieval::{namespace_path, render, render_one_pass, Plan, PlanError};
 use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
@@ -140,7 +140,7 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
     };
     // pgvector's iterative index scan for the vector list, for this read only (the settings it
     // replaced come back after it; an error ends the transaction, which drops them too).
-    let hnsw = plan.vector.is_some().then(|| hnsw_begin(plan.depth));
+    let hnsw = plan.vector.is_some().then(|| hnsw_begin(plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX))));
     let rows = read(&plan);
     if let Some(old) = hnsw {
         hnsw_end(old);
@@ -226,7 +226,8 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
             .collect();
         drop(batch);
         drop(cursor);
-        let mut fused = fuse(&cands, k, plan.depth as usize);
+        let vector_len = usize::try_from(plan.vector_len()).unwrap_or(usize::MAX);
+        let mut fused = fuse_lists(&cands, k, plan.depth as usize, vector_len);
         fused.drain(..fused.len().min(plan.offset as usize));
         if fused.is_empty() {
             return Ok(Some("[]".to_owned()));

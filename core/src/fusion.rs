@@ -4,7 +4,8 @@
 //!
 //! - the full-text list: candidates with a relevance, by coverage (how many of the query's words
 //!   the row has) descending, relevance descending, then id; `depth` long;
-//! - the vector list: candidates with a distance, by distance ascending, then id; `k` long;
+//! - the vector list: candidates with a distance, by distance ascending, then id; `k` long
+//!   (`fuse`), or as long as the caller says (`fuse_lists`: a length the same for every page);
 //! - score = weight × (1/(60 + full-text rank) + 1/(60 + vector rank)), a missing rank adding 0;
 //! - the answer: by score descending, then the better of the two ranks, then id; `k` long.
 //!
@@ -62,8 +63,16 @@ fn rrf_term(rank: Option<i32>) -> f64 {
     rank.map_or(0.0, |r| 1.0 / (RRF_K + f64::from(r)))
 }
 
-/// The top `k` of the fusion of the two lists cut from `candidates` (each id once).
+/// The top `k` of the fusion of the two lists cut from `candidates` (each id once), the vector
+/// list `k` long.
 pub fn fuse(candidates: &[Candidate], k: usize, depth: usize) -> Vec<Fused> {
+    fuse_lists(candidates, k, depth, k)
+}
+
+/// The top `k` of the fusion of the full-text list (`depth` long) and the vector list
+/// (`vector_depth` long) cut from `candidates`: a caller that pages keeps both lengths the same
+/// for every page, so each page is a slice of one ranking.
+pub fn fuse_lists(candidates: &[Candidate], k: usize, depth: usize, vector_depth: usize) -> Vec<Fused> {
     let mut lex: Vec<&Candidate> = candidates.iter().filter(|c| c.relevance.is_some()).collect();
     lex.sort_by(|a, b| {
         b.coverage
@@ -74,7 +83,7 @@ pub fn fuse(candidates: &[Candidate], k: usize, depth: usize) -> Vec<Fused> {
     lex.truncate(depth);
     let mut vec: Vec<&Candidate> = candidates.iter().filter(|c| c.distance.is_some()).collect();
     vec.sort_by(|a, b| pg_cmp(a.distance.unwrap(), b.distance.unwrap(), f64::is_nan).then_with(|| a.id.cmp(&b.id)));
-    vec.truncate(k);
+    vec.truncate(vector_depth);
 
     // (id, weight, lexical rank, vector rank), the full-text list's first.
     let mut both: Vec<([u8; 16], f64, Option<i32>, Option<i32>)> =
@@ -166,6 +175,26 @@ mod tests {
         assert!(fuse(&[c(1, None, None)], 10, 40).is_empty());
     }
 
+    #[test]
+    fn a_vector_list_as_long_as_the_page_ranks_each_page_differently() {
+        // Word order 8, 7, .., 1, vector order the reverse (memory.search's bug: the vector list
+        // k + offset long). With the list as long as the page's end, pages of 2 show 4 three
+        // times and never 6, 7 or 8; with one length for every page, the pages are slices of one
+        // ranking.
+        let cands: Vec<Candidate> = (1..=8).map(|n| c(n, Some(f64::from(n) / 10.0), Some(f32::from(n)))).collect();
+        let ids = |f: &[Fused]| f.iter().map(|f| f.id[15]).collect::<Vec<u8>>();
+        let page = |k: usize, off: usize, vector_depth: usize| ids(&fuse_lists(&cands, k + off, 40, vector_depth)[off.min(k + off)..]);
+        let whole = ids(&fuse_lists(&cands, 8, 40, 40));
+        assert_eq!(whole, vec![1, 8, 2, 7, 3, 6, 4, 5]);
+        let buggy: Vec<u8> = [0, 2, 4, 6].iter().flat_map(|&off| page(2, off, 2 + off)).collect();
+        assert_eq!(buggy, vec![1, 2, 3, 4, 4, 5, 4, 5], "the bug this guards against");
+        for (k, off) in [(2, 0), (2, 2), (2, 4), (3, 5), (1, 7), (4, 6)] {
+            assert_eq!(page(k, off, 40), whole[off.min(8)..(off + k).min(8)].to_vec(), "k {k} offset {off}");
+        }
+        // fuse is fuse_lists with the vector list k long.
+        assert_eq!(fuse(&cands, 3, 40), fuse_lists(&cands, 3, 40, 3));
+    }
+
     fn cand() -> impl Strategy<Value = Candidate> {
         (any::<u8>(), prop::option::of(0.0f64..2.0), prop::option::of(0.0f32..1.0), prop::sample::select(vec![0.0, 0.25, 0.5, 1.0]))
             .prop_map(|(n, d, r, w)| Candidate { id: id(n), weight: w, distance: d, relevance: r, coverage: 0 })
@@ -192,6 +221,20 @@ mod tests {
                 let w = cands.iter().find(|c| c.id == f.id).unwrap().weight;
                 prop_assert_eq!(f.score, (rrf_term(f.lexical_rank) + rrf_term(f.vector_rank)) * w);
             }
+        }
+
+        /// With both lists' lengths fixed, the top k + offset from offset is the whole ranking's
+        /// slice [offset, offset + k): pages never repeat or skip a row.
+        #[test]
+        fn fixed_lengths_page_one_ranking(mut cands in prop::collection::vec(cand(), 0..60), k in 1usize..12, off in 0usize..40,
+                                          depth in 1usize..50, vector_depth in 1usize..50) {
+            cands.sort_by_key(|c| c.id);
+            cands.dedup_by_key(|c| c.id);
+            let whole = fuse_lists(&cands, 200, depth, vector_depth);
+            let page = fuse_lists(&cands, k + off, depth, vector_depth);
+            let from = off.min(page.len());
+            prop_assert_eq!(&page[from..], &whole[off.min(whole.len())..(off + k).min(whole.len())]);
+            prop_assert!(page.iter().all(|f| f.vector_rank.map_or(true, |r| r as usize <= vector_depth)));
         }
 
         /// The order of the candidates does not change the answer.

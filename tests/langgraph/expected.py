@@ -1,7 +1,7 @@
 """LangGraph's store tests that fail against memory_ext's stores (SPEC §16), each with why;
 docs/python.md lists the same. Keys: "file::test" (every parametrisation) or "file::test[params]"
 (that one). Values: the reason, or (reason, strict): strict (the default) reports a test that
-starts passing; an open bug whose failure depends on ties is not strict."""
+starts passing; an open bug whose failure depends on ties would not be strict."""
 
 STORE_TABLE = ("reads and writes PostgresStore's own table `store` through its private _cursor() "
                "(backdates expires_at/updated_at); memory_ext's items are rows of memory.observations, "
@@ -22,8 +22,4 @@ EXPECTED: dict[str, str | tuple[str, bool]] = {
         "langgraph.checkpoint.postgres._ainternal, PostgresStore's private helper, which memory_ext does not use",
     "test_async_store.py::test_vector_search_edge_cases": "compares a score with the score of a perfect match: with "
         "hybrid relevance (ranks fused, SPEC §16) the best item of a one-item result scores the same for any query",
-    "test_async_store.py::test_vector_search_pagination": ("OPEN BUG: hybrid search's vector list is k + offset long, so "
-        "page 2 (offset 2) can rank an item page 1 ranked first (the list's depth should not depend on the page)", False),
-    "test_store.py::test_vector_search_pagination": ("OPEN BUG: hybrid search's vector list is k + offset long, so "
-        "page 2 (offset 2) can rank an item page 1 ranked first (the list's depth should not depend on the page)", False),
 }

@@ -340,3 +340,41 @@ def test_store_batch_of_many_reads(app):
         store.put(("many",), "k", {"a": 1})
         got = store.batch([GetOp(("many",), "k") for _ in range(600)])
     assert len(got) == 600 and all(g.value == {"a": 1} for g in got)
+
+
+def test_store_vector_search_pages_are_slices_of_one_ranking(app, conn):
+    """LangGraph's search(prefix, query=..., limit=n, offset=m) is the ranked list's [m:m+n]: offset
+    skips the first m results, limit caps the page (InMemoryStore and PostgresStore sort every
+    match, then slice). Hybrid search here: its two lists (full-text and vector) are as long for
+    every page inside the first 40 results, so paging never repeats or skips an item. The items'
+    word order (more "tea" first) is the reverse of their vector order (fewer first), so a vector
+    list as long as limit + offset (the bug) ranks each page differently."""
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')").fetchone()[0]:
+        pytest.skip("pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)")
+    from langgraph.store.memory import InMemoryStore
+    conn.execute("CREATE EXTENSION vector")
+    conn.execute("SELECT memory.enable_embeddings(3)")
+
+    def embed(texts):
+        return [[1.0, float(t.split().count("tea")), 0.5] for t in texts]
+
+    index = {"dims": 3, "embed": embed, "fields": ["text"]}
+    docs = {f"d{i:02}": {"text": " ".join(["tea"] * (i + 1) + ["cup"] * (12 - i))} for i in range(12)}
+    lg_store = InMemoryStore(index=index)
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme", index=index)
+        for key, value in docs.items():
+            store.put(("shelf",), key, value)
+            lg_store.put(("shelf",), key, value)
+        for query in ("tea", "coffee"):  # hybrid (every item has the word), vector only (none has it)
+            ranked = [h.key for h in store.search(("shelf",), query=query, limit=20)]
+            assert sorted(ranked) == sorted(docs), query
+            for limit in (1, 2, 3, 5):
+                for offset in range(0, 14):
+                    page = [h.key for h in store.search(("shelf",), query=query, limit=limit, offset=offset)]
+                    assert page == ranked[offset:offset + limit], (query, limit, offset)
+            if query == "coffee":
+                # No item has the word: the vector alone ranks, as LangGraph's store ranks.
+                assert ranked == [h.key for h in lg_store.search(("shelf",), query=query, limit=20)]
+                assert [h.key for h in store.search(("shelf",), query=query, limit=3, offset=4)] == \
+                       [h.key for h in lg_store.search(("shelf",), query=query, limit=3, offset=4)]

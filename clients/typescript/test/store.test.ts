@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { BaseStore, InvalidNamespaceError, type PutOperation } from "@langchain/langgraph-checkpoint";
+import { BaseStore, InMemoryStore, InvalidNamespaceError, type IndexConfig, type PutOperation } from "@langchain/langgraph-checkpoint";
 import pg from "pg";
 
 import { BadArgument, Held, NotAllowed } from "@memory-ext/client";
@@ -191,6 +191,53 @@ test("semantic search with an embedder: one vector per item, of its index fields
     await vapp.drop();
   }
 });
+
+test("semantic search pages: offset skips the first results of one ranking, limit caps the page", async (t) => {
+  // As LangGraph's stores (InMemoryStore sorts every match, then slices). The items' word order
+  // (more "tea" first) is the reverse of their vector order (fewer first): a hybrid vector list as
+  // long as limit + offset (the bug) ranked each page differently.
+  if (!(await vectorAvailable())) return skipOrFail(t, "pgvector is not installed (scripts/pgvector.sh install builds it)");
+  const vapp = await freshApp("ts_store_pages", { vector: 3 });
+  const vpool = new pg.Pool({ connectionString: vapp.url(WRITER), max: 1 });
+  try {
+    const embeddings = {
+      embedDocuments: async (texts: string[]) => texts.map(teaVector),
+      embedQuery: async (text: string) => teaVector(text),
+    };
+    const index = { dims: 3, embeddings: embeddings as unknown as IndexConfig["embeddings"], fields: ["text"] };
+    const store = new MemoryStore(vpool, { org: "acme", index });
+    const lgStore = new InMemoryStore({ index });
+    for (let i = 0; i < 12; i++) {
+      const value = { text: [...Array(i + 1).fill("tea"), ...Array(12 - i).fill("cup")].join(" ") };
+      await store.put(["shelf"], `d${String(i).padStart(2, "0")}`, value);
+      await lgStore.put(["shelf"], `d${String(i).padStart(2, "0")}`, value);
+    }
+    const keys = async (s: BaseStore, query: string, limit: number, offset = 0) =>
+      (await s.search(["shelf"], { query, limit, offset })).map((i) => i.key);
+    for (const query of ["tea", "coffee"]) { // hybrid (every item has the word), vector only (none has it)
+      const ranked = await keys(store, query, 20);
+      assert.equal(new Set(ranked).size, 12, query);
+      for (const limit of [1, 2, 3, 5]) {
+        for (let offset = 0; offset < 14; offset++) {
+          assert.deepEqual(await keys(store, query, limit, offset), ranked.slice(offset, offset + limit), `${query} ${limit} ${offset}`);
+        }
+      }
+      if (query === "coffee") {
+        // No item has the word: the vector alone ranks, as LangGraph's store ranks.
+        assert.deepEqual(ranked, await keys(lgStore, query, 20));
+        assert.deepEqual(await keys(store, query, 3, 4), await keys(lgStore, query, 3, 4));
+      }
+    }
+  } finally {
+    await vpool.end();
+    await vapp.drop();
+  }
+});
+
+/** [1, the text's count of "tea", 0.5]: nearer a one-"tea" query the fewer "tea" a text has. */
+function teaVector(text: string): number[] {
+  return [1, text.split(/\s+/).filter((w) => w === "tea").length, 0.5];
+}
 
 test("userLabel names the end user: consent, erasure and holds reach the store's items", async () => {
   const store = fresh({ userLabel: 1 });

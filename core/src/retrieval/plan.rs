@@ -10,7 +10,7 @@
 //!  "tier_kind": "column" | "json" | "claim",
 //!  "conditions": [{"eq": ["org_id", "acme"]}, ...],
 //!  "query": "words" | null, "vector": "[1,0,0]" | null, "vector_schema": "public",
-//!  "k": 10, "offset": 0, "depth": 40, "ties": [["confidence_score", "desc"], ...], "one_pass": false,
+//!  "k": 10, "offset": 0, "depth": 40, "vector_depth": null, "ties": [["confidence_score", "desc"], ...], "one_pass": false,
 //!  "history": {"relation": ["memory", "revisions"], "at": "2026-03-03T00:00:00Z"} | null}
 //! ```
 //!
@@ -105,6 +105,10 @@ pub struct Plan {
     pub offset: u32,
     /// The lexical list's length in a hybrid read.
     pub depth: u32,
+    /// The vector list's length in a hybrid read (None: `k + offset`, the page's end). A caller
+    /// that pages (memory.search) gives a length that is the same for every page, so that each
+    /// page is a slice of one fused ranking (see `Plan::vector_len`).
+    pub vector_depth: Option<u32>,
     /// Columns whose greater value ranks first among rows of equal relevance (retrieve:
     /// confidence, then the newest); the first also breaks ties inside each list.
     pub ties: Vec<String>,
@@ -112,6 +116,16 @@ pub struct Plan {
     pub one_pass: bool,
     /// Read rows as they were at a time (None: as they are).
     pub history: Option<History>,
+}
+
+/// The longest vector list a plan may ask for: k's and offset's maxima together.
+pub const VECTOR_DEPTH_MAX: u32 = 1_100_000;
+
+impl Plan {
+    /// The vector list's length: `vector_depth`, else the page's end (`k + offset`).
+    pub fn vector_len(&self) -> u64 {
+        self.vector_depth.map_or(u64::from(self.k) + u64::from(self.offset), u64::from)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,6 +339,13 @@ impl Plan {
             k,
             offset: count(m, "offset", 0, 1_000_000)?,
             depth: count(m, "depth", 40, 100_000)?,
+            vector_depth: match m.get("vector_depth") {
+                None | Some(Value::Null) => None,
+                Some(_) => match count(m, "vector_depth", 1, VECTOR_DEPTH_MAX)? {
+                    0 => return Err(PlanError("retrieval plan: vector_depth must be at least 1".into())),
+                    d => Some(d),
+                },
+            },
             ties,
             one_pass: matches!(m.get("one_pass"), Some(Value::Bool(true))),
             history,

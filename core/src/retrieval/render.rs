@@ -8,9 +8,10 @@
 //! lexical_rank, vector_rank, metadata]`:
 //! - no query and no vector: the newest first (ties first when the plan has them), no score;
 //! - a query alone: by coverage of the query's words, then ts_rank_cd × weight (`words`);
-//! - a vector: the lexical list (`depth` long) and the vector list (`k + offset` long: the
-//!   HNSW index's order, and an exact pass when the index scan comes back short, so rows other
-//!   tenants store never push a tenant's nearest out) fused by `fusion`'s rule × weight.
+//! - a vector: the lexical list (`depth` long) and the vector list (`Plan::vector_len` long:
+//!   `vector_depth`, else `k + offset`; the HNSW index's order, and an exact pass when the index
+//!   scan comes back short, so rows other tenants store never push a tenant's nearest out)
+//!   fused by `fusion`'s rule × weight; the page is `k` from `offset` of the fused list.
 
 use super::filter::{Filter, Op};
 use super::plan::{Columns, Condition, History, Plan, Tier};
@@ -446,7 +447,7 @@ pub fn render(plan: &Plan) -> Statement {
         (Some((v, vs)), _) => {
             let v = b.bind(Some(v.clone()));
             let depth = b.bind(Some(plan.depth.to_string()));
-            let vk = b.bind(Some((u64::from(plan.k) + u64::from(plan.offset)).to_string()));
+            let vk = b.bind(Some(plan.vector_len().to_string()));
             let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
             let vty = format!("{}.vector", quote_ident(vs));
             let id = col(&plan.columns.id);

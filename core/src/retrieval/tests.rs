@@ -119,6 +119,27 @@ fn hybrid_reads_the_vector_once_and_hides_the_lengths_from_the_estimates() {
 }
 
 #[test]
+fn the_vector_list_is_vector_depth_long_else_the_page_s_end() {
+    // memory.recall: k + offset; memory.search: vector_depth, the same for every page.
+    let hybrid = json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "k": 2, "offset": 4});
+    let p = plan(observations(hybrid.clone()));
+    assert_eq!((p.vector_depth, p.vector_len()), (None, 6));
+    let mut with = hybrid.clone();
+    with["vector_depth"] = json!(40);
+    let p = plan(observations(with));
+    assert_eq!((p.vector_depth, p.vector_len()), (Some(40), 40));
+    let s = render(&p);
+    assert!(s.params.contains(&Some("40".into())) && !s.params.contains(&Some("6".into())), "{:?}", s.params);
+    // The page is still k from offset of the fused list.
+    assert!(s.params.contains(&Some("2".into())) && s.params.contains(&Some("4".into())));
+    for bad in [json!(0), json!(-1), json!("40"), json!(super::plan::VECTOR_DEPTH_MAX as u64 + 1)] {
+        let mut v = hybrid.clone();
+        v["vector_depth"] = bad.clone();
+        assert!(Plan::from_json(&observations(v)).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn vector_alone_has_an_empty_lexical_list() {
     let s = render(&plan(observations(json!({"vector": "[1,0,0]", "vector_schema": "vs"}))));
     assert!(s.sql.contains("WHERE false"));
