@@ -66,8 +66,10 @@ def fill(c, clock):
     c.execute("SELECT memory.run_retention()")  # archives the 400-day-old note, denies the held one
     c.execute("SELECT count(*) FROM memory.record_outcome('s1', 'accepted', ARRAY['a0000000-0000-0000-0000-000000000001'::uuid])")
     c.execute("CREATE TABLE public.notes (id bigserial PRIMARY KEY, org_id text NOT NULL, body text NOT NULL, meta jsonb)")
-    c.execute("""SELECT memory.govern('public.notes', '{"content": "body", "target": "meta", "audit": true}')""")
+    c.execute("""SELECT memory.govern('public.notes', '{"content": "body", "target": "meta", "audit": true, "id": "id", "revisions": true}')""")
     c.execute("INSERT INTO public.notes (org_id, body) VALUES ('acme', 'rotate the api_key'), ('globex', 'plain')")
+    # A correction of a governed table's row (its revisions option, 0.4.0): kept in memory.table_revisions.
+    c.execute("UPDATE public.notes SET body = 'plain, corrected' WHERE org_id = 'globex'")
     c.execute("INSERT INTO memory.entities (id, org_id, name, entity_type) VALUES "
               "('e0000000-0000-0000-0000-000000000001', 'acme', 'Drug X', 'intervention')")
     for i, (src, score) in enumerate([("PubMed", 0.9), ("NEJM", 0.95), ("blog", 0.3), ("JAMA", 0.8)], start=1):
