@@ -84,3 +84,15 @@ def test_reclassify_raises_what_was_made_from_it(app, conn):
         tiers = dict(conn.execute("SELECT id, classification::text FROM memory.observations WHERE id = ANY(%s)", ([d1, d2],)).fetchall())
         assert tiers == {d1: "confidential", d2: "confidential"}
         assert [row[0] for row in call(w, "SELECT depth FROM memory.lineage(%s)", (d2,))] == [1, 2]
+
+
+def test_the_python_client_writes_and_forgets_lineage(app, conn):
+    """memory_ext.Memory: remember(..., derived_from=[...]) and forget's derived_forgotten."""
+    import memory_ext
+    with psycopg.connect(app.replace("user=postgres", f"user={WRITER}"), autocommit=True) as c:
+        m = memory_ext.Memory(c, org="acme", actor="agent-7")
+        src = m.remember("Board minutes of March", user_id="ann")
+        summary = m.remember("The board met in March", user_id="ann", derived_from=[src.id])
+        assert summary.classification == src.classification
+        f = m.forget([src.id], "user request 9")
+        assert f.forgotten == [str(src.id)] and f.derived_forgotten == [str(summary.id)]

@@ -35,6 +35,8 @@ export interface Forgotten {
   forgotten: string[];
   held: string[];
   notFound: string[];
+  /** What was made from the forgotten memories (their lineage) and went with them. */
+  derivedForgotten: string[];
 }
 
 export interface Retrieved {
@@ -248,7 +250,7 @@ export class Memory {
   /** memory.forget of those of `ids` that are this org's; the others are `notFound`. */
   async forget(ids: readonly string[], reason: string): Promise<Forgotten> {
     const [{ r }] = await this.all(SQL.forget, [Array.from(ids), this.org, reason]);
-    return { forgotten: r.forgotten, held: r.held, notFound: r.not_found };
+    return { forgotten: r.forgotten, held: r.held, notFound: r.not_found, derivedForgotten: r.derived_forgotten ?? [] };
   }
 
   /** memory.retrieve: claims of the knowledge store. */

@@ -42,7 +42,7 @@ test("the agent API: remember, recall, recordOutcome, forget, retrieve, auditVer
   assert.equal(out[0].observationId, r.id);
   assert.equal(out[0].applied, true);
   const f = await m.forget([r.id], "user asked");
-  assert.deepEqual(f, { forgotten: [r.id], held: [], notFound: [] });
+  assert.deepEqual(f, { forgotten: [r.id], held: [], notFound: [], derivedForgotten: [] });
   assert.deepEqual(await m.recall("green tea"), []);
   assert.deepEqual(await m.retrieve("anything at all"), []);
 
@@ -61,9 +61,9 @@ test("forget forgets only the client's org (a role bound to two orgs)", async ()
   const acme = new Memory(c, { org: "acme" });
   const globex = new Memory(c, { org: "globex" });
   const r = await acme.remember("the acme offsite is in june");
-  assert.deepEqual(await globex.forget([r.id], "globex tries"), { forgotten: [], held: [], notFound: [r.id] });
+  assert.deepEqual(await globex.forget([r.id], "globex tries"), { forgotten: [], held: [], notFound: [r.id], derivedForgotten: [] });
   assert.deepEqual((await acme.recall("offsite june")).map((h) => h.id), [r.id]);
-  assert.deepEqual(await acme.forget([r.id], "done"), { forgotten: [r.id], held: [], notFound: [] });
+  assert.deepEqual(await acme.forget([r.id], "done"), { forgotten: [r.id], held: [], notFound: [], derivedForgotten: [] });
 });
 
 test("errors are MemoryError subclasses with the server's sqlstate, message and hint", async () => {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from psycopg.types.json import Jsonb
@@ -45,6 +45,8 @@ class Forgotten:
     forgotten: list[str]
     held: list[str]
     not_found: list[str]
+    # What was made from the forgotten memories (their lineage) and went with them.
+    derived_forgotten: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,10 @@ def _rows(cls: type[T], rows: Sequence[dict[str, Any]]) -> list[T]:
 
 
 # The statements, shared by Memory and AsyncMemory.
-REMEMBER = ("INSERT INTO memory.observations (org_id, content, user_id, session_id, task_id, project_id, memory_type, metadata, source_type) "
+REMEMBER = ("INSERT INTO memory.observations (org_id, content, user_id, session_id, task_id, project_id, memory_type, metadata, source_type, derived_from) "
             "VALUES (%(org)s, %(content)s, %(user_id)s, %(session_id)s, %(task_id)s, %(project_id)s, "
-            "coalesce(%(memory_type)s::memory.memory_type, 'long_term'), %(metadata)s, %(source_type)s::memory.source_type) "
+            "coalesce(%(memory_type)s::memory.memory_type, 'long_term'), %(metadata)s, %(source_type)s::memory.source_type, "
+            "%(derived_from)s::uuid[]) "
             "RETURNING id, classification::text AS classification, created_at, expires_at")
 RECALL = ("SELECT id, content, classification::text AS classification, weight, score, created_at, user_id, session_id, "
           "memory_type::text AS memory_type, lexical_rank, vector_rank "
@@ -121,7 +124,8 @@ AUDIT_VERIFY = "SELECT * FROM memory.audit_verify(%s)"
 def _remember_args(org: str, content: str, kw: dict[str, Any]) -> dict[str, Any]:
     return {"org": org, "content": content, "user_id": kw.get("user_id"), "session_id": kw.get("session_id"),
             "task_id": kw.get("task_id"), "project_id": kw.get("project_id"), "memory_type": kw.get("memory_type"),
-            "metadata": Jsonb(kw.get("metadata") or {}), "source_type": kw.get("source_type")}
+            "metadata": Jsonb(kw.get("metadata") or {}), "source_type": kw.get("source_type"),
+            "derived_from": [str(i) for i in kw["derived_from"]] if kw.get("derived_from") is not None else None}
 
 
 def _recall_args(org: str, query: str, k: int, project_id: str | None, filters: dict[str, Any] | None,
@@ -150,7 +154,8 @@ class Memory:
 
     def remember(self, content: str, **kw: Any) -> Remembered:
         """INSERT a memory (classified, stamped and audited by the database). Keywords: user_id,
-        session_id, task_id, project_id, memory_type, metadata, source_type."""
+        session_id, task_id, project_id, memory_type, metadata, source_type, derived_from (the ids of
+        the memories it was made from: its tier, trust and retention follow theirs)."""
         return _rows(Remembered, self._all(REMEMBER, _remember_args(self.org, content, kw)))[0]
 
     def recall(self, query: str, k: int = 10, *, project_id: str | None = None, filters: dict[str, Any] | None = None,
@@ -159,7 +164,7 @@ class Memory:
 
     def forget(self, ids: Sequence[uuid.UUID | str], reason: str) -> Forgotten:
         r = self._all(FORGET, {"ids": [str(i) for i in ids], "reason": reason, "org": self.org})[0]["r"]
-        return Forgotten(r["forgotten"], r["held"], r["not_found"])
+        return Forgotten(r["forgotten"], r["held"], r["not_found"], r.get("derived_forgotten", []))
 
     def retrieve(self, query: str, k: int = 10, *, entity_id: uuid.UUID | str | None = None, screen_profile: str | None = None,
                  user_id: str | None = None, query_embedding: Sequence[float] | None = None, at: dt.datetime | None = None) -> list[Retrieved]:
@@ -192,7 +197,7 @@ class AsyncMemory:
 
     async def forget(self, ids: Sequence[uuid.UUID | str], reason: str) -> Forgotten:
         r = (await self._all(FORGET, {"ids": [str(i) for i in ids], "reason": reason, "org": self.org}))[0]["r"]
-        return Forgotten(r["forgotten"], r["held"], r["not_found"])
+        return Forgotten(r["forgotten"], r["held"], r["not_found"], r.get("derived_forgotten", []))
 
     async def retrieve(self, query: str, k: int = 10, *, entity_id: uuid.UUID | str | None = None, screen_profile: str | None = None,
                        user_id: str | None = None, query_embedding: Sequence[float] | None = None,
