@@ -508,6 +508,7 @@ BEGIN
                    WHEN 'memory.maintenance_runs' THEN 'the coordinator''s record of its maintenance runs'
                    WHEN 'memory.erasure_receipts' THEN 'the ids erasure receipts cover, written and read on the coordinator, where forget, erase_subject and verify_receipt run'
                    WHEN 'memory.ann_settings' THEN 'the embedding dimensions, set on the coordinator: the DDL its trigger runs reaches the workers through Citus'
+                   WHEN 'memory.table_revisions' THEN 'the revisions of governed application tables, kept only for tables that are not distributed (memory.govern refuses its revisions option on a distributed table: 0A000)'
                    ELSE 'not distributed by memory_ext' END));
     END LOOP;
 END $$;

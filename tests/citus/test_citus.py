@@ -57,7 +57,8 @@ def cluster():
                                   "memory.persona_drift_log", "memory.user_feedback", "memory.thread_refreshes",
                                   "memory.watch_question_updates", "memory.deletion_stubs", "memory.revisions"], done
         why = {k["table"]: k["why"] for k in done["kept_local"]}
-        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings", "memory.erasure_receipts"}, why
+        assert set(why) == {"memory.governance_registry", "memory.maintenance_runs", "memory.ann_settings", "memory.erasure_receipts",
+                            "memory.table_revisions"}, why
         assert "oid" in why["memory.governance_registry"], why
         assert c.execute("SELECT consent_blocked FROM memory.user_contexts WHERE org_id = 'org_prec'").fetchall() == [(True,)]
         assert c.execute("SELECT count(*) FROM memory.persona_drift_log WHERE org_id = 'org_prec'").fetchone()[0] == 1
