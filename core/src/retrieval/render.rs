@@ -530,22 +530,37 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let weight = weight_expr(plan);
     let v = b.bind(Some(v.clone()));
     let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
-    let (rel_e, cov_e) = match &plan.query {
-        None => ("NULL::pg_catalog.float4".to_owned(), "NULL::pg_catalog.int4".to_owned()),
+    // The row's words, whether they match and how many of the query's lexemes they hold are
+    // computed once a row (in `s`), the rank from them: at a million memories, evaluating the
+    // coverage's ts_delete again inside the rank doubled the pass's time.
+    let (words_e, cov_e, rel_e) = match &plan.query {
+        None => ("NULL::pg_catalog.tsvector".to_owned(), "NULL::pg_catalog.int4".to_owned(), "NULL::pg_catalog.float4".to_owned()),
         Some((q, how)) => {
             let q = b.bind(Some(q.clone()));
             let w = words(&plan.columns, &q, *how);
-            let hit = format!("{} OPERATOR(pg_catalog.@@) {}", w.w, w.matches);
-            (format!("CASE WHEN {hit} THEN {} END", w.rank), format!("CASE WHEN {hit} THEN ({})::pg_catalog.int4 END", w.m))
+            let rank = if w.any {
+                format!(
+                    "CASE WHEN s.m OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd(s.w, {all}) ELSE pg_catalog.ts_rank_cd(s.w, {any}) END",
+                    n = w.n,
+                    all = w.all,
+                    any = w.matches
+                )
+            } else {
+                format!("pg_catalog.ts_rank_cd(s.w, {})", w.all)
+            };
+            let cov = format!("CASE WHEN {} OPERATOR(pg_catalog.@@) {} THEN ({})::pg_catalog.int4 END", w.w, w.matches, w.m);
+            (w.w, cov, format!("CASE WHEN s.m IS NOT NULL THEN {rank} END"))
         }
     };
     let fused = format!("${}", b.params.len() + 1);
     let items = row_items(plan, &tier, &weight).join(", ");
     Some(OnePass {
         candidates: format!(
-            "SELECT {id}, {weight}, {emb} OPERATOR({s}.<=>) (SELECT {v}::{s}.vector), {rel_e}, {cov_e} FROM {rel} t WHERE {conds} LIMIT {limit}",
+            "SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM (SELECT {id} AS id, {weight} AS weight, \
+             {emb} OPERATOR({sch}.<=>) (SELECT {v}::{sch}.vector) AS d, {words_e} AS w, {cov_e} AS m \
+             FROM {rel} t WHERE {conds} LIMIT {limit}) s",
             id = col(&plan.columns.id),
-            s = quote_ident(vs),
+            sch = quote_ident(vs),
         ),
         rows: format!(
             "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \

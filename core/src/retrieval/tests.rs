@@ -176,10 +176,17 @@ fn claims_rank_ties_by_confidence_then_newest() {
 fn one_pass_reads_candidates_and_rows() {
     let p = plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "one_pass": true})));
     let o = render_one_pass(&p, 10001).unwrap();
-    assert!(o.candidates.ends_with("LIMIT 10001"));
+    assert!(o.candidates.ends_with("LIMIT 10001) s"));
     assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
     assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
     assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
+    // The row's coverage of the query (ts_delete) and its match are computed once a row; the rank
+    // reads them from the sub-select.
+    assert_eq!(o.candidates.matches("ts_delete").count(), 1, "{}", o.candidates);
+    assert_eq!(o.candidates.matches("OPERATOR(pg_catalog.@@)").count(), 1, "{}", o.candidates);
+    assert!(o.candidates.contains("pg_catalog.ts_rank_cd(s.w, "), "{}", o.candidates);
+    let v = render_one_pass(&plan(observations(json!({"vector": "[1,0,0]", "vector_schema": "public", "one_pass": true}))), 10).unwrap();
+    assert!(v.candidates.contains("NULL::pg_catalog.float4, s.m FROM"), "no query: no relevance, {}", v.candidates);
 }
 
 #[test]
