@@ -293,7 +293,6 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
     let reason = crate::gates::downgrade_reason();
 
     Spi::connect(|client| {
-        crate::pg::spi::register_trigger_data(td);
         // Every row's org must be one the writing role may act for (Appender::lock checks it).
         let mut ap = Appender::new(client)?;
         if map.cols.org.is_none() {
@@ -322,6 +321,9 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
                 return ap.finish(client);
             }
         }
+        // The query reads the transition tables by name: registered with this connection (the
+        // direct read above needs no registration).
+        crate::pg::spi::register_trigger_data(td);
         let cols = if event_type == events::RECLASSIFY { 11 } else { 7 };
         // The plan is prepared with this call's transition tables registered (SPI resolves them
         // by name, the same names on every call) and kept for the next statements.
@@ -395,6 +397,12 @@ impl RowEvents<'_> {
             let fresh;
             let user_p: Option<&str> = match user {
                 None => None,
+                // One row (an agent's statement): the backend's cache answers, no map of the
+                // statement's own.
+                Some(u) if batch.len() == 1 => {
+                    fresh = ap.pseudonym(u);
+                    Some(fresh.as_str())
+                }
                 Some(u) => {
                     if !self.pseudonyms.contains_key(u) && self.pseudonyms.len() < 100_000 {
                         self.pseudonyms.insert(u.to_string(), ap.pseudonym(u));

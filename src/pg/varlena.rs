@@ -134,7 +134,25 @@ unsafe fn element<'a>(e: *const u8) -> (&'a [u8], usize) {
 }
 
 pub(crate) fn database_is_utf8() -> bool {
-    unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 }
+    thread_local! {
+        // A backend serves one database for its life, and a database's encoding never changes:
+        // asked once (0: not yet, 1: no, 2: yes), not through an FFI call on every append.
+        static UTF8: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+    }
+    match UTF8.with(|u| u.get()) {
+        1 => false,
+        2 => true,
+        _ => {
+            // SAFETY: reads the encoding of the database this backend is connected to.
+            let utf8 = unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 };
+            // Before a database is chosen (a background worker not yet connected) the encoding is
+            // SQL_ASCII's: not kept, asked again once connected.
+            if unsafe { pg_sys::MyDatabaseId } != pg_sys::InvalidOid {
+                UTF8.with(|u| u.set(if utf8 { 2 } else { 1 }));
+            }
+            utf8
+        }
+    }
 }
 
 /// Text bytes of a datum as `&str`. PostgreSQL validates text against the database encoding,
