@@ -95,24 +95,30 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     ts text := memory_internal._trgm_schema();
+    -- Equality where there is a value (IS NOT DISTINCT FROM reads no index: at a million
+    -- memories it read every row of the org, not the user's).
+    who text := CASE WHEN user_id IS NULL THEN 'o.user_id IS NULL' ELSE 'o.user_id OPERATOR(pg_catalog.=) $3' END;
+    ns  text := CASE WHEN namespace IS NULL THEN 'o.namespace IS NULL' ELSE 'o.namespace OPERATOR(pg_catalog.=) $4' END;
 BEGIN
     IF embedding IS NOT NULL THEN
         RETURN QUERY EXECUTE pg_catalog.format(
             'SELECT o.id, 1 OPERATOR(pg_catalog.-) (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector), ''embedding'' FROM memory.observations o
-              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND %2$s AND %3$s
                 AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND o.embedding IS NOT NULL
                 AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
                 AND o.classification OPERATOR(pg_catalog.<=) $5
-              ORDER BY o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector LIMIT 1', memory_internal._vector_schema())
+              -- (+ 0: exact over those rows, never the HNSW index, whose approximate list the
+              -- conditions could leave empty while a duplicate exists)
+              ORDER BY (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector) OPERATOR(pg_catalog.+) 0, o.created_at, o.id LIMIT 1', memory_internal._vector_schema(), who, ns)
             USING embedding, org, user_id, namespace, tier;
     ELSIF ts IS NOT NULL THEN
         RETURN QUERY EXECUTE pg_catalog.format(
             'SELECT o.id, %1$I.similarity(o.content, $1)::float8, ''trigram'' FROM memory.observations o
-              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND %2$s AND %3$s
                 AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
                 AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
                 AND o.classification OPERATOR(pg_catalog.<=) $5
-              ORDER BY 2 DESC, o.created_at, o.id LIMIT 1', ts)
+              ORDER BY 2 DESC, o.created_at, o.id LIMIT 1', ts, who, ns)
             USING content, org, user_id, namespace, tier;
     END IF;
 END $$;
