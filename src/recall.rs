@@ -2,6 +2,8 @@
 //! (the rule is `memory_core::vector`), and the statements `memory_core::retrieval` renders, run
 //! through plans kept per backend.
 
+pub(crate) mod body;
+
 use crate::errors::{MxError, OrRaise};
 use crate::pg::spi::{kept, kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse_lists, Candidate};
@@ -129,6 +131,11 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
             if filter { err.hint(memory_core::retrieval::filter::HINT) } else { err }
         })
         .or_raise();
+    run_plan(&plan, as_caller)
+}
+
+/// Runs a checked plan (see `retrieve_plan`): its rows as one JSON array's text, best first.
+pub(crate) fn run_plan(plan: &Plan, as_caller: bool) -> String {
     let _role = if as_caller {
         let who = crate::trust::caller();
         if who == pg_sys::InvalidOid {
@@ -141,7 +148,7 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
     // pgvector's iterative index scan for the vector list, for this read only (the settings it
     // replaced come back after it; an error ends the transaction, which drops them too).
     let hnsw = plan.vector.is_some().then(|| hnsw_begin(plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX))));
-    let rows = read(&plan);
+    let rows = read(plan);
     if let Some(old) = hnsw {
         hnsw_end(old);
     }
