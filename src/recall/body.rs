@@ -115,8 +115,11 @@ struct Context {
 fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
     const SQL: &str = "SELECT pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english', coalesce($1, ''))) OPERATOR(pg_catalog.>) 0, \
                        CASE WHEN $2 THEN (SELECT e.dimensions FROM memory.ann_settings e) END, \
-                       CASE WHEN $2 THEN memory_internal._has_column('memory.observations'::pg_catalog.regclass, 'embedding') END, \
-                       CASE WHEN $3 THEN memory_internal._vector_schema() END";
+                       CASE WHEN $2 THEN EXISTS (SELECT FROM pg_catalog.pg_attribute a \
+                            WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
+                              AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) END, \
+                       CASE WHEN $3 THEN (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n \
+                            ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'vector') END";
     let (has_words, dims, has_col, schema) = Spi::connect(|client| {
         let t = kept(
             &client,
