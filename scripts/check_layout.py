@@ -276,6 +276,7 @@ SIDEWAYS = {
     ("classify", "retention"): "the classify trigger stamps retention on the row it classifies (retention::stamp)",
     ("drift", "audit"): "a detected drift is appended to the org's audit chain through audit's Appender",
     ("feedback", "audit"): "an outcome is appended to the org's audit chain through audit's Appender",
+    ("recall", "audit"): "memory.recall's read event goes through audit's one door of read events (audit::reads::append_read)",
 }
 # memory_core functions src/pg/ may call: text formats, no rule and no type.
 PG_CORE_HELPERS = {"memory_core::audit::write_uuid", "memory_core::shards::shard_id_suffix"}

@@ -1,5 +1,6 @@
 -- memory.recall and memory.retrieve (docs/design.md#agent-memory-api, docs/vector.md): thin callers of the retrieval
--- engine (memory_core::retrieval, run by memory_internal._retrieve). Each checks its arguments, the
+-- engine (memory_core::retrieval, run by memory_internal._retrieve; memory.recall's whole body by
+-- memory_internal._recall, src/recall/body.rs). Each checks its arguments, the
 -- org and the caller's clearance, describes what it reads as a plan (the source's columns, the
 -- conditions, the query, the vector, k), and appends its read event through one function
 -- (memory_internal._read_event).
@@ -170,61 +171,6 @@ BEGIN
     END IF;
 END $$;
 
--- recall's plan (memory_core::retrieval::plan) from its checked arguments: the org, the live
--- rows, the clearance (tier), the project and the filters as conditions on the source's columns c.
-CREATE FUNCTION memory_internal._recall_plan(org text, query text, k int, project_id text, f jsonb, tier memory.classification,
-                                             c jsonb, tbl regclass, qv text)
-RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    conds jsonb := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array(c->>'org', org)));
-    col   text;
-BEGIN
-    IF c->>'soft_deleted_at' IS NOT NULL THEN
-        conds := conds || jsonb_build_object('is_null', c->>'soft_deleted_at');
-    END IF;
-    IF c->>'expires_at' IS NOT NULL THEN
-        conds := conds || jsonb_build_object('null_or_after', jsonb_build_array(c->>'expires_at', NULL));
-    END IF;
-    -- A superseded memory is never recalled (SPEC §17).
-    IF tbl IS NULL THEN
-        conds := conds || jsonb_build_object('is_null', 'superseded_at');
-    END IF;
-    -- A row without a known tier is for roles cleared to restricted only.
-    IF tier IS DISTINCT FROM 'restricted' THEN
-        conds := conds || jsonb_build_object('tier_in', jsonb_build_array(
-                     to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org));
-    END IF;
-    IF project_id IS NOT NULL THEN
-        conds := conds || jsonb_build_object('eq', jsonb_build_array(c->>'project', project_id));
-    END IF;
-    FOR col IN SELECT kk FROM jsonb_object_keys(f) kk WHERE kk IN ('user_id', 'session_id', 'task_id', 'memory_type', 'source_type') ORDER BY 1 LOOP
-        conds := conds || jsonb_build_object('eq', jsonb_build_array(c->>(CASE col WHEN 'user_id' THEN 'user' ELSE col END), f->>col));
-    END LOOP;
-    IF f ? 'created_after' THEN
-        conds := conds || jsonb_build_object('at_or_after', jsonb_build_array(c->>'created_at', f->>'created_after'));
-    END IF;
-    IF f ? 'created_before' THEN
-        conds := conds || jsonb_build_object('before', jsonb_build_array(c->>'created_at', f->>'created_before'));
-    END IF;
-    IF f ? 'metadata' THEN
-        conds := conds || jsonb_build_object('contains', jsonb_build_array(c->>'metadata', f->'metadata'));
-    END IF;
-    RETURN jsonb_build_object(
-        'relation', (SELECT jsonb_build_array(n.nspname, r.relname) FROM pg_class r JOIN pg_namespace n ON n.oid OPERATOR(pg_catalog.=) r.relnamespace
-                      WHERE r.oid OPERATOR(pg_catalog.=) coalesce(tbl, 'memory.observations'::regclass)),
-        'columns', jsonb_build_object('id', c->>'id', 'content', c->>'content', 'weight', c->>'weight', 'tier', c->>'tier',
-                                      'created_at', c->>'created_at', 'user', c->>'user', 'session', c->>'session_id',
-                                      'memory_type', c->>'memory_type', 'metadata', c->>'metadata', 'words', c->>'words',
-                                      'embedding', CASE WHEN qv IS NOT NULL THEN c->>'embedding' END),
-        'tier_kind', c->>'tier_kind', 'conditions', conds, 'query', query, 'vector', qv,
-        'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
-        'k', k, 'depth', least(greatest(2 * k, 40), 2000),
-        -- memory.observations filtered to a user's, a session's or a task's memories: one pass
-        -- over those rows gives both lists exactly (more than 10,000 rows: the two index lists).
-        'one_pass', qv IS NOT NULL AND tbl IS NULL AND (f ? 'user_id' OR f ? 'session_id' OR f ? 'task_id'));
-END $$;
-
 -- A plan read as of a time (SPEC §17): its liveness conditions at `at` instead of now (created by
 -- then, not yet soft-deleted, expired or superseded at it), and for memory.observations each row
 -- as the revision valid at `at` (the engine's history). `at` NULL: the plan unchanged. A
@@ -293,7 +239,10 @@ END $$;
 -- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
 -- application table (source) is read as the caller (its privileges and policies), with the same
 -- filters. query_embedding is anycompatible: float8[] (psycopg's floats), real[], pgvector's
--- vector or text alike (memory_internal._query_vector).
+-- vector or text alike (memory_internal._query_vector's rules). The body is one call of the
+-- engine's shell, memory_internal._recall (src/recall/body.rs, memory_core::retrieval::recall):
+-- the arguments, the org, the clearance, the plan, the read and the read event; here the rows
+-- take their types.
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
                               filters jsonb DEFAULT '{}', query_embedding anycompatible DEFAULT NULL, source regclass DEFAULT NULL,
                               as_of timestamptz DEFAULT NULL)
@@ -302,72 +251,12 @@ RETURNS TABLE (id uuid, content text, classification memory.classification, weig
                lexical_rank int, vector_rank int, metadata jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    f    jsonb;
-    tier memory.classification;
-    tbl  regclass := nullif(source, 'memory.observations'::regclass);
-    c    jsonb;
-    qv   text;
-    q    tsquery;
-    rows jsonb;
 BEGIN
-    -- Input first: nothing is read or written for a call that is refused.
-    PERFORM memory_internal._check_read_args('memory.recall', recall.org_id, k);
-    PERFORM memory_internal._check_as_of('memory.recall', as_of);
-    -- A point-in-time read swaps in each memory's content, words and tier of then; its metadata
-    -- filter and its vector would still read today's row (a reader could probe a version above its
-    -- clearance), so they are refused with as_of until the engine reads those of then too.
-    IF as_of IS NOT NULL AND tbl IS NULL AND (query_embedding IS NOT NULL OR coalesce(filters ? 'metadata', false)) THEN
-        RAISE EXCEPTION 'memory.recall: as_of cannot be combined with a metadata filter or a query_embedding yet' USING ERRCODE = '0A000',
-            HINT = 'Recall as of a time by its words (and the other filters); drop the metadata filter and query_embedding.';
-    END IF;
-    f := memory_internal._recall_filters(filters);
-    -- Definer: the org is checked against the calling role here.
-    PERFORM memory_internal._require_org(recall.org_id);
-    -- Clearance: the caller's in this org, lowered by a max_tier filter.
-    tier := memory_internal._clearance(recall.org_id)::memory.classification;
-    IF f ? 'max_tier' THEN
-        tier := least(tier, (f->>'max_tier')::memory.classification);
-    END IF;
-    c := memory_internal._recall_columns(tbl, f, recall.project_id, query_embedding IS NOT NULL);
-    -- The query embedding: only for a source with embeddings, of their dimensions, finite.
-    IF query_embedding IS NOT NULL THEN
-        IF c->>'embedding' IS NULL THEN
-            RAISE EXCEPTION 'memory.recall: % has no embeddings to compare query_embedding with', coalesce(tbl, 'memory.observations'::regclass)
-                USING ERRCODE = '22023',
-                HINT = CASE WHEN tbl IS NULL THEN 'Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL.'
-                            ELSE format('Map the table''s vector column with memory.govern(%L, ''{"embedding": "<column>", ...}'') (pgvector), or pass query_embedding => NULL.', tbl::text) END;
-        END IF;
-        qv := memory_internal._query_vector(query_embedding, (c->>'dims')::int);
-    END IF;
-    q := websearch_to_tsquery('english', coalesce(query, ''));
-    -- A blank query (or one of stop words only) without filters matches nothing: no rows, no event.
-    -- With filters it lists the newest matching memories.
-    IF numnode(q) = 0 AND f = '{}'::jsonb AND qv IS NULL THEN
-        RETURN;
-    END IF;
-    rows := memory_internal._run_plan(memory_internal._plan_as_of(
-                memory_internal._recall_plan(recall.org_id, CASE WHEN numnode(q) > 0 THEN query END, k, recall.project_id, f, tier, c, tbl, qv),
-                as_of, 'memory.recall', c->>'created_at'),
-                tbl IS NOT NULL);
     RETURN QUERY
-    SELECT (j.x->>0)::uuid, j.x->>1,
-           CASE WHEN (j.x->>2) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.classification)::text[]) THEN (j.x->>2)::memory.classification END,
-           (j.x->>3)::float8, (j.x->>4)::float8, (j.x->>5)::timestamptz, j.x->>6, j.x->>7,
-           CASE WHEN (j.x->>8) OPERATOR(pg_catalog.=) ANY (enum_range(NULL::memory.memory_type)::text[]) THEN (j.x->>8)::memory.memory_type END,
-           (j.x->>9)::int, (j.x->>10)::int, j.x->11
-      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)
-     ORDER BY j.o;
-    PERFORM memory_internal._read_event('memory.recall',
-        recall.org_id, recall.project_id,
-        jsonb_build_object('ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY o) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)), '[]'),
-                           'count', jsonb_array_length(rows), 'k', k,
-                           'filter_keys', to_jsonb(ARRAY(SELECT kk FROM jsonb_object_keys(f) kk ORDER BY 1)),
-                           'query_sha256', encode(sha256(convert_to(coalesce(query, ''), 'UTF8')), 'hex'))
-        || CASE WHEN qv IS NULL THEN '{}'::jsonb
-                ELSE jsonb_build_object('query_embedding_sha256', encode(sha256(convert_to(qv, 'UTF8')), 'hex')) END
-        || CASE WHEN tbl IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('source', tbl::text) END
-        || CASE WHEN as_of IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('as_of', memory_internal._utc_text(as_of)) END);
+    SELECT r.id::uuid, r.content, r.classification::memory.classification, r.weight, r.score, r.created_at::timestamptz,
+           r.user_id, r.session_id, r.memory_type::memory.memory_type, r.lexical_rank, r.vector_rank, r.metadata
+      FROM memory_internal._recall(recall.org_id, recall.query, recall.k, recall.project_id, recall.filters, recall.query_embedding,
+                                   recall.source, recall.as_of) r;
 END $$;
 COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz) IS
   'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[], real[], a pgvector vector, or text: an untyped literal such as ''[1,2,3]'') by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source); never a superseded memory; as_of: what was live then, each memory as its revision valid then. Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';

@@ -2,13 +2,17 @@
 //! (the rule is `memory_core::vector`), and the statements `memory_core::retrieval` renders, run
 //! through plans kept per backend.
 
+pub(crate) mod body;
+
 use crate::errors::{MxError, OrRaise};
-use crate::pg::spi::{kept, kept_text, kept_text_cursor, Fetched};
+use crate::pg::identity::LocalSetting;
+use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse_lists, Candidate};
 use memory_core::retrieval::{namespace_path, render, render_one_pass, Plan, PlanError};
 use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ffi::CString;
 use std::time::{Duration, Instant};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -129,6 +133,11 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
             if filter { err.hint(memory_core::retrieval::filter::HINT) } else { err }
         })
         .or_raise();
+    run_plan(&plan, as_caller)
+}
+
+/// Runs a checked plan (see `retrieve_plan`): its rows as one JSON array's text, best first.
+pub(crate) fn run_plan(plan: &Plan, as_caller: bool) -> String {
     let _role = if as_caller {
         let who = crate::trust::caller();
         if who == pg_sys::InvalidOid {
@@ -138,39 +147,18 @@ fn retrieve_plan(plan: &str, as_caller: bool) -> String {
     } else {
         None
     };
-    // pgvector's iterative index scan for the vector list, for this read only (the settings it
-    // replaced come back after it; an error ends the transaction, which drops them too).
-    let hnsw = plan.vector.is_some().then(|| hnsw_begin(plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX))));
-    let rows = read(&plan);
-    if let Some(old) = hnsw {
-        hnsw_end(old);
-    }
+    // pgvector's iterative index scan (relaxed order: the vector list is re-sorted by distance)
+    // and ef_search for a list of the plan's depth (100 to 1000), for this read only: set as a
+    // function's SET clause sets them, and put back when they drop (the later first; an error
+    // ends the transaction, which drops them too).
+    let vector = plan.vector.is_some();
+    let depth = plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX)).clamp(100, 1000);
+    let iterative = vector.then(|| LocalSetting::set(c"hnsw.iterative_scan", c"relaxed_order"));
+    let ef = vector.then(|| LocalSetting::set(c"hnsw.ef_search", &CString::new(depth.to_string()).unwrap_or_default()));
+    let rows = read(plan);
+    drop(ef);
+    drop(iterative);
     rows
-}
-
-/// Sets pgvector's iterative scan (relaxed order: the vector list is re-sorted by distance) and
-/// ef_search for a list of `depth` (100 to 1000) for the transaction; returns what they were.
-fn hnsw_begin(depth: u32) -> (Option<String>, Option<String>) {
-    const BEGIN: &str = "SELECT pg_catalog.current_setting('hnsw.iterative_scan', true), pg_catalog.current_setting('hnsw.ef_search', true), \
-                         pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), pg_catalog.set_config('hnsw.ef_search', $1, true)";
-    let ef = depth.clamp(100, 1000).to_string();
-    Spi::connect(|client| {
-        let t = kept(&client, BEGIN, &[pg_sys::TEXTOID], &[DatumWithOid::from(ef.as_str())], None).map_err(MxError::spi_in("recall"))?;
-        let row = t.first();
-        Ok::<_, MxError>((row.get::<String>(1).map_err(MxError::spi_in("recall"))?, row.get::<String>(2).map_err(MxError::spi_in("recall"))?))
-    })
-    .or_raise()
-}
-
-fn hnsw_end(old: (Option<String>, Option<String>)) {
-    const END: &str = "SELECT pg_catalog.set_config('hnsw.iterative_scan', coalesce($1, 'off'), true), \
-                       pg_catalog.set_config('hnsw.ef_search', coalesce($2, '40'), true)";
-    Spi::connect(|client| {
-        kept(&client, END, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[DatumWithOid::from(old.0), DatumWithOid::from(old.1)], None)
-            .map(|_| ())
-            .map_err(MxError::spi_in("recall"))
-    })
-    .or_raise()
 }
 
 /// The plan's rows: the one pass when it applies, else the rendered statement.

@@ -8,10 +8,12 @@
 //! - `plan`: the plan, read from the JSON object the SQL callers build;
 //! - `filter`: the §16 filter language over a jsonb column, parsed into a tree;
 //! - `words`: how a query's words are matched (any word, or websearch syntax);
+//! - `recall`: memory.recall's argument checks, plan and read event;
 //! - `render`: the plan to a statement and its parameters.
 
 pub mod filter;
 pub mod plan;
+pub mod recall;
 pub mod render;
 pub mod words;
 

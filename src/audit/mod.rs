@@ -11,7 +11,7 @@
 
 pub mod denied;
 mod integrate;
-mod reads;
+pub(crate) mod reads;
 mod jsonb;
 pub mod storage;
 mod trigger;

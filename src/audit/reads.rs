@@ -55,7 +55,7 @@ fn audit_read(event_type: Option<&str>, payload: Option<&str>, org_id: Option<St
     append_read(event_type, payload, org_id, project_id).or_raise()
 }
 
-fn append_read(event_type: Option<&str>, payload: Option<&str>, org_id: Option<String>, project_id: Option<String>) -> Result<(), MxError> {
+pub(crate) fn append_read(event_type: Option<&str>, payload: Option<&str>, org_id: Option<String>, project_id: Option<String>) -> Result<(), MxError> {
     let event_type = match event_type {
         Some(e) if handover::is_read_event(e) => e.to_string(),
         other => {

@@ -8,6 +8,7 @@ pub mod compat;
 pub mod error;
 pub mod identity;
 pub mod locks;
+pub mod polymorphic;
 pub mod scan;
 pub mod shmem;
 pub mod spi;

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(57);
+SELECT plan(58);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -124,6 +124,7 @@ BEGIN
     -- cosine distance to [1,0,0]: a1 0, a2 0.006, a3 and a4 1 (ties by id: 1, 2, 3, 4).
     -- RRF (k = 60) × weight 1: a1 2/61, a3 1/62 + 1/63, a4 1/63 + 1/64, a2 1/62.
     SET LOCAL ROLE vx_reader;
+    PERFORM set_config('vx.hnsw', coalesce(current_setting('hnsw.ef_search', true), '') || '/' || coalesce(current_setting('hnsw.iterative_scan', true), ''), true);
     SELECT string_agg(format('%s:%s:%s:%s', right(r.id::text, 2), coalesce(r.lexical_rank::text, '-'), coalesce(r.vector_rank::text, '-'),
                              round(r.score::numeric, 6)), ' ' ORDER BY r.ord) INTO x
       FROM memory.recall('acme', 'payments', 10, query_embedding => '{1,0,0}')
@@ -134,6 +135,8 @@ BEGIN
       FROM memory.recall('acme', '', 10, filters => '{"user_id": "u2"}', query_embedding => '{0.1,0,1}')
            WITH ORDINALITY r(id, content, classification, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, metadata, ord);
     RETURN QUERY SELECT is(x, 'a4:-:1 a3:-:2', 'a blank query with an embedding ranks by vector alone, within the filter');
+    RETURN QUERY SELECT is(coalesce(current_setting('hnsw.ef_search', true), '') || '/' || coalesce(current_setting('hnsw.iterative_scan', true), ''),
+                           current_setting('vx.hnsw'), 'recall puts pgvector''s ef_search and iterative_scan back after its read');
     RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0}') $$, '22023',
                                   'query_embedding has 2 dimensions, the embeddings have 3', 'dimensions that do not match are 22023');
     RETURN QUERY SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,NaN,0}') $$, '22023',

@@ -1,0 +1,323 @@
+//! memory.recall in one call (issue 47): `memory_internal._recall` checks the arguments, the org,
+//! the clearance and the source, builds the plan, runs it through the engine and appends the read
+//! event; memory.recall (sql/recall.sql) is its typed face. The rules are
+//! `memory_core::retrieval::recall`'s; here only what needs the database: the org and clearance
+//! (`trust`), a governed table's mapping and a timestamp filter's parsing (their SQL functions,
+//! memory_internal._recall_columns and _recall_filters), the query's words, and the embedding
+//! column's dimensions.
+
+use super::{refuse, run_plan};
+use crate::errors::{code, MxError, OrRaise};
+use crate::pg::polymorphic::{self, regclass_text, relation_names};
+use crate::pg::spi::kept;
+use memory_core::retrieval::recall::{self as rc, RecallArgs, Refusal};
+use memory_core::retrieval::Plan;
+use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
+use pgrx::datum::{AnyElement, DatumWithOid, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use serde_json::{Map, Value};
+
+const FN: &str = "memory.recall";
+
+fn refusal(r: Refusal) -> MxError {
+    let e = MxError::new(r.code, r.message);
+    match r.hint {
+        Some(h) => e.hint(h),
+        None => e,
+    }
+}
+
+fn spi(e: pgrx::spi::Error) -> MxError {
+    MxError::spi("recall", e)
+}
+
+type RecallRow = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<f64>,
+    Option<f64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i32>,
+    Option<i32>,
+    Option<pgrx::JsonB>,
+);
+
+/// memory.recall's body (sql/recall.sql; its arguments as memory.recall takes them, `source` a
+/// regclass's oid, `query_embedding` of any of the types memory_internal._query_vector takes).
+/// Its rows in order, as text where memory.recall casts them (uuid, the enums, the time); a label
+/// that is not the enum's is NULL. Runs as memory.recall's definer: not for PUBLIC.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_recall")]
+fn recall_body(
+    org_id: Option<&str>,
+    query: Option<&str>,
+    k: Option<i32>,
+    project_id: Option<&str>,
+    filters: Option<pgrx::JsonB>,
+    query_embedding: Option<AnyElement>,
+    source: Option<pg_sys::Oid>,
+    as_of: Option<TimestampWithTimeZone>,
+) -> TableIterator<
+    'static,
+    (
+        name!(id, Option<String>),
+        name!(content, Option<String>),
+        name!(classification, Option<String>),
+        name!(weight, Option<f64>),
+        name!(score, Option<f64>),
+        name!(created_at, Option<String>),
+        name!(user_id, Option<String>),
+        name!(session_id, Option<String>),
+        name!(memory_type, Option<String>),
+        name!(lexical_rank, Option<i32>),
+        name!(vector_rank, Option<i32>),
+        name!(metadata, Option<pgrx::JsonB>),
+    ),
+> {
+    TableIterator::new(recall(org_id, query, k, project_id, filters.map(|f| f.0), query_embedding, source, as_of).or_raise())
+}
+
+/// quote_literal's form of a text.
+fn quote_literal(s: &str) -> String {
+    let q = s.replace('\'', "''");
+    if q.contains('\\') {
+        format!("E'{}'", q.replace('\\', "\\\\"))
+    } else {
+        format!("'{q}'")
+    }
+}
+
+fn observations_oid() -> pg_sys::Oid {
+    polymorphic::relation_oid(c"memory", c"observations")
+}
+
+/// A jsonb value through SQL: `sql` of one jsonb argument and the others, answering jsonb.
+fn jsonb_call(sql: &'static str, types: &[pg_sys::Oid], args: &[DatumWithOid]) -> Result<Value, MxError> {
+    Spi::connect(|client| {
+        let t = kept(&client, sql, types, args, None).map_err(spi)?;
+        Ok(t.first().get::<pgrx::JsonB>(1).map_err(spi)?.map_or(Value::Null, |j| j.0))
+    })
+}
+
+/// What the words of the query and the source's vector setup say: whether the query has words
+/// (numnode of websearch_to_tsquery), and, when asked, memory.observations' embedding column
+/// (Some(dims)) and pgvector's schema.
+struct Context {
+    has_words: bool,
+    embedding: Option<Option<i64>>,
+    vector_schema: Option<String>,
+}
+
+fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
+    const SQL: &str = "SELECT pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english', coalesce($1, ''))) OPERATOR(pg_catalog.>) 0, \
+                       CASE WHEN $2 THEN (SELECT e.dimensions FROM memory.ann_settings e) END, \
+                       CASE WHEN $2 THEN EXISTS (SELECT FROM pg_catalog.pg_attribute a \
+                            WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
+                              AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) END, \
+                       CASE WHEN $3 THEN (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n \
+                            ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'vector') END";
+    let (has_words, dims, has_col, schema) = Spi::connect(|client| {
+        let t = kept(
+            &client,
+            SQL,
+            &[pg_sys::TEXTOID, pg_sys::BOOLOID, pg_sys::BOOLOID],
+            &[DatumWithOid::from(query), DatumWithOid::from(observations_embedding), DatumWithOid::from(want_schema)],
+            None,
+        )
+        .map_err(spi)?;
+        let r = t.first();
+        Ok::<_, MxError>((
+            r.get::<bool>(1).map_err(spi)?.unwrap_or(false),
+            r.get::<i32>(2).map_err(spi)?,
+            r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
+            r.get::<String>(4).map_err(spi)?,
+        ))
+    })?;
+    // (The embedding column comes with memory.ann_settings' row; the column's own type without one.)
+    let embedding = if !observations_embedding || (dims.is_none() && !has_col) {
+        None
+    } else if let Some(d) = dims {
+        Some(Some(i64::from(d)))
+    } else {
+        let d = Spi::connect(|client| {
+            let t = kept(&client, "SELECT memory_internal._embedding_dims('memory.observations'::pg_catalog.regclass, 'embedding')", &[], &[], None)
+                .map_err(spi)?;
+            t.first().get::<i32>(1).map_err(spi)
+        })?;
+        Some(d.map(i64::from))
+    };
+    Ok(Context { has_words, embedding, vector_schema: schema })
+}
+
+/// The query embedding as pgvector's text, checked against `dims` (memory_internal._query_vector's
+/// rules: float8[] and real[] and text here, the other types through that function).
+fn query_vector(e: &AnyElement, dims: Option<i64>) -> Result<String, MxError> {
+    let want = dims.and_then(|d| usize::try_from(d).ok());
+    if let Some(components) = polymorphic::float_array(e) {
+        let components = components.map_err(|()| refuse(QueryVectorError::NotOneDimensional))?;
+        return query_vector_text(&to_f32(&components), want).map_err(refuse);
+    }
+    if let Some(s) = polymorphic::text_value(e) {
+        return parse_query_vector(&s).and_then(|v| query_vector_text(&v, want)).map_err(refuse);
+    }
+    Spi::connect(|client| {
+        let args = [polymorphic::argument(e), DatumWithOid::from(dims.and_then(|d| i32::try_from(d).ok()))];
+        let r = client.select("SELECT memory_internal._query_vector($1, $2)", None, &args).map_err(spi)?;
+        Ok(r.first().get::<String>(1).map_err(spi)?.unwrap_or_default())
+    })
+}
+
+fn utc_text(at: TimestampWithTimeZone) -> Result<String, MxError> {
+    Spi::connect(|client| {
+        let t = kept(&client, "SELECT memory_internal._utc_text($1)", &[pg_sys::TIMESTAMPTZOID], &[DatumWithOid::from(at)], None).map_err(spi)?;
+        Ok(t.first().get::<String>(1).map_err(spi)?.unwrap_or_default())
+    })
+}
+
+fn text_of(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn float_of(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn label_of(v: Option<&Value>, labels: &[&str]) -> Option<String> {
+    v.and_then(Value::as_str).filter(|s| labels.contains(s)).map(str::to_owned)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn recall(
+    org: Option<&str>,
+    query: Option<&str>,
+    k: Option<i32>,
+    project_id: Option<&str>,
+    filters: Option<Value>,
+    embedding: Option<AnyElement>,
+    source: Option<pg_sys::Oid>,
+    as_of: Option<TimestampWithTimeZone>,
+) -> Result<Vec<RecallRow>, MxError> {
+    // Input first: nothing is read or written for a call that is refused.
+    rc::check_read_args(FN, org, k).map_err(refusal)?;
+    let (org, k) = (org.unwrap_or_default(), k.unwrap_or_default());
+    if let Some(at) = as_of {
+        let raw: i64 = at.into();
+        if raw == i64::MAX || raw == i64::MIN {
+            return Err(MxError::bad_argument(format!("{FN}: as_of must be a finite time, got {}", if raw == i64::MAX { "infinity" } else { "-infinity" }))
+                .hint("Pass the time to read the memories as of, or NULL for now."));
+        }
+    }
+    let tbl = source.filter(|&s| s != observations_oid());
+    rc::check_as_of_with(as_of.is_some(), tbl.is_some(), embedding.is_some(), filters.as_ref()).map_err(refusal)?;
+    let f: Map<String, Value> = match rc::check_filters(filters.as_ref()).map_err(refusal)? {
+        Some(f) => f,
+        // Timestamps: parsed by the database (memory_internal._recall_filters, which checks all).
+        None => match jsonb_call("SELECT memory_internal._recall_filters($1)", &[pg_sys::JSONBOID], &[DatumWithOid::from(filters.map(pgrx::JsonB))])? {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+    };
+    // Definer: the org is checked against the calling role here.
+    crate::trust::require_org(Some(org))?;
+    // Clearance: the caller's in this org, lowered by a max_tier filter.
+    let clearance = crate::trust::clearance(Some(org))?;
+    let tier = rc::effective_tier(clearance.as_deref(), f.get("max_tier").and_then(Value::as_str));
+    let want_embedding = embedding.is_some();
+    let ctx = context(query, tbl.is_none() && want_embedding, want_embedding)?;
+    let columns: Map<String, Value> = match tbl {
+        None => rc::observation_columns(ctx.embedding),
+        Some(t) => match jsonb_call(
+            "SELECT memory_internal._recall_columns($1, $2, $3, $4)",
+            &[pg_sys::REGCLASSOID, pg_sys::JSONBOID, pg_sys::TEXTOID, pg_sys::BOOLOID],
+            &[DatumWithOid::from(t), DatumWithOid::from(pgrx::JsonB(Value::Object(f.clone()))), DatumWithOid::from(project_id), DatumWithOid::from(want_embedding)],
+        )? {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+    };
+    // The query embedding: only for a source with embeddings, of their dimensions, finite.
+    let qv = match &embedding {
+        None => None,
+        Some(e) => {
+            if columns.get("embedding").and_then(Value::as_str).is_none() {
+                let err = MxError::bad_argument(format!(
+                    "{FN}: {} has no embeddings to compare query_embedding with",
+                    tbl.map_or_else(|| "memory.observations".to_owned(), regclass_text)
+                ));
+                return Err(match tbl {
+                    None => err.hint("Call memory.enable_embeddings(dimensions) (pgvector) and write embeddings with the memories, or pass query_embedding => NULL."),
+                    Some(t) => err.hint(format!(
+                        "Map the table's vector column with memory.govern({}, '{{\"embedding\": \"<column>\", ...}}') (pgvector), or pass query_embedding => NULL.",
+                        quote_literal(&regclass_text(t))
+                    )),
+                });
+            }
+            Some(query_vector(e, columns.get("dims").and_then(Value::as_i64))?)
+        }
+    };
+    // A blank query (or one of stop words only) without filters matches nothing: no rows, no
+    // event. With filters it lists the newest matching memories.
+    if !ctx.has_words && f.is_empty() && qv.is_none() {
+        return Ok(Vec::new());
+    }
+    let relation = match tbl {
+        None => ("memory".to_owned(), "observations".to_owned()),
+        Some(t) => relation_names(t),
+    };
+    let at = as_of.map(utc_text).transpose()?;
+    let plan = rc::recall_plan(&RecallArgs {
+        org,
+        query: if ctx.has_words { query } else { None },
+        k,
+        project_id,
+        filters: &f,
+        tier,
+        columns: &columns,
+        relation: (&relation.0, &relation.1),
+        source: tbl.is_some(),
+        vector: qv.as_deref().map(|v| (v, ctx.vector_schema.as_deref())),
+    });
+    let plan = rc::plan_as_of(plan, at.as_deref(), columns.get("created_at").and_then(Value::as_str));
+    let plan = Plan::from_json(&plan).map_err(|e| MxError::new(code::INTERNAL, format!("memory_ext recall: {}", e.0)))?;
+    let text = run_plan(&plan, tbl.is_some());
+    let rows: Vec<Value> = match serde_json::from_str(&text) {
+        Ok(Value::Array(rows)) => rows,
+        _ => return Err(MxError::new(code::INTERNAL, "memory_ext recall: the engine's rows are not a JSON array")),
+    };
+    let ids: Vec<Value> = rows.iter().map(|r| r.get(0).cloned().unwrap_or(Value::Null)).collect();
+    let event = rc::read_event(ids, k, &f, query, qv.as_deref(), tbl.map(regclass_text).as_deref(), at.as_deref());
+    let out = rows
+        .into_iter()
+        .map(|r| {
+            let x = |i: usize| r.get(i);
+            (
+                text_of(x(0)),
+                text_of(x(1)),
+                label_of(x(2), &rc::CLASSIFICATIONS),
+                float_of(x(3)),
+                float_of(x(4)),
+                text_of(x(5)),
+                text_of(x(6)),
+                text_of(x(7)),
+                label_of(x(8), &rc::MEMORY_TYPES),
+                x(9).and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok()),
+                x(10).and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok()),
+                x(11).cloned().map(pgrx::JsonB),
+            )
+        })
+        .collect();
+    crate::audit::reads::append_read(Some(FN), Some(&rc::jsonb_text(&event)), Some(org.to_owned()), project_id.map(str::to_owned))?;
+    Ok(out)
+}
