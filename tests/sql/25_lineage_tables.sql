@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(43);
+SELECT plan(46);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -189,6 +189,21 @@ CREATE TEMP TABLE er AS SELECT memory.erase_subject('eve') AS r;
 SELECT ok((SELECT r->'derived_forgotten' @> to_jsonb(ARRAY[pg_temp.id('team')::text]) FROM er), 'erase_subject takes the governed rows made from the subject''s memories');
 SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('team')), 0::bigint, 'the row is gone');
 SELECT ok((SELECT (r->'receipt'->>'count')::int >= 2 FROM er), 'the receipt counts it with the memory');
+
+-- The table's own row-level security decides what the forgetting caller's DELETE reaches.
+SET ROLE lt_owner;
+CREATE POLICY app_keep_zed ON public.lt_notes AS RESTRICTIVE FOR DELETE USING (user_id IS DISTINCT FROM 'zed');
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 8 was lost') RETURNING id) INSERT INTO ids SELECT 'src8', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, derived_from) VALUES ('acme', 'zed', 'Orders get lost', ARRAY[pg_temp.id('src8')]) RETURNING id)
+    INSERT INTO ids SELECT 'row8', id FROM x;
+SELECT is((SELECT r->'derived_forgotten' FROM memory.forget(ARRAY[pg_temp.id('src8')], 'request 3') r), '[]'::jsonb,
+          'a row the table''s row-level security keeps from the caller''s DELETE is not forgotten');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row8')), 1::bigint, 'it stays');
+SELECT ok((SELECT l.payload->'derived_kept' @> to_jsonb(ARRAY[pg_temp.id('row8')::text]) FROM public.audit_log_now() l
+            WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'request 3'), 'named for the org''s admins (derived_kept)');
 
 -- The trigger functions run only on a table governed with the option.
 SET ROLE lt_owner;
