@@ -77,9 +77,10 @@ WITH RECURSIVE w(id, depth) AS (
 SELECT w.id, pg_catalog.min(w.depth)::int FROM w WHERE NOT w.id OPERATOR(pg_catalog.=) ANY (ids) GROUP BY w.id
 $$;
 
--- BEFORE INSERT OR UPDATE of a memory with sources (the trigger memory_ancestry, which fires
--- before the classify trigger). The sources a write adds (all of them on INSERT; on UPDATE those
--- not there before: taking one away needs no check) must each be a memory of the row's org, not
+-- BEFORE UPDATE of a memory with sources (the trigger memory_ancestry, which fires before the
+-- classify trigger; an INSERT's sources are the classify trigger's Rust pass, with the same rules).
+-- The sources a write adds (on UPDATE those not there before: taking one away needs no check; the
+-- function keeps its INSERT branch for a trigger attached otherwise) must each be a memory of the row's org, not
 -- soft-deleted, within the writer's clearance there, else 22023 (a missing id and another org's
 -- alike); a concurrent forget or reclassify of a source waits for the write (and then takes it
 -- along) or the write waits for it (advisory locks, below); an UPDATE may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
@@ -161,12 +162,14 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER memory_ancestry BEFORE INSERT OR UPDATE ON memory.observations FOR EACH ROW
+-- (An INSERT is the classify trigger's: its Rust pass, src/classify/lineage.rs, applies the same
+-- checks and floors in two kept statements.)
+CREATE TRIGGER memory_ancestry BEFORE UPDATE ON memory.observations FOR EACH ROW
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_floor();
 
--- BEFORE INSERT OR UPDATE of a memory with sources, after the classify trigger has stamped its
--- retention (the trigger memory_lineage): its retention ends no later than its sources' (the
+-- BEFORE UPDATE of a memory with sources, after the classify trigger has stamped its retention
+-- (the trigger memory_lineage; an INSERT's ceiling is the classify trigger's): its retention ends no later than its sources' (the
 -- earliest expires_at and purge_after) when its sources are written, and an UPDATE that keeps
 -- them never makes it later than it was. SECURITY DEFINER, as memory_internal._lineage_floor.
 CREATE FUNCTION memory_internal._lineage_ceiling()
@@ -193,7 +196,7 @@ BEGIN
     NEW.purge_after := least(NEW.purge_after, p);
     RETURN NEW;
 END $$;
-CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON memory.observations FOR EACH ROW
+CREATE TRIGGER memory_lineage BEFORE UPDATE ON memory.observations FOR EACH ROW
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_ceiling();
 

@@ -1,0 +1,144 @@
+//! The classify trigger's lineage pass on an INSERT into memory.observations (SPEC §18,
+//! docs/reference.md#lineage): the row's `derived_from` checked (memory_core::lineage), the
+//! sources locked and read in two kept statements as the extension owner, and the floors taken in
+//! the same pass as the tier and the stamps. An UPDATE keeps the PL/pgSQL triggers of
+//! sql/lineage.sql (memory_ancestry, memory_lineage), which apply the same rules to what it adds.
+
+use crate::errors::{code, MxError};
+use crate::pg::tuple::{Column, Deformed, RowTrigger};
+use memory_core::classify::Tier;
+use memory_core::lineage::{self, SourcesError};
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// memory.observations' lineage columns (on a Citus shard of it: `shard`, and lineage refused).
+pub struct LineageColumns {
+    derived_from: Column,
+    id: Column,
+    shard: bool,
+}
+
+/// What the sources of a new derived memory give it.
+pub struct Floors {
+    /// The strictest source's tier.
+    pub tier: Option<Tier>,
+    /// The least trusted source's trust rank (1..=5).
+    pub worst: Option<i32>,
+    /// The earliest expires_at and purge_after of the sources (microseconds).
+    pub expires: Option<i64>,
+    pub purge: Option<i64>,
+}
+
+// The org's lineage lock, then each source's, shared, in the order memory_internal._lineage_floor
+// takes them (the org's, then the sources' by id): a forget or a tightening source that holds one
+// exclusively is waited for, and the sources are read after, under a new snapshot.
+const LOCKS: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared(l.k) FROM (
+    SELECT 0 AS n, NULL::uuid AS x, pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) $1, 0) AS k
+    UNION ALL
+    SELECT 1, u.x, pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) u.x::pg_catalog.text, 0) FROM pg_catalog.unnest($2) u(x)) l
+  ORDER BY l.n, l.x";
+
+// The sources that are live memories of the org within the writer's clearance ($3), and their floors.
+const SOURCES: &str = "SELECT pg_catalog.count(*)::pg_catalog.int4, pg_catalog.max(s.classification)::pg_catalog.text,
+       pg_catalog.max(coalesce(pg_catalog.array_position('{decision,fact,preference,tool_result}'::memory.source_type[], s.source_type), 5))::pg_catalog.int4,
+       pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after)
+  FROM memory.observations s
+ WHERE s.org_id OPERATOR(pg_catalog.=) $1 AND s.id OPERATOR(pg_catalog.=) ANY ($2) AND s.soft_deleted_at IS NULL
+   AND s.classification OPERATOR(pg_catalog.<=) $3::memory.classification";
+
+// The first source named that is not one (the refusal's message).
+const MISSING: &str = "SELECT u.x FROM pg_catalog.unnest($2) WITH ORDINALITY u(x, n)
+  WHERE NOT EXISTS (SELECT 1 FROM memory.observations s WHERE s.org_id OPERATOR(pg_catalog.=) $1 AND s.id OPERATOR(pg_catalog.=) u.x
+                       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) $3::memory.classification)
+  ORDER BY u.n LIMIT 1";
+
+impl LineageColumns {
+    /// memory.observations' (or a Citus shard's of it) derived_from and id columns; None for any
+    /// other table (a governed table's lineage is its own triggers').
+    pub fn resolve(row: &RowTrigger) -> Result<Option<Self>, MxError> {
+        let name = row.relname();
+        let shard = name != "memory.observations";
+        if shard && !(name.starts_with("memory.observations_") && crate::pg::citus::logical_table(row.relid()).is_some()) {
+            return Ok(None);
+        }
+        let derived_from = row.column("derived_from", "derived_from")?;
+        let id = row.column("id", "id")?;
+        if derived_from.typoid != pg_sys::UUIDARRAYOID || id.typoid != pg_sys::UUIDOID {
+            return Ok(None);
+        }
+        Ok(Some(LineageColumns { derived_from, id, shard }))
+    }
+
+    /// The new row's sources, checked and each once (None: none); the column rewritten when that
+    /// changed it (whether it did, second).
+    pub fn sources(&self, new: &mut Deformed) -> Result<(Option<Vec<pgrx::Uuid>>, bool), MxError> {
+        let Some(d) = new.get(&self.derived_from) else { return Ok((None, false)) };
+        if self.shard {
+            return Err(MxError::new(code::FEATURE_NOT_SUPPORTED, "derived_from is not supported on a distributed store (memory.distribute)")
+                .hint("Write the memory without derived_from; lineage runs on a single node."));
+        }
+        // SAFETY: a non-NULL uuid[] datum of the row deformed for this firing.
+        let (ndims, ids) = unsafe { uuid_array(d) };
+        let own = new.get(&self.id).map(|d| unsafe { uuid_at(d) });
+        let got = lineage::sources(own, &ids, ndims).map_err(|e: SourcesError| {
+            MxError::bad_argument(e.message(&own.map(|u| u.to_string()).unwrap_or_default())).hint(e.hint())
+        })?;
+        let changed = got.as_ref().map_or(true, |g| g.len() != ids.len());
+        if changed {
+            match &got {
+                None => new.set_null(&self.derived_from),
+                Some(g) => new.set(&self.derived_from, g.clone().into_datum().expect("uuid[] datum")),
+            }
+        }
+        Ok((got, changed))
+    }
+}
+
+/// A uuid[] datum's dimensions and elements (None: NULL).
+unsafe fn uuid_array(d: pg_sys::Datum) -> (i32, Vec<Option<pgrx::Uuid>>) {
+    let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+    let ndims = (*arr).ndim;
+    let a = pgrx::Array::<pgrx::Uuid>::from_polymorphic_datum(pg_sys::Datum::from(arr), false, pg_sys::UUIDARRAYOID);
+    (ndims, a.map(|a| a.iter().collect()).unwrap_or_default())
+}
+
+/// A uuid datum's value.
+unsafe fn uuid_at(d: pg_sys::Datum) -> pgrx::Uuid {
+    let p = d.cast_mut_ptr::<u8>();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(std::slice::from_raw_parts(p, 16));
+    pgrx::Uuid::from_bytes(b)
+}
+
+/// The sources `ids` of a new memory of `org`: each a live memory of the org within the writer's
+/// clearance there (22023 otherwise, a missing id and another org's alike), locked shared until
+/// commit; their floors. Read as the extension owner (the writer may not read its sources).
+pub fn floors(org: &str, ids: Vec<pgrx::Uuid>) -> Result<Floors, MxError> {
+    crate::trust::require_org(Some(org))?;
+    let cl = crate::trust::clearance(Some(org))?.unwrap_or_else(|| "public".into());
+    let n = ids.len();
+    let _owner = crate::trust::AsOwner::enter()?;
+    let e = MxError::spi_in("lineage");
+    Spi::connect(|client| {
+        let uuids = pg_sys::UUIDARRAYOID;
+        let args: [DatumWithOid; 3] = [org.into(), ids.clone().into(), cl.as_str().into()];
+        crate::pg::spi::kept(&client, LOCKS, &[pg_sys::TEXTOID, uuids], &args[..2], None).map_err(&e)?;
+        let t = crate::pg::spi::kept(&client, SOURCES, &[pg_sys::TEXTOID, uuids, pg_sys::TEXTOID], &args, None).map_err(&e)?;
+        let row = t.first();
+        let found = row.get::<i32>(1).map_err(&e)?.unwrap_or(0);
+        if usize::try_from(found).unwrap_or(0) < n {
+            let miss = client.select(MISSING, Some(1), &args).map_err(&e)?.first().get::<pgrx::Uuid>(1).map_err(&e)?;
+            return Err(MxError::bad_argument(format!(
+                "derived_from names memory {}, which is not a memory of org \"{org}\"",
+                miss.map(|u| u.to_string()).unwrap_or_default()
+            ))
+            .hint("A memory is derived from live memories of its own org that the writer may read."));
+        }
+        Ok(Floors {
+            tier: row.get::<String>(2).map_err(&e)?.as_deref().and_then(Tier::parse),
+            worst: row.get::<i32>(3).map_err(&e)?,
+            expires: row.get::<pgrx::datum::TimestampWithTimeZone>(4).map_err(&e)?.map(|t| t.into_inner()),
+            purge: row.get::<pgrx::datum::TimestampWithTimeZone>(5).map_err(&e)?.map(|t| t.into_inner()),
+        })
+    })
+}
