@@ -72,14 +72,12 @@ impl LineageColumns {
     /// The new row's sources, checked and each once (None: none); the column rewritten when that
     /// changed it (whether it did, second).
     pub fn sources(&self, new: &mut Deformed) -> Result<(Option<Vec<pgrx::Uuid>>, bool), MxError> {
-        let Some(d) = new.get(&self.derived_from) else { return Ok((None, false)) };
+        let Some((ndims, ids)) = new.uuid_array(&self.derived_from) else { return Ok((None, false)) };
         if self.shard {
             return Err(MxError::new(code::FEATURE_NOT_SUPPORTED, "derived_from is not supported on a distributed store (memory.distribute)")
                 .hint("Write the memory without derived_from; lineage runs on a single node."));
         }
-        // SAFETY: a non-NULL uuid[] datum of the row deformed for this firing.
-        let (ndims, ids) = unsafe { uuid_array(d) };
-        let own = new.get(&self.id).map(|d| unsafe { uuid_at(d) });
+        let own = new.uuid(&self.id);
         let got = lineage::sources(own, &ids, ndims).map_err(|e: SourcesError| {
             MxError::bad_argument(e.message(&own.map(|u| u.to_string()).unwrap_or_default())).hint(e.hint())
         })?;
@@ -92,22 +90,6 @@ impl LineageColumns {
         }
         Ok((got, changed))
     }
-}
-
-/// A uuid[] datum's dimensions and elements (None: NULL).
-unsafe fn uuid_array(d: pg_sys::Datum) -> (i32, Vec<Option<pgrx::Uuid>>) {
-    let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-    let ndims = (*arr).ndim;
-    let a = pgrx::Array::<pgrx::Uuid>::from_polymorphic_datum(pg_sys::Datum::from(arr), false, pg_sys::UUIDARRAYOID);
-    (ndims, a.map(|a| a.iter().collect()).unwrap_or_default())
-}
-
-/// A uuid datum's value.
-unsafe fn uuid_at(d: pg_sys::Datum) -> pgrx::Uuid {
-    let p = d.cast_mut_ptr::<u8>();
-    let mut b = [0u8; 16];
-    b.copy_from_slice(std::slice::from_raw_parts(p, 16));
-    pgrx::Uuid::from_bytes(b)
 }
 
 /// The sources `ids` of a new memory of `org`: each a live memory of the org within the writer's
