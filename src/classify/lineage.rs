@@ -1,6 +1,7 @@
 //! The classify trigger's lineage pass on an INSERT into memory.observations (SPEC §18,
 //! docs/reference.md#lineage): the row's `derived_from` checked (memory_core::lineage), the
-//! sources locked and read in two kept statements as the extension owner, and the floors taken in
+//! sources locked (advisory locks taken directly) and read in one kept statement under a new
+//! snapshot as the extension owner, and the floors taken in
 //! the same pass as the tier and the stamps. An UPDATE keeps the PL/pgSQL triggers of
 //! sql/lineage.sql (memory_ancestry, memory_lineage), which apply the same rules to what it adds.
 
@@ -28,15 +29,6 @@ pub struct Floors {
     pub expires: Option<i64>,
     pub purge: Option<i64>,
 }
-
-// The org's lineage lock, then each source's, shared, in the order memory_internal._lineage_floor
-// takes them (the org's, then the sources' by id): a forget or a tightening source that holds one
-// exclusively is waited for, and the sources are read after, under a new snapshot.
-const LOCKS: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared(l.k) FROM (
-    SELECT 0 AS n, NULL::uuid AS x, pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) $1, 0) AS k
-    UNION ALL
-    SELECT 1, u.x, pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) u.x::pg_catalog.text, 0) FROM pg_catalog.unnest($2) u(x)) l
-  ORDER BY l.n, l.x";
 
 // The sources that are live memories of the org within the writer's clearance ($3), and their floors.
 const SOURCES: &str = "SELECT pg_catalog.count(*)::pg_catalog.int4, pg_catalog.max(s.classification)::pg_catalog.text,
@@ -95,21 +87,30 @@ impl LineageColumns {
 /// The sources `ids` of a new memory of `org`: each a live memory of the org within the writer's
 /// clearance there (22023 otherwise, a missing id and another org's alike), locked shared until
 /// commit; their floors. Read as the extension owner (the writer may not read its sources).
-pub fn floors(org: &str, ids: Vec<pgrx::Uuid>) -> Result<Floors, MxError> {
+pub fn floors(org: &str, mut ids: Vec<pgrx::Uuid>) -> Result<Floors, MxError> {
     crate::trust::require_org(Some(org))?;
     let cl = crate::trust::clearance(Some(org))?.unwrap_or_else(|| "public".into());
     let n = ids.len();
+    // The org's lineage lock, then each source's, shared, in the order memory_internal._lineage_floor
+    // takes them (the org's, then the sources' by id): a forget or a tightening source that holds
+    // one exclusively is waited for; the sources are read after, under a new snapshot.
+    crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{org}"));
+    let mut order = ids.clone();
+    order.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for id in &order {
+        crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{id}"));
+    }
     let _owner = crate::trust::AsOwner::enter()?;
     let e = MxError::spi_in("lineage");
+    let types = [pg_sys::TEXTOID, pg_sys::UUIDARRAYOID, pg_sys::TEXTOID];
     Spi::connect(|client| {
-        let uuids = pg_sys::UUIDARRAYOID;
-        let args: [DatumWithOid; 3] = [org.into(), ids.clone().into(), cl.as_str().into()];
-        crate::pg::spi::kept(&client, LOCKS, &[pg_sys::TEXTOID, uuids], &args[..2], None).map_err(&e)?;
-        let t = crate::pg::spi::kept(&client, SOURCES, &[pg_sys::TEXTOID, uuids, pg_sys::TEXTOID], &args, None).map_err(&e)?;
-        let row = t.first();
+        let args: [DatumWithOid; 3] = [org.into(), std::mem::take(&mut ids).into(), cl.as_str().into()];
+        let row = crate::pg::spi::kept_fresh(&client, SOURCES, &types, &args).map_err(&e)?.first();
         let found = row.get::<i32>(1).map_err(&e)?.unwrap_or(0);
         if usize::try_from(found).unwrap_or(0) < n {
-            let miss = client.select(MISSING, Some(1), &args).map_err(&e)?.first().get::<pgrx::Uuid>(1).map_err(&e)?;
+            let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
+            let plan = client.prepare_mut(MISSING, &oids).map_err(&e)?;
+            let miss = client.select(&plan, Some(1), &args).map_err(&e)?.first().get::<pgrx::Uuid>(1).map_err(&e)?;
             return Err(MxError::bad_argument(format!(
                 "derived_from names memory {}, which is not a memory of org \"{org}\"",
                 miss.map(|u| u.to_string()).unwrap_or_default()

@@ -140,3 +140,36 @@ def test_governed_table_rows_made_from_memories_keep_their_floors_and_go_with_th
         conn.execute("INSERT INTO public.digests (id, org_id, content) VALUES (%s, 'acme', 'back again')", (row,))
         checks = dict((c, ok) for c, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)))
         assert checks["absent"] is False and checks["signature"] is True
+
+
+def test_a_derived_insert_waiting_for_a_forget_of_its_source_is_refused(app, conn):
+    """A derived INSERT that names a source being forgotten waits for the forget (the lineage locks)
+    and then reads the sources afresh: the source is gone, so the insert is refused (22023) and
+    nothing derived outlives its source."""
+    import threading
+    with connect(app, WRITER, "acme") as a, connect(app, WRITER, "acme") as b:
+        src = str(a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 12 was late') RETURNING id").fetchone()[0])
+        a.execute("BEGIN")
+        assert a.execute("SELECT memory.forget(ARRAY[%s::uuid], 'user request 12')", (src,)).fetchone()[0]["forgotten"] == [src]
+        out = {}
+
+        def insert():
+            try:
+                b.execute("INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'Orders are late', ARRAY[%s::uuid])", (src,))
+                out["ok"] = True
+            except psycopg.Error as e:
+                out["err"] = e
+        bpid = b.execute("SELECT pg_backend_pid()").fetchone()[0]
+        t = threading.Thread(target=insert)
+        t.start()
+        # It waits on the forget's lineage lock (an advisory lock), whatever the machine's speed.
+        for _ in range(200):
+            if conn.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted", (bpid,)).fetchone()[0]:
+                break
+            t.join(0.05)
+        else:
+            raise AssertionError("the derived insert never waited for the forget")
+        a.execute("COMMIT")
+        t.join(10)
+        assert isinstance(out.get("err"), psycopg.errors.InvalidParameterValue), out
+        assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'Orders are late'").fetchone()[0] == 0
