@@ -239,7 +239,8 @@ impl ClassifyColumns {
         self.touched |= changed;
         let Some(ids) = ids else { return Ok(None) };
         let org = self.org().unwrap_or_default().to_string();
-        let f = super::lineage::floors(&org, ids)?;
+        let Some(l) = self.lineage.as_ref() else { return Ok(None) };
+        let f = l.floors(&org, &ids)?;
         if let Some(st) = memory_core::lineage::trust_floor(self.source_type()?, f.worst) {
             self.set_source_type(st)?;
             self.touched = true;

@@ -1,7 +1,7 @@
 //! The classify trigger's lineage pass on an INSERT into memory.observations (SPEC §18,
 //! docs/reference.md#lineage): the row's `derived_from` checked (memory_core::lineage), the
-//! sources locked (advisory locks taken directly) and read in one kept statement under a new
-//! snapshot as the extension owner, and the floors taken in
+//! sources locked (advisory locks taken directly) and read by their primary key under a new
+//! snapshot without a statement (crate::pg::scan), and the floors taken in
 //! the same pass as the tier and the stamps. An UPDATE keeps the PL/pgSQL triggers of
 //! sql/lineage.sql (memory_ancestry, memory_lineage), which apply the same rules to what it adds.
 
@@ -9,7 +9,6 @@ use crate::errors::{code, MxError};
 use crate::pg::tuple::{Column, Deformed, RowTrigger};
 use memory_core::classify::Tier;
 use memory_core::lineage::{self, SourcesError};
-use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 
 /// memory.observations' lineage columns (on a Citus shard of it: `shard`, and lineage refused).
@@ -17,6 +16,25 @@ pub struct LineageColumns {
     derived_from: Column,
     id: Column,
     shard: bool,
+    /// How the sources are read (not on a shard).
+    read: Option<SourceRead>,
+}
+
+/// memory.observations read by its primary key without a statement (crate::pg::scan): the
+/// table, its primary key index, the columns read (attribute numbers) and the label OIDs of the
+/// tiers and source types, in order. Resolved with the mapping, dropped with it on a change of
+/// the table (a relcache invalidation, an index's included).
+struct SourceRead {
+    rel: pg_sys::Oid,
+    pkey: pg_sys::Oid,
+    org: i16,
+    tier: i16,
+    source_type: i16,
+    deleted: i16,
+    expires: i16,
+    purge: i16,
+    tiers: [pg_sys::Oid; 4],
+    source_types: [pg_sys::Oid; 4],
 }
 
 /// What the sources of a new derived memory give it.
@@ -29,20 +47,6 @@ pub struct Floors {
     pub expires: Option<i64>,
     pub purge: Option<i64>,
 }
-
-// The sources that are live memories of the org within the writer's clearance ($3), and their floors.
-const SOURCES: &str = "SELECT pg_catalog.count(*)::pg_catalog.int4, pg_catalog.max(s.classification)::pg_catalog.text,
-       pg_catalog.max(coalesce(pg_catalog.array_position('{decision,fact,preference,tool_result}'::memory.source_type[], s.source_type), 5))::pg_catalog.int4,
-       pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after)
-  FROM memory.observations s
- WHERE s.org_id OPERATOR(pg_catalog.=) $1 AND s.id OPERATOR(pg_catalog.=) ANY ($2) AND s.soft_deleted_at IS NULL
-   AND s.classification OPERATOR(pg_catalog.<=) $3::memory.classification";
-
-// The first source named that is not one (the refusal's message).
-const MISSING: &str = "SELECT u.x FROM pg_catalog.unnest($2) WITH ORDINALITY u(x, n)
-  WHERE NOT EXISTS (SELECT 1 FROM memory.observations s WHERE s.org_id OPERATOR(pg_catalog.=) $1 AND s.id OPERATOR(pg_catalog.=) u.x
-                       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) $3::memory.classification)
-  ORDER BY u.n LIMIT 1";
 
 impl LineageColumns {
     /// memory.observations' (or a Citus shard's of it) derived_from and id columns; None for any
@@ -58,7 +62,8 @@ impl LineageColumns {
         if derived_from.typoid != pg_sys::UUIDARRAYOID || id.typoid != pg_sys::UUIDOID {
             return Ok(None);
         }
-        Ok(Some(LineageColumns { derived_from, id, shard }))
+        let read = if shard { None } else { Some(SourceRead::resolve(row)?) };
+        Ok(Some(LineageColumns { derived_from, id, shard, read }))
     }
 
     /// The new row's sources, checked and each once (None: none); the column rewritten when that
@@ -84,44 +89,84 @@ impl LineageColumns {
     }
 }
 
-/// The sources `ids` of a new memory of `org`: each a live memory of the org within the writer's
-/// clearance there (22023 otherwise, a missing id and another org's alike), locked shared until
-/// commit; their floors. Read as the extension owner (the writer may not read its sources).
-pub fn floors(org: &str, mut ids: Vec<pgrx::Uuid>) -> Result<Floors, MxError> {
-    crate::trust::require_org(Some(org))?;
-    let cl = crate::trust::clearance(Some(org))?.unwrap_or_else(|| "public".into());
-    let n = ids.len();
-    // The org's lineage lock, then each source's, shared, in the order memory_internal._lineage_floor
-    // takes them (the org's, then the sources' by id): a forget or a tightening source that holds
-    // one exclusively is waited for; the sources are read after, under a new snapshot.
-    crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{org}"));
-    let mut order = ids.clone();
-    order.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for id in &order {
-        crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{id}"));
-    }
-    let _owner = crate::trust::AsOwner::enter()?;
-    let e = MxError::spi_in("lineage");
-    let types = [pg_sys::TEXTOID, pg_sys::UUIDARRAYOID, pg_sys::TEXTOID];
-    Spi::connect(|client| {
-        let args: [DatumWithOid; 3] = [org.into(), std::mem::take(&mut ids).into(), cl.as_str().into()];
-        let row = crate::pg::spi::kept_fresh(&client, SOURCES, &types, &args).map_err(&e)?.first();
-        let found = row.get::<i32>(1).map_err(&e)?.unwrap_or(0);
-        if usize::try_from(found).unwrap_or(0) < n {
-            let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
-            let plan = client.prepare_mut(MISSING, &oids).map_err(&e)?;
-            let miss = client.select(&plan, Some(1), &args).map_err(&e)?.first().get::<pgrx::Uuid>(1).map_err(&e)?;
-            return Err(MxError::bad_argument(format!(
-                "derived_from names memory {}, which is not a memory of org \"{org}\"",
-                miss.map(|u| u.to_string()).unwrap_or_default()
-            ))
-            .hint("A memory is derived from live memories of its own org that the writer may read."));
-        }
-        Ok(Floors {
-            tier: row.get::<String>(2).map_err(&e)?.as_deref().and_then(Tier::parse),
-            worst: row.get::<i32>(3).map_err(&e)?,
-            expires: row.get::<pgrx::datum::TimestampWithTimeZone>(4).map_err(&e)?.map(|t| t.into_inner()),
-            purge: row.get::<pgrx::datum::TimestampWithTimeZone>(5).map_err(&e)?.map(|t| t.into_inner()),
+impl SourceRead {
+    fn resolve(row: &RowTrigger) -> Result<Self, MxError> {
+        let at = |name: &str| -> Result<i16, MxError> { Ok(row.column(name, "lineage")?.idx as i16 + 1) };
+        let e = MxError::spi_in("lineage");
+        let pkey = crate::pg::spi::read_one::<pg_sys::Oid>(
+            "SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisprimary",
+            &[row.relid().into()],
+        )
+        .map_err(&e)?
+        .ok_or_else(|| MxError::new(code::NOT_INSTALLED, "memory.observations has no primary key").hint("Reinstall memory_ext."))?;
+        let labels = |typ: &str, names: [&str; 4]| -> Result<[pg_sys::Oid; 4], MxError> {
+            let mut out = [pg_sys::InvalidOid; 4];
+            for (k, n) in names.iter().enumerate() {
+                out[k] = crate::pg::spi::read_one::<pg_sys::Oid>(
+                    "SELECT e.oid FROM pg_catalog.pg_enum e WHERE e.enumtypid OPERATOR(pg_catalog.=) $1::pg_catalog.regtype AND e.enumlabel OPERATOR(pg_catalog.=) $2",
+                    &[typ.into(), (*n).into()],
+                )
+                .map_err(&e)?
+                .ok_or_else(|| MxError::new(code::NOT_INSTALLED, format!("{typ} lacks the label {n}")))?;
+            }
+            Ok(out)
+        };
+        Ok(SourceRead {
+            rel: row.relid(),
+            pkey,
+            org: at("org_id")?,
+            tier: at("classification")?,
+            source_type: at("source_type")?,
+            deleted: at("soft_deleted_at")?,
+            expires: at("expires_at")?,
+            purge: at("purge_after")?,
+            tiers: labels("memory.classification", ["public", "internal", "confidential", "restricted"])?,
+            source_types: labels("memory.source_type", ["decision", "fact", "preference", "tool_result"])?,
         })
-    })
+    }
+}
+
+impl LineageColumns {
+    /// The sources `ids` of a new memory of `org`: each a live memory of the org within the
+    /// writer's clearance there (22023 otherwise, a missing id and another org's alike, the first
+    /// in the order given), locked shared until commit; their floors. The org's lineage lock,
+    /// then each source's, in the order memory_internal._lineage_floor takes them (the org's, then
+    /// the sources' by id): a forget or a tightening source that holds one exclusively is waited
+    /// for; the sources are read after, by their primary key under a new snapshot (as a
+    /// read-write statement sent now would read; crate::pg::scan), without a statement.
+    pub fn floors(&self, org: &str, ids: &[pgrx::Uuid]) -> Result<Floors, MxError> {
+        crate::trust::require_org(Some(org))?;
+        let cl = crate::trust::clearance(Some(org))?.as_deref().and_then(Tier::parse).unwrap_or(Tier::Public);
+        crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{org}"));
+        let mut order = ids.to_vec();
+        order.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        for id in &order {
+            crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{id}"));
+        }
+        let r = self.read.as_ref().ok_or_else(|| MxError::new(code::FEATURE_NOT_SUPPORTED, "derived_from is not supported on a distributed store"))?;
+        let lk = crate::pg::scan::Lookup::begin();
+        let mut f = Floors { tier: None, worst: None, expires: None, purge: None };
+        for id in ids {
+            let key: [u8; 16] = *id.as_bytes();
+            let mut s = lk.backward(r.rel, r.pkey, &[crate::pg::scan::Key::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(key.as_ptr()))])?;
+            let mut found = false;
+            while s.next() {
+                let tier = s.datum(r.tier).and_then(|d| r.tiers.iter().position(|o| o.to_u32() == d.value() as u32)).map(|i| Tier::ALL[i]);
+                let live = s.bytes(r.org) == Some(org.as_bytes()) && s.datum(r.deleted).is_none();
+                let Some(tier) = tier.filter(|t| live && *t <= cl) else { continue };
+                let rank = s.datum(r.source_type).and_then(|d| r.source_types.iter().position(|o| o.to_u32() == d.value() as u32)).map_or(5, |i| i as i32 + 1);
+                f.tier = f.tier.max(Some(tier));
+                f.worst = f.worst.max(Some(rank));
+                f.expires = lineage::ceiling(f.expires, s.datum(r.expires).map(|d| d.value() as i64));
+                f.purge = lineage::ceiling(f.purge, s.datum(r.purge).map(|d| d.value() as i64));
+                found = true;
+                break;
+            }
+            if !found {
+                return Err(MxError::bad_argument(format!("derived_from names memory {id}, which is not a memory of org \"{org}\""))
+                    .hint("A memory is derived from live memories of its own org that the writer may read."));
+            }
+        }
+        Ok(f)
+    }
 }

@@ -36,28 +36,6 @@ pub fn kept<'conn>(
 }
 
 thread_local! {
-    // `kept_fresh`'s plans.
-    static FRESH_PLANS: RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
-}
-
-/// `kept` for a statement that must read what committed since the calling statement began (after
-/// waiting for a lock): its plan is prepared as a changing one, so SPI runs it under a new snapshot
-/// (read committed), where a read-only one would take the caller's.
-pub fn kept_fresh<'conn>(
-    client: &SpiClient<'conn>,
-    sql: &'static str,
-    types: &[pg_sys::Oid],
-    args: &[DatumWithOid],
-) -> Result<pgrx::spi::SpiTupleTable<'conn>, pgrx::spi::Error> {
-    if !FRESH_PLANS.with(|p| p.borrow().contains_key(sql)) {
-        let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
-        let plan = client.prepare_mut(sql, &oids)?.keep();
-        FRESH_PLANS.with(|p| p.borrow_mut().insert(sql, plan));
-    }
-    FRESH_PLANS.with(|p| client.select(p.borrow().get(sql).expect("prepared above"), None, args))
-}
-
-thread_local! {
     // Plans of statements built at run time from fixed parts (recall's, whose conditions depend
     // on the filters given), kept per backend by their text; at most KEPT_TEXTS of them.
     static TEXT_PLANS: RefCell<HashMap<String, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
