@@ -143,7 +143,7 @@ AS $$
          WHERE NOT (e.key OPERATOR(pg_catalog.=) ANY (ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org',
                        'backfill', 'backfilled', 'audit', 'audit_tier', 'id', 'project', 'workspace', 'user', 'weight',
                        'soft_deleted', 'stamps', 'state', 'consent', 'embedding', 'content_required', 'tenant_policy', 'tenant_rls',
-                       'revisions']))
+                       'revisions', 'derived_from', 'derived_tier_kind']))
             OR NOT (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) ANY (ARRAY['string', 'boolean', 'null', 'number'])
                     OR (jsonb_typeof(e.value) OPERATOR(pg_catalog.=) 'array'
                         AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) x WHERE jsonb_typeof(x) OPERATOR(pg_catalog.<>) 'string'))
@@ -733,6 +733,68 @@ BEGIN
     RETURN h_org;
 END $$;
 
+-- memory.govern, lineage ("derived_from", SPEC §18, sql/lineage.sql): a uuid[] column of the
+-- table naming the memories of memory.observations (of the row's org) each row was made from. It
+-- needs the classify trigger's tier column and an org column (the floors and the sources' org) and
+-- an id column (forgetting a source names the rows that went with it); not on a Citus-distributed
+-- table (0A000: the triggers would fire on the shards, away from the sources). Creates, as the
+-- caller, memory_ancestry (the sources checked and the tier and trust floors, before
+-- memory_classify) and, with retention stamps, memory_lineage (the retention ceiling, after it).
+CREATE FUNCTION memory_internal._govern_lineage(tbl regclass, opts jsonb, eff jsonb)
+RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    col  text;
+    c_id text;
+    tier text := eff->'target'->>0;
+    kind text;
+BEGIN
+    IF coalesce(jsonb_typeof(opts->'derived_from'), 'null') NOT IN ('string', 'null') THEN
+        RAISE EXCEPTION 'option "derived_from" must be a column name' USING ERRCODE = '22023';
+    END IF;
+    col := opts->>'derived_from';
+    IF (SELECT c.relnamespace FROM pg_class c WHERE c.oid = tbl) = 'memory'::regnamespace THEN
+        IF col IS NOT NULL THEN
+            RAISE EXCEPTION '"derived_from" is for application tables' USING ERRCODE = '22023',
+                HINT = 'memory.observations has its own derived_from column.';
+        END IF;
+        RETURN eff;
+    END IF;
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_ancestry');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_lineage');
+    IF col IS NULL THEN
+        RETURN eff;
+    END IF;
+    IF memory_internal._citus_distributed(tbl) THEN
+        RAISE EXCEPTION '"derived_from" is not supported on a distributed table (%)', tbl USING ERRCODE = '0A000',
+            HINT = 'Lineage runs on a single node: keep the table local to the coordinator, or leave "derived_from" out.';
+    END IF;
+    IF memory_internal._column_type(tbl, col, 'derived_from') <> 'uuid[]'::regtype THEN
+        RAISE EXCEPTION '%', memory_internal._column_type_message('derived_from', col, tbl::text) USING ERRCODE = '22023',
+            HINT = 'The derived_from column is uuid[]: the ids of the memories (memory.observations) a row was made from.';
+    END IF;
+    IF tier IS NULL OR eff->>'org' IS NULL THEN
+        RAISE EXCEPTION '"derived_from" needs classification with a tier column and an org column, and % has %', tbl,
+                        CASE WHEN tier IS NULL THEN 'no tier column' ELSE 'no org column' END USING ERRCODE = '22023',
+            HINT = 'A derived row keeps its sources'' tier (the "target" column) and its sources are memories of its org ("org").';
+    END IF;
+    c_id := coalesce(eff->>'id', opts->>'id', CASE WHEN memory_internal._has_column(tbl, 'id') THEN 'id' END);
+    IF c_id IS NULL THEN
+        RAISE EXCEPTION '"derived_from" needs an id column, and % has none', tbl USING ERRCODE = '22023',
+            HINT = 'Map the column that identifies a row with {"id": "<column>"}: forgetting a source names the rows that went with it.';
+    END IF;
+    PERFORM memory_internal._column_type(tbl, c_id, 'id');
+    kind := CASE memory_internal._column_type(tbl, tier, 'target') WHEN 'memory.classification'::regtype THEN 'classification'
+                 WHEN 'jsonb'::regtype THEN 'jsonb' ELSE 'text' END;
+    PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_ancestry BEFORE INSERT OR UPDATE ON %s FOR EACH ROW '
+                   'WHEN (NEW.%I IS NOT NULL) EXECUTE FUNCTION memory_internal._table_lineage_floor()', tbl, col));
+    IF eff->'stamps'->>'expires_at' IS NOT NULL THEN
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON %s FOR EACH ROW '
+                       'WHEN (NEW.%I IS NOT NULL) EXECUTE FUNCTION memory_internal._table_lineage_ceiling()', tbl, col));
+    END IF;
+    RETURN eff || jsonb_build_object('derived_from', col, 'derived_tier_kind', kind, 'id', c_id);
+END $$;
+
 -- SECURITY DEFINER so that it alone may open the governance gate and write the closed registry;
 -- it refuses a table the caller does not own, and runs every statement on the table (trigger DDL,
 -- the backfill) as the caller, in a security-restricted operation (memory_internal._exec_as_caller).
@@ -742,7 +804,7 @@ AS $$
 DECLARE
     known    constant text[] := ARRAY['classify', 'content', 'source_files', 'source_type', 'target', 'org', 'backfill',
                                       'audit', 'id', 'project', 'workspace', 'user', 'weight', 'stamps', 'state', 'consent', 'embedding',
-                                      'content_required', 'tenant_policy', 'revisions'];
+                                      'content_required', 'tenant_policy', 'revisions', 'derived_from'];
     k        text;
     opts     jsonb := coalesce(options, '{}'::jsonb);
     eff      jsonb := '{}'::jsonb;
@@ -768,6 +830,8 @@ BEGIN
     eff := memory_internal._govern_consent(tbl, opts, eff);
     -- Revisions of the rows (sql/revisions.sql): after classification and audit, whose tier column it reads.
     eff := memory_internal._govern_revisions(tbl, opts, eff);
+    -- Lineage of the rows (sql/lineage.sql): after classification, whose tier, org and stamps it reads.
+    eff := memory_internal._govern_lineage(tbl, opts, eff);
     -- The table's own pgvector column, for memory.recall's query_embedding (docs/design.md#agent-memory-api): checked
     -- (a vector column: 22023 otherwise) and recorded; its index stays the owner's.
     IF opts ? 'embedding' AND jsonb_typeof(opts->'embedding') <> 'null' THEN

@@ -91,6 +91,7 @@ GRANT EXECUTE ON FUNCTION
     memory_internal._lineage_gate_open(), memory_internal._trust_rank(memory.source_type),
     memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
     memory_internal._keep_table_revision(), memory_internal._drop_table_revisions(),
+    memory_internal._table_lineage_floor(), memory_internal._table_lineage_ceiling(),
     -- the CHECKs of memory.observations.weight and of its items (run as the writing role)
     memory_internal._check_weight(float8), memory_internal._item_text(jsonb), memory_internal._item_key_error(text),
     memory_internal._item_namespace_error(text[]),

@@ -77,9 +77,10 @@ WITH RECURSIVE w(id, depth) AS (
 SELECT w.id, pg_catalog.min(w.depth)::int FROM w WHERE NOT w.id OPERATOR(pg_catalog.=) ANY (ids) GROUP BY w.id
 $$;
 
--- BEFORE INSERT OR UPDATE of a memory with sources (the trigger memory_ancestry, which fires
--- before the classify trigger). The sources a write adds (all of them on INSERT; on UPDATE those
--- not there before: taking one away needs no check) must each be a memory of the row's org, not
+-- BEFORE UPDATE of a memory with sources (the trigger memory_ancestry, which fires before the
+-- classify trigger; an INSERT's sources are the classify trigger's Rust pass, with the same rules).
+-- The sources a write adds (on UPDATE those not there before: taking one away needs no check; the
+-- function keeps its INSERT branch for a trigger attached otherwise) must each be a memory of the row's org, not
 -- soft-deleted, within the writer's clearance there, else 22023 (a missing id and another org's
 -- alike); a concurrent forget or reclassify of a source waits for the write (and then takes it
 -- along) or the write waits for it (advisory locks, below); an UPDATE may not make a cycle. Then the floors: the tier at least the strictest source's (the classify
@@ -161,12 +162,14 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER memory_ancestry BEFORE INSERT OR UPDATE ON memory.observations FOR EACH ROW
+-- (An INSERT is the classify trigger's: its Rust pass, src/classify/lineage.rs, applies the same
+-- checks and floors in two kept statements.)
+CREATE TRIGGER memory_ancestry BEFORE UPDATE ON memory.observations FOR EACH ROW
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_floor();
 
--- BEFORE INSERT OR UPDATE of a memory with sources, after the classify trigger has stamped its
--- retention (the trigger memory_lineage): its retention ends no later than its sources' (the
+-- BEFORE UPDATE of a memory with sources, after the classify trigger has stamped its retention
+-- (the trigger memory_lineage; an INSERT's ceiling is the classify trigger's): its retention ends no later than its sources' (the
 -- earliest expires_at and purge_after) when its sources are written, and an UPDATE that keeps
 -- them never makes it later than it was. SECURITY DEFINER, as memory_internal._lineage_floor.
 CREATE FUNCTION memory_internal._lineage_ceiling()
@@ -193,7 +196,7 @@ BEGIN
     NEW.purge_after := least(NEW.purge_after, p);
     RETURN NEW;
 END $$;
-CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON memory.observations FOR EACH ROW
+CREATE TRIGGER memory_lineage BEFORE UPDATE ON memory.observations FOR EACH ROW
     WHEN (NEW.derived_from IS NOT NULL)
     EXECUTE FUNCTION memory_internal._lineage_ceiling();
 
@@ -236,6 +239,10 @@ BEGIN
                          OR (NEW.purge_after IS NOT NULL AND (o.purge_after IS NULL OR o.purge_after OPERATOR(pg_catalog.>) NEW.purge_after))
                          OR memory_internal._trust_rank(o.source_type) OPERATOR(pg_catalog.<) tr))))
     SELECT ARRAY(SELECT w.id FROM w WHERE w.id OPERATOR(pg_catalog.<>) NEW.id) INTO d;
+    -- Rows of governed tables made from it or from what needed the floors (a derived memory that
+    -- met them already passed them on when its rows were written).
+    PERFORM memory_internal._lineage_down_tables(NEW.org_id, NEW.id OPERATOR(pg_catalog.||) d, NEW.classification, tr,
+                                                 NEW.expires_at, NEW.purge_after, cl);
     IF pg_catalog.cardinality(d) OPERATOR(pg_catalog.=) 0 THEN
         RETURN NULL;
     END IF;
@@ -312,6 +319,8 @@ RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE hold boolean;
 BEGIN
+    -- Governed tables' rows made from them too (memory_internal._lineage_strip_tables).
+    PERFORM memory_internal._lineage_strip_tables(org, ids);
     IF NOT EXISTS (SELECT 1 FROM memory.observations c WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids)
        AND NOT EXISTS (SELECT 1 FROM memory.observations_archive c WHERE c.org_id OPERATOR(pg_catalog.=) org AND c.derived_from OPERATOR(pg_catalog.&&) ids) THEN
         RETURN;
@@ -372,7 +381,9 @@ END $$;
 -- memory.forget's event names them, derived_kept, for the org's admins); NULL (erasure): every tier.
 -- Rows in `skip`, and rows of user `skip_user` (the erased subject's own, held), are neither
 -- counted nor followed. What stays no longer names what went (memory_internal._lineage_strip).
--- Returns {deleted: [{id, content_sha256, derived: true}], held: [id], above: [id]}. Not granted
+-- Rows of governed tables made from what went follow (memory_internal._erase_derived_tables).
+-- Returns {deleted: [{id, content_sha256, derived: true}], held: [id], above: [id],
+-- tables: {table: [{id, content_sha256, derived: true}]}}. Not granted
 -- to PUBLIC.
 CREATE FUNCTION memory_internal._erase_derived(org text, ids uuid[], cl memory.classification, skip uuid[] DEFAULT '{}',
                                               skip_user text DEFAULT NULL)
@@ -387,6 +398,7 @@ DECLARE
     deleted  jsonb := '[]';
     held     jsonb := '[]';
     above    jsonb := '[]';
+    tabs     jsonb;
 BEGIN
     WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
         del := '{}';
@@ -422,8 +434,12 @@ BEGIN
         END IF;
         frontier := del;
     END LOOP;
+    -- Rows of governed tables made from what went (memory_internal._erase_derived_tables).
+    tabs := memory_internal._erase_derived_tables(org, ids OPERATOR(pg_catalog.||) gone, cl, skip_user);
     PERFORM memory_internal._lineage_strip(org, ids OPERATOR(pg_catalog.||) gone);
-    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held, 'above', above);
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'held'),
+                                         'above', above OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'above'),
+                                         'tables', tabs OPERATOR(pg_catalog.->) 'deleted');
 END $$;
 
 -- A kept memory's sources with more added (memory.remember's duplicate and merge): each once, in
@@ -435,3 +451,361 @@ SELECT CASE WHEN more IS NULL THEN have
             ELSE ARRAY(SELECT u.id FROM pg_catalog.unnest(coalesce(have, '{}') OPERATOR(pg_catalog.||) more) WITH ORDINALITY u(id, n)
                         WHERE u.id IS DISTINCT FROM self GROUP BY u.id ORDER BY pg_catalog.min(u.n)) END
 $$;
+
+-- ------------------------------------------------------------------------------------------------
+-- Lineage on governed tables (SPEC §18, docs/reference.md#lineage): memory.govern's "derived_from"
+-- names a uuid[] column whose elements are memories of memory.observations of the row's org (a
+-- governed row is never a source: lineage runs from memories to what was made from them). The row
+-- keeps the floors an observation keeps (tier, trust when the table maps source_type, retention
+-- when it has stamps), raised when a source tightens, and goes when a source is forgotten or erased.
+
+-- The lineage mapping of governed table `tbl` from the closed registry: {derived_from, org, id,
+-- content, user, tier, tier_kind (classification, text or jsonb), source_type, expires_at,
+-- purge_after}; never from trigger arguments (a table's owner could pass any). NULL when `tbl` is
+-- not governed with "derived_from". Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._table_lineage_mapping(tbl oid)
+RETURNS jsonb LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.jsonb_build_object('derived_from', g.options OPERATOR(pg_catalog.->>) 'derived_from',
+           'org', g.options OPERATOR(pg_catalog.->>) 'org', 'id', g.options OPERATOR(pg_catalog.->>) 'id',
+           'content', g.options OPERATOR(pg_catalog.->>) 'content', 'user', g.options OPERATOR(pg_catalog.->>) 'user',
+           'tier', g.options OPERATOR(pg_catalog.->) 'target' OPERATOR(pg_catalog.->>) 0,
+           'tier_kind', g.options OPERATOR(pg_catalog.->>) 'derived_tier_kind',
+           'source_type', g.options OPERATOR(pg_catalog.->>) 'source_type',
+           'expires_at', g.options OPERATOR(pg_catalog.->) 'stamps' OPERATOR(pg_catalog.->>) 'expires_at',
+           'purge_after', g.options OPERATOR(pg_catalog.->) 'stamps' OPERATOR(pg_catalog.->>) 'purge_after')
+  FROM memory.governance_registry g
+ WHERE g.relid OPERATOR(pg_catalog.=) tbl AND NOT g.builtin AND g.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
+$$;
+
+-- The sources a derived write adds (`added`, of org `org`): the writer may act for the org, the
+-- lineage locks are taken (shared, as memory_internal._lineage_floor's), and each is a live
+-- memory of the org within the writer's clearance, else 22023 (a missing id and another org's
+-- alike). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_check_sources(org text, added uuid[])
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cl   memory.classification;
+    got  uuid[];
+    miss uuid;
+BEGIN
+    IF org IS NULL THEN
+        RAISE EXCEPTION 'a row with derived_from needs an org' USING ERRCODE = '22023',
+            HINT = 'Its sources are memories of the row''s org: write the org column.';
+    END IF;
+    PERFORM memory_internal._require_org(org);
+    cl := memory_internal._clearance(org)::memory.classification;
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) org, 0));
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
+       FROM pg_catalog.unnest(added) x ORDER BY x;
+    SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
+     WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
+       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+    IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
+        miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
+        RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, org
+            USING ERRCODE = '22023', HINT = 'A row is derived from live memories of its own org that the writer may read.';
+    END IF;
+END $$;
+
+-- The uuid[] column `col` of a row read as jsonb (`r`): 22023 for an array of arrays; then
+-- memory_internal._lineage_ids' checks (at most 1,000 ids, none NULL), each once.
+CREATE FUNCTION memory_internal._table_lineage_ids(r jsonb, col text)
+RETURNS uuid[] LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF r OPERATOR(pg_catalog.->) col IS NULL OR pg_catalog.jsonb_typeof(r OPERATOR(pg_catalog.->) col) OPERATOR(pg_catalog.<>) 'array' THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(r OPERATOR(pg_catalog.->) col) e WHERE pg_catalog.jsonb_typeof(e) OPERATOR(pg_catalog.=) 'array') THEN
+        RAISE EXCEPTION 'derived_from takes a one-dimensional array of memory ids' USING ERRCODE = '22023',
+            HINT = 'Write ARRAY[id, id, ...]: the memories this row was made from.';
+    END IF;
+    RETURN memory_internal._lineage_ids(NULL, ARRAY(SELECT (e.v OPERATOR(pg_catalog.#>>) '{}')::uuid
+                                                    FROM pg_catalog.jsonb_array_elements(r OPERATOR(pg_catalog.->) col) WITH ORDINALITY e(v, n) ORDER BY e.n));
+END $$;
+
+-- BEFORE INSERT OR UPDATE of a governed table's row with sources (the trigger memory_ancestry,
+-- which fires before memory_classify): the sources the write adds are checked
+-- (memory_internal._lineage_check_sources; 22023), the column keeps each once, and the floors are
+-- written: the tier column at least the strictest live source's (memory_classify keeps a written
+-- tier as a floor and stamps retention for it), the mapped source_type no more trusted than the
+-- least trusted source's, nor than it was on an UPDATE. The mapping is read from the registry
+-- (39P01 on a table not governed with "derived_from"). SECURITY DEFINER: a writer may not read
+-- the sources it names; it reads only the new and old row's mapped columns.
+CREATE FUNCTION memory_internal._table_lineage_floor()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ranks CONSTANT text[] := '{decision,fact,preference,tool_result}';
+    m     jsonb := memory_internal._table_lineage_mapping(TG_RELID);
+    n     jsonb := pg_catalog.to_jsonb(NEW);
+    o     jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN pg_catalog.to_jsonb(OLD) END;
+    ids   uuid[];
+    olds  uuid[];
+    org   text;
+    tier  memory.classification;
+    worst int;
+    cur   text;
+    put   jsonb := '{}';
+BEGIN
+    IF m IS NULL THEN
+        RAISE EXCEPTION 'memory_internal._table_lineage_floor() fires only on a table governed with "derived_from"' USING ERRCODE = '39P01';
+    END IF;
+    IF memory_internal._restore_mode() THEN
+        RETURN NEW;
+    END IF;
+    org := n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org');
+    ids := memory_internal._table_lineage_ids(n, m OPERATOR(pg_catalog.->>) 'derived_from');
+    olds := memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from');
+    put := pg_catalog.jsonb_build_object(m OPERATOR(pg_catalog.->>) 'derived_from', pg_catalog.to_jsonb(ids));
+    IF ids IS NOT NULL AND (o IS NULL OR ids IS DISTINCT FROM olds
+                            OR org IS DISTINCT FROM o OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org')) THEN
+        PERFORM memory_internal._lineage_check_sources(org,
+            ARRAY(SELECT x FROM pg_catalog.unnest(ids) x
+                   WHERE o IS NULL OR org IS DISTINCT FROM o OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org')
+                      OR NOT x OPERATOR(pg_catalog.=) ANY (coalesce(olds, '{}'))));
+    END IF;
+    SELECT pg_catalog.max(s.classification), pg_catalog.max(coalesce(pg_catalog.array_position(ranks, s.source_type::text), 5))
+      INTO tier, worst FROM memory.observations s
+     WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (ids) AND s.soft_deleted_at IS NULL;
+    -- The tier: written as a floor for memory_classify, in the column's kind.
+    cur := CASE m OPERATOR(pg_catalog.->>) 'tier_kind' WHEN 'jsonb' THEN n OPERATOR(pg_catalog.->) (m OPERATOR(pg_catalog.->>) 'tier') OPERATOR(pg_catalog.->>) 'classification'
+                ELSE n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'tier') END;
+    IF tier IS NOT NULL AND (cur IS NULL OR (cur OPERATOR(pg_catalog.=) ANY (pg_catalog.enum_range(NULL::memory.classification)::text[])
+                                             AND cur::memory.classification OPERATOR(pg_catalog.<) tier)) THEN
+        put := put OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(m OPERATOR(pg_catalog.->>) 'tier',
+                   CASE m OPERATOR(pg_catalog.->>) 'tier_kind' WHEN 'jsonb'
+                        THEN CASE WHEN pg_catalog.jsonb_typeof(n OPERATOR(pg_catalog.->) (m OPERATOR(pg_catalog.->>) 'tier')) OPERATOR(pg_catalog.=) 'object'
+                                  THEN n OPERATOR(pg_catalog.->) (m OPERATOR(pg_catalog.->>) 'tier') ELSE '{}'::jsonb END
+                             OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('classification', tier::text)
+                        ELSE pg_catalog.to_jsonb(tier::text) END);
+    END IF;
+    -- The trust: never above the least trusted source's, and an UPDATE never raises it.
+    IF m OPERATOR(pg_catalog.->>) 'source_type' IS NOT NULL THEN
+        IF o IS NOT NULL THEN
+            worst := CASE WHEN ids IS NOT DISTINCT FROM olds THEN 1 ELSE worst END;
+            worst := greatest(worst, coalesce(pg_catalog.array_position(ranks, o OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'source_type')), 5));
+        END IF;
+        IF coalesce(pg_catalog.array_position(ranks, n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'source_type')), 5) OPERATOR(pg_catalog.<) worst THEN
+            put := put OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(m OPERATOR(pg_catalog.->>) 'source_type', ranks[worst]);
+        END IF;
+    END IF;
+    NEW := pg_catalog.jsonb_populate_record(NEW, put);
+    RETURN NEW;
+END $$;
+
+-- BEFORE INSERT OR UPDATE of a governed table's row with sources, after memory_classify stamped
+-- its retention (the trigger memory_lineage, on a table with retention stamps): expires_at and
+-- purge_after end no later than the sources' (the earliest) when the sources are written, and an
+-- UPDATE that keeps them never makes them later than they were. SECURITY DEFINER, as
+-- memory_internal._table_lineage_floor.
+CREATE FUNCTION memory_internal._table_lineage_ceiling()
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m   jsonb := memory_internal._table_lineage_mapping(TG_RELID);
+    n   jsonb := pg_catalog.to_jsonb(NEW);
+    o   jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN pg_catalog.to_jsonb(OLD) END;
+    ec  text := m OPERATOR(pg_catalog.->>) 'expires_at';
+    pc  text := m OPERATOR(pg_catalog.->>) 'purge_after';
+    ids uuid[];
+    e   timestamptz;
+    p   timestamptz;
+BEGIN
+    IF m IS NULL THEN
+        RAISE EXCEPTION 'memory_internal._table_lineage_ceiling() fires only on a table governed with "derived_from"' USING ERRCODE = '39P01';
+    END IF;
+    IF memory_internal._restore_mode() OR ec IS NULL THEN
+        RETURN NEW;
+    END IF;
+    ids := memory_internal._table_lineage_ids(n, m OPERATOR(pg_catalog.->>) 'derived_from');
+    IF o IS NOT NULL AND ids IS NOT DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from') THEN
+        e := (o OPERATOR(pg_catalog.->>) ec)::timestamptz;
+        p := (o OPERATOR(pg_catalog.->>) pc)::timestamptz;
+    ELSE
+        SELECT pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after) INTO e, p FROM memory.observations s
+         WHERE s.org_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org'))
+           AND s.id OPERATOR(pg_catalog.=) ANY (ids) AND s.soft_deleted_at IS NULL;
+    END IF;
+    NEW := pg_catalog.jsonb_populate_record(NEW, pg_catalog.jsonb_strip_nulls(
+               pg_catalog.jsonb_build_object(ec, least((n OPERATOR(pg_catalog.->>) ec)::timestamptz, e))
+               OPERATOR(pg_catalog.||) CASE WHEN pc IS NULL THEN '{}'::jsonb
+                                            ELSE pg_catalog.jsonb_build_object(pc, least((n OPERATOR(pg_catalog.->>) pc)::timestamptz, p)) END));
+    RETURN NEW;
+END $$;
+
+-- A source of `org` tightened (memory_internal._lineage_down): the rows of governed tables made
+-- from `ids` (the source and its derived memories) take the floors in one UPDATE a table, as the
+-- table's owner (memory_internal._exec_as_table_owner: its triggers run with the owner's rights;
+-- memory_classify keeps the raised tier, the audit trigger records the change): the tier `tier`
+-- everywhere, and for rows within the changing role's clearance `cl` the trust rank `tr` (1 most
+-- trusted .. 5) and the retention `e` / `p`. The hold gate is open meanwhile (a hold keeps a row,
+-- never a lower tier). Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_down_tables(org text, ids uuid[], tier memory.classification, tr int,
+                                                     e timestamptz, p timestamptz, cl memory.classification)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g    record;
+    m    jsonb;
+    tc   text;
+    te   text;
+    low  text;
+    sets text[];
+    need text[];
+    hold boolean;
+BEGIN
+    FOR g IN SELECT r.relid::regclass AS tbl FROM memory.governance_registry r
+              WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
+                AND pg_catalog.to_regclass(r.relid::pg_catalog.text) IS NOT NULL ORDER BY r.relid LOOP
+        m := memory_internal._table_lineage_mapping(g.tbl);
+        tc := m OPERATOR(pg_catalog.->>) 'tier';
+        te := CASE m OPERATOR(pg_catalog.->>) 'tier_kind' WHEN 'jsonb' THEN pg_catalog.format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', tc)
+                   ELSE pg_catalog.format('t.%I::pg_catalog.text', tc) END;
+        -- The row's tier is below the source's (or unknown), and the row is within the clearance.
+        low := pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<) $3::memory.classification, true)', te);
+        need := ARRAY[low];
+        sets := ARRAY[pg_catalog.format('%I = CASE WHEN %s THEN %s ELSE t.%I END', tc, low,
+                    CASE m OPERATOR(pg_catalog.->>) 'tier_kind'
+                         WHEN 'jsonb' THEN pg_catalog.format('(CASE WHEN pg_catalog.jsonb_typeof(t.%1$I) OPERATOR(pg_catalog.=) ''object'' THEN t.%1$I ELSE ''{}''::jsonb END) '
+                                                             'OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(''classification'', $3)', tc)
+                         ELSE pg_catalog.format('$3::%s', memory_internal._column_type(g.tbl, tc, 'target')::regtype) END, tc)];
+        IF m OPERATOR(pg_catalog.->>) 'source_type' IS NOT NULL THEN
+            sets := sets OPERATOR(pg_catalog.||) pg_catalog.format(
+                '%1$I = CASE WHEN (%2$s) AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%1$I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int '
+                'THEN (''{decision,fact,preference,tool_result}''::pg_catalog.text[])[$4::int]::%3$s ELSE t.%1$I END',
+                m OPERATOR(pg_catalog.->>) 'source_type', 'CLEARED',
+                memory_internal._column_type(g.tbl, m OPERATOR(pg_catalog.->>) 'source_type', 'source_type')::regtype);
+            need := need OPERATOR(pg_catalog.||) pg_catalog.format(
+                '(CLEARED AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int)',
+                m OPERATOR(pg_catalog.->>) 'source_type');
+        END IF;
+        IF m OPERATOR(pg_catalog.->>) 'expires_at' IS NOT NULL THEN
+            sets := sets OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $5::timestamptz) ELSE t.%1$I END',
+                        m OPERATOR(pg_catalog.->>) 'expires_at', 'CLEARED')
+                         OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $6::timestamptz) ELSE t.%1$I END',
+                        m OPERATOR(pg_catalog.->>) 'purge_after', 'CLEARED');
+            need := need OPERATOR(pg_catalog.||) pg_catalog.format(
+                '(CLEARED AND (($5 IS NOT NULL AND (t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) $5::timestamptz)) '
+                'OR ($6 IS NOT NULL AND (t.%2$I IS NULL OR t.%2$I OPERATOR(pg_catalog.>) $6::timestamptz))))',
+                m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after');
+        END IF;
+        hold := memory_internal._hold_gate(true);
+        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.replace(pg_catalog.format(
+            'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND (%s)',
+            g.tbl, pg_catalog.array_to_string(sets, ', '), m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org',
+            pg_catalog.array_to_string(need, ' OR ')),
+            'CLEARED', pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<=) $7::memory.classification, $7 OPERATOR(pg_catalog.=) ''restricted'')', te)),
+            ARRAY[ids::text, org, tier::text, tr::text, e::text, p::text, cl::text]);
+        PERFORM memory_internal._hold_gate(hold);
+    END LOOP;
+END $$;
+
+-- Forgetting follows lineage into governed tables (memory_internal._erase_derived): the rows of
+-- org `org` of each table governed with "derived_from" made from `ids` (memories removed) go,
+-- unless held or (with `cl`, forget: the caller's clearance) above `cl` or of user `skip_user`
+-- (erasure: the subject's own rows, which memory.erase_subject removes itself). With `cl` the
+-- rows are deleted as the caller (memory_internal._write_as_caller: its grants and the table's
+-- row-level security; a table it may not DELETE from or whose columns it may not read keeps them,
+-- as does a row its DELETE does not reach); without (erasure, memory_admin) as the table's owner.
+-- What stays is reported as above (named only in memory.forget's event, for the org's admins)
+-- or held. Returns {deleted: {table: [{id, content_sha256, derived: true}]}, held: [id],
+-- above: [id]}. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._erase_derived_tables(org text, ids uuid[], cl memory.classification, skip_user text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g       record;
+    m       jsonb;
+    who     oid := memory_internal._caller();
+    rows_   jsonb;
+    del     text[];
+    stmt    text;
+    gone    jsonb;
+    deleted jsonb := '{}';
+    held    jsonb := '[]';
+    above   jsonb := '[]';
+BEGIN
+    FOR g IN SELECT r.relid::regclass AS tbl FROM memory.governance_registry r
+              WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
+                AND pg_catalog.to_regclass(r.relid::pg_catalog.text) IS NOT NULL ORDER BY r.relid LOOP
+        m := memory_internal._table_lineage_mapping(g.tbl);
+        -- The rows made from them, read as the table's owner: [id, user, tier].
+        rows_ := memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
+            'SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(t.%1$I::pg_catalog.text, %2$s, %3$s)), ''[]'') FROM %4$s t
+              WHERE t.%5$I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%6$I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+            m OPERATOR(pg_catalog.->>) 'id',
+            CASE WHEN m OPERATOR(pg_catalog.->>) 'user' IS NULL THEN 'NULL::pg_catalog.text' ELSE pg_catalog.format('t.%I::pg_catalog.text', m OPERATOR(pg_catalog.->>) 'user') END,
+            CASE m OPERATOR(pg_catalog.->>) 'tier_kind' WHEN 'jsonb' THEN pg_catalog.format('(t.%I OPERATOR(pg_catalog.->>) ''classification'')', m OPERATOR(pg_catalog.->>) 'tier')
+                 ELSE pg_catalog.format('t.%I::pg_catalog.text', m OPERATOR(pg_catalog.->>) 'tier') END,
+            g.tbl, m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org'), ARRAY[ids::text, org]);
+        CONTINUE WHEN rows_ IS NULL OR pg_catalog.jsonb_array_length(rows_) OPERATOR(pg_catalog.=) 0;
+        -- A forgetting caller without DELETE on the table or SELECT on its mapped columns reaches none.
+        IF cl IS NOT NULL AND NOT (pg_catalog.has_table_privilege(who, g.tbl, 'DELETE') AND NOT EXISTS (
+                   SELECT 1 FROM pg_catalog.jsonb_each_text(m) c
+                    WHERE c.key OPERATOR(pg_catalog.=) ANY (ARRAY['derived_from', 'org', 'id', 'content', 'user', 'tier'])
+                      AND NOT pg_catalog.has_column_privilege(who, g.tbl, c.value, 'SELECT'))) THEN
+            above := above OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(r OPERATOR(pg_catalog.->) 0) FROM pg_catalog.jsonb_array_elements(rows_) r);
+            CONTINUE;
+        END IF;
+        del := '{}';
+        FOR i IN 0 .. pg_catalog.jsonb_array_length(rows_) OPERATOR(pg_catalog.-) 1 LOOP
+            IF skip_user IS NOT NULL AND rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1 IS NOT DISTINCT FROM skip_user THEN
+                CONTINUE;
+            ELSIF cl IS NOT NULL AND cl OPERATOR(pg_catalog.<>) 'restricted' AND NOT coalesce(
+                      (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 2) OPERATOR(pg_catalog.=) ANY (
+                          ARRAY(SELECT x::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.enum_range(NULL, cl)) x)), false) THEN
+                above := above OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->) 0);
+            ELSIF memory_internal._held(org, rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1,
+                      CASE WHEN rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0 OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                           THEN (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0)::uuid END) THEN
+                held := held OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->) 0);
+            ELSE
+                del := del OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0);
+            END IF;
+        END LOOP;
+        CONTINUE WHEN pg_catalog.cardinality(del) OPERATOR(pg_catalog.=) 0;
+        stmt := pg_catalog.format(
+            'WITH d AS (DELETE FROM %1$s t WHERE t.%2$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])
+                          AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND t.%4$I OPERATOR(pg_catalog.&&) $3::uuid[]
+                        RETURNING t.%2$I::pg_catalog.text AS id, %5$s AS sha)
+             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(''id'', d.id, ''content_sha256'', d.sha, ''derived'', true)), ''[]'') FROM d',
+            g.tbl, m OPERATOR(pg_catalog.->>) 'id', m OPERATOR(pg_catalog.->>) 'org', m OPERATOR(pg_catalog.->>) 'derived_from',
+            CASE WHEN m OPERATOR(pg_catalog.->>) 'content' IS NULL THEN 'NULL::pg_catalog.text'
+                 ELSE pg_catalog.format('pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(t.%I::pg_catalog.text, ''UTF8'')), ''hex'')', m OPERATOR(pg_catalog.->>) 'content') END);
+        gone := CASE WHEN cl IS NULL THEN memory_internal._exec_as_table_owner(g.tbl, stmt, ARRAY[del::text, org, ids::text])
+                     ELSE memory_internal._write_as_caller(stmt, ARRAY[del::text, org, ids::text]) END;
+        IF pg_catalog.jsonb_array_length(gone) OPERATOR(pg_catalog.>) 0 THEN
+            deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(g.tbl::pg_catalog.text, gone);
+        END IF;
+        -- What its DELETE did not reach (row-level security, a BEFORE DELETE trigger) stays.
+        above := above OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(x) FROM pg_catalog.unnest(del) x
+                  WHERE NOT pg_catalog.jsonb_build_object('id', x) OPERATOR(pg_catalog.<@) ANY (ARRAY(SELECT pg_catalog.jsonb_array_elements(gone)))), '[]');
+    END LOOP;
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held, 'above', above);
+END $$;
+
+-- A governed table's rows of `org` that stay (held, above a clearance, kept by the table) no
+-- longer name the removed memories `ids` (memory_internal._lineage_strip), as the table's owner
+-- with the hold gate open; their floors stay. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_strip_tables(org text, ids uuid[])
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g    record;
+    hold boolean;
+BEGIN
+    FOR g IN SELECT r.relid::regclass AS tbl, r.options OPERATOR(pg_catalog.->>) 'derived_from' AS col, r.options OPERATOR(pg_catalog.->>) 'org' AS org_col
+               FROM memory.governance_registry r
+              WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
+                AND pg_catalog.to_regclass(r.relid::pg_catalog.text) IS NOT NULL ORDER BY r.relid LOOP
+        hold := memory_internal._hold_gate(true);
+        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
+            'UPDATE %1$s t SET %2$I = nullif(ARRAY(SELECT x FROM pg_catalog.unnest(t.%2$I) x WHERE NOT x OPERATOR(pg_catalog.=) ANY ($1::uuid[])), ''{}'')
+              WHERE t.%2$I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2', g.tbl, g.col, g.org_col),
+            ARRAY[ids::text, org]);
+        PERFORM memory_internal._hold_gate(hold);
+    END LOOP;
+END $$;

@@ -110,7 +110,7 @@ AS $$
 SELECT coalesce(pg_catalog.array_agg(DISTINCT x.c) FILTER (WHERE x.c IS NOT NULL AND x.c OPERATOR(pg_catalog.<>) ''), '{}')
   FROM (SELECT opts OPERATOR(pg_catalog.->>) k AS c
           FROM pg_catalog.unnest(ARRAY['content', 'source_files', 'source_type', 'org', 'id', 'project', 'workspace', 'user',
-                                       'weight', 'state', 'audit_tier', 'soft_deleted', 'embedding']) k
+                                       'weight', 'state', 'audit_tier', 'soft_deleted', 'embedding', 'derived_from']) k
          WHERE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) k) OPERATOR(pg_catalog.=) 'string'
         UNION ALL
         SELECT pg_catalog.jsonb_array_elements_text(CASE pg_catalog.jsonb_typeof(opts OPERATOR(pg_catalog.->) 'target')

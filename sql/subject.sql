@@ -51,6 +51,7 @@ DECLARE
     rv      jsonb;
     gate    boolean;
     lin     jsonb;
+    tabs    jsonb := '{}';
 BEGIN
     counts := '{}';
     derived := '[]';
@@ -102,12 +103,18 @@ BEGIN
         lin := memory_internal._erase_derived(id_org, ARRAY(SELECT x::uuid FROM jsonb_array_elements_text(rv) x), NULL, '{}', subject);
         gone := gone || ARRAY(SELECT x->>'id' FROM jsonb_array_elements(lin->'deleted') x);
         orgs_of := orgs_of || array_fill(id_org, ARRAY[jsonb_array_length(lin->'deleted')]);
-        derived := derived || coalesce((SELECT jsonb_agg(x->'id') FROM jsonb_array_elements(lin->'deleted') x), '[]');
+        derived := derived || coalesce((SELECT jsonb_agg(x->'id') FROM jsonb_array_elements(lin->'deleted') x), '[]')
+                           || coalesce((SELECT jsonb_agg(x->'id') FROM jsonb_each(lin->'tables') e, jsonb_array_elements(e.value) x), '[]');
         held := held + jsonb_array_length(lin->'held');
+        -- Rows of governed tables made from them, for the receipt.
+        tabs := tabs || jsonb_build_object(id_org, (SELECT jsonb_object_agg(e.key, (SELECT jsonb_agg(x->>'id') FROM jsonb_array_elements(e.value) x))
+                                                      FROM jsonb_each(lin->'tables') e));
     END LOOP;
     PERFORM memory_internal._lineage_gate(gate);
     gone_by := coalesce((SELECT jsonb_object_agg(x.o, jsonb_build_object('memory.observations', x.ids))
                            FROM (SELECT u.o, jsonb_agg(DISTINCT u.i) AS ids FROM unnest(gone, orgs_of) u(i, o) GROUP BY u.o) x), '{}');
+    gone_by := gone_by || coalesce((SELECT jsonb_object_agg(e.key, coalesce(gone_by->e.key, '{}') || e.value)
+                                      FROM jsonb_each(tabs) e WHERE jsonb_typeof(e.value) = 'object'), '{}');
 END $$;
 
 -- memory.erase_subject's step for one governed application table `tbl` (user column `col`, org
@@ -671,7 +678,7 @@ END $$;
 -- an org column) for the ids forgotten from `tbl`. Returns {receipt, receipts}: `receipt` the one
 -- receipt when one org's rows were forgotten (always, for a role bound to one org), else NULL;
 -- `receipts` every one, by org. Not granted to PUBLIC.
-CREATE FUNCTION memory_internal._forget_receipts(tbl text, deleted jsonb)
+CREATE FUNCTION memory_internal._forget_receipts(tbl text, deleted jsonb, more jsonb DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -679,10 +686,16 @@ DECLARE
     v    jsonb;
     all_ jsonb := '[]';
 BEGIN
-    FOR o, v IN SELECT e.key, e.value FROM pg_catalog.jsonb_each(coalesce(deleted, '{}')) e
-                 WHERE pg_catalog.jsonb_array_length(e.value) OPERATOR(pg_catalog.>) 0 ORDER BY e.key COLLATE "C" LOOP
-        all_ := all_ OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_array(memory_internal._issue_receipt(nullif(o, ''),
-                    pg_catalog.jsonb_build_object(tbl, (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->>) 'id') FROM pg_catalog.jsonb_array_elements(v) x))));
+    -- Each org's ids by table: `tbl`'s from `deleted`, and those of `more` ({org: {table: [{id}]}}:
+    -- rows of governed tables that went with them, lineage).
+    FOR o, v IN SELECT k.o, pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(tbl,
+                           (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->>) 'id') FROM pg_catalog.jsonb_array_elements(deleted OPERATOR(pg_catalog.->) k.o) x)))
+                       OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(t.key, (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->>) 'id') FROM pg_catalog.jsonb_array_elements(t.value) x))
+                                                         FROM pg_catalog.jsonb_each(more OPERATOR(pg_catalog.->) k.o) t), '{}')
+                  FROM (SELECT e.key AS o FROM pg_catalog.jsonb_each(coalesce(deleted, '{}')) e WHERE pg_catalog.jsonb_array_length(e.value) OPERATOR(pg_catalog.>) 0
+                        UNION SELECT e.key FROM pg_catalog.jsonb_each(coalesce(more, '{}')) e) k
+                 ORDER BY k.o COLLATE "C" LOOP
+        all_ := all_ OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_array(memory_internal._issue_receipt(nullif(o, ''), v));
     END LOOP;
     RETURN pg_catalog.jsonb_build_object('receipt', CASE WHEN pg_catalog.jsonb_array_length(all_) OPERATOR(pg_catalog.=) 1 THEN all_ OPERATOR(pg_catalog.->) 0 END,
                                          'receipts', all_);
@@ -758,6 +771,13 @@ BEGIN
             plan := pg_catalog.jsonb_set(plan, ARRAY['delete', o], (plan OPERATOR(pg_catalog.->) 'delete' OPERATOR(pg_catalog.->) o)
                         OPERATOR(pg_catalog.||) (lin OPERATOR(pg_catalog.->) 'deleted'));
             derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id') FROM pg_catalog.jsonb_array_elements(lin OPERATOR(pg_catalog.->) 'deleted') x);
+        END IF;
+        -- Rows of governed tables made from them ({org: {table: [{id, ...}]}} in the plan's tables).
+        IF lin OPERATOR(pg_catalog.->) 'tables' OPERATOR(pg_catalog.<>) '{}' THEN
+            plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('tables', coalesce(plan OPERATOR(pg_catalog.->) 'tables', '{}')
+                        OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(o, lin OPERATOR(pg_catalog.->) 'tables'));
+            derived := derived OPERATOR(pg_catalog.||) (SELECT pg_catalog.jsonb_agg(x OPERATOR(pg_catalog.->) 'id')
+                                                           FROM pg_catalog.jsonb_each(lin OPERATOR(pg_catalog.->) 'tables') e, pg_catalog.jsonb_array_elements(e.value) x);
         END IF;
         IF pg_catalog.jsonb_array_length(lin OPERATOR(pg_catalog.->) 'above') OPERATOR(pg_catalog.>) 0 THEN
             plan := plan OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('kept', coalesce(plan OPERATOR(pg_catalog.->) 'kept', '{}')
@@ -844,9 +864,14 @@ BEGIN
     -- The rows and what was made from them go (memory_internal._forget_observations).
     SELECT f.plan, f.derived INTO plan, derived FROM memory_internal._forget_observations(orgs, tiers, want, plan) f;
     PERFORM memory_internal._forget_events('memory.observations', plan, reason);
+    -- The rows of governed tables that went with them: one event a table and org, and in the receipts.
+    PERFORM memory_internal._forget_events(x.key, pg_catalog.jsonb_build_object('delete', pg_catalog.jsonb_build_object(e.key, x.value)), reason)
+       FROM pg_catalog.jsonb_each(coalesce(plan OPERATOR(pg_catalog.->) 'tables', '{}')) e, pg_catalog.jsonb_each(e.value) x
+      ORDER BY e.key COLLATE "C", x.key COLLATE "C";
     RETURN pg_catalog.jsonb_build_object('forgotten', plan OPERATOR(pg_catalog.->) 'forgotten', 'held', plan OPERATOR(pg_catalog.->) 'held',
                                          'not_found', plan OPERATOR(pg_catalog.->) 'not_found', 'derived_forgotten', derived)
-           OPERATOR(pg_catalog.||) memory_internal._forget_receipts('memory.observations', plan OPERATOR(pg_catalog.->) 'delete');
+           OPERATOR(pg_catalog.||) memory_internal._forget_receipts('memory.observations', plan OPERATOR(pg_catalog.->) 'delete',
+                                                                     plan OPERATOR(pg_catalog.->) 'tables');
 END $$;
 COMMENT ON FUNCTION memory.forget(uuid[], text) IS
   'Forget observations at once: the rows (hot and archived) and their weight history are deleted, except rows under a legal hold (MX006 when every id is held). Ids of orgs the caller may not act for, and rows above its clearance there, are not_found. The memories made from a forgotten one (derived_from, transitively) within the caller''s clearance go with it unless held (derived_forgotten); one above the clearance stays, named in the event (derived_kept). One memory.forget event per org with the ids, content hashes and the reason. Returns forgotten, held, not_found, derived_forgotten, receipt, receipts.';

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod columns;
+mod lineage;
 
 // ---------------------------------------------------------------------------------------------
 // Org rules, compiled once per backend and org, dropped when memory.classification_rules changes.
@@ -414,7 +415,13 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
     if let Some(org) = cols.org().filter(|o| !o.is_empty()) {
         crate::trust::require_org(Some(org))?;
     }
-    let tier = decide_row(&row, &mut cols)?;
+    // Lineage (an INSERT into memory.observations with derived_from): the sources checked, the
+    // trust floor taken before classification, the tier floor and the retention ceiling after.
+    let floors = if row.is_update() { None } else { cols.lineage_floors()? };
+    let mut tier = decide_row(&row, &mut cols)?;
+    if let Some(t) = floors.as_ref().and_then(|f| f.tier) {
+        tier = tier.max(t);
+    }
     // Retention stamps follow the tier: set on insert, re-set when the tier changes (reclassify
     // included); a policy change alone never backdates a row.
     if cols.has_stamps() {
@@ -429,6 +436,9 @@ fn classify_row(trigger: &PgTrigger) -> Result<PgHeapTuple<'static, AllocatedByP
         if restamp {
             cols.stamp(tier)?;
         }
+    }
+    if let Some(f) = &floors {
+        cols.cap_retention(f);
     }
     let out = cols.store(&row, tier);
     cols.release();

@@ -22,3 +22,4 @@ pub mod fusion;
 pub mod retrieval;
 pub mod dedup;
 pub mod packing;
+pub mod lineage;

@@ -188,6 +188,7 @@ pub fn expected_type(role: &str) -> &'static str {
         "memory_type" => "memory.memory_type or text",
         "weight" => "double precision",
         "id" => "uuid",
+        "derived_from" => "uuid[]",
         "state" => "memory.lifecycle_state or text",
         _ => "of another type",
     }
@@ -235,6 +236,7 @@ mod tests {
     fn type_messages_name_role_column_table_and_type() {
         assert_eq!(column_type_message("content", "body", "public.t"), "the content column \"body\" of public.t must be text or varchar");
         assert_eq!(expected_type("expires_at"), "timestamptz");
+        assert_eq!(expected_type("derived_from"), "uuid[]");
     }
 
     #[test]

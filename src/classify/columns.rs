@@ -6,6 +6,7 @@ use crate::errors::{code, MxError};
 use crate::pg::tuple::{Column, Deformed, RowTrigger};
 use crate::pg::varlena::{database_is_utf8, is_text, type_is_enum};
 use crate::retention::stamp::StampColumns;
+use super::lineage::{Floors, LineageColumns};
 use memory_core::classify::{SourceType, Tier};
 use memory_core::protocol::{column_type_message, ClassifyArgs};
 use pgrx::prelude::*;
@@ -43,6 +44,10 @@ pub struct ClassifyColumns {
     content_required: bool,
     /// Set by `stamp`, consumed by `store`.
     stamped: bool,
+    /// memory.observations' lineage columns (the classify trigger's lineage pass on INSERT).
+    lineage: Option<LineageColumns>,
+    /// Set when the lineage pass changed the row (its sources, source_type), consumed by `store`.
+    touched: bool,
     /// The database encoding is UTF-8 (so its text is valid UTF-8).
     utf8: bool,
     new: Deformed,
@@ -198,6 +203,8 @@ impl ClassifyColumns {
             stamps,
             content_required: args.content_required,
             stamped: false,
+            lineage: LineageColumns::resolve(row)?,
+            touched: false,
             utf8: database_is_utf8(),
             new: Deformed::default(),
             old: Deformed::default(),
@@ -220,6 +227,53 @@ impl ClassifyColumns {
         let Some(st) = self.stamps.as_mut() else { return Ok(()) };
         st.stamp(&mut self.new, org.as_deref(), tier)?;
         self.stamped = true;
+        Ok(())
+    }
+
+    /// INSERT into memory.observations with `derived_from`: the sources checked and locked, the
+    /// column kept with each once, the source_type lowered to the least trusted source's (before
+    /// classification, which reads it); the floors, for the tier and the stamps. None without sources.
+    pub fn lineage_floors(&mut self) -> Result<Option<Floors>, MxError> {
+        let Some(l) = self.lineage.as_ref() else { return Ok(None) };
+        let (ids, changed) = l.sources(&mut self.new)?;
+        self.touched |= changed;
+        let Some(ids) = ids else { return Ok(None) };
+        let org = self.org().unwrap_or_default().to_string();
+        let Some(l) = self.lineage.as_ref() else { return Ok(None) };
+        let f = l.floors(&org, &ids)?;
+        if let Some(st) = memory_core::lineage::trust_floor(self.source_type()?, f.worst) {
+            self.set_source_type(st)?;
+            self.touched = true;
+        }
+        Ok(Some(f))
+    }
+
+    /// The retention ceiling of the lineage pass, after the stamps.
+    pub fn cap_retention(&mut self, f: &Floors) {
+        if let Some(st) = self.stamps.as_ref() {
+            if st.cap(&mut self.new, f.expires, f.purge) {
+                self.touched = true;
+            }
+        }
+    }
+
+    /// Set the new row's source_type column (None: NULL).
+    fn set_source_type(&mut self, st: Option<SourceType>) -> Result<(), MxError> {
+        let Some((c, kind)) = self.source_type.as_ref() else { return Ok(()) };
+        match (st, kind) {
+            (None, _) => self.new.set_null(c),
+            (Some(st), SourceTypeKind::Text) => self.new.set_text(c, st.as_str()),
+            (Some(st), SourceTypeKind::Enum) => {
+                let oid = crate::pg::spi::read_one::<pg_sys::Oid>(
+                    "SELECT oid FROM pg_catalog.pg_enum WHERE enumtypid = $1 AND enumlabel = $2",
+                    &[c.typoid.into(), st.as_str().into()],
+                )
+                .map_err(MxError::spi_in("lineage"))?
+                .ok_or_else(|| MxError::bad_argument("source_type column lacks the memory.source_type labels"))?;
+                self.labels.push((oid, Some(st)));
+                self.new.set(c, pg_sys::Datum::from(oid));
+            }
+        }
         Ok(())
     }
 
@@ -349,7 +403,7 @@ impl ClassifyColumns {
 
     /// The row to store, with every target column holding `tier`.
     pub fn store(&mut self, row: &RowTrigger, tier: Tier) -> PgHeapTuple<'static, AllocatedByPostgres> {
-        let stamped = std::mem::take(&mut self.stamped);
+        let stamped = std::mem::take(&mut self.stamped) || std::mem::take(&mut self.touched);
         // The one change, when it is an enum target at the end of the row that was NULL.
         let (mut n_changed, mut appended) = (0, None);
         for (c, kind) in &self.targets {

@@ -80,3 +80,27 @@ pub fn release(lock: Lock, mode: u32, hold: Hold) {
     // SAFETY: as in `take`; releasing a lock not held only warns.
     unsafe { pg_sys::LockRelease(&tag, mode as pg_sys::LOCKMODE, hold == Hold::Session) };
 }
+
+/// `pg_advisory_xact_lock_shared(hashtextextended(key, 0))` of SQL, taken without a statement: the
+/// same lock (the int8 advisory tag of the key's hash, as `SET_LOCKTAG_INT64` makes it), shared,
+/// until the transaction ends. A wait obeys `lock_timeout` and the deadlock detector.
+pub fn advisory_xact_shared_text(key: &str) {
+    let text = key.into_datum().expect("text datum");
+    // SAFETY: hashtextextended (a built-in, called through fmgr) of a text datum and an int8 seed,
+    // under the default collation (the one SQL's call resolves to; deterministic), as SQL computes it.
+    let h = unsafe {
+        pg_sys::OidFunctionCall2Coll(pg_sys::Oid::from(pg_sys::F_HASHTEXTEXTENDED), pg_sys::DEFAULT_COLLATION_OID, text, pg_sys::Datum::from(0i64))
+    }
+    .value() as u64;
+    let tag = pg_sys::LOCKTAG {
+        // SAFETY: reads a global set at backend start.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: (h >> 32) as u32,
+        locktag_field3: h as u32,
+        locktag_field4: 1,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    };
+    // SAFETY: a plain tag on the stack, copied by the lock manager; ShareLock of the user method.
+    unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, false) };
+}

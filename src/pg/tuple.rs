@@ -542,6 +542,35 @@ impl Deformed {
         self.set(c, merged);
     }
 
+    /// The uuid column `c`, None for NULL (or another type).
+    pub fn uuid(&self, c: &Column) -> Option<pgrx::Uuid> {
+        if c.typoid != pg_sys::UUIDOID {
+            return None;
+        }
+        let d = self.get(c)?;
+        let mut b = [0u8; 16];
+        // SAFETY: a non-NULL uuid datum (a pointer to its 16 bytes) of the deformed row.
+        b.copy_from_slice(unsafe { std::slice::from_raw_parts(d.cast_mut_ptr::<u8>(), 16) });
+        Some(pgrx::Uuid::from_bytes(b))
+    }
+
+    /// The uuid[] column `c`: its dimensions and elements (None: a NULL element); None for NULL
+    /// (or another type).
+    pub fn uuid_array(&self, c: &Column) -> Option<(i32, Vec<Option<pgrx::Uuid>>)> {
+        if c.typoid != pg_sys::UUIDARRAYOID {
+            return None;
+        }
+        let d = self.get(c)?;
+        // SAFETY: a non-NULL uuid[] datum of the deformed row, detoasted (a copy in the current
+        // memory context when it was toasted) and read as the array it is.
+        unsafe {
+            let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            let ndims = (*arr).ndim;
+            let a = pgrx::Array::<pgrx::Uuid>::from_polymorphic_datum(pg_sys::Datum::from(arr), false, pg_sys::UUIDARRAYOID);
+            Some((ndims, a.map(|a| a.iter().collect()).unwrap_or_default()))
+        }
+    }
+
     /// Set column `c` to a text value.
     pub fn set_text(&mut self, c: &Column, value: &str) {
         self.set(c, value.into_datum().expect("text datum"));

@@ -107,6 +107,23 @@ impl StampColumns {
         Ok(())
     }
 
+    /// Lineage's retention ceiling (memory_core::lineage::ceiling): expires_at and purge_after of
+    /// the new row no later than `expires` and `purge` (the sources' earliest). Whether a stamp moved.
+    pub fn cap(&self, new: &mut Deformed, expires: Option<i64>, purge: Option<i64>) -> bool {
+        let mut moved = false;
+        for (col, bound) in [(&self.expires, expires), (&self.purge, purge)] {
+            let cur = new.int(col);
+            let want = memory_core::lineage::ceiling(cur, bound);
+            if want != cur {
+                if let Some(t) = want {
+                    new.set(col, pg_sys::Datum::from(t));
+                    moved = true;
+                }
+            }
+        }
+        moved
+    }
+
     /// The new row's memory type, None for NULL (or no such column).
     fn label(&mut self, new: &Deformed) -> Option<String> {
         let (c, kind) = self.memory_type.as_ref()?;

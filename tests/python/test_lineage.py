@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from conftest import ensure_role
+from conftest import connect, ensure_role
 
 WRITER, READER, ADMIN, GLOBEX = "ln_writer", "ln_internal_reader", "ln_admin", "ln_globex"
 
@@ -96,3 +96,80 @@ def test_the_python_client_writes_and_forgets_lineage(app, conn):
         assert summary.classification == src.classification
         f = m.forget([src.id], "user request 9")
         assert f.forgotten == [str(src.id)] and f.derived_forgotten == [str(summary.id)]
+
+
+def test_governed_table_rows_made_from_memories_keep_their_floors_and_go_with_them(app, conn):
+    """memory.govern's "derived_from": a login owner that is not a superuser governs its table; the
+    tenant-bound writer's rows made from memories keep the restricted tier (its internal reader does
+    not see them through the table's row-level security), a bad source is 22023, and forgetting the
+    source deletes the row as the writer (derived_forgotten), covered by a receipt that verifies."""
+    ensure_role(conn, "ln_owner", "memory_writer")
+    conn.execute("SELECT memory.grant_org('ln_owner', 'acme')")
+    conn.execute("GRANT CREATE ON SCHEMA public TO ln_owner")
+    with connect(app, "ln_owner", "acme") as o:
+        o.execute("CREATE TABLE public.digests (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, user_id text, "
+                  "content text NOT NULL, classification memory.classification, derived_from uuid[], created_at timestamptz NOT NULL DEFAULT now(), "
+                  "expires_at timestamptz, purge_after timestamptz, archive_at timestamptz)")
+        o.execute("CREATE INDEX ON public.digests USING gin (derived_from)")
+        eff = o.execute("SELECT memory.govern('public.digests', '{\"audit\": true, \"tenant_policy\": true, \"stamps\": true, "
+                        "\"derived_from\": \"derived_from\"}')").fetchone()[0]
+        assert eff["derived_from"] == "derived_from" and eff["id"] == "id"
+        o.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON public.digests TO {WRITER}")
+        o.execute(f"GRANT SELECT ON public.digests TO {READER}")
+    with pool(app, WRITER) as w, pool(app, READER) as r, pool(app, ADMIN) as a, pool(app, GLOBEX) as g:
+        note = str(call(w, "INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'dan', 'Dan asked about savings') RETURNING id")[0][0])
+        secret = str(call(w, "INSERT INTO memory.observations (org_id, user_id, content, classification) "
+                         "VALUES ('acme', 'dan', 'Dan disclosed his debts', 'restricted') RETURNING id")[0][0])
+        row = str(call(w, "INSERT INTO public.digests (org_id, user_id, content, derived_from) VALUES ('acme', 'dan', 'Dan: savings and a private matter', %s::uuid[]) "
+                       "RETURNING id", ([note, secret],))[0][0])
+        assert call(w, "SELECT classification::text FROM public.digests WHERE id = %s", (row,))[0][0] == "restricted"
+        assert call(r, "SELECT count(*) FROM public.digests WHERE id = %s", (row,))[0][0] == 0
+        gid = call(g, "INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'Globex budget') RETURNING id", org="globex")[0][0]
+        for bad in (gid, "00000000-0000-0000-0000-00000000beef"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as e:
+                call(w, "INSERT INTO public.digests (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY[%s::uuid])", (str(bad),))
+            assert e.value.diag.message_primary == f'derived_from names memory {bad}, which is not a memory of org "acme"'
+        out = call(w, "SELECT memory.forget(ARRAY[%s::uuid], 'user request 11')", (note,))[0][0]
+        assert out["forgotten"] == [note] and out["derived_forgotten"] == [row]
+        assert conn.execute("SELECT count(*) FROM public.digests WHERE id = %s", (row,)).fetchone()[0] == 0
+        receipt = out["receipt"]
+        assert receipt["count"] == 2
+        checks = dict((c, ok) for c, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)))
+        assert checks and all(checks.values()), checks
+        # The row's id exists again: the proof fails on `absent`.
+        conn.execute("INSERT INTO public.digests (id, org_id, content) VALUES (%s, 'acme', 'back again')", (row,))
+        checks = dict((c, ok) for c, ok, _ in call(a, "SELECT * FROM memory.verify_receipt(%s::jsonb)", (json.dumps(receipt),)))
+        assert checks["absent"] is False and checks["signature"] is True
+
+
+def test_a_derived_insert_waiting_for_a_forget_of_its_source_is_refused(app, conn):
+    """A derived INSERT that names a source being forgotten waits for the forget (the lineage locks)
+    and then reads the sources afresh: the source is gone, so the insert is refused (22023) and
+    nothing derived outlives its source."""
+    import threading
+    with connect(app, WRITER, "acme") as a, connect(app, WRITER, "acme") as b:
+        src = str(a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 12 was late') RETURNING id").fetchone()[0])
+        a.execute("BEGIN")
+        assert a.execute("SELECT memory.forget(ARRAY[%s::uuid], 'user request 12')", (src,)).fetchone()[0]["forgotten"] == [src]
+        out = {}
+
+        def insert():
+            try:
+                b.execute("INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'Orders are late', ARRAY[%s::uuid])", (src,))
+                out["ok"] = True
+            except psycopg.Error as e:
+                out["err"] = e
+        bpid = b.execute("SELECT pg_backend_pid()").fetchone()[0]
+        t = threading.Thread(target=insert)
+        t.start()
+        # It waits on the forget's lineage lock (an advisory lock), whatever the machine's speed.
+        for _ in range(200):
+            if conn.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted", (bpid,)).fetchone()[0]:
+                break
+            t.join(0.05)
+        else:
+            raise AssertionError("the derived insert never waited for the forget")
+        a.execute("COMMIT")
+        t.join(10)
+        assert isinstance(out.get("err"), psycopg.errors.InvalidParameterValue), out
+        assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'Orders are late'").fetchone()[0] == 0

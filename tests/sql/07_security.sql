@@ -453,7 +453,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                 'memory_internal._acting_org()', 'memory_internal._audit_truncate()', 'memory_internal._drop_table_revisions()',
                 'memory_internal._has_consent(text,text,text)',
                 'memory_internal._hold_for(text,text,text)', 'memory_internal._hold_on_rows(regclass)', 'memory_internal._keep_table_revision()',
-                'memory_internal._max_tier()'],
+                'memory_internal._max_tier()', 'memory_internal._table_lineage_ceiling()', 'memory_internal._table_lineage_floor()'],
           'SECURITY DEFINER functions executable by PUBLIC are exactly the allow-list');
 -- Recall's one pass runs the SQL it is given (as its caller: memory_ext's owner inside recall):
 -- no role but the owner may call it, nor the query embedding's check (found by review).

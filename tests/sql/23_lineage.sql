@@ -2,7 +2,7 @@
 -- retention floors at write and when a source changes, memory.lineage within clearance, and
 -- forgetting and erasure following lineage (held descendants kept), as tenant-bound roles.
 BEGIN;
-SELECT plan(55);
+SELECT plan(56);
 
 SELECT memory.setup_roles();
 CREATE ROLE ln_writer IN ROLE memory_writer;
@@ -78,6 +78,8 @@ SELECT throws_ok(format($$ INSERT INTO memory.observations (org_id, content, der
 SELECT throws_ok($$ INSERT INTO memory.observations (id, org_id, content, derived_from)
                     VALUES ('00000000-0000-0000-0000-0000000000aa', 'acme', 'x summary', ARRAY['00000000-0000-0000-0000-0000000000aa'::uuid]) $$,
                  '22023', 'memory 00000000-0000-0000-0000-0000000000aa cannot be derived from itself', 'a memory is not its own source');
+SELECT throws_ok(format($$ INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', 'x summary', ARRAY[ARRAY[%L::uuid]]) $$, pg_temp.id('note')),
+                 '22023', 'derived_from takes a one-dimensional array of memory ids', 'an array of arrays is refused');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE content = 'x summary'), 0::bigint, 'nothing was written for a refused source list');
 SELECT throws_ok(format($$ UPDATE memory.observations SET derived_from = ARRAY[%L::uuid] WHERE id = %L $$, pg_temp.id('summary'), pg_temp.id('note')),

@@ -1,0 +1,225 @@
+-- SQL-level suite for lineage on governed application tables (issue 50, SPEC §18: memory.govern's
+-- "derived_from"): the sources checked at write (22023 for a missing, another org's or an
+-- unreadable memory, more than 1,000, a NULL), the tier, trust and retention floors at write and
+-- when a source tightens, and forget and erase_subject of a source removing the rows made from it
+-- (through the table's row-level security and the caller's grants; held rows kept), named in
+-- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
+-- not a superuser.
+BEGIN;
+SELECT plan(46);
+
+SELECT memory.setup_roles();
+CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
+CREATE ROLE lt_writer IN ROLE memory_writer;             -- an application writer of acme
+CREATE ROLE lt_low IN ROLE memory_writer;                -- acme, cleared to internal
+CREATE ROLE lt_nodel IN ROLE memory_writer;              -- acme, may not DELETE from the table
+CREATE ROLE lt_globex IN ROLE memory_writer;             -- globex only
+CREATE ROLE lt_admin IN ROLE memory_admin;
+GRANT EXECUTE ON FUNCTION memory.reclassify(uuid, memory.classification, text) TO lt_admin;
+SELECT memory.grant_org('lt_owner', 'acme'), memory.grant_org('lt_writer', 'acme'), memory.grant_org('lt_low', 'acme', 'internal'),
+       memory.grant_org('lt_nodel', 'acme'), memory.grant_org('lt_globex', 'globex'), memory.grant_org('lt_admin', 'acme');
+GRANT CREATE ON SCHEMA public TO lt_owner;
+
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
+GRANT SELECT, INSERT ON ids TO PUBLIC;
+CREATE FUNCTION pg_temp.id(n text) RETURNS uuid LANGUAGE sql AS $$ SELECT id FROM ids WHERE name = n $$;
+
+-- ------------------------------------------------------------------------------------------------
+-- Govern: the option's checks.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_bad (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, content text,
+                            classification memory.classification, sources text[]);
+SELECT throws_ok($$ SELECT memory.govern('public.lt_bad', '{"derived_from": "sources"}') $$, '22023',
+                 'the derived_from column "sources" of public.lt_bad must be uuid[]', 'a derived_from column that is not uuid[]: 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.lt_bad', '{"derived_from": "nosuch"}') $$, '22023', NULL, 'a missing column: 22023');
+SELECT throws_ok($$ SELECT memory.govern('public.lt_bad', '{"derived_from": ["sources"]}') $$, '22023',
+                 'option "derived_from" must be a column name', 'not a column name: 22023');
+CREATE TABLE public.lt_noorg (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), content text, classification memory.classification, derived_from uuid[]);
+SELECT throws_ok($$ SELECT memory.govern('public.lt_noorg', '{"derived_from": "derived_from"}') $$, '22023', NULL,
+                 'a table without an org column: 22023');
+
+CREATE TABLE public.lt_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, user_id text, content text,
+                              classification memory.classification, source_type memory.source_type, derived_from uuid[],
+                              created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz, purge_after timestamptz,
+                              archive_at timestamptz);
+CREATE INDEX ON public.lt_notes USING gin (derived_from);
+SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true, "derived_from": "derived_from"}')->>'derived_from',
+          'derived_from', 'the owner governs its table with derived_from');
+SELECT ok((SELECT triggers @> ARRAY['memory_ancestry', 'memory_lineage'] FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+          'the lineage triggers are attached');
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.lt_notes TO lt_writer, lt_low, lt_globex, lt_admin;
+GRANT SELECT, INSERT ON public.lt_notes TO lt_nodel;
+RESET ROLE;
+
+-- ------------------------------------------------------------------------------------------------
+-- Sources, and a row made from them: the floors.
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, user_id, content, source_type)
+    VALUES ('acme', 'alice', 'Alice asked about the mortgage rates', 'tool_result') RETURNING id) INSERT INTO ids SELECT 'note', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, user_id, content, classification, source_type)
+    VALUES ('acme', 'alice', 'Alice disclosed her medical condition', 'restricted', 'fact') RETURNING id) INSERT INTO ids SELECT 'secret', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, user_id, content, source_type)
+    VALUES ('acme', 'bob', 'Bob prefers the morning slot', 'preference') RETURNING id) INSERT INTO ids SELECT 'bob', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, source_type, derived_from)
+    VALUES ('acme', 'alice', 'Alice: mortgage questions and a personal matter', 'decision',
+            ARRAY[pg_temp.id('note'), pg_temp.id('secret'), pg_temp.id('note')]) RETURNING id) INSERT INTO ids SELECT 'summary', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, derived_from)
+    VALUES ('acme', 'carol', 'Mortgage questions this week', ARRAY[pg_temp.id('note')]) RETURNING id) INSERT INTO ids SELECT 'digest', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, source_type, derived_from)
+    VALUES ('acme', 'bob', 'Bob: mornings', 'fact', ARRAY[pg_temp.id('bob')]) RETURNING id) INSERT INTO ids SELECT 'bobnote', id FROM x;
+RESET ROLE;
+SET ROLE lt_globex;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('globex', 'Globex pricing') RETURNING id) INSERT INTO ids SELECT 'globex', id FROM x;
+RESET ROLE;
+SELECT is((SELECT classification FROM public.lt_notes WHERE id = pg_temp.id('summary')), 'restricted'::memory.classification,
+          'a row made from a restricted memory is restricted');
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('summary')), 'tool_result'::memory.source_type,
+          'and trusted no more than its least trusted source');
+SELECT is((SELECT derived_from FROM public.lt_notes WHERE id = pg_temp.id('summary')), ARRAY[pg_temp.id('note'), pg_temp.id('secret')],
+          'each source once');
+SELECT ok((SELECT n.expires_at <= (SELECT min(expires_at) FROM memory.observations WHERE id IN (pg_temp.id('note'), pg_temp.id('secret')))
+             FROM public.lt_notes n WHERE n.id = pg_temp.id('summary')), 'its retention ends no later than its sources''');
+SELECT is((SELECT classification FROM public.lt_notes WHERE id = pg_temp.id('digest')), 'internal'::memory.classification,
+          'a row made from an internal memory is classified as its content says');
+
+-- Bad sources: the same 22023 for a missing id, another org's, one above the writer's clearance.
+SET ROLE lt_writer;
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY['%s'::uuid]) $$, '00000000-0000-4000-8000-000000000001'),
+                 '22023', 'derived_from names memory 00000000-0000-4000-8000-000000000001, which is not a memory of org "acme"', 'a missing source: 22023');
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY['%s'::uuid]) $$, pg_temp.id('globex')),
+                 '22023', format('derived_from names memory %s, which is not a memory of org "acme"', pg_temp.id('globex')),
+                 'another org''s memory: the same 22023');
+SELECT throws_ok($$ INSERT INTO public.lt_notes (org_id, content, derived_from) SELECT 'acme', 'x', array_agg(gen_random_uuid()) FROM generate_series(1, 1001) $$,
+                 '22023', 'derived_from names at most 1,000 memories (1001 given)', 'more than 1,000 sources: 22023');
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY['%s'::uuid, NULL]) $$, pg_temp.id('note')),
+                 '22023', 'derived_from takes no NULL id (element 2)', 'a NULL source: 22023');
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY[ARRAY['%s'::uuid]]) $$, pg_temp.id('note')),
+                 '22023', 'derived_from takes a one-dimensional array of memory ids', 'an array of arrays: 22023');
+SELECT throws_ok(format($$ UPDATE public.lt_notes SET derived_from = derived_from || '%s'::uuid WHERE id = '%s' $$, pg_temp.id('globex'), pg_temp.id('digest')),
+                 '22023', NULL, 'an UPDATE adding another org''s memory: 22023');
+RESET ROLE;
+SET ROLE lt_low;
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY['%s'::uuid]) $$, pg_temp.id('secret')),
+                 '22023', format('derived_from names memory %s, which is not a memory of org "acme"', pg_temp.id('secret')),
+                 'a memory above the writer''s clearance: the same 22023');
+RESET ROLE;
+SET ROLE lt_globex;
+SELECT throws_ok(format($$ INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'x', ARRAY['%s'::uuid]) $$, pg_temp.id('note')),
+                 '42501', NULL, 'a row of an org the writer may not act for is refused');
+RESET ROLE;
+
+-- An UPDATE never raises trust, and keeps the floors.
+SET ROLE lt_writer;
+UPDATE public.lt_notes SET source_type = 'decision', classification = 'restricted' WHERE id = pg_temp.id('summary');
+RESET ROLE;
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('summary')), 'tool_result'::memory.source_type,
+          'an UPDATE does not raise a derived row''s trust');
+
+-- ------------------------------------------------------------------------------------------------
+-- A source that tightens: the rows made from it follow.
+SET ROLE lt_admin;
+SELECT memory.reclassify(pg_temp.id('note'), 'confidential', 'contains account details');
+RESET ROLE;
+SELECT is((SELECT classification FROM public.lt_notes WHERE id = pg_temp.id('digest')), 'confidential'::memory.classification,
+          'reclassify raises the governed rows made from the memory');
+SELECT is((SELECT classification FROM public.lt_notes WHERE id = pg_temp.id('summary')), 'restricted'::memory.classification,
+          'and never lowers one');
+SELECT is((SELECT l.payload->>'to' FROM public.audit_log_now() l WHERE l.event_type = 'memory.reclassify'
+             AND l.payload->>'table' = 'public.lt_notes' AND l.payload->>'id' = pg_temp.id('digest')::text), 'confidential',
+          'the raise is audited (memory.reclassify of the table''s row)');
+UPDATE memory.observations SET expires_at = now() + interval '3 days', purge_after = now() + interval '10 days' WHERE id = pg_temp.id('note');
+SELECT is((SELECT expires_at FROM public.lt_notes WHERE id = pg_temp.id('digest')), now() + interval '3 days',
+          'a source''s shorter retention reaches the rows made from it');
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('bobnote')), 'preference'::memory.source_type,
+          'a fact made from a preference is a preference');
+UPDATE memory.observations SET source_type = 'tool_result' WHERE id = pg_temp.id('bob');
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('bobnote')), 'tool_result'::memory.source_type,
+          'a source''s lower trust reaches the rows made from it');
+
+-- ------------------------------------------------------------------------------------------------
+-- Forgetting a source removes the rows made from it, within the caller's clearance and grants.
+-- A role without DELETE on the table forgets the source; the rows stay (the table's grants).
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 7 was late') RETURNING id) INSERT INTO ids SELECT 'src7', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'Orders are late', ARRAY[pg_temp.id('src7')]) RETURNING id) INSERT INTO ids SELECT 'row7', id FROM x;
+RESET ROLE;
+SET ROLE lt_nodel;
+SELECT is((SELECT r->'derived_forgotten' FROM memory.forget(ARRAY[pg_temp.id('src7')], 'request 0') r), '[]'::jsonb,
+          'a caller without DELETE on the table removes none of its rows');
+RESET ROLE;
+SELECT is((SELECT derived_from FROM public.lt_notes WHERE id = pg_temp.id('row7')), NULL::uuid[],
+          'the row stays, no longer naming the forgotten memory');
+
+-- lt_low (internal) forgets note: the confidential digest is above it and stays.
+SET ROLE lt_low;
+SELECT is((SELECT r->'derived_forgotten' FROM memory.forget(ARRAY[pg_temp.id('bob')], 'request 1') r), to_jsonb(ARRAY[pg_temp.id('bobnote')::text]),
+          'forget removes the governed rows made from a memory, and says so');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('bobnote')), 0::bigint, 'the row is gone');
+SELECT ok((SELECT l.payload->'forgotten' @> jsonb_build_array(jsonb_build_object('id', pg_temp.id('bobnote')::text, 'derived', true))
+             FROM public.audit_log_now() l WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'request 1' AND l.payload->>'table' = 'public.lt_notes'),
+          'a memory.forget event of the table names it');
+
+-- A held row stays; the receipt covers what went and verifies.
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('summary'), 'litigation');
+SET ROLE lt_writer;
+CREATE TEMP TABLE rcpt AS SELECT memory.forget(ARRAY[pg_temp.id('note')], 'request 2') AS r;
+RESET ROLE;
+GRANT SELECT ON rcpt TO PUBLIC;
+SELECT is((SELECT r->'derived_forgotten' FROM rcpt), to_jsonb(ARRAY[pg_temp.id('digest')::text]), 'forget of a source takes the digest');
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('summary')), 1::bigint, 'a held row made from it stays');
+SELECT ok((SELECT r->'held' @> to_jsonb(ARRAY[pg_temp.id('summary')::text]) FROM rcpt), 'and is reported held');
+SELECT is((SELECT derived_from FROM public.lt_notes WHERE id = pg_temp.id('summary')), ARRAY[pg_temp.id('secret')],
+          'it no longer names the forgotten memory');
+SELECT is((SELECT count(*) FROM memory.erasure_receipts e WHERE e.ids->'public.lt_notes' @> to_jsonb(ARRAY[pg_temp.id('digest')::text])), 1::bigint,
+          'the receipt covers the row of the table');
+SET ROLE lt_admin;
+SELECT is((SELECT bool_and(ok) FROM memory.verify_receipt((SELECT r->'receipt' FROM rcpt))), true, 'and verifies');
+RESET ROLE;
+UPDATE memory.legal_holds SET released_at = now();
+
+-- ------------------------------------------------------------------------------------------------
+-- Erasure: another user's row made from the subject's memories goes.
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'eve', 'Eve moved to Leeds') RETURNING id) INSERT INTO ids SELECT 'eve', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, derived_from) VALUES ('acme', 'frank', 'The team: Eve is in Leeds', ARRAY[pg_temp.id('eve')]) RETURNING id)
+    INSERT INTO ids SELECT 'team', id FROM x;
+RESET ROLE;
+CREATE TEMP TABLE er AS SELECT memory.erase_subject('eve') AS r;
+SELECT ok((SELECT r->'derived_forgotten' @> to_jsonb(ARRAY[pg_temp.id('team')::text]) FROM er), 'erase_subject takes the governed rows made from the subject''s memories');
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('team')), 0::bigint, 'the row is gone');
+SELECT ok((SELECT (r->'receipt'->>'count')::int >= 2 FROM er), 'the receipt counts it with the memory');
+
+-- The table's own row-level security decides what the forgetting caller's DELETE reaches.
+SET ROLE lt_owner;
+CREATE POLICY app_keep_zed ON public.lt_notes AS RESTRICTIVE FOR DELETE USING (user_id IS DISTINCT FROM 'zed');
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 8 was lost') RETURNING id) INSERT INTO ids SELECT 'src8', id FROM x;
+WITH x AS (INSERT INTO public.lt_notes (org_id, user_id, content, derived_from) VALUES ('acme', 'zed', 'Orders get lost', ARRAY[pg_temp.id('src8')]) RETURNING id)
+    INSERT INTO ids SELECT 'row8', id FROM x;
+SELECT is((SELECT r->'derived_forgotten' FROM memory.forget(ARRAY[pg_temp.id('src8')], 'request 3') r), '[]'::jsonb,
+          'a row the table''s row-level security keeps from the caller''s DELETE is not forgotten');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row8')), 1::bigint, 'it stays');
+SELECT ok((SELECT l.payload->'derived_kept' @> to_jsonb(ARRAY[pg_temp.id('row8')::text]) FROM public.audit_log_now() l
+            WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'request 3'), 'named for the org''s admins (derived_kept)');
+
+-- The trigger functions run only on a table governed with the option.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_other (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, derived_from uuid[]);
+CREATE TRIGGER app_lineage BEFORE INSERT ON public.lt_other FOR EACH ROW EXECUTE FUNCTION memory_internal._table_lineage_floor();
+SELECT throws_ok($$ INSERT INTO public.lt_other (org_id, derived_from) VALUES ('acme', '{}') $$, '39P01', NULL,
+                 'the floor trigger refuses a table not governed with "derived_from"');
+RESET ROLE;
+
+-- ------------------------------------------------------------------------------------------------
+-- The option off: the triggers go.
+SET ROLE lt_owner;
+SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true}') ? 'derived_from', false, 'govern without the option');
+SELECT ok((SELECT NOT (triggers && ARRAY['memory_ancestry', 'memory_lineage']) FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+          'removes the lineage triggers');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
