@@ -37,6 +37,27 @@ END $$;
 CREATE TRIGGER org_settings_dedup_check BEFORE INSERT OR UPDATE OF dedup, dedup_threshold ON memory.org_settings
     FOR EACH ROW EXECUTE FUNCTION memory_internal._org_settings_dedup_check();
 
+-- An embedding given to memory.remember or memory.supersede (fn names it in the message): 22023
+-- with a hint unless embeddings are enabled and it is a one-dimensional array of the column's
+-- dimensions with finite, not all zero, components.
+CREATE FUNCTION memory_internal._embedding_check(fn text, embedding real[])
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    dims int;
+BEGIN
+    IF NOT memory_internal._has_column('memory.observations', 'embedding') THEN
+        RAISE EXCEPTION '%: embeddings are not enabled, so a memory has no embedding to store', fn USING ERRCODE = '22023',
+            HINT = 'A platform admin calls memory.enable_embeddings(dimensions) (pgvector), or pass embedding => NULL.';
+    END IF;
+    IF pg_catalog.array_ndims(embedding) IS DISTINCT FROM 1 THEN
+        RAISE EXCEPTION '%: embedding must be a one-dimensional array of numbers', fn USING ERRCODE = '22023',
+            HINT = 'Pass the memory''s embedding as real[], or NULL.';
+    END IF;
+    SELECT s.dimensions INTO dims FROM memory.ann_settings s;
+    PERFORM memory_internal._query_vector(embedding, dims);
+END $$;
+
 -- memory.remember's arguments, checked before anything is read or written (22023 with a hint).
 CREATE FUNCTION memory_internal._remember_check(org text, content text, user_id text, memory_type memory.memory_type,
                                                 metadata jsonb, embedding real[], namespace text[])
@@ -44,7 +65,6 @@ RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     err  text;
-    dims int;
 BEGIN
     IF memory_internal._blank(org) THEN
         RAISE EXCEPTION 'memory.remember needs an org_id' USING ERRCODE = '22023', HINT = 'Pass the org of the memory (one of memory.my_orgs()).';
@@ -72,16 +92,7 @@ BEGIN
         END IF;
     END IF;
     IF embedding IS NOT NULL THEN
-        IF NOT memory_internal._has_column('memory.observations', 'embedding') THEN
-            RAISE EXCEPTION 'memory.remember: embeddings are not enabled, so a memory has no embedding to store' USING ERRCODE = '22023',
-                HINT = 'A platform admin calls memory.enable_embeddings(dimensions) (pgvector), or pass embedding => NULL.';
-        END IF;
-        IF pg_catalog.array_ndims(embedding) IS DISTINCT FROM 1 THEN
-            RAISE EXCEPTION 'memory.remember: embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023',
-                HINT = 'Pass the memory''s embedding as real[], or NULL.';
-        END IF;
-        SELECT s.dimensions INTO dims FROM memory.ann_settings s;
-        PERFORM memory_internal._query_vector(embedding, dims);
+        PERFORM memory_internal._embedding_check('memory.remember', embedding);
     END IF;
 END $$;
 

@@ -447,8 +447,9 @@ fn tools(read_only: bool) -> Vec<Tool> {
             "Correct one of the current org's memories: store the corrected text as a new memory (classified, never \
              below the old tier; it keeps the old one's weight and user) and mark the old one superseded, so recall \
              no longer finds it (history still shows it). Give the reason (recorded with the change). Returns {id, \
-             supersedes}. A memory already superseded or not live: 22023; one of another org or forgotten: P0002; \
-             one under a legal hold: MX006. The new memory has no embedding (memory.embedding_backlog lists it).",
+             supersedes, embedded}. A memory already superseded or not live: 22023; one of another org or forgotten: P0002; \
+             one under a legal hold: MX006. With an embedder configured the corrected text's embedding is stored \
+             too; when the embedder fails the memory is stored all the same (embedded: false).",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -461,11 +462,7 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_raw_output_schema(schema(json!({
-            "type": "object",
-            "properties": {"id": uuid, "supersedes": uuid},
-            "required": ["id", "supersedes"]
-        })))
+        .with_raw_output_schema(stored_output(json!({"supersedes": uuid})))
         .with_annotations(ToolAnnotations::with_title("Supersede memory").read_only(false).destructive(true)),
         Tool::new(
             "record_outcome",
@@ -616,7 +613,7 @@ impl MemoryServer {
             (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
         };
         let emb = match tool {
-            "remember" => self.embedding(Some(&req_str(a, "content")?)).await,
+            "remember" | "supersede" => self.embedding(Some(&req_str(a, "content")?)).await,
             "put" => match a.get("value") {
                 Some(v @ Value::Object(_)) => self.embedding(Some(&embed::item_text(v))).await,
                 _ => return Err(Failure::Args("value is required: a JSON object".into())),
@@ -810,12 +807,13 @@ impl MemoryServer {
                 let old = req_str(a, "id")?;
                 let row = one(&tx, 
                         "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
-                                THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'))::text END",
-                        &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org],
+                                THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'), \
+                                                      embedding => $6::real[])::text END",
+                        &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org, &vector],
                     )
                     .await?;
                 match row.get::<_, Option<String>>(0) {
-                    Some(id) => (json!({"id": id, "supersedes": old}), 1),
+                    Some(id) => (stored(json!({"id": id, "supersedes": old})), 1),
                     None => {
                         return Err(Failure::Refused(json!({
                             "sqlstate": "P0002",

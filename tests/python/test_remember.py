@@ -129,3 +129,20 @@ def test_context_fits_its_budget_as_a_reader(roles, conn):
         with pytest.raises(psycopg.Error) as ex:
             r.execute("SELECT memory.remember('acme', 'readers do not remember')")
         assert ex.value.sqlstate == "42501"
+
+
+def test_supersede_stores_the_corrected_texts_embedding(vroles, conn):
+    """memory.supersede(..., embedding) stores the new text's vector with the new memory, as
+    remember does (nothing waits in memory.embedding_backlog); a vector of other dimensions is
+    22023 and writes nothing."""
+    with connect(vroles, WRITER) as w:
+        old = remember(w, "Noa lives in Paris", user_id="noa", embedding=[1.0, 0.0, 0.0])
+        with pytest.raises(psycopg.Error) as ex:
+            w.execute("SELECT memory.supersede(%s, 'Noa lives in Lyon', 'moved', embedding => %s::real[])", (old["id"], [1.0, 0.0]))
+        assert ex.value.sqlstate == "22023" and "2 dimensions" in ex.value.diag.message_primary
+        new = w.execute("SELECT memory.supersede(%s, 'Noa lives in Lyon', 'moved', embedding => %s::real[])::text",
+                        (old["id"], [0.0, 1.0, 0.0])).fetchone()[0]
+    rows = conn.execute("SELECT id::text, embedding::text, superseded_by::text FROM memory.observations WHERE user_id = 'noa' ORDER BY created_at").fetchall()
+    assert rows == [(old["id"], "[1,0,0]", new), (new, "[0,1,0]", None)], "the new memory has its own vector; the old keeps its own"
+    with connect(vroles, ADMIN) as adm:
+        assert adm.execute("SELECT count(*) FROM memory.embedding_backlog WHERE org_id = 'acme'").fetchone() == (0,)
