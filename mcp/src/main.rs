@@ -567,15 +567,11 @@ impl Call {
 
 /// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
 /// one round trip a statement, not two).
-async fn one(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+async fn one(tx: &deadpool_postgres::ClientWrapper, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
     let st = tx.prepare_cached(sql).await?;
     tx.query_one(&st, params).await
 }
 
-async fn exec(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
-    let st = tx.prepare_cached(sql).await?;
-    tx.execute(&st, params).await
-}
 
 /// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
 fn rows_sql(call: &str) -> String {
@@ -642,14 +638,22 @@ impl MemoryServer {
             }
             out
         };
-        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
-        let tx = conn.transaction().await?;
-        exec(&tx, 
-            "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
-            &[&org, &actor],
-        )
-        .await?;
-        let (value, count): (Value, i32) = match tool {
+        let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
+        let tx = conn.client();
+        // BEGIN and the org and actor of the call in one round trip (pipelined), then the tool's
+        // statement, then its audit record and COMMIT in one round trip.
+        let set = tx
+            .prepare_cached("SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)")
+            .await?;
+        let audit = tx.prepare_cached("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)").await?;
+        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
+        let (begun, set) = tokio::join!(tx.batch_execute("BEGIN"), tx.execute(&set, &who));
+        if let Err(e) = begun.and(set) {
+            tx.batch_execute("ROLLBACK").await?;
+            conn.release();
+            return Err(Failure::Db(e));
+        }
+        let called = async { Ok::<(Value, i32), Failure>(match tool {
             "remember" => {
                 let mut c = Call::new();
                 c.arg("org_id", "", Some(org.clone()))
@@ -667,7 +671,7 @@ impl MemoryServer {
                     c.names.join(", "),
                     c.placeholders().join(", ")
                 );
-                let row = one(&tx, &sql, &c.refs()).await?;
+                let row = one(tx, &sql, &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
             }
             "recall" => {
@@ -680,7 +684,7 @@ impl MemoryServer {
                      pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
                     c.named()
                 );
-                let row = one(&tx, &sql, &c.refs()).await?;
+                let row = one(tx, &sql, &c.refs()).await?;
                 (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
@@ -689,7 +693,7 @@ impl MemoryServer {
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
                 // so ids the role reads in this org are forgotten, any other is not_found.
-                let row = one(&tx, 
+                let row = one(tx, 
                         "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
                          mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
                                      OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
@@ -710,13 +714,13 @@ impl MemoryServer {
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(&tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
-                let row = one(&tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
                 (json!({"chain": parse(row.get(0))}), row.get(1))
             }
             "search" => {
@@ -728,7 +732,7 @@ impl MemoryServer {
                     .arg("k", "::int", opt_int(a, "k")?)
                     .arg("\"offset\"", "::int", opt_int(a, "offset")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(&tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
             "context" => {
@@ -743,7 +747,7 @@ impl MemoryServer {
                     .arg("filters", "::text::jsonb", opt_json(a, "filters"))
                     .arg("query_embedding", "::real[]", vector.clone())
                     .arg("diversity", "::float8", diversity);
-                let row = one(&tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
                 let v = parse(row.get(0));
                 let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
                 (searched(json!({"context": v})), n)
@@ -753,7 +757,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(&tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
                 let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
                 (json!({"item": item}), row.get(1))
             }
@@ -767,7 +771,7 @@ impl MemoryServer {
                     .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
                     .arg("embedding", "::real[]", vector.clone())
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
-                let row = one(&tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0)})), 1)
             }
             "delete" => {
@@ -775,7 +779,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(&tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
                 let deleted: bool = row.get(0);
                 (json!({"deleted": deleted}), i32::from(deleted))
             }
@@ -783,13 +787,13 @@ impl MemoryServer {
                 // Under row-level security: the versions of the token's org only.
                 let mut c = Call::new();
                 c.arg("memory_id", "::text::uuid", Some(req_str(a, "id")?));
-                let row = one(&tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
                 (json!({"versions": parse(row.get(0))}), row.get(1))
             }
             "lineage" => {
                 // memory.lineage finds the id in any org the login role may act for (memory.org_id
                 // first); a token reads its own org's lineage only, so another org's id has none.
-                let row = one(&tx, 
+                let row = one(tx, 
                         "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
                                 pg_catalog.count(*)::int \
                            FROM (SELECT $1::text::uuid AS id) x \
@@ -805,7 +809,7 @@ impl MemoryServer {
                 // token supersedes its own org's only: another org's id is not found (P0002, as
                 // the database answers for a memory it may not read).
                 let old = req_str(a, "id")?;
-                let row = one(&tx, 
+                let row = one(tx, 
                         "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
                                 THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'), \
                                                       embedding => $6::real[])::text END",
@@ -829,16 +833,52 @@ impl MemoryServer {
                 c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
                     .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
                     .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
-                let row = one(&tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
                 (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
+        }) }
+        .await;
+        let (value, count) = match called {
+            Ok(v) => v,
+            Err(f) => {
+                tx.batch_execute("ROLLBACK").await?;
+                conn.release();
+                return Err(f);
+            }
         };
-        exec(&tx, "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
-        tx.commit().await?;
+        // A failed audit append rolls the call back (its COMMIT then ends a failed transaction).
+        let what: [&(dyn ToSql + Sync); 3] = [&tool, &client, &count];
+        let (audited, committed) = tokio::join!(tx.execute(&audit, &what), tx.batch_execute("COMMIT"));
+        conn.release();
+        audited?;
+        committed?;
         Ok(value)
     }
 }
+
+/// A pooled connection inside a tool call's transaction. Released to the pool once the call has
+/// committed or rolled back; dropped before that (the call cancelled in flight, or a connection
+/// error), the connection is closed instead, so no open transaction ever goes back to the pool.
+struct Pooled(Option<deadpool_postgres::Object>);
+
+impl Pooled {
+    fn client(&self) -> &deadpool_postgres::ClientWrapper {
+        self.0.as_ref().expect("a pooled connection until released")
+    }
+    fn release(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
+    }
+}
+
 
 /// An error with its causes (a TLS handshake's names the certificate problem).
 pub(crate) fn causes(e: &dyn std::error::Error) -> String {
@@ -993,7 +1033,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     // The database decides whether the role may act for the org: memory.acting_org() answers
     // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
     let tx = conn.transaction().await.map_err(|e| e.to_string())?;
-    let acting: Option<String> = one(&tx, "SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
+    let acting: Option<String> = tx.query_one("SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
         .await
         .map_err(|e| match e.as_db_error() {
             Some(db) => format!("refusing to start: {} (SQLSTATE {}){}", db.message(), db.code().code(), db.hint().map(|h| format!("; {h}")).unwrap_or_default()),
