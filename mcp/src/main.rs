@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Parser;
@@ -171,6 +171,18 @@ fn stored_output(extra: Value) -> Arc<JsonObject> {
 
 fn object_with(props: Value) -> Value {
     json!({"type": "object", "properties": props})
+}
+
+/// The tools of a server (read-only or not), built once: their schemas never change, and a tool
+/// call asks for them (its name checked, its output schema) on every request.
+fn tool_list(read_only: bool) -> &'static [Tool] {
+    static ALL: OnceLock<Vec<Tool>> = OnceLock::new();
+    static READ_ONLY: OnceLock<Vec<Tool>> = OnceLock::new();
+    if read_only {
+        READ_ONLY.get_or_init(|| tools(true))
+    } else {
+        ALL.get_or_init(|| tools(false))
+    }
 }
 
 fn tools(read_only: bool) -> Vec<Tool> {
@@ -953,18 +965,18 @@ impl ServerHandler for MemoryServer {
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
         // An authorized caller sees the tools its scopes allow.
         let who = principal(&ctx);
-        let mut list = tools(self.read_only);
+        let mut list = tool_list(self.read_only).to_vec();
         list.retain(|t| who.as_ref().is_none_or(|p| p.scopes.contains(auth::scope_of(&t.name))));
         Ok(ListToolsResult::with_all_items(list))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools(self.read_only).into_iter().find(|t| t.name == name)
+        tool_list(self.read_only).iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let name: Cow<'static, str> = req.name;
-        if !tools(self.read_only).iter().any(|t| t.name == name) {
+        if !tool_list(self.read_only).iter().any(|t| t.name == name) {
             let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
