@@ -37,6 +37,27 @@ END $$;
 CREATE TRIGGER org_settings_dedup_check BEFORE INSERT OR UPDATE OF dedup, dedup_threshold ON memory.org_settings
     FOR EACH ROW EXECUTE FUNCTION memory_internal._org_settings_dedup_check();
 
+-- An embedding given to memory.remember or memory.supersede (fn names it in the message): 22023
+-- with a hint unless embeddings are enabled and it is a one-dimensional array of the column's
+-- dimensions with finite, not all zero, components.
+CREATE FUNCTION memory_internal._embedding_check(fn text, embedding real[])
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    dims int;
+BEGIN
+    IF NOT memory_internal._has_column('memory.observations', 'embedding') THEN
+        RAISE EXCEPTION '%: embeddings are not enabled, so a memory has no embedding to store', fn USING ERRCODE = '22023',
+            HINT = 'A platform admin calls memory.enable_embeddings(dimensions) (pgvector), or pass embedding => NULL.';
+    END IF;
+    IF pg_catalog.array_ndims(embedding) IS DISTINCT FROM 1 THEN
+        RAISE EXCEPTION '%: embedding must be a one-dimensional array of numbers', fn USING ERRCODE = '22023',
+            HINT = 'Pass the memory''s embedding as real[], or NULL.';
+    END IF;
+    SELECT s.dimensions INTO dims FROM memory.ann_settings s;
+    PERFORM memory_internal._query_vector(embedding, dims);
+END $$;
+
 -- memory.remember's arguments, checked before anything is read or written (22023 with a hint).
 CREATE FUNCTION memory_internal._remember_check(org text, content text, user_id text, memory_type memory.memory_type,
                                                 metadata jsonb, embedding real[], namespace text[])
@@ -44,7 +65,6 @@ RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     err  text;
-    dims int;
 BEGIN
     IF memory_internal._blank(org) THEN
         RAISE EXCEPTION 'memory.remember needs an org_id' USING ERRCODE = '22023', HINT = 'Pass the org of the memory (one of memory.my_orgs()).';
@@ -72,16 +92,7 @@ BEGIN
         END IF;
     END IF;
     IF embedding IS NOT NULL THEN
-        IF NOT memory_internal._has_column('memory.observations', 'embedding') THEN
-            RAISE EXCEPTION 'memory.remember: embeddings are not enabled, so a memory has no embedding to store' USING ERRCODE = '22023',
-                HINT = 'A platform admin calls memory.enable_embeddings(dimensions) (pgvector), or pass embedding => NULL.';
-        END IF;
-        IF pg_catalog.array_ndims(embedding) IS DISTINCT FROM 1 THEN
-            RAISE EXCEPTION 'memory.remember: embedding must be a one-dimensional array of numbers' USING ERRCODE = '22023',
-                HINT = 'Pass the memory''s embedding as real[], or NULL.';
-        END IF;
-        SELECT s.dimensions INTO dims FROM memory.ann_settings s;
-        PERFORM memory_internal._query_vector(embedding, dims);
+        PERFORM memory_internal._embedding_check('memory.remember', embedding);
     END IF;
 END $$;
 
@@ -123,9 +134,65 @@ BEGIN
     END IF;
 END $$;
 
+-- memory.remember's match in near mode: a live memory of the org, user and namespace the caller
+-- is cleared for with the same text (duplicate: last_seen_at and seen_count refreshed), else, for
+-- a memory without sources, the most similar one at least as similar as the threshold (merged:
+-- the new metadata keys win, the tier is the stricter of both; audited memory.merge). Returns
+-- remember's answer, or NULL when there is none. Runs inside memory.remember (its rights, its
+-- advisory lock).
+CREATE FUNCTION memory_internal._remember_match(org text, content text, user_id text, namespace text[], embedding real[],
+                                                metadata jsonb, derived_from uuid[], tier memory.classification, h text)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    rid uuid;
+    got memory.classification;
+    sim float8;
+    how text;
+    near float8;
+BEGIN
+    SELECT o.id, o.classification INTO rid, got FROM memory.observations o
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.content_sha256 OPERATOR(pg_catalog.=) h
+       AND o.user_id IS NOT DISTINCT FROM user_id AND o.namespace IS NOT DISTINCT FROM namespace
+       AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
+       AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+       AND o.classification OPERATOR(pg_catalog.<=) tier
+       AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
+     ORDER BY o.created_at, o.id LIMIT 1;
+    IF rid IS NOT NULL THEN
+        UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
+         WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
+        RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
+    END IF;
+    IF derived_from IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT coalesce(pg_catalog.max(st.dedup_threshold), 0.95) INTO near FROM memory.org_settings st WHERE st.org_id OPERATOR(pg_catalog.=) org;
+    SELECT n.id, n.similarity, n.how INTO rid, sim, how
+      FROM memory_internal._remember_near(org, content, user_id, namespace, embedding, tier) n;
+    -- (NaN, from a stored zero vector, sorts above every number in PostgreSQL: never a match.)
+    IF rid IS NULL OR NOT (sim OPERATOR(pg_catalog.>=) near AND sim OPERATOR(pg_catalog.<) 'NaN'::float8) THEN
+        RETURN NULL;
+    END IF;
+    got := memory.classify(content, NULL, NULL, org);
+    UPDATE memory.observations o
+       SET metadata = o.metadata OPERATOR(pg_catalog.||) _remember_match.metadata,
+           classification = greatest(o.classification, got),
+           last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
+     WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid
+    RETURNING o.classification INTO got;
+    PERFORM memory_internal._audit('memory.merge', pg_catalog.jsonb_build_object(
+        'id', rid, 'content_sha256', h, 'by', how, 'similarity', pg_catalog.round(sim::numeric, 4), 'classification', got), org);
+    RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'merged', 'duplicate_of', rid);
+END $$;
+
 -- Store a memory unless the org has it already (SPEC §17). SECURITY DEFINER: the org is checked
 -- against the calling role, and a memory above the caller's clearance is never matched (so a
 -- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
+-- In the default (exact) mode one statement (the lookup and the INSERT; a duplicate adds the
+-- UPDATE of its seen_count) after the checks, the org's mode (cached per backend) and the lock,
+-- which are expressions.
 CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
                                 memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
                                 embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)
@@ -133,78 +200,78 @@ RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_ca
 AS $$
 #variable_conflict use_variable
 DECLARE
-    org   text := $1;
-    mode  text;
-    near  float8;
-    h     text;  tier  memory.classification;
-    got   memory.classification;
-    rid   uuid;
-    sim   float8;
-    how   text;
-    vs    text;
+    org  text := $1;
+    mode text;  h text;  locked boolean;  dup boolean := false;
+    rid  uuid;  got memory.classification;  tier memory.classification;
+    out  jsonb;
 BEGIN
-    -- Input first: nothing is written for a call that is refused.
-    PERFORM memory_internal._remember_check(org, remember.content, remember.user_id, remember.memory_type,
-                                            remember.metadata, remember.embedding, remember.namespace);
-    PERFORM memory_internal._require_org(org);
-    tier := memory_internal._clearance(org)::memory.classification;
-    SELECT s.dedup, s.dedup_threshold INTO mode, near FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) org;
-    mode := coalesce(mode, 'exact');
-    near := coalesce(near, 0.95);
-    h := memory_internal._dedup_hash(remember.content);
-    IF remember.embedding IS NOT NULL THEN
-        vs := memory_internal._vector_schema();
+    -- The arguments first (22023: nothing is written for a call that is refused), then the org
+    -- (42501, as memory_internal._require_org checks it); each of _remember_check and
+    -- _require_org runs only when a quick look at its arguments fails, to raise its error.
+    IF (NOT memory_internal._blank(org) AND NOT memory_internal._blank(remember.content)
+            AND (remember.user_id IS NULL OR NOT memory_internal._blank(remember.user_id)) AND remember.memory_type IS NOT NULL
+            AND pg_catalog.jsonb_typeof(remember.metadata) OPERATOR(pg_catalog.=) 'object'
+            AND remember.namespace IS NULL AND remember.embedding IS NULL) IS NOT TRUE THEN
+        PERFORM memory_internal._remember_check(org, remember.content, remember.user_id, remember.memory_type,
+                                                remember.metadata, remember.embedding, remember.namespace);
     END IF;
+    IF (memory_internal._check_org_setting() AND memory_internal._may_act_for(org)) IS NOT TRUE THEN
+        PERFORM memory_internal._require_org(org);
+    END IF;
+    tier := memory_internal._clearance(org)::memory.classification;
+    h := memory_internal._dedup_hash(remember.content);
+    mode := memory_internal._dedup_mode(org);
     IF mode OPERATOR(pg_catalog.<>) 'off' THEN
         -- Concurrent remembers of one text (exact), or of one user's memories (near), wait for
-        -- each other here until the first commits, so the second finds the first's row.
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
+        -- each other here until the first commits, so that the statements after this one (each
+        -- with a new snapshot) find the first's row.
+        locked := pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
             CASE WHEN mode OPERATOR(pg_catalog.=) 'near'
                  THEN pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember.near', org, remember.user_id, remember.namespace::text)
-                 ELSE pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember', org, h) END, 0));
+                 ELSE pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember', org, h) END, 0)) IS NULL;
+    END IF;
+    IF mode OPERATOR(pg_catalog.=) 'exact' THEN
         -- The same text: a live memory of this org, user and namespace the caller is cleared for,
-        -- judged on its final content (a hash left behind by an UPDATE of the content is no match).
-        SELECT o.id, o.classification INTO rid, got FROM memory.observations o
-         WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.content_sha256 OPERATOR(pg_catalog.=) h
-           AND o.user_id IS NOT DISTINCT FROM remember.user_id AND o.namespace IS NOT DISTINCT FROM remember.namespace
-           AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
-           AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-           AND o.classification OPERATOR(pg_catalog.<=) tier
-           AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
-         ORDER BY o.created_at, o.id LIMIT 1;
-        IF rid IS NOT NULL THEN
+        -- judged on its final content (a hash left behind by an UPDATE of the content is no
+        -- match); else the new memory, in the same statement.
+        WITH hit AS (
+            SELECT o.id, o.classification FROM memory.observations o
+             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.content_sha256 OPERATOR(pg_catalog.=) h
+               AND o.user_id IS NOT DISTINCT FROM remember.user_id AND o.namespace IS NOT DISTINCT FROM remember.namespace
+               AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
+               AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+               AND o.classification OPERATOR(pg_catalog.<=) tier
+               AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
+             ORDER BY o.created_at, o.id LIMIT 1),
+        ins AS (
+            INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+            SELECT org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
+                   remember.namespace, h, pg_catalog.now(), remember.derived_from
+             WHERE NOT EXISTS (SELECT FROM hit)
+            RETURNING o.id, o.classification)
+        SELECT hit.id, hit.classification, true INTO rid, got, dup FROM hit
+        UNION ALL SELECT ins.id, ins.classification, false FROM ins;
+        IF dup THEN
             UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
              WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
             RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
         END IF;
-        -- Near: the most similar live memory by embedding or text.
-        IF mode OPERATOR(pg_catalog.=) 'near' AND remember.derived_from IS NULL THEN
-            SELECT n.id, n.similarity, n.how INTO rid, sim, how
-              FROM memory_internal._remember_near(org, remember.content, remember.user_id, remember.namespace, remember.embedding, tier) n;
-            -- (NaN, from a stored zero vector, sorts above every number in PostgreSQL: never a match.)
-            IF rid IS NOT NULL AND sim OPERATOR(pg_catalog.>=) near AND sim OPERATOR(pg_catalog.<) 'NaN'::float8 THEN
-                -- Kept: its metadata merged (the new keys win), its tier the stricter of both.
-                got := memory.classify(remember.content, NULL, NULL, org);
-                UPDATE memory.observations o
-                   SET metadata = o.metadata OPERATOR(pg_catalog.||) remember.metadata,
-                       classification = greatest(o.classification, got),
-                       last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
-                 WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid
-                RETURNING o.classification INTO got;
-                PERFORM memory_internal._audit('memory.merge', pg_catalog.jsonb_build_object(
-                    'id', rid, 'content_sha256', h, 'by', how, 'similarity', pg_catalog.round(sim::numeric, 4),
-                    'classification', got), org);
-                RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'merged', 'duplicate_of', rid);
+    ELSE
+        IF mode OPERATOR(pg_catalog.=) 'near' THEN
+            out := memory_internal._remember_match(org, remember.content, remember.user_id, remember.namespace, remember.embedding,
+                                                   remember.metadata, remember.derived_from, tier, h);
+            IF out IS NOT NULL THEN
+                RETURN out;
             END IF;
-            rid := NULL;
         END IF;
+        INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+        VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
+                remember.namespace, h, pg_catalog.now(), remember.derived_from)
+        RETURNING o.id, o.classification INTO rid, got;
     END IF;
-    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-    VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
-            remember.namespace, h, pg_catalog.now(), remember.derived_from)
-    RETURNING o.id, o.classification INTO rid, got;
     IF remember.embedding IS NOT NULL THEN
-        EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3', vs)
+        EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3',
+                                  memory_internal._vector_schema())
             USING remember.embedding, org, rid;
     END IF;
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);

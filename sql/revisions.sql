@@ -275,7 +275,7 @@ CREATE TRIGGER memory_carry_superseded BEFORE INSERT ON memory.observations FOR 
 -- DEFINER, as memory.put: the org is the old memory's among those the caller may act for
 -- (memory_internal._org_of), and the triggers above check the rest for the caller. Granted to
 -- memory_writer.
-CREATE FUNCTION memory.supersede(old_id uuid, content text, reason text, metadata jsonb DEFAULT '{}')
+CREATE FUNCTION memory.supersede(old_id uuid, content text, reason text, metadata jsonb DEFAULT '{}', embedding real[] DEFAULT NULL)
 RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -295,6 +295,9 @@ BEGIN
     IF supersede.metadata IS NULL OR pg_catalog.jsonb_typeof(supersede.metadata) OPERATOR(pg_catalog.<>) 'object' THEN
         RAISE EXCEPTION 'memory.supersede: metadata must be a JSON object' USING ERRCODE = '22023', HINT = 'Pass ''{}'' for none.';
     END IF;
+    IF supersede.embedding IS NOT NULL THEN
+        PERFORM memory_internal._embedding_check('memory.supersede', supersede.embedding);
+    END IF;
     org := memory_internal._org_of('memory.observations', old_id);
     IF org IS NULL THEN
         RAISE EXCEPTION 'memory % does not exist', old_id USING ERRCODE = 'P0002',
@@ -303,11 +306,17 @@ BEGIN
     PERFORM pg_catalog.set_config('memory.change_reason', reason, true);
     INSERT INTO memory.observations (org_id, content, metadata, supersedes)
     VALUES (org, supersede.content, supersede.metadata, old_id) RETURNING id INTO rid;
+    -- The new text's embedding, as memory.remember stores it (the old one's is of the old text).
+    IF supersede.embedding IS NOT NULL THEN
+        EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3',
+                                  memory_internal._vector_schema())
+            USING supersede.embedding, org, rid;
+    END IF;
     PERFORM pg_catalog.set_config('memory.change_reason', coalesce(saved, ''), true);
     RETURN rid;
 END $$;
-COMMENT ON FUNCTION memory.supersede(uuid, text, text, jsonb) IS
-  'Replace a memory: writes the new one (classified, never below the old tier; carrying its weight and user), marks the old one superseded_by/superseded_at (kept, never recalled, retrieved or searched; in history and exports until its retention ends); audited memory.supersede with both ids. A superseded or not live memory: 22023; another org''s or a forgotten one: P0002; a held one: MX006. Returns the new id.';
+COMMENT ON FUNCTION memory.supersede(uuid, text, text, jsonb, real[]) IS
+  'Replace a memory: writes the new one (classified, never below the old tier; carrying its weight and user; with embedding, its vector, as memory.remember stores one: 22023 before embeddings are enabled or for other dimensions), marks the old one superseded_by/superseded_at (kept, never recalled, retrieved or searched; in history and exports until its retention ends); audited memory.supersede with both ids. A superseded or not live memory: 22023; another org''s or a forgotten one: P0002; a held one: MX006. Returns the new id.';
 
 -- ------------------------------------------------------------------------------------------------
 -- Revisions of governed application tables (memory.govern's "revisions" option): the version an

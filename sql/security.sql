@@ -352,7 +352,7 @@ BEGIN
     GRANT EXECUTE ON FUNCTION memory.history(regclass, text), memory_internal._table_revision_head(regclass, text, text, memory.classification) TO memory_reader;
     -- Lineage (docs/reference.md#lineage): readers read where a memory came from, within their clearance.
     GRANT EXECUTE ON FUNCTION memory.lineage(uuid, text) TO memory_reader;
-    GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb) TO memory_writer;
+    GRANT EXECUTE ON FUNCTION memory.supersede(uuid, text, text, jsonb, real[]) TO memory_writer;
     -- Duplicates at write and context packing (sql/remember.sql): writers remember, readers pack.
     GRANT EXECUTE ON FUNCTION memory.context(text, text, int, jsonb, real[], float8),
                               memory_internal._context_pack(text, int, float8, float8)

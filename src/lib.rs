@@ -42,7 +42,7 @@ extension_sql_file!("../sql/lineage.sql", name = "lineage_sql", requires = ["rev
 extension_sql_file!("../sql/knowledge.sql", name = "knowledge_sql", requires = ["subject_sql", audit::audit_append, audit::denied::audit_denied, audit::pseudonym_sql, classify::restore_mode, gates::knowledge_gate, gates::knowledge_gate_open, gates::set_superseding, gates::superseding, lifecycle::can_transition, lifecycle::conflict_loser_is_b, lifecycle::is_retirement, lifecycle::is_stale, lifecycle::lifecycle_trigger, lifecycle::pii_unknown, lifecycle::recheck_reason, lifecycle::redacted_marker, lifecycle::source_tier, lifecycle::stamps_t_invalid, lifecycle::supersession_tier_allowed, lifecycle::table_of, trust::blank, trust::caller_sql, trust::may_act_for_sql]);
 extension_sql_file!("../sql/consent.sql", name = "consent_sql", requires = ["knowledge_sql", audit::pseudonym_sql, classify::detect_fields, classify::render_context_value, classify::restore_mode, classify::rules_changed, consent::context_fields, consent::context_needs, consent::context_write_refusal, consent::drift_purge_delay, consent::revoke_effects, consent::slice_rules, drift::consents_changed, drift::detect_drift, drift::feedback_polarity, gates::consent_gate, gates::consent_gate_open, gates::creating_extension, gates::hold_gate, lifecycle::table_of, retention::max_clock_skew, trust::blank, trust::caller_sql, trust::exec_as_caller, trust::exec_as_table_owner]);
 extension_sql_file!("../sql/recall.sql", name = "recall_sql", requires = ["consent_sql", audit::audit_append, audit::reads::audit_read, recall::body::recall_body, recall::retrieve_plan, trust::blank, trust::caller_sql, trust::clearance_sql]);
-extension_sql_file!("../sql/remember.sql", name = "remember_sql", requires = ["recall_sql", "items_sql", "lineage_sql", recall::query_vector_check, remember::context_pack, remember::dedup_hash, remember::dedup_setting_check, trust::blank, trust::caller_sql, trust::clearance_sql]);
+extension_sql_file!("../sql/remember.sql", name = "remember_sql", requires = ["recall_sql", "items_sql", "lineage_sql", recall::query_vector_check, remember::context_pack, remember::dedup_hash, remember::dedup_mode, remember::dedup_setting_check, trust::blank, trust::caller_sql, trust::clearance_sql, trust::may_act_for_sql, trust::check_org_setting]);
 extension_sql_file!("../sql/scaleout.sql", name = "scaleout_sql", requires = ["remember_sql", lifecycle::table_of, trust::caller_sql, trust::delegated_caller]);
 extension_sql_file!("../sql/security.sql", name = "security_sql", requires = ["scaleout_sql", "items_sql", "remember_sql", "revisions_sql", "lineage_sql", remember::context_pack, classify::restore_mode_on, feedback::record_outcome, gates::creating_extension, trust::governance_gate_open]);
 extension_sql_file!("../sql/finalize.sql", name = "finalize_sql", finalize);
@@ -57,6 +57,7 @@ pub extern "C-unwind" fn _PG_init() {
     trust::init();
     classify::init();
     retention::init();
+    remember::init();
     drift::init();
     audit::init();
 }

@@ -3,15 +3,72 @@
 //! `memory_core::packing` (near-duplicates, MMR, the token budget).
 
 use crate::errors::{MxError, OrRaise};
+use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, norm_hash};
 use memory_core::packing::{line_for, pack, Candidate};
 use pgrx::prelude::*;
 use pgrx::JsonB;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 /// SHA-256 (hex) of the normalised text: NFKC, case-folded, white space collapsed and trimmed.
 #[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_dedup_hash")]
 fn dedup_hash(content: &str) -> String {
     norm_hash(content)
+}
+
+thread_local! {
+    // org -> its dedup mode (memory.org_settings.dedup; exact without a row), and the OID of
+    // memory.org_settings: its row and TRUNCATE triggers invalidate its relcache entry, which
+    // drops the cache (sql/retention.sql, memory_rules_changed).
+    static MODES: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+    static SETTINGS: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+}
+
+fn relcache(relid: pg_sys::Oid) {
+    if relid == pg_sys::InvalidOid || relid == SETTINGS.with(Cell::get) {
+        MODES.with(|m| m.borrow_mut().clear());
+    }
+}
+
+pub fn init() {
+    crate::pg::callbacks::on_relcache(relcache);
+}
+
+/// The org's dedup mode for memory.remember: off, exact or near (exact when the org has no
+/// settings row). Read once per backend and org, as the extension owner under a snapshot taken
+/// now, until memory.org_settings changes: memory.remember's hot path then runs one statement
+/// fewer.
+#[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_dedup_mode")]
+fn dedup_mode(org: Option<&str>) -> String {
+    let key = org.unwrap_or("").to_string();
+    if let Some(m) = MODES.with(|m| m.borrow().get(&key).cloned()) {
+        return m;
+    }
+    (|| {
+        let fill = crate::pg::callbacks::Fill::begin();
+        let _owner = crate::trust::AsOwner::enter()?;
+        let oid = crate::pg::spi::read_one::<pg_sys::Oid>("SELECT pg_catalog.to_regclass('memory.org_settings')::pg_catalog.oid", &[])
+            .map_err(MxError::spi_in("remember"))?;
+        SETTINGS.with(|c| c.set(oid.unwrap_or(pg_sys::InvalidOid)));
+        let mode = Spi::connect(|client| {
+            let r = read_latest(
+                client,
+                c"SELECT s.dedup FROM memory.org_settings s WHERE s.org_id OPERATOR(pg_catalog.=) $1",
+                &[org.into()],
+            )?;
+            if r.len() == 0 {
+                return Ok::<_, MxError>(None);
+            }
+            r.get::<String>(0, 1)
+        })?
+        .unwrap_or_else(|| "exact".to_string());
+        if fill.keep() {
+            MODES.with(|m| m.borrow_mut().insert(key, mode.clone()));
+        }
+        Ok::<_, MxError>(mode)
+    })()
+    .or_raise()
 }
 
 /// 22023 unless `mode` is off, exact or near and `threshold` is in (0, 1].

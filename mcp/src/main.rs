@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Parser;
@@ -171,6 +171,18 @@ fn stored_output(extra: Value) -> Arc<JsonObject> {
 
 fn object_with(props: Value) -> Value {
     json!({"type": "object", "properties": props})
+}
+
+/// The tools of a server (read-only or not), built once: their schemas never change, and a tool
+/// call asks for them (its name checked, its output schema) on every request.
+fn tool_list(read_only: bool) -> &'static [Tool] {
+    static ALL: OnceLock<Vec<Tool>> = OnceLock::new();
+    static READ_ONLY: OnceLock<Vec<Tool>> = OnceLock::new();
+    if read_only {
+        READ_ONLY.get_or_init(|| tools(true))
+    } else {
+        ALL.get_or_init(|| tools(false))
+    }
 }
 
 fn tools(read_only: bool) -> Vec<Tool> {
@@ -447,8 +459,9 @@ fn tools(read_only: bool) -> Vec<Tool> {
             "Correct one of the current org's memories: store the corrected text as a new memory (classified, never \
              below the old tier; it keeps the old one's weight and user) and mark the old one superseded, so recall \
              no longer finds it (history still shows it). Give the reason (recorded with the change). Returns {id, \
-             supersedes}. A memory already superseded or not live: 22023; one of another org or forgotten: P0002; \
-             one under a legal hold: MX006. The new memory has no embedding (memory.embedding_backlog lists it).",
+             supersedes, embedded}. A memory already superseded or not live: 22023; one of another org or forgotten: P0002; \
+             one under a legal hold: MX006. With an embedder configured the corrected text's embedding is stored \
+             too; when the embedder fails the memory is stored all the same (embedded: false).",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -461,11 +474,7 @@ fn tools(read_only: bool) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_raw_output_schema(schema(json!({
-            "type": "object",
-            "properties": {"id": uuid, "supersedes": uuid},
-            "required": ["id", "supersedes"]
-        })))
+        .with_raw_output_schema(stored_output(json!({"supersedes": uuid})))
         .with_annotations(ToolAnnotations::with_title("Supersede memory").read_only(false).destructive(true)),
         Tool::new(
             "record_outcome",
@@ -570,15 +579,11 @@ impl Call {
 
 /// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
 /// one round trip a statement, not two).
-async fn one(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+async fn one(tx: &deadpool_postgres::ClientWrapper, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
     let st = tx.prepare_cached(sql).await?;
     tx.query_one(&st, params).await
 }
 
-async fn exec(tx: &deadpool_postgres::Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
-    let st = tx.prepare_cached(sql).await?;
-    tx.execute(&st, params).await
-}
 
 /// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
 fn rows_sql(call: &str) -> String {
@@ -616,7 +621,7 @@ impl MemoryServer {
             (None, None) => return Err(Failure::Args("this request carries no authorized org".into())),
         };
         let emb = match tool {
-            "remember" => self.embedding(Some(&req_str(a, "content")?)).await,
+            "remember" | "supersede" => self.embedding(Some(&req_str(a, "content")?)).await,
             "put" => match a.get("value") {
                 Some(v @ Value::Object(_)) => self.embedding(Some(&embed::item_text(v))).await,
                 _ => return Err(Failure::Args("value is required: a JSON object".into())),
@@ -645,14 +650,22 @@ impl MemoryServer {
             }
             out
         };
-        let mut conn = self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?;
-        let tx = conn.transaction().await?;
-        exec(&tx, 
-            "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)",
-            &[&org, &actor],
-        )
-        .await?;
-        let (value, count): (Value, i32) = match tool {
+        let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
+        let tx = conn.client();
+        // BEGIN and the org and actor of the call in one round trip (pipelined), then the tool's
+        // statement, then its audit record and COMMIT in one round trip.
+        let set = tx
+            .prepare_cached("SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)")
+            .await?;
+        let audit = tx.prepare_cached("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)").await?;
+        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
+        let (begun, set) = tokio::join!(tx.batch_execute("BEGIN"), tx.execute(&set, &who));
+        if let Err(e) = begun.and(set) {
+            tx.batch_execute("ROLLBACK").await?;
+            conn.release();
+            return Err(Failure::Db(e));
+        }
+        let called = async { Ok::<(Value, i32), Failure>(match tool {
             "remember" => {
                 let mut c = Call::new();
                 c.arg("org_id", "", Some(org.clone()))
@@ -670,7 +683,7 @@ impl MemoryServer {
                     c.names.join(", "),
                     c.placeholders().join(", ")
                 );
-                let row = one(&tx, &sql, &c.refs()).await?;
+                let row = one(tx, &sql, &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
             }
             "recall" => {
@@ -683,7 +696,7 @@ impl MemoryServer {
                      pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
                     c.named()
                 );
-                let row = one(&tx, &sql, &c.refs()).await?;
+                let row = one(tx, &sql, &c.refs()).await?;
                 (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
@@ -692,7 +705,7 @@ impl MemoryServer {
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
                 // so ids the role reads in this org are forgotten, any other is not_found.
-                let row = one(&tx, 
+                let row = one(tx, 
                         "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
                          mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
                                      OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
@@ -713,13 +726,13 @@ impl MemoryServer {
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(&tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
                 (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
-                let row = one(&tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
                 (json!({"chain": parse(row.get(0))}), row.get(1))
             }
             "search" => {
@@ -731,7 +744,7 @@ impl MemoryServer {
                     .arg("k", "::int", opt_int(a, "k")?)
                     .arg("\"offset\"", "::int", opt_int(a, "offset")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(&tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
             "context" => {
@@ -746,7 +759,7 @@ impl MemoryServer {
                     .arg("filters", "::text::jsonb", opt_json(a, "filters"))
                     .arg("query_embedding", "::real[]", vector.clone())
                     .arg("diversity", "::float8", diversity);
-                let row = one(&tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
                 let v = parse(row.get(0));
                 let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
                 (searched(json!({"context": v})), n)
@@ -756,7 +769,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(&tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
                 let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
                 (json!({"item": item}), row.get(1))
             }
@@ -770,7 +783,7 @@ impl MemoryServer {
                     .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
                     .arg("embedding", "::real[]", vector.clone())
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
-                let row = one(&tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0)})), 1)
             }
             "delete" => {
@@ -778,7 +791,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(&tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let row = one(tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
                 let deleted: bool = row.get(0);
                 (json!({"deleted": deleted}), i32::from(deleted))
             }
@@ -786,13 +799,13 @@ impl MemoryServer {
                 // Under row-level security: the versions of the token's org only.
                 let mut c = Call::new();
                 c.arg("memory_id", "::text::uuid", Some(req_str(a, "id")?));
-                let row = one(&tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
                 (json!({"versions": parse(row.get(0))}), row.get(1))
             }
             "lineage" => {
                 // memory.lineage finds the id in any org the login role may act for (memory.org_id
                 // first); a token reads its own org's lineage only, so another org's id has none.
-                let row = one(&tx, 
+                let row = one(tx, 
                         "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
                                 pg_catalog.count(*)::int \
                            FROM (SELECT $1::text::uuid AS id) x \
@@ -808,14 +821,15 @@ impl MemoryServer {
                 // token supersedes its own org's only: another org's id is not found (P0002, as
                 // the database answers for a memory it may not read).
                 let old = req_str(a, "id")?;
-                let row = one(&tx, 
+                let row = one(tx, 
                         "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
-                                THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'))::text END",
-                        &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org],
+                                THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'), \
+                                                      embedding => $6::real[])::text END",
+                        &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org, &vector],
                     )
                     .await?;
                 match row.get::<_, Option<String>>(0) {
-                    Some(id) => (json!({"id": id, "supersedes": old}), 1),
+                    Some(id) => (stored(json!({"id": id, "supersedes": old})), 1),
                     None => {
                         return Err(Failure::Refused(json!({
                             "sqlstate": "P0002",
@@ -831,16 +845,52 @@ impl MemoryServer {
                 c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
                     .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
                     .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
-                let row = one(&tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                let row = one(tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
                 (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
+        }) }
+        .await;
+        let (value, count) = match called {
+            Ok(v) => v,
+            Err(f) => {
+                tx.batch_execute("ROLLBACK").await?;
+                conn.release();
+                return Err(f);
+            }
         };
-        exec(&tx, "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)", &[&tool, &client, &count]).await?;
-        tx.commit().await?;
+        // A failed audit append rolls the call back (its COMMIT then ends a failed transaction).
+        let what: [&(dyn ToSql + Sync); 3] = [&tool, &client, &count];
+        let (audited, committed) = tokio::join!(tx.execute(&audit, &what), tx.batch_execute("COMMIT"));
+        conn.release();
+        audited?;
+        committed?;
         Ok(value)
     }
 }
+
+/// A pooled connection inside a tool call's transaction. Released to the pool once the call has
+/// committed or rolled back; dropped before that (the call cancelled in flight, or a connection
+/// error), the connection is closed instead, so no open transaction ever goes back to the pool.
+struct Pooled(Option<deadpool_postgres::Object>);
+
+impl Pooled {
+    fn client(&self) -> &deadpool_postgres::ClientWrapper {
+        self.0.as_ref().expect("a pooled connection until released")
+    }
+    fn release(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
+    }
+}
+
 
 /// An error with its causes (a TLS handshake's names the certificate problem).
 pub(crate) fn causes(e: &dyn std::error::Error) -> String {
@@ -915,18 +965,18 @@ impl ServerHandler for MemoryServer {
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
         // An authorized caller sees the tools its scopes allow.
         let who = principal(&ctx);
-        let mut list = tools(self.read_only);
+        let mut list = tool_list(self.read_only).to_vec();
         list.retain(|t| who.as_ref().is_none_or(|p| p.scopes.contains(auth::scope_of(&t.name))));
         Ok(ListToolsResult::with_all_items(list))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools(self.read_only).into_iter().find(|t| t.name == name)
+        tool_list(self.read_only).iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let name: Cow<'static, str> = req.name;
-        if !tools(self.read_only).iter().any(|t| t.name == name) {
+        if !tool_list(self.read_only).iter().any(|t| t.name == name) {
             let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
@@ -995,7 +1045,7 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     // The database decides whether the role may act for the org: memory.acting_org() answers
     // 42501 for an org the role lacks, and NULL for '*' or several orgs without one named.
     let tx = conn.transaction().await.map_err(|e| e.to_string())?;
-    let acting: Option<String> = one(&tx, "SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
+    let acting: Option<String> = tx.query_one("SELECT pg_catalog.set_config('memory.org_id', coalesce($1, ''), true), memory.acting_org()", &[&org])
         .await
         .map_err(|e| match e.as_db_error() {
             Some(db) => format!("refusing to start: {} (SQLSTATE {}){}", db.message(), db.code().code(), db.hint().map(|h| format!("; {h}")).unwrap_or_default()),

@@ -1145,6 +1145,32 @@ def test_put_with_a_failing_embedder_never_keeps_the_old_vector(binary, app, con
     assert backlog(app) == []
 
 
+def test_supersede_stores_the_corrected_texts_embedding(binary, app, conn, issuer, embedder):
+    """supersede embeds the corrected text and stores its vector in the same call, as remember
+    does; with the embedder down the correction is stored all the same and waits in the backlog."""
+    enable_embeddings(conn)
+    with embedding_server(binary, app, issuer, embedder) as (port, aud):
+        async def go():
+            async with sdk(port, issuer.token(aud)) as s:
+                home = await answer(s, "remember", content="Alice listens to jazz on weekends", user_id="alice")
+                moved = await answer(s, "supersede", id=home["id"], content="Alice orders oolong tea every morning now", reason="she changed")
+                assert moved["embedded"] is True and "embedding_error" not in moved and moved["supersedes"] == home["id"], moved
+                assert backlog(app) == [], "the correction does not wait for an embedding"
+                got = await answer(s, "recall", query="which beverage would she drink", k=1)
+                assert got["search"] == "hybrid" and [m["id"] for m in got["memories"]] == [moved["id"]], "found by meaning"
+                embedder.mode = "fail"
+                again = await answer(s, "supersede", id=moved["id"], content="Alice hikes the mountain trail", reason="new habit")
+                assert again["embedded"] is False and "HTTP 500" in again["embedding_error"], again
+                assert backlog(app) == [(again["id"], None)], "stored all the same; it waits for its embedding"
+                return moved["id"]
+
+        moved_id = run(go())
+    stored = conn.execute("SELECT embedding::text, superseded_by IS NOT NULL FROM memory.observations WHERE id = %s", (moved_id,)).fetchone()
+    assert json.loads(stored[0]) == pytest.approx(fake_vector("Alice orders oolong tea every morning now")) and stored[1], \
+        "the corrected text's vector (that memory superseded since)"
+    assert [inp for _, _, inp in embedder.seen].count(["Alice orders oolong tea every morning now"]) == 1, "one embedding request a call"
+
+
 def test_history_supersede_and_lineage_over_http(binary, app, conn, issuer):
     """SPEC §17-§19: history (memory:read), supersede (memory:write), lineage (memory:read), each one
     SQL call for the token's org; remember passes derived_from through."""
@@ -1172,6 +1198,7 @@ def test_history_supersede_and_lineage_over_http(binary, app, conn, issuer):
                 moved = await answer(s, "supersede", id=home["id"], content="Alice lives in Lyon now", reason="she moved",
                                      metadata={"source": "chat"})
                 assert moved["supersedes"] == home["id"] and moved["id"] != home["id"], moved
+                assert moved["embedded"] is False and "embedding_error" not in moved, "no embedder configured: none stored"
                 assert [m["id"] for m in await ok(s, "recall", query="Alice lives")] == [moved["id"]], "the old memory is not recalled"
                 assert await ok(s, "recall", query="Paris") == []
                 assert [v["content"] for v in await ok(s, "history", id=home["id"])][0] == "Alice lives in Paris on the Rue Cler", \

@@ -129,3 +129,40 @@ def test_context_fits_its_budget_as_a_reader(roles, conn):
         with pytest.raises(psycopg.Error) as ex:
             r.execute("SELECT memory.remember('acme', 'readers do not remember')")
         assert ex.value.sqlstate == "42501"
+
+
+def test_supersede_stores_the_corrected_texts_embedding(vroles, conn):
+    """memory.supersede(..., embedding) stores the new text's vector with the new memory, as
+    remember does (nothing waits in memory.embedding_backlog); a vector of other dimensions is
+    22023 and writes nothing."""
+    with connect(vroles, WRITER) as w:
+        old = remember(w, "Noa lives in Paris", user_id="noa", embedding=[1.0, 0.0, 0.0])
+        with pytest.raises(psycopg.Error) as ex:
+            w.execute("SELECT memory.supersede(%s, 'Noa lives in Lyon', 'moved', embedding => %s::real[])", (old["id"], [1.0, 0.0]))
+        assert ex.value.sqlstate == "22023" and "2 dimensions" in ex.value.diag.message_primary
+        new = w.execute("SELECT memory.supersede(%s, 'Noa lives in Lyon', 'moved', embedding => %s::real[])::text",
+                        (old["id"], [0.0, 1.0, 0.0])).fetchone()[0]
+    rows = conn.execute("SELECT id::text, embedding::text, superseded_by::text FROM memory.observations WHERE user_id = 'noa' ORDER BY created_at").fetchall()
+    assert rows == [(old["id"], "[1,0,0]", new), (new, "[0,1,0]", None)], "the new memory has its own vector; the old keeps its own"
+    with connect(vroles, ADMIN) as adm:
+        assert adm.execute("SELECT count(*) FROM memory.embedding_backlog WHERE org_id = 'acme'").fetchone() == (0,)
+
+
+def test_a_mode_set_by_another_session_applies_to_the_next_call(roles, conn):
+    """The org's dedup mode is kept per backend (memory_internal._dedup_mode) until
+    memory.org_settings changes: an admin's change, committed on another connection, applies to a
+    writer's next remember on its open connection; a change rolled back never does."""
+    with connect(roles, WRITER) as w, connect(roles, ADMIN) as adm:
+        first = remember(w, "Ivy takes the 8:15 train", user_id="ivy")
+        assert remember(w, "ivy takes the 8:15 TRAIN", user_id="ivy")["status"] == "duplicate"
+        adm.execute("INSERT INTO memory.org_settings (org_id, dedup) VALUES ('acme', 'off')")
+        off = remember(w, "Ivy takes the 8:15 train", user_id="ivy")
+        assert off["status"] == "created" and off["id"] != first["id"], "off: stored again"
+        with adm.transaction():
+            adm.execute("UPDATE memory.org_settings SET dedup = 'exact' WHERE org_id = 'acme'")
+            raise psycopg.Rollback()
+        assert remember(w, "Ivy takes the 8:15 train", user_id="ivy")["status"] == "created", "the rolled back change never applied"
+        adm.execute("UPDATE memory.org_settings SET dedup = 'exact' WHERE org_id = 'acme'")
+        again = remember(w, "IVY takes the 8:15 train", user_id="ivy")
+        assert again["status"] == "duplicate" and again["id"] == first["id"], "exact again: the oldest live copy"
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'acme' AND user_id = 'ivy'").fetchone() == (3,)

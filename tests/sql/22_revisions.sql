@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(69);
+SELECT plan(70);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -177,6 +177,8 @@ SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pr
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), NULL, 'r') $$, '22023', NULL, 'NULL content: 22023');
 SELECT throws_ok($$ SELECT memory.supersede(NULL, 'x', 'r') $$, '22023', NULL, 'NULL old_id: 22023');
 SELECT throws_ok($$ SELECT memory.supersede(gen_random_uuid(), 'x', 'r') $$, 'P0002', NULL, 'an unknown memory: P0002');
+SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'x', 'r', embedding => '{1,0,0}') $$, '22023',
+                 'memory.supersede: embeddings are not enabled, so a memory has no embedding to store', 'an embedding before memory.enable_embeddings: 22023');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE org_id = 'acme'), 4::bigint, 'nothing written by the refused calls (the four memories above)');
 SET ROLE rv_globex;
