@@ -254,8 +254,8 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT r.id::uuid, r.content, r.classification::memory.classification, r.weight, r.score, r.created_at::timestamptz,
-           r.user_id, r.session_id, r.memory_type::memory.memory_type, r.lexical_rank, r.vector_rank, r.metadata
-      FROM memory_internal._recall(recall.org_id, recall.query, recall.k, recall.project_id, recall.filters, recall.query_embedding,
+           r.user_id, r.session_id, r.memory_type::memory.memory_type, r.lexical_rank, r.vector_rank, r.metadata::jsonb
+      FROM memory_internal._recall(recall.org_id, recall.query, recall.k, recall.project_id, recall.filters::text, recall.query_embedding,
                                    recall.source, recall.as_of) r;
 END $$;
 COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz) IS

@@ -43,7 +43,7 @@ type RecallRow = (
     Option<String>,
     Option<i32>,
     Option<i32>,
-    Option<pgrx::JsonB>,
+    Option<String>,
 );
 
 /// memory.recall's body (sql/recall.sql; its arguments as memory.recall takes them, `source` a
@@ -57,7 +57,7 @@ fn recall_body(
     query: Option<&str>,
     k: Option<i32>,
     project_id: Option<&str>,
-    filters: Option<pgrx::JsonB>,
+    filters: Option<&str>,
     query_embedding: Option<AnyElement>,
     source: Option<pg_sys::Oid>,
     as_of: Option<TimestampWithTimeZone>,
@@ -75,10 +75,19 @@ fn recall_body(
         name!(memory_type, Option<String>),
         name!(lexical_rank, Option<i32>),
         name!(vector_rank, Option<i32>),
-        name!(metadata, Option<pgrx::JsonB>),
+        name!(metadata, Option<String>),
     ),
 > {
-    TableIterator::new(recall(org_id, query, k, project_id, filters.map(|f| f.0), query_embedding, source, as_of).or_raise())
+    // (filters arrive as jsonb's text: serde reads no number past f64's range and no nesting past
+    // 128 levels, and says so as a 22023 rather than failing inside pgrx.)
+    let filters = filters
+        .map(|t| {
+            serde_json::from_str::<Value>(t)
+                .map_err(|e| MxError::bad_argument(format!("memory.recall filters cannot be read: {e}")).hint(rc::FILTERS_HINT))
+        })
+        .transpose()
+        .or_raise();
+    TableIterator::new(recall(org_id, query, k, project_id, filters, query_embedding, source, as_of).or_raise())
 }
 
 /// quote_literal's form of a text.
@@ -292,15 +301,31 @@ fn recall(
     let plan = rc::plan_as_of(plan, at.as_deref(), columns.get("created_at").and_then(Value::as_str));
     let plan = Plan::from_json(&plan).map_err(|e| MxError::new(code::INTERNAL, format!("memory_ext recall: {}", e.0)))?;
     let text = run_plan(&plan, tbl.is_some());
-    let rows: Vec<Value> = match serde_json::from_str(&text) {
-        Ok(Value::Array(rows)) => rows,
-        _ => return Err(MxError::new(code::INTERNAL, "memory_ext recall: the engine's rows are not a JSON array")),
-    };
+    // Each row's fields but the metadata as values; the metadata as the JSON text the engine wrote
+    // (numbers past f64 and deep nesting come back exactly as stored, cast to jsonb by memory.recall).
+    let raw: Vec<Vec<Box<serde_json::value::RawValue>>> = serde_json::from_str(&text)
+        .map_err(|e| MxError::new(code::INTERNAL, format!("memory_ext recall: the engine's rows are not a JSON array of arrays: {e}")))?;
+    let mut rows: Vec<Value> = Vec::with_capacity(raw.len());
+    let mut metas: Vec<Option<String>> = Vec::with_capacity(raw.len());
+    for r in raw {
+        let mut fields = Vec::with_capacity(11);
+        let mut meta = None;
+        for (i, f) in r.into_iter().enumerate() {
+            if i == 11 {
+                meta = (f.get() != "null").then(|| f.get().to_owned());
+            } else {
+                fields.push(serde_json::from_str::<Value>(f.get()).map_err(|e| MxError::new(code::INTERNAL, format!("memory_ext recall: a row's field {i}: {e}")))?);
+            }
+        }
+        rows.push(Value::Array(fields));
+        metas.push(meta);
+    }
     let ids: Vec<Value> = rows.iter().map(|r| r.get(0).cloned().unwrap_or(Value::Null)).collect();
     let event = rc::read_event(ids, k, &f, query, qv.as_deref(), tbl.map(regclass_text).as_deref(), at.as_deref());
     let out = rows
         .into_iter()
-        .map(|r| {
+        .zip(metas)
+        .map(|(r, meta)| {
             let x = |i: usize| r.get(i);
             (
                 text_of(x(0)),
@@ -314,7 +339,7 @@ fn recall(
                 label_of(x(8), &rc::MEMORY_TYPES),
                 x(9).and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok()),
                 x(10).and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok()),
-                x(11).cloned().map(pgrx::JsonB),
+                meta,
             )
         })
         .collect();

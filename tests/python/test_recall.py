@@ -395,3 +395,22 @@ def test_search_items_under_a_prefix_with_the_filter_language(app, conn):
         assert sorted(keys(c, "acme", ["users"])) == ["a", "b", "c"], "an item above the reader's clearance is not found"
     events = [e for e in recall_events(conn) if e.get("call") == "memory.search"]
     assert events and all("text" not in str(e) and "pay" not in str(e) for e in events)
+
+
+def test_metadata_comes_back_exactly_and_unreadable_filters_are_22023(rows, conn):
+    """A row's metadata is returned as stored, numbers past a double's range or precision and deep
+    nesting included (recall's Rust body hands back the engine's JSON text, never through f64);
+    filters it cannot read (a number past f64's range, nesting past 128 levels) are 22023 with
+    the filters' hint, not an internal error."""
+    deep = '{"a": ' * 200 + '1' + '}' * 200
+    meta = '{"big": 123456789012345678901234567890, "huge": 1e400, "pi": 3.14159265358979323846264338327950288, "deep": ' + deep + '}'
+    obs(conn, 20, content="alpha precise metadata", metadata=meta, created_at=T(6))
+    with connect(rows, FULL) as c:
+        got = c.execute("SELECT metadata::text FROM memory.recall('acme', 'precise', 5) WHERE id = %s", (U(20),)).fetchone()
+        want = conn.execute("SELECT metadata::text FROM memory.observations WHERE id = %s", (U(20),)).fetchone()
+        assert got == want and "123456789012345678901234567890" in got[0]
+        for bad in ('{"metadata": {"x": 1e400}}', '{"metadata": ' + deep + '}'):
+            with pytest.raises(psycopg.Error) as e:
+                c.execute("SELECT * FROM memory.recall('acme', 'alpha', 5, filters => %s::jsonb)", (bad,))
+            assert e.value.sqlstate == "22023" and "filters" in e.value.diag.message_primary, e.value.diag.message_primary
+            assert e.value.diag.message_hint
