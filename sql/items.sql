@@ -30,7 +30,7 @@ ALTER TABLE memory.observations_archive ADD COLUMN updated_at timestamptz;
 -- One item per key: concurrent puts of one key meet here (INSERT ... ON CONFLICT).
 CREATE UNIQUE INDEX observations_item_key ON memory.observations (org_id, namespace, key) WHERE key IS NOT NULL;
 CREATE INDEX observations_item_search ON memory.observations USING gin (search_tsv) WHERE search_tsv IS NOT NULL;
--- memory.search's namespace prefix: `_item_ns_path(namespace) ^@ 'users.u1.'` is a range of this
+-- memory.search's namespace prefix: `'users.u1.' <= _item_ns_path(namespace) < 'users.u1/'` is a range of this
 -- index (C collation), so a search under a prefix reads the items under it, not the org's.
 CREATE INDEX observations_item_prefix ON memory.observations (org_id, memory_internal._item_ns_path(namespace) COLLATE "C")
     WHERE key IS NOT NULL;

@@ -396,6 +396,7 @@ DECLARE
     dims int;
     rows jsonb;
     conds jsonb;
+    ids  uuid[]; scores float8[];  -- the engine's rows, best first
 BEGIN
     PERFORM memory_internal._check_read_args('memory.search', org, k);
     PERFORM memory_internal._check_as_of('memory.search', as_of);
@@ -445,27 +446,28 @@ BEGIN
                 'k', k, 'offset', search."offset", 'depth', least(greatest(k + search."offset", 40), 2000),
                 'vector_depth', greatest(k + search."offset", 40)),
                 as_of, 'memory.search', 'created_at'), false);
-    IF refresh_ttl THEN
-        PERFORM memory_internal._item_refresh(org, o.id, o.ttl)
-           FROM jsonb_array_elements(rows) j(x) JOIN memory.observations o ON o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
-          WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
+    -- As arrays: read back by primary key (a join on jsonb_array_elements scanned the org's items).
+    SELECT coalesce(array_agg((j.x OPERATOR(pg_catalog.->>) 0)::uuid ORDER BY j.n), '{}'),
+           coalesce(array_agg((j.x OPERATOR(pg_catalog.->>) 4)::float8 ORDER BY j.n), '{}')
+      INTO ids, scores FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n);
+    IF refresh_ttl AND cardinality(ids) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM memory_internal._item_refresh(org, o.id, o.ttl) FROM memory.observations o
+          WHERE o.id OPERATOR(pg_catalog.=) ANY (ids) AND o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
     END IF;
     -- (As of a time: the value and tier of the revision valid then, when there is one.)
     RETURN QUERY
     SELECT o.id, o.namespace, o.key, CASE WHEN r.rev IS NULL THEN o.value ELSE r.value END,
            CASE WHEN r.rev IS NULL THEN o.classification ELSE r.classification END,
-           o.created_at, o.updated_at, o.expires_at, (j.x->>4)::float8
-      FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)
-      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) (j.x->>0)::uuid
+           o.created_at, o.updated_at, o.expires_at, u.score
+      FROM unnest(ids, scores) WITH ORDINALITY u(id, score, n)
+      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) u.id
       LEFT JOIN LATERAL (SELECT v.rev, v.value, v.classification FROM memory.revisions v
                           WHERE as_of IS NOT NULL AND v.org_id OPERATOR(pg_catalog.=) org AND v.memory_id OPERATOR(pg_catalog.=) o.id
                             AND v.valid_from OPERATOR(pg_catalog.<=) as_of AND v.valid_to OPERATOR(pg_catalog.>) as_of
                           ORDER BY v.rev DESC LIMIT 1) r ON true
-     ORDER BY j.n;
+     ORDER BY u.n;
     PERFORM memory_internal._read_event('memory.recall', org, NULL,
-        jsonb_build_object('call', 'memory.search',
-                           'ids', coalesce((SELECT jsonb_agg(x->0 ORDER BY n) FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n)), '[]'),
-                           'count', jsonb_array_length(rows), 'k', k));
+        jsonb_build_object('call', 'memory.search', 'ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k));
 END $$;
 COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz) IS
   'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset of that order (with an embedding, the full-text and the vector list are each max(40, k + offset) long, so the pages of the first 40 results are slices of one ranking); refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

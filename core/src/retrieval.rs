@@ -18,7 +18,7 @@ pub mod render;
 pub mod words;
 
 pub use plan::{Plan, PlanError};
-pub use render::{namespace_path, render, render_one_pass, OnePass, Statement};
+pub use render::{namespace_path, namespace_path_end, render, render_one_pass, OnePass, Statement};
 
 #[cfg(test)]
 mod tests;

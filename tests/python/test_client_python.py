@@ -13,7 +13,7 @@ from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401 (the
 # Installed into .venv by scripts/install-deps.sh (make test); a skip fails under MEMORY_REQUIRE_ALL.
 memory_ext = pytest.importorskip("memory_ext", reason="memory-ext is not installed (scripts/install-deps.sh installs clients/python)")
 lg = pytest.importorskip("memory_ext.langgraph", reason="memory-ext[langgraph] is not installed")
-from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp  # noqa: E402
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp  # noqa: E402
 from psycopg_pool import AsyncConnectionPool, ConnectionPool  # noqa: E402
 
 
@@ -134,6 +134,31 @@ def test_a_pool_shared_by_orgs_never_leaks_one(app, conn):
             assert c.execute("SELECT coalesce(current_setting('memory.org_id', true), '')").fetchone() == ("",)
     assert conn.execute("SELECT org_id, value->>'text' FROM memory.observations WHERE key = 'k' ORDER BY 1").fetchall() == [
         ("acme", "acme's"), ("globex", "globex's")]
+
+
+def test_a_batch_is_one_transaction_in_autocommit_and_inside_the_callers(app, conn):
+    # Autocommit: the batch's pipeline is one implicit transaction (no BEGIN/COMMIT sent); an op
+    # refused in it takes the batch's earlier puts with it, and the connection is left idle.
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        with pytest.raises(memory_ext.BadArgument):
+            store.batch([PutOp(("tx",), "a", {"text": "first"}), SearchOp(("tx",), filter={"n": {"$regex": "x"}})])
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert store.get(("tx",), "a") is None
+        store.put(("tx",), "b", {"text": "second"})
+        assert [i.key for i in store.search(("tx",))] == ["b"]
+    (n,) = conn.execute("SELECT count(*) FROM memory.observations WHERE namespace = '{tx}'").fetchone()
+    assert n == 1
+    # Inside the caller's transaction (a savepoint of it): the caller's rollback takes the put too.
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        with c.transaction():
+            store.put(("tx",), "c", {"text": "third"})
+            assert store.get(("tx",), "c").value == {"text": "third"}
+            assert c.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            raise psycopg.Rollback()
+        assert store.get(("tx",), "c") is None
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'c'").fetchone() == (0,)
 
 
 def test_store_tenants_and_clearance(app):

@@ -62,7 +62,7 @@ pub enum Condition {
     IsNotNull { col: String },
     /// The text[] column starts with these labels (`t.col[1:n] = labels`). With `path` (an
     /// IMMUTABLE function `schema.fn(text[]) -> text` joining labels, none of which holds a '.',
-    /// each followed by '.'), also `schema.fn(t.col) COLLATE "C" ^@ 'l1.l2.'`: the same rows, in
+    /// each followed by '.'), also `'l1.l2.' <= schema.fn(t.col) COLLATE "C" < 'l1.l2/'`: the same rows, in
     /// a form a btree index on that expression (C collation) serves.
     Prefix { col: String, labels: Vec<String>, path: Option<(String, String)> },
     /// `t.col IS NULL OR t.col > at` (at None: now()).

@@ -30,6 +30,13 @@ pub fn namespace_path<'a>(labels: impl IntoIterator<Item = &'a str>) -> String {
     labels.into_iter().map(|l| format!("{l}.")).collect()
 }
 
+/// The end of the paths under a prefix's path (`namespace_path`, non-empty: it ends with '.'):
+/// its final '.' replaced by '/', the next byte. In byte order (collation "C"), a path is at or
+/// after the prefix's and before this exactly when it starts with the prefix's path.
+pub fn namespace_path_end(path: &str) -> String {
+    format!("{}/", path.strip_suffix('.').unwrap_or(path))
+}
+
 /// A text array's literal (`{"a","b"}`), bound as one text parameter and cast to `text[]`.
 pub fn text_array_literal(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))).collect();
@@ -248,13 +255,14 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
                 );
                 match path {
                     Some((s, f)) if !labels.is_empty() => {
-                        let q = b.bind(Some(namespace_path(labels.iter().map(String::as_str))));
-                        format!(
-                            "({exact} AND {}.{}({}) COLLATE \"C\" OPERATOR(pg_catalog.^@) {q}::pg_catalog.text)",
-                            quote_ident(s),
-                            quote_ident(f),
-                            col(c)
-                        )
+                        // The paths starting with the prefix's, as a range (`namespace_path_end`):
+                        // an index condition in a generic plan too (`^@` is one only for a
+                        // constant), so the statement's kept plan is not made again every call.
+                        let start = namespace_path(labels.iter().map(String::as_str));
+                        let end = namespace_path_end(&start);
+                        let e = format!("{}.{}({}) COLLATE \"C\"", quote_ident(s), quote_ident(f), col(c));
+                        let (q, u) = (b.bind(Some(start)), b.bind(Some(end)));
+                        format!("({exact} AND {e} OPERATOR(pg_catalog.>=) {q}::pg_catalog.text AND {e} OPERATOR(pg_catalog.<) {u}::pg_catalog.text)")
                     }
                     _ => exact,
                 }

@@ -218,13 +218,28 @@ fn a_prefix_with_a_path_function_is_also_an_index_prefix_match() {
     };
     let s = with(json!(["users", "u1"]));
     assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[] AND \
-                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.^@) $3::pg_catalog.text"), "{}", s.sql);
+                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.>=) $3::pg_catalog.text AND \
+                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.<) $4::pg_catalog.text"), "{}", s.sql);
     assert_eq!(s.params[2], Some("users.u1.".into()), "each label followed by '.', so u1 never matches u10");
+    assert_eq!(s.params[3], Some("users.u1/".into()));
     // No labels: every namespace, no path condition.
-    assert!(!with(json!([])).sql.contains("^@"));
+    assert!(!with(json!([])).sql.contains("_item_ns_path"));
     // A label with '.' would make the path ambiguous: refused.
     assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a.b"], ["s", "f"]]}]}))).is_err());
     assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a"], ["s"]]}]}))).is_err());
+}
+
+#[test]
+fn the_paths_under_a_prefix_are_a_byte_range() {
+    let start = super::namespace_path(["users", "u1"]);
+    let end = super::namespace_path_end(&start);
+    let under = |p: &str| p.as_bytes() >= start.as_bytes() && p.as_bytes() < end.as_bytes();
+    for p in ["users.u1.", "users.u1.x.", "users.u1.~.", "users.u1.\u{10ffff}."] {
+        assert!(under(p) && p.starts_with(&start), "{p}");
+    }
+    for p in ["users.u10.", "users.u1", "users.u1-.", "users.u1/.", "users.u2.", "users.", "users.u0.z."] {
+        assert!(!under(p) && !p.starts_with(&start), "{p}");
+    }
 }
 
 #[test]

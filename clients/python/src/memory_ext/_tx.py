@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, Union
 
 import psycopg
@@ -54,8 +54,9 @@ class SyncTx:
 
 
     def run(self, org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
-        """`stmts` in one transaction, sent as one pipeline (BEGIN, the tenant's SET LOCAL, the
-        statements, COMMIT: one round trip, not one per statement); each one's rows."""
+        """`stmts` in one transaction, sent as one pipeline (the tenant's SET LOCAL, the
+        statements, one Sync: one round trip, not one per statement; see `_implicit`); each
+        one's rows."""
         try:
             if isinstance(self.conn, ConnectionPool):
                 with self.conn.connection() as c:
@@ -66,9 +67,18 @@ class SyncTx:
             raise from_psycopg(e) from e
 
 
+def _implicit(c: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether `c` can run a pipeline as one implicit transaction: in autocommit and idle, the
+    server runs everything up to the pipeline's Sync as one transaction (committed at the Sync,
+    rolled back on any error: PostgreSQL's extended protocol), so BEGIN and COMMIT, each a round
+    trip of their own in psycopg's pipeline, are not sent. Otherwise (the caller's transaction
+    or a connection not in autocommit): an explicit transaction (a savepoint inside theirs)."""
+    return bool(c.autocommit) and c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def _run_sync(c: psycopg.Connection[Any], org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
     curs = []
-    with c.pipeline(), c.transaction():
+    with c.pipeline(), (nullcontext() if _implicit(c) else c.transaction()):
         if (t := tenant_sql(org, None)) is not None:
             c.execute(*t)
         for sql, args in stmts:
@@ -81,7 +91,7 @@ def _run_sync(c: psycopg.Connection[Any], org: str | None, stmts: list[tuple[str
 async def _run_async(c: psycopg.AsyncConnection[Any], org: str | None,
                      stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
     curs = []
-    async with c.pipeline(), c.transaction():
+    async with c.pipeline(), (nullcontext() if _implicit(c) else c.transaction()):
         if (t := tenant_sql(org, None)) is not None:
             await c.execute(*t)
         for sql, args in stmts:

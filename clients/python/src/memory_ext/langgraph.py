@@ -1,8 +1,8 @@
 """LangGraph stores over memory_ext's items (SPEC §16): `MemoryStore` (sync) and
 `AsyncMemoryStore` (async) are `BaseStore`s whose every op is one call of memory.get, memory.put,
 memory.delete, memory.search or memory.list_namespaces, a batch in one transaction sent as one
-pipeline (BEGIN, SET LOCAL, the calls, COMMIT: one round trip; a batch of more than READS_PER_TX
-reads in several), acting for one org set with SET LOCAL. Items are memories: classified,
+pipeline (SET LOCAL, the calls, one Sync: one round trip, `_tx._implicit`; a batch of more than
+READS_PER_TX reads in several), acting for one org set with SET LOCAL. Items are memories: classified,
 stamped, audited, held, forgotten and erased by the database; this module holds no rule of its own.
 
 Where it differs from LangGraph's PostgresStore: scores are hybrid relevance × weight (memory.search);
