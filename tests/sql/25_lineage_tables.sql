@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(46);
+SELECT plan(48);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -212,6 +212,32 @@ CREATE TRIGGER app_lineage BEFORE INSERT ON public.lt_other FOR EACH ROW EXECUTE
 SELECT throws_ok($$ INSERT INTO public.lt_other (org_id, derived_from) VALUES ('acme', '{}') $$, '39P01', NULL,
                  'the floor trigger refuses a table not governed with "derived_from"');
 RESET ROLE;
+
+-- The lineage triggers (SECURITY DEFINER) read only the mapped columns, never the whole row: a
+-- cast to json the table's owner made for a type of another column of its table (to_jsonb of the
+-- row would call it) never runs with the extension owner's rights.
+CREATE TABLE public.lt_seen (who text, super boolean);
+GRANT SELECT, INSERT ON public.lt_seen TO PUBLIC;
+SET ROLE lt_owner;
+CREATE TYPE public.lt_mood AS ENUM ('calm', 'busy');
+CREATE FUNCTION public.lt_mood_json(m public.lt_mood) RETURNS json LANGUAGE sql VOLATILE
+AS $$ INSERT INTO public.lt_seen SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user RETURNING to_json(m::text) $$;
+CREATE CAST (public.lt_mood AS json) WITH FUNCTION public.lt_mood_json(public.lt_mood);
+CREATE TABLE public.lt_moods (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                              classification memory.classification, derived_from uuid[], mood public.lt_mood NOT NULL DEFAULT 'calm',
+                              created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
+SELECT memory.govern('public.lt_moods', '{"tenant_policy": true, "stamps": true, "derived_from": "derived_from"}');
+GRANT SELECT, INSERT, UPDATE ON public.lt_moods TO lt_writer;
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO public.lt_moods (org_id, content, derived_from) VALUES ('acme', 'A summary', ARRAY[pg_temp.id('secret')]) RETURNING id)
+    INSERT INTO ids SELECT 'mood', id FROM x;
+UPDATE public.lt_moods SET mood = 'busy', content = 'A longer summary' WHERE id = pg_temp.id('mood');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_seen WHERE super OR who <> 'lt_writer'), 0::bigint,
+          'the owner''s cast to json of another column''s type never runs as the extension owner (nor as any other role)');
+SELECT is((SELECT classification FROM public.lt_moods WHERE id = pg_temp.id('mood')), 'restricted'::memory.classification,
+          'and the floors still hold on that table');
 
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
