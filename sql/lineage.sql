@@ -529,36 +529,29 @@ END $$;
 -- The mapped lineage columns of a governed table's row `r` (NEW or OLD of memory_ancestry or
 -- memory_lineage) as jsonb {column: value} by mapping `m` (memory_internal._table_lineage_mapping):
 -- derived_from as a jsonb array of ids, a jsonb tier as jsonb, the others as text (JSON null for
--- NULL). Only these columns are read, each through its type's output function (format's %s),
--- never pg_catalog.to_jsonb of the row: to_jsonb calls a cast to json of a column's type, and the
--- table's owner may create one for a type it owns (an enum of another column), which the
--- SECURITY DEFINER triggers would run with the extension owner's rights. NULL without a mapping.
--- Not granted to PUBLIC.
+-- NULL). Only these columns are read, each through its type's output function
+-- (memory_internal._row_text), never pg_catalog.to_jsonb of the row: to_jsonb calls a cast to
+-- json of a column's type, and the table's owner may create one for a type it owns (an enum of
+-- another column), which the SECURITY DEFINER triggers would run with the extension owner's
+-- rights. NULL without a mapping. Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._table_lineage_row(r anyelement, m jsonb)
 RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    parts text[];
-    k     text;
-    c     text;
-    v     text;
+    d  text := m OPERATOR(pg_catalog.->>) 'derived_from';
+    t  text := m OPERATOR(pg_catalog.->>) 'tier';
+    v  jsonb;
 BEGIN
     IF m IS NULL THEN
         RETURN NULL;
     END IF;
-    FOREACH k IN ARRAY ARRAY['derived_from', 'org', 'tier', 'source_type', 'expires_at', 'purge_after'] LOOP
-        c := m OPERATOR(pg_catalog.->>) k;
-        CONTINUE WHEN c IS NULL;
-        v := pg_catalog.format('CASE WHEN ($1).%1$I IS NULL THEN NULL ELSE pg_catalog.format(''%%s'', ($1).%1$I) END', c);
-        v := CASE WHEN k OPERATOR(pg_catalog.=) 'derived_from' THEN pg_catalog.format('pg_catalog.to_jsonb((%s)::uuid[])', v)
-                  WHEN k OPERATOR(pg_catalog.=) 'tier' AND m OPERATOR(pg_catalog.->>) 'tier_kind' OPERATOR(pg_catalog.=) 'jsonb'
-                       THEN pg_catalog.format('(%s)::jsonb', v)
-                  ELSE v END;
-        parts := parts OPERATOR(pg_catalog.||) ARRAY[pg_catalog.quote_literal(c), v];
-    END LOOP;
-    EXECUTE 'SELECT pg_catalog.jsonb_build_object(' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(parts, ', ') OPERATOR(pg_catalog.||) ')'
-       INTO STRICT v USING r;
-    RETURN v::jsonb;
+    v := memory_internal._row_text(r, ARRAY[d, m OPERATOR(pg_catalog.->>) 'org', t, m OPERATOR(pg_catalog.->>) 'source_type',
+                                            m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after']);
+    v := v OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(d, pg_catalog.to_jsonb((v OPERATOR(pg_catalog.->>) d)::uuid[]));
+    IF m OPERATOR(pg_catalog.->>) 'tier_kind' OPERATOR(pg_catalog.=) 'jsonb' THEN
+        v := v OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(t, (v OPERATOR(pg_catalog.->>) t)::jsonb);
+    END IF;
+    RETURN v;
 END $$;
 
 -- BEFORE INSERT OR UPDATE of a governed table's row with sources (the trigger memory_ancestry,
