@@ -126,10 +126,20 @@ BEGIN
             PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.org_id, 0));
             PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
                FROM pg_catalog.unnest(added) x ORDER BY x;
-            -- Each source added: a live memory of the org within the writer's clearance.
-            SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
-             WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
-               AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+            -- Each source added: a live memory of the org within the writer's clearance (above
+            -- READ COMMITTED locked KEY SHARE: one changed or removed since the transaction's
+            -- snapshot fails the write, 40001, as memory_internal._lineage_check_sources).
+            IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
+                SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
+                 WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
+                   AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+            ELSE
+                SELECT pg_catalog.array_agg(x.id) INTO got FROM (
+                    SELECT s.id FROM memory.observations s
+                     WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
+                       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl
+                       FOR KEY SHARE OF s) x;
+            END IF;
             IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
                 miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
                 RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
@@ -499,9 +509,21 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) org, 0));
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
        FROM pg_catalog.unnest(added) x ORDER BY x;
-    SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
-     WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
-       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
+        -- (A statement's snapshot taken after the locks: a forget committed meanwhile is seen.)
+        SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
+         WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
+           AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+    ELSE
+        -- REPEATABLE READ and above read under the transaction's snapshot, which may be older
+        -- than a forget that has released the locks: the sources are locked (KEY SHARE), so one
+        -- changed or removed since the snapshot fails the write (40001), as any write of it would.
+        SELECT pg_catalog.array_agg(x.id) INTO got FROM (
+            SELECT s.id FROM memory.observations s
+             WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
+               AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl
+               FOR KEY SHARE OF s) x;
+    END IF;
     IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
         miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
         RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, org
