@@ -95,10 +95,7 @@ DECLARE
     ranks  CONSTANT memory.source_type[] := '{decision,fact,preference,tool_result}';
     tier   memory.classification;
     worst  int;
-    cl     memory.classification;
     added  uuid[];
-    got    uuid[];
-    miss   uuid;
 BEGIN
     IF memory_internal._restore_mode() THEN
         RETURN NEW;
@@ -117,35 +114,11 @@ BEGIN
         added := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN NEW.derived_from
                       ELSE ARRAY(SELECT x FROM pg_catalog.unnest(NEW.derived_from) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(OLD.derived_from, '{}'))) END;
         IF pg_catalog.cardinality(added) OPERATOR(pg_catalog.>) 0 THEN
-            PERFORM memory_internal._require_org(NEW.org_id);
-            cl := memory_internal._clearance(NEW.org_id)::memory.classification;
-            -- Advisory locks, not row locks (no WAL, no page written): shared on the org and on
-            -- each source until commit; memory.forget and memory.erase_subject take the org's
-            -- exclusively, a tightening source (memory_internal._lineage_down) its own, so neither
-            -- misses a derived memory being written, nor does this write miss their change.
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.org_id, 0));
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
-               FROM pg_catalog.unnest(added) x ORDER BY x;
-            -- Each source added: a live memory of the org within the writer's clearance (above
-            -- READ COMMITTED locked KEY SHARE: one changed or removed since the transaction's
-            -- snapshot fails the write, 40001, as memory_internal._lineage_check_sources).
-            IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
-                SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
-                 WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
-                   AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
-            ELSE
-                SELECT pg_catalog.array_agg(x.id) INTO got FROM (
-                    SELECT s.id FROM memory.observations s
-                     WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
-                       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl
-                       FOR KEY SHARE OF s) x;
-            END IF;
-            IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
-                miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
-                RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
-                    USING ERRCODE = '22023',
-                          HINT = 'A memory is derived from live memories of its own org that the writer may read.';
-            END IF;
+            -- The org, the lineage locks (advisory, shared on the org and each source until
+            -- commit: memory.forget and memory.erase_subject take the org's exclusively, a
+            -- tightening source, memory_internal._lineage_down, its own) and each source added: a
+            -- live memory of the org within the writer's clearance (memory_internal._lineage_check_sources).
+            PERFORM memory_internal._lineage_check_sources(NEW.org_id, added);
             IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND EXISTS (
                    SELECT 1 FROM memory_internal._lineage_walk(NEW.org_id, ARRAY[NEW.id], 'down', NULL) w
                     WHERE w.id OPERATOR(pg_catalog.=) ANY (added)) THEN
@@ -527,7 +500,7 @@ BEGIN
     IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
         miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
         RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, org
-            USING ERRCODE = '22023', HINT = 'A row is derived from live memories of its own org that the writer may read.';
+            USING ERRCODE = '22023', HINT = 'A memory or row is derived from live memories of its own org that the writer may read.';
     END IF;
 END $$;
 
