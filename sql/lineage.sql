@@ -726,6 +726,19 @@ BEGIN
     END LOOP;
 END $$;
 
+-- Which of the rows `ids` (the mapped id column's text) of org `org` of governed table `tbl`
+-- (lineage mapping `m`) the caller's own SELECT reads (its grants and the table's row-level
+-- security; memory_internal._read_as_caller), as a jsonb array of ids. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._table_ids_read_by_caller(tbl regclass, m jsonb, org text, ids text[])
+RETURNS jsonb LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN coalesce(pg_catalog.cardinality(ids), 0) OPERATOR(pg_catalog.=) 0 THEN '[]'::jsonb
+            ELSE coalesce(memory_internal._read_as_caller(pg_catalog.format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
+                  WHERE t.%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                m OPERATOR(pg_catalog.->>) 'id', tbl, m OPERATOR(pg_catalog.->>) 'org'), ARRAY[ids::text, org]), '[]') END
+$$;
+
 -- Forgetting follows lineage into governed tables (memory_internal._erase_derived): the rows of
 -- org `org` of each table governed with "derived_from" made from `ids` (memories removed) go,
 -- unless held or (with `cl`, forget: the caller's clearance) above `cl` or of user `skip_user`
@@ -734,8 +747,9 @@ END $$;
 -- row-level security; a table it may not DELETE from or whose columns it may not read keeps them,
 -- as does a row its DELETE does not reach); without (erasure, memory_admin) as the table's owner.
 -- What stays is reported as above (named only in memory.forget's event, for the org's admins)
--- or held. Returns {deleted: {table: [{id, content_sha256, derived: true}]}, held: [id],
--- above: [id]}. Not granted to PUBLIC.
+-- or held (a held row the forgetting caller's SELECT does not read is reported as above). Returns
+-- {deleted: {table: [{id, content_sha256, derived: true}]}, held: [id], above: [id]}. Not granted
+-- to PUBLIC.
 CREATE FUNCTION memory_internal._erase_derived_tables(org text, ids uuid[], cl memory.classification, skip_user text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -745,6 +759,8 @@ DECLARE
     who     oid := memory_internal._caller();
     rows_   jsonb;
     del     text[];
+    hc      text[];
+    vis     jsonb;
     stmt    text;
     gone    jsonb;
     deleted jsonb := '{}';
@@ -774,6 +790,7 @@ BEGIN
             CONTINUE;
         END IF;
         del := '{}';
+        hc := '{}';
         FOR i IN 0 .. pg_catalog.jsonb_array_length(rows_) OPERATOR(pg_catalog.-) 1 LOOP
             IF skip_user IS NOT NULL AND rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1 IS NOT DISTINCT FROM skip_user THEN
                 CONTINUE;
@@ -784,11 +801,16 @@ BEGIN
             ELSIF memory_internal._held(org, rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1,
                       CASE WHEN rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0 OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                            THEN (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0)::uuid END) THEN
-                held := held OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->) 0);
+                hc := hc OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0);
             ELSE
                 del := del OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0);
             END IF;
         END LOOP;
+        -- A held row is named to a forgetting caller only when its SELECT reads it (the table's
+        -- row-level security); else, as one above the clearance, in the event alone.
+        vis := CASE WHEN cl IS NULL THEN pg_catalog.to_jsonb(hc) ELSE memory_internal._table_ids_read_by_caller(g.tbl, m, org, hc) END;
+        held := held OPERATOR(pg_catalog.||) vis;
+        above := above OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(ARRAY(SELECT x FROM pg_catalog.unnest(hc) x WHERE NOT vis OPERATOR(pg_catalog.?) x));
         CONTINUE WHEN pg_catalog.cardinality(del) OPERATOR(pg_catalog.=) 0;
         stmt := pg_catalog.format(
             'WITH d AS (DELETE FROM %1$s t WHERE t.%2$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])

@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(48);
+SELECT plan(51);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -204,6 +204,27 @@ RESET ROLE;
 SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row8')), 1::bigint, 'it stays');
 SELECT ok((SELECT l.payload->'derived_kept' @> to_jsonb(ARRAY[pg_temp.id('row8')::text]) FROM public.audit_log_now() l
             WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'request 3'), 'named for the org''s admins (derived_kept)');
+
+-- A held row the table's row-level security hides from the forgetting caller is not named to it
+-- (held lists only what the caller may read; the event names it for the org's admins).
+SET ROLE lt_owner;
+CREATE POLICY app_hide_yan ON public.lt_notes AS RESTRICTIVE FOR SELECT USING (user_id IS DISTINCT FROM 'yan');
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 9 was damaged') RETURNING id) INSERT INTO ids SELECT 'src9', id FROM x;
+RESET ROLE;
+SET ROLE lt_owner;
+INSERT INTO public.lt_notes (org_id, user_id, content, derived_from) VALUES ('acme', 'yan', 'Orders get damaged', ARRAY[pg_temp.id('src9')]);
+RESET ROLE;
+INSERT INTO ids SELECT 'row9', id FROM public.lt_notes WHERE user_id = 'yan';
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'yan', 'dispute');
+SET ROLE lt_writer;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 0::bigint, '(the writer cannot read the row)');
+CREATE TEMP TABLE f9 AS SELECT memory.forget(ARRAY[pg_temp.id('src9')], 'request 9') AS r;
+SELECT is((SELECT r->'held' FROM f9), '[]'::jsonb, 'a held row the caller may not read is not named to it');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 1::bigint, 'the row stays');
+UPDATE memory.legal_holds SET released_at = now() WHERE user_id = 'yan';
 
 -- The trigger functions run only on a table governed with the option.
 SET ROLE lt_owner;
