@@ -644,7 +644,8 @@ BEGIN
         RETURN NEW;
     END IF;
     ids := memory_internal._table_lineage_ids(n, m OPERATOR(pg_catalog.->>) 'derived_from');
-    IF o IS NOT NULL AND ids IS NOT DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from') THEN
+    -- An UPDATE that keeps the sources, or takes them all away: never later than it was.
+    IF o IS NOT NULL AND (ids IS NULL OR ids IS NOT DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from')) THEN
         e := (o OPERATOR(pg_catalog.->>) ec)::timestamptz;
         p := (o OPERATOR(pg_catalog.->>) pc)::timestamptz;
     ELSE

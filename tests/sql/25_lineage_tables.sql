@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(51);
+SELECT plan(54);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -45,7 +45,8 @@ CREATE TABLE public.lt_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org
 CREATE INDEX ON public.lt_notes USING gin (derived_from);
 SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true, "derived_from": "derived_from"}')->>'derived_from',
           'derived_from', 'the owner governs its table with derived_from');
-SELECT ok((SELECT triggers @> ARRAY['memory_ancestry', 'memory_lineage'] FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+SELECT ok((SELECT triggers @> ARRAY['memory_ancestry', 'memory_lineage', 'memory_ancestry_unset', 'memory_lineage_unset']
+             FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
           'the lineage triggers are attached');
 GRANT SELECT, INSERT, UPDATE, DELETE ON public.lt_notes TO lt_writer, lt_low, lt_globex, lt_admin;
 GRANT SELECT, INSERT ON public.lt_notes TO lt_nodel;
@@ -226,6 +227,19 @@ RESET ROLE;
 SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 1::bigint, 'the row stays');
 UPDATE memory.legal_holds SET released_at = now() WHERE user_id = 'yan';
 
+-- An UPDATE that takes every source away keeps the floors the row had: no more trust, no later
+-- retention (memory_ancestry_unset, memory_lineage_unset).
+CREATE TEMP TABLE was AS SELECT source_type, expires_at, purge_after FROM public.lt_notes WHERE id = pg_temp.id('summary');
+SET ROLE lt_writer;
+UPDATE public.lt_notes SET derived_from = NULL, source_type = 'decision', expires_at = now() + interval '10 years',
+                           purge_after = now() + interval '11 years' WHERE id = pg_temp.id('summary');
+RESET ROLE;
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('summary')), (SELECT source_type FROM was),
+          'an UPDATE clearing derived_from does not raise the row''s trust');
+SELECT ok((SELECT n.expires_at <= w.expires_at AND n.purge_after <= w.purge_after FROM public.lt_notes n, was w WHERE n.id = pg_temp.id('summary')),
+          'nor make its retention later');
+SELECT is((SELECT derived_from FROM public.lt_notes WHERE id = pg_temp.id('summary')), NULL::uuid[], '(the sources are gone)');
+
 -- The trigger functions run only on a table governed with the option.
 SET ROLE lt_owner;
 CREATE TABLE public.lt_other (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, derived_from uuid[]);
@@ -264,7 +278,8 @@ SELECT is((SELECT classification FROM public.lt_moods WHERE id = pg_temp.id('moo
 -- The option off: the triggers go.
 SET ROLE lt_owner;
 SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true}') ? 'derived_from', false, 'govern without the option');
-SELECT ok((SELECT NOT (triggers && ARRAY['memory_ancestry', 'memory_lineage']) FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+SELECT ok((SELECT NOT (triggers && ARRAY['memory_ancestry', 'memory_lineage', 'memory_ancestry_unset', 'memory_lineage_unset'])
+             FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
           'removes the lineage triggers');
 RESET ROLE;
 
