@@ -644,14 +644,16 @@ BEGIN
         RETURN NEW;
     END IF;
     ids := memory_internal._table_lineage_ids(n, m OPERATOR(pg_catalog.->>) 'derived_from');
-    -- An UPDATE that keeps the sources, or takes them all away: never later than it was.
-    IF o IS NOT NULL AND (ids IS NULL OR ids IS NOT DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from')) THEN
-        e := (o OPERATOR(pg_catalog.->>) ec)::timestamptz;
-        p := (o OPERATOR(pg_catalog.->>) pc)::timestamptz;
-    ELSE
+    IF ids IS NOT NULL AND (o IS NULL OR ids IS DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from')) THEN
         SELECT pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after) INTO e, p FROM memory.observations s
          WHERE s.org_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org'))
            AND s.id OPERATOR(pg_catalog.=) ANY (ids) AND s.soft_deleted_at IS NULL;
+    END IF;
+    -- An UPDATE never makes them later than they were, whether it keeps, replaces or takes away
+    -- the sources (as the trust: a row's sources rewritten do not relax its floors).
+    IF o IS NOT NULL THEN
+        e := least(e, (o OPERATOR(pg_catalog.->>) ec)::timestamptz);
+        p := least(p, (o OPERATOR(pg_catalog.->>) pc)::timestamptz);
     END IF;
     NEW := pg_catalog.jsonb_populate_record(NEW, pg_catalog.jsonb_strip_nulls(
                pg_catalog.jsonb_build_object(ec, least((n OPERATOR(pg_catalog.->>) ec)::timestamptz, e))

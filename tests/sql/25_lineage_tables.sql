@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(54);
+SELECT plan(55);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -226,6 +226,21 @@ SELECT is((SELECT r->'held' FROM f9), '[]'::jsonb, 'a held row the caller may no
 RESET ROLE;
 SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 1::bigint, 'the row stays');
 UPDATE memory.legal_holds SET released_at = now() WHERE user_id = 'yan';
+
+-- An UPDATE that replaces the sources by a longer-lived one does not make the retention later.
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 10 arrived') RETURNING id) INSERT INTO ids SELECT 'src10', id FROM x;
+RESET ROLE;
+UPDATE memory.observations SET expires_at = now() + interval '1 day', purge_after = now() + interval '2 days' WHERE id = pg_temp.id('src10');
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'Order 10 note', ARRAY[pg_temp.id('src10')]) RETURNING id)
+    INSERT INTO ids SELECT 'row10', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Orders arrive') RETURNING id) INSERT INTO ids SELECT 'src11', id FROM x;
+UPDATE public.lt_notes SET derived_from = ARRAY[pg_temp.id('src11')], expires_at = now() + interval '10 years', purge_after = now() + interval '11 years'
+ WHERE id = pg_temp.id('row10');
+RESET ROLE;
+SELECT ok((SELECT expires_at <= now() + interval '1 day' AND purge_after <= now() + interval '2 days' FROM public.lt_notes WHERE id = pg_temp.id('row10')),
+          'an UPDATE replacing the sources does not make the row''s retention later');
 
 -- An UPDATE that takes every source away keeps the floors the row had: no more trust, no later
 -- retention (memory_ancestry_unset, memory_lineage_unset).
