@@ -679,6 +679,7 @@ DECLARE
     tc   text;
     te   text;
     low  text;
+    clr  text;
     sets text[];
     need text[];
     hold boolean;
@@ -693,6 +694,8 @@ BEGIN
         -- The row's tier is below the source's (or unknown), and the row is within the clearance.
         low := pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<) $3::memory.classification, true)', te);
         need := ARRAY[low];
+        -- The row is within the changing role's clearance (every row for one cleared to restricted).
+        clr := pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<=) $7::memory.classification, $7 OPERATOR(pg_catalog.=) ''restricted'')', te);
         sets := ARRAY[pg_catalog.format('%I = CASE WHEN %s THEN %s ELSE t.%I END', tc, low,
                     CASE m OPERATOR(pg_catalog.->>) 'tier_kind'
                          WHEN 'jsonb' THEN pg_catalog.format('(CASE WHEN pg_catalog.jsonb_typeof(t.%1$I) OPERATOR(pg_catalog.=) ''object'' THEN t.%1$I ELSE ''{}''::jsonb END) '
@@ -702,28 +705,27 @@ BEGIN
             sets := sets OPERATOR(pg_catalog.||) pg_catalog.format(
                 '%1$I = CASE WHEN (%2$s) AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%1$I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int '
                 'THEN (''{decision,fact,preference,tool_result}''::pg_catalog.text[])[$4::int]::%3$s ELSE t.%1$I END',
-                m OPERATOR(pg_catalog.->>) 'source_type', 'CLEARED',
+                m OPERATOR(pg_catalog.->>) 'source_type', clr,
                 memory_internal._column_type(g.tbl, m OPERATOR(pg_catalog.->>) 'source_type', 'source_type')::regtype);
             need := need OPERATOR(pg_catalog.||) pg_catalog.format(
-                '(CLEARED AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int)',
-                m OPERATOR(pg_catalog.->>) 'source_type');
+                '(%s AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int)',
+                clr, m OPERATOR(pg_catalog.->>) 'source_type');
         END IF;
         IF m OPERATOR(pg_catalog.->>) 'expires_at' IS NOT NULL THEN
             sets := sets OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $5::timestamptz) ELSE t.%1$I END',
-                        m OPERATOR(pg_catalog.->>) 'expires_at', 'CLEARED')
+                        m OPERATOR(pg_catalog.->>) 'expires_at', clr)
                          OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $6::timestamptz) ELSE t.%1$I END',
-                        m OPERATOR(pg_catalog.->>) 'purge_after', 'CLEARED');
+                        m OPERATOR(pg_catalog.->>) 'purge_after', clr);
             need := need OPERATOR(pg_catalog.||) pg_catalog.format(
-                '(CLEARED AND (($5 IS NOT NULL AND (t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) $5::timestamptz)) '
+                '(%3$s AND (($5 IS NOT NULL AND (t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) $5::timestamptz)) '
                 'OR ($6 IS NOT NULL AND (t.%2$I IS NULL OR t.%2$I OPERATOR(pg_catalog.>) $6::timestamptz))))',
-                m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after');
+                m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after', clr);
         END IF;
         hold := memory_internal._hold_gate(true);
-        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.replace(pg_catalog.format(
+        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND (%s)',
             g.tbl, pg_catalog.array_to_string(sets, ', '), m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org',
             pg_catalog.array_to_string(need, ' OR ')),
-            'CLEARED', pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<=) $7::memory.classification, $7 OPERATOR(pg_catalog.=) ''restricted'')', te)),
             ARRAY[ids::text, org, tier::text, tr::text, e::text, p::text, cl::text]);
         PERFORM memory_internal._hold_gate(hold);
     END LOOP;

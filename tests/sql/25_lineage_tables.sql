@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(55);
+SELECT plan(58);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -136,6 +136,30 @@ SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('bobnot
 UPDATE memory.observations SET source_type = 'tool_result' WHERE id = pg_temp.id('bob');
 SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('bobnote')), 'tool_result'::memory.source_type,
           'a source''s lower trust reaches the rows made from it');
+
+-- The tightening's statement quotes the table's identifiers, whatever they are: a source_type
+-- column named "CLEARED" (a word the statement once used as a placeholder) takes the floors too.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_odd (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                            classification memory.classification, "CLEARED" memory.source_type, derived_from uuid[]);
+SELECT memory.govern('public.lt_odd', '{"tenant_policy": true, "source_type": "CLEARED", "derived_from": "derived_from"}');
+GRANT SELECT, INSERT ON public.lt_odd TO lt_writer;
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content, source_type) VALUES ('acme', 'Vendor X invoices late', 'fact') RETURNING id)
+    INSERT INTO ids SELECT 'odd_src', id FROM x;
+WITH x AS (INSERT INTO public.lt_odd (org_id, content, "CLEARED", derived_from) VALUES ('acme', 'Vendor X note', 'fact', ARRAY[pg_temp.id('odd_src')]) RETURNING id)
+    INSERT INTO ids SELECT 'odd_row', id FROM x;
+RESET ROLE;
+SET ROLE lt_admin;
+SELECT lives_ok(format($$ SELECT memory.reclassify(%L, 'confidential', 'vendor terms') $$, pg_temp.id('odd_src')),
+                'a source of a row of a table with odd column names is reclassified');
+RESET ROLE;
+SELECT is((SELECT classification FROM public.lt_odd WHERE id = pg_temp.id('odd_row')), 'confidential'::memory.classification,
+          'and the row takes the raised tier');
+UPDATE memory.observations SET source_type = 'tool_result' WHERE id = pg_temp.id('odd_src');
+SELECT is((SELECT "CLEARED" FROM public.lt_odd WHERE id = pg_temp.id('odd_row')), 'tool_result'::memory.source_type,
+          'and the lower trust');
 
 -- ------------------------------------------------------------------------------------------------
 -- Forgetting a source removes the rows made from it, within the caller's clearance and grants.
