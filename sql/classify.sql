@@ -761,7 +761,9 @@ BEGIN
         RETURN eff;
     END IF;
     PERFORM memory_internal._drop_trigger(tbl, 'memory_ancestry');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_ancestry_unset');
     PERFORM memory_internal._drop_trigger(tbl, 'memory_lineage');
+    PERFORM memory_internal._drop_trigger(tbl, 'memory_lineage_unset');
     IF col IS NULL THEN
         RETURN eff;
     END IF;
@@ -786,11 +788,17 @@ BEGIN
     PERFORM memory_internal._column_type(tbl, c_id, 'id');
     kind := CASE memory_internal._column_type(tbl, tier, 'target') WHEN 'memory.classification'::regtype THEN 'classification'
                  WHEN 'jsonb'::regtype THEN 'jsonb' ELSE 'text' END;
+    -- (The _unset twins: an UPDATE that takes every source away keeps the floors it had; they
+    -- sort right after their pair, memory_ancestry_unset still before memory_classify.)
     PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_ancestry BEFORE INSERT OR UPDATE ON %s FOR EACH ROW '
                    'WHEN (NEW.%I IS NOT NULL) EXECUTE FUNCTION memory_internal._table_lineage_floor()', tbl, col));
+    PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_ancestry_unset BEFORE UPDATE ON %s FOR EACH ROW '
+                   'WHEN (OLD.%2$I IS NOT NULL AND NEW.%2$I IS NULL) EXECUTE FUNCTION memory_internal._table_lineage_floor()', tbl, col));
     IF eff->'stamps'->>'expires_at' IS NOT NULL THEN
         PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lineage BEFORE INSERT OR UPDATE ON %s FOR EACH ROW '
                        'WHEN (NEW.%I IS NOT NULL) EXECUTE FUNCTION memory_internal._table_lineage_ceiling()', tbl, col));
+        PERFORM memory_internal._exec_as_caller(format('CREATE TRIGGER memory_lineage_unset BEFORE UPDATE ON %s FOR EACH ROW '
+                       'WHEN (OLD.%2$I IS NOT NULL AND NEW.%2$I IS NULL) EXECUTE FUNCTION memory_internal._table_lineage_ceiling()', tbl, col));
     END IF;
     RETURN eff || jsonb_build_object('derived_from', col, 'derived_tier_kind', kind, 'id', c_id);
 END $$;

@@ -95,10 +95,7 @@ DECLARE
     ranks  CONSTANT memory.source_type[] := '{decision,fact,preference,tool_result}';
     tier   memory.classification;
     worst  int;
-    cl     memory.classification;
     added  uuid[];
-    got    uuid[];
-    miss   uuid;
 BEGIN
     IF memory_internal._restore_mode() THEN
         RETURN NEW;
@@ -117,25 +114,11 @@ BEGIN
         added := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN NEW.derived_from
                       ELSE ARRAY(SELECT x FROM pg_catalog.unnest(NEW.derived_from) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(OLD.derived_from, '{}'))) END;
         IF pg_catalog.cardinality(added) OPERATOR(pg_catalog.>) 0 THEN
-            PERFORM memory_internal._require_org(NEW.org_id);
-            cl := memory_internal._clearance(NEW.org_id)::memory.classification;
-            -- Advisory locks, not row locks (no WAL, no page written): shared on the org and on
-            -- each source until commit; memory.forget and memory.erase_subject take the org's
-            -- exclusively, a tightening source (memory_internal._lineage_down) its own, so neither
-            -- misses a derived memory being written, nor does this write miss their change.
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) NEW.org_id, 0));
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
-               FROM pg_catalog.unnest(added) x ORDER BY x;
-            -- Each source added: a live memory of the org within the writer's clearance.
-            SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
-             WHERE s.org_id OPERATOR(pg_catalog.=) NEW.org_id AND s.id OPERATOR(pg_catalog.=) ANY (added)
-               AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
-            IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
-                miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
-                RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, NEW.org_id
-                    USING ERRCODE = '22023',
-                          HINT = 'A memory is derived from live memories of its own org that the writer may read.';
-            END IF;
+            -- The org, the lineage locks (advisory, shared on the org and each source until
+            -- commit: memory.forget and memory.erase_subject take the org's exclusively, a
+            -- tightening source, memory_internal._lineage_down, its own) and each source added: a
+            -- live memory of the org within the writer's clearance (memory_internal._lineage_check_sources).
+            PERFORM memory_internal._lineage_check_sources(NEW.org_id, added);
             IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND EXISTS (
                    SELECT 1 FROM memory_internal._lineage_walk(NEW.org_id, ARRAY[NEW.id], 'down', NULL) w
                     WHERE w.id OPERATOR(pg_catalog.=) ANY (added)) THEN
@@ -499,13 +482,25 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) org, 0));
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('memory_ext.lineage:' OPERATOR(pg_catalog.||) x::text, 0))
        FROM pg_catalog.unnest(added) x ORDER BY x;
-    SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
-     WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
-       AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
+        -- (A statement's snapshot taken after the locks: a forget committed meanwhile is seen.)
+        SELECT pg_catalog.array_agg(s.id) INTO got FROM memory.observations s
+         WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
+           AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl;
+    ELSE
+        -- REPEATABLE READ and above read under the transaction's snapshot, which may be older
+        -- than a forget that has released the locks: the sources are locked (KEY SHARE), so one
+        -- changed or removed since the snapshot fails the write (40001), as any write of it would.
+        SELECT pg_catalog.array_agg(x.id) INTO got FROM (
+            SELECT s.id FROM memory.observations s
+             WHERE s.org_id OPERATOR(pg_catalog.=) org AND s.id OPERATOR(pg_catalog.=) ANY (added)
+               AND s.soft_deleted_at IS NULL AND s.classification OPERATOR(pg_catalog.<=) cl
+               FOR KEY SHARE OF s) x;
+    END IF;
     IF coalesce(pg_catalog.cardinality(got), 0) OPERATOR(pg_catalog.<) pg_catalog.cardinality(added) THEN
         miss := (SELECT x FROM pg_catalog.unnest(added) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (coalesce(got, '{}')) LIMIT 1);
         RAISE EXCEPTION 'derived_from names memory %, which is not a memory of org "%"', miss, org
-            USING ERRCODE = '22023', HINT = 'A row is derived from live memories of its own org that the writer may read.';
+            USING ERRCODE = '22023', HINT = 'A memory or row is derived from live memories of its own org that the writer may read.';
     END IF;
 END $$;
 
@@ -526,6 +521,34 @@ BEGIN
                                                     FROM pg_catalog.jsonb_array_elements(r OPERATOR(pg_catalog.->) col) WITH ORDINALITY e(v, n) ORDER BY e.n));
 END $$;
 
+-- The mapped lineage columns of a governed table's row `r` (NEW or OLD of memory_ancestry or
+-- memory_lineage) as jsonb {column: value} by mapping `m` (memory_internal._table_lineage_mapping):
+-- derived_from as a jsonb array of ids, a jsonb tier as jsonb, the others as text (JSON null for
+-- NULL). Only these columns are read, each through its type's output function
+-- (memory_internal._row_text), never pg_catalog.to_jsonb of the row: to_jsonb calls a cast to
+-- json of a column's type, and the table's owner may create one for a type it owns (an enum of
+-- another column), which the SECURITY DEFINER triggers would run with the extension owner's
+-- rights. NULL without a mapping. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._table_lineage_row(r anyelement, m jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d  text := m OPERATOR(pg_catalog.->>) 'derived_from';
+    t  text := m OPERATOR(pg_catalog.->>) 'tier';
+    v  jsonb;
+BEGIN
+    IF m IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v := memory_internal._row_text(r, ARRAY[d, m OPERATOR(pg_catalog.->>) 'org', t, m OPERATOR(pg_catalog.->>) 'source_type',
+                                            m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after']);
+    v := v OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(d, pg_catalog.to_jsonb((v OPERATOR(pg_catalog.->>) d)::uuid[]));
+    IF m OPERATOR(pg_catalog.->>) 'tier_kind' OPERATOR(pg_catalog.=) 'jsonb' THEN
+        v := v OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(t, (v OPERATOR(pg_catalog.->>) t)::jsonb);
+    END IF;
+    RETURN v;
+END $$;
+
 -- BEFORE INSERT OR UPDATE of a governed table's row with sources (the trigger memory_ancestry,
 -- which fires before memory_classify): the sources the write adds are checked
 -- (memory_internal._lineage_check_sources; 22023), the column keeps each once, and the floors are
@@ -540,8 +563,8 @@ AS $$
 DECLARE
     ranks CONSTANT text[] := '{decision,fact,preference,tool_result}';
     m     jsonb := memory_internal._table_lineage_mapping(TG_RELID);
-    n     jsonb := pg_catalog.to_jsonb(NEW);
-    o     jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN pg_catalog.to_jsonb(OLD) END;
+    n     jsonb := memory_internal._table_lineage_row(NEW, m);
+    o     jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN memory_internal._table_lineage_row(OLD, m) END;
     ids   uuid[];
     olds  uuid[];
     org   text;
@@ -606,8 +629,8 @@ RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, 
 AS $$
 DECLARE
     m   jsonb := memory_internal._table_lineage_mapping(TG_RELID);
-    n   jsonb := pg_catalog.to_jsonb(NEW);
-    o   jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN pg_catalog.to_jsonb(OLD) END;
+    n   jsonb := memory_internal._table_lineage_row(NEW, m);
+    o   jsonb := CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN memory_internal._table_lineage_row(OLD, m) END;
     ec  text := m OPERATOR(pg_catalog.->>) 'expires_at';
     pc  text := m OPERATOR(pg_catalog.->>) 'purge_after';
     ids uuid[];
@@ -621,13 +644,16 @@ BEGIN
         RETURN NEW;
     END IF;
     ids := memory_internal._table_lineage_ids(n, m OPERATOR(pg_catalog.->>) 'derived_from');
-    IF o IS NOT NULL AND ids IS NOT DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from') THEN
-        e := (o OPERATOR(pg_catalog.->>) ec)::timestamptz;
-        p := (o OPERATOR(pg_catalog.->>) pc)::timestamptz;
-    ELSE
+    IF ids IS NOT NULL AND (o IS NULL OR ids IS DISTINCT FROM memory_internal._table_lineage_ids(o, m OPERATOR(pg_catalog.->>) 'derived_from')) THEN
         SELECT pg_catalog.min(s.expires_at), pg_catalog.min(s.purge_after) INTO e, p FROM memory.observations s
          WHERE s.org_id OPERATOR(pg_catalog.=) (n OPERATOR(pg_catalog.->>) (m OPERATOR(pg_catalog.->>) 'org'))
            AND s.id OPERATOR(pg_catalog.=) ANY (ids) AND s.soft_deleted_at IS NULL;
+    END IF;
+    -- An UPDATE never makes them later than they were, whether it keeps, replaces or takes away
+    -- the sources (as the trust: a row's sources rewritten do not relax its floors).
+    IF o IS NOT NULL THEN
+        e := least(e, (o OPERATOR(pg_catalog.->>) ec)::timestamptz);
+        p := least(p, (o OPERATOR(pg_catalog.->>) pc)::timestamptz);
     END IF;
     NEW := pg_catalog.jsonb_populate_record(NEW, pg_catalog.jsonb_strip_nulls(
                pg_catalog.jsonb_build_object(ec, least((n OPERATOR(pg_catalog.->>) ec)::timestamptz, e))
@@ -653,6 +679,7 @@ DECLARE
     tc   text;
     te   text;
     low  text;
+    clr  text;
     sets text[];
     need text[];
     hold boolean;
@@ -667,6 +694,8 @@ BEGIN
         -- The row's tier is below the source's (or unknown), and the row is within the clearance.
         low := pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<) $3::memory.classification, true)', te);
         need := ARRAY[low];
+        -- The row is within the changing role's clearance (every row for one cleared to restricted).
+        clr := pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<=) $7::memory.classification, $7 OPERATOR(pg_catalog.=) ''restricted'')', te);
         sets := ARRAY[pg_catalog.format('%I = CASE WHEN %s THEN %s ELSE t.%I END', tc, low,
                     CASE m OPERATOR(pg_catalog.->>) 'tier_kind'
                          WHEN 'jsonb' THEN pg_catalog.format('(CASE WHEN pg_catalog.jsonb_typeof(t.%1$I) OPERATOR(pg_catalog.=) ''object'' THEN t.%1$I ELSE ''{}''::jsonb END) '
@@ -676,32 +705,44 @@ BEGIN
             sets := sets OPERATOR(pg_catalog.||) pg_catalog.format(
                 '%1$I = CASE WHEN (%2$s) AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%1$I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int '
                 'THEN (''{decision,fact,preference,tool_result}''::pg_catalog.text[])[$4::int]::%3$s ELSE t.%1$I END',
-                m OPERATOR(pg_catalog.->>) 'source_type', 'CLEARED',
+                m OPERATOR(pg_catalog.->>) 'source_type', clr,
                 memory_internal._column_type(g.tbl, m OPERATOR(pg_catalog.->>) 'source_type', 'source_type')::regtype);
             need := need OPERATOR(pg_catalog.||) pg_catalog.format(
-                '(CLEARED AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int)',
-                m OPERATOR(pg_catalog.->>) 'source_type');
+                '(%s AND coalesce(pg_catalog.array_position(''{decision,fact,preference,tool_result}''::pg_catalog.text[], t.%I::pg_catalog.text), 5) OPERATOR(pg_catalog.<) $4::int)',
+                clr, m OPERATOR(pg_catalog.->>) 'source_type');
         END IF;
         IF m OPERATOR(pg_catalog.->>) 'expires_at' IS NOT NULL THEN
             sets := sets OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $5::timestamptz) ELSE t.%1$I END',
-                        m OPERATOR(pg_catalog.->>) 'expires_at', 'CLEARED')
+                        m OPERATOR(pg_catalog.->>) 'expires_at', clr)
                          OPERATOR(pg_catalog.||) pg_catalog.format('%1$I = CASE WHEN %2$s THEN least(t.%1$I, $6::timestamptz) ELSE t.%1$I END',
-                        m OPERATOR(pg_catalog.->>) 'purge_after', 'CLEARED');
+                        m OPERATOR(pg_catalog.->>) 'purge_after', clr);
             need := need OPERATOR(pg_catalog.||) pg_catalog.format(
-                '(CLEARED AND (($5 IS NOT NULL AND (t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) $5::timestamptz)) '
+                '(%3$s AND (($5 IS NOT NULL AND (t.%1$I IS NULL OR t.%1$I OPERATOR(pg_catalog.>) $5::timestamptz)) '
                 'OR ($6 IS NOT NULL AND (t.%2$I IS NULL OR t.%2$I OPERATOR(pg_catalog.>) $6::timestamptz))))',
-                m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after');
+                m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after', clr);
         END IF;
         hold := memory_internal._hold_gate(true);
-        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.replace(pg_catalog.format(
+        PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND (%s)',
             g.tbl, pg_catalog.array_to_string(sets, ', '), m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org',
             pg_catalog.array_to_string(need, ' OR ')),
-            'CLEARED', pg_catalog.format('coalesce(%s::memory.classification OPERATOR(pg_catalog.<=) $7::memory.classification, $7 OPERATOR(pg_catalog.=) ''restricted'')', te)),
             ARRAY[ids::text, org, tier::text, tr::text, e::text, p::text, cl::text]);
         PERFORM memory_internal._hold_gate(hold);
     END LOOP;
 END $$;
+
+-- Which of the rows `ids` (the mapped id column's text) of org `org` of governed table `tbl`
+-- (lineage mapping `m`) the caller's own SELECT reads (its grants and the table's row-level
+-- security; memory_internal._read_as_caller), as a jsonb array of ids. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._table_ids_read_by_caller(tbl regclass, m jsonb, org text, ids text[])
+RETURNS jsonb LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN coalesce(pg_catalog.cardinality(ids), 0) OPERATOR(pg_catalog.=) 0 THEN '[]'::jsonb
+            ELSE coalesce(memory_internal._read_as_caller(pg_catalog.format(
+                'SELECT coalesce(pg_catalog.jsonb_agg(t.%1$I::pg_catalog.text), ''[]'') FROM %2$s t
+                  WHERE t.%1$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
+                m OPERATOR(pg_catalog.->>) 'id', tbl, m OPERATOR(pg_catalog.->>) 'org'), ARRAY[ids::text, org]), '[]') END
+$$;
 
 -- Forgetting follows lineage into governed tables (memory_internal._erase_derived): the rows of
 -- org `org` of each table governed with "derived_from" made from `ids` (memories removed) go,
@@ -711,8 +752,9 @@ END $$;
 -- row-level security; a table it may not DELETE from or whose columns it may not read keeps them,
 -- as does a row its DELETE does not reach); without (erasure, memory_admin) as the table's owner.
 -- What stays is reported as above (named only in memory.forget's event, for the org's admins)
--- or held. Returns {deleted: {table: [{id, content_sha256, derived: true}]}, held: [id],
--- above: [id]}. Not granted to PUBLIC.
+-- or held (a held row the forgetting caller's SELECT does not read is reported as above). Returns
+-- {deleted: {table: [{id, content_sha256, derived: true}]}, held: [id], above: [id]}. Not granted
+-- to PUBLIC.
 CREATE FUNCTION memory_internal._erase_derived_tables(org text, ids uuid[], cl memory.classification, skip_user text)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -722,6 +764,8 @@ DECLARE
     who     oid := memory_internal._caller();
     rows_   jsonb;
     del     text[];
+    hc      text[];
+    vis     jsonb;
     stmt    text;
     gone    jsonb;
     deleted jsonb := '{}';
@@ -751,6 +795,7 @@ BEGIN
             CONTINUE;
         END IF;
         del := '{}';
+        hc := '{}';
         FOR i IN 0 .. pg_catalog.jsonb_array_length(rows_) OPERATOR(pg_catalog.-) 1 LOOP
             IF skip_user IS NOT NULL AND rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1 IS NOT DISTINCT FROM skip_user THEN
                 CONTINUE;
@@ -761,11 +806,16 @@ BEGIN
             ELSIF memory_internal._held(org, rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 1,
                       CASE WHEN rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0 OPERATOR(pg_catalog.~*) '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                            THEN (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0)::uuid END) THEN
-                held := held OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->) 0);
+                hc := hc OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0);
             ELSE
                 del := del OPERATOR(pg_catalog.||) (rows_ OPERATOR(pg_catalog.->) i OPERATOR(pg_catalog.->>) 0);
             END IF;
         END LOOP;
+        -- A held row is named to a forgetting caller only when its SELECT reads it (the table's
+        -- row-level security); else, as one above the clearance, in the event alone.
+        vis := CASE WHEN cl IS NULL THEN pg_catalog.to_jsonb(hc) ELSE memory_internal._table_ids_read_by_caller(g.tbl, m, org, hc) END;
+        held := held OPERATOR(pg_catalog.||) vis;
+        above := above OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(ARRAY(SELECT x FROM pg_catalog.unnest(hc) x WHERE NOT vis OPERATOR(pg_catalog.?) x));
         CONTINUE WHEN pg_catalog.cardinality(del) OPERATOR(pg_catalog.=) 0;
         stmt := pg_catalog.format(
             'WITH d AS (DELETE FROM %1$s t WHERE t.%2$I::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])

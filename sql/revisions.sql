@@ -366,6 +366,32 @@ BEGIN
     RETURN label::memory.classification;
 END $$;
 
+-- Columns `cols` of row `r` (a trigger's NEW or OLD) as jsonb {column: text}, JSON null for NULL,
+-- each through its type's output function (format's %s): never pg_catalog.to_jsonb of the row,
+-- which calls a cast to json of a column's type; the table's owner may create one for a type it
+-- owns (an enum column), and a SECURITY DEFINER trigger would run it with the extension owner's
+-- rights. Only the columns named are read. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._row_text(r anyelement, cols text[])
+RETURNS jsonb LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    parts text[];
+    c     text;
+    v     jsonb;
+BEGIN
+    FOREACH c IN ARRAY cols LOOP
+        CONTINUE WHEN c IS NULL OR c OPERATOR(pg_catalog.=) '';
+        parts := parts OPERATOR(pg_catalog.||) ARRAY[pg_catalog.quote_literal(c),
+                     pg_catalog.format('CASE WHEN ($1).%1$I IS NULL THEN NULL ELSE pg_catalog.format(''%%s'', ($1).%1$I) END', c)];
+    END LOOP;
+    IF parts IS NULL THEN
+        RETURN '{}';
+    END IF;
+    EXECUTE 'SELECT pg_catalog.jsonb_build_object(' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(parts, ', ') OPERATOR(pg_catalog.||) ')'
+       INTO STRICT v USING r;
+    RETURN v;
+END $$;
+
 -- AFTER UPDATE row trigger of a table governed with "revisions" (memory_revisions; its WHEN: the
 -- content, the tier, the id or the org changed). Arguments: the id, content, org, user, tier
 -- columns, the tier column's kind (jsonb or not) and the created_at stamp ('' for none). Keeps the
@@ -390,14 +416,15 @@ BEGIN
                          AND NOT g.builtin AND g.options OPERATOR(pg_catalog.@>) '{"revisions": true}') THEN
         RAISE EXCEPTION 'memory_internal._keep_table_revision is the AFTER UPDATE row trigger memory.govern attaches with "revisions"' USING ERRCODE = '39P01';
     END IF;
-    o := pg_catalog.to_jsonb(OLD);
-    n := pg_catalog.to_jsonb(NEW);
+    -- The mapped columns only, as text (memory_internal._row_text: no cast of the owner's runs here).
+    o := memory_internal._row_text(OLD, TG_ARGV[0:4] OPERATOR(pg_catalog.||) TG_ARGV[6]);
+    n := memory_internal._row_text(NEW, TG_ARGV[0:4] OPERATOR(pg_catalog.||) TG_ARGV[6]);
     IF TG_ARGV[4] OPERATOR(pg_catalog.=) '' THEN
         old_t := 'restricted';
         new_t := 'restricted';
     ELSIF TG_ARGV[5] OPERATOR(pg_catalog.=) 'jsonb' THEN
-        old_t := memory_internal._tier_of(o OPERATOR(pg_catalog.->) TG_ARGV[4] OPERATOR(pg_catalog.->>) 'classification');
-        new_t := memory_internal._tier_of(n OPERATOR(pg_catalog.->) TG_ARGV[4] OPERATOR(pg_catalog.->>) 'classification');
+        old_t := memory_internal._tier_of((o OPERATOR(pg_catalog.->>) TG_ARGV[4])::jsonb OPERATOR(pg_catalog.->>) 'classification');
+        new_t := memory_internal._tier_of((n OPERATOR(pg_catalog.->>) TG_ARGV[4])::jsonb OPERATOR(pg_catalog.->>) 'classification');
     ELSE
         old_t := memory_internal._tier_of(o OPERATOR(pg_catalog.->>) TG_ARGV[4]);
         new_t := memory_internal._tier_of(n OPERATOR(pg_catalog.->>) TG_ARGV[4]);

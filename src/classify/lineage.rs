@@ -132,8 +132,8 @@ impl LineageColumns {
     /// in the order given), locked shared until commit; their floors. The org's lineage lock,
     /// then each source's, in the order memory_internal._lineage_floor takes them (the org's, then
     /// the sources' by id): a forget or a tightening source that holds one exclusively is waited
-    /// for; the sources are read after, by their primary key under a new snapshot (as a
-    /// read-write statement sent now would read; crate::pg::scan), without a statement.
+    /// for; the sources are read after, by their primary key under a snapshot taken then
+    /// (`Lookup::latest`, at every isolation level), without a statement.
     pub fn floors(&self, org: &str, ids: &[pgrx::Uuid]) -> Result<Floors, MxError> {
         crate::trust::require_org(Some(org))?;
         let cl = crate::trust::clearance(Some(org))?.as_deref().and_then(Tier::parse).unwrap_or(Tier::Public);
@@ -144,7 +144,9 @@ impl LineageColumns {
             crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{id}"));
         }
         let r = self.read.as_ref().ok_or_else(|| MxError::new(code::FEATURE_NOT_SUPPORTED, "derived_from is not supported on a distributed store"))?;
-        let lk = crate::pg::scan::Lookup::begin();
+        // A snapshot taken now, after the locks, at every isolation level: at REPEATABLE READ the
+        // transaction's would still show a source a forget removed and committed since.
+        let lk = crate::pg::scan::Lookup::latest();
         let mut f = Floors { tier: None, worst: None, expires: None, purge: None };
         for id in ids {
             let key: [u8; 16] = *id.as_bytes();

@@ -229,6 +229,12 @@ fn recall(
         }
     }
     let tbl = source.filter(|&s| s != observations_oid());
+    // The invalid regclass ('-', 0) is no table: refused as one that is not governed (an oid 0
+    // would reach memory_internal._recall_columns as NULL, memory.observations).
+    if tbl == Some(pg_sys::InvalidOid) {
+        return Err(MxError::bad_argument(format!("{FN}: - is not governed"))
+            .hint("source is a table governed by memory.govern with a content mapping, an org column and a uuid id column, which the caller may SELECT; omit it to recall from memory.observations."));
+    }
     rc::check_as_of_with(as_of.is_some(), tbl.is_some(), embedding.is_some(), filters.as_ref()).map_err(refusal)?;
     let f: Map<String, Value> = match rc::check_filters(filters.as_ref()).map_err(refusal)? {
         Some(f) => f,

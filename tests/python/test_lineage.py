@@ -173,3 +173,59 @@ def test_a_derived_insert_waiting_for_a_forget_of_its_source_is_refused(app, con
         t.join(10)
         assert isinstance(out.get("err"), psycopg.errors.InvalidParameterValue), out
         assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'Orders are late'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("target", ["memory.observations", "public.rr_digests"])
+def test_a_repeatable_read_derived_write_never_names_a_source_forgotten_since_its_snapshot(app, conn, target):
+    """A writer in a REPEATABLE READ transaction whose snapshot is older than a committed forget of
+    a source (the lineage locks are free by then) still sees the source in that snapshot: its
+    derived write is refused (22023, or 40001 as any write of a row changed since the snapshot),
+    never stored beside the forget, which removed what was made from the source and nothing
+    later. Memories and the rows of a governed table alike."""
+    ensure_role(conn, "rr_owner", "memory_writer")
+    conn.execute("SELECT memory.grant_org('rr_owner', 'acme')")
+    conn.execute("GRANT CREATE ON SCHEMA public TO rr_owner")
+    with connect(app, "rr_owner", "acme") as o:
+        o.execute("CREATE TABLE public.rr_digests (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, "
+                  "content text NOT NULL, classification memory.classification, derived_from uuid[])")
+        o.execute("SELECT memory.govern('public.rr_digests', '{\"tenant_policy\": true, \"derived_from\": \"derived_from\"}')")
+        o.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON public.rr_digests TO {WRITER}")
+    with connect(app, WRITER, "acme") as a, connect(app, WRITER, "acme") as b:
+        src = str(a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 13 was late') RETURNING id").fetchone()[0])
+        b.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert b.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (src,)).fetchone()[0] == 1
+        assert a.execute("SELECT memory.forget(ARRAY[%s::uuid], 'user request 13')", (src,)).fetchone()[0]["forgotten"] == [src]
+        with pytest.raises((psycopg.errors.InvalidParameterValue, psycopg.errors.SerializationFailure)):
+            b.execute(f"INSERT INTO {target} (org_id, content, derived_from) VALUES ('acme', 'Orders are late', ARRAY[%s::uuid])", (src,))
+        b.execute("ROLLBACK")
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'Orders are late' OR derived_from IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM public.rr_digests").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("target", ["memory.observations", "public.rr_notes"])
+def test_a_repeatable_read_derived_write_takes_the_tier_a_source_was_raised_to_since_its_snapshot(app, conn, target):
+    """A writer in a REPEATABLE READ transaction whose snapshot is older than a committed
+    reclassify of a source to restricted: the raise reached what was made from the source then,
+    so the derived write either takes the raised tier or is refused (40001, as any write of a row
+    changed since the snapshot); never stored at the old tier (a restricted text laundered)."""
+    ensure_role(conn, "rr_owner", "memory_writer")
+    conn.execute("SELECT memory.grant_org('rr_owner', 'acme')")
+    conn.execute("GRANT CREATE ON SCHEMA public TO rr_owner")
+    conn.execute(f"GRANT EXECUTE ON FUNCTION memory.reclassify(uuid, memory.classification, text) TO {ADMIN}")
+    with connect(app, "rr_owner", "acme") as o:
+        o.execute("CREATE TABLE public.rr_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, "
+                  "content text NOT NULL, classification memory.classification, derived_from uuid[])")
+        o.execute("SELECT memory.govern('public.rr_notes', '{\"tenant_policy\": true, \"derived_from\": \"derived_from\"}')")
+        o.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON public.rr_notes TO {WRITER}")
+    with connect(app, WRITER, "acme") as a, connect(app, WRITER, "acme") as b, connect(app, ADMIN, "acme") as adm:
+        src = str(a.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 14 shipped') RETURNING id").fetchone()[0])
+        b.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert b.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (src,)).fetchone()[0] == 1
+        adm.execute("SELECT memory.reclassify(%s, 'restricted', 'contains a diagnosis')", (src,))
+        try:
+            b.execute(f"INSERT INTO {target} (org_id, content, derived_from) VALUES ('acme', 'Order 14 summary', ARRAY[%s::uuid])", (src,))
+            b.execute("COMMIT")
+        except psycopg.errors.SerializationFailure:
+            b.execute("ROLLBACK")
+    tiers = [r[0] for r in conn.execute(f"SELECT classification::text FROM {target} WHERE content = 'Order 14 summary'").fetchall()]
+    assert tiers in ([], ["restricted"]), tiers

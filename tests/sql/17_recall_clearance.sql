@@ -1,6 +1,6 @@
 -- SQL-level suite for clearance (SPEC §11) and recall with filters (SPEC §12), as tenant roles.
 BEGIN;
-SELECT plan(39);
+SELECT plan(40);
 
 SELECT memory.setup_roles();
 CREATE ROLE rc_int NOLOGIN IN ROLE memory_writer;       -- acme, cleared to internal
@@ -104,6 +104,8 @@ SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', query_embedding => 
                  'a query embedding without memory.enable_embeddings is 22023 (tests/sql/19_vector.sql: with pgvector)');
 SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', source => 'memory.observations_archive') $$, '22023', NULL,
                  'a source that is not governed is 22023');
+SELECT throws_ok($$ SELECT * FROM memory.recall('acme', 'x', source => '-'::regclass) $$, '22023', 'memory.recall: - is not governed',
+                 'the invalid regclass (''-'', 0) as source is 22023, as any table that is not governed');
 RESET ROLE;
 
 -- Who clears whom: an org admin no higher than itself.

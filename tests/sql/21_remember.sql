@@ -2,7 +2,7 @@
 -- memory.remember, memory.org_settings.dedup, memory.context, as tenant-bound roles. (Near
 -- merges by embedding and concurrent remembers: tests/python/test_remember.py.)
 BEGIN;
-SELECT plan(57);
+SELECT plan(65);
 
 SELECT memory.setup_roles();
 CREATE ROLE rm_writer IN ROLE memory_writer;
@@ -112,6 +112,27 @@ CREATE TEMP TABLE m2 AS SELECT memory.remember('acme', 'Grandma''s apple pie use
 SELECT is((SELECT r->>'status' || ' ' || (r->>'classification') FROM m2), 'merged confidential', 'a merge takes the stricter tier');
 RESET ROLE;
 SELECT is((SELECT classification::text FROM memory.observations WHERE id = (SELECT (r->>'id')::uuid FROM m2)), 'confidential', 'on the kept row');
+-- The neighbour is of the same user and namespace, NULL matching NULL only (equality where
+-- there is a value, IS NULL where there is none).
+SET ROLE rm_writer;
+CREATE TEMP TABLE nn AS SELECT memory.remember('acme', 'The shared printer on floor three jams on duplex jobs') AS r;
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs!')->>'duplicate_of', (SELECT r->>'id' FROM nn),
+          'near, no user and no namespace: merged into the memory with neither');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs!!', user_id => 'hal')->>'status', 'created',
+          'near, a user: never merged into a memory without one');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs!!!', user_id => 'hal')->>'status', 'merged',
+          'near, the same user: merged');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs?', namespace => ARRAY['it', 'printers'])->>'status', 'created',
+          'near, a namespace: never merged into a memory without one');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs??', namespace => ARRAY['it', 'printers'])->>'status', 'merged',
+          'near, the same namespace: merged');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs??', namespace => ARRAY['it'])->>'status', 'created',
+          'near, another namespace: not merged');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs.', user_id => 'hal', namespace => ARRAY['it'])->>'status', 'created',
+          'near, a user and a namespace: not merged into the user''s memory without the namespace, nor the namespace''s without the user');
+SELECT is(memory.remember('acme', 'The shared printer on floor three jams on duplex jobs..', user_id => 'hal', namespace => ARRAY['it'])->>'status', 'merged',
+          'near, the same user and namespace: merged');
+RESET ROLE;
 DROP EXTENSION pg_trgm;
 SET ROLE rm_admin;
 UPDATE memory.org_settings SET dedup = 'exact', dedup_threshold = 0.95 WHERE org_id = 'acme';

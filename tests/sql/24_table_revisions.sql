@@ -4,7 +4,7 @@
 -- tenant policy, forget, erasure, retention, TRUNCATE, DROP and the option turned off removing
 -- them with the rows; legal holds respected; bad input refused.
 BEGIN;
-SELECT plan(57);
+SELECT plan(59);
 
 SELECT memory.setup_roles();
 CREATE ROLE tr_owner LOGIN IN ROLE memory_writer;          -- owns the governed table; bound to acme
@@ -251,6 +251,30 @@ SELECT is((SELECT count(*) FROM memory.history('public.tr_notes', (SELECT id::te
 DROP TABLE public.tr_notes;
 RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.table_revisions WHERE relid::oid NOT IN (SELECT oid FROM pg_class)), 0::bigint, 'DROP TABLE takes its revisions');
+
+-- The revisions trigger (SECURITY DEFINER) reads only the mapped columns, never the whole row: a
+-- cast to json the table's owner made for a type of another column (to_jsonb of the row would
+-- call it) never runs with the extension owner's rights.
+CREATE TABLE public.tr_seen (who text, super boolean);
+GRANT SELECT, INSERT ON public.tr_seen TO PUBLIC;
+SET ROLE tr_owner;
+CREATE TYPE public.tr_mood AS ENUM ('calm', 'busy');
+CREATE FUNCTION public.tr_mood_json(m public.tr_mood) RETURNS json LANGUAGE sql VOLATILE
+AS $$ INSERT INTO public.tr_seen SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user RETURNING to_json(m::text) $$;
+CREATE CAST (public.tr_mood AS json) WITH FUNCTION public.tr_mood_json(public.tr_mood);
+CREATE TABLE public.tr_moods (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text, meta jsonb,
+                              mood public.tr_mood NOT NULL DEFAULT 'calm', created_at timestamptz NOT NULL DEFAULT now());
+SELECT memory.govern('public.tr_moods', '{"tenant_policy": true, "target": "meta", "revisions": true}');
+GRANT SELECT, INSERT, UPDATE ON public.tr_moods TO tr_writer;
+RESET ROLE;
+SET ROLE tr_writer;
+INSERT INTO public.tr_moods (org_id, content) VALUES ('acme', 'calm note');
+UPDATE public.tr_moods SET content = 'Alice disclosed her medical condition', mood = 'busy';
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.tr_seen WHERE super OR who <> 'tr_writer'), 0::bigint,
+          'the owner''s cast to json of another column''s type never runs as the extension owner (nor as any other role)');
+SELECT is((SELECT array_agg(content || ':' || classification ORDER BY rev) FROM memory.table_revisions WHERE relid = 'public.tr_moods'::regclass),
+          ARRAY['calm note:internal'], 'and the revision is kept with its jsonb tier');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(46);
+SELECT plan(58);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -45,7 +45,8 @@ CREATE TABLE public.lt_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org
 CREATE INDEX ON public.lt_notes USING gin (derived_from);
 SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true, "derived_from": "derived_from"}')->>'derived_from',
           'derived_from', 'the owner governs its table with derived_from');
-SELECT ok((SELECT triggers @> ARRAY['memory_ancestry', 'memory_lineage'] FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+SELECT ok((SELECT triggers @> ARRAY['memory_ancestry', 'memory_lineage', 'memory_ancestry_unset', 'memory_lineage_unset']
+             FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
           'the lineage triggers are attached');
 GRANT SELECT, INSERT, UPDATE, DELETE ON public.lt_notes TO lt_writer, lt_low, lt_globex, lt_admin;
 GRANT SELECT, INSERT ON public.lt_notes TO lt_nodel;
@@ -136,6 +137,30 @@ UPDATE memory.observations SET source_type = 'tool_result' WHERE id = pg_temp.id
 SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('bobnote')), 'tool_result'::memory.source_type,
           'a source''s lower trust reaches the rows made from it');
 
+-- The tightening's statement quotes the table's identifiers, whatever they are: a source_type
+-- column named "CLEARED" (a word the statement once used as a placeholder) takes the floors too.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_odd (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                            classification memory.classification, "CLEARED" memory.source_type, derived_from uuid[]);
+SELECT memory.govern('public.lt_odd', '{"tenant_policy": true, "source_type": "CLEARED", "derived_from": "derived_from"}');
+GRANT SELECT, INSERT ON public.lt_odd TO lt_writer;
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content, source_type) VALUES ('acme', 'Vendor X invoices late', 'fact') RETURNING id)
+    INSERT INTO ids SELECT 'odd_src', id FROM x;
+WITH x AS (INSERT INTO public.lt_odd (org_id, content, "CLEARED", derived_from) VALUES ('acme', 'Vendor X note', 'fact', ARRAY[pg_temp.id('odd_src')]) RETURNING id)
+    INSERT INTO ids SELECT 'odd_row', id FROM x;
+RESET ROLE;
+SET ROLE lt_admin;
+SELECT lives_ok(format($$ SELECT memory.reclassify(%L, 'confidential', 'vendor terms') $$, pg_temp.id('odd_src')),
+                'a source of a row of a table with odd column names is reclassified');
+RESET ROLE;
+SELECT is((SELECT classification FROM public.lt_odd WHERE id = pg_temp.id('odd_row')), 'confidential'::memory.classification,
+          'and the row takes the raised tier');
+UPDATE memory.observations SET source_type = 'tool_result' WHERE id = pg_temp.id('odd_src');
+SELECT is((SELECT "CLEARED" FROM public.lt_odd WHERE id = pg_temp.id('odd_row')), 'tool_result'::memory.source_type,
+          'and the lower trust');
+
 -- ------------------------------------------------------------------------------------------------
 -- Forgetting a source removes the rows made from it, within the caller's clearance and grants.
 -- A role without DELETE on the table forgets the source; the rows stay (the table's grants).
@@ -205,6 +230,55 @@ SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row8')), 
 SELECT ok((SELECT l.payload->'derived_kept' @> to_jsonb(ARRAY[pg_temp.id('row8')::text]) FROM public.audit_log_now() l
             WHERE l.event_type = 'memory.forget' AND l.payload->>'reason' = 'request 3'), 'named for the org''s admins (derived_kept)');
 
+-- A held row the table's row-level security hides from the forgetting caller is not named to it
+-- (held lists only what the caller may read; the event names it for the org's admins).
+SET ROLE lt_owner;
+CREATE POLICY app_hide_yan ON public.lt_notes AS RESTRICTIVE FOR SELECT USING (user_id IS DISTINCT FROM 'yan');
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 9 was damaged') RETURNING id) INSERT INTO ids SELECT 'src9', id FROM x;
+RESET ROLE;
+SET ROLE lt_owner;
+INSERT INTO public.lt_notes (org_id, user_id, content, derived_from) VALUES ('acme', 'yan', 'Orders get damaged', ARRAY[pg_temp.id('src9')]);
+RESET ROLE;
+INSERT INTO ids SELECT 'row9', id FROM public.lt_notes WHERE user_id = 'yan';
+INSERT INTO memory.legal_holds (org_id, user_id, reason) VALUES ('acme', 'yan', 'dispute');
+SET ROLE lt_writer;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 0::bigint, '(the writer cannot read the row)');
+CREATE TEMP TABLE f9 AS SELECT memory.forget(ARRAY[pg_temp.id('src9')], 'request 9') AS r;
+SELECT is((SELECT r->'held' FROM f9), '[]'::jsonb, 'a held row the caller may not read is not named to it');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_notes WHERE id = pg_temp.id('row9')), 1::bigint, 'the row stays');
+UPDATE memory.legal_holds SET released_at = now() WHERE user_id = 'yan';
+
+-- An UPDATE that replaces the sources by a longer-lived one does not make the retention later.
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 10 arrived') RETURNING id) INSERT INTO ids SELECT 'src10', id FROM x;
+RESET ROLE;
+UPDATE memory.observations SET expires_at = now() + interval '1 day', purge_after = now() + interval '2 days' WHERE id = pg_temp.id('src10');
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO public.lt_notes (org_id, content, derived_from) VALUES ('acme', 'Order 10 note', ARRAY[pg_temp.id('src10')]) RETURNING id)
+    INSERT INTO ids SELECT 'row10', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Orders arrive') RETURNING id) INSERT INTO ids SELECT 'src11', id FROM x;
+UPDATE public.lt_notes SET derived_from = ARRAY[pg_temp.id('src11')], expires_at = now() + interval '10 years', purge_after = now() + interval '11 years'
+ WHERE id = pg_temp.id('row10');
+RESET ROLE;
+SELECT ok((SELECT expires_at <= now() + interval '1 day' AND purge_after <= now() + interval '2 days' FROM public.lt_notes WHERE id = pg_temp.id('row10')),
+          'an UPDATE replacing the sources does not make the row''s retention later');
+
+-- An UPDATE that takes every source away keeps the floors the row had: no more trust, no later
+-- retention (memory_ancestry_unset, memory_lineage_unset).
+CREATE TEMP TABLE was AS SELECT source_type, expires_at, purge_after FROM public.lt_notes WHERE id = pg_temp.id('summary');
+SET ROLE lt_writer;
+UPDATE public.lt_notes SET derived_from = NULL, source_type = 'decision', expires_at = now() + interval '10 years',
+                           purge_after = now() + interval '11 years' WHERE id = pg_temp.id('summary');
+RESET ROLE;
+SELECT is((SELECT source_type FROM public.lt_notes WHERE id = pg_temp.id('summary')), (SELECT source_type FROM was),
+          'an UPDATE clearing derived_from does not raise the row''s trust');
+SELECT ok((SELECT n.expires_at <= w.expires_at AND n.purge_after <= w.purge_after FROM public.lt_notes n, was w WHERE n.id = pg_temp.id('summary')),
+          'nor make its retention later');
+SELECT is((SELECT derived_from FROM public.lt_notes WHERE id = pg_temp.id('summary')), NULL::uuid[], '(the sources are gone)');
+
 -- The trigger functions run only on a table governed with the option.
 SET ROLE lt_owner;
 CREATE TABLE public.lt_other (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text, derived_from uuid[]);
@@ -213,11 +287,38 @@ SELECT throws_ok($$ INSERT INTO public.lt_other (org_id, derived_from) VALUES ('
                  'the floor trigger refuses a table not governed with "derived_from"');
 RESET ROLE;
 
+-- The lineage triggers (SECURITY DEFINER) read only the mapped columns, never the whole row: a
+-- cast to json the table's owner made for a type of another column of its table (to_jsonb of the
+-- row would call it) never runs with the extension owner's rights.
+CREATE TABLE public.lt_seen (who text, super boolean);
+GRANT SELECT, INSERT ON public.lt_seen TO PUBLIC;
+SET ROLE lt_owner;
+CREATE TYPE public.lt_mood AS ENUM ('calm', 'busy');
+CREATE FUNCTION public.lt_mood_json(m public.lt_mood) RETURNS json LANGUAGE sql VOLATILE
+AS $$ INSERT INTO public.lt_seen SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user RETURNING to_json(m::text) $$;
+CREATE CAST (public.lt_mood AS json) WITH FUNCTION public.lt_mood_json(public.lt_mood);
+CREATE TABLE public.lt_moods (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                              classification memory.classification, derived_from uuid[], mood public.lt_mood NOT NULL DEFAULT 'calm',
+                              created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
+SELECT memory.govern('public.lt_moods', '{"tenant_policy": true, "stamps": true, "derived_from": "derived_from"}');
+GRANT SELECT, INSERT, UPDATE ON public.lt_moods TO lt_writer;
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO public.lt_moods (org_id, content, derived_from) VALUES ('acme', 'A summary', ARRAY[pg_temp.id('secret')]) RETURNING id)
+    INSERT INTO ids SELECT 'mood', id FROM x;
+UPDATE public.lt_moods SET mood = 'busy', content = 'A longer summary' WHERE id = pg_temp.id('mood');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.lt_seen WHERE super OR who <> 'lt_writer'), 0::bigint,
+          'the owner''s cast to json of another column''s type never runs as the extension owner (nor as any other role)');
+SELECT is((SELECT classification FROM public.lt_moods WHERE id = pg_temp.id('mood')), 'restricted'::memory.classification,
+          'and the floors still hold on that table');
+
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
 SET ROLE lt_owner;
 SELECT is(memory.govern('public.lt_notes', '{"audit": true, "tenant_policy": true, "stamps": true}') ? 'derived_from', false, 'govern without the option');
-SELECT ok((SELECT NOT (triggers && ARRAY['memory_ancestry', 'memory_lineage']) FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
+SELECT ok((SELECT NOT (triggers && ARRAY['memory_ancestry', 'memory_lineage', 'memory_ancestry_unset', 'memory_lineage_unset'])
+             FROM memory.governed_tables WHERE table_name = 'public.lt_notes'::regclass),
           'removes the lineage triggers');
 RESET ROLE;
 
