@@ -57,6 +57,11 @@ impl LineageColumns {
         if shard && !(name.starts_with("memory.observations_") && crate::pg::citus::logical_table(row.relid()).is_some()) {
             return Ok(None);
         }
+        // (No such column: an earlier release's memory.observations, before ALTER EXTENSION
+        // memory_ext UPDATE adds it; its writes are refused with 55000 further on.)
+        if row.find_column("derived_from").is_none() {
+            return Ok(None);
+        }
         let derived_from = row.column("derived_from", "derived_from")?;
         let id = row.column("id", "id")?;
         if derived_from.typoid != pg_sys::UUIDARRAYOID || id.typoid != pg_sys::UUIDOID {
