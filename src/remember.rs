@@ -23,11 +23,16 @@ thread_local! {
     // drops the cache (sql/retention.sql, memory_rules_changed).
     static MODES: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
     static SETTINGS: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    // Whether memory.org_settings is a Citus table (None: not asked since its last change). Its
+    // rows then change on the shards' placements, whose triggers invalidate nothing here: no
+    // mode is kept.
+    static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
 fn relcache(relid: pg_sys::Oid) {
     if relid == pg_sys::InvalidOid || relid == SETTINGS.with(Cell::get) {
         MODES.with(|m| m.borrow_mut().clear());
+        DISTRIBUTED.with(|d| d.set(None));
     }
 }
 
@@ -38,7 +43,8 @@ pub fn init() {
 /// The org's dedup mode for memory.remember: off, exact or near (exact when the org has no
 /// settings row). Read once per backend and org, as the extension owner under a snapshot taken
 /// now, until memory.org_settings changes: memory.remember's hot path then runs one statement
-/// fewer.
+/// fewer. Not kept where memory.org_settings is a Citus table (its changes invalidate nothing on
+/// the coordinator).
 #[pg_extern(stable, parallel_restricted, schema = "memory_internal", name = "_dedup_mode")]
 fn dedup_mode(org: Option<&str>) -> String {
     let key = org.unwrap_or("").to_string();
@@ -50,7 +56,26 @@ fn dedup_mode(org: Option<&str>) -> String {
         let _owner = crate::trust::AsOwner::enter()?;
         let oid = crate::pg::spi::read_one::<pg_sys::Oid>("SELECT pg_catalog.to_regclass('memory.org_settings')::pg_catalog.oid", &[])
             .map_err(MxError::spi_in("remember"))?;
-        SETTINGS.with(|c| c.set(oid.unwrap_or(pg_sys::InvalidOid)));
+        let oid = oid.unwrap_or(pg_sys::InvalidOid);
+        SETTINGS.with(|c| c.set(oid));
+        let distributed = match DISTRIBUTED.with(Cell::get) {
+            Some(d) => d,
+            None => {
+                let citus = crate::pg::spi::read_one::<bool>("SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL", &[])
+                    .map_err(MxError::spi_in("remember"))?
+                    .unwrap_or(false);
+                // (pg_dist_partition exists only where Citus is installed: asked only then.)
+                let d = citus
+                    && crate::pg::spi::read_one::<bool>(
+                        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)",
+                        &[oid.into()],
+                    )
+                    .map_err(MxError::spi_in("remember"))?
+                    .unwrap_or(false);
+                DISTRIBUTED.with(|c| c.set(Some(d)));
+                d
+            }
+        };
         let mode = Spi::connect(|client| {
             let r = read_latest(
                 client,
@@ -63,7 +88,7 @@ fn dedup_mode(org: Option<&str>) -> String {
             r.get::<String>(0, 1)
         })?
         .unwrap_or_else(|| "exact".to_string());
-        if fill.keep() {
+        if fill.keep() && !distributed {
             MODES.with(|m| m.borrow_mut().insert(key, mode.clone()));
         }
         Ok::<_, MxError>(mode)
