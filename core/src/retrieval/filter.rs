@@ -80,7 +80,8 @@ pub fn parse(v: &Value) -> Result<Filter, FilterError> {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// jsonb_typeof's name of a JSON value.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -8,6 +8,7 @@
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use super::filter::kind as type_of;
 
 /// The labels of memory.classification, memory.source_type and memory.memory_type in their enum
 /// order (sql/types.sql).
@@ -76,17 +77,6 @@ pub fn check_as_of_with(as_of: bool, source: bool, embedding: bool, filters: Opt
 pub const FILTERS_HINT: &str = "filters is an object of user_id, session_id, task_id (strings), memory_type, source_type, max_tier (their enum labels), \
                                 created_after, created_before (timestamps) and metadata (an object the row's metadata contains).";
 
-/// jsonb_typeof's name of a JSON value.
-fn type_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
 
 const FILTER_KEYS: [&str; 9] = ["user_id", "session_id", "task_id", "memory_type", "source_type", "max_tier", "created_after", "created_before", "metadata"];
 
