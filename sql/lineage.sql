@@ -384,44 +384,61 @@ AS $$
 DECLARE
     frontier uuid[] := ids;
     seen     jsonb := coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(ids OPERATOR(pg_catalog.||) skip) x), '{}');
+    lvl      uuid[];
     del      uuid[];
+    sha      text[];
+    kept     uuid[];
     gone     uuid[] := '{}';
     r        record;
     deleted  jsonb := '[]';
-    held     jsonb := '[]';
-    above    jsonb := '[]';
+    held     uuid[] := '{}';
+    above    uuid[] := '{}';
     tabs     jsonb;
+    hgate    boolean;
 BEGIN
     WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
+        lvl := '{}';
         del := '{}';
+        sha := '{}';
         FOR r IN WITH k AS (
                      SELECT o.id, o.user_id, o.content, o.classification, 0 AS src FROM memory.observations o
                       WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.derived_from OPERATOR(pg_catalog.&&) frontier
                      UNION ALL
                      SELECT a.id, a.user_id, a.content, a.classification, 1 AS src FROM memory.observations_archive a
                       WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.derived_from OPERATOR(pg_catalog.&&) frontier)
-                 SELECT DISTINCT ON (k.id) k.id, k.content, k.user_id, cl IS NOT NULL AND k.classification OPERATOR(pg_catalog.>) cl AS hidden,
-                        memory_internal._held(org, k.user_id, k.id) AS is_held
+                 SELECT DISTINCT ON (k.id) k.id, k.user_id, cl IS NOT NULL AND k.classification OPERATOR(pg_catalog.>) cl AS hidden,
+                        pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(k.content, 'UTF8')), 'hex') AS sha
                    FROM k WHERE NOT seen OPERATOR(pg_catalog.?) k.id::text
                   ORDER BY k.id, k.src LOOP
-            seen := seen OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(r.id::text, true);
+            lvl := lvl OPERATOR(pg_catalog.||) r.id;
             IF r.user_id IS NOT DISTINCT FROM skip_user AND skip_user IS NOT NULL THEN
                 CONTINUE;
             ELSIF r.hidden THEN
-                above := above OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
-            ELSIF r.is_held THEN
-                held := held OPERATOR(pg_catalog.||) pg_catalog.to_jsonb(r.id);
+                above := above OPERATOR(pg_catalog.||) r.id;
             ELSE
                 del := del OPERATOR(pg_catalog.||) r.id;
-                deleted := deleted OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('id', r.id,
-                    'content_sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(r.content, 'UTF8')), 'hex'), 'derived', true);
+                sha := sha OPERATOR(pg_catalog.||) r.sha;
             END IF;
         END LOOP;
+        seen := seen OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(lvl) x), '{}');
         IF pg_catalog.cardinality(del) OPERATOR(pg_catalog.>) 0 THEN
+            -- The legal hold is asked in the DELETE (its snapshot, as the memory_hold trigger's
+            -- would be; that trigger per row is what the gate skips): a held row stays, held.
+            hgate := memory_internal._hold_gate(true);
+            DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del)
+               AND NOT memory_internal._held(org, o.user_id, o.id);
+            DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del)
+               AND NOT memory_internal._held(org, a.user_id, a.id);
+            PERFORM memory_internal._hold_gate(hgate);
+            kept := ARRAY(SELECT o.id FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del)
+                          UNION SELECT a.id FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del)
+                          ORDER BY 1);
+            held := held OPERATOR(pg_catalog.||) kept;
+            deleted := deleted OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', d.id, 'content_sha256', d.sha, 'derived', true) ORDER BY d.n)
+                                                                   FROM ROWS FROM (pg_catalog.unnest(del), pg_catalog.unnest(sha)) WITH ORDINALITY d(id, sha, n) WHERE NOT d.id OPERATOR(pg_catalog.=) ANY (kept)), '[]');
+            del := ARRAY(SELECT x FROM pg_catalog.unnest(del) x WHERE NOT x OPERATOR(pg_catalog.=) ANY (kept));
             DELETE FROM memory.observation_weight_history h
              WHERE h.org_id OPERATOR(pg_catalog.=) org AND h.observation_id OPERATOR(pg_catalog.=) ANY (del);
-            DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del);
-            DELETE FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del);
             gone := gone OPERATOR(pg_catalog.||) del;
         END IF;
         frontier := del;
@@ -429,8 +446,8 @@ BEGIN
     -- Rows of governed tables made from what went (memory_internal._erase_derived_tables).
     tabs := memory_internal._erase_derived_tables(org, ids OPERATOR(pg_catalog.||) gone, cl, skip_user);
     PERFORM memory_internal._lineage_strip(org, ids OPERATOR(pg_catalog.||) gone);
-    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', held OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'held'),
-                                         'above', above OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'above'),
+    RETURN pg_catalog.jsonb_build_object('deleted', deleted, 'held', pg_catalog.to_jsonb(held) OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'held'),
+                                         'above', pg_catalog.to_jsonb(above) OPERATOR(pg_catalog.||) (tabs OPERATOR(pg_catalog.->) 'above'),
                                          'tables', tabs OPERATOR(pg_catalog.->) 'deleted');
 END $$;
 

@@ -2,7 +2,7 @@
 -- retention floors at write and when a source changes, memory.lineage within clearance, and
 -- forgetting and erasure following lineage (held descendants kept), as tenant-bound roles.
 BEGIN;
-SELECT plan(56);
+SELECT plan(57);
 
 SELECT memory.setup_roles();
 CREATE ROLE ln_writer IN ROLE memory_writer;
@@ -144,6 +144,9 @@ RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('digest')), 0::bigint, 'the derived memory is gone');
 SELECT is((SELECT count(*) FROM memory.revisions WHERE memory_id = pg_temp.id('digest')), 0::bigint, 'with its revisions');
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('digest2')), 1::bigint, 'a held memory made from it stays');
+-- (forget asks the hold in its own DELETE with the hold gate open: the gate is closed again after)
+SELECT throws_ok(format('DELETE FROM memory.observations WHERE id = %L', pg_temp.id('digest2')), 'MX006', NULL,
+                 'and after the forget, in the same transaction, the held memory''s DELETE is refused again');
 
 -- A writer cleared to internal forgets a source: what it may read that was made from it goes; the
 -- restricted summary stays, unnamed, no longer naming the source, and the org's admins are told.
