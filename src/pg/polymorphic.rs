@@ -82,3 +82,29 @@ pub fn argument(e: &AnyElement) -> DatumWithOid<'static> {
     // SAFETY: the datum is of the type its oid names, alive for the call.
     unsafe { DatumWithOid::new(e.datum(), e.oid()) }
 }
+
+/// A second SPI argument of the same value and type.
+pub fn again<'a>(d: &DatumWithOid<'a>) -> DatumWithOid<'a> {
+    // SAFETY: the same datum and type, alive as long as the first.
+    unsafe { DatumWithOid::new_from_datum(d.datum(), d.oid()) }
+}
+
+/// An array argument as an SPI argument of the array type `oid` (the value pgrx read, passed on
+/// as it is), and its number of dimensions.
+pub fn array_argument<'a, T: pgrx::datum::UnboxDatum>(a: Array<'a, T>, oid: pg_sys::Oid) -> (DatumWithOid<'a>, i32) {
+    let p = a.into_array_type();
+    // SAFETY: the (detoasted) array pgrx read, alive for the call, of the type `oid` names.
+    unsafe { (DatumWithOid::new(pg_sys::Datum::from(p), oid), (*p).ndim) }
+}
+
+/// Whether a polymorphic value is a jsonb object (its root container's flag).
+pub fn jsonb_is_object(e: &AnyElement) -> bool {
+    if e.oid() != pg_sys::JSONBOID {
+        return false;
+    }
+    // SAFETY: a non-null jsonb datum (pgrx read its type from the call), detoasted here.
+    unsafe {
+        let j = pg_sys::pg_detoast_datum(e.datum().cast_mut_ptr()) as *const pg_sys::Jsonb;
+        (*j).root.header & pg_sys::JB_FOBJECT != 0
+    }
+}
