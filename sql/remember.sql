@@ -191,8 +191,8 @@ END $$;
 -- against the calling role, and a memory above the caller's clearance is never matched (so a
 -- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
 -- The arguments, the org and the whole of the default (exact) mode are one Rust call,
--- memory_internal._remember (src/remember.rs: the lookup and the INSERT one kept statement after
--- the advisory lock); near and off go on here.
+-- memory_internal._remember (src/remember.rs: the lookup and the INSERT kept statements after the
+-- advisory lock); near and off go on here.
 CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
                                 memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
                                 embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)

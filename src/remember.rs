@@ -10,7 +10,7 @@ use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
 use pgrx::prelude::*;
-use pgrx::datum::{AnyElement, DatumWithOid};
+use pgrx::datum::{AnyElement, DatumWithOid, TimestampWithTimeZone};
 use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -128,26 +128,24 @@ fn kept_write<'conn>(
     })
 }
 
-/// The same text: a live memory of this org, user and namespace the caller is cleared for, judged
-/// on its final content (a hash left behind by an UPDATE of the content is no match); else the
-/// new memory, in the same statement. $1 org, $2 hash, $3 user, $4 session, $5 memory_type, $6
-/// metadata, $7 namespace, $8 content, $9 derived_from, $10 tier.
-const EXACT_SQL: &str = "WITH hit AS (
-    SELECT o.id, o.classification FROM memory.observations o
-     WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.content_sha256 OPERATOR(pg_catalog.=) $2
-       AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $7
-       AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
-       AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-       AND o.classification OPERATOR(pg_catalog.<=) $10::memory.classification
-       AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) $2
-     ORDER BY o.created_at, o.id LIMIT 1),
-ins AS (
-    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-    SELECT $1, $3, $4, $5::memory.memory_type, $6, $8, $7, $2, pg_catalog.now(), $9
-     WHERE NOT EXISTS (SELECT FROM hit)
-    RETURNING o.id, o.classification)
-SELECT hit.id::pg_catalog.text, hit.classification::pg_catalog.text, true FROM hit
-UNION ALL SELECT ins.id::pg_catalog.text, ins.classification::pg_catalog.text, false FROM ins";
+/// The same text: the live memories of this org, user and namespace the caller is cleared for,
+/// judged on their final content (a hash left behind by an UPDATE of the content is no match).
+/// No order or limit (there is one at most unless the org's mode was once off): the oldest is
+/// taken here, and the statement's plan is the index scan alone. $1 org, $2 hash, $3 user, $4
+/// namespace, $5 tier.
+const LOOKUP_SQL: &str = "SELECT o.id::pg_catalog.text, o.classification::pg_catalog.text, o.created_at FROM memory.observations o
+ WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.content_sha256 OPERATOR(pg_catalog.=) $2
+   AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+   AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
+   AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+   AND o.classification OPERATOR(pg_catalog.<=) $5::memory.classification
+   AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) $2";
+
+/// The new memory. $1 org, $2 hash, $3 user, $4 session, $5 memory_type, $6 metadata, $7
+/// namespace, $8 content, $9 derived_from.
+const INSERT_SQL: &str = "INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+VALUES ($1, $3, $4, $5::memory.memory_type, $6, $8, $7, $2, pg_catalog.now(), $9)
+RETURNING o.id::pg_catalog.text, o.classification::pg_catalog.text";
 
 /// A duplicate met again.
 const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
@@ -157,7 +155,7 @@ const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catal
 /// the arguments (memory_internal._remember_check raises what is wrong, called only when
 /// `memory_core::dedup::surely_valid` is not sure), the org (memory_internal._require_org's 42501
 /// likewise), then in the exact mode the clearance, the hash, the advisory lock on the org and
-/// hash, the lookup and the INSERT in one kept statement, the seen_count of a duplicate and a
+/// hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and a
 /// given embedding. Returns remember's answer, or NULL when the org's mode is another (near, off:
 /// memory.remember goes on). `memory_type` is the label; `metadata` jsonb. Runs as
 /// memory.remember's definer: not for PUBLIC.
@@ -225,9 +223,30 @@ fn remember_exact(
         let content = content.unwrap_or_default();
         let h = norm_hash(content);
         advisory_xact_lock(lock_key(org, &h));
+        // (Each statement takes its snapshot after the lock: a writing plan.)
         let t = kept_write(
             client,
-            EXACT_SQL,
+            LOOKUP_SQL,
+            &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
+            &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
+        )?;
+        let mut hit: Option<(i64, String, Option<String>)> = None;
+        for row in t {
+            let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
+            let (Some(id), Some(at)) = (id, at) else { continue };
+            let at: i64 = at.into();
+            // The oldest, then the least id (uuid's text orders as its bytes).
+            if hit.as_ref().is_none_or(|(a, i, _)| (at, &id) < (*a, i)) {
+                hit = Some((at, id, cls));
+            }
+        }
+        if let Some((_, id, cls)) = hit {
+            kept_write(client, SEEN_SQL, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[org.into(), id.as_str().into()])?;
+            return Ok(Some(JsonB(serde_json::json!({ "id": id, "classification": cls, "status": "duplicate", "duplicate_of": id }))));
+        }
+        let t = kept_write(
+            client,
+            INSERT_SQL,
             &[
                 pg_sys::TEXTOID,
                 pg_sys::TEXTOID,
@@ -238,7 +257,6 @@ fn remember_exact(
                 pg_sys::TEXTARRAYOID,
                 pg_sys::TEXTOID,
                 pg_sys::UUIDARRAYOID,
-                pg_sys::TEXTOID,
             ],
             &[
                 org.into(),
@@ -250,16 +268,11 @@ fn remember_exact(
                 ns,
                 content.into(),
                 derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0),
-                tier.as_deref().into(),
             ],
         )?;
         let row = t.first();
-        let (id, cls, dup) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<bool>(3).map_err(spi)?);
+        let (id, cls) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?);
         let id = id.ok_or_else(|| MxError::new(crate::errors::code::INTERNAL, "memory.remember: the INSERT returned no row"))?;
-        if dup == Some(true) {
-            kept_write(client, SEEN_SQL, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[org.into(), id.as_str().into()])?;
-            return Ok(Some(JsonB(serde_json::json!({ "id": id, "classification": cls, "status": "duplicate", "duplicate_of": id }))));
-        }
         if emb.datum().is_some() {
             let schema = crate::pg::spi::read_one::<String>("SELECT memory_internal._vector_schema()", &[]).map_err(spi)?.unwrap_or_default();
             let sql = format!(
