@@ -108,3 +108,35 @@ pub fn jsonb_is_object(e: &AnyElement) -> bool {
         (*j).root.header & pg_sys::JB_FOBJECT != 0
     }
 }
+
+/// Whether a uuid[] value sorted ascending by bytes (one dimension, no NULLs) holds `id`: a
+/// binary search over its elements in place. False for an array of another type or shape.
+pub fn sorted_uuid_array_holds(a: &pgrx::datum::AnyArray, id: &[u8; 16]) -> bool {
+    if a.oid() != pg_sys::UUIDARRAYOID {
+        return false;
+    }
+    // SAFETY: a non-null uuid[] datum (its type checked above), detoasted here; a one-dimensional
+    // array without a NULL bitmap holds its elements as consecutive 16-byte values (uuid's
+    // alignment is 1) after the header.
+    unsafe {
+        let arr = pg_sys::pg_detoast_datum(a.datum().cast_mut_ptr()) as *const pg_sys::ArrayType;
+        if (*arr).ndim != 1 || (*arr).dataoffset != 0 {
+            return false;
+        }
+        // (ARR_DIMS: the int after the 16-byte header; ARR_DATA_PTR of one dimension without
+        // NULLs: MAXALIGN(16 + 2 ints) = 24 bytes in.)
+        let base = arr as *const u8;
+        let n = (*base.add(16).cast::<i32>()).max(0) as usize;
+        let elems = std::slice::from_raw_parts(base.add(24), n * 16);
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match elems[mid * 16..mid * 16 + 16].cmp(&id[..]) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
+    }
+}
