@@ -190,9 +190,9 @@ END $$;
 -- Store a memory unless the org has it already (SPEC §17). SECURITY DEFINER: the org is checked
 -- against the calling role, and a memory above the caller's clearance is never matched (so a
 -- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
--- In the default (exact) mode one statement (the lookup and the INSERT; a duplicate adds the
--- UPDATE of its seen_count) after the checks, the org's mode (cached per backend) and the lock,
--- which are expressions.
+-- The arguments, the org and the whole of the default (exact) mode are one Rust call,
+-- memory_internal._remember (src/remember.rs: the lookup and the INSERT kept statements after the
+-- advisory lock); near and off go on here.
 CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
                                 memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
                                 embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)
@@ -201,74 +201,33 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     org  text := $1;
-    mode text;  h text;  locked boolean;  dup boolean := false;
+    h text;  locked boolean;
     rid  uuid;  got memory.classification;  tier memory.classification;
     out  jsonb;
 BEGIN
-    -- The arguments first (22023: nothing is written for a call that is refused), then the org
-    -- (42501, as memory_internal._require_org checks it); each of _remember_check and
-    -- _require_org runs only when a quick look at its arguments fails, to raise its error.
-    IF (NOT memory_internal._blank(org) AND NOT memory_internal._blank(remember.content)
-            AND (remember.user_id IS NULL OR NOT memory_internal._blank(remember.user_id)) AND remember.memory_type IS NOT NULL
-            AND pg_catalog.jsonb_typeof(remember.metadata) OPERATOR(pg_catalog.=) 'object'
-            AND remember.namespace IS NULL AND remember.embedding IS NULL) IS NOT TRUE THEN
-        PERFORM memory_internal._remember_check(org, remember.content, remember.user_id, remember.memory_type,
-                                                remember.metadata, remember.embedding, remember.namespace);
+    out := memory_internal._remember(org, remember.content, remember.user_id, remember.session_id, remember.memory_type::text,
+                                     remember.metadata, remember.embedding, remember.namespace, remember.derived_from);
+    IF out IS NOT NULL THEN
+        RETURN out;
     END IF;
-    IF (memory_internal._check_org_setting() AND memory_internal._may_act_for(org)) IS NOT TRUE THEN
-        PERFORM memory_internal._require_org(org);
-    END IF;
+    -- Near or off (the arguments and the org are checked).
     tier := memory_internal._clearance(org)::memory.classification;
     h := memory_internal._dedup_hash(remember.content);
-    mode := memory_internal._dedup_mode(org);
-    IF mode OPERATOR(pg_catalog.<>) 'off' THEN
-        -- Concurrent remembers of one text (exact), or of one user's memories (near), wait for
-        -- each other here until the first commits, so that the statements after this one (each
-        -- with a new snapshot) find the first's row.
+    IF memory_internal._dedup_mode(org) OPERATOR(pg_catalog.=) 'near' THEN
+        -- Concurrent remembers of one user's memories wait for each other here until the first
+        -- commits, so that the statements after this one (each with a new snapshot) find the first's row.
         locked := pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
-            CASE WHEN mode OPERATOR(pg_catalog.=) 'near'
-                 THEN pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember.near', org, remember.user_id, remember.namespace::text)
-                 ELSE pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember', org, h) END, 0)) IS NULL;
-    END IF;
-    IF mode OPERATOR(pg_catalog.=) 'exact' THEN
-        -- The same text: a live memory of this org, user and namespace the caller is cleared for,
-        -- judged on its final content (a hash left behind by an UPDATE of the content is no
-        -- match); else the new memory, in the same statement.
-        WITH hit AS (
-            SELECT o.id, o.classification FROM memory.observations o
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.content_sha256 OPERATOR(pg_catalog.=) h
-               AND o.user_id IS NOT DISTINCT FROM remember.user_id AND o.namespace IS NOT DISTINCT FROM remember.namespace
-               AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
-               AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-               AND o.classification OPERATOR(pg_catalog.<=) tier
-               AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) h
-             ORDER BY o.created_at, o.id LIMIT 1),
-        ins AS (
-            INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-            SELECT org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
-                   remember.namespace, h, pg_catalog.now(), remember.derived_from
-             WHERE NOT EXISTS (SELECT FROM hit)
-            RETURNING o.id, o.classification)
-        SELECT hit.id, hit.classification, true INTO rid, got, dup FROM hit
-        UNION ALL SELECT ins.id, ins.classification, false FROM ins;
-        IF dup THEN
-            UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
-             WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) rid;
-            RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'duplicate', 'duplicate_of', rid);
+            pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember.near', org, remember.user_id, remember.namespace::text), 0)) IS NULL;
+        out := memory_internal._remember_match(org, remember.content, remember.user_id, remember.namespace, remember.embedding,
+                                               remember.metadata, remember.derived_from, tier, h);
+        IF out IS NOT NULL THEN
+            RETURN out;
         END IF;
-    ELSE
-        IF mode OPERATOR(pg_catalog.=) 'near' THEN
-            out := memory_internal._remember_match(org, remember.content, remember.user_id, remember.namespace, remember.embedding,
-                                                   remember.metadata, remember.derived_from, tier, h);
-            IF out IS NOT NULL THEN
-                RETURN out;
-            END IF;
-        END IF;
-        INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-        VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
-                remember.namespace, h, pg_catalog.now(), remember.derived_from)
-        RETURNING o.id, o.classification INTO rid, got;
     END IF;
+    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+    VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
+            remember.namespace, h, pg_catalog.now(), remember.derived_from)
+    RETURNING o.id, o.classification INTO rid, got;
     IF remember.embedding IS NOT NULL THEN
         EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3',
                                   memory_internal._vector_schema())

@@ -236,3 +236,14 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
     })
 }
+
+/// Whether `ids`, a uuid array sorted ascending (uuid's order: by bytes; no NULLs), holds `id`:
+/// a binary search, for the engine's point-in-time reads (the memories a revision covers at the
+/// time, read once). False for a NULL array or id.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_sorted_uuids_hold")]
+fn sorted_uuids_hold(ids: Option<pgrx::datum::AnyArray>, id: Option<pgrx::Uuid>) -> bool {
+    match (ids, id) {
+        (Some(a), Some(id)) => crate::pg::polymorphic::sorted_uuid_array_holds(&a, id.as_bytes()),
+        _ => false,
+    }
+}

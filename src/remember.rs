@@ -1,12 +1,16 @@
 //! Duplicates at write and context packing (sql/remember.sql, SPEC §17): the shell of
-//! `memory_core::dedup` (the normalised text's hash, the org's setting) and
-//! `memory_core::packing` (near-duplicates, MMR, the token budget).
+//! `memory_core::dedup` (the normalised text's hash, the org's setting, memory.remember's checks
+//! and lock) and `memory_core::packing` (near-duplicates, MMR, the token budget); memory.remember's
+//! default (exact) mode in one call (`memory_internal._remember`).
 
 use crate::errors::{MxError, OrRaise};
+use crate::pg::locks::advisory_xact_lock;
+use crate::pg::polymorphic::{again, argument, array_argument, jsonb_is_object};
 use crate::pg::spi::read_latest;
-use memory_core::dedup::{check_setting, norm_hash};
+use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
 use pgrx::prelude::*;
+use pgrx::datum::{AnyElement, DatumWithOid, TimestampWithTimeZone};
 use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -94,6 +98,191 @@ fn dedup_mode(org: Option<&str>) -> String {
         Ok::<_, MxError>(mode)
     })()
     .or_raise()
+}
+
+thread_local! {
+    // memory.remember's exact statements, prepared once per backend as writing plans (SPI then
+    // takes a snapshot for each, after the advisory lock). The plan cache re-plans them after DDL.
+    static EXACT: RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
+fn spi(e: pgrx::spi::Error) -> MxError {
+    MxError::spi("remember", e)
+}
+
+/// Runs one of remember's writing statements through its kept plan.
+fn kept_write<'conn>(
+    client: &mut pgrx::spi::SpiClient<'conn>,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, MxError> {
+    if !EXACT.with(|p| p.borrow().contains_key(sql)) {
+        let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
+        let plan = client.prepare_mut(sql, &oids).map_err(spi)?.keep();
+        EXACT.with(|p| p.borrow_mut().insert(sql, plan));
+    }
+    EXACT.with(|p| {
+        let plans = p.borrow();
+        client.update(plans.get(sql).expect("prepared above"), None, args).map_err(spi)
+    })
+}
+
+/// The same text: the live memories of this org, user and namespace the caller is cleared for,
+/// judged on their final content (a hash left behind by an UPDATE of the content is no match).
+/// No order or limit (there is one at most unless the org's mode was once off): the oldest is
+/// taken here, and the statement's plan is the index scan alone. $1 org, $2 hash, $3 user, $4
+/// namespace, $5 tier.
+const LOOKUP_SQL: &str = "SELECT o.id::pg_catalog.text, o.classification::pg_catalog.text, o.created_at FROM memory.observations o
+ WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.content_sha256 OPERATOR(pg_catalog.=) $2
+   AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
+   AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
+   AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+   AND o.classification OPERATOR(pg_catalog.<=) $5::memory.classification
+   AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) $2";
+
+/// The new memory. $1 org, $2 hash, $3 user, $4 session, $5 memory_type, $6 metadata, $7
+/// namespace, $8 content, $9 derived_from.
+const INSERT_SQL: &str = "INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+VALUES ($1, $3, $4, $5::memory.memory_type, $6, $8, $7, $2, pg_catalog.now(), $9)
+RETURNING o.id::pg_catalog.text, o.classification::pg_catalog.text";
+
+/// A duplicate met again.
+const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
+ WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid";
+
+/// memory.remember's body up to its mode, and all of the exact mode (the default) (sql/remember.sql):
+/// the arguments (memory_internal._remember_check raises what is wrong, called only when
+/// `memory_core::dedup::surely_valid` is not sure), the org (memory_internal._require_org's 42501
+/// likewise), then in the exact mode the clearance, the hash, the advisory lock on the org and
+/// hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and a
+/// given embedding. Returns remember's answer, or NULL when the org's mode is another (near, off:
+/// memory.remember goes on). `memory_type` is the label; `metadata` jsonb. Runs as
+/// memory.remember's definer: not for PUBLIC.
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_remember")]
+fn remember_body(
+    org: Option<&str>,
+    content: Option<&str>,
+    user_id: Option<&str>,
+    session_id: Option<&str>,
+    memory_type: Option<&str>,
+    metadata: Option<AnyElement>,
+    embedding: Option<pgrx::datum::Array<'_, f32>>,
+    namespace: Option<pgrx::datum::Array<'_, &str>>,
+    derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
+) -> Option<JsonB> {
+    remember_exact(org, content, user_id, session_id, memory_type, metadata, embedding, namespace, derived_from).or_raise()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn remember_exact(
+    org: Option<&str>,
+    content: Option<&str>,
+    user_id: Option<&str>,
+    session_id: Option<&str>,
+    memory_type: Option<&str>,
+    metadata: Option<AnyElement>,
+    embedding: Option<pgrx::datum::Array<'_, f32>>,
+    namespace: Option<pgrx::datum::Array<'_, &str>>,
+    derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
+) -> Result<Option<JsonB>, MxError> {
+    // The namespace's labels (pgrx flattens an array of more than one dimension: the checks judge that).
+    let (labels, ns) = match namespace {
+        None => (None, DatumWithOid::null_oid(pg_sys::TEXTARRAYOID)),
+        Some(a) => {
+            let labels: Vec<Option<String>> = a.iter().map(|l| l.map(str::to_owned)).collect();
+            let (arg, dims) = array_argument(a, pg_sys::TEXTARRAYOID);
+            (Some((labels, dims == 1)), arg)
+        }
+    };
+    let flat: Option<Vec<Option<&str>>> = labels.as_ref().map(|(l, _)| l.iter().map(Option::as_deref).collect());
+    let sure = labels.as_ref().is_none_or(|(_, one)| *one)
+        && surely_valid(org, content, user_id, memory_type.is_some(), metadata.as_ref().is_some_and(jsonb_is_object), embedding.is_some(), flat.as_deref());
+    let meta = metadata.as_ref().map_or(DatumWithOid::null_oid(pg_sys::JSONBOID), argument);
+    let emb = embedding.map_or(DatumWithOid::null_oid(pg_sys::FLOAT4ARRAYOID), |a| array_argument(a, pg_sys::FLOAT4ARRAYOID).0);
+    Spi::connect_mut(|client| {
+        // The arguments first (22023: nothing is written for a call that is refused), then the org (42501).
+        if !sure {
+            client
+                .select(
+                    "SELECT memory_internal._remember_check($1, $2, $3, $4::memory.memory_type, $5, $6, $7)",
+                    None,
+                    &[org.into(), content.into(), user_id.into(), memory_type.into(), again(&meta), again(&emb), again(&ns)],
+                )
+                .map_err(spi)?;
+        }
+        if !(crate::trust::require_org_setting().is_ok() && crate::trust::may_act_for(org)?) {
+            client.select("SELECT memory_internal._require_org($1)", None, &[org.into()]).map_err(spi)?;
+        }
+        let org = org.unwrap_or_default();
+        if dedup_mode(Some(org)) != "exact" {
+            return Ok(None);
+        }
+        let tier = crate::trust::clearance(Some(org))?;
+        let content = content.unwrap_or_default();
+        let h = norm_hash(content);
+        advisory_xact_lock(lock_key(org, &h));
+        // (Each statement takes its snapshot after the lock: a writing plan.)
+        let t = kept_write(
+            client,
+            LOOKUP_SQL,
+            &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
+            &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
+        )?;
+        let mut hit: Option<(i64, String, Option<String>)> = None;
+        for row in t {
+            let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
+            let (Some(id), Some(at)) = (id, at) else { continue };
+            let at: i64 = at.into();
+            // The oldest, then the least id (uuid's text orders as its bytes).
+            if hit.as_ref().is_none_or(|(a, i, _)| (at, &id) < (*a, i)) {
+                hit = Some((at, id, cls));
+            }
+        }
+        if let Some((_, id, cls)) = hit {
+            kept_write(client, SEEN_SQL, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[org.into(), id.as_str().into()])?;
+            return Ok(Some(JsonB(serde_json::json!({ "id": id, "classification": cls, "status": "duplicate", "duplicate_of": id }))));
+        }
+        let t = kept_write(
+            client,
+            INSERT_SQL,
+            &[
+                pg_sys::TEXTOID,
+                pg_sys::TEXTOID,
+                pg_sys::TEXTOID,
+                pg_sys::TEXTOID,
+                pg_sys::TEXTOID,
+                pg_sys::JSONBOID,
+                pg_sys::TEXTARRAYOID,
+                pg_sys::TEXTOID,
+                pg_sys::UUIDARRAYOID,
+            ],
+            &[
+                org.into(),
+                h.as_str().into(),
+                user_id.into(),
+                session_id.into(),
+                memory_type.into(),
+                meta,
+                ns,
+                content.into(),
+                derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0),
+            ],
+        )?;
+        let row = t.first();
+        let (id, cls) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?);
+        let id = id.ok_or_else(|| MxError::new(crate::errors::code::INTERNAL, "memory.remember: the INSERT returned no row"))?;
+        if emb.datum().is_some() {
+            let schema = crate::pg::spi::read_one::<String>("SELECT memory_internal._vector_schema()", &[]).map_err(spi)?.unwrap_or_default();
+            let sql = format!(
+                "UPDATE memory.observations o SET embedding = $1::{}.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3::pg_catalog.uuid",
+                pgrx::spi::quote_identifier(&schema)
+            );
+            client.update(sql.as_str(), None, &[emb, org.into(), id.as_str().into()]).map_err(spi)?;
+        }
+        Ok(Some(JsonB(serde_json::json!({ "id": id, "classification": cls, "status": "created", "duplicate_of": null }))))
+    })
 }
 
 /// 22023 unless `mode` is off, exact or near and `threshold` is in (0, 1].

@@ -68,6 +68,42 @@ pub fn norm_hash(text: &str) -> String {
     hex::encode(Sha256::digest(normalize(text).as_bytes()))
 }
 
+/// The advisory lock (pg_advisory_xact_lock's int8) memory.remember's calls of one text in one org
+/// (the normalised text's hash) wait on in the exact mode: the first 8 bytes of the SHA-256 of
+/// "memory_ext.remember", the org and the hash, joined by U+001F.
+pub fn lock_key(org: &str, hash: &str) -> i64 {
+    let d = Sha256::digest(format!("memory_ext.remember\u{1f}{org}\u{1f}{hash}").as_bytes());
+    i64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// Whether memory.remember's arguments surely pass its checks (memory_internal._remember_check),
+/// so it need not call them: an org and a content that are not blank, a user_id NULL or not blank,
+/// a memory_type, a metadata object, no embedding, and a namespace NULL or of 1 to 20 labels, each
+/// with a letter or digit (never a space in any locale), without a period, at most 256 bytes.
+/// False says only "ask the checks", which raise the error or pass.
+#[allow(clippy::too_many_arguments)]
+pub fn surely_valid(
+    org: Option<&str>,
+    content: Option<&str>,
+    user_id: Option<&str>,
+    memory_type: bool,
+    metadata_object: bool,
+    embedding: bool,
+    namespace: Option<&[Option<&str>]>,
+) -> bool {
+    let blank = |s: Option<&str>| s.is_none_or(|s| s.chars().all(char::is_whitespace));
+    !blank(org)
+        && !blank(content)
+        && (user_id.is_none() || !blank(user_id))
+        && memory_type
+        && metadata_object
+        && !embedding
+        && namespace.is_none_or(|labels| {
+            (1..=20).contains(&labels.len())
+                && labels.iter().all(|l| l.is_some_and(|l| l.len() <= 256 && !l.contains('.') && l.chars().any(char::is_alphanumeric)))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +140,41 @@ mod tests {
         for t in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
             assert!(matches!(check_setting("off", t), Err(SettingError::Threshold(_))), "{t}");
         }
+    }
+
+    #[test]
+    fn lock_keys_differ_by_org_and_text() {
+        let h = norm_hash("the sky is blue");
+        assert_eq!(lock_key("acme", &h), lock_key("acme", &norm_hash("The  SKY is blue")));
+        assert_ne!(lock_key("acme", &h), lock_key("globex", &h));
+        assert_ne!(lock_key("acme", &h), lock_key("acme", &norm_hash("the sky is grey")));
+        // (The separator keeps the org and the hash apart.)
+        assert_ne!(lock_key("a", "bc"), lock_key("ab", "c"));
+    }
+
+    #[test]
+    fn surely_valid_arguments() {
+        let ok = |org, content, user, ns: Option<&[Option<&str>]>| surely_valid(org, content, user, true, true, false, ns);
+        assert!(ok(Some("acme"), Some("the sky is blue"), None, None));
+        assert!(ok(Some("acme"), Some("x"), Some("u1"), Some(&[Some("a"), Some("b-1")])));
+        assert!(!ok(Some(" "), Some("x"), None, None));
+        assert!(!ok(Some("acme"), Some("\t\n"), None, None));
+        assert!(!ok(Some("acme"), None, None, None));
+        assert!(!ok(Some("acme"), Some("x"), Some(""), None));
+        assert!(!surely_valid(Some("acme"), Some("x"), None, false, true, false, None));
+        assert!(!surely_valid(Some("acme"), Some("x"), None, true, false, false, None));
+        assert!(!surely_valid(Some("acme"), Some("x"), None, true, true, true, None));
+        // Namespaces the checks decide (a blank, NULL or dotted label, none, too many, too long,
+        // or one without a letter or digit).
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[])));
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[Some("a"), None])));
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[Some("a.b")])));
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[Some("\u{a0}")])));
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[Some("-")])));
+        let long = "a".repeat(257);
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&[Some(long.as_str())])));
+        let many = vec![Some("a"); 21];
+        assert!(!ok(Some("acme"), Some("x"), None, Some(&many)));
     }
 
     proptest! {

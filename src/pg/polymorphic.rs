@@ -82,3 +82,61 @@ pub fn argument(e: &AnyElement) -> DatumWithOid<'static> {
     // SAFETY: the datum is of the type its oid names, alive for the call.
     unsafe { DatumWithOid::new(e.datum(), e.oid()) }
 }
+
+/// A second SPI argument of the same value and type.
+pub fn again<'a>(d: &DatumWithOid<'a>) -> DatumWithOid<'a> {
+    // SAFETY: the same datum and type, alive as long as the first.
+    unsafe { DatumWithOid::new_from_datum(d.datum(), d.oid()) }
+}
+
+/// An array argument as an SPI argument of the array type `oid` (the value pgrx read, passed on
+/// as it is), and its number of dimensions.
+pub fn array_argument<'a, T: pgrx::datum::UnboxDatum>(a: Array<'a, T>, oid: pg_sys::Oid) -> (DatumWithOid<'a>, i32) {
+    let p = a.into_array_type();
+    // SAFETY: the (detoasted) array pgrx read, alive for the call, of the type `oid` names.
+    unsafe { (DatumWithOid::new(pg_sys::Datum::from(p), oid), (*p).ndim) }
+}
+
+/// Whether a polymorphic value is a jsonb object (its root container's flag).
+pub fn jsonb_is_object(e: &AnyElement) -> bool {
+    if e.oid() != pg_sys::JSONBOID {
+        return false;
+    }
+    // SAFETY: a non-null jsonb datum (pgrx read its type from the call), detoasted here.
+    unsafe {
+        let j = pg_sys::pg_detoast_datum(e.datum().cast_mut_ptr()) as *const pg_sys::Jsonb;
+        (*j).root.header & pg_sys::JB_FOBJECT != 0
+    }
+}
+
+/// Whether a uuid[] value sorted ascending by bytes (one dimension, no NULLs) holds `id`: a
+/// binary search over its elements in place. False for an array of another type or shape.
+pub fn sorted_uuid_array_holds(a: &pgrx::datum::AnyArray, id: &[u8; 16]) -> bool {
+    if a.oid() != pg_sys::UUIDARRAYOID {
+        return false;
+    }
+    // SAFETY: a non-null uuid[] datum (its type checked above), detoasted here; a one-dimensional
+    // array without a NULL bitmap holds its elements as consecutive 16-byte values (uuid's
+    // alignment is 1) after the header.
+    unsafe {
+        let arr = pg_sys::pg_detoast_datum(a.datum().cast_mut_ptr()) as *const pg_sys::ArrayType;
+        if (*arr).ndim != 1 || (*arr).dataoffset != 0 {
+            return false;
+        }
+        // (ARR_DIMS: the int after the 16-byte header; ARR_DATA_PTR of one dimension without
+        // NULLs: MAXALIGN(16 + 2 ints) = 24 bytes in.)
+        let base = arr as *const u8;
+        let n = (*base.add(16).cast::<i32>()).max(0) as usize;
+        let elems = std::slice::from_raw_parts(base.add(24), n * 16);
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match elems[mid * 16..mid * 16 + 16].cmp(&id[..]) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
+    }
+}

@@ -76,6 +76,30 @@ def test_concurrent_remember_after_a_rollback_stores(roles, conn):
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'lee'").fetchone()[0] == 1
 
 
+def test_exact_mode_keeps_the_embedding_namespace_and_sources(vroles, conn):
+    """The default (exact) mode stores a given embedding, namespace and sources with the new
+    memory; the same text again is a duplicate whatever embedding it brings; a bad embedding is
+    refused before anything is written."""
+    with connect(vroles, WRITER) as w:
+        src = remember(w, "Ola's flight lands at 9", user_id="ola")
+        first = remember(w, "Ola is picked up at the airport", user_id="ola", embedding=[0.0, 1.0, 0.0],
+                         namespace=["travel", "pickups"], derived_from=[src["id"]], metadata=psycopg.types.json.Jsonb({"n": 12345678901234567890}))
+        assert first["status"] == "created" and first["duplicate_of"] is None
+        again = remember(w, "OLA is picked up at the  airport", user_id="ola", embedding=[1.0, 0.0, 0.0], namespace=["travel", "pickups"])
+        assert again == {"id": first["id"], "classification": first["classification"], "status": "duplicate", "duplicate_of": first["id"]}
+        other_ns = remember(w, "Ola is picked up at the airport", user_id="ola", namespace=["travel"])
+        assert other_ns["status"] == "created" and other_ns["id"] != first["id"]
+        n = conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'ola'").fetchone()[0]
+        for bad in ([1.0, 0.0], [0.0, 0.0, 0.0]):
+            with pytest.raises(psycopg.Error) as ex:
+                remember(w, "Ola's bags are blue", user_id="ola", embedding=bad)
+            assert ex.value.sqlstate == "22023"
+        assert conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'ola'").fetchone()[0] == n
+    row = conn.execute("SELECT embedding::text, namespace, derived_from::text[], (metadata->'n')::text, seen_count FROM memory.observations WHERE id = %s",
+                       (first["id"],)).fetchone()
+    assert row == ("[0,1,0]", ["travel", "pickups"], [src["id"]], "12345678901234567890", 2)
+
+
 def test_near_merge_by_embedding(vroles, conn):
     with connect(vroles, ADMIN) as adm:
         adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")

@@ -2,7 +2,7 @@
 -- memory.remember, memory.org_settings.dedup, memory.context, as tenant-bound roles. (Near
 -- merges by embedding and concurrent remembers: tests/python/test_remember.py.)
 BEGIN;
-SELECT plan(65);
+SELECT plan(70);
 
 SELECT memory.setup_roles();
 CREATE ROLE rm_writer IN ROLE memory_writer;
@@ -146,8 +146,14 @@ SELECT throws_ok($$SELECT memory.remember('acme', E' \t\n')$$, '22023', NULL, 'b
 SELECT throws_ok($$SELECT memory.remember(NULL, 'x')$$, '22023', NULL, 'no org: 22023');
 SELECT throws_ok($$SELECT memory.remember('acme', 'x', metadata => '[]')$$, '22023', NULL, 'metadata not an object: 22023');
 SELECT throws_ok($$SELECT memory.remember('acme', 'x', namespace => ARRAY['a.b'])$$, '22023', NULL, 'a bad namespace: 22023');
+SELECT throws_ok($$SELECT memory.remember('acme', 'x', namespace => ARRAY[['a'], ['b']])$$, '22023', NULL, 'a namespace of two dimensions: 22023');
+SELECT throws_ok($$SELECT memory.remember('acme', 'x', metadata => NULL)$$, '22023', NULL, 'NULL metadata: 22023');
+SELECT throws_ok($$SELECT memory.remember('acme', 'x', user_id => ' ')$$, '22023', NULL, 'a blank user_id: 22023');
+SELECT throws_ok($$SELECT memory.remember('acme', 'x', memory_type => NULL)$$, '22023', NULL, 'NULL memory_type: 22023');
 SELECT throws_ok($$SELECT memory.remember('globex', 'x')$$, '42501', NULL, 'another org: 42501');
 SELECT is((SELECT count(*) FROM memory.live_observations), (SELECT n FROM before), 'nothing written');
+-- A label of punctuation only is a label (the checks judge it, and pass it).
+SELECT is(memory.remember('acme', 'A label of punctuation only', namespace => ARRAY['-', '#1'])->>'status', 'created', 'a namespace label without letters: stored');
 RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------

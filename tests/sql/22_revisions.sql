@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(70);
+SELECT plan(74);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -92,6 +92,16 @@ SELECT throws_ok($$ SELECT * FROM memory.search('acme', ARRAY['x'], as_of => '-i
 RESET ROLE;
 SELECT is((SELECT payload->>'as_of' FROM public.audit_log_now() l WHERE l.event_type = 'memory.recall' AND l.payload ? 'as_of' ORDER BY seq LIMIT 1),
           memory_internal._utc_text('2026-02-01 00:00+00'), 'the recall event names the time it read as of');
+-- The rows no revision covers are told by a binary search of the covered ids, sorted
+-- (memory_internal._sorted_uuids_hold, the engine's).
+SELECT ok((SELECT bool_and(memory_internal._sorted_uuids_hold(s.a, md5(i::text)::uuid))
+             FROM (SELECT array_agg(md5(i::text)::uuid ORDER BY md5(i::text)::uuid) a FROM generate_series(1, 300) i) s, generate_series(1, 300) i),
+          'every id of a sorted array is found');
+SELECT ok((SELECT NOT bool_or(memory_internal._sorted_uuids_hold(s.a, md5(j::text)::uuid))
+             FROM (SELECT array_agg(md5(i::text)::uuid ORDER BY md5(i::text)::uuid) a FROM generate_series(1, 300) i) s, generate_series(301, 600) j),
+          'and no other');
+SELECT ok(NOT memory_internal._sorted_uuids_hold(NULL::uuid[], gen_random_uuid()), 'a NULL array holds nothing');
+SELECT ok(NOT memory_internal._sorted_uuids_hold('{}'::uuid[], gen_random_uuid()), 'nor an empty one');
 
 -- Items: a put of a changed value is an UPDATE, so it keeps a revision; search reads as of a time.
 SET ROLE rv_writer;

@@ -374,9 +374,27 @@ fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
         Some(m) => (format!(", {} AS {}", s(m), quote_ident(AS_OF_METADATA)), format!(", r.metadata AS {}", quote_ident(AS_OF_METADATA))),
         None => (String::new(), String::new()),
     };
+    // The rows no revision covers: with the plan's org, the ids the revisions valid then cover,
+    // sorted, read once (an InitPlan) and searched per row (memory_internal._sorted_uuids_hold,
+    // a binary search), instead of a probe of the revisions' index for every row the words
+    // match (at 10,000 memories, 6,000 probes were most of what as_of cost over recall).
+    let org_value = plan.conditions.iter().find_map(|c| match c {
+        Condition::Eq { col, value, typ: None } if *col == org => Some(value.clone()),
+        _ => None,
+    });
+    let uncovered = match org_value {
+        Some(v) => format!(
+            "NOT memory_internal._sorted_uuids_hold((SELECT pg_catalog.array_agg(r.memory_id ORDER BY r.memory_id) FROM {revs} r \
+              WHERE r.org_id OPERATOR(pg_catalog.=) {o}::pg_catalog.text AND r.valid_from OPERATOR(pg_catalog.<=) {at}::pg_catalog.timestamptz \
+                AND r.valid_to OPERATOR(pg_catalog.>) {at}::pg_catalog.timestamptz), {id})",
+            o = b.bind(Some(v)),
+            id = s(&c.id),
+        ),
+        None => format!("NOT EXISTS (SELECT 1 FROM {revs} r WHERE {covers})"),
+    };
     let rel = format!(
         "(SELECT s.*, {mine_content} AS {ac}, {mine_tier} AS {at_}, {mine_words} AS {aw}{mine_meta} FROM {src} s \
-          WHERE NOT EXISTS (SELECT 1 FROM {revs} r WHERE {covers}) \
+          WHERE {uncovered} \
          UNION ALL \
          SELECT s.*, r.content AS {ac}, {their_tier} AS {at_}, r.content_tsv AS {aw}{their_meta} \
           FROM {src} s JOIN {revs} r ON {covers})",
