@@ -345,7 +345,7 @@ BEGIN
     -- (The time as ISO 8601 in UTC: read back the same whatever DateStyle and TimeZone say.)
     p_at := to_char(retrieve.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
     conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', p_org)),
-                               jsonb_build_object('eq', jsonb_build_array('lifecycle_state', 'active', 'memory', 'lifecycle_state')),
+                               jsonb_build_object('active', jsonb_build_array('lifecycle_state', 'memory', 'lifecycle_state')),
                                jsonb_build_object('at_or_before', jsonb_build_array('t_created', p_at)),
                                jsonb_build_object('null_or_after', jsonb_build_array('decay_at', p_at)),
                                jsonb_build_object('null_or_eq', jsonb_build_array('subject_id', retrieve.user_id)))

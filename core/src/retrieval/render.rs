@@ -88,6 +88,9 @@ struct Words {
     /// against any.
     rank: String,
     any: bool,
+    /// The query's parameter and how its words match.
+    q: String,
+    how: Match,
 }
 
 fn words(cols: &Columns, q: &str, how: Match) -> Words {
@@ -95,6 +98,12 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
         Some(c) => col(c),
         None => format!("pg_catalog.to_tsvector({CFG}, {}::pg_catalog.text)", col(&cols.content)),
     };
+    words_over(w, q, how)
+}
+
+/// The expressions of the query's words over the row's words `w` (an expression or a column of
+/// a sub-select).
+fn words_over(w: String, q: &str, how: Match) -> Words {
     let all = format!("(SELECT pg_catalog.websearch_to_tsquery({CFG}, {q}::pg_catalog.text))");
     match how {
         Match::Websearch => Words {
@@ -105,6 +114,8 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
             rank: format!("pg_catalog.ts_rank_cd({w}, {all})"),
             w,
             any: false,
+            q: q.to_owned(),
+            how,
         },
         Match::AnyWord => {
             let any = format!(
@@ -123,12 +134,29 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
                 m,
                 n,
                 any: true,
+                q: q.to_owned(),
+                how,
             }
         }
     }
 }
 
 impl Words {
+    /// The relevance (as `rank`) with the coverage read from `m` (a column computed once a row).
+    fn rank_with(&self, m: &str) -> String {
+        if self.any {
+            format!(
+                "CASE WHEN {m} OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd({w}, {all}) ELSE pg_catalog.ts_rank_cd({w}, {any}) END",
+                n = self.n,
+                w = self.w,
+                all = self.all,
+                any = self.matches
+            )
+        } else {
+            self.rank.clone()
+        }
+    }
+
     /// The full-text score × weight: ts_rank_cd for a row with every word (as before any-word
     /// matching), scaled by its coverage otherwise.
     fn score(&self, weight: &str) -> String {
@@ -244,6 +272,9 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             }
             Condition::NullOrEq { col: c, value } => {
                 format!("({0} IS NULL OR {0}::pg_catalog.text OPERATOR(pg_catalog.=) {1})", col(c), b.bind(value.clone()))
+            }
+            Condition::Active { col: c, typ: (s, t) } => {
+                format!("{} OPERATOR(pg_catalog.=) 'active'::{}.{}", col(c), quote_ident(s), quote_ident(t))
             }
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
@@ -462,15 +493,24 @@ pub fn render(plan: &Plan) -> Statement {
             let tb = ties.first().cloned().unwrap_or_else(|| "NULL::pg_catalog.int4".into());
             let lex = match &words {
                 None => format!("SELECT {id} AS id, NULL::pg_catalog.int8 AS r FROM {rel} t WHERE false"),
-                Some(w) => format!(
-                    "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
-                     FROM (SELECT {id} AS id, {m} AS m, {rank} AS rel, {tb} AS tb FROM {rel} t \
-                     WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT (SELECT {depth}::pg_catalog.int8)) l",
-                    m = w.m,
-                    rank = w.rank,
-                    words = w.w,
-                    matches = w.matches,
-                ),
+                Some(w) => {
+                    // The row's words are computed once (`u`), their coverage of the query once
+                    // (`s`), the relevance from both: a source without a words column (claims)
+                    // parses its text once a row, not once per expression. (OFFSET 0: each
+                    // level stays a sub-select the planner does not fold into the next.)
+                    let (wu, ws) = (words_over("u.w".into(), &w.q, w.how), words_over("s.w".into(), &w.q, w.how));
+                    format!(
+                        "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
+                         FROM (SELECT s.id, s.m, {rank} AS rel, s.tb FROM (SELECT u.id, u.w, {m} AS m, u.tb \
+                         FROM (SELECT {id} AS id, {words} AS w, {tb} AS tb FROM {rel} t \
+                         WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} OFFSET 0) u OFFSET 0) s \
+                         ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT (SELECT {depth}::pg_catalog.int8)) l",
+                        m = wu.m,
+                        rank = ws.rank_with("s.m"),
+                        words = w.w,
+                        matches = w.matches,
+                    )
+                }
             };
             // The query vector is read once ((SELECT $n::vector), an InitPlan the HNSW index scan
             // takes as its order-by argument), and the lengths are (SELECT $n::int8): the plan's
