@@ -522,6 +522,10 @@ pub fn render(plan: &Plan) -> Statement {
             let (k, off) = (format!("(SELECT {k}::pg_catalog.int8)"), format!("(SELECT {off}::pg_catalog.int8)"));
             let vk_limit = format!("(SELECT {vk}::pg_catalog.int8)");
             let best = if ties.is_empty() { "best, " } else { "" };
+            // The page (k rows from offset of the fused list, ordered by score × weight) is taken
+            // before the rows' columns are read: content, tier (a claim's is classified) and
+            // metadata for the page's rows only, not for every row of both lists. Both reads of
+            // the source are under the plan's conditions.
             let order = format!("score DESC, {tie_order}{best}id");
             format!(
                 "WITH lex AS MATERIALIZED ({lex}), \
@@ -534,12 +538,15 @@ pub fn render(plan: &Plan) -> Statement {
                    FROM (SELECT * FROM vexact UNION ALL SELECT * FROM vscan WHERE NOT EXISTS (SELECT FROM vexact)) v), \
                  fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank, \
                    {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) \
-                 {agg}SELECT {items}, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
+                 page AS MATERIALIZED (SELECT fused.id, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
                    LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best \
                    FROM fused JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) fused.id WHERE {conds} \
-                   ORDER BY {order} LIMIT {k} OFFSET {off}) x",
+                   ORDER BY {order} LIMIT {k} OFFSET {off}) \
+                 {agg}SELECT {items}, page.score, page.lexical_rank, page.vector_rank{page_ties}, page.best \
+                   FROM page JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) page.id WHERE {conds}) x",
                 rrf = fusion::rrf_sql("lex.r", "vec.r"),
                 agg = agg(&order),
+                page_ties = (0..ties.len()).map(|i| format!(", page.tie{i}")).collect::<String>(),
             )
         }
     };
