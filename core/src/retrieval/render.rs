@@ -537,7 +537,7 @@ pub fn render(plan: &Plan) -> Statement {
                  vec AS (SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r \
                    FROM (SELECT * FROM vexact UNION ALL SELECT * FROM vscan WHERE NOT EXISTS (SELECT FROM vexact)) v), \
                  fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank, \
-                   {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) \
+                   {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id), \
                  page AS MATERIALIZED (SELECT fused.id, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
                    LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best \
                    FROM fused JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) fused.id WHERE {conds} \
