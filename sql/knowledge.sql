@@ -950,11 +950,8 @@ COMMENT ON FUNCTION memory.completeness(uuid, text, timestamptz) IS
 
 -- The tier of a claim for clearance (claims carry no stored tier): a claim about a subject or
 -- with PII fields is PHI, restricted; any other is classified by its text, with the org's rules.
--- Every name in it is schema-qualified and no search_path is pinned, so that PostgreSQL inlines it
--- into the statement that reads claims (retrieve's tier and clearance condition, a row at a time):
--- a pinned path made each call a planned SQL function call (tests/sql/07_security.sql lists it).
 CREATE FUNCTION memory_internal._claim_tier(claim_text text, subject_id text, pii_fields text[], org text)
-RETURNS memory.classification LANGUAGE sql STABLE
+RETURNS memory.classification LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN subject_id IS NOT NULL OR pg_catalog.cardinality(pii_fields) OPERATOR(pg_catalog.>) 0
                 THEN 'restricted'::memory.classification

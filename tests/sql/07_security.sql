@@ -475,7 +475,6 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                 'memory.ema(double precision,memory.outcome,double precision,double precision)',
                 'memory.is_stale(timestamp with time zone,integer,timestamp with time zone)',
                 'memory.lifecycle_trigger()', 'memory.risk_band(memory.classification)', 'memory.source_tier(text)',
-                'memory_internal._claim_tier(text,text,text[],text)',
                 'memory_internal._classify(text,text[],text,text)', 'memory_internal._classify_explain(text,text[],text,text)',
                 'memory_internal._detect_drift()', 'memory_internal._feedback_polarity()'],
           'every function pins search_path = pg_catalog, pg_temp but immutable Rust functions and the per-row hot path, which resolve no name');
