@@ -81,6 +81,10 @@ CREATE INDEX claims_decay_due ON memory.claims (decay_at) WHERE lifecycle_state 
 CREATE INDEX claims_active_recheck ON memory.claims (confidence_score, t_created) WHERE lifecycle_state = 'active';
 -- memory.retrieve's full-text search reads only active claims.
 CREATE INDEX claims_fts ON memory.claims USING gin (to_tsvector('english', claim_text)) WHERE lifecycle_state = 'active';
+-- memory.retrieve reads an org's active claims created by its time (the vector list's exact read
+-- for an org of a few thousand claims, and the list of an entity's claims): without this index the
+-- planner ANDs the org's rows with claims_active_recheck's whole scan.
+CREATE INDEX claims_org_active ON memory.claims (org_id, t_created) WHERE lifecycle_state = 'active';
 -- Knowledge retention reads only what can come due: subject knowledge and agents' findings.
 CREATE INDEX claims_retention_due ON memory.claims (t_created)
     WHERE lifecycle_state <> 'archived' AND (subject_id IS NOT NULL OR kind IN ('correlator', 'replicator', 'librarian'));

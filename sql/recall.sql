@@ -341,11 +341,12 @@ BEGIN
     IF retrieve.user_id IS NOT NULL THEN
         PERFORM memory.require_consent(p_org, retrieve.user_id, ARRAY['save_to_profile']::memory.consent_scope[]);
     END IF;
-    tier := memory_internal._max_tier_role(memory_internal._caller(), p_org);
+    -- (The caller's clearance, cached per caller and org as recall's: trust::clearance.)
+    tier := memory_internal._clearance(p_org)::memory.classification;
     -- (The time as ISO 8601 in UTC: read back the same whatever DateStyle and TimeZone say.)
     p_at := to_char(retrieve.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
     conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', p_org)),
-                               jsonb_build_object('eq', jsonb_build_array('lifecycle_state', 'active', 'memory', 'lifecycle_state')),
+                               jsonb_build_object('active', jsonb_build_array('lifecycle_state', 'memory', 'lifecycle_state')),
                                jsonb_build_object('at_or_before', jsonb_build_array('t_created', p_at)),
                                jsonb_build_object('null_or_after', jsonb_build_array('decay_at', p_at)),
                                jsonb_build_object('null_or_eq', jsonb_build_array('subject_id', retrieve.user_id)))
@@ -362,9 +363,12 @@ BEGIN
                 'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
                 'k', k, 'depth', least(greatest(2 * k, 40), 2000)), false);
     RETURN QUERY
+    -- (The tier is the engine's: memory_internal._claim_tier of the same claim and org, computed
+    -- once. Without a screen profile no claim is stale: NULL, as _stale_fields gives, uncalled.)
     SELECT c.id, c.entity_id, c.claim_text, c.field, c.kind, c.source, c.supports, c.subject_id, c.confidence_score,
-           memory_internal._claim_tier(c.claim_text, c.subject_id, c.pii_fields, p_org), (j.x OPERATOR(pg_catalog.->>) 4)::float8,
-           c.t_created, c.decay_at, memory_internal._stale_fields(c.field, c.t_created, rules, retrieve.at),
+           (j.x OPERATOR(pg_catalog.->>) 2)::memory.classification, (j.x OPERATOR(pg_catalog.->>) 4)::float8,
+           c.t_created, c.decay_at,
+           CASE WHEN rules IS NOT NULL THEN memory_internal._stale_fields(c.field, c.t_created, rules, retrieve.at) END,
            (j.x OPERATOR(pg_catalog.->>) 9)::int, (j.x OPERATOR(pg_catalog.->>) 10)::int
       FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, o)
       JOIN memory.claims c ON c.org_id OPERATOR(pg_catalog.=) p_org AND c.id OPERATOR(pg_catalog.=) (j.x OPERATOR(pg_catalog.->>) 0)::uuid

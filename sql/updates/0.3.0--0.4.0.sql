@@ -135,3 +135,6 @@ CREATE TABLE memory.erasure_receipts (
     ids       jsonb NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('memory.erasure_receipts', '');
+-- memory.retrieve (issue 47): an org's active claims created by its time, through one index
+-- (sql/knowledge.sql).
+CREATE INDEX claims_org_active ON memory.claims (org_id, t_created) WHERE lifecycle_state = 'active';

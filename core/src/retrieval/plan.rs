@@ -8,7 +8,7 @@
 //!              "created_at": ..., "user": ..., "session": ..., "memory_type": ..., "metadata": ...,
 //!              "embedding": ..., "words": "content_tsv"},
 //!  "tier_kind": "column" | "json" | "claim",
-//!  "conditions": [{"eq": ["org_id", "acme"]}, ...],
+//!  "conditions": [{"eq": ["org_id", "acme"]}, {"active": ["lifecycle_state", "memory", "lifecycle_state"]}, ...],
 //!  "query": "words" | null, "vector": "[1,0,0]" | null, "vector_schema": "public",
 //!  "k": 10, "offset": 0, "depth": 40, "vector_depth": null, "ties": [["confidence_score", "desc"], ...], "one_pass": false,
 //!  "history": {"relation": ["memory", "revisions"], "at": "2026-03-03T00:00:00Z"} | null}
@@ -58,6 +58,11 @@ pub enum Condition {
     Eq { col: String, value: String, typ: Option<(String, String)> },
     /// `t.col IS NULL OR t.col::text = value` (value None: `t.col IS NULL`).
     NullOrEq { col: String, value: Option<String> },
+    /// `t.col = 'active'::schema.type`: the row is in the lifecycle state `active`, written as a
+    /// constant (not a bind parameter) so that the indexes made for active rows only (`WHERE
+    /// lifecycle_state = 'active'`) serve the statement's generic plan too. The label is the
+    /// core's, never a caller's value.
+    Active { col: String, typ: (String, String) },
     IsNull { col: String },
     IsNotNull { col: String },
     /// The text[] column starts with these labels (`t.col[1:n] = labels`). With `path` (an
@@ -202,6 +207,14 @@ fn condition(v: &Value) -> Result<Condition, PlanError> {
         "null_or_eq" => {
             let (c, val) = pair(arg, op)?;
             Condition::NullOrEq { col: name(Some(c), "column")?, value: if val.is_null() { None } else { Some(text(val, op)?) } }
+        }
+        "active" => {
+            // [column, type schema, type]
+            let a = arg
+                .as_array()
+                .filter(|a| a.len() == 3)
+                .ok_or_else(|| PlanError("retrieval plan: active takes [column, type schema, type]".into()))?;
+            Condition::Active { col: name(Some(&a[0]), "column")?, typ: (name(Some(&a[1]), "type schema")?, name(Some(&a[2]), "type")?) }
         }
         "is_null" => Condition::IsNull { col: name(Some(arg), "column")? },
         "is_not_null" => Condition::IsNotNull { col: name(Some(arg), "column")? },

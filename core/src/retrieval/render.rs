@@ -88,6 +88,9 @@ struct Words {
     /// against any.
     rank: String,
     any: bool,
+    /// The query's parameter and how its words match.
+    q: String,
+    how: Match,
 }
 
 fn words(cols: &Columns, q: &str, how: Match) -> Words {
@@ -95,6 +98,12 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
         Some(c) => col(c),
         None => format!("pg_catalog.to_tsvector({CFG}, {}::pg_catalog.text)", col(&cols.content)),
     };
+    words_over(w, q, how)
+}
+
+/// The expressions of the query's words over the row's words `w` (an expression or a column of
+/// a sub-select).
+fn words_over(w: String, q: &str, how: Match) -> Words {
     let all = format!("(SELECT pg_catalog.websearch_to_tsquery({CFG}, {q}::pg_catalog.text))");
     match how {
         Match::Websearch => Words {
@@ -105,6 +114,8 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
             rank: format!("pg_catalog.ts_rank_cd({w}, {all})"),
             w,
             any: false,
+            q: q.to_owned(),
+            how,
         },
         Match::AnyWord => {
             let any = format!(
@@ -123,12 +134,29 @@ fn words(cols: &Columns, q: &str, how: Match) -> Words {
                 m,
                 n,
                 any: true,
+                q: q.to_owned(),
+                how,
             }
         }
     }
 }
 
 impl Words {
+    /// The relevance (as `rank`) with the coverage read from `m` (a column computed once a row).
+    fn rank_with(&self, m: &str) -> String {
+        if self.any {
+            format!(
+                "CASE WHEN {m} OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd({w}, {all}) ELSE pg_catalog.ts_rank_cd({w}, {any}) END",
+                n = self.n,
+                w = self.w,
+                all = self.all,
+                any = self.matches
+            )
+        } else {
+            self.rank.clone()
+        }
+    }
+
     /// The full-text score × weight: ts_rank_cd for a row with every word (as before any-word
     /// matching), scaled by its coverage otherwise.
     fn score(&self, weight: &str) -> String {
@@ -244,6 +272,9 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             }
             Condition::NullOrEq { col: c, value } => {
                 format!("({0} IS NULL OR {0}::pg_catalog.text OPERATOR(pg_catalog.=) {1})", col(c), b.bind(value.clone()))
+            }
+            Condition::Active { col: c, typ: (s, t) } => {
+                format!("{} OPERATOR(pg_catalog.=) 'active'::{}.{}", col(c), quote_ident(s), quote_ident(t))
             }
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
@@ -480,15 +511,24 @@ pub fn render(plan: &Plan) -> Statement {
             let tb = ties.first().cloned().unwrap_or_else(|| "NULL::pg_catalog.int4".into());
             let lex = match &words {
                 None => format!("SELECT {id} AS id, NULL::pg_catalog.int8 AS r FROM {rel} t WHERE false"),
-                Some(w) => format!(
-                    "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
-                     FROM (SELECT {id} AS id, {m} AS m, {rank} AS rel, {tb} AS tb FROM {rel} t \
-                     WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT (SELECT {depth}::pg_catalog.int8)) l",
-                    m = w.m,
-                    rank = w.rank,
-                    words = w.w,
-                    matches = w.matches,
-                ),
+                Some(w) => {
+                    // The row's words are computed once (`u`), their coverage of the query once
+                    // (`s`), the relevance from both: a source without a words column (claims)
+                    // parses its text once a row, not once per expression. (OFFSET 0: each
+                    // level stays a sub-select the planner does not fold into the next.)
+                    let (wu, ws) = (words_over("u.w".into(), &w.q, w.how), words_over("s.w".into(), &w.q, w.how));
+                    format!(
+                        "SELECT l.id, pg_catalog.row_number() OVER (ORDER BY l.m DESC, l.rel DESC, l.tb DESC, l.id) AS r \
+                         FROM (SELECT s.id, s.m, {rank} AS rel, s.tb FROM (SELECT u.id, u.w, {m} AS m, u.tb \
+                         FROM (SELECT {id} AS id, {words} AS w, {tb} AS tb FROM {rel} t \
+                         WHERE {conds} AND {words} OPERATOR(pg_catalog.@@) {matches} OFFSET 0) u OFFSET 0) s \
+                         ORDER BY 2 DESC, 3 DESC, 4 DESC, 1 LIMIT (SELECT {depth}::pg_catalog.int8)) l",
+                        m = wu.m,
+                        rank = ws.rank_with("s.m"),
+                        words = w.w,
+                        matches = w.matches,
+                    )
+                }
             };
             // The query vector is read once ((SELECT $n::vector), an InitPlan the HNSW index scan
             // takes as its order-by argument), and the lengths are (SELECT $n::int8): the plan's
@@ -500,6 +540,10 @@ pub fn render(plan: &Plan) -> Statement {
             let (k, off) = (format!("(SELECT {k}::pg_catalog.int8)"), format!("(SELECT {off}::pg_catalog.int8)"));
             let vk_limit = format!("(SELECT {vk}::pg_catalog.int8)");
             let best = if ties.is_empty() { "best, " } else { "" };
+            // The page (k rows from offset of the fused list, ordered by score × weight) is taken
+            // before the rows' columns are read: content, tier (a claim's is classified) and
+            // metadata for the page's rows only, not for every row of both lists. Both reads of
+            // the source are under the plan's conditions.
             let order = format!("score DESC, {tie_order}{best}id");
             format!(
                 "WITH lex AS MATERIALIZED ({lex}), \
@@ -511,13 +555,16 @@ pub fn render(plan: &Plan) -> Statement {
                  vec AS (SELECT v.id, pg_catalog.row_number() OVER (ORDER BY v.d, v.tb DESC, v.id) AS r \
                    FROM (SELECT * FROM vexact UNION ALL SELECT * FROM vscan WHERE NOT EXISTS (SELECT FROM vexact)) v), \
                  fused AS (SELECT coalesce(lex.id, vec.id) AS id, lex.r::pg_catalog.int4 AS lexical_rank, vec.r::pg_catalog.int4 AS vector_rank, \
-                   {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id) \
-                 {agg}SELECT {items}, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
+                   {rrf} AS rrf FROM lex FULL JOIN vec ON lex.id OPERATOR(pg_catalog.=) vec.id), \
+                 page AS MATERIALIZED (SELECT fused.id, fused.rrf OPERATOR(pg_catalog.*) {weight} AS score, fused.lexical_rank, fused.vector_rank{tie_items}, \
                    LEAST(coalesce(fused.lexical_rank, 2147483647), coalesce(fused.vector_rank, 2147483647)) AS best \
                    FROM fused JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) fused.id WHERE {conds} \
-                   ORDER BY {order} LIMIT {k} OFFSET {off}) x",
+                   ORDER BY {order} LIMIT {k} OFFSET {off}) \
+                 {agg}SELECT {items}, page.score, page.lexical_rank, page.vector_rank{page_ties}, page.best \
+                   FROM page JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) page.id WHERE {conds}) x",
                 rrf = fusion::rrf_sql("lex.r", "vec.r"),
                 agg = agg(&order),
+                page_ties = (0..ties.len()).map(|i| format!(", page.tie{i}")).collect::<String>(),
             )
         }
     };

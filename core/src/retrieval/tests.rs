@@ -173,6 +173,30 @@ fn claims_rank_ties_by_confidence_then_newest() {
 }
 
 #[test]
+fn active_claims_are_a_constant_and_their_words_are_parsed_once() {
+    // memory.retrieve's plan: the lifecycle state is the core's constant, so that the indexes of
+    // active claims (`WHERE lifecycle_state = 'active'`) serve the statement's generic plan.
+    let s = render(&plan(json!({
+        "relation": ["memory", "claims"], "columns": {"id": "id", "content": "claim_text", "created_at": "t_created", "embedding": "embedding"},
+        "tier_kind": "claim", "ties": ["confidence_score", "t_created"],
+        "conditions": [{"eq": ["org_id", "acme"]}, {"active": ["lifecycle_state", "memory", "lifecycle_state"]},
+                       {"null_or_eq": ["subject_id", null]}],
+        "query": "aspirin dose", "vector": "[1,0]", "vector_schema": "public", "k": 3})));
+    assert!(s.sql.contains("t.\"lifecycle_state\" OPERATOR(pg_catalog.=) 'active'::\"memory\".\"lifecycle_state\""), "{}", s.sql);
+    assert!(!s.params.iter().any(|p| p.as_deref() == Some("active")), "no parameter holds the label");
+    // The lexical list parses a claim's text once (`u`), its coverage once (`s`): to_tsvector of
+    // the row twice in it (the match, which its index reads, and the words), ts_delete once.
+    let lex = &s.sql[..s.sql.find("vscan AS").unwrap()];
+    assert_eq!(lex.matches("pg_catalog.to_tsvector('english'::pg_catalog.regconfig, t.").count(), 2, "{lex}");
+    assert_eq!(lex.matches("ts_delete").count(), 1, "{lex}");
+    assert!(lex.contains("pg_catalog.ts_rank_cd(s.w, "), "{lex}");
+    let bad = |a: Value| Plan::from_json(&json!({"relation": ["memory", "claims"], "columns": {"id": "id", "content": "claim_text"},
+                                                   "conditions": [{"active": a}], "k": 3}));
+    assert!(bad(json!(["lifecycle_state"])).is_err());
+    assert!(bad(json!(["lifecycle_state", "memory", ""])).is_err());
+}
+
+#[test]
 fn one_pass_reads_candidates_and_rows() {
     let p = plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "one_pass": true})));
     let o = render_one_pass(&p, 10001).unwrap();
