@@ -102,19 +102,9 @@ fn covered_shares(n: u32, covering: &mut u32) -> Option<Share> {
 /// One round for `share`, in the caller's transaction: the denied-attempt events of its orgs,
 /// then its pending entries; returns how many entries it chained.
 fn round(share: Share) -> i64 {
-    // (A read: pgrx's Spi::get_one would give the transaction an id, every round.)
-    let installed = Spi::connect(|c| {
-        c.select(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
-            Some(1),
-            &[],
-        )?
-        .first()
-        .get_one::<bool>()
-    })
-    .ok()
-    .flatten()
-    .unwrap_or(false);
+    // Whether the extension exists in this database: a catalog lookup, not a statement parsed
+    // and planned every round (and no transaction id either way).
+    let installed = crate::pg::xact::extension_exists(c"memory_ext");
     if !installed {
         return 0;
     }
