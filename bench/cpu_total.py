@@ -22,6 +22,7 @@ medians.
 Usage: cpu_total.py PORT N ROUNDS TENANTS [setup]
 """
 import os
+import collections
 import statistics
 import sys
 import time
@@ -34,19 +35,28 @@ from single_row_wal import pgbench_n
 HZ = os.sysconf("SC_CLK_TCK")
 
 
-def children_cpu(pm):
-    """CPU seconds of the postmaster's children: reaped ones and running ones."""
+def children_cpu(pm, by=None):
+    """CPU seconds of the postmaster's children: reaped ones and running ones. With `by` (a
+    Counter), also each kind's: the exited ones (the sessions' backends, autovacuum workers) as
+    "exited", the running ones by their process title (pid-specific parts dropped)."""
     f = open(f"/proc/{pm}/stat").read().rsplit(")", 1)[1].split()
     total = (int(f[13]) + int(f[14])) / HZ  # cutime, cstime (fields 16 and 17)
+    if by is not None:
+        by["exited (backends of the run, autovacuum workers)"] += total
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            title = open(f"/proc/{pid}/cmdline").read().replace("\0", " ").strip()
         except OSError:
             continue
         if int(s[1]) == pm:  # ppid
-            total += (int(s[11]) + int(s[12])) / HZ  # utime, stime
+            t = (int(s[11]) + int(s[12])) / HZ  # utime, stime
+            total += t
+            if by is not None:
+                kind = title.removeprefix("postgres: ").split(" postgres ")[0].split(" 127.0.0.1")[0]
+                by[kind] += t
     return total
 
 
@@ -68,19 +78,23 @@ def main():
     (ipid,) = c.execute("SELECT pid FROM pg_catalog.pg_stat_activity WHERE backend_type = 'memory_ext integrator'").fetchone() or (None,)
     res = {"bare": [], "governed": []} if ipid else {"bare": [], "governed": [], "not chained": []}
     order = list(res)
+    parts = {v: [] for v in res}
     for r in range(rounds):
         for v in order if r % 2 == 0 else order[::-1]:
             c.execute("SELECT memory.audit_integrate()")
             time.sleep(0.5)
             i0 = proc_cpu(ipid) if ipid else 0.0
-            t0 = children_cpu(pm)
+            b0 = collections.Counter()
+            t0 = children_cpu(pm, b0)
             pgbench_n(port, script_for("bare" if v == "bare" else "deferred", tenants), 8, per)
             if v == "governed" and ipid:
                 while c.execute("SELECT EXISTS (SELECT 1 FROM memory.audit_pending)").fetchone()[0]:
                     time.sleep(0.02)
             elif v == "governed":
                 c.execute("SELECT memory.audit_integrate()")
-            t1 = children_cpu(pm)
+            b1 = collections.Counter()
+            t1 = children_cpu(pm, b1)
+            parts[v].append({k: (b1[k] - b0[k]) / (per * 8) * 1e6 for k in b1})
             di = proc_cpu(ipid) - i0 if ipid else 0.0
             res[v].append((t1 - t0) / (per * 8) * 1e6)
             load = open("/proc/loadavg").read().split()[0]
@@ -94,6 +108,11 @@ def main():
     if "not chained" in med:
         print(f"{tenants} tenants: governed - not chained {med['governed'] - med['not chained']:.1f} us/tx; "
               f"CPU ratio bare/not chained {100 * med['bare'] / med['not chained']:.1f}%", flush=True)
+    for v, rows in parts.items():
+        kinds = sorted({k for row in rows for k in row})
+        print(f"{tenants} tenants {v:11s} by process: " + "; ".join(
+            f"{k} {statistics.median(row.get(k, 0.0) for row in rows):.1f}" for k in kinds
+            if statistics.median(row.get(k, 0.0) for row in rows) >= 0.05), flush=True)
     c.execute("SELECT memory.audit_integrate()")
     bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
     assert not bad, f"chains failed verification: {bad}"
