@@ -193,7 +193,7 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"memory.integrator_delay",
-        c"Least time from the start of a background integrator's round that chained entries to the start of its next one.",
+        c"Least time from the start of a background integrator's round that chained entries (or was refused the integration lock) to the start of its next one.",
         c"A commit of pending entries wakes the integrator of their chains; under a steady stream of commits it chains what committed during this time in one round. 0: a round as soon as anything commits (as often as commits arrive, each round paying its fixed cost).",
         &INTEGRATOR_DELAY,
         0,

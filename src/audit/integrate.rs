@@ -471,6 +471,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         };
         let mode = if matches!(caller, Caller::Worker(_)) { pg_sys::RowExclusiveLock } else { pg_sys::ShareRowExclusiveLock };
         if !crate::pg::locks::take(crate::pg::locks::Lock::Integration, mode, crate::pg::locks::Hold::Transaction, caller == Caller::Explicit) {
+            REFUSED.with(|r| r.set(true));
             return Ok(0);
         }
         // Nothing of its share pending (a background integrator's idle round, most of them): no
@@ -595,6 +596,19 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         ap.finish(client)?;
         Ok(done)
     }
+}
+
+thread_local! {
+    // Whether an integration of this backend found the integration lock held by another
+    // transaction since `lock_was_refused` last asked.
+    static REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether an integration found the integration lock taken since the last call (and forgets it):
+/// a background integrator then waits `memory.integrator_delay` before its next round instead of
+/// trying again at every commit's wake-up while the lock's holder stays open.
+pub fn lock_was_refused() -> bool {
+    REFUSED.with(|r| r.replace(false))
 }
 
 /// `memory.audit_integrate()` and the readers' integration (not granted to PUBLIC; the SQL

@@ -102,19 +102,9 @@ fn covered_shares(n: u32, covering: &mut u32) -> Option<Share> {
 /// One round for `share`, in the caller's transaction: the denied-attempt events of its orgs,
 /// then its pending entries; returns how many entries it chained.
 fn round(share: Share) -> i64 {
-    // (A read: pgrx's Spi::get_one would give the transaction an id, every round.)
-    let installed = Spi::connect(|c| {
-        c.select(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'memory_ext')",
-            Some(1),
-            &[],
-        )?
-        .first()
-        .get_one::<bool>()
-    })
-    .ok()
-    .flatten()
-    .unwrap_or(false);
+    // Whether the extension exists in this database: a catalog lookup, not a statement parsed
+    // and planned every round (and no transaction id either way).
+    let installed = crate::pg::xact::extension_exists(c"memory_ext");
     if !installed {
         return 0;
     }
@@ -240,15 +230,20 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // Otherwise wait for a wake-up (at once if one came during the round), at most a
         // naptime.
         let backlog = done >= super::append::CHUNK as i64;
+        // A round refused the integration lock (a transaction that integrated holds it, until it
+        // ends) chained nothing, but the commits meanwhile keep waking the worker: it waits the
+        // delay below as after a round that chained, rather than try again at every wake-up.
+        let refused = super::integrate::lock_was_refused();
         let woken = wake::announced(at, k) != announced;
         nap = if backlog || woken { Duration::from_millis(1) } else { naptime };
         // A commit of pending entries of its chains sets its latch (so the wait above ends at
         // once), but after a round that chained something the next starts no sooner than
         // memory.integrator_delay after it began: on a busy database, what commits meanwhile is
         // chained in one round. The delay is part of the wait, not added to it; a backlog goes on
-        // at once, and after a round that found nothing a commit is chained at once.
+        // at once, and after a round that found nothing a commit is chained at once (after one
+        // refused the lock, as after one that chained).
         let delay = Duration::from_millis(crate::gucs::INTEGRATOR_DELAY.get().max(0) as u64);
-        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| done > 0 && !backlog && !r.is_zero()) {
+        if let Some(rest) = delay.checked_sub(started.elapsed()).filter(|r| (done > 0 || refused) && !backlog && !r.is_zero()) {
             let rest = rest.min(naptime);
             crate::pg::xact::sleep_ignoring_latch(rest);
             nap = nap.saturating_sub(rest).max(Duration::from_millis(1));

@@ -204,6 +204,13 @@ pub fn database_named_exists(name: &std::ffi::CStr) -> bool {
     unsafe { pg_sys::get_database_oid(name.as_ptr(), true) != pg_sys::InvalidOid }
 }
 
+/// Whether an extension named `name` exists in the current database (pg_extension read through
+/// its name index under the catalog snapshot, as CREATE EXTENSION checks it; in a transaction).
+pub fn extension_exists(name: &std::ffi::CStr) -> bool {
+    // SAFETY: get_extension_oid reads pg_extension by name with missing_ok = true: no error.
+    unsafe { pg_sys::get_extension_oid(name.as_ptr(), true) != pg_sys::InvalidOid }
+}
+
 /// Sleeps about `ms` milliseconds on this process's latch, answering a cancel or termination
 /// request first (CHECK_FOR_INTERRUPTS). For waits inside a statement.
 pub fn sleep_interruptibly(ms: i64) {
