@@ -64,7 +64,7 @@ def main():
     if have < memories:
         c.execute("INSERT INTO memory.observations (org_id, user_id, content) SELECT 'rb_ctx', 'u' || (g %% 500), "
                   "(SELECT string_agg(w, ' ') FROM (SELECT (%s::text[])[1 + ((g * 7919 + k * 104729) %% %s)] AS w "
-                  "FROM generate_series(1, 8 + g %% 10) k) x) || ' ' || g FROM generate_series(%s, %s) g",
+                  "FROM generate_series(1, 8 + g %% 10) k) x) || ' ' || g FROM generate_series(%s::int, %s::int) g",
                   (WORDS, len(WORDS), have + 1, memories))
         c.execute("VACUUM ANALYZE memory.observations")
     qs = [" ".join(rng.sample(WORDS, 2)) for _ in range(queries)]
