@@ -422,8 +422,12 @@ BEGIN
         END LOOP;
         seen := seen OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(lvl) x), '{}');
         IF pg_catalog.cardinality(del) OPERATOR(pg_catalog.>) 0 THEN
-            -- The legal hold is asked in the DELETE (its snapshot, as the memory_hold trigger's
-            -- would be; that trigger per row is what the gate skips): a held row stays, held.
+            -- The legal hold is asked in the DELETE (that trigger per row is what the gate
+            -- skips): a held row stays, held. The rows are locked first, in their own statement, so
+            -- the DELETE's snapshot (READ COMMITTED) is taken after any wait for another session's
+            -- lock and sees a hold committed meanwhile, as the trigger (run once the row was locked) saw it.
+            PERFORM 1 FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del) ORDER BY o.id FOR UPDATE;
+            PERFORM 1 FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del) ORDER BY a.id FOR UPDATE;
             hgate := memory_internal._hold_gate(true);
             DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del)
                AND NOT memory_internal._held(org, o.user_id, o.id);
