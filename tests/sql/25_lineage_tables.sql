@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(58);
+SELECT plan(60);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -312,6 +312,38 @@ SELECT is((SELECT count(*) FROM public.lt_seen WHERE super OR who <> 'lt_writer'
           'the owner''s cast to json of another column''s type never runs as the extension owner (nor as any other role)');
 SELECT is((SELECT classification FROM public.lt_moods WHERE id = pg_temp.id('mood')), 'restricted'::memory.classification,
           'and the floors still hold on that table');
+
+-- ------------------------------------------------------------------------------------------------
+-- The hold gate is never open while a table owner's code runs: a trigger of the owner's on its
+-- governed table, fired by the strip of a forgotten source's id from the table (run as the owner),
+-- does not change a held memory (MX006 fails the forget; the memory keeps its content).
+SET ROLE lt_owner;
+CREATE TABLE public.lt_sneak (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                              classification memory.classification, derived_from uuid[]);
+SELECT memory.govern('public.lt_sneak', '{"tenant_policy": true, "derived_from": "derived_from"}');
+CREATE TABLE public.lt_victim (id uuid);
+CREATE FUNCTION public.lt_sneak_upd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memory.observations SET content = 'overwritten by the owner' WHERE id IN (SELECT v.id FROM public.lt_victim v);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_upd BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_upd();
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'The contract of 2025') RETURNING id) INSERT INTO ids SELECT 'victim', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 11 was late') RETURNING id) INSERT INTO ids SELECT 'src_hg', id FROM x;
+RESET ROLE;
+INSERT INTO public.lt_victim SELECT pg_temp.id('victim');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute');
+SET ROLE lt_writer;
+SELECT throws_ok(format('SELECT memory.forget(ARRAY[%L::uuid], %L)', pg_temp.id('src_hg'), 'request 11'), 'MX006', NULL,
+                 'an owner''s trigger run by forget''s lineage strip cannot change a held memory (MX006)');
+RESET ROLE;
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')), 'The contract of 2025', 'the held memory keeps its content');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_upd ON public.lt_sneak;
+RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
