@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -347,6 +347,24 @@ UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp
 SET ROLE lt_owner;
 DROP TRIGGER lt_sneak_upd ON public.lt_sneak;
 RESET ROLE;
+-- Not fixed (todo): erasure deletes the subject's rows of an application table as its owner with the
+-- hold gate open (the subject's rows go, held or not), and the owner's triggers run meanwhile: one
+-- that changes a held memory of another subject is not stopped by the hold.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_es (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, user_id text, content text,
+                           classification memory.classification);
+SELECT memory.govern('public.lt_es', '{"tenant_policy": true, "audit": true, "user": "user_id", "org": "org_id", "id": "id", "content": "content"}');
+CREATE TRIGGER lt_es_del AFTER DELETE ON public.lt_es FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_upd();
+INSERT INTO public.lt_es (org_id, user_id, content) VALUES ('acme', 'gus', 'Gus note');
+RESET ROLE;
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute, again');
+SET ROLE lt_admin;
+CREATE TEMP TABLE er_gus AS SELECT memory.erase_subject('gus') AS r;
+RESET ROLE;
+SELECT todo('the hold gate is open while an application table owner''s triggers run in erase_subject (needs a gate per table)', 1);
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')), 'The contract of 2025',
+          'an owner''s trigger run by erase_subject''s DELETE of the subject''s rows does not change a held memory');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
 
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
