@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -365,6 +365,37 @@ SELECT todo('the hold gate is open while an application table owner''s triggers 
 SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')), 'The contract of 2025',
           'an owner''s trigger run by erase_subject''s DELETE of the subject''s rows does not change a held memory');
 UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+-- Retention's purge deletes memories with the hold gate open; the strip of their ids from the
+-- governed tables that follows (memory_lineage_gone) runs the owner's triggers with it closed.
+SET ROLE lt_owner;
+CREATE FUNCTION public.lt_sneak_try() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        UPDATE memory.observations SET content = 'overwritten by the owner in maintenance' WHERE id IN (SELECT v.id FROM public.lt_victim v);
+    EXCEPTION WHEN OTHERS THEN
+        NULL;
+    END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_try BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_try();
+RESET ROLE;
+UPDATE memory.observations SET content = 'The contract of 2025' WHERE id = pg_temp.id('victim');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute, third');
+WITH x AS (INSERT INTO memory.observations (org_id, content, expires_at, purge_after)
+           VALUES ('acme', 'Order 12, to purge', now() - interval '2 days', now() - interval '1 day') RETURNING id)
+    INSERT INTO ids SELECT 'src_purge', id FROM x;
+CREATE TEMP TABLE rr1 AS SELECT memory.run_retention(false, now() + interval '1 day') AS r;
+CREATE TEMP TABLE rr2 AS SELECT memory.run_retention(false, now() + interval '400 days') AS r;
+CREATE TEMP TABLE rr3 AS SELECT memory.run_retention(false, now() + interval '800 days') AS r;
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('src_purge'))
+          + (SELECT count(*) FROM memory.observations_archive WHERE id = pg_temp.id('src_purge')), 0::bigint, '(the memory is purged)');
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')
+           UNION ALL SELECT content FROM memory.observations_archive WHERE id = pg_temp.id('victim')), 'The contract of 2025',
+          'an owner''s trigger run by the strip after retention''s purge does not change a held memory (hot or archived)');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_try ON public.lt_sneak;
+RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
