@@ -698,7 +698,7 @@ END $$;
 -- memory_classify keeps the raised tier, the audit trigger records the change): the tier `tier`
 -- everywhere, and for rows within the changing role's clearance `cl` the trust rank `tr` (1 most
 -- trusted .. 5) and the retention `e` / `p`. A hold keeps a row, never a lower tier: the memory_hold
--- trigger lets these columns change, and the hold gate stays closed (the owner's triggers run here).
+-- trigger lets these columns change, and the hold gate is closed (the owner's triggers run here).
 -- Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._lineage_down_tables(org text, ids uuid[], tier memory.classification, tr int,
                                                      e timestamptz, p timestamptz, cl memory.classification)
@@ -713,6 +713,7 @@ DECLARE
     clr  text;
     sets text[];
     need text[];
+    hold boolean;
 BEGIN
     FOR g IN SELECT r.relid::regclass AS tbl FROM memory.governance_registry r
               WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
@@ -751,13 +752,15 @@ BEGIN
                 'OR ($6 IS NOT NULL AND (t.%2$I IS NULL OR t.%2$I OPERATOR(pg_catalog.>) $6::timestamptz))))',
                 m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after', clr);
         END IF;
-        -- Without the hold gate: the table owner's own triggers run in this UPDATE, and the
-        -- memory_hold trigger lets a held row's floors rise (not columns it protects).
+        -- With the hold gate closed, even when a caller had it open: the table owner's own
+        -- triggers run in this UPDATE, and memory_hold lets a held row's floors rise (not columns it protects).
+        hold := memory_internal._hold_gate(false);
         PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND (%s)',
             g.tbl, pg_catalog.array_to_string(sets, ', '), m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org',
             pg_catalog.array_to_string(need, ' OR ')),
             ARRAY[ids::text, org, tier::text, tr::text, e::text, p::text, cl::text]);
+        PERFORM memory_internal._hold_gate(hold);
     END LOOP;
 END $$;
 
@@ -869,23 +872,27 @@ END $$;
 
 -- A governed table's rows of `org` that stay (held, above a clearance, kept by the table) no
 -- longer name the removed memories `ids` (memory_internal._lineage_strip), as the table's owner
--- (held rows too: memory_hold lets derived_from change; the hold gate stays closed, as the owner's
+-- (held rows too: memory_hold lets derived_from change; the hold gate is closed, as the owner's
 -- triggers run here); their floors stay. Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._lineage_strip_tables(org text, ids uuid[])
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     g    record;
+    hold boolean;
 BEGIN
     FOR g IN SELECT r.relid::regclass AS tbl, r.options OPERATOR(pg_catalog.->>) 'derived_from' AS col, r.options OPERATOR(pg_catalog.->>) 'org' AS org_col
                FROM memory.governance_registry r
               WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
                 AND pg_catalog.to_regclass(r.relid::pg_catalog.text) IS NOT NULL ORDER BY r.relid LOOP
-        -- Without the hold gate: the table owner's own triggers run in this UPDATE, and the
+        -- With the hold gate closed, even when a caller had it open (retention's purge, whose
+        -- memory_lineage_gone strips): the table owner's own triggers run in this UPDATE, and the
         -- memory_hold trigger lets a held row's derived_from change (not a column it protects).
+        hold := memory_internal._hold_gate(false);
         PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %1$s t SET %2$I = nullif(ARRAY(SELECT x FROM pg_catalog.unnest(t.%2$I) x WHERE NOT x OPERATOR(pg_catalog.=) ANY ($1::uuid[])), ''{}'')
               WHERE t.%2$I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2', g.tbl, g.col, g.org_col),
             ARRAY[ids::text, org]);
+        PERFORM memory_internal._hold_gate(hold);
     END LOOP;
 END $$;
