@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(63);
+SELECT plan(64);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -395,6 +395,35 @@ SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim
 UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
 SET ROLE lt_owner;
 DROP TRIGGER lt_sneak_try ON public.lt_sneak;
+RESET ROLE;
+
+-- Not fixed (todo): a subtransaction that aborts closes every gate (src/gates.rs), those its caller
+-- opened too. An owner's trigger that catches an error, run by the lineage strip of the first org
+-- of a forget, closes forget's lineage gate: the next org's DELETE strips its ids at once
+-- (memory_lineage_gone), and what was made from them is no longer found, nor forgotten.
+CREATE ROLE lt_two IN ROLE memory_writer;
+SELECT memory.grant_org('lt_two', 'acme'), memory.grant_org('lt_two', 'globex');
+SET ROLE lt_owner;
+CREATE FUNCTION public.lt_sneak_catch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN PERFORM 1 OPERATOR(pg_catalog./) 0; EXCEPTION WHEN division_by_zero THEN NULL; END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_catch BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_catch();
+RESET ROLE;
+INSERT INTO memory.observations (id, org_id, content) VALUES ('00000000-0000-0000-0000-00000000c0a1', 'acme', 'Acme root'),
+                                                               ('00000000-0000-0000-0000-00000000c0b1', 'globex', 'Globex root');
+INSERT INTO memory.observations (id, org_id, content, derived_from) VALUES
+    ('00000000-0000-0000-0000-00000000c0a2', 'acme', 'Acme child', '{00000000-0000-0000-0000-00000000c0a1}'),
+    ('00000000-0000-0000-0000-00000000c0b2', 'globex', 'Globex child', '{00000000-0000-0000-0000-00000000c0b1}');
+SET ROLE lt_two;
+CREATE TEMP TABLE two AS SELECT memory.forget('{00000000-0000-0000-0000-00000000c0a1,00000000-0000-0000-0000-00000000c0b1}', 'two orgs') AS r;
+RESET ROLE;
+SELECT todo('a subtransaction abort in an owner''s trigger closes forget''s lineage gate (gates need a stack per subtransaction)', 1);
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = '00000000-0000-0000-0000-00000000c0b2'), 0::bigint,
+          'a forget of two orgs'' memories takes what was made from each, whatever an owner''s trigger catches');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_catch ON public.lt_sneak;
 RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------
