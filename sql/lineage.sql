@@ -422,8 +422,12 @@ BEGIN
         END LOOP;
         seen := seen OPERATOR(pg_catalog.||) coalesce((SELECT pg_catalog.jsonb_object_agg(x::text, true) FROM pg_catalog.unnest(lvl) x), '{}');
         IF pg_catalog.cardinality(del) OPERATOR(pg_catalog.>) 0 THEN
-            -- The legal hold is asked in the DELETE (its snapshot, as the memory_hold trigger's
-            -- would be; that trigger per row is what the gate skips): a held row stays, held.
+            -- The legal hold is asked in the DELETE (that trigger per row is what the gate
+            -- skips): a held row stays, held. The rows are locked first, in their own statement, so
+            -- the DELETE's snapshot (READ COMMITTED) is taken after any wait for another session's
+            -- lock and sees a hold committed meanwhile, as the trigger (run once the row was locked) saw it.
+            PERFORM 1 FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del) ORDER BY o.id FOR UPDATE;
+            PERFORM 1 FROM memory.observations_archive a WHERE a.org_id OPERATOR(pg_catalog.=) org AND a.id OPERATOR(pg_catalog.=) ANY (del) ORDER BY a.id FOR UPDATE;
             hgate := memory_internal._hold_gate(true);
             DELETE FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) ANY (del)
                AND NOT memory_internal._held(org, o.user_id, o.id);
@@ -693,8 +697,9 @@ END $$;
 -- table's owner (memory_internal._exec_as_table_owner: its triggers run with the owner's rights;
 -- memory_classify keeps the raised tier, the audit trigger records the change): the tier `tier`
 -- everywhere, and for rows within the changing role's clearance `cl` the trust rank `tr` (1 most
--- trusted .. 5) and the retention `e` / `p`. The hold gate is open meanwhile (a hold keeps a row,
--- never a lower tier). Not granted to PUBLIC.
+-- trusted .. 5) and the retention `e` / `p`. A hold keeps a row, never a lower tier: the memory_hold
+-- trigger lets these columns change, and the hold gate is closed (the owner's triggers run here).
+-- Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._lineage_down_tables(org text, ids uuid[], tier memory.classification, tr int,
                                                      e timestamptz, p timestamptz, cl memory.classification)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -747,7 +752,9 @@ BEGIN
                 'OR ($6 IS NOT NULL AND (t.%2$I IS NULL OR t.%2$I OPERATOR(pg_catalog.>) $6::timestamptz))))',
                 m OPERATOR(pg_catalog.->>) 'expires_at', m OPERATOR(pg_catalog.->>) 'purge_after', clr);
         END IF;
-        hold := memory_internal._hold_gate(true);
+        -- With the hold gate closed, even when a caller had it open: the table owner's own
+        -- triggers run in this UPDATE, and memory_hold lets a held row's floors rise (not columns it protects).
+        hold := memory_internal._hold_gate(false);
         PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %s t SET %s WHERE t.%I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2 AND (%s)',
             g.tbl, pg_catalog.array_to_string(sets, ', '), m OPERATOR(pg_catalog.->>) 'derived_from', m OPERATOR(pg_catalog.->>) 'org',
@@ -865,7 +872,8 @@ END $$;
 
 -- A governed table's rows of `org` that stay (held, above a clearance, kept by the table) no
 -- longer name the removed memories `ids` (memory_internal._lineage_strip), as the table's owner
--- with the hold gate open; their floors stay. Not granted to PUBLIC.
+-- (held rows too: memory_hold lets derived_from change; the hold gate is closed, as the owner's
+-- triggers run here); their floors stay. Not granted to PUBLIC.
 CREATE FUNCTION memory_internal._lineage_strip_tables(org text, ids uuid[])
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -877,7 +885,10 @@ BEGIN
                FROM memory.governance_registry r
               WHERE NOT r.builtin AND r.options OPERATOR(pg_catalog.->>) 'derived_from' IS NOT NULL
                 AND pg_catalog.to_regclass(r.relid::pg_catalog.text) IS NOT NULL ORDER BY r.relid LOOP
-        hold := memory_internal._hold_gate(true);
+        -- With the hold gate closed, even when a caller had it open (retention's purge, whose
+        -- memory_lineage_gone strips): the table owner's own triggers run in this UPDATE, and the
+        -- memory_hold trigger lets a held row's derived_from change (not a column it protects).
+        hold := memory_internal._hold_gate(false);
         PERFORM memory_internal._exec_as_table_owner(g.tbl, pg_catalog.format(
             'UPDATE %1$s t SET %2$I = nullif(ARRAY(SELECT x FROM pg_catalog.unnest(t.%2$I) x WHERE NOT x OPERATOR(pg_catalog.=) ANY ($1::uuid[])), ''{}'')
               WHERE t.%2$I OPERATOR(pg_catalog.&&) $1::uuid[] AND t.%3$I::pg_catalog.text OPERATOR(pg_catalog.=) $2', g.tbl, g.col, g.org_col),

@@ -10,6 +10,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from conftest import connect, ensure_role
+from test_lock_races import Background, wait_until_blocked
 
 WRITER, READER, ADMIN, GLOBEX = "ln_writer", "ln_internal_reader", "ln_admin", "ln_globex"
 
@@ -229,3 +230,27 @@ def test_a_repeatable_read_derived_write_takes_the_tier_a_source_was_raised_to_s
             b.execute("ROLLBACK")
     tiers = [r[0] for r in conn.execute(f"SELECT classification::text FROM {target} WHERE content = 'Order 14 summary'").fetchall()]
     assert tiers in ([], ["restricted"]), tiers
+
+
+def test_a_hold_placed_while_forget_waits_for_a_derived_memory_keeps_it(app, conn):
+    """READ COMMITTED: forget reads a source's derived memory, then waits for another session's
+    lock of it; meanwhile an admin places a legal hold on it. The hold is asked after the wait
+    (as the memory_hold trigger asked it, after the row was locked): the derived memory stays and
+    is reported held, never deleted under a committed hold."""
+    with connect(app, WRITER, "acme") as w, connect(app, WRITER, "acme") as locker, \
+            connect(app, WRITER, "acme") as f, connect(app, ADMIN, "acme") as adm:
+        src = str(w.execute("INSERT INTO memory.observations (org_id, user_id, content) VALUES ('acme', 'dora', 'Dora asked for a refund') RETURNING id").fetchone()[0])
+        d = str(w.execute("INSERT INTO memory.observations (org_id, user_id, content, derived_from) "
+                          "VALUES ('acme', 'dora', 'Dora: refund case', ARRAY[%s::uuid]) RETURNING id", (src,)).fetchone()[0])
+        locker.execute("BEGIN")
+        locker.execute("SELECT 1 FROM memory.observations WHERE id = %s FOR UPDATE", (d,))
+        bg = Background(f, "SELECT memory.forget(ARRAY[%s::uuid], 'user request 12')", (src,))
+        wait_until_blocked(conn, f.info.backend_pid)
+        adm.execute("INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', %s, 'litigation 4')", (d,))
+        locker.execute("COMMIT")
+        out = bg.result()
+        assert not isinstance(out, Exception), out
+        out = out[0]
+        assert out["forgotten"] == [src] and out["derived_forgotten"] == [], out
+        assert d in out["held"], out
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (d,)).fetchone()[0] == 1

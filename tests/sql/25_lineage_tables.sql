@@ -6,7 +6,7 @@
 -- derived_forgotten and covered by the receipt; as tenant-bound roles and a table owner that is
 -- not a superuser.
 BEGIN;
-SELECT plan(58);
+SELECT plan(64);
 
 SELECT memory.setup_roles();
 CREATE ROLE lt_owner IN ROLE memory_writer;              -- owns the governed table; acme
@@ -312,6 +312,119 @@ SELECT is((SELECT count(*) FROM public.lt_seen WHERE super OR who <> 'lt_writer'
           'the owner''s cast to json of another column''s type never runs as the extension owner (nor as any other role)');
 SELECT is((SELECT classification FROM public.lt_moods WHERE id = pg_temp.id('mood')), 'restricted'::memory.classification,
           'and the floors still hold on that table');
+
+-- ------------------------------------------------------------------------------------------------
+-- The hold gate is never open while a table owner's code runs: a trigger of the owner's on its
+-- governed table, fired by the strip of a forgotten source's id from the table (run as the owner),
+-- does not change a held memory (the hold's error fails the forget; the memory keeps its content).
+SET ROLE lt_owner;
+CREATE TABLE public.lt_sneak (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text,
+                              classification memory.classification, derived_from uuid[]);
+SELECT memory.govern('public.lt_sneak', '{"tenant_policy": true, "derived_from": "derived_from"}');
+CREATE TABLE public.lt_victim (id uuid);
+CREATE FUNCTION public.lt_sneak_upd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memory.observations SET content = 'overwritten by the owner' WHERE id IN (SELECT v.id FROM public.lt_victim v);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_upd BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_upd();
+RESET ROLE;
+SET ROLE lt_writer;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'The contract of 2025') RETURNING id) INSERT INTO ids SELECT 'victim', id FROM x;
+WITH x AS (INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Order 11 was late') RETURNING id) INSERT INTO ids SELECT 'src_hg', id FROM x;
+RESET ROLE;
+INSERT INTO public.lt_victim SELECT pg_temp.id('victim');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute');
+SET ROLE lt_writer;
+-- (The owner's error comes back through memory_internal._exec_as_table_owner, which keeps its
+-- message, not its SQLSTATE.)
+SELECT throws_like(format('SELECT memory.forget(ARRAY[%L::uuid], %L)', pg_temp.id('src_hg'), 'request 11'),
+                   'legal hold % covers this row of memory.observations: UPDATE of content%',
+                   'an owner''s trigger run by forget''s lineage strip cannot change a held memory (the hold''s error)');
+RESET ROLE;
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')), 'The contract of 2025', 'the held memory keeps its content');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_upd ON public.lt_sneak;
+RESET ROLE;
+-- Not fixed (todo): erasure deletes the subject's rows of an application table as its owner with the
+-- hold gate open (the subject's rows go, held or not), and the owner's triggers run meanwhile: one
+-- that changes a held memory of another subject is not stopped by the hold.
+SET ROLE lt_owner;
+CREATE TABLE public.lt_es (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, user_id text, content text,
+                           classification memory.classification);
+SELECT memory.govern('public.lt_es', '{"tenant_policy": true, "audit": true, "user": "user_id", "org": "org_id", "id": "id", "content": "content"}');
+CREATE TRIGGER lt_es_del AFTER DELETE ON public.lt_es FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_upd();
+INSERT INTO public.lt_es (org_id, user_id, content) VALUES ('acme', 'gus', 'Gus note');
+RESET ROLE;
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute, again');
+SET ROLE lt_admin;
+CREATE TEMP TABLE er_gus AS SELECT memory.erase_subject('gus') AS r;
+RESET ROLE;
+SELECT todo('the hold gate is open while an application table owner''s triggers run in erase_subject (needs a gate per table)', 1);
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')), 'The contract of 2025',
+          'an owner''s trigger run by erase_subject''s DELETE of the subject''s rows does not change a held memory');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+-- Retention's purge deletes memories with the hold gate open; the strip of their ids from the
+-- governed tables that follows (memory_lineage_gone) runs the owner's triggers with it closed.
+SET ROLE lt_owner;
+CREATE FUNCTION public.lt_sneak_try() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        UPDATE memory.observations SET content = 'overwritten by the owner in maintenance' WHERE id IN (SELECT v.id FROM public.lt_victim v);
+    EXCEPTION WHEN OTHERS THEN
+        NULL;
+    END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_try BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_try();
+RESET ROLE;
+UPDATE memory.observations SET content = 'The contract of 2025' WHERE id = pg_temp.id('victim');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', pg_temp.id('victim'), 'contract dispute, third');
+WITH x AS (INSERT INTO memory.observations (org_id, content, expires_at, purge_after)
+           VALUES ('acme', 'Order 12, to purge', now() - interval '2 days', now() - interval '1 day') RETURNING id)
+    INSERT INTO ids SELECT 'src_purge', id FROM x;
+CREATE TEMP TABLE rr1 AS SELECT memory.run_retention(false, now() + interval '1 day') AS r;
+CREATE TEMP TABLE rr2 AS SELECT memory.run_retention(false, now() + interval '400 days') AS r;
+CREATE TEMP TABLE rr3 AS SELECT memory.run_retention(false, now() + interval '800 days') AS r;
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('src_purge'))
+          + (SELECT count(*) FROM memory.observations_archive WHERE id = pg_temp.id('src_purge')), 0::bigint, '(the memory is purged)');
+SELECT is((SELECT content FROM memory.observations WHERE id = pg_temp.id('victim')
+           UNION ALL SELECT content FROM memory.observations_archive WHERE id = pg_temp.id('victim')), 'The contract of 2025',
+          'an owner''s trigger run by the strip after retention''s purge does not change a held memory (hot or archived)');
+UPDATE memory.legal_holds SET released_at = now() WHERE observation_id = pg_temp.id('victim');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_try ON public.lt_sneak;
+RESET ROLE;
+
+-- Not fixed (todo): a subtransaction that aborts closes every gate (src/gates.rs), those its caller
+-- opened too. An owner's trigger that catches an error, run by the lineage strip of the first org
+-- of a forget, closes forget's lineage gate: the next org's DELETE strips its ids at once
+-- (memory_lineage_gone), and what was made from them is no longer found, nor forgotten.
+CREATE ROLE lt_two IN ROLE memory_writer;
+SELECT memory.grant_org('lt_two', 'acme'), memory.grant_org('lt_two', 'globex');
+SET ROLE lt_owner;
+CREATE FUNCTION public.lt_sneak_catch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN PERFORM 1 OPERATOR(pg_catalog./) 0; EXCEPTION WHEN division_by_zero THEN NULL; END;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lt_sneak_catch BEFORE UPDATE ON public.lt_sneak FOR EACH STATEMENT EXECUTE FUNCTION public.lt_sneak_catch();
+RESET ROLE;
+INSERT INTO memory.observations (id, org_id, content) VALUES ('00000000-0000-0000-0000-00000000c0a1', 'acme', 'Acme root'),
+                                                               ('00000000-0000-0000-0000-00000000c0b1', 'globex', 'Globex root');
+INSERT INTO memory.observations (id, org_id, content, derived_from) VALUES
+    ('00000000-0000-0000-0000-00000000c0a2', 'acme', 'Acme child', '{00000000-0000-0000-0000-00000000c0a1}'),
+    ('00000000-0000-0000-0000-00000000c0b2', 'globex', 'Globex child', '{00000000-0000-0000-0000-00000000c0b1}');
+SET ROLE lt_two;
+CREATE TEMP TABLE two AS SELECT memory.forget('{00000000-0000-0000-0000-00000000c0a1,00000000-0000-0000-0000-00000000c0b1}', 'two orgs') AS r;
+RESET ROLE;
+SELECT todo('a subtransaction abort in an owner''s trigger closes forget''s lineage gate (gates need a stack per subtransaction)', 1);
+SELECT is((SELECT count(*) FROM memory.observations WHERE id = '00000000-0000-0000-0000-00000000c0b2'), 0::bigint,
+          'a forget of two orgs'' memories takes what was made from each, whatever an owner''s trigger catches');
+SET ROLE lt_owner;
+DROP TRIGGER lt_sneak_catch ON public.lt_sneak;
+RESET ROLE;
 
 -- ------------------------------------------------------------------------------------------------
 -- The option off: the triggers go.
