@@ -9,6 +9,7 @@
 use super::body::{query_vector, refusal, utc_text};
 use super::run_plan;
 use crate::errors::{code, MxError, OrRaise};
+use crate::pg::identity::LocalSetting;
 use crate::pg::spi::{kept, kept_mut};
 use memory_core::retrieval::recall::{blank, jsonb_text};
 use memory_core::retrieval::search::{self as sr, SearchArgs, FN};
@@ -119,27 +120,28 @@ fn refresh(org: &str, ids: &[String]) -> Result<(), MxError> {
     })
 }
 
-/// The items read back by primary key in the engine's order, with its scores (as of a time: the
-/// value and tier of the revision valid then, when there is one).
+/// The items read back by primary key, put in the engine's order with its scores (as of a time:
+/// the value and tier of the revision valid then, when there is one). One table read by
+/// `id = ANY`, whose kept plan is generic (a join of the ids' array was planned anew each call).
 fn read_back(org: &str, ids: Vec<String>, scores: Vec<Option<f64>>, as_of: Option<TimestampWithTimeZone>) -> Result<Vec<SearchRow>, MxError> {
     const NOW: &str = "SELECT o.id, o.namespace, o.key, o.value::pg_catalog.text, o.classification::pg_catalog.text, \
-                              o.created_at, o.updated_at, o.expires_at, u.score \
-                         FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.uuid[]), pg_catalog.unnest($3::pg_catalog.float8[])) WITH ORDINALITY u(id, score, n) \
-                         JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) u.id \
-                        ORDER BY u.n";
+                              o.created_at, o.updated_at, o.expires_at \
+                         FROM memory.observations o \
+                        WHERE o.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.uuid[]) AND o.org_id OPERATOR(pg_catalog.=) $1";
     const THEN: &str = "SELECT o.id, o.namespace, o.key, (CASE WHEN r.rev IS NULL THEN o.value ELSE r.value END)::pg_catalog.text, \
                                (CASE WHEN r.rev IS NULL THEN o.classification ELSE r.classification END)::pg_catalog.text, \
-                               o.created_at, o.updated_at, o.expires_at, u.score \
-                          FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.uuid[]), pg_catalog.unnest($3::pg_catalog.float8[])) WITH ORDINALITY u(id, score, n) \
-                          JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) u.id \
+                               o.created_at, o.updated_at, o.expires_at \
+                          FROM memory.observations o \
                           LEFT JOIN LATERAL (SELECT v.rev, v.value, v.classification FROM memory.revisions v \
                                               WHERE v.org_id OPERATOR(pg_catalog.=) $1 AND v.memory_id OPERATOR(pg_catalog.=) o.id \
-                                                AND v.valid_from OPERATOR(pg_catalog.<=) $4 AND v.valid_to OPERATOR(pg_catalog.>) $4 \
+                                                AND v.valid_from OPERATOR(pg_catalog.<=) $3 AND v.valid_to OPERATOR(pg_catalog.>) $3 \
                                               ORDER BY v.rev DESC LIMIT 1) r ON true \
-                         ORDER BY u.n";
+                         WHERE o.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.uuid[]) AND o.org_id OPERATOR(pg_catalog.=) $1";
+    let order: std::collections::HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    let mut found: Vec<Option<SearchRow>> = (0..ids.len()).map(|_| None).collect();
     Spi::connect(|client| {
-        let mut types = vec![pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::FLOAT8ARRAYOID];
-        let mut args = vec![DatumWithOid::from(org), DatumWithOid::from(ids), DatumWithOid::from(scores)];
+        let mut types = vec![pg_sys::TEXTOID, pg_sys::TEXTARRAYOID];
+        let mut args = vec![DatumWithOid::from(org), DatumWithOid::from(ids.clone())];
         let sql = match as_of {
             None => NOW,
             Some(at) => {
@@ -149,10 +151,10 @@ fn read_back(org: &str, ids: Vec<String>, scores: Vec<Option<f64>>, as_of: Optio
             }
         };
         let t = kept(&client, sql, &types, &args, None).map_err(spi)?;
-        let mut out = Vec::with_capacity(t.len());
         for r in t {
             let Some(id) = r.get::<pgrx::Uuid>(1).map_err(spi)? else { continue };
-            out.push((
+            let Some(&i) = order.get(id.to_string().as_str()) else { continue };
+            found[i] = Some((
                 id,
                 r.get::<Vec<Option<String>>>(2).map_err(spi)?.unwrap_or_default(),
                 r.get::<String>(3).map_err(spi)?,
@@ -161,11 +163,12 @@ fn read_back(org: &str, ids: Vec<String>, scores: Vec<Option<f64>>, as_of: Optio
                 r.get::<TimestampWithTimeZone>(6).map_err(spi)?,
                 r.get::<TimestampWithTimeZone>(7).map_err(spi)?,
                 r.get::<TimestampWithTimeZone>(8).map_err(spi)?,
-                r.get::<f64>(9).map_err(spi)?,
+                scores[i],
             ));
         }
-        Ok(out)
-    })
+        Ok::<_, MxError>(())
+    })?;
+    Ok(found.into_iter().flatten().collect())
 }
 
 fn internal(what: &str, e: serde_json::Error) -> MxError {
@@ -232,11 +235,19 @@ fn search(
         scores.push(serde_json::from_str::<Option<f64>>(field(4)).map_err(|e| internal("a row's score", e))?);
     }
     drop(rows);
-    if refresh_ttl && !ids.is_empty() {
-        refresh(org, &ids)?;
-    }
     let event = sr::read_event(ids.iter().map(|i| Value::String(i.clone())).collect(), k);
-    let out = read_back(org, ids, scores, as_of)?;
+    let out = if ids.is_empty() {
+        Vec::new()
+    } else {
+        // The refresh and the read-back by their generic plans (by id, through the primary key,
+        // whatever the ids): PostgreSQL's plan cache, costing a custom plan of a few ids below
+        // the generic one, would plan both anew on every call. For these two statements only.
+        let _generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
+        if refresh_ttl {
+            refresh(org, &ids)?;
+        }
+        read_back(org, ids, scores, as_of)?
+    };
     crate::audit::reads::append_read(Some("memory.recall"), Some(&jsonb_text(&event)), Some(org.to_owned()), None)?;
     Ok(out)
 }
