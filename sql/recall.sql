@@ -385,7 +385,10 @@ COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, anycompat
 -- text, search_tsv), else the most recently updated first; `k` from `offset` of that order (both
 -- hybrid lists as long for every page of the first 40 results). refresh_ttl
 -- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
--- never values or the query).
+-- never values or the query). SECURITY DEFINER, as memory.recall. The body is one call of the
+-- engine's shell, memory_internal._search (src/recall/search.rs, memory_core::retrieval::search):
+-- the arguments, the org, the clearance, the plan, the read, the TTL refresh, the read-back and
+-- the read event; here the rows take their types.
 CREATE FUNCTION memory.search(org_id text, namespace_prefix text[], query text DEFAULT NULL, filter jsonb DEFAULT NULL,
                               k int DEFAULT 10, "offset" int DEFAULT 0, query_embedding anycompatible DEFAULT NULL,
                               refresh_ttl boolean DEFAULT false, as_of timestamptz DEFAULT NULL)
@@ -393,85 +396,12 @@ RETURNS TABLE (id uuid, namespace text[], key text, value jsonb, classification 
                created_at timestamptz, updated_at timestamptz, expires_at timestamptz, score float8)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    org  text := search.org_id;
-    tier memory.classification;
-    qv   text;
-    dims int;
-    rows jsonb;
-    conds jsonb;
-    ids  uuid[]; scores float8[];  -- the engine's rows, best first
 BEGIN
-    PERFORM memory_internal._check_read_args('memory.search', org, k);
-    PERFORM memory_internal._check_as_of('memory.search', as_of);
-    -- As in memory.recall: a filter or a vector would read today's value, not the value of then.
-    IF as_of IS NOT NULL AND (query_embedding IS NOT NULL OR filter IS NOT NULL) THEN
-        RAISE EXCEPTION 'memory.search: as_of cannot be combined with a filter or a query_embedding yet' USING ERRCODE = '0A000',
-            HINT = 'Search as of a time by the query''s words; drop the filter and query_embedding.';
-    END IF;
-    IF search."offset" IS NULL OR search."offset" OPERATOR(pg_catalog.<) 0 OR search."offset" OPERATOR(pg_catalog.>) 1000000 THEN
-        RAISE EXCEPTION 'memory.search: offset must be between 0 and 1000000, got %', coalesce(search."offset"::text, 'NULL') USING ERRCODE = '22023',
-            HINT = 'Pass the number of items to skip.';
-    END IF;
-    IF filter IS NOT NULL AND jsonb_typeof(filter) OPERATOR(pg_catalog.<>) 'object' THEN
-        RAISE EXCEPTION 'memory.search: filter must be a JSON object, not %', jsonb_typeof(filter) USING ERRCODE = '22023',
-            HINT = 'An object of fields (dotted paths) to a value or to {"$op": value}; NULL for none.';
-    END IF;
-    IF query_embedding IS NOT NULL THEN
-        dims := (SELECT e.dimensions FROM memory.ann_settings e);
-        IF dims IS NULL THEN
-            RAISE EXCEPTION 'memory.search: items have no embeddings to compare query_embedding with' USING ERRCODE = '22023',
-                HINT = 'Call memory.enable_embeddings(dimensions) (pgvector) and put items with embeddings, or pass query_embedding => NULL.';
-        END IF;
-        qv := memory_internal._query_vector(query_embedding, dims);
-    END IF;
-    PERFORM memory_internal._require_org(org);
-    tier := memory_internal._clearance(org)::memory.classification;
-    conds := jsonb_build_array(jsonb_build_object('eq', jsonb_build_array('org_id', org)), jsonb_build_object('is_not_null', 'key'),
-                               jsonb_build_object('is_null', 'soft_deleted_at'), jsonb_build_object('null_or_after', jsonb_build_array('expires_at', NULL)),
-                               jsonb_build_object('is_null', 'superseded_at'),
-                               jsonb_build_object('prefix', jsonb_build_array('namespace', to_jsonb(coalesce(namespace_prefix, '{}'::text[])))
-                                   -- read through observations_item_prefix (labels with '.' name no item: no index needed)
-                                   || CASE WHEN EXISTS (SELECT FROM unnest(namespace_prefix) l WHERE strpos(l, '.') OPERATOR(pg_catalog.>) 0 OR l IS NULL)
-                                           THEN '[]'::jsonb ELSE '[["memory_internal", "_item_ns_path"]]'::jsonb END))
-          || CASE WHEN tier OPERATOR(pg_catalog.=) 'restricted' THEN '[]'::jsonb
-                  ELSE jsonb_build_array(jsonb_build_object('tier_in', jsonb_build_array(
-                           to_jsonb(ARRAY(SELECT t::text FROM unnest(enum_range(NULL::memory.classification)) t WHERE t OPERATOR(pg_catalog.<=) tier)), org))) END
-          || CASE WHEN filter IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('filter', jsonb_build_array('value', filter))) END;
-    rows := memory_internal._run_plan(memory_internal._plan_as_of(jsonb_build_object(
-                'relation', '["memory", "observations"]'::jsonb, 'tier_kind', 'column',
-                'columns', jsonb_build_object('id', 'id', 'content', 'content', 'weight', 'weight', 'tier', 'classification',
-                                              'created_at', 'updated_at', 'words', 'search_tsv', 'embedding', CASE WHEN qv IS NOT NULL THEN 'embedding' END),
-                'conditions', conds,
-                'query', CASE WHEN NOT memory_internal._blank(query) AND numnode(websearch_to_tsquery('english', query)) OPERATOR(pg_catalog.>) 0 THEN query END,
-                'vector', qv, 'vector_schema', CASE WHEN qv IS NOT NULL THEN memory_internal._vector_schema() END,
-                -- Both hybrid lists as long for every page inside the first 40 results (each page a
-                -- slice of one fused ranking, as LangGraph pages); a page past them: its end.
-                'k', k, 'offset', search."offset", 'depth', least(greatest(k + search."offset", 40), 2000),
-                'vector_depth', greatest(k + search."offset", 40)),
-                as_of, 'memory.search', 'created_at'), false);
-    -- As arrays: read back by primary key (a join on jsonb_array_elements scanned the org's items).
-    SELECT coalesce(array_agg((j.x OPERATOR(pg_catalog.->>) 0)::uuid ORDER BY j.n), '{}'),
-           coalesce(array_agg((j.x OPERATOR(pg_catalog.->>) 4)::float8 ORDER BY j.n), '{}')
-      INTO ids, scores FROM jsonb_array_elements(rows) WITH ORDINALITY j(x, n);
-    IF refresh_ttl AND cardinality(ids) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM memory_internal._item_refresh(org, o.id, o.ttl) FROM memory.observations o
-          WHERE o.id OPERATOR(pg_catalog.=) ANY (ids) AND o.org_id OPERATOR(pg_catalog.=) org AND o.ttl IS NOT NULL;
-    END IF;
-    -- (As of a time: the value and tier of the revision valid then, when there is one.)
     RETURN QUERY
-    SELECT o.id, o.namespace, o.key, CASE WHEN r.rev IS NULL THEN o.value ELSE r.value END,
-           CASE WHEN r.rev IS NULL THEN o.classification ELSE r.classification END,
-           o.created_at, o.updated_at, o.expires_at, u.score
-      FROM unnest(ids, scores) WITH ORDINALITY u(id, score, n)
-      JOIN memory.observations o ON o.org_id OPERATOR(pg_catalog.=) org AND o.id OPERATOR(pg_catalog.=) u.id
-      LEFT JOIN LATERAL (SELECT v.rev, v.value, v.classification FROM memory.revisions v
-                          WHERE as_of IS NOT NULL AND v.org_id OPERATOR(pg_catalog.=) org AND v.memory_id OPERATOR(pg_catalog.=) o.id
-                            AND v.valid_from OPERATOR(pg_catalog.<=) as_of AND v.valid_to OPERATOR(pg_catalog.>) as_of
-                          ORDER BY v.rev DESC LIMIT 1) r ON true
-     ORDER BY u.n;
-    PERFORM memory_internal._read_event('memory.recall', org, NULL,
-        jsonb_build_object('call', 'memory.search', 'ids', to_jsonb(ids), 'count', cardinality(ids), 'k', k));
+    SELECT s.id, s.namespace, s.key, s.value::jsonb, s.classification::memory.classification, s.created_at, s.updated_at,
+           s.expires_at, s.score
+      FROM memory_internal._search(search.org_id, search.namespace_prefix, search.query, search.filter::text, search.k,
+                                   search."offset", search.query_embedding, search.refresh_ttl, search.as_of) s;
 END $$;
 COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz) IS
   'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset of that order (with an embedding, the full-text and the vector list are each max(40, k + offset) long, so the pages of the first 40 results are slices of one ranking); refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';

@@ -3,6 +3,7 @@
 //! through plans kept per backend.
 
 pub(crate) mod body;
+pub(crate) mod search;
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::identity::LocalSetting;

@@ -9,12 +9,14 @@
 //! - `filter`: the §16 filter language over a jsonb column, parsed into a tree;
 //! - `words`: how a query's words are matched (any word, or websearch syntax);
 //! - `recall`: memory.recall's argument checks, plan and read event;
+//! - `search`: memory.search's argument checks, plan over items and read event;
 //! - `render`: the plan to a statement and its parameters.
 
 pub mod filter;
 pub mod plan;
 pub mod recall;
 pub mod render;
+pub mod search;
 pub mod words;
 
 pub use plan::{Plan, PlanError};

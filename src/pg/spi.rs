@@ -35,6 +35,31 @@ pub fn kept<'conn>(
     })
 }
 
+/// As `kept`, for a fixed statement that writes (its plan prepared as a writing one, run with
+/// a new snapshot and command id, as PL/pgSQL runs a statement of a VOLATILE function).
+pub fn kept_mut<'conn>(
+    client: &mut SpiClient<'conn>,
+    sql: &'static str,
+    types: &[pg_sys::Oid],
+    args: &[DatumWithOid],
+) -> Result<pgrx::spi::SpiTupleTable<'conn>, pgrx::spi::Error> {
+    if !MUT_PLANS.with(|p| p.borrow().contains_key(sql)) {
+        let oids: Vec<pgrx::PgOid> = types.iter().map(|t| pgrx::PgOid::from(*t)).collect();
+        let plan = client.prepare_mut(sql, &oids)?.keep();
+        MUT_PLANS.with(|p| p.borrow_mut().insert(sql, plan));
+    }
+    MUT_PLANS.with(|p| {
+        let plans = p.borrow();
+        let plan = plans.get(sql).expect("prepared above");
+        client.update(plan, None, args)
+    })
+}
+
+thread_local! {
+    // Plans of memory_ext's fixed writing statements (`kept_mut`).
+    static MUT_PLANS: RefCell<HashMap<&'static str, pgrx::spi::OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
 thread_local! {
     // Plans of statements built at run time from fixed parts (recall's, whose conditions depend
     // on the filters given), kept per backend by their text; at most KEPT_TEXTS of them.

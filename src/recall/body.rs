@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 const FN: &str = "memory.recall";
 
-fn refusal(r: Refusal) -> MxError {
+pub(super) fn refusal(r: Refusal) -> MxError {
     let e = MxError::new(r.code, r.message);
     match r.hint {
         Some(h) => e.hint(h),
@@ -164,7 +164,7 @@ fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool)
 
 /// The query embedding as pgvector's text, checked against `dims` (memory_internal._query_vector's
 /// rules: float8[] and real[] and text here, the other types through that function).
-fn query_vector(e: &AnyElement, dims: Option<i64>) -> Result<String, MxError> {
+pub(super) fn query_vector(e: &AnyElement, dims: Option<i64>) -> Result<String, MxError> {
     let want = dims.and_then(|d| usize::try_from(d).ok());
     if let Some(components) = polymorphic::float_array(e) {
         let components = components.map_err(|()| refuse(QueryVectorError::NotOneDimensional))?;
@@ -180,7 +180,7 @@ fn query_vector(e: &AnyElement, dims: Option<i64>) -> Result<String, MxError> {
     })
 }
 
-fn utc_text(at: TimestampWithTimeZone) -> Result<String, MxError> {
+pub(super) fn utc_text(at: TimestampWithTimeZone) -> Result<String, MxError> {
     Spi::connect(|client| {
         let t = kept(&client, "SELECT memory_internal._utc_text($1)", &[pg_sys::TIMESTAMPTZOID], &[DatumWithOid::from(at)], None).map_err(spi)?;
         Ok(t.first().get::<String>(1).map_err(spi)?.unwrap_or_default())

@@ -161,6 +161,28 @@ def test_a_batch_is_one_transaction_in_autocommit_and_inside_the_callers(app, co
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE key = 'c'").fetchone() == (0,)
 
 
+def test_reads_only_are_sent_without_the_tenant_setting(app, conn):
+    """A batch of reads (get, search, list_namespaces take the org as their argument) is sent
+    without the tenant's SET LOCAL, a single one as a plain call: the answers are the same, the
+    org is still checked by the functions, and the connection is left idle with no org set."""
+    with psycopg.connect(role_dsn(app, WRITER), autocommit=True) as c:
+        store = lg.MemoryStore(c, org="acme")
+        store.put(("ro", "a"), "k1", {"text": "tea", "n": 1})
+        store.put(("ro", "b"), "k2", {"text": "coffee", "n": 2})
+        got = store.batch([GetOp(("ro", "a"), "k1"), SearchOp(("ro",), filter={"n": {"$gt": 1}}),
+                           ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("ro",)),))])
+        assert got[0].value == {"text": "tea", "n": 1}
+        assert [h.key for h in got[1]] == ["k2"]
+        assert sorted(got[2]) == [("ro", "a"), ("ro", "b")]
+        assert [h.key for h in store.search(("ro", "b"))] == ["k2"]
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert c.execute("SELECT coalesce(current_setting('memory.org_id', true), '')").fetchone() == ("",)
+        # An org the role may not act for is refused by the read itself (42501), as before.
+        with pytest.raises(memory_ext.MemoryError) as e:
+            lg.MemoryStore(c, org="initech").search(("ro",))
+        assert e.value.sqlstate == "42501"
+
+
 def test_store_tenants_and_clearance(app):
     with psycopg.connect(role_dsn(app, GLOBEX), autocommit=True) as c:
         with pytest.raises(memory_ext.NotAllowed):

@@ -76,7 +76,19 @@ def _implicit(c: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool
     return bool(c.autocommit) and c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
+def _single(c: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], org: str | None,
+            stmts: list[tuple[str, tuple[Any, ...]]]) -> bool:
+    """Whether `stmts` is one statement with no tenant setting on a connection that can run it as
+    its own implicit transaction (`_implicit`): then it is sent as a plain extended-protocol call
+    (Bind, Execute and Sync in one message, one wait), without a pipeline's separate sends."""
+    return len(stmts) == 1 and tenant_sql(org, None) is None and _implicit(c)
+
+
 def _run_sync(c: psycopg.Connection[Any], org: str | None, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    if _single(c, org, stmts):
+        cur = c.cursor(row_factory=dict_row)
+        cur.execute(*stmts[0])
+        return [cur.fetchall() if cur.description else []]
     curs = []
     with c.pipeline(), (nullcontext() if _implicit(c) else c.transaction()):
         if (t := tenant_sql(org, None)) is not None:
@@ -90,6 +102,10 @@ def _run_sync(c: psycopg.Connection[Any], org: str | None, stmts: list[tuple[str
 
 async def _run_async(c: psycopg.AsyncConnection[Any], org: str | None,
                      stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[dict[str, Any]]]:
+    if _single(c, org, stmts):
+        cur = c.cursor(row_factory=dict_row)
+        await cur.execute(*stmts[0])
+        return [await cur.fetchall() if cur.description else []]
     curs = []
     async with c.pipeline(), (nullcontext() if _implicit(c) else c.transaction()):
         if (t := tenant_sql(org, None)) is not None:

@@ -67,6 +67,17 @@ def _chunks(ops: list[Op], stmts: list[tuple[str, tuple[Any, ...]]]) -> list[lis
     return out
 
 
+# The reads take the org as their argument (memory.get, memory.search, memory.list_namespaces
+# check it against the role themselves), so a transaction of reads only is sent without the
+# tenant's SET LOCAL: one statement, not two (each a separate message the server may wake for).
+_READS = (GET, SEARCH, LIST)
+
+
+def _tenant(org: str | None, chunk: list[tuple[str, tuple[Any, ...]]]) -> str | None:
+    """The org to SET LOCAL for `chunk`: none when it is reads only."""
+    return None if all(sql in _READS for sql, _ in chunk) else org
+
+
 def _tokenized(field: str) -> tuple[str, str | list[str]]:
     """A LangGraph index field and what get_text_at_path takes for it: "$" (the whole value, as
     LangGraph's stores embed it) stays "$" (tokenized, it would find nothing)."""
@@ -249,7 +260,7 @@ class MemoryStore(_Base, BaseStore):
         docs = self.embeddings.embed_documents(prep.texts) if (self.embeddings is not None and prep.texts) else []
         queries = [self.embeddings.embed_query(q) for q in prep.queries] if self.embeddings is not None else []
         stmts = prep.statements(docs, queries)
-        rows = [r for chunk in _chunks(prep.ops, stmts) for r in self._tx.run(self.org, chunk)]
+        rows = [r for chunk in _chunks(prep.ops, stmts) for r in self._tx.run(_tenant(self.org, chunk), chunk)]
         return [self.result(op, r) for op, r in zip(prep.ops, rows)]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -333,7 +344,7 @@ class AsyncMemoryStore(_Base, AsyncBatchedBaseStore):
         stmts = prep.statements(docs, queries)
         rows = []
         for chunk in _chunks(prep.ops, stmts):
-            rows.extend(await self._tx.run(self.org, chunk))
+            rows.extend(await self._tx.run(_tenant(self.org, chunk), chunk))
         return [self.result(op, r) for op, r in zip(prep.ops, rows)]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
