@@ -402,7 +402,7 @@ this client's (getrusage) and memory-mcp's (its threads' schedstat).
 
 - `recall` over HTTP with a JWT median **{web[0]:.2f} ms** vs **{plain[0]:.2f} ms** from psycopg: **{web[0] / plain[0]:.2f}x**
   (target ≤ 1.5x; through the SDK {sdk[0] / plain[0]:.2f}x, over stdio {stdio[0] / plain[0]:.2f}x); memory-mcp's transaction from
-  psycopg takes {tx[0]:.2f} ms (memory-mcp's own CPU a call is that of a remember, the database's search aside).
+  psycopg takes {tx[0]:.2f} ms.
 - `remember` over HTTP with a JWT median **{rem[0]:.2f} ms** vs **{insert[0]:.2f} ms** for the psycopg insert:
   **{rem[0] / insert[0]:.2f}x** (target ≤ 1.3x; through the SDK {sdk_rem[0] / insert[0]:.2f}x); memory-mcp's remember
   transaction from psycopg takes {insert_tx[0]:.2f} ms a statement a round trip ({insert_tx[0] / insert[0]:.2f}x the insert) and
