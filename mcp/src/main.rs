@@ -604,7 +604,9 @@ impl MemoryServer {
     /// INSERT, the audit append and COMMIT are sent together (pipelined) and run in that order; a
     /// statement that fails aborts the transaction, every later one fails with it, and COMMIT then
     /// rolls it back: nothing is stored and no audit record written, as when they ran one by one.
-    /// The error returned is the first statement's that failed.
+    /// The error returned is the first statement's that failed. (One case differs: an INSERT that
+    /// stored no row without an error, which no trigger of memory.observations does, would be
+    /// reported as an error after COMMIT, its call audited.)
     async fn remember(&self, a: &JsonObject, org: &str, actor: &str, client: &str, vector: Option<&[f32]>) -> Result<tokio_postgres::Row, Failure> {
         let mut c = Call::new();
         c.arg("org_id", "", Some(org.to_string()))
