@@ -2,26 +2,33 @@
 streamable HTTP with a JWT) against the same call from psycopg, on the same data, as the same
 tenant-bound role; and of `remember` over HTTP against the psycopg insert.
 
-  MCP stdio        the Python MCP SDK's call_tool("recall") to the memory-mcp binary (JSON-RPC over a pipe;
-                   per call the server takes a pooled connection, BEGIN, set_config of org and actor,
-                   memory.recall, memory_internal._mcp_tool_invoked, COMMIT)
-  MCP HTTP + JWT   the same over streamable HTTP (--auth jwt, --jwks-file): each request's RS256 token is
-                   verified (signature, iss, aud, exp) before the call
-  psycopg, same tx psycopg running that same transaction (the database's share of the MCP call)
+  MCP HTTP + JWT   a call over streamable HTTP (--auth jwt, --jwks-file): each request's RS256 token is
+                   verified (signature, iss, aud, exp) before the call; per call the server takes a pooled
+                   connection, BEGIN, set_config of org and actor, the tool's statement,
+                   memory_internal._mcp_tool_invoked (the audit of the call), COMMIT. Two clients:
+                   - raw: bench/mcp_raw.py, a plain MCP client (one kept-alive HTTP/1.1 connection, the
+                     initialize handshake, Mcp-Session-Id, JSON-RPC bodies, JSON or SSE responses): what
+                     the call costs, the figure the targets are measured with;
+                   - SDK: the Python MCP SDK's ClientSession (for reference: it spends 1.6-2.4 ms of CPU
+                     a call in the client alone).
+  MCP stdio        the SDK's call_tool("recall") to the memory-mcp binary (JSON-RPC over a pipe)
+  psycopg, same tx psycopg running memory-mcp's transaction (the database's share of the MCP call)
   psycopg, recall  SELECT * FROM memory.recall(org, query, 10) in autocommit (what an application calls)
   remember         call_tool("remember") over HTTP + JWT without --embeddings-url (the embedder's latency
                    excluded: with one, remember adds the embedder's round trip before its transaction and
                    one bind parameter), against INSERT INTO memory.observations ... RETURNING id, classification
                    from psycopg in autocommit, and against memory-mcp's own remember transaction from psycopg
-                   (BEGIN, set_config of org and actor, the INSERT, memory_internal._mcp_tool_invoked, COMMIT)
-  MCP ping         the SDK's ping over the same HTTP session: the protocol's floor (JSON-RPC, HTTP, the JWT
-                   check, the Python client), which the psycopg rows do not pay
+  MCP ping         a ping over the same HTTP session: the protocol's floor (HTTP, the JWT check, JSON-RPC)
 
-Median (and p95) of N calls each, queries drawn in turn from a fixed word list, after 20 warm-up calls.
+Every path runs in each of ROUNDS rounds, in an order reversed from one round to the next (the two sides of
+each ratio alternate under the same load); a row gives the median over rounds of each round's median (and
+p95) of N calls, after 20 warm-up calls. For raw remember, raw ping and SDK remember it gives the CPU a call
+costs the client (getrusage of this process) and memory-mcp (its threads' time on CPU, /proc/PID/task/*/schedstat).
+Before measuring, the raw client is checked against the SDK: the same tool list and the same tool results.
 
-Usage: mcp_recall.py DSN [ROWS] [N] [BINARY]
+Usage: mcp_recall.py DSN [ROWS] [N] [BINARY] [ROUNDS]
 DSN: a superuser connection (it creates the role mcp_bench, bound to org bench-mcp, and ROWS observations
-of that org, default 100000); N default 500; BINARY default target/release/memory-mcp.
+of that org, default 100000); N default 500; BINARY default target/release/memory-mcp; ROUNDS default 3.
 """
 import asyncio
 import contextlib
@@ -36,6 +43,7 @@ import time
 
 import jwt
 import psycopg
+from psycopg import sql
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -43,7 +51,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
-from common import ROOT, machine, write_section
+from common import RESULTS, ROOT, machine, write_section
+from mcp_raw import RawMcp
 
 ORG, ROLE = "bench-mcp", "mcp_bench"
 WORDS = ["billing", "deploy", "invoice", "latency", "customer", "refund", "schema", "migration", "oncall", "pricing",
@@ -100,7 +109,7 @@ ISSUER = "https://bench.test"
 @contextlib.contextmanager
 def http_server(binary, dsn):
     """memory-mcp --http --auth jwt on a free loopback port with a JWKS file of a fresh RSA key;
-    yields (url, a token of org ORG with both scopes)."""
+    yields (url, a token of org ORG with both scopes, the server's pid)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
     jwk.update(kid="k1", use="sig", alg="RS256")
@@ -120,21 +129,51 @@ def http_server(binary, dsn):
             now = int(time.time())
             token = jwt.encode({"iss": ISSUER, "aud": url, "sub": "bench", "org": ORG, "scope": "memory:read memory:write",
                                 "iat": now, "exp": now + 3600}, key, algorithm="RS256", headers={"kid": "k1"})
-            yield url, token
+            yield url, token, proc.pid
         finally:
             proc.terminate()
             proc.wait(timeout=10)
 
 
-async def http_latencies(url, token, n, tool):
+def args_of(tool, i):
+    if tool == "recall":
+        return {"query": QUERIES[i % len(QUERIES)], "k": 10}
+    return {"content": f"bench note {i}: {QUERIES[i % len(QUERIES)]} discussed with the team"}
+
+
+def server_cpu(pid):
+    """Seconds memory-mcp's threads have spent on CPU (/proc/PID/task/*/schedstat, nanoseconds)."""
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+    return total / 1e9
+
+
+class Cpu:
+    """The CPU a measured loop costs this process and memory-mcp, per call."""
+    def __init__(self, pid):
+        self.pid, self.client, self.server = pid, None, None
+
+    def start(self):
+        self.t = (time.process_time(), server_cpu(self.pid) if self.pid else 0)
+
+    def stop(self, n):
+        self.client = (time.process_time() - self.t[0]) / n * 1000
+        self.server = (server_cpu(self.pid) - self.t[1]) / n * 1000 if self.pid else None
+
+
+async def http_latencies(url, token, n, tool, cpu=None):
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client:
         async with streamable_http_client(url, http_client=client) as (r, w, *_):
             async with ClientSession(r, w, client_info=Implementation(name="bench", version="1")) as s:
                 await s.initialize()
                 out = []
                 for i in range(n + 20):
-                    args = {"query": QUERIES[i % len(QUERIES)], "k": 10} if tool == "recall" else \
-                        {"content": f"bench note {i}: {QUERIES[i % len(QUERIES)]} discussed with the team"}
+                    if i == 20 and cpu:
+                        cpu.start()
+                    args = args_of(tool, i)
                     t0 = time.perf_counter()
                     if tool == "ping":
                         await s.send_ping()
@@ -145,19 +184,93 @@ async def http_latencies(url, token, n, tool):
                         assert not res.is_error, res.content
                     if i >= 20:
                         out.append(dt)
+                if cpu:
+                    cpu.stop(n)
                 return out
 
 
+def raw_latencies(url, token, n, tool, cpu=None):
+    """The same calls through bench/mcp_raw.py (one kept-alive connection, one session)."""
+    with RawMcp(url, token) as c:
+        out = []
+        for i in range(n + 20):
+            if i == 20 and cpu:
+                cpu.start()
+            args = args_of(tool, i)
+            t0 = time.perf_counter()
+            if tool == "ping":
+                c.ping()
+            else:
+                res = c.call_tool(tool, args)
+            dt = time.perf_counter() - t0
+            if tool != "ping":
+                assert not res.get("isError"), res
+            if i >= 20:
+                out.append(dt)
+        if cpu:
+            cpu.stop(n)
+        return out
+
+
+async def sdk_results(url, token, calls):
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client:
+        async with streamable_http_client(url, http_client=client) as (r, w, *_):
+            async with ClientSession(r, w, client_info=Implementation(name="bench", version="1")) as s:
+                await s.initialize()
+                tools = sorted(t.name for t in (await s.list_tools()).tools)
+                out = []
+                for tool, args in calls:
+                    res = await s.call_tool(tool, args)
+                    out.append((res.is_error, res.structured_content, [c.model_dump(mode="json", exclude_none=True) for c in res.content]))
+                await s.send_ping()
+                return tools, out
+
+
+def validate(url, token):
+    """The raw client sees what the SDK sees: the tool list, recall's results, remember's answer (its
+    new id aside), a tool error for bad arguments."""
+    calls = [("recall", {"query": q, "k": 10}) for q in QUERIES[:5]] + \
+        [("remember", {"content": "bench validation note"}), ("recall", {"query": "", "k": 10})]
+    tools, sdk = asyncio.run(sdk_results(url, token, calls))
+    with RawMcp(url, token) as c:
+        assert c.server_info["name"] == "memory-mcp", c.server_info
+        assert sorted(t["name"] for t in c.request("tools/list")["tools"]) == tools
+        assert c.ping() == {}
+        raw = []
+        for tool, args in calls:
+            try:
+                res = c.call_tool(tool, args)
+                raw.append((res.get("isError", False), res.get("structuredContent"), res["content"]))
+            except RuntimeError as e:  # a JSON-RPC error (invalid params): the SDK raises it as a result too
+                raw.append(("rpc", str(e), None))
+    for (tool, _), a, b in zip(calls, sdk, raw):
+        if tool == "remember":
+            assert a[0] is False and b[0] is False and set(a[1]) == set(b[1]) and a[1]["classification"] == b[1]["classification"], (a, b)
+        elif b[0] != "rpc":
+            assert a == tuple(b), (tool, a, b)
+    return len(calls)
+
+
 def insert_latencies(dsn, n, same_tx=False):
-    """The psycopg insert in autocommit, or (same_tx) in memory-mcp's remember transaction."""
+    """The psycopg insert in autocommit, or (same_tx) in memory-mcp's remember transaction, one
+    statement a round trip, or (same_tx="pipeline") in one round trip, as memory-mcp sends it (here as one
+    simple-query message; memory-mcp pipelines prepared statements)."""
     with psycopg.connect(dsn.replace("user=postgres", f"user={ROLE}"), autocommit=True) as c:
         c.execute("SELECT set_config('memory.org_id', %s, false)", (ORG,))
         out = []
         insert = "INSERT INTO memory.observations (org_id, content) VALUES (%s, %s) RETURNING id::text, classification::text"
+        pipelined = sql.SQL("BEGIN; " + SAME_TX[0].replace("%s", "{}") + "; " + insert.replace("%s", "{}")
+                            + "; SELECT memory_internal._mcp_tool_invoked('remember', 'bench', 1); COMMIT")
         for i in range(n + 20):
             content = f"bench insert {'tx ' if same_tx else ''}{i}: {QUERIES[i % len(QUERIES)]} discussed with the team"
             t0 = time.perf_counter()
-            if same_tx:
+            if same_tx == "pipeline":
+                # One simple-query message of five statements (values as literals): one round trip.
+                cur = c.execute(pipelined.format(sql.Literal(ORG), sql.Literal("mcp:bench"), sql.Literal(ORG), sql.Literal(content)))
+                while cur.description is None or len(cur.description) != 2:
+                    assert cur.nextset()
+                cur.fetchone()
+            elif same_tx:
                 with c.transaction():
                     c.execute(SAME_TX[0], (ORG, "mcp:bench"))
                     c.execute(insert, (ORG, content)).fetchone()
@@ -194,54 +307,113 @@ def sql_latencies(dsn, n, same_tx):
         return out
 
 
+def row(results, key):
+    rounds = results[key]
+    med = statistics.median(r[0] for r in rounds)
+    p95 = statistics.median(r[1] for r in rounds)
+    return med, p95
+
+
+def earlier_notes():
+    """The notes written by hand under the section, kept when the benchmark rewrites it."""
+    if not RESULTS.exists():
+        return ""
+    text = RESULTS.read_text()
+    start = text.find(f"## {SECTION}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + 1)
+    section = text[start:end if end >= 0 else len(text)]
+    i = section.find("\nNotes (")
+    return section[i + 1:].rstrip() + "\n" if i >= 0 else ""
+
+
+SECTION = "memory-mcp recall and remember latency (issues 39, 51)"
+
+
 def main():
     dsn = sys.argv[1]
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 500
     binary = sys.argv[4] if len(sys.argv) > 4 else str(ROOT / "target" / "release" / "memory-mcp")
+    rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 3
     setup(dsn, rows)
     at = load()
-    mcp = stats(asyncio.run(mcp_latencies(binary, dsn, n)))
-    with http_server(binary, dsn) as (url, token):
-        web = stats(asyncio.run(http_latencies(url, token, n, "recall")))
-        web_remember = stats(asyncio.run(http_latencies(url, token, n, "remember")))
-        ping = stats(asyncio.run(http_latencies(url, token, n, "ping")))
-    tx = stats(sql_latencies(dsn, n, True))
-    plain = stats(sql_latencies(dsn, n, False))
-    insert = stats(insert_latencies(dsn, n))
-    insert_tx = stats(insert_latencies(dsn, n, True))
-    server = web_remember[0] - ping[0]
+    results = {}
+    cpu = {}
+    with http_server(binary, dsn) as (url, token, pid):
+        checked = validate(url, token)
+
+        def measured(key, fn):
+            c = Cpu(pid)
+            cpu.setdefault(key, []).append(c)
+            return fn(c)
+
+        paths = {
+            "raw recall": lambda: raw_latencies(url, token, n, "recall"),
+            "plain recall": lambda: sql_latencies(dsn, n, False),
+            "tx recall": lambda: sql_latencies(dsn, n, True),
+            "sdk recall": lambda: asyncio.run(http_latencies(url, token, n, "recall")),
+            "stdio recall": lambda: asyncio.run(mcp_latencies(binary, dsn, n)),
+            "raw remember": lambda: measured("raw remember", lambda c: raw_latencies(url, token, n, "remember", c)),
+            "insert": lambda: insert_latencies(dsn, n),
+            "tx insert": lambda: insert_latencies(dsn, n, True),
+            "pipelined tx insert": lambda: insert_latencies(dsn, n, "pipeline"),
+            "sdk remember": lambda: measured("sdk remember", lambda c: asyncio.run(http_latencies(url, token, n, "remember", c))),
+            "raw ping": lambda: measured("raw ping", lambda c: raw_latencies(url, token, n, "ping", c)),
+            "sdk ping": lambda: asyncio.run(http_latencies(url, token, n, "ping")),
+        }
+        for r in range(rounds):
+            for key in (list(paths) if r % 2 == 0 else list(reversed(paths))):
+                results.setdefault(key, []).append(stats(paths[key]()))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}" for k, v in results.items()), flush=True)
+    end = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    g = {k: row(results, k) for k in results}
+    cc = {k: (statistics.median(c.client for c in v), statistics.median(c.server for c in v)) for k, v in cpu.items()}
+    web, plain, tx, sdk, stdio = g["raw recall"], g["plain recall"], g["tx recall"], g["sdk recall"], g["stdio recall"]
+    rem, insert, insert_tx, sdk_rem = g["raw remember"], g["insert"], g["tx insert"], g["sdk remember"]
+    insert_pipe = g["pipelined tx insert"]
+    ping, sdk_ping = g["raw ping"], g["sdk ping"]
     body = f"""Command: `make bench` (runs `bench/mcp_recall.py DSN {rows} {n}` against release builds of memory_ext and memory-mcp).
-Machine: {machine()}; {at}. Date: {time.strftime('%Y-%m-%d')}.
-{rows:,} observations of one org; {n} calls each (`recall`: k = 10, two-word queries in turn; `remember`: one new
-memory each), after 20 warm-up calls; one client at a time. `remember` over HTTP runs without `--embeddings-url`:
-the embedder's latency is excluded (with one, remember adds the embedder's round trip before its transaction).
+Machine: {machine()}; {at}, {end} at the end. Date: {time.strftime('%Y-%m-%d')}.
+{rows:,} observations of one org; {rounds} rounds, each running every path (in reverse order every other round) for
+{n} calls after 20 warm-up calls; a row is the median of the rounds' medians (and p95s); one client at a time.
+`recall`: k = 10, two-word queries in turn; `remember`: one new memory a call, over HTTP without `--embeddings-url`
+(the embedder's latency excluded: with one, remember adds the embedder's round trip before its transaction).
+"raw": `bench/mcp_raw.py`, an MCP client over streamable HTTP without the SDK (one kept-alive connection, the
+initialize handshake, `Mcp-Session-Id`, JSON-RPC bodies, SSE responses), checked before the run to see the same
+tool list and tool results as the SDK ({checked} calls); "SDK": the Python MCP SDK's `ClientSession`. CPU a call:
+this client's (getrusage) and memory-mcp's (its threads' schedstat).
 
-| path | median ms | p95 ms |
-|---|---|---|
-| MCP stdio: `call_tool("recall")` to memory-mcp | {mcp[0]:.2f} | {mcp[1]:.2f} |
-| MCP streamable HTTP, RS256 JWT: `call_tool("recall")` | {web[0]:.2f} | {web[1]:.2f} |
-| psycopg: memory-mcp's transaction (set_config, `memory.recall`, `_mcp_tool_invoked`) | {tx[0]:.2f} | {tx[1]:.2f} |
-| psycopg: `SELECT * FROM memory.recall(org, query, 10)` | {plain[0]:.2f} | {plain[1]:.2f} |
-| MCP streamable HTTP, RS256 JWT: `call_tool("remember")` | {web_remember[0]:.2f} | {web_remember[1]:.2f} |
-| psycopg: `INSERT INTO memory.observations (org_id, content) ... RETURNING id, classification` | {insert[0]:.2f} | {insert[1]:.2f} |
-| psycopg: memory-mcp's remember transaction (set_config, the INSERT, `_mcp_tool_invoked`) | {insert_tx[0]:.2f} | {insert_tx[1]:.2f} |
-| MCP streamable HTTP, RS256 JWT: `ping` (the protocol's floor, no database) | {ping[0]:.2f} | {ping[1]:.2f} |
+| path | median ms | p95 ms | client CPU ms | memory-mcp CPU ms |
+|---|---|---|---|---|
+| MCP streamable HTTP, RS256 JWT, raw: `recall` | {web[0]:.2f} | {web[1]:.2f} | | |
+| MCP streamable HTTP, RS256 JWT, SDK: `call_tool("recall")` | {sdk[0]:.2f} | {sdk[1]:.2f} | | |
+| MCP stdio, SDK: `call_tool("recall")` | {stdio[0]:.2f} | {stdio[1]:.2f} | | |
+| psycopg: memory-mcp's transaction (set_config, `memory.recall`, `_mcp_tool_invoked`) | {tx[0]:.2f} | {tx[1]:.2f} | | |
+| psycopg: `SELECT * FROM memory.recall(org, query, 10)` | {plain[0]:.2f} | {plain[1]:.2f} | | |
+| MCP streamable HTTP, RS256 JWT, raw: `remember` | {rem[0]:.2f} | {rem[1]:.2f} | {cc["raw remember"][0]:.3f} | {cc["raw remember"][1]:.3f} |
+| MCP streamable HTTP, RS256 JWT, SDK: `call_tool("remember")` | {sdk_rem[0]:.2f} | {sdk_rem[1]:.2f} | {cc["sdk remember"][0]:.3f} | {cc["sdk remember"][1]:.3f} |
+| psycopg: `INSERT INTO memory.observations (org_id, content) ... RETURNING id, classification` | {insert[0]:.2f} | {insert[1]:.2f} | | |
+| psycopg: memory-mcp's remember transaction (set_config, the INSERT, `_mcp_tool_invoked`), a round trip each | {insert_tx[0]:.2f} | {insert_tx[1]:.2f} | | |
+| psycopg: the same transaction in one round trip (one message of five statements), as memory-mcp sends it | {insert_pipe[0]:.2f} | {insert_pipe[1]:.2f} | | |
+| MCP streamable HTTP, RS256 JWT, raw: `ping` (no database) | {ping[0]:.2f} | {ping[1]:.2f} | {cc["raw ping"][0]:.3f} | {cc["raw ping"][1]:.3f} |
+| MCP streamable HTTP, RS256 JWT, SDK: `ping` | {sdk_ping[0]:.2f} | {sdk_ping[1]:.2f} | | |
 
-- MCP `recall` median **{mcp[0]:.2f} ms** over stdio and **{web[0]:.2f} ms** over HTTP with a JWT vs **{plain[0]:.2f} ms** from
-  psycopg ({mcp[0] / plain[0]:.2f}x and {web[0] / plain[0]:.2f}x; target for HTTP ≤ 1.5x); the protocol and the server add
-  {mcp[0] - tx[0]:.2f} ms (stdio) and {web[0] - tx[0]:.2f} ms (HTTP) over the same transaction from psycopg.
-- MCP `remember` over HTTP with a JWT median **{web_remember[0]:.2f} ms** vs **{insert[0]:.2f} ms** for the psycopg insert
-  ({web_remember[0] / insert[0]:.2f}x; target ≤ 1.3x). Less the protocol's floor (an MCP `ping` over the same session,
-  {ping[0]:.2f} ms), remember takes {server:.2f} ms in the server: {server / insert[0]:.2f}x the psycopg insert, and
-  {server / insert_tx[0]:.2f}x memory-mcp's own transaction from psycopg ({insert_tx[0]:.2f} ms).
+- `recall` over HTTP with a JWT median **{web[0]:.2f} ms** vs **{plain[0]:.2f} ms** from psycopg: **{web[0] / plain[0]:.2f}x**
+  (target ≤ 1.5x; through the SDK {sdk[0] / plain[0]:.2f}x, over stdio {stdio[0] / plain[0]:.2f}x); memory-mcp's transaction from
+  psycopg takes {tx[0]:.2f} ms.
+- `remember` over HTTP with a JWT median **{rem[0]:.2f} ms** vs **{insert[0]:.2f} ms** for the psycopg insert:
+  **{rem[0] / insert[0]:.2f}x** (target ≤ 1.3x; through the SDK {sdk_rem[0] / insert[0]:.2f}x); memory-mcp's remember
+  transaction from psycopg takes {insert_tx[0]:.2f} ms a statement a round trip ({insert_tx[0] / insert[0]:.2f}x the insert) and
+  {insert_pipe[0]:.2f} ms pipelined ({insert_pipe[0] / insert[0]:.2f}x: the org, the actor and the call's audit record), a ping {ping[0]:.2f} ms.
 """
-    write_section("memory-mcp recall and remember latency (issues 39, 51)", body)
-    print(f"mcp_recall: rows={rows} n={n} {at}; recall MCP stdio median {mcp[0]:.2f} ms (p95 {mcp[1]:.2f}), HTTP+JWT {web[0]:.2f} ms "
-          f"(p95 {web[1]:.2f}), same tx from psycopg {tx[0]:.2f} ms, plain recall {plain[0]:.2f} ms; "
-          f"remember HTTP+JWT {web_remember[0]:.2f} ms, ping {ping[0]:.2f} ms, psycopg insert {insert[0]:.2f} ms, "
-          f"remember's transaction from psycopg {insert_tx[0]:.2f} ms", flush=True)
-
+    notes = earlier_notes()
+    write_section(SECTION, body + ("\n" + notes if notes else ""))
+    print(f"mcp_recall: rows={rows} n={n} rounds={rounds} {at}; recall raw HTTP+JWT {web[0]:.2f} ms, SDK {sdk[0]:.2f}, stdio {stdio[0]:.2f}, "
+          f"psycopg {plain[0]:.2f} ({web[0] / plain[0]:.2f}x), same tx {tx[0]:.2f}; remember raw {rem[0]:.2f} ms, SDK {sdk_rem[0]:.2f}, "
+          f"insert {insert[0]:.2f} ({rem[0] / insert[0]:.2f}x), remember tx {insert_tx[0]:.2f}; ping raw {ping[0]:.2f}, SDK {sdk_ping[0]:.2f}; "
+          f"CPU ms/call client/server: " + ", ".join(f"{k} {a:.3f}/{b:.3f}" for k, (a, b) in cc.items()), flush=True)
 
 if __name__ == "__main__":
     main()

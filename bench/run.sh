@@ -37,7 +37,8 @@ for w in 1 2; do "$root/scripts/cluster.sh" stop "bench-integrate-$w"; done
 "$root/.venv/bin/python" ingest_bench.py "$dsn" 100000 "${2:-5}"
 # The agent API at a million memories (issue 35): forget and recall against same-run floors.
 "$root/.venv/bin/python" agent_api_bench.py "$dsn" "${1:-1000000}" "${2:-5}" 500
-# memory-mcp's recall through MCP (stdio) against the same call from psycopg (release binary).
+# memory-mcp's recall and remember through MCP (HTTP with a JWT, by bench/mcp_raw.py and the SDK; stdio)
+# against the same calls from psycopg (release binary).
 cargo build --release -p memory-mcp
 "$root/.venv/bin/python" mcp_recall.py "$dsn" 100000 500 "$root/target/release/memory-mcp"
 # Hybrid recall (issue 36): needs pgvector, built from ../shared/vendor/pgvector when not installed.

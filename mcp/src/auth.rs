@@ -6,7 +6,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -118,6 +119,68 @@ pub struct Jwt {
     org_claim: String,
     source: JwksSource,
     keys: RwLock<(JwkSet, Instant)>,
+    verified: Verified,
+}
+
+/// Tokens whose signature, `iss`, `aud`, `nbf` and claims were checked, by their SHA-256, with their
+/// `exp`: a client sends the same token on every call of a session, and verifying an RS256 signature
+/// and decoding the JWK again costs more than the rest of a ping. A token is found here only
+/// before its `exp` (without the leeway the full check allows: after it, the token is checked again,
+/// and then refused), the set is emptied whenever the key set is fetched again (a key withdrawn by the
+/// issuer is not trusted through the cache), and it holds at most [`VERIFIED_MAX`] tokens.
+pub struct Verified(Mutex<HashMap<[u8; 32], (Principal, u64)>>);
+
+/// The most verified tokens remembered (a full set is emptied of expired ones, else entirely).
+pub const VERIFIED_MAX: usize = 4096;
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Verified {
+    pub fn new() -> Verified {
+        Verified(Mutex::new(HashMap::new()))
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Principal, u64)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The principal of a token verified before, while `now` is before its `exp`.
+    pub fn get(&self, digest: &[u8; 32], now: u64) -> Option<Principal> {
+        let mut map = self.map();
+        match map.get(digest) {
+            Some((p, exp)) if now < *exp => Some(p.clone()),
+            Some(_) => {
+                map.remove(digest);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn put(&self, digest: [u8; 32], p: Principal, exp: u64, now: u64) {
+        if now >= exp {
+            return;
+        }
+        let mut map = self.map();
+        if map.len() >= VERIFIED_MAX {
+            map.retain(|_, (_, e)| now < *e);
+            if map.len() >= VERIFIED_MAX {
+                map.clear();
+            }
+        }
+        map.insert(digest, (p, exp));
+    }
+
+    pub fn clear(&self) {
+        self.map().clear();
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
 }
 
 /// A key set is fetched again for an unknown key id (a rotation), at most this often.
@@ -126,7 +189,7 @@ const REFETCH_AFTER: Duration = Duration::from_secs(30);
 impl Jwt {
     pub async fn new(issuer: String, audience: String, org_claim: String, source: JwksSource) -> Result<Jwt, String> {
         let keys = fetch(&source).await?;
-        Ok(Jwt { issuer, audience, org_claim, source, keys: RwLock::new((keys, Instant::now())) })
+        Ok(Jwt { issuer, audience, org_claim, source, keys: RwLock::new((keys, Instant::now())), verified: Verified::new() })
     }
 
     async fn key(&self, kid: Option<&str>) -> Result<DecodingKey, Denied> {
@@ -150,7 +213,10 @@ impl Jwt {
         let mut guard = self.keys.write().await;
         if guard.1.elapsed() >= REFETCH_AFTER {
             match fetch(&self.source).await {
-                Ok(set) => *guard = (set, Instant::now()),
+                Ok(set) => {
+                    *guard = (set, Instant::now());
+                    self.verified.clear();
+                }
                 Err(e) => {
                     eprintln!("memory-mcp: refreshing the JWKS: {e}");
                     guard.1 = Instant::now();
@@ -161,6 +227,17 @@ impl Jwt {
     }
 
     async fn check(&self, token: &str) -> Result<Principal, Denied> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(p) = self.verified.get(&digest, now_secs()) {
+            return Ok(p);
+        }
+        let (p, exp) = self.verify(token).await?;
+        self.verified.put(digest, p.clone(), exp, now_secs());
+        Ok(p)
+    }
+
+    /// The full check of a token: its principal and `exp`.
+    async fn verify(&self, token: &str) -> Result<(Principal, u64), Denied> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| Denied::Invalid(format!("malformed token: {e}")))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
             return Err(Denied::Invalid(format!("algorithm {:?} is not accepted (RS256, ES256)", header.alg)));
@@ -189,7 +266,9 @@ impl Jwt {
                 _ => {}
             }
         }
-        Ok(Principal { sub: sub.into(), org: org.into(), scopes })
+        // Required and checked by the validation above (a number): the cache keeps the token until then.
+        let exp = c.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        Ok((Principal { sub: sub.into(), org: org.into(), scopes }, exp))
     }
 }
 
@@ -260,6 +339,32 @@ mod tests {
             assert!(load_tokens(&p).is_err());
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn verified_tokens_are_kept_until_their_exp_and_bounded() {
+        let v = Verified::new();
+        let p = |s: &str| Principal { sub: s.into(), org: "acme".into(), scopes: HashSet::from([READ.to_string()]) };
+        let d = |i: u32| -> [u8; 32] { Sha256::digest(i.to_be_bytes()).into() };
+        v.put(d(1), p("a"), 1000, 900);
+        assert_eq!(v.get(&d(1), 999).map(|p| p.sub), Some("a".into()));
+        assert!(v.get(&d(1), 1000).is_none(), "not at its exp");
+        assert!(v.get(&d(1), 999).is_none(), "an expired token is dropped, checked again next time");
+        v.put(d(2), p("b"), 1000, 1000);
+        assert_eq!(v.len(), 0, "a token already expired is not kept");
+        assert!(v.get(&d(3), 0).is_none());
+        for i in 0..VERIFIED_MAX as u32 {
+            v.put(d(i), p("x"), if i % 2 == 0 { 1100 } else { 2000 }, 1000);
+        }
+        assert_eq!(v.len(), VERIFIED_MAX);
+        v.put(d(u32::MAX), p("y"), 2000, 1200);
+        assert_eq!(v.len(), VERIFIED_MAX / 2 + 1, "a full set is emptied of expired tokens first");
+        for i in 0..VERIFIED_MAX as u32 {
+            v.put(d(i + 1_000_000), p("z"), 3000, 1200);
+        }
+        assert!(v.len() <= VERIFIED_MAX);
+        v.clear();
+        assert_eq!(v.len(), 0);
     }
 
     #[test]

@@ -577,6 +577,11 @@ impl Call {
     }
 }
 
+/// The org and actor of a call, for its transaction.
+const SET_ORG_ACTOR: &str = "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)";
+/// The audit record of a call: the tool, the client and how many rows it touched or returned.
+const AUDIT_CALL: &str = "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)";
+
 /// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
 /// one round trip a statement, not two).
 async fn one(tx: &deadpool_postgres::ClientWrapper, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
@@ -594,6 +599,59 @@ fn rows_sql(call: &str) -> String {
 }
 
 impl MemoryServer {
+    /// remember: the whole transaction in one round trip to the database. Its statements are known
+    /// before it begins (the audit record counts one memory), so BEGIN, the org and actor, the
+    /// INSERT, the audit append and COMMIT are sent together (pipelined) and run in that order; a
+    /// statement that fails aborts the transaction, every later one fails with it, and COMMIT then
+    /// rolls it back: nothing is stored and no audit record written, as when they ran one by one.
+    /// The error returned is the first statement's that failed. (One case differs: an INSERT that
+    /// stored no row without an error, which no trigger of memory.observations does, would be
+    /// reported as an error after COMMIT, its call audited.)
+    async fn remember(&self, a: &JsonObject, org: &str, actor: &str, client: &str, vector: Option<&[f32]>) -> Result<tokio_postgres::Row, Failure> {
+        let mut c = Call::new();
+        c.arg("org_id", "", Some(org.to_string()))
+            .arg("content", "", Some(req_str(a, "content")?))
+            .arg("user_id", "", opt_str(a, "user_id")?)
+            .arg("session_id", "", opt_str(a, "session_id")?)
+            .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
+            .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
+            .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
+        if let (Some(v), Some(t)) = (vector, &self.vector_type) {
+            c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
+        }
+        let sql = format!(
+            "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
+            c.names.join(", "),
+            c.placeholders().join(", ")
+        );
+        let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
+        let tx = conn.client();
+        // Prepared once per pooled connection (a cache hit, no round trip, after the first call).
+        let (set, insert, audit) = tokio::try_join!(
+            tx.prepare_cached(SET_ORG_ACTOR),
+            tx.prepare_cached(&sql),
+            tx.prepare_cached(AUDIT_CALL)
+        )?;
+        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
+        let what: [&(dyn ToSql + Sync); 3] = [&"remember", &client, &1i32];
+        let params = c.refs();
+        let (begun, set, row, audited, committed) = tokio::join!(
+            tx.batch_execute("BEGIN"),
+            tx.execute(&set, &who),
+            tx.query_one(&insert, &params),
+            tx.execute(&audit, &what),
+            tx.batch_execute("COMMIT")
+        );
+        let row = begun.and(set).and(row).and_then(|row| audited.and(committed).map(|_| row));
+        if row.is_ok() {
+            conn.release();
+        } else if tx.batch_execute("ROLLBACK").await.is_ok() {
+            // COMMIT of a failed transaction has rolled it back already: the connection is idle.
+            conn.release();
+        }
+        Ok(row?)
+    }
+
     /// The arguments recall and retrieve share: the org, the query and k.
     fn search(org: &str, a: &JsonObject) -> Result<Call, Failure> {
         let mut c = Call::new();
@@ -650,14 +708,16 @@ impl MemoryServer {
             }
             out
         };
+        if tool == "remember" {
+            let row = self.remember(a, &org, &actor, client, vector.as_deref()).await?;
+            return Ok(stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})));
+        }
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
         let tx = conn.client();
         // BEGIN and the org and actor of the call in one round trip (pipelined), then the tool's
         // statement, then its audit record and COMMIT in one round trip.
-        let set = tx
-            .prepare_cached("SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)")
-            .await?;
-        let audit = tx.prepare_cached("SELECT memory_internal._mcp_tool_invoked($1, $2, $3)").await?;
+        let set = tx.prepare_cached(SET_ORG_ACTOR).await?;
+        let audit = tx.prepare_cached(AUDIT_CALL).await?;
         let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
         let (begun, set) = tokio::join!(tx.batch_execute("BEGIN"), tx.execute(&set, &who));
         if let Err(e) = begun.and(set) {
@@ -666,26 +726,6 @@ impl MemoryServer {
             return Err(Failure::Db(e));
         }
         let called = async { Ok::<(Value, i32), Failure>(match tool {
-            "remember" => {
-                let mut c = Call::new();
-                c.arg("org_id", "", Some(org.clone()))
-                    .arg("content", "", Some(req_str(a, "content")?))
-                    .arg("user_id", "", opt_str(a, "user_id")?)
-                    .arg("session_id", "", opt_str(a, "session_id")?)
-                    .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
-                    .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
-                    .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
-                if let (Some(v), Some(t)) = (&vector, &self.vector_type) {
-                    c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
-                }
-                let sql = format!(
-                    "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
-                    c.names.join(", "),
-                    c.placeholders().join(", ")
-                );
-                let row = one(tx, &sql, &c.refs()).await?;
-                (stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})), 1)
-            }
             "recall" => {
                 let mut c = Self::search(&org, a)?;
                 c.arg("filters", "::text::jsonb", opt_json(a, "filters"))
