@@ -178,8 +178,10 @@ SELECT pg_catalog.pg_extension_config_dump('memory.retention_policies', '');
 
 CREATE INDEX observations_due_expiry ON memory.observations (expires_at) WHERE soft_deleted_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX observations_due_purge ON memory.observations (purge_after) WHERE soft_deleted_at IS NOT NULL;
--- Erasure finds a subject's rows, and task end a task's, by index.
-CREATE INDEX observations_user ON memory.observations (user_id) WHERE user_id IS NOT NULL;
+-- Erasure finds a subject's rows, and task end a task's, by index; recall of a user's memories
+-- finds that user's rows of one org by the same index (user ids repeat across orgs: with the
+-- user alone it intersected the user's rows of every org with the org's).
+CREATE INDEX observations_user ON memory.observations (user_id, org_id) WHERE user_id IS NOT NULL;
 CREATE INDEX observations_task ON memory.observations (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX observations_due_archive ON memory.observations (archive_at) WHERE soft_deleted_at IS NULL AND archive_at IS NOT NULL;
 

@@ -194,7 +194,13 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     let mut args: Vec<DatumWithOid> = op.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
     let k = plan.k as usize + plan.offset as usize;
     Spi::connect(|client| {
+        // Both statements run their kept generic plan (planned once per backend): their plan is
+        // the same for every scope (the scope's index, then the rows by id), while a plan for the
+        // values cost a planning a call, and PostgreSQL's plan cache kept choosing one, the
+        // estimates of a value and of the average being within its planning allowance.
+        let generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
         let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
+        drop(generic);
         let mut batch = Fetched::default();
         // (The columns' types are checked before any value is read.)
         batch.fetch_typed(&mut cursor, ONE_PASS_ROWS + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
@@ -232,7 +238,10 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
             .collect();
         types.push(pg_sys::TEXTOID);
         args.push(DatumWithOid::from(serde_json::Value::Array(list).to_string()));
-        let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
+        let generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
+        let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"));
+        drop(generic);
+        let t = t?;
         let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
         Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
     })

@@ -39,6 +39,11 @@ DROP FUNCTION memory_internal._classify_trigger_args(text, text, text, text[], t
 -- memory.health counts an org's archived rows from an index.
 CREATE INDEX observations_archive_org ON memory.observations_archive (org_id, archived_at);
 
+-- Recall of a user's memories finds the user's rows of one org by index (issue 53): the user index
+-- holds (user_id, org_id), no longer the user alone (one index as before; erasure reads it too).
+DROP INDEX memory.observations_user;
+CREATE INDEX observations_user ON memory.observations (user_id, org_id) WHERE user_id IS NOT NULL;
+
 -- h-revisions: memory over time (issue 49, SPEC §17; sql/revisions.sql). Supersession columns on
 -- the observations and their archive (nullable, no default: no table rewrite), and the revisions
 -- table with its tenant and clearance policies. A revision history starts empty for existing

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(58);
+SELECT plan(60);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -191,6 +191,13 @@ BEGIN
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s4", "max_tier": "internal"}', '{0,1,0.2}', 5), refs[5],
                            'one pass with max_tier: only rows up to that tier, exactly');
     RETURN QUERY SELECT isnt(refs[5], refs[6], '(the confidential rows change that answer)');
+    -- The one pass runs its statements' generic plans (plan_cache_mode set for those two only):
+    -- the plan kept for one scope answers another exactly, and the caller's setting is as it was.
+    SET LOCAL plan_cache_mode = force_custom_plan;
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s3"}', '{0,1,0.2}', 5), refs[2],
+                           'one pass again, its kept generic plan for another scope: the exact answer');
+    RETURN QUERY SELECT is(current_setting('plan_cache_mode'), 'force_custom_plan', 'the one pass leaves the caller''s plan_cache_mode as it was');
+    RESET plan_cache_mode;
     SET LOCAL ROLE vx_low;
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s4"}', '{0,1,0.2}', 5), refs[5],
                            'one pass for a reader cleared to internal: no confidential row, exactly');
