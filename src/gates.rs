@@ -1,6 +1,9 @@
 //! Per-transaction gates that memory_ext's own functions open for their own statements and its
 //! triggers read: backend memory, never a setting a session could set itself. Every gate closes
-//! at the end of its transaction and when a subtransaction aborts.
+//! at the end of its transaction; a subtransaction that aborts puts every gate back as it was
+//! when that subtransaction started (so a failure inside a gate's window closes it again, and an
+//! error caught by code running inside the window, a table owner's trigger, does not close the
+//! gate of the memory_ext function that opened it).
 //!
 //! - downgrade: `memory.reclassify` lets its UPDATE lower one relation's tier, with a reason the
 //!   audit trigger records;
@@ -29,6 +32,76 @@ thread_local! {
     static LINEAGE_OPEN: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Every gate's state, saved when a subtransaction starts.
+struct Saved {
+    downgrade_on: pg_sys::Oid,
+    downgrade_reason: Option<String>,
+    knowledge: bool,
+    superseding: Option<String>,
+    audit_move: bool,
+    integrating: bool,
+    consent: bool,
+    hold: bool,
+    lineage: bool,
+}
+
+thread_local! {
+    // (subtransaction id, the gates as they were when it started), innermost last.
+    static SAVED: RefCell<Vec<(pg_sys::SubTransactionId, Saved)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn save(id: pg_sys::SubTransactionId) {
+    let s = Saved {
+        downgrade_on: DOWNGRADE_ALLOWED_ON.with(Cell::get),
+        downgrade_reason: DOWNGRADE_REASON.with(|r| r.borrow().clone()),
+        knowledge: KNOWLEDGE_OPEN.with(Cell::get),
+        superseding: SUPERSEDING.with(|r| r.borrow().clone()),
+        audit_move: AUDIT_MOVE.with(Cell::get),
+        integrating: INTEGRATING.with(Cell::get),
+        consent: CONSENT_OPEN.with(Cell::get),
+        hold: HOLD_OPEN.with(Cell::get),
+        lineage: LINEAGE_OPEN.with(Cell::get),
+    };
+    SAVED.with(|v| v.borrow_mut().push((id, s)));
+}
+
+/// The saved state of subtransaction `id`, and of every one started inside it, dropped.
+fn take(id: pg_sys::SubTransactionId) -> Option<Saved> {
+    SAVED.with(|v| {
+        let mut v = v.borrow_mut();
+        let at = v.iter().rposition(|(i, _)| *i == id)?;
+        let (_, s) = v.drain(at..).next()?;
+        Some(s)
+    })
+}
+
+fn committed(id: pg_sys::SubTransactionId) {
+    take(id);
+}
+
+/// A subtransaction aborted: the gates as they were when it started; all closed when that is not
+/// known (it started before memory_ext was loaded in this backend).
+fn restore() {
+    let Some(s) = take(callbacks::aborting_subtransaction()) else {
+        close_all();
+        return;
+    };
+    DOWNGRADE_ALLOWED_ON.with(|c| c.set(s.downgrade_on));
+    DOWNGRADE_REASON.with(|r| r.replace(s.downgrade_reason));
+    KNOWLEDGE_OPEN.with(|g| g.set(s.knowledge));
+    SUPERSEDING.with(|r| r.replace(s.superseding));
+    AUDIT_MOVE.with(|g| g.set(s.audit_move));
+    INTEGRATING.with(|g| g.set(s.integrating));
+    CONSENT_OPEN.with(|g| g.set(s.consent));
+    HOLD_OPEN.with(|g| g.set(s.hold));
+    LINEAGE_OPEN.with(|g| g.set(s.lineage));
+}
+
+fn end_of_transaction() {
+    SAVED.with(|v| v.borrow_mut().clear());
+    close_all();
+}
+
 fn close_all() {
     DOWNGRADE_ALLOWED_ON.with(|c| c.set(pg_sys::InvalidOid));
     DOWNGRADE_REASON.with(|r| r.replace(None));
@@ -42,8 +115,10 @@ fn close_all() {
 }
 
 pub fn init() {
-    callbacks::on_transaction_end(close_all);
-    callbacks::on_subtransaction_abort(close_all);
+    callbacks::on_transaction_end(end_of_transaction);
+    callbacks::on_subtransaction_start(save);
+    callbacks::on_subtransaction_commit(committed);
+    callbacks::on_subtransaction_abort(restore);
 }
 
 /// The relation whose tier memory.reclassify may lower now (InvalidOid: none).

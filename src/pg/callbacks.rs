@@ -10,6 +10,7 @@ use std::cell::RefCell;
 type RelFn = fn(pg_sys::Oid);
 type Fn0 = fn();
 type OutcomeFn = fn(bool);
+type SubFn = fn(pg_sys::SubTransactionId);
 
 thread_local! {
     static RELCACHE: RefCell<Vec<RelFn>> = const { RefCell::new(Vec::new()) };
@@ -17,6 +18,8 @@ thread_local! {
     static SCHEMAS: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static XACT_END: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static SUBXACT_ABORT: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
+    static SUBXACT_START: RefCell<Vec<SubFn>> = const { RefCell::new(Vec::new()) };
+    static SUBXACT_COMMIT: RefCell<Vec<SubFn>> = const { RefCell::new(Vec::new()) };
     static PREPARE: RefCell<Vec<Fn0>> = const { RefCell::new(Vec::new()) };
     static OUTCOME: RefCell<Vec<OutcomeFn>> = const { RefCell::new(Vec::new()) };
     // The subtransaction whose abort the SUBXACT_ABORT functions are running for.
@@ -83,6 +86,16 @@ pub fn on_outcome(f: OutcomeFn) {
 /// `f()` when a subtransaction aborts.
 pub fn on_subtransaction_abort(f: Fn0) {
     SUBXACT_ABORT.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f(id)` when subtransaction `id` starts (a savepoint, a PL/pgSQL block with EXCEPTION).
+pub fn on_subtransaction_start(f: SubFn) {
+    SUBXACT_START.with(|v| v.borrow_mut().push(f));
+}
+
+/// `f(id)` when subtransaction `id` commits into its parent.
+pub fn on_subtransaction_commit(f: SubFn) {
+    SUBXACT_COMMIT.with(|v| v.borrow_mut().push(f));
 }
 
 fn run0(list: &'static std::thread::LocalKey<RefCell<Vec<Fn0>>>) {
@@ -156,6 +169,10 @@ unsafe extern "C-unwind" fn subxact_cb(
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         ABORTING.with(|a| a.set(_my));
         run0(&SUBXACT_ABORT);
+    } else if event == pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB {
+        SUBXACT_START.with(|v| v.borrow().iter().for_each(|f| f(_my)));
+    } else if event == pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB {
+        SUBXACT_COMMIT.with(|v| v.borrow().iter().for_each(|f| f(_my)));
     }
 }
 

@@ -397,10 +397,10 @@ SET ROLE lt_owner;
 DROP TRIGGER lt_sneak_try ON public.lt_sneak;
 RESET ROLE;
 
--- Not fixed (todo): a subtransaction that aborts closes every gate (src/gates.rs), those its caller
--- opened too. An owner's trigger that catches an error, run by the lineage strip of the first org
--- of a forget, closes forget's lineage gate: the next org's DELETE strips its ids at once
--- (memory_lineage_gone), and what was made from them is no longer found, nor forgotten.
+-- A subtransaction that aborts puts the gates back as they were when it started (src/gates.rs):
+-- an owner's trigger that catches an error, run by the lineage strip of the first org of a forget,
+-- no longer closes forget's lineage gate (it did: the next org's DELETE stripped its ids at once,
+-- memory_lineage_gone, and what was made from them was no longer found, nor forgotten).
 CREATE ROLE lt_two IN ROLE memory_writer;
 SELECT memory.grant_org('lt_two', 'acme'), memory.grant_org('lt_two', 'globex');
 SET ROLE lt_owner;
@@ -419,7 +419,6 @@ INSERT INTO memory.observations (id, org_id, content, derived_from) VALUES
 SET ROLE lt_two;
 CREATE TEMP TABLE two AS SELECT memory.forget('{00000000-0000-0000-0000-00000000c0a1,00000000-0000-0000-0000-00000000c0b1}', 'two orgs') AS r;
 RESET ROLE;
-SELECT todo('a subtransaction abort in an owner''s trigger closes forget''s lineage gate (gates need a stack per subtransaction)', 1);
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = '00000000-0000-0000-0000-00000000c0b2'), 0::bigint,
           'a forget of two orgs'' memories takes what was made from each, whatever an owner''s trigger catches');
 SET ROLE lt_owner;
