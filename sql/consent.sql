@@ -1361,12 +1361,13 @@ BEGIN
     FOR g IN SELECT x->>'table' AS tbl, x->>'user' AS ucol, x->>'org' AS ocol
                FROM jsonb_array_elements(coalesce(targets, '[]')) x ORDER BY 1 LOOP
         BEGIN
-            PERFORM memory_internal._hold_gate(true);
+            -- Through holds for this table's rows of this user only (memory_internal._hold_erase_gate).
+            PERFORM memory_internal._hold_erase_gate(g.tbl::regclass, _clear_governed.user_id);
             r := memory_internal._exec_as_table_owner(g.tbl::regclass,
                      format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1 AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
                             g.tbl::regclass, g.ucol, g.ocol),
                      ARRAY[_clear_governed.user_id, _clear_governed.org]);
-            PERFORM memory_internal._hold_gate(false);
+            PERFORM memory_internal._hold_erase_gate(NULL, NULL);
             deleted := deleted || jsonb_build_object(g.tbl, (r->>'processed')::bigint);
         EXCEPTION WHEN OTHERS THEN
             failed := failed || jsonb_build_object(g.tbl, SQLERRM);

@@ -87,7 +87,7 @@ GRANT EXECUTE ON FUNCTION
     memory_internal._check_rule_pattern(text), memory_internal._knowledge_gate_open(), memory_internal._is_knowledge_admin(), memory_internal._table_of(oid),
     -- trigger functions memory.govern attaches to a caller's table (EXECUTE is checked at CREATE TRIGGER)
     memory.classify_trigger(), memory.audit_trigger(), memory.lifecycle_trigger(), memory_internal._audit_truncate(),
-    memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(),
+    memory_internal._consent_row_gate(), memory_internal._hold_guard(), memory_internal._hold_for(text, text, text), memory_internal._hold_gate_open(), memory_internal._hold_erasing(oid, text),
     memory_internal._lineage_gate_open(), memory_internal._trust_rank(memory.source_type),
     memory_internal._hold_truncate_guard(), memory_internal._hold_on_rows(regclass), memory_internal._restore_mode(),
     memory_internal._keep_table_revision(), memory_internal._drop_table_revisions(),

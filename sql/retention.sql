@@ -301,6 +301,11 @@ BEGIN
                                       FROM unnest(cols) WITH ORDINALITY u(c, o)) || ']'
            INTO vals USING OLD;
     END IF;
+    -- memory.erase_subject and consent revocation delete the subject's rows of an application
+    -- table held or not (their rule): only a DELETE of this table's rows of that subject.
+    IF TG_OP = 'DELETE' AND memory_internal._hold_erasing(TG_RELID, vals[2]) THEN
+        RETURN OLD;
+    END IF;
     hold := memory_internal._hold_for(vals[1], vals[2], vals[3]);
     IF hold IS NOT NULL THEN
         RAISE EXCEPTION 'legal hold % covers this row of %: % is blocked', hold, TG_RELID::regclass,

@@ -145,12 +145,14 @@ BEGIN
             RETURN jsonb_build_object('locked', true);
         END IF;
         -- Erasure keeps its rule for application tables: the subject's rows go, held or not
-        -- (the hold gate; a failure closes it with the subtransaction).
+        -- (memory_internal._hold_erase_gate names this table and subject only, so the owner's
+        -- triggers those DELETEs fire meet every other hold; a failure closes it with the
+        -- subtransaction).
         failed := '{}';
         pairs := '[]';
         -- With an id column, the statement returns the ids (and orgs) it deleted, for the receipts.
         id_col := CASE WHEN id_column IS NOT NULL AND memory_internal._has_column(tbl, id_column) THEN id_column END;
-        PERFORM memory_internal._hold_gate(true);
+        PERFORM memory_internal._hold_erase_gate(tbl, subject);
         IF org_col IS NOT NULL AND memory_internal._citus_distributed(tbl) THEN
             -- Citus (docs/design.md#scale-out) runs no STABLE function of a column in a distributed DELETE,
             -- nor any that reads the registries on a shard: the DELETE names each org
@@ -162,8 +164,6 @@ BEGIN
             FOREACH o IN ARRAY memory_internal._subject_orgs(tbl, col, org_col, subject) LOOP
                 CONTINUE WHEN scope IS NOT NULL AND o OPERATOR(pg_catalog.<>) scope;
                 BEGIN
-                    -- (A failed org's subtransaction closed the gate: open again.)
-                    PERFORM memory_internal._hold_gate(true);
                     r := memory_internal._exec_as_table_owner(tbl,
                                   memory_internal._returning_ids(format('DELETE FROM %s t WHERE t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $1
                                              AND t.%I::pg_catalog.text OPERATOR(pg_catalog.=) $2',
@@ -186,7 +186,7 @@ BEGIN
                      ARRAY[subject, scope]);
             pairs := coalesce(r->'ids', '[]');
         END IF;
-        PERFORM memory_internal._hold_gate(false);
+        PERFORM memory_internal._hold_erase_gate(NULL, NULL);
     EXCEPTION WHEN OTHERS THEN
         RETURN jsonb_build_object('error', jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM));
     END;

@@ -30,6 +30,7 @@ thread_local! {
     static CONSENT_OPEN: Cell<bool> = const { Cell::new(false) };
     static HOLD_OPEN: Cell<bool> = const { Cell::new(false) };
     static LINEAGE_OPEN: Cell<bool> = const { Cell::new(false) };
+    static HOLD_ERASING: RefCell<Option<(pg_sys::Oid, String)>> = const { RefCell::new(None) };
 }
 
 /// Every gate's state, saved when a subtransaction starts.
@@ -43,6 +44,7 @@ struct Saved {
     consent: bool,
     hold: bool,
     lineage: bool,
+    erasing: Option<(pg_sys::Oid, String)>,
 }
 
 thread_local! {
@@ -61,6 +63,7 @@ fn save(id: pg_sys::SubTransactionId) {
         consent: CONSENT_OPEN.with(Cell::get),
         hold: HOLD_OPEN.with(Cell::get),
         lineage: LINEAGE_OPEN.with(Cell::get),
+        erasing: HOLD_ERASING.with(|r| r.borrow().clone()),
     };
     SAVED.with(|v| v.borrow_mut().push((id, s)));
 }
@@ -95,6 +98,7 @@ fn restore() {
     CONSENT_OPEN.with(|g| g.set(s.consent));
     HOLD_OPEN.with(|g| g.set(s.hold));
     LINEAGE_OPEN.with(|g| g.set(s.lineage));
+    HOLD_ERASING.with(|r| r.replace(s.erasing));
 }
 
 fn end_of_transaction() {
@@ -108,6 +112,7 @@ fn close_all() {
     KNOWLEDGE_OPEN.with(|g| g.set(false));
     HOLD_OPEN.with(|g| g.set(false));
     LINEAGE_OPEN.with(|g| g.set(false));
+    HOLD_ERASING.with(|r| r.replace(None));
     SUPERSEDING.with(|s| s.replace(None));
     AUDIT_MOVE.with(|g| g.set(false));
     INTEGRATING.with(|g| g.set(false));
@@ -166,6 +171,31 @@ fn knowledge_gate_open() -> bool {
 #[pg_extern(volatile, schema = "memory_internal", name = "_hold_gate")]
 fn hold_gate(open: bool) -> bool {
     HOLD_OPEN.with(|g| g.replace(open))
+}
+
+/// Names the one table, and the one subject (the value of its user column, as text), whose rows
+/// memory.erase_subject or a consent revocation deletes through legal holds now (NULL: none);
+/// returns whether one was named before. Unlike the hold gate, it lets only a DELETE of that
+/// subject's rows of that table through (memory_internal._hold_guard asks
+/// memory_internal._hold_erasing): a trigger of the table's owner that those DELETEs fire meets
+/// every other hold. Not granted to PUBLIC.
+#[pg_extern(volatile, schema = "memory_internal", name = "_hold_erase_gate")]
+fn hold_erase_gate(tbl: Option<pg_sys::Oid>, subject: Option<String>) -> bool {
+    let v = match (tbl, subject) {
+        (Some(t), Some(s)) => Some((t, s)),
+        _ => None,
+    };
+    HOLD_ERASING.with(|r| r.replace(v)).is_some()
+}
+
+/// Whether the rows of `tbl` whose user column reads `subject` are being erased through legal
+/// holds (memory_internal._hold_erase_gate). Asked by memory_internal._hold_guard.
+#[pg_extern(volatile, schema = "memory_internal", name = "_hold_erasing")]
+fn hold_erasing(tbl: Option<pg_sys::Oid>, subject: Option<String>) -> bool {
+    match (tbl, subject) {
+        (Some(t), Some(s)) => HOLD_ERASING.with(|r| r.borrow().as_ref().is_some_and(|(gt, gs)| *gt == t && *gs == s)),
+        _ => false,
+    }
 }
 
 /// Whether memory_ext holds the hold gate open (the WHEN clause of the memory_hold triggers).
