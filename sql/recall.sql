@@ -384,7 +384,8 @@ COMMENT ON FUNCTION memory.retrieve(text, text, int, uuid, text, text, anycompat
 -- engine), by hybrid relevance × weight when a query or an embedding is given (the item's index
 -- text, search_tsv), else the most recently updated first; `k` from `offset` of that order (both
 -- hybrid lists as long for every page of the first 40 results). refresh_ttl
--- re-stamps the returned items' TTL. One memory.recall event (call memory.search: ids, count,
+-- re-stamps the returned items' TTL, of those live now (an item returned as of a time that has
+-- expired since is not brought back). One memory.recall event (call memory.search: ids, count,
 -- never values or the query). SECURITY DEFINER, as memory.recall. The body is one call of the
 -- engine's shell, memory_internal._search (src/recall/search.rs, memory_core::retrieval::search):
 -- the arguments, the org, the clearance, the plan, the read, the TTL refresh, the read-back and
@@ -404,4 +405,4 @@ BEGIN
                                    search."offset", search.query_embedding, search.refresh_ttl, search.as_of) s;
 END $$;
 COMMENT ON FUNCTION memory.search(text, text[], text, jsonb, int, int, anycompatible, boolean, timestamptz) IS
-  'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset of that order (with an embedding, the full-text and the vector list are each max(40, k + offset) long, so the pages of the first 40 results are slices of one ranking); refresh_ttl re-stamps their TTL. One memory.recall event (call memory.search) with ids and count, never values or the query.';
+  'Live items under a namespace prefix the caller is cleared for (SPEC §16; as_of: those live then, each as its revision valid then): filter over the value (equality, $eq/$ne/$gt/$gte/$lt/$lte, $in, $nin, $exists, $contains, dotted paths, $and/$or/$not; an unknown operator is 22023), ranked by hybrid relevance × weight for a query or an embedding (any word of the query, coverage first; the item''s index text), else the most recently updated first; k from offset of that order (with an embedding, the full-text and the vector list are each max(40, k + offset) long, so the pages of the first 40 results are slices of one ranking); refresh_ttl re-stamps the TTL of those live now (as_of: one expired, deleted or superseded since stays so). One memory.recall event (call memory.search) with ids and count, never values or the query.';

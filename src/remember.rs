@@ -133,13 +133,17 @@ fn kept_write<'conn>(
 /// No order or limit (there is one at most unless the org's mode was once off): the oldest is
 /// taken here, and the statement's plan is the index scan alone. $1 org, $2 hash, $3 user, $4
 /// namespace, $5 tier.
-const LOOKUP_SQL: &str = "SELECT o.id::pg_catalog.text, o.classification::pg_catalog.text, o.created_at FROM memory.observations o
+const LOOKUP_C: &std::ffi::CStr = c"SELECT o.id::pg_catalog.text, o.classification::pg_catalog.text, o.created_at FROM memory.observations o
  WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.content_sha256 OPERATOR(pg_catalog.=) $2
    AND o.user_id IS NOT DISTINCT FROM $3 AND o.namespace IS NOT DISTINCT FROM $4
    AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL
    AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
    AND o.classification OPERATOR(pg_catalog.<=) $5::memory.classification
    AND memory_internal._dedup_hash(o.content) OPERATOR(pg_catalog.=) $2";
+const LOOKUP_SQL: &str = match LOOKUP_C.to_str() {
+    Ok(s) => s,
+    Err(_) => panic!("the lookup is UTF-8"),
+};
 
 /// The new memory. $1 org, $2 hash, $3 user, $4 session, $5 memory_type, $6 metadata, $7
 /// namespace, $8 content, $9 derived_from.
@@ -243,6 +247,19 @@ fn remember_exact(
         if let Some((_, id, cls)) = hit {
             kept_write(client, SEEN_SQL, &[pg_sys::TEXTOID, pg_sys::TEXTOID], &[org.into(), id.as_str().into()])?;
             return Ok(Some(JsonB(serde_json::json!({ "id": id, "classification": cls, "status": "duplicate", "duplicate_of": id }))));
+        }
+        // At REPEATABLE READ or SERIALIZABLE the lookup reads under the transaction's snapshot: a
+        // duplicate committed since (by a call this one waited for on the lock, or before it) is
+        // not seen, and would be stored a second time. Asked again under a snapshot taken now, it
+        // is a serialization failure (as INSERT ... ON CONFLICT meets an invisible conflict).
+        if crate::pg::xact::uses_xact_snapshot()
+            && read_latest(client, LOOKUP_C, &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()])?.len() > 0
+        {
+            return Err(MxError::new(
+                crate::errors::code::SERIALIZATION_FAILURE,
+                "memory.remember: another transaction remembered the same text after this transaction's snapshot was taken",
+            )
+            .hint("Retry the transaction: at REPEATABLE READ or SERIALIZABLE it cannot see the memory to return it as a duplicate."));
         }
         let t = kept_write(
             client,

@@ -76,6 +76,13 @@ pub fn can_write_fresh() -> bool {
     }
 }
 
+/// Whether this transaction reads under one snapshot (REPEATABLE READ or SERIALIZABLE): a row
+/// another transaction commits after it is never seen, whatever locks it waits for.
+pub fn uses_xact_snapshot() -> bool {
+    // SAFETY: reads a backend global of the transaction state.
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
 /// Whether the library is being loaded by shared_preload_libraries (the only time background
 /// workers can be registered statically).
 pub fn preloading() -> bool {

@@ -110,10 +110,14 @@ fn has_words(query: &str) -> Result<bool, MxError> {
     })
 }
 
-/// The returned items' TTL re-stamped (memory_internal._item_refresh, each with a ttl).
+/// The returned items' TTL re-stamped (memory_internal._item_refresh, each with a ttl), of those
+/// live now only: as of a time, an item expired, soft-deleted or superseded since is returned as
+/// it was then, and re-stamping its expiry would bring it back to life for every reader.
 fn refresh(org: &str, ids: &[String]) -> Result<(), MxError> {
     const SQL: &str = "SELECT memory_internal._item_refresh($1, o.id, o.ttl) FROM memory.observations o \
-                       WHERE o.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.uuid[]) AND o.org_id OPERATOR(pg_catalog.=) $1 AND o.ttl IS NOT NULL";
+                       WHERE o.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.uuid[]) AND o.org_id OPERATOR(pg_catalog.=) $1 AND o.ttl IS NOT NULL \
+                         AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL \
+                         AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())";
     Spi::connect_mut(|client| {
         kept_mut(client, SQL, &[pg_sys::TEXTOID, pg_sys::TEXTARRAYOID], &[DatumWithOid::from(org), DatumWithOid::from(ids.to_vec())]).map_err(spi)?;
         Ok(())

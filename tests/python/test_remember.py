@@ -76,6 +76,28 @@ def test_concurrent_remember_after_a_rollback_stores(roles, conn):
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE user_id = 'lee'").fetchone()[0] == 1
 
 
+def test_a_remember_at_repeatable_read_never_stores_beside_a_duplicate_committed_since_its_snapshot(roles, conn):
+    """At REPEATABLE READ a transaction reads under the snapshot of its first statement, so it
+    cannot see a duplicate another session committed since (the advisory lock orders the two
+    calls, not what the second sees): it gets a serialization failure (40001, retry), as an
+    INSERT ... ON CONFLICT does there, instead of storing the fact a second time; retried, it
+    finds the duplicate."""
+    with connect(roles, WRITER) as a, connect(roles, WRITER) as b:
+        b.autocommit = False
+        b.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        b.execute("SELECT 1")
+        first = remember(a, "Invoices are due on the 5th.", user_id="max")
+        assert first["status"] == "created"
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            remember(b, "invoices are due on the 5th.", user_id="max")
+        b.rollback()
+        b.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        again = remember(b, "invoices are due on the 5th.", user_id="max")
+        assert again["status"] == "duplicate" and again["id"] == first["id"]
+        b.commit()
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'acme' AND user_id = 'max'").fetchone()[0] == 1
+
+
 def test_exact_mode_keeps_the_embedding_namespace_and_sources(vroles, conn):
     """The default (exact) mode stores a given embedding, namespace and sources with the new
     memory; the same text again is a duplicate whatever embedding it brings; a bad embedding is

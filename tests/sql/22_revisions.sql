@@ -3,7 +3,7 @@
 -- revision, forget over revisions, as tenant-bound roles. The file runs in one transaction, so
 -- "earlier" times are made by backdating created_at as the superuser.
 BEGIN;
-SELECT plan(74);
+SELECT plan(77);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer IN ROLE memory_writer;
@@ -120,6 +120,18 @@ SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['prefs'], query => '
           'matched by the words of the value then');
 SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['prefs'], query => 'blue')), 0::bigint, 'which today''s value does not have');
 RESET ROLE;
+-- refresh_ttl as of a time re-stamps only what is live now: an item whose TTL ran out is found as
+-- it was then, and stays expired (a reader's search does not bring it back for everyone).
+SET ROLE rv_writer;
+SELECT memory.put('acme', ARRAY['cache'], 'gone', '{"text": "a short-lived note"}', ttl => interval '1 hour');
+RESET ROLE;
+UPDATE memory.observations SET created_at = '2026-01-01 00:00+00', expires_at = now() - interval '1 minute' WHERE key = 'gone';
+SET ROLE rv_reader;
+SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['cache'], as_of => now() - interval '10 minutes', refresh_ttl => true)), 1::bigint,
+          'an item expired since is found as of a time before');
+SELECT is((SELECT count(*) FROM memory.get('acme', ARRAY['cache'], 'gone')), 0::bigint, 'and stays expired after refresh_ttl');
+RESET ROLE;
+SELECT ok((SELECT expires_at < now() FROM memory.observations WHERE key = 'gone'), 'its expiry is not re-stamped');
 
 -- ------------------------------------------------------------------------------------------------
 -- Clearance per revision: a reader cleared below a revision's tier does not see it.
@@ -190,7 +202,7 @@ SELECT throws_ok($$ SELECT memory.supersede(gen_random_uuid(), 'x', 'r') $$, 'P0
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'x', 'r', embedding => '{1,0,0}') $$, '22023',
                  'memory.supersede: embeddings are not enabled, so a memory has no embedding to store', 'an embedding before memory.enable_embeddings: 22023');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM memory.observations WHERE org_id = 'acme'), 4::bigint, 'nothing written by the refused calls (the four memories above)');
+SELECT is((SELECT count(*) FROM memory.observations WHERE org_id = 'acme'), 5::bigint, 'nothing written by the refused calls (the five memories above)');
 SET ROLE rv_globex;
 SELECT throws_ok($$ SELECT memory.supersede((SELECT id FROM ids WHERE name = 'pref'), 'hijack', 'r') $$, 'P0002', NULL,
                  'another org''s memory: P0002');
