@@ -172,11 +172,18 @@ impl Verified {
         }
     }
 
-    pub fn put(&self, _ticket: u64, digest: [u8; 32], p: Principal, exp: u64, now: u64) {
+    /// Keeps a verified token until `exp`, unless the set was emptied since its verification took
+    /// its `ticket` (the key set was fetched again meanwhile: the key it was verified with may be
+    /// withdrawn, and the next call checks it against the new set).
+    pub fn put(&self, ticket: u64, digest: [u8; 32], p: Principal, exp: u64, now: u64) {
         if now >= exp {
             return;
         }
-        let map = &mut self.kept().tokens;
+        let mut kept = self.kept();
+        if kept.generation != ticket {
+            return;
+        }
+        let map = &mut kept.tokens;
         if map.len() >= VERIFIED_MAX {
             map.retain(|_, (_, e)| now < *e);
             if map.len() >= VERIFIED_MAX {
