@@ -128,7 +128,14 @@ pub struct Jwt {
 /// before its `exp` (without the leeway the full check allows: after it, the token is checked again,
 /// and then refused), the set is emptied whenever the key set is fetched again (a key withdrawn by the
 /// issuer is not trusted through the cache), and it holds at most [`VERIFIED_MAX`] tokens.
-pub struct Verified(Mutex<HashMap<[u8; 32], (Principal, u64)>>);
+pub struct Verified(Mutex<Kept>);
+
+/// The verified tokens by their SHA-256 with their principal and `exp`, and how many times the set
+/// was emptied (a verification's [`Verified::ticket`]).
+struct Kept {
+    tokens: HashMap<[u8; 32], (Principal, u64)>,
+    generation: u64,
+}
 
 /// The most verified tokens remembered (a full set is emptied of expired ones, else entirely).
 pub const VERIFIED_MAX: usize = 4096;
@@ -139,16 +146,22 @@ fn now_secs() -> u64 {
 
 impl Verified {
     pub fn new() -> Verified {
-        Verified(Mutex::new(HashMap::new()))
+        Verified(Mutex::new(Kept { tokens: HashMap::new(), generation: 0 }))
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Principal, u64)>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Taken before a token's verification reads a key, and given to [`Verified::put`] with its
+    /// result.
+    pub fn ticket(&self) -> u64 {
+        self.kept().generation
     }
 
     /// The principal of a token verified before, while `now` is before its `exp`.
     pub fn get(&self, digest: &[u8; 32], now: u64) -> Option<Principal> {
-        let mut map = self.map();
+        let map = &mut self.kept().tokens;
         match map.get(digest) {
             Some((p, exp)) if now < *exp => Some(p.clone()),
             Some(_) => {
@@ -159,11 +172,18 @@ impl Verified {
         }
     }
 
-    pub fn put(&self, digest: [u8; 32], p: Principal, exp: u64, now: u64) {
+    /// Keeps a verified token until `exp`, unless the set was emptied since its verification took
+    /// its `ticket` (the key set was fetched again meanwhile: the key it was verified with may be
+    /// withdrawn, and the next call checks it against the new set).
+    pub fn put(&self, ticket: u64, digest: [u8; 32], p: Principal, exp: u64, now: u64) {
         if now >= exp {
             return;
         }
-        let mut map = self.map();
+        let mut kept = self.kept();
+        if kept.generation != ticket {
+            return;
+        }
+        let map = &mut kept.tokens;
         if map.len() >= VERIFIED_MAX {
             map.retain(|_, (_, e)| now < *e);
             if map.len() >= VERIFIED_MAX {
@@ -174,12 +194,14 @@ impl Verified {
     }
 
     pub fn clear(&self) {
-        self.map().clear();
+        let mut k = self.kept();
+        k.tokens.clear();
+        k.generation += 1;
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.map().len()
+        self.kept().tokens.len()
     }
 }
 
@@ -231,8 +253,9 @@ impl Jwt {
         if let Some(p) = self.verified.get(&digest, now_secs()) {
             return Ok(p);
         }
+        let ticket = self.verified.ticket();
         let (p, exp) = self.verify(token).await?;
-        self.verified.put(digest, p.clone(), exp, now_secs());
+        self.verified.put(ticket, digest, p.clone(), exp, now_secs());
         Ok(p)
     }
 
@@ -346,25 +369,44 @@ mod tests {
         let v = Verified::new();
         let p = |s: &str| Principal { sub: s.into(), org: "acme".into(), scopes: HashSet::from([READ.to_string()]) };
         let d = |i: u32| -> [u8; 32] { Sha256::digest(i.to_be_bytes()).into() };
-        v.put(d(1), p("a"), 1000, 900);
+        v.put(0, d(1), p("a"), 1000, 900);
         assert_eq!(v.get(&d(1), 999).map(|p| p.sub), Some("a".into()));
         assert!(v.get(&d(1), 1000).is_none(), "not at its exp");
         assert!(v.get(&d(1), 999).is_none(), "an expired token is dropped, checked again next time");
-        v.put(d(2), p("b"), 1000, 1000);
+        v.put(0, d(2), p("b"), 1000, 1000);
         assert_eq!(v.len(), 0, "a token already expired is not kept");
         assert!(v.get(&d(3), 0).is_none());
         for i in 0..VERIFIED_MAX as u32 {
-            v.put(d(i), p("x"), if i % 2 == 0 { 1100 } else { 2000 }, 1000);
+            v.put(0, d(i), p("x"), if i % 2 == 0 { 1100 } else { 2000 }, 1000);
         }
         assert_eq!(v.len(), VERIFIED_MAX);
-        v.put(d(u32::MAX), p("y"), 2000, 1200);
+        v.put(0, d(u32::MAX), p("y"), 2000, 1200);
         assert_eq!(v.len(), VERIFIED_MAX / 2 + 1, "a full set is emptied of expired tokens first");
         for i in 0..VERIFIED_MAX as u32 {
-            v.put(d(i + 1_000_000), p("z"), 3000, 1200);
+            v.put(0, d(i + 1_000_000), p("z"), 3000, 1200);
         }
         assert!(v.len() <= VERIFIED_MAX);
         v.clear();
         assert_eq!(v.len(), 0);
+    }
+
+    #[test]
+    fn a_token_verified_while_the_key_set_is_fetched_again_is_not_kept() {
+        // A verification reads its key from the old set; meanwhile another call fetches the set
+        // again (a key withdrawn) and empties the cache; then the first verification ends. Its
+        // token, signed by the withdrawn key, must not be kept: it would be accepted until its
+        // exp (which its signer chose) without its key being asked again.
+        let v = Verified::new();
+        let p = Principal { sub: "a".into(), org: "acme".into(), scopes: HashSet::from([READ.to_string()]) };
+        let d: [u8; 32] = Sha256::digest(b"token").into();
+        let ticket = v.ticket();
+        v.clear();
+        v.put(ticket, d, p.clone(), u64::MAX, 1000);
+        assert!(v.get(&d, 1001).is_none(), "a token verified with a key of the set fetched before is not kept");
+        // A verification begun after the fetch is kept.
+        let ticket = v.ticket();
+        v.put(ticket, d, p, u64::MAX, 1000);
+        assert_eq!(v.get(&d, 1001).map(|p| p.sub), Some("a".into()));
     }
 
     #[test]
