@@ -56,7 +56,7 @@ SELECT is((SELECT details FROM memory.claims WHERE id = 'c0000000-0000-0000-0000
           'the named details are redacted, the others kept as they were');
 
 -- Erasure and task end find rows by index.
-SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(user_id)%')
+SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(user_id, org_id)%')
       AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations' AND indexdef LIKE '%(task_id)%'),
           'observations are indexed by user and task');
 SELECT ok(EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'memory' AND tablename = 'observations_archive' AND indexdef LIKE '%(user_id)%'),
