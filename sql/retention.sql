@@ -555,22 +555,20 @@ BEGIN
         IF dist AND NOT dry_run THEN
             -- Citus: ids are unique only within an org, so each org's ids go in a statement naming
             -- the org, which also checks again that each row is still due.
-            PERFORM memory_internal._hold_gate(true);
             PERFORM memory_internal._exec_as_table_owner(tbl, format(
                 'DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($2::%s[]) AND t.%I OPERATOR(pg_catalog.=) $3
                     AND t.%I IS NOT NULL AND memory_internal._purge_due(t.%I, t.%I, t.%I, $1::pg_catalog.timestamptz)',
                 tbl, idc, idtype, opts->>'org', sd, sd, st->>'purge_after', st->>'expires_at'), ARRAY[at::text, g.ids::text, g.org_id]);
-            PERFORM memory_internal._hold_gate(false);
         ELSE
             ids := ids || g.ids;
         END IF;
     END LOOP;
     IF NOT dry_run AND NOT dist AND cardinality(ids) > 0 THEN
-        -- (Held rows were denied above: the hold gate spares these their per-row check.)
-        PERFORM memory_internal._hold_gate(true);
+        -- Held rows were denied above. The per-row hold check still runs (no hold gate): the DELETE
+        -- runs as the table's owner and fires the owner's triggers, which must meet every hold; a
+        -- row held since it was read fails this table's sweep (MX006) rather than going.
         PERFORM memory_internal._exec_as_table_owner(tbl, format('DELETE FROM %s t WHERE t.%I OPERATOR(pg_catalog.=) ANY ($1::%s[])',
                        tbl, idc, idtype), ARRAY[ids::text]);
-        PERFORM memory_internal._hold_gate(false);
     END IF;
 END $$;
 

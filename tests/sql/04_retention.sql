@@ -1,6 +1,6 @@
 -- SQL-level suite for the retention schedules (SPEC §4, the part built so far).
 BEGIN;
-SELECT plan(56);
+SELECT plan(58);
 
 SELECT results_eq($$ SELECT r.tier::text, r.retention_days, r.soft_delete_grace_days FROM memory.retention_policies r WHERE r.org_id IS NULL ORDER BY r.tier $$,
                   $$ VALUES ('public', NULL::int, 0), ('internal', 365, 30), ('confidential', 90, 14), ('restricted', 30, 7) $$,
@@ -124,6 +124,25 @@ SELECT is(soft_deleted_at, '2026-03-08 00:00+00'::timestamptz, 'soft-deleted in 
 SELECT is(memory.run_retention(false, '2026-03-20 00:00+00')->'tables'->'public.notes'->>'hard_deleted', '1', 'hard-deleted after the grace');
 SELECT results_eq($$ SELECT body FROM public.notes ORDER BY id $$, $$ VALUES ('dave ssn'), ('recent note') $$, 'held and recent rows remain');
 SELECT ok(EXISTS (SELECT 1 FROM public.audit_log_now() WHERE event_type = 'memory.purge' AND payload->>'table' = 'public.notes'), 'a memory.purge event names the table');
+-- The hard delete runs as the table's owner without the hold gate: a trigger of the owner's that it
+-- fires meets every legal hold (here: one trying to rewrite a held memory, catching its error).
+INSERT INTO memory.observations (id, org_id, content) VALUES ('00000000-0000-0000-0000-0000000009a1', 'acme', 'The held contract');
+INSERT INTO memory.legal_holds (org_id, observation_id, reason) VALUES ('acme', '00000000-0000-0000-0000-0000000009a1', 'case 77');
+CREATE FUNCTION public.notes_sneak() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    BEGIN
+        UPDATE memory.observations SET content = 'rewritten by a purge trigger' WHERE id = '00000000-0000-0000-0000-0000000009a1';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END;
+    RETURN NULL;
+END $f$;
+CREATE TRIGGER notes_sneak AFTER DELETE ON public.notes FOR EACH STATEMENT EXECUTE FUNCTION public.notes_sneak();
+INSERT INTO public.notes (tenant, owner, body, created_at) VALUES ('acme', 'erin', 'erin ssn again', '2026-03-01 00:00+00');
+SELECT memory.run_retention(false, '2026-04-01 00:00+00');
+SELECT is(memory.run_retention(false, '2026-04-20 00:00+00')->'tables'->'public.notes'->>'hard_deleted', '1', '(the row is hard-deleted)');
+SELECT is((SELECT content FROM memory.observations WHERE id = '00000000-0000-0000-0000-0000000009a1'), 'The held contract',
+          'an owner''s trigger fired by the hard delete does not rewrite a held memory');
+DROP TRIGGER notes_sneak ON public.notes;
 CREATE TABLE public.nosoft (id bigserial PRIMARY KEY, content text, classification memory.classification,
                             created_at timestamptz DEFAULT now(), expires_at timestamptz, purge_after timestamptz, archive_at timestamptz);
 SELECT memory.govern('public.nosoft', '{"stamps": true}');
