@@ -198,7 +198,8 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         // the same for every scope (the scope's index, then the rows by id), while a plan for the
         // values cost a planning a call, and PostgreSQL's plan cache kept choosing one, the
         // estimates of a value and of the average being within its planning allowance.
-        let generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
+        // (Not where Citus is installed: a distributed plan needs the values.)
+        let generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
         let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
         drop(generic);
         let mut batch = Fetched::default();
@@ -238,7 +239,7 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
             .collect();
         types.push(pg_sys::TEXTOID);
         args.push(DatumWithOid::from(serde_json::Value::Array(list).to_string()));
-        let generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
+        let generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
         let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"));
         drop(generic);
         let t = t?;

@@ -5,6 +5,14 @@
 
 use pgrx::prelude::*;
 
+/// Whether Citus's catalog is in this database (pg_catalog.pg_dist_partition): a syscache lookup.
+/// memory_ext's kept generic plans are not forced there, since Citus plans a distributed
+/// statement for its parameters' values.
+pub fn installed() -> bool {
+    // SAFETY: a catalog lookup by name inside a transaction; the name is a NUL-terminated literal.
+    unsafe { pg_sys::get_relname_relid(c"pg_dist_partition".as_ptr(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE)) != pg_sys::InvalidOid }
+}
+
 /// The table whose shard `relid` is, when Citus is in this database and `relid` is one of its
 /// shards: the shard id its name ends in is recorded for a table of the same schema (not the
 /// relation itself: on the coordinator a table may keep its own name), and its name is that

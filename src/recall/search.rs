@@ -245,8 +245,9 @@ fn search(
     } else {
         // The refresh and the read-back by their generic plans (by id, through the primary key,
         // whatever the ids): PostgreSQL's plan cache, costing a custom plan of a few ids below
-        // the generic one, would plan both anew on every call. For these two statements only.
-        let _generic = LocalSetting::set(c"plan_cache_mode", c"force_generic_plan");
+        // the generic one, would plan both anew on every call. For these two statements only, and
+        // not where Citus is installed (a distributed plan needs the values).
+        let _generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
         if refresh_ttl {
             refresh(org, &ids)?;
         }
