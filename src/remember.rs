@@ -147,12 +147,15 @@ const LOOKUP_SQL: &str = match LOOKUP_C.to_str() {
 
 /// The new memory. $1 org, $2 hash, $3 user, $4 session, $5 memory_type, $6 metadata, $7
 /// namespace, $8 content, $9 derived_from. The tier returned by comparisons, not the enum's
-/// output function: Citus allows only IMMUTABLE functions in a RETURNING clause (enum_out is STABLE).
+/// output function: Citus allows only IMMUTABLE functions in a RETURNING clause (enum_out is STABLE),
+/// and a searched CASE (Citus deparses `CASE x WHEN` for its workers as a comparison with a boolean).
 const INSERT_SQL: &str = "INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
 VALUES ($1, $3, $4, $5::memory.memory_type, $6, $8, $7, $2, pg_catalog.now(), $9)
 RETURNING o.id::pg_catalog.text,
-          CASE o.classification WHEN 'public' THEN 'public' WHEN 'internal' THEN 'internal'
-                                WHEN 'confidential' THEN 'confidential' WHEN 'restricted' THEN 'restricted' END";
+          CASE WHEN o.classification OPERATOR(pg_catalog.=) 'public'::memory.classification THEN 'public'
+               WHEN o.classification OPERATOR(pg_catalog.=) 'internal'::memory.classification THEN 'internal'
+               WHEN o.classification OPERATOR(pg_catalog.=) 'confidential'::memory.classification THEN 'confidential'
+               WHEN o.classification OPERATOR(pg_catalog.=) 'restricted'::memory.classification THEN 'restricted' END";
 
 /// A duplicate met again.
 const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
