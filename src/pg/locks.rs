@@ -92,25 +92,15 @@ pub fn advisory_xact_shared_text(key: &str) {
         pg_sys::OidFunctionCall2Coll(pg_sys::Oid::from(pg_sys::F_HASHTEXTEXTENDED), pg_sys::DEFAULT_COLLATION_OID, text, pg_sys::Datum::from(0i64))
     }
     .value() as u64;
-    let tag = pg_sys::LOCKTAG {
-        // SAFETY: reads a global set at backend start.
-        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: (h >> 32) as u32,
-        locktag_field3: h as u32,
-        locktag_field4: 1,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    };
+    let tag = advisory_int8_tag(h);
     // SAFETY: a plain tag on the stack, copied by the lock manager; ShareLock of the user method.
     unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, false) };
 }
 
-/// pg_advisory_xact_lock(key) (the SQL function's tag: any role can take the same lock by it),
-/// held until the transaction ends. A wait obeys `lock_timeout` and the deadlock detector (an
-/// error).
-pub fn advisory_xact_lock(key: i64) {
-    let key = key as u64;
-    let tag = pg_sys::LOCKTAG {
+/// The tag of an int8 advisory lock on `key` in this database, as `SET_LOCKTAG_INT64` makes it
+/// (what pg_advisory_xact_lock(bigint) takes).
+fn advisory_int8_tag(key: u64) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
         // SAFETY: reads a global set at backend start.
         locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
         locktag_field2: (key >> 32) as u32,
@@ -119,7 +109,14 @@ pub fn advisory_xact_lock(key: i64) {
         locktag_field4: 1,
         locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
         locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    };
+    }
+}
+
+/// pg_advisory_xact_lock(key) (the SQL function's tag: any role can take the same lock by it),
+/// held until the transaction ends. A wait obeys `lock_timeout` and the deadlock detector (an
+/// error).
+pub fn advisory_xact_lock(key: i64) {
+    let tag = advisory_int8_tag(key as u64);
     // SAFETY: the tag is a plain value on the stack, copied by the lock manager; ExclusiveLock is
     // a mode of the user (advisory) lock method.
     unsafe { pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, false) };
