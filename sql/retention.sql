@@ -275,9 +275,9 @@ BEGIN
     IF memory_internal._restore_mode() THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    -- memory_ext's own stores, whose mapped columns are known (org_id, user_id, id, content): read
-    -- directly, without building a statement per row (forget deletes a row's descendants in bulk).
-    IF TG_RELID OPERATOR(pg_catalog.=) ANY (ARRAY['memory.observations'::pg_catalog.regclass, 'memory.observations_archive'::pg_catalog.regclass])
+    -- memory_ext's own store (the archive has no memory_hold trigger), whose mapped columns are known
+    -- (org_id, user_id, id, content): read directly, without building a statement per row.
+    IF TG_RELID OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass
        AND TG_ARGV[0] = 'org_id' AND TG_ARGV[1] = 'user_id' AND TG_ARGV[2] = 'id' AND TG_ARGV[3] = 'content' THEN
         IF TG_OP = 'UPDATE' AND OLD.org_id IS NOT DISTINCT FROM NEW.org_id AND OLD.user_id IS NOT DISTINCT FROM NEW.user_id
            AND OLD.id IS NOT DISTINCT FROM NEW.id AND OLD.content IS NOT DISTINCT FROM NEW.content THEN
