@@ -47,7 +47,8 @@ case $cmd in
     preload=memory_ext
     if [ -f "$pg_cron" ]; then
       preload=pg_cron,memory_ext
-      extra="-c cron.database_name=postgres"
+      # Its jobs connect over this cluster's own socket, never over TCP to whatever answers on localhost.
+      extra="-c cron.database_name=postgres -c cron.host=$dir"
     fi
     preload=${MEMORY_EXT_PRELOAD_FIRST:+$MEMORY_EXT_PRELOAD_FIRST,}$preload
     extra="$extra -c shared_preload_libraries=$preload ${MEMORY_EXT_SERVER_OPTS:-}"

@@ -24,7 +24,7 @@
 //! the caller's part of the work with the caller's rights. Code inside must only run fixed,
 //! schema-qualified SQL on memory_ext's own tables and on values of built-in types.
 
-use crate::errors::{code, MxError, OrRaise};
+use crate::errors::{code, keep_sqlstate, MxError, OrRaise};
 use crate::pg::{callbacks, identity};
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -499,10 +499,10 @@ fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
 /// PUBLIC: only memory_ext's own functions send it statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_table_owner")]
 fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
-    (|| {
+    keep_sqlstate(|| {
         let _g = AsRole::table_owner(tbl)?;
         exec(sql, &args)
-    })()
+    })
     .or_raise()
 }
 
@@ -512,7 +512,7 @@ fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<St
 /// processed. Not granted to PUBLIC.
 #[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_caller")]
 fn exec_as_caller(sql: &str) -> i64 {
-    (|| {
+    keep_sqlstate(|| {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
@@ -520,7 +520,7 @@ fn exec_as_caller(sql: &str) -> i64 {
         let _g = AsRole::enter(who);
         let v = exec(sql, &[])?;
         Ok(v.0.get("processed").and_then(serde_json::Value::as_i64).unwrap_or(0))
-    })()
+    })
     .or_raise()
 }
 
@@ -532,7 +532,7 @@ fn exec_as_caller(sql: &str) -> i64 {
 /// statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_read_as_caller")]
 fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Option<pgrx::JsonB> {
-    (|| {
+    keep_sqlstate(|| {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
@@ -546,7 +546,7 @@ fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Opt
             }
             t.first().get::<pgrx::JsonB>(1).map_err(|e| MxError::spi("recall", e))
         })
-    })()
+    })
     .or_raise()
 }
 
@@ -558,14 +558,14 @@ fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Opt
 /// to PUBLIC: only memory_ext's own functions send it statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_write_as_caller")]
 fn write_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
-    (|| {
+    keep_sqlstate(|| {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
         }
         let _g = AsRole::enter(who);
         exec(sql, &args)
-    })()
+    })
     .or_raise()
 }
 

@@ -3,9 +3,10 @@
 //! pgrx reports errors through `PgSqlErrorCode`, a closed enum that cannot carry our own class
 //! `MX`, and a Postgres error that passes back through pgrx is re-reported with an unknown code
 //! collapsed to XX000. So errors are raised here with the raw `ereport` API, after the function
-//! body has returned and dropped its values. Functions that raise these must not be reached
-//! through a Rust SPI call, or the code is lost on the way out: orchestration that writes to
-//! governed tables lives in SQL.
+//! body has returned and dropped its values. An error of class MX raised under one of our own
+//! SPI calls (a legal hold's MX006 under a statement run as a table's owner) would lose its code
+//! on the way out through pgrx; `keep_sqlstate` around such a call notes the code when the error
+//! is raised and raises it again with it.
 
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_int, CString};
@@ -125,6 +126,123 @@ impl<T> OrRaise<T> for Result<T, MxError> {
             Ok(v) => v,
             Err(e) => e.raise(),
         }
+    }
+}
+
+thread_local! {
+    /// The SQLSTATE (one of `MX_CODES`) and message of the last error of class MX raised under
+    /// `keep_sqlstate`, noted by `note_mx_error` while PostgreSQL raised it.
+    static NOTED: std::cell::RefCell<Option<(&'static str, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// memory_ext's own class of SQLSTATEs, the codes `keep_sqlstate` restores.
+const MX_CODES: [&str; 7] = [
+    code::INVALID_TRANSITION,
+    code::AUDIT_APPEND_ONLY,
+    code::CONSENT_REQUIRED,
+    code::DOWNGRADE,
+    code::SUPERSESSION,
+    code::HOLD_OR_HARD_DELETE,
+    code::SENSITIVE_INPUT,
+];
+
+/// Runs `f`, whose SPI statements may raise memory_ext's own SQLSTATEs (class MX, e.g. a legal
+/// hold's MX006 from a trigger of the table the statement changes). pgrx re-raises an error that
+/// passes back through a Rust frame with an unknown SQLSTATE collapsed to XX000; here the code is
+/// noted when PostgreSQL raises the error (an error context callback, which `errfinish` calls for
+/// every report) and the error raised again with it, its message, detail and hint. Any other
+/// error goes on unchanged.
+pub fn keep_sqlstate<T>(f: impl FnOnce() -> T) -> T {
+    NOTED.with(|n| n.borrow_mut().take());
+    let result = {
+        let _callback = ContextCallback::push();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    };
+    let payload = match result {
+        Ok(v) => return v,
+        Err(payload) => payload,
+    };
+    let noted = NOTED.with(|n| n.borrow_mut().take());
+    let restored = match (payload.downcast_ref::<pg_sys::panic::CaughtError>(), noted) {
+        (Some(pg_sys::panic::CaughtError::PostgresError(report)), Some((sqlstate, message)))
+            if report.sql_error_code() == pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR
+                && report.message() == message =>
+        {
+            Some(MxError {
+                sqlstate,
+                message,
+                detail: report.detail().map(str::to_owned),
+                hint: report.hint().map(str::to_owned),
+            })
+        }
+        _ => None,
+    };
+    match restored {
+        Some(e) => {
+            drop(payload);
+            e.raise()
+        }
+        None => std::panic::resume_unwind(payload),
+    }
+}
+
+/// An entry of PostgreSQL's `error_context_stack` for `keep_sqlstate`, taken off again when it is
+/// dropped (also while a caught error unwinds: pgrx's FFI guard puts the stack back as it was
+/// when the call began, with this entry on top).
+struct ContextCallback {
+    entry: Box<pg_sys::ErrorContextCallback>,
+}
+
+impl ContextCallback {
+    fn push() -> Self {
+        // SAFETY: the entry is boxed, so its address is stable while it is on the stack, and it
+        // is taken off in `drop`, before the box is freed.
+        unsafe {
+            let mut entry = Box::new(pg_sys::ErrorContextCallback {
+                previous: pg_sys::error_context_stack,
+                callback: Some(note_mx_error),
+                arg: std::ptr::null_mut(),
+            });
+            pg_sys::error_context_stack = &mut *entry;
+            ContextCallback { entry }
+        }
+    }
+}
+
+impl Drop for ContextCallback {
+    fn drop(&mut self) {
+        // SAFETY: restores the stack this entry was pushed on. Entries pushed above it were
+        // taken off by their owners (PostgreSQL's callers restore it, pgrx's guard too).
+        unsafe {
+            if pg_sys::error_context_stack == &mut *self.entry as *mut _ {
+                pg_sys::error_context_stack = self.entry.previous;
+            }
+        }
+    }
+}
+
+/// The error context callback: notes an MX error's code and message as it is raised.
+///
+/// # Safety
+/// Called by PostgreSQL's `errfinish` with an error being reported (`geterrcode` and
+/// `CopyErrorData` read it); it must not raise, and allocates only in a context it switches to.
+unsafe extern "C-unwind" fn note_mx_error(_arg: *mut std::ffi::c_void) {
+    unsafe {
+        let raw = pg_sys::geterrcode();
+        let Some(sqlstate) = MX_CODES.iter().copied().find(|c| make_sqlstate(c) == raw) else {
+            return;
+        };
+        // errfinish runs the callbacks in ErrorContext, where CopyErrorData may not allocate.
+        let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopTransactionContext);
+        let data = pg_sys::CopyErrorData();
+        pg_sys::MemoryContextSwitchTo(old);
+        let message = if (*data).message.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr((*data).message).to_string_lossy().into_owned()
+        };
+        pg_sys::FreeErrorData(data);
+        NOTED.with(|n| *n.borrow_mut() = Some((sqlstate, message)));
     }
 }
 

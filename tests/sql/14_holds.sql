@@ -1,6 +1,6 @@
 -- SQL-level suite for legal holds blocking writes (SPEC MX006; issue 18 item 5).
 BEGIN;
-SELECT plan(43);
+SELECT plan(45);
 
 INSERT INTO memory.observations (id, org_id, user_id, content) VALUES
   ('00000000-0000-0000-0000-0000000000a1', 'acme', 'dave', 'dave note 1'),
@@ -76,6 +76,24 @@ SELECT throws_ok($$ UPDATE public.owned_notes SET body = 'changed' WHERE id = 1 
 SELECT throws_ok($$ TRUNCATE public.owned_notes $$, 'MX006', NULL, 'and a TRUNCATE that would take it');
 SELECT lives_ok($$ DELETE FROM public.owned_notes WHERE id = 2 $$, 'the owner deletes rows nobody holds');
 RESET ROLE;
+
+-- A hold's MX006 raised under one of memory_ext's own statements (here forget's DELETE, whose row
+-- fires the owner's trigger) reaches the caller as MX006 with its message (pgrx had made it XX000).
+CREATE TABLE public.mx_notes (id bigint PRIMARY KEY, tenant text NOT NULL, person text, body text, meta jsonb);
+SELECT memory.govern('public.mx_notes', '{"content": "body", "target": "meta", "org": "tenant", "user": "person"}');
+INSERT INTO public.mx_notes (id, tenant, person, body) VALUES (1, 'acme', 'erin', 'a note');
+CREATE FUNCTION public.mx_touch() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    DELETE FROM public.owned_notes WHERE id = 1;
+    RETURN OLD;
+END $f$;
+CREATE TRIGGER mx_touch AFTER DELETE ON public.mx_notes FOR EACH ROW EXECUTE FUNCTION public.mx_touch();
+SELECT throws_ok($$ SELECT memory.forget('public.mx_notes', ARRAY['1'], 'x') $$,
+                 'MX006', 'legal hold 901 covers this row of public.owned_notes: DELETE is blocked',
+                 'an MX006 under forget''s own statement keeps its SQLSTATE and message');
+SELECT is((SELECT body FROM public.mx_notes WHERE id = 1), 'a note', 'and the forget is undone with it');
+DROP TABLE public.mx_notes;
+DROP FUNCTION public.mx_touch();
 
 -- The guard runs as the writer: attached to a table of one's own whose org column has a type of
 -- one's own with a cast that runs code, that code runs with the writer's rights, never the owner's.
