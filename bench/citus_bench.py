@@ -21,7 +21,7 @@ import time
 import psycopg
 
 from audit_bench import pgbench
-from common import machine, median, write_section
+from common import machine, median, verify_chains, write_section
 
 TABLES = """
 CREATE TABLE cb_bare (id bigserial, org_id text NOT NULL, user_id text, content text NOT NULL,
@@ -89,9 +89,7 @@ def main():
                         integ[place].append((n, time.perf_counter() - t0))
     for place, port in places.items():
         with psycopg.connect(dsn(port), autocommit=True) as c:
-            c.execute("SELECT memory.audit_integrate()")
-            bad = c.execute("SELECT chain_id, reason FROM memory.audit_verify() WHERE NOT ok").fetchall()
-            assert not bad, f"{place}: chains failed verification: {bad}"
+            verify_chains(c, place)
             n = c.execute("SELECT count(*) FROM memory.audit_log WHERE event_type = 'memory.store'").fetchone()[0]
             rows_gov = c.execute("SELECT count(*) FROM cb_gov").fetchone()[0]
             assert n == rows_gov, f"{place}: {n} store events for {rows_gov} rows"

@@ -16,6 +16,13 @@ def timed(conn, sql, params=None):
     return time.perf_counter() - t0
 
 
+def verify_chains(conn, where=""):
+    """Chain what is pending, then assert every audit chain verifies (`where` names the node)."""
+    conn.execute("SELECT memory.audit_integrate()")
+    bad = conn.execute("SELECT chain_id, reason FROM memory.audit_verify() WHERE NOT ok").fetchall()
+    assert not bad, f"{where}{': ' if where else ''}chains failed verification: {bad}"
+
+
 def median(xs):
     return statistics.median(xs)
 

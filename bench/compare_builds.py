@@ -9,6 +9,7 @@ import sys
 import psycopg
 
 from single_row_bench import SETUP, pgbench, script_for, set_mode
+from common import verify_chains
 
 
 def main():
@@ -28,9 +29,7 @@ def main():
             tps = pgbench(port, "postgres", script_for(variant, tenants), 8, 10)
             out.append(f"{variant}/{tenants} {tps:,.0f}")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT memory.audit_integrate()")
-        bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-        assert not bad, f"chains failed verification: {bad}"
+        verify_chains(c)
     print(f"{label}: " + ", ".join(out) + " TPS", flush=True)
 
 

@@ -15,6 +15,7 @@ import sys
 import psycopg
 
 from single_row_bench import SETUP, set_mode
+from common import verify_chains
 
 INSERT = ("INSERT INTO sr_{t} (org_id, user_id, content, source_type) VALUES "
           "('org-' || %s, 'user-1', 'User prefers concise answers; agent 1 note ' || random(), 'preference')")
@@ -59,9 +60,7 @@ def main():
     print(f"deferred - bare: {med['deferred'] - med['bare']:.1f} us; immediate - bare: {med['immediate'] - med['bare']:.1f} us "
           f"(N={n}, {rounds} rounds, load {load})")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT memory.audit_integrate()")
-        bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-        assert not bad, f"chains failed verification: {bad}"
+        verify_chains(c)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import psycopg
 
 from single_row_bench import SETUP, script_for, set_mode
 from single_row_wal import pgbench_n
+from common import verify_chains
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -113,9 +114,7 @@ def main():
         print(f"{tenants} tenants {v:11s} by process: " + "; ".join(
             f"{k} {statistics.median(row.get(k, 0.0) for row in rows):.1f}" for k in kinds
             if statistics.median(row.get(k, 0.0) for row in rows) >= 0.05), flush=True)
-    c.execute("SELECT memory.audit_integrate()")
-    bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-    assert not bad, f"chains failed verification: {bad}"
+    verify_chains(c)
     print("every chain verified", flush=True)
 
 

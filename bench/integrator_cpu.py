@@ -20,6 +20,7 @@ import psycopg
 
 from single_row_bench import SETUP, script_for, set_mode
 from single_row_wal import pgbench_n
+from common import verify_chains
 
 
 def integrator(c):
@@ -76,9 +77,7 @@ def main():
         print(f"port {p}: integrator median {statistics.median(busy[p]):.2f} us/tx of {[round(x, 2) for x in busy[p]]}; "
               f"idle median {statistics.median(idle[p]):.0f} us/s", flush=True)
     for c in conns.values():
-        c.execute("SELECT memory.audit_integrate()")
-        bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-        assert not bad, f"chains failed verification: {bad}"
+        verify_chains(c)
     print("every chain verified", flush=True)
 
 

@@ -21,7 +21,7 @@ import time
 
 import psycopg
 
-from common import machine, median, write_section
+from common import machine, median, verify_chains, write_section
 from single_row_bench import pgbench, script_for, set_mode
 
 # single_row_bench's tables without its PL/pgSQL + pgcrypto baseline (the PostgreSQL 18 wheel
@@ -111,8 +111,7 @@ def main():
     for _, port in sides:
         integrate(port)
         with psycopg.connect(dsn(port), autocommit=True) as c:
-            bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-            assert not bad, f"chains failed verification: {bad}"
+            verify_chains(c)
 
     report(sides, versions, tps, secs, rounds, seconds, rows)
 

@@ -22,7 +22,7 @@ import time
 import psycopg
 
 from audit_bench import SETUP as AUDIT_SETUP, pgbench as run_pgbench
-from common import machine, median, write_section
+from common import machine, median, verify_chains, write_section
 
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
 DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_baseline, sr_deferred, sr_immediate;
@@ -136,9 +136,7 @@ def matrix(dsn, port, rounds, seconds):
     med = {k: median(v) for k, v in tps.items()}
     set_mode(dsn, db, "deferred")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT memory.audit_integrate()")
-        bad = c.execute("SELECT chain_id, reason FROM memory.audit_verify() WHERE NOT ok").fetchall()
-        assert not bad, f"chains failed verification: {bad}"
+        verify_chains(c)
         (base_ok,) = c.execute("SELECT count(*) = count(DISTINCT (chain_id, seq)) FROM ab_plpgsql_log").fetchone()
         assert base_ok
         n_chained = c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0]

@@ -21,6 +21,7 @@ import tempfile
 import psycopg
 
 from single_row_bench import SETUP, pgbench, script_for, set_mode
+from common import verify_chains
 
 
 def pgbench_n(port, script, clients, per_client):
@@ -81,9 +82,7 @@ def main():
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("ALTER SYSTEM RESET full_page_writes")
         c.execute("SELECT pg_reload_conf()")
-        c.execute("SELECT memory.audit_integrate()")
-        bad = c.execute("SELECT chain_id FROM memory.audit_verify() WHERE NOT ok").fetchall()
-        assert not bad, f"chains failed verification: {bad}"
+        verify_chains(c)
     print("every chain verified", flush=True)
 
 
