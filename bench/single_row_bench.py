@@ -106,8 +106,11 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def matrix(dsn, port, rounds, seconds):
-    """Median TPS of every variant on 1 and 64 tenants in the cluster at dsn/port (all side by
+VARIANTS = ["bare", "floor", "baseline", "deferred", "immediate"]
+
+
+def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
+    """Median TPS of each variant on 1 and 64 tenants in the cluster at dsn/port (all side by
     side, the order alternating by round); every chain is verified afterwards."""
     db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -118,7 +121,6 @@ def matrix(dsn, port, rounds, seconds):
         fsync = c.execute("SHOW fsync").fetchone()[0]
         sync = c.execute("SHOW synchronous_commit").fetchone()[0]
 
-    variants = ["bare", "floor", "baseline", "deferred", "immediate"]
     tps = {(v, t): [] for v in variants for t in (1, 64)}
     for r in range(rounds):
         for tenants in (1, 64):
