@@ -103,9 +103,39 @@ pub fn ceiling(stamp: Option<i64>, sources: Option<i64>) -> Option<i64> {
     }
 }
 
+/// The key of a memory's lineage lock, as SQL spells it (`'memory_ext.lineage:' || id::text`:
+/// the uuid's text form, lower-case hex in groups of 8-4-4-4-12), written without a formatter
+/// (a derived insert takes one per source).
+pub const LOCK_PREFIX: &str = "memory_ext.lineage:";
+
+/// `LOCK_PREFIX` followed by the text form of the uuid `id` (55 bytes of ASCII).
+pub fn lock_key(id: &[u8; 16]) -> [u8; 55] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 55];
+    out[..19].copy_from_slice(LOCK_PREFIX.as_bytes());
+    let mut at = 19;
+    for (k, b) in id.iter().enumerate() {
+        if matches!(k, 4 | 6 | 8 | 10) {
+            out[at] = b'-';
+            at += 1;
+        }
+        out[at] = HEX[(b >> 4) as usize];
+        out[at + 1] = HEX[(b & 15) as usize];
+        at += 2;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_key_is_the_text_form_of_sql() {
+        let id = [0x6f, 0x9a, 0x1c, 0x02, 0xb7, 0x3e, 0x4d, 0x10, 0x8f, 0x00, 0xff, 0x12, 0x34, 0x56, 0x78, 0x9a];
+        assert_eq!(std::str::from_utf8(&lock_key(&id)).unwrap(), "memory_ext.lineage:6f9a1c02-b73e-4d10-8f00-ff123456789a");
+        assert_eq!(std::str::from_utf8(&lock_key(&[0; 16])).unwrap(), "memory_ext.lineage:00000000-0000-0000-0000-000000000000");
+    }
 
     #[test]
     fn sources_are_checked_in_order_and_kept_once() {

@@ -142,24 +142,35 @@ impl LineageColumns {
     pub fn floors(&self, org: &str, ids: &[pgrx::Uuid]) -> Result<Floors, MxError> {
         crate::trust::require_org(Some(org))?;
         let cl = crate::trust::clearance(Some(org))?.as_deref().and_then(Tier::parse).unwrap_or(Tier::Public);
-        crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{org}"));
-        let mut order = ids.to_vec();
-        order.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-        for id in &order {
-            crate::pg::locks::advisory_xact_shared_text(&format!("memory_ext.lineage:{id}"));
+        crate::pg::locks::advisory_xact_shared_text(&format!("{}{org}", lineage::LOCK_PREFIX));
+        let mut order: Vec<&[u8; 16]> = ids.iter().map(|id| id.as_bytes()).collect();
+        order.sort_unstable();
+        for id in order {
+            let key = lineage::lock_key(id);
+            crate::pg::locks::advisory_xact_shared_text(std::str::from_utf8(&key).expect("ASCII"));
         }
         let r = self.read.as_ref().ok_or_else(|| MxError::new(code::FEATURE_NOT_SUPPORTED, "derived_from is not supported on a distributed store"))?;
         // A snapshot taken now, after the locks, at every isolation level: at REPEATABLE READ the
         // transaction's would still show a source a forget removed and committed since.
         let lk = crate::pg::scan::Lookup::latest();
         let mut f = Floors { tier: None, worst: None, expires: None, purge: None };
+        // One scan of the primary key, begun for the first source and started again for each
+        // next one (a descent each; the relations and the scan opened once). Each key points at
+        // the id's bytes in `ids`, which outlive the scan.
+        let mut scan: Option<crate::pg::scan::Scan<'_>> = None;
         for id in ids {
-            let key: [u8; 16] = *id.as_bytes();
-            let mut s = lk.backward(r.rel, r.pkey, &[crate::pg::scan::Key::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(key.as_ptr()))])?;
+            let arg = pg_sys::Datum::from(id.as_bytes().as_ptr());
+            let s = match scan.as_mut() {
+                Some(s) => {
+                    s.rescan(&[arg]);
+                    s
+                }
+                None => scan.insert(lk.backward(r.rel, r.pkey, &[crate::pg::scan::Key::eq(1, pg_sys::F_UUID_EQ, arg)])?),
+            };
             let mut found = false;
             while s.next() {
-                let tier = s.datum(r.tier).and_then(|d| r.tiers.iter().position(|o| o.to_u32() == d.value() as u32)).map(|i| Tier::ALL[i]);
                 let live = s.bytes(r.org) == Some(org.as_bytes()) && s.datum(r.deleted).is_none();
+                let tier = s.datum(r.tier).and_then(|d| r.tiers.iter().position(|o| o.to_u32() == d.value() as u32)).map(|i| Tier::ALL[i]);
                 let Some(tier) = tier.filter(|t| live && *t <= cl) else { continue };
                 let rank = s.datum(r.source_type).and_then(|d| r.source_types.iter().position(|o| o.to_u32() == d.value() as u32)).map_or(5, |i| i as i32 + 1);
                 f.tier = f.tier.max(Some(tier));
@@ -174,6 +185,7 @@ impl LineageColumns {
                     .hint("A memory is derived from live memories of its own org that the writer may read."));
             }
         }
+        drop(scan);
         Ok(f)
     }
 }

@@ -85,16 +85,23 @@ pub fn release(lock: Lock, mode: u32, hold: Hold) {
 /// same lock (the int8 advisory tag of the key's hash, as `SET_LOCKTAG_INT64` makes it), shared,
 /// until the transaction ends. A wait obeys `lock_timeout` and the deadlock detector.
 pub fn advisory_xact_shared_text(key: &str) {
-    let text = key.into_datum().expect("text datum");
-    // SAFETY: hashtextextended (a built-in, called through fmgr) of a text datum and an int8 seed,
-    // under the default collation (the one SQL's call resolves to; deterministic), as SQL computes it.
-    let h = unsafe {
-        pg_sys::OidFunctionCall2Coll(pg_sys::Oid::from(pg_sys::F_HASHTEXTEXTENDED), pg_sys::DEFAULT_COLLATION_OID, text, pg_sys::Datum::from(0i64))
-    }
-    .value() as u64;
-    let tag = advisory_int8_tag(h);
+    let tag = advisory_int8_tag(hash_text(key));
     // SAFETY: a plain tag on the stack, copied by the lock manager; ShareLock of the user method.
     unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, false) };
+}
+
+// common/hashfn.h (exported by the server; not in pgrx's bindings): what hash_any_extended calls.
+unsafe extern "C-unwind" {
+    fn hash_bytes_extended(k: *const u8, keylen: std::ffi::c_int, seed: u64) -> u64;
+}
+
+/// `hashtextextended(key, 0)` as SQL computes it under the default collation, without a call
+/// through fmgr or a text datum: the default collation is deterministic (PostgreSQL has no
+/// nondeterministic default collation), and hashtextextended hashes a deterministic collation's
+/// text as `hash_any_extended` of its bytes.
+fn hash_text(key: &str) -> u64 {
+    // SAFETY: hash_bytes_extended reads `len` bytes from the pointer and keeps nothing.
+    unsafe { hash_bytes_extended(key.as_ptr(), key.len() as std::ffi::c_int, 0) }
 }
 
 /// The tag of an int8 advisory lock on `key` in this database, as `SET_LOCKTAG_INT64` makes it

@@ -258,20 +258,6 @@ unsafe fn slot_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::HeapTuple {
     unsafe { pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut should_free) }
 }
 
-/// Column `attno` (1-based) of `tuple`, a row of `heap`; None for NULL or no row.
-///
-/// # Safety
-/// `heap` is open and `tuple` is null or a valid tuple of it; heap_getattr checks attno against
-/// the tuple's own attribute count (missing columns read as NULL or their default).
-unsafe fn column(heap: pg_sys::Relation, tuple: pg_sys::HeapTuple, attno: i16) -> Option<pg_sys::Datum> {
-    if tuple.is_null() {
-        return None;
-    }
-    let mut isnull = false;
-    let d = unsafe { pgrx::pg_sys::heap_getattr(tuple, attno as i32, (*heap).rd_att, &mut isnull) };
-    (!isnull).then_some(d)
-}
-
 impl Drop for Lookup {
     fn drop(&mut self) {
         if !std::thread::panicking() {
@@ -305,10 +291,41 @@ impl Scan<'_> {
         }
     }
 
+    /// The same scan again from its start with the keys' arguments `args` (in the keys' order;
+    /// the index, the keys' columns and operators stay): one scan opened for a series of lookups
+    /// of the same shape, each a new index descent. The arguments must stay valid while read.
+    pub fn rescan(&mut self, args: &[pg_sys::Datum]) {
+        assert_eq!(args.len(), self._keys.len(), "one argument a key");
+        for (k, a) in self._keys.iter_mut().zip(args) {
+            k.sk_argument = *a;
+        }
+        self.tuple = std::ptr::null_mut();
+        // SAFETY: the scan made in `backward`, its keys changed in their arguments only;
+        // index_rescan copies them (btrescan) and drops the scan's position and heap fetch state.
+        unsafe { pg_sys::index_rescan(self.scan, self._keys.as_mut_ptr(), self._keys.len() as i32, std::ptr::null_mut(), 0) };
+    }
+
     /// Column `attno` (1-based, of the table) of the current row; None for NULL (or no row).
+    /// The row is deformed in the slot as far as the columns read (once for several columns: a
+    /// column read by itself walks the tuple from its start after a variable-width column).
     pub fn datum(&self, attno: i16) -> Option<pg_sys::Datum> {
-        // SAFETY: the current row's tuple (or none) of this open table.
-        unsafe { column(self.heap, self.tuple, attno) }
+        if self.tuple.is_null() {
+            return None;
+        }
+        // SAFETY: the slot holds the current row (the buffer tuple `next` found, pinned by the
+        // slot); slot_getsomeattrs_int deforms it up to attno, checked against the descriptor;
+        // by-reference values point into the pinned tuple, valid until the next call.
+        unsafe {
+            let slot = self.slot;
+            if attno < 1 || attno as i32 > (*(*slot).tts_tupleDescriptor).natts {
+                return None;
+            }
+            if ((*slot).tts_nvalid as i32) < attno as i32 {
+                pg_sys::slot_getsomeattrs_int(slot, attno as i32);
+            }
+            let k = attno as usize - 1;
+            (!*(*slot).tts_isnull.add(k)).then(|| *(*slot).tts_values.add(k))
+        }
     }
 
     /// The text column `attno` of the current row as bytes (None for NULL), valid until `next`.
