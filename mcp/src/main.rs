@@ -567,7 +567,11 @@ impl Call {
         self
     }
     fn placeholders(&self) -> Vec<String> {
-        self.casts.iter().enumerate().map(|(i, c)| format!("${}{c}", i + 1)).collect()
+        self.placeholders_from(0)
+    }
+    /// The placeholders when `before` parameters come first.
+    fn placeholders_from(&self, before: usize) -> Vec<String> {
+        self.casts.iter().enumerate().map(|(i, c)| format!("${}{c}", before + i + 1)).collect()
     }
     fn named(&self) -> String {
         self.names.iter().zip(self.placeholders()).map(|(n, p)| format!("{n} => {p}")).collect::<Vec<_>>().join(", ")
@@ -576,6 +580,13 @@ impl Call {
         self.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
     }
 }
+
+/// The org, the actor and the tool call of a statement run in its own (implicit) transaction, set
+/// locally before the rest of it: `s.org` is the org set, and naming it where the statement needs
+/// the org makes the settings come first. Parameters $1 (org), $2 (actor), $3 (`TOOL:CLIENT`).
+const SETTINGS: &str = "WITH s AS MATERIALIZED (SELECT pg_catalog.set_config('memory.org_id', $1, true) AS org, \
+                        pg_catalog.set_config('memory.actor_id', $2, true) AS actor, pg_catalog.set_config('memory.mcp_call', $3, true) AS call)";
+const SETTINGS_PARAMS: usize = 3;
 
 /// The org and actor of a call, for its transaction.
 const SET_ORG_ACTOR: &str = "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)";
@@ -599,20 +610,19 @@ fn rows_sql(call: &str) -> String {
 }
 
 impl MemoryServer {
-    /// remember: the whole transaction in one round trip to the database. Its statements are known
-    /// before it begins (the audit record counts one memory), so BEGIN, the org and actor, the
-    /// INSERT, the audit append and COMMIT are sent together (pipelined) and run in that order; a
-    /// statement that fails aborts the transaction, every later one fails with it, and COMMIT then
-    /// rolls it back: nothing is stored and no audit record written, as when they ran one by one.
-    /// The error returned is the first statement's that failed. (One case differs: an INSERT that
-    /// stored no row without an error, which no trigger of memory.observations does, would be
-    /// reported as an error after COMMIT, its call audited.)
+    /// remember: one statement, in its own (implicit) transaction, one round trip to the database.
+    /// Its first part (SETTINGS) sets the org, the actor and the call (`memory.mcp_call`,
+    /// `remember:<client>`) locally, then the INSERT writes the row whose org is the one set (so
+    /// the settings are in force before the row is made: row-level security, the classifier and
+    /// the audit trigger read them). The row's `memory.store` audit event carries the call
+    /// (`mcp_tool`, `mcp_client`): it is the call's record, written by the write itself, so no
+    /// separate record is appended. A statement that fails stores nothing and records nothing.
+    /// Prepared once per pooled connection: a cache hit, no round trip, after the first call.
     async fn remember(&self, a: &JsonObject, org: &str, actor: &str, client: &str, vector: Option<&[f32]>) -> Result<tokio_postgres::Row, Failure> {
         let mut c = Call::new();
-        c.arg("org_id", "", Some(org.to_string()))
-            .arg("content", "", Some(req_str(a, "content")?))
-            .arg("user_id", "", opt_str(a, "user_id")?)
-            .arg("session_id", "", opt_str(a, "session_id")?)
+        c.arg("content", "::text", Some(req_str(a, "content")?))
+            .arg("user_id", "::text", opt_str(a, "user_id")?)
+            .arg("session_id", "::text", opt_str(a, "session_id")?)
             .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
             .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
             .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
@@ -620,33 +630,20 @@ impl MemoryServer {
             c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
         }
         let sql = format!(
-            "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
+            "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
             c.names.join(", "),
-            c.placeholders().join(", ")
+            c.placeholders_from(SETTINGS_PARAMS).join(", ")
         );
+        let call = format!("remember:{client}");
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&org, &actor, &call];
+        params.extend(c.refs());
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
         let tx = conn.client();
-        // Prepared once per pooled connection (a cache hit, no round trip, after the first call).
-        let (set, insert, audit) = tokio::try_join!(
-            tx.prepare_cached(SET_ORG_ACTOR),
-            tx.prepare_cached(&sql),
-            tx.prepare_cached(AUDIT_CALL)
-        )?;
-        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
-        let what: [&(dyn ToSql + Sync); 3] = [&"remember", &client, &1i32];
-        let params = c.refs();
-        let (begun, set, row, audited, committed) = tokio::join!(
-            tx.batch_execute("BEGIN"),
-            tx.execute(&set, &who),
-            tx.query_one(&insert, &params),
-            tx.execute(&audit, &what),
-            tx.batch_execute("COMMIT")
-        );
-        let row = begun.and(set).and(row).and_then(|row| audited.and(committed).map(|_| row));
-        if row.is_ok() {
-            conn.release();
-        } else if tx.batch_execute("ROLLBACK").await.is_ok() {
-            // COMMIT of a failed transaction has rolled it back already: the connection is idle.
+        let st = tx.prepare_cached(&sql).await?;
+        let row = tx.query_one(&st, &params).await;
+        // A refused statement has rolled its transaction back: the connection is idle again. A
+        // lost one is closed (Pooled's drop).
+        if row.as_ref().map_or_else(|e| e.as_db_error().is_some(), |_| true) {
             conn.release();
         }
         Ok(row?)
