@@ -149,7 +149,7 @@ def test_tools_remember_recall_forget_and_the_audit_trail(binary, app, conn):
     assert all(set(p) == {"tool", "client", "count"} for p, *_ in events[1:]) and all(e[5] == CLIENT for e in events), \
         "never content or the query"
     # The actor is the client, pseudonymised (memory.actor_id = mcp:<client>), and the role.
-    assert all(a.startswith("h:") and a.endswith("role:app_writer") for _, a in events), events[0][1]
+    assert all(e[1].startswith("h:") and e[1].endswith("role:app_writer") for e in events), events[0][1]
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type IN ('memory.recall', 'memory.forget')"
                         ).fetchone()[0] == 4, "the functions' own events, besides memory-mcp's"
     assert all(ok_ for (ok_,) in conn.execute("SELECT ok FROM memory.audit_verify('acme')").fetchall())
