@@ -36,6 +36,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
+import verify_chain
 from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
@@ -153,6 +154,9 @@ def test_tools_remember_recall_forget_and_the_audit_trail(binary, app, conn):
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type IN ('memory.recall', 'memory.forget')"
                         ).fetchone()[0] == 4, "the functions' own events, besides memory-mcp's"
     assert all(ok_ for (ok_,) in conn.execute("SELECT ok FROM memory.audit_verify('acme')").fetchall())
+    # The offline checker (standard library only) verifies the chain with the call in a memory.store.
+    rows, keys, head = verify_chain.load(conn, "acme")
+    assert verify_chain.verify(rows, keys, head) == (True, None, None)
 
 
 def test_read_only_lists_no_writes_and_refuses_them(binary, app, conn):
