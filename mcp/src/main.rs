@@ -1080,6 +1080,18 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
     if !installed {
         return Err("memory_ext is not installed in this database (CREATE EXTENSION memory_ext)".into());
     }
+    // remember's call is recorded by its own memory.store, through memory.mcp_call, which memory_ext
+    // 0.4.0's library defines (loaded by the classifier call): an older one would store unrecorded.
+    let knows_calls: bool = conn
+        .query_one("SELECT pg_catalog.current_setting('memory.mcp_call', true) IS NOT NULL FROM (SELECT memory.classify('') OFFSET 0) c", &[])
+        .await
+        .map_err(|e| format!("cannot read memory_ext's settings: {e}"))?
+        .get(0);
+    if !knows_calls {
+        return Err("refusing to start: the memory_ext library of this database predates memory.mcp_call (0.4.0), so remember's calls \
+                    would go unrecorded; install memory_ext 0.4.0 or later and run ALTER EXTENSION memory_ext UPDATE"
+            .into());
+    }
     if sup {
         return Err(format!("refusing to start: role {role} is a superuser, which bypasses row-level security and acts for every org; {how}"));
     }
