@@ -1,9 +1,11 @@
-"""Issue 51, where remember's time goes: the database's CPU (/proc/<pid>/stat of the backends) and the
-wall time per call of memory-mcp's remember over streamable HTTP with an RS256 JWT (bench/mcp_raw.py's
+"""Issue 51, where remember's time goes: the wall time and the database's CPU (/proc/<pid>/stat of the
+backends) per call of memory-mcp's remember over streamable HTTP with an RS256 JWT (bench/mcp_raw.py's
 plain client), against the same write from psycopg: the plain governed INSERT (the target's baseline),
-`SELECT memory.remember(org, content)` (like for like) and memory-mcp's own remember statement. Each
-side runs BATCH calls a round, in an order reversed from one round to the next; a figure is the median
-over ROUNDS rounds. For the HTTP side the backend CPU is that of memory-mcp's pooled connections
+`SELECT memory.remember(org, content)` (like for like) and memory-mcp's own remember statement.
+Latency: the sides interleaved call by call (one call of each, in an order rotating from one call to
+the next, BATCH x ROUNDS calls of each), so that every side meets the same load on a shared machine;
+median and p95 of each side's calls. CPU: each side runs BATCH calls a round, in an order reversed from
+one round to the next; a figure is the median over ROUNDS rounds. For the HTTP side the backend CPU is that of memory-mcp's pooled connections
 (application_name memory-mcp), and memory-mcp's own CPU (its threads' schedstat) is given too.
 Run by hand; the figures go in bench/RESULTS.md.
 
@@ -63,6 +65,14 @@ def main():
         for f in sides.values():  # warm-up: prepared statements, the pool's connections
             for _ in range(50):
                 f()
+        names = list(sides)
+        lat = {k: [] for k in sides}
+        for i in range(batch * rounds):
+            for j in range(len(names)):
+                k = names[(i + j) % len(names)]
+                t0 = time.perf_counter()
+                sides[k]()
+                lat[k].append(time.perf_counter() - t0)
         got = {k: [] for k in sides}
         for r in range(rounds):
             for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
@@ -75,6 +85,13 @@ def main():
     end = os.getloadavg()
     print(f"mcp_remember_cpu: batch={batch} rounds={rounds}; load {at[0]:.2f} {at[1]:.2f} {at[2]:.2f} at the start, "
           f"{end[0]:.2f} {end[1]:.2f} {end[2]:.2f} at the end; medians over rounds, ms a call:")
+    med = {k: statistics.median(v) * 1000 for k, v in lat.items()}
+    print(f"  latency, interleaved call by call ({batch * rounds} calls of each), median (p95) ms:")
+    for k, v in lat.items():
+        v = sorted(v)
+        print(f"    {k}: {med[k]:.3f} ({v[int(len(v) * 0.95) - 1] * 1000:.3f}), {med[k] / med['insert']:.2f}x the insert, "
+              f"{med[k] / med['memory.remember']:.2f}x memory.remember")
+    print("  CPU and mean wall, batches:")
     base = [statistics.median(x[i] for x in got["insert"]) for i in range(2)]
     for k, v in got.items():
         wall, back, mcp = (statistics.median(x[i] for x in v) for i in range(3))
