@@ -5,7 +5,9 @@ tenant-bound role; and of `remember` over HTTP against the psycopg insert.
   MCP HTTP + JWT   a call over streamable HTTP (--auth jwt, --jwks-file): each request's RS256 token is
                    verified (signature, iss, aud, exp) before the call; per call the server takes a pooled
                    connection, BEGIN, set_config of org and actor, the tool's statement,
-                   memory_internal._mcp_tool_invoked (the audit of the call), COMMIT. Two clients:
+                   memory_internal._mcp_tool_invoked (the audit of the call), COMMIT; remember is one
+                   statement (the org, actor and call set locally, then the INSERT, whose memory.store
+                   event records the call). Two clients:
                    - raw: bench/mcp_raw.py, a plain MCP client (one kept-alive HTTP/1.1 connection, the
                      initialize handshake, Mcp-Session-Id, JSON-RPC bodies, JSON or SSE responses): what
                      the call costs, the figure the targets are measured with;
@@ -17,7 +19,8 @@ tenant-bound role; and of `remember` over HTTP against the psycopg insert.
   remember         call_tool("remember") over HTTP + JWT without --embeddings-url (the embedder's latency
                    excluded: with one, remember adds the embedder's round trip before its transaction and
                    one bind parameter), against INSERT INTO memory.observations ... RETURNING id, classification
-                   from psycopg in autocommit, and against memory-mcp's own remember transaction from psycopg
+                   from psycopg in autocommit (the target's baseline), SELECT memory.remember(org, content) (like
+                   for like, for information), and memory-mcp's own remember statement from psycopg
   MCP ping         a ping over the same HTTP session: the protocol's floor (HTTP, the JWT check, JSON-RPC)
 
 Every path runs in each of ROUNDS rounds, in an order reversed from one round to the next (the two sides of
@@ -27,6 +30,8 @@ costs the client (getrusage of this process) and memory-mcp (its threads' time o
 Before measuring, the raw client is checked against the SDK: the same tool list and the same tool results.
 
 Usage: mcp_recall.py DSN [ROWS] [N] [BINARY] [ROUNDS]
+MCP_BENCH_ONLY=remember runs the remember paths only (insert, memory.remember, memory-mcp's statement, raw and
+SDK remember, raw ping) and prints them without writing bench/RESULTS.md.
 DSN: a superuser connection (it creates the role mcp_bench, bound to org bench-mcp, and ROWS observations
 of that org, default 100000); N default 500; BINARY default target/release/memory-mcp; ROUNDS default 3.
 """
@@ -43,7 +48,6 @@ import time
 
 import jwt
 import psycopg
-from psycopg import sql
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -58,11 +62,15 @@ ORG, ROLE = "bench-mcp", "mcp_bench"
 WORDS = ["billing", "deploy", "invoice", "latency", "customer", "refund", "schema", "migration", "oncall", "pricing",
          "roadmap", "backup", "search", "onboarding", "timeout", "cache", "quota", "release", "audit", "feedback"]
 QUERIES = [f"{a} {b}" for a in WORDS for b in WORDS if a < b]
-SAME_TX = ("SELECT pg_catalog.set_config('memory.org_id', %s, true), pg_catalog.set_config('memory.actor_id', %s, true)",
+SAME_TX = ("SELECT pg_catalog.set_config('memory.org_id', %s, true), pg_catalog.set_config('memory.actor_id', %s, true), "
+           "pg_catalog.set_config('memory.mcp_call', 'recall:bench', true)",
+           # The tool's statement with the call's record, as memory-mcp wraps it (mcp/src/main.rs, ToolTx).
+           "SELECT t.j, t.n, CASE WHEN t.n IS NOT NULL THEN memory_internal._mcp_tool_invoked('recall', 'bench', t.n) END "
+           "FROM (SELECT x.j, (x.c)::int AS n FROM ("
            "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('id', r.id, 'content', r.content, "
            "'classification', r.classification, 'weight', r.weight, 'score', r.score) ORDER BY r.ordinality), '[]')::text, "
-           "pg_catalog.count(*)::int FROM memory.recall(org_id => %s::text, query => %s::text, k => %s::int) WITH ORDINALITY AS r",
-           "SELECT memory_internal._mcp_tool_invoked('recall', 'bench', %s)")
+           "pg_catalog.count(*)::int FROM memory.recall(org_id => %s::text, query => %s::text, k => %s::int) WITH ORDINALITY AS r"
+           " OFFSET 0) x(j, c) OFFSET 0) t")
 
 
 def setup(dsn, rows):
@@ -251,30 +259,26 @@ def validate(url, token):
     return len(calls)
 
 
-def insert_latencies(dsn, n, same_tx=False):
-    """The psycopg insert in autocommit, or (same_tx) in memory-mcp's remember transaction, one
-    statement a round trip, or (same_tx="pipeline") in one round trip, as memory-mcp sends it (here as one
-    simple-query message; memory-mcp pipelines prepared statements)."""
+# memory-mcp's remember (mcp/src/main.rs): one statement, the org, actor and call set locally first.
+MCP_REMEMBER = ("WITH s AS MATERIALIZED (SELECT pg_catalog.set_config('memory.org_id', %s, true) AS org, "
+                "pg_catalog.set_config('memory.actor_id', %s, true) AS actor, pg_catalog.set_config('memory.mcp_call', %s, true) AS call) "
+                "INSERT INTO memory.observations (org_id, content) SELECT s.org, %s::text FROM s RETURNING id::text, classification::text")
+
+
+def insert_latencies(dsn, n, how="insert"):
+    """From psycopg in autocommit (its statements prepared after five runs): the plain governed INSERT
+    ("insert"), memory.remember ("remember"), or memory-mcp's remember statement ("mcp")."""
     with psycopg.connect(dsn.replace("user=postgres", f"user={ROLE}"), autocommit=True) as c:
         c.execute("SELECT set_config('memory.org_id', %s, false)", (ORG,))
         out = []
         insert = "INSERT INTO memory.observations (org_id, content) VALUES (%s, %s) RETURNING id::text, classification::text"
-        pipelined = sql.SQL("BEGIN; " + SAME_TX[0].replace("%s", "{}") + "; " + insert.replace("%s", "{}")
-                            + "; SELECT memory_internal._mcp_tool_invoked('remember', 'bench', 1); COMMIT")
         for i in range(n + 20):
-            content = f"bench insert {'tx ' if same_tx else ''}{i}: {QUERIES[i % len(QUERIES)]} discussed with the team"
+            content = f"bench {how} {i} {time.time_ns()}: {QUERIES[i % len(QUERIES)]} discussed with the team"
             t0 = time.perf_counter()
-            if same_tx == "pipeline":
-                # One simple-query message of five statements (values as literals): one round trip.
-                cur = c.execute(pipelined.format(sql.Literal(ORG), sql.Literal("mcp:bench"), sql.Literal(ORG), sql.Literal(content)))
-                while cur.description is None or len(cur.description) != 2:
-                    assert cur.nextset()
-                cur.fetchone()
-            elif same_tx:
-                with c.transaction():
-                    c.execute(SAME_TX[0], (ORG, "mcp:bench"))
-                    c.execute(insert, (ORG, content)).fetchone()
-                    c.execute("SELECT memory_internal._mcp_tool_invoked('remember', 'bench', 1)")
+            if how == "mcp":
+                c.execute(MCP_REMEMBER, (ORG, "mcp:bench:bench", "remember:bench", content)).fetchone()
+            elif how == "remember":
+                c.execute("SELECT memory.remember(%s, %s)", (ORG, content)).fetchone()
             else:
                 c.execute(insert, (ORG, content)).fetchone()
             dt = time.perf_counter() - t0
@@ -297,8 +301,7 @@ def sql_latencies(dsn, n, same_tx):
             if same_tx:
                 with c.transaction():
                     c.execute(SAME_TX[0], (ORG, "mcp:bench"))
-                    (_, count) = c.execute(SAME_TX[1], (ORG, q, 10)).fetchone()
-                    c.execute(SAME_TX[2], (count,))
+                    c.execute(SAME_TX[1], (ORG, q, 10)).fetchone()
             else:
                 c.execute("SELECT * FROM memory.recall(%s, %s, 10)", (ORG, q)).fetchall()
             dt = time.perf_counter() - t0
@@ -357,12 +360,15 @@ def main():
             "stdio recall": lambda: asyncio.run(mcp_latencies(binary, dsn, n)),
             "raw remember": lambda: measured("raw remember", lambda c: raw_latencies(url, token, n, "remember", c)),
             "insert": lambda: insert_latencies(dsn, n),
-            "tx insert": lambda: insert_latencies(dsn, n, True),
-            "pipelined tx insert": lambda: insert_latencies(dsn, n, "pipeline"),
+            "remember fn": lambda: insert_latencies(dsn, n, "remember"),
+            "mcp statement": lambda: insert_latencies(dsn, n, "mcp"),
             "sdk remember": lambda: measured("sdk remember", lambda c: asyncio.run(http_latencies(url, token, n, "remember", c))),
             "raw ping": lambda: measured("raw ping", lambda c: raw_latencies(url, token, n, "ping", c)),
             "sdk ping": lambda: asyncio.run(http_latencies(url, token, n, "ping")),
         }
+        only = os.environ.get("MCP_BENCH_ONLY")
+        if only == "remember":
+            paths = {k: v for k, v in paths.items() if k in ("raw remember", "insert", "remember fn", "mcp statement", "sdk remember", "raw ping")}
         for r in range(rounds):
             for key in (list(paths) if r % 2 == 0 else list(reversed(paths))):
                 results.setdefault(key, []).append(stats(paths[key]()))
@@ -370,9 +376,16 @@ def main():
     end = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     g = {k: row(results, k) for k in results}
     cc = {k: (statistics.median(c.client for c in v), statistics.median(c.server for c in v)) for k, v in cpu.items()}
+    if only == "remember":
+        base = g["insert"][0]
+        print(f"mcp_recall (remember only): n={n} rounds={rounds} {at}, {end} at the end; medians (p95) ms, ratio to the insert:")
+        for k, (med, p95) in g.items():
+            extra = f", CPU ms/call client {cc[k][0]:.3f} server {cc[k][1]:.3f}" if k in cc else ""
+            print(f"  {k}: {med:.3f} ({p95:.3f}) {med / base:.2f}x{extra}")
+        print("  by round: " + "; ".join(f"{k} " + "/".join(f"{r[0]:.3f}" for r in v) for k, v in results.items()))
+        return
     web, plain, tx, sdk, stdio = g["raw recall"], g["plain recall"], g["tx recall"], g["sdk recall"], g["stdio recall"]
-    rem, insert, insert_tx, sdk_rem = g["raw remember"], g["insert"], g["tx insert"], g["sdk remember"]
-    insert_pipe = g["pipelined tx insert"]
+    rem, insert, remember_fn, mcp_stmt, sdk_rem = g["raw remember"], g["insert"], g["remember fn"], g["mcp statement"], g["sdk remember"]
     ping, sdk_ping = g["raw ping"], g["sdk ping"]
     body = f"""Command: `make bench` (runs `bench/mcp_recall.py DSN {rows} {n}` against release builds of memory_ext and memory-mcp).
 Machine: {machine()}; {at}, {end} at the end. Date: {time.strftime('%Y-%m-%d')}.
@@ -390,13 +403,13 @@ this client's (getrusage) and memory-mcp's (its threads' schedstat).
 | MCP streamable HTTP, RS256 JWT, raw: `recall` | {web[0]:.2f} | {web[1]:.2f} | | |
 | MCP streamable HTTP, RS256 JWT, SDK: `call_tool("recall")` | {sdk[0]:.2f} | {sdk[1]:.2f} | | |
 | MCP stdio, SDK: `call_tool("recall")` | {stdio[0]:.2f} | {stdio[1]:.2f} | | |
-| psycopg: memory-mcp's transaction (set_config, `memory.recall`, `_mcp_tool_invoked`) | {tx[0]:.2f} | {tx[1]:.2f} | | |
+| psycopg: memory-mcp's transaction (set_config, `memory.recall` with `_mcp_tool_invoked`), a round trip each | {tx[0]:.2f} | {tx[1]:.2f} | | |
 | psycopg: `SELECT * FROM memory.recall(org, query, 10)` | {plain[0]:.2f} | {plain[1]:.2f} | | |
 | MCP streamable HTTP, RS256 JWT, raw: `remember` | {rem[0]:.2f} | {rem[1]:.2f} | {cc["raw remember"][0]:.3f} | {cc["raw remember"][1]:.3f} |
 | MCP streamable HTTP, RS256 JWT, SDK: `call_tool("remember")` | {sdk_rem[0]:.2f} | {sdk_rem[1]:.2f} | {cc["sdk remember"][0]:.3f} | {cc["sdk remember"][1]:.3f} |
 | psycopg: `INSERT INTO memory.observations (org_id, content) ... RETURNING id, classification` | {insert[0]:.2f} | {insert[1]:.2f} | | |
-| psycopg: memory-mcp's remember transaction (set_config, the INSERT, `_mcp_tool_invoked`), a round trip each | {insert_tx[0]:.2f} | {insert_tx[1]:.2f} | | |
-| psycopg: the same transaction in one round trip (one message of five statements), as memory-mcp sends it | {insert_pipe[0]:.2f} | {insert_pipe[1]:.2f} | | |
+| psycopg: `SELECT memory.remember(org, content)` | {remember_fn[0]:.2f} | {remember_fn[1]:.2f} | | |
+| psycopg: memory-mcp's remember statement (the org, actor and call set locally, then the INSERT) | {mcp_stmt[0]:.2f} | {mcp_stmt[1]:.2f} | | |
 | MCP streamable HTTP, RS256 JWT, raw: `ping` (no database) | {ping[0]:.2f} | {ping[1]:.2f} | {cc["raw ping"][0]:.3f} | {cc["raw ping"][1]:.3f} |
 | MCP streamable HTTP, RS256 JWT, SDK: `ping` | {sdk_ping[0]:.2f} | {sdk_ping[1]:.2f} | | |
 
@@ -404,15 +417,15 @@ this client's (getrusage) and memory-mcp's (its threads' schedstat).
   (target ≤ 1.5x; through the SDK {sdk[0] / plain[0]:.2f}x, over stdio {stdio[0] / plain[0]:.2f}x); memory-mcp's transaction from
   psycopg takes {tx[0]:.2f} ms.
 - `remember` over HTTP with a JWT median **{rem[0]:.2f} ms** vs **{insert[0]:.2f} ms** for the psycopg insert:
-  **{rem[0] / insert[0]:.2f}x** (target ≤ 1.3x; through the SDK {sdk_rem[0] / insert[0]:.2f}x); memory-mcp's remember
-  transaction from psycopg takes {insert_tx[0]:.2f} ms a statement a round trip ({insert_tx[0] / insert[0]:.2f}x the insert) and
-  {insert_pipe[0]:.2f} ms pipelined ({insert_pipe[0] / insert[0]:.2f}x: the org, the actor and the call's audit record), a ping {ping[0]:.2f} ms.
+  **{rem[0] / insert[0]:.2f}x** (target ≤ 1.3x; through the SDK {sdk_rem[0] / insert[0]:.2f}x); against psycopg's
+  `memory.remember` ({remember_fn[0]:.2f} ms, like for like) {rem[0] / remember_fn[0]:.2f}x; memory-mcp's remember statement from psycopg
+  takes {mcp_stmt[0]:.2f} ms ({mcp_stmt[0] / insert[0]:.2f}x the insert: the org, the actor and the call set with it), a ping {ping[0]:.2f} ms.
 """
     notes = earlier_notes()
     write_section(SECTION, body + ("\n" + notes if notes else ""))
     print(f"mcp_recall: rows={rows} n={n} rounds={rounds} {at}; recall raw HTTP+JWT {web[0]:.2f} ms, SDK {sdk[0]:.2f}, stdio {stdio[0]:.2f}, "
           f"psycopg {plain[0]:.2f} ({web[0] / plain[0]:.2f}x), same tx {tx[0]:.2f}; remember raw {rem[0]:.2f} ms, SDK {sdk_rem[0]:.2f}, "
-          f"insert {insert[0]:.2f} ({rem[0] / insert[0]:.2f}x), remember tx {insert_tx[0]:.2f}; ping raw {ping[0]:.2f}, SDK {sdk_ping[0]:.2f}; "
+          f"insert {insert[0]:.2f} ({rem[0] / insert[0]:.2f}x), memory.remember {remember_fn[0]:.2f}, memory-mcp's statement {mcp_stmt[0]:.2f}; ping raw {ping[0]:.2f}, SDK {sdk_ping[0]:.2f}; "
           f"CPU ms/call client/server: " + ", ".join(f"{k} {a:.3f}/{b:.3f}" for k, (a, b) in cc.items()), flush=True)
 
 if __name__ == "__main__":

@@ -298,6 +298,8 @@ AS $$ SELECT memory_internal._audit_append(event_type, payload::pg_catalog.text,
 -- writes that one event type and nothing else, and only for a role that may perform the tool
 -- itself (remember: INSERT on memory.observations; the others: EXECUTE on the memory function of
 -- that name), so a reader records no forget. Granted to memory_reader by memory.setup_roles().
+-- (Issue 51: memory-mcp no longer calls it for remember, whose call its own memory.store records
+-- through memory.mcp_call; it accepts remember still, for a memory-mcp of 0.3.0.)
 CREATE FUNCTION memory_internal._mcp_tool_invoked(tool text, client text, count int)
 RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -337,7 +339,7 @@ BEGIN
         pg_catalog.jsonb_build_object('tool', tool, 'client', client, 'count', count), org);
 END $$;
 COMMENT ON FUNCTION memory_internal._mcp_tool_invoked(text, text, int) IS
-  'memory-mcp: append memory.mcp.tool_invoked (tool, client, count; never content) to the acting org''s chain, for a role that may perform the tool (42501 otherwise). Granted to memory_reader.';
+  'memory-mcp: append memory.mcp.tool_invoked (tool, client, count; never content) to the acting org''s chain, for a role that may perform the tool (42501 otherwise); memory-mcp records every tool this way but remember (whose memory.store carries the call, memory.mcp_call). Granted to memory_reader.';
 
 CREATE FUNCTION memory.audit_integrate()
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

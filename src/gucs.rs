@@ -66,6 +66,11 @@ pub static ORG_ID: GucSetting<Option<std::ffi::CString>> =
 pub static ACTOR_ID: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(None);
 
+/// memory-mcp's tool call (`TOOL:CLIENT`, set locally with the org and actor): the audit event of
+/// the write that performs the tool carries it (memory_core::events::mcp_call_recorded_by).
+pub static MCP_CALL: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
+
 /// The reason of the changes a transaction makes to memories (`SET LOCAL memory.change_reason`),
 /// kept with each revision (memory.revisions.reason; sql/revisions.sql reads it).
 pub static CHANGE_REASON: GucSetting<Option<std::ffi::CString>> =
@@ -234,6 +239,14 @@ pub fn init() {
         c"The application's actor for audit events.",
         c"Recorded pseudonymised (h:<hex>) in actor_id, beside the writing role.",
         &ACTOR_ID,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"memory.mcp_call",
+        c"memory-mcp's tool call in this transaction, TOOL:CLIENT (set_config(..., true)).",
+        c"The audit event of the write that performs the tool (remember: the memory.store of its INSERT into memory.observations) carries it as mcp_tool and mcp_client; events of other kinds never do.",
+        &MCP_CALL,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -80,6 +80,42 @@ pub fn is_reserved(event_type: &str) -> bool {
     t.starts_with("memory.") || t.starts_with("research.")
 }
 
+/// memory-mcp's tools (the `memory.mcp_call` setting names one of them).
+pub const MCP_TOOLS: &[&str] = &[
+    "remember", "recall", "forget", "retrieve", "claim_chain", "search", "get", "put", "delete", "record_outcome", "context",
+    "history", "supersede", "lineage",
+];
+
+/// The tool and client a `memory.mcp_call` setting names, `TOOL:CLIENT` (the client is everything
+/// after the first colon): `Ok(None)` when the setting is empty; an error (for a `22023`) when the
+/// tool is not one of [`MCP_TOOLS`] or the client is not 1 to 200 characters without control
+/// characters (the checks `memory_internal._mcp_tool_invoked` makes of its arguments).
+pub fn mcp_call(setting: &str) -> Result<Option<(&str, &str)>, String> {
+    if setting.is_empty() {
+        return Ok(None);
+    }
+    let Some((tool, client)) = setting.split_once(':') else {
+        return Err(format!("memory.mcp_call must be TOOL:CLIENT, got \"{}\"", setting.chars().take(60).collect::<String>()));
+    };
+    if !MCP_TOOLS.contains(&tool) {
+        return Err(format!("memory.mcp_call names an unknown memory-mcp tool \"{}\"", tool.chars().take(60).collect::<String>()));
+    }
+    let n = client.chars().count();
+    if n == 0 || n > 200 || client.chars().any(char::is_control) {
+        return Err("memory.mcp_call's client must be a name of 1 to 200 characters without control characters".into());
+    }
+    Ok(Some((tool, client)))
+}
+
+/// Whether an event (its type, and the table a governed table's event names) is the write of a
+/// call of memory-mcp's `tool`, and so carries the call (`mcp_tool`, `mcp_client`) as its record:
+/// `remember` is an INSERT into memory.observations, recorded by its `memory.store`. An event of
+/// another kind never carries a call, whatever the setting says: a role records only a call whose
+/// write it performs (a reader inserts nothing, so it records no call at all this way).
+pub fn mcp_call_recorded_by(tool: &str, event_type: &str, table: &str) -> bool {
+    matches!((tool, event_type, table), ("remember", STORE, "memory.observations"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +162,30 @@ mod tests {
         assert_eq!(set.len(), ALL.len());
         assert!(ALL.iter().all(|e| is_reserved(e)));
         assert!(is_reserved(" Memory.purge") && !is_reserved("app.memory.purge"));
+    }
+
+    #[test]
+    fn mcp_call_setting() {
+        assert_eq!(mcp_call(""), Ok(None));
+        assert_eq!(mcp_call("remember:claude-code"), Ok(Some(("remember", "claude-code"))));
+        // The client is everything after the first colon.
+        assert_eq!(mcp_call("recall:a:b"), Ok(Some(("recall", "a:b"))));
+        assert!(mcp_call("remember").is_err());
+        assert!(mcp_call("audit_append:x").is_err());
+        assert!(mcp_call("Remember:x").is_err());
+        assert!(mcp_call("remember:").is_err());
+        assert!(mcp_call("remember:bad\nname").is_err());
+        assert!(mcp_call(&format!("remember:{}", "x".repeat(201))).is_err());
+        assert_eq!(mcp_call(&format!("remember:{}", "é".repeat(200))).map(|c| c.map(|(t, _)| t)), Ok(Some("remember")));
+    }
+
+    #[test]
+    fn mcp_call_recorded_only_by_its_own_write() {
+        assert!(mcp_call_recorded_by("remember", STORE, "memory.observations"));
+        assert!(!mcp_call_recorded_by("remember", STORE, "app.notes"));
+        assert!(!mcp_call_recorded_by("remember", DELETE, "memory.observations"));
+        assert!(!mcp_call_recorded_by("forget", STORE, "memory.observations"));
+        assert!(!mcp_call_recorded_by("forget", DELETE, "memory.observations"));
+        assert!(!mcp_call_recorded_by("recall", RECALL, "memory.observations"));
     }
 }

@@ -567,7 +567,11 @@ impl Call {
         self
     }
     fn placeholders(&self) -> Vec<String> {
-        self.casts.iter().enumerate().map(|(i, c)| format!("${}{c}", i + 1)).collect()
+        self.placeholders_from(0)
+    }
+    /// The placeholders when `before` parameters come first.
+    fn placeholders_from(&self, before: usize) -> Vec<String> {
+        self.casts.iter().enumerate().map(|(i, c)| format!("${}{c}", before + i + 1)).collect()
     }
     fn named(&self) -> String {
         self.names.iter().zip(self.placeholders()).map(|(n, p)| format!("{n} => {p}")).collect::<Vec<_>>().join(", ")
@@ -577,18 +581,61 @@ impl Call {
     }
 }
 
-/// The org and actor of a call, for its transaction.
-const SET_ORG_ACTOR: &str = "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true)";
-/// The audit record of a call: the tool, the client and how many rows it touched or returned.
-const AUDIT_CALL: &str = "SELECT memory_internal._mcp_tool_invoked($1, $2, $3)";
+/// The org, the actor and the tool call of a statement run in its own (implicit) transaction, set
+/// locally before the rest of it: `s.org` is the org set, and naming it where the statement needs
+/// the org makes the settings come first. Parameters $1 (org), $2 (actor), $3 (`TOOL:CLIENT`).
+const SETTINGS: &str = "WITH s AS MATERIALIZED (SELECT pg_catalog.set_config('memory.org_id', $1, true) AS org, \
+                        pg_catalog.set_config('memory.actor_id', $2, true) AS actor, pg_catalog.set_config('memory.mcp_call', $3, true) AS call)";
+const SETTINGS_PARAMS: usize = 3;
 
-/// One statement of a tool's transaction, prepared once per pooled connection (a call then takes
-/// one round trip a statement, not two).
-async fn one(tx: &deadpool_postgres::ClientWrapper, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
-    let st = tx.prepare_cached(sql).await?;
-    tx.query_one(&st, params).await
+/// The org, the actor and the call (`TOOL:CLIENT`) of a tool's transaction.
+const SET_CALL: &str = "SELECT pg_catalog.set_config('memory.org_id', $1, true), pg_catalog.set_config('memory.actor_id', $2, true), \
+                        pg_catalog.set_config('memory.mcp_call', $3, true)";
+
+/// The columns of a rows_sql statement, and its count: its second column.
+const ROWS: (&str, &str) = ("j, c", "x.c");
+
+/// A tool's transaction (every tool but remember), in one round trip to the database: BEGIN, the
+/// settings (SET_CALL), the tool's statement and COMMIT are sent together (pipelined) and run in
+/// that order. The statement records the call itself: it is wrapped so that its row also calls
+/// `memory_internal._mcp_tool_invoked(tool, client, count)`, the count computed from the row (no
+/// record when it is NULL). A statement that fails aborts the transaction, the later ones fail
+/// with it, and COMMIT then rolls it back: nothing is written and no record kept. The error
+/// returned is the first one's. Each statement is prepared once per pooled connection.
+struct ToolTx<'a> {
+    tx: &'a deadpool_postgres::ClientWrapper,
+    settings: [&'a (dyn ToSql + Sync); 3],
+    tool: &'a str,
+    client: &'a str,
 }
 
+impl ToolTx<'_> {
+    /// The tool's statement `sql` (its columns named by `shape.0`, the first one `j`, the answer;
+    /// `shape.1` the call's count, an int expression of them as `x.*`) with the call's record:
+    /// a row of (j, the count).
+    async fn one(&self, sql: &str, shape: (&str, &str), params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+        let (cols, count) = shape;
+        let n = params.len();
+        // OFFSET 0 keeps each level a subquery of its own: the tool's statement runs once, before its record.
+        let wrapped = format!(
+            "SELECT t.j, t.n, CASE WHEN t.n IS NOT NULL THEN memory_internal._mcp_tool_invoked(${}::text, ${}::text, t.n) END \
+               FROM (SELECT x.j, ({count})::int AS n FROM ({sql} OFFSET 0) x({cols}) OFFSET 0) t",
+            n + 1,
+            n + 2
+        );
+        let (set, st) = tokio::try_join!(self.tx.prepare_cached(SET_CALL), self.tx.prepare_cached(&wrapped))?;
+        let mut all: Vec<&(dyn ToSql + Sync)> = params.to_vec();
+        all.push(&self.tool);
+        all.push(&self.client);
+        let (begun, set, row, committed) = tokio::join!(
+            self.tx.batch_execute("BEGIN"),
+            self.tx.execute(&set, &self.settings),
+            self.tx.query_one(&st, &all),
+            self.tx.batch_execute("COMMIT")
+        );
+        begun.and(set).and(row).and_then(|row| committed.map(|_| row))
+    }
+}
 
 /// Rows of a set-returning memory_ext function as a JSON array of objects by column name, in order.
 fn rows_sql(call: &str) -> String {
@@ -599,20 +646,19 @@ fn rows_sql(call: &str) -> String {
 }
 
 impl MemoryServer {
-    /// remember: the whole transaction in one round trip to the database. Its statements are known
-    /// before it begins (the audit record counts one memory), so BEGIN, the org and actor, the
-    /// INSERT, the audit append and COMMIT are sent together (pipelined) and run in that order; a
-    /// statement that fails aborts the transaction, every later one fails with it, and COMMIT then
-    /// rolls it back: nothing is stored and no audit record written, as when they ran one by one.
-    /// The error returned is the first statement's that failed. (One case differs: an INSERT that
-    /// stored no row without an error, which no trigger of memory.observations does, would be
-    /// reported as an error after COMMIT, its call audited.)
+    /// remember: one statement, in its own (implicit) transaction, one round trip to the database.
+    /// Its first part (SETTINGS) sets the org, the actor and the call (`memory.mcp_call`,
+    /// `remember:<client>`) locally, then the INSERT writes the row whose org is the one set (so
+    /// the settings are in force before the row is made: row-level security, the classifier and
+    /// the audit trigger read them). The row's `memory.store` audit event carries the call
+    /// (`mcp_tool`, `mcp_client`): it is the call's record, written by the write itself, so no
+    /// separate record is appended. A statement that fails stores nothing and records nothing.
+    /// Prepared once per pooled connection: a cache hit, no round trip, after the first call.
     async fn remember(&self, a: &JsonObject, org: &str, actor: &str, client: &str, vector: Option<&[f32]>) -> Result<tokio_postgres::Row, Failure> {
         let mut c = Call::new();
-        c.arg("org_id", "", Some(org.to_string()))
-            .arg("content", "", Some(req_str(a, "content")?))
-            .arg("user_id", "", opt_str(a, "user_id")?)
-            .arg("session_id", "", opt_str(a, "session_id")?)
+        c.arg("content", "::text", Some(req_str(a, "content")?))
+            .arg("user_id", "::text", opt_str(a, "user_id")?)
+            .arg("session_id", "::text", opt_str(a, "session_id")?)
             .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
             .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
             .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
@@ -620,33 +666,20 @@ impl MemoryServer {
             c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
         }
         let sql = format!(
-            "INSERT INTO memory.observations ({}) VALUES ({}) RETURNING id::text, classification::text",
+            "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
             c.names.join(", "),
-            c.placeholders().join(", ")
+            c.placeholders_from(SETTINGS_PARAMS).join(", ")
         );
+        let call = format!("remember:{client}");
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&org, &actor, &call];
+        params.extend(c.refs());
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
         let tx = conn.client();
-        // Prepared once per pooled connection (a cache hit, no round trip, after the first call).
-        let (set, insert, audit) = tokio::try_join!(
-            tx.prepare_cached(SET_ORG_ACTOR),
-            tx.prepare_cached(&sql),
-            tx.prepare_cached(AUDIT_CALL)
-        )?;
-        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
-        let what: [&(dyn ToSql + Sync); 3] = [&"remember", &client, &1i32];
-        let params = c.refs();
-        let (begun, set, row, audited, committed) = tokio::join!(
-            tx.batch_execute("BEGIN"),
-            tx.execute(&set, &who),
-            tx.query_one(&insert, &params),
-            tx.execute(&audit, &what),
-            tx.batch_execute("COMMIT")
-        );
-        let row = begun.and(set).and(row).and_then(|row| audited.and(committed).map(|_| row));
-        if row.is_ok() {
-            conn.release();
-        } else if tx.batch_execute("ROLLBACK").await.is_ok() {
-            // COMMIT of a failed transaction has rolled it back already: the connection is idle.
+        let st = tx.prepare_cached(&sql).await?;
+        let row = tx.query_one(&st, &params).await;
+        // A refused statement has rolled its transaction back: the connection is idle again. A
+        // lost one is closed (Pooled's drop).
+        if row.as_ref().map_or_else(|e| e.as_db_error().is_some(), |_| true) {
             conn.release();
         }
         Ok(row?)
@@ -713,18 +746,8 @@ impl MemoryServer {
             return Ok(stored(json!({"id": row.get::<_, String>(0), "classification": row.get::<_, Option<String>>(1)})));
         }
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
-        let tx = conn.client();
-        // BEGIN and the org and actor of the call in one round trip (pipelined), then the tool's
-        // statement, then its audit record and COMMIT in one round trip.
-        let set = tx.prepare_cached(SET_ORG_ACTOR).await?;
-        let audit = tx.prepare_cached(AUDIT_CALL).await?;
-        let who: [&(dyn ToSql + Sync); 2] = [&org, &actor];
-        let (begun, set) = tokio::join!(tx.batch_execute("BEGIN"), tx.execute(&set, &who));
-        if let Err(e) = begun.and(set) {
-            tx.batch_execute("ROLLBACK").await?;
-            conn.release();
-            return Err(Failure::Db(e));
-        }
+        let call_name = format!("{tool}:{client}");
+        let call = ToolTx { tx: conn.client(), settings: [&org, &actor, &call_name], tool, client };
         let called = async { Ok::<(Value, i32), Failure>(match tool {
             "recall" => {
                 let mut c = Self::search(&org, a)?;
@@ -736,7 +759,7 @@ impl MemoryServer {
                      pg_catalog.count(*)::int FROM memory.recall({}) WITH ORDINALITY AS r",
                     c.named()
                 );
-                let row = one(tx, &sql, &c.refs()).await?;
+                let row = call.one(&sql, ROWS, &c.refs()).await?;
                 (searched(json!({"memories": parse(row.get(0))})), row.get(1))
             }
             "forget" => {
@@ -745,7 +768,7 @@ impl MemoryServer {
                 // Only the token's org: memory.forget(ids) forgets an id in any org the login
                 // role may act for (a role bound to several orgs serves each to its own tokens),
                 // so ids the role reads in this org are forgotten, any other is not_found.
-                let row = one(tx, 
+                let row = call.one(
                         "WITH w AS (SELECT w.u, w.n FROM pg_catalog.unnest($1::text[]::uuid[]) WITH ORDINALITY w(u, n)), \
                          mine AS (SELECT w.u FROM w WHERE EXISTS (SELECT FROM memory.observations o WHERE o.id = w.u AND o.org_id = $3) \
                                      OR EXISTS (SELECT FROM memory.observations_archive a WHERE a.id = w.u AND a.org_id = $3)), \
@@ -753,12 +776,11 @@ impl MemoryServer {
                          SELECT (f.r || pg_catalog.jsonb_build_object('not_found', (f.r -> 'not_found') || coalesce( \
                                     (SELECT pg_catalog.jsonb_agg(w.u ORDER BY w.n) FROM w WHERE w.u NOT IN (SELECT mine.u FROM mine)), '[]')))::text \
                            FROM f",
+                        ("j", "CASE pg_catalog.jsonb_typeof(x.j::jsonb OPERATOR(pg_catalog.->) 'forgotten') WHEN 'array' THEN pg_catalog.jsonb_array_length(x.j::jsonb OPERATOR(pg_catalog.->) 'forgotten') ELSE 0 END"),
                         &[&ids, &reason, &org],
                     )
                     .await?;
-                let v = parse(row.get(0));
-                let n = v.get("forgotten").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
-                (v, n)
+                (parse(row.get(0)), row.get(1))
             }
             "retrieve" => {
                 let mut c = Self::search(&org, a)?;
@@ -766,13 +788,13 @@ impl MemoryServer {
                     .arg("screen_profile", "::text", opt_str(a, "screen_profile")?)
                     .arg("user_id", "::text", opt_str(a, "user_id")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(tx, &rows_sql(&format!("memory.retrieve({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.retrieve({})", c.named())), ROWS, &c.refs()).await?;
                 (searched(json!({"claims": parse(row.get(0))})), row.get(1))
             }
             "claim_chain" => {
                 let mut c = Call::new();
                 c.arg("claim_id", "::text::uuid", Some(req_str(a, "claim_id")?));
-                let row = one(tx, &rows_sql(&format!("memory.claim_chain({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.claim_chain({})", c.named())), ROWS, &c.refs()).await?;
                 (json!({"chain": parse(row.get(0))}), row.get(1))
             }
             "search" => {
@@ -784,7 +806,7 @@ impl MemoryServer {
                     .arg("k", "::int", opt_int(a, "k")?)
                     .arg("\"offset\"", "::int", opt_int(a, "offset")?)
                     .arg("query_embedding", "::real[]", vector.clone());
-                let row = one(tx, &rows_sql(&format!("memory.search({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.search({})", c.named())), ROWS, &c.refs()).await?;
                 (searched(json!({"items": parse(row.get(0))})), row.get(1))
             }
             "context" => {
@@ -799,17 +821,15 @@ impl MemoryServer {
                     .arg("filters", "::text::jsonb", opt_json(a, "filters"))
                     .arg("query_embedding", "::real[]", vector.clone())
                     .arg("diversity", "::float8", diversity);
-                let row = one(tx, &format!("SELECT memory.context({})::text", c.named()), &c.refs()).await?;
-                let v = parse(row.get(0));
-                let n = v.get("ids").and_then(Value::as_array).map_or(0, |x| x.len() as i32);
-                (searched(json!({"context": v})), n)
+                let row = call.one(&format!("SELECT memory.context({})::text", c.named()), ("j", "CASE pg_catalog.jsonb_typeof(x.j::jsonb OPERATOR(pg_catalog.->) 'ids') WHEN 'array' THEN pg_catalog.jsonb_array_length(x.j::jsonb OPERATOR(pg_catalog.->) 'ids') ELSE 0 END"), &c.refs()).await?;
+                (searched(json!({"context": parse(row.get(0))})), row.get(1))
             }
             "get" => {
                 let mut c = Call::new();
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(tx, &rows_sql(&format!("memory.get({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.get({})", c.named())), ROWS, &c.refs()).await?;
                 let item = parse(row.get(0)).get(0).cloned().unwrap_or(Value::Null);
                 (json!({"item": item}), row.get(1))
             }
@@ -823,7 +843,7 @@ impl MemoryServer {
                     .arg("ttl", "::text::interval", opt_str(a, "ttl")?)
                     .arg("embedding", "::real[]", vector.clone())
                     .arg("user_id", "::text", opt_str(a, "user_id")?);
-                let row = one(tx, &format!("SELECT memory.put({})::text", c.named()), &c.refs()).await?;
+                let row = call.one(&format!("SELECT memory.put({})::text", c.named()), ("j", "1"), &c.refs()).await?;
                 (stored(json!({"id": row.get::<_, String>(0)})), 1)
             }
             "delete" => {
@@ -831,7 +851,7 @@ impl MemoryServer {
                 c.arg("org_id", "::text", Some(org.clone()))
                     .arg("namespace", "::text[]", Some(req_strs(a, "namespace")?))
                     .arg("key", "::text", Some(req_str(a, "key")?));
-                let row = one(tx, &format!("SELECT memory.delete({})", c.named()), &c.refs()).await?;
+                let row = call.one(&format!("SELECT memory.delete({})", c.named()), ("j", "x.j::int"), &c.refs()).await?;
                 let deleted: bool = row.get(0);
                 (json!({"deleted": deleted}), i32::from(deleted))
             }
@@ -839,18 +859,19 @@ impl MemoryServer {
                 // Under row-level security: the versions of the token's org only.
                 let mut c = Call::new();
                 c.arg("memory_id", "::text::uuid", Some(req_str(a, "id")?));
-                let row = one(tx, &rows_sql(&format!("memory.history({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.history({})", c.named())), ROWS, &c.refs()).await?;
                 (json!({"versions": parse(row.get(0))}), row.get(1))
             }
             "lineage" => {
                 // memory.lineage finds the id in any org the login role may act for (memory.org_id
                 // first); a token reads its own org's lineage only, so another org's id has none.
-                let row = one(tx, 
+                let row = call.one(
                         "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.-) 'ordinality' ORDER BY r.ordinality), '[]')::text, \
                                 pg_catalog.count(*)::int \
                            FROM (SELECT $1::text::uuid AS id) x \
                            CROSS JOIN LATERAL memory.lineage(memory_id => x.id, direction => coalesce($2, 'up')) WITH ORDINALITY AS r \
                           WHERE EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $3 AND o.id OPERATOR(pg_catalog.=) x.id)",
+                        ROWS,
                         &[&req_str(a, "id")?, &opt_str(a, "direction")?, &org],
                     )
                     .await?;
@@ -861,10 +882,12 @@ impl MemoryServer {
                 // token supersedes its own org's only: another org's id is not found (P0002, as
                 // the database answers for a memory it may not read).
                 let old = req_str(a, "id")?;
-                let row = one(tx, 
+                let row = call.one(
                         "SELECT CASE WHEN EXISTS (SELECT FROM memory.observations o WHERE o.org_id OPERATOR(pg_catalog.=) $5 AND o.id OPERATOR(pg_catalog.=) $1::text::uuid) \
                                 THEN memory.supersede(old_id => $1::text::uuid, content => $2, reason => $3, metadata => coalesce($4::text::jsonb, '{}'), \
                                                       embedding => $6::real[])::text END",
+                        // No record when nothing was superseded (the call is refused below).
+                        ("j", "CASE WHEN x.j IS NULL THEN NULL ELSE 1 END"),
                         &[&old, &req_str(a, "content")?, &req_str(a, "reason")?, &opt_json(a, "metadata"), &org, &vector],
                     )
                     .await?;
@@ -885,27 +908,25 @@ impl MemoryServer {
                 c.arg("session_id", "::text", Some(req_str(a, "session_id")?))
                     .arg("outcome", "::text::memory.outcome", Some(req_str(a, "outcome")?))
                     .arg("observation_ids", "::text[]::uuid[]", Some(req_strs(a, "observation_ids")?));
-                let row = one(tx, &rows_sql(&format!("memory.record_outcome({})", c.named())), &c.refs()).await?;
+                let row = call.one(&rows_sql(&format!("memory.record_outcome({})", c.named())), ROWS, &c.refs()).await?;
                 (json!({"results": parse(row.get(0))}), row.get(1))
             }
             other => return Err(Failure::Args(format!("unknown tool {other}"))),
         }) }
         .await;
-        let (value, count) = match called {
-            Ok(v) => v,
-            Err(f) => {
-                tx.batch_execute("ROLLBACK").await?;
+        match called {
+            Ok((value, _)) => {
                 conn.release();
-                return Err(f);
+                Ok(value)
             }
-        };
-        // A failed audit append rolls the call back (its COMMIT then ends a failed transaction).
-        let what: [&(dyn ToSql + Sync); 3] = [&tool, &client, &count];
-        let (audited, committed) = tokio::join!(tx.execute(&audit, &what), tx.batch_execute("COMMIT"));
-        conn.release();
-        audited?;
-        committed?;
-        Ok(value)
+            // A refused statement's transaction was rolled back by its COMMIT: the connection is
+            // idle. A lost one is closed (Pooled's drop).
+            Err(Failure::Db(e)) if e.as_db_error().is_none() => Err(Failure::Db(e)),
+            Err(f) => {
+                conn.release();
+                Err(f)
+            }
+        }
     }
 }
 
@@ -1058,6 +1079,18 @@ async fn startup_org(pool: &Pool, org: Option<&str>, per_token: bool) -> Result<
                SELECT memory.grant_org('agent_mcp', 'acme'); (see docs/mcp.md)";
     if !installed {
         return Err("memory_ext is not installed in this database (CREATE EXTENSION memory_ext)".into());
+    }
+    // remember's call is recorded by its own memory.store, through memory.mcp_call, which memory_ext
+    // 0.4.0's library defines (loaded by the classifier call): an older one would store unrecorded.
+    let knows_calls: bool = conn
+        .query_one("SELECT pg_catalog.current_setting('memory.mcp_call', true) IS NOT NULL FROM (SELECT memory.classify('') OFFSET 0) c", &[])
+        .await
+        .map_err(|e| format!("cannot read memory_ext's settings: {e}"))?
+        .get(0);
+    if !knows_calls {
+        return Err("refusing to start: the memory_ext library of this database predates memory.mcp_call (0.4.0), so remember's calls \
+                    would go unrecorded; install memory_ext 0.4.0 or later and run ALTER EXTENSION memory_ext UPDATE"
+            .into());
     }
     if sup {
         return Err(format!("refusing to start: role {role} is a superuser, which bypasses row-level security and acts for every org; {how}"));

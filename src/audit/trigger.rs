@@ -298,8 +298,10 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         if map.cols.org.is_none() {
             ap.vouch_platform_chain();
         }
+        let mcp = mcp_call(map.table.as_str(), event_type)?;
         let mut rows = RowEvents {
             actor: default_actor(&ap),
+            mcp: mcp.as_ref().map(|(t, c)| (t.as_str(), c.as_str())),
             table: map.table.as_str(),
             event_type,
             reason: reason.as_deref(),
@@ -375,6 +377,8 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
 /// What turns a statement's rows into events: the same for every batch of the statement.
 struct RowEvents<'s> {
     actor: String,
+    /// memory-mcp's call (tool, client) that this statement's `memory.store` events record.
+    mcp: Option<(&'s str, &'s str)>,
     table: &'s str,
     event_type: &'static str,
     reason: Option<&'s str>,
@@ -421,8 +425,14 @@ impl RowEvents<'_> {
             match event_type {
                 t if t == events::STORE => {
                     let content = batch.bytes(i, 1).map(|c| memory_core::audit::sha256_hex_in(c, &mut self.sha));
-                    let store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
-                    append_event(ap, client, &self.actor, events::STORE, &store, org, project, workspace)?;
+                    if let Some((tool, caller)) = self.mcp {
+                        let store = [("classification", tier), ("content_sha256", content), ("id", id), ("mcp_client", Some(caller)),
+                                     ("mcp_tool", Some(tool)), ("table", Some(table)), ("userId", user_p)];
+                        append_event(ap, client, &self.actor, events::STORE, &store, org, project, workspace)?;
+                    } else {
+                        let store = [("classification", tier), ("content_sha256", content), ("id", id), ("table", Some(table)), ("userId", user_p)];
+                        append_event(ap, client, &self.actor, events::STORE, &store, org, project, workspace)?;
+                    }
                 }
                 t if t == events::DELETE => {
                     let delete = [("classification", tier), ("id", id), ("table", Some(table)), ("userId", user_p)];
@@ -447,6 +457,18 @@ impl RowEvents<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// memory-mcp's call (`memory.mcp_call`) when this statement's events are its record: a
+/// malformed setting is `22023`; a well-formed one for another kind of event is no record.
+fn mcp_call(table: &str, event_type: &str) -> Result<Option<(String, String)>, MxError> {
+    let Some(setting) = crate::gucs::MCP_CALL.get() else { return Ok(None) };
+    let setting = setting.to_string_lossy();
+    match events::mcp_call(&setting) {
+        Err(why) => Err(MxError::bad_argument(why).hint("memory-mcp sets it with set_config('memory.mcp_call', 'remember:<client>', true).")),
+        Ok(Some((tool, client))) if events::mcp_call_recorded_by(tool, event_type, table) => Ok(Some((tool.to_string(), client.to_string()))),
+        Ok(_) => Ok(None),
     }
 }
 

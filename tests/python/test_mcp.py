@@ -36,6 +36,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
+import verify_chain
 from conftest import CLUSTER, ROOT, connect, ensure_role, fresh_database
 from test_app_roles import ADMIN, GLOBEX, READER, WRITER, app  # noqa: F401  (the fixture)
 
@@ -45,6 +46,12 @@ ALL_TOOLS = READ_TOOLS | {"remember", "forget", "put", "delete", "supersede", "r
 # The key of the list a list-returning tool answers in its structured content.
 LISTS = {"recall": "memories", "retrieve": "claims", "claim_chain": "chain", "search": "items", "record_outcome": "results",
          "history": "versions", "lineage": "lineage"}
+# memory-mcp's record of each call (issue 51): remember's is the memory.store of its own INSERT,
+# carrying mcp_tool and mcp_client; every other tool's a memory.mcp.tool_invoked (tool, client, count).
+CALLS = ("SELECT coalesce(payload->>'tool', payload->>'mcp_tool') AS tool, coalesce(payload->>'client', payload->>'mcp_client') AS client, "
+         "coalesce(payload->'count', '1') AS count, event_type, payload, actor_id, chain_id, seq FROM memory.audit_log "
+         "WHERE event_type = 'memory.mcp.tool_invoked' OR (event_type = 'memory.store' AND payload ? 'mcp_tool')")
+STORE_KEYS = {"classification", "content_sha256", "id", "mcp_client", "mcp_tool", "table", "userId"}
 
 
 @pytest.fixture(scope="module")
@@ -134,16 +141,22 @@ def test_tools_remember_recall_forget_and_the_audit_trail(binary, app, conn):
     oid = run(go())
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (oid,)).fetchone() == (0,)
     conn.execute("SELECT memory.audit_integrate()")
-    events = conn.execute("SELECT payload, actor_id FROM memory.audit_log WHERE chain_id = 'acme' "
-                          "AND event_type = 'memory.mcp.tool_invoked' ORDER BY seq").fetchall()
-    assert [p["tool"] for p, _ in events] == ["remember", "recall", "recall", "forget", "recall"]
-    assert [p["count"] for p, _ in events] == [1, 1, 1, 1, 0]
-    assert all(set(p) == {"tool", "client", "count"} and p["client"] == CLIENT for p, _ in events), "never content or the query"
+    events = conn.execute(f"SELECT payload, actor_id, tool, count, event_type, client FROM ({CALLS}) c WHERE chain_id = 'acme' ORDER BY seq").fetchall()
+    assert [e[2] for e in events] == ["remember", "recall", "recall", "forget", "recall"]
+    assert [e[3] for e in events] == [1, 1, 1, 1, 0]
+    # remember's record is its own write's event: no separate one.
+    assert [e[4] for e in events] == ["memory.store"] + ["memory.mcp.tool_invoked"] * 4
+    assert set(events[0][0]) <= STORE_KEYS and events[0][0]["table"] == "memory.observations" and events[0][0]["id"] == oid
+    assert all(set(p) == {"tool", "client", "count"} for p, *_ in events[1:]) and all(e[5] == CLIENT for e in events), \
+        "never content or the query"
     # The actor is the client, pseudonymised (memory.actor_id = mcp:<client>), and the role.
-    assert all(a.startswith("h:") and a.endswith("role:app_writer") for _, a in events), events[0][1]
+    assert all(e[1].startswith("h:") and e[1].endswith("role:app_writer") for e in events), events[0][1]
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'acme' AND event_type IN ('memory.recall', 'memory.forget')"
                         ).fetchone()[0] == 4, "the functions' own events, besides memory-mcp's"
     assert all(ok_ for (ok_,) in conn.execute("SELECT ok FROM memory.audit_verify('acme')").fetchall())
+    # The offline checker (standard library only) verifies the chain with the call in a memory.store.
+    rows, keys, head = verify_chain.load(conn, "acme")
+    assert verify_chain.verify(rows, keys, head) == (True, None, None)
 
 
 def test_read_only_lists_no_writes_and_refuses_them(binary, app, conn):
@@ -282,6 +295,7 @@ def test_refusals_carry_sqlstate_message_and_hint_and_change_nothing(binary, app
     conn.execute("SELECT memory.audit_integrate()")
     assert conn.execute("SELECT count(*) FROM memory.audit_log WHERE event_type IN ('memory.mcp.tool_invoked', 'memory.retrieval.hybrid')"
                         ).fetchone() == (0,), "a refused call's transaction, its audit record with it, is rolled back"
+    assert conn.execute(f"SELECT count(*) FROM ({CALLS}) c").fetchone() == (0,), "a refused remember records no call either"
 
 
 def test_refuses_to_start_for_unbound_or_unrestricted_roles(binary, app, conn):
@@ -622,9 +636,9 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
         assert status == 200 and b"acme offsite" in body
     assert conn.execute("SELECT org_id, count(*) FROM memory.observations GROUP BY 1 ORDER BY 1").fetchall() == [("acme", 1), ("globex", 1)]
     with connect(app, ADMIN) as c:
-        mine = c.execute("SELECT payload->>'tool' FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
-                         "actor => 'mcp:http-agent:alice')").fetchall()
-        assert sorted(mine) == [("recall",), ("remember",)], "the actor is mcp:<client>:<sub>"
+        mine = c.execute("SELECT coalesce(payload->>'tool', payload->>'mcp_tool') FROM memory.audit_events(org_id => 'acme', "
+                         "actor => 'mcp:http-agent:alice') WHERE event_type = 'memory.mcp.tool_invoked' OR payload ? 'mcp_tool'").fetchall()
+        assert sorted(mine) == [("recall",), ("remember",)], "the actor is mcp:<client>:<sub> (remember's record: its memory.store)"
         assert len(c.execute("SELECT 1 FROM memory.audit_events(event_type => 'memory.mcp.tool_invoked', org_id => 'acme', "
                              "actor => 'mcp:raw-agent:bob')").fetchall()) == 1
 

@@ -1,7 +1,7 @@
 -- SQL-level suite for the trust boundary (SPEC §8): every attack of issue 11 as its own test.
 -- Each must fail with 42501 (or the rule's SQLSTATE) and change nothing.
 BEGIN;
-SELECT plan(147);
+SELECT plan(155);
 
 SELECT memory.setup_roles();
 CREATE ROLE sec_mallory LOGIN;                                   -- an ordinary login role, no grants
@@ -442,6 +442,37 @@ SELECT results_eq($$ SELECT chain_id, payload, actor_id FROM public.audit_log_no
                             ('acme'::text, '{"tool": "lineage", "count": 0, "client": "claude-code"}'::jsonb, 'role:sec_reader'::text),
                             ('acme'::text, '{"tool": "forget", "count": 2, "client": "claude-code"}'::jsonb, 'role:sec_writer'::text) $$,
                   'one event a call recorded, on the acting org''s chain: tool, client and count only');
+-- (issue 51) remember's call is recorded by its own write: memory.mcp_call (TOOL:CLIENT, set locally
+-- by memory-mcp with the org and actor) is carried by the memory.store of an INSERT into
+-- memory.observations, and by no other event. A reader inserts nothing, so it records no call
+-- this way: not a forget, not a remember.
+SET ROLE sec_reader;
+SET memory.mcp_call = 'forget:claude-code';
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'a forged forget') $$, '42501', NULL,
+                 'a reader naming a forget in memory.mcp_call inserts nothing, so records nothing');
+SELECT lives_ok($$ SELECT count(*) FROM memory.recall('acme', 'episode', 5) $$, 'its recall runs (its read event carries no call)');
+RESET memory.mcp_call;
+RESET ROLE;
+SET ROLE sec_writer;
+SET memory.mcp_call = 'forget:claude-code';
+SELECT lives_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'stored, not forgotten') $$,
+                'a writer naming a forget stores a memory (its event records no forget)');
+SET memory.mcp_call = 'remember:claude-code';
+SELECT lives_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'remembered through memory-mcp') $$,
+                'a writer''s remember through memory-mcp');
+SET memory.mcp_call = 'audit_append:claude-code';
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x') $$, '22023', NULL,
+                 'a setting naming no memory-mcp tool is refused');
+SET memory.mcp_call = 'remember';
+SELECT throws_ok($$ INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x') $$, '22023', NULL,
+                 'as is one without a client');
+RESET memory.mcp_call;
+RESET ROLE;
+SELECT results_eq($$ SELECT chain_id, event_type, payload->>'mcp_tool', payload->>'mcp_client', payload->>'table', actor_id FROM public.audit_log_now()
+                      WHERE payload ? 'mcp_tool' OR payload ? 'mcp_client' ORDER BY chain_id, seq $$,
+                  $$ VALUES ('acme'::text, 'memory.store'::text, 'remember'::text, 'claude-code'::text, 'memory.observations'::text, 'role:sec_writer'::text) $$,
+                  'only the remember''s own memory.store carries the call (mcp_tool, mcp_client)');
+SELECT results_eq($$ SELECT bool_and(ok) FROM memory.audit_verify() $$, $$ VALUES (true) $$, 'every chain verifies with the call in a payload');
 
 -- ---------------------------------------------------------------------------------------------
 -- Definer functions: none executable by PUBLIC off the allow-list of docs/security.md; every function pins search_path.
