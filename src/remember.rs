@@ -5,7 +5,7 @@
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::locks::advisory_xact_lock;
-use crate::pg::polymorphic::{again, argument, array_argument, jsonb_is_object};
+use crate::pg::polymorphic::{again, array_argument, jsonb_argument};
 use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
@@ -161,38 +161,41 @@ RETURNING o.id::pg_catalog.text,
 const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
  WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid";
 
-/// memory.remember's body up to its mode, and all of the exact mode (the default) (sql/remember.sql):
-/// the arguments (memory_internal._remember_check raises what is wrong, called only when
+/// memory.remember (SECURITY DEFINER, SET search_path; declared in sql/remember.sql, not for
+/// PUBLIC): the arguments (memory_internal._remember_check raises what is wrong, called only when
 /// `memory_core::dedup::surely_valid` is not sure), the org (memory_internal._require_org's 42501
-/// likewise), then in the exact mode the clearance, the hash, the advisory lock on the org and
-/// hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and a
-/// given embedding. Returns remember's answer, or NULL when the org's mode is another (near, off:
-/// memory.remember goes on). `memory_type` is the label; `metadata` jsonb. Runs as
-/// memory.remember's definer: not for PUBLIC.
+/// likewise), then in the exact mode (the default) the clearance, the hash, the advisory lock on
+/// the org and hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and
+/// a given embedding; in the org's other modes (near, off), memory_internal._remember_other.
+/// `memory_type` is the memory.memory_type value (an enum's oid); `metadata` jsonb.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_remember")]
-fn remember_body(
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn remember(
     org: Option<&str>,
     content: Option<&str>,
     user_id: Option<&str>,
     session_id: Option<&str>,
-    memory_type: Option<&str>,
+    memory_type: Option<pg_sys::Oid>,
     metadata: Option<AnyElement>,
     embedding: Option<pgrx::datum::Array<'_, f32>>,
     namespace: Option<pgrx::datum::Array<'_, &str>>,
     derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
 ) -> Option<JsonB> {
-    remember_exact(org, content, user_id, session_id, memory_type, metadata, embedding, namespace, derived_from).or_raise()
+    let label = memory_type.map(|t| pgrx::enum_helper::lookup_enum_by_oid(t).0);
+    remember_call(org, content, user_id, session_id, label.as_deref(), metadata.as_ref(), embedding, namespace, derived_from).or_raise()
 }
 
+/// memory.remember's near and off modes, after the checks: $5 the memory type's label.
+const OTHER_SQL: &str = "SELECT memory_internal._remember_other($1, $2, $3, $4, $5::memory.memory_type, $6, $7, $8, $9)";
+
 #[allow(clippy::too_many_arguments)]
-fn remember_exact(
+fn remember_call(
     org: Option<&str>,
     content: Option<&str>,
     user_id: Option<&str>,
     session_id: Option<&str>,
     memory_type: Option<&str>,
-    metadata: Option<AnyElement>,
+    metadata: Option<&AnyElement>,
     embedding: Option<pgrx::datum::Array<'_, f32>>,
     namespace: Option<pgrx::datum::Array<'_, &str>>,
     derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
@@ -207,10 +210,14 @@ fn remember_exact(
         }
     };
     let flat: Option<Vec<Option<&str>>> = labels.as_ref().map(|(l, _)| l.iter().map(Option::as_deref).collect());
+    let (meta, object) = match metadata {
+        None => (DatumWithOid::null_oid(pg_sys::JSONBOID), false),
+        Some(m) => jsonb_argument(m),
+    };
     let sure = labels.as_ref().is_none_or(|(_, one)| *one)
-        && surely_valid(org, content, user_id, memory_type.is_some(), metadata.as_ref().is_some_and(jsonb_is_object), embedding.is_some(), flat.as_deref());
-    let meta = metadata.as_ref().map_or(DatumWithOid::null_oid(pg_sys::JSONBOID), argument);
+        && surely_valid(org, content, user_id, memory_type.is_some(), object, embedding.is_some(), flat.as_deref());
     let emb = embedding.map_or(DatumWithOid::null_oid(pg_sys::FLOAT4ARRAYOID), |a| array_argument(a, pg_sys::FLOAT4ARRAYOID).0);
+    let derived = derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0);
     Spi::connect_mut(|client| {
         // The arguments first (22023: nothing is written for a call that is refused), then the org (42501).
         if !sure {
@@ -227,7 +234,23 @@ fn remember_exact(
         }
         let org = org.unwrap_or_default();
         if dedup_mode(Some(org)) != "exact" {
-            return Ok(None);
+            let t = kept_write(
+                client,
+                OTHER_SQL,
+                &[
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::JSONBOID,
+                    pg_sys::FLOAT4ARRAYOID,
+                    pg_sys::TEXTARRAYOID,
+                    pg_sys::UUIDARRAYOID,
+                ],
+                &[org.into(), content.into(), user_id.into(), session_id.into(), memory_type.into(), meta, emb, ns, derived],
+            )?;
+            return t.first().get::<JsonB>(1).map_err(spi);
         }
         let tier = crate::trust::clearance(Some(org))?;
         let content = content.unwrap_or_default();
@@ -281,17 +304,7 @@ fn remember_exact(
                 pg_sys::TEXTOID,
                 pg_sys::UUIDARRAYOID,
             ],
-            &[
-                org.into(),
-                h.as_str().into(),
-                user_id.into(),
-                session_id.into(),
-                memory_type.into(),
-                meta,
-                ns,
-                content.into(),
-                derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0),
-            ],
+            &[org.into(), h.as_str().into(), user_id.into(), session_id.into(), memory_type.into(), meta, ns, content.into(), derived],
         )?;
         let row = t.first();
         let (id, cls) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?);
