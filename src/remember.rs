@@ -5,7 +5,9 @@
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::locks::advisory_xact_lock;
-use crate::pg::polymorphic::{again, array_argument, jsonb_argument};
+use crate::pg::polymorphic::{again, array_argument, jsonb_argument, relation_oid};
+use crate::pg::scan::{self, Key, Lookup};
+use memory_core::retrieval::recall::CLASSIFICATIONS;
 use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
@@ -38,6 +40,17 @@ fn relcache(relid: pg_sys::Oid) {
         MODES.with(|m| m.borrow_mut().clear());
         DISTRIBUTED.with(|d| d.set(None));
     }
+    DEDUP_REL.with(|d| {
+        let drop = match d.get() {
+            None => false,
+            // (Not as memory_ext made them: asked again after any change of a relation.)
+            Some(None) => true,
+            Some(Some(r)) => relid == pg_sys::InvalidOid || relid == r.heap || relid == r.index,
+        };
+        if drop {
+            d.set(None);
+        }
+    });
 }
 
 pub fn init() {
@@ -157,6 +170,129 @@ RETURNING o.id::pg_catalog.text,
                WHEN o.classification OPERATOR(pg_catalog.=) 'confidential'::memory.classification THEN 'confidential'
                WHEN o.classification OPERATOR(pg_catalog.=) 'restricted'::memory.classification THEN 'restricted' END";
 
+/// memory.observations, its index observations_dedup (org_id, content_sha256) and the columns of
+/// the exact lookup, by number: what `lookup_direct` reads.
+#[derive(Clone, Copy)]
+struct DedupRel {
+    heap: pg_sys::Oid,
+    index: pg_sys::Oid,
+    id: i16,
+    user_id: i16,
+    namespace: i16,
+    key: i16,
+    soft_deleted_at: i16,
+    superseded_at: i16,
+    expires_at: i16,
+    classification: i16,
+    content: i16,
+    created_at: i16,
+}
+
+thread_local! {
+    // None: not read since the table or its index last changed; Some(None): they are not as
+    // memory_ext made them (the lookup stays the statement).
+    static DEDUP_REL: Cell<Option<Option<DedupRel>>> = const { Cell::new(None) };
+}
+
+fn dedup_rel() -> Option<DedupRel> {
+    if let Some(r) = DEDUP_REL.with(Cell::get) {
+        return r;
+    }
+    let fill = crate::pg::callbacks::Fill::begin();
+    let r = read_dedup_rel();
+    if fill.keep() {
+        DEDUP_REL.with(|d| d.set(Some(r)));
+    }
+    r
+}
+
+/// The relations and columns as memory_ext makes them (the columns of the types the lookup reads
+/// them as, the index's leading keys org_id and content_sha256), else None.
+fn read_dedup_rel() -> Option<DedupRel> {
+    let heap = relation_oid(c"memory", c"observations");
+    let index = relation_oid(c"memory", c"observations_dedup");
+    if heap == pg_sys::InvalidOid || index == pg_sys::InvalidOid {
+        return None;
+    }
+    let col = |name: &std::ffi::CStr, typ: pg_sys::Oid| scan::attnum(heap, name).filter(|&n| scan::atttype(heap, n) == typ);
+    let (text, tz) = (pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID);
+    let keys = scan::index_key_columns(index)?;
+    if keys.len() < 2 || Some(keys[0]) != col(c"org_id", text) || Some(keys[1]) != col(c"content_sha256", text) {
+        return None;
+    }
+    let classification = scan::attnum(heap, c"classification").filter(|&n| crate::pg::varlena::type_is_enum(scan::atttype(heap, n)))?;
+    Some(DedupRel {
+        heap,
+        index,
+        id: col(c"id", pg_sys::UUIDOID)?,
+        user_id: col(c"user_id", text)?,
+        namespace: col(c"namespace", pg_sys::TEXTARRAYOID)?,
+        key: col(c"key", text)?,
+        soft_deleted_at: col(c"soft_deleted_at", tz)?,
+        superseded_at: col(c"superseded_at", tz)?,
+        expires_at: col(c"expires_at", tz)?,
+        classification,
+        content: col(c"content", text)?,
+        created_at: col(c"created_at", tz)?,
+    })
+}
+
+/// A uuid's text (as uuid_out writes it).
+fn uuid_text(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The exact lookup (LOOKUP_SQL's rows: id, tier, created_at in microseconds) without the
+/// executor: an index scan of observations_dedup under the snapshot a writing statement would
+/// take now (`scan::Lookup::begin`, after the advisory lock), each row tested here as the
+/// statement's conditions test it. None where it does not apply: Citus in this database (its
+/// tables' rows are on the workers), or the table or index not as memory_ext made them; the
+/// statement reads then. Reads as the definer (memory_ext's own table: no privilege or row-level
+/// security to check, as for the statement run by the table's owner).
+fn lookup_direct(org: &str, h: &str, user: Option<&str>, ns: Option<pg_sys::Datum>, tier: Option<&str>) -> Result<Option<Vec<(i64, String, Option<String>)>>, MxError> {
+    if crate::pg::citus::installed() {
+        return Ok(None);
+    }
+    let Some(r) = dedup_rel() else { return Ok(None) };
+    let rank = |l: &str| CLASSIFICATIONS.iter().position(|c| *c == l);
+    // (A NULL clearance clears no tier: `classification <= NULL` holds for no row.)
+    let Some(limit) = tier.and_then(rank) else { return Ok(Some(Vec::new())) };
+    let (Some(org_d), Some(h_d)) = (org.into_datum(), h.into_datum()) else { return Ok(None) };
+    let lookup = Lookup::begin();
+    let mut scan = lookup.backward(r.heap, r.index, &[Key::eq(1, pg_sys::F_TEXTEQ, org_d), Key::eq(2, pg_sys::F_TEXTEQ, h_d)])?;
+    let now = crate::pg::xact::xact_start_micros();
+    let mut out = Vec::new();
+    while scan.next() {
+        if scan.datum(r.key).is_some() || scan.datum(r.soft_deleted_at).is_some() || scan.datum(r.superseded_at).is_some() {
+            continue;
+        }
+        if scan.datum(r.expires_at).is_some_and(|d| d.value() as i64 <= now) {
+            continue;
+        }
+        if scan.bytes(r.user_id) != user.map(str::as_bytes) {
+            continue;
+        }
+        match (scan.datum(r.namespace), ns) {
+            (None, None) => {}
+            (Some(a), Some(b)) if scan::arrays_equal(a, b, pg_sys::DEFAULT_COLLATION_OID) => {}
+            _ => continue,
+        }
+        let Some(c) = scan.datum(r.classification) else { continue };
+        let label = pgrx::enum_helper::lookup_enum_by_oid(pg_sys::Oid::from(c.value() as u32)).0;
+        if rank(&label).is_none_or(|x| x > limit) {
+            continue;
+        }
+        // A hash left behind by an UPDATE of the content is no match.
+        if scan.bytes(r.content).is_none_or(|t| norm_hash(&String::from_utf8_lossy(t)) != h) {
+            continue;
+        }
+        let (Some(id), Some(at)) = (scan.uuid(r.id), scan.datum(r.created_at)) else { continue };
+        out.push((at.value() as i64, uuid_text(&id), Some(label)));
+    }
+    Ok(Some(out))
+}
+
 /// A duplicate met again.
 const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
  WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid";
@@ -257,17 +393,27 @@ fn remember_call(
         let h = norm_hash(content);
         advisory_xact_lock(lock_key(org, &h));
         // (Each statement takes its snapshot after the lock: a writing plan.)
-        let t = kept_write(
-            client,
-            LOOKUP_SQL,
-            &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
-            &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
-        )?;
+        let rows = match lookup_direct(org, &h, user_id, ns.datum().map(pgrx::datum::Datum::sans_lifetime), tier.as_deref())? {
+            Some(rows) => rows,
+            None => {
+                let t = kept_write(
+                    client,
+                    LOOKUP_SQL,
+                    &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
+                    &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
+                )?;
+                let mut rows = Vec::new();
+                for row in t {
+                    let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
+                    if let (Some(id), Some(at)) = (id, at) {
+                        rows.push((i64::from(at), id, cls));
+                    }
+                }
+                rows
+            }
+        };
         let mut hit: Option<(i64, String, Option<String>)> = None;
-        for row in t {
-            let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
-            let (Some(id), Some(at)) = (id, at) else { continue };
-            let at: i64 = at.into();
+        for (at, id, cls) in rows {
             // The oldest, then the least id (uuid's text orders as its bytes).
             if hit.as_ref().is_none_or(|(a, i, _)| (at, &id) < (*a, i)) {
                 hit = Some((at, id, cls));
