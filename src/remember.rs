@@ -260,7 +260,14 @@ fn lookup_direct(org: &str, h: &str, user: Option<&str>, ns: Option<pg_sys::Datu
     let Some(limit) = tier.and_then(rank) else { return Ok(Some(Vec::new())) };
     let (Some(org_d), Some(h_d)) = (org.into_datum(), h.into_datum()) else { return Ok(None) };
     let lookup = Lookup::begin();
-    let mut scan = lookup.backward(r.heap, r.index, &[Key::eq(1, pg_sys::F_TEXTEQ, org_d), Key::eq(2, pg_sys::F_TEXTEQ, h_d)])?;
+    let mut scan = match lookup.backward(r.heap, r.index, &[Key::eq(1, pg_sys::F_TEXTEQ, org_d), Key::eq(2, pg_sys::F_TEXTEQ, h_d)]) {
+        Ok(scan) => scan,
+        // An index left invalid (a failed CREATE INDEX CONCURRENTLY under its name) or made
+        // another way (not a btree): the statement, which the planner plans as it may. (A
+        // relation dropped meanwhile is 40001, as the statement would meet it.)
+        Err(e) if e.sqlstate != crate::errors::code::SERIALIZATION_FAILURE => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let now = crate::pg::xact::xact_start_micros();
     let mut out = Vec::new();
     while scan.next() {
