@@ -111,9 +111,9 @@ Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}. Load average while it r
 | `recall` | {p50['recall']:.2f} | {p95['recall']:.2f} |
 | `recall(..., as_of)` | {p50['as_of']:.2f} | {p95['as_of']:.2f} |
 
-- `recall(as_of)` p50 is **{p50['as_of'] / p50['recall']:.2f}x** `recall`'s (target: at most 1.5x).- Not met: against a bare table (no trigger) the UPDATE with its revision runs at the figure above, most of it the governed
-  UPDATE's own classification and audit; `recall(as_of)` misses 1.5x: the arm of the rows a revision covers reads every
-  revision valid then (their words are kept, not indexed).
+- `recall(as_of)` p50 is **{p50['as_of'] / p50['recall']:.2f}x** `recall`'s (target: at most 1.5x).
+- Against a bare table (no trigger) the UPDATE with its revision runs at the figure above, most of it the governed
+  UPDATE's own classification and audit.
 """
 write_section("Memory over time (issue 49)", body)
 print(body)

@@ -187,54 +187,57 @@ BEGIN
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'merged', 'duplicate_of', rid);
 END $$;
 
--- Store a memory unless the org has it already (SPEC §17). SECURITY DEFINER: the org is checked
--- against the calling role, and a memory above the caller's clearance is never matched (so a
--- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
--- The arguments, the org and the whole of the default (exact) mode are one Rust call,
--- memory_internal._remember (src/remember.rs: the lookup and the INSERT kept statements after the
--- advisory lock); near and off go on here.
-CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
-                                memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
-                                embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)
-RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- memory.remember's near and off modes (its exact mode, the default, is Rust: memory.remember
+-- below), called by it once the arguments and the org are checked, as its definer.
+CREATE FUNCTION memory_internal._remember_other(org text, content text, user_id text, session_id text,
+                                                memory_type memory.memory_type, metadata jsonb, embedding real[],
+                                                namespace text[], derived_from uuid[])
+RETURNS jsonb LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    org  text := $1;
     h text;  locked boolean;
     rid  uuid;  got memory.classification;  tier memory.classification;
     out  jsonb;
 BEGIN
-    out := memory_internal._remember(org, remember.content, remember.user_id, remember.session_id, remember.memory_type::text,
-                                     remember.metadata, remember.embedding, remember.namespace, remember.derived_from);
-    IF out IS NOT NULL THEN
-        RETURN out;
-    END IF;
-    -- Near or off (the arguments and the org are checked).
     tier := memory_internal._clearance(org)::memory.classification;
-    h := memory_internal._dedup_hash(remember.content);
+    h := memory_internal._dedup_hash(_remember_other.content);
     IF memory_internal._dedup_mode(org) OPERATOR(pg_catalog.=) 'near' THEN
         -- Concurrent remembers of one user's memories wait for each other here until the first
         -- commits, so that the statements after this one (each with a new snapshot) find the first's row.
         locked := pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
-            pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember.near', org, remember.user_id, remember.namespace::text), 0)) IS NULL;
-        out := memory_internal._remember_match(org, remember.content, remember.user_id, remember.namespace, remember.embedding,
-                                               remember.metadata, remember.derived_from, tier, h);
+            pg_catalog.concat_ws(E'\x1f', 'memory_ext.remember.near', org, _remember_other.user_id, _remember_other.namespace::text), 0)) IS NULL;
+        out := memory_internal._remember_match(org, _remember_other.content, _remember_other.user_id, _remember_other.namespace,
+                                               _remember_other.embedding, _remember_other.metadata, _remember_other.derived_from, tier, h);
         IF out IS NOT NULL THEN
             RETURN out;
         END IF;
     END IF;
     INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-    VALUES (org, remember.user_id, remember.session_id, remember.memory_type, remember.metadata, remember.content,
-            remember.namespace, h, pg_catalog.now(), remember.derived_from)
+    VALUES (org, _remember_other.user_id, _remember_other.session_id, _remember_other.memory_type, _remember_other.metadata,
+            _remember_other.content, _remember_other.namespace, h, pg_catalog.now(), _remember_other.derived_from)
     RETURNING o.id, o.classification INTO rid, got;
-    IF remember.embedding IS NOT NULL THEN
+    IF _remember_other.embedding IS NOT NULL THEN
         EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3',
                                   memory_internal._vector_schema())
-            USING remember.embedding, org, rid;
+            USING _remember_other.embedding, org, rid;
     END IF;
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);
 END $$;
+COMMENT ON FUNCTION memory_internal._remember_other(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) IS
+  'memory.remember in the org''s near and off modes, after its checks (called by memory.remember as its definer; not for PUBLIC): near keeps a memory as similar as dedup_threshold (memory_internal._remember_match), else the row is stored.';
+
+-- Store a memory unless the org has it already (SPEC §17). SECURITY DEFINER: the org is checked
+-- against the calling role, and a memory above the caller's clearance is never matched (so a
+-- call learns nothing of it); the triggers classify, stamp and audit the row as for an INSERT.
+-- A Rust function (src/remember.rs): the arguments, the org and the whole of the default (exact)
+-- mode (the lookup and the INSERT kept statements after the advisory lock); near and off go on in
+-- memory_internal._remember_other.
+CREATE FUNCTION memory.remember(org_id text, content text, user_id text DEFAULT NULL, session_id text DEFAULT NULL,
+                                memory_type memory.memory_type DEFAULT 'long_term', metadata jsonb DEFAULT '{}',
+                                embedding real[] DEFAULT NULL, namespace text[] DEFAULT NULL, derived_from uuid[] DEFAULT NULL)
+RETURNS jsonb LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'remember_wrapper';
 COMMENT ON FUNCTION memory.remember(text, text, text, text, memory.memory_type, jsonb, real[], text[], uuid[]) IS
   'Store a memory unless the org already has it (memory.org_settings.dedup): exact (the default) returns a live memory of the same org, user and namespace with the same normalised text (NFKC, case-folded, white space collapsed) as duplicate, refreshing last_seen_at and seen_count; near also keeps one whose embedding (cosine) or, without an embedding, text (pg_trgm) is as similar as dedup_threshold, merging the metadata and the stricter tier (merged, audited memory.merge); off always stores. derived_from: the memories this one was made from (SPEC §18: its tier, trust and retention follow theirs; a duplicate leaves the kept memory''s sources as they are; a memory with sources is never merged into a near one). Returns {id, classification, status: created | duplicate | merged, duplicate_of}. At REPEATABLE READ or SERIALIZABLE, a duplicate committed after the transaction''s snapshot is 40001 in the exact mode (retry). A plain INSERT is never deduplicated.';
 

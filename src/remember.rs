@@ -5,7 +5,9 @@
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::locks::advisory_xact_lock;
-use crate::pg::polymorphic::{again, argument, array_argument, jsonb_is_object};
+use crate::pg::polymorphic::{again, array_argument, jsonb_argument, relation_oid};
+use crate::pg::scan::{self, Key, Lookup};
+use memory_core::retrieval::recall::CLASSIFICATIONS;
 use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
@@ -38,6 +40,17 @@ fn relcache(relid: pg_sys::Oid) {
         MODES.with(|m| m.borrow_mut().clear());
         DISTRIBUTED.with(|d| d.set(None));
     }
+    DEDUP_REL.with(|d| {
+        let drop = match d.get() {
+            None => false,
+            // (Not as memory_ext made them: asked again after any change of a relation.)
+            Some(None) => true,
+            Some(Some(r)) => relid == pg_sys::InvalidOid || relid == r.heap || relid == r.index,
+        };
+        if drop {
+            d.set(None);
+        }
+    });
 }
 
 pub fn init() {
@@ -157,42 +170,175 @@ RETURNING o.id::pg_catalog.text,
                WHEN o.classification OPERATOR(pg_catalog.=) 'confidential'::memory.classification THEN 'confidential'
                WHEN o.classification OPERATOR(pg_catalog.=) 'restricted'::memory.classification THEN 'restricted' END";
 
+/// memory.observations, its index observations_dedup (org_id, content_sha256) and the columns of
+/// the exact lookup, by number: what `lookup_direct` reads.
+#[derive(Clone, Copy)]
+struct DedupRel {
+    heap: pg_sys::Oid,
+    index: pg_sys::Oid,
+    id: i16,
+    user_id: i16,
+    namespace: i16,
+    key: i16,
+    soft_deleted_at: i16,
+    superseded_at: i16,
+    expires_at: i16,
+    classification: i16,
+    content: i16,
+    created_at: i16,
+}
+
+thread_local! {
+    // None: not read since the table or its index last changed; Some(None): they are not as
+    // memory_ext made them (the lookup stays the statement).
+    static DEDUP_REL: Cell<Option<Option<DedupRel>>> = const { Cell::new(None) };
+}
+
+fn dedup_rel() -> Option<DedupRel> {
+    if let Some(r) = DEDUP_REL.with(Cell::get) {
+        return r;
+    }
+    let fill = crate::pg::callbacks::Fill::begin();
+    let r = read_dedup_rel();
+    if fill.keep() {
+        DEDUP_REL.with(|d| d.set(Some(r)));
+    }
+    r
+}
+
+/// The relations and columns as memory_ext makes them (the columns of the types the lookup reads
+/// them as, the index's leading keys org_id and content_sha256), else None.
+fn read_dedup_rel() -> Option<DedupRel> {
+    let heap = relation_oid(c"memory", c"observations");
+    let index = relation_oid(c"memory", c"observations_dedup");
+    if heap == pg_sys::InvalidOid || index == pg_sys::InvalidOid {
+        return None;
+    }
+    let col = |name: &std::ffi::CStr, typ: pg_sys::Oid| scan::attnum(heap, name).filter(|&n| scan::atttype(heap, n) == typ);
+    let (text, tz) = (pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID);
+    let keys = scan::index_key_columns(index)?;
+    if keys.len() < 2 || Some(keys[0]) != col(c"org_id", text) || Some(keys[1]) != col(c"content_sha256", text) {
+        return None;
+    }
+    let classification = scan::attnum(heap, c"classification").filter(|&n| crate::pg::varlena::type_is_enum(scan::atttype(heap, n)))?;
+    Some(DedupRel {
+        heap,
+        index,
+        id: col(c"id", pg_sys::UUIDOID)?,
+        user_id: col(c"user_id", text)?,
+        namespace: col(c"namespace", pg_sys::TEXTARRAYOID)?,
+        key: col(c"key", text)?,
+        soft_deleted_at: col(c"soft_deleted_at", tz)?,
+        superseded_at: col(c"superseded_at", tz)?,
+        expires_at: col(c"expires_at", tz)?,
+        classification,
+        content: col(c"content", text)?,
+        created_at: col(c"created_at", tz)?,
+    })
+}
+
+/// A uuid's text (as uuid_out writes it).
+fn uuid_text(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The exact lookup (LOOKUP_SQL's rows: id, tier, created_at in microseconds) without the
+/// executor: an index scan of observations_dedup under the snapshot a writing statement would
+/// take now (`scan::Lookup::begin`, after the advisory lock), each row tested here as the
+/// statement's conditions test it. None where it does not apply: Citus in this database (its
+/// tables' rows are on the workers), or the table or index not as memory_ext made them; the
+/// statement reads then. Reads as the definer (memory_ext's own table: no privilege or row-level
+/// security to check, as for the statement run by the table's owner).
+fn lookup_direct(org: &str, h: &str, user: Option<&str>, ns: Option<pg_sys::Datum>, tier: Option<&str>) -> Result<Option<Vec<(i64, String, Option<String>)>>, MxError> {
+    if crate::pg::citus::installed() {
+        return Ok(None);
+    }
+    let Some(r) = dedup_rel() else { return Ok(None) };
+    let rank = |l: &str| CLASSIFICATIONS.iter().position(|c| *c == l);
+    // (A NULL clearance clears no tier: `classification <= NULL` holds for no row.)
+    let Some(limit) = tier.and_then(rank) else { return Ok(Some(Vec::new())) };
+    let (Some(org_d), Some(h_d)) = (org.into_datum(), h.into_datum()) else { return Ok(None) };
+    let lookup = Lookup::begin();
+    let mut scan = match lookup.backward(r.heap, r.index, &[Key::eq(1, pg_sys::F_TEXTEQ, org_d), Key::eq(2, pg_sys::F_TEXTEQ, h_d)]) {
+        Ok(scan) => scan,
+        // An index left invalid (a failed CREATE INDEX CONCURRENTLY under its name) or made
+        // another way (not a btree): the statement, which the planner plans as it may. (A
+        // relation dropped meanwhile is 40001, as the statement would meet it.)
+        Err(e) if e.sqlstate != crate::errors::code::SERIALIZATION_FAILURE => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let now = crate::pg::xact::xact_start_micros();
+    let mut out = Vec::new();
+    while scan.next() {
+        if scan.datum(r.key).is_some() || scan.datum(r.soft_deleted_at).is_some() || scan.datum(r.superseded_at).is_some() {
+            continue;
+        }
+        if scan.datum(r.expires_at).is_some_and(|d| d.value() as i64 <= now) {
+            continue;
+        }
+        if scan.bytes(r.user_id) != user.map(str::as_bytes) {
+            continue;
+        }
+        match (scan.datum(r.namespace), ns) {
+            (None, None) => {}
+            (Some(a), Some(b)) if scan::arrays_equal(a, b, pg_sys::DEFAULT_COLLATION_OID) => {}
+            _ => continue,
+        }
+        let Some(c) = scan.datum(r.classification) else { continue };
+        let label = pgrx::enum_helper::lookup_enum_by_oid(pg_sys::Oid::from(c.value() as u32)).0;
+        if rank(&label).is_none_or(|x| x > limit) {
+            continue;
+        }
+        // A hash left behind by an UPDATE of the content is no match.
+        if scan.bytes(r.content).is_none_or(|t| norm_hash(&String::from_utf8_lossy(t)) != h) {
+            continue;
+        }
+        let (Some(id), Some(at)) = (scan.uuid(r.id), scan.datum(r.created_at)) else { continue };
+        out.push((at.value() as i64, uuid_text(&id), Some(label)));
+    }
+    Ok(Some(out))
+}
+
 /// A duplicate met again.
 const SEEN_SQL: &str = "UPDATE memory.observations o SET last_seen_at = pg_catalog.now(), seen_count = o.seen_count OPERATOR(pg_catalog.+) 1
  WHERE o.org_id OPERATOR(pg_catalog.=) $1 AND o.id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid";
 
-/// memory.remember's body up to its mode, and all of the exact mode (the default) (sql/remember.sql):
-/// the arguments (memory_internal._remember_check raises what is wrong, called only when
+/// memory.remember (SECURITY DEFINER, SET search_path; declared in sql/remember.sql, not for
+/// PUBLIC): the arguments (memory_internal._remember_check raises what is wrong, called only when
 /// `memory_core::dedup::surely_valid` is not sure), the org (memory_internal._require_org's 42501
-/// likewise), then in the exact mode the clearance, the hash, the advisory lock on the org and
-/// hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and a
-/// given embedding. Returns remember's answer, or NULL when the org's mode is another (near, off:
-/// memory.remember goes on). `memory_type` is the label; `metadata` jsonb. Runs as
-/// memory.remember's definer: not for PUBLIC.
+/// likewise), then in the exact mode (the default) the clearance, the hash, the advisory lock on
+/// the org and hash, the lookup and the INSERT (kept statements), the seen_count of a duplicate and
+/// a given embedding; in the org's other modes (near, off), memory_internal._remember_other.
+/// `memory_type` is the memory.memory_type value (an enum's oid); `metadata` jsonb.
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_remember")]
-fn remember_body(
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn remember(
     org: Option<&str>,
     content: Option<&str>,
     user_id: Option<&str>,
     session_id: Option<&str>,
-    memory_type: Option<&str>,
+    memory_type: Option<pg_sys::Oid>,
     metadata: Option<AnyElement>,
     embedding: Option<pgrx::datum::Array<'_, f32>>,
     namespace: Option<pgrx::datum::Array<'_, &str>>,
     derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
 ) -> Option<JsonB> {
-    remember_exact(org, content, user_id, session_id, memory_type, metadata, embedding, namespace, derived_from).or_raise()
+    let label = memory_type.map(|t| pgrx::enum_helper::lookup_enum_by_oid(t).0);
+    remember_call(org, content, user_id, session_id, label.as_deref(), metadata.as_ref(), embedding, namespace, derived_from).or_raise()
 }
 
+/// memory.remember's near and off modes, after the checks: $5 the memory type's label.
+const OTHER_SQL: &str = "SELECT memory_internal._remember_other($1, $2, $3, $4, $5::memory.memory_type, $6, $7, $8, $9)";
+
 #[allow(clippy::too_many_arguments)]
-fn remember_exact(
+fn remember_call(
     org: Option<&str>,
     content: Option<&str>,
     user_id: Option<&str>,
     session_id: Option<&str>,
     memory_type: Option<&str>,
-    metadata: Option<AnyElement>,
+    metadata: Option<&AnyElement>,
     embedding: Option<pgrx::datum::Array<'_, f32>>,
     namespace: Option<pgrx::datum::Array<'_, &str>>,
     derived_from: Option<pgrx::datum::Array<'_, pgrx::Uuid>>,
@@ -207,10 +353,14 @@ fn remember_exact(
         }
     };
     let flat: Option<Vec<Option<&str>>> = labels.as_ref().map(|(l, _)| l.iter().map(Option::as_deref).collect());
+    let (meta, object) = match metadata {
+        None => (DatumWithOid::null_oid(pg_sys::JSONBOID), false),
+        Some(m) => jsonb_argument(m),
+    };
     let sure = labels.as_ref().is_none_or(|(_, one)| *one)
-        && surely_valid(org, content, user_id, memory_type.is_some(), metadata.as_ref().is_some_and(jsonb_is_object), embedding.is_some(), flat.as_deref());
-    let meta = metadata.as_ref().map_or(DatumWithOid::null_oid(pg_sys::JSONBOID), argument);
+        && surely_valid(org, content, user_id, memory_type.is_some(), object, embedding.is_some(), flat.as_deref());
     let emb = embedding.map_or(DatumWithOid::null_oid(pg_sys::FLOAT4ARRAYOID), |a| array_argument(a, pg_sys::FLOAT4ARRAYOID).0);
+    let derived = derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0);
     Spi::connect_mut(|client| {
         // The arguments first (22023: nothing is written for a call that is refused), then the org (42501).
         if !sure {
@@ -227,24 +377,50 @@ fn remember_exact(
         }
         let org = org.unwrap_or_default();
         if dedup_mode(Some(org)) != "exact" {
-            return Ok(None);
+            let t = kept_write(
+                client,
+                OTHER_SQL,
+                &[
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::TEXTOID,
+                    pg_sys::JSONBOID,
+                    pg_sys::FLOAT4ARRAYOID,
+                    pg_sys::TEXTARRAYOID,
+                    pg_sys::UUIDARRAYOID,
+                ],
+                &[org.into(), content.into(), user_id.into(), session_id.into(), memory_type.into(), meta, emb, ns, derived],
+            )?;
+            return t.first().get::<JsonB>(1).map_err(spi);
         }
         let tier = crate::trust::clearance(Some(org))?;
         let content = content.unwrap_or_default();
         let h = norm_hash(content);
         advisory_xact_lock(lock_key(org, &h));
         // (Each statement takes its snapshot after the lock: a writing plan.)
-        let t = kept_write(
-            client,
-            LOOKUP_SQL,
-            &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
-            &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
-        )?;
+        let rows = match lookup_direct(org, &h, user_id, ns.datum().map(pgrx::datum::Datum::sans_lifetime), tier.as_deref())? {
+            Some(rows) => rows,
+            None => {
+                let t = kept_write(
+                    client,
+                    LOOKUP_SQL,
+                    &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::TEXTARRAYOID, pg_sys::TEXTOID],
+                    &[org.into(), h.as_str().into(), user_id.into(), again(&ns), tier.as_deref().into()],
+                )?;
+                let mut rows = Vec::new();
+                for row in t {
+                    let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
+                    if let (Some(id), Some(at)) = (id, at) {
+                        rows.push((i64::from(at), id, cls));
+                    }
+                }
+                rows
+            }
+        };
         let mut hit: Option<(i64, String, Option<String>)> = None;
-        for row in t {
-            let (id, cls, at) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?, row.get::<TimestampWithTimeZone>(3).map_err(spi)?);
-            let (Some(id), Some(at)) = (id, at) else { continue };
-            let at: i64 = at.into();
+        for (at, id, cls) in rows {
             // The oldest, then the least id (uuid's text orders as its bytes).
             if hit.as_ref().is_none_or(|(a, i, _)| (at, &id) < (*a, i)) {
                 hit = Some((at, id, cls));
@@ -281,17 +457,7 @@ fn remember_exact(
                 pg_sys::TEXTOID,
                 pg_sys::UUIDARRAYOID,
             ],
-            &[
-                org.into(),
-                h.as_str().into(),
-                user_id.into(),
-                session_id.into(),
-                memory_type.into(),
-                meta,
-                ns,
-                content.into(),
-                derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0),
-            ],
+            &[org.into(), h.as_str().into(), user_id.into(), session_id.into(), memory_type.into(), meta, ns, content.into(), derived],
         )?;
         let row = t.first();
         let (id, cls) = (row.get::<String>(1).map_err(spi)?, row.get::<String>(2).map_err(spi)?);

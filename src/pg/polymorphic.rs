@@ -97,16 +97,13 @@ pub fn array_argument<'a, T: pgrx::datum::UnboxDatum>(a: Array<'a, T>, oid: pg_s
     unsafe { (DatumWithOid::new(pg_sys::Datum::from(p), oid), (*p).ndim) }
 }
 
-/// Whether a polymorphic value is a jsonb object (its root container's flag).
-pub fn jsonb_is_object(e: &AnyElement) -> bool {
-    if e.oid() != pg_sys::JSONBOID {
-        return false;
-    }
-    // SAFETY: a non-null jsonb datum (pgrx read its type from the call), detoasted here.
-    unsafe {
-        let j = pg_sys::pg_detoast_datum(e.datum().cast_mut_ptr()) as *const pg_sys::Jsonb;
-        (*j).root.header & pg_sys::JB_FOBJECT != 0
-    }
+/// A function's jsonb argument read as AnyElement (passed on as it is, never parsed): the SPI
+/// argument of type jsonb and whether it is an object (its root container's flag). The type is
+/// the declared one, not the call's (a call without an expression, such as the fast-path
+/// protocol's, tells none).
+pub fn jsonb_argument(e: &AnyElement) -> (DatumWithOid<'static>, bool) {
+    // SAFETY: a non-null datum of the function's jsonb argument, alive for the call.
+    unsafe { (DatumWithOid::new(e.datum(), pg_sys::JSONBOID), super::varlena::jsonb_is_object(e.datum())) }
 }
 
 /// Whether a uuid[] value sorted ascending by bytes (one dimension, no NULLs) holds `id`: a

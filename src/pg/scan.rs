@@ -423,6 +423,15 @@ pub fn attnum(relid: pg_sys::Oid, name: &std::ffi::CStr) -> Option<i16> {
     (n > 0).then_some(n)
 }
 
+/// Whether two non-NULL array datums are equal as `=` compares them (array_eq: the same
+/// dimensions and bounds, the elements equal by their type's default equality, under `collation`).
+pub fn arrays_equal(a: pg_sys::Datum, b: pg_sys::Datum, collation: pg_sys::Oid) -> bool {
+    // SAFETY: array_eq called through the function manager (it caches its type information in
+    // the FmgrInfo OidFunctionCall2Coll sets up) with two non-NULL array datums; an error (arrays
+    // of different element types) is raised as PostgreSQL raises it.
+    unsafe { pg_sys::OidFunctionCall2Coll(pg_sys::Oid::from(pg_sys::F_ARRAY_EQ), collation, a, b).value() != 0 }
+}
+
 /// Whether the array datum `d` (of 4-byte by-value elements of type `elemtype`, such as an enum
 /// array) holds `value`.
 pub fn array_holds(d: pg_sys::Datum, elemtype: pg_sys::Oid, value: pg_sys::Datum) -> bool {

@@ -428,10 +428,12 @@ fn point_in_time_reads_the_revision_valid_then() {
         "{}",
         s.sql
     );
-    assert!(s.sql.contains("::pg_catalog.timestamptz), s.\"id\")"), "{}", s.sql);
+    assert!(s.sql.contains("::pg_catalog.timestamptz)), s.\"id\")"), "{}", s.sql);
     assert!(s.sql.contains("UNION ALL SELECT s.*, r.content AS \"memory_as_of_content\""), "{}", s.sql);
     assert!(s.sql.contains("JOIN \"memory\".\"revisions\" r ON r.org_id"), "{}", s.sql);
-    assert!(s.sql.contains("r.valid_from OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz AND r.valid_to OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz"));
+    // The time is cast once per execution (an InitPlan), not parsed again for each row compared.
+    assert!(s.sql.contains("r.valid_from OPERATOR(pg_catalog.<=) (SELECT $1::pg_catalog.timestamptz) AND r.valid_to OPERATOR(pg_catalog.>) (SELECT $1::pg_catalog.timestamptz)"));
+    assert_eq!(s.sql.matches("$1::pg_catalog.timestamptz").count(), s.sql.matches("(SELECT $1::pg_catalog.timestamptz)").count(), "{}", s.sql);
     assert!(s.sql.contains("t.\"memory_as_of_words\" OPERATOR(pg_catalog.@@)"));
     assert!(s.sql.contains("t.\"memory_as_of_tier\"::pg_catalog.text OPERATOR(pg_catalog.=) ANY"), "clearance is the revision's tier");
     assert!(s.sql.contains("t.\"memory_as_of_content\"::pg_catalog.text AS content"));
