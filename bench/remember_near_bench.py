@@ -52,6 +52,9 @@ def main():
                           "WHERE org_id = ANY(%s) AND user_id IS NOT NULL AND embedding IS NOT NULL "
                           "ORDER BY md5(id::text) LIMIT %s", (orgs, rounds * calls)).fetchall()
         n0 = su.execute("SELECT count(*) FROM memory.observations").fetchone()[0]
+    # New embeddings differ from run to run (seeded by the table's size): a run on the database of
+    # an earlier one would otherwise draw that run's embeddings again and merge every `created` call.
+    rng = random.Random(49 + n0)
     lat = {"near, merged": [], "near, created": [], "INSERT": []}
     stats = {}
     with psycopg.connect(dsn.replace("user=postgres", f"user={WRITER}"), autocommit=True) as w:

@@ -213,14 +213,22 @@ BEGIN
             RETURN out;
         END IF;
     END IF;
-    INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
-    VALUES (org, _remember_other.user_id, _remember_other.session_id, _remember_other.memory_type, _remember_other.metadata,
-            _remember_other.content, _remember_other.namespace, h, pg_catalog.now(), _remember_other.derived_from)
-    RETURNING o.id, o.classification INTO rid, got;
-    IF _remember_other.embedding IS NOT NULL THEN
-        EXECUTE pg_catalog.format('UPDATE memory.observations o SET embedding = $1::%I.vector WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND o.id OPERATOR(pg_catalog.=) $3',
-                                  memory_internal._vector_schema())
-            USING _remember_other.embedding, org, rid;
+    IF _remember_other.embedding IS NULL THEN
+        INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace, content_sha256, last_seen_at, derived_from)
+        VALUES (org, _remember_other.user_id, _remember_other.session_id, _remember_other.memory_type, _remember_other.metadata, _remember_other.content,
+                _remember_other.namespace, h, pg_catalog.now(), _remember_other.derived_from)
+        RETURNING o.id, o.classification INTO rid, got;
+    ELSE
+        -- The embedding in the row's one INSERT (the column exists once memory.enable_embeddings
+        -- made it, hence EXECUTE): an UPDATE after the INSERT wrote every index of the row twice
+        -- and fired the update triggers (issue 49: at a million memories, most of a created call).
+        EXECUTE pg_catalog.format('INSERT INTO memory.observations AS o (org_id, user_id, session_id, memory_type, metadata, content, namespace,
+                                      content_sha256, last_seen_at, derived_from, embedding)
+                                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now(), $9, $10::%I.vector)
+                                   RETURNING o.id, o.classification', memory_internal._vector_schema())
+            INTO rid, got
+            USING org, _remember_other.user_id, _remember_other.session_id, _remember_other.memory_type, _remember_other.metadata, _remember_other.content,
+                  _remember_other.namespace, h, _remember_other.derived_from, _remember_other.embedding;
     END IF;
     RETURN pg_catalog.jsonb_build_object('id', rid, 'classification', got, 'status', 'created', 'duplicate_of', NULL);
 END $$;

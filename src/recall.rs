@@ -148,18 +148,7 @@ pub(crate) fn run_plan(plan: &Plan, as_caller: bool) -> String {
     } else {
         None
     };
-    // pgvector's iterative index scan (relaxed order: the vector list is re-sorted by distance)
-    // and ef_search for a list of the plan's depth (100 to 1000), for this read only: set as a
-    // function's SET clause sets them, and put back when they drop (the later first; an error
-    // ends the transaction, which drops them too).
-    let vector = plan.vector.is_some();
-    let depth = plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX)).clamp(100, 1000);
-    let iterative = vector.then(|| LocalSetting::set(c"hnsw.iterative_scan", c"relaxed_order"));
-    let ef = vector.then(|| LocalSetting::set(c"hnsw.ef_search", &CString::new(depth.to_string()).unwrap_or_default()));
-    let rows = read(plan);
-    drop(ef);
-    drop(iterative);
-    rows
+    read(plan)
 }
 
 /// The plan's rows: the one pass when it applies, else the rendered statement.
@@ -169,6 +158,14 @@ fn read(plan: &Plan) -> String {
             return rows;
         }
     }
+    // pgvector's iterative index scan (relaxed order: the vector list is re-sorted by distance)
+    // and ef_search for a list of the plan's depth (100 to 1000), for this statement only (the
+    // one pass reads no vector index): set as a function's SET clause sets them, and put back
+    // when they drop (the later first; an error ends the transaction, which drops them too).
+    let vector = plan.vector.is_some();
+    let depth = plan.depth.max(u32::try_from(plan.vector_len()).unwrap_or(u32::MAX)).clamp(100, 1000);
+    let _iterative = vector.then(|| LocalSetting::set(c"hnsw.iterative_scan", c"relaxed_order"));
+    let _ef = vector.then(|| LocalSetting::set(c"hnsw.ef_search", &CString::new(depth.to_string()).unwrap_or_default()));
     let st = render(plan);
     let types = vec![pg_sys::TEXTOID; st.params.len()];
     let args: Vec<DatumWithOid> = st.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
@@ -186,7 +183,9 @@ fn read(plan: &Plan) -> String {
 /// The one pass (None: more rows than it takes; read the two lists instead).
 fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     let Some(op) = render_one_pass(plan, ONE_PASS_ROWS + 1) else { return Ok(None) };
-    let scope = format!("{}\u{0}{:?}", op.candidates, op.params);
+    // (The scope: the statement and the conditions' values. The query's vector and words change
+    // no row count: a scope that overflowed once is read through the two lists for every query.)
+    let scope = format!("{}\u{0}{:?}", op.candidates, &op.params[..op.scope_params]);
     if overflowed(&scope) {
         return Ok(None);
     }
@@ -198,10 +197,10 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         // the same for every scope (the scope's index, then the rows by id), while a plan for the
         // values cost a planning a call, and PostgreSQL's plan cache kept choosing one, the
         // estimates of a value and of the average being within its planning allowance.
-        // (Not where Citus is installed: a distributed plan needs the values.)
-        let generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
+        // (Not where Citus is installed: a distributed plan needs the values.) Set once for both
+        // statements (nothing else is planned between them).
+        let _generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
         let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
-        drop(generic);
         let mut batch = Fetched::default();
         // (The columns' types are checked before any value is read.)
         batch.fetch_typed(&mut cursor, ONE_PASS_ROWS + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
@@ -239,10 +238,7 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
             .collect();
         types.push(pg_sys::TEXTOID);
         args.push(DatumWithOid::from(serde_json::Value::Array(list).to_string()));
-        let generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
-        let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"));
-        drop(generic);
-        let t = t?;
+        let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
         let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
         Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
     })

@@ -122,13 +122,16 @@ struct Context {
 }
 
 fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
-    const SQL: &str = "SELECT pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english', coalesce($1, ''))) OPERATOR(pg_catalog.>) 0, \
+    const SQL: &str = "SELECT coalesce(pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english', $1)) OPERATOR(pg_catalog.>) 0, false), \
                        CASE WHEN $2 THEN (SELECT e.dimensions FROM memory.ann_settings e) END, \
                        CASE WHEN $2 THEN EXISTS (SELECT FROM pg_catalog.pg_attribute a \
                             WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
                               AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) END, \
                        CASE WHEN $3 THEN (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n \
                             ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'vector') END";
+    // A blank query has no words: not parsed (websearch_to_tsquery says so with a NOTICE to the
+    // client on every vector-only call).
+    let query = query.filter(|q| !q.trim().is_empty());
     let (has_words, dims, has_col, schema) = Spi::connect(|client| {
         let t = kept(
             &client,

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -176,12 +176,15 @@ BEGIN
                   pg_temp.exact_hybrid('bulk', '', NULL, 's4', '[0,1,0.2]', 7),
                   pg_temp.exact_hybrid('bulk', 'ledger', NULL, NULL, '[1,0,0]', 10),
                   pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's4', '[0,1,0.2]', 5, 'internal'),
-                  pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's4', '[0,1,0.2]', 5)];
+                  pg_temp.exact_hybrid('bulk', 'ledger', 'heavy', 's4', '[0,1,0.2]', 5),
+                  pg_temp.exact_hybrid('bulk', 'plain', 'heavy', NULL, '[0,1,0.2]', 10)];
     SET LOCAL ROLE vx_reader;
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy"}', '{1,0,0}', 10), refs[1],
                            'more rows than one pass takes: the two lists give the exact answer');
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy"}', '{1,0,0}', 10), refs[1],
                            'the same scope again (the lists at once): the exact answer');
+    RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'plain', '{"user_id": "heavy"}', '{0,1,0.2}', 10), refs[7],
+                           'the same scope with other words and another vector (remembered by the scope alone): the exact answer');
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{}', '{1,0,0}', 10), refs[4],
                            'no user, session or task filter: the two lists, the exact answer');
     RETURN QUERY SELECT is(pg_temp.hybrid('bulk', 'ledger', '{"user_id": "heavy", "session_id": "s3"}', '{0,1,0.2}', 5), refs[2],

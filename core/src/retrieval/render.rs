@@ -590,6 +590,9 @@ pub struct OnePass {
     pub candidates: String,
     pub rows: String,
     pub params: Vec<Option<String>>,
+    /// How many of `params`, from the first, are the scope's (the time and the conditions): the
+    /// rows `candidates` reads depend on those alone, not on the query's vector or words.
+    pub scope_params: usize,
 }
 
 /// The one-pass statements of a plan with a vector (None without one).
@@ -609,6 +612,7 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let conds = conditions(plan, &mut org, &mut b);
     let tier = tier_expr(plan, &mut org, &mut b);
     let weight = weight_expr(plan);
+    let scope_params = b.params.len();
     let v = b.bind(Some(v.clone()));
     let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
     // The row's words, whether they match and how many of the query's lexemes they hold are
@@ -652,5 +656,6 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
             id = col(&plan.columns.id),
         ),
         params: b.params,
+        scope_params,
     })
 }

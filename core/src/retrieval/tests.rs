@@ -211,6 +211,10 @@ fn one_pass_reads_candidates_and_rows() {
     assert!(o.candidates.contains("pg_catalog.ts_rank_cd(s.w, "), "{}", o.candidates);
     let v = render_one_pass(&plan(observations(json!({"vector": "[1,0,0]", "vector_schema": "public", "one_pass": true}))), 10).unwrap();
     assert!(v.candidates.contains("NULL::pg_catalog.float4, s.m FROM"), "no query: no relevance, {}", v.candidates);
+    // The scope's parameters come first: the vector and the words after them.
+    assert_eq!(o.params[..o.scope_params].iter().flatten().filter(|p| p.as_str() == "pay" || p.as_str() == "[1,0,0]").count(), 0);
+    assert_eq!(&o.params[o.scope_params..o.scope_params + 2], &[Some("[1,0,0]".to_owned()), Some("pay".to_owned())]);
+    assert!(o.params[..o.scope_params].contains(&Some("acme".to_owned())), "{:?}", o.params);
 }
 
 #[test]
