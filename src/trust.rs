@@ -499,7 +499,7 @@ fn governance_gate_open(tbl: pg_sys::Oid) -> bool {
 /// PUBLIC: only memory_ext's own functions send it statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_table_owner")]
 fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
-    keep_sqlstate(|| {
+    keep_sqlstate(move || {
         let _g = AsRole::table_owner(tbl)?;
         exec(sql, &args)
     })
@@ -512,7 +512,7 @@ fn exec_as_table_owner(tbl: pg_sys::Oid, sql: &str, args: default!(Vec<Option<St
 /// processed. Not granted to PUBLIC.
 #[pg_extern(volatile, schema = "memory_internal", name = "_exec_as_caller")]
 fn exec_as_caller(sql: &str) -> i64 {
-    keep_sqlstate(|| {
+    keep_sqlstate(move || {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
@@ -532,7 +532,7 @@ fn exec_as_caller(sql: &str) -> i64 {
 /// statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_read_as_caller")]
 fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Option<pgrx::JsonB> {
-    keep_sqlstate(|| {
+    keep_sqlstate(move || {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));
@@ -558,7 +558,7 @@ fn read_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> Opt
 /// to PUBLIC: only memory_ext's own functions send it statements.
 #[pg_extern(volatile, schema = "memory_internal", name = "_write_as_caller")]
 fn write_as_caller(sql: &str, args: default!(Vec<Option<String>>, "'{}'")) -> pgrx::JsonB {
-    keep_sqlstate(|| {
+    keep_sqlstate(move || {
         let who = caller();
         if who == pg_sys::InvalidOid {
             return Err(MxError::new(code::NO_PRIVILEGE, "no caller inside a security-restricted operation"));

@@ -116,6 +116,13 @@ pub fn mcp_call_recorded_by(tool: &str, event_type: &str, table: &str) -> bool {
     matches!((tool, event_type, table), ("remember", STORE, "memory.observations"))
 }
 
+/// Whether an event of this kind carries some memory-mcp call (see [`mcp_call_recorded_by`]): only
+/// such a statement reads the `memory.mcp_call` setting, so a malformed one fails the write it
+/// would mark and never another table's write, a delete or an update.
+pub fn mcp_call_recordable(event_type: &str, table: &str) -> bool {
+    MCP_TOOLS.iter().any(|t| mcp_call_recorded_by(t, event_type, table))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +194,13 @@ mod tests {
         assert!(!mcp_call_recorded_by("forget", STORE, "memory.observations"));
         assert!(!mcp_call_recorded_by("forget", DELETE, "memory.observations"));
         assert!(!mcp_call_recorded_by("recall", RECALL, "memory.observations"));
+    }
+
+    #[test]
+    fn mcp_call_read_only_where_recordable() {
+        assert!(mcp_call_recordable(STORE, "memory.observations"));
+        assert!(!mcp_call_recordable(STORE, "app.notes"));
+        assert!(!mcp_call_recordable(DELETE, "memory.observations"));
+        assert!(!mcp_call_recordable(DELETE, "app.notes"));
     }
 }

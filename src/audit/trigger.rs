@@ -461,8 +461,13 @@ impl RowEvents<'_> {
 }
 
 /// memory-mcp's call (`memory.mcp_call`) when this statement's events are its record: a
-/// malformed setting is `22023`; a well-formed one for another kind of event is no record.
+/// malformed setting is `22023`; a well-formed one for another kind of event is no record. A
+/// statement whose events never carry a call does not read the setting, so a malformed one fails
+/// only the INSERT it would mark (docs/audit.md), not a delete or another table's write.
 fn mcp_call(table: &str, event_type: &str) -> Result<Option<(String, String)>, MxError> {
+    if !events::mcp_call_recordable(event_type, table) {
+        return Ok(None);
+    }
     let Some(setting) = crate::gucs::MCP_CALL.get() else { return Ok(None) };
     let setting = setting.to_string_lossy();
     match events::mcp_call(&setting) {

@@ -151,7 +151,9 @@ const MX_CODES: [&str; 7] = [
 /// passes back through a Rust frame with an unknown SQLSTATE collapsed to XX000; here the code is
 /// noted when PostgreSQL raises the error (an error context callback, which `errfinish` calls for
 /// every report) and the error raised again with it, its message, detail and hint. Any other
-/// error goes on unchanged.
+/// error goes on unchanged. The raise is a longjmp past the caller's frame, whose values are never
+/// dropped: pass a `move` closure that owns the call's arguments (a `Vec<String>` left in the
+/// caller leaked its heap at every error, review of issue 51).
 pub fn keep_sqlstate<T>(f: impl FnOnce() -> T) -> T {
     NOTED.with(|n| n.borrow_mut().take());
     let result = {
