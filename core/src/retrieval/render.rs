@@ -1,6 +1,10 @@
 //! A plan rendered to one SQL statement. Every identifier goes through `quote_ident`; every value
 //! (the org, the query, the vector, filter values and paths, the tier labels, k, offset) is a
-//! bind parameter `$n` of type text, cast where it is read; the statement's text depends on the
+//! bind parameter `$n` of the type it is read as (`ParamType`: the statement declares it, the
+//! caller binds a value of it; a cast where it is read is then none), so that a generic plan
+//! evaluates no input function per row (a `$n::jsonb` of a text parameter parses the text again
+//! for every row the filter reads). The query vector, of a type without a fixed OID, is text,
+//! cast once in a sub-select. The statement's text and its parameters' types depend on the
 //! plan's shape only, so PostgreSQL keeps one plan per shape.
 //!
 //! The statement returns one jsonb array (as text) of rows, best first, each row
@@ -43,20 +47,46 @@ pub fn text_array_literal(items: &[String]) -> String {
     format!("{{{}}}", quoted.join(","))
 }
 
-/// A rendered statement: its text and its parameters, in order (all of type text; None: NULL).
+/// The type a parameter is declared and bound as. Its value is the type's text form (what the
+/// type's input function reads, as a cast from text would): the caller converts it once a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParamType {
+    Text,
+    /// `text[]`, an array literal (`text_array_literal`).
+    TextArray,
+    Jsonb,
+    Numeric,
+    Int8,
+    Timestamptz,
+}
+
+/// A rendered statement: its text and its parameters, in order (None: NULL), with their types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
     pub sql: String,
     pub params: Vec<Option<String>>,
+    pub types: Vec<ParamType>,
 }
 
 struct Binds {
     params: Vec<Option<String>>,
+    types: Vec<ParamType>,
 }
 
 impl Binds {
+    fn new() -> Binds {
+        Binds { params: Vec::new(), types: Vec::new() }
+    }
+
+    /// A text parameter.
     fn bind(&mut self, v: Option<String>) -> String {
+        self.typed(v, ParamType::Text)
+    }
+
+    /// A parameter of type `t`.
+    fn typed(&mut self, v: Option<String>, t: ParamType) -> String {
         self.params.push(v);
+        self.types.push(t);
         format!("${}", self.params.len())
     }
 }
@@ -209,9 +239,9 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
         Filter::Or(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" OR ")),
         Filter::Not(p) => format!("(NOT {})", filter_sql(x, p, b)),
         Filter::Field { path, op } => {
-            let p = b.bind(Some(text_array_literal(path)));
+            let p = b.typed(Some(text_array_literal(path)), ParamType::TextArray);
             let v = format!("({x} OPERATOR(pg_catalog.#>) {p}::pg_catalog.text[])");
-            let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.bind(Some(val.to_string())));
+            let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.typed(Some(val.to_string()), ParamType::Jsonb));
             match op {
                 Op::Eq(val) => format!("coalesce({v} OPERATOR(pg_catalog.=) {}, false)", jv(b, val)),
                 Op::Ne(val) => format!("(NOT coalesce({v} OPERATOR(pg_catalog.=) {}, false))", jv(b, val)),
@@ -221,7 +251,7 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
                         serde_json::Value::Number(_) => format!(
                             "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'number' \
                              THEN {v}::pg_catalog.numeric OPERATOR(pg_catalog.{o}) {}::pg_catalog.numeric END, false)",
-                            b.bind(Some(val.to_string()))
+                            b.typed(Some(val.to_string()), ParamType::Numeric)
                         ),
                         _ => format!(
                             "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'string' \
@@ -232,7 +262,7 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
                     }
                 }
                 Op::In(vals) | Op::Nin(vals) => {
-                    let set = b.bind(Some(serde_json::Value::Array(vals.clone()).to_string()));
+                    let set = b.typed(Some(serde_json::Value::Array(vals.clone()).to_string()), ParamType::Jsonb);
                     let any = format!(
                         "coalesce({v} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.jsonb_array_elements({set}::pg_catalog.jsonb))), false)"
                     );
@@ -279,7 +309,7 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
             Condition::Prefix { col: c, labels, path } => {
-                let p = b.bind(Some(text_array_literal(labels)));
+                let p = b.typed(Some(text_array_literal(labels)), ParamType::TextArray);
                 let exact = format!(
                     "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
                     col(c)
@@ -301,13 +331,15 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             Condition::NullOrAfter { col: c, at } => {
                 let at = match at {
                     None => "pg_catalog.now()".to_owned(),
-                    Some(v) => format!("{}::pg_catalog.timestamptz", b.bind(Some(v.clone()))),
+                    Some(v) => format!("{}::pg_catalog.timestamptz", b.typed(Some(v.clone()), ParamType::Timestamptz)),
                 };
                 format!("({0} IS NULL OR {0} OPERATOR(pg_catalog.>) {at})", col(c))
             }
-            Condition::AtOrAfter { col: c, at } => format!("{} OPERATOR(pg_catalog.>=) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
-            Condition::Before { col: c, at } => format!("{} OPERATOR(pg_catalog.<) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
-            Condition::AtOrBefore { col: c, at } => format!("{} OPERATOR(pg_catalog.<=) {}::pg_catalog.timestamptz", col(c), b.bind(Some(at.clone()))),
+            Condition::AtOrAfter { col: c, at } => format!("{} OPERATOR(pg_catalog.>=) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz)),
+            Condition::Before { col: c, at } => format!("{} OPERATOR(pg_catalog.<) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz)),
+            Condition::AtOrBefore { col: c, at } => {
+                format!("{} OPERATOR(pg_catalog.<=) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz))
+            }
             Condition::TierIn { labels, org: o } => {
                 if org.is_none() {
                     *org = Some(b.bind(Some(o.clone())));
@@ -315,9 +347,9 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
                 let t = tier_expr(plan, org, b);
                 // (An expression around the sub-select: `= ANY ((SELECT ...))` would read as ANY
                 // over a sub-query. The array is parsed once.)
-                format!("{t} OPERATOR(pg_catalog.=) ANY (coalesce((SELECT {}::pg_catalog.text[])))", b.bind(Some(text_array_literal(labels))))
+                format!("{t} OPERATOR(pg_catalog.=) ANY (coalesce((SELECT {}::pg_catalog.text[])))", b.typed(Some(text_array_literal(labels)), ParamType::TextArray))
             }
-            Condition::Contains { col: c, doc } => format!("{} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb", col(c), b.bind(Some(doc.clone()))),
+            Condition::Contains { col: c, doc } => format!("{} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb", col(c), b.typed(Some(doc.clone()), ParamType::Jsonb)),
             Condition::Filter { col: c, filter } => filter_sql(&col(c), filter, b),
         });
     }
@@ -378,7 +410,7 @@ const AS_OF_METADATA: &str = "memory_as_of_metadata";
 /// their own columns, the content, tier, words and metadata of the revision valid at the time
 /// (else their own), and the plan reading those. The time is bound once.
 fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
-    let at = b.bind(Some(h.at.clone()));
+    let at = b.typed(Some(h.at.clone()), ParamType::Timestamptz);
     let s = |c: &str| format!("s.{}", quote_ident(c));
     let org = plan_org_col(plan);
     let c = &plan.columns;
@@ -450,7 +482,7 @@ fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
 
 /// Renders the plan to one statement (see the module's documentation).
 pub fn render(plan: &Plan) -> Statement {
-    let mut b = Binds { params: Vec::new() };
+    let mut b = Binds::new();
     let owned;
     let (plan, rel) = match &plan.history {
         Some(h) => {
@@ -464,8 +496,8 @@ pub fn render(plan: &Plan) -> Statement {
     let conds = conditions(plan, &mut org, &mut b);
     let tier = tier_expr(plan, &mut org, &mut b);
     let weight = weight_expr(plan);
-    let k = b.bind(Some(plan.k.to_string()));
-    let off = b.bind(Some(plan.offset.to_string()));
+    let k = b.typed(Some(plan.k.to_string()), ParamType::Int8);
+    let off = b.typed(Some(plan.offset.to_string()), ParamType::Int8);
     let ties: Vec<String> = plan.ties.iter().map(|t| col(t)).collect();
     let items = row_items(plan, &tier, &weight).join(", ");
     let words = plan.query.as_ref().map(|(q, how)| {
@@ -503,8 +535,8 @@ pub fn render(plan: &Plan) -> Statement {
         }
         (Some((v, vs)), _) => {
             let v = b.bind(Some(v.clone()));
-            let depth = b.bind(Some(plan.depth.to_string()));
-            let vk = b.bind(Some(plan.vector_len().to_string()));
+            let depth = b.typed(Some(plan.depth.to_string()), ParamType::Int8);
+            let vk = b.typed(Some(plan.vector_len().to_string()), ParamType::Int8);
             let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
             let vty = format!("{}.vector", quote_ident(vs));
             let id = col(&plan.columns.id);
@@ -568,7 +600,7 @@ pub fn render(plan: &Plan) -> Statement {
             )
         }
     };
-    Statement { sql, params: b.params }
+    Statement { sql, params: b.params, types: b.types }
 }
 
 /// The one-pass read of a bounded candidate set (memory.observations filtered to a user's,
@@ -577,17 +609,19 @@ pub fn render(plan: &Plan) -> Statement {
 /// by `fusion::fuse`; `rows` gives the rows as `render`'s statement does (one jsonb array as
 /// text) of the fused list, the parameter after `params`: a JSON array of objects `id`, `score`,
 /// `lexical_rank`, `vector_rank`, `o` (the place), read again under the same conditions.
+/// `types`: the parameters' types (`rows`' last, the fused list, is jsonb).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnePass {
     pub candidates: String,
     pub rows: String,
     pub params: Vec<Option<String>>,
+    pub types: Vec<ParamType>,
 }
 
 /// The one-pass statements of a plan with a vector (None without one).
 pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let (v, vs) = plan.vector.as_ref()?;
-    let mut b = Binds { params: Vec::new() };
+    let mut b = Binds::new();
     let owned;
     let (plan, rel) = match &plan.history {
         Some(h) => {
@@ -644,5 +678,6 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
             id = col(&plan.columns.id),
         ),
         params: b.params,
+        types: b.types,
     })
 }
