@@ -656,19 +656,33 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
                 format!("pg_catalog.ts_rank_cd(s.w, {})", w.all)
             };
             let cov = format!("CASE WHEN {} OPERATOR(pg_catalog.@@) {} THEN ({})::pg_catalog.int4 END", w.w, w.matches, w.m);
-            (w.w, cov, format!("CASE WHEN s.m IS NOT NULL THEN {rank} END"))
+            // The relevance (ts_rank_cd: a zeroed array of every query operand's positions, ~160
+            // KB for 3 words, a call) only for the rows that can be in the full-text list: the
+            // list is by coverage, then relevance, `depth` long, so a row of less coverage than
+            // the list's last (the depth-th coverage, once) is out whatever its relevance, and
+            // `fusion` reads no relevance as not in the list. The same list, far fewer ranks
+            // when many rows match a few of the words.
+            let cut_at = b.typed(Some(plan.depth.saturating_sub(1).to_string()), ParamType::Int8);
+            let cut = format!(
+                "(SELECT coalesce((SELECT c.m FROM s c WHERE c.m IS NOT NULL ORDER BY c.m DESC LIMIT 1 OFFSET {cut_at}::pg_catalog.int8), 0))"
+            );
+            (w.w, cov, format!("CASE WHEN s.m OPERATOR(pg_catalog.>=) {cut} THEN {rank} END"))
         }
     };
     let fused = format!("${}", b.params.len() + 1);
     let items = row_items(plan, &tier, &weight).join(", ");
+    let scan = format!(
+        "SELECT {id} AS id, {weight} AS weight, {emb} OPERATOR({sch}.<=>) (SELECT {v}::{sch}.vector) AS d, {words_e} AS w, {cov_e} AS m \
+         FROM {rel} t WHERE {conds} LIMIT {limit}",
+        id = col(&plan.columns.id),
+        sch = quote_ident(vs),
+    );
     Some(OnePass {
-        candidates: format!(
-            "SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM (SELECT {id} AS id, {weight} AS weight, \
-             {emb} OPERATOR({sch}.<=>) (SELECT {v}::{sch}.vector) AS d, {words_e} AS w, {cov_e} AS m \
-             FROM {rel} t WHERE {conds} LIMIT {limit}) s",
-            id = col(&plan.columns.id),
-            sch = quote_ident(vs),
-        ),
+        // (With a query, the rows once in `s`, read again for the coverage's cut.)
+        candidates: match plan.query {
+            None => format!("SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM ({scan}) s"),
+            Some(_) => format!("WITH s AS MATERIALIZED ({scan}) SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM s"),
+        },
         rows: format!(
             "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \
              FROM pg_catalog.jsonb_to_recordset({fused}::pg_catalog.jsonb) f(id pg_catalog.uuid, score pg_catalog.float8, \

@@ -200,7 +200,11 @@ fn active_claims_are_a_constant_and_their_words_are_parsed_once() {
 fn one_pass_reads_candidates_and_rows() {
     let p = plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "one_pass": true})));
     let o = render_one_pass(&p, 10001).unwrap();
-    assert!(o.candidates.ends_with("LIMIT 10001) s"));
+    assert!(o.candidates.contains("LIMIT 10001) SELECT s.id"), "{}", o.candidates);
+    // The relevance only for rows of at least the full-text list's last coverage (depth 40: the
+    // 40th largest, OFFSET 39, a parameter).
+    assert!(o.candidates.contains("CASE WHEN s.m OPERATOR(pg_catalog.>=) (SELECT coalesce((SELECT c.m FROM s c WHERE c.m IS NOT NULL ORDER BY c.m DESC LIMIT 1 OFFSET $"), "{}", o.candidates);
+    assert!(o.params.contains(&Some("39".into())), "{:?}", o.params);
     assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
     assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
     assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
