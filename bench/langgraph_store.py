@@ -297,10 +297,9 @@ def main():
         body.append(f"| {r[0]:,} | {r[1]} | {f(r[2], '.0f')} | {f(r[3], '.0f')} | {f(r[4], '.2f')} | {f(r[5], '.2f')} | {f(r[6], '.1f')} "
                     f"| {r[7]:.2f} | {r[8]:.2f} | {r[9]:.1f} |")
     body.append("")
-    for size in sizes:
-        o = next(r for r in rows if r[0] == size and r[1] == "MemoryStore")
-        t = next(r for r in rows if r[0] == size and r[1] == "PostgresStore")
-        i = next(r for r in rows if r[0] == size and r[1] == "PostgresStore iterative")
+    for j in range(0, len(rows), 3):
+        o, t, i = rows[j:j + 3]
+        size = o[0]
         body.append(f"- {size:,} items: puts {o[3] / t[3]:.2f}x PostgresStore (target >= 0.7x), filter search p50 "
                     f"{o[4] / t[4]:.2f}x, vector search p50 {o[7] / t[7]:.2f}x ({t[9]:.1f} hits) and {o[7] / i[7]:.2f}x "
                     f"PostgresStore iterative ({i[9]:.1f} hits) (targets <= 1.2x).")
