@@ -202,21 +202,8 @@ fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oi
         .iter()
         .zip(types.iter().zip(&oids))
         .map(|(v, (t, &oid))| match (v, t) {
-            (None, _) => DatumWithOid::null_oid(oid),
             (Some(s), ParamType::Text) => DatumWithOid::from(s.clone()),
-            (Some(s), _) => {
-                // (The rendered values hold no NUL: JSON escapes it, and labels come from text.)
-                let c = CString::new(s.as_str()).unwrap_or_default();
-                // SAFETY: a built-in type's input function, given a NUL-terminated string; the
-                // value it returns is of `oid` and lives in the current memory context, which
-                // outlives the statement it is bound to (run within this call).
-                unsafe {
-                    let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-                    pg_sys::getTypeInputInfo(oid, &mut input, &mut ioparam);
-                    let d = pg_sys::OidInputFunctionCall(input, c.as_ptr() as *mut std::ffi::c_char, ioparam, -1);
-                    DatumWithOid::new(d, oid)
-                }
-            }
+            _ => crate::pg::spi::datum_from_text(oid, v.as_deref()),
         })
         .collect();
     (oids, args)
