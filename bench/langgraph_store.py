@@ -15,9 +15,20 @@ the load's rate reported too), rounds alternating which store goes first:
            a prefix of ~1% of the items and a filter, latency p50/p99 of CALLS calls;
   vector   `store.search(("users", u), query=q, limit=10)`: the 384-d HNSW search under the prefix
            (MemoryStore's is hybrid: the lexical and the vector list fused, SPEC §16).
+A third store, "PostgresStore iterative", is PostgresStore over the same tables on connections with
+pgvector's iterative index scan on (`-c hnsw.iterative_scan=relaxed_order` in the connection's options,
+langgraph's store having no setting of its own): its HNSW scan under the prefix then goes on until it
+has the items asked for, as memory.search's does, where plain PostgresStore stops at ef_search (40)
+candidates and filters them by prefix (at 100,000 items, mostly nothing). It runs the vector search
+only (its puts and filter searches are PostgresStore's).
 Medians over the rounds. The database must have memory_ext created (fresh cluster):
 
-    python bench/langgraph_store.py DSN [N] [SMALL] [ROUNDS] [PUTS] [CALLS]
+    python bench/langgraph_store.py DSN [N] [SMALL] [ROUNDS] [PUTS] [CALLS] [--phase=all|load|measure]
+
+--phase=load sets up and loads N items into each store (nothing timed but the load); --phase=measure
+then runs the rounds (at the size loaded, SMALL ignored) on that database as often as wanted, without
+the setup that empties the stores: a large database is built once. all (the default): both, at SMALL
+and then at N.
 """
 import hashlib
 import math
@@ -184,52 +195,84 @@ def as_role(dsn, role):
     return dsn.replace("user=postgres", f"user={role}")
 
 
+def loaded(dsn):
+    """How many benchmark items each store holds (MemoryStore's, PostgresStore's)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        ours = c.execute("SELECT count(*) FROM memory.observations WHERE org_id = 'bench' AND namespace[1] = 'users' "
+                         "AND soft_deleted_at IS NULL").fetchone()[0]
+        theirs = c.execute("SELECT count(*) FROM public.store WHERE prefix LIKE 'users.%'").fetchone()[0]
+    return ours, theirs
+
+
+ITERATIVE = "options='-c hnsw.iterative_scan=relaxed_order'"
+
+
 def main():
-    dsn = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
-    small = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000
-    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-    puts = int(sys.argv[5]) if len(sys.argv) > 5 else 100
-    calls = int(sys.argv[6]) if len(sys.argv) > 6 else 200
-    setup(dsn)
+    args = [a for a in sys.argv[1:] if not a.startswith("--phase=")]
+    phase = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--phase=")), "all")
+    assert phase in ("all", "load", "measure"), phase
+    dsn = args[0]
+    n = int(args[1]) if len(args) > 1 else 100_000
+    small = int(args[2]) if len(args) > 2 else 1_000
+    rounds = int(args[3]) if len(args) > 3 else 3
+    puts = int(args[4]) if len(args) > 4 else 100
+    calls = int(args[5]) if len(args) > 5 else 200
+    if phase == "measure":
+        ours_n, theirs_n = loaded(dsn)
+        assert ours_n == theirs_n == n, f"loaded: MemoryStore {ours_n}, PostgresStore {theirs_n}, not {n} (--phase=load first)"
+        sizes, have = (n,), n
+    else:
+        setup(dsn)
+        sizes, have = ((n,) if phase == "load" else (small, n)), 0
     load_start = os.getloadavg()[0]
     emb = Embedder()
     index = {"dims": DIMS, "embed": emb, "fields": ["text"]}
     pool = {"min_size": THREADS, "max_size": THREADS}
     with MemoryStore.from_conn_string(as_role(dsn, "lgb_tenant"), org="bench", index=index, pool_config=pool) as ours, \
-         PostgresStore.from_conn_string(as_role(dsn, "lgb_plain"), index=index, pool_config=pool) as theirs:
+         PostgresStore.from_conn_string(as_role(dsn, "lgb_plain"), index=index, pool_config=pool) as theirs, \
+         PostgresStore.from_conn_string(as_role(dsn, "lgb_plain") + " " + ITERATIVE, index=index, pool_config=pool) as iterative:
         ours.setup()
         theirs.setup()
-        stores = {"MemoryStore": ours, "PostgresStore": theirs}
+        with iterative._cursor() as cur:
+            cur.execute("SHOW hnsw.iterative_scan")
+            assert cur.fetchone()["hnsw.iterative_scan"] == "relaxed_order", "the iterative baseline's connections"
+        stores = {"MemoryStore": ours, "PostgresStore": theirs, "PostgresStore iterative": iterative}
+        writers = ("MemoryStore", "PostgresStore")
         rows = []
-        have = 0
-        for size in (small, n):
-            loads = {name: load(s, have, size, emb, name) for name, s in stores.items()}
-            loaded = size - have
+        for size in sizes:
+            loads = {name: load(stores[name], have, size, emb, name) for name in writers} if size > have else {}
+            count = size - have
             have = size
-            with psycopg.connect(dsn, autocommit=True) as c:
-                c.execute("VACUUM ANALYZE memory.observations")
-                c.execute("VACUUM ANALYZE public.store")
-                c.execute("VACUUM ANALYZE public.store_vectors")
+            if count:
+                with psycopg.connect(dsn, autocommit=True) as c:
+                    c.execute("VACUUM ANALYZE memory.observations")
+                    c.execute("VACUUM ANALYZE public.store")
+                    c.execute("VACUUM ANALYZE public.store_vectors")
+            if phase == "load":
+                print(f"loaded {size:,} items: " + ", ".join(f"{k} {count / v:.0f} items/s" for k, v in loads.items()), flush=True)
+                return
             res = {name: {"puts": [], "filter": [], "vector": [], "fh": [], "vh": []} for name in stores}
             for rnd in range(rounds):
                 order = list(stores) if rnd % 2 == 0 else list(stores)[::-1]
                 for name in order:
                     s = stores[name]
-                    res[name]["puts"].append(puts_round(s, rnd, puts, emb))
-                    lat, h = search_round(s, rnd, calls, False)
-                    res[name]["filter"].append((pct(lat, 50), pct(lat, 99)))
-                    res[name]["fh"].append(h)
+                    if name in writers:
+                        res[name]["puts"].append(puts_round(s, rnd, puts, emb))
+                        lat, h = search_round(s, rnd, calls, False)
+                        res[name]["filter"].append((pct(lat, 50), pct(lat, 99)))
+                        res[name]["fh"].append(h)
                     lat, h = search_round(s, rnd, calls, True)
                     res[name]["vector"].append((pct(lat, 50), pct(lat, 99)))
                     res[name]["vh"].append(h)
-                    print(f"size {size} round {rnd} {name}: puts/s {res[name]['puts'][-1]:.0f} "
-                          f"filter p50 {res[name]['filter'][-1][0]*1e3:.2f} ms vector p50 {res[name]['vector'][-1][0]*1e3:.2f} ms", flush=True)
+                    print(f"size {size} round {rnd} {name}: "
+                          + (f"puts/s {res[name]['puts'][-1]:.0f} filter p50 {res[name]['filter'][-1][0]*1e3:.2f} ms " if name in writers else "")
+                          + f"vector p50 {res[name]['vector'][-1][0]*1e3:.2f} ms hits {h:.1f} load {os.getloadavg()[0]:.1f}", flush=True)
             for name in stores:
                 r = res[name]
                 med = statistics.median
-                rows.append((size, name, loaded / loads[name], med(r["puts"]),
-                             med(x[0] for x in r["filter"]) * 1e3, med(x[1] for x in r["filter"]) * 1e3, med(r["fh"]),
+                opt = lambda xs: med(xs) if xs else None  # noqa: E731
+                rows.append((size, name, (count / loads[name]) if name in loads else None, opt(r["puts"]),
+                             opt([x[0] * 1e3 for x in r["filter"]]), opt([x[1] * 1e3 for x in r["filter"]]), opt(r["fh"]),
                              med(x[0] for x in r["vector"]) * 1e3, med(x[1] for x in r["vector"]) * 1e3, med(r["vh"])))
     body = [
         "`MemoryStore` (every item a governed memory; as a tenant-bound memory_writer) against LangGraph's",
@@ -240,7 +283,7 @@ def main():
         f"prefix of 1/{USERS} of the items; filter `{{kind, n: {{$gt: 500}}}}`; vector: a 3-word query",
         "(MemoryStore's is hybrid: lexical + vector fused). Medians over rounds alternating the stores' order.",
         "",
-        f"Command: `python bench/langgraph_store.py DSN {n} {small} {rounds} {puts} {calls}`; machine: {machine()}.",
+        f"Command: `python bench/langgraph_store.py DSN {n} {small} {rounds} {puts} {calls} --phase={phase}`; machine: {machine()}.",
         f"Load average (1 min) at the run's start and end: {load_start:.1f} and {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
         + (" (a shared, busy machine: latencies carry scheduler noise)." if max(load_start, os.getloadavg()[0]) > (os.cpu_count() or 1)
            else "."),
@@ -248,14 +291,18 @@ def main():
         "| items | store | load items/s | puts/s (8 threads) | filter p50 ms | filter p99 ms | hits | vector p50 ms | vector p99 ms | hits |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
     for r in rows:
-        body.append(f"| {r[0]:,} | {r[1]} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.2f} | {r[9]:.1f} |")
+        body.append(f"| {r[0]:,} | {r[1]} | {f(r[2], '.0f')} | {f(r[3], '.0f')} | {f(r[4], '.2f')} | {f(r[5], '.2f')} | {f(r[6], '.1f')} "
+                    f"| {r[7]:.2f} | {r[8]:.2f} | {r[9]:.1f} |")
     body.append("")
-    for size in (small, n):
-        o = next(r for r in rows if r[0] == size and r[1] == "MemoryStore")
-        t = next(r for r in rows if r[0] == size and r[1] == "PostgresStore")
+    for j in range(0, len(rows), 3):
+        o, t, i = rows[j:j + 3]
+        size = o[0]
         body.append(f"- {size:,} items: puts {o[3] / t[3]:.2f}x PostgresStore (target >= 0.7x), filter search p50 "
-                    f"{o[4] / t[4]:.2f}x, vector search p50 {o[7] / t[7]:.2f}x (targets <= 1.2x).")
+                    f"{o[4] / t[4]:.2f}x, vector search p50 {o[7] / t[7]:.2f}x ({t[9]:.1f} hits) and {o[7] / i[7]:.2f}x "
+                    f"PostgresStore iterative ({i[9]:.1f} hits) (targets <= 1.2x).")
     text = "\n".join(body)
     print(text)
     write_section("LangGraph store: MemoryStore vs PostgresStore", text)

@@ -9,7 +9,7 @@ use crate::errors::{MxError, OrRaise};
 use crate::pg::identity::LocalSetting;
 use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
 use memory_core::fusion::{fuse_lists, Candidate};
-use memory_core::retrieval::{namespace_path, render, render_one_pass, Plan, PlanError};
+use memory_core::retrieval::{namespace_path, render, render_one_pass, ParamType, Plan, PlanError};
 use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -167,8 +167,7 @@ fn read(plan: &Plan) -> String {
     let _iterative = vector.then(|| LocalSetting::set(c"hnsw.iterative_scan", c"relaxed_order"));
     let _ef = vector.then(|| LocalSetting::set(c"hnsw.ef_search", &CString::new(depth.to_string()).unwrap_or_default()));
     let st = render(plan);
-    let types = vec![pg_sys::TEXTOID; st.params.len()];
-    let args: Vec<DatumWithOid> = st.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
+    let (types, args) = typed_args(&st.params, &st.types);
     let out: Option<String> = Spi::connect(|client| {
         let t = kept_text(&client, &st.sql, &types, &args).map_err(MxError::spi_in("recall"))?;
         if t.is_empty() {
@@ -180,6 +179,33 @@ fn read(plan: &Plan) -> String {
     out.unwrap_or_else(|| "[]".to_owned())
 }
 
+/// A rendered statement's parameters as SPI takes them: each declared as its `ParamType`'s type
+/// and bound as a value of that type, read from its text by the type's input function here, once
+/// a call (what a cast from a text parameter does, but in a generic plan once for every row it
+/// is read for). An invalid value is the input function's error, as the cast's was.
+fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oid>, Vec<DatumWithOid<'static>>) {
+    let oids: Vec<pg_sys::Oid> = types
+        .iter()
+        .map(|t| match t {
+            ParamType::Text => pg_sys::TEXTOID,
+            ParamType::TextArray => pg_sys::TEXTARRAYOID,
+            ParamType::Jsonb => pg_sys::JSONBOID,
+            ParamType::Numeric => pg_sys::NUMERICOID,
+            ParamType::Int8 => pg_sys::INT8OID,
+            ParamType::Timestamptz => pg_sys::TIMESTAMPTZOID,
+        })
+        .collect();
+    let args = params
+        .iter()
+        .zip(types.iter().zip(&oids))
+        .map(|(v, (t, &oid))| match (v, t) {
+            (Some(s), ParamType::Text) => DatumWithOid::from(s.clone()),
+            _ => crate::pg::spi::datum_from_text(oid, v.as_deref()),
+        })
+        .collect();
+    (oids, args)
+}
+
 /// The one pass (None: more rows than it takes; read the two lists instead).
 fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     let Some(op) = render_one_pass(plan, ONE_PASS_ROWS + 1) else { return Ok(None) };
@@ -189,8 +215,7 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     if overflowed(&scope) {
         return Ok(None);
     }
-    let mut types = vec![pg_sys::TEXTOID; op.params.len()];
-    let mut args: Vec<DatumWithOid> = op.params.iter().map(|p| DatumWithOid::from(p.clone())).collect();
+    let (mut types, mut args) = typed_args(&op.params, &op.types);
     let k = plan.k as usize + plan.offset as usize;
     Spi::connect(|client| {
         // Both statements run their kept generic plan (planned once per backend): their plan is
@@ -236,8 +261,9 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
                                    "lexical_rank": f.lexical_rank, "vector_rank": f.vector_rank, "o": o})
             })
             .collect();
-        types.push(pg_sys::TEXTOID);
-        args.push(DatumWithOid::from(serde_json::Value::Array(list).to_string()));
+        let (t, a) = typed_args(&[Some(serde_json::Value::Array(list).to_string())], &[ParamType::Jsonb]);
+        types.extend(t);
+        args.extend(a);
         let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
         let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
         Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))

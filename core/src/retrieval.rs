@@ -20,7 +20,7 @@ pub mod search;
 pub mod words;
 
 pub use plan::{Plan, PlanError};
-pub use render::{namespace_path, namespace_path_end, render, render_one_pass, OnePass, Statement};
+pub use render::{namespace_path, namespace_path_end, render, render_one_pass, OnePass, ParamType, Statement};
 
 #[cfg(test)]
 mod tests;

@@ -113,6 +113,24 @@ pub fn kept_text_cursor<'conn>(
     TEXT_PLANS.with(|p| client.try_open_cursor(p.borrow().get(sql).expect("kept above"), args))
 }
 
+/// A value of the built-in type `oid` read from its text by the type's input function (what a
+/// cast from text does), in the current memory context; SQL NULL for None. An invalid text is the
+/// input function's error.
+pub fn datum_from_text(oid: pg_sys::Oid, text: Option<&str>) -> DatumWithOid<'static> {
+    let Some(text) = text else { return DatumWithOid::null_oid(oid) };
+    // (A text from SQL or from JSON holds no NUL: JSON escapes it.)
+    let c = std::ffi::CString::new(text).unwrap_or_default();
+    // SAFETY: a built-in type's input function, given a NUL-terminated string; the value it
+    // returns is of `oid` and lives in the current memory context, which outlives the statement
+    // it is bound to (run within the caller's call).
+    unsafe {
+        let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+        pg_sys::getTypeInputInfo(oid, &mut input, &mut ioparam);
+        let d = pg_sys::OidInputFunctionCall(input, c.as_ptr() as *mut std::ffi::c_char, ioparam, -1);
+        DatumWithOid::new(d, oid)
+    }
+}
+
 /// The first column of the first row of a read-only query (None: no row, or NULL). pgrx's
 /// `Spi::get_one` runs its query as a writing statement, which takes a transaction id: that
 /// fails in a parallel worker (memory.classify is PARALLEL SAFE) and makes a read write.

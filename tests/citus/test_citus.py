@@ -596,6 +596,11 @@ def test_embeddings_on_distributed_stores(cluster, coord):
     got = coord.execute("SELECT content, vector_rank FROM memory.recall('org_vec', '', 2, filters => '{\"user_id\": \"u1\"}', "
                         "query_embedding => '{0.9,0.1,0}')").fetchall()
     assert got == [("sailing trip in june", 1), ("tax filing deadline", 2)], got
+    # With words too, the one pass ranks the words of the rows that can be in the full-text list
+    # (a materialized sub-select read twice) on the org's shard.
+    got = coord.execute("SELECT content, lexical_rank, vector_rank FROM memory.recall('org_vec', 'tax deadline', 2, "
+                        "filters => '{\"user_id\": \"u1\"}', query_embedding => '{0.9,0.1,0}')").fetchall()
+    assert got == [("tax filing deadline", 1, 2), ("sailing trip in june", None, 1)], got
 
 
 

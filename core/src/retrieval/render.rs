@@ -1,6 +1,10 @@
 //! A plan rendered to one SQL statement. Every identifier goes through `quote_ident`; every value
 //! (the org, the query, the vector, filter values and paths, the tier labels, k, offset) is a
-//! bind parameter `$n` of type text, cast where it is read; the statement's text depends on the
+//! bind parameter `$n` of the type it is read as (`ParamType`: the statement declares it, the
+//! caller binds a value of it; a cast where it is read is then none), so that a generic plan
+//! evaluates no input function per row (a `$n::jsonb` of a text parameter parses the text again
+//! for every row the filter reads). The query vector, of a type without a fixed OID, is text,
+//! cast once in a sub-select. The statement's text and its parameters' types depend on the
 //! plan's shape only, so PostgreSQL keeps one plan per shape.
 //!
 //! The statement returns one jsonb array (as text) of rows, best first, each row
@@ -43,28 +47,46 @@ pub fn text_array_literal(items: &[String]) -> String {
     format!("{{{}}}", quoted.join(","))
 }
 
-/// A rendered statement: its text and its parameters, in order (all of type text; None: NULL).
+/// The type a parameter is declared and bound as. Its value is the type's text form (what the
+/// type's input function reads, as a cast from text would): the caller converts it once a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParamType {
+    Text,
+    /// `text[]`, an array literal (`text_array_literal`).
+    TextArray,
+    Jsonb,
+    Numeric,
+    Int8,
+    Timestamptz,
+}
+
+/// A rendered statement: its text and its parameters, in order (None: NULL), with their types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
     pub sql: String,
     pub params: Vec<Option<String>>,
+    pub types: Vec<ParamType>,
 }
 
 struct Binds {
     params: Vec<Option<String>>,
+    types: Vec<ParamType>,
 }
 
 impl Binds {
-    /// A time as a bind parameter cast once per execution (`(SELECT $n::timestamptz)`, an
-    /// InitPlan): in a kept (generic) plan a bare `$n::timestamptz` is text parsed by
-    /// timestamptz_in for every row it is compared with (at 10,000 memories, a point-in-time
-    /// recall parsed it some 8,000 times, an eighth of its time).
-    fn bind_time(&mut self, v: &str) -> String {
-        format!("(SELECT {}::pg_catalog.timestamptz)", self.bind(Some(v.to_owned())))
+    fn new() -> Binds {
+        Binds { params: Vec::new(), types: Vec::new() }
     }
 
+    /// A text parameter.
     fn bind(&mut self, v: Option<String>) -> String {
+        self.typed(v, ParamType::Text)
+    }
+
+    /// A parameter of type `t`.
+    fn typed(&mut self, v: Option<String>, t: ParamType) -> String {
         self.params.push(v);
+        self.types.push(t);
         format!("${}", self.params.len())
     }
 }
@@ -217,9 +239,9 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
         Filter::Or(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" OR ")),
         Filter::Not(p) => format!("(NOT {})", filter_sql(x, p, b)),
         Filter::Field { path, op } => {
-            let p = b.bind(Some(text_array_literal(path)));
+            let p = b.typed(Some(text_array_literal(path)), ParamType::TextArray);
             let v = format!("({x} OPERATOR(pg_catalog.#>) {p}::pg_catalog.text[])");
-            let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.bind(Some(val.to_string())));
+            let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.typed(Some(val.to_string()), ParamType::Jsonb));
             match op {
                 Op::Eq(val) => format!("coalesce({v} OPERATOR(pg_catalog.=) {}, false)", jv(b, val)),
                 Op::Ne(val) => format!("(NOT coalesce({v} OPERATOR(pg_catalog.=) {}, false))", jv(b, val)),
@@ -229,7 +251,7 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
                         serde_json::Value::Number(_) => format!(
                             "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'number' \
                              THEN {v}::pg_catalog.numeric OPERATOR(pg_catalog.{o}) {}::pg_catalog.numeric END, false)",
-                            b.bind(Some(val.to_string()))
+                            b.typed(Some(val.to_string()), ParamType::Numeric)
                         ),
                         _ => format!(
                             "coalesce(CASE WHEN pg_catalog.jsonb_typeof({v}) OPERATOR(pg_catalog.=) 'string' \
@@ -240,7 +262,7 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
                     }
                 }
                 Op::In(vals) | Op::Nin(vals) => {
-                    let set = b.bind(Some(serde_json::Value::Array(vals.clone()).to_string()));
+                    let set = b.typed(Some(serde_json::Value::Array(vals.clone()).to_string()), ParamType::Jsonb);
                     let any = format!(
                         "coalesce({v} OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.jsonb_array_elements({set}::pg_catalog.jsonb))), false)"
                     );
@@ -287,7 +309,7 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
             Condition::Prefix { col: c, labels, path } => {
-                let p = b.bind(Some(text_array_literal(labels)));
+                let p = b.typed(Some(text_array_literal(labels)), ParamType::TextArray);
                 let exact = format!(
                     "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
                     col(c)
@@ -309,13 +331,15 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             Condition::NullOrAfter { col: c, at } => {
                 let at = match at {
                     None => "pg_catalog.now()".to_owned(),
-                    Some(v) => b.bind_time(v),
+                    Some(v) => format!("{}::pg_catalog.timestamptz", b.typed(Some(v.clone()), ParamType::Timestamptz)),
                 };
                 format!("({0} IS NULL OR {0} OPERATOR(pg_catalog.>) {at})", col(c))
             }
-            Condition::AtOrAfter { col: c, at } => format!("{} OPERATOR(pg_catalog.>=) {}", col(c), b.bind_time(at)),
-            Condition::Before { col: c, at } => format!("{} OPERATOR(pg_catalog.<) {}", col(c), b.bind_time(at)),
-            Condition::AtOrBefore { col: c, at } => format!("{} OPERATOR(pg_catalog.<=) {}", col(c), b.bind_time(at)),
+            Condition::AtOrAfter { col: c, at } => format!("{} OPERATOR(pg_catalog.>=) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz)),
+            Condition::Before { col: c, at } => format!("{} OPERATOR(pg_catalog.<) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz)),
+            Condition::AtOrBefore { col: c, at } => {
+                format!("{} OPERATOR(pg_catalog.<=) {}::pg_catalog.timestamptz", col(c), b.typed(Some(at.clone()), ParamType::Timestamptz))
+            }
             Condition::TierIn { labels, org: o } => {
                 if org.is_none() {
                     *org = Some(b.bind(Some(o.clone())));
@@ -323,9 +347,9 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
                 let t = tier_expr(plan, org, b);
                 // (An expression around the sub-select: `= ANY ((SELECT ...))` would read as ANY
                 // over a sub-query. The array is parsed once.)
-                format!("{t} OPERATOR(pg_catalog.=) ANY (coalesce((SELECT {}::pg_catalog.text[])))", b.bind(Some(text_array_literal(labels))))
+                format!("{t} OPERATOR(pg_catalog.=) ANY (coalesce((SELECT {}::pg_catalog.text[])))", b.typed(Some(text_array_literal(labels)), ParamType::TextArray))
             }
-            Condition::Contains { col: c, doc } => format!("{} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb", col(c), b.bind(Some(doc.clone()))),
+            Condition::Contains { col: c, doc } => format!("{} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb", col(c), b.typed(Some(doc.clone()), ParamType::Jsonb)),
             Condition::Filter { col: c, filter } => filter_sql(&col(c), filter, b),
         });
     }
@@ -386,7 +410,7 @@ const AS_OF_METADATA: &str = "memory_as_of_metadata";
 /// their own columns, the content, tier, words and metadata of the revision valid at the time
 /// (else their own), and the plan reading those. The time is bound once.
 fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
-    let at = b.bind_time(&h.at);
+    let at = format!("(SELECT {}::pg_catalog.timestamptz)", b.typed(Some(h.at.clone()), ParamType::Timestamptz));
     let s = |c: &str| format!("s.{}", quote_ident(c));
     let org = plan_org_col(plan);
     let c = &plan.columns;
@@ -458,7 +482,7 @@ fn as_of(plan: &Plan, h: &History, b: &mut Binds) -> (Plan, String) {
 
 /// Renders the plan to one statement (see the module's documentation).
 pub fn render(plan: &Plan) -> Statement {
-    let mut b = Binds { params: Vec::new() };
+    let mut b = Binds::new();
     let owned;
     let (plan, rel) = match &plan.history {
         Some(h) => {
@@ -472,8 +496,8 @@ pub fn render(plan: &Plan) -> Statement {
     let conds = conditions(plan, &mut org, &mut b);
     let tier = tier_expr(plan, &mut org, &mut b);
     let weight = weight_expr(plan);
-    let k = b.bind(Some(plan.k.to_string()));
-    let off = b.bind(Some(plan.offset.to_string()));
+    let k = b.typed(Some(plan.k.to_string()), ParamType::Int8);
+    let off = b.typed(Some(plan.offset.to_string()), ParamType::Int8);
     let ties: Vec<String> = plan.ties.iter().map(|t| col(t)).collect();
     let items = row_items(plan, &tier, &weight).join(", ");
     let words = plan.query.as_ref().map(|(q, how)| {
@@ -511,8 +535,8 @@ pub fn render(plan: &Plan) -> Statement {
         }
         (Some((v, vs)), _) => {
             let v = b.bind(Some(v.clone()));
-            let depth = b.bind(Some(plan.depth.to_string()));
-            let vk = b.bind(Some(plan.vector_len().to_string()));
+            let depth = b.typed(Some(plan.depth.to_string()), ParamType::Int8);
+            let vk = b.typed(Some(plan.vector_len().to_string()), ParamType::Int8);
             let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
             let vty = format!("{}.vector", quote_ident(vs));
             let id = col(&plan.columns.id);
@@ -576,7 +600,7 @@ pub fn render(plan: &Plan) -> Statement {
             )
         }
     };
-    Statement { sql, params: b.params }
+    Statement { sql, params: b.params, types: b.types }
 }
 
 /// The one-pass read of a bounded candidate set (memory.observations filtered to a user's,
@@ -585,6 +609,7 @@ pub fn render(plan: &Plan) -> Statement {
 /// by `fusion::fuse`; `rows` gives the rows as `render`'s statement does (one jsonb array as
 /// text) of the fused list, the parameter after `params`: a JSON array of objects `id`, `score`,
 /// `lexical_rank`, `vector_rank`, `o` (the place), read again under the same conditions.
+/// `types`: the parameters' types (`rows`' last, the fused list, is jsonb).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnePass {
     pub candidates: String,
@@ -593,12 +618,13 @@ pub struct OnePass {
     /// How many of `params`, from the first, are the scope's (the time and the conditions): the
     /// rows `candidates` reads depend on those alone, not on the query's vector or words.
     pub scope_params: usize,
+    pub types: Vec<ParamType>,
 }
 
 /// The one-pass statements of a plan with a vector (None without one).
 pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let (v, vs) = plan.vector.as_ref()?;
-    let mut b = Binds { params: Vec::new() };
+    let mut b = Binds::new();
     let owned;
     let (plan, rel) = match &plan.history {
         Some(h) => {
@@ -634,19 +660,33 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
                 format!("pg_catalog.ts_rank_cd(s.w, {})", w.all)
             };
             let cov = format!("CASE WHEN {} OPERATOR(pg_catalog.@@) {} THEN ({})::pg_catalog.int4 END", w.w, w.matches, w.m);
-            (w.w, cov, format!("CASE WHEN s.m IS NOT NULL THEN {rank} END"))
+            // The relevance (ts_rank_cd: a zeroed array of every query operand's positions, ~160
+            // KB for 3 words, a call) only for the rows that can be in the full-text list: the
+            // list is by coverage, then relevance, `depth` long, so a row of less coverage than
+            // the list's last (the depth-th coverage, once) is out whatever its relevance, and
+            // `fusion` reads no relevance as not in the list. The same list, far fewer ranks
+            // when many rows match a few of the words.
+            let cut_at = b.typed(Some(plan.depth.saturating_sub(1).to_string()), ParamType::Int8);
+            let cut = format!(
+                "(SELECT coalesce((SELECT c.m FROM s c WHERE c.m IS NOT NULL ORDER BY c.m DESC LIMIT 1 OFFSET {cut_at}::pg_catalog.int8), 0))"
+            );
+            (w.w, cov, format!("CASE WHEN s.m OPERATOR(pg_catalog.>=) {cut} THEN {rank} END"))
         }
     };
     let fused = format!("${}", b.params.len() + 1);
     let items = row_items(plan, &tier, &weight).join(", ");
+    let scan = format!(
+        "SELECT {id} AS id, {weight} AS weight, {emb} OPERATOR({sch}.<=>) (SELECT {v}::{sch}.vector) AS d, {words_e} AS w, {cov_e} AS m \
+         FROM {rel} t WHERE {conds} LIMIT {limit}",
+        id = col(&plan.columns.id),
+        sch = quote_ident(vs),
+    );
     Some(OnePass {
-        candidates: format!(
-            "SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM (SELECT {id} AS id, {weight} AS weight, \
-             {emb} OPERATOR({sch}.<=>) (SELECT {v}::{sch}.vector) AS d, {words_e} AS w, {cov_e} AS m \
-             FROM {rel} t WHERE {conds} LIMIT {limit}) s",
-            id = col(&plan.columns.id),
-            sch = quote_ident(vs),
-        ),
+        // (With a query, the rows once in `s`, read again for the coverage's cut.)
+        candidates: match plan.query {
+            None => format!("SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM ({scan}) s"),
+            Some(_) => format!("WITH s AS MATERIALIZED ({scan}) SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM s"),
+        },
         rows: format!(
             "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \
              FROM pg_catalog.jsonb_to_recordset({fused}::pg_catalog.jsonb) f(id pg_catalog.uuid, score pg_catalog.float8, \
@@ -657,5 +697,6 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
         ),
         params: b.params,
         scope_params,
+        types: b.types,
     })
 }

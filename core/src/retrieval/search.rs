@@ -100,7 +100,12 @@ pub struct SearchArgs<'a> {
 /// within the clearance, the filter over the value; ranked by hybrid relevance × weight with the
 /// newest update breaking ties, or the newest update first. Both hybrid lists are as long for
 /// every page inside the first 40 results (each page a slice of one fused ranking); as of a time,
-/// the liveness then (`plan_as_of`).
+/// the liveness then (`plan_as_of`). With a vector under a namespace prefix of labels, the engine's
+/// one pass (`one_pass`): the prefix's rows read once through the prefix index, each row's distance
+/// and words computed together and the two lists fused in Rust (the same rule, lists and order; the
+/// vector list exact), instead of a full-text list through the words' GIN index (for common words,
+/// a bitmap of a large part of the org's items, ANDed with the prefix's) and a second read of the
+/// same rows for the vector list. A prefix of more rows than the one pass takes reads the two lists.
 pub fn search_plan(a: &SearchArgs<'_>) -> Value {
     let labels: Vec<Value> = a.prefix.iter().map(|l| l.as_deref().map_or(Value::Null, |s| Value::String(s.into()))).collect();
     let indexable = a.prefix.iter().all(|l| l.as_deref().is_some_and(|s| !s.contains('.')));
@@ -134,6 +139,7 @@ pub fn search_plan(a: &SearchArgs<'_>) -> Value {
         "conditions": conds, "query": a.query,
         "vector": a.vector.map(|(v, _)| v), "vector_schema": a.vector.and_then(|(_, s)| s),
         "k": a.k, "offset": a.offset, "depth": end.clamp(40, 2000), "vector_depth": end.max(40),
+        "one_pass": a.vector.is_some() && indexable && !a.prefix.is_empty(),
     });
     plan_as_of(plan, a.as_of, Some("created_at"))
 }
@@ -244,6 +250,14 @@ mod tests {
         let plan = Plan::from_json(&p).unwrap();
         assert_eq!(plan.vector, Some(("[1,0]".into(), "public".into())));
         assert_eq!(plan.vector_len(), 55);
+        // A vector under a prefix: the one pass; the whole org, or no vector, the two lists.
+        assert!(plan.one_pass);
+        a.prefix = &[];
+        assert!(!Plan::from_json(&search_plan(&a)).unwrap().one_pass);
+        a.prefix = &prefix;
+        a.vector = None;
+        assert!(!Plan::from_json(&search_plan(&a)).unwrap().one_pass);
+        a.vector = Some(("[1,0]", Some("public")));
         a.offset = 1_000_000;
         a.k = 1000;
         let p = search_plan(&a);

@@ -3,7 +3,7 @@
 
 use super::filter;
 use super::plan::Plan;
-use super::render::{quote_ident, render, render_one_pass};
+use super::render::{quote_ident, render, render_one_pass, ParamType};
 use super::words::Match;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -200,7 +200,11 @@ fn active_claims_are_a_constant_and_their_words_are_parsed_once() {
 fn one_pass_reads_candidates_and_rows() {
     let p = plan(observations(json!({"query": "pay", "vector": "[1,0,0]", "vector_schema": "public", "one_pass": true})));
     let o = render_one_pass(&p, 10001).unwrap();
-    assert!(o.candidates.ends_with("LIMIT 10001) s"));
+    assert!(o.candidates.contains("LIMIT 10001) SELECT s.id"), "{}", o.candidates);
+    // The relevance only for rows of at least the full-text list's last coverage (depth 40: the
+    // 40th largest, OFFSET 39, a parameter).
+    assert!(o.candidates.contains("CASE WHEN s.m OPERATOR(pg_catalog.>=) (SELECT coalesce((SELECT c.m FROM s c WHERE c.m IS NOT NULL ORDER BY c.m DESC LIMIT 1 OFFSET $"), "{}", o.candidates);
+    assert!(o.params.contains(&Some("39".into())), "{:?}", o.params);
     assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
     assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
     assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
@@ -227,6 +231,80 @@ fn filters_render_each_operator() {
     }
     assert!(s.params.contains(&Some("{\"a\",\"b\"}".into())));
     assert!(!s.sql.contains("sub"));
+}
+
+/// Every `$n` of `sql` (n in 1..=count) read as its declared type: each cast on it (`$n::T`) is
+/// to `types[n-1]` (a no-op for PostgreSQL), or to int4 from int8 (the offset added to a rank);
+/// a bare `$n` is text, and (`all`) every parameter is read.
+fn casts_match_types(sql: &str, types: &[ParamType], count: usize, all: bool) {
+    assert_eq!(types.len(), count, "a type per parameter");
+    let name = |t: ParamType| match t {
+        ParamType::Text => "pg_catalog.text",
+        ParamType::TextArray => "pg_catalog.text[]",
+        ParamType::Jsonb => "pg_catalog.jsonb",
+        ParamType::Numeric => "pg_catalog.numeric",
+        ParamType::Int8 => "pg_catalog.int8",
+        ParamType::Timestamptz => "pg_catalog.timestamptz",
+    };
+    let bytes = sql.as_bytes();
+    let mut used = vec![false; count];
+    let mut i = 0;
+    while let Some(at) = sql[i..].find('$') {
+        let start = i + at + 1;
+        let end = start + bytes[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+        i = end;
+        let Ok(n) = sql[start..end].parse::<usize>() else { continue };
+        assert!((1..=count).contains(&n), "${n} in {sql}");
+        used[n - 1] = true;
+        let t = types[n - 1];
+        let rest = &sql[end..];
+        match rest.strip_prefix("::") {
+            Some(cast) => {
+                let ok = cast.starts_with(name(t))
+                    && !(t == ParamType::Text && cast.starts_with("pg_catalog.text[]"))
+                    || (t == ParamType::Int8 && cast.starts_with("pg_catalog.int4"))
+                    || (t == ParamType::Text && cast.starts_with('"'));
+                assert!(ok, "${n} is {t:?} but read as {}", &cast[..cast.len().min(30)]);
+            }
+            None => assert_eq!(t, ParamType::Text, "${n} is read bare: {}", &rest[..rest.len().min(30)]),
+        }
+    }
+    assert!(!all || used.iter().all(|u| *u), "every parameter is read: {used:?}");
+}
+
+#[test]
+fn parameters_are_declared_as_they_are_read() {
+    let f = json!({"a.b": 1, "s": {"$gt": "m", "$lte": 5}, "t": {"$in": [1, "x"], "$nin": [2]}, "e": {"$exists": false},
+                   "c": {"$contains": "sub"}, "$or": [{"x": {"$ne": null}}, {"$not": {"y": true}}]});
+    let conds = json!([{"eq": ["org_id", "acme"]}, {"is_not_null": "key"}, {"null_or_after": ["expires_at", "2026-01-01"]},
+                       {"at_or_after": ["created_at", "2025-01-01"]}, {"before": ["created_at", "2027-01-01"]},
+                       {"prefix": ["namespace", ["users", "u1"], ["memory_internal", "_item_ns_path"]]},
+                       {"tier_in": [["public", "internal"], "acme"]}, {"contains": ["metadata", {"a": 1}]},
+                       {"filter": ["value", f]}]);
+    let plans = [
+        json!({"conditions": conds}),
+        json!({"conditions": conds, "query": "pay by card"}),
+        json!({"conditions": conds, "query": "pay", "vector": "[1,0,0]", "vector_schema": "public"}),
+        json!({"conditions": conds, "vector": "[1,0,0]", "vector_schema": "public"}),
+        json!({"history": {"relation": ["memory", "revisions"], "at": "2026-03-03"}, "query": "pay"}),
+        json!({"history": {"relation": ["memory", "revisions"], "at": "2026-03-03"}, "vector": "[1,0,0]", "vector_schema": "public"}),
+    ];
+    for p in plans {
+        let p = plan(observations(p));
+        let s = render(&p);
+        // (A vector without a query binds the lexical list's depth, unread.)
+        casts_match_types(&s.sql, &s.types, s.params.len(), p.vector.is_none() || p.query.is_some());
+        if let Some(o) = render_one_pass(&p, 100) {
+            casts_match_types(&o.candidates, &o.types, o.params.len(), false);
+            // The rows' statement: the same parameters and the fused list, a jsonb.
+            casts_match_types(&o.rows, &[o.types.clone(), vec![ParamType::Jsonb]].concat(), o.params.len() + 1, false);
+        }
+    }
+    // The filter's values as the types they are compared as: the path a text[], a JSON value
+    // jsonb, a number numeric, a string compared bytewise text; k and offset int8.
+    let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["value", {"n": {"$gt": 500}}]}]}))));
+    assert_eq!(s.types, vec![ParamType::Text, ParamType::TextArray, ParamType::Numeric, ParamType::Int8, ParamType::Int8]);
+    assert_eq!(s.params[2], Some("500".into()));
 }
 
 #[test]
@@ -394,7 +472,9 @@ proptest! {
         let b = with(relabel(&f, &mut n), "other");
         prop_assert_eq!(&a.sql, &b.sql);
         prop_assert_eq!(a.params.len(), b.params.len());
+        prop_assert_eq!(&a.types, &b.types, "the parameters' types are the shape's");
         prop_assert!(!a.sql.contains('\0'));
+        casts_match_types(&a.sql, &a.types, a.params.len(), true);
     }
 
     /// Identifiers change only the quoted names: the statement's skeleton is the same, and a
