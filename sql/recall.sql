@@ -1,6 +1,6 @@
 -- memory.recall and memory.retrieve (docs/design.md#agent-memory-api, docs/vector.md): thin callers of the retrieval
--- engine (memory_core::retrieval, run by memory_internal._retrieve; memory.recall's whole body by
--- memory_internal._recall, src/recall/body.rs). Each checks its arguments, the
+-- engine (memory_core::retrieval, run by memory_internal._retrieve; memory.recall is a C function
+-- of the engine's shell, src/recall/body.rs). Each checks its arguments, the
 -- org and the caller's clearance, describes what it reads as a plan (the source's columns, the
 -- conditions, the query, the vector, k), and appends its read event through one function
 -- (memory_internal._read_event).
@@ -239,25 +239,18 @@ END $$;
 -- acting one), filtering the org, the live rows and the caller's clearance itself. A governed
 -- application table (source) is read as the caller (its privileges and policies), with the same
 -- filters. query_embedding is anycompatible: float8[] (psycopg's floats), real[], pgvector's
--- vector or text alike (memory_internal._query_vector's rules). The body is one call of the
--- engine's shell, memory_internal._recall (src/recall/body.rs, memory_core::retrieval::recall):
--- the arguments, the org, the clearance, the plan, the read and the read event; here the rows
--- take their types.
+-- vector or text alike (memory_internal._query_vector's rules). A C function of the engine's
+-- shell (src/recall/body.rs, memory_core::retrieval::recall): the arguments, the org, the
+-- clearance, the plan, the read, the read event and the typed rows in one call, with no
+-- statement around it.
 CREATE FUNCTION memory.recall(org_id text, query text, k int DEFAULT 10, project_id text DEFAULT NULL,
                               filters jsonb DEFAULT '{}', query_embedding anycompatible DEFAULT NULL, source regclass DEFAULT NULL,
                               as_of timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, content text, classification memory.classification, weight float8, score float8,
                created_at timestamptz, user_id text, session_id text, memory_type memory.memory_type,
                lexical_rank int, vector_rank int, metadata jsonb)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY
-    SELECT r.id::uuid, r.content, r.classification::memory.classification, r.weight, r.score, r.created_at::timestamptz,
-           r.user_id, r.session_id, r.memory_type::memory.memory_type, r.lexical_rank, r.vector_rank, r.metadata::jsonb
-      FROM memory_internal._recall(recall.org_id, recall.query, recall.k, recall.project_id, recall.filters::text, recall.query_embedding,
-                                   recall.source, recall.as_of) r;
-END $$;
+LANGUAGE c VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'recall_typed_wrapper';
 COMMENT ON FUNCTION memory.recall(text, text, int, text, jsonb, anycompatible, regclass, timestamptz) IS
   'Top-k live memories of a tenant the caller is cleared for: by coverage of the query''s words then full-text relevance × weight (any word matches; websearch syntax when the query quotes a phrase or excludes a -word), or the newest for a blank query with filters, or with query_embedding (float8[], real[], a pgvector vector, or text: an untyped literal such as ''[1,2,3]'') by reciprocal rank fusion (k = 60) of the full-text and the vector (pgvector HNSW, cosine; exact when the index scan comes back short) lists × weight, with both ranks and the row''s metadata; from memory.observations or a governed table (source); never a superseded memory; as_of: what was live then, each memory as its revision valid then. Emits memory.recall with ids, count, k, filter keys and the hashes of the query and the query embedding, never content, the query or the embedding.';
 

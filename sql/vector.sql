@@ -131,6 +131,11 @@ CREATE TRIGGER ann_settings_apply AFTER INSERT OR UPDATE ON memory.ann_settings
     FOR EACH ROW EXECUTE FUNCTION memory_internal._embeddings_apply();
 -- A restore run as replica loads the row too: the column must be there before the observations.
 ALTER TABLE memory.ann_settings ENABLE ALWAYS TRIGGER ann_settings_apply;
+-- memory.recall keeps the dimensions per backend (src/recall/body.rs): a row written drops them.
+CREATE TRIGGER memory_rules_changed AFTER INSERT OR UPDATE OR DELETE ON memory.ann_settings
+    FOR EACH ROW EXECUTE FUNCTION memory.rules_changed();
+CREATE TRIGGER memory_rules_changed_truncate AFTER TRUNCATE ON memory.ann_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION memory.rules_changed();
 
 CREATE FUNCTION memory.enable_embeddings(dimensions int)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp

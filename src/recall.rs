@@ -71,7 +71,8 @@ fn query_vector_parse(query_embedding: Option<&str>, dims: Option<i32>) -> Strin
         .or_raise()
 }
 
-/// Rows the one pass may read; more, and memory.recall reads the two index lists instead.
+/// Rows the one pass may read (a plan may bound it lower: `Plan::one_pass_rows`); more, and
+/// memory.recall reads the two index lists instead.
 const ONE_PASS_ROWS: usize = 10_000;
 /// How many overflowed scopes a backend remembers, and for how long.
 const OVERFLOWED_SCOPES: usize = 1024;
@@ -208,7 +209,8 @@ fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oi
 
 /// The one pass (None: more rows than it takes; read the two lists instead).
 fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
-    let Some(op) = render_one_pass(plan, ONE_PASS_ROWS + 1) else { return Ok(None) };
+    let bound = plan.one_pass_rows.map_or(ONE_PASS_ROWS, |r| (r as usize).min(ONE_PASS_ROWS));
+    let Some(op) = render_one_pass(plan, bound + 1) else { return Ok(None) };
     // (The scope: the statement and the conditions' values. The query's vector and words change
     // no row count: a scope that overflowed once is read through the two lists for every query.)
     let scope = format!("{}\u{0}{:?}", op.candidates, &op.params[..op.scope_params]);
@@ -228,8 +230,8 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
         let mut batch = Fetched::default();
         // (The columns' types are checked before any value is read.)
-        batch.fetch_typed(&mut cursor, ONE_PASS_ROWS + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
-        if batch.len() > ONE_PASS_ROWS {
+        batch.fetch_typed(&mut cursor, bound + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
+        if batch.len() > bound {
             remember_overflow(&scope);
             return Ok(None);
         }

@@ -71,6 +71,22 @@ pub(crate) fn append_read(event_type: Option<&str>, payload: Option<&str>, org_i
     if !value.is_object() {
         return Err(MxError::bad_argument("payload must be a JSON object"));
     }
+    append_event(event_type, value, text.to_string(), org_id, project_id)
+}
+
+/// `append_read` of a payload memory_ext built: the JSON object `payload` and its text `text` (as
+/// jsonb prints it: `memory_core::retrieval::recall::jsonb_text`), not parsed again.
+pub(crate) fn append_read_value(event_type: &str, payload: Value, text: String, org_id: Option<String>, project_id: Option<String>) -> Result<(), MxError> {
+    if !handover::is_read_event(event_type) || !payload.is_object() {
+        return Err(MxError::new(code::INTERNAL, format!("memory_ext: {event_type} is not a read event with an object payload")));
+    }
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(MxError::bad_argument(format!("payload is {} bytes of JSON; at most {MAX_PAYLOAD_BYTES} are allowed", text.len())));
+    }
+    append_event(event_type.to_string(), payload, text, org_id, project_id)
+}
+
+fn append_event(event_type: String, value: Value, text: String, org_id: Option<String>, project_id: Option<String>) -> Result<(), MxError> {
     let actor = Spi::connect(|client| {
         let mut ap = Appender::new(client)?;
         let actor = default_actor(&ap);
@@ -83,7 +99,7 @@ pub(crate) fn append_read(event_type: Option<&str>, payload: Option<&str>, org_i
                 workspace_id: None,
                 actor_id: Some(actor.clone()),
                 payload: value,
-                payload_text: Some(text.to_string()),
+                payload_text: Some(text.clone()),
             },
         )?;
         ap.finish(client)?;
@@ -93,7 +109,7 @@ pub(crate) fn append_read(event_type: Option<&str>, payload: Option<&str>, org_i
     if crate::pg::xact::in_recovery() {
         return Ok(());
     }
-    hold(ReadEvent { event_type, org_id, project_id, actor_id: Some(actor), payload: text.to_string() })
+    hold(ReadEvent { event_type, org_id, project_id, actor_id: Some(actor), payload: text })
 }
 
 /// Keeps `event` for this transaction with a reservation of the slots its record needs.

@@ -40,6 +40,12 @@ impl Fill {
         Fill(GENERATION.with(std::cell::Cell::get))
     }
 
+    /// The invalidation generation it began at: a cache keyed by it is current while no
+    /// invalidation has been processed since.
+    pub fn generation(&self) -> u64 {
+        self.0
+    }
+
     /// Whether what was read may be cached.
     pub fn keep(&self) -> bool {
         // SAFETY: reads a backend-local flag.

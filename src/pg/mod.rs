@@ -7,6 +7,7 @@ pub mod citus;
 pub mod compat;
 pub mod error;
 pub mod identity;
+pub mod input;
 pub mod locks;
 pub mod polymorphic;
 pub mod scan;

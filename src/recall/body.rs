@@ -1,13 +1,14 @@
-//! memory.recall in one call (issue 47): `memory_internal._recall` checks the arguments, the org,
-//! the clearance and the source, builds the plan, runs it through the engine and appends the read
-//! event; memory.recall (sql/recall.sql) is its typed face. The rules are
+//! memory.recall in one call (issue 47): a C function (`recall_typed`, declared by sql/recall.sql)
+//! checks the arguments, the org, the clearance and the source, builds the plan, runs it through
+//! the engine, appends the read event and returns the typed rows. The rules are
 //! `memory_core::retrieval::recall`'s; here only what needs the database: the org and clearance
 //! (`trust`), a governed table's mapping and a timestamp filter's parsing (their SQL functions,
 //! memory_internal._recall_columns and _recall_filters), the query's words, and the embedding
-//! column's dimensions.
+//! column's dimensions (kept per backend until an invalidation).
 
 use super::{refuse, run_plan};
 use crate::errors::{code, MxError, OrRaise};
+use crate::pg::input;
 use crate::pg::polymorphic::{self, regclass_text, relation_names};
 use crate::pg::spi::kept;
 use memory_core::retrieval::recall::{self as rc, RecallArgs, Refusal};
@@ -31,7 +32,27 @@ fn spi(e: pgrx::spi::Error) -> MxError {
     MxError::spi("recall", e)
 }
 
+/// One row of memory.recall, each value of its column's type: uuid, text, memory.classification
+/// and memory.memory_type (an enum value is its label's oid), float8, timestamptz, int4 and jsonb
+/// (`AnyElement`: a datum and its type, as the type's input function made it).
 type RecallRow = (
+    Option<AnyElement>,
+    Option<String>,
+    Option<pg_sys::Oid>,
+    Option<f64>,
+    Option<f64>,
+    Option<AnyElement>,
+    Option<String>,
+    Option<String>,
+    Option<pg_sys::Oid>,
+    Option<i32>,
+    Option<i32>,
+    Option<AnyElement>,
+);
+
+/// A row as the engine returns it: its values as text where memory.recall's columns have other
+/// types (the uuid, the enums' labels, the time, the metadata's JSON text).
+type EngineRow = (
     Option<String>,
     Option<String>,
     Option<String>,
@@ -46,48 +67,80 @@ type RecallRow = (
     Option<String>,
 );
 
-/// memory.recall's body (sql/recall.sql; its arguments as memory.recall takes them, `source` a
-/// regclass's oid, `query_embedding` of any of the types memory_internal._query_vector takes).
-/// Its rows in order, as text where memory.recall casts them (uuid, the enums, the time); a label
-/// that is not the enum's is NULL. Runs as memory.recall's definer: not for PUBLIC.
+/// memory.recall itself: sql/recall.sql declares it (`LANGUAGE c`, SECURITY DEFINER, its
+/// arguments, defaults and columns); this entry point has no SQL of its own. `filters` is the
+/// jsonb argument, `source` a regclass's oid, `query_embedding` of any of the types
+/// memory_internal._query_vector takes. Its rows in order, each value made by its type's input
+/// function from the engine's text as a cast from text makes it (uuid, timestamptz, the enums,
+/// jsonb); a label that is not the enum's is NULL. (Was: a PL/pgSQL wrapper casting the text
+/// rows of memory_internal._recall, a statement and two tuplestores a call.)
 #[allow(clippy::too_many_arguments)]
-#[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_recall")]
-fn recall_body(
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn recall_typed(
     org_id: Option<&str>,
     query: Option<&str>,
     k: Option<i32>,
     project_id: Option<&str>,
-    filters: Option<&str>,
+    filters: Option<AnyElement>,
     query_embedding: Option<AnyElement>,
     source: Option<pg_sys::Oid>,
     as_of: Option<TimestampWithTimeZone>,
 ) -> TableIterator<
     'static,
     (
-        name!(id, Option<String>),
+        name!(id, Option<AnyElement>),
         name!(content, Option<String>),
-        name!(classification, Option<String>),
+        name!(classification, Option<pg_sys::Oid>),
         name!(weight, Option<f64>),
         name!(score, Option<f64>),
-        name!(created_at, Option<String>),
+        name!(created_at, Option<AnyElement>),
         name!(user_id, Option<String>),
         name!(session_id, Option<String>),
-        name!(memory_type, Option<String>),
+        name!(memory_type, Option<pg_sys::Oid>),
         name!(lexical_rank, Option<i32>),
         name!(vector_rank, Option<i32>),
-        name!(metadata, Option<String>),
+        name!(metadata, Option<AnyElement>),
     ),
 > {
-    // (filters arrive as jsonb's text: serde reads no number past f64's range and no nesting past
-    // 128 levels, and says so as a 22023 rather than failing inside pgrx.)
+    // (filters as jsonb's text: serde reads no number past f64's range and no nesting past 128
+    // levels, and says so as a 22023 rather than failing inside pgrx.)
     let filters = filters
-        .map(|t| {
-            serde_json::from_str::<Value>(t)
+        .map(|f| {
+            serde_json::from_str::<Value>(&input::jsonb_text(&f))
                 .map_err(|e| MxError::bad_argument(format!("memory.recall filters cannot be read: {e}")).hint(rc::FILTERS_HINT))
         })
         .transpose()
         .or_raise();
-    TableIterator::new(recall(org_id, query, k, project_id, filters, query_embedding, source, as_of).or_raise())
+    let rows = recall(org_id, query, k, project_id, filters, query_embedding, source, as_of).or_raise();
+    TableIterator::new(typed_rows(rows).or_raise())
+}
+
+/// The engine's rows as memory.recall's typed rows.
+fn typed_rows(rows: Vec<EngineRow>) -> Result<Vec<RecallRow>, MxError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let class = input::type_oid(c"memory.classification")?;
+    let mtype = input::type_oid(c"memory.memory_type")?;
+    let label = |t: String, typoid| input::from_text(pg_sys::enum_in, &t, typoid).map(input::oid_of);
+    rows.into_iter()
+        .map(|(id, content, tier, weight, score, created_at, user_id, session_id, memory_type, lexical_rank, vector_rank, metadata)| {
+            Ok((
+                id.map(|t| input::value_from_text(pg_sys::uuid_in, &t, pg_sys::UUIDOID)).transpose()?,
+                content,
+                tier.map(|t| label(t, class)).transpose()?,
+                weight,
+                score,
+                created_at.map(|t| input::value_from_text(pg_sys::timestamptz_in, &t, pg_sys::TIMESTAMPTZOID)).transpose()?,
+                user_id,
+                session_id,
+                memory_type.map(|t| label(t, mtype)).transpose()?,
+                lexical_rank,
+                vector_rank,
+                metadata.map(|t| input::value_from_text(pg_sys::jsonb_in, &t, pg_sys::JSONBOID)).transpose()?,
+            ))
+        })
+        .collect()
 }
 
 /// quote_literal's form of a text.
@@ -113,7 +166,7 @@ fn jsonb_call(sql: &'static str, types: &[pg_sys::Oid], args: &[DatumWithOid]) -
 }
 
 /// What the words of the query and the source's vector setup say: whether the query has words
-/// (numnode of websearch_to_tsquery), and, when asked, memory.observations' embedding column
+/// (websearch_to_tsquery's nodes), and, when asked, memory.observations' embedding column
 /// (Some(dims)) and pgvector's schema.
 struct Context {
     has_words: bool,
@@ -121,34 +174,69 @@ struct Context {
     vector_schema: Option<String>,
 }
 
-fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
-    const SQL: &str = "SELECT coalesce(pg_catalog.numnode(pg_catalog.websearch_to_tsquery('english', $1)) OPERATOR(pg_catalog.>) 0, false), \
-                       CASE WHEN $2 THEN (SELECT e.dimensions FROM memory.ann_settings e) END, \
-                       CASE WHEN $2 THEN EXISTS (SELECT FROM pg_catalog.pg_attribute a \
-                            WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
-                              AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) END, \
-                       CASE WHEN $3 THEN (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n \
-                            ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'vector') END";
+/// memory.observations' vector setup as `context` reads it: memory.ann_settings' dimensions,
+/// whether the table has its embedding column, and pgvector's `vector` type (InvalidOid: no
+/// pgvector).
+#[derive(Clone, Copy)]
+struct VectorSetup {
+    dims: Option<i32>,
+    has_col: bool,
+    vector_type: pg_sys::Oid,
+}
+
+thread_local! {
+    // The vector setup this backend read last, and the invalidation generation it was read at
+    // (`callbacks::Fill`): any relcache or role invalidation since (DDL on memory.observations,
+    // a row of memory.ann_settings written, through its memory_rules_changed trigger) reads it
+    // again. pgvector's schema is looked up from the type's oid on every call (it moves with
+    // ALTER EXTENSION vector SET SCHEMA, which invalidates no relation).
+    static SETUP: std::cell::Cell<Option<(u64, VectorSetup)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether a query has words to search for: websearch_to_tsquery('english', query) has nodes.
+fn has_words(query: Option<&str>) -> bool {
     // A blank query has no words: not parsed (websearch_to_tsquery says so with a NOTICE to the
     // client on every vector-only call).
-    let query = query.filter(|q| !q.trim().is_empty());
-    let (has_words, dims, has_col, schema) = Spi::connect(|client| {
-        let t = kept(
-            &client,
-            SQL,
-            &[pg_sys::TEXTOID, pg_sys::BOOLOID, pg_sys::BOOLOID],
-            &[DatumWithOid::from(query), DatumWithOid::from(observations_embedding), DatumWithOid::from(want_schema)],
-            None,
-        )
-        .map_err(spi)?;
-        let r = t.first();
-        Ok::<_, MxError>((
-            r.get::<bool>(1).map_err(spi)?.unwrap_or(false),
-            r.get::<i32>(2).map_err(spi)?,
-            r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
-            r.get::<String>(4).map_err(spi)?,
-        ))
+    let Some(q) = query.filter(|q| !q.trim().is_empty()) else { return false };
+    input::websearch_has_nodes(c"pg_catalog.english", q)
+}
+
+/// memory.observations' vector setup: kept per backend (`SETUP`), read again after an invalidation.
+fn vector_setup() -> Result<VectorSetup, MxError> {
+    let generation = crate::pg::callbacks::Fill::begin();
+    if let Some((g, s)) = SETUP.with(std::cell::Cell::get) {
+        if generation.generation() == g {
+            return Ok(s);
+        }
+    }
+    const SQL: &std::ffi::CStr = c"SELECT (SELECT e.dimensions FROM memory.ann_settings e), \
+        EXISTS (SELECT FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) 'memory.observations'::pg_catalog.regclass \
+                   AND a.attname OPERATOR(pg_catalog.=) 'embedding' AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped), \
+        (SELECT t.oid FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_type t ON t.typnamespace OPERATOR(pg_catalog.=) e.extnamespace \
+          WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND t.typname OPERATOR(pg_catalog.=) 'vector')";
+    let s = Spi::connect(|client| {
+        let r = crate::pg::spi::read_latest(&client, SQL, &[])?;
+        Ok::<_, MxError>(VectorSetup {
+            dims: r.get::<i32>(0, 1)?,
+            has_col: r.get::<bool>(0, 2)?.unwrap_or(false),
+            vector_type: r.get::<pg_sys::Oid>(0, 3)?.unwrap_or(pg_sys::InvalidOid),
+        })
     })?;
+    if generation.keep() {
+        SETUP.with(|c| c.set(Some((generation.generation(), s))));
+    }
+    Ok(s)
+}
+
+fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
+    let has_words = has_words(query);
+    let setup = if observations_embedding || want_schema { Some(vector_setup()?) } else { None };
+    let schema = if want_schema { setup.and_then(|s| input::type_schema(s.vector_type)) } else { None };
+    let (dims, has_col) = match setup {
+        Some(s) if observations_embedding => (s.dims, s.has_col),
+        _ => (None, false),
+    };
     // (The embedding column comes with memory.ann_settings' row; the column's own type without one.)
     let embedding = if !observations_embedding || (dims.is_none() && !has_col) {
         None
@@ -220,7 +308,7 @@ fn recall(
     embedding: Option<AnyElement>,
     source: Option<pg_sys::Oid>,
     as_of: Option<TimestampWithTimeZone>,
-) -> Result<Vec<RecallRow>, MxError> {
+) -> Result<Vec<EngineRow>, MxError> {
     // Input first: nothing is read or written for a call that is refused.
     rc::check_read_args(FN, org, k).map_err(refusal)?;
     let (org, k) = (org.unwrap_or_default(), k.unwrap_or_default());
@@ -352,6 +440,7 @@ fn recall(
             )
         })
         .collect();
-    crate::audit::reads::append_read(Some(FN), Some(&rc::jsonb_text(&event)), Some(org.to_owned()), project_id.map(str::to_owned))?;
+    let payload = rc::jsonb_text(&event);
+    crate::audit::reads::append_read_value(FN, event, payload, Some(org.to_owned()), project_id.map(str::to_owned))?;
     Ok(out)
 }

@@ -80,9 +80,9 @@ def test_rule_changes_applied_as_replica_still_reach_the_caches(dsn, conn):
     """Logical replication's apply and `session_replication_role = replica` restores skip ordinary
     triggers; the invalidating statement triggers are ENABLE ALWAYS, so the caches follow."""
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
-                        "WHERE tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')").fetchone() == (9, 9)
+                        "WHERE tgname IN ('memory_rules_changed', 'memory_keys_changed', 'memory_secrets_changed')").fetchone() == (10, 10)
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE tgenabled = 'A') FROM pg_trigger "
-                        "WHERE tgname IN ('memory_rules_changed_truncate', 'memory_keys_changed_truncate', 'memory_secrets_changed_truncate')").fetchone() == (9, 9)
+                        "WHERE tgname IN ('memory_rules_changed_truncate', 'memory_keys_changed_truncate', 'memory_secrets_changed_truncate')").fetchone() == (10, 10)
     conn.execute("SELECT memory.grant_consent('acme', 'u1', '{create_task,save_to_profile}')")
     insert = ("INSERT INTO memory.user_feedback (org_id, user_id, related_object_ref, comment) "
               "VALUES ('acme', 'u1', 'snapshot:1', %s) RETURNING comment_polarity")

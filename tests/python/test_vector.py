@@ -266,6 +266,30 @@ def test_another_tenant_cannot_bury_a_tenants_vector_recall(vapp, conn):
         assert sorted(x for (x,) in ranks if x is not None) == list(range(1, 11)), "a text + vector recall keeps its vector ranks"
 
 
+def test_a_session_sees_embeddings_enabled_and_pgvector_moved_after_its_first_recall(vapp, conn):
+    """memory.recall keeps memory.observations' vector setup per backend (the dimensions, the
+    column, pgvector's type; src/recall/body.rs) until an invalidation: a reader session that
+    recalled before embeddings were enabled compares its query embedding with them after another
+    session enables them (of their dimensions), and still after pgvector moves to another schema."""
+    with connect(vapp, WRITER) as w:
+        w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'payments are due')")
+    with connect(vapp, READER) as r:
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute("SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0,0}')")
+        assert ex.value.sqlstate == "22023" and "no embeddings to compare" in ex.value.diag.message_primary
+        _platform_embeddings(vapp, conn, 3)
+        with connect(vapp, WRITER) as w:
+            w.execute("INSERT INTO memory.observations (org_id, content, embedding) VALUES ('acme', 'payments by card', '[1,0,0]')")
+        call = "SELECT content, lexical_rank, vector_rank FROM memory.recall('acme', 'payments', query_embedding => %s::real[])"
+        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due", 1, None)]
+        with pytest.raises(psycopg.DatabaseError) as ex:
+            r.execute(call, ("{1,0}",))
+        assert ex.value.sqlstate == "22023" and "the embeddings have 3" in ex.value.diag.message_primary
+        conn.execute("CREATE SCHEMA vec")
+        conn.execute("ALTER EXTENSION vector SET SCHEMA vec")
+        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due", 1, None)]
+
+
 def test_query_embedding_from_psycopg_floats(vapp, conn):
     """Issue 46: psycopg sends Python floats as float8[]; recall takes them (and real[]) with the
     same results and the same errors."""

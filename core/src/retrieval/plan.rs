@@ -11,7 +11,7 @@
 //!  "conditions": [{"eq": ["org_id", "acme"]}, {"active": ["lifecycle_state", "memory", "lifecycle_state"]}, ...],
 //!  "query": "words" | null, "vector": "[1,0,0]" | null, "vector_schema": "public",
 //!  "k": 10, "offset": 0, "depth": 40, "vector_depth": null, "ties": [["confidence_score", "desc"], ...], "one_pass": false,
-//!  "history": {"relation": ["memory", "revisions"], "at": "2026-03-03T00:00:00Z"} | null}
+//!  "one_pass_rows": null, "history": {"relation": ["memory", "revisions"], "at": "2026-03-03T00:00:00Z"} | null}
 //! ```
 //!
 //! `history` (point-in-time reads, SPEC §17): each row is read as it was at `at`, its content,
@@ -119,6 +119,9 @@ pub struct Plan {
     pub ties: Vec<String>,
     /// Read every row under the conditions in one pass (bounded candidates) and fuse in the core.
     pub one_pass: bool,
+    /// The most rows that one pass reads (None: the shell's own bound); more, and the plan is read
+    /// as two index lists instead.
+    pub one_pass_rows: Option<u32>,
     /// Read rows as they were at a time (None: as they are).
     pub history: Option<History>,
 }
@@ -361,6 +364,10 @@ impl Plan {
             },
             ties,
             one_pass: matches!(m.get("one_pass"), Some(Value::Bool(true))),
+            one_pass_rows: match m.get("one_pass_rows") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(count(m, "one_pass_rows", 1, 1_000_000)?),
+            },
             history,
         })
     }

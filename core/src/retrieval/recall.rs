@@ -10,6 +10,12 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use super::filter::kind as type_of;
 
+/// The most rows one pass reads for a tenant's memories (no user, session or task filter): a
+/// tenant of up to this many live rows has both lists read exactly from its rows in one pass
+/// (cheaper than the two index lists at that size); a larger one has its overflow remembered per
+/// backend and reads the two lists.
+pub const TENANT_ONE_PASS_ROWS: u32 = 1_000;
+
 /// The labels of memory.classification, memory.source_type and memory.memory_type in their enum
 /// order (sql/types.sql).
 pub const CLASSIFICATIONS: [&str; 4] = ["public", "internal", "confidential", "restricted"];
@@ -236,6 +242,7 @@ pub fn recall_plan(a: &RecallArgs<'_>) -> Value {
     }
     let qv = a.vector.map(|(v, _)| v);
     let k = i64::from(a.k);
+    let scoped = f.contains_key("user_id") || f.contains_key("session_id") || f.contains_key("task_id");
     json!({
         "relation": [a.relation.0, a.relation.1],
         "columns": {"id": col(c, "id"), "content": col(c, "content"), "weight": col(c, "weight"), "tier": col(c, "tier"),
@@ -245,9 +252,13 @@ pub fn recall_plan(a: &RecallArgs<'_>) -> Value {
         "tier_kind": col(c, "tier_kind"), "conditions": conds, "query": a.query, "vector": qv,
         "vector_schema": a.vector.and_then(|(_, s)| s),
         "k": k, "depth": (2 * k).clamp(40, 2000),
-        // memory.observations filtered to a user's, a session's or a task's memories: one pass
-        // over those rows gives both lists exactly (more than 10,000 rows: the two index lists).
-        "one_pass": qv.is_some() && !a.source && (f.contains_key("user_id") || f.contains_key("session_id") || f.contains_key("task_id")),
+        // memory.observations with a vector: one pass over the rows under the conditions gives
+        // both lists exactly, fused in the core. Filtered to a user's, a session's or a task's
+        // memories, up to the shell's bound (10,000 rows); a tenant's memories up to
+        // TENANT_ONE_PASS_ROWS, past which reading every row's distance costs more than the
+        // vector index. More rows: the two index lists.
+        "one_pass": qv.is_some() && !a.source,
+        "one_pass_rows": if scoped { Value::Null } else { Value::from(TENANT_ONE_PASS_ROWS) },
     })
 }
 
@@ -413,6 +424,7 @@ mod tests {
                    {"eq": ["memory_type", "episodic"]}, {"eq": ["user_id", "u1"]}, {"contains": ["metadata", {"a": 1}]}])
         );
         assert_eq!(p["one_pass"], json!(true));
+        assert_eq!(p["one_pass_rows"], Value::Null);
         assert_eq!(p["depth"], json!(40));
         assert_eq!(p["columns"]["embedding"], json!("embedding"));
         let plan = Plan::from_json(&p).unwrap();
@@ -423,6 +435,15 @@ mod tests {
         assert_eq!(p["columns"]["embedding"], Value::Null);
         assert_eq!(p["one_pass"], json!(false));
         assert!(!p["conditions"].as_array().unwrap().iter().any(|x| x.get("tier_in").is_some()));
+        // A tenant's memories (no user, session or task filter) with a vector: one pass of at
+        // most TENANT_ONE_PASS_ROWS rows; a governed table (source): none.
+        let tenant = check_filters(Some(&json!({"memory_type": "episodic"}))).unwrap().unwrap();
+        let p = recall_plan(&args(&tenant, &c, Some("internal"), Some(("[1,0,0]", Some("public")))));
+        assert_eq!((&p["one_pass"], &p["one_pass_rows"]), (&json!(true), &json!(TENANT_ONE_PASS_ROWS)));
+        assert_eq!(Plan::from_json(&p).unwrap().one_pass_rows, Some(TENANT_ONE_PASS_ROWS));
+        let mut a = args(&tenant, &c, Some("internal"), Some(("[1,0,0]", Some("public"))));
+        a.source = true;
+        assert_eq!(recall_plan(&a)["one_pass"], json!(false));
         // No clearance: no tier is read.
         let p = recall_plan(&args(&f, &c, None, None));
         assert!(p["conditions"].as_array().unwrap().contains(&json!({"tier_in": [[], "acme"]})));

@@ -1,0 +1,98 @@
+//! Values made and read by PostgreSQL's own functions, called directly rather than through a
+//! statement: a type's input function as a cast from text calls it, jsonb's text, a type's oid and
+//! schema, and whether a text-search query has nodes. For memory.recall's typed rows and its
+//! query's words (src/recall/body.rs).
+
+use super::error::{code, MxError};
+use pgrx::datum::AnyElement;
+use pgrx::prelude::*;
+use std::ffi::{CStr, CString};
+
+/// A type's input function (uuid_in, timestamptz_in, enum_in, jsonb_in, ...).
+///
+/// # Safety
+/// Called by `from_text` only, with the arguments a cast from text passes.
+pub type InputFn = unsafe fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+
+fn internal(what: &str) -> MxError {
+    MxError::new(code::INTERNAL, format!("memory_ext: {what}"))
+}
+
+/// A datum from its text by the type's input function `input`, called as a cast from text calls
+/// it (the text, the type's I/O parameter `ioparam`, no typmod): the same value and the same
+/// errors. Allocated in the current memory context.
+pub fn from_text(input: InputFn, text: &str, ioparam: pg_sys::Oid) -> Result<pg_sys::Datum, MxError> {
+    let c = CString::new(text).map_err(|_| internal("a value holds a NUL byte"))?;
+    // SAFETY: the input function's three arguments (a C string alive for the call, an oid, an
+    // int4; a function of fewer reads fewer); it returns a datum of its type or raises.
+    unsafe {
+        pgrx::direct_function_call_as_datum(input, &[Some(pg_sys::Datum::from(c.as_ptr())), Some(ioparam.into()), Some(pg_sys::Datum::from(-1i32))])
+            .ok_or_else(|| internal("an input function returned NULL"))
+    }
+}
+
+/// `from_text` as a value of type `typoid` (its own I/O parameter).
+pub fn value_from_text(input: InputFn, text: &str, typoid: pg_sys::Oid) -> Result<AnyElement, MxError> {
+    let d = from_text(input, text, typoid)?;
+    // SAFETY: a non-null datum of `typoid`, made above.
+    unsafe { AnyElement::from_polymorphic_datum(d, false, typoid) }.ok_or_else(|| internal("no value"))
+}
+
+/// An oid-valued datum's oid (an enum value is its label's).
+pub fn oid_of(d: pg_sys::Datum) -> pg_sys::Oid {
+    pg_sys::Oid::from(u32::try_from(d.value() & 0xffff_ffff).unwrap_or(0))
+}
+
+/// The type a schema-qualified name names (regtypein: an error for no such type).
+pub fn type_oid(name: &CStr) -> Result<pg_sys::Oid, MxError> {
+    // SAFETY: regtypein of a NUL-terminated name.
+    let d = unsafe { pgrx::direct_function_call_as_datum(pg_sys::regtypein, &[Some(pg_sys::Datum::from(name.as_ptr()))]) };
+    d.map(oid_of).ok_or_else(|| internal("no type oid"))
+}
+
+/// The schema of type `typ` (None: no such type).
+pub fn type_schema(typ: pg_sys::Oid) -> Option<String> {
+    if typ == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: a syscache lookup by oid, released before the name is read; get_namespace_name
+    // returns a palloc'd copy or NULL, copied at once.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::TYPEOID as _, typ.into());
+        if tup.is_null() {
+            return None;
+        }
+        let nsp = (*(pg_sys::GETSTRUCT(tup) as *const pg_sys::FormData_pg_type)).typnamespace;
+        pg_sys::ReleaseSysCache(tup);
+        let name = pg_sys::get_namespace_name(nsp);
+        (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+/// A jsonb value's text (jsonb_out).
+pub fn jsonb_text(e: &AnyElement) -> String {
+    if e.oid() != pg_sys::JSONBOID {
+        return String::new();
+    }
+    // SAFETY: a non-null jsonb datum (its type checked); jsonb_out detoasts it and returns a
+    // palloc'd C string, copied at once.
+    unsafe {
+        pgrx::direct_function_call::<&CStr>(pg_sys::jsonb_out, &[Some(e.datum())]).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}
+
+/// Whether `websearch_to_tsquery(config, query)` has nodes (numnode > 0), `config` a text-search
+/// configuration's qualified name.
+pub fn websearch_has_nodes(config: &CStr, query: &str) -> bool {
+    // SAFETY: regconfigin of a NUL-terminated name (it raises for none), then
+    // websearch_to_tsquery_byid of that oid and a text datum; the tsquery it returns is a fresh
+    // varlena, detoasted before its header's node count is read.
+    unsafe {
+        let cfg = pgrx::direct_function_call_as_datum(pg_sys::regconfigin, &[Some(pg_sys::Datum::from(config.as_ptr()))]);
+        let Some(q) = pgrx::direct_function_call_as_datum(pg_sys::websearch_to_tsquery_byid, &[cfg, query.into_datum()]) else {
+            return false;
+        };
+        let q = pg_sys::pg_detoast_datum(q.cast_mut_ptr()) as *const pg_sys::TSQueryData;
+        (*q).size > 0
+    }
+}
