@@ -272,7 +272,9 @@ def test_a_session_sees_embeddings_enabled_and_pgvector_moved_after_its_first_re
     recalled before embeddings were enabled compares its query embedding with them after another
     session enables them (of their dimensions), and still after pgvector moves to another schema."""
     with connect(vapp, WRITER) as w:
-        w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'payments are due')")
+        # It names payments twice (ts_rank_cd 0.2 against the card's 0.1): its lexical rank 1 is
+        # by relevance, not by the two memories' random ids (an equal relevance's tie-break).
+        w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'payments are due, and late payments')")
     with connect(vapp, READER) as r:
         with pytest.raises(psycopg.DatabaseError) as ex:
             r.execute("SELECT * FROM memory.recall('acme', 'payments', query_embedding => '{1,0,0}')")
@@ -281,13 +283,13 @@ def test_a_session_sees_embeddings_enabled_and_pgvector_moved_after_its_first_re
         with connect(vapp, WRITER) as w:
             w.execute("INSERT INTO memory.observations (org_id, content, embedding) VALUES ('acme', 'payments by card', '[1,0,0]')")
         call = "SELECT content, lexical_rank, vector_rank FROM memory.recall('acme', 'payments', query_embedding => %s::real[])"
-        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due", 1, None)]
+        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due, and late payments", 1, None)]
         with pytest.raises(psycopg.DatabaseError) as ex:
             r.execute(call, ("{1,0}",))
         assert ex.value.sqlstate == "22023" and "the embeddings have 3" in ex.value.diag.message_primary
         conn.execute("CREATE SCHEMA vec")
         conn.execute("ALTER EXTENSION vector SET SCHEMA vec")
-        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due", 1, None)]
+        assert r.execute(call, ("{1,0,0}",)).fetchall() == [("payments by card", 2, 1), ("payments are due, and late payments", 1, None)]
 
 
 def test_query_embedding_from_psycopg_floats(vapp, conn):
