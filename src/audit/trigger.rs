@@ -298,7 +298,10 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         if map.cols.org.is_none() {
             ap.vouch_platform_chain();
         }
-        let mcp = mcp_call(map.table.as_str(), event_type)?;
+        // memory-mcp's remember inserts one row: a statement of more rows is not its call, whatever
+        // the setting says (the setting is still checked, so a malformed one fails the INSERT).
+        let one_row = st.direct.as_ref().is_some_and(|(which, _)| crate::pg::transition::count(td, *which) == Some(1));
+        let mcp = mcp_call(map.table.as_str(), event_type)?.filter(|_| one_row);
         let mut rows = RowEvents {
             actor: default_actor(&ap),
             mcp: mcp.as_ref().map(|(t, c)| (t.as_str(), c.as_str())),

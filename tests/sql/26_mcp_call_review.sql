@@ -3,7 +3,7 @@
 -- never another table's write, a delete or memory.forget; an MX error under memory_ext's own
 -- statement, caught by the caller, leaves it acting as itself.
 BEGIN;
-SELECT plan(12);
+SELECT plan(14);
 
 SELECT memory.setup_roles();
 CREATE ROLE rv_writer LOGIN IN ROLE memory_writer;               -- bound to acme; owns an audited table
@@ -34,6 +34,17 @@ SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE payload->>'table' =
              AND event_type IN ('memory.delete', 'memory.forget', 'memory.store')) >= 3, true,
           'and were audited (their events carry no call)');
 SELECT is((SELECT count(*) FROM memory.audit_log WHERE payload ? 'mcp_tool'), 0::bigint, 'no event carries a call');
+
+-- memory-mcp's remember inserts one row: a statement of several rows carries no call.
+SET ROLE rv_writer;
+SELECT set_config('memory.mcp_call', 'remember:rv-client', true);
+INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'one of many'), ('acme', 'two of many'), ('acme', 'three of many');
+INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'a single memory');
+SELECT set_config('memory.mcp_call', '', true);
+RESET ROLE;
+SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE payload ? 'mcp_tool' AND event_type = 'memory.store'), 1::bigint,
+          'a three-row INSERT under remember:<client> carries no call; the single-row one does');
+SELECT is((SELECT payload->>'mcp_client' FROM memory.audit_log WHERE payload ? 'mcp_tool'), 'rv-client', 'naming the client set');
 
 -- keep_sqlstate: an MX error raised under forget's own statement by the owner's trigger, caught by
 -- the caller, surfaces with its code, and the caller is itself again (not the table's owner).
