@@ -300,8 +300,9 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         }
         // memory-mcp's remember inserts one row: a statement of more rows is not its call, whatever
         // the setting says (the setting is still checked, so a malformed one fails the INSERT).
-        let one_row = st.direct.as_ref().is_some_and(|(which, _)| crate::pg::transition::count(td, *which) == Some(1));
-        let mcp = mcp_call(map.table.as_str(), event_type)?.filter(|_| one_row);
+        // (The statement's row count, read once: it also chooses the direct read below.)
+        let direct_rows = st.direct.as_ref().and_then(|(which, _)| crate::pg::transition::count(td, *which));
+        let mcp = mcp_call(map.table.as_str(), event_type)?.filter(|_| direct_rows == Some(1));
         let mut rows = RowEvents {
             actor: default_actor(&ap),
             mcp: mcp.as_ref().map(|(t, c)| (t.as_str(), c.as_str())),
@@ -315,7 +316,7 @@ fn audit_statement(trigger: &PgTrigger) -> Result<(), MxError> {
         // A statement whose rows fit in one chunk (an agent's single-row INSERT) is read straight
         // from its transition table; the same columns as the query's, as the query casts them.
         if let Some((which, columns)) = &st.direct {
-            if crate::pg::transition::count(td, *which).is_some_and(|n| n < CHUNK) {
+            if direct_rows.is_some_and(|n| n < CHUNK) {
                 let batch = Rows::read(td, *which, columns)?;
                 if batch.len() == 0 {
                     return Ok(());
