@@ -21,16 +21,20 @@ of lineage_bench.py (1,500 inserts over 1,000 sources).
 
 Each round: pgbench plain and derived (CLIENTS clients, TX transactions each), then psycopg plain
 and derived (CALLS statements each, with the backend's CPU of its connection from
-/proc/<pid>/schedstat and the client's own CPU), every pair in an order alternating by round.
-Medians of the rounds; the ratio is plain time / derived time (throughput), per round and of the
-medians. Sets up the tenant org-0 (ROWS memories) and lineage_bench.py's roles when the database has
-none; run it on a fresh database of scripts/cluster.sh (fsync off, the integrator serving it).
+/proc/<pid>/schedstat and the client's own CPU), every pair in an order alternating by round. A
+pgbench run also gives, per transaction, the CPU of all the cluster's processes (/proc, in clock
+ticks: the postmaster's live children and those it reaped, i.e. the run's backends, the background
+integrator and the writers) and pgbench's own CPU. Medians of the rounds; the ratio is plain time /
+derived time (throughput), per round and of the medians. Sets up the tenant org-0 (ROWS memories)
+and lineage_bench.py's roles when the database has none; run it on a fresh database of
+scripts/cluster.sh (fsync off, the integrator serving it).
 
     python lineage_pgbench.py DSN PORT [ROUNDS] [TX] [CALLS] [CLIENTS] [SETS] [ROWS]
 """
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -65,6 +69,27 @@ def pgbench_bin():
 
 def cpu_ns(pid):
     return int(open(f"/proc/{pid}/schedstat").read().split()[0])
+
+
+def stat(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+
+
+def server_ticks(postmaster):
+    """CPU of the cluster's processes in clock ticks (1/100 s): the live children of the
+    postmaster (utime + stime) and the children it has reaped (its cutime + cstime): a pgbench
+    run's backends exit when it ends, and their CPU is then the postmaster's children's."""
+    f = stat(postmaster)
+    t = int(f[13]) + int(f[14])
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                c = stat(d)
+            except OSError:
+                continue
+            if int(c[1]) == postmaster:
+                t += int(c[11]) + int(c[12])
+    return t
 
 
 def main():
@@ -111,12 +136,16 @@ def main():
         for f in files:
             args += ["-f", f]
         args += cmd_end
+        s0, c0 = server_ticks(postmaster), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "PGOPTIONS": f"-c memory.org_id={ORG}"})
+        s1, c1 = server_ticks(postmaster), resource.getrusage(resource.RUSAGE_CHILDREN)
         if out.returncode != 0:
             raise SystemExit(f"pgbench failed: {out.stderr}")
         failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
         assert not failed or failed.group(1) == "0", out.stdout
-        return float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))
+        n = tx * clients
+        client = (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) / n * 1000
+        return float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1)), (s1 - s0) * 10 / n, client
 
     def psy(kind):
         """CALLS inserts by psycopg: median wall ms, backend CPU ms and client CPU ms per insert."""
@@ -133,17 +162,22 @@ def main():
             walls.append(time.perf_counter() - t)
         return (statistics.median(walls) * 1000, (cpu_ns(pid) - b0) / calls / 1e6, (time.process_time() - c0) / calls * 1000)
 
+    postmaster = int(stat(w.info.backend_pid)[1])
     load0 = os.getloadavg()
     tps = {"plain": [], "derived": []}
+    pcpu = {"plain": [], "derived": []}
     ps = {"plain": [], "derived": []}
     for r in range(rounds):
         order = ["plain", "derived"] if r % 2 == 0 else ["derived", "plain"]
         for k in order:
-            tps[k].append(pgbench_with([plain_f] if k == "plain" else derived_f))
+            t, srv, cli = pgbench_with([plain_f] if k == "plain" else derived_f)
+            tps[k].append(t)
+            pcpu[k].append((srv, cli))
         for k in order:
             ps[k].append(psy(k))
         print(f"round {r}: pgbench tps plain {tps['plain'][-1]:.0f} derived {tps['derived'][-1]:.0f} "
-              f"({tps['derived'][-1] / tps['plain'][-1] * 100:.1f}%); psycopg wall/server/client ms plain "
+              f"({tps['derived'][-1] / tps['plain'][-1] * 100:.1f}%), server/client CPU ms plain "
+              f"{'/'.join('%.3f' % x for x in pcpu['plain'][-1])} derived {'/'.join('%.3f' % x for x in pcpu['derived'][-1])}; psycopg wall/server/client ms plain "
               f"{'/'.join('%.3f' % x for x in ps['plain'][-1])} derived {'/'.join('%.3f' % x for x in ps['derived'][-1])}", flush=True)
     load1 = os.getloadavg()
     med = statistics.median
@@ -154,6 +188,9 @@ def main():
     print(f"pgbench -M prepared, {clients} client(s), {tx} transactions a client a run, {rounds} rounds: plain {tp:.0f} TPS ({1000 / tp:.3f} ms), "
           f"derived {td:.0f} TPS ({1000 / td:.3f} ms): {td / tp * 100:.1f}% (median of the rounds' ratios {med(rr):.1f}%; "
           f"rounds {', '.join('%.1f' % x for x in rr)})")
+    for i, name in enumerate(["server CPU (all the cluster's processes)", "client CPU (pgbench)"]):
+        p, d = med([x[i] for x in pcpu["plain"]]), med([x[i] for x in pcpu["derived"]])
+        print(f"pgbench {name} ms a transaction: plain {p:.3f}, derived {d:.3f}: {p / d * 100:.1f}%")
     for i, name in enumerate(["wall median", "backend CPU", "client CPU"]):
         p, d = col("plain", i), col("derived", i)
         print(f"psycopg {name} ms: plain {p:.3f}, derived {d:.3f}: {p / d * 100:.1f}%")
