@@ -138,6 +138,10 @@ def main():
         args += cmd_end
         s0, c0 = server_ticks(postmaster), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "PGOPTIONS": f"-c memory.org_id={ORG}"})
+        # The run's backends gone and reaped before the count (else one is in neither term).
+        while w.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'").fetchone()[0]:
+            time.sleep(0.01)
+        time.sleep(0.05)
         s1, c1 = server_ticks(postmaster), resource.getrusage(resource.RUSAGE_CHILDREN)
         if out.returncode != 0:
             raise SystemExit(f"pgbench failed: {out.stderr}")
