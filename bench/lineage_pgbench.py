@@ -103,7 +103,7 @@ def main():
     base = psycopg.conninfo.conninfo_to_dict(dsn)
     db = base.get("dbname", "postgres")
     with psycopg.connect(dsn, autocommit=True) as c:
-        if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = 'bench_writer'").fetchone():
+        if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = 'bench_writer' AND has_table_privilege(oid, 'memory.observations', 'INSERT')").fetchone():
             c.execute("SELECT memory.setup_roles()")
             c.execute("CREATE TABLE IF NOT EXISTS bench_obs_plain (id uuid)")  # (roles() grants on it)
             roles(c)
