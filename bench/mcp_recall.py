@@ -115,9 +115,9 @@ ISSUER = "https://bench.test"
 
 
 @contextlib.contextmanager
-def http_server(binary, dsn):
-    """memory-mcp --http --auth jwt on a free loopback port with a JWKS file of a fresh RSA key;
-    yields (url, a token of org ORG with both scopes, the server's pid)."""
+def http_server(binary, dsn, *extra):
+    """memory-mcp --http --auth jwt on a free loopback port with a JWKS file of a fresh RSA key (EXTRA:
+    more flags, e.g. --stateless); yields (url, a token of org ORG with both scopes, the server's pid)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
     jwk.update(kid="k1", use="sig", alg="RS256")
@@ -129,7 +129,7 @@ def http_server(binary, dsn):
         json.dump({"keys": [jwk]}, f)
         f.flush()
         proc = subprocess.Popen([binary, "--database-url", dsn.replace("user=postgres", f"user={ROLE}"), "--http", f"127.0.0.1:{port}",
-                                 "--auth", "jwt", "--issuer", ISSUER, "--jwks-file", f.name],
+                                 "--auth", "jwt", "--issuer", ISSUER, "--jwks-file", f.name, *extra],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             while "serving streamable HTTP" not in (line := proc.stderr.readline()):

@@ -84,6 +84,14 @@ struct Args {
     /// Seconds after which an idle HTTP session is closed.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     session_idle_timeout: u64,
+    /// Streamable HTTP without sessions: every POST is answered on its own, with a plain JSON
+    /// response (no SSE stream, no Mcp-Session-Id, no server task kept between calls); GET and
+    /// DELETE are 405. --max-sessions then caps the requests in flight (503 with Retry-After) and
+    /// --max-sessions-per-subject those of one subject and org (429). Calls are not named by the
+    /// client's `initialize` (no session keeps it): the audit records the client as "unknown"
+    /// unless a request carries its clientInfo in `_meta`.
+    #[arg(long, requires = "http")]
+    stateless: bool,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -994,7 +1002,11 @@ fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
 /// The client's name (from initialize, or the request's metadata in stateless protocol versions),
 /// as the actor and the audit record name it.
 fn client_name(ctx: &RequestContext<RoleServer>) -> String {
-    let raw = ctx.client_info().map(|i| i.name).unwrap_or_default();
+    // A stateless HTTP request has no session's `initialize`: rmcp's stand-in would name rmcp
+    // itself, so only the request's own `_meta` names its client.
+    let stateless = ctx.extensions.get::<http::request::Parts>().is_some_and(|p| p.extensions.get::<http_server::Stateless>().is_some());
+    let info = if stateless { ctx.meta.client_info() } else { ctx.client_info() };
+    let raw = info.map(|i| i.name).unwrap_or_default();
     let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
     if name.trim().is_empty() {
         "unknown".into()
@@ -1314,6 +1326,7 @@ async fn main() -> ExitCode {
                     max_sessions: args.max_sessions.max(1),
                     max_sessions_per_subject: args.max_sessions_per_subject.max(1),
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
+                    stateless: args.stateless,
                 },
             )
             .await
