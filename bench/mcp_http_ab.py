@@ -9,7 +9,8 @@ reversed from one round to the next; memory-mcp's CPU a call is its threads' sch
 figure the median over ROUNDS rounds.
 Run by hand; the figures go in bench/RESULTS.md.
 
-Usage: mcp_http_ab.py DSN BATCH ROUNDS LABEL=BINARY[,FLAG...] ...
+Usage: mcp_http_ab.py DSN BATCH ROUNDS LABEL=BINARY[,FLAG...][,NAME=VALUE...] ...
+(a FLAG is passed to memory-mcp; NAME=VALUE sets its environment, e.g. TOKIO_WORKER_THREADS=1)
 e.g. mcp_http_ab.py DSN 1000 5 main=/tmp/memory-mcp-main new=target/release/memory-mcp new-stateless=target/release/memory-mcp,--stateless
 DSN: a superuser connection to a database with memory_ext (the setup of bench/mcp_recall.py: the role
 mcp_bench, bound to org bench-mcp, and 1,000 memories of that org).
@@ -32,7 +33,8 @@ def main():
     for spec in sys.argv[4:]:
         label, _, rest = spec.partition("=")
         binary, *flags = rest.split(",")
-        servers.append((label, binary, flags))
+        env = dict(f.split("=", 1) for f in flags if "=" in f and not f.startswith("-"))
+        servers.append((label, binary, [f for f in flags if f.split("=", 1)[0] not in env], env))
     setup(dsn, 1000)
     at = os.getloadavg()
     n = [0]
@@ -45,8 +47,17 @@ def main():
         c.execute("SELECT set_config('memory.org_id', %s, false)", (ORG,))
         insert = "INSERT INTO memory.observations (org_id, content) VALUES (%s, %s) RETURNING id::text, classification::text"
         sides = {"insert": (lambda: c.execute(insert, (ORG, text())).fetchone(), None)}
-        for label, binary, flags in servers:
-            url, token, pid = stack.enter_context(http_server(binary, dsn, *flags))
+        for label, binary, flags, env in servers:
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                url, token, pid = stack.enter_context(http_server(binary, dsn, *flags))
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
             raw = stack.enter_context(RawMcp(url, token))
             out = raw.call_tool("remember", {"content": text()})
             assert not out.get("isError") and out["structuredContent"]["id"], out
