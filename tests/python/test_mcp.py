@@ -688,6 +688,7 @@ def test_http_stateless(binary, app, conn, issuer):
         status, h, _ = http(port, body=remember, headers={"Authorization": f"Bearer {reader}", **v})
         assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"], (status, h)
         assert http(port, body=recall, headers={**auth, **v, "Origin": "http://evil.example"})[0] == 403
+        assert http(port, body=recall, headers={**auth, **v, "Host": "evil.example"})[0] == 403, "DNS rebinding: a foreign Host"
         # One request of alice in flight (its body still arriving): her next one is 429, bob's passes;
         # once it ends (the client hangs up), hers pass again.
         with held_request(port, auth):
