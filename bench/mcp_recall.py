@@ -22,6 +22,8 @@ tenant-bound role; and of `remember` over HTTP against the psycopg insert.
                    from psycopg in autocommit (the target's baseline), SELECT memory.remember(org, content) (like
                    for like, for information), and memory-mcp's own remember statement from psycopg
   MCP ping         a ping over the same HTTP session: the protocol's floor (HTTP, the JWT check, JSON-RPC)
+  --stateless      remember and ping through the raw client to a second memory-mcp run with --stateless (no
+                   session: each POST answered on its own, in plain JSON)
 
 Every path runs in each of ROUNDS rounds, in an order reversed from one round to the next (the two sides of
 each ratio alternate under the same load); a row gives the median over rounds of each round's median (and
@@ -31,7 +33,7 @@ Before measuring, the raw client is checked against the SDK: the same tool list 
 
 Usage: mcp_recall.py DSN [ROWS] [N] [BINARY] [ROUNDS]
 MCP_BENCH_ONLY=remember runs the remember paths only (insert, memory.remember, memory-mcp's statement, raw and
-SDK remember, raw ping) and prints them without writing bench/RESULTS.md.
+SDK remember, raw ping, --stateless remember and ping) and prints them without writing bench/RESULTS.md.
 DSN: a superuser connection (it creates the role mcp_bench, bound to org bench-mcp, and ROWS observations
 of that org, default 100000); N default 500; BINARY default target/release/memory-mcp; ROUNDS default 3.
 """
@@ -115,9 +117,9 @@ ISSUER = "https://bench.test"
 
 
 @contextlib.contextmanager
-def http_server(binary, dsn):
-    """memory-mcp --http --auth jwt on a free loopback port with a JWKS file of a fresh RSA key;
-    yields (url, a token of org ORG with both scopes, the server's pid)."""
+def http_server(binary, dsn, *extra):
+    """memory-mcp --http --auth jwt on a free loopback port with a JWKS file of a fresh RSA key (EXTRA:
+    more flags, e.g. --stateless); yields (url, a token of org ORG with both scopes, the server's pid)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwk = jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
     jwk.update(kid="k1", use="sig", alg="RS256")
@@ -129,7 +131,7 @@ def http_server(binary, dsn):
         json.dump({"keys": [jwk]}, f)
         f.flush()
         proc = subprocess.Popen([binary, "--database-url", dsn.replace("user=postgres", f"user={ROLE}"), "--http", f"127.0.0.1:{port}",
-                                 "--auth", "jwt", "--issuer", ISSUER, "--jwks-file", f.name],
+                                 "--auth", "jwt", "--issuer", ISSUER, "--jwks-file", f.name, *extra],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             while "serving streamable HTTP" not in (line := proc.stderr.readline()):
@@ -344,10 +346,10 @@ def main():
     at = load()
     results = {}
     cpu = {}
-    with http_server(binary, dsn) as (url, token, pid):
-        checked = validate(url, token)
+    with http_server(binary, dsn) as (url, token, pid), http_server(binary, dsn, "--stateless") as (s_url, s_token, s_pid):
+        checked = validate(url, token) + validate(s_url, s_token)
 
-        def measured(key, fn):
+        def measured(key, fn, pid=pid):
             c = Cpu(pid)
             cpu.setdefault(key, []).append(c)
             return fn(c)
@@ -364,11 +366,14 @@ def main():
             "mcp statement": lambda: insert_latencies(dsn, n, "mcp"),
             "sdk remember": lambda: measured("sdk remember", lambda c: asyncio.run(http_latencies(url, token, n, "remember", c))),
             "raw ping": lambda: measured("raw ping", lambda c: raw_latencies(url, token, n, "ping", c)),
+            "stateless remember": lambda: measured("stateless remember", lambda c: raw_latencies(s_url, s_token, n, "remember", c), s_pid),
+            "stateless ping": lambda: measured("stateless ping", lambda c: raw_latencies(s_url, s_token, n, "ping", c), s_pid),
             "sdk ping": lambda: asyncio.run(http_latencies(url, token, n, "ping")),
         }
         only = os.environ.get("MCP_BENCH_ONLY")
         if only == "remember":
-            paths = {k: v for k, v in paths.items() if k in ("raw remember", "insert", "remember fn", "mcp statement", "sdk remember", "raw ping")}
+            paths = {k: v for k, v in paths.items() if k in ("raw remember", "insert", "remember fn", "mcp statement", "sdk remember", "raw ping",
+                                                            "stateless remember", "stateless ping")}
         for r in range(rounds):
             for key in (list(paths) if r % 2 == 0 else list(reversed(paths))):
                 results.setdefault(key, []).append(stats(paths[key]()))
@@ -387,6 +392,7 @@ def main():
     web, plain, tx, sdk, stdio = g["raw recall"], g["plain recall"], g["tx recall"], g["sdk recall"], g["stdio recall"]
     rem, insert, remember_fn, mcp_stmt, sdk_rem = g["raw remember"], g["insert"], g["remember fn"], g["mcp statement"], g["sdk remember"]
     ping, sdk_ping = g["raw ping"], g["sdk ping"]
+    srem, sping = g["stateless remember"], g["stateless ping"]
     body = f"""Command: `make bench` (runs `bench/mcp_recall.py DSN {rows} {n}` against release builds of memory_ext and memory-mcp).
 Machine: {machine()}; {at}, {end} at the end. Date: {time.strftime('%Y-%m-%d')}.
 {rows:,} observations of one org; {rounds} rounds, each running every path (in reverse order every other round) for
@@ -395,7 +401,8 @@ Machine: {machine()}; {at}, {end} at the end. Date: {time.strftime('%Y-%m-%d')}.
 (the embedder's latency excluded: with one, remember adds the embedder's round trip before its transaction).
 "raw": `bench/mcp_raw.py`, an MCP client over streamable HTTP without the SDK (one kept-alive connection, the
 initialize handshake, `Mcp-Session-Id`, JSON-RPC bodies, SSE responses), checked before the run to see the same
-tool list and tool results as the SDK ({checked} calls); "SDK": the Python MCP SDK's `ClientSession`. CPU a call:
+tool list and tool results as the SDK ({checked} calls, both servers); "SDK": the Python MCP SDK's `ClientSession`;
+"`--stateless`": the same client to a second memory-mcp run with `--stateless` (no session, plain JSON responses). CPU a call:
 this client's (getrusage) and memory-mcp's (its threads' schedstat).
 
 | path | median ms | p95 ms | client CPU ms | memory-mcp CPU ms |
@@ -412,6 +419,8 @@ this client's (getrusage) and memory-mcp's (its threads' schedstat).
 | psycopg: memory-mcp's remember statement (the org, actor and call set locally, then the INSERT) | {mcp_stmt[0]:.2f} | {mcp_stmt[1]:.2f} | | |
 | MCP streamable HTTP, RS256 JWT, raw: `ping` (no database) | {ping[0]:.2f} | {ping[1]:.2f} | {cc["raw ping"][0]:.3f} | {cc["raw ping"][1]:.3f} |
 | MCP streamable HTTP, RS256 JWT, SDK: `ping` | {sdk_ping[0]:.2f} | {sdk_ping[1]:.2f} | | |
+| MCP streamable HTTP `--stateless`, RS256 JWT, raw: `remember` | {srem[0]:.2f} | {srem[1]:.2f} | {cc["stateless remember"][0]:.3f} | {cc["stateless remember"][1]:.3f} |
+| MCP streamable HTTP `--stateless`, RS256 JWT, raw: `ping` | {sping[0]:.2f} | {sping[1]:.2f} | {cc["stateless ping"][0]:.3f} | {cc["stateless ping"][1]:.3f} |
 
 - `recall` over HTTP with a JWT median **{web[0]:.2f} ms** vs **{plain[0]:.2f} ms** from psycopg: **{web[0] / plain[0]:.2f}x**
   (target ≤ 1.5x; through the SDK {sdk[0] / plain[0]:.2f}x, over stdio {stdio[0] / plain[0]:.2f}x); memory-mcp's transaction from
@@ -420,12 +429,13 @@ this client's (getrusage) and memory-mcp's (its threads' schedstat).
   **{rem[0] / insert[0]:.2f}x** (target ≤ 1.3x; through the SDK {sdk_rem[0] / insert[0]:.2f}x); against psycopg's
   `memory.remember` ({remember_fn[0]:.2f} ms, like for like) {rem[0] / remember_fn[0]:.2f}x; memory-mcp's remember statement from psycopg
   takes {mcp_stmt[0]:.2f} ms ({mcp_stmt[0] / insert[0]:.2f}x the insert: the org, the actor and the call set with it), a ping {ping[0]:.2f} ms.
+  With `--stateless`: **{srem[0]:.2f} ms**, **{srem[0] / insert[0]:.2f}x** the insert (a ping {sping[0]:.2f} ms).
 """
     notes = earlier_notes()
     write_section(SECTION, body + ("\n" + notes if notes else ""))
     print(f"mcp_recall: rows={rows} n={n} rounds={rounds} {at}; recall raw HTTP+JWT {web[0]:.2f} ms, SDK {sdk[0]:.2f}, stdio {stdio[0]:.2f}, "
           f"psycopg {plain[0]:.2f} ({web[0] / plain[0]:.2f}x), same tx {tx[0]:.2f}; remember raw {rem[0]:.2f} ms, SDK {sdk_rem[0]:.2f}, "
-          f"insert {insert[0]:.2f} ({rem[0] / insert[0]:.2f}x), memory.remember {remember_fn[0]:.2f}, memory-mcp's statement {mcp_stmt[0]:.2f}; ping raw {ping[0]:.2f}, SDK {sdk_ping[0]:.2f}; "
+          f"insert {insert[0]:.2f} ({rem[0] / insert[0]:.2f}x), stateless {srem[0]:.2f} ({srem[0] / insert[0]:.2f}x), memory.remember {remember_fn[0]:.2f}, memory-mcp's statement {mcp_stmt[0]:.2f}; ping raw {ping[0]:.2f}, SDK {sdk_ping[0]:.2f}; "
           f"CPU ms/call client/server: " + ", ".join(f"{k} {a:.3f}/{b:.3f}" for k, (a, b) in cc.items()), flush=True)
 
 if __name__ == "__main__":

@@ -5,11 +5,14 @@
 //!    without one or with an invalid one; 403 `insufficient_scope` for a tool beyond its scopes),
 //!    unless the server runs `--auth none` on loopback;
 //! 3. the session caps: a new session over `--max-sessions` open ones is 503 with `Retry-After`,
-//!    over `--max-sessions-per-subject` of the token's subject and org 429 with `Retry-After`.
+//!    over `--max-sessions-per-subject` of the token's subject and org 429 with `Retry-After`;
+//!    with `--stateless` (no sessions: each POST answered on its own, in plain JSON) the same caps
+//!    bound the requests in flight.
 //!
 //! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,7 +48,14 @@ pub struct HttpOptions {
     /// With authorization: the most open sessions of one subject and org.
     pub max_sessions_per_subject: usize,
     pub idle_timeout: Duration,
+    /// No sessions: rmcp's stateless mode with JSON responses.
+    pub stateless: bool,
 }
+
+/// Marks a request served without a session (`--stateless`), for the handlers: the client's
+/// `initialize` is not known to them.
+#[derive(Clone, Copy, Debug)]
+pub struct Stateless;
 
 /// An origin as (scheme, host, port), RFC 6454, the port made explicit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +111,36 @@ struct Guard {
     /// The caller (subject and org) each session was opened by: another token's requests do not
     /// reach it.
     owners: std::sync::Mutex<HashMap<String, String>>,
+    stateless: bool,
+    /// --stateless: the requests in flight, and those of each caller (subject and org).
+    in_flight: AtomicUsize,
+    in_flight_of: std::sync::Mutex<HashMap<String, usize>>,
+}
+
+/// A request counted in flight until its response is produced (or the request dropped): in the
+/// server's count (`caller` None) or in its caller's.
+struct InFlight<'a> {
+    g: &'a Guard,
+    caller: Option<String>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        match &self.caller {
+            None => {
+                self.g.in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
+            Some(c) => {
+                let mut m = self.g.in_flight_of.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(n) = m.get_mut(c) {
+                    *n -= 1;
+                    if *n == 0 {
+                        m.remove(c);
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn json_response(status: StatusCode, body: Value) -> Response {
@@ -142,8 +182,41 @@ fn unauthorized(g: &Guard, d: Denied) -> Response {
     r
 }
 
-/// The tools a JSON-RPC body calls (one message or a batch).
+/// A JSON-RPC message as far as the scope check reads it: its method and the tool it names
+/// (everything else is skipped by the parser, not built into a tree).
+#[derive(serde::Deserialize)]
+struct Call<'a> {
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<CallParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow, default)]
+    name: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The tools a JSON-RPC body calls (one message or a batch). A message whose `method` or
+/// `params.name` is not a string is not a call rmcp would serve (it answers it with an error).
 fn tools_called(body: &[u8]) -> Vec<String> {
+    // A batch or one message, told by the first byte (serde's untagged enums would buffer the
+    // whole body as a tree first).
+    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let msgs = if batch { serde_json::from_slice::<Vec<Call>>(body) } else { serde_json::from_slice::<Call>(body).map(|c| vec![c]) };
+    let Ok(msgs) = msgs else {
+        return tools_called_loosely(body);
+    };
+    msgs.into_iter()
+        .filter(|m| m.method.as_deref() == Some("tools/call"))
+        .map(|m| m.params.and_then(|p| p.name).map(|n| n.into_owned()).unwrap_or_default())
+        .collect()
+}
+
+/// The same over a parsed tree, for a body the typed read refuses (e.g. a `params` that is not
+/// an object): no call is let through unchecked because its shape is odd.
+fn tools_called_loosely(body: &[u8]) -> Vec<String> {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let msgs = match v {
         Value::Array(a) => a,
@@ -183,6 +256,22 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             Err(d) => return unauthorized(&g, d),
         },
     };
+    // A session belongs to the caller that opened it (the same subject and org).
+    let caller = format!("{}\u{0}{}", principal.sub, principal.org);
+    // --stateless: no sessions, so the caller's requests in flight are capped instead, counted
+    // from here (a body still arriving counts) to the response (the server's, by cap_sessions).
+    let _flight = if g.stateless {
+        let mut m = g.in_flight_of.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(caller.clone()).or_insert(0);
+        if *n >= g.max_per_subject {
+            drop(m);
+            return too_many_of_subject(&g);
+        }
+        *n += 1;
+        Some(InFlight { g: &g, caller: Some(caller.clone()) })
+    } else {
+        None
+    };
     if req.method() == Method::POST {
         let (parts, body) = req.into_parts();
         let bytes = match to_bytes(body, MAX_BODY).await {
@@ -200,8 +289,10 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     if !principal.scopes.contains(READ) && !principal.scopes.contains(WRITE) {
         return insufficient_scope(&g, READ, format!("the token has neither {READ} nor {WRITE}"));
     }
-    // A session belongs to the caller that opened it (the same subject and org).
-    let caller = format!("{}\u{0}{}", principal.sub, principal.org);
+    if g.stateless {
+        req.extensions_mut().insert(principal);
+        return next.run(req).await;
+    }
     let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(sid) = &session {
         let owner = g.owners.lock().unwrap_or_else(|p| p.into_inner()).get(sid).cloned();
@@ -215,14 +306,7 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         let mut owners = g.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.retain(|k, _| open.contains(k));
         if owners.values().filter(|c| **c == caller).count() >= g.max_per_subject {
-            let mut r = json_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                json!({"error": "too many open sessions for this subject", "error_description": format!(
-                    "the token's subject holds its maximum of {} open sessions (--max-sessions-per-subject); close one (HTTP DELETE) or retry later",
-                    g.max_per_subject)}),
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-            return r;
+            return too_many_of_subject(&g);
         }
     }
     req.extensions_mut().insert(principal);
@@ -235,7 +319,42 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     resp
 }
 
-async fn cap_sessions(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+fn too_many_of_subject(g: &Guard) -> Response {
+    let mut r = if g.stateless {
+        json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": "too many requests in flight for this subject", "error_description": format!(
+                "the token's subject has its maximum of {} requests in flight (--max-sessions-per-subject); retry later",
+                g.max_per_subject)}),
+        )
+    } else {
+        json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": "too many open sessions for this subject", "error_description": format!(
+                "the token's subject holds its maximum of {} open sessions (--max-sessions-per-subject); close one (HTTP DELETE) or retry later",
+                g.max_per_subject)}),
+        )
+    };
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    r
+}
+
+async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+    if g.stateless {
+        // No sessions: at most --max-sessions requests in flight.
+        let _flight = InFlight { g: &g, caller: None };
+        if g.in_flight.fetch_add(1, Ordering::AcqRel) >= g.max_sessions {
+            let mut r = json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "too many requests in flight", "error_description": format!(
+                    "this server has its maximum of {} requests in flight (--max-sessions); retry later", g.max_sessions)}),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            return r;
+        }
+        req.extensions_mut().insert(Stateless);
+        return next.run(req).await;
+    }
     let opens_session = req.method() == Method::POST && !req.headers().contains_key("mcp-session-id");
     if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
         let mut r = json_response(
@@ -293,11 +412,17 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         max_sessions: o.max_sessions,
         max_per_subject: o.max_sessions_per_subject,
         owners: Default::default(),
+        stateless: o.stateless,
+        in_flight: AtomicUsize::new(0),
+        in_flight_of: Default::default(),
     });
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         sessions,
-        StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
+        StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_legacy_session_mode(!o.stateless)
+            .with_json_response(o.stateless),
     );
     let mcp = Router::new()
         .nest_service("/mcp", service)
@@ -315,7 +440,8 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource})");
+    let mode = if o.stateless { ", stateless" } else { "" };
+    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode})");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -354,6 +480,17 @@ mod tests {
         assert_eq!(tools_called(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember"}}"#), ["remember"]);
         assert_eq!(tools_called(br#"[{"method":"tools/list"},{"method":"tools/call","params":{"name":"forget"}}]"#), ["forget"]);
         assert!(tools_called(b"not json").is_empty());
+    }
+
+    #[test]
+    fn the_tools_of_odd_bodies() {
+        // Escapes are decoded as rmcp decodes them: the scope checked is the tool's that runs.
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":"re\u006dember","arguments":{"content":"a \"b\""}}}"#), ["remember"]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"arguments":{"name":"recall"},"name":"forget"}}"#), ["forget"]);
+        // Shapes the typed read refuses are read loosely: a call is never let through unnamed.
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":7}}"#), [""]);
+        assert_eq!(tools_called(br#"[{"method":"tools/call","params":"remember"},{"method":"ping"}]"#), [""]);
+        assert!(tools_called(br#"{"method":"ping","id":1}"#).is_empty());
     }
 
     #[test]

@@ -84,6 +84,14 @@ struct Args {
     /// Seconds after which an idle HTTP session is closed.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     session_idle_timeout: u64,
+    /// Streamable HTTP without sessions: every POST is answered on its own, with a plain JSON
+    /// response (no SSE stream, no Mcp-Session-Id, no server task kept between calls); GET and
+    /// DELETE are 405. --max-sessions then caps the requests in flight (503 with Retry-After) and
+    /// --max-sessions-per-subject those of one subject and org (429). Calls are not named by the
+    /// client's `initialize` (no session keeps it): the audit records the client as "unknown"
+    /// unless a request carries its clientInfo in `_meta`.
+    #[arg(long, requires = "http")]
+    stateless: bool,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -116,6 +124,8 @@ pub struct MemoryServer {
     /// The embedder (--embeddings-url), and pgvector's type as the column names it (schema-qualified).
     embedder: Option<Arc<embed::Embedder>>,
     vector_type: Option<Arc<str>>,
+    /// The answer to `initialize` (server_info).
+    info: Arc<ServerConfig>,
 }
 
 /// Why a call failed: the database's answer, a lost connection, or arguments that do not fit the
@@ -994,7 +1004,11 @@ fn tool_error(f: Failure) -> Result<CallToolResult, McpError> {
 /// The client's name (from initialize, or the request's metadata in stateless protocol versions),
 /// as the actor and the audit record name it.
 fn client_name(ctx: &RequestContext<RoleServer>) -> String {
-    let raw = ctx.client_info().map(|i| i.name).unwrap_or_default();
+    // A stateless HTTP request has no session's `initialize`: rmcp's stand-in would name rmcp
+    // itself, so only the request's own `_meta` names its client.
+    let stateless = ctx.extensions.get::<http::request::Parts>().is_some_and(|p| p.extensions.get::<http_server::Stateless>().is_some());
+    let info = if stateless { ctx.meta.client_info() } else { ctx.client_info() };
+    let raw = info.map(|i| i.name).unwrap_or_default();
     let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
     if name.trim().is_empty() {
         "unknown".into()
@@ -1004,30 +1018,36 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
 }
 
 /// The authorized caller of an HTTP request (none over stdio or with --auth none).
-fn principal(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
-    ctx.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Principal>()).cloned()
+fn principal(ctx: &RequestContext<RoleServer>) -> Option<&Principal> {
+    ctx.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Principal>())
+}
+
+/// What `initialize` answers: the capabilities, the server's name and the instructions.
+fn server_info(org: Option<&str>, read_only: bool) -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
+             searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
+             claim's provenance; put, get, search and delete keep items (JSON objects) by namespace and key; \
+             record_outcome tells how a session went with the memories it used; context packs memories for a prompt; \
+             supersede corrects a memory, history shows its versions, lineage what it was made from.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
+            org.map_or("the org your token names".to_string(), |o| format!("org {o}")),
+            if read_only { " This server is read-only: remember, forget, put, delete, supersede and record_outcome are not available." } else { "" }
+        ))
 }
 
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("memory-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "Governed memory of {} (memory_ext). remember stores a memory (classified by the database), recall \
-                 searches memories, forget deletes them by id, retrieve finds knowledge claims, claim_chain shows a \
-                 claim's provenance; put, get, search and delete keep items (JSON objects) by namespace and key; \
-                 record_outcome tells how a session went with the memories it used; context packs memories for a prompt; \
-                 supersede corrects a memory, history shows its versions, lineage what it was made from.{} Refusals come back as errors with a SQLSTATE and a hint: follow the hint.",
-                self.org.as_ref().map_or("the org your token names".to_string(), |o| format!("org {o}")),
-                if self.read_only { " This server is read-only: remember, forget, put, delete, supersede and record_outcome are not available." } else { "" }
-            ))
+        // Built once (rmcp asks for it on every stateless HTTP request).
+        (*self.info).clone()
     }
 
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
         // An authorized caller sees the tools its scopes allow.
         let who = principal(&ctx);
         let mut list = tool_list(self.read_only).to_vec();
-        list.retain(|t| who.as_ref().is_none_or(|p| p.scopes.contains(auth::scope_of(&t.name))));
+        list.retain(|t| who.is_none_or(|p| p.scopes.contains(auth::scope_of(&t.name))));
         Ok(ListToolsResult::with_all_items(list))
     }
 
@@ -1042,7 +1062,7 @@ impl ServerHandler for MemoryServer {
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
         let who = principal(&ctx);
-        if let Some(p) = &who {
+        if let Some(p) = who {
             // The HTTP layer answered 403 insufficient_scope already; this holds without it too.
             let need = auth::scope_of(&name);
             if !p.scopes.contains(need) {
@@ -1050,7 +1070,7 @@ impl ServerHandler for MemoryServer {
             }
         }
         let args = req.arguments.unwrap_or_default();
-        let result = match self.run(&name, &args, &client_name(&ctx), who.as_ref()).await {
+        let result = match self.run(&name, &args, &client_name(&ctx), who).await {
             Ok(v) if v.is_object() => CallToolResult::structured(v),
             Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
             Err(f) => tool_error(f)?,
@@ -1293,7 +1313,8 @@ async fn main() -> ExitCode {
             Err(why) => return fail(why),
         },
     };
-    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only, embedder, vector_type };
+    let info = Arc::new(server_info(org.as_deref(), args.read_only));
+    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only, embedder, vector_type, info };
     let result = match http {
         None => serve_stdio(server).await,
         Some((addr, (auth, resource_url))) => {
@@ -1314,6 +1335,7 @@ async fn main() -> ExitCode {
                     max_sessions: args.max_sessions.max(1),
                     max_sessions_per_subject: args.max_sessions_per_subject.max(1),
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
+                    stateless: args.stateless,
                 },
             )
             .await

@@ -643,6 +643,80 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
                              "actor => 'mcp:raw-agent:bob')").fetchall()) == 1
 
 
+def held_request(port, headers):
+    """A POST whose body never finishes arriving (its Content-Length is not reached): a request in
+    flight until the socket closes."""
+    sk = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = [f"POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
+            "Accept: application/json, text/event-stream", "Content-Length: 1000", *(f"{k}: {v}" for k, v in headers.items())]
+    sk.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b'{"jsonrpc": "2.0", ')
+    return sk
+
+
+def until(request, status, what):
+    """The first answer of `request` with `status`, asked again until it comes (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while (got := request())[0] != status:
+        assert time.monotonic() < deadline, (what, got)
+        time.sleep(0.05)
+    return got
+
+
+def test_http_stateless(binary, app, conn, issuer):
+    """--stateless (issue 51): no sessions, every POST answered on its own in plain JSON; the Python MCP
+    SDK works over it, and every check stays: the token and its scopes, the Origin, the protocol version;
+    --max-sessions and --max-sessions-per-subject cap the requests in flight."""
+    args = ("--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-url", issuer.url, "--stateless", "--max-sessions-per-subject", "1")
+    with http_server(binary, app, WRITER, *args) as (port, _):
+        aud = f"http://127.0.0.1:{port}/mcp"
+        full, reader = issuer.token(aud), issuer.token(aud, scope="memory:read", sub="bob")
+
+        async def go():
+            async with sdk(port, full) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == ALL_TOOLS
+                got = await ok(s, "remember", content="the stateless offsite is in may")
+                assert [m["id"] for m in await ok(s, "recall", query="stateless offsite")] == [got["id"]]
+                assert (await refused(s, "forget", ids=["not-a-uuid"], reason="r"))["sqlstate"] == "22P02"
+            return got["id"]
+
+        mem = run(go())
+        auth = {"Authorization": f"Bearer {full}"}
+        status, h, body = http(port, headers=auth)
+        assert status == 200 and h["content-type"] == "application/json" and "mcp-session-id" not in h, (status, h)
+        assert json.loads(body)["result"]["serverInfo"]["name"] == "memory-mcp"
+        v = {"MCP-Protocol-Version": "2025-06-18"}
+        recall = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "stateless offsite"}}}
+        status, h, body = http(port, body=recall, headers={**auth, **v})
+        assert status == 200 and h["content-type"] == "application/json", (status, h)
+        assert [m["id"] for m in json.loads(body)["result"]["structuredContent"]["memories"]] == [mem]
+        assert http(port, body=recall, headers={**auth, "MCP-Protocol-Version": "1999-01-01"})[0] == 400, "an unknown protocol version"
+        assert http(port, "GET", None, headers={**auth, **v})[0] == 405 and http(port, "DELETE", None, headers={**auth, **v})[0] == 405
+        status, h, _ = http(port, body=recall)
+        assert status == 401 and "resource_metadata=" in h["www-authenticate"], "a token on every request"
+        remember = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "remember", "arguments": {"content": "bob was here"}}}
+        status, h, _ = http(port, body=remember, headers={"Authorization": f"Bearer {reader}", **v})
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"], (status, h)
+        assert http(port, body=recall, headers={**auth, **v, "Origin": "http://evil.example"})[0] == 403
+        assert http(port, body=recall, headers={**auth, **v, "Host": "evil.example"})[0] == 403, "DNS rebinding: a foreign Host"
+        # One request of alice in flight (its body still arriving): her next one is 429, bob's passes;
+        # once it ends (the client hangs up), hers pass again.
+        with held_request(port, auth):
+            _, h, body = until(lambda: http(port, body=recall, headers={**auth, **v}), 429, "a request in flight is not counted")
+            assert int(h["retry-after"]) > 0 and b"--max-sessions-per-subject" in body, (h, body)
+            assert http(port, body=recall, headers={"Authorization": f"Bearer {reader}", **v})[0] == 200
+        until(lambda: http(port, body=recall, headers={**auth, **v}), 200, "a request that ended still counts")
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'bob was here'").fetchone() == (0,)
+    with connect(app, ADMIN) as c:
+        calls = c.execute("SELECT coalesce(payload->>'tool', payload->>'mcp_tool') FROM memory.audit_events(org_id => 'acme', "
+                          "actor => 'mcp:unknown:alice') WHERE event_type = 'memory.mcp.tool_invoked' OR payload ? 'mcp_tool'").fetchall()
+        assert ("remember",) in calls and ("recall",) in calls, "without a session the client is unknown; every call is still recorded"
+    with http_server(binary, app, READER, "--auth", "none", "--stateless", "--max-sessions", "1") as (port, _):
+        with held_request(port, {}):
+            _, h, body = until(lambda: http(port), 503, "a request in flight is not counted")
+            assert int(h["retry-after"]) > 0 and b"--max-sessions" in body, (h, body)
+        until(lambda: http(port), 200, "a request that ended still counts")
+
+
 def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
     (tmp_path / "jwks.json").write_bytes(issuer.jwks)
     with http_server(binary, app, READER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-file", str(tmp_path / "jwks.json"),
