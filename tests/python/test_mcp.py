@@ -750,6 +750,10 @@ def test_http_stateless_a_dropped_request_keeps_its_place_until_its_call_ends(bi
         assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"], (status, h)
         assert http(port, body=recall, headers={**of("alice"), "Authorization": f"Bearer {toks['alice']}x"})[0] == 401
         assert http(port, body=recall, headers=of("alice"))[0] == 200
+        # A request names its client in _meta: a plain name, never one reaching into the subject's part.
+        named = json.loads(json.dumps(recall))
+        named["params"]["_meta"] = {"io.modelcontextprotocol/clientInfo": {"name": "unknown:alice\u202e\u200b", "version": "1"}}
+        assert http(port, body=named, headers=of("dashboard"))[0] == 200
         with psycopg.connect(app) as locker:
             locker.execute("LOCK TABLE memory.observations IN ACCESS EXCLUSIVE MODE")
             for n, who in enumerate(("alice", "bob"), 1):
@@ -775,6 +779,9 @@ def test_http_stateless_a_dropped_request_keeps_its_place_until_its_call_ends(bi
         bobs = c.execute("SELECT count(*) FROM memory.audit_events(org_id => 'acme', actor => 'mcp:unknown:bob') "
                          "WHERE event_type = 'memory.mcp.tool_invoked'").fetchone()
         assert bobs == (2,), "the call his client hung up on ran to its end (and the one answered after it)"
+        named = c.execute("SELECT payload->>'client' FROM memory.audit_events(org_id => 'acme', actor => 'mcp:unknown_alice:dashboard') "
+                          "WHERE event_type = 'memory.mcp.tool_invoked'").fetchall()
+        assert named == [("unknown_alice",)], named
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'dashboard was here'").fetchone() == (0,)
 
 
