@@ -269,7 +269,8 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     // A session belongs to the caller that opened it (the same subject and org).
     let caller = format!("{}\u{0}{}", principal.sub, principal.org);
     // --stateless: no sessions, so the caller's requests in flight are capped instead, counted
-    // from here (a body still arriving counts) to the response (the server's, by cap_sessions).
+    // from here (a body still arriving counts) to the end of the tool call (the server's, by
+    // cap_sessions, once the body is read: one subject's slow bodies hold only its own places).
     let _flight = if g.stateless {
         let mut m = g.in_flight_of.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(caller.clone()).or_insert(0);

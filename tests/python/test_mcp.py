@@ -754,6 +754,18 @@ def test_http_stateless_a_dropped_request_keeps_its_place_until_its_call_ends(bi
         named = json.loads(json.dumps(recall))
         named["params"]["_meta"] = {"io.modelcontextprotocol/clientInfo": {"name": "unknown:alice\u202e\u200b", "version": "1"}}
         assert http(port, body=named, headers=of("dashboard"))[0] == 200
+        # Bodies still arriving hold their subjects' places, not the server's (2 here): carol passes.
+        with held_request(port, of("alice")), held_request(port, of("bob")):
+            deadline = time.monotonic() + 10
+            while http(port, body=recall, headers=of("alice"))[0] != 429:
+                assert time.monotonic() < deadline, "a body still arriving counts in its subject's places"
+                time.sleep(0.05)
+            assert http(port, body=recall, headers=of("carol"))[0] == 200
+        for who in ("alice", "bob"):
+            deadline = time.monotonic() + 10
+            while http(port, headers=of(who))[0] != 200:  # an initialize: no call, no record
+                assert time.monotonic() < deadline, "a request that ended still counts"
+                time.sleep(0.1)
         with psycopg.connect(app) as locker:
             locker.execute("LOCK TABLE memory.observations IN ACCESS EXCLUSIVE MODE")
             for n, who in enumerate(("alice", "bob"), 1):
