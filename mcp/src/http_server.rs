@@ -117,14 +117,24 @@ struct Guard {
     in_flight_of: std::sync::Mutex<HashMap<String, usize>>,
 }
 
-/// A request counted in flight until its response is produced (or the request dropped): in the
-/// server's count (`caller` None) or in its caller's.
-struct InFlight<'a> {
-    g: &'a Guard,
+/// A request counted in flight (`--stateless`): in the server's count (`caller` None) or in its
+/// caller's, until the last of its holders is gone: the middleware that counted it (its response
+/// produced, or the request dropped) and the request's extensions, which rmcp hands on to the tool
+/// call it runs. A client that hangs up does not stop the call it started (it runs on, to its
+/// commit), so its place is not freed before the call ends: else dropped requests would pile up
+/// calls beyond the caps.
+struct InFlight {
+    g: Arc<Guard>,
     caller: Option<String>,
 }
 
-impl Drop for InFlight<'_> {
+/// The caller's and the server's places of a request, in its extensions.
+#[derive(Clone)]
+struct SubjectPlace(#[allow(dead_code)] Arc<InFlight>);
+#[derive(Clone)]
+struct ServerPlace(#[allow(dead_code)] Arc<InFlight>);
+
+impl Drop for InFlight {
     fn drop(&mut self) {
         match &self.caller {
             None => {
@@ -259,7 +269,8 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     // A session belongs to the caller that opened it (the same subject and org).
     let caller = format!("{}\u{0}{}", principal.sub, principal.org);
     // --stateless: no sessions, so the caller's requests in flight are capped instead, counted
-    // from here (a body still arriving counts) to the response (the server's, by cap_sessions).
+    // from here (a body still arriving counts) to the end of the tool call (the server's, by
+    // cap_sessions, once the body is read: one subject's slow bodies hold only its own places).
     let _flight = if g.stateless {
         let mut m = g.in_flight_of.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(caller.clone()).or_insert(0);
@@ -268,7 +279,10 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             return too_many_of_subject(&g);
         }
         *n += 1;
-        Some(InFlight { g: &g, caller: Some(caller.clone()) })
+        drop(m);
+        let place = Arc::new(InFlight { g: g.clone(), caller: Some(caller.clone()) });
+        req.extensions_mut().insert(SubjectPlace(place.clone()));
+        Some(place)
     } else {
         None
     };
@@ -341,8 +355,9 @@ fn too_many_of_subject(g: &Guard) -> Response {
 
 async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     if g.stateless {
-        // No sessions: at most --max-sessions requests in flight.
-        let _flight = InFlight { g: &g, caller: None };
+        // No sessions: at most --max-sessions requests in flight (the place held by the tool call
+        // too, through the request's extensions).
+        let place = Arc::new(InFlight { g: g.clone(), caller: None });
         if g.in_flight.fetch_add(1, Ordering::AcqRel) >= g.max_sessions {
             let mut r = json_response(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -353,6 +368,7 @@ async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next)
             return r;
         }
         req.extensions_mut().insert(Stateless);
+        req.extensions_mut().insert(ServerPlace(place));
         return next.run(req).await;
     }
     let opens_session = req.method() == Method::POST && !req.headers().contains_key("mcp-session-id");

@@ -1008,13 +1008,35 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
     // itself, so only the request's own `_meta` names its client.
     let stateless = ctx.extensions.get::<http::request::Parts>().is_some_and(|p| p.extensions.get::<http_server::Stateless>().is_some());
     let info = if stateless { ctx.meta.client_info() } else { ctx.client_info() };
-    let raw = info.map(|i| i.name).unwrap_or_default();
-    let name: String = raw.chars().filter(|c| !c.is_control()).take(100).collect();
+    clean_client_name(&info.map(|i| i.name).unwrap_or_default())
+}
+
+/// A client's self-declared name as the actor and the audit record carry it: at most 100
+/// characters, without control characters or invisible formatting ones (zero-width, bidi
+/// overrides: a name reads as what it is, and a blank one is "unknown"), and with `:` made `_`
+/// (the actor `mcp:<client>:<sub>` then ends its client at its second colon, so no name can
+/// reach into the subject's part: a client of subject `b` naming itself `x:a` would otherwise
+/// act as the `mcp:x:a:b` of a client `x` of subject `a:b`).
+fn clean_client_name(raw: &str) -> String {
+    let name: String = raw
+        .chars()
+        .filter(|&c| !c.is_control() && !invisible(c))
+        .map(|c| if c == ':' { '_' } else { c })
+        .take(100)
+        .collect();
     if name.trim().is_empty() {
         "unknown".into()
     } else {
         name
     }
+}
+
+/// Unicode format characters that show nothing or reorder what follows (Cf: soft hyphen, Arabic
+/// letter mark, Mongolian vowel separator, zero-width and directional marks, bidi embeddings and
+/// overrides, word joiner and invisible operators, bidi isolates, BOM, interlinear annotations, tags).
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}'
+        | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}' | '\u{E0000}'..='\u{E007F}')
 }
 
 /// The authorized caller of an HTTP request (none over stdio or with --auth none).
@@ -1354,4 +1376,22 @@ async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
     let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| e.to_string())?;
     running.waiting().await.map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_names_are_plain_and_cannot_reach_into_the_subject() {
+        assert_eq!(clean_client_name("claude-code"), "claude-code");
+        assert_eq!(clean_client_name("evil\u{1b}[31m\nagent\u{0}"), "evil[31magent");
+        assert_eq!(clean_client_name("good\u{202e}liam\u{200b}\u{2066}"), "goodliam");
+        assert_eq!(clean_client_name("unknown:alice"), "unknown_alice");
+        assert_eq!(clean_client_name(&"n".repeat(5000)).chars().count(), 100);
+        assert_eq!(clean_client_name("Agent \u{00e9}t\u{00e9} \u{6f22}"), "Agent \u{00e9}t\u{00e9} \u{6f22}");
+        for blank in ["", "  ", "\u{200b}", "\u{feff}\u{202e}", "\n\t"] {
+            assert_eq!(clean_client_name(blank), "unknown", "{blank:?}");
+        }
+    }
 }

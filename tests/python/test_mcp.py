@@ -717,6 +717,88 @@ def test_http_stateless(binary, app, conn, issuer):
         until(lambda: http(port), 200, "a request that ended still counts")
 
 
+def sent_request(port, body, headers):
+    """A whole POST sent, its answer not read: the caller hangs up by closing the socket."""
+    b = json.dumps(body).encode()
+    sk = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
+            "Accept: application/json, text/event-stream", f"Content-Length: {len(b)}", *(f"{k}: {v}" for k, v in headers.items())]
+    sk.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b)
+    return sk
+
+
+def test_http_stateless_a_dropped_request_keeps_its_place_until_its_call_ends(binary, app, conn, tmp_path):
+    """--stateless with --auth tokens (review of issue 51): the token's scopes hold on every request, and a
+    client that hangs up does not end the call it started (it runs on to its commit), so the call keeps its
+    place in --max-sessions-per-subject and --max-sessions until it ends: requests sent and dropped cannot
+    pile up calls beyond the caps."""
+    toks = {n: secrets.token_urlsafe(32) for n in ("alice", "bob", "carol", "dashboard")}
+    (tmp_path / "tokens.json").write_text(json.dumps([
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "name": n, "org": "acme",
+         "scopes": ["memory:read"] if n == "dashboard" else ["memory:read", "memory:write"]} for n, t in toks.items()]))
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), "--stateless",
+            "--max-sessions-per-subject", "1", "--max-sessions", "2")
+    recall = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "dropped"}}}
+    remember = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "remember", "arguments": {"content": "dashboard was here"}}}
+
+    def of(name):
+        return {"Authorization": f"Bearer {toks[name]}", "MCP-Protocol-Version": "2025-06-18"}
+
+    def waiting():
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'", (WRITER,)).fetchone()[0]
+
+    with http_server(binary, app, WRITER, *args) as (port, _):
+        status, h, _ = http(port, body=remember, headers=of("dashboard"))
+        assert status == 403 and 'error="insufficient_scope"' in h["www-authenticate"], (status, h)
+        assert http(port, body=recall, headers={**of("alice"), "Authorization": f"Bearer {toks['alice']}x"})[0] == 401
+        assert http(port, body=recall, headers=of("alice"))[0] == 200
+        # A request names its client in _meta: a plain name, never one reaching into the subject's part.
+        named = json.loads(json.dumps(recall))
+        named["params"]["_meta"] = {"io.modelcontextprotocol/clientInfo": {"name": "unknown:alice\u202e\u200b", "version": "1"}}
+        assert http(port, body=named, headers=of("dashboard"))[0] == 200
+        # Bodies still arriving hold their subjects' places, not the server's (2 here): carol passes.
+        with held_request(port, of("alice")), held_request(port, of("bob")):
+            deadline = time.monotonic() + 10
+            while http(port, body=recall, headers=of("alice"))[0] != 429:
+                assert time.monotonic() < deadline, "a body still arriving counts in its subject's places"
+                time.sleep(0.05)
+            assert http(port, body=recall, headers=of("carol"))[0] == 200
+        for who in ("alice", "bob"):
+            deadline = time.monotonic() + 10
+            while http(port, headers=of(who))[0] != 200:  # an initialize: no call, no record
+                assert time.monotonic() < deadline, "a request that ended still counts"
+                time.sleep(0.1)
+        with psycopg.connect(app) as locker:
+            locker.execute("LOCK TABLE memory.observations IN ACCESS EXCLUSIVE MODE")
+            for n, who in enumerate(("alice", "bob"), 1):
+                sk = sent_request(port, recall, of(who))
+                deadline = time.monotonic() + 10
+                while waiting() < n:
+                    assert time.monotonic() < deadline, "the call waits on the lock"
+                    time.sleep(0.05)
+                sk.close()
+            # Both clients are gone; their calls still run (waiting on the lock) and keep their places.
+            status, h, body = http(port, body=recall, headers=of("alice"))
+            assert status == 429 and int(h["retry-after"]) > 0 and b"--max-sessions-per-subject" in body, (status, body)
+            status, h, body = http(port, body=recall, headers=of("carol"))
+            assert status == 503 and int(h["retry-after"]) > 0 and b"--max-sessions" in body, (status, body)
+            locker.rollback()
+        for who in ("bob", "alice", "carol"):
+            # Bob's place (a cap of 1) is free again once his dropped call has ended.
+            deadline = time.monotonic() + 10
+            while http(port, body=recall, headers=of(who))[0] != 200:
+                assert time.monotonic() < deadline, "a call that ended still counts"
+                time.sleep(0.1)
+    with connect(app, ADMIN) as c:
+        bobs = c.execute("SELECT count(*) FROM memory.audit_events(org_id => 'acme', actor => 'mcp:unknown:bob') "
+                         "WHERE event_type = 'memory.mcp.tool_invoked'").fetchone()
+        assert bobs == (2,), "the call his client hung up on ran to its end (and the one answered after it)"
+        named = c.execute("SELECT payload->>'client' FROM memory.audit_events(org_id => 'acme', actor => 'mcp:unknown_alice:dashboard') "
+                          "WHERE event_type = 'memory.mcp.tool_invoked'").fetchall()
+        assert named == [("unknown_alice",)], named
+    assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'dashboard was here'").fetchone() == (0,)
+
+
 def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
     (tmp_path / "jwks.json").write_bytes(issuer.jwks)
     with http_server(binary, app, READER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-file", str(tmp_path / "jwks.json"),
