@@ -122,6 +122,33 @@ def test_exact_mode_keeps_the_embedding_namespace_and_sources(vroles, conn):
     assert row == ("[0,1,0]", ["travel", "pickups"], [src["id"]], "12345678901234567890", 2)
 
 
+def test_near_merge_stays_on_its_page(vroles, conn):
+    """memory.enable_embeddings keeps room on each heap page (the table's fillfactor): a merge
+    into a memory whose page later INSERTs filled writes the row's next version on that page (a
+    HOT update: no new entry in any index, the HNSW one included), not on another page."""
+    assert conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'memory.observations'::regclass").fetchone()[0] == ["fillfactor=94"]
+    with connect(vroles, ADMIN) as adm:
+        adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")
+    with connect(vroles, WRITER) as w:
+        first = remember(w, "Lena's flat is on the fourth floor", user_id="lena", embedding=[0.0, 0.0, 1.0])
+        assert first["status"] == "created"
+    # (Set-up as the superuser: memories of another user, written after it, fill its page.)
+    conn.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) "
+                 "SELECT 'acme', 'pad', 'padding note number ' || g, '[1,1,0]' FROM generate_series(1, 120) g")
+
+    def page(where, *args):
+        return {b for (b,) in conn.execute(f"SELECT DISTINCT (ctid::text::point)[0] FROM memory.observations WHERE {where}", args)}
+
+    (before,) = page("id = %s", first["id"])
+    pads = page("user_id = 'pad'")
+    assert before in pads and max(pads) > before, "the INSERTs filled the memory's page as far as the fillfactor lets them, then went on"
+    with connect(vroles, WRITER) as w:
+        near = remember(w, "Lena lives on the 4th floor", user_id="lena", embedding=[0.0, 0.02, 1.0])
+    assert near["status"] == "merged" and near["id"] == first["id"]
+    assert page("id = %s", first["id"]) == {before}
+    assert conn.execute("SELECT seen_count FROM memory.observations WHERE id = %s", (first["id"],)).fetchone()[0] == 2
+
+
 def test_near_merge_by_embedding(vroles, conn):
     with connect(vroles, ADMIN) as adm:
         adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")
