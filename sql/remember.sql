@@ -105,24 +105,31 @@ RETURNS TABLE (id uuid, similarity float8, how text) LANGUAGE plpgsql STABLE SET
 AS $$
 #variable_conflict use_variable
 DECLARE
-    ts text := memory_internal._trgm_schema();
+    ts text;
     -- Equality where there is a value (IS NOT DISTINCT FROM reads no index: at a million
     -- memories it read every row of the org, not the user's).
     who text := CASE WHEN user_id IS NULL THEN 'o.user_id IS NULL' ELSE 'o.user_id OPERATOR(pg_catalog.=) $3' END;
     ns  text := CASE WHEN namespace IS NULL THEN 'o.namespace IS NULL' ELSE 'o.namespace OPERATOR(pg_catalog.=) $4' END;
 BEGIN
     IF embedding IS NOT NULL THEN
+        -- Each row's distance computed once (the sort key is the select list's column: a similarity
+        -- in the list beside the distance in the order computed both, 2,000 distances a call at
+        -- a million memories, issue 49).
         RETURN QUERY EXECUTE pg_catalog.format(
-            'SELECT o.id, 1 OPERATOR(pg_catalog.-) (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector), ''embedding'' FROM memory.observations o
-              WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND %2$s AND %3$s
-                AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND o.embedding IS NOT NULL
-                AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
-                AND o.classification OPERATOR(pg_catalog.<=) $5
-              -- (+ 0: exact over those rows, never the HNSW index, whose approximate list the
-              -- conditions could leave empty while a duplicate exists)
-              ORDER BY (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector) OPERATOR(pg_catalog.+) 0, o.created_at, o.id LIMIT 1', memory_internal._vector_schema(), who, ns)
+            'SELECT n.id, 1 OPERATOR(pg_catalog.-) n.d, ''embedding'' FROM (
+               SELECT o.id, (o.embedding OPERATOR(%1$I.<=>) $1::%1$I.vector) OPERATOR(pg_catalog.+) 0 AS d FROM memory.observations o
+                WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND %2$s AND %3$s
+                  AND o.key IS NULL AND o.soft_deleted_at IS NULL AND o.superseded_at IS NULL AND o.embedding IS NOT NULL
+                  AND (o.expires_at IS NULL OR o.expires_at OPERATOR(pg_catalog.>) pg_catalog.now())
+                  AND o.classification OPERATOR(pg_catalog.<=) $5
+                -- (+ 0: exact over those rows, never the HNSW index, whose approximate list the
+                -- conditions could leave empty while a duplicate exists)
+                ORDER BY 2, o.created_at, o.id LIMIT 1) n', memory_internal._vector_schema(), who, ns)
             USING embedding, org, user_id, namespace, tier;
-    ELSIF ts IS NOT NULL THEN
+        RETURN;
+    END IF;
+    ts := memory_internal._trgm_schema();
+    IF ts IS NOT NULL THEN
         RETURN QUERY EXECUTE pg_catalog.format(
             'SELECT o.id, %1$I.similarity(o.content, $1)::float8, ''trigram'' FROM memory.observations o
               WHERE o.org_id OPERATOR(pg_catalog.=) $2 AND %2$s AND %3$s
