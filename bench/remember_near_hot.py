@@ -15,7 +15,8 @@ With PREWARM=1 (the default) the table and its indexes are read into shared buff
   merged (room)       the same of one of the second half
   created             a new memory (an embedding drawn around a cluster centre)
   INSERT              the plain governed INSERT of a new memory with its embedding
-Each block's HOT updates are read from pg_stat_user_tables (n_tup_hot_upd) around it.
+At the end, how many of each set's memories are still on the page they were on before their merge
+(a HOT update keeps the row's page; one with an entry in every index moves it).
 
     remember_near_hot.py PORT [ROUNDS] [CALLS]
 """
@@ -89,19 +90,17 @@ def main():
         w.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) VALUES (%s, %s, %s, %s::real[]::vector)",
                   (orgs[i % 8], f"u{i % 16}", f"plain hot note {i} {time.time_ns()}", new_vec()), prepare=True)
 
-    def hot():
-        time.sleep(1.2)  # (a backend reports its table counters at most once a second)
-        su.execute("SELECT pg_stat_clear_snapshot()")
-        return su.execute("SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relid = 'memory.observations'::regclass").fetchone()
+    def pages(src):
+        return {r[0]: b for r, b in zip(src, (su.execute("SELECT (ctid::text::point)[0] FROM memory.observations WHERE id = %s", (r[0],)).fetchone()[0] for r in src))}
 
     runs = [("merged (full page)", merger(full, "full")), ("merged (room)", merger(room, "room")), ("created", created), ("INSERT", insert)]
     org_of = {"merged (full page)": lambda i: full[i][1], "merged (room)": lambda i: room[i][1]}
-    res = {k: {"cpu": [], "wall": [], "hot": [0, 0]} for k, _ in runs}
+    res = {k: {"cpu": [], "wall": []} for k, _ in runs}
+    before = {"merged (full page)": pages(full), "merged (room)": pages(room)}
     loads = []
     for rnd in range(rounds):
         for name, fn in runs[rnd % len(runs):] + runs[:rnd % len(runs)]:
             walls, used = [], 0.0
-            h0 = hot()
             for j in range(calls):
                 i = rnd * calls + j
                 org = org_of[name](i) if name in org_of else orgs[i % 8]
@@ -110,17 +109,15 @@ def main():
                 fn(i)
                 walls.append(time.perf_counter() - t0)
                 used += cpu(pid) - c0
-            h1 = hot()
-            res[name]["hot"][0] += h1[0] - h0[0]
-            res[name]["hot"][1] += h1[1] - h0[1]
             res[name]["cpu"].append(used / calls * 1e3)
             res[name]["wall"].append(statistics.median(walls) * 1e3)
         loads.append(open("/proc/loadavg").read().split()[0])
     print("load after each round", " ".join(loads), "outcomes", outcomes)
+    after = {"merged (full page)": pages(full), "merged (room)": pages(room)}
     for k, v in res.items():
+        kept = f", on its page after the merge: {sum(after[k][i] == b for i, b in before[k].items())} of {len(before[k])}" if k in before else ""
         print(f"{k:20s} backend CPU {statistics.median(v['cpu']):.2f} ms/call (rounds {[round(x, 2) for x in v['cpu']]}), "
-              f"wall p50 {statistics.median(v['wall']):.2f} ms (rounds {[round(x, 2) for x in v['wall']]}), "
-              f"HOT {v['hot'][0]} of {v['hot'][1]} updates")
+              f"wall p50 {statistics.median(v['wall']):.2f} ms (rounds {[round(x, 2) for x in v['wall']]}){kept}")
 
 
 if __name__ == "__main__":
