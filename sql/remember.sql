@@ -113,11 +113,24 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     ts text;
+    rid uuid;  sim float8;  direct boolean;
     -- Equality where there is a value (IS NOT DISTINCT FROM reads no index: at a million
     -- memories it read every row of the org, not the user's).
     who text := CASE WHEN user_id IS NULL THEN 'o.user_id IS NULL' ELSE 'o.user_id OPERATOR(pg_catalog.=) $3' END;
     ns  text := CASE WHEN namespace IS NULL THEN 'o.namespace IS NULL' ELSE 'o.namespace OPERATOR(pg_catalog.=) $4' END;
 BEGIN
+    IF embedding IS NOT NULL AND user_id IS NOT NULL THEN
+        -- A user's memories without the executor (Rust: an index scan of observations_user, each
+        -- row's conditions as below, pgvector's cosine_distance), unless it says it cannot.
+        SELECT d.id, d.similarity, d.direct INTO rid, sim, direct
+          FROM memory_internal._remember_nearest(org, user_id, namespace, embedding, tier::text) d;
+        IF direct THEN
+            IF rid IS NOT NULL THEN
+                RETURN QUERY SELECT rid, sim, 'embedding'::text;
+            END IF;
+            RETURN;
+        END IF;
+    END IF;
     IF embedding IS NOT NULL THEN
         -- Each row's distance computed once (the sort key is the select list's column: a similarity
         -- in the list beside the distance in the order computed both, 2,000 distances a call at
@@ -147,6 +160,9 @@ BEGIN
             USING content, org, user_id, namespace, tier;
     END IF;
 END $$;
+
+COMMENT ON FUNCTION memory_internal._remember_nearest(text, text, text[], real[], text) IS
+  'memory.remember''s near neighbour by embedding among a user''s memories, without the executor (src/remember.rs: an index scan of observations_user, each row''s conditions as memory_internal._remember_near''s statement tests them, pgvector''s cosine_distance): one row (id, similarity, direct); direct false where it cannot (the table or index not as memory_ext made them, no pgvector, Citus): the statement then. Called by _remember_near as memory.remember''s definer; not for PUBLIC.';
 
 -- memory.remember's match in near mode: a live memory of the org, user and namespace the caller
 -- is cleared for with the same text (duplicate: last_seen_at and seen_count refreshed), else, for

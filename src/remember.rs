@@ -18,6 +18,8 @@ use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
+pub(crate) mod near;
+
 /// SHA-256 (hex) of the normalised text: NFKC, case-folded, white space collapsed and trimmed.
 #[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_dedup_hash")]
 fn dedup_hash(content: &str) -> String {
