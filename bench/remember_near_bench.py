@@ -11,6 +11,8 @@ prepared, autocommit) as a tenant-bound memory_writer of an org whose dedup is `
 Rounds alternate the order; medians over the rounds of each round's p50 and p99, in ms.
 
     ROWS=1000000 python remember_near_bench.py DSN [ROUNDS] [CALLS]
+ROOM=1: the memories merged into are first moved to pages with room, as a table loaded under the
+fillfactor memory.enable_embeddings sets has them.
 """
 import os
 import random
@@ -51,6 +53,16 @@ def main():
         dups = su.execute("SELECT org_id, user_id, content, embedding::real[]::text FROM memory.observations "
                           "WHERE org_id = ANY(%s) AND user_id IS NOT NULL AND embedding IS NOT NULL "
                           "ORDER BY md5(id::text) LIMIT %s", (orgs, rounds * calls)).fetchall()
+        if os.environ.get("ROOM") == "1":
+            # The memories merged into, as if the table had been loaded under the fillfactor
+            # memory.enable_embeddings sets (a database loaded before it has full pages): moved to
+            # pages with room by an UPDATE of nothing with triggers off (bench/remember_near_hot.py).
+            su.execute("SELECT memory_internal._observations_room(dimensions) FROM memory.ann_settings")
+            with su.transaction():
+                su.execute("SET LOCAL session_replication_role = replica")
+                su.execute("UPDATE memory.observations SET seen_count = seen_count WHERE id IN (SELECT id FROM memory.observations "
+                           "WHERE org_id = ANY(%s) AND user_id IS NOT NULL AND embedding IS NOT NULL ORDER BY md5(id::text) LIMIT %s)",
+                           (orgs, rounds * calls))
         n0 = su.execute("SELECT count(*) FROM memory.observations").fetchone()[0]
     # New embeddings differ from run to run (seeded by the table's size): a run on the database of
     # an earlier one would otherwise draw that run's embeddings again and merge every `created` call.

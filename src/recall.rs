@@ -48,6 +48,15 @@ fn query_vector_floats(query_embedding: Option<Array<f64>>, dims: Option<i32>) -
     query_vector_text(&to_f32(&components), dims.and_then(|d| usize::try_from(d).ok())).map_err(refuse).or_raise()
 }
 
+/// The fillfactor memory.enable_embeddings gives memory.observations for embeddings of `dims`
+/// dimensions (`memory_core::vector::observations_fillfactor`: room on each page for one more
+/// version of a row, so memory.remember's merge is a HOT update). NULL for dims outside 1..2000.
+#[pg_extern(immutable, parallel_safe, schema = "memory_internal", name = "_observations_fillfactor")]
+fn observations_fillfactor(dims: i32) -> Option<i32> {
+    let dims = usize::try_from(dims).ok().filter(|d| (1..=2000).contains(d))?;
+    Some(i32::from(memory_core::vector::observations_fillfactor(dims)))
+}
+
 /// 0.3.0's `memory_internal._query_vector_check(real[], int)` by its C symbol, which the scripts
 /// of earlier releases declare (an update from them runs with this library before 0.4.0's
 /// definitions replace it, and the upgrade drops it). No SQL of 0.4.0 declares it: 22023 unless

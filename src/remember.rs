@@ -11,11 +11,14 @@ use memory_core::retrieval::recall::CLASSIFICATIONS;
 use crate::pg::spi::read_latest;
 use memory_core::dedup::{check_setting, lock_key, norm_hash, surely_valid};
 use memory_core::packing::{line_for, pack, Candidate};
+use memory_core::vector::check_query_vector;
 use pgrx::prelude::*;
 use pgrx::datum::{AnyElement, DatumWithOid, TimestampWithTimeZone};
 use pgrx::JsonB;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+
+pub(crate) mod near;
 
 /// SHA-256 (hex) of the normalised text: NFKC, case-folded, white space collapsed and trimmed.
 #[pg_extern(immutable, parallel_safe, strict, schema = "memory_internal", name = "_dedup_hash")]
@@ -357,9 +360,19 @@ fn remember_call(
         None => (DatumWithOid::null_oid(pg_sys::JSONBOID), false),
         Some(m) => jsonb_argument(m),
     };
+    // An embedding is surely valid when the table has its column and it is one-dimensional, of the
+    // column's dimensions, finite and not all zero (`memory_core::vector`, as _embedding_check).
+    let (emb, emb_unsure) = match embedding {
+        None => (DatumWithOid::null_oid(pg_sys::FLOAT4ARRAYOID), false),
+        Some(a) => {
+            let components: Vec<Option<f32>> = a.iter().collect();
+            let (arg, ndims) = array_argument(a, pg_sys::FLOAT4ARRAYOID);
+            let dims = crate::recall::body::observations_dims()?.and_then(|d| usize::try_from(d).ok());
+            (arg, !(ndims == 1 && dims.is_some() && check_query_vector(components.into_iter(), dims).is_ok()))
+        }
+    };
     let sure = labels.as_ref().is_none_or(|(_, one)| *one)
-        && surely_valid(org, content, user_id, memory_type.is_some(), object, embedding.is_some(), flat.as_deref());
-    let emb = embedding.map_or(DatumWithOid::null_oid(pg_sys::FLOAT4ARRAYOID), |a| array_argument(a, pg_sys::FLOAT4ARRAYOID).0);
+        && surely_valid(org, content, user_id, memory_type.is_some(), object, emb_unsure, flat.as_deref());
     let derived = derived_from.map_or(DatumWithOid::null_oid(pg_sys::UUIDARRAYOID), |a| array_argument(a, pg_sys::UUIDARRAYOID).0);
     Spi::connect_mut(|client| {
         // The arguments first (22023: nothing is written for a call that is refused), then the org (42501).

@@ -79,7 +79,8 @@ pub fn lock_key(org: &str, hash: &str) -> i64 {
 
 /// Whether memory.remember's arguments surely pass its checks (memory_internal._remember_check),
 /// so it need not call them: an org and a content that are not blank, a user_id NULL or not blank,
-/// a memory_type, a metadata object, no embedding, and a namespace NULL or of 1 to 20 labels, each
+/// a memory_type, a metadata object, no embedding it is unsure of (`embedding`: one was given that
+/// the caller has not found surely valid), and a namespace NULL or of 1 to 20 labels, each
 /// with a letter or digit (never a space in any locale), without a period, at most 256 bytes.
 /// False says only "ask the checks", which raise the error or pass.
 #[allow(clippy::too_many_arguments)]

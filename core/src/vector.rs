@@ -106,9 +106,72 @@ where
     }
 }
 
+/// The fillfactor `memory.enable_embeddings` gives memory.observations for embeddings of `dims`
+/// dimensions: each heap page keeps room for one more version of a typical row, so that an UPDATE
+/// that changes no indexed column (memory.remember's merge: metadata, tier, last_seen_at,
+/// seen_count) is a HOT update on the row's own page, not a new version elsewhere with an entry in
+/// every index (the HNSW one a full insertion). A typical row is `ROW_WITHOUT_EMBEDDING` bytes
+/// besides its embedding (pgvector: an 8-byte header and 4 bytes a dimension), stored in the row
+/// while the row fits under PostgreSQL's TOAST threshold, else out of line (an 18-byte pointer).
+/// PostgreSQL fills a page with new rows until its free space would fall below (100 - fillfactor)%
+/// of it, so that share is set to one row (with its line pointer): 76 for 384 dimensions (three
+/// rows of ~1.7 kB a page instead of four), 94 where the vector is stored out of line. (400 bytes:
+/// the columns memory.remember writes, its SHA-256 hex and times, a classification stamp in the
+/// metadata and a few sentences of text.)
+pub fn observations_fillfactor(dims: usize) -> u8 {
+    const BLCKSZ: usize = 8192;
+    const TOAST_TUPLE_THRESHOLD: usize = 2032;
+    const ROW_WITHOUT_EMBEDDING: usize = 400;
+    let inline = ROW_WITHOUT_EMBEDDING + 8 + 4 * dims;
+    let row = if inline <= TOAST_TUPLE_THRESHOLD { inline } else { ROW_WITHOUT_EMBEDDING + 18 };
+    let room = row.div_ceil(8) * 8 + 4; // MAXALIGN, and the line pointer
+    let keep = (100 * room).div_ceil(BLCKSZ);
+    u8::try_from(100usize.saturating_sub(keep).clamp(10, 100)).unwrap_or(100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PostgreSQL's rule for new rows (RelationGetBufferForTuple): a row of `len` bytes goes on a
+    /// page while its free space is at least `len` + (100 - fillfactor)% of the page. Returns the
+    /// rows a page takes and the space left after them.
+    fn fill(fillfactor: u8, len: usize) -> (usize, usize) {
+        let target = 8192 * (100 - usize::from(fillfactor)) / 100;
+        let (mut rows, mut free) = (0, 8192 - 24);
+        while free >= len + 4 + target {
+            free -= len + 4;
+            rows += 1;
+        }
+        (rows, free)
+    }
+
+    #[test]
+    fn observations_fillfactor_leaves_one_rows_room_on_each_page() {
+        for dims in 1..=2000 {
+            let f = observations_fillfactor(dims);
+            assert!((10..=100).contains(&f), "{dims}: {f}");
+            let inline = 400 + 8 + 4 * dims;
+            let row = if inline <= 2032 { inline } else { 418 };
+            let len = row.div_ceil(8) * 8;
+            let (rows, free) = fill(f, len);
+            assert!(rows >= 1, "{dims}: no row fits");
+            // Room for the row's next version (a HOT update) ...
+            assert!(free >= len + 4, "{dims}: {free} bytes left for a {len}-byte row");
+            // ... and no more withheld than that room and the fillfactor's step (1% of the page).
+            assert!(free < 2 * (len + 4) + 82, "{dims}: {free} bytes left for a {len}-byte row");
+        }
+    }
+
+    #[test]
+    fn observations_fillfactor_for_common_models() {
+        // 384 dimensions (~1.7 kB rows): three a page instead of four, a page's room for a fourth.
+        assert_eq!(observations_fillfactor(384), 76);
+        assert_eq!((fill(76, 1744).0, fill(100, 1744).0), (3, 4));
+        // 768 and 1536: the vector is stored out of line (TOAST), the row is small.
+        assert_eq!(observations_fillfactor(768), 94);
+        assert_eq!(observations_fillfactor(1536), 94);
+    }
     use proptest::prelude::*;
 
     fn check(v: &[Option<f32>], dims: Option<usize>) -> Result<(), QueryVectorError> {

@@ -42,4 +42,9 @@ BEGIN
         CREATE INDEX IF NOT EXISTS observations_no_embedding ON memory.observations (org_id)
             WHERE embedding IS NULL AND soft_deleted_at IS NULL;
     END IF;
+    -- ... and the fillfactor that keeps room for memory.remember's merge on each new page
+    -- (sql/vector.sql: memory_internal._observations_room; the rows already written stay where they are).
+    IF EXISTS (SELECT 1 FROM memory.ann_settings) THEN
+        PERFORM memory_internal._observations_room((SELECT s.dimensions FROM memory.ann_settings s));
+    END IF;
 END $$;

@@ -18,6 +18,7 @@ pub mod transition;
 pub mod trigger;
 pub mod tuple;
 pub mod varlena;
+pub mod vector;
 pub mod xact;
 
 /// MAXALIGN of this platform (8 bytes): where PostgreSQL aligns tuple data and palloc'd chunks.

@@ -229,6 +229,13 @@ fn vector_setup() -> Result<VectorSetup, MxError> {
     Ok(s)
 }
 
+/// The dimensions of memory.observations' embedding column (memory.ann_settings'), None while
+/// the table has none: what memory.remember checks a given embedding against (kept per backend).
+pub(crate) fn observations_dims() -> Result<Option<i32>, MxError> {
+    let s = vector_setup()?;
+    Ok(s.dims.filter(|_| s.has_col))
+}
+
 fn context(query: Option<&str>, observations_embedding: bool, want_schema: bool) -> Result<Context, MxError> {
     let has_words = has_words(query);
     let setup = if observations_embedding || want_schema { Some(vector_setup()?) } else { None };

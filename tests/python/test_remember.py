@@ -122,6 +122,80 @@ def test_exact_mode_keeps_the_embedding_namespace_and_sources(vroles, conn):
     assert row == ("[0,1,0]", ["travel", "pickups"], [src["id"]], "12345678901234567890", 2)
 
 
+def test_near_merge_stays_on_its_page(vroles, conn):
+    """memory.enable_embeddings keeps room on each heap page (the table's fillfactor): a merge
+    into a memory whose page later INSERTs filled writes the row's next version on that page (a
+    HOT update: no new entry in any index, the HNSW one included), not on another page."""
+    assert conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'memory.observations'::regclass").fetchone()[0] == ["fillfactor=94"]
+    with connect(vroles, ADMIN) as adm:
+        adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")
+    with connect(vroles, WRITER) as w:
+        first = remember(w, "Lena's flat is on the fourth floor", user_id="lena", embedding=[0.0, 0.0, 1.0])
+        assert first["status"] == "created"
+    # (Set-up as the superuser: memories of another user, written after it, fill its page.)
+    conn.execute("INSERT INTO memory.observations (org_id, user_id, content, embedding) "
+                 "SELECT 'acme', 'pad', 'padding note number ' || g, '[1,1,0]' FROM generate_series(1, 120) g")
+
+    def page(where, *args):
+        return {b for (b,) in conn.execute(f"SELECT DISTINCT (ctid::text::point)[0] FROM memory.observations WHERE {where}", args)}
+
+    (before,) = page("id = %s", first["id"])
+    pads = page("user_id = 'pad'")
+    assert before in pads and max(pads) > before, "the INSERTs filled the memory's page as far as the fillfactor lets them, then went on"
+    with connect(vroles, WRITER) as w:
+        near = remember(w, "Lena lives on the 4th floor", user_id="lena", embedding=[0.0, 0.02, 1.0])
+    assert near["status"] == "merged" and near["id"] == first["id"]
+    assert page("id = %s", first["id"]) == {before}
+    assert conn.execute("SELECT seen_count FROM memory.observations WHERE id = %s", (first["id"],)).fetchone()[0] == 2
+
+
+def test_near_neighbour_without_the_executor_is_the_statements(vroles, conn):
+    """memory_internal._remember_nearest (a user's memories read by an index scan in Rust, each
+    distance by pgvector's cosine_distance) finds what the statement finds: the nearest live
+    memory of the org, user and namespace within the clearance, a tie to the oldest; (NULL, NULL,
+    true) when there is none. (Memories written as the tenant's writer; the function, internal,
+    and the statement compared with it run as the superuser.)"""
+    with connect(vroles, WRITER) as w:
+        a = remember(w, "Tea at four", user_id="pia", embedding=[1.0, 0.1, 0.0])
+        b = remember(w, "Coffee at nine", user_id="pia", embedding=[0.0, 1.0, 0.0])
+        c = remember(w, "Tea in the garden", user_id="pia", embedding=[1.0, 0.1, 0.0], namespace=["home"])
+        d = remember(w, "The same tea, later", user_id="pia", embedding=[1.0, 0.1, 0.0])
+        remember(w, "Ola's tea", user_id="ola", embedding=[1.0, 0.1, 0.0])
+    assert all(r["status"] == "created" for r in (a, b, c, d))
+
+    def direct(user, q, ns=None, tier="restricted"):
+        return conn.execute("SELECT id::text, similarity, direct FROM memory_internal._remember_nearest('acme', %s, %s, %s::real[], %s)",
+                            (user, ns, q, tier)).fetchall()
+
+    def statement(user, q, ns=None, tier="restricted"):
+        r = conn.execute("SELECT id::text, 1 - (embedding <=> %s::real[]::vector) FROM memory.observations "
+                         "WHERE org_id = 'acme' AND user_id = %s AND namespace IS NOT DISTINCT FROM %s::text[] AND key IS NULL "
+                         "AND soft_deleted_at IS NULL AND superseded_at IS NULL AND embedding IS NOT NULL "
+                         "AND (expires_at IS NULL OR expires_at > now()) AND classification <= %s::memory.classification "
+                         "ORDER BY embedding <=> %s::real[]::vector, created_at, id LIMIT 1", (q, user, ns, tier, q)).fetchall()
+        return [(i, s, True) for i, s in r] or [(None, None, True)]
+
+    cases = [("pia", [1.0, 0.1, 0.0], None, "restricted"), ("pia", [0.0, 1.0, 0.0], None, "restricted"),
+             ("pia", [0.2, 0.9, 0.0], None, "restricted"), ("pia", [1.0, 0.1, 0.0], ["home"], "restricted"),
+             ("pia", [1.0, 0.1, 0.0], ["work"], "restricted"), ("zed", [1.0, 0.1, 0.0], None, "restricted"),
+             ("pia", [1.0, 0.1, 0.0], None, "public")]
+    for user, q, ns, tier in cases:
+        assert direct(user, q, ns, tier) == statement(user, q, ns, tier), (user, q, ns, tier)
+    assert direct("pia", [1.0, 0.1, 0.0])[0][0] == a["id"], "a tie goes to the oldest"
+    assert direct("pia", [1.0, 0.1, 0.0], ["home"])[0][0] == c["id"]
+    assert direct("pia", [0.0, 1.0, 0.0])[0][0] == b["id"]
+    assert direct("pia", [1.0, 0.1, 0.0], None, "public") == [(None, None, True)], "nothing within the clearance"
+    # Without a user the statement reads the org's memories without one: the same merge.
+    with connect(vroles, ADMIN) as adm:
+        adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")
+    with connect(vroles, WRITER) as w:
+        first = remember(w, "The team lunch is on Thursdays", embedding=[0.0, 0.0, 1.0])
+        again = remember(w, "Team lunch: Thursdays", embedding=[0.0, 0.01, 1.0])
+        mine = remember(w, "Pia's lunch is on Thursdays", user_id="pia", embedding=[0.0, 0.01, 1.0])
+    assert first["status"] == "created" and again["status"] == "merged" and again["id"] == first["id"]
+    assert mine["status"] == "created", "a user's memory is never merged into one without a user"
+
+
 def test_near_merge_by_embedding(vroles, conn):
     with connect(vroles, ADMIN) as adm:
         adm.execute("INSERT INTO memory.org_settings (org_id, dedup, dedup_threshold) VALUES ('acme', 'near', 0.95)")

@@ -2,7 +2,7 @@
 -- pgvector (scripts/pgvector.sh builds it from ../shared/vendor/pgvector): where it is not
 -- installed the file skips every test and says so.
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 
 CREATE FUNCTION pg_temp.have_vector() RETURNS boolean LANGUAGE sql
 AS $$ SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') $$;
@@ -71,7 +71,7 @@ DECLARE
     refs text[];
 BEGIN
     IF NOT pg_temp.have_vector() THEN
-        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 54);
+        RETURN QUERY SELECT skip('pgvector is not installed (scripts/pgvector.sh install builds it from ../shared/vendor/pgvector)', 56);
         RETURN;
     END IF;
     CREATE EXTENSION vector;
@@ -86,8 +86,12 @@ BEGIN
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'true', 'a memory_admin bound to every org enables 3-d embeddings');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'changed', 'false', 'the same dimensions again are a no-op');
     RETURN QUERY SELECT is(memory.enable_embeddings(3)->>'tenant_text_index', 'false', 'without btree_gin no tenant full-text index');
-    -- btree_gin (contrib) created since: enabling again adds the tenant full-text indexes.
     RESET ROLE;
+    RETURN QUERY SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'memory.observations'::regclass), '{fillfactor=94}'::text[],
+                           'the observations keep room on each page for a row''s next version (memory_internal._observations_fillfactor(3))');
+    -- btree_gin (contrib) created since: enabling again adds the tenant full-text indexes (and
+    -- keeps a fillfactor the operator set).
+    ALTER TABLE memory.observations SET (fillfactor = 90);
     CREATE EXTENSION btree_gin;
     SET LOCAL ROLE vx_platform;
     RETURN QUERY SELECT is(memory.enable_embeddings(3), '{"dimensions": 3, "changed": false, "tenant_text_index": true}'::jsonb,
@@ -97,6 +101,9 @@ BEGIN
                               'the claims'' tenant full-text index covers the active claims');
     PERFORM memory.enable_embeddings(3);
     RESET ROLE;
+    RETURN QUERY SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'memory.observations'::regclass), '{fillfactor=90}'::text[],
+                           'enabling again keeps the fillfactor the operator set');
+    ALTER TABLE memory.observations SET (fillfactor = 94);
     RETURN QUERY SELECT is((SELECT count(*) FROM public.audit_log_now() WHERE event_type = 'memory.embeddings.enable'), 2::bigint,
                            'enabled, then the tenant indexes built: two events; again with both there: nothing done');
     SET LOCAL ROLE vx_platform;
