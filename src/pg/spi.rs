@@ -223,7 +223,8 @@ impl Fetched {
         (!self.nulls[k]).then(|| unsafe { super::varlena::text_bytes(self.values[k]) })
     }
 
-    fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
+    /// The datum of column `c` of row `i` (None for NULL), alive until the batch is freed.
+    pub fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
         let k = i * self.cols + c;
         (!self.nulls[k]).then(|| self.values[k])
     }
@@ -248,11 +249,6 @@ impl Fetched {
     /// A float8 column `c` of row `i` (passed by value on the 64-bit builds pgrx supports).
     pub fn float8(&self, i: usize, c: usize) -> Option<f64> {
         self.datum(i, c).map(|d| f64::from_bits(d.value() as u64))
-    }
-
-    /// A float4 column `c` of row `i` (passed by value, in the datum's low 32 bits).
-    pub fn float4(&self, i: usize, c: usize) -> Option<f32> {
-        self.datum(i, c).map(|d| f32::from_bits(d.value() as u32))
     }
 
     /// A uuid column `c` of row `i`, its 16 bytes.
