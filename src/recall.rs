@@ -224,23 +224,14 @@ fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
     // The any-word read's: the query's lexemes, and its tsquery once a row needs it.
     let any_word = *how == Match::AnyWord;
     let lexemes = if any_word { input::lexeme_count(cfg, q) } else { 0 };
-    let mut any: Option<Option<pg_sys::Datum>> = None;
+    let mut any: Option<Option<input::TsQuery>> = None;
     // Each rank in a memory context reset after it (ts_rank_cd's working arrays).
     let mut cx = pgrx::PgMemoryContexts::new("memory_ext relevance");
     (0..n)
         .map(|i| {
             let m = batch.int4(i, 4).filter(|&m| m >= cut)?;
-            let w = batch.datum(i, 3)?;
             let query = if !any_word || m >= lexemes { all } else { *any.get_or_insert_with(|| input::any_word_tsquery(cfg, q)) }?;
-            // SAFETY: a tsvector datum of the batch (alive until it is freed, after this) and a
-            // tsquery palloc'd in the SPI procedure's context; the rank's allocations in `cx`,
-            // which nothing else allocates in, reset once the float4 is out.
-            let r = unsafe {
-                let r = cx.switch_to(|_| input::ts_rank_cd(w, query));
-                cx.reset();
-                r
-            };
-            Some(r)
+            batch.ts_rank_cd(i, 3, query, &mut cx)
         })
         .collect()
 }

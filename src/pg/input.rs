@@ -87,16 +87,21 @@ pub fn regconfig(config: &CStr) -> pg_sys::Datum {
     unsafe { pgrx::direct_function_call_as_datum(pg_sys::regconfigin, &[Some(pg_sys::Datum::from(config.as_ptr()))]).unwrap_or(pg_sys::Datum::from(0usize)) }
 }
 
+/// A tsquery made by `websearch_tsquery` or `any_word_tsquery`, palloc'd in the memory context
+/// current then: used while that context lives (within the SPI connection it was made in).
+#[derive(Clone, Copy)]
+pub struct TsQuery(pg_sys::Datum);
+
 /// `websearch_to_tsquery(cfg, query)`, a tsquery palloc'd in the current memory context.
-pub fn websearch_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<pg_sys::Datum> {
+pub fn websearch_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<TsQuery> {
     // SAFETY: websearch_to_tsquery_byid of a regconfig oid and a text datum.
-    unsafe { pgrx::direct_function_call_as_datum(pg_sys::websearch_to_tsquery_byid, &[Some(cfg), query.into_datum()]) }
+    unsafe { pgrx::direct_function_call_as_datum(pg_sys::websearch_to_tsquery_byid, &[Some(cfg), query.into_datum()]).map(TsQuery) }
 }
 
 /// The any-word tsquery of memory_core::retrieval::render's SQL:
 /// `replace(plainto_tsquery(cfg, query)::text, ' & ', ' | ')::tsquery`, each step the function the
 /// SQL calls (tsqueryout, then tsqueryin), palloc'd in the current memory context.
-pub fn any_word_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<pg_sys::Datum> {
+pub fn any_word_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<TsQuery> {
     // SAFETY: plainto_tsquery_byid of a regconfig oid and a text datum; tsqueryout of the
     // tsquery it returns gives a palloc'd C string, copied at once; tsqueryin of a NUL-terminated
     // string (a NUL cannot come out of tsqueryout) gives the tsquery.
@@ -105,7 +110,7 @@ pub fn any_word_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<pg_sys::Datum
         let text = pgrx::direct_function_call::<&CStr>(pg_sys::tsqueryout, &[Some(q)])?.to_bytes().to_vec();
         let ors = String::from_utf8_lossy(&text).replace(" & ", " | ");
         let c = std::ffi::CString::new(ors).ok()?;
-        pgrx::direct_function_call_as_datum(pg_sys::tsqueryin, &[Some(pg_sys::Datum::from(c.as_ptr()))])
+        pgrx::direct_function_call_as_datum(pg_sys::tsqueryin, &[Some(pg_sys::Datum::from(c.as_ptr()))]).map(TsQuery)
     }
 }
 
@@ -124,10 +129,10 @@ pub fn lexeme_count(cfg: pg_sys::Datum, query: &str) -> i32 {
 /// `ts_rank_cd(words, query)` (the float4 ts_rankcd_tt returns, normalisation 0).
 ///
 /// # Safety
-/// `words` is a tsvector datum and `query` a tsquery datum, both alive for the call.
-pub unsafe fn ts_rank_cd(words: pg_sys::Datum, query: pg_sys::Datum) -> f32 {
+/// `words` is a tsvector datum alive for the call (`query`'s context too: see `TsQuery`).
+pub unsafe fn ts_rank_cd(words: pg_sys::Datum, query: TsQuery) -> f32 {
     // SAFETY: the caller's; ts_rankcd_tt detoasts both and returns a float4 by value.
-    unsafe { pgrx::direct_function_call_as_datum(pg_sys::ts_rankcd_tt, &[Some(words), Some(query)]).map_or(0.0, |d| f32::from_bits(d.value() as u32)) }
+    unsafe { pgrx::direct_function_call_as_datum(pg_sys::ts_rankcd_tt, &[Some(words), Some(query.0)]).map_or(0.0, |d| f32::from_bits(d.value() as u32)) }
 }
 
 /// Whether `websearch_to_tsquery(config, query)` has nodes (numnode > 0), `config` a text-search
