@@ -8,7 +8,9 @@ pub(crate) mod search;
 use crate::errors::{MxError, OrRaise};
 use crate::pg::identity::LocalSetting;
 use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
-use memory_core::fusion::{fuse_lists, Candidate};
+use crate::pg::input;
+use memory_core::fusion::{coverage_cut, fuse_lists, Candidate};
+use memory_core::retrieval::words::Match;
 use memory_core::retrieval::{namespace_path, render, render_one_pass, ParamType, Plan, PlanError};
 use memory_core::vector::{parse_query_vector, query_vector_text, to_f32, QueryVectorError};
 use std::cell::RefCell;
@@ -216,6 +218,33 @@ fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oi
     (oids, args)
 }
 
+/// The relevance of each candidate of the one pass (`render_one_pass`: the words column 3, the
+/// coverage column 4, both NULL for a row that does not match): ts_rank_cd of the row's words as
+/// `render`'s statement computes it, against the query's every word (websearch_to_tsquery), or,
+/// in an any-word read, against the any-word tsquery for a row with fewer than all of the
+/// query's lexemes; only for the rows of at least the full-text list's cut
+/// (`fusion::coverage_cut`), None for the others (out of the list whatever their relevance).
+fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
+    let Some((q, how)) = &plan.query else { return Vec::new() };
+    let n = batch.len();
+    let cut = coverage_cut((0..n).filter_map(|i| batch.int4(i, 4)).collect(), plan.depth as usize);
+    let cfg = input::regconfig(c"pg_catalog.english");
+    let all = input::websearch_tsquery(cfg, q);
+    // The any-word read's: the query's lexemes, and its tsquery once a row needs it.
+    let any_word = *how == Match::AnyWord;
+    let lexemes = if any_word { input::lexeme_count(cfg, q) } else { 0 };
+    let mut any: Option<Option<input::TsQuery>> = None;
+    // Each rank in a memory context reset after it (ts_rank_cd's working arrays).
+    let mut cx = pgrx::PgMemoryContexts::new("memory_ext relevance");
+    (0..n)
+        .map(|i| {
+            let m = batch.int4(i, 4).filter(|&m| m >= cut)?;
+            let query = if !any_word || m >= lexemes { all } else { *any.get_or_insert_with(|| input::any_word_tsquery(cfg, q)) }?;
+            batch.ts_rank_cd(i, 3, query, &mut cx)
+        })
+        .collect()
+}
+
 /// The one pass (None: more rows than it takes; read the two lists instead).
 fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     let bound = plan.one_pass_rows.map_or(ONE_PASS_ROWS, |r| (r as usize).min(ONE_PASS_ROWS));
@@ -239,18 +268,19 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
         let mut batch = Fetched::default();
         // (The columns' types are checked before any value is read.)
-        batch.fetch_typed(&mut cursor, bound + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT4OID, pg_sys::INT4OID])?;
+        batch.fetch_typed(&mut cursor, bound + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TSVECTOROID, pg_sys::INT4OID])?;
         if batch.len() > bound {
             remember_overflow(&scope);
             return Ok(None);
         }
+        let relevance = relevances(plan, &batch);
         let cands: Vec<Candidate> = (0..batch.len())
             .filter_map(|i| {
                 Some(Candidate {
                     id: batch.uuid(i, 0)?,
                     weight: batch.float8(i, 1).unwrap_or(1.0),
                     distance: batch.float8(i, 2),
-                    relevance: batch.float4(i, 3),
+                    relevance: relevance.get(i).copied().flatten(),
                     coverage: batch.int4(i, 4).unwrap_or(0),
                 })
             })

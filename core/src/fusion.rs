@@ -84,6 +84,18 @@ fn top<T>(xs: &mut Vec<T>, n: usize, mut cmp: impl FnMut(&T, &T) -> Ordering) {
     xs.sort_unstable_by(cmp);
 }
 
+/// The full-text list's cut: the `depth`-th largest of the matching rows' coverages (0 when fewer
+/// rows match; the largest for a `depth` of 0). The list is by coverage, then relevance, `depth`
+/// long, so a row of less coverage than the cut is out of it whatever its relevance: the one pass
+/// computes the relevance (ts_rank_cd) of the rows of at least the cut only.
+pub fn coverage_cut(mut coverages: Vec<i32>, depth: usize) -> i32 {
+    let i = depth.saturating_sub(1);
+    if coverages.len() <= i {
+        return 0;
+    }
+    *coverages.select_nth_unstable_by(i, |a, b| b.cmp(a)).1
+}
+
 /// The top `k` of the fusion of the full-text list (`depth` long) and the vector list
 /// (`vector_depth` long) cut from `candidates`: a caller that pages keeps both lengths the same
 /// for every page, so each page is a slice of one ranking.
@@ -130,6 +142,16 @@ mod tests {
 
     fn c(n: u8, d: Option<f64>, r: Option<f32>) -> Candidate {
         Candidate { id: id(n), weight: 1.0, distance: d, relevance: r, coverage: 0 }
+    }
+
+    #[test]
+    fn the_cut_is_the_depth_th_largest_coverage() {
+        assert_eq!(coverage_cut(vec![1, 3, 2, 3, 1], 2), 3);
+        assert_eq!(coverage_cut(vec![1, 3, 2, 3, 1], 3), 2);
+        assert_eq!(coverage_cut(vec![1, 3, 2, 3, 1], 5), 1);
+        assert_eq!(coverage_cut(vec![1, 3, 2, 3, 1], 6), 0, "fewer rows than the list: every row");
+        assert_eq!(coverage_cut(vec![], 40), 0);
+        assert_eq!(coverage_cut(vec![1, 3, 2], 0), 3, "depth 0: the largest (OFFSET 0)");
     }
 
     #[test]

@@ -81,6 +81,60 @@ pub fn jsonb_text(e: &AnyElement) -> String {
     }
 }
 
+/// A text-search configuration's oid from its qualified name (regconfigin: raises for none).
+pub fn regconfig(config: &CStr) -> pg_sys::Datum {
+    // SAFETY: regconfigin of a NUL-terminated name; it returns the oid (or raises).
+    unsafe { pgrx::direct_function_call_as_datum(pg_sys::regconfigin, &[Some(pg_sys::Datum::from(config.as_ptr()))]).unwrap_or(pg_sys::Datum::from(0usize)) }
+}
+
+/// A tsquery made by `websearch_tsquery` or `any_word_tsquery`, palloc'd in the memory context
+/// current then: used while that context lives (within the SPI connection it was made in).
+#[derive(Clone, Copy)]
+pub struct TsQuery(pg_sys::Datum);
+
+/// `websearch_to_tsquery(cfg, query)`, a tsquery palloc'd in the current memory context.
+pub fn websearch_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<TsQuery> {
+    // SAFETY: websearch_to_tsquery_byid of a regconfig oid and a text datum.
+    unsafe { pgrx::direct_function_call_as_datum(pg_sys::websearch_to_tsquery_byid, &[Some(cfg), query.into_datum()]).map(TsQuery) }
+}
+
+/// The any-word tsquery of memory_core::retrieval::render's SQL:
+/// `replace(plainto_tsquery(cfg, query)::text, ' & ', ' | ')::tsquery`, each step the function the
+/// SQL calls (tsqueryout, then tsqueryin), palloc'd in the current memory context.
+pub fn any_word_tsquery(cfg: pg_sys::Datum, query: &str) -> Option<TsQuery> {
+    // SAFETY: plainto_tsquery_byid of a regconfig oid and a text datum; tsqueryout of the
+    // tsquery it returns gives a palloc'd C string, copied at once; tsqueryin of a NUL-terminated
+    // string (a NUL cannot come out of tsqueryout) gives the tsquery.
+    unsafe {
+        let q = pgrx::direct_function_call_as_datum(pg_sys::plainto_tsquery_byid, &[Some(cfg), query.into_datum()])?;
+        let text = pgrx::direct_function_call::<&CStr>(pg_sys::tsqueryout, &[Some(q)])?.to_bytes().to_vec();
+        let ors = String::from_utf8_lossy(&text).replace(" & ", " | ");
+        let c = std::ffi::CString::new(ors).ok()?;
+        pgrx::direct_function_call_as_datum(pg_sys::tsqueryin, &[Some(pg_sys::Datum::from(c.as_ptr()))]).map(TsQuery)
+    }
+}
+
+/// How many distinct lexemes `to_tsvector(cfg, query)` has
+/// (`cardinality(tsvector_to_array(to_tsvector(cfg, query)))`).
+pub fn lexeme_count(cfg: pg_sys::Datum, query: &str) -> i32 {
+    // SAFETY: to_tsvector_byid of a regconfig oid and a text datum returns a fresh tsvector,
+    // detoasted before its header's lexeme count is read.
+    unsafe {
+        let Some(v) = pgrx::direct_function_call_as_datum(pg_sys::to_tsvector_byid, &[Some(cfg), query.into_datum()]) else { return 0 };
+        let v = pg_sys::pg_detoast_datum(v.cast_mut_ptr()) as *const pg_sys::TSVectorData;
+        (*v).size
+    }
+}
+
+/// `ts_rank_cd(words, query)` (the float4 ts_rankcd_tt returns, normalisation 0).
+///
+/// # Safety
+/// `words` is a tsvector datum alive for the call (`query`'s context too: see `TsQuery`).
+pub unsafe fn ts_rank_cd(words: pg_sys::Datum, query: TsQuery) -> f32 {
+    // SAFETY: the caller's; ts_rankcd_tt detoasts both and returns a float4 by value.
+    unsafe { pgrx::direct_function_call_as_datum(pg_sys::ts_rankcd_tt, &[Some(words), Some(query.0)]).map_or(0.0, |d| f32::from_bits(d.value() as u32)) }
+}
+
 /// Whether `websearch_to_tsquery(config, query)` has nodes (numnode > 0), `config` a text-search
 /// configuration's qualified name.
 pub fn websearch_has_nodes(config: &CStr, query: &str) -> bool {

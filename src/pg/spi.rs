@@ -159,6 +159,8 @@ pub struct Fetched {
     utf8: bool,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
+    /// The columns' types when `fetch_typed` checked them (empty otherwise).
+    types: Vec<pg_sys::Oid>,
 }
 
 impl Fetched {
@@ -195,6 +197,7 @@ impl Fetched {
                 return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
             }
             self.cols = cols;
+            self.types = types.map(<[pg_sys::Oid]>::to_vec).unwrap_or_default();
             self.utf8 = super::varlena::database_is_utf8();
             self.values.resize(n * cols, pg_sys::Datum::from(0usize));
             self.nulls.resize(n * cols, true);
@@ -223,6 +226,25 @@ impl Fetched {
         (!self.nulls[k]).then(|| unsafe { super::varlena::text_bytes(self.values[k]) })
     }
 
+    /// `ts_rank_cd(words, query)` of the tsvector column `c` of row `i` (None for NULL, or for a
+    /// column `fetch_typed` did not check as a tsvector), its working memory (ts_rank_cd's arrays)
+    /// in `cx`, reset once the float4 is out.
+    pub fn ts_rank_cd(&self, i: usize, c: usize, query: super::input::TsQuery, cx: &mut pgrx::PgMemoryContexts) -> Option<f32> {
+        if self.types.get(c) != Some(&pg_sys::TSVECTOROID) {
+            return None;
+        }
+        let w = self.datum(i, c)?;
+        // SAFETY: a non-NULL tsvector datum of the batch (its type checked by the fetch), alive
+        // until the batch is freed, and a tsquery alive in its context (`TsQuery`); nothing else
+        // allocates in `cx`, reset after the call.
+        unsafe {
+            let r = cx.switch_to(|_| super::input::ts_rank_cd(w, query));
+            cx.reset();
+            Some(r)
+        }
+    }
+
+    /// The datum of column `c` of row `i` (None for NULL), alive until the batch is freed.
     fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
         let k = i * self.cols + c;
         (!self.nulls[k]).then(|| self.values[k])
@@ -248,11 +270,6 @@ impl Fetched {
     /// A float8 column `c` of row `i` (passed by value on the 64-bit builds pgrx supports).
     pub fn float8(&self, i: usize, c: usize) -> Option<f64> {
         self.datum(i, c).map(|d| f64::from_bits(d.value() as u64))
-    }
-
-    /// A float4 column `c` of row `i` (passed by value, in the datum's low 32 bits).
-    pub fn float4(&self, i: usize, c: usize) -> Option<f32> {
-        self.datum(i, c).map(|d| f32::from_bits(d.value() as u32))
     }
 
     /// A uuid column `c` of row `i`, its 16 bytes.

@@ -605,8 +605,13 @@ pub fn render(plan: &Plan) -> Statement {
 
 /// The one-pass read of a bounded candidate set (memory.observations filtered to a user's,
 /// a session's or a task's rows): `candidates` gives `(id uuid, weight float8, distance float8,
-/// relevance float4, coverage int4)` of every row under the conditions (at most `limit`), fused
-/// by `fusion::fuse`; `rows` gives the rows as `render`'s statement does (one jsonb array as
+/// words tsvector, coverage int4)` of every row under the conditions (at most `limit`): the words
+/// and the coverage (how many of the query's lexemes the row has; 1 for a websearch query) of the
+/// rows that match the query only, NULL for the others and without a query. The caller computes
+/// the relevance, `ts_rank_cd(words, q)` as `render`'s statement does (`q`: the query's every
+/// word, websearch_to_tsquery; for an any-word read of a row with fewer than all of its lexemes,
+/// the any-word tsquery), of the rows of at least `fusion::coverage_cut`, and fuses the lists by
+/// `fusion::fuse_lists`; `rows` gives the rows as `render`'s statement does (one jsonb array as
 /// text) of the fused list, the parameter after `params`: a JSON array of objects `id`, `score`,
 /// `lexical_rank`, `vector_rank`, `o` (the place), read again under the same conditions.
 /// `types`: the parameters' types (`rows`' last, the fused list, is jsonb).
@@ -641,36 +646,17 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
     let scope_params = b.params.len();
     let v = b.bind(Some(v.clone()));
     let emb = col(plan.columns.embedding.as_deref().expect("checked by Plan::from_json"));
-    // The row's words, whether they match and how many of the query's lexemes they hold are
-    // computed once a row (in `s`), the rank from them: at a million memories, evaluating the
-    // coverage's ts_delete again inside the rank doubled the pass's time.
-    let (words_e, cov_e, rel_e) = match &plan.query {
-        None => ("NULL::pg_catalog.tsvector".to_owned(), "NULL::pg_catalog.int4".to_owned(), "NULL::pg_catalog.float4".to_owned()),
+    // The row's words and how many of the query's lexemes they hold (NULL: the row does not
+    // match), computed once a row; the words go out for the rows that match only. The relevance
+    // (ts_rank_cd) is the caller's, for the rows that can be in the full-text list (see
+    // `OnePass`): no second read of the rows for the list's cut, and no rank of a row below it.
+    let (words_e, cov_e) = match &plan.query {
+        None => ("NULL::pg_catalog.tsvector".to_owned(), "NULL::pg_catalog.int4".to_owned()),
         Some((q, how)) => {
             let q = b.bind(Some(q.clone()));
             let w = words(&plan.columns, &q, *how);
-            let rank = if w.any {
-                format!(
-                    "CASE WHEN s.m OPERATOR(pg_catalog.>=) {n} THEN pg_catalog.ts_rank_cd(s.w, {all}) ELSE pg_catalog.ts_rank_cd(s.w, {any}) END",
-                    n = w.n,
-                    all = w.all,
-                    any = w.matches
-                )
-            } else {
-                format!("pg_catalog.ts_rank_cd(s.w, {})", w.all)
-            };
             let cov = format!("CASE WHEN {} OPERATOR(pg_catalog.@@) {} THEN ({})::pg_catalog.int4 END", w.w, w.matches, w.m);
-            // The relevance (ts_rank_cd: a zeroed array of every query operand's positions, ~160
-            // KB for 3 words, a call) only for the rows that can be in the full-text list: the
-            // list is by coverage, then relevance, `depth` long, so a row of less coverage than
-            // the list's last (the depth-th coverage, once) is out whatever its relevance, and
-            // `fusion` reads no relevance as not in the list. The same list, far fewer ranks
-            // when many rows match a few of the words.
-            let cut_at = b.typed(Some(plan.depth.saturating_sub(1).to_string()), ParamType::Int8);
-            let cut = format!(
-                "(SELECT coalesce((SELECT c.m FROM s c WHERE c.m IS NOT NULL ORDER BY c.m DESC LIMIT 1 OFFSET {cut_at}::pg_catalog.int8), 0))"
-            );
-            (w.w, cov, format!("CASE WHEN s.m OPERATOR(pg_catalog.>=) {cut} THEN {rank} END"))
+            (w.w, cov)
         }
     };
     let fused = format!("${}", b.params.len() + 1);
@@ -682,10 +668,9 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
         sch = quote_ident(vs),
     );
     Some(OnePass {
-        // (With a query, the rows once in `s`, read again for the coverage's cut.)
         candidates: match plan.query {
-            None => format!("SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM ({scan}) s"),
-            Some(_) => format!("WITH s AS MATERIALIZED ({scan}) SELECT s.id, s.weight, s.d, {rel_e}, s.m FROM s"),
+            None => format!("SELECT s.id, s.weight, s.d, s.w, s.m FROM ({scan}) s"),
+            Some(_) => format!("SELECT s.id, s.weight, s.d, CASE WHEN s.m IS NOT NULL THEN s.w END, s.m FROM ({scan}) s"),
         },
         rows: format!(
             "{agg}SELECT {items}, f.score, f.lexical_rank, f.vector_rank, f.o \
