@@ -105,15 +105,19 @@ fn read_near_rel() -> Result<Option<NearRel>, MxError> {
 /// pgvector's own cosine_distance; the nearest (NaN last), then the oldest, then the smallest id.
 /// One row: (id, similarity, true), (NULL, NULL, true) when there is none, or (NULL, NULL, false)
 /// where the relations are not as memory_ext made them, pgvector is not there or Citus is (the
-/// statement then). Called by _remember_near as memory.remember's definer; not for PUBLIC.
+/// statement then; also for a NULL org, user or embedding). Called by _remember_near as memory.remember's definer; not for PUBLIC.
 #[pg_extern(volatile, parallel_unsafe, schema = "memory_internal", name = "_remember_nearest")]
 fn remember_nearest(
-    org: &str,
-    user_id: &str,
+    org: Option<&str>,
+    user_id: Option<&str>,
     namespace: Option<pgrx::datum::Array<'_, &str>>,
-    embedding: pgrx::datum::Array<'_, f32>,
+    embedding: Option<pgrx::datum::Array<'_, f32>>,
     tier: Option<&str>,
 ) -> TableIterator<'static, (name!(id, Option<pgrx::Uuid>), name!(similarity, Option<f64>), name!(direct, bool))> {
+    // No org, user or embedding: not a read this path makes (the statement's, as without a user).
+    let (Some(org), Some(user_id), Some(embedding)) = (org, user_id, embedding) else {
+        return TableIterator::once((None, None, false));
+    };
     let found = nearest_direct(org, user_id, namespace, embedding, tier).or_raise();
     let row = match found {
         None => (None, None, false),
