@@ -1,7 +1,7 @@
 -- SQL-level suite for namespaced items (issue 48, SPEC §16): memory.put, get, delete,
 -- list_namespaces, purge_expired, as tenant-bound roles.
 BEGIN;
-SELECT plan(110);
+SELECT plan(116);
 
 SELECT memory.setup_roles();
 CREATE ROLE it_writer IN ROLE memory_writer;
@@ -218,8 +218,9 @@ SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY[p
                ('pfx', 'u1\', 'bs')) v(p, l, k);
 SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['pfx'], k => 100)), 10::bigint, 'pfx finds every namespace under it, not pfxu1');
 SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['pf'])), 0::bigint, 'a label is whole: pf finds nothing under pfx');
--- A field of one key that could be an array's index is a path (#>); any other key is read by ->:
--- the same items either way.
+-- A field of one key that could be an array's index is a path (#>); any other key is read by ->,
+-- or equal to a scalar, by containment (an array holding the scalar is not equal to it): the same
+-- items every way.
 SELECT memory.put('acme', ARRAY['fld'], 'o', '{"0": "zero", "kind": "note", "n": 7, "arr": [5, 6]}'),
        memory.put('acme', ARRAY['fld'], 'p', '{"kind": ["note"], "n": "7", "arr": {"0": 5}}');
 SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['fld'], filter => f)), ks, f::text)
@@ -227,7 +228,9 @@ SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['
                ('{"n": {"$gt": 6}}', ARRAY['o']), ('{"n": {"$gte": "7"}}', ARRAY['p']), ('{"arr.0": 5}', ARRAY['o', 'p']),
                ('{"kind": {"$ne": "note"}}', ARRAY['p']), ('{"kind": {"$in": ["note", "x"]}}', ARRAY['o']),
                ('{"kind": {"$contains": "note"}}', ARRAY['o', 'p']), ('{"missing": {"$exists": false}}', ARRAY['o', 'p']),
-               ('{"arr": {"$exists": true}, "zero": {"$exists": true}}', NULL)) v(f, ks);
+               ('{"arr": {"$exists": true}, "zero": {"$exists": true}}', NULL), ('{"n": 7.0}', ARRAY['o']),
+               ('{"kind": {"$ne": null}}', ARRAY['o', 'p']), ('{"arr": {"0": 5}}', ARRAY['p']), ('{"kind": null}', NULL),
+               ('{"arr": 5}', NULL), ('{"kind": {"$eq": "note"}, "n": {"$ne": 7}}', NULL)) v(f, ks);
 RESET ROLE;
 
 SELECT * FROM finish();

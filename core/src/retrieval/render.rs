@@ -248,6 +248,19 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
         Filter::Or(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" OR ")),
         Filter::Not(p) => format!("(NOT {})", filter_sql(x, p, b)),
         Filter::Field { path, op } => {
+            // A one-key field equal to a scalar: `x @> {"key": scalar}` (one jsonb parameter),
+            // true exactly when x is an object whose member `key` is that scalar (containment
+            // compares scalars as equality does: numbers numerically, strings bytewise; an array
+            // or an object member contains a scalar only at a document's top level), as
+            // `x -> 'key' = scalar`, without copying the member out and comparing containers on
+            // every row. NULL x: false, as the equality's coalesce.
+            if let (Op::Eq(val) | Op::Ne(val), [key]) = (op, path.as_slice()) {
+                if never_an_index(key) && !val.is_array() && !val.is_object() {
+                    let doc = serde_json::Value::Object([(key.clone(), val.clone())].into_iter().collect());
+                    let has = format!("coalesce({x} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb, false)", b.typed(Some(doc.to_string()), ParamType::Jsonb));
+                    return if matches!(op, Op::Eq(_)) { has } else { format!("(NOT {has})") };
+                }
+            }
             let v = match path.as_slice() {
                 // One key that cannot be an array's index: `->`, the same value as `#>` of the
                 // one-label path (which reads a label as an index in an array, where `->` finds

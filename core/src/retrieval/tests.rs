@@ -315,10 +315,22 @@ fn a_one_key_field_is_read_by_its_key() {
     // `x #> '{k}'` reads k as an index in an array (`'[5]' #> '{0}'` is 5), `x -> 'k'` never: the
     // same only for a key that cannot be an index (strtol: optional blanks and sign, digits).
     let field = |f: Value| render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["value", f]}]}))));
-    let s = field(json!({"kind": "note"}));
+    let s = field(json!({"kind": ["note"]}));
     assert!(s.sql.contains("coalesce((t.\"value\" OPERATOR(pg_catalog.->) $2::pg_catalog.text) OPERATOR(pg_catalog.=) $3::pg_catalog.jsonb, false)"), "{}", s.sql);
-    assert_eq!(s.params[1..3], [Some("kind".into()), Some("\"note\"".into())]);
+    assert_eq!(s.params[1..3], [Some("kind".into()), Some("[\"note\"]".into())]);
     assert!(!s.sql.contains("#>"));
+    // Equal to a scalar: containment of {key: scalar}, one jsonb parameter.
+    for (f, doc, not) in [(json!({"kind": "note"}), r#"{"kind":"note"}"#, false), (json!({"n": {"$eq": 7.5}}), r#"{"n":7.5}"#, false),
+                          (json!({"b": {"$ne": null}}), r#"{"b":null}"#, true), (json!({"t": {"$ne": true}}), r#"{"t":true}"#, true)] {
+        let s = field(f);
+        let has = "coalesce(t.\"value\" OPERATOR(pg_catalog.@>) $2::pg_catalog.jsonb, false)";
+        assert!(s.sql.contains(&if not { format!("(NOT {has})") } else { format!("AND {has}") }), "{}", s.sql);
+        assert_eq!((s.params[1].as_deref(), s.types[1]), (Some(doc), ParamType::Jsonb));
+    }
+    // Not for a path, a key that may be an index, or an object or array value.
+    for f in [json!({"a.b": 1}), json!({"0": 1}), json!({"k": {"x": 1}}), json!({"k": {"$ne": [1]}})] {
+        assert!(!field(f.clone()).sql.contains("@>"), "{f}");
+    }
     for key in ["0", "12", "-1", "+1", " 1", "\t1", "\u{e9}t\u{e9}", "1abc"] {
         let s = field(json!({key: 1}));
         assert!(s.sql.contains("OPERATOR(pg_catalog.#>) $2::pg_catalog.text[]") && !s.sql.contains("->"), "{key:?}: {}", s.sql);
