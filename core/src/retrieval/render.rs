@@ -5,8 +5,9 @@
 //! evaluates no input function per row (a `$n::jsonb` of a text parameter parses the text again
 //! for every row the filter reads). The query vector, of a type without a fixed OID, is text,
 //! cast once in a sub-select. The statement's text and its parameters' types depend on the
-//! plan's shape only (a filter's field of one label that cannot be an array's index, read by
-//! `->`, is a shape of its own), so PostgreSQL keeps one plan per shape.
+//! plan's shape only (a filter's field of one label that cannot be an array's index is a shape
+//! of its own: read by `->`, or by containment when compared for equality with a scalar), so
+//! PostgreSQL keeps one plan per shape.
 //!
 //! The statement returns one jsonb array (as text) of rows, best first, each row
 //! `[id, content, tier, weight, score, created_at, user_id, session_id, memory_type,
