@@ -13,6 +13,8 @@ ALTER TABLE memory.observations ADD CONSTRAINT observations_item_check CHECK (
 -- memory.search's namespace prefix index (sql/items.sql; memory_internal._item_ns_path exists only now).
 CREATE INDEX observations_item_prefix ON memory.observations (org_id, memory_internal._item_ns_path(namespace) COLLATE "C")
     WHERE key IS NOT NULL;
+CREATE INDEX observations_item_live_prefix ON memory.observations (org_id, memory_internal._item_ns_path(namespace) COLLATE "C")
+    WHERE key IS NOT NULL AND soft_deleted_at IS NULL AND superseded_at IS NULL;
 
 -- memory.observations is governed again as CREATE EXTENSION governs it: its classify trigger now
 -- refuses a blank content ("content_required", issue 46). Only new writes are refused (an

@@ -1,7 +1,7 @@
 -- SQL-level suite for namespaced items (issue 48, SPEC §16): memory.put, get, delete,
 -- list_namespaces, purge_expired, as tenant-bound roles.
 BEGIN;
-SELECT plan(90);
+SELECT plan(116);
 
 SELECT memory.setup_roles();
 CREATE ROLE it_writer IN ROLE memory_writer;
@@ -205,6 +205,32 @@ SELECT memory.put('acme', ARRAY['pfx', 'u1'], 'a', '{"t": 1}'), memory.put('acme
        memory.put('acme', ARRAY['pfx', 'u1', 'deep'], 'c', '{"t": 3}');
 SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['pfx', 'u1'])), ARRAY['a', 'c'],
           'a prefix finds its namespace and those under it, not u10');
+-- The prefix is the index range alone (no label holds a '.'): labels next to '.' and '/' in byte
+-- order, the range's ends, and LIKE's metacharacters are labels like any other.
+SELECT memory.put('acme', ARRAY['pfx', 'u1/'], 'slash', '{"t": 4}'), memory.put('acme', ARRAY['pfx', 'u1-'], 'dash', '{"t": 5}'),
+       memory.put('acme', ARRAY['pfx', 'u1%'], 'pct', '{"t": 6}'), memory.put('acme', ARRAY['pfx', 'u_'], 'under', '{"t": 7}'),
+       memory.put('acme', ARRAY['pfx', '%'], 'any', '{"t": 8}'), memory.put('acme', ARRAY['pfx', 'u1\'], 'bs', '{"t": 9}'),
+       memory.put('acme', ARRAY['pfx', 'u1', '/'], 'd2', '{"t": 10}'), memory.put('acme', ARRAY['pfxu1'], 'flat', '{"t": 11}');
+SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['pfx', 'u1'])), ARRAY['a', 'c', 'd2'],
+          'u1 finds neither u1/, u1-, u1%, u1\ nor u10, and finds u1/''s deeper namespace');
+SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY[p, l])), ARRAY[k], 'the prefix ' || l || ' finds its own only')
+  FROM (VALUES ('pfx', 'u1/', 'slash'), ('pfx', 'u1-', 'dash'), ('pfx', 'u1%', 'pct'), ('pfx', 'u_', 'under'), ('pfx', '%', 'any'),
+               ('pfx', 'u1\', 'bs')) v(p, l, k);
+SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['pfx'], k => 100)), 10::bigint, 'pfx finds every namespace under it, not pfxu1');
+SELECT is((SELECT count(*) FROM memory.search('acme', ARRAY['pf'])), 0::bigint, 'a label is whole: pf finds nothing under pfx');
+-- A field of one key that could be an array's index is a path (#>); any other key is read by ->,
+-- or equal to a scalar, by containment (an array holding the scalar is not equal to it): the same
+-- items every way.
+SELECT memory.put('acme', ARRAY['fld'], 'o', '{"0": "zero", "kind": "note", "n": 7, "arr": [5, 6]}'),
+       memory.put('acme', ARRAY['fld'], 'p', '{"kind": ["note"], "n": "7", "arr": {"0": 5}}');
+SELECT is((SELECT array_agg(key ORDER BY key) FROM memory.search('acme', ARRAY['fld'], filter => f)), ks, f::text)
+  FROM (VALUES ('{"kind": "note"}'::jsonb, ARRAY['o']), ('{"kind": ["note"]}', ARRAY['p']), ('{"0": "zero"}', ARRAY['o']),
+               ('{"n": {"$gt": 6}}', ARRAY['o']), ('{"n": {"$gte": "7"}}', ARRAY['p']), ('{"arr.0": 5}', ARRAY['o', 'p']),
+               ('{"kind": {"$ne": "note"}}', ARRAY['p']), ('{"kind": {"$in": ["note", "x"]}}', ARRAY['o']),
+               ('{"kind": {"$contains": "note"}}', ARRAY['o', 'p']), ('{"missing": {"$exists": false}}', ARRAY['o', 'p']),
+               ('{"arr": {"$exists": true}, "zero": {"$exists": true}}', NULL), ('{"n": 7.0}', ARRAY['o']),
+               ('{"kind": {"$ne": null}}', ARRAY['o', 'p']), ('{"arr": {"0": 5}}', ARRAY['p']), ('{"kind": null}', NULL),
+               ('{"arr": 5}', NULL), ('{"kind": {"$eq": "note"}, "n": {"$ne": 7}}', NULL)) v(f, ks);
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -66,9 +66,13 @@ pub enum Condition {
     IsNull { col: String },
     IsNotNull { col: String },
     /// The text[] column starts with these labels (`t.col[1:n] = labels`). With `path` (an
-    /// IMMUTABLE function `schema.fn(text[]) -> text` joining labels, none of which holds a '.',
-    /// each followed by '.'), also `'l1.l2.' <= schema.fn(t.col) COLLATE "C" < 'l1.l2/'`: the same rows, in
-    /// a form a btree index on that expression (C collation) serves.
+    /// IMMUTABLE function `schema.fn(text[]) -> text` joining labels, each followed by '.'; NULL
+    /// for a NULL label), and labels of which none holds a '.', neither in the prefix nor in
+    /// the column (memory.observations' CHECK holds every namespace to that), the condition is
+    /// `'l1.l2.' <= schema.fn(t.col) COLLATE "C" < 'l1.l2/'` alone: the same rows (a path starting
+    /// with 'l1.l2.' splits into labels at its '.'s, the first two l1 and l2), in a form a btree
+    /// index on that expression (C collation) serves, and no array compared on every row it reads.
+    /// With no labels, every non-NULL column (`t.col[1:0] = '{}'`).
     Prefix { col: String, labels: Vec<String>, path: Option<(String, String)> },
     /// `t.col IS NULL OR t.col > at` (at None: now()).
     NullOrAfter { col: String, at: Option<String> },

@@ -5,7 +5,9 @@
 //! evaluates no input function per row (a `$n::jsonb` of a text parameter parses the text again
 //! for every row the filter reads). The query vector, of a type without a fixed OID, is text,
 //! cast once in a sub-select. The statement's text and its parameters' types depend on the
-//! plan's shape only, so PostgreSQL keeps one plan per shape.
+//! plan's shape only (a filter's field of one label that cannot be an array's index is a shape
+//! of its own: read by `->`, or by containment when compared for equality with a scalar), so
+//! PostgreSQL keeps one plan per shape.
 //!
 //! The statement returns one jsonb array (as text) of rows, best first, each row
 //! `[id, content, tier, weight, score, created_at, user_id, session_id, memory_type,
@@ -231,6 +233,14 @@ fn tier_expr(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
     }
 }
 
+/// Whether jsonb's path operators (`#>`, `#>>`) can never read `label` as an array's index: an
+/// index is what `strtol` reads, i.e. optional white space, an optional sign, then digits; a
+/// label starting with an ASCII letter or '_' is none. For such a label, `x #> '{label}'` is
+/// `x -> 'label'` whatever `x` holds (an object's member; NULL for an array or a scalar).
+pub fn never_an_index(label: &str) -> bool {
+    label.bytes().next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+}
+
 fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
     match f {
         Filter::And(parts) if parts.is_empty() => "true".into(),
@@ -239,8 +249,29 @@ fn filter_sql(x: &str, f: &Filter, b: &mut Binds) -> String {
         Filter::Or(parts) => format!("({})", parts.iter().map(|p| filter_sql(x, p, b)).collect::<Vec<_>>().join(" OR ")),
         Filter::Not(p) => format!("(NOT {})", filter_sql(x, p, b)),
         Filter::Field { path, op } => {
-            let p = b.typed(Some(text_array_literal(path)), ParamType::TextArray);
-            let v = format!("({x} OPERATOR(pg_catalog.#>) {p}::pg_catalog.text[])");
+            // A one-key field equal to a scalar: `x @> {"key": scalar}` (one jsonb parameter),
+            // true exactly when x is an object whose member `key` is that scalar (containment
+            // compares scalars as equality does: numbers numerically, strings bytewise; an array
+            // or an object member contains a scalar only at a document's top level), as
+            // `x -> 'key' = scalar`, without copying the member out and comparing containers on
+            // every row. NULL x: false, as the equality's coalesce.
+            if let (Op::Eq(val) | Op::Ne(val), [key]) = (op, path.as_slice()) {
+                if never_an_index(key) && !val.is_array() && !val.is_object() {
+                    let doc = serde_json::Value::Object([(key.clone(), val.clone())].into_iter().collect());
+                    let has = format!("coalesce({x} OPERATOR(pg_catalog.@>) {}::pg_catalog.jsonb, false)", b.typed(Some(doc.to_string()), ParamType::Jsonb));
+                    return if matches!(op, Op::Eq(_)) { has } else { format!("(NOT {has})") };
+                }
+            }
+            let v = match path.as_slice() {
+                // One key that cannot be an array's index: `->`, the same value as `#>` of the
+                // one-label path (which reads a label as an index in an array, where `->` finds
+                // nothing), without the path array's deconstruction on every row.
+                [key] if never_an_index(key) => format!("({x} OPERATOR(pg_catalog.->) {}::pg_catalog.text)", b.bind(Some(key.clone()))),
+                _ => {
+                    let p = b.typed(Some(text_array_literal(path)), ParamType::TextArray);
+                    format!("({x} OPERATOR(pg_catalog.#>) {p}::pg_catalog.text[])")
+                }
+            };
             let jv = |b: &mut Binds, val: &serde_json::Value| format!("{}::pg_catalog.jsonb", b.typed(Some(val.to_string()), ParamType::Jsonb));
             match op {
                 Op::Eq(val) => format!("coalesce({v} OPERATOR(pg_catalog.=) {}, false)", jv(b, val)),
@@ -309,11 +340,6 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
             Condition::IsNull { col: c } => format!("{} IS NULL", col(c)),
             Condition::IsNotNull { col: c } => format!("{} IS NOT NULL", col(c)),
             Condition::Prefix { col: c, labels, path } => {
-                let p = b.typed(Some(text_array_literal(labels)), ParamType::TextArray);
-                let exact = format!(
-                    "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
-                    col(c)
-                );
                 match path {
                     Some((s, f)) if !labels.is_empty() => {
                         // The paths starting with the prefix's, as a range (`namespace_path_end`):
@@ -322,10 +348,20 @@ fn conditions(plan: &Plan, org: &mut Option<String>, b: &mut Binds) -> String {
                         let start = namespace_path(labels.iter().map(String::as_str));
                         let end = namespace_path_end(&start);
                         let e = format!("{}.{}({}) COLLATE \"C\"", quote_ident(s), quote_ident(f), col(c));
+                        // The range alone: the column's labels hold no '.' either (the path
+                        // function's contract, `Condition::Prefix`), so a path in it is a
+                        // namespace starting with these labels, and comparing the labels too
+                        // would only do it again on every row the index range reads.
                         let (q, u) = (b.bind(Some(start)), b.bind(Some(end)));
-                        format!("({exact} AND {e} OPERATOR(pg_catalog.>=) {q}::pg_catalog.text AND {e} OPERATOR(pg_catalog.<) {u}::pg_catalog.text)")
+                        format!("({e} OPERATOR(pg_catalog.>=) {q}::pg_catalog.text AND {e} OPERATOR(pg_catalog.<) {u}::pg_catalog.text)")
                     }
-                    _ => exact,
+                    _ => {
+                        let p = b.typed(Some(text_array_literal(labels)), ParamType::TextArray);
+                        format!(
+                            "{0}[1:pg_catalog.cardinality({p}::pg_catalog.text[])] OPERATOR(pg_catalog.=) {p}::pg_catalog.text[]",
+                            col(c)
+                        )
+                    }
                 }
             }
             Condition::NullOrAfter { col: c, at } => {

@@ -303,8 +303,45 @@ fn parameters_are_declared_as_they_are_read() {
     // The filter's values as the types they are compared as: the path a text[], a JSON value
     // jsonb, a number numeric, a string compared bytewise text; k and offset int8.
     let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["value", {"n": {"$gt": 500}}]}]}))));
-    assert_eq!(s.types, vec![ParamType::Text, ParamType::TextArray, ParamType::Numeric, ParamType::Int8, ParamType::Int8]);
-    assert_eq!(s.params[2], Some("500".into()));
+    assert_eq!(s.types, vec![ParamType::Text, ParamType::Text, ParamType::Numeric, ParamType::Int8, ParamType::Int8]);
+    assert_eq!(s.params[1..3], [Some("n".into()), Some("500".into())]);
+    let s = render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["value", {"a.b": 1}]}]}))));
+    assert_eq!(s.types[1..3], [ParamType::TextArray, ParamType::Jsonb]);
+    assert_eq!(s.params[1], Some("{\"a\",\"b\"}".into()));
+}
+
+#[test]
+fn a_one_key_field_is_read_by_its_key() {
+    // `x #> '{k}'` reads k as an index in an array (`'[5]' #> '{0}'` is 5), `x -> 'k'` never: the
+    // same only for a key that cannot be an index (strtol: optional blanks and sign, digits).
+    let field = |f: Value| render(&plan(observations(json!({"conditions": [{"eq": ["org_id", "acme"]}, {"filter": ["value", f]}]}))));
+    let s = field(json!({"kind": ["note"]}));
+    assert!(s.sql.contains("coalesce((t.\"value\" OPERATOR(pg_catalog.->) $2::pg_catalog.text) OPERATOR(pg_catalog.=) $3::pg_catalog.jsonb, false)"), "{}", s.sql);
+    assert_eq!(s.params[1..3], [Some("kind".into()), Some("[\"note\"]".into())]);
+    assert!(!s.sql.contains("#>"));
+    // Equal to a scalar: containment of {key: scalar}, one jsonb parameter.
+    for (f, doc, not) in [(json!({"kind": "note"}), r#"{"kind":"note"}"#, false), (json!({"n": {"$eq": 7.5}}), r#"{"n":7.5}"#, false),
+                          (json!({"b": {"$ne": null}}), r#"{"b":null}"#, true), (json!({"t": {"$ne": true}}), r#"{"t":true}"#, true)] {
+        let s = field(f);
+        let has = "coalesce(t.\"value\" OPERATOR(pg_catalog.@>) $2::pg_catalog.jsonb, false)";
+        assert!(s.sql.contains(&if not { format!("(NOT {has})") } else { format!("AND {has}") }), "{}", s.sql);
+        assert_eq!((s.params[1].as_deref(), s.types[1]), (Some(doc), ParamType::Jsonb));
+    }
+    // Not for a path, a key that may be an index, or an object or array value.
+    for f in [json!({"a.b": 1}), json!({"0": 1}), json!({"k": {"x": 1}}), json!({"k": {"$ne": [1]}})] {
+        assert!(!field(f.clone()).sql.contains("@>"), "{f}");
+    }
+    for key in ["0", "12", "-1", "+1", " 1", "\t1", "\u{e9}t\u{e9}", "1abc"] {
+        let s = field(json!({key: 1}));
+        assert!(s.sql.contains("OPERATOR(pg_catalog.#>) $2::pg_catalog.text[]") && !s.sql.contains("->"), "{key:?}: {}", s.sql);
+        assert_eq!(s.types[1], ParamType::TextArray);
+    }
+    for key in ["kind", "_id", "n", "Z9", "a-b", "x 1"] {
+        assert!(super::render::never_an_index(key), "{key:?}");
+    }
+    // Every operator reads the one-key field the same way.
+    let s = field(json!({"s": {"$gt": "m"}, "t": {"$in": [1]}, "e": {"$exists": true}, "c": {"$contains": "x"}, "$not": {"y": {"$ne": 2}}}));
+    assert!(!s.sql.contains("#>)"), "{}", s.sql);
 }
 
 #[test]
@@ -323,13 +360,18 @@ fn a_prefix_with_a_path_function_is_also_an_index_prefix_match() {
                                                          {"prefix": ["namespace", labels, ["memory_internal", "_item_ns_path"]]}]}))))
     };
     let s = with(json!(["users", "u1"]));
-    assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[] AND \
-                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.>=) $3::pg_catalog.text AND \
-                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.<) $4::pg_catalog.text"), "{}", s.sql);
-    assert_eq!(s.params[2], Some("users.u1.".into()), "each label followed by '.', so u1 never matches u10");
-    assert_eq!(s.params[3], Some("users.u1/".into()));
-    // No labels: every namespace, no path condition.
-    assert!(!with(json!([])).sql.contains("_item_ns_path"));
+    // The range alone: no label holds a '.', so a path in it is a namespace starting with the
+    // labels (the labels are not compared again on every row).
+    assert!(s.sql.contains("(\"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.>=) $2::pg_catalog.text AND \
+                            \"memory_internal\".\"_item_ns_path\"(t.\"namespace\") COLLATE \"C\" OPERATOR(pg_catalog.<) $3::pg_catalog.text)"), "{}", s.sql);
+    assert!(!s.sql.contains("cardinality"), "{}", s.sql);
+    assert_eq!(s.params[1], Some("users.u1.".into()), "each label followed by '.', so u1 never matches u10");
+    assert_eq!(s.params[2], Some("users.u1/".into()));
+    assert_eq!(s.types[1..3], [ParamType::Text, ParamType::Text]);
+    // No labels: every namespace, the labels' comparison (true for any namespace), no path condition.
+    let s = with(json!([]));
+    assert!(!s.sql.contains("_item_ns_path"));
+    assert!(s.sql.contains("t.\"namespace\"[1:pg_catalog.cardinality($2::pg_catalog.text[])] OPERATOR(pg_catalog.=) $2::pg_catalog.text[]"));
     // A label with '.' would make the path ambiguous: refused.
     assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a.b"], ["s", "f"]]}]}))).is_err());
     assert!(Plan::from_json(&observations(json!({"conditions": [{"prefix": ["namespace", ["a"], ["s"]]}]}))).is_err());
@@ -445,8 +487,15 @@ fn relabel(v: &Value, n: &mut u32) -> Value {
                     if k.starts_with('$') {
                         (k.clone(), relabel(x, n))
                     } else {
+                        // (The same shape: a field of one label that cannot be an array's index
+                        // is read by `->`, any other by `#>`.)
                         *n += 1;
-                        (format!("f{n}"), relabel(x, n))
+                        let label = match k.split('.').count() {
+                            1 if super::render::never_an_index(k) => format!("f{n}"),
+                            1 => format!("{n}"),
+                            _ => format!("f{n}.g"),
+                        };
+                        (label, relabel(x, n))
                     }
                 })
                 .collect(),
@@ -459,8 +508,8 @@ fn relabel(v: &Value, n: &mut u32) -> Value {
 }
 
 proptest! {
-    /// Filter labels and values never change the statement: they are parameters, and no value
-    /// appears in the text.
+    /// Filter labels and values never change the statement (beyond whether a field of one label
+    /// can be an array's index): they are parameters, and no value appears in the text.
     #[test]
     fn filter_values_are_never_spliced((f, _kind) in tree(3), org in any::<String>(), q in "[a-z ]{1,20}") {
         let with = |f: Value, org: &str| {
