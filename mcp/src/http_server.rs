@@ -192,50 +192,229 @@ fn unauthorized(g: &Guard, d: Denied) -> Response {
     r
 }
 
-/// A JSON-RPC message as far as the scope check reads it: its method and the tool it names
-/// (everything else is skipped by the parser, not built into a tree).
-#[derive(serde::Deserialize)]
-struct Call<'a> {
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<CallParams<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow, default)]
-    name: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// The tools a JSON-RPC body calls (one message or a batch). A message whose `method` or
-/// `params.name` is not a string is not a call rmcp would serve (it answers it with an error).
+/// The tools a JSON-RPC body calls (one message or a batch): of each message, only its `method`
+/// and `params.name` are read; everything else is skipped by the parser (serde's `IgnoredAny`), so
+/// no tree is built, whatever the body's shape (a 4 MB `[1,1,...]` costs no more than its bytes).
+/// The read is lenient: a value of another type than expected is skipped, never an error, so a
+/// call is never let through unchecked because its shape is odd. A `tools/call` whose name is not
+/// a string (or missing) needs the scope of an unknown tool (`memory:write`); a key given twice is
+/// read every time (each name is checked). A body that is not JSON at all is no call: rmcp, which
+/// parses with the same serde_json, refuses it.
 fn tools_called(body: &[u8]) -> Vec<String> {
-    // A batch or one message, told by the first byte (serde's untagged enums would buffer the
-    // whole body as a tree first).
-    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-    let msgs = if batch { serde_json::from_slice::<Vec<Call>>(body) } else { serde_json::from_slice::<Call>(body).map(|c| vec![c]) };
-    let Ok(msgs) = msgs else {
-        return tools_called_loosely(body);
-    };
-    msgs.into_iter()
-        .filter(|m| m.method.as_deref() == Some("tools/call"))
-        .map(|m| m.params.and_then(|p| p.name).map(|n| n.into_owned()).unwrap_or_default())
-        .collect()
+    serde_json::from_slice::<Messages>(body).map(|b| b.0).unwrap_or_default()
 }
 
-/// The same over a parsed tree, for a body the typed read refuses (e.g. a `params` that is not
-/// an object): no call is let through unchecked because its shape is odd.
-fn tools_called_loosely(body: &[u8]) -> Vec<String> {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let msgs = match v {
-        Value::Array(a) => a,
-        other => vec![other],
+/// A whole body: a message (an object), a batch (an array of them) or any other value (no call).
+#[derive(Default)]
+struct Messages(Vec<String>);
+/// One message: whether its `method` is `tools/call` (any of them, when repeated), and each
+/// `params` given: its names (a name that is not a string is None).
+#[derive(Default)]
+struct Message {
+    call: bool,
+    params: Vec<Vec<Option<String>>>,
+}
+/// A `params`: the `name` keys of an object (none for any other value).
+#[derive(Default)]
+struct Params(Vec<Option<String>>);
+/// A string, or None for a value of any other type.
+#[derive(Default)]
+struct Lenient(Option<String>);
+
+impl Message {
+    fn tools(self, out: &mut Vec<String>) {
+        if !self.call {
+            return;
+        }
+        // No params, or a params without a name: the call of an unknown tool.
+        if self.params.is_empty() {
+            out.push(String::new());
+        }
+        for names in self.params {
+            if names.is_empty() {
+                out.push(String::new());
+            }
+            out.extend(names.into_iter().map(Option::unwrap_or_default));
+        }
+    }
+}
+
+/// Visitor methods that accept any scalar as the type's default (`Lenient(None)`, no call, ...)
+/// and skip the elements of an array.
+macro_rules! lenient_scalars {
+    () => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
     };
-    msgs.iter()
-        .filter(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"))
-        .map(|m| m.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string())
-        .collect()
+}
+
+macro_rules! skip_seq {
+    () => {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
+    };
+}
+
+macro_rules! skip_str {
+    () => {
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+}
+
+/// An object's key, as far as the reader cares.
+enum Key {
+    Method,
+    Params,
+    Name,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+                Ok(match k {
+                    "method" => Key::Method,
+                    "params" => Key::Params,
+                    "name" => Key::Name,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Lenient {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Lenient, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Lenient;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Lenient, E> {
+                Ok(Lenient(Some(v.to_owned())))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lenient, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Lenient(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Params {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Params, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Params;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            skip_str!();
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+                let mut names = vec![];
+                while let Some(k) = map.next_key::<Key>()? {
+                    match k {
+                        Key::Name => names.push(map.next_value::<Lenient>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Params(names))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Message;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            skip_str!();
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+                let mut m = Message::default();
+                while let Some(k) = map.next_key::<Key>()? {
+                    match k {
+                        Key::Method => m.call |= map.next_value::<Lenient>()?.0.as_deref() == Some("tools/call"),
+                        Key::Params => m.params.push(map.next_value::<Params>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Messages, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Messages;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message or batch")
+            }
+            lenient_scalars!();
+            skip_str!();
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
+                // Each message is read and dropped in turn: only the names of calls are kept.
+                let mut out = vec![];
+                while let Some(m) = seq.next_element::<Message>()? {
+                    m.tools(&mut out);
+                }
+                Ok(Messages(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Messages, A::Error> {
+                let mut out = vec![];
+                <Message as serde::Deserialize>::deserialize(serde::de::value::MapAccessDeserializer::new(map))?.tools(&mut out);
+                Ok(Messages(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
@@ -507,6 +686,29 @@ mod tests {
         assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":7}}"#), [""]);
         assert_eq!(tools_called(br#"[{"method":"tools/call","params":"remember"},{"method":"ping"}]"#), [""]);
         assert!(tools_called(br#"{"method":"ping","id":1}"#).is_empty());
+    }
+
+    #[test]
+    fn the_lenient_reader_reads_every_shape_without_a_tree() {
+        // Values of other types than a message's are skipped, at any depth, never an error.
+        assert!(tools_called(b"[1,1,1,null,true,\"x\",[[]],{}]").is_empty());
+        assert!(tools_called(b"7").is_empty() && tools_called(b"\"tools/call\"").is_empty());
+        assert_eq!(tools_called(br#"[1,{"method":"tools/call","params":{"name":"recall","x":[1,{"name":"forget"}]}},[2]]"#), ["recall"]);
+        assert_eq!(tools_called(br#"{"method":"tools/call"}"#), [""]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":[{"name":"recall"}]}"#), [""]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":{"a":"recall"}}}"#), [""]);
+        assert!(tools_called(br#"{"method":["tools/call"],"params":{"name":"forget"}}"#).is_empty(), "not a call rmcp serves");
+        // Keys given twice: each is read (a call if any method is; every name is checked).
+        assert_eq!(tools_called(br#"{"method":"tools/call","method":"ping","params":{"name":"recall","name":"forget"}}"#), ["recall", "forget"]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":"recall"},"params":{}}"#), ["recall", ""]);
+        assert_eq!(tools_called(br#"{"meth\u006fd":"tools/call","p\u0061rams":{"n\u0061me":"forget"}}"#), ["forget"]);
+        // A big batch of non-messages: read in one pass, nothing kept.
+        let mut big = b"[".to_vec();
+        big.extend(b"1,".repeat(1 << 20));
+        big.extend(br#"{"method":"tools/call","params":{"name":"forget"}}]"#);
+        assert_eq!(tools_called(&big), ["forget"]);
+        // Too deep for serde_json (as for rmcp, which parses with it): no call read, rmcp refuses it.
+        assert!(tools_called(&[b"[".repeat(200), b"]".repeat(200)].concat()).is_empty());
     }
 
     #[test]

@@ -717,6 +717,46 @@ def test_http_stateless(binary, app, conn, issuer):
         until(lambda: http(port), 200, "a request that ended still counts")
 
 
+def vm_hwm_kb(pid):
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def tokens_file(tmp_path, names, read_only=()):
+    """A --token-file of tokens for `names` (those in `read_only` with memory:read alone): {name: token}."""
+    toks = {n: secrets.token_urlsafe(32) for n in names}
+    (tmp_path / "tokens.json").write_text(json.dumps([
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "name": n, "org": "acme",
+         "scopes": ["memory:read"] if n in read_only else ["memory:read", "memory:write"]} for n, t in toks.items()]))
+    return toks
+
+
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_http_an_odd_shaped_body_is_read_without_a_tree(binary, app, tmp_path, mode):
+    """Review of issue 51 (F7): the scope check reads only each message's method and params.name, so a
+    4 MB batch of two million numbers costs the server about its bytes, not a parsed tree of them (tens
+    of MB); and the call at its end is still read: a read-only token is refused its forget."""
+    toks = tokens_file(tmp_path, ["reader"], read_only=["reader"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    body = b"[" + b"1," * (2 * 1024 * 1024 - 40) + b'{"method":"tools/call","params":{"name":"forget"}}]'
+    assert len(body) < 4 * 1024 * 1024
+    with http_server(binary, app, READER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), *extra) as (port, proc):
+        headers = {"Authorization": f"Bearer {toks['reader']}", "MCP-Protocol-Version": "2025-06-18",
+                   "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        assert http(port, headers={"Authorization": f"Bearer {toks['reader']}"})[0] == 200
+        before = vm_hwm_kb(proc.pid)
+        c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", "/mcp", body, headers)
+        r = c.getresponse()
+        assert r.status == 403 and 'error="insufficient_scope"' in r.getheader("www-authenticate"), (r.status, r.read())
+        c.close()
+        grown = vm_hwm_kb(proc.pid) - before
+        assert grown < 40 * 1024, f"peak RSS grew by {grown} kB for a 4 MB body"
+
+
 def sent_request(port, body, headers):
     """A whole POST sent, its answer not read: the caller hangs up by closing the socket."""
     b = json.dumps(body).encode()
