@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -50,6 +52,8 @@ pub struct HttpOptions {
     pub idle_timeout: Duration,
     /// No sessions: rmcp's stateless mode with JSON responses.
     pub stateless: bool,
+    /// With authorization: the longest a request's body may take to arrive (408 past it).
+    pub body_timeout: Duration,
 }
 
 /// Marks a request served without a session (`--stateless`), for the handlers: the client's
@@ -115,6 +119,7 @@ struct Guard {
     /// --stateless: the requests in flight, and those of each caller (subject and org).
     in_flight: AtomicUsize,
     in_flight_of: std::sync::Mutex<HashMap<String, usize>>,
+    body_timeout: Duration,
 }
 
 /// A request counted in flight (`--stateless`): in the server's count (`caller` None) or in its
@@ -467,9 +472,9 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     };
     if req.method() == Method::POST {
         let (parts, body) = req.into_parts();
-        let bytes = match to_bytes(body, MAX_BODY).await {
+        let bytes = match read_body(body, g.body_timeout).await {
             Ok(b) => b,
-            Err(_) => return json_response(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": "request body too large"})),
+            Err(r) => return r,
         };
         for tool in tools_called(&bytes) {
             let need = scope_of(&tool);
@@ -510,6 +515,35 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         }
     }
     resp
+}
+
+/// A request's body, read whole (for the scope check) within `timeout` and [`MAX_BODY`]: else the
+/// answer, 408 past the timeout (a body that never finishes would hold its subject's places for
+/// ever), 413 over the limit, 400 when the body cannot be read (the client's stream broke off or
+/// is malformed). The connection is closed after an answer that leaves a body unread.
+async fn read_body<B>(body: B, timeout: Duration) -> Result<Bytes, Response>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let refused = |status, body| {
+        let mut r = json_response(status, body);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": "request body too large", "error_description": format!("a request body is at most {MAX_BODY} bytes")}),
+        )),
+        Ok(Err(_)) => Err(refused(StatusCode::BAD_REQUEST, json!({"error": "bad request", "error_description": "the request body could not be read"}))),
+        Err(_) => Err(refused(
+            StatusCode::REQUEST_TIMEOUT,
+            json!({"error": "request timeout", "error_description": format!(
+                "the request body did not arrive within {} s (--request-body-timeout)", timeout.as_secs_f64())}),
+        )),
+    }
 }
 
 fn too_many_of_subject(g: &Guard) -> Response {
@@ -610,6 +644,7 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         stateless: o.stateless,
         in_flight: AtomicUsize::new(0),
         in_flight_of: Default::default(),
+        body_timeout: o.body_timeout,
     });
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -709,6 +744,45 @@ mod tests {
         assert_eq!(tools_called(&big), ["forget"]);
         // Too deep for serde_json (as for rmcp, which parses with it): no call read, rmcp refuses it.
         assert!(tools_called(&[b"[".repeat(200), b"]".repeat(200)].concat()).is_empty());
+    }
+
+    /// A body that sends `first` (if any) and then never finishes, or breaks off with an error.
+    struct Stalled {
+        first: Option<Bytes>,
+        then_fail: bool,
+    }
+
+    impl http_body::Body for Stalled {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+            if let Some(b) = self.first.take() {
+                return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(b))));
+            }
+            if self.then_fail {
+                return std::task::Poll::Ready(Some(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"))));
+            }
+            std::task::Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_is_read_within_its_limit_and_timeout() {
+        let t = Duration::from_secs(30);
+        assert_eq!(read_body(Body::from("{}"), t).await.ok(), Some(Bytes::from("{}")));
+        let status = |r: Result<Bytes, Response>| r.err().map(|r| (r.status(), r.headers().get(header::CONNECTION).cloned()));
+        let close = Some(HeaderValue::from_static("close"));
+        // A body that never finishes: 408 once the (paused, auto-advanced) clock passes the timeout.
+        let stalled = Stalled { first: Some(Bytes::from(r#"{"jsonrpc": "2.0", "#)), then_fail: false };
+        assert_eq!(status(read_body(stalled, t).await), Some((StatusCode::REQUEST_TIMEOUT, close.clone())));
+        // A body that breaks off is not "too large".
+        let broken = Stalled { first: Some(Bytes::from("{")), then_fail: true };
+        assert_eq!(status(read_body(broken, t).await), Some((StatusCode::BAD_REQUEST, close.clone())));
+        assert_eq!(status(read_body(Body::from(vec![b' '; MAX_BODY + 1]), t).await), Some((StatusCode::PAYLOAD_TOO_LARGE, close)));
+        assert!(read_body(Body::from(vec![b' '; MAX_BODY]), t).await.is_ok());
     }
 
     #[test]

@@ -92,6 +92,11 @@ struct Args {
     /// unless a request carries its clientInfo in `_meta`.
     #[arg(long, requires = "http")]
     stateless: bool,
+    /// With --auth jwt or tokens: seconds a request's body may take to arrive (it is read whole to
+    /// check the token's scopes against the tools it calls); past them the request is answered 408
+    /// and its connection closed.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    request_body_timeout: f64,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -1358,6 +1363,7 @@ async fn main() -> ExitCode {
                     max_sessions_per_subject: args.max_sessions_per_subject.max(1),
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
                     stateless: args.stateless,
+                    body_timeout: Duration::try_from_secs_f64(args.request_body_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(30)),
                 },
             )
             .await

@@ -757,6 +757,37 @@ def test_http_an_odd_shaped_body_is_read_without_a_tree(binary, app, tmp_path, m
         assert grown < 40 * 1024, f"peak RSS grew by {grown} kB for a 4 MB body"
 
 
+def answer_of(sk):
+    """The status line of the answer read on a raw socket (b"" when the server closed it unanswered)."""
+    data = b""
+    while b"\r\n" not in data:
+        d = sk.recv(4096)
+        if not d:
+            break
+        data += d
+    return data.split(b"\r\n")[0]
+
+
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_http_a_body_that_never_finishes_is_answered_408(binary, app, tmp_path, mode):
+    """Review of issue 51 (F6): a token holder's body that never finishes arriving is answered 408 past
+    --request-body-timeout and its connection closed, so it cannot hold its subject's places for ever; a
+    body that breaks off (the client's stream ends early) is 400, not 413 (too large)."""
+    toks = tokens_file(tmp_path, ["alice"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    with http_server(binary, app, READER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"),
+                     "--request-body-timeout", "1", "--max-sessions-per-subject", "1", *extra) as (port, _):
+        auth = {"Authorization": f"Bearer {toks['alice']}"}
+        with held_request(port, auth) as sk:
+            assert answer_of(sk) == b"HTTP/1.1 408 Request Timeout"
+            while sk.recv(65536):  # the connection is closed after the answer (else the read times out)
+                pass
+        assert http(port, headers=auth)[0] == 200, "the place is free again"
+        with held_request(port, auth) as sk:
+            sk.shutdown(socket.SHUT_WR)
+            assert answer_of(sk) == b"HTTP/1.1 400 Bad Request", "a body cut short is not too large"
+
+
 def sent_request(port, body, headers):
     """A whole POST sent, its answer not read: the caller hangs up by closing the socket."""
     b = json.dumps(body).encode()
