@@ -23,7 +23,6 @@ use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::Router;
 use http::{header, HeaderValue, Method, StatusCode, Uri};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -54,6 +53,12 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// With authorization: the longest a request's body may take to arrive (408 past it).
     pub body_timeout: Duration,
+    /// The longest a client may take to send a request's headers, and a connection may stay idle
+    /// between requests (closed past it).
+    pub header_read_timeout: Duration,
+    /// The most open connections; beyond them a new connection waits (in the listen backlog)
+    /// until one closes.
+    pub max_connections: usize,
 }
 
 /// Marks a request served without a session (`--stateless`), for the handlers: the client's
@@ -665,19 +670,72 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
     let well_known = well_known.with_state(guard.clone());
     let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
     let addr = o.addr;
-    // TCP_NODELAY: a response is written in pieces (headers, then each SSE event); with Nagle's
-    // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let mode = if o.stateless { ", stateless" } else { "" };
     eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode})");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections };
+    serve_connections(listener, app, limits, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}
+
+/// What bounds the server's connections (axum::serve sets no timeout and no cap).
+pub struct ConnectionLimits {
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Serves `app` on the connections of `listener` (HTTP/1.1) until `shutdown`, then waits for the
+/// open connections to finish their requests (graceful shutdown, as axum::serve does). Each
+/// connection: its request headers must arrive within `header_read_timeout`, and while it is idle
+/// between requests (keep-alive) the same timer runs, so a half-sent request or an idle
+/// connection is closed then (hyper starts the header timer when it waits for a request's head).
+/// At most `max_connections` are open: the next is accepted once one closes (it waits in the
+/// listen backlog meanwhile), so held connections cannot take the process's file descriptors.
+pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl std::future::Future<Output = ()>) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let place = tokio::select! {
+            p = places.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin; a
+                    // connection reset before it was accepted is nothing.
+                    if !matches!(e.kind(), std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionRefused) {
+                        eprintln!("memory-mcp: accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // TCP_NODELAY: a response is written in pieces (headers, then each SSE event); with Nagle's
+        // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = graceful.watch(http1.serve_connection(TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(place);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 #[cfg(test)]

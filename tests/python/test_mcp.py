@@ -788,6 +788,36 @@ def test_http_a_body_that_never_finishes_is_answered_408(binary, app, tmp_path, 
             assert answer_of(sk) == b"HTTP/1.1 400 Bad Request", "a body cut short is not too large"
 
 
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_http_slow_and_idle_connections_are_closed_and_capped(binary, app, tmp_path, mode):
+    """Review of issue 51 (F5): a request whose headers never finish, and a connection kept idle after
+    its answer (a 401 here: no token needed), are closed after --header-read-timeout; beyond
+    --max-connections a new connection is not served until an open one closes."""
+    toks = tokens_file(tmp_path, ["alice"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), *extra)
+    with http_server(binary, app, READER, *args, "--header-read-timeout", "1") as (port, _):
+        half = socket.create_connection(("127.0.0.1", port), timeout=30)
+        half.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        idle = sent_request(port, INIT, {})
+        assert answer_of(idle) == b"HTTP/1.1 401 Unauthorized"
+        for sk in (half, idle):
+            with sk:
+                while sk.recv(65536):  # closed by the server (else the read times out)
+                    pass
+        assert http(port, headers={"Authorization": f"Bearer {toks['alice']}"})[0] == 200
+    with http_server(binary, app, READER, *args, "--max-connections", "2") as (port, _):
+        held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(2)]
+        for sk in held:
+            sk.sendall(b"POST /mcp HTTP/1.1\r\n")
+        waiting = sent_request(port, INIT, {"Authorization": f"Bearer {toks['alice']}", "Connection": "close"})
+        assert select.select([waiting], [], [], 1)[0] == [], "a connection beyond the cap is not served"
+        held.pop().close()
+        assert answer_of(waiting) == b"HTTP/1.1 200 OK", "served once a place is free"
+        waiting.close()
+        held.pop().close()
+
+
 def sent_request(port, body, headers):
     """A whole POST sent, its answer not read: the caller hangs up by closing the socket."""
     b = json.dumps(body).encode()
