@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -525,7 +525,9 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
 /// A request's body, read whole (for the scope check) within `timeout` and [`MAX_BODY`]: else the
 /// answer, 408 past the timeout (a body that never finishes would hold its subject's places for
 /// ever), 413 over the limit, 400 when the body cannot be read (the client's stream broke off or
-/// is malformed). The connection is closed after an answer that leaves a body unread.
+/// is malformed). The connection is closed after an answer that leaves a body unread. The body is
+/// copied into one buffer of its declared length as its pieces arrive (collecting the pieces and
+/// then joining them held it twice).
 async fn read_body<B>(body: B, timeout: Duration) -> Result<Bytes, Response>
 where
     B: http_body::Body<Data = Bytes>,
@@ -536,13 +538,34 @@ where
         r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         r
     };
-    match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
-        Ok(Ok(b)) => Ok(b.to_bytes()),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(refused(
+    enum Unread {
+        TooLarge,
+        Broken,
+    }
+    let read = async {
+        let declared = http_body::Body::size_hint(&body).lower();
+        if declared > MAX_BODY as u64 {
+            return Err(Unread::TooLarge);
+        }
+        let mut buf = bytes::BytesMut::with_capacity(declared as usize);
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(|_| Unread::Broken)?.into_data() {
+                if buf.len() + data.len() > MAX_BODY {
+                    return Err(Unread::TooLarge);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(Unread::TooLarge)) => Err(refused(
             StatusCode::PAYLOAD_TOO_LARGE,
             json!({"error": "request body too large", "error_description": format!("a request body is at most {MAX_BODY} bytes")}),
         )),
-        Ok(Err(_)) => Err(refused(StatusCode::BAD_REQUEST, json!({"error": "bad request", "error_description": "the request body could not be read"}))),
+        Ok(Err(Unread::Broken)) => Err(refused(StatusCode::BAD_REQUEST, json!({"error": "bad request", "error_description": "the request body could not be read"}))),
         Err(_) => Err(refused(
             StatusCode::REQUEST_TIMEOUT,
             json!({"error": "request timeout", "error_description": format!(
@@ -841,6 +864,9 @@ mod tests {
         assert_eq!(status(read_body(broken, t).await), Some((StatusCode::BAD_REQUEST, close.clone())));
         assert_eq!(status(read_body(Body::from(vec![b' '; MAX_BODY + 1]), t).await), Some((StatusCode::PAYLOAD_TOO_LARGE, close)));
         assert!(read_body(Body::from(vec![b' '; MAX_BODY]), t).await.is_ok());
+        // Over the limit without a declared length (a chunked body): refused as it arrives.
+        let chunked = Stalled { first: Some(Bytes::from(vec![b' '; MAX_BODY + 1])), then_fail: false };
+        assert_eq!(status(read_body(chunked, t).await).map(|s| s.0), Some(StatusCode::PAYLOAD_TOO_LARGE));
     }
 
     #[test]
