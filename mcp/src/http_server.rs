@@ -438,6 +438,7 @@ fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
 
 async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let Some(auth) = &g.auth else {
+        // No token to check: the body is read by cap_sessions, once the request holds its place.
         return next.run(req).await;
     };
     let bearer = req
@@ -594,6 +595,17 @@ fn too_many_of_subject(g: &Guard) -> Response {
     r
 }
 
+/// Without an authenticator (which reads a POST's body for the scope check, within the timeout),
+/// the body is read here within --request-body-timeout all the same: a body that never finishes
+/// would hold its connection, and with --stateless a place of --max-sessions, for ever.
+async fn body_in_time(g: &Guard, req: Request) -> Result<Request, Response> {
+    if g.auth.is_some() || req.method() != Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    Ok(Request::from_parts(parts, Body::from(read_body(body, g.body_timeout).await?)))
+}
+
 async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     if g.stateless {
         // No sessions: at most --max-sessions requests in flight (the place held by the tool call
@@ -610,8 +622,15 @@ async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next)
         }
         req.extensions_mut().insert(Stateless);
         req.extensions_mut().insert(ServerPlace(place));
-        return next.run(req).await;
+        return match body_in_time(&g, req).await {
+            Ok(req) => next.run(req).await,
+            Err(r) => r,
+        };
     }
+    let req = match body_in_time(&g, req).await {
+        Ok(req) => req,
+        Err(r) => return r,
+    };
     let opens_session = req.method() == Method::POST && !req.headers().contains_key("mcp-session-id");
     if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
         let mut r = json_response(

@@ -92,9 +92,8 @@ struct Args {
     /// unless a request carries its clientInfo in `_meta`.
     #[arg(long, requires = "http")]
     stateless: bool,
-    /// With --auth jwt or tokens: seconds a request's body may take to arrive (it is read whole to
-    /// check the token's scopes against the tools it calls); past them the request is answered 408
-    /// and its connection closed.
+    /// Seconds a request's body may take to arrive (it is read whole, to check the token's scopes
+    /// against the tools it calls); past them the request is answered 408 and its connection closed.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
     request_body_timeout: f64,
     /// Seconds a client may take to send a request's headers, and a connection may stay idle
