@@ -10,6 +10,10 @@
 //!    bound the requests in flight.
 //!
 //! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
+//!
+//! Before any of them, the connections are bounded (`serve_connections`): request headers within
+//! `--header-read-timeout`, which also closes a connection idle between requests, and at most
+//! `--max-connections` open; a `POST`'s body must arrive within `--request-body-timeout` (408).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,14 +21,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use bytes::Bytes;
 use http::{header, HeaderValue, Method, StatusCode, Uri};
+use http_body_util::BodyExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
@@ -51,7 +55,7 @@ pub struct HttpOptions {
     pub idle_timeout: Duration,
     /// No sessions: rmcp's stateless mode with JSON responses.
     pub stateless: bool,
-    /// With authorization: the longest a request's body may take to arrive (408 past it).
+    /// The longest a POST's body may take to arrive (408 past it).
     pub body_timeout: Duration,
     /// The longest a client may take to send a request's headers, and a connection may stay idle
     /// between requests (closed past it).
