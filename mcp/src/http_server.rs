@@ -10,20 +10,25 @@
 //!    bound the requests in flight.
 //!
 //! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
+//!
+//! Before any of them, the connections are bounded (`serve_connections`): request headers within
+//! `--header-read-timeout`, which also closes a connection idle between requests, and at most
+//! `--max-connections` open; a `POST`'s body must arrive within `--request-body-timeout` (408).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::Router;
+use bytes::Bytes;
 use http::{header, HeaderValue, Method, StatusCode, Uri};
+use http_body_util::BodyExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
@@ -50,6 +55,14 @@ pub struct HttpOptions {
     pub idle_timeout: Duration,
     /// No sessions: rmcp's stateless mode with JSON responses.
     pub stateless: bool,
+    /// The longest a POST's body may take to arrive (408 past it).
+    pub body_timeout: Duration,
+    /// The longest a client may take to send a request's headers, and a connection may stay idle
+    /// between requests (closed past it).
+    pub header_read_timeout: Duration,
+    /// The most open connections; beyond them a new connection waits (in the listen backlog)
+    /// until one closes.
+    pub max_connections: usize,
 }
 
 /// Marks a request served without a session (`--stateless`), for the handlers: the client's
@@ -115,6 +128,7 @@ struct Guard {
     /// --stateless: the requests in flight, and those of each caller (subject and org).
     in_flight: AtomicUsize,
     in_flight_of: std::sync::Mutex<HashMap<String, usize>>,
+    body_timeout: Duration,
 }
 
 /// A request counted in flight (`--stateless`): in the server's count (`caller` None) or in its
@@ -192,50 +206,229 @@ fn unauthorized(g: &Guard, d: Denied) -> Response {
     r
 }
 
-/// A JSON-RPC message as far as the scope check reads it: its method and the tool it names
-/// (everything else is skipped by the parser, not built into a tree).
-#[derive(serde::Deserialize)]
-struct Call<'a> {
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<CallParams<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow, default)]
-    name: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// The tools a JSON-RPC body calls (one message or a batch). A message whose `method` or
-/// `params.name` is not a string is not a call rmcp would serve (it answers it with an error).
+/// The tools a JSON-RPC body calls (one message or a batch): of each message, only its `method`
+/// and `params.name` are read; everything else is skipped by the parser (serde's `IgnoredAny`), so
+/// no tree is built, whatever the body's shape (a 4 MB `[1,1,...]` costs no more than its bytes).
+/// The read is lenient: a value of another type than expected is skipped, never an error, so a
+/// call is never let through unchecked because its shape is odd. A `tools/call` whose name is not
+/// a string (or missing) needs the scope of an unknown tool (`memory:write`); a key given twice is
+/// read every time (each name is checked). A body that is not JSON at all is no call: rmcp, which
+/// parses with the same serde_json, refuses it.
 fn tools_called(body: &[u8]) -> Vec<String> {
-    // A batch or one message, told by the first byte (serde's untagged enums would buffer the
-    // whole body as a tree first).
-    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-    let msgs = if batch { serde_json::from_slice::<Vec<Call>>(body) } else { serde_json::from_slice::<Call>(body).map(|c| vec![c]) };
-    let Ok(msgs) = msgs else {
-        return tools_called_loosely(body);
-    };
-    msgs.into_iter()
-        .filter(|m| m.method.as_deref() == Some("tools/call"))
-        .map(|m| m.params.and_then(|p| p.name).map(|n| n.into_owned()).unwrap_or_default())
-        .collect()
+    serde_json::from_slice::<Messages>(body).map(|b| b.0).unwrap_or_default()
 }
 
-/// The same over a parsed tree, for a body the typed read refuses (e.g. a `params` that is not
-/// an object): no call is let through unchecked because its shape is odd.
-fn tools_called_loosely(body: &[u8]) -> Vec<String> {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let msgs = match v {
-        Value::Array(a) => a,
-        other => vec![other],
+/// A whole body: a message (an object), a batch (an array of them) or any other value (no call).
+#[derive(Default)]
+struct Messages(Vec<String>);
+/// One message: whether its `method` is `tools/call` (any of them, when repeated), and each
+/// `params` given: its names (a name that is not a string is None).
+#[derive(Default)]
+struct Message {
+    call: bool,
+    params: Vec<Vec<Option<String>>>,
+}
+/// A `params`: the `name` keys of an object (none for any other value).
+#[derive(Default)]
+struct Params(Vec<Option<String>>);
+/// A string, or None for a value of any other type.
+#[derive(Default)]
+struct Lenient(Option<String>);
+
+impl Message {
+    fn tools(self, out: &mut Vec<String>) {
+        if !self.call {
+            return;
+        }
+        // No params, or a params without a name: the call of an unknown tool.
+        if self.params.is_empty() {
+            out.push(String::new());
+        }
+        for names in self.params {
+            if names.is_empty() {
+                out.push(String::new());
+            }
+            out.extend(names.into_iter().map(Option::unwrap_or_default));
+        }
+    }
+}
+
+/// Visitor methods that accept any scalar as the type's default (`Lenient(None)`, no call, ...)
+/// and skip the elements of an array.
+macro_rules! lenient_scalars {
+    () => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
     };
-    msgs.iter()
-        .filter(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"))
-        .map(|m| m.pointer("/params/name").and_then(Value::as_str).unwrap_or("").to_string())
-        .collect()
+}
+
+macro_rules! skip_seq {
+    () => {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
+    };
+}
+
+macro_rules! skip_str {
+    () => {
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+}
+
+/// An object's key, as far as the reader cares.
+enum Key {
+    Method,
+    Params,
+    Name,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+                Ok(match k {
+                    "method" => Key::Method,
+                    "params" => Key::Params,
+                    "name" => Key::Name,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Lenient {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Lenient, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Lenient;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Lenient, E> {
+                Ok(Lenient(Some(v.to_owned())))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lenient, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Lenient(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Params {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Params, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Params;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            skip_str!();
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+                let mut names = vec![];
+                while let Some(k) = map.next_key::<Key>()? {
+                    match k {
+                        Key::Name => names.push(map.next_value::<Lenient>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Params(names))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Message;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            lenient_scalars!();
+            skip_seq!();
+            skip_str!();
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+                let mut m = Message::default();
+                while let Some(k) = map.next_key::<Key>()? {
+                    match k {
+                        Key::Method => m.call |= map.next_value::<Lenient>()?.0.as_deref() == Some("tools/call"),
+                        Key::Params => m.params.push(map.next_value::<Params>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Messages, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Messages;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message or batch")
+            }
+            lenient_scalars!();
+            skip_str!();
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
+                // Each message is read and dropped in turn: only the names of calls are kept.
+                let mut out = vec![];
+                while let Some(m) = seq.next_element::<Message>()? {
+                    m.tools(&mut out);
+                }
+                Ok(Messages(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Messages, A::Error> {
+                let mut out = vec![];
+                <Message as serde::Deserialize>::deserialize(serde::de::value::MapAccessDeserializer::new(map))?.tools(&mut out);
+                Ok(Messages(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
@@ -249,6 +442,7 @@ fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
 
 async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let Some(auth) = &g.auth else {
+        // No token to check: the body is read by cap_sessions, once the request holds its place.
         return next.run(req).await;
     };
     let bearer = req
@@ -288,9 +482,9 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     };
     if req.method() == Method::POST {
         let (parts, body) = req.into_parts();
-        let bytes = match to_bytes(body, MAX_BODY).await {
+        let bytes = match read_body(body, g.body_timeout).await {
             Ok(b) => b,
-            Err(_) => return json_response(StatusCode::PAYLOAD_TOO_LARGE, json!({"error": "request body too large"})),
+            Err(r) => return r,
         };
         for tool in tools_called(&bytes) {
             let need = scope_of(&tool);
@@ -333,6 +527,58 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     resp
 }
 
+/// A request's body, read whole (for the scope check) within `timeout` and [`MAX_BODY`]: else the
+/// answer, 408 past the timeout (a body that never finishes would hold its subject's places for
+/// ever), 413 over the limit, 400 when the body cannot be read (the client's stream broke off or
+/// is malformed). The connection is closed after an answer that leaves a body unread. The body is
+/// copied into one buffer of its declared length as its pieces arrive (collecting the pieces and
+/// then joining them held it twice).
+async fn read_body<B>(body: B, timeout: Duration) -> Result<Bytes, Response>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let refused = |status, body| {
+        let mut r = json_response(status, body);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
+    enum Unread {
+        TooLarge,
+        Broken,
+    }
+    let read = async {
+        let declared = http_body::Body::size_hint(&body).lower();
+        if declared > MAX_BODY as u64 {
+            return Err(Unread::TooLarge);
+        }
+        let mut buf = bytes::BytesMut::with_capacity(declared as usize);
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(|_| Unread::Broken)?.into_data() {
+                if buf.len() + data.len() > MAX_BODY {
+                    return Err(Unread::TooLarge);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(Unread::TooLarge)) => Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": "request body too large", "error_description": format!("a request body is at most {MAX_BODY} bytes")}),
+        )),
+        Ok(Err(Unread::Broken)) => Err(refused(StatusCode::BAD_REQUEST, json!({"error": "bad request", "error_description": "the request body could not be read"}))),
+        Err(_) => Err(refused(
+            StatusCode::REQUEST_TIMEOUT,
+            json!({"error": "request timeout", "error_description": format!(
+                "the request body did not arrive within {} s (--request-body-timeout)", timeout.as_secs_f64())}),
+        )),
+    }
+}
+
 fn too_many_of_subject(g: &Guard) -> Response {
     let mut r = if g.stateless {
         json_response(
@@ -353,6 +599,17 @@ fn too_many_of_subject(g: &Guard) -> Response {
     r
 }
 
+/// Without an authenticator (which reads a POST's body for the scope check, within the timeout),
+/// the body is read here within --request-body-timeout all the same: a body that never finishes
+/// would hold its connection, and with --stateless a place of --max-sessions, for ever.
+async fn body_in_time(g: &Guard, req: Request) -> Result<Request, Response> {
+    if g.auth.is_some() || req.method() != Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    Ok(Request::from_parts(parts, Body::from(read_body(body, g.body_timeout).await?)))
+}
+
 async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     if g.stateless {
         // No sessions: at most --max-sessions requests in flight (the place held by the tool call
@@ -369,8 +626,15 @@ async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next)
         }
         req.extensions_mut().insert(Stateless);
         req.extensions_mut().insert(ServerPlace(place));
-        return next.run(req).await;
+        return match body_in_time(&g, req).await {
+            Ok(req) => next.run(req).await,
+            Err(r) => r,
+        };
     }
+    let req = match body_in_time(&g, req).await {
+        Ok(req) => req,
+        Err(r) => return r,
+    };
     let opens_session = req.method() == Method::POST && !req.headers().contains_key("mcp-session-id");
     if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
         let mut r = json_response(
@@ -431,6 +695,7 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         stateless: o.stateless,
         in_flight: AtomicUsize::new(0),
         in_flight_of: Default::default(),
+        body_timeout: o.body_timeout,
     });
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -451,19 +716,72 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
     let well_known = well_known.with_state(guard.clone());
     let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
     let addr = o.addr;
-    // TCP_NODELAY: a response is written in pieces (headers, then each SSE event); with Nagle's
-    // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let mode = if o.stateless { ", stateless" } else { "" };
     eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode})");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections };
+    serve_connections(listener, app, limits, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}
+
+/// What bounds the server's connections (axum::serve sets no timeout and no cap).
+pub struct ConnectionLimits {
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Serves `app` on the connections of `listener` (HTTP/1.1) until `shutdown`, then waits for the
+/// open connections to finish their requests (graceful shutdown, as axum::serve does). Each
+/// connection: its request headers must arrive within `header_read_timeout`, and while it is idle
+/// between requests (keep-alive) the same timer runs, so a half-sent request or an idle
+/// connection is closed then (hyper starts the header timer when it waits for a request's head).
+/// At most `max_connections` are open: the next is accepted once one closes (it waits in the
+/// listen backlog meanwhile), so held connections cannot take the process's file descriptors.
+pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl std::future::Future<Output = ()>) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let place = tokio::select! {
+            p = places.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin; a
+                    // connection reset before it was accepted is nothing.
+                    if !matches!(e.kind(), std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionRefused) {
+                        eprintln!("memory-mcp: accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // TCP_NODELAY: a response is written in pieces (headers, then each SSE event); with Nagle's
+        // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = graceful.watch(http1.serve_connection(TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(place);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 #[cfg(test)]
@@ -507,6 +825,71 @@ mod tests {
         assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":7}}"#), [""]);
         assert_eq!(tools_called(br#"[{"method":"tools/call","params":"remember"},{"method":"ping"}]"#), [""]);
         assert!(tools_called(br#"{"method":"ping","id":1}"#).is_empty());
+    }
+
+    #[test]
+    fn the_lenient_reader_reads_every_shape_without_a_tree() {
+        // Values of other types than a message's are skipped, at any depth, never an error.
+        assert!(tools_called(b"[1,1,1,null,true,\"x\",[[]],{}]").is_empty());
+        assert!(tools_called(b"7").is_empty() && tools_called(b"\"tools/call\"").is_empty());
+        assert_eq!(tools_called(br#"[1,{"method":"tools/call","params":{"name":"recall","x":[1,{"name":"forget"}]}},[2]]"#), ["recall"]);
+        assert_eq!(tools_called(br#"{"method":"tools/call"}"#), [""]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":[{"name":"recall"}]}"#), [""]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":{"a":"recall"}}}"#), [""]);
+        assert!(tools_called(br#"{"method":["tools/call"],"params":{"name":"forget"}}"#).is_empty(), "not a call rmcp serves");
+        // Keys given twice: each is read (a call if any method is; every name is checked).
+        assert_eq!(tools_called(br#"{"method":"tools/call","method":"ping","params":{"name":"recall","name":"forget"}}"#), ["recall", "forget"]);
+        assert_eq!(tools_called(br#"{"method":"tools/call","params":{"name":"recall"},"params":{}}"#), ["recall", ""]);
+        assert_eq!(tools_called(br#"{"meth\u006fd":"tools/call","p\u0061rams":{"n\u0061me":"forget"}}"#), ["forget"]);
+        // A big batch of non-messages: read in one pass, nothing kept.
+        let mut big = b"[".to_vec();
+        big.extend(b"1,".repeat(1 << 20));
+        big.extend(br#"{"method":"tools/call","params":{"name":"forget"}}]"#);
+        assert_eq!(tools_called(&big), ["forget"]);
+        // Too deep for serde_json (as for rmcp, which parses with it): no call read, rmcp refuses it.
+        assert!(tools_called(&[b"[".repeat(200), b"]".repeat(200)].concat()).is_empty());
+    }
+
+    /// A body that sends `first` (if any) and then never finishes, or breaks off with an error.
+    struct Stalled {
+        first: Option<Bytes>,
+        then_fail: bool,
+    }
+
+    impl http_body::Body for Stalled {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+            if let Some(b) = self.first.take() {
+                return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(b))));
+            }
+            if self.then_fail {
+                return std::task::Poll::Ready(Some(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"))));
+            }
+            std::task::Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_is_read_within_its_limit_and_timeout() {
+        let t = Duration::from_secs(30);
+        assert_eq!(read_body(Body::from("{}"), t).await.ok(), Some(Bytes::from("{}")));
+        let status = |r: Result<Bytes, Response>| r.err().map(|r| (r.status(), r.headers().get(header::CONNECTION).cloned()));
+        let close = Some(HeaderValue::from_static("close"));
+        // A body that never finishes: 408 once the (paused, auto-advanced) clock passes the timeout.
+        let stalled = Stalled { first: Some(Bytes::from(r#"{"jsonrpc": "2.0", "#)), then_fail: false };
+        assert_eq!(status(read_body(stalled, t).await), Some((StatusCode::REQUEST_TIMEOUT, close.clone())));
+        // A body that breaks off is not "too large".
+        let broken = Stalled { first: Some(Bytes::from("{")), then_fail: true };
+        assert_eq!(status(read_body(broken, t).await), Some((StatusCode::BAD_REQUEST, close.clone())));
+        assert_eq!(status(read_body(Body::from(vec![b' '; MAX_BODY + 1]), t).await), Some((StatusCode::PAYLOAD_TOO_LARGE, close)));
+        assert!(read_body(Body::from(vec![b' '; MAX_BODY]), t).await.is_ok());
+        // Over the limit without a declared length (a chunked body): refused as it arrives.
+        let chunked = Stalled { first: Some(Bytes::from(vec![b' '; MAX_BODY + 1])), then_fail: false };
+        assert_eq!(status(read_body(chunked, t).await).map(|s| s.0), Some(StatusCode::PAYLOAD_TOO_LARGE));
     }
 
     #[test]

@@ -92,6 +92,17 @@ struct Args {
     /// unless a request carries its clientInfo in `_meta`.
     #[arg(long, requires = "http")]
     stateless: bool,
+    /// Seconds a request's body may take to arrive (it is read whole, to check the token's scopes
+    /// against the tools it calls); past them the request is answered 408 and its connection closed.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    request_body_timeout: f64,
+    /// Seconds a client may take to send a request's headers, and a connection may stay idle
+    /// between requests; past them the connection is closed.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    header_read_timeout: f64,
+    /// The most open HTTP connections; beyond them a new connection waits until one closes.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    max_connections: usize,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -1358,6 +1369,9 @@ async fn main() -> ExitCode {
                     max_sessions_per_subject: args.max_sessions_per_subject.max(1),
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
                     stateless: args.stateless,
+                    body_timeout: Duration::try_from_secs_f64(args.request_body_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(30)),
+                    header_read_timeout: Duration::try_from_secs_f64(args.header_read_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(10)),
+                    max_connections: args.max_connections.max(1),
                 },
             )
             .await

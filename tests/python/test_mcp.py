@@ -643,14 +643,20 @@ def test_http_jwt_bearer_tokens(binary, app, conn, issuer):
                              "actor => 'mcp:raw-agent:bob')").fetchall()) == 1
 
 
-def held_request(port, headers):
+def held_request(port, headers, refused=True):
     """A POST whose body never finishes arriving (its Content-Length is not reached): a request in
-    flight until the socket closes."""
-    sk = socket.create_connection(("127.0.0.1", port), timeout=30)
+    flight until the socket closes (or --request-body-timeout passes). A request answered at once
+    (the place it would hold still held by the subject's previous call, whose end the server marks
+    just after answering it) is sent again, unless `refused` is False."""
     head = [f"POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
             "Accept: application/json, text/event-stream", "Content-Length: 1000", *(f"{k}: {v}" for k, v in headers.items())]
-    sk.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b'{"jsonrpc": "2.0", ')
-    return sk
+    for _ in range(50):
+        sk = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sk.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b'{"jsonrpc": "2.0", ')
+        if not refused or not select.select([sk], [], [], 0.2)[0]:
+            return sk
+        sk.close()
+    raise AssertionError("the request was refused every time")
 
 
 def until(request, status, what):
@@ -715,6 +721,110 @@ def test_http_stateless(binary, app, conn, issuer):
             _, h, body = until(lambda: http(port), 503, "a request in flight is not counted")
             assert int(h["retry-after"]) > 0 and b"--max-sessions" in body, (h, body)
         until(lambda: http(port), 200, "a request that ended still counts")
+
+
+def vm_hwm_kb(pid):
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def tokens_file(tmp_path, names, read_only=()):
+    """A --token-file of tokens for `names` (those in `read_only` with memory:read alone): {name: token}."""
+    toks = {n: secrets.token_urlsafe(32) for n in names}
+    (tmp_path / "tokens.json").write_text(json.dumps([
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "name": n, "org": "acme",
+         "scopes": ["memory:read"] if n in read_only else ["memory:read", "memory:write"]} for n, t in toks.items()]))
+    return toks
+
+
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_http_an_odd_shaped_body_is_read_without_a_tree(binary, app, tmp_path, mode):
+    """Review of issue 51 (F7): the scope check reads only each message's method and params.name, so a
+    4 MB batch of two million numbers costs the server about its bytes, not a parsed tree of them (tens
+    of MB); and the call at its end is still read: a read-only token is refused its forget."""
+    toks = tokens_file(tmp_path, ["reader"], read_only=["reader"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    body = b"[" + b"1," * (2 * 1024 * 1024 - 40) + b'{"method":"tools/call","params":{"name":"forget"}}]'
+    assert len(body) < 4 * 1024 * 1024
+    with http_server(binary, app, READER, "--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), *extra) as (port, proc):
+        headers = {"Authorization": f"Bearer {toks['reader']}", "MCP-Protocol-Version": "2025-06-18",
+                   "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        assert http(port, headers={"Authorization": f"Bearer {toks['reader']}"})[0] == 200
+        before = vm_hwm_kb(proc.pid)
+        c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", "/mcp", body, headers)
+        r = c.getresponse()
+        assert r.status == 403 and 'error="insufficient_scope"' in r.getheader("www-authenticate"), (r.status, r.read())
+        c.close()
+        grown = vm_hwm_kb(proc.pid) - before
+        assert grown < 40 * 1024, f"peak RSS grew by {grown} kB for a 4 MB body"
+
+
+def answer_of(sk):
+    """The status line of the answer read on a raw socket (b"" when the server closed it unanswered)."""
+    data = b""
+    while b"\r\n" not in data:
+        d = sk.recv(4096)
+        if not d:
+            break
+        data += d
+    return data.split(b"\r\n")[0]
+
+
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+@pytest.mark.parametrize("auth", ["tokens", "none"])
+def test_http_a_body_that_never_finishes_is_answered_408(binary, app, tmp_path, mode, auth):
+    """Review of issue 51 (F6): a body that never finishes arriving is answered 408 past
+    --request-body-timeout and its connection closed, so it cannot hold its subject's places (or, with
+    --auth none and --stateless, the server's) for ever; a body that breaks off (the client's stream
+    ends early) is 400, not 413 (too large)."""
+    toks = tokens_file(tmp_path, ["alice"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    extra += ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json")) if auth == "tokens" else ("--auth", "none")
+    with http_server(binary, app, READER, "--request-body-timeout", "1", "--max-sessions-per-subject", "1",
+                     "--max-sessions", "1", *extra) as (port, _):
+        headers = {"Authorization": f"Bearer {toks['alice']}"} if auth == "tokens" else {}
+        with held_request(port, headers) as sk:
+            assert answer_of(sk) == b"HTTP/1.1 408 Request Timeout"
+            while sk.recv(65536):  # the connection is closed after the answer (else the read times out)
+                pass
+        assert http(port, headers=headers)[0] == 200, "the place is free again"
+        with held_request(port, headers) as sk:
+            sk.shutdown(socket.SHUT_WR)
+            assert answer_of(sk) == b"HTTP/1.1 400 Bad Request", "a body cut short is not too large"
+
+
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_http_slow_and_idle_connections_are_closed_and_capped(binary, app, tmp_path, mode):
+    """Review of issue 51 (F5): a request whose headers never finish, and a connection kept idle after
+    its answer (a 401 here: no token needed), are closed after --header-read-timeout; beyond
+    --max-connections a new connection is not served until an open one closes."""
+    toks = tokens_file(tmp_path, ["alice"])
+    extra = ("--stateless",) if mode == "stateless" else ()
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), *extra)
+    with http_server(binary, app, READER, *args, "--header-read-timeout", "1") as (port, _):
+        half = socket.create_connection(("127.0.0.1", port), timeout=30)
+        half.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        idle = sent_request(port, INIT, {})
+        assert answer_of(idle) == b"HTTP/1.1 401 Unauthorized"
+        for sk in (half, idle):
+            with sk:
+                while sk.recv(65536):  # closed by the server (else the read times out)
+                    pass
+        assert http(port, headers={"Authorization": f"Bearer {toks['alice']}"})[0] == 200
+    with http_server(binary, app, READER, *args, "--max-connections", "2") as (port, _):
+        held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(2)]
+        for sk in held:
+            sk.sendall(b"POST /mcp HTTP/1.1\r\n")
+        waiting = sent_request(port, INIT, {"Authorization": f"Bearer {toks['alice']}", "Connection": "close"})
+        assert select.select([waiting], [], [], 1)[0] == [], "a connection beyond the cap is not served"
+        held.pop().close()
+        assert answer_of(waiting) == b"HTTP/1.1 200 OK", "served once a place is free"
+        waiting.close()
+        held.pop().close()
 
 
 def sent_request(port, body, headers):
