@@ -181,14 +181,57 @@ struct DedupRel {
     index: pg_sys::Oid,
     id: i16,
     user_id: i16,
+    row: RowTest,
+    content: i16,
+    created_at: i16,
+}
+
+/// The columns both direct lookups (the exact one here, the near one in `near`) test a row by:
+/// liveness, namespace and clearance, of the types their statements read them as.
+#[derive(Clone, Copy)]
+pub(crate) struct RowTest {
     namespace: i16,
     key: i16,
     soft_deleted_at: i16,
     superseded_at: i16,
     expires_at: i16,
     classification: i16,
-    content: i16,
-    created_at: i16,
+}
+
+impl RowTest {
+    /// `heap`'s columns (None where one is missing or of another type).
+    pub(crate) fn read(heap: pg_sys::Oid) -> Option<RowTest> {
+        let col = |name: &std::ffi::CStr, typ: pg_sys::Oid| scan::attnum(heap, name).filter(|&n| scan::atttype(heap, n) == typ);
+        let tz = pg_sys::TIMESTAMPTZOID;
+        Some(RowTest {
+            namespace: col(c"namespace", pg_sys::TEXTARRAYOID)?,
+            key: col(c"key", pg_sys::TEXTOID)?,
+            soft_deleted_at: col(c"soft_deleted_at", tz)?,
+            superseded_at: col(c"superseded_at", tz)?,
+            expires_at: col(c"expires_at", tz)?,
+            classification: scan::attnum(heap, c"classification").filter(|&n| crate::pg::varlena::type_is_enum(scan::atttype(heap, n)))?,
+        })
+    }
+
+    /// The tier of the scan's row when it is a live memory (no key, neither deleted nor
+    /// superseded, not expired at `now`) of namespace `ns` (NULL only with NULL) within the
+    /// clearance of rank `limit` (`CLASSIFICATIONS`' order), as the statements test it; else None.
+    pub(crate) fn tier(&self, scan: &scan::Scan<'_>, now: i64, ns: Option<pg_sys::Datum>, limit: usize) -> Option<String> {
+        if scan.datum(self.key).is_some() || scan.datum(self.soft_deleted_at).is_some() || scan.datum(self.superseded_at).is_some() {
+            return None;
+        }
+        if scan.datum(self.expires_at).is_some_and(|d| d.value() as i64 <= now) {
+            return None;
+        }
+        match (scan.datum(self.namespace), ns) {
+            (None, None) => {}
+            (Some(a), Some(b)) if scan::arrays_equal(a, b, pg_sys::DEFAULT_COLLATION_OID) => {}
+            _ => return None,
+        }
+        let c = scan.datum(self.classification)?;
+        let label = pgrx::enum_helper::lookup_enum_by_oid(pg_sys::Oid::from(c.value() as u32)).0;
+        CLASSIFICATIONS.iter().position(|t| *t == label).is_some_and(|x| x <= limit).then_some(label)
+    }
 }
 
 thread_local! {
@@ -223,18 +266,12 @@ fn read_dedup_rel() -> Option<DedupRel> {
     if keys.len() < 2 || Some(keys[0]) != col(c"org_id", text) || Some(keys[1]) != col(c"content_sha256", text) {
         return None;
     }
-    let classification = scan::attnum(heap, c"classification").filter(|&n| crate::pg::varlena::type_is_enum(scan::atttype(heap, n)))?;
     Some(DedupRel {
         heap,
         index,
         id: col(c"id", pg_sys::UUIDOID)?,
         user_id: col(c"user_id", text)?,
-        namespace: col(c"namespace", pg_sys::TEXTARRAYOID)?,
-        key: col(c"key", text)?,
-        soft_deleted_at: col(c"soft_deleted_at", tz)?,
-        superseded_at: col(c"superseded_at", tz)?,
-        expires_at: col(c"expires_at", tz)?,
-        classification,
+        row: RowTest::read(heap)?,
         content: col(c"content", text)?,
         created_at: col(c"created_at", tz)?,
     })
@@ -274,25 +311,10 @@ fn lookup_direct(org: &str, h: &str, user: Option<&str>, ns: Option<pg_sys::Datu
     let now = crate::pg::xact::xact_start_micros();
     let mut out = Vec::new();
     while scan.next() {
-        if scan.datum(r.key).is_some() || scan.datum(r.soft_deleted_at).is_some() || scan.datum(r.superseded_at).is_some() {
-            continue;
-        }
-        if scan.datum(r.expires_at).is_some_and(|d| d.value() as i64 <= now) {
-            continue;
-        }
         if scan.bytes(r.user_id) != user.map(str::as_bytes) {
             continue;
         }
-        match (scan.datum(r.namespace), ns) {
-            (None, None) => {}
-            (Some(a), Some(b)) if scan::arrays_equal(a, b, pg_sys::DEFAULT_COLLATION_OID) => {}
-            _ => continue,
-        }
-        let Some(c) = scan.datum(r.classification) else { continue };
-        let label = pgrx::enum_helper::lookup_enum_by_oid(pg_sys::Oid::from(c.value() as u32)).0;
-        if rank(&label).is_none_or(|x| x > limit) {
-            continue;
-        }
+        let Some(label) = r.row.tier(&scan, now, ns, limit) else { continue };
         // A hash left behind by an UPDATE of the content is no match.
         if scan.bytes(r.content).is_none_or(|t| norm_hash(&String::from_utf8_lossy(t)) != h) {
             continue;

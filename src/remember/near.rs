@@ -20,12 +20,7 @@ struct NearRel {
     heap: pg_sys::Oid,
     index: pg_sys::Oid,
     id: i16,
-    namespace: i16,
-    key: i16,
-    soft_deleted_at: i16,
-    superseded_at: i16,
-    expires_at: i16,
-    classification: i16,
+    row: super::RowTest,
     created_at: i16,
     embedding: i16,
     distance: pg_sys::Oid,
@@ -77,20 +72,12 @@ fn read_near_rel() -> Result<Option<NearRel>, MxError> {
     if keys.len() < 2 || Some(keys[0]) != col(c"user_id", text) || Some(keys[1]) != col(c"org_id", text) {
         return Ok(None);
     }
-    let Some(classification) = scan::attnum(heap, c"classification").filter(|&n| crate::pg::varlena::type_is_enum(scan::atttype(heap, n))) else {
-        return Ok(None);
-    };
     Ok((|| {
         Some(NearRel {
             heap,
             index,
             id: col(c"id", pg_sys::UUIDOID)?,
-            namespace: col(c"namespace", pg_sys::TEXTARRAYOID)?,
-            key: col(c"key", text)?,
-            soft_deleted_at: col(c"soft_deleted_at", tz)?,
-            superseded_at: col(c"superseded_at", tz)?,
-            expires_at: col(c"expires_at", tz)?,
-            classification,
+            row: super::RowTest::read(heap)?,
             created_at: col(c"created_at", tz)?,
             embedding: col(c"embedding", vector)?,
             distance,
@@ -169,20 +156,7 @@ fn nearest_direct(
     // (distance, created_at, id) of the best so far.
     let mut best: Option<(f64, i64, [u8; 16])> = None;
     while scan.next() {
-        if scan.datum(r.key).is_some() || scan.datum(r.soft_deleted_at).is_some() || scan.datum(r.superseded_at).is_some() {
-            continue;
-        }
-        if scan.datum(r.expires_at).is_some_and(|d| d.value() as i64 <= now) {
-            continue;
-        }
-        match (scan.datum(r.namespace), ns) {
-            (None, None) => {}
-            (Some(a), Some(b)) if scan::arrays_equal(a, b, pg_sys::DEFAULT_COLLATION_OID) => {}
-            _ => continue,
-        }
-        let Some(c) = scan.datum(r.classification) else { continue };
-        let label = pgrx::enum_helper::lookup_enum_by_oid(pg_sys::Oid::from(c.value() as u32)).0;
-        if rank(&label).is_none_or(|x| x > limit) {
+        if r.row.tier(&scan, now, ns, limit).is_none() {
             continue;
         }
         let Some(e) = scan.datum(r.embedding) else { continue };
