@@ -58,3 +58,11 @@ def write_section(name, body):
         end = text.find("\n## ", start + len(header))
         text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
     RESULTS.write_text(text.rstrip() + "\n")
+
+
+def process_cpu(pid):
+    """A process's CPU time in seconds so far (user + system, /proc/PID/stat): a backend's, when the
+    machine is shared and wall clock carries other processes' work."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+

@@ -20,16 +20,11 @@ import time
 
 import psycopg
 
-from common import ROOT
+from common import ROOT, process_cpu as cpu
 from mcp_raw import RawMcp
 from mcp_recall import MCP_REMEMBER, ORG, QUERIES, ROLE, http_server, server_cpu, setup
 
-TICK = os.sysconf("SC_CLK_TCK")
 
-
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
 
 
 def backends(admin):

@@ -23,16 +23,13 @@ import time
 
 import psycopg
 
-TICK = os.sysconf("SC_CLK_TCK")
+from common import process_cpu as cpu
+
 WORDS = ("user prefers dark mode editor terminal deploy production review budget project falcon kickoff meeting "
          "moved wednesday afternoon invoice paid january coffee oat milk flight heathrow friday").split()
 REV_WORDS = ["invoice", "refund", "customer", "phone", "email", "shipping", "warranty", "account", "billing", "address",
              "delivery", "password", "order", "discount", "contract", "meeting", "schedule", "report", "payment", "support"]
 
-
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
 
 
 def batches(conn, sides, rounds, run):

@@ -18,12 +18,9 @@ import time
 
 import psycopg
 
-TICK = os.sysconf("SC_CLK_TCK")
+from common import process_cpu as cpu
 
 
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
 
 
 def main():
