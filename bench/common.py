@@ -66,3 +66,19 @@ def process_cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
+
+def interleaved(calls, n, warmup=50):
+    """Each of `calls` (name -> no-argument callable) `warmup` times untimed, then `n` rounds of one
+    call of each, the order rotating by one every round; each call's wall time in seconds, by name."""
+    for f in calls.values():
+        for _ in range(warmup):
+            f()
+    names = list(calls)
+    lat = {k: [] for k in names}
+    for i in range(n):
+        for j in range(len(names)):
+            k = names[(i + j) % len(names)]
+            t0 = time.perf_counter()
+            calls[k]()
+            lat[k].append(time.perf_counter() - t0)
+    return lat

@@ -23,6 +23,7 @@ import time
 
 import psycopg
 
+from common import interleaved
 from mcp_raw import RawMcp
 from mcp_recall import ORG, QUERIES, ROLE, http_server, server_cpu, setup
 
@@ -63,17 +64,9 @@ def main():
             assert not out.get("isError") and out["structuredContent"]["id"], out
             sides[f"{label} remember"] = (lambda raw=raw: raw.call_tool("remember", {"content": text()}), pid)
             sides[f"{label} ping"] = (lambda raw=raw: raw.ping(), pid)
-        for f, _ in sides.values():  # warm-up: prepared statements, the pool's connections, the token cache
-            for _ in range(50):
-                f()
+        # (The warm-up: prepared statements, the pool's connections, the token cache.)
+        lat = interleaved({k: f for k, (f, _) in sides.items()}, batch * rounds)
         names = list(sides)
-        lat = {k: [] for k in sides}
-        for i in range(batch * rounds):
-            for j in range(len(names)):
-                k = names[(i + j) % len(names)]
-                t0 = time.perf_counter()
-                sides[k][0]()
-                lat[k].append(time.perf_counter() - t0)
         got = {k: [] for k in sides}
         for r in range(rounds):
             for k in (names if r % 2 == 0 else list(reversed(names))):

@@ -20,7 +20,7 @@ import time
 
 import psycopg
 
-from common import ROOT, process_cpu as cpu
+from common import ROOT, interleaved, process_cpu as cpu
 from mcp_raw import RawMcp
 from mcp_recall import MCP_REMEMBER, ORG, QUERIES, ROLE, http_server, server_cpu, setup
 
@@ -57,17 +57,7 @@ def main():
             "memory-mcp's statement": lambda: c.execute(MCP_REMEMBER, (ORG, "mcp:bench:bench", "remember:bench", text())).fetchone(),
             "HTTP remember": lambda: raw.call_tool("remember", {"content": text()}),
         }
-        for f in sides.values():  # warm-up: prepared statements, the pool's connections
-            for _ in range(50):
-                f()
-        names = list(sides)
-        lat = {k: [] for k in sides}
-        for i in range(batch * rounds):
-            for j in range(len(names)):
-                k = names[(i + j) % len(names)]
-                t0 = time.perf_counter()
-                sides[k]()
-                lat[k].append(time.perf_counter() - t0)
+        lat = interleaved(sides, batch * rounds)  # (the warm-up: prepared statements, the pool's connections)
         got = {k: [] for k in sides}
         for r in range(rounds):
             for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
