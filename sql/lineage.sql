@@ -6,12 +6,31 @@
 ALTER TABLE memory.observations ADD COLUMN derived_from uuid[];
 ALTER TABLE memory.observations_archive ADD COLUMN derived_from uuid[];
 -- A source's derived memories, found by containment (derived_from @> ARRAY[id]); only rows that
--- have sources are indexed, so a plain memory's insert pays nothing for it. Without GIN's pending
--- list (fastupdate): forgetting searches it for up to a level's worth of ids at once, and a search
--- reads every pending entry against every id (a forget of a memory with 100 descendants took 2-4x
--- longer after a few thousand derived inserts); a derived insert writes its entries directly.
-CREATE INDEX observations_derived_from ON memory.observations USING gin (derived_from) WITH (fastupdate = off) WHERE derived_from IS NOT NULL;
-CREATE INDEX observations_archive_derived_from ON memory.observations_archive USING gin (derived_from) WITH (fastupdate = off) WHERE derived_from IS NOT NULL;
+-- have sources are indexed, so a plain memory's insert pays nothing for it. With GIN's pending
+-- list (fastupdate) and a limit of 4 MB: a derived insert appends its entries to the list (one
+-- page write) instead of inserting each into the entry tree (a descent and a posting list
+-- decoded, merged and re-encoded for each of its sources: about a third of a derived insert's
+-- extra time). The list is moved into the tree off the writers' path: by the background
+-- integrator after its rounds, at most every 100 ms (src/audit/worker.rs), and by forgetting
+-- before it searches (memory_internal._lineage_flush), as a search reads every pending entry
+-- against every id it looks for; a writer moves it only past 4 MB (in a database no integrator
+-- serves; autovacuum moves it too).
+CREATE INDEX observations_derived_from ON memory.observations USING gin (derived_from) WITH (fastupdate = on, gin_pending_list_limit = 4096) WHERE derived_from IS NOT NULL;
+CREATE INDEX observations_archive_derived_from ON memory.observations_archive USING gin (derived_from) WITH (fastupdate = on, gin_pending_list_limit = 4096) WHERE derived_from IS NOT NULL;
+
+-- Moves the pending entries of the derived_from indexes into their trees (gin_clean_pending_list,
+-- which only the indexes' owner may run: SECURITY DEFINER), so that the searches after it read
+-- none; returns the pages moved. Called by memory_internal._erase_derived (forget, erasure)
+-- before it searches. Not granted to PUBLIC.
+CREATE FUNCTION memory_internal._lineage_flush()
+RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.gin_clean_pending_list('memory.observations_derived_from'::pg_catalog.regclass)
+       OPERATOR(pg_catalog.+) pg_catalog.gin_clean_pending_list('memory.observations_archive_derived_from'::pg_catalog.regclass)
+$$;
+REVOKE ALL ON FUNCTION memory_internal._lineage_flush() FROM PUBLIC;
+COMMENT ON FUNCTION memory_internal._lineage_flush() IS
+  'Moves the pending entries of the derived_from GIN indexes of memory.observations and memory.observations_archive into their trees (gin_clean_pending_list) before forgetting searches them; returns the pages moved. Internal.';
 
 -- How much an observation's source_type is trusted, 1 (most) to 5 (least; NULL, unknown):
 -- decision 1, fact 2, preference 3, tool_result 4. A derived memory's source_type is never
@@ -396,6 +415,8 @@ DECLARE
     tabs     jsonb;
     hgate    boolean;
 BEGIN
+    -- Each level's search reads GIN's pending list whole: moved into the tree first.
+    PERFORM memory_internal._lineage_flush();
     WHILE pg_catalog.cardinality(frontier) OPERATOR(pg_catalog.>) 0 LOOP
         lvl := '{}';
         del := '{}';

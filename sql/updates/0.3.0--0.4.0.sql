@@ -109,8 +109,8 @@ SELECT pg_catalog.pg_extension_config_dump('memory.table_revisions', '');
 -- indexes. The floors' triggers and memory.lineage come with the definitions.
 ALTER TABLE memory.observations ADD COLUMN derived_from uuid[];
 ALTER TABLE memory.observations_archive ADD COLUMN derived_from uuid[];
-CREATE INDEX observations_derived_from ON memory.observations USING gin (derived_from) WITH (fastupdate = off) WHERE derived_from IS NOT NULL;
-CREATE INDEX observations_archive_derived_from ON memory.observations_archive USING gin (derived_from) WITH (fastupdate = off) WHERE derived_from IS NOT NULL;
+CREATE INDEX observations_derived_from ON memory.observations USING gin (derived_from) WITH (fastupdate = on, gin_pending_list_limit = 4096) WHERE derived_from IS NOT NULL;
+CREATE INDEX observations_archive_derived_from ON memory.observations_archive USING gin (derived_from) WITH (fastupdate = on, gin_pending_list_limit = 4096) WHERE derived_from IS NOT NULL;
 
 -- h-remember: duplicates at write and context packing (issue 49, SPEC §17; sql/remember.sql).
 -- The org's dedup mode and threshold (constant defaults: no table rewrite), the normalised

@@ -22,6 +22,11 @@ use std::time::Duration;
 /// Deletions from memory.audit_pending after which the worker vacuums it.
 const VACUUM_AFTER: i64 = 5_000;
 
+/// Least time between two moves of the derived_from indexes' pending lists into their trees
+/// (sql/lineage.sql: a derived insert appends its entries to the index's pending list; the
+/// first worker moves them, so that neither a writer nor a search of lineage pays for them).
+const LINEAGE_FLUSH: Duration = Duration::from_millis(100);
+
 /// Registers the workers (only while the postmaster loads shared_preload_libraries).
 pub fn register() {
     if !crate::pg::xact::preloading() {
@@ -186,6 +191,7 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // Entries chained (and deleted from memory.audit_pending) since the worker last vacuumed it.
     let mut deleted: i64 = 0;
     let mut vacuumed = std::time::Instant::now();
+    let mut flushed = std::time::Instant::now();
     while BackgroundWorker::wait_latch(Some(nap)) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
@@ -213,6 +219,16 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         // reused by the next inserts). A vacuum already running (another integrator's, or
         // autovacuum's) may have started before this worker's deletions committed and so leave
         // them: the worker then keeps its count and tries again after its next round.
+        // The first worker moves the derived_from indexes' pending entries into their trees,
+        // at most every LINEAGE_FLUSH (a list it finds empty costs a metapage read).
+        if k == 0 && flushed.elapsed() >= LINEAGE_FLUSH {
+            BackgroundWorker::transaction(|| {
+                if crate::pg::xact::extension_exists(c"memory_ext") {
+                    crate::pg::bulk::gin_clean_pending_lists(c"memory", &[c"observations_derived_from", c"observations_archive_derived_from"]);
+                }
+            });
+            flushed = std::time::Instant::now();
+        }
         deleted += done;
         if (deleted >= VACUUM_AFTER || (done == 0 && deleted > 0)) && vacuumed.elapsed() >= Duration::from_secs(1) {
             let free = BackgroundWorker::transaction(|| {

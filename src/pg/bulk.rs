@@ -271,3 +271,32 @@ impl Drop for Opened {
         }
     }
 }
+
+/// Moves the pending entries of the GIN indexes `names` of schema `schema` into their trees, as
+/// `SELECT gin_clean_pending_list(index)` does for each (called directly: no statement; an empty
+/// list costs a metapage read). Each found by name in the syscache; one that does not exist, or
+/// is not a GIN index, is skipped (an extension not yet updated has none). In the caller's
+/// transaction; the caller must own them (the background integrator runs as the bootstrap
+/// superuser), else the builtin's error.
+pub fn gin_clean_pending_lists(schema: &std::ffi::CStr, names: &[&std::ffi::CStr]) {
+    // SAFETY: syscache lookups by name (InvalidOid for a missing one); the index is opened (and
+    // so locked) to read its access method, then cleaned by the builtin with its oid.
+    unsafe {
+        let ns = pg_sys::get_namespace_oid(schema.as_ptr(), true);
+        if ns == pg_sys::InvalidOid {
+            return;
+        }
+        for name in names {
+            let idx = pg_sys::get_relname_relid(name.as_ptr(), ns);
+            if idx == pg_sys::InvalidOid {
+                continue;
+            }
+            let rel = pg_sys::relation_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let gin = (*(*rel).rd_rel).relkind == pg_sys::RELKIND_INDEX as std::ffi::c_char && (*(*rel).rd_rel).relam == pg_sys::GIN_AM_OID;
+            pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if gin {
+                pgrx::direct_function_call_as_datum(pg_sys::gin_clean_pending_list, &[Some(pg_sys::Datum::from(idx))]);
+            }
+        }
+    }
+}

@@ -2,7 +2,7 @@
 -- retention floors at write and when a source changes, memory.lineage within clearance, and
 -- forgetting and erasure following lineage (held descendants kept), as tenant-bound roles.
 BEGIN;
-SELECT plan(57);
+SELECT plan(60);
 
 SELECT memory.setup_roles();
 CREATE ROLE ln_writer IN ROLE memory_writer;
@@ -239,6 +239,16 @@ INSERT INTO memory.observations (id, org_id, content) VALUES (pg_temp.id('scratc
 SELECT is((memory.forget(ARRAY[pg_temp.id('scratch')], 'x')->'derived_forgotten'), '[]'::jsonb, 'so a new row with its id takes nothing with it');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM memory.observations WHERE id = pg_temp.id('found')), 1::bigint, 'what was made from the old one stays');
+
+-- The derived_from indexes keep GIN's pending list (a derived insert appends its entries; the
+-- integrator and forgetting move them into the tree): every search above read it as it was.
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'memory.observations_derived_from'::regclass),
+          ARRAY['fastupdate=on', 'gin_pending_list_limit=4096'], 'the derived_from index appends to a pending list of 4 MB');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'memory.observations_archive_derived_from'::regclass),
+          ARRAY['fastupdate=on', 'gin_pending_list_limit=4096'], 'and so does the archive''s');
+SELECT ok(NOT has_function_privilege('ln_writer', 'memory_internal._lineage_flush()', 'EXECUTE')
+          AND NOT has_function_privilege('ln_admin', 'memory_internal._lineage_flush()', 'EXECUTE'),
+          'moving the pending entries is memory_ext''s own (not granted to a writer or an admin)');
 
 SELECT * FROM finish();
 ROLLBACK;
