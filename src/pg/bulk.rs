@@ -279,8 +279,9 @@ impl Drop for Opened {
 /// transaction; the caller must own them (the background integrator runs as the bootstrap
 /// superuser), else the builtin's error.
 pub fn gin_clean_pending_lists(schema: &std::ffi::CStr, names: &[&std::ffi::CStr]) {
-    // SAFETY: syscache lookups by name (InvalidOid for a missing one); the index is opened (and
-    // so locked) to read its access method, then cleaned by the builtin with its oid.
+    // SAFETY: syscache lookups by name (InvalidOid for a missing one); the index is opened and
+    // locked (try_relation_open: NULL for one dropped while the lock was awaited) to read its
+    // access method, the lock kept to the transaction's end, then cleaned by the builtin.
     unsafe {
         let ns = pg_sys::get_namespace_oid(schema.as_ptr(), true);
         if ns == pg_sys::InvalidOid {
@@ -291,9 +292,12 @@ pub fn gin_clean_pending_lists(schema: &std::ffi::CStr, names: &[&std::ffi::CStr
             if idx == pg_sys::InvalidOid {
                 continue;
             }
-            let rel = pg_sys::relation_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let rel = pg_sys::try_relation_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if rel.is_null() {
+                continue;
+            }
             let gin = (*(*rel).rd_rel).relkind == pg_sys::RELKIND_INDEX as std::ffi::c_char && (*(*rel).rd_rel).relam == pg_sys::GIN_AM_OID;
-            pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
             if gin {
                 pgrx::direct_function_call_as_datum(pg_sys::gin_clean_pending_list, &[Some(pg_sys::Datum::from(idx))]);
             }
