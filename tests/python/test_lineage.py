@@ -4,12 +4,13 @@ of a restricted memory is restricted; forgetting a source takes its summaries wi
 receipt verifies, then fails once tampered or once a forgotten id exists again. The superuser
 (`conn`) sets up roles and re-inserts a forgotten row (tampering)."""
 import json
+import time
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from conftest import connect, ensure_role
+from conftest import connect, ensure_role, fresh_database, integrator_cluster
 from test_lock_races import Background, wait_until_blocked
 
 WRITER, READER, ADMIN, GLOBEX = "ln_writer", "ln_internal_reader", "ln_admin", "ln_globex"
@@ -254,3 +255,51 @@ def test_a_hold_placed_while_forget_waits_for_a_derived_memory_keeps_it(app, con
         assert out["forgotten"] == [src] and out["derived_forgotten"] == [], out
         assert d in out["held"], out
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE id = %s", (d,)).fetchone()[0] == 1
+
+
+def _pending(c, index="memory.observations_derived_from"):
+    """Entries in GIN's pending list of `index` (pageinspect, read without moving them)."""
+    return c.execute("SELECT n_pending_tuples FROM gin_metapage_info(get_raw_page(%s, 0))", (index,)).fetchone()[0]
+
+
+def _wait_until(f, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if f():
+            return True
+        time.sleep(0.05)
+    return f()
+
+
+def test_derived_inserts_append_to_the_pending_list_that_the_integrator_and_forget_move():
+    """The derived_from index keeps GIN's pending list (sql/lineage.sql): a derived insert appends its
+    entries; where an integrator serves the database it moves them into the tree, and where none does,
+    forget moves them before it searches; lineage reads them either way. As tenant-bound roles."""
+    with integrator_cluster("pytest-lineage-flush", "lineage_served") as served:
+        port = int(served.split("port=")[1].split()[0])
+        unserved = fresh_database(port, "lineage_unserved")
+        for db in (served, unserved):
+            with psycopg.connect(db, autocommit=True) as su:
+                su.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+                su.execute("SELECT memory.setup_roles()")
+                ensure_role(su, WRITER, "memory_writer")
+                ensure_role(su, READER, "memory_reader")
+                su.execute("SELECT memory.grant_org(%s, 'acme'), memory.grant_org(%s, 'acme')", (WRITER, READER))
+        # Served: 20 summaries of 10 sources each are moved into the tree by the integrator.
+        with connect(served, WRITER, "acme") as w, connect(served, READER, "acme") as r, psycopg.connect(served, autocommit=True) as su:
+            src = [w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', %s) RETURNING id", (f"Note {i}",)).fetchone()[0]
+                   for i in range(10)]
+            for i in range(20):
+                w.execute("INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', %s, %s)", (f"Summary {i}", src))
+            assert _wait_until(lambda: _pending(su) == 0), "the integrator moves the pending entries into the tree"
+            assert r.execute("SELECT count(*) FROM memory.lineage(%s, 'down')", (src[0],)).fetchone()[0] == 20
+        # Unserved: the entries stay pending, lineage reads them, forget moves them and follows them.
+        with connect(unserved, WRITER, "acme") as w, connect(unserved, READER, "acme") as r, psycopg.connect(unserved, autocommit=True) as su:
+            src = w.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'Board minutes') RETURNING id").fetchone()[0]
+            kids = [w.execute("INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', %s, ARRAY[%s::uuid]) RETURNING id",
+                              (f"Minutes, part {i}", src)).fetchone()[0] for i in range(5)]
+            assert _pending(su) == 5
+            assert sorted(x[0] for x in r.execute("SELECT id FROM memory.lineage(%s, 'down')", (src,))) == sorted(kids)
+            out = w.execute("SELECT memory.forget(ARRAY[%s::uuid], 'user request')", (src,)).fetchone()[0]
+            assert sorted(out["derived_forgotten"]) == sorted(str(k) for k in kids)
+            assert _pending(su) == 0
