@@ -11,7 +11,7 @@ ALTER TABLE memory.observations_archive ADD COLUMN derived_from uuid[];
 -- page write) instead of inserting each into the entry tree (a descent and a posting list
 -- decoded, merged and re-encoded for each of its sources: about a third of a derived insert's
 -- extra time). The list is moved into the tree off the writers' path: by the background
--- integrator after its rounds, at most every 100 ms (src/audit/worker.rs), and by forgetting
+-- integrator after its rounds, at most once a second (src/audit/worker.rs), and by forgetting
 -- before it searches (memory_internal._lineage_flush), as a search reads every pending entry
 -- against every id it looks for; a writer moves it only past 4 MB (in a database no integrator
 -- serves; autovacuum moves it too).

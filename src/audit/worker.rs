@@ -24,8 +24,10 @@ const VACUUM_AFTER: i64 = 5_000;
 
 /// Least time between two moves of the derived_from indexes' pending lists into their trees
 /// (sql/lineage.sql: a derived insert appends its entries to the index's pending list; the
-/// first worker moves them, so that neither a writer nor a search of lineage pays for them).
-const LINEAGE_FLUSH: Duration = Duration::from_millis(100);
+/// first worker moves them, so that neither a writer nor a search of lineage pays for them). Once a
+/// second: each source's posting list is decoded and re-encoded once for all its entries of that
+/// second (bench/RESULTS.md, issue 50: ~0.02 ms of CPU a derived insert less than every 100 ms).
+const LINEAGE_FLUSH: Duration = Duration::from_millis(1000);
 
 /// Registers the workers (only while the postmaster loads shared_preload_libraries).
 pub fn register() {
@@ -209,16 +211,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
             let mut cov = std::panic::AssertUnwindSafe(&mut covering);
             done += BackgroundWorker::transaction(move || covered_shares(n, &mut cov).map_or(0, round));
         }
-        // Each round reads memory.audit_pending whole; the rows it deletes stay in the table as
-        // dead rows until a vacuum, and a table grown by a backlog keeps every later round slow
-        // (autovacuum visits a database once a minute). The worker vacuums it itself after
-        // VACUUM_AFTER deletions, or when a round finds nothing left after some, at most once a
-        // second: a table without indexes vacuums in one pass (pages it empties are marked
-        // all-visible, so the next vacuum skips them), SKIP_LOCKED gives way to a running
-        // autovacuum, and TRUNCATE false never waits for the writers' locks (the freed space is
-        // reused by the next inserts). A vacuum already running (another integrator's, or
-        // autovacuum's) may have started before this worker's deletions committed and so leave
-        // them: the worker then keeps its count and tries again after its next round.
         // The first worker moves the derived_from indexes' pending entries into their trees,
         // at most every LINEAGE_FLUSH (a list it finds empty costs a metapage read).
         if k == 0 && flushed.elapsed() >= LINEAGE_FLUSH {
@@ -229,6 +221,16 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
             });
             flushed = std::time::Instant::now();
         }
+        // Each round reads memory.audit_pending whole; the rows it deletes stay in the table as
+        // dead rows until a vacuum, and a table grown by a backlog keeps every later round slow
+        // (autovacuum visits a database once a minute). The worker vacuums it itself after
+        // VACUUM_AFTER deletions, or when a round finds nothing left after some, at most once a
+        // second: a table without indexes vacuums in one pass (pages it empties are marked
+        // all-visible, so the next vacuum skips them), SKIP_LOCKED gives way to a running
+        // autovacuum, and TRUNCATE false never waits for the writers' locks (the freed space is
+        // reused by the next inserts). A vacuum already running (another integrator's, or
+        // autovacuum's) may have started before this worker's deletions committed and so leave
+        // them: the worker then keeps its count and tries again after its next round.
         deleted += done;
         if (deleted >= VACUUM_AFTER || (done == 0 && deleted > 0)) && vacuumed.elapsed() >= Duration::from_secs(1) {
             let free = BackgroundWorker::transaction(|| {
