@@ -440,10 +440,17 @@ fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
     r
 }
 
-async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+/// The token's check, then the caps: one middleware (each layer costs a request a copy of the
+/// service it wraps and a future of its own).
+async fn authorize_and_cap(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    authorize(g, req, next).await
+}
+
+/// The token's check; the request then goes on to the caps (cap_sessions).
+async fn authorize(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
     let Some(auth) = &g.auth else {
         // No token to check: the body is read by cap_sessions, once the request holds its place.
-        return next.run(req).await;
+        return cap_sessions(g.clone(), req, next).await;
     };
     let bearer = req
         .headers()
@@ -499,7 +506,7 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     }
     if g.stateless {
         req.extensions_mut().insert(principal);
-        return next.run(req).await;
+        return cap_sessions(g.clone(), req, next).await;
     }
     let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(sid) = &session {
@@ -518,7 +525,7 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         }
     }
     req.extensions_mut().insert(principal);
-    let resp = next.run(req).await;
+    let resp = cap_sessions(g.clone(), req, next).await;
     if session.is_none() {
         if let Some(sid) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             g.owners.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.to_string(), caller);
@@ -610,7 +617,7 @@ async fn body_in_time(g: &Guard, req: Request) -> Result<Request, Response> {
     Ok(Request::from_parts(parts, Body::from(read_body(body, g.body_timeout).await?)))
 }
 
-async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+async fn cap_sessions(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
     if g.stateless {
         // No sessions: at most --max-sessions requests in flight (the place held by the tool call
         // too, through the request's extensions).
@@ -652,7 +659,12 @@ async fn metadata(State(g): State<Arc<Guard>>) -> Response {
     json_response(StatusCode::OK, g.metadata.clone())
 }
 
-pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
+/// Serves HTTP with one worker thread per server of `servers` (each with its own database pool):
+/// every worker runs a single-threaded event loop that accepts connections from the one listening
+/// socket and serves them whole, so a request, the tool call it makes and its database I/O never
+/// pass between threads. The checks, the caps (sessions, requests in flight, connections) and the
+/// sessions themselves are shared by all workers.
+pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), String> {
     let mut origins = vec![];
     let mut allow_null = false;
     for s in &o.allowed_origins {
@@ -697,37 +709,91 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         in_flight_of: Default::default(),
         body_timeout: o.body_timeout,
     });
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        sessions,
-        StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_legacy_session_mode(!o.stateless)
-            .with_json_response(o.stateless),
-    );
-    let mcp = Router::new()
-        .nest_service("/mcp", service)
-        .layer(from_fn_with_state(guard.clone(), cap_sessions))
-        .layer(from_fn_with_state(guard.clone(), authorize));
-    let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
-    if !path.is_empty() {
-        well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
-    }
-    let well_known = well_known.with_state(guard.clone());
-    let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_legacy_session_mode(!o.stateless)
+        .with_json_response(o.stateless);
+    // One app a worker: the same checks and caps (the guard, the sessions), the worker's own server.
+    let app = |server: MemoryServer| {
+        let service = Shared(Arc::new(StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config.clone())));
+        let mcp = Router::new()
+            .nest_service("/mcp", service)
+            .layer(from_fn_with_state(guard.clone(), authorize_and_cap));
+        let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
+        if !path.is_empty() {
+            well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
+        }
+        let well_known = well_known.with_state(guard.clone());
+        mcp.merge(well_known).layer(from_fn_with_state(guard.clone(), check_origin))
+    };
     let addr = o.addr;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let mode = if o.stateless { ", stateless" } else { "" };
-    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode})");
+    let listener = listener.into_std().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections };
-    serve_connections(listener, app, limits, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
-    Ok(())
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (ended_tx, mut ended) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
+    let mut workers = vec![];
+    for (i, server) in servers.into_iter().enumerate() {
+        let listener = listener.try_clone().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let (app, places, mut stopped, ended_tx) = (app(server), places.clone(), stopped.clone(), ended_tx.clone());
+        let worker = std::thread::Builder::new().name(format!("memory-mcp-http-{i}")).spawn(move || {
+            let served = (|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start an HTTP worker: {e}"))?;
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                    serve_connections(listener, app, places, limits, async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })
+                    .await;
+                    Ok(())
+                })
+            })();
+            let _ = ended_tx.send(served);
+        });
+        workers.push(worker.map_err(|e| format!("cannot start an HTTP worker: {e}"))?);
+    }
+    drop((listener, ended_tx));
+    let mode = if o.stateless { ", stateless" } else { "" };
+    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode}, {} workers)", workers.len());
+    // Until SIGINT, or a worker that could not serve (then the others are stopped too).
+    let failed = tokio::select! {
+        _ = tokio::signal::ctrl_c() => None,
+        e = ended.recv() => e.and_then(Result::err),
+    };
+    let _ = stop.send(true);
+    let mut result = failed.map_or(Ok(()), Err);
+    for _ in 0..workers.len() {
+        if let Some(Err(e)) = ended.recv().await {
+            result = result.and(Err(e));
+        }
+    }
+    result
+}
+
+/// rmcp's service, shared by the requests it serves: the router hands each request a copy of its
+/// service, and rmcp's own copies itself again (its configuration, the allowed hosts' strings
+/// included), twice a request; this one copies a pointer.
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<MemoryServer, LocalSessionManager>>);
+
+impl tower_service::Service<Request> for Shared {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(req).await.map(Body::new)) })
+    }
 }
 
 /// What bounds the server's connections (axum::serve sets no timeout and no cap).
+#[derive(Clone, Copy)]
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
@@ -738,11 +804,30 @@ pub struct ConnectionLimits {
 /// connection: its request headers must arrive within `header_read_timeout`, and while it is idle
 /// between requests (keep-alive) the same timer runs, so a half-sent request or an idle
 /// connection is closed then (hyper starts the header timer when it waits for a request's head).
-/// At most `max_connections` are open: the next is accepted once one closes (it waits in the
-/// listen backlog meanwhile), so held connections cannot take the process's file descriptors.
-pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl std::future::Future<Output = ()>) {
+/// At most `max_connections` are open (`places` holds them, shared by the workers that accept
+/// from the same socket: each takes a place before it accepts): the next is accepted once one
+/// closes (it waits in the listen backlog meanwhile), so held connections cannot take the
+/// process's file descriptors.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    places: Arc<tokio::sync::Semaphore>,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    // hyper arms a header-read timer after every response. Tokio's timer wheel wakes its event
+    // loop (a write to its eventfd, and one more return from epoll_wait) whenever a timer armed is
+    // the earliest of all, as each such timer is when none other is armed (while a call waits on
+    // the database): a timer that is always armed and always earlier spares every request that.
+    let tick = (limits.header_read_timeout / 2).min(Duration::from_secs(1)).max(Duration::from_millis(10));
+    let ticker = tokio::spawn(async move {
+        let mut every = tokio::time::interval(tick);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+        }
+    });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
@@ -782,6 +867,7 @@ pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, l
     }
     drop(listener);
     graceful.shutdown().await;
+    ticker.abort();
 }
 
 #[cfg(test)]

@@ -103,6 +103,11 @@ struct Args {
     /// The most open HTTP connections; beyond them a new connection waits until one closes.
     #[arg(long, default_value_t = 512, value_name = "N")]
     max_connections: usize,
+    /// Threads serving HTTP (default: the host's cores). Each accepts connections and serves them
+    /// whole on its own event loop, with its own database pool: a call's request, tool handler and
+    /// database connection stay on one thread (no hand-off between threads per call).
+    #[arg(long, value_name = "N")]
+    http_workers: Option<usize>,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -123,6 +128,9 @@ enum AuthMode {
     Jwt,
     Tokens,
 }
+
+/// The database connections of the server (over HTTP, shared among its worker threads' pools).
+const POOL_SIZE: usize = 4;
 
 const WRITE_TOOLS: [&str; 6] = ["remember", "forget", "put", "delete", "supersede", "record_outcome"];
 
@@ -1321,8 +1329,8 @@ async fn main() -> ExitCode {
     // As libpq: no TLS over Unix sockets.
     let unix_only = !cfg.get_hosts().is_empty() && cfg.get_hosts().iter().all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)));
     cfg.ssl_mode(if unix_only { tokio_postgres::config::SslMode::Disable } else { mode });
-    let mgr = Manager::from_config(cfg, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    let pool = match Pool::builder(mgr).max_size(4).build() {
+    let new_pool = |size: usize| Pool::builder(Manager::from_config(cfg.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast })).max_size(size).build();
+    let pool = match new_pool(POOL_SIZE) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("memory-mcp: {e}");
@@ -1357,8 +1365,19 @@ async fn main() -> ExitCode {
                 Err(e) => return fail(e),
             };
             let allowed_origins = if args.allowed_origins.is_empty() { http_server::default_origins(port, &resource) } else { args.allowed_origins.clone() };
+            // Each HTTP worker thread gets a pool of its own (its connections' I/O driven by that
+            // thread's event loop), POOL_SIZE connections in all (at least 2 a worker).
+            let workers = args.http_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, 1024);
+            let per_worker = POOL_SIZE.div_ceil(workers).max(2);
+            let servers = match (0..workers).map(|_| new_pool(per_worker).map(|pool| MemoryServer { pool, ..server.clone() })).collect::<Result<Vec<_>, _>>() {
+                Ok(s) => s,
+                Err(e) => return fail(e.to_string()),
+            };
+            // The startup checks' connection is not used again.
+            server.pool.close();
+            drop(server);
             http_server::serve(
-                server,
+                servers,
                 http_server::HttpOptions {
                     addr,
                     resource,
