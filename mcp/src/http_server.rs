@@ -738,6 +738,8 @@ pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), Str
         let listener = listener.try_clone().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let (app, places, mut stopped, ended_tx) = (app(server), places.clone(), stopped.clone(), ended_tx.clone());
         let worker = std::thread::Builder::new().name(format!("memory-mcp-http-{i}")).spawn(move || {
+            // A worker that ends (a panic included) ends the server: the others are stopped.
+            let ended = Ended(Some(ended_tx));
             let served = (|| {
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start an HTTP worker: {e}"))?;
                 rt.block_on(async move {
@@ -749,7 +751,7 @@ pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), Str
                     Ok(())
                 })
             })();
-            let _ = ended_tx.send(served);
+            ended.send(served);
         });
         workers.push(worker.map_err(|e| format!("cannot start an HTTP worker: {e}"))?);
     }
@@ -769,6 +771,26 @@ pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), Str
         }
     }
     result
+}
+
+/// Tells the server that an HTTP worker ended, and how: sent by the worker, or on its drop (a
+/// panic unwinding the worker's thread).
+struct Ended(Option<tokio::sync::mpsc::UnboundedSender<Result<(), String>>>);
+
+impl Ended {
+    fn send(mut self, how: Result<(), String>) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(how);
+        }
+    }
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(Err("an HTTP worker stopped unexpectedly".into()));
+        }
+    }
 }
 
 /// rmcp's service, shared by the requests it serves: the router hands each request a copy of its
