@@ -145,7 +145,12 @@ pub struct MemoryServer {
     vector_type: Option<Arc<str>>,
     /// The answer to `initialize` (server_info).
     info: Arc<ServerConfig>,
+    /// remember's statement for each set of arguments given (Call::given), built once.
+    remember_sql: Arc<[OnceLock<String>; 1 << REMEMBER_ARGS]>,
 }
+
+/// The arguments remember may give its INSERT (the embedding included).
+const REMEMBER_ARGS: usize = 7;
 
 /// Why a call failed: the database's answer, a lost connection, or arguments that do not fit the
 /// tool's schema (an MCP protocol error, not a tool result).
@@ -579,16 +584,21 @@ fn opt_json(a: &JsonObject, k: &str) -> Option<String> {
 /// A named-argument call or column list, built from fixed names only; every value is a parameter.
 struct Call {
     names: Vec<&'static str>,
-    casts: Vec<String>,
+    casts: Vec<Cow<'static, str>>,
     params: Vec<Box<dyn ToSql + Sync + Send>>,
+    /// Which of the arguments offered (in the order of the `arg` calls) were given: a bit each.
+    given: usize,
+    offered: usize,
 }
 
 impl Call {
     fn new() -> Self {
-        Call { names: vec![], casts: vec![], params: vec![] }
+        Call { names: vec![], casts: vec![], params: vec![], given: 0, offered: 0 }
     }
-    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: impl Into<String>, v: Option<T>) -> &mut Self {
+    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: impl Into<Cow<'static, str>>, v: Option<T>) -> &mut Self {
+        self.offered += 1;
         if let Some(v) = v {
+            self.given |= 1 << (self.offered - 1);
             self.names.push(name);
             self.casts.push(cast.into());
             self.params.push(Box::new(v));
@@ -691,20 +701,23 @@ impl MemoryServer {
             .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
             .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
             .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
-        if let (Some(v), Some(t)) = (vector, &self.vector_type) {
-            c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
-        }
-        let sql = format!(
-            "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
-            c.names.join(", "),
-            c.placeholders_from(SETTINGS_PARAMS).join(", ")
-        );
+        let embedding = vector.zip(self.vector_type.as_deref());
+        let cast: Cow<'static, str> = embedding.map_or(Cow::Borrowed(""), |(_, t)| format!("::text::{t}").into());
+        c.arg("embedding", cast, embedding.map(|(v, _)| embed::vector_text(v)));
+        // The statement depends only on which arguments are given: built once for each set.
+        let sql = self.remember_sql[c.given].get_or_init(|| {
+            format!(
+                "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
+                c.names.join(", "),
+                c.placeholders_from(SETTINGS_PARAMS).join(", ")
+            )
+        });
         let call = format!("remember:{client}");
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&org, &actor, &call];
         params.extend(c.refs());
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
         let tx = conn.client();
-        let st = tx.prepare_cached(&sql).await?;
+        let st = tx.prepare_cached(sql).await?;
         let row = tx.query_one(&st, &params).await;
         // A refused statement has rolled its transaction back: the connection is idle again. A
         // lost one is closed (Pooled's drop).
@@ -1355,7 +1368,15 @@ async fn main() -> ExitCode {
         },
     };
     let info = Arc::new(server_info(org.as_deref(), args.read_only));
-    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only, embedder, vector_type, info };
+    let server = MemoryServer {
+        pool,
+        org: org.map(Into::into),
+        read_only: args.read_only,
+        embedder,
+        vector_type,
+        info,
+        remember_sql: Arc::new(std::array::from_fn(|_| OnceLock::new())),
+    };
     let result = match http {
         None => serve_stdio(server).await,
         Some((addr, (auth, resource_url))) => {
