@@ -103,9 +103,10 @@ struct Args {
     /// The most open HTTP connections; beyond them a new connection waits until one closes.
     #[arg(long, default_value_t = 512, value_name = "N")]
     max_connections: usize,
-    /// Threads serving HTTP (default: the host's cores). Each accepts connections and serves them
-    /// whole on its own event loop, with its own database pool: a call's request, tool handler and
-    /// database connection stay on one thread (no hand-off between threads per call).
+    /// Threads serving HTTP (default: the host's cores, at most 4). Each accepts connections and
+    /// serves them whole on its own event loop, with its own database pool (4 connections shared
+    /// out, at least 2 a worker): a call's request, tool handler and database connection stay on
+    /// one thread (no hand-off between threads per call).
     #[arg(long, value_name = "N")]
     http_workers: Option<usize>,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
@@ -1387,8 +1388,11 @@ async fn main() -> ExitCode {
             };
             let allowed_origins = if args.allowed_origins.is_empty() { http_server::default_origins(port, &resource) } else { args.allowed_origins.clone() };
             // Each HTTP worker thread gets a pool of its own (its connections' I/O driven by that
-            // thread's event loop), POOL_SIZE connections in all (at least 2 a worker).
-            let workers = args.http_workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, 1024);
+            // thread's event loop), POOL_SIZE connections shared out, at least 2 a worker (a call
+            // waiting on a lock leaves its worker another). By default no more workers than
+            // POOL_SIZE: a worker costs a call far less than its database round trip.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let workers = args.http_workers.unwrap_or(cores.min(POOL_SIZE)).clamp(1, 1024);
             let per_worker = POOL_SIZE.div_ceil(workers).max(2);
             let servers = match (0..workers).map(|_| new_pool(per_worker).map(|pool| MemoryServer { pool, ..server.clone() })).collect::<Result<Vec<_>, _>>() {
                 Ok(s) => s,
