@@ -22,7 +22,7 @@ use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    RequestMetaObject, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -92,6 +92,10 @@ struct Args {
     /// unless a request carries its clientInfo in `_meta`.
     #[arg(long, requires = "http")]
     stateless: bool,
+    /// --stateless: every call through rmcp's stateless path (no direct tools/call): the tests
+    /// compare the two paths with it.
+    #[arg(long, hide = true)]
+    no_direct_calls: bool,
     /// Seconds a request's body may take to arrive (it is read whole, to check the token's scopes
     /// against the tools it calls); past them the request is answered 408 and its connection closed.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
@@ -1040,8 +1044,15 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
     // A stateless HTTP request has no session's `initialize`: rmcp's stand-in would name rmcp
     // itself, so only the request's own `_meta` names its client.
     let stateless = ctx.extensions.get::<http::request::Parts>().is_some_and(|p| p.extensions.get::<http_server::Stateless>().is_some());
-    let info = if stateless { ctx.meta.client_info() } else { ctx.client_info() };
-    clean_client_name(&info.map(|i| i.name).unwrap_or_default())
+    if stateless {
+        return stateless_client_name(&ctx.meta);
+    }
+    clean_client_name(&ctx.client_info().map(|i| i.name).unwrap_or_default())
+}
+
+/// The client's name of a stateless HTTP request: its own `_meta`'s clientInfo, if any.
+pub(crate) fn stateless_client_name(meta: &RequestMetaObject) -> String {
+    clean_client_name(&meta.client_info().map(|i| i.name).unwrap_or_default())
 }
 
 /// A client's self-declared name as the actor and the audit record carry it: at most 100
@@ -1111,26 +1122,31 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
-        let name: Cow<'static, str> = req.name;
+        let args = req.arguments.unwrap_or_default();
+        self.call(&req.name, &args, principal(&ctx), &client_name(&ctx)).await.map(Into::into)
+    }
+}
+
+impl MemoryServer {
+    /// A tool call, from plain values: rmcp's `call_tool` and the HTTP server's direct stateless
+    /// path (http_server::direct_call) both make it here, so a tool answers alike on either.
+    pub(crate) async fn call(&self, name: &str, args: &JsonObject, who: Option<&Principal>, client: &str) -> Result<CallToolResult, McpError> {
         if !tool_list(self.read_only).iter().any(|t| t.name == name) {
-            let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
+            let why = if self.read_only && WRITE_TOOLS.contains(&name) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
-        let who = principal(&ctx);
         if let Some(p) = who {
             // The HTTP layer answered 403 insufficient_scope already; this holds without it too.
-            let need = auth::scope_of(&name);
+            let need = auth::scope_of(name);
             if !p.scopes.contains(need) {
                 return Err(McpError::invalid_request(format!("tool {name} needs scope {need}"), None));
             }
         }
-        let args = req.arguments.unwrap_or_default();
-        let result = match self.run(&name, &args, &client_name(&ctx), who).await {
-            Ok(v) if v.is_object() => CallToolResult::structured(v),
-            Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
-            Err(f) => tool_error(f)?,
-        };
-        Ok(result.into())
+        match self.run(name, args, client, who).await {
+            Ok(v) if v.is_object() => Ok(CallToolResult::structured(v)),
+            Ok(v) => Ok(CallToolResult::success(vec![ContentBlock::text(v.to_string())])),
+            Err(f) => tool_error(f),
+        }
     }
 }
 
@@ -1416,6 +1432,7 @@ async fn main() -> ExitCode {
                     body_timeout: Duration::try_from_secs_f64(args.request_body_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(30)),
                     header_read_timeout: Duration::try_from_secs_f64(args.header_read_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(10)),
                     max_connections: args.max_connections.max(1),
+                    direct_calls: !args.no_direct_calls,
                 },
             )
             .await
