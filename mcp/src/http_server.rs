@@ -999,6 +999,11 @@ async fn direct_call(d: &Direct, req: Request) -> Result<Response, Request> {
 /// `call_tool`: handler/server.rs, service.rs:1653-1665). None for anything else.
 fn call_rmcp_would_serve(body: &[u8]) -> Option<(rmcp::model::RequestId, rmcp::model::CallToolRequestParams, String)> {
     use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcRequest};
+    // Any other message (a ping, tools/list, initialize) is not parsed twice: a body without the
+    // bytes `tools/call` (a method spelled with escapes included) goes to rmcp straight away.
+    if !body.windows(10).any(|w| w == b"tools/call") {
+        return None;
+    }
     let Ok(ClientJsonRpcMessage::Request(JsonRpcRequest { id, request: call @ ClientRequest::CallToolRequest(_), .. })) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
         return None;
     };
@@ -1251,6 +1256,7 @@ mod tests {
             &br#"[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall"}}]"#[..],
             br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"recall"}}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools\/call","params":{"name":"recall"}}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}}"#,
             br#"{"id":7,"method":"tools/call","params":{"name":"recall"}}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":7}}"#,
