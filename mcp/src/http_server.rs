@@ -9,7 +9,9 @@
 //!    with `--stateless` (no sessions: each POST answered on its own, in plain JSON) the same caps
 //!    bound the requests in flight.
 //!
-//! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
+//! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token. Past them, with
+//! `--stateless`, a `tools/call` that rmcp would take as it is gets answered without rmcp's
+//! per-request service ([`direct_call`]); every other request is rmcp's.
 //!
 //! Before any of them, the connections are bounded (`serve_connections`): request headers within
 //! `--header-read-timeout`, which also closes a connection idle between requests, and at most
