@@ -9,7 +9,9 @@
 //!    with `--stateless` (no sessions: each POST answered on its own, in plain JSON) the same caps
 //!    bound the requests in flight.
 //!
-//! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token.
+//! and `/.well-known/oauth-protected-resource` (RFC 9728), which needs no token. Past them, with
+//! `--stateless`, a `tools/call` that rmcp would take as it is gets answered without rmcp's
+//! per-request service ([`direct_call`]); every other request is rmcp's.
 //!
 //! Before any of them, the connections are bounded (`serve_connections`): request headers within
 //! `--header-read-timeout`, which also closes a connection idle between requests, and at most
@@ -63,6 +65,9 @@ pub struct HttpOptions {
     /// The most open connections; beyond them a new connection waits (in the listen backlog)
     /// until one closes.
     pub max_connections: usize,
+    /// --stateless: a `tools/call` rmcp would serve answered by [`direct_call`] (off only to
+    /// compare the two paths).
+    pub direct_calls: bool,
 }
 
 /// Marks a request served without a session (`--stateless`), for the handlers: the client's
@@ -440,10 +445,17 @@ fn insufficient_scope(g: &Guard, need: &str, why: String) -> Response {
     r
 }
 
-async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+/// The token's check, then the caps: one middleware (each layer costs a request a copy of the
+/// service it wraps and a future of its own).
+async fn authorize_and_cap(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    authorize(g, req, next).await
+}
+
+/// The token's check; the request then goes on to the caps (cap_sessions).
+async fn authorize(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
     let Some(auth) = &g.auth else {
         // No token to check: the body is read by cap_sessions, once the request holds its place.
-        return next.run(req).await;
+        return cap_sessions(g.clone(), req, next).await;
     };
     let bearer = req
         .headers()
@@ -499,7 +511,7 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     }
     if g.stateless {
         req.extensions_mut().insert(principal);
-        return next.run(req).await;
+        return cap_sessions(g.clone(), req, next).await;
     }
     let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(sid) = &session {
@@ -518,7 +530,7 @@ async fn authorize(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         }
     }
     req.extensions_mut().insert(principal);
-    let resp = next.run(req).await;
+    let resp = cap_sessions(g.clone(), req, next).await;
     if session.is_none() {
         if let Some(sid) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             g.owners.lock().unwrap_or_else(|p| p.into_inner()).insert(sid.to_string(), caller);
@@ -610,7 +622,7 @@ async fn body_in_time(g: &Guard, req: Request) -> Result<Request, Response> {
     Ok(Request::from_parts(parts, Body::from(read_body(body, g.body_timeout).await?)))
 }
 
-async fn cap_sessions(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+async fn cap_sessions(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
     if g.stateless {
         // No sessions: at most --max-sessions requests in flight (the place held by the tool call
         // too, through the request's extensions).
@@ -652,7 +664,12 @@ async fn metadata(State(g): State<Arc<Guard>>) -> Response {
     json_response(StatusCode::OK, g.metadata.clone())
 }
 
-pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
+/// Serves HTTP with one worker thread per server of `servers` (each with its own database pool):
+/// every worker runs a single-threaded event loop that accepts connections from the one listening
+/// socket and serves them whole, so a request, the tool call it makes and its database I/O never
+/// pass between threads. The checks, the caps (sessions, requests in flight, connections) and the
+/// sessions themselves are shared by all workers.
+pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), String> {
     let mut origins = vec![];
     let mut allow_null = false;
     for s in &o.allowed_origins {
@@ -697,37 +714,316 @@ pub async fn serve(server: MemoryServer, o: HttpOptions) -> Result<(), String> {
         in_flight_of: Default::default(),
         body_timeout: o.body_timeout,
     });
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        sessions,
-        StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_legacy_session_mode(!o.stateless)
-            .with_json_response(o.stateless),
-    );
-    let mcp = Router::new()
-        .nest_service("/mcp", service)
-        .layer(from_fn_with_state(guard.clone(), cap_sessions))
-        .layer(from_fn_with_state(guard.clone(), authorize));
-    let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
-    if !path.is_empty() {
-        well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
-    }
-    let well_known = well_known.with_state(guard.clone());
-    let app = mcp.merge(well_known).layer(from_fn_with_state(guard, check_origin));
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts.clone())
+        .with_legacy_session_mode(!o.stateless)
+        .with_json_response(o.stateless);
+    // One app a worker: the same checks and caps (the guard, the sessions), the worker's own server.
+    let app = |server: MemoryServer| {
+        let direct = (o.stateless && o.direct_calls).then(|| Arc::new(Direct { server: server.clone(), allowed_hosts: hosts.clone() }));
+        let service = Shared(Arc::new(StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config.clone())), direct);
+        let mcp = Router::new()
+            .nest_service("/mcp", service)
+            .layer(from_fn_with_state(guard.clone(), authorize_and_cap));
+        let mut well_known = Router::new().route("/.well-known/oauth-protected-resource", get(metadata));
+        if !path.is_empty() {
+            well_known = well_known.route(&format!("/.well-known/oauth-protected-resource{path}"), get(metadata));
+        }
+        let well_known = well_known.with_state(guard.clone());
+        mcp.merge(well_known).layer(from_fn_with_state(guard.clone(), check_origin))
+    };
     let addr = o.addr;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let mode = if o.stateless { ", stateless" } else { "" };
-    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode})");
+    let listener = listener.into_std().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections };
-    serve_connections(listener, app, limits, async {
-        let _ = tokio::signal::ctrl_c().await;
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (ended_tx, mut ended) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
+    let mut workers = vec![];
+    for (i, server) in servers.into_iter().enumerate() {
+        let listener = listener.try_clone().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let (app, places, mut stopped, ended_tx) = (app(server), places.clone(), stopped.clone(), ended_tx.clone());
+        let worker = std::thread::Builder::new().name(format!("memory-mcp-http-{i}")).spawn(move || {
+            // A worker that ends (a panic included) ends the server: the others are stopped.
+            let ended = Ended(Some(ended_tx));
+            let served = (|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start an HTTP worker: {e}"))?;
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                    serve_connections(listener, app, places, limits, async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })
+                    .await;
+                    Ok(())
+                })
+            })();
+            ended.send(served);
+        });
+        workers.push(worker.map_err(|e| format!("cannot start an HTTP worker: {e}"))?);
+    }
+    drop((listener, ended_tx));
+    let mode = if o.stateless { ", stateless" } else { "" };
+    eprintln!("memory-mcp: serving streamable HTTP on http://{addr}/mcp (resource {resource}{mode}, {} workers)", workers.len());
+    // Until SIGINT, or a worker that could not serve (then the others are stopped too).
+    let failed = tokio::select! {
+        _ = tokio::signal::ctrl_c() => None,
+        e = ended.recv() => e.and_then(Result::err),
+    };
+    let _ = stop.send(true);
+    let mut result = failed.map_or(Ok(()), Err);
+    for _ in 0..workers.len() {
+        if let Some(Err(e)) = ended.recv().await {
+            result = result.and(Err(e));
+        }
+    }
+    result
+}
+
+/// Tells the server that an HTTP worker ended, and how: sent by the worker, or on its drop (a
+/// panic unwinding the worker's thread).
+struct Ended(Option<tokio::sync::mpsc::UnboundedSender<Result<(), String>>>);
+
+impl Ended {
+    fn send(mut self, how: Result<(), String>) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(how);
+        }
+    }
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(Err("an HTTP worker stopped unexpectedly".into()));
+        }
+    }
+}
+
+/// rmcp's service, shared by the requests it serves: the router hands each request a copy of its
+/// service, and rmcp's own copies itself again (its configuration, the allowed hosts' strings
+/// included), twice a request; this one copies a pointer. With `--stateless`, a POST that is one
+/// `tools/call` rmcp would serve is answered by [`direct_call`] instead (`Direct`).
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<MemoryServer, LocalSessionManager>>, Option<Arc<Direct>>);
+
+/// What the direct stateless path needs: the worker's server and rmcp's allowed hosts (the same
+/// list rmcp's configuration is given).
+struct Direct {
+    server: MemoryServer,
+    allowed_hosts: Vec<String>,
+}
+
+impl tower_service::Service<Request> for Shared {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let (service, direct) = (self.0.clone(), self.1.clone());
+        Box::pin(async move {
+            let req = match direct {
+                Some(d) if req.method() == Method::POST => match direct_call(&d, req).await {
+                    Ok(answered) => return Ok(answered),
+                    Err(req) => req,
+                },
+                _ => req,
+            };
+            Ok(service.handle(req).await.map(Body::new))
+        })
+    }
+}
+
+/// rmcp's `normalize_host` (streamable_http_server/tower.rs:1068).
+fn normalize_host(host: &str) -> String {
+    host.trim_matches('[').trim_matches(']').to_ascii_lowercase()
+}
+
+/// rmcp's `parse_allowed_authority` and `host_is_allowed` (tower.rs:1087, 1100): a host and an
+/// optional port; an allowed entry without a port allows any.
+fn host_is_allowed(host: &str, port: Option<u16>, allowed_hosts: &[String]) -> bool {
+    if allowed_hosts.is_empty() {
+        return true;
+    }
+    allowed_hosts.iter().any(|allowed| {
+        let allowed = allowed.trim();
+        if allowed.is_empty() {
+            return false;
+        }
+        let (h, p) = match http::uri::Authority::try_from(allowed) {
+            Ok(a) => (normalize_host(a.host()), a.port_u16()),
+            Err(_) => (normalize_host(allowed), None),
+        };
+        h == host && p.is_none_or(|p| port == Some(p))
     })
-    .await;
-    Ok(())
+}
+
+/// rmcp's `split_unquoted` (tower.rs:59).
+fn split_unquoted(value: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    let mut escaped = false;
+    value.split(move |character| {
+        if escaped {
+            escaped = false;
+        } else if quoted && character == '\\' {
+            escaped = true;
+        } else if character == '"' {
+            quoted = !quoted;
+        } else if !quoted && character == delimiter {
+            return true;
+        }
+        false
+    })
+}
+
+/// rmcp's `accepted_media_types` (tower.rs:77).
+fn accepted_media_types(headers: &http::HeaderMap) -> impl Iterator<Item = &str> {
+    headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok()).flat_map(|value| split_unquoted(value, ',')).filter_map(|entry| {
+        let mut parts = split_unquoted(entry, ';');
+        let essence = parts.next()?.trim();
+        parts
+            .all(|parameter| {
+                let Some((name, value)) = parameter.split_once('=') else {
+                    return true;
+                };
+                !name.trim().eq_ignore_ascii_case("q") || quality_is_acceptable(value.trim())
+            })
+            .then_some(essence)
+    })
+}
+
+/// rmcp's `quality_is_acceptable` (tower.rs:101).
+fn quality_is_acceptable(quality: &str) -> bool {
+    let (whole, fraction) = quality.split_once('.').unwrap_or((quality, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|digit| digit.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|digit| digit != b'0')
+}
+
+/// Whether rmcp's stateless POST (tower.rs: `handle` 1955, `handle_post` 2129, its stateless
+/// branch 2376) would take this request's headers and hand the request on to its handler without
+/// an error: the Host allowed, no Origin (rmcp's own Origin check is left to rmcp), Accept with
+/// both JSON and SSE, Content-Type JSON, and an MCP-Protocol-Version absent or a version rmcp knows
+/// that is older than 2026-07-28 (from which rmcp checks the SEP-2243 headers and the request's
+/// `_meta`). Anything else is rmcp's to answer.
+fn headers_as_rmcp_takes_them(h: &http::HeaderMap, allowed_hosts: &[String]) -> bool {
+    use rmcp::model::ProtocolVersion;
+    // Host (tower.rs:1313 parse_host_header, 1340 validate_dns_rebinding_headers); a request
+    // without one (rmcp then reads the URI's authority) is left to rmcp.
+    let host_ok = h
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| http::uri::Authority::try_from(v).ok())
+        .is_some_and(|a| host_is_allowed(&normalize_host(a.host()), a.port_u16(), allowed_hosts));
+    // Origin (tower.rs:1357 validate_origin_header): left to rmcp whenever one is sent.
+    let no_origin = !h.contains_key(header::ORIGIN);
+    // Accept (tower.rs:2135-2146).
+    let (mut json, mut sse) = (false, false);
+    for essence in accepted_media_types(h) {
+        json |= essence.eq_ignore_ascii_case("application/json");
+        sse |= essence.eq_ignore_ascii_case("text/event-stream");
+    }
+    // Content-Type (tower.rs:2149-2169).
+    let content_type_ok = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+        essence.trim().eq_ignore_ascii_case("application/json")
+    });
+    // MCP-Protocol-Version (tower.rs:434 validate_protocol_version_header, 990
+    // validate_standard_headers, 671 validate_request_protocol_version_meta).
+    let version_ok = match h.get("mcp-protocol-version") {
+        None => true,
+        Some(v) => v.to_str().is_ok_and(|v| {
+            v < ProtocolVersion::V_2026_07_28.as_str() && v < ProtocolVersion::STANDARD_HEADERS.as_str() && ProtocolVersion::KNOWN_VERSIONS.iter().any(|k| k.as_str() == v)
+        }),
+    };
+    host_ok && no_origin && json && sse && content_type_ok && version_ok
+}
+
+/// A `--stateless` POST answered without rmcp's per-request machinery (its one-shot transport,
+/// service loop, tasks and channels), when it is exactly a request rmcp would take and hand to
+/// `call_tool`: the headers as [`headers_as_rmcp_takes_them`], and a body that rmcp's own message
+/// type reads as ONE JSON-RPC request `tools/call` without a protocol version in its `_meta`
+/// (one with it is negotiated per request: tower.rs:2412). Everything else, errors included, goes
+/// on to rmcp unchanged (`Err`, the request rebuilt). The call is the one rmcp's `call_tool` makes
+/// ([`MemoryServer::call`], the same plain values: the tool's name and arguments, the request's
+/// principal, the client named by its `_meta`), run as its own task as rmcp runs a handler (a
+/// client that hangs up does not stop it; the request's places in flight are held until it ends),
+/// and its answer is rmcp's: the result with rmcp's legacy-peer shaping (handler/server.rs:308-325),
+/// or the error, as a JSON-RPC message, 200 `application/json` (tower.rs:2472-2483).
+async fn direct_call(d: &Direct, req: Request) -> Result<Response, Request> {
+    use rmcp::model::{CallToolResponse, ServerJsonRpcMessage, ServerResult};
+    if !headers_as_rmcp_takes_them(req.headers(), &d.allowed_hosts) {
+        return Err(req);
+    }
+    let (parts, body) = req.into_parts();
+    // The body has been read whole (and within MAX_BODY, rmcp's limit too) by authorize or
+    // body_in_time: here it is one buffer.
+    let bytes = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Ok(rmcp_internal_error("read request body", e)),
+    };
+    let Some((id, params, client)) = call_rmcp_would_serve(&bytes) else {
+        return Err(Request::from_parts(parts, Body::from(bytes)));
+    };
+    let server = d.server.clone();
+    let task = tokio::spawn(async move {
+        let principal = parts.extensions.get::<crate::auth::Principal>();
+        let args = params.arguments.unwrap_or_default();
+        let result = server.call(&params.name, &args, principal, &client).await;
+        // The request's parts (its places in flight) are held until the call ends.
+        drop(parts);
+        result
+    });
+    let message = match task.await {
+        Ok(Ok(result)) => {
+            let mut result = ServerResult::from(CallToolResponse::from(result));
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
+        // A handler that panicked sends rmcp no message (tower.rs:2455-2470).
+        Err(_) => return Ok(rmcp_internal_error("empty response", "no response message received from handler")),
+    };
+    match serde_json::to_vec(&message) {
+        Ok(body) => Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()),
+        Err(e) => Ok(rmcp_internal_error("serialize json response", e)),
+    }
+}
+
+/// The `tools/call` of a body, when rmcp's own message type reads it (server_side_http.rs:256
+/// expect_json) as ONE JSON-RPC request `tools/call` without a protocol version in its `_meta`:
+/// its id, its parameters and the client its `_meta` names (as rmcp's context gives them to
+/// `call_tool`: handler/server.rs, service.rs:1653-1665). None for anything else.
+fn call_rmcp_would_serve(body: &[u8]) -> Option<(rmcp::model::RequestId, rmcp::model::CallToolRequestParams, String)> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcRequest};
+    // Any other message (a ping, tools/list, initialize) is not parsed twice: a body without the
+    // bytes `tools/call` (a method spelled with escapes included) goes to rmcp straight away.
+    if !body.windows(10).any(|w| w == b"tools/call") {
+        return None;
+    }
+    let Ok(ClientJsonRpcMessage::Request(JsonRpcRequest { id, request: call @ ClientRequest::CallToolRequest(_), .. })) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
+        return None;
+    };
+    if call.get_meta().protocol_version().is_some() {
+        return None;
+    }
+    let client = crate::stateless_client_name(call.get_meta());
+    let ClientRequest::CallToolRequest(call) = call else { return None };
+    Some((id, call.params, client))
+}
+
+/// rmcp's `internal_error_response` (transport/common/server_side_http.rs:181).
+fn rmcp_internal_error(context: &str, error: impl std::fmt::Display) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("Encounter an error when {context}: {error}")).into_response()
 }
 
 /// What bounds the server's connections (axum::serve sets no timeout and no cap).
+#[derive(Clone, Copy)]
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
@@ -738,11 +1034,30 @@ pub struct ConnectionLimits {
 /// connection: its request headers must arrive within `header_read_timeout`, and while it is idle
 /// between requests (keep-alive) the same timer runs, so a half-sent request or an idle
 /// connection is closed then (hyper starts the header timer when it waits for a request's head).
-/// At most `max_connections` are open: the next is accepted once one closes (it waits in the
-/// listen backlog meanwhile), so held connections cannot take the process's file descriptors.
-pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl std::future::Future<Output = ()>) {
+/// At most `max_connections` are open (`places` holds them, shared by the workers that accept
+/// from the same socket: each takes a place before it accepts): the next is accepted once one
+/// closes (it waits in the listen backlog meanwhile), so held connections cannot take the
+/// process's file descriptors.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    places: Arc<tokio::sync::Semaphore>,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    // hyper arms a header-read timer after every response. Tokio's timer wheel wakes its event
+    // loop (a write to its eventfd, and one more return from epoll_wait) whenever a timer armed is
+    // the earliest of all, as each such timer is when none other is armed (while a call waits on
+    // the database): a timer that is always armed and always earlier spares every request that.
+    let tick = (limits.header_read_timeout / 2).min(Duration::from_secs(1)).max(Duration::from_millis(10));
+    let ticker = tokio::spawn(async move {
+        let mut every = tokio::time::interval(tick);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+        }
+    });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
@@ -782,6 +1097,7 @@ pub async fn serve_connections(listener: tokio::net::TcpListener, app: Router, l
     }
     drop(listener);
     graceful.shutdown().await;
+    ticker.abort();
 }
 
 #[cfg(test)]
@@ -890,6 +1206,66 @@ mod tests {
         // Over the limit without a declared length (a chunked body): refused as it arrives.
         let chunked = Stalled { first: Some(Bytes::from(vec![b' '; MAX_BODY + 1])), then_fail: false };
         assert_eq!(status(read_body(chunked, t).await).map(|s| s.0), Some(StatusCode::PAYLOAD_TOO_LARGE));
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_direct_path_takes_only_headers_rmcp_takes() {
+        let hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "mcp.example.com"].map(String::from).to_vec();
+        let good = [("host", "127.0.0.1:8765"), ("accept", "application/json, text/event-stream"), ("content-type", "application/json")];
+        let takes = |extra: &[(&str, &str)], drop: &str| {
+            let mut pairs: Vec<(&str, &str)> = good.iter().copied().filter(|(k, _)| *k != drop).collect();
+            pairs.extend(extra);
+            headers_as_rmcp_takes_them(&headers(&pairs), &hosts)
+        };
+        assert!(takes(&[], ""));
+        assert!(takes(&[("mcp-protocol-version", "2025-06-18")], "") && takes(&[("mcp-protocol-version", "2024-11-05")], ""));
+        assert!(takes(&[("host", "[::1]:1")], "host") && takes(&[("host", "MCP.Example.com")], "host"));
+        assert!(takes(&[("accept", "application/json;q=0.5, text/event-stream;q=0.9")], "accept"));
+        assert!(takes(&[("content-type", "Application/JSON; charset=utf-8")], "content-type"));
+        // Left to rmcp: its errors, and what it checks further (an Origin, versions from 2026-07-28).
+        for (extra, drop) in [
+            (("host", "evil.example"), "host"),
+            (("host", "127.0.0.1.evil.example"), "host"),
+            (("x", "no host"), "host"),
+            (("origin", "http://127.0.0.1:8765"), ""),
+            (("accept", "application/json"), "accept"),
+            (("accept", "application/json, text/event-stream;q=0"), "accept"),
+            (("accept", "*/*"), "accept"),
+            (("content-type", "text/plain"), "content-type"),
+            (("x", "no content type"), "content-type"),
+            (("mcp-protocol-version", "1999-01-01"), ""),
+            (("mcp-protocol-version", "2026-07-28"), ""),
+        ] {
+            assert!(!takes(&[extra], drop), "{extra:?} without {drop}");
+        }
+    }
+
+    #[test]
+    fn the_direct_path_takes_only_one_tools_call() {
+        let (id, params, client) = call_rmcp_would_serve(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall","arguments":{"query":"q"}}}"#).unwrap();
+        assert_eq!((id, params.name.as_ref(), params.arguments.unwrap()["query"].as_str(), client.as_str()), (rmcp::model::RequestId::Number(7), "recall", Some("q"), "unknown"));
+        let named = br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"recall","_meta":{"io.modelcontextprotocol/clientInfo":{"name":"x:y","version":"1"}}}}"#;
+        assert_eq!(call_rmcp_would_serve(named).map(|c| c.2), Some("x_y".to_string()));
+        for other in [
+            &br#"[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall"}}]"#[..],
+            br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"recall"}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools\/call","params":{"name":"recall"}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}}"#,
+            br#"{"id":7,"method":"tools/call","params":{"name":"recall"}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":7}}"#,
+            b"not json",
+        ] {
+            assert!(call_rmcp_would_serve(other).is_none(), "{}", String::from_utf8_lossy(other));
+        }
     }
 
     #[test]

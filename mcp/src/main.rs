@@ -22,7 +22,7 @@ use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    RequestMetaObject, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -92,6 +92,10 @@ struct Args {
     /// unless a request carries its clientInfo in `_meta`.
     #[arg(long, requires = "http")]
     stateless: bool,
+    /// --stateless: every call through rmcp's stateless path (no direct tools/call): the tests
+    /// compare the two paths with it.
+    #[arg(long, hide = true)]
+    no_direct_calls: bool,
     /// Seconds a request's body may take to arrive (it is read whole, to check the token's scopes
     /// against the tools it calls); past them the request is answered 408 and its connection closed.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
@@ -103,6 +107,12 @@ struct Args {
     /// The most open HTTP connections; beyond them a new connection waits until one closes.
     #[arg(long, default_value_t = 512, value_name = "N")]
     max_connections: usize,
+    /// Threads serving HTTP (default: the host's cores, at most 4). Each accepts connections and
+    /// serves them whole on its own event loop, with its own database pool (4 connections shared
+    /// out, at least 2 a worker): a call's request, tool handler and database connection stay on
+    /// one thread (no hand-off between threads per call).
+    #[arg(long, value_name = "N")]
+    http_workers: Option<usize>,
     /// An OpenAI-compatible embeddings endpoint (POST, e.g. https://api.openai.com/v1/embeddings):
     /// remember and put store the vector, recall, retrieve and search rank by it too. Its key, if
     /// any, from the environment variable MEMORY_MCP_EMBEDDINGS_KEY. Needs memory.enable_embeddings.
@@ -124,6 +134,9 @@ enum AuthMode {
     Tokens,
 }
 
+/// The database connections of the server (over HTTP, shared among its worker threads' pools).
+const POOL_SIZE: usize = 4;
+
 const WRITE_TOOLS: [&str; 6] = ["remember", "forget", "put", "delete", "supersede", "record_outcome"];
 
 #[derive(Clone)]
@@ -137,7 +150,12 @@ pub struct MemoryServer {
     vector_type: Option<Arc<str>>,
     /// The answer to `initialize` (server_info).
     info: Arc<ServerConfig>,
+    /// remember's statement for each set of arguments given (Call::given), built once.
+    remember_sql: Arc<[OnceLock<String>; 1 << REMEMBER_ARGS]>,
 }
+
+/// The arguments remember may give its INSERT (the embedding included).
+const REMEMBER_ARGS: usize = 7;
 
 /// Why a call failed: the database's answer, a lost connection, or arguments that do not fit the
 /// tool's schema (an MCP protocol error, not a tool result).
@@ -571,16 +589,21 @@ fn opt_json(a: &JsonObject, k: &str) -> Option<String> {
 /// A named-argument call or column list, built from fixed names only; every value is a parameter.
 struct Call {
     names: Vec<&'static str>,
-    casts: Vec<String>,
+    casts: Vec<Cow<'static, str>>,
     params: Vec<Box<dyn ToSql + Sync + Send>>,
+    /// Which of the arguments offered (in the order of the `arg` calls) were given: a bit each.
+    given: usize,
+    offered: usize,
 }
 
 impl Call {
     fn new() -> Self {
-        Call { names: vec![], casts: vec![], params: vec![] }
+        Call { names: vec![], casts: vec![], params: vec![], given: 0, offered: 0 }
     }
-    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: impl Into<String>, v: Option<T>) -> &mut Self {
+    fn arg<T: ToSql + Sync + Send + 'static>(&mut self, name: &'static str, cast: impl Into<Cow<'static, str>>, v: Option<T>) -> &mut Self {
+        self.offered += 1;
         if let Some(v) = v {
+            self.given |= 1 << (self.offered - 1);
             self.names.push(name);
             self.casts.push(cast.into());
             self.params.push(Box::new(v));
@@ -683,20 +706,23 @@ impl MemoryServer {
             .arg("memory_type", "::text::memory.memory_type", opt_str(a, "memory_type")?)
             .arg("metadata", "::text::jsonb", opt_json(a, "metadata"))
             .arg("derived_from", "::text[]::uuid[]", opt_strs(a, "derived_from")?);
-        if let (Some(v), Some(t)) = (vector, &self.vector_type) {
-            c.arg("embedding", format!("::text::{t}"), Some(embed::vector_text(v)));
-        }
-        let sql = format!(
-            "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
-            c.names.join(", "),
-            c.placeholders_from(SETTINGS_PARAMS).join(", ")
-        );
+        let embedding = vector.zip(self.vector_type.as_deref());
+        let cast: Cow<'static, str> = embedding.map_or(Cow::Borrowed(""), |(_, t)| format!("::text::{t}").into());
+        c.arg("embedding", cast, embedding.map(|(v, _)| embed::vector_text(v)));
+        // The statement depends only on which arguments are given: built once for each set.
+        let sql = self.remember_sql[c.given].get_or_init(|| {
+            format!(
+                "{SETTINGS} INSERT INTO memory.observations (org_id, {}) SELECT s.org, {} FROM s RETURNING id::text, classification::text",
+                c.names.join(", "),
+                c.placeholders_from(SETTINGS_PARAMS).join(", ")
+            )
+        });
         let call = format!("remember:{client}");
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&org, &actor, &call];
         params.extend(c.refs());
         let conn = Pooled(Some(self.pool.get().await.map_err(|e| Failure::Pool(causes(&e)))?));
         let tx = conn.client();
-        let st = tx.prepare_cached(&sql).await?;
+        let st = tx.prepare_cached(sql).await?;
         let row = tx.query_one(&st, &params).await;
         // A refused statement has rolled its transaction back: the connection is idle again. A
         // lost one is closed (Pooled's drop).
@@ -1018,8 +1044,15 @@ fn client_name(ctx: &RequestContext<RoleServer>) -> String {
     // A stateless HTTP request has no session's `initialize`: rmcp's stand-in would name rmcp
     // itself, so only the request's own `_meta` names its client.
     let stateless = ctx.extensions.get::<http::request::Parts>().is_some_and(|p| p.extensions.get::<http_server::Stateless>().is_some());
-    let info = if stateless { ctx.meta.client_info() } else { ctx.client_info() };
-    clean_client_name(&info.map(|i| i.name).unwrap_or_default())
+    if stateless {
+        return stateless_client_name(&ctx.meta);
+    }
+    clean_client_name(&ctx.client_info().map(|i| i.name).unwrap_or_default())
+}
+
+/// The client's name of a stateless HTTP request: its own `_meta`'s clientInfo, if any.
+pub(crate) fn stateless_client_name(meta: &RequestMetaObject) -> String {
+    clean_client_name(&meta.client_info().map(|i| i.name).unwrap_or_default())
 }
 
 /// A client's self-declared name as the actor and the audit record carry it: at most 100
@@ -1089,26 +1122,31 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn call_tool(&self, req: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
-        let name: Cow<'static, str> = req.name;
+        let args = req.arguments.unwrap_or_default();
+        self.call(&req.name, &args, principal(&ctx), &client_name(&ctx)).await.map(Into::into)
+    }
+}
+
+impl MemoryServer {
+    /// A tool call, from plain values: rmcp's `call_tool` and the HTTP server's direct stateless
+    /// path (http_server::direct_call) both make it here, so a tool answers alike on either.
+    pub(crate) async fn call(&self, name: &str, args: &JsonObject, who: Option<&Principal>, client: &str) -> Result<CallToolResult, McpError> {
         if !tool_list(self.read_only).iter().any(|t| t.name == name) {
-            let why = if self.read_only && WRITE_TOOLS.contains(&name.as_ref()) { " (this server runs --read-only)" } else { "" };
+            let why = if self.read_only && WRITE_TOOLS.contains(&name) { " (this server runs --read-only)" } else { "" };
             return Err(McpError::invalid_params(format!("tool {name} is not available{why}"), None));
         }
-        let who = principal(&ctx);
         if let Some(p) = who {
             // The HTTP layer answered 403 insufficient_scope already; this holds without it too.
-            let need = auth::scope_of(&name);
+            let need = auth::scope_of(name);
             if !p.scopes.contains(need) {
                 return Err(McpError::invalid_request(format!("tool {name} needs scope {need}"), None));
             }
         }
-        let args = req.arguments.unwrap_or_default();
-        let result = match self.run(&name, &args, &client_name(&ctx), who).await {
-            Ok(v) if v.is_object() => CallToolResult::structured(v),
-            Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
-            Err(f) => tool_error(f)?,
-        };
-        Ok(result.into())
+        match self.run(name, args, client, who).await {
+            Ok(v) if v.is_object() => Ok(CallToolResult::structured(v)),
+            Ok(v) => Ok(CallToolResult::success(vec![ContentBlock::text(v.to_string())])),
+            Err(f) => tool_error(f),
+        }
     }
 }
 
@@ -1321,8 +1359,8 @@ async fn main() -> ExitCode {
     // As libpq: no TLS over Unix sockets.
     let unix_only = !cfg.get_hosts().is_empty() && cfg.get_hosts().iter().all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)));
     cfg.ssl_mode(if unix_only { tokio_postgres::config::SslMode::Disable } else { mode });
-    let mgr = Manager::from_config(cfg, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    let pool = match Pool::builder(mgr).max_size(4).build() {
+    let new_pool = |size: usize| Pool::builder(Manager::from_config(cfg.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast })).max_size(size).build();
+    let pool = match new_pool(POOL_SIZE) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("memory-mcp: {e}");
@@ -1347,7 +1385,15 @@ async fn main() -> ExitCode {
         },
     };
     let info = Arc::new(server_info(org.as_deref(), args.read_only));
-    let server = MemoryServer { pool, org: org.map(Into::into), read_only: args.read_only, embedder, vector_type, info };
+    let server = MemoryServer {
+        pool,
+        org: org.map(Into::into),
+        read_only: args.read_only,
+        embedder,
+        vector_type,
+        info,
+        remember_sql: Arc::new(std::array::from_fn(|_| OnceLock::new())),
+    };
     let result = match http {
         None => serve_stdio(server).await,
         Some((addr, (auth, resource_url))) => {
@@ -1357,8 +1403,22 @@ async fn main() -> ExitCode {
                 Err(e) => return fail(e),
             };
             let allowed_origins = if args.allowed_origins.is_empty() { http_server::default_origins(port, &resource) } else { args.allowed_origins.clone() };
+            // Each HTTP worker thread gets a pool of its own (its connections' I/O driven by that
+            // thread's event loop), POOL_SIZE connections shared out, at least 2 a worker (a call
+            // waiting on a lock leaves its worker another). By default no more workers than
+            // POOL_SIZE: a worker costs a call far less than its database round trip.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let workers = args.http_workers.unwrap_or(cores.min(POOL_SIZE)).clamp(1, 1024);
+            let per_worker = POOL_SIZE.div_ceil(workers).max(2);
+            let servers = match (0..workers).map(|_| new_pool(per_worker).map(|pool| MemoryServer { pool, ..server.clone() })).collect::<Result<Vec<_>, _>>() {
+                Ok(s) => s,
+                Err(e) => return fail(e.to_string()),
+            };
+            // The startup checks' connection is not used again.
+            server.pool.close();
+            drop(server);
             http_server::serve(
-                server,
+                servers,
                 http_server::HttpOptions {
                     addr,
                     resource,
@@ -1372,6 +1432,7 @@ async fn main() -> ExitCode {
                     body_timeout: Duration::try_from_secs_f64(args.request_body_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(30)),
                     header_read_timeout: Duration::try_from_secs_f64(args.header_read_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(10)),
                     max_connections: args.max_connections.max(1),
+                    direct_calls: !args.no_direct_calls,
                 },
             )
             .await

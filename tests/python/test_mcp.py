@@ -11,6 +11,7 @@ import hashlib
 import http.client as http_client
 import json
 import os
+import re
 import pathlib
 import secrets
 import select
@@ -723,6 +724,124 @@ def test_http_stateless(binary, app, conn, issuer):
         until(lambda: http(port), 200, "a request that ended still counts")
 
 
+def posted(port, data, headers):
+    """One raw POST of `data` with exactly `headers` (besides Host and Content-Length, unless given):
+    (status, content type, the answer as JSON, or its bytes when it is not JSON)."""
+    c = http_client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        try:
+            c.request("POST", "/mcp", data, headers)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered (and closed) before the whole body was sent: the answer is still read
+        r = c.getresponse()
+        body = r.read()
+        try:
+            body = json.loads(body)
+        except ValueError:
+            pass
+        return r.status, r.getheader("content-type"), body
+    finally:
+        c.close()
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+DIGEST = re.compile(r"\b[0-9a-f]{64}\b")
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[0-9.:+Z-]*")
+
+
+def comparable(answer):
+    """An answer with what differs between two equal calls made one after the other (ids, times, the
+    digests and signatures of receipts over them) masked."""
+    text = json.dumps(answer, sort_keys=True, default=lambda b: b.decode(errors="replace"))
+    return json.loads(DIGEST.sub("<digest>", TIMESTAMP.sub("<time>", UUID.sub("<uuid>", text))))
+
+
+def test_http_stateless_direct_calls_answer_as_rmcp(binary, app, conn, tmp_path):
+    """Issue 51: with --stateless, memory-mcp answers a tools/call itself (not through rmcp's per-request
+    service); the answer must be rmcp's whatever the request. Two servers, one with the direct path and
+    one without (the hidden --no-direct-calls), get the same requests: every tool, bad arguments, an
+    unknown tool, a missing scope, a bad Host, protocol versions, Accept and Content-Type, an oversized
+    body, and the shapes the direct path leaves to rmcp (a batch, a notification, a _meta version):
+    status, content type and answer are the same, and so are the calls' audit records."""
+    toks = tokens_file(tmp_path, ["direct-w", "direct-r"], read_only=["direct-r"])
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), "--stateless")
+    with http_server(binary, app, WRITER, *args) as (direct, _), http_server(binary, app, WRITER, *args, "--no-direct-calls") as (viarmcp, _):
+        ports = (direct, viarmcp)
+        base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+        w = {**base, "Authorization": f"Bearer {toks['direct-w']}"}
+        r = {**base, "Authorization": f"Bearer {toks['direct-r']}"}
+
+        def call(tool, arguments, rid=7, **params):
+            return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": arguments, **params}}
+
+        def same(what, body, headers=w):
+            """Each server's answer to the same request: equal once ids and times are masked."""
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            got = [posted(p, data, headers) for p in ports]
+            assert comparable(got[0]) == comparable(got[1]), (what, got)
+            return got
+
+        mems = [same("remember", call("remember", {"content": "the direct path keeps the minutes"}))]
+        ids = [a[2]["result"]["structuredContent"]["id"] for a in mems[0]]
+        assert mems[0][0][0] == 200 and mems[0][0][1] == "application/json"
+        same("recall", call("recall", {"query": "direct path minutes", "k": 5}))
+        same("retrieve", call("retrieve", {"query": "minutes", "k": 5}))
+        same("context", call("context", {"query": "the minutes", "token_budget": 200}))
+        same("claim_chain of no claim", call("claim_chain", {"claim_id": "00000000-0000-0000-0000-000000000000"}))
+        def each(what, tool, arguments):
+            """A call of each server's own: `arguments(i)` of its memory id i (masked when compared)."""
+            got = [posted(p, json.dumps(call(tool, arguments(i))).encode(), w) for p, i in zip(ports, ids)]
+            assert comparable(got[0]) == comparable(got[1]) and got[0][0] == 200, (what, got)
+            return got
+
+        each("put", "put", lambda i: {"namespace": ["direct", i], "key": "k", "value": {"n": 1}})
+        each("get", "get", lambda i: {"namespace": ["direct", i], "key": "k"})
+        same("search", call("search", {"namespace_prefix": ["direct"], "filter": {"n": {"$gt": 0}}}))
+        each("delete", "delete", lambda i: {"namespace": ["direct", i], "key": "k"})
+        each("get of a deleted item", "get", lambda i: {"namespace": ["direct", i], "key": "k"})
+        each("history", "history", lambda i: {"id": i})
+        each("lineage", "lineage", lambda i: {"id": i})
+        each("supersede", "supersede", lambda i: {"id": i, "content": "the minutes, corrected", "reason": "typo"})
+        each("record_outcome", "record_outcome", lambda i: {"session_id": f"s-{i}", "outcome": "accepted", "observation_ids": [i]})
+        each("forget", "forget", lambda i: {"ids": [i], "reason": "done"})
+        # Refusals and errors.
+        same("a database refusal", call("forget", {"ids": ["not-a-uuid"], "reason": "r"}))
+        same("bad arguments", call("remember", {"content": 5}))
+        same("missing arguments", call("recall", {}))
+        same("no arguments", {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall"}})
+        same("an unknown tool", call("no_such_tool", {}))
+        same("a string id", call("recall", {"query": "x"}, rid="abc"))
+        same("a missing scope", call("remember", {"content": "reader was here"}), r)
+        same("no token", call("recall", {"query": "x"}), base)
+        same("a foreign Host", call("recall", {"query": "x"}), {**w, "Host": "evil.example"})
+        same("a bad Host", call("recall", {"query": "x"}), {**w, "Host": "a b"})
+        same("an Origin", call("recall", {"query": "x"}), {**w, "Origin": "http://evil.example"})
+        for version in ["1999-01-01", "2025-03-26", "2024-11-05", "2025-11-25", "2026-07-28"]:
+            same(f"protocol version {version}", call("recall", {"query": "x"}), {**w, "MCP-Protocol-Version": version})
+        same("no protocol version", call("recall", {"query": "x"}), {k: v for k, v in w.items() if k != "MCP-Protocol-Version"})
+        for accept in ["application/json", "text/event-stream", "*/*", "application/json;q=0, text/event-stream", "APPLICATION/JSON , text/event-stream;q=0.5"]:
+            same(f"Accept {accept}", call("recall", {"query": "x"}), {**w, "Accept": accept})
+        for ctype in ["text/plain", "application/json; charset=utf-8", "application/jsonx"]:
+            same(f"Content-Type {ctype}", call("recall", {"query": "x"}), {**w, "Content-Type": ctype})
+        same("an oversized body", b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall","arguments":{"query":"' + b"x" * (4 * 1024 * 1024) + b'"}}}')
+        same("not JSON", b"{not json")
+        same("a batch", json.dumps([call("recall", {"query": "x"})]).encode())
+        same("a notification", {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}})
+        same("another method", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        same("a method spelled with an escape", b'{"jsonrpc":"2.0","id":1,"method":"tools\\/call","params":{"name":"recall","arguments":{"query":"x"}}}')
+        same("a response", {"jsonrpc": "2.0", "id": 1, "result": {}})
+        same("a _meta protocol version", call("recall", {"query": "x"}, _meta={"io.modelcontextprotocol/protocolVersion": "2025-06-18"}))
+        same("a named client", call("recall", {"query": "named"}, _meta={"io.modelcontextprotocol/clientInfo": {"name": "meta-agent", "version": "1"}}))
+        same("no jsonrpc version", {"id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}})
+    with connect(app, ADMIN) as c:
+        rows = [(client, *row) for client in ("unknown", "meta-agent") for row in c.execute(
+            "SELECT coalesce(payload->>'tool', payload->>'mcp_tool'), coalesce(payload->>'client', payload->>'mcp_client'), count(*) "
+            "FROM memory.audit_events(org_id => 'acme', actor => %s, lim => 10000) "
+            "WHERE event_type = 'memory.mcp.tool_invoked' OR payload ? 'mcp_tool' GROUP BY 1, 2", (f"mcp:{client}:direct-w",)).fetchall()]
+        assert {r[1] for r in rows} >= ALL_TOOLS - {"claim_chain"} and ("meta-agent", "recall", "meta-agent", 2) in rows, rows
+        assert rows and all(n % 2 == 0 for *_, n in rows), ("each call recorded once by each server, alike", rows)
+
+
 def vm_hwm_kb(pid):
     """The process's peak resident memory so far (VmHWM)."""
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -801,7 +920,8 @@ def test_http_a_body_that_never_finishes_is_answered_408(binary, app, tmp_path, 
 def test_http_slow_and_idle_connections_are_closed_and_capped(binary, app, tmp_path, mode):
     """Review of issue 51 (F5): a request whose headers never finish, and a connection kept idle after
     its answer (a 401 here: no token needed), are closed after --header-read-timeout; beyond
-    --max-connections a new connection is not served until an open one closes."""
+    --max-connections a new connection is not served until an open one closes, whichever of the
+    --http-workers (more of them than places here, each accepting on its own) would accept it."""
     toks = tokens_file(tmp_path, ["alice"])
     extra = ("--stateless",) if mode == "stateless" else ()
     args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), *extra)
@@ -815,7 +935,7 @@ def test_http_slow_and_idle_connections_are_closed_and_capped(binary, app, tmp_p
                 while sk.recv(65536):  # closed by the server (else the read times out)
                     pass
         assert http(port, headers={"Authorization": f"Bearer {toks['alice']}"})[0] == 200
-    with http_server(binary, app, READER, *args, "--max-connections", "2") as (port, _):
+    with http_server(binary, app, READER, *args, "--max-connections", "2", "--http-workers", "3") as (port, _):
         held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(2)]
         for sk in held:
             sk.sendall(b"POST /mcp HTTP/1.1\r\n")
