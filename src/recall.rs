@@ -7,7 +7,8 @@ pub(crate) mod search;
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::identity::LocalSetting;
-use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
+use crate::pg::receive::Candidates;
+use crate::pg::spi::kept_text;
 use crate::pg::input;
 use memory_core::fusion::{coverage_cut, fuse_lists, Candidate};
 use memory_core::retrieval::words::Match;
@@ -224,10 +225,10 @@ fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oi
 /// in an any-word read, against the any-word tsquery for a row with fewer than all of the
 /// query's lexemes; only for the rows of at least the full-text list's cut
 /// (`fusion::coverage_cut`), None for the others (out of the list whatever their relevance).
-fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
+fn relevances(plan: &Plan, batch: &Candidates) -> Vec<Option<f32>> {
     let Some((q, how)) = &plan.query else { return Vec::new() };
-    let n = batch.len();
-    let cut = coverage_cut((0..n).filter_map(|i| batch.int4(i, 4)).collect(), plan.depth as usize);
+    let rows = &batch.rows;
+    let cut = coverage_cut(rows.iter().filter_map(|r| r.coverage).collect(), plan.depth as usize);
     let cfg = input::regconfig(c"pg_catalog.english");
     let all = input::websearch_tsquery(cfg, q);
     // The any-word read's: the query's lexemes, and its tsquery once a row needs it.
@@ -236,11 +237,11 @@ fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
     let mut any: Option<Option<input::TsQuery>> = None;
     // Each rank in a memory context reset after it (ts_rank_cd's working arrays).
     let mut cx = pgrx::PgMemoryContexts::new("memory_ext relevance");
-    (0..n)
+    (0..rows.len())
         .map(|i| {
-            let m = batch.int4(i, 4).filter(|&m| m >= cut)?;
+            let m = rows[i].coverage.filter(|&m| m >= cut)?;
             let query = if !any_word || m >= lexemes { all } else { *any.get_or_insert_with(|| input::any_word_tsquery(cfg, q)) }?;
-            batch.ts_rank_cd(i, 3, query, &mut cx)
+            batch.ts_rank_cd(i, query, &mut cx)
         })
         .collect()
 }
@@ -265,28 +266,21 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         // (Not where Citus is installed: a distributed plan needs the values.) Set once for both
         // statements (nothing else is planned between them).
         let _generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
-        let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
-        let mut batch = Fetched::default();
-        // (The columns' types are checked before any value is read.)
-        batch.fetch_typed(&mut cursor, bound + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TSVECTOROID, pg_sys::INT4OID])?;
-        if batch.len() > bound {
+        // The candidates from the executor's slots (no SPI tuple table; their types checked
+        // before any value is read).
+        let batch = crate::pg::receive::candidates(&op.candidates, &types, &args, bound)?;
+        if batch.overflow {
             remember_overflow(&scope);
             return Ok(None);
         }
         let relevance = relevances(plan, &batch);
-        let cands: Vec<Candidate> = (0..batch.len())
-            .filter_map(|i| {
-                Some(Candidate {
-                    id: batch.uuid(i, 0)?,
-                    weight: batch.float8(i, 1).unwrap_or(1.0),
-                    distance: batch.float8(i, 2),
-                    relevance: relevance.get(i).copied().flatten(),
-                    coverage: batch.int4(i, 4).unwrap_or(0),
-                })
-            })
+        let cands: Vec<Candidate> = batch
+            .rows
+            .iter()
+            .zip(relevance.into_iter().chain(std::iter::repeat(None)))
+            .map(|(r, relevance)| Candidate { id: r.id, weight: r.weight.unwrap_or(1.0), distance: r.distance, relevance, coverage: r.coverage.unwrap_or(0) })
             .collect();
         drop(batch);
-        drop(cursor);
         let vector_len = usize::try_from(plan.vector_len()).unwrap_or(usize::MAX);
         let mut fused = fuse_lists(&cands, k, plan.depth as usize, vector_len);
         fused.drain(..fused.len().min(plan.offset as usize));
