@@ -246,6 +246,19 @@ fn relevances(plan: &Plan, batch: &Candidates) -> Vec<Option<f32>> {
         .collect()
 }
 
+/// A plan's query vector (pgvector's text, checked by `memory_core::vector`) as a value of
+/// `schema`.vector: the components its text reads as (each the float4 vector_in's strtof reads:
+/// both round to nearest), or vector_in's refusal (22P02) for a text it would not read.
+fn vector_param(text: &str, schema: &str) -> Result<(pg_sys::Oid, DatumWithOid<'static>), MxError> {
+    let name = CString::new(format!("{}.vector", memory_core::retrieval::render::quote_ident(schema))).unwrap_or_default();
+    let oid = input::type_oid(&name)?;
+    let components: Option<Vec<f32>> = parse_query_vector(text).ok().and_then(|c| c.into_iter().collect());
+    let Some(components) = components.filter(|c| !c.is_empty() && c.len() <= 16_000 && c.iter().all(|x| x.is_finite())) else {
+        return Err(MxError::new(crate::errors::code::INVALID_TEXT, format!("invalid input syntax for type vector: \"{text}\"")));
+    };
+    Ok((oid, crate::pg::vector::vector_arg(&components, oid)))
+}
+
 /// The one pass (None: more rows than it takes; read the two lists instead).
 fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
     let bound = plan.one_pass_rows.map_or(ONE_PASS_ROWS, |r| (r as usize).min(ONE_PASS_ROWS));
@@ -257,6 +270,13 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         return Ok(None);
     }
     let (mut types, mut args) = typed_args(&op.params, &op.types);
+    // The query vector (bound right after the scope's values) as pgvector's `vector`, made here
+    // from its text rather than read by vector_in in the statement.
+    if let Some((v, vs)) = &plan.vector {
+        let (oid, d) = vector_param(v, vs)?;
+        types[op.scope_params] = oid;
+        args[op.scope_params] = d;
+    }
     let k = plan.k as usize + plan.offset as usize;
     Spi::connect(|client| {
         // Both statements run their kept generic plan (planned once per backend): their plan is
