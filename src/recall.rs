@@ -164,10 +164,46 @@ pub(crate) fn run_plan(plan: &Plan, as_caller: bool) -> String {
     read(plan)
 }
 
+/// A row of memory.recall read typed from the one pass's rows statement (`OnePass::rows_typed`
+/// over memory.observations): the row's items, then its score and ranks.
+pub(crate) struct TypedRow {
+    pub id: Option<pgrx::Uuid>,
+    pub content: Option<String>,
+    pub tier: Option<String>,
+    pub weight: Option<f64>,
+    pub created_at: Option<pgrx::datum::TimestampWithTimeZone>,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub memory_type: Option<String>,
+    /// The jsonb datum, copied out of the SPI connection.
+    pub metadata: Option<pgrx::datum::AnyElement>,
+    pub score: Option<f64>,
+    pub lexical_rank: Option<i32>,
+    pub vector_rank: Option<i32>,
+}
+
+/// A plan's answer: the engine's rows as one JSON array's text, or the one pass's rows typed.
+pub(crate) enum Answer {
+    Json(String),
+    Typed(Vec<TypedRow>),
+}
+
+/// As `run_plan`, as the function's caller, for memory.recall over memory.observations: the one
+/// pass's rows typed when the plan reads one pass (no JSON made and parsed again), else the
+/// engine's JSON text.
+pub(crate) fn run_plan_typed(plan: &Plan) -> Answer {
+    if plan.one_pass {
+        if let Some(rows) = one_pass(plan, true).or_raise() {
+            return rows;
+        }
+    }
+    Answer::Json(read(plan))
+}
+
 /// The plan's rows: the one pass when it applies, else the rendered statement.
 fn read(plan: &Plan) -> String {
     if plan.one_pass {
-        if let Some(rows) = one_pass(plan).or_raise() {
+        if let Some(Answer::Json(rows)) = one_pass(plan, false).or_raise() {
             return rows;
         }
     }
@@ -260,7 +296,9 @@ fn vector_param(text: &str, schema: &str) -> Result<(pg_sys::Oid, DatumWithOid<'
 }
 
 /// The one pass (None: more rows than it takes; read the two lists instead).
-fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
+/// `typed`: the rows as `Answer::Typed` (the plan is memory.recall's over memory.observations,
+/// whose columns have the types `TypedRow` reads), else as the engine's JSON text.
+fn one_pass(plan: &Plan, typed: bool) -> Result<Option<Answer>, MxError> {
     let bound = plan.one_pass_rows.map_or(ONE_PASS_ROWS, |r| (r as usize).min(ONE_PASS_ROWS));
     let Some(op) = render_one_pass(plan, bound + 1) else { return Ok(None) };
     // (The scope: the statement and the conditions' values. The query's vector and words change
@@ -305,7 +343,7 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         let mut fused = fuse_lists(&cands, k, plan.depth as usize, vector_len);
         fused.drain(..fused.len().min(plan.offset as usize));
         if fused.is_empty() {
-            return Ok(Some("[]".to_owned()));
+            return Ok(Some(if typed { Answer::Typed(Vec::new()) } else { Answer::Json("[]".to_owned()) }));
         }
         // The fused list, best first, read again under the same conditions in that order.
         let list: Vec<serde_json::Value> = fused
@@ -319,9 +357,31 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         let (t, a) = typed_args(&[Some(serde_json::Value::Array(list).to_string())], &[ParamType::Jsonb]);
         types.extend(t);
         args.extend(a);
+        if typed {
+            let e = MxError::spi_in("recall");
+            let mut t = kept_text(&client, &op.rows_typed, &types, &args).map_err(&e)?;
+            let mut rows = Vec::with_capacity(t.len());
+            while t.next().is_some() {
+                rows.push(TypedRow {
+                    id: t.get(1).map_err(&e)?,
+                    content: t.get(2).map_err(&e)?,
+                    tier: t.get(3).map_err(&e)?,
+                    weight: t.get(4).map_err(&e)?,
+                    created_at: t.get(5).map_err(&e)?,
+                    user_id: t.get(6).map_err(&e)?,
+                    session_id: t.get(7).map_err(&e)?,
+                    memory_type: t.get(8).map_err(&e)?,
+                    metadata: crate::pg::spi::varlena_out_of_spi(&t, 9, pg_sys::JSONBOID)?,
+                    score: t.get(10).map_err(&e)?,
+                    lexical_rank: t.get(11).map_err(&e)?,
+                    vector_rank: t.get(12).map_err(&e)?,
+                });
+            }
+            return Ok(Some(Answer::Typed(rows)));
+        }
         let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
         let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
-        Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
+        Ok(Some(Answer::Json(rows.unwrap_or_else(|| "[]".to_owned()))))
     })
 }
 

@@ -120,6 +120,26 @@ pub fn datum_from_text(oid: pg_sys::Oid, text: Option<&str>) -> DatumWithOid<'st
     }
 }
 
+/// Column `ordinal` (1-based) of the current row of `t`, a varlena of type `typ` (jsonb), as a
+/// value copied into the memory context the SPI connection was made from (SPI_datumTransfer): it
+/// outlives the connection. None for NULL; an error for a column of another type.
+pub fn varlena_out_of_spi(t: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize, typ: pg_sys::Oid) -> Result<Option<pgrx::datum::AnyElement>, MxError> {
+    let e = |e: pgrx::spi::Error| MxError::spi("read", e);
+    if t.column_type_oid(ordinal).map_err(e)?.value() != typ {
+        return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
+    }
+    let Some(d) = t.get_datum_by_ordinal(ordinal).map_err(e)? else { return Ok(None) };
+    // SAFETY: a non-NULL varlena datum of `typ` (checked above) in the current row of the
+    // connection's tuple table, detoasted (a copy in the connection's memory when it was
+    // compressed or stored out of line); SPI_datumTransfer copies that plain value into the upper
+    // executor context, which outlives the connection.
+    unsafe {
+        let plain = pg_sys::pg_detoast_datum(d.cast_mut_ptr());
+        let copy = pg_sys::SPI_datumTransfer(pg_sys::Datum::from(plain), false, -1);
+        Ok(pgrx::datum::AnyElement::from_polymorphic_datum(copy, false, typ))
+    }
+}
+
 /// The first column of the first row of a read-only query (None: no row, or NULL). pgrx's
 /// `Spi::get_one` runs its query as a writing statement, which takes a transaction id: that
 /// fails in a parallel worker (memory.classify is PARALLEL SAFE) and makes a read write.
