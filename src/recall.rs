@@ -7,7 +7,8 @@ pub(crate) mod search;
 
 use crate::errors::{MxError, OrRaise};
 use crate::pg::identity::LocalSetting;
-use crate::pg::spi::{kept_text, kept_text_cursor, Fetched};
+use crate::pg::receive::Candidates;
+use crate::pg::spi::kept_text;
 use crate::pg::input;
 use memory_core::fusion::{coverage_cut, fuse_lists, Candidate};
 use memory_core::retrieval::words::Match;
@@ -163,10 +164,46 @@ pub(crate) fn run_plan(plan: &Plan, as_caller: bool) -> String {
     read(plan)
 }
 
+/// A row of memory.recall read typed from the one pass's rows statement (`OnePass::rows_typed`
+/// over memory.observations): the row's items, then its score and ranks.
+pub(crate) struct TypedRow {
+    pub id: Option<pgrx::Uuid>,
+    pub content: Option<String>,
+    pub tier: Option<String>,
+    pub weight: Option<f64>,
+    pub created_at: Option<pgrx::datum::TimestampWithTimeZone>,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub memory_type: Option<String>,
+    /// The jsonb datum, copied out of the SPI connection.
+    pub metadata: Option<pgrx::datum::AnyElement>,
+    pub score: Option<f64>,
+    pub lexical_rank: Option<i32>,
+    pub vector_rank: Option<i32>,
+}
+
+/// A plan's answer: the engine's rows as one JSON array's text, or the one pass's rows typed.
+pub(crate) enum Answer {
+    Json(String),
+    Typed(Vec<TypedRow>),
+}
+
+/// As `run_plan`, as the function's caller, for memory.recall over memory.observations: the one
+/// pass's rows typed when the plan reads one pass (no JSON made and parsed again), else the
+/// engine's JSON text.
+pub(crate) fn run_plan_typed(plan: &Plan) -> Answer {
+    if plan.one_pass {
+        if let Some(rows) = one_pass(plan, true).or_raise() {
+            return rows;
+        }
+    }
+    Answer::Json(read(plan))
+}
+
 /// The plan's rows: the one pass when it applies, else the rendered statement.
 fn read(plan: &Plan) -> String {
     if plan.one_pass {
-        if let Some(rows) = one_pass(plan).or_raise() {
+        if let Some(Answer::Json(rows)) = one_pass(plan, false).or_raise() {
             return rows;
         }
     }
@@ -224,10 +261,10 @@ fn typed_args(params: &[Option<String>], types: &[ParamType]) -> (Vec<pg_sys::Oi
 /// in an any-word read, against the any-word tsquery for a row with fewer than all of the
 /// query's lexemes; only for the rows of at least the full-text list's cut
 /// (`fusion::coverage_cut`), None for the others (out of the list whatever their relevance).
-fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
+fn relevances(plan: &Plan, batch: &Candidates) -> Vec<Option<f32>> {
     let Some((q, how)) = &plan.query else { return Vec::new() };
-    let n = batch.len();
-    let cut = coverage_cut((0..n).filter_map(|i| batch.int4(i, 4)).collect(), plan.depth as usize);
+    let rows = &batch.rows;
+    let cut = coverage_cut(rows.iter().filter_map(|r| r.coverage).collect(), plan.depth as usize);
     let cfg = input::regconfig(c"pg_catalog.english");
     let all = input::websearch_tsquery(cfg, q);
     // The any-word read's: the query's lexemes, and its tsquery once a row needs it.
@@ -236,17 +273,32 @@ fn relevances(plan: &Plan, batch: &Fetched) -> Vec<Option<f32>> {
     let mut any: Option<Option<input::TsQuery>> = None;
     // Each rank in a memory context reset after it (ts_rank_cd's working arrays).
     let mut cx = pgrx::PgMemoryContexts::new("memory_ext relevance");
-    (0..n)
+    (0..rows.len())
         .map(|i| {
-            let m = batch.int4(i, 4).filter(|&m| m >= cut)?;
+            let m = rows[i].coverage.filter(|&m| m >= cut)?;
             let query = if !any_word || m >= lexemes { all } else { *any.get_or_insert_with(|| input::any_word_tsquery(cfg, q)) }?;
-            batch.ts_rank_cd(i, 3, query, &mut cx)
+            batch.ts_rank_cd(i, query, &mut cx)
         })
         .collect()
 }
 
+/// A plan's query vector (pgvector's text, checked by `memory_core::vector`) as a value of
+/// `schema`.vector: the components its text reads as (each the float4 vector_in's strtof reads:
+/// both round to nearest), or vector_in's refusal (22P02) for a text it would not read.
+fn vector_param(text: &str, schema: &str) -> Result<(pg_sys::Oid, DatumWithOid<'static>), MxError> {
+    let name = CString::new(format!("{}.vector", memory_core::retrieval::render::quote_ident(schema))).unwrap_or_default();
+    let oid = input::type_oid(&name)?;
+    let components: Option<Vec<f32>> = parse_query_vector(text).ok().and_then(|c| c.into_iter().collect());
+    let Some(components) = components.filter(|c| !c.is_empty() && c.len() <= 16_000 && c.iter().all(|x| x.is_finite())) else {
+        return Err(MxError::new(crate::errors::code::INVALID_TEXT, format!("invalid input syntax for type vector: \"{text}\"")));
+    };
+    Ok((oid, crate::pg::vector::vector_arg(&components, oid)))
+}
+
 /// The one pass (None: more rows than it takes; read the two lists instead).
-fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
+/// `typed`: the rows as `Answer::Typed` (the plan is memory.recall's over memory.observations,
+/// whose columns have the types `TypedRow` reads), else as the engine's JSON text.
+fn one_pass(plan: &Plan, typed: bool) -> Result<Option<Answer>, MxError> {
     let bound = plan.one_pass_rows.map_or(ONE_PASS_ROWS, |r| (r as usize).min(ONE_PASS_ROWS));
     let Some(op) = render_one_pass(plan, bound + 1) else { return Ok(None) };
     // (The scope: the statement and the conditions' values. The query's vector and words change
@@ -256,6 +308,13 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         return Ok(None);
     }
     let (mut types, mut args) = typed_args(&op.params, &op.types);
+    // The query vector (bound right after the scope's values) as pgvector's `vector`, made here
+    // from its text rather than read by vector_in in the statement.
+    if let Some((v, vs)) = &plan.vector {
+        let (oid, d) = vector_param(v, vs)?;
+        types[op.scope_params] = oid;
+        args[op.scope_params] = d;
+    }
     let k = plan.k as usize + plan.offset as usize;
     Spi::connect(|client| {
         // Both statements run their kept generic plan (planned once per backend): their plan is
@@ -265,33 +324,26 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         // (Not where Citus is installed: a distributed plan needs the values.) Set once for both
         // statements (nothing else is planned between them).
         let _generic = (!crate::pg::citus::installed()).then(|| LocalSetting::set(c"plan_cache_mode", c"force_generic_plan"));
-        let mut cursor = kept_text_cursor(&client, &op.candidates, &types, &args).map_err(MxError::spi_in("recall"))?;
-        let mut batch = Fetched::default();
-        // (The columns' types are checked before any value is read.)
-        batch.fetch_typed(&mut cursor, bound + 1, &[pg_sys::UUIDOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TSVECTOROID, pg_sys::INT4OID])?;
-        if batch.len() > bound {
+        // The candidates from the executor's slots (no SPI tuple table; their types checked
+        // before any value is read).
+        let batch = crate::pg::receive::candidates(&op.candidates, &types, &args, bound)?;
+        if batch.overflow {
             remember_overflow(&scope);
             return Ok(None);
         }
         let relevance = relevances(plan, &batch);
-        let cands: Vec<Candidate> = (0..batch.len())
-            .filter_map(|i| {
-                Some(Candidate {
-                    id: batch.uuid(i, 0)?,
-                    weight: batch.float8(i, 1).unwrap_or(1.0),
-                    distance: batch.float8(i, 2),
-                    relevance: relevance.get(i).copied().flatten(),
-                    coverage: batch.int4(i, 4).unwrap_or(0),
-                })
-            })
+        let cands: Vec<Candidate> = batch
+            .rows
+            .iter()
+            .zip(relevance.into_iter().chain(std::iter::repeat(None)))
+            .map(|(r, relevance)| Candidate { id: r.id, weight: r.weight.unwrap_or(1.0), distance: r.distance, relevance, coverage: r.coverage.unwrap_or(0) })
             .collect();
         drop(batch);
-        drop(cursor);
         let vector_len = usize::try_from(plan.vector_len()).unwrap_or(usize::MAX);
         let mut fused = fuse_lists(&cands, k, plan.depth as usize, vector_len);
         fused.drain(..fused.len().min(plan.offset as usize));
         if fused.is_empty() {
-            return Ok(Some("[]".to_owned()));
+            return Ok(Some(if typed { Answer::Typed(Vec::new()) } else { Answer::Json("[]".to_owned()) }));
         }
         // The fused list, best first, read again under the same conditions in that order.
         let list: Vec<serde_json::Value> = fused
@@ -305,9 +357,31 @@ fn one_pass(plan: &Plan) -> Result<Option<String>, MxError> {
         let (t, a) = typed_args(&[Some(serde_json::Value::Array(list).to_string())], &[ParamType::Jsonb]);
         types.extend(t);
         args.extend(a);
+        if typed {
+            let e = MxError::spi_in("recall");
+            let mut t = kept_text(&client, &op.rows_typed, &types, &args).map_err(&e)?;
+            let mut rows = Vec::with_capacity(t.len());
+            while t.next().is_some() {
+                rows.push(TypedRow {
+                    id: t.get(1).map_err(&e)?,
+                    content: t.get(2).map_err(&e)?,
+                    tier: t.get(3).map_err(&e)?,
+                    weight: t.get(4).map_err(&e)?,
+                    created_at: t.get(5).map_err(&e)?,
+                    user_id: t.get(6).map_err(&e)?,
+                    session_id: t.get(7).map_err(&e)?,
+                    memory_type: t.get(8).map_err(&e)?,
+                    metadata: crate::pg::spi::varlena_out_of_spi(&t, 9, pg_sys::JSONBOID)?,
+                    score: t.get(10).map_err(&e)?,
+                    lexical_rank: t.get(11).map_err(&e)?,
+                    vector_rank: t.get(12).map_err(&e)?,
+                });
+            }
+            return Ok(Some(Answer::Typed(rows)));
+        }
         let t = kept_text(&client, &op.rows, &types, &args).map_err(MxError::spi_in("recall"))?;
         let rows: Option<String> = if t.is_empty() { None } else { t.first().get::<String>(1).map_err(MxError::spi_in("recall"))? };
-        Ok(Some(rows.unwrap_or_else(|| "[]".to_owned())))
+        Ok(Some(Answer::Json(rows.unwrap_or_else(|| "[]".to_owned()))))
     })
 }
 

@@ -38,6 +38,35 @@ pub fn value_from_text(input: InputFn, text: &str, typoid: pg_sys::Oid) -> Resul
     unsafe { AnyElement::from_polymorphic_datum(d, false, typoid) }.ok_or_else(|| internal("no value"))
 }
 
+/// A value of a built-in type as an `AnyElement` of its type (palloc'd in the current memory
+/// context for a type passed by reference).
+pub fn value_of<T: IntoDatum>(v: T) -> Option<AnyElement> {
+    let d = v.into_datum()?;
+    // SAFETY: a non-null datum of T's type, just made.
+    unsafe { AnyElement::from_polymorphic_datum(d, false, T::type_oid()) }
+}
+
+/// Whether a jsonb value is JSON's `null` (a scalar: its root a one-element array flagged
+/// scalar, the element's entry of type null; jsonb.h's JB_FSCALAR, JENTRY_ISNULL).
+pub fn jsonb_is_null(e: &AnyElement) -> bool {
+    if e.oid() != pg_sys::JSONBOID {
+        return false;
+    }
+    const JB_FSCALAR: u32 = 0x1000_0000;
+    const JB_CMASK: u32 = 0x0FFF_FFFF;
+    const JENTRY_TYPEMASK: u32 = 0x7000_0000;
+    const JENTRY_ISNULL: u32 = 0x4000_0000;
+    // SAFETY: a non-null jsonb datum (its type checked), detoasted (a copy when it was toasted or
+    // had a short header) before its root container's header and first entry are read: a jsonb
+    // holds at least its header, and a scalar one entry after it.
+    unsafe {
+        let v = pg_sys::pg_detoast_datum(e.datum().cast_mut_ptr());
+        let root = v.cast::<u8>().add(4).cast::<u32>();
+        let header = std::ptr::read_unaligned(root);
+        header & JB_FSCALAR != 0 && header & JB_CMASK == 1 && std::ptr::read_unaligned(root.add(1)) & JENTRY_TYPEMASK == JENTRY_ISNULL
+    }
+}
+
 /// An oid-valued datum's oid (an enum value is its label's).
 pub fn oid_of(d: pg_sys::Datum) -> pg_sys::Oid {
     pg_sys::Oid::from(u32::try_from(d.value() & 0xffff_ffff).unwrap_or(0))

@@ -10,6 +10,7 @@ pub mod identity;
 pub mod input;
 pub mod locks;
 pub mod polymorphic;
+pub mod receive;
 pub mod scan;
 pub mod shmem;
 pub mod spi;

@@ -102,17 +102,6 @@ fn keep_text(client: &SpiClient<'_>, sql: &str, types: &[pg_sys::Oid]) -> Result
     Ok(())
 }
 
-/// As `kept_text`, through a cursor (read with `Fetched`, each row deformed once).
-pub fn kept_text_cursor<'conn>(
-    client: &SpiClient<'conn>,
-    sql: &str,
-    types: &[pg_sys::Oid],
-    args: &[DatumWithOid],
-) -> Result<pgrx::spi::SpiCursor<'conn>, pgrx::spi::Error> {
-    keep_text(client, sql, types)?;
-    TEXT_PLANS.with(|p| client.try_open_cursor(p.borrow().get(sql).expect("kept above"), args))
-}
-
 /// A value of the built-in type `oid` read from its text by the type's input function (what a
 /// cast from text does), in the current memory context; SQL NULL for None. An invalid text is the
 /// input function's error.
@@ -128,6 +117,26 @@ pub fn datum_from_text(oid: pg_sys::Oid, text: Option<&str>) -> DatumWithOid<'st
         pg_sys::getTypeInputInfo(oid, &mut input, &mut ioparam);
         let d = pg_sys::OidInputFunctionCall(input, c.as_ptr() as *mut std::ffi::c_char, ioparam, -1);
         DatumWithOid::new(d, oid)
+    }
+}
+
+/// Column `ordinal` (1-based) of the current row of `t`, a varlena of type `typ` (jsonb), as a
+/// value copied into the memory context the SPI connection was made from (SPI_datumTransfer): it
+/// outlives the connection. None for NULL; an error for a column of another type.
+pub fn varlena_out_of_spi(t: &pgrx::spi::SpiTupleTable<'_>, ordinal: usize, typ: pg_sys::Oid) -> Result<Option<pgrx::datum::AnyElement>, MxError> {
+    let e = |e: pgrx::spi::Error| MxError::spi("read", e);
+    if t.column_type_oid(ordinal).map_err(e)?.value() != typ {
+        return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
+    }
+    let Some(d) = t.get_datum_by_ordinal(ordinal).map_err(e)? else { return Ok(None) };
+    // SAFETY: a non-NULL varlena datum of `typ` (checked above) in the current row of the
+    // connection's tuple table, detoasted (a copy in the connection's memory when it was
+    // compressed or stored out of line); SPI_datumTransfer copies that plain value into the upper
+    // executor context, which outlives the connection.
+    unsafe {
+        let plain = pg_sys::pg_detoast_datum(d.cast_mut_ptr());
+        let copy = pg_sys::SPI_datumTransfer(pg_sys::Datum::from(plain), false, -1);
+        Ok(pgrx::datum::AnyElement::from_polymorphic_datum(copy, false, typ))
     }
 }
 
@@ -159,24 +168,12 @@ pub struct Fetched {
     utf8: bool,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
-    /// The columns' types when `fetch_typed` checked them (empty otherwise).
-    types: Vec<pg_sys::Oid>,
 }
 
 impl Fetched {
     /// Fetch the next `n` rows of `cursor`, whose query returns `cols` columns; false when there
     /// are none.
     pub fn fetch(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, cols: usize) -> Result<bool, MxError> {
-        self.fetch_checked(cursor, n, cols, None)
-    }
-
-    /// As `fetch`, for a query whose columns must have exactly the types `types` (an error
-    /// otherwise, before any value is read).
-    pub fn fetch_typed(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, types: &[pg_sys::Oid]) -> Result<bool, MxError> {
-        self.fetch_checked(cursor, n, types.len(), Some(types))
-    }
-
-    fn fetch_checked(&mut self, cursor: &mut pgrx::spi::SpiCursor, n: usize, cols: usize, types: Option<&[pg_sys::Oid]>) -> Result<bool, MxError> {
         self.free();
         if cursor.fetch(n as std::ffi::c_long).map_err(|e| MxError::spi("fetch", e))?.is_empty() {
             return Ok(false);
@@ -189,15 +186,10 @@ impl Fetched {
             self.table = Some(tt);
             let n = (*tt).numvals as usize;
             let desc = (*tt).tupdesc;
-            let shape_ok = (*desc).natts as usize == cols
-                && types.map_or(true, |types| {
-                    types.iter().enumerate().all(|(i, t)| pg_sys::SPI_gettypeid(desc, i as i32 + 1) == *t)
-                });
-            if !shape_ok {
+            if (*desc).natts as usize != cols {
                 return Err(MxError::new(code::INTERNAL, "a query returned an unexpected row shape"));
             }
             self.cols = cols;
-            self.types = types.map(<[pg_sys::Oid]>::to_vec).unwrap_or_default();
             self.utf8 = super::varlena::database_is_utf8();
             self.values.resize(n * cols, pg_sys::Datum::from(0usize));
             self.nulls.resize(n * cols, true);
@@ -226,24 +218,6 @@ impl Fetched {
         (!self.nulls[k]).then(|| unsafe { super::varlena::text_bytes(self.values[k]) })
     }
 
-    /// `ts_rank_cd(words, query)` of the tsvector column `c` of row `i` (None for NULL, or for a
-    /// column `fetch_typed` did not check as a tsvector), its working memory (ts_rank_cd's arrays)
-    /// in `cx`, reset once the float4 is out.
-    pub fn ts_rank_cd(&self, i: usize, c: usize, query: super::input::TsQuery, cx: &mut pgrx::PgMemoryContexts) -> Option<f32> {
-        if self.types.get(c) != Some(&pg_sys::TSVECTOROID) {
-            return None;
-        }
-        let w = self.datum(i, c)?;
-        // SAFETY: a non-NULL tsvector datum of the batch (its type checked by the fetch), alive
-        // until the batch is freed, and a tsquery alive in its context (`TsQuery`); nothing else
-        // allocates in `cx`, reset after the call.
-        unsafe {
-            let r = cx.switch_to(|_| super::input::ts_rank_cd(w, query));
-            cx.reset();
-            Some(r)
-        }
-    }
-
     /// The datum of column `c` of row `i` (None for NULL), alive until the batch is freed.
     fn datum(&self, i: usize, c: usize) -> Option<pg_sys::Datum> {
         let k = i * self.cols + c;
@@ -265,18 +239,6 @@ impl Fetched {
     /// An int4 column `c` of row `i`.
     pub fn int4(&self, i: usize, c: usize) -> Option<i32> {
         self.datum(i, c).map(|d| d.value() as i32)
-    }
-
-    /// A float8 column `c` of row `i` (passed by value on the 64-bit builds pgrx supports).
-    pub fn float8(&self, i: usize, c: usize) -> Option<f64> {
-        self.datum(i, c).map(|d| f64::from_bits(d.value() as u64))
-    }
-
-    /// A uuid column `c` of row `i`, its 16 bytes.
-    pub fn uuid(&self, i: usize, c: usize) -> Option<[u8; 16]> {
-        // SAFETY: a non-NULL uuid datum of the batch points at its 16 bytes (pg_uuid_t, passed
-        // by reference), alive until the batch is freed; they are copied out.
-        self.datum(i, c).map(|d| unsafe { std::ptr::read_unaligned(d.cast_mut_ptr::<[u8; 16]>()) })
     }
 
     /// The jsonb column `c` of row `i` as JSON text (jsonb_out), appended to `out`; false for NULL.

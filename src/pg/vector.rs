@@ -20,6 +20,14 @@ pub fn vector_datum(components: &[f32]) -> pg_sys::Datum {
     }
 }
 
+/// `vector_datum(components)` as a bind parameter of `oid`, pgvector's `vector` type (the
+/// caller's lookup), alive in the current memory context.
+pub fn vector_arg(components: &[f32], oid: pg_sys::Oid) -> pgrx::datum::DatumWithOid<'static> {
+    // SAFETY: a non-NULL datum in pgvector's vector layout, palloc'd in the current memory
+    // context, which outlives the statements it is bound to (run within the caller's call).
+    unsafe { pgrx::datum::DatumWithOid::new(vector_datum(components), oid) }
+}
+
 /// A distance function of two vectors returning float8 (pgvector's cosine_distance(vector,
 /// vector), by oid), looked up once and called per pair.
 pub struct Distance {

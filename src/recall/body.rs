@@ -111,8 +111,7 @@ fn recall_typed(
         })
         .transpose()
         .or_raise();
-    let rows = recall(org_id, query, k, project_id, filters, query_embedding, source, as_of).or_raise();
-    TableIterator::new(typed_rows(rows).or_raise())
+    TableIterator::new(recall(org_id, query, k, project_id, filters, query_embedding, source, as_of).or_raise())
 }
 
 /// The engine's rows as memory.recall's typed rows.
@@ -138,6 +137,39 @@ fn typed_rows(rows: Vec<EngineRow>) -> Result<Vec<RecallRow>, MxError> {
                 lexical_rank,
                 vector_rank,
                 metadata.map(|t| input::value_from_text(pg_sys::jsonb_in, &t, pg_sys::JSONBOID)).transpose()?,
+            ))
+        })
+        .collect()
+}
+
+/// The one pass's typed rows as memory.recall's rows: the values as they are (a uuid, a time, the
+/// metadata's jsonb), the enums' labels by their input function (a label that is not the enum's
+/// NULL, as `typed_rows` gives); a metadata of JSON null is SQL NULL, as the engine's JSON row
+/// gives it.
+fn rows_of_typed(rows: Vec<super::TypedRow>) -> Result<Vec<RecallRow>, MxError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let class = input::type_oid(c"memory.classification")?;
+    let mtype = input::type_oid(c"memory.memory_type")?;
+    let label = |t: Option<String>, labels: &[&str], typoid| {
+        t.filter(|t| labels.contains(&t.as_str())).map(|t| input::from_text(pg_sys::enum_in, &t, typoid).map(input::oid_of)).transpose()
+    };
+    rows.into_iter()
+        .map(|r| {
+            Ok((
+                r.id.and_then(input::value_of),
+                r.content,
+                label(r.tier, &rc::CLASSIFICATIONS, class)?,
+                r.weight,
+                r.score,
+                r.created_at.and_then(input::value_of),
+                r.user_id,
+                r.session_id,
+                label(r.memory_type, &rc::MEMORY_TYPES, mtype)?,
+                r.lexical_rank,
+                r.vector_rank,
+                r.metadata.filter(|m| !input::jsonb_is_null(m)),
             ))
         })
         .collect()
@@ -315,7 +347,7 @@ fn recall(
     embedding: Option<AnyElement>,
     source: Option<pg_sys::Oid>,
     as_of: Option<TimestampWithTimeZone>,
-) -> Result<Vec<EngineRow>, MxError> {
+) -> Result<Vec<RecallRow>, MxError> {
     // Input first: nothing is read or written for a call that is refused.
     rc::check_read_args(FN, org, k).map_err(refusal)?;
     let (org, k) = (org.unwrap_or_default(), k.unwrap_or_default());
@@ -404,7 +436,21 @@ fn recall(
     });
     let plan = rc::plan_as_of(plan, at.as_deref(), columns.get("created_at").and_then(Value::as_str));
     let plan = Plan::from_json(&plan).map_err(|e| MxError::new(code::INTERNAL, format!("memory_ext recall: {}", e.0)))?;
-    let text = run_plan(&plan, tbl.is_some());
+    // memory.observations' one pass: its rows typed (no JSON made and read again).
+    let text = match tbl {
+        None => match super::run_plan_typed(&plan) {
+            super::Answer::Json(text) => text,
+            super::Answer::Typed(rows) => {
+                let ids: Vec<Value> = rows.iter().map(|r| r.id.map_or(Value::Null, |id| Value::String(id.to_string()))).collect();
+                let event = rc::read_event(ids, k, &f, query, qv.as_deref(), None, at.as_deref());
+                let out = rows_of_typed(rows)?;
+                let payload = rc::jsonb_text(&event);
+                crate::audit::reads::append_read_value(FN, event, payload, Some(org.to_owned()), project_id.map(str::to_owned))?;
+                return Ok(out);
+            }
+        },
+        Some(_) => run_plan(&plan, true),
+    };
     // Each row's fields but the metadata as values; the metadata as the JSON text the engine wrote
     // (numbers past f64 and deep nesting come back exactly as stored, cast to jsonb by memory.recall).
     let raw: Vec<Vec<Box<serde_json::value::RawValue>>> = serde_json::from_str(&text)
@@ -449,5 +495,5 @@ fn recall(
         .collect();
     let payload = rc::jsonb_text(&event);
     crate::audit::reads::append_read_value(FN, event, payload, Some(org.to_owned()), project_id.map(str::to_owned))?;
-    Ok(out)
+    typed_rows(out)
 }

@@ -655,6 +655,9 @@ pub fn render(plan: &Plan) -> Statement {
 pub struct OnePass {
     pub candidates: String,
     pub rows: String,
+    /// `rows` without the JSON: the same rows as columns (the row's items, then score,
+    /// lexical_rank and vector_rank) in the fused list's order, for a caller that reads them typed.
+    pub rows_typed: String,
     pub params: Vec<Option<String>>,
     /// How many of `params`, from the first, are the scope's (the time and the conditions): the
     /// rows `candidates` reads depend on those alone, not on the query's vector or words.
@@ -714,6 +717,13 @@ pub fn render_one_pass(plan: &Plan, limit: usize) -> Option<OnePass> {
              lexical_rank pg_catalog.int4, vector_rank pg_catalog.int4, o pg_catalog.int4) \
              JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) f.id WHERE {conds}) x",
             agg = agg("o"),
+            id = col(&plan.columns.id),
+        ),
+        rows_typed: format!(
+            "SELECT {items}, f.score, f.lexical_rank, f.vector_rank \
+             FROM pg_catalog.jsonb_to_recordset({fused}::pg_catalog.jsonb) f(id pg_catalog.uuid, score pg_catalog.float8, \
+             lexical_rank pg_catalog.int4, vector_rank pg_catalog.int4, o pg_catalog.int4) \
+             JOIN {rel} t ON {id} OPERATOR(pg_catalog.=) f.id WHERE {conds} ORDER BY f.o",
             id = col(&plan.columns.id),
         ),
         params: b.params,

@@ -1,5 +1,6 @@
 //! The engine's tests: a statement per combination of lists and sources, the filter language, and
 //! properties (values and identifiers never change the statement's shape, no value is spliced).
+//! Long: one file for the renderer's statements, whose checks read best side by side.
 
 use super::filter;
 use super::plan::Plan;
@@ -208,6 +209,10 @@ fn one_pass_reads_candidates_and_rows() {
     assert!(!o.candidates.contains("ts_rank_cd"), "{}", o.candidates);
     assert!(o.candidates.contains("(SELECT $3::\"public\".vector)"), "{}", o.candidates);
     assert!(o.rows.contains(&format!("jsonb_to_recordset(${}::pg_catalog.jsonb)", o.params.len() + 1)));
+    // The typed rows: the same join and conditions, the items then score and ranks as columns, in the list's order.
+    let from = |r: &str| r[r.find("FROM pg_catalog.jsonb_to_recordset").unwrap()..].to_owned();
+    assert_eq!(from(&o.rows_typed), format!("{} ORDER BY f.o", from(&o.rows).trim_end_matches(") x")), "{}", o.rows_typed);
+    assert!(o.rows_typed.starts_with("SELECT t.\"id\" AS id, ") && o.rows_typed.contains(" AS metadata, f.score, f.lexical_rank, f.vector_rank FROM"));
     assert!(render_one_pass(&plan(observations(json!({"query": "pay"}))), 10).is_none());
     // The row's coverage of the query (ts_delete) and its match are computed once a row; the rank
     // reads them from the sub-select.
@@ -297,7 +302,9 @@ fn parameters_are_declared_as_they_are_read() {
         if let Some(o) = render_one_pass(&p, 100) {
             casts_match_types(&o.candidates, &o.types, o.params.len(), false);
             // The rows' statement: the same parameters and the fused list, a jsonb.
-            casts_match_types(&o.rows, &[o.types.clone(), vec![ParamType::Jsonb]].concat(), o.params.len() + 1, false);
+            for rows in [&o.rows, &o.rows_typed] {
+                casts_match_types(rows, &[o.types.clone(), vec![ParamType::Jsonb]].concat(), o.params.len() + 1, false);
+            }
         }
     }
     // The filter's values as the types they are compared as: the path a text[], a JSON value
@@ -577,7 +584,7 @@ fn point_in_time_reads_the_revision_valid_then() {
     let v = render(&plan(observations(hv.clone())));
     assert!(v.sql.matches("UNION ALL").count() >= 3, "every read of the source is as of the time");
     let one = render_one_pass(&plan(observations(hv)), 100).unwrap();
-    assert!(one.candidates.contains("UNION ALL") && one.rows.contains("UNION ALL"));
+    assert!(one.candidates.contains("UNION ALL") && one.rows.contains("UNION ALL") && one.rows_typed.contains("UNION ALL"));
     assert_eq!(one.params.first(), Some(&Some(at.to_string())));
 }
 
