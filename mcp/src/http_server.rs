@@ -1019,9 +1019,12 @@ fn call_rmcp_would_serve(body: &[u8]) -> Option<(rmcp::model::RequestId, rmcp::m
     Some((id, call.params, client))
 }
 
-/// rmcp's `internal_error_response` (transport/common/server_side_http.rs:181).
+/// rmcp's `internal_error_response` (transport/common/server_side_http.rs:181): its text, and no
+/// Content-Type (a `(StatusCode, String)` answer would add `text/plain`).
 fn rmcp_internal_error(context: &str, error: impl std::fmt::Display) -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, format!("Encounter an error when {context}: {error}")).into_response()
+    let mut r = Response::new(Body::from(format!("Encounter an error when {context}: {error}")));
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
 }
 
 /// What bounds the server's connections (axum::serve sets no timeout and no cap).
@@ -1331,6 +1334,13 @@ mod tests {
         ] {
             assert!(call_rmcp_would_serve(other).is_none(), "{}", String::from_utf8_lossy(other));
         }
+    }
+
+    #[test]
+    fn an_internal_error_is_answered_as_rmcp_answers_it() {
+        let r = rmcp_internal_error("empty response", "no response message received from handler");
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.headers().get(header::CONTENT_TYPE), None, "rmcp's answer has no Content-Type");
     }
 
     #[tokio::test(start_paused = true)]
