@@ -15,7 +15,9 @@
 //!
 //! Before any of them, the connections are bounded (`serve_connections`): request headers within
 //! `--header-read-timeout`, which also closes a connection idle between requests, and at most
-//! `--max-connections` open; a `POST`'s body must arrive within `--request-body-timeout` (408).
+//! `--max-connections` open; a `POST`'s body must arrive within `--request-body-timeout` (408), and
+//! an answer the client leaves unread (a write that makes no progress) that long closes its
+//! connection.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -735,7 +737,7 @@ pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), Str
     let addr = o.addr;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let listener = listener.into_std().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections };
+    let limits = ConnectionLimits { header_read_timeout: o.header_read_timeout, max_connections: o.max_connections, write_timeout: o.body_timeout };
     let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let (ended_tx, mut ended) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
@@ -1017,9 +1019,12 @@ fn call_rmcp_would_serve(body: &[u8]) -> Option<(rmcp::model::RequestId, rmcp::m
     Some((id, call.params, client))
 }
 
-/// rmcp's `internal_error_response` (transport/common/server_side_http.rs:181).
+/// rmcp's `internal_error_response` (transport/common/server_side_http.rs:181): its text, and no
+/// Content-Type (a `(StatusCode, String)` answer would add `text/plain`).
 fn rmcp_internal_error(context: &str, error: impl std::fmt::Display) -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, format!("Encounter an error when {context}: {error}")).into_response()
+    let mut r = Response::new(Body::from(format!("Encounter an error when {context}: {error}")));
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
 }
 
 /// What bounds the server's connections (axum::serve sets no timeout and no cap).
@@ -1027,6 +1032,68 @@ fn rmcp_internal_error(context: &str, error: impl std::fmt::Display) -> Response
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// The longest a write to the client may wait (its answer unread, the socket's buffers full):
+    /// past it the connection is closed ([`WriteDeadline`]).
+    pub write_timeout: Duration,
+}
+
+/// A connection's socket whose writes cannot wait for ever: hyper sets no time on writing an
+/// answer, so a client that sends requests with large answers (a search's items) and never reads
+/// them would hold its connection, its place of `--max-connections` and the answer's bytes for as
+/// long as it stays connected. A write (or flush) that makes no progress for `timeout` fails
+/// instead, and hyper closes the connection. Reads are left as they are (the header and body
+/// timeouts bound them).
+struct WriteDeadline<T> {
+    io: T,
+    timeout: Duration,
+    /// Armed while a write waits, from its first wait; disarmed by any progress.
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn waited<R>(&mut self, cx: &mut std::task::Context<'_>, r: std::task::Poll<std::io::Result<R>>) -> std::task::Poll<std::io::Result<R>> {
+        use std::future::Future;
+        use std::task::Poll;
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let timeout = self.timeout;
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            self.stalled = None;
+            return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client did not read its answer in time")));
+        }
+        Poll::Pending
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<T> {
+    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T> {
+    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.waited(cx, r)
+    }
+    fn poll_write_vectored(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.waited(cx, r)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.waited(cx, r)
+    }
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_shutdown(cx);
+        self.waited(cx, r)
+    }
 }
 
 /// Serves `app` on the connections of `listener` (HTTP/1.1) until `shutdown`, then waits for the
@@ -1089,7 +1156,8 @@ pub async fn serve_connections(
         // algorithm the last piece waits for the client's delayed ACK (tens of milliseconds a call).
         let _ = tcp.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = graceful.watch(http1.serve_connection(TokioIo::new(tcp), service));
+        let io = WriteDeadline { io: tcp, timeout: limits.write_timeout, stalled: None };
+        let conn = graceful.watch(http1.serve_connection(TokioIo::new(io), service));
         tokio::spawn(async move {
             let _ = conn.await;
             drop(place);
@@ -1266,6 +1334,35 @@ mod tests {
         ] {
             assert!(call_rmcp_would_serve(other).is_none(), "{}", String::from_utf8_lossy(other));
         }
+    }
+
+    #[test]
+    fn an_internal_error_is_answered_as_rmcp_answers_it() {
+        let r = rmcp_internal_error("empty response", "no response message received from handler");
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.headers().get(header::CONTENT_TYPE), None, "rmcp's answer has no Content-Type");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_left_unread_fails_and_one_read_slowly_does_not() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (io, _unread) = tokio::io::duplex(16);
+        let mut w = WriteDeadline { io, timeout: Duration::from_secs(5), stalled: None };
+        assert_eq!(w.write_all(&[0; 64]).await.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        let (io, mut reader) = tokio::io::duplex(16);
+        let mut w = WriteDeadline { io, timeout: Duration::from_secs(5), stalled: None };
+        let read = tokio::spawn(async move {
+            let mut got = vec![];
+            let mut buf = [0; 16];
+            while got.len() < 64 {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                let n = reader.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+            got
+        });
+        w.write_all(&[1; 64]).await.unwrap();
+        assert_eq!(read.await.unwrap(), vec![1; 64]);
     }
 
     #[test]

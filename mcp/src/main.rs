@@ -98,6 +98,8 @@ struct Args {
     no_direct_calls: bool,
     /// Seconds a request's body may take to arrive (it is read whole, to check the token's scopes
     /// against the tools it calls); past them the request is answered 408 and its connection closed.
+    /// An answer the client leaves unread as long (a write that makes no progress) closes its
+    /// connection too.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
     request_body_timeout: f64,
     /// Seconds a client may take to send a request's headers, and a connection may stay idle

@@ -947,6 +947,52 @@ def test_http_slow_and_idle_connections_are_closed_and_capped(binary, app, tmp_p
         held.pop().close()
 
 
+def test_http_an_answer_left_unread_closes_its_connection(binary, app, tmp_path):
+    """Review of issue 51 (h-rev): a token holder that asks for large answers (a search of six items of
+    900 KB: 11 MB) and never reads them held its connections, their places of --max-connections and the
+    answers' bytes for as long as it stayed connected (hyper sets no time on a write): at 2 places the
+    next client waited for ever. A write that makes no progress for --request-body-timeout now closes
+    the connection, and the next client is served."""
+    toks = tokens_file(tmp_path, ["w"])
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), "--stateless", "--max-connections", "2",
+            "--request-body-timeout", "1")
+    w = {"Authorization": f"Bearer {toks['w']}", "MCP-Protocol-Version": "2025-06-18"}
+    with http_server(binary, app, WRITER, *args) as (port, _):
+        ns = ["unread", secrets.token_hex(4)]
+        headers = {**w, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        for i in range(6):
+            put = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                   "params": {"name": "put", "arguments": {"namespace": ns, "key": f"k{i}", "value": {"v": "x" * (900 * 1024)}}}}
+            status, _, answer = posted(port, json.dumps(put).encode(), headers)
+            assert status == 200 and not answer["result"].get("isError"), str(answer)[:300]
+        search = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "search", "arguments": {"namespace_prefix": ns, "limit": 10}}}
+        unread = []
+        for _ in range(2):
+            sk = socket.socket()
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sk.settimeout(60)
+            sk.connect(("127.0.0.1", port))
+            b = json.dumps(search).encode()
+            head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(b)}", *(f"{k}: {v}" for k, v in headers.items())]
+            sk.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b)
+            unread.append(sk)
+        # Both places held by connections whose answers are not read: the next client is served once
+        # the server has given up on them (before, never: its request timed out).
+        c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x"}}}), headers)
+        assert c.getresponse().status == 200
+        c.close()
+        for sk in unread:
+            got = 0
+            try:
+                while chunk := sk.recv(1 << 20):
+                    got += len(chunk)
+            except ConnectionResetError:
+                pass
+            assert got < 11 * 1024 * 1024, "the answer was cut off: the connection closed"
+            sk.close()
+
+
 def sent_request(port, body, headers):
     """A whole POST sent, its answer not read: the caller hangs up by closing the socket."""
     b = json.dumps(body).encode()
