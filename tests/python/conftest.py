@@ -10,6 +10,7 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
+import time
 
 import psycopg
 import pytest
@@ -64,6 +65,16 @@ def fresh_database(port, db):
     with psycopg.connect(_dsn(port, db), autocommit=True) as c:
         c.execute("CREATE EXTENSION memory_ext")
     return _dsn(port, db)
+
+
+def wait_until(f, seconds=30.0):
+    """Whether f() became true within `seconds` (polled every 50 ms; asked once more at the end)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if f():
+            return True
+        time.sleep(0.05)
+    return f()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import pytest
 from psycopg import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import cluster_dir, fresh_database, integrator_cluster  # noqa: E402
+from conftest import wait_until, cluster_dir, fresh_database, integrator_cluster  # noqa: E402
 import verify_chain  # noqa: E402
 
 
@@ -237,31 +237,22 @@ def worker_cluster():
         yield dsn
 
 
-def _wait_until(f, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if f():
-            return True
-        time.sleep(0.05)
-    return f()
-
-
 def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
     with psycopg.connect(worker_cluster, autocommit=True) as c:
         # The worker started before the database existed: its first start failed, the next waited for it (docs/audit.md).
         q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
-        assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+        assert wait_until(lambda: len(c.execute(q).fetchall()) == 1)
         workers = c.execute(q).fetchall()
         for i in range(100):
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES (%s, 'x')", (f"org_{i % 3}",))
         # Nobody calls the sequencer here: the worker chains what was committed.
-        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+        assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
         assert c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 100
         # Killed, it is restarted by the postmaster and carries on; nothing is lost.
         c.execute("SELECT pg_terminate_backend(%s)", (workers[0][0],))
         for i in range(50):
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_0', 'y')")
-        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 150)
+        assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 150)
         rows = c.execute("SELECT bool_and(ok), sum(entries), sum(pending) FROM memory.audit_verify()").fetchone()
         assert rows == (True, 150, 0)
 
@@ -273,13 +264,13 @@ def test_the_backlog_shows_the_integrators_to_a_tenant_admin():
     with integrator_cluster("pytest-backlog", "backlogged") as dsn:
         with psycopg.connect(dsn, autocommit=True) as c:
             q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'backlogged'"
-            assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+            assert wait_until(lambda: len(c.execute(q).fetchall()) == 1)
             c.execute("SELECT memory.setup_roles()")
             c.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bk_admin') THEN "
                       "CREATE ROLE bk_admin LOGIN IN ROLE memory_admin; END IF; END $$")
             c.execute("SELECT memory.grant_org('bk_admin', 'org_bk')")
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_bk', 'x'), ('org_other', 'y')")
-            assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+            assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
         with psycopg.connect(dsn.replace("user=postgres", "user=bk_admin"), autocommit=True) as a:
             row = a.execute("SELECT chains, pending, parked, oldest_pending_at, integrators_running, last_integration_at IS NOT NULL"
                             " FROM memory.audit_backlog").fetchone()
@@ -303,13 +294,13 @@ def test_the_worker_is_not_steered_by_database_settings(worker_cluster):
         c.execute("ALTER DATABASE integrated SET default_transaction_read_only = on")
         try:
             q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
-            assert _wait_until(lambda: len(c.execute(q).fetchall()) == 1)
+            assert wait_until(lambda: len(c.execute(q).fetchall()) == 1)
             c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'")
             # It comes back under the database's settings, and still integrates.
             c.execute("BEGIN READ WRITE")
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_9', 'after the settings')")
             c.execute("COMMIT")
-            assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+            assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
             assert c.execute("SELECT count(*) FROM public.hits").fetchone() == (0,)
         finally:
             c.execute("ALTER DATABASE integrated RESET search_path")
@@ -323,14 +314,14 @@ def test_the_worker_clears_the_rows_it_chained(worker_cluster):
         vacuums = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass"
         before = c.execute(vacuums).fetchone()[0]
         c.execute("INSERT INTO memory.observations (org_id, content) SELECT 'org_' || (g % 8), 'backlog ' || g FROM generate_series(1, 30000) g")
-        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0, 60)
+        assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0, 60)
         # The next round after the backlog vacuums (at most a second after the last one).
         c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_0', 'after the backlog')")
-        assert _wait_until(lambda: c.execute(vacuums).fetchone()[0] > before, 30)
-        assert _wait_until(lambda: c.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass").fetchone()[0] < 1000, 30)
+        assert wait_until(lambda: c.execute(vacuums).fetchone()[0] > before, 30)
+        assert wait_until(lambda: c.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'memory.audit_pending'::regclass").fetchone()[0] < 1000, 30)
         # The vacuum may be the one after the backlog's last round, before the row above is
         # chained; audit_verify gives way to a worker's round (and reports what it left pending).
-        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0, 30)
+        assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0, 30)
         rows = c.execute("SELECT ok, pending FROM memory.audit_verify()").fetchall()
         assert rows and all(r[0] and r[1] == 0 for r in rows), rows
 
@@ -371,7 +362,7 @@ def test_integrators_share_the_chains(workers_cluster):
                " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
     with psycopg.connect(workers_cluster, autocommit=True) as c:
         # Each names itself in pg_stat_activity.
-        assert _wait_until(lambda: [r[0] for r in c.execute(workers)] == [f"memory_ext integrator {k}/3" for k in (1, 2, 3)], seconds=90)
+        assert wait_until(lambda: [r[0] for r in c.execute(workers)] == [f"memory_ext integrator {k}/3" for k in (1, 2, 3)], seconds=90)
         c.execute("CREATE TABLE notes (id bigserial PRIMARY KEY, org_id text NOT NULL, content text NOT NULL,"
                   " classification memory.classification)")
         c.execute("""SELECT memory.govern('notes', '{"audit": true}')""")
@@ -406,7 +397,7 @@ def test_integrators_share_the_chains(workers_cluster):
             stop.set()
             caller.result()
         pending = "SELECT chain_id, count(*) FROM memory.audit_pending GROUP BY 1"
-        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+        assert wait_until(lambda: c.execute(pending).fetchall() == [])
 
         # The split: with one tenant's head held (a superuser's row lock), the worker of its share
         # waits on it; the other two chain every tenant of theirs meanwhile.
@@ -416,12 +407,12 @@ def test_integrators_share_the_chains(workers_cluster):
             blocker.execute("SELECT 1 FROM memory.audit_heads WHERE chain_id = %s FOR UPDATE", (held,))
             for o in orgs:
                 c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'one head held')", (o,))
-            assert _wait_until(lambda: {r[0] for r in c.execute(pending)} <= theirs and held in {r[0] for r in c.execute(pending)})
+            assert wait_until(lambda: {r[0] for r in c.execute(pending)} <= theirs and held in {r[0] for r in c.execute(pending)})
             time.sleep(0.5)  # a few more rounds: still only that share waits
             left = {r[0] for r in c.execute(pending)}
             assert held in left and left <= theirs, left
             blocker.rollback()
-        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+        assert wait_until(lambda: c.execute(pending).fetchall() == [])
 
         # Worker 2 of 3 killed (the postmaster restarts it after 5 s), then a write to every
         # tenant: worker 1 serves worker 2's share while it is away (and says so in the server
@@ -430,17 +421,17 @@ def test_integrators_share_the_chains(workers_cluster):
         log = cluster_dir("pytest-workers") / "server.log"
         victim = dict(c.execute(workers).fetchall())["memory_ext integrator 2/3"]
         c.execute("SELECT pg_terminate_backend(%s)", (victim,))
-        assert _wait_until(lambda: victim not in [r[1] for r in c.execute(workers)])
+        assert wait_until(lambda: victim not in [r[1] for r in c.execute(workers)])
         for o in orgs:
             c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'while 2/3 is away')", (o,))
-        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
-        assert _wait_until(lambda: "integrator 2/3 is not running: integrator 1/3 integrates its share" in log.read_text())
+        assert wait_until(lambda: c.execute(pending).fetchall() == [])
+        assert wait_until(lambda: "integrator 2/3 is not running: integrator 1/3 integrates its share" in log.read_text())
         # Back (a new process), it serves its share again: worker 1 leaves it.
-        assert _wait_until(lambda: "memory_ext integrator 2/3" in dict(c.execute(workers).fetchall()))
-        assert _wait_until(lambda: "integrator 2/3 is back: integrator 1/3 leaves its share to it" in log.read_text())
+        assert wait_until(lambda: "memory_ext integrator 2/3" in dict(c.execute(workers).fetchall()))
+        assert wait_until(lambda: "integrator 2/3 is back: integrator 1/3 leaves its share to it" in log.read_text())
         for o in orgs:
             c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'after 2/3 is back')", (o,))
-        assert _wait_until(lambda: c.execute(pending).fetchall() == [])
+        assert wait_until(lambda: c.execute(pending).fetchall() == [])
 
         # Every committed event exactly once, each chain gapless, and every chain verifies (here
         # and in the Python verifier).
@@ -486,7 +477,7 @@ def test_denied_attempts_go_to_the_integrator_of_their_share(workers_cluster):
     with psycopg.connect(workers_cluster, autocommit=True) as c:
         q = ("SELECT chain_id FROM memory.audit_log WHERE event_type = 'memory.govern.unauthorized_access_attempt'"
              " AND chain_id LIKE 'den\\_%' ORDER BY 1")
-        assert _wait_until(lambda: [r[0] for r in c.execute(q)] == sorted(orgs))
+        assert wait_until(lambda: [r[0] for r in c.execute(q)] == sorted(orgs))
         for o in orgs:
             assert py_verify(c, o) == (True, None, None)
 
@@ -502,7 +493,7 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
     workers = ("SELECT application_name, pid FROM pg_stat_activity"
                " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'")
     with psycopg.connect(workers_cluster, autocommit=True) as c:
-        assert _wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
+        assert wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
         c.execute("DROP TABLE IF EXISTS wake_notes")
         c.execute("CREATE TABLE wake_notes (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), org_id text NOT NULL, content text NOT NULL, classification memory.classification)")
         c.execute("""SELECT memory.govern('wake_notes', '{"audit": true}')""")
@@ -534,7 +525,7 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
             for o in orgs:
                 before = c.execute(seq, (o,)).fetchone()[0]
                 c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'woken')", (o,))
-                assert _wait_until(lambda: c.execute(seq, (o,)).fetchone()[0] > before, 10), o
+                assert wait_until(lambda: c.execute(seq, (o,)).fetchone()[0] > before, 10), o
             assert c.execute(pending, (orgs[0],)).fetchone()[0] == 0
             # A wake-up that comes while the round waits for a head (held by an immediate-mode
             # writer; the lock wait uses, and resets, the integrator's latch) is not lost: the
@@ -547,23 +538,23 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
             c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'waits for the head')", (x,))
             waiting = ("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'"
                        " AND datname = 'integrated' AND wait_event_type = 'Lock'")
-            assert _wait_until(lambda: c.execute(waiting).fetchone()[0] == 1, 10)
+            assert wait_until(lambda: c.execute(waiting).fetchone()[0] == 1, 10)
             c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'during the wait')", (y,))
             time.sleep(0.5)
             holder.commit()
             holder.close()
-            assert _wait_until(lambda: c.execute(seq, (y,)).fetchone()[0] > before_y, 5)
+            assert wait_until(lambda: c.execute(seq, (y,)).fetchone()[0] > before_y, 5)
             assert c.execute(pending, (x,)).fetchone()[0] == 0
             # Integrator 3/3 gone (restarted only after 5 s): the commit wakes the first one,
             # which serves its share meanwhile.
             gone = next(o for o in orgs if chain_share(o, 3) == 2)
             pid = next(p for a, p in c.execute(workers).fetchall() if a.endswith(" 3/3"))
             c.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            assert _wait_until(lambda: pid not in [p for _, p in c.execute(workers).fetchall()], 2)
+            assert wait_until(lambda: pid not in [p for _, p in c.execute(workers).fetchall()], 2)
             before = c.execute(seq, (gone,)).fetchone()[0]
             c.execute("INSERT INTO wake_notes (org_id, content) VALUES (%s, 'covered')", (gone,))
-            assert _wait_until(lambda: c.execute(seq, (gone,)).fetchone()[0] > before, 3)
-            assert _wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
+            assert wait_until(lambda: c.execute(seq, (gone,)).fetchone()[0] > before, 3)
+            assert wait_until(lambda: len(c.execute(workers).fetchall()) == 3)
             # A denied attempt's event, handed over by the failing transaction.
             with psycopg.connect(workers_cluster.replace("user=postgres", "user=wake_writer")) as w:
                 w.execute("SELECT pg_catalog.set_config('memory.org_id', 'wake_den', false)")
@@ -572,7 +563,7 @@ def test_a_commit_wakes_the_integrator_of_its_chains(workers_cluster):
                 w.rollback()
             denied = ("SELECT count(*) FROM memory.audit_log WHERE chain_id = 'wake_den'"
                       " AND event_type = 'memory.govern.unauthorized_access_attempt'")
-            assert _wait_until(lambda: c.execute(denied).fetchone()[0] == 1, 10)
+            assert wait_until(lambda: c.execute(denied).fetchone()[0] == 1, 10)
         finally:
             c.execute("ALTER SYSTEM RESET memory.integrator_naptime")
             c.execute("SELECT pg_reload_conf()")
@@ -624,7 +615,7 @@ def test_the_first_integrator_serves_the_shares_of_those_that_never_started(shor
     workers = ("SELECT application_name FROM pg_stat_activity"
                " WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated' ORDER BY 1")
     with psycopg.connect(short_cluster, autocommit=True) as c:
-        assert _wait_until(lambda: "memory_ext integrator 1/3" in [r[0] for r in c.execute(workers)])
+        assert wait_until(lambda: "memory_ext integrator 1/3" in [r[0] for r in c.execute(workers)])
         running = [r[0] for r in c.execute(workers)]
         assert len(running) < 3, running
         c.execute("CREATE TABLE notes (id bigserial PRIMARY KEY, org_id text NOT NULL, content text NOT NULL,"
@@ -633,7 +624,7 @@ def test_the_first_integrator_serves_the_shares_of_those_that_never_started(shor
         for o in orgs:
             c.execute("INSERT INTO notes (org_id, content) VALUES (%s, 'x')", (o,))
         # Nobody calls the sequencer here.
-        assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
+        assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0)
         rows = c.execute("SELECT bool_and(ok), count(*) FILTER (WHERE entries > 0), sum(pending) FROM memory.audit_verify()").fetchone()
         assert rows[0] is True and rows[2] == 0 and rows[1] >= len(orgs)
 

@@ -4,13 +4,12 @@ of a restricted memory is restricted; forgetting a source takes its summaries wi
 receipt verifies, then fails once tampered or once a forgotten id exists again. The superuser
 (`conn`) sets up roles and re-inserts a forgotten row (tampering)."""
 import json
-import time
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from conftest import connect, ensure_role, fresh_database, integrator_cluster
+from conftest import wait_until, connect, ensure_role, fresh_database, integrator_cluster
 from test_lock_races import Background, wait_until_blocked
 
 WRITER, READER, ADMIN, GLOBEX = "ln_writer", "ln_internal_reader", "ln_admin", "ln_globex"
@@ -262,15 +261,6 @@ def _pending(c, index="memory.observations_derived_from"):
     return c.execute("SELECT n_pending_tuples FROM gin_metapage_info(get_raw_page(%s, 0))", (index,)).fetchone()[0]
 
 
-def _wait_until(f, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if f():
-            return True
-        time.sleep(0.05)
-    return f()
-
-
 def test_derived_inserts_append_to_the_pending_list_that_the_integrator_and_forget_move():
     """The derived_from index keeps GIN's pending list (sql/lineage.sql): a derived insert appends its
     entries; where an integrator serves the database it moves them into the tree, and where none does,
@@ -291,7 +281,7 @@ def test_derived_inserts_append_to_the_pending_list_that_the_integrator_and_forg
                    for i in range(10)]
             for i in range(20):
                 w.execute("INSERT INTO memory.observations (org_id, content, derived_from) VALUES ('acme', %s, %s)", (f"Summary {i}", src))
-            assert _wait_until(lambda: _pending(su) == 0), "the integrator moves the pending entries into the tree"
+            assert wait_until(lambda: _pending(su) == 0), "the integrator moves the pending entries into the tree"
             assert r.execute("SELECT count(*) FROM memory.lineage(%s, 'down')", (src[0],)).fetchone()[0] == 20
         # Unserved: the entries stay pending, lineage reads them, forget moves them and follows them.
         with connect(unserved, WRITER, "acme") as w, connect(unserved, READER, "acme") as r, psycopg.connect(unserved, autocommit=True) as su:

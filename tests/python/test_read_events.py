@@ -9,14 +9,13 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import psycopg
 import pytest
 from psycopg import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from conftest import CLUSTER, cluster_dir, connect, ensure_role, fresh_database, integrator_cluster  # noqa: E402
+from conftest import wait_until, CLUSTER, cluster_dir, connect, ensure_role, fresh_database, integrator_cluster  # noqa: E402
 import verify_chain  # noqa: E402
 
 READER, ADMIN = "rde_reader", "rde_admin"
@@ -207,15 +206,6 @@ def test_reads_are_refused_when_the_database_holds_its_share_of_the_queue(dsn, c
     assert len(events(dsn, conn, "memory.recall")) == n + 1
 
 
-def _wait_until(f, seconds=60.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if f():
-            return True
-        time.sleep(0.05)
-    return f()
-
-
 def test_the_background_integrator_records_a_rolled_back_read():
     with integrator_cluster("pytest-reads", "reads") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
         setup(dsn, conn)
@@ -224,7 +214,7 @@ def test_the_background_integrator_records_a_rolled_back_read():
             run(c, "savepoint, then commit", RETRIEVE)
         # Nobody integrates here: the worker appends both in its own transactions.
         q = "SELECT event_type FROM memory.audit_log WHERE chain_id = 'acme' AND event_type IN ('memory.recall', 'memory.retrieval.hybrid') ORDER BY 1"
-        assert _wait_until(lambda: conn.execute(q).fetchall() == [("memory.recall",), ("memory.retrieval.hybrid",)])
+        assert wait_until(lambda: conn.execute(q).fetchall() == [("memory.recall",), ("memory.retrieval.hybrid",)], 60.0)
         assert offline_ok(conn)
 
 
@@ -237,12 +227,12 @@ def test_an_integrator_waits_quietly_for_a_database_that_does_not_exist_yet():
     log = cluster_dir(name) / "server.log"
     try:
         waiting = 'database "bank" (memory.integrator_databases) does not exist; waiting for it'
-        assert _wait_until(lambda: waiting in log.read_text())
+        assert wait_until(lambda: waiting in log.read_text(), 60.0)
         dsn = fresh_database(port, "bank")
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('acme', 'x')")
             # Nobody integrates here: the integrator, once serving the database, chains the entry.
-            assert _wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 1)
+            assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == 1, 60.0)
             assert c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0] == 0
         text = log.read_text()
         assert text.count(waiting) == 1, "logged once"
