@@ -4,12 +4,11 @@ memory.audit_log (a publication, as a SIEM or an archive would subscribe to it).
 import os
 import pathlib
 import subprocess
-import time
 
 import psycopg
 import pytest
 
-from conftest import cluster_dir
+from conftest import cluster_dir, wait_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "cluster.sh"
@@ -26,15 +25,6 @@ def stop(name):
 
 def dsn(port, db):
     return f"host=127.0.0.1 port={port} user=postgres dbname={db}"
-
-
-def wait_until(f, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if f():
-            return True
-        time.sleep(0.1)
-    return f()
 
 
 @pytest.fixture(scope="module")
