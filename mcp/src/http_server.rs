@@ -61,6 +61,9 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// The longest a POST's body may take to arrive (408 past it).
     pub body_timeout: Duration,
+    /// The request bytes that may be in flight at once (bodies read and not yet answered); at least
+    /// the largest body.
+    pub max_body_bytes_in_flight: usize,
     /// The longest a client may take to send a request's headers, and a connection may stay idle
     /// between requests (closed past it).
     pub header_read_timeout: Duration,
@@ -136,6 +139,37 @@ struct Guard {
     in_flight: AtomicUsize,
     in_flight_of: std::sync::Mutex<HashMap<String, usize>>,
     body_timeout: Duration,
+    /// The bytes of the bodies in flight (--max-body-bytes-in-flight): a body read holds its size
+    /// until its request and the tool call it runs are done, since parsing one costs up to ~100
+    /// times its size in memory.
+    body_bytes: Arc<tokio::sync::Semaphore>,
+    max_body_bytes: usize,
+}
+
+/// A request body's bytes, held in the budget of bytes in flight (through the request's
+/// extensions, which rmcp hands on to the tool call) until the last holder is gone.
+#[derive(Clone)]
+struct BodyBytes(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+
+/// Holds `len` bytes of the server's budget of body bytes in flight for the request `extensions`
+/// belong to, else 503 with Retry-After: a request that would take the budget past its size waits
+/// for the client's retry, not in the server's memory.
+fn hold_body_bytes(g: &Guard, extensions: &mut http::Extensions, len: usize) -> Result<(), Response> {
+    match u32::try_from(len).ok().and_then(|n| g.body_bytes.clone().try_acquire_many_owned(n).ok()) {
+        Some(permit) => {
+            extensions.insert(BodyBytes(Arc::new(permit)));
+            Ok(())
+        }
+        None => {
+            let mut r = json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "too many request bytes in flight", "error_description": format!(
+                    "this server has its maximum of {} request body bytes in flight (--max-body-bytes-in-flight); retry later", g.max_body_bytes)}),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            Err(r)
+        }
+    }
 }
 
 /// A request counted in flight (`--stateless`): in the server's count (`caller` None) or in its
@@ -495,11 +529,14 @@ async fn authorize(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
         None
     };
     if req.method() == Method::POST {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let bytes = match read_body(body, g.body_timeout).await {
             Ok(b) => b,
             Err(r) => return r,
         };
+        if let Err(r) = hold_body_bytes(&g, &mut parts.extensions, bytes.len()) {
+            return r;
+        }
         for tool in tools_called(&bytes) {
             let need = scope_of(&tool);
             if !principal.scopes.contains(need) {
@@ -620,8 +657,10 @@ async fn body_in_time(g: &Guard, req: Request) -> Result<Request, Response> {
     if g.auth.is_some() || req.method() != Method::POST {
         return Ok(req);
     }
-    let (parts, body) = req.into_parts();
-    Ok(Request::from_parts(parts, Body::from(read_body(body, g.body_timeout).await?)))
+    let (mut parts, body) = req.into_parts();
+    let bytes = read_body(body, g.body_timeout).await?;
+    hold_body_bytes(g, &mut parts.extensions, bytes.len())?;
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 async fn cap_sessions(g: Arc<Guard>, mut req: Request, next: Next) -> Response {
@@ -715,6 +754,8 @@ pub async fn serve(servers: Vec<MemoryServer>, o: HttpOptions) -> Result<(), Str
         in_flight: AtomicUsize::new(0),
         in_flight_of: Default::default(),
         body_timeout: o.body_timeout,
+        body_bytes: Arc::new(tokio::sync::Semaphore::new(o.max_body_bytes_in_flight.max(MAX_BODY))),
+        max_body_bytes: o.max_body_bytes_in_flight.max(MAX_BODY),
     });
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts.clone())
@@ -1171,6 +1212,46 @@ pub async fn serve_connections(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn guard_with_budget(bytes: usize) -> Guard {
+        Guard {
+            origins: vec![],
+            allow_null: false,
+            auth: None,
+            metadata_url: String::new(),
+            metadata: Value::Null,
+            sessions: Arc::new(LocalSessionManager::default()),
+            max_sessions: 1,
+            max_per_subject: 1,
+            owners: Default::default(),
+            stateless: true,
+            in_flight: AtomicUsize::new(0),
+            in_flight_of: Default::default(),
+            body_timeout: Duration::from_secs(1),
+            body_bytes: Arc::new(tokio::sync::Semaphore::new(bytes)),
+            max_body_bytes: bytes,
+        }
+    }
+
+    #[test]
+    fn body_bytes_in_flight_are_held_until_the_request_is_done() {
+        let g = guard_with_budget(MAX_BODY);
+        let mut first = http::Extensions::new();
+        assert!(hold_body_bytes(&g, &mut first, MAX_BODY - 10).is_ok());
+        // The request's extensions hand the hold on (rmcp gives them to the tool call): a copy keeps it.
+        let handed_on = first.clone();
+        drop(first);
+        let mut second = http::Extensions::new();
+        let refused = hold_body_bytes(&g, &mut second, 11).expect_err("past the budget");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers().get(header::RETRY_AFTER), Some(&HeaderValue::from(RETRY_AFTER_SECS)));
+        assert!(second.get::<BodyBytes>().is_none());
+        assert!(hold_body_bytes(&g, &mut second, 10).is_ok(), "what is left of the budget is taken");
+        drop(handed_on);
+        let mut third = http::Extensions::new();
+        assert!(hold_body_bytes(&g, &mut third, MAX_BODY - 10).is_ok(), "released with the last holder");
+        assert!(hold_body_bytes(&g, &mut http::Extensions::new(), usize::MAX).is_err(), "more than a u32 is refused, not wrapped");
+    }
 
     #[test]
     fn origins_compare_by_scheme_host_and_port() {

@@ -102,6 +102,11 @@ struct Args {
     /// connection too.
     #[arg(long, default_value_t = 30.0, value_name = "SECS")]
     request_body_timeout: f64,
+    /// Request body bytes in flight at once, over all requests (at least 4 MiB, the largest body):
+    /// a body read holds its size until its tool call ends, as parsing it can take ~100 times that
+    /// in memory; a request past the budget is answered 503 with Retry-After.
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
+    max_body_bytes_in_flight: usize,
     /// Seconds a client may take to send a request's headers, and a connection may stay idle
     /// between requests; past them the connection is closed.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
@@ -1432,6 +1437,7 @@ async fn main() -> ExitCode {
                     idle_timeout: Duration::from_secs(args.session_idle_timeout.max(1)),
                     stateless: args.stateless,
                     body_timeout: Duration::try_from_secs_f64(args.request_body_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(30)),
+                    max_body_bytes_in_flight: args.max_body_bytes_in_flight,
                     header_read_timeout: Duration::try_from_secs_f64(args.header_read_timeout.clamp(0.1, 86400.0)).unwrap_or(Duration::from_secs(10)),
                     max_connections: args.max_connections.max(1),
                     direct_calls: !args.no_direct_calls,

@@ -1075,6 +1075,44 @@ def test_http_stateless_a_dropped_request_keeps_its_place_until_its_call_ends(bi
     assert conn.execute("SELECT count(*) FROM memory.observations WHERE content = 'dashboard was here'").fetchone() == (0,)
 
 
+def test_http_body_bytes_in_flight_are_capped(binary, app, conn, tmp_path):
+    """Review of issue 51 (h-rev, finding 3): parsing a 4 MiB body of small JSON values takes ~100 times its
+    size in memory, and every request in flight may hold one. --max-body-bytes-in-flight caps the body
+    bytes held at once, each request's until its tool call ends (a dropped client's too): a request past it
+    is 503 with Retry-After, one that fits what is left is served."""
+    toks = tokens_file(tmp_path, ["w"])
+    args = ("--auth", "tokens", "--token-file", str(tmp_path / "tokens.json"), "--stateless",
+            "--max-body-bytes-in-flight", str(4 * 1024 * 1024))
+    w = {"Authorization": f"Bearer {toks['w']}", "MCP-Protocol-Version": "2025-06-18"}
+
+    def recall(size):
+        return {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "x" * size}}}
+
+    def waiting():
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'", (WRITER,)).fetchone()[0]
+
+    with http_server(binary, app, WRITER, *args) as (port, _):
+        with psycopg.connect(app) as locker:
+            locker.execute("LOCK TABLE memory.observations IN ACCESS EXCLUSIVE MODE")
+            held = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "remember", "arguments": {"content": "held " * (600 * 1024)}}}
+            sk = sent_request(port, held, w)
+            deadline = time.monotonic() + 20
+            while waiting() < 1:
+                assert time.monotonic() < deadline, "the call waits on the lock"
+                time.sleep(0.05)
+            sk.close()
+            # The dropped call still runs and holds its 3 MiB: 2 MiB more is past the budget, an initialize fits.
+            status, h, body = http(port, body=recall(2 * 1024 * 1024), headers=w)
+            assert status == 503 and int(h["retry-after"]) > 0 and b"--max-body-bytes-in-flight" in body, (status, body[:300])
+            assert http(port, headers=w)[0] == 200
+            locker.rollback()
+        deadline = time.monotonic() + 20
+        while http(port, body=recall(2 * 1024 * 1024), headers=w)[0] != 200:
+            assert time.monotonic() < deadline, "a call that ended still holds its bytes"
+            time.sleep(0.1)
+
+
 def test_http_jwks_file_and_es256(binary, app, issuer, tmp_path):
     (tmp_path / "jwks.json").write_bytes(issuer.jwks)
     with http_server(binary, app, READER, "--auth", "jwt", "--issuer", Issuer.NAME, "--jwks-file", str(tmp_path / "jwks.json"),
