@@ -25,8 +25,21 @@ from audit_bench import SETUP as AUDIT_SETUP, pgbench as run_pgbench
 from common import machine, median, verify_chains, write_section
 
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
-DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_baseline, sr_deferred, sr_immediate;
+DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_anchor, sr_anchor_log, sr_baseline, sr_deferred, sr_immediate;
 CREATE TABLE sr_bare (LIKE ab_bare INCLUDING ALL);
+-- Issue 54's physical anchor: the bare table plus a plain AFTER ROW trigger inserting one fixed
+-- row of a pending entry's shape and size into an index-free table (no classification, hashing
+-- or signing): what any design that records its event in the writer's transaction writes.
+CREATE TABLE sr_anchor (LIKE ab_bare INCLUDING ALL);
+CREATE TABLE sr_anchor_log (LIKE memory.audit_pending);
+CREATE OR REPLACE FUNCTION sr_anchor_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO sr_anchor_log VALUES (1, 1, NEW.org_id, 'memory.store', now(), 'role:postgres', NEW.org_id, NULL, NULL,
+    '{"classification": "internal", "content_sha256": "5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", "id": "0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d", "table": "public.sr_deferred", "userId": "h:5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}',
+    1, '\x5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER sr_anchor_event AFTER INSERT ON sr_anchor FOR EACH ROW EXECUTE FUNCTION sr_anchor_event();
 CREATE TABLE sr_floor (LIKE ab_bare INCLUDING ALL);
 CREATE TABLE sr_floor_pending (LIKE memory.audit_pending);
 CREATE TABLE sr_baseline (LIKE ab_bare INCLUDING ALL);
@@ -62,7 +75,8 @@ VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agen
 def script_for(variant, tenants):
     if variant == "floor":
         return FLOOR.format(tenants=tenants)
-    return SCRIPT.format(tenants=tenants, table=variant)
+    # "held": the governed table's script, run while another session holds the integration lock.
+    return SCRIPT.format(tenants=tenants, table="deferred" if variant == "held" else variant)
 
 
 def set_mode(dsn, db, mode):
@@ -132,7 +146,18 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
                 # heads through an immediate run, which a deployment in one mode never sees).
                 with psycopg.connect(dsn, autocommit=True) as c:
                     c.execute("SELECT memory.audit_integrate()")
-                x = pgbench(port, db, script_for(v, tenants), 8, seconds)
+                # "held": the governed writers alone, no event chained during the run (a session
+                # that integrated holds the integration lock until it ends): what the integrator's
+                # second write of each event costs the writers' TPS.
+                holder = psycopg.connect(dsn) if v == "held" else None
+                if holder:
+                    holder.execute("SELECT memory.audit_integrate()")
+                try:
+                    x = pgbench(port, db, script_for(v, tenants), 8, seconds)
+                finally:
+                    if holder:
+                        holder.rollback()
+                        holder.close()
                 tps[(v, tenants)].append(x)
                 print(f"fsync={fsync} round {r + 1} tenants {tenants} {v}: {x:,.0f} tps", flush=True)
     med = {k: median(v) for k, v in tps.items()}

@@ -5,6 +5,8 @@
 #   cluster.sh stop NAME
 #   cluster.sh port NAME
 #   cluster.sh restart NAME -> same data and options, a new server (loads a newly installed library)
+#   cluster.sh crash NAME   -> as restart, but stopped as a crash would stop it (pg_ctl -m immediate: no
+#                              shutdown checkpoint; the new server recovers from the WAL)
 #   cluster.sh standby NAME PRIMARY -> a hot standby of cluster PRIMARY (pg_basebackup -R, streaming);
 #                                      prints its port
 # Idempotent: start on a running cluster prints its port.
@@ -85,7 +87,7 @@ case $cmd in
     echo "$port" > "$dir/port"
     echo "$port"
     ;;
-  restart)
+  restart|crash)
     # Same data, port and options (pg_ctl keeps them in postmaster.opts); a new server process
     # loads the library installed now (an upgrade's new memory_ext.so).
     clock=(env RUST_BACKTRACE=1)
@@ -93,7 +95,8 @@ case $cmd in
       lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)
       clock+=("LD_PRELOAD=$lib" "FAKETIME_TIMESTAMP_FILE=$MEMORY_EXT_FAKETIME_FILE" FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1)
     fi
-    as_pg "${clock[@]}" "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -m fast restart >/dev/null \
+    mode=fast; [ "$cmd" = crash ] && mode=immediate
+    as_pg "${clock[@]}" "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -m $mode restart >/dev/null \
       || { cat "$dir/server.log"; exit 1; }
     cat "$dir/port"
     ;;

@@ -6,8 +6,10 @@ statement), and the background worker with a generous deadline on what it must h
 """
 import concurrent.futures
 import json
+import os
 import pathlib
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +19,7 @@ import pytest
 from psycopg import errors
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import wait_until, cluster_dir, fresh_database, integrator_cluster  # noqa: E402
+from conftest import CLUSTER, wait_until, cluster_dir, fresh_database, integrator_cluster  # noqa: E402
 import verify_chain  # noqa: E402
 
 
@@ -690,3 +692,78 @@ def test_integration_refuses_to_delete_what_a_publication_would_not_replicate(co
     finally:
         conn.execute("DROP PUBLICATION pending_pub")
     assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (1,)
+
+
+def _crash_writer(dsn, w, stop, acked):
+    """Single-row governed inserts of writer `w` into org_{w % 3}, one a transaction, until the
+    server goes away: every 3rd also writes a row in a savepoint it rolls back, every 7th rolls
+    back whole. `acked` gets (w, n, id) of each insert whose COMMIT the server acknowledged."""
+    org = f"org_{w % 3}"
+    try:
+        c = psycopg.connect(dsn)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            (rid,) = c.execute("INSERT INTO gov (org_id, content) VALUES (%s, %s) RETURNING id", (org, f"w{w} n{n}")).fetchone()
+            if n % 3 == 0:
+                c.execute("SAVEPOINT s")
+                c.execute("INSERT INTO gov (org_id, content) VALUES (%s, 'in a rolled-back savepoint')", (org,))
+                c.execute("ROLLBACK TO SAVEPOINT s")
+            if n % 7 == 0:
+                c.rollback()
+                continue
+            c.commit()
+            acked.append((w, n, str(rid)))
+    except psycopg.OperationalError:
+        pass  # the crash
+
+
+def test_a_server_crash_mid_run_loses_doubles_and_reorders_no_event():
+    """Issue 54's crash mid-run: writers of single-row governed inserts (deferred, the background
+    integrator chaining while they write) when the server crashes (pg_ctl -m immediate: no shutdown
+    checkpoint; the next server recovers from the WAL). Afterwards every row of the table has
+    exactly one memory.store event and no event names a row that is not there, every
+    acknowledged insert is there, each chain's seqs run 1..n, each writer's events are chained in
+    the order it committed them, and every chain verifies, in SQL and offline."""
+    name = "pytest-crash"
+    with integrator_cluster(name, "crashed") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            governed(c)
+            q = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'crashed'"
+            assert wait_until(lambda: c.execute(q).fetchone()[0] == 1)
+        stop, acked = threading.Event(), []
+        writers = [threading.Thread(target=_crash_writer, args=(dsn, w, stop, acked)) for w in range(6)]
+        for t in writers:
+            t.start()
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                # Mid-run: some events chained by the worker, others still pending.
+                assert wait_until(lambda: len(acked) >= 600 and c.execute("SELECT count(*) FROM memory.audit_log"
+                                                                         " WHERE event_type = 'memory.store'").fetchone()[0] >= 100, 60)
+            subprocess.run([str(CLUSTER), "crash", name], check=True, capture_output=True,
+                           env=dict(os.environ, MEMORY_EXT_INTEGRATOR_DATABASES="crashed"))
+        finally:
+            stop.set()
+            for t in writers:
+                t.join(60)
+        assert "database system was interrupted" in (cluster_dir(name) / "server.log").read_text()
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT memory.audit_integrate()")
+            rows = {r[0] for r in c.execute("SELECT id::text FROM gov")}
+            assert {a[2] for a in acked} <= rows  # nothing acknowledged was lost
+            events = c.execute("SELECT payload->>'id', chain_id, seq FROM memory.audit_log WHERE event_type = 'memory.store'").fetchall()
+            ids = [e[0] for e in events]
+            assert len(ids) == len(set(ids))  # no event doubled
+            assert set(ids) == rows  # one event per row that stayed, none for a row that did not
+            assert c.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (0,)
+            seq_of = {e[0]: (e[1], e[2]) for e in events}
+            for w in range(6):
+                mine = sorted((n, rid) for (ww, n, rid) in acked if ww == w)
+                seqs = [seq_of[rid][1] for _, rid in mine]
+                assert seqs == sorted(seqs), f"writer {w}'s events out of its commit order"
+            for (chain,) in c.execute("SELECT DISTINCT chain_id FROM memory.audit_log").fetchall():
+                n, lo, hi, distinct = c.execute("SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM memory.audit_log"
+                                                " WHERE chain_id = %s", (chain,)).fetchone()
+                assert (lo, hi, distinct) == (1, n, n), chain  # gapless, no fork
+                assert py_verify(c, chain) == (True, None, None)
+            assert c.execute("SELECT bool_and(ok), sum(pending) FROM memory.audit_verify()").fetchone() == (True, 0)
