@@ -25,7 +25,7 @@ from audit_bench import SETUP as AUDIT_SETUP, pgbench as run_pgbench
 from common import machine, median, verify_chains, write_section
 
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
-DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_anchor, sr_anchor_log, sr_baseline, sr_deferred, sr_immediate;
+DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_anchor, sr_anchor_log, sr_classify, sr_clanchor, sr_baseline, sr_deferred, sr_immediate;
 CREATE TABLE sr_bare (LIKE ab_bare INCLUDING ALL);
 -- Issue 54's physical anchor: the bare table plus a plain AFTER ROW trigger inserting one fixed
 -- row of a pending entry's shape and size into an index-free table (no classification, hashing
@@ -40,6 +40,13 @@ BEGIN
   RETURN NULL;
 END $$;
 CREATE TRIGGER sr_anchor_event AFTER INSERT ON sr_anchor FOR EACH ROW EXECUTE FUNCTION sr_anchor_event();
+-- The governed table's classification alone (no audit), and classification plus the anchor's row:
+-- what the audit trigger costs beyond writing one row from a PL/pgSQL trigger.
+CREATE TABLE sr_classify (LIKE ab_bare INCLUDING ALL);
+SELECT memory.govern('sr_classify', '{"content": "content", "target": "classification", "org": "org_id", "user": "user_id", "audit": false}');
+CREATE TABLE sr_clanchor (LIKE ab_bare INCLUDING ALL);
+SELECT memory.govern('sr_clanchor', '{"content": "content", "target": "classification", "org": "org_id", "user": "user_id", "audit": false}');
+CREATE TRIGGER sr_anchor_event AFTER INSERT ON sr_clanchor FOR EACH ROW EXECUTE FUNCTION sr_anchor_event();
 CREATE TABLE sr_floor (LIKE ab_bare INCLUDING ALL);
 CREATE TABLE sr_floor_pending (LIKE memory.audit_pending);
 CREATE TABLE sr_baseline (LIKE ab_bare INCLUDING ALL);

@@ -2,16 +2,18 @@
 
 The variants of single_row_bench.py that issue 54's goal compares (the bare table, and the
 governed table in the default deferred audit mode with the background integrator running), with
-two for reference: the issue's physical anchor (the bare table plus a PL/pgSQL row trigger writing
-one pending-shaped row) and the governed table while the integration lock is held elsewhere (the
-writers alone: what the integrator's second write of each event costs them). On 1 and 64 tenants,
+four for reference: the issue's physical anchor (the bare table plus a PL/pgSQL row trigger writing
+one pending-shaped row); the governed table while the integration lock is held elsewhere (the
+writers alone: what the integrator's second write of each event costs them); the governed table
+with classification only; and classification plus the anchor's trigger (what the audit trigger
+costs beyond a PL/pgSQL trigger writing a row of the same size). On 1 and 64 tenants,
 in one cluster: pgbench, 8 clients, SECONDS per run, ROUNDS rounds, every variant once a round,
 the order alternating. A round's ratio (a variant's TPS over the bare table's, seconds apart) is
 the figure: the disk's flush rate drifts by 2x within minutes, so many short rounds and the median
 of their ratios (with its interquartile range) are what is reported, beside the load average and
 WAL bytes per transaction of each variant from one further run; every chain is verified afterwards.
 
-Usage: writes_vs_bare.py DSN PORT [ROUNDS (15)] [SECONDS (4)]
+Usage: writes_vs_bare.py DSN PORT [ROUNDS (15)] [SECONDS (4)] [VARIANTS (all: bare,anchor,deferred,held,classify,clanchor)]
 The cluster at DSN/PORT must run the background integrator for its database
 (memory.integrator_databases); bench/run.sh's bench-durable cluster has PostgreSQL's default
 durable commits, which is what the issue measures.
@@ -47,6 +49,8 @@ VARIANTS = {
     "anchor": "bare + a PL/pgSQL AFTER ROW trigger writing one fixed pending-shaped row (the issue's anchor)",
     "deferred": "**governed** (classification, signed pending entry; the background integrator chaining)",
     "held": "governed, the integration lock held by another session during the run (the writers alone)",
+    "classify": "governed with classification only (no audit)",
+    "clanchor": "classification only + the anchor's trigger (the audit replaced by a PL/pgSQL row insert)",
 }
 
 
@@ -59,16 +63,19 @@ def main():
     dsn, port = sys.argv[1], int(sys.argv[2])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 15
     seconds = int(sys.argv[4]) if len(sys.argv) > 4 else 4
+    # The variants to run (bare and deferred always): all by default.
+    chosen = sys.argv[5].split(",") if len(sys.argv) > 5 else list(VARIANTS)
+    variants = {v: label for v, label in VARIANTS.items() if v in chosen or v in ("bare", "deferred")}
     db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS memory_ext")
     load0 = os.getloadavg()
-    m = matrix(dsn, port, rounds, seconds, variants=list(VARIANTS))
+    m = matrix(dsn, port, rounds, seconds, variants=list(variants))
     load1 = os.getloadavg()
     tps = m["tps"]
     lines = []
     for t in (1, 64):
-        for v, label in VARIANTS.items():
+        for v, label in variants.items():
             ratios = [100 * d / b for d, b in zip(tps[(v, t)], tps[("bare", t)])]
             lo, hi = quartiles(ratios)
             ratio = f"**{statistics.median(ratios):.1f}%**" if v == "deferred" else f"{statistics.median(ratios):.1f}%"
@@ -90,7 +97,8 @@ def main():
         (fsync,) = c.execute("SHOW fsync").fetchone()
     d = {t: statistics.median([100 * x / b for x, b in zip(tps[("deferred", t)], tps[("bare", t)])]) for t in (1, 64)}
     verdict = "met" if min(d.values()) >= 80 else "**not met**"
-    body = f"""Command: `bench/writes_vs_bare.py DSN PORT {rounds} {seconds}` (release build; a cluster with `fsync = {fsync}`
+    named = "" if len(sys.argv) <= 5 else " " + sys.argv[5]
+    body = f"""Command: `bench/writes_vs_bare.py DSN PORT {rounds} {seconds}{named}` (release build; a cluster with `fsync = {fsync}`
 and the background integrator serving the database). Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.
 Load average (1/5/15 min) at the start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, at the end {load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}.
 pgbench, 8 clients, {seconds} s a run, {rounds} rounds; in each round every variant runs once, back to back, the order
