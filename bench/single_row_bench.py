@@ -24,6 +24,11 @@ import psycopg
 from audit_bench import SETUP as AUDIT_SETUP, pgbench as run_pgbench
 from common import machine, median, verify_chains, write_section
 
+# The row of a `memory.store` pending entry that the floor and the anchor write in the governed
+# table's stead: its payload and a 32-byte hash, the sizes of a real one.
+PENDING_PAYLOAD = '{"classification": "internal", "content_sha256": "5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", "id": "0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d", "table": "public.sr_deferred", "userId": "h:5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}'
+PENDING_HASH = r"\x5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"
+
 SETUP = AUDIT_SETUP.replace("%(rows)s", "1") + """
 DROP TABLE IF EXISTS sr_bare, sr_floor, sr_floor_pending, sr_anchor, sr_anchor_log, sr_classify, sr_clanchor, sr_baseline, sr_deferred, sr_immediate;
 CREATE TABLE sr_bare (LIKE ab_bare INCLUDING ALL);
@@ -35,8 +40,7 @@ CREATE TABLE sr_anchor_log (LIKE memory.audit_pending);
 CREATE OR REPLACE FUNCTION sr_anchor_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO sr_anchor_log VALUES (1, 1, NEW.org_id, 'memory.store', now(), 'role:postgres', NEW.org_id, NULL, NULL,
-    '{"classification": "internal", "content_sha256": "5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", "id": "0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d", "table": "public.sr_deferred", "userId": "h:5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}',
-    1, '\x5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b');
+    '@PAYLOAD@', 1, '@HASH@');
   RETURN NULL;
 END $$;
 CREATE TRIGGER sr_anchor_event AFTER INSERT ON sr_anchor FOR EACH ROW EXECUTE FUNCTION sr_anchor_event();
@@ -56,7 +60,7 @@ CREATE TABLE sr_deferred (LIKE ab_bare INCLUDING ALL);
 CREATE TABLE sr_immediate (LIKE ab_bare INCLUDING ALL);
 SELECT memory.govern('sr_deferred', '{"content": "content", "target": "classification", "org": "org_id", "user": "user_id", "audit": true}');
 SELECT memory.govern('sr_immediate', '{"content": "content", "target": "classification", "org": "org_id", "user": "user_id", "audit": true}');
-"""
+""".replace("@PAYLOAD@", PENDING_PAYLOAD).replace("@HASH@", PENDING_HASH)
 
 SCRIPT = r"""\set t random(1, {tenants})
 INSERT INTO sr_{table} (org_id, user_id, content, source_type)
@@ -72,8 +76,7 @@ def pgbench(port, db, script, clients, seconds):
 # insert plus one plain insert of a row shaped like a pending entry (no trigger, no hashing).
 FLOOR = r"""\set t random(1, {tenants})
 WITH p AS (INSERT INTO sr_floor_pending VALUES (:client_id, 1, 'org-' || :t, 'memory.store', now(), 'role:postgres', 'org-' || :t, NULL, NULL,
-  '{{"classification": "internal", "content_sha256": "5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", "id": "0b5e2c1a-9a43-4f56-8d7e-3c2b1a0f9e8d", "table": "public.sr_deferred", "userId": "h:5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}}',
-  1, '\x5b7b8c8f6c3d1e0a9f2b4c6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b'))
+  '{payload}', 1, '{hash}'))
 INSERT INTO sr_floor (org_id, user_id, content, source_type)
 VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agent ' || :client_id || ' note ' || random(), 'preference');
 """
@@ -81,7 +84,7 @@ VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agen
 
 def script_for(variant, tenants):
     if variant == "floor":
-        return FLOOR.format(tenants=tenants)
+        return FLOOR.format(tenants=tenants, payload=PENDING_PAYLOAD, hash=PENDING_HASH)
     # "held": the governed table's script, run while another session holds the integration lock.
     return SCRIPT.format(tenants=tenants, table="deferred" if variant == "held" else variant)
 
