@@ -105,14 +105,18 @@ def insert_runs(conn, runs, rows_limit, names):
     return {k: median(v) for k, v in times.items()}
 
 
+def pgbench_command(port, path, clients, seconds, db="postgres"):
+    """pgbench's command line for the script file `path` (2 threads, no vacuum, SECONDS long)."""
+    return ["/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n",
+            "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, db]
+
+
 def pgbench(port, script, clients, seconds, db="postgres"):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
-    cmd = ["/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n",
-           "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", path, db]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(pgbench_command(port, path, clients, seconds, db), capture_output=True, text=True, check=True).stdout
     os.unlink(path)
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
 

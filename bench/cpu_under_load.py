@@ -20,6 +20,7 @@ import time
 
 import psycopg
 
+from audit_bench import pgbench_command
 from single_row_bench import script_for
 
 
@@ -43,9 +44,7 @@ def one(dsn, port, datadir, variant, seconds):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script_for(variant, 64))
     os.chmod(f.name, 0o644)
-    run = subprocess.Popen(["/usr/lib/postgresql/15/bin/pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n",
-                            "-c", "8", "-j", "2", "-T", str(seconds), "-f", f.name,
-                            psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]],
+    run = subprocess.Popen(pgbench_command(port, f.name, 8, seconds, psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.5)

@@ -73,16 +73,16 @@ def main():
     m = matrix(dsn, port, rounds, seconds, variants=list(variants))
     load1 = os.getloadavg()
     tps = m["tps"]
+    # Each round's TPS of a variant over the bare table's of the same round (%).
+    ratios = {(v, t): [100 * x / b for x, b in zip(tps[(v, t)], tps[("bare", t)])] for v in variants for t in (1, 64)}
+    d = {t: statistics.median(ratios[("deferred", t)]) for t in (1, 64)}
     lines = []
     for t in (1, 64):
         for v, label in variants.items():
-            ratios = [100 * d / b for d, b in zip(tps[(v, t)], tps[("bare", t)])]
-            lo, hi = quartiles(ratios)
-            ratio = f"**{statistics.median(ratios):.1f}%**" if v == "deferred" else f"{statistics.median(ratios):.1f}%"
+            lo, hi = quartiles(ratios[(v, t)])
+            ratio = f"**{d[t]:.1f}%**" if v == "deferred" else f"{statistics.median(ratios[(v, t)]):.1f}%"
             lines.append(f"| {t} | {label} | {statistics.median(tps[(v, t)]):,.0f} | {ratio} | {lo:.1f}–{hi:.1f}% |")
-    per_round = "; ".join(
-        f"{t} tenant{'s' if t > 1 else ''}: " + ", ".join(f"{100 * d / b:.1f}" for d, b in zip(tps[("deferred", t)], tps[("bare", t)]))
-        for t in (1, 64))
+    per_round = "; ".join(f"{t} tenant{'s' if t > 1 else ''}: " + ", ".join(f"{r:.1f}" for r in ratios[("deferred", t)]) for t in (1, 64))
     # Full-page images after a checkpoint would make the WAL figure depend on when one fell.
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("ALTER SYSTEM SET full_page_writes = off")
@@ -95,7 +95,6 @@ def main():
             c.execute("SELECT pg_reload_conf()")
     with psycopg.connect(dsn, autocommit=True) as c:
         (fsync,) = c.execute("SHOW fsync").fetchone()
-    d = {t: statistics.median([100 * x / b for x, b in zip(tps[("deferred", t)], tps[("bare", t)])]) for t in (1, 64)}
     verdict = "met" if min(d.values()) >= 80 else "**not met**"
     named = "" if len(sys.argv) <= 5 else " " + sys.argv[5]
     body = f"""Command: `bench/writes_vs_bare.py DSN PORT {rounds} {seconds}{named}` (release build; a cluster with `fsync = {fsync}`
