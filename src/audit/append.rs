@@ -88,9 +88,39 @@ struct Head {
     tid: String,
     /// Where the chain is (its shard group on Citus).
     tables: std::rc::Rc<storage::Tables>,
+    /// The seq the head had when locked: a head no event was appended to is not written.
+    locked_seq: i64,
     chainer: Chainer,
     tree: MerkleBuilder,
     recorded_at: i64,
+}
+
+impl Head {
+    /// A head as the lock statements read it (seq, entry_hash, merkle_frontier, last_recorded_at,
+    /// ctid), locked by this transaction.
+    fn read(
+        chain: &str,
+        tables: std::rc::Rc<storage::Tables>,
+        seq: Option<i64>,
+        hash: Option<Vec<u8>>,
+        frontier: Option<Vec<u8>>,
+        last: Option<TimestampWithTimeZone>,
+        tid: Option<String>,
+    ) -> Result<Head, MxError> {
+        let seq = seq.unwrap_or_default();
+        let hash: [u8; 32] = hash.unwrap_or_default().try_into().map_err(|_| {
+            MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
+        })?;
+        let tree = MerkleBuilder::from_bytes(&frontier.unwrap_or_default())
+            .ok_or_else(|| MxError::new(code::AUDIT_APPEND_ONLY, format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
+        let last = last
+            .map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) + PG_EPOCH_UNIX_MICROS })
+            .unwrap_or(i64::MIN);
+        // Under the head lock the clock only moves forward, so each month partition holds a
+        // contiguous range of every chain (which sealing relies on).
+        let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
+        Ok(Head { tid: tid.unwrap_or_default(), tables, locked_seq: seq, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) })
+    }
 }
 
 /// Appends events to their chains within the current transaction.
@@ -349,7 +379,14 @@ impl Appender {
             self.checked.extend(wanted.into_iter().map(str::to_string));
             return Ok(());
         }
+        // Several chains of this node's own tables (an integrator's round): locked in one statement.
+        if wanted.len() > 1 {
+            self.lock_together(client, &wanted)?;
+        }
         for chain in wanted {
+            if self.heads.contains_key(chain) {
+                continue;
+            }
             const BY_TID: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
                                    WHERE ctid = $1::tid AND chain_id = $2 FOR UPDATE";
             const BY_KEY: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text FROM memory.audit_heads
@@ -379,22 +416,44 @@ impl Appender {
                 rows = run_in(client, &tables, BY_KEY, &[pg_sys::TEXTOID], &[chain.into()], Some(1))?;
             }
             let row = rows.first();
-            let seq = row.get::<i64>(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-            let hash: [u8; 32] = row.get::<Vec<u8>>(2).map_err(MxError::spi_in("audit"))?.unwrap_or_default().try_into().map_err(|_| {
-                MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
-            })?;
-            let tree = MerkleBuilder::from_bytes(&row.get::<Vec<u8>>(3).map_err(MxError::spi_in("audit"))?.unwrap_or_default())
-                .ok_or_else(|| MxError::new(code::AUDIT_APPEND_ONLY, format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
-            let last = row
-                .get::<TimestampWithTimeZone>(4)
-                .map_err(MxError::spi_in("audit"))?
-                .map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) + PG_EPOCH_UNIX_MICROS })
-                .unwrap_or(i64::MIN);
-            // Under the head lock the clock only moves forward, so each month partition holds a
-            // contiguous range of every chain (which sealing relies on).
-            let tid: String = row.get(5).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
-            let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
-            self.heads.insert(chain.to_string(), Head { tid, tables, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) });
+            let e = MxError::spi_in("audit");
+            let head = Head::read(chain, tables, row.get(1).map_err(&e)?, row.get(2).map_err(&e)?, row.get(3).map_err(&e)?, row.get(4).map_err(&e)?, row.get(5).map_err(&e)?)?;
+            self.heads.insert(chain.to_string(), head);
+        }
+        Ok(())
+    }
+
+    /// Locks the heads of `chains` (sorted, distinct) in one statement, in the order `lock` takes
+    /// them one by one (bytewise by chain, so two transactions locking overlapping chains never
+    /// wait on each other in a cycle), when every chain is on this node's own tables (not a
+    /// Citus shard group) and every head exists (asked first, without a lock). Otherwise it locks
+    /// nothing and `lock` takes them one by one, creating the missing heads in their turn.
+    fn lock_together(&mut self, client: &SpiClient, chains: &[&str]) -> Result<(), MxError> {
+        const EXISTING: &str = "SELECT pg_catalog.count(*) FROM memory.audit_heads WHERE chain_id OPERATOR(pg_catalog.=) ANY ($1)";
+        const BY_KEYS: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text, chain_id FROM memory.audit_heads
+                                WHERE chain_id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY chain_id COLLATE \"C\" FOR UPDATE";
+        let mut tables = None;
+        for chain in chains {
+            match storage::for_chain(client, chain)? {
+                Some(t) if !t.is_shard_group() => tables = Some(t),
+                _ => return Ok(()),
+            }
+        }
+        let Some(tables) = tables else { return Ok(()) };
+        let names: Vec<String> = chains.iter().map(|c| c.to_string()).collect();
+        let existing = run(client, EXISTING, &[pg_sys::TEXTARRAYOID], &[names.clone().into()], Some(1))?
+            .first()
+            .get::<i64>(1)
+            .map_err(MxError::spi_in("audit"))?
+            .unwrap_or_default();
+        if existing != chains.len() as i64 {
+            return Ok(());
+        }
+        for row in run(client, BY_KEYS, &[pg_sys::TEXTARRAYOID], &[names.into()], None)? {
+            let e = MxError::spi_in("audit");
+            let chain: String = row.get(6).map_err(&e)?.unwrap_or_default();
+            let head = Head::read(&chain, tables.clone(), row.get(1).map_err(&e)?, row.get(2).map_err(&e)?, row.get(3).map_err(&e)?, row.get(4).map_err(&e)?, row.get(5).map_err(&e)?)?;
+            self.heads.insert(chain, head);
         }
         Ok(())
     }
@@ -627,7 +686,13 @@ impl Appender {
         if self.deferred {
             return Ok(());
         }
-        for (chain, head) in &self.heads {
+        // A head nothing was appended to stays as it was. Several of this node's own tables (an
+        // integrator's round): updated in one statement.
+        let moved: Vec<(&String, &Head)> = self.heads.iter().filter(|(_, h)| h.chainer.head().0 != h.locked_seq).collect();
+        if moved.len() > 1 && moved.iter().all(|(_, h)| !h.tables.is_shard_group()) {
+            return update_heads(client, &moved);
+        }
+        for (chain, head) in moved {
             let (seq, hash) = head.chainer.head();
             let updated = run_in(
                 client,
@@ -646,6 +711,39 @@ impl Appender {
         }
         Ok(())
     }
+}
+
+/// The new seq, hash, Merkle frontier and time of several heads of this node's own tables, locked by
+/// this transaction, in one statement.
+fn update_heads(client: &SpiClient, heads: &[(&String, &Head)]) -> Result<(), MxError> {
+    const UPDATE: &str = "UPDATE memory.audit_heads h SET seq = u.seq, entry_hash = u.entry_hash, merkle_frontier = u.frontier,
+                                 last_recorded_at = 'epoch'::timestamptz + u.recorded * interval '1 microsecond', updated_at = now()
+                            FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
+                                           pg_catalog.unnest($5), pg_catalog.unnest($6::tid[]))
+                                 AS u(chain_id, seq, entry_hash, frontier, recorded, tid)
+                           WHERE h.ctid = u.tid AND h.chain_id = u.chain_id RETURNING h.chain_id, h.ctid::text";
+    let mut chains = Vec::with_capacity(heads.len());
+    let (mut seqs, mut hashes, mut frontiers, mut times, mut tids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (chain, head) in heads {
+        let (seq, hash) = head.chainer.head();
+        chains.push(chain.to_string());
+        seqs.push(seq);
+        hashes.push(hash.to_vec());
+        frontiers.push(head.tree.to_bytes());
+        times.push(head.recorded_at);
+        tids.push(head.tid.clone());
+    }
+    let types = [pg_sys::TEXTARRAYOID, pg_sys::INT8ARRAYOID, pg_sys::BYTEAARRAYOID, pg_sys::BYTEAARRAYOID, pg_sys::INT8ARRAYOID, pg_sys::TEXTARRAYOID];
+    let updated = run(client, UPDATE, &types, &[chains.into(), seqs.into(), hashes.into(), frontiers.into(), times.into(), tids.into()], None)?;
+    if updated.len() != heads.len() {
+        return Err(MxError::new(code::AUDIT_APPEND_ONLY, "an audit head moved while locked"));
+    }
+    for row in updated {
+        let e = MxError::spi_in("audit");
+        let chain: String = row.get(1).map_err(&e)?.unwrap_or_default();
+        remember_tid(&chain, row.get(2).map_err(&e)?.unwrap_or_default());
+    }
+    Ok(())
 }
 
 /// Who is acting, as `actor_id` records it: `role:<the writing role>`, and when the application

@@ -529,7 +529,11 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let stored = if budget > 0 && crate::pg::bulk::is_heap(tables.pending) { Stored::read(tables.pending, budget, share)? } else { None };
         let direct = stored.is_some();
         if let Some(stored) = stored {
-            for k in stored.order() {
+            let order = stored.order();
+            // The heads of every chain of the round, locked together (one statement, where one a
+            // chain would cost a round of many small tenants more than their entries).
+            ap.lock(client, order.iter().map(|&k| stored.row(k, utf8).org_id.unwrap_or("")))?;
+            for k in order {
                 chain_one(&mut ap, &stored.row(k, utf8), Some(stored.tid(k)))?;
             }
         } else {
