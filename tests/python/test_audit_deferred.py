@@ -662,6 +662,53 @@ def test_both_integration_paths_chain_alike(conn, memory):
         assert py_verify(conn, chain) == (True, None, None)  # the chained ones verify
 
 
+def test_a_round_of_many_chains_moves_each_head_it_chains_into_once(conn):
+    """A round over many chains locks their heads in one statement and writes them in one (when
+    every head exists; a chain new to the log sends the round the one-by-one way, which creates
+    its head). Each head it chained into ends at its chain's last entry; a chain whose only entry
+    is forged is locked but its head stays as it was, and chains the round did not touch too."""
+    chains = [f"m_{i:02}" for i in range(40)]
+
+    def append(chain, n):
+        conn.execute("SELECT memory.audit_append('app.m', jsonb_build_object('n', %s::int), %s)", (n, chain))
+
+    def heads():
+        return dict((c, (s, h, u)) for c, s, h, u in conn.execute(
+            "SELECT chain_id, seq, entry_hash, updated_at FROM memory.audit_heads WHERE chain_id LIKE 'm\\_%'").fetchall())
+
+    for c in chains:
+        append(c, 0)
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (40,)
+    before = heads()
+    assert len(before) == 40
+    # Round two: three entries in each of 30 chains (heads all exist: one lock, one update), and
+    # one forged entry in a 31st.
+    for n in (1, 2, 3):
+        for c in chains[:30]:
+            append(c, n)
+    append(chains[35], 1)
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("UPDATE memory.audit_pending SET payload = '{\"n\": 9}' WHERE chain_id = %s", (chains[35],))
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (90,)
+    after = heads()
+    for c in chains[:30]:
+        last = conn.execute("SELECT seq, entry_hash FROM memory.audit_log WHERE chain_id = %s ORDER BY seq DESC LIMIT 1", (c,)).fetchone()
+        assert last[0] == 4 and after[c][:2] == last, c
+        assert after[c][2] > before[c][2], c
+    for c in chains[30:]:
+        assert after[c] == before[c], c
+    # Round three: existing chains and one new to the log, in one round.
+    for c in chains[:3] + ["m_new"]:
+        append(c, 4)
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (4,)
+    final = heads()
+    assert [final[c][0] for c in chains[:3] + ["m_new"]] == [5, 5, 5, 1]
+    assert_chains_whole(conn, "m\\_%")
+    row = conn.execute("SELECT entries, ok, pending FROM memory.audit_verify(%s)", (chains[35],)).fetchone()
+    assert row == (1, False, 1), row
+
+
 def test_a_backlog_of_toasted_payloads_is_bounded_by_what_it_holds(conn):
     """The direct read counts the payloads as detoasted, not the table's pages: compressible
     payloads that make a small table but a large backlog go to the sorting query."""
