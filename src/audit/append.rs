@@ -153,6 +153,22 @@ pub struct Appender {
     standby: Option<BTreeMap<String, u64>>,
 }
 
+impl Drop for Appender {
+    fn drop(&mut self) {
+        // The signer goes back for the next statement, with its buffer and keyed state.
+        let signer = std::mem::take(&mut self.signer);
+        SIGNER.with(|s| *s.borrow_mut() = signer);
+    }
+}
+
+thread_local! {
+    // The pending signer of this backend, lent to each Appender: the HMAC state keyed with the
+    // current key (keying hashes two blocks) and the buffer of the event's bytes outlive a
+    // statement, and an agent's statement signs one event. It keeps the key it was keyed with and
+    // compares it on every use, so a rotated key is keyed anew.
+    static SIGNER: RefCell<PendingSigner> = RefCell::new(PendingSigner::new());
+}
+
 /// Where bytes are in `Rows::arena`.
 #[derive(Clone, Copy)]
 struct Span {
@@ -319,7 +335,7 @@ impl Appender {
             sequencer: false,
             checked: BTreeSet::new(),
             remote: BTreeSet::new(),
-            signer: PendingSigner::new(),
+            signer: SIGNER.with(|s| std::mem::take(&mut *s.borrow_mut())),
             written_at: crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS,
             standby: standby.then(BTreeMap::new),
         })

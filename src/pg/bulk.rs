@@ -82,7 +82,9 @@ impl Opened {
             // Where each column is in this table (an attached partition may order them differently).
             let mut at = [0usize; N];
             for (c, name) in columns.iter().enumerate() {
-                match super::tuple::find_attr(desc, name) {
+                // (Columns are named in their table's order: each is where the last one's next is.)
+                let next = if c == 0 { 0 } else { at[c - 1] + 1 };
+                match super::tuple::find_attr_from(desc, name, next) {
                     Some(i) => at[c] = i,
                     None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", super::tuple::relation_name(rel)))),
                 }

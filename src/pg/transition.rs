@@ -148,14 +148,20 @@ impl Rows {
             // The slot lives in the caller's context; what a row's read allocates (a tuple read
             // back from a spilled store, detoasted values, output strings) in `cx`, reset after
             // each row once the slot has let go of its tuple.
+            // (One row, an agent's statement: what it allocates stays in the caller's context, as
+            // the slot does.)
             let slot = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsMinimalTuple);
-            let cx = pg_sys::AllocSetContextCreateInternal(
-                pg_sys::CurrentMemoryContext,
-                c"memory_ext transition rows".as_ptr(),
-                pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
-                pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
-                pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
-            );
+            let cx = if n > 1 {
+                pg_sys::AllocSetContextCreateInternal(
+                    pg_sys::CurrentMemoryContext,
+                    c"memory_ext transition rows".as_ptr(),
+                    pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+                )
+            } else {
+                pg_sys::CurrentMemoryContext
+            };
             let old = pg_sys::MemoryContextSwitchTo(cx);
             let ptr = pg_sys::tuplestore_alloc_read_pointer(ts, pg_sys::EXEC_FLAG_REWIND as i32);
             pg_sys::tuplestore_select_read_pointer(ts, ptr);
@@ -170,10 +176,14 @@ impl Rows {
                     rows.cells.push(cell);
                 }
                 pg_sys::ExecClearTuple(slot);
-                pg_sys::MemoryContextReset(cx);
+                if n > 1 {
+                    pg_sys::MemoryContextReset(cx);
+                }
             }
             pg_sys::MemoryContextSwitchTo(old);
-            pg_sys::MemoryContextDelete(cx);
+            if n > 1 {
+                pg_sys::MemoryContextDelete(cx);
+            }
             pg_sys::ExecDropSingleTupleTableSlot(slot);
         }
         Ok(rows)

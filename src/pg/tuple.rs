@@ -35,11 +35,28 @@ pub unsafe fn relation_name(rel: pg_sys::Relation) -> String {
 /// # Safety
 /// `desc` is a valid tuple descriptor for the duration of the call.
 pub(crate) unsafe fn find_attr(desc: pg_sys::TupleDesc, name: &str) -> Option<usize> {
-    // SAFETY: attrs holds natts entries; attname is a NUL-terminated NameData.
+    // SAFETY: as the function's contract.
+    unsafe { find_attr_from(desc, name, 0) }
+}
+
+/// `find_attr`, looking at index `from` first and then on, wrapping around: a caller looking up
+/// columns in their table's order finds each at the first look.
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor for the duration of the call.
+pub(crate) unsafe fn find_attr_from(desc: pg_sys::TupleDesc, name: &str, from: usize) -> Option<usize> {
+    let name = name.as_bytes();
+    // SAFETY: attrs holds natts entries; attname is a NUL-terminated NameData (NAMEDATALEN bytes),
+    // so a name as long as it or longer never matches and nothing past it is read.
     unsafe {
-        (0..(*desc).natts as usize).find(|&i| {
+        let natts = (*desc).natts as usize;
+        (0..natts).map(|k| (from + k) % natts).find(|&i| {
             let a = &*crate::pg::tupdesc_attr(desc, i);
-            !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
+            let data = &a.attname.data;
+            !a.attisdropped
+                && name.len() < data.len()
+                && data[name.len()] == 0
+                && data[..name.len()].iter().zip(name).all(|(&c, &n)| c as u8 == n)
         })
     }
 }
