@@ -395,8 +395,10 @@ impl Appender {
             self.checked.extend(wanted.into_iter().map(str::to_string));
             return Ok(());
         }
-        // Several chains of this node's own tables (an integrator's round): locked in one statement.
-        if wanted.len() > 1 {
+        // The sequencer's round over several chains of this node's own tables: locked in one
+        // statement. (Not where this transaction already moved a head: its cached ctid goes
+        // straight to the newest version, where a lookup by key walks every dead one.)
+        if self.sequencer && wanted.len() > 1 && !wanted.iter().any(|c| cached_tid(c).is_some()) {
             self.lock_together(client, &wanted)?;
         }
         for chain in wanted {
@@ -443,7 +445,8 @@ impl Appender {
     /// them one by one (bytewise by chain, so two transactions locking overlapping chains never
     /// wait on each other in a cycle), when every chain is on this node's own tables (not a
     /// Citus shard group) and every head exists (asked first, without a lock). Otherwise it locks
-    /// nothing and `lock` takes them one by one, creating the missing heads in their turn.
+    /// nothing and `lock` takes them one by one, creating the missing heads in their turn: a
+    /// chain new to the log, or placed on another node, never fails here.
     fn lock_together(&mut self, client: &SpiClient, chains: &[&str]) -> Result<(), MxError> {
         const EXISTING: &str = "SELECT pg_catalog.count(*) FROM memory.audit_heads WHERE chain_id OPERATOR(pg_catalog.=) ANY ($1)";
         const BY_KEYS: &str = "SELECT seq, entry_hash, merkle_frontier, last_recorded_at, ctid::text, chain_id FROM memory.audit_heads
@@ -465,7 +468,14 @@ impl Appender {
         if existing != chains.len() as i64 {
             return Ok(());
         }
-        for row in run(client, BY_KEYS, &[pg_sys::TEXTARRAYOID], &[names.into()], None)? {
+        let locked = run(client, BY_KEYS, &[pg_sys::TEXTARRAYOID], &[names.into()], None)?;
+        // Heads are never deleted: one missing now went between the two statements (by hand, or a
+        // distribution truncating them), and taking it after the others would break the order.
+        if locked.len() != chains.len() {
+            return Err(MxError::new(code::INTERNAL, "an audit head disappeared while its chain was being locked")
+                .hint("Retry; memory.audit_verify reports the chains."));
+        }
+        for row in locked {
             let e = MxError::spi_in("audit");
             let chain: String = row.get(6).map_err(&e)?.unwrap_or_default();
             let head = Head::read(&chain, tables.clone(), row.get(1).map_err(&e)?, row.get(2).map_err(&e)?, row.get(3).map_err(&e)?, row.get(4).map_err(&e)?, row.get(5).map_err(&e)?)?;

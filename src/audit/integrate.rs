@@ -97,18 +97,20 @@ impl<'a> PendingRef<'a> {
         self.checks_sharing(payload, keys, signer).is_some()
     }
 
+    /// Whether the entry is one a writer can make: its chain is its org's, and no id or event type
+    /// is longer than `Appender::push_ref` takes. Another (one that got here otherwise) is
+    /// parked, never allowed to fail the integration of every chain.
+    pub fn well_formed(&self) -> bool {
+        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::append::MAX_ID_BYTES);
+        self.chain_id == self.org_id.unwrap_or("")
+            && !(too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
+                || self.event_type.chars().count() > 200)
+    }
+
     /// `checks`, and when the signature checks, the hashing state it shares with the entry hash
     /// of the event chained (`memory_core::audit::SharedPrefix`).
     pub fn checks_sharing<'k, 'p>(&'p self, payload: Payload<'p>, keys: &'k HashMap<i32, Vec<u8>>, signer: &mut PendingSigner) -> Option<SharedPrefix<'k, 'p>> {
-        if self.chain_id != self.org_id.unwrap_or("") {
-            return None;
-        }
-        // No writer can make such an entry (Appender::push_ref refuses it); one that got here
-        // otherwise is parked, never allowed to fail the integration of every chain.
-        let too_long = |v: Option<&str>| v.is_some_and(|s| s.len() > super::append::MAX_ID_BYTES);
-        if too_long(self.org_id) || too_long(self.project_id) || too_long(self.workspace_id) || too_long(self.actor_id)
-            || self.event_type.chars().count() > 200
-        {
+        if !self.well_formed() {
             return None;
         }
         let key = keys.get(&self.key_id)?;
@@ -530,9 +532,13 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         let direct = stored.is_some();
         if let Some(stored) = stored {
             let order = stored.order();
-            // The heads of every chain of the round, locked together (one statement, where one a
-            // chain would cost a round of many small tenants more than their entries).
-            ap.lock(client, order.iter().map(|&k| stored.row(k, utf8).org_id.unwrap_or("")))?;
+            // The heads of the round's chains, locked together (one statement, where one a chain
+            // cost a round of many small tenants more than their entries): those of entries that
+            // can be chained at all (`PendingRef::well_formed`; a malformed one is parked and must
+            // never fail the round). A chain whose entries then fail their signature check keeps
+            // its head unwritten; one with no head yet, or on another node, sends the round the
+            // one-by-one way (locked as its first entry comes).
+            ap.lock(client, order.iter().map(|&k| stored.row(k, utf8)).filter(|r| r.well_formed()).map(|r| r.chain_id))?;
             for k in order {
                 chain_one(&mut ap, &stored.row(k, utf8), Some(stored.tid(k)))?;
             }

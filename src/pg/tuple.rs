@@ -2,7 +2,8 @@
 //! copy and the tuple formed back from it. This is the per-row hot path of a governed
 //! `INSERT ... SELECT`, so a row is deformed once and formed once and no text round trips happen;
 //! what the columns mean (the classify trigger's mapping, retention's stamps) is the capability
-//! modules' business.
+//! modules' business. The file is long because every raw access to a trigger's row stays in it, in
+//! one `unsafe` layer, rather than spread over the capability modules.
 
 use super::error::MxError;
 use super::maxalign;

@@ -709,6 +709,32 @@ def test_a_round_of_many_chains_moves_each_head_it_chains_into_once(conn):
     assert row == (1, False, 1), row
 
 
+def test_a_malformed_entry_never_stops_a_round_over_many_chains(conn):
+    """An entry no writer can make (an org id past what the heads' index holds, or a chain other
+    than its org's), put in by a superuser with triggers off, is parked: the round still locks and
+    chains every other chain, and never creates or holds a head for it."""
+    chains = [f"w_{i:02}" for i in range(8)]
+    for n in (0, 1):
+        for c in chains:
+            conn.execute("SELECT memory.audit_append('app.w', jsonb_build_object('n', %s::int), %s)", (n, c))
+        if n == 0:
+            assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (8,)
+    # Incompressible and longer than a btree entry may be (about 2,700 bytes).
+    huge = conn.execute("SELECT string_agg(md5(g::text), '') FROM generate_series(1, 100) g").fetchone()[0]
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        conn.execute("INSERT INTO memory.audit_pending SELECT id + 100000, ord, %s, event_type, written_at, actor_id, %s, project_id,"
+                     " workspace_id, payload, key_id, pending_hash FROM memory.audit_pending WHERE chain_id = 'w_00'", (huge, huge))
+        conn.execute("INSERT INTO memory.audit_pending SELECT id + 200000, ord, 'w_01', event_type, written_at, actor_id, 'w_02', project_id,"
+                     " workspace_id, payload, key_id, pending_hash FROM memory.audit_pending WHERE chain_id = 'w_01'")
+    assert conn.execute("SELECT memory.audit_integrate()").fetchone() == (8,)
+    assert conn.execute("SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id LIKE 'w\\_%' ORDER BY 1").fetchall() == \
+        [(c, 2) for c in chains]
+    assert conn.execute("SELECT count(*) FROM memory.audit_heads WHERE chain_id = %s", (huge,)).fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM memory.audit_pending").fetchone() == (2,)
+    assert_chains_whole(conn, "w\\_%")
+
+
 def test_a_backlog_of_toasted_payloads_is_bounded_by_what_it_holds(conn):
     """The direct read counts the payloads as detoasted, not the table's pages: compressible
     payloads that make a small table but a large backlog go to the sorting query."""
