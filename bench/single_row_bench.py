@@ -133,9 +133,11 @@ def pct(xs, p):
 VARIANTS = ["bare", "floor", "baseline", "deferred", "immediate"]
 
 
-def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
+def matrix(dsn, port, rounds, seconds, variants=VARIANTS, probe=None):
     """Median TPS of each variant on 1 and 64 tenants in the cluster at dsn/port (all side by
-    side, the order alternating by round); every chain is verified afterwards."""
+    side, the order alternating by round); every chain is verified afterwards. During the runs of
+    variant `probe` (if given) a Probe measures how long a committed event waits to be chained,
+    and the entries still pending when each of its runs ends are counted."""
     db = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(SETUP)
@@ -146,6 +148,8 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
         sync = c.execute("SHOW synchronous_commit").fetchone()[0]
 
     tps = {(v, t): [] for v in variants for t in (1, 64)}
+    lags = {t: [] for t in (1, 64)}
+    left = {t: [] for t in (1, 64)}
     for r in range(rounds):
         for tenants in (1, 64):
             order = variants if r % 2 == 0 else list(reversed(variants))
@@ -162,9 +166,19 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
                 holder = psycopg.connect(dsn) if v == "held" else None
                 if holder:
                     holder.execute("SELECT memory.audit_integrate()")
+                # (Polled every 10 ms, one event every 200 ms: a load of about 1% of the runs' statements.)
+                prober = Probe(dsn, gap=0.2, poll=0.01) if v == probe else None
+                if prober:
+                    prober.start()
                 try:
                     x = pgbench(port, db, script_for(v, tenants), 8, seconds)
                 finally:
+                    if prober:
+                        prober.stop.set()
+                        prober.join()
+                        lags[tenants].extend(prober.lags)
+                        with psycopg.connect(dsn, autocommit=True) as c:
+                            left[tenants].append(c.execute("SELECT count(*) FROM memory.audit_pending").fetchone()[0])
                     if holder:
                         holder.rollback()
                         holder.close()
@@ -179,7 +193,7 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS):
         n_chained = c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0]
         # What this cluster wrote is flushed now, not by a checkpoint during the next cluster's runs.
         c.execute("CHECKPOINT")
-    return {"tps": tps, "med": med, "chained": n_chained, "fsync": fsync, "sync": sync}
+    return {"tps": tps, "med": med, "chained": n_chained, "fsync": fsync, "sync": sync, "lags": lags, "left": left}
 
 
 def table(m):

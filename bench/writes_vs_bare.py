@@ -26,7 +26,7 @@ import time
 import psycopg
 
 from common import machine, write_section
-from single_row_bench import matrix, pgbench, script_for, set_mode
+from single_row_bench import matrix, pct, pgbench, script_for, set_mode
 
 
 def wal_per_tx(dsn, port, db, variant, tenants, seconds):
@@ -54,6 +54,18 @@ VARIANTS = {
 }
 
 
+def niceness(pid):
+    """The Unix niceness of process `pid` (field 19 of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def postmaster_of(pid):
+    """The parent of server process `pid`: the postmaster."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def quartiles(xs):
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
     return q[0], q[2]
@@ -70,7 +82,13 @@ def main():
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS memory_ext")
     load0 = os.getloadavg()
-    m = matrix(dsn, port, rounds, seconds, variants=list(variants))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        # The integrator's priority against the server's (memory.integrator_nice).
+        (ipid,) = c.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'"
+                            " AND datname = current_database()").fetchone()
+        (offset,) = c.execute("SHOW memory.integrator_nice").fetchone()
+    server_nice, integrator_nice = niceness(postmaster_of(ipid)), niceness(ipid)
+    m = matrix(dsn, port, rounds, seconds, variants=list(variants), probe="deferred")
     load1 = os.getloadavg()
     tps = m["tps"]
     # Each round's TPS of a variant over the bare table's of the same round (%).
@@ -96,6 +114,11 @@ def main():
     with psycopg.connect(dsn, autocommit=True) as c:
         (fsync,) = c.execute("SHOW fsync").fetchone()
     verdict = "met" if min(d.values()) >= 80 else "**not met**"
+    lag_text = "; ".join(
+        f"{t} tenant{'s' if t > 1 else ''}: median {1000 * statistics.median(m['lags'][t]):.0f} ms, p99 {1000 * pct(m['lags'][t], 99):.0f} ms, "
+        f"max {1000 * max(m['lags'][t]):.0f} ms ({len(m['lags'][t])} events)" for t in (1, 64) if m["lags"][t])
+    left_text = "; ".join(f"{t} tenant{'s' if t > 1 else ''}: median {statistics.median(m['left'][t]):,.0f}, max {max(m['left'][t]):,}"
+                          for t in (1, 64) if m["left"][t])
     named = "" if len(sys.argv) <= 5 else " " + sys.argv[5]
     body = f"""Command: `bench/writes_vs_bare.py DSN PORT {rounds} {seconds}{named}` (release build; a cluster with `fsync = {fsync}`
 and the background integrator serving the database). Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.
@@ -112,6 +135,9 @@ only ratios within a round are comparable.
 
 - Governed single-row inserts: **{d[1]:.1f}%** of bare with 1 tenant and **{d[64]:.1f}%** with 64 (target at least 80%: {verdict}).
 - Each round's governed/bare ratio (%): {per_round}.
+- The background integrator ran at niceness {integrator_nice}, the server at {server_nice} (`memory.integrator_nice = {offset}`).
+  How long an event waited to be chained during the governed runs (a probe committing one on its own chain 200 ms after the last was chained,
+  polled every 10 ms): {lag_text}. Entries still pending when a governed run ended: {left_text}.
 - WAL per transaction (one further run of each, 64 tenants, the governed run's events chained, `full_page_writes = off`
   for it): bare {wal['bare']:,.0f} B, anchor {wal['anchor']:,.0f} B, governed {wal['deferred']:,.0f} B.
 - Every chain verified afterwards ({m['chained']:,} chained entries).
