@@ -14,6 +14,8 @@ of their ratios (with its interquartile range) are what is reported, beside the 
 WAL bytes per transaction of each variant from one further run; every chain is verified afterwards.
 
 Usage: writes_vs_bare.py DSN PORT [ROUNDS (15)] [SECONDS (4)] [VARIANTS (all: bare,anchor,deferred,held,classify,clanchor)]
+During the governed runs a probe measures how long an event waits to be chained, and what is still
+pending when each run ends is counted: what the writers' speed costs the tamper-evidence window.
 The cluster at DSN/PORT must run the background integrator for its database
 (memory.integrator_databases); bench/run.sh's bench-durable cluster has PostgreSQL's default
 durable commits, which is what the issue measures.
@@ -54,18 +56,6 @@ VARIANTS = {
 }
 
 
-def niceness(pid):
-    """The Unix niceness of process `pid` (field 19 of /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[16])
-
-
-def postmaster_of(pid):
-    """The parent of server process `pid`: the postmaster."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def quartiles(xs):
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
     return q[0], q[2]
@@ -82,12 +72,6 @@ def main():
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS memory_ext")
     load0 = os.getloadavg()
-    with psycopg.connect(dsn, autocommit=True) as c:
-        # The integrator's priority against the server's (memory.integrator_nice).
-        (ipid,) = c.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator'"
-                            " AND datname = current_database()").fetchone()
-        (offset,) = c.execute("SHOW memory.integrator_nice").fetchone()
-    server_nice, integrator_nice = niceness(postmaster_of(ipid)), niceness(ipid)
     m = matrix(dsn, port, rounds, seconds, variants=list(variants), probe="deferred")
     load1 = os.getloadavg()
     tps = m["tps"]
@@ -135,8 +119,7 @@ only ratios within a round are comparable.
 
 - Governed single-row inserts: **{d[1]:.1f}%** of bare with 1 tenant and **{d[64]:.1f}%** with 64 (target at least 80%: {verdict}).
 - Each round's governed/bare ratio (%): {per_round}.
-- The background integrator ran at niceness {integrator_nice}, the server at {server_nice} (`memory.integrator_nice = {offset}`).
-  How long an event waited to be chained during the governed runs (a probe committing one on its own chain 200 ms after the last was chained,
+- How long an event waited to be chained during the governed runs (a probe committing one on its own chain 200 ms after the last was chained,
   polled every 10 ms): {lag_text}. Entries still pending when a governed run ended: {left_text}.
 - WAL per transaction (one further run of each, 64 tenants, the governed run's events chained, `full_page_writes = off`
   for it): bare {wal['bare']:,.0f} B, anchor {wal['anchor']:,.0f} B, governed {wal['deferred']:,.0f} B.

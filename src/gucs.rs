@@ -138,9 +138,6 @@ pub static INTEGRATOR_NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(100);
 /// start, when commits of pending entries wake it.
 pub static INTEGRATOR_DELAY: GucSetting<i32> = GucSetting::<i32>::new(100);
 
-/// Unix nice levels the background integrators run below the server (audit::worker).
-pub static INTEGRATOR_NICE: GucSetting<i32> = GucSetting::<i32>::new(10);
-
 pub fn init() {
     GucRegistry::define_bool_guc(
         c"memory.restore_mode",
@@ -208,16 +205,6 @@ pub fn init() {
         1_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
-    );
-    GucRegistry::define_int_guc(
-        c"memory.integrator_nice",
-        c"Unix nice levels the background integrators run below the server's processes.",
-        c"On a busy server the writers' backends come first and the chaining takes the CPU time they leave (what waits is chained when they pause; nothing is lost). 0: the server's priority. Lowering it restarts the integrators (an unprivileged process cannot raise its own priority), which inherit the server's.",
-        &INTEGRATOR_NICE,
-        0,
-        19,
-        GucContext::Sighup,
-        GucFlags::default(),
     );
     GucRegistry::define_float_guc(
         c"memory.alpha_success",

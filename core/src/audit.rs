@@ -1067,7 +1067,6 @@ pub fn chain_share(chain: &[u8], n: u32) -> u32 {
     ((h as u128 * n as u128) >> 64) as u32
 }
 
-pub mod priority;
 pub mod receipt;
 
 #[cfg(test)]

@@ -143,8 +143,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // Which of the database's integrators this is: it takes that share of the chains.
     let (k, n) = ((arg.value() & 0xff) as u32, workers());
     let at = arg.value() >> 8;
-    // The server's priority, as the postmaster started this process with it.
-    let server_nice = crate::pg::niceness::current();
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let db = BackgroundWorker::get_extra().to_string();
     // A database named in memory.integrator_databases that does not exist (yet) would end every
@@ -186,8 +184,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
         log!("memory_ext integrator {}/{n} for database \"{db}\" waits for its share to be free", k + 1);
         BackgroundWorker::transaction(|| locks::take(Lock::Served(k), pg_sys::ExclusiveLock, Hold::Session, true));
     }
-    // Below the server's priority (memory.integrator_nice), before its first round.
-    keep_priority(server_nice, k, n);
     // Writers that commit pending entries of its chains wake it (audit::wake).
     wake::register_integrator(at, k);
     log!("memory_ext integrator {}/{n} started for database \"{db}\"", k + 1);
@@ -201,7 +197,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     while BackgroundWorker::wait_latch(Some(nap)) {
         if BackgroundWorker::sighup_received() {
             crate::pg::xact::reload_config();
-            keep_priority(server_nice, k, n);
         }
         let started = std::time::Instant::now();
         // The wake-ups sent so far: one sent during the round, whose latch something in the
@@ -276,35 +271,6 @@ pub extern "C-unwind" fn memory_ext_integrator_main(arg: pg_sys::Datum) {
     // worker must come back, so it leaves with exit code 1 (restarted after 5 s).
     log!("memory_ext integrator {}/{n} for database \"{db}\" stopping", k + 1);
     crate::pg::xact::exit_to_be_restarted();
-}
-
-/// Gives this worker the niceness `memory.integrator_nice` asks for, that many levels below the
-/// server's (`server`): the writers' backends come first on a busy server, and the rounds take
-/// the CPU time they leave (each round still chains everything committed before it; under a load
-/// that leaves no time, what is pending waits until the writers pause). Lowering the priority
-/// always succeeds; raising it (the setting lowered) needs a privilege the server's user usually
-/// lacks, so the worker then restarts, and the postmaster starts it with the server's. Where the
-/// niceness cannot be read, nothing changes.
-fn keep_priority(server: Option<i32>, k: u32, n: u32) {
-    use memory_core::audit::priority::{step, NiceStep};
-    let (Some(server), Some(now)) = (server, crate::pg::niceness::current()) else { return };
-    match step(server, crate::gucs::INTEGRATOR_NICE.get(), now) {
-        NiceStep::Stay => {}
-        NiceStep::Lower(to) => {
-            if let Err(e) = crate::pg::niceness::set(to) {
-                log!("memory_ext integrator {}/{n}: could not lower its priority to niceness {to}: {e}", k + 1);
-            }
-        }
-        NiceStep::Raise(to) => {
-            if crate::pg::niceness::set(to).is_err() {
-                log!(
-                    "memory_ext integrator {}/{n}: memory.integrator_nice was lowered; restarting to run at niceness {to} (what is pending stays pending)",
-                    k + 1
-                );
-                crate::pg::xact::exit_to_be_restarted();
-            }
-        }
-    }
 }
 
 /// Connected to no database (only the shared catalogs), checks that `db` exists, with a

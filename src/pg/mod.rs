@@ -9,7 +9,6 @@ pub mod error;
 pub mod identity;
 pub mod input;
 pub mod locks;
-pub mod niceness;
 pub mod polymorphic;
 pub mod receive;
 pub mod scan;

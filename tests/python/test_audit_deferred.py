@@ -264,41 +264,6 @@ def test_background_worker_integrates_and_survives_being_killed(worker_cluster):
         assert rows == (True, 150, 0)
 
 
-def _nice(pid):
-    """The Unix niceness of process `pid` (field 19 of /proc/PID/stat; None once it has exited)."""
-    try:
-        return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
-    except FileNotFoundError:
-        return None
-
-
-def test_the_worker_runs_below_the_server_priority(worker_cluster):
-    """memory.integrator_nice (default 10): the integrator runs that many nice levels below the
-    postmaster; raised on reload, it lowers its priority; lowered, it takes the server's priority
-    plus the new setting (restarting, since the server's unprivileged user cannot raise its own
-    priority), and chains as before."""
-    server = _nice(int((cluster_dir("pytest-worker") / "data" / "postmaster.pid").read_text().split()[0]))
-    q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'memory_ext integrator' AND datname = 'integrated'"
-    with psycopg.connect(worker_cluster, autocommit=True) as c:
-        assert wait_until(lambda: len(c.execute(q).fetchall()) == 1)
-        (pid,) = c.execute(q).fetchone()
-        assert wait_until(lambda: _nice(pid) == min(server + 10, 19)), (server, _nice(pid))
-        try:
-            c.execute("ALTER SYSTEM SET memory.integrator_nice = 15")
-            c.execute("SELECT pg_reload_conf()")
-            assert wait_until(lambda: _nice(pid) == min(server + 15, 19)), (server, _nice(pid))
-            c.execute("ALTER SYSTEM SET memory.integrator_nice = 0")
-            c.execute("SELECT pg_reload_conf()")
-            assert wait_until(lambda: [_nice(p) for (p,) in c.execute(q).fetchall()] == [server], seconds=60)
-            before = c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0]
-            c.execute("INSERT INTO memory.observations (org_id, content) VALUES ('org_nice', 'x')")
-            assert wait_until(lambda: c.execute("SELECT count(*) FROM memory.audit_log").fetchone()[0] == before + 1)
-        finally:
-            c.execute("ALTER SYSTEM RESET memory.integrator_nice")
-            c.execute("SELECT pg_reload_conf()")
-        assert wait_until(lambda: [_nice(p) for (p,) in c.execute(q).fetchall()] == [min(server + 10, 19)])
-
-
 def test_the_backlog_shows_the_integrators_to_a_tenant_admin():
     """memory.audit_backlog as a tenant-bound admin: the integrator running (counted by the lock of
     its share in pg_locks, which any extension owner sees; pg_stat_activity hides other roles'
