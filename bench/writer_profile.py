@@ -3,7 +3,7 @@
 For each table of single_row_bench.py (governed, bare, the PL/pgSQL anchor, classification only) pgbench runs
 8 clients on 64 tenants for SECONDS + 4 s while `perf record -F 499 --call-graph dwarf` samples the 8 backends it
 started for SECONDS. Each sample goes to the first part below whose function is on its stack; a part's µs of CPU a
-transaction is its samples / 499 over the transactions of the sampled seconds. The parts of a transaction every
+transaction is its samples / 499 over the sampled seconds' transactions at the run's TPS. The parts of a transaction every
 table has (commit, parse and plan, the table's own heap and index, client I/O) vary by 10-15% from run to run, so
 compare the parts that differ: the extension's triggers and PostgreSQL's trigger work. Needs perf, and root (perf
 attaches to the server's processes); a quiet machine.
@@ -59,28 +59,29 @@ def stacks(perf_data):
             yield [re.sub(r"\+0x[0-9a-f]+$", "", re.sub(r"^[0-9a-f]+\s+", "", ln).split(" (")[0]) for ln in lines]
 
 
-def children(pid):
-    return {int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()}
-
-
-def profile(dsn, port, db, variant, seconds, postmaster):
+def profile(dsn, port, db, variant, seconds):
     """µs of CPU a transaction by part, and the run's TPS."""
     set_mode(dsn, db, "deferred")
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script_for(variant, 64))
     os.chmod(f.name, 0o644)
-    before = children(postmaster)
     run = subprocess.Popen(pgbench_command(port, f.name, 8, seconds + 4, db), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(2)
-    backends = sorted(children(postmaster) - before)
     data = os.path.join(tempfile.gettempdir(), f"writer_profile_{os.getpid()}.perf")
-    subprocess.run(["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,8192", "-o", data, "-p", ",".join(map(str, backends)),
-                    "--", "sleep", str(seconds)], check=True, capture_output=True)
-    out, _ = run.communicate()
-    os.unlink(f.name)
+    try:
+        time.sleep(2)
+        # pgbench's backends (as cpu_under_load.py finds them).
+        with psycopg.connect(dsn, autocommit=True) as c:
+            backends = [r[0] for r in c.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")]
+        subprocess.run(["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,8192", "-o", data,
+                        "-p", ",".join(map(str, backends)), "--", "sleep", str(seconds)], check=True, capture_output=True)
+    finally:
+        out, _ = run.communicate()
+        os.unlink(f.name)
     tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))
     counts = collections.Counter(part_of(s) for s in stacks(data))
     os.unlink(data)
+    # The sampled seconds' transactions at the run's rate (a commit count around perf would also take in its
+    # start and its writing out).
     tx = tps * seconds
     return {name: 1e6 * counts[name] / 499 / tx for name, _, _ in PARTS}, tps
 
@@ -94,10 +95,7 @@ def main():
         c.execute("CREATE EXTENSION IF NOT EXISTS memory_ext")
         if not c.execute("SELECT to_regclass('sr_deferred') IS NOT NULL").fetchone()[0]:
             c.execute(SETUP)
-        (backend,) = c.execute("SELECT pg_backend_pid()").fetchone()
-    with open(f"/proc/{backend}/stat") as f:
-        postmaster = int(f.read().rsplit(")", 1)[1].split()[1])
-    results = {v: profile(dsn, port, db, v, seconds, postmaster) for v in variants}
+    results = {v: profile(dsn, port, db, v, seconds) for v in variants}
     print(f"Command: `bench/writer_profile.py DSN PORT {seconds} {','.join(variants)}`; µs of the writers' CPU a transaction"
           f" (TPS of the sampled runs: {', '.join(f'{v} {t:,.0f}' for v, (_, t) in results.items())}).\n")
     print("| part | " + " | ".join(variants) + " |")
