@@ -19,7 +19,7 @@ cd "$root/bench"
 "$root/.venv/bin/python" classify_bench.py "$dsn" "${1:-1000000}" "${2:-5}"
 "$root/.venv/bin/python" audit_bench.py "$dsn" "$port" "${1:-1000000}" "${2:-5}" 20000
 "$root/.venv/bin/python" single_row_bench.py "$dsn" "$port" 5 10 "$ddsn" "$dport"
-"$root/.venv/bin/python" writes_vs_bare.py "$ddsn" "$dport" 15 4
+"$root/.venv/bin/python" writes_vs_bare.py "$ddsn" "$dport" 15 4 bare,anchor,deferred,held,classify,clanchor
 "$root/.venv/bin/python" cpu_under_load.py "$ddsn" "$dport" "/tmp/memory_ext-${MEMORY_EXT_CLUSTER_PREFIX:-}bench-durable/data" 5 8
 "$root/.venv/bin/python" quiet_lag.py "$dsn" 40
 # Integration by the background integrators: one per database against two (memory.integrator_workers).

@@ -85,14 +85,91 @@ VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agen
 def script_for(variant, tenants):
     if variant == "floor":
         return FLOOR.format(tenants=tenants, payload=PENDING_PAYLOAD, hash=PENDING_HASH)
-    # "held": the governed table's script, run while another session holds the integration lock.
-    return SCRIPT.format(tenants=tenants, table="deferred" if variant == "held" else variant)
+    # "held", "heldwal", "heldcpu": the governed table's script, run while another session holds the integration lock.
+    return SCRIPT.format(tenants=tenants, table="deferred" if variant in ("held", "heldwal", "heldcpu") else variant)
 
 
 def set_mode(dsn, db, mode):
     """The database's memory.audit_mode, as a deployment sets it; pgbench's new sessions take it."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(f"ALTER DATABASE {db} SET memory.audit_mode = {mode}")
+
+
+def hold_integration(dsn):
+    """A session holding the integration lock until it rolls back: no event is chained meanwhile.
+    An integration that finds nothing pending lets the lock go at once, so the session first
+    writes a governed row of its own (its pending entry, visible to it alone), then integrates:
+    the lock is then held to the transaction's end. Checked in pg_locks (memory_ext's lock class
+    0x6d78 = 28024, the integration lock's tag 0)."""
+    holder = psycopg.connect(dsn)
+    holder.execute("INSERT INTO sr_deferred (org_id, user_id, content, source_type) VALUES ('org-hold', 'user-hold', 'holds the lock', 'preference')")
+    holder.execute("SELECT memory.audit_integrate()")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        held = c.execute("SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 28024 AND objid = 0 AND granted").fetchall()
+    if ("ShareRowExclusiveLock",) not in held:
+        holder.close()
+        raise RuntimeError(f"the held variant does not hold the integration lock ({held})")
+    return holder
+
+
+class WalEmitter(threading.Thread):
+    """The integrator's WAL without its CPU: every `gap` seconds, one transaction that writes a
+    logical-decoding message of `share` times the WAL written since the last one, and commits
+    (a synchronous commit flushes it, as the integrator's commit of its round does). The message
+    costs a copy and a CRC (well under 1% of a core at the benchmark's rates); with the
+    integration lock held, what the writers lose against "held" is what that much more WAL, in
+    bursts the integrator's size, costs them."""
+
+    def __init__(self, dsn, share, gap=0.1):
+        super().__init__(daemon=True)
+        self.dsn, self.share, self.gap, self.stop = dsn, share, gap, threading.Event()
+        self.emitted = 0
+
+    def run(self):
+        with psycopg.connect(self.dsn, autocommit=True) as c:
+            lsn = "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"
+            last = float(c.execute(lsn).fetchone()[0])
+            while not self.stop.wait(self.gap):
+                now = float(c.execute(lsn).fetchone()[0])
+                n = int(self.share * (now - last))
+                if n > 0:
+                    c.execute("SELECT pg_logical_emit_message(true, 'memory-bench', repeat('x', %s))", (n,))
+                    self.emitted += n
+                last = float(c.execute(lsn).fetchone()[0])
+
+
+class CpuBurner(threading.Thread):
+    """The integrator's CPU without its WAL: every `gap` seconds, `us` µs of busy CPU for each
+    transaction the writers committed since (counted from the WAL they wrote, `wal_per_tx` bytes
+    each), in this process (run it at the server's priority, as the benchmark is)."""
+
+    def __init__(self, dsn, us, wal_per_tx, gap=0.1):
+        super().__init__(daemon=True)
+        self.dsn, self.us, self.wal_per_tx, self.gap, self.stop = dsn, us, wal_per_tx, gap, threading.Event()
+        self.burnt = 0.0
+
+    def run(self):
+        with psycopg.connect(self.dsn, autocommit=True) as c:
+            lsn = "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"
+            last = float(c.execute(lsn).fetchone()[0])
+            while not self.stop.wait(self.gap):
+                now = float(c.execute(lsn).fetchone()[0])
+                burn = self.us * 1e-6 * (now - last) / self.wal_per_tx
+                t0 = time.process_time()
+                while time.process_time() - t0 < burn:
+                    pass
+                self.burnt += burn
+                last = now
+
+
+# The integrator's CPU per event (64 tenants, schedstat, 2026-12-06: 10-14 µs) and the writers' WAL per
+# transaction (2026-12-07, the integration lock held).
+INTEGRATOR_US, WRITERS_WAL = 12, 775
+
+
+# The integrator's WAL per event over the writers' own per transaction (64 tenants, 2026-12-07:
+# the governed table's 1,402 B a transaction with its events chained, the writers' alone 775 B).
+INTEGRATOR_WAL_SHARE = (1402 - 775) / 775
 
 
 class Probe(threading.Thread):
@@ -166,9 +243,10 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS, probe=None):
                 # "held": the governed writers alone, no event chained during the run (a session
                 # that integrated holds the integration lock until it ends): what the integrator's
                 # second write of each event costs the writers' TPS.
-                holder = psycopg.connect(dsn) if v == "held" else None
-                if holder:
-                    holder.execute("SELECT memory.audit_integrate()")
+                holder = hold_integration(dsn) if v in ("held", "heldwal", "heldcpu") else None
+                emitter = WalEmitter(dsn, INTEGRATOR_WAL_SHARE) if v == "heldwal" else CpuBurner(dsn, INTEGRATOR_US, WRITERS_WAL) if v == "heldcpu" else None
+                if emitter:
+                    emitter.start()
                 # (Polled every 10 ms, one event every 200 ms: a load of about 1% of the runs' statements.)
                 prober = Probe(dsn, gap=0.2, poll=0.01) if v == probe else None
                 if prober:
@@ -183,6 +261,9 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS, probe=None):
                         prober.stop.set()
                         prober.join()
                         lags[tenants].extend(prober.lags)
+                    if emitter:
+                        emitter.stop.set()
+                        emitter.join()
                     if holder:
                         holder.rollback()
                         holder.close()

@@ -2,18 +2,20 @@
 
 The variants of single_row_bench.py that issue 54's goal compares (the bare table, and the
 governed table in the default deferred audit mode with the background integrator running), with
-four for reference: the issue's physical anchor (the bare table plus a PL/pgSQL row trigger writing
+others for reference: the issue's physical anchor (the bare table plus a PL/pgSQL row trigger writing
 one pending-shaped row); the governed table while the integration lock is held elsewhere (the
-writers alone: what the integrator's second write of each event costs them); the governed table
-with classification only; and classification plus the anchor's trigger (what the audit trigger
-costs beyond a PL/pgSQL trigger writing a row of the same size). On 1 and 64 tenants,
+writers alone: what the integrator's second write of each event costs them), alone and with the
+integrator's WAL bytes or its CPU put back without the other (heldwal, heldcpu: which of the two
+the writers lose to); the governed table with classification only; and classification plus the
+anchor's trigger (what the audit trigger costs beyond a PL/pgSQL trigger writing a row of the same
+size). On 1 and 64 tenants,
 in one cluster: pgbench, 8 clients, SECONDS per run, ROUNDS rounds, every variant once a round,
 the order alternating. A round's ratio (a variant's TPS over the bare table's, seconds apart) is
 the figure: the disk's flush rate drifts by 2x within minutes, so many short rounds and the median
 of their ratios (with its interquartile range) are what is reported, beside the load average and
 WAL bytes per transaction of each variant from one further run; every chain is verified afterwards.
 
-Usage: writes_vs_bare.py DSN PORT [ROUNDS (15)] [SECONDS (4)] [VARIANTS (all: bare,anchor,deferred,held,classify,clanchor)]
+Usage: writes_vs_bare.py DSN PORT [ROUNDS (15)] [SECONDS (4)] [VARIANTS (all: bare,anchor,deferred,held,heldwal,heldcpu,classify,clanchor)]
 During the governed runs a probe measures how long an event waits to be chained, and what is still
 pending when each run ends is counted: what the writers' speed costs the tamper-evidence window.
 The cluster at DSN/PORT must run the background integrator for its database
@@ -51,6 +53,8 @@ VARIANTS = {
     "anchor": "bare + a PL/pgSQL AFTER ROW trigger writing one fixed pending-shaped row (the issue's anchor)",
     "deferred": "**governed** (classification, signed pending entry; the background integrator chaining)",
     "held": "governed, the integration lock held by another session during the run (the writers alone)",
+    "heldwal": "held, plus the integrator's WAL bytes (a logical message every 100 ms) without its CPU",
+    "heldcpu": "held, plus the integrator's CPU (a busy loop every 100 ms) without its WAL",
     "classify": "governed with classification only (no audit)",
     "clanchor": "classification only + the anchor's trigger (the audit replaced by a PL/pgSQL row insert)",
 }
