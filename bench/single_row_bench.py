@@ -112,54 +112,52 @@ def hold_integration(dsn):
     return holder
 
 
-class WalEmitter(threading.Thread):
-    """The integrator's WAL without its CPU: every `gap` seconds, one transaction that writes a
-    logical-decoding message of `share` times the WAL written since the last one, and commits
-    (a synchronous commit flushes it, as the integrator's commit of its round does). The message
-    costs a copy and a CRC (well under 1% of a core at the benchmark's rates); with the
-    integration lock held, what the writers lose against "held" is what that much more WAL, in
-    bursts the integrator's size, costs them."""
+class PerWalWritten(threading.Thread):
+    """Every `gap` seconds, `tick(connection, bytes)` with the WAL bytes the writers wrote since the last tick (not
+    counting what the tick itself wrote): the integrator's work, put back as it comes, in its rounds' rhythm."""
 
-    def __init__(self, dsn, share, gap=0.1):
+    def __init__(self, dsn, gap=0.1):
         super().__init__(daemon=True)
-        self.dsn, self.share, self.gap, self.stop = dsn, share, gap, threading.Event()
-        self.emitted = 0
+        self.dsn, self.gap, self.stop = dsn, gap, threading.Event()
 
     def run(self):
         with psycopg.connect(self.dsn, autocommit=True) as c:
             lsn = "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"
             last = float(c.execute(lsn).fetchone()[0])
             while not self.stop.wait(self.gap):
-                now = float(c.execute(lsn).fetchone()[0])
-                n = int(self.share * (now - last))
-                if n > 0:
-                    c.execute("SELECT pg_logical_emit_message(true, 'memory-bench', repeat('x', %s))", (n,))
-                    self.emitted += n
+                self.tick(c, float(c.execute(lsn).fetchone()[0]) - last)
                 last = float(c.execute(lsn).fetchone()[0])
 
 
-class CpuBurner(threading.Thread):
-    """The integrator's CPU without its WAL: every `gap` seconds, `us` µs of busy CPU for each
-    transaction the writers committed since (counted from the WAL they wrote, `wal_per_tx` bytes
-    each), in this process (run it at the server's priority, as the benchmark is)."""
+class WalEmitter(PerWalWritten):
+    """The integrator's WAL without its CPU: each tick, one transaction that writes a logical-decoding message of
+    `share` times the writers' WAL since the last, and commits (a synchronous commit flushes it, as the integrator's
+    commit of its round does). The message costs a copy and a CRC (well under 1% of a core at the benchmark's rates);
+    with the integration lock held, what the writers lose against "held" is what that much more WAL, in bursts the
+    integrator's size, costs them."""
 
-    def __init__(self, dsn, us, wal_per_tx, gap=0.1):
-        super().__init__(daemon=True)
-        self.dsn, self.us, self.wal_per_tx, self.gap, self.stop = dsn, us, wal_per_tx, gap, threading.Event()
-        self.burnt = 0.0
+    def __init__(self, dsn, share):
+        super().__init__(dsn)
+        self.share = share
 
-    def run(self):
-        with psycopg.connect(self.dsn, autocommit=True) as c:
-            lsn = "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"
-            last = float(c.execute(lsn).fetchone()[0])
-            while not self.stop.wait(self.gap):
-                now = float(c.execute(lsn).fetchone()[0])
-                burn = self.us * 1e-6 * (now - last) / self.wal_per_tx
-                t0 = time.process_time()
-                while time.process_time() - t0 < burn:
-                    pass
-                self.burnt += burn
-                last = now
+    def tick(self, c, written):
+        if int(self.share * written) > 0:
+            c.execute("SELECT pg_logical_emit_message(true, 'memory-bench', repeat('x', %s))", (int(self.share * written),))
+
+
+class CpuBurner(PerWalWritten):
+    """The integrator's CPU without its WAL: each tick, `us` µs of busy CPU for each transaction the writers committed
+    since (counted from the WAL they wrote, `wal_per_tx` bytes each), in this process (run it at the server's priority,
+    as the benchmark is)."""
+
+    def __init__(self, dsn, us, wal_per_tx):
+        super().__init__(dsn)
+        self.us, self.wal_per_tx = us, wal_per_tx
+
+    def tick(self, c, written):
+        burn, t0 = self.us * 1e-6 * written / self.wal_per_tx, time.process_time()
+        while time.process_time() - t0 < burn:
+            pass
 
 
 # The integrator's CPU per event (64 tenants, schedstat, 2026-12-06: 10-14 µs) and the writers' WAL per
