@@ -287,6 +287,46 @@ thread_local! {
         std::cell::RefCell::new((pg_sys::InvalidTransactionId, HashMap::new()));
 }
 
+thread_local! {
+    // Chains whose heads this backend locked in a transaction that committed (the sequencer's
+    // rounds): `lock_together` does not ask whether they exist. Emptied by any relcache
+    // invalidation (a TRUNCATE of the heads sends one) and when a head turns out to be missing.
+    static KNOWN_HEADS: RefCell<std::collections::HashSet<String>> = RefCell::new(std::collections::HashSet::new());
+    // Chains locked by the current transaction, and those of the last transaction that committed
+    // (moved there at its end, merged into KNOWN_HEADS by the next `lock_together`).
+    static HEADS_SEEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static HEADS_COMMITTED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// At a transaction's end: what it locked becomes known after a commit, nothing of it otherwise.
+/// (Nothing here allocates: after a commit nothing may fail.)
+fn heads_outcome(committed: bool) {
+    let seen = HEADS_SEEN.with(|k| std::mem::take(&mut *k.borrow_mut()));
+    if committed {
+        HEADS_COMMITTED.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.is_empty() {
+                *c = seen;
+            }
+        });
+    }
+}
+
+/// Chains locked in a committed transaction, as KNOWN_HEADS keeps them.
+fn known_heads_merge() {
+    let committed = HEADS_COMMITTED.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    if !committed.is_empty() {
+        KNOWN_HEADS.with(|k| {
+            let mut k = k.borrow_mut();
+            // (A bound, should a backend ever see many thousands of chains.)
+            if k.len() + committed.len() > 100_000 {
+                k.clear();
+            }
+            k.extend(committed);
+        });
+    }
+}
+
 fn cached_tid(chain: &str) -> Option<String> {
     let xid = crate::pg::xact::top_xid_if_any();
     HEAD_TIDS.with(|c| {
@@ -460,21 +500,31 @@ impl Appender {
         }
         let Some(tables) = tables else { return Ok(()) };
         let names: Vec<String> = chains.iter().map(|c| c.to_string()).collect();
-        let existing = run(client, EXISTING, &[pg_sys::TEXTARRAYOID], &[names.clone().into()], Some(1))?
-            .first()
-            .get::<i64>(1)
-            .map_err(MxError::spi_in("audit"))?
-            .unwrap_or_default();
-        if existing != chains.len() as i64 {
-            return Ok(());
+        // Whether every head exists is asked only for chains this backend has not yet seen locked
+        // in a committed round: heads are never deleted (the integrator's next round over the
+        // same chains, ten a second under load, skips the question).
+        known_heads_merge();
+        if !KNOWN_HEADS.with(|k| chains.iter().all(|c| k.borrow().contains(*c))) {
+            let existing = run(client, EXISTING, &[pg_sys::TEXTARRAYOID], &[names.clone().into()], Some(1))?
+                .first()
+                .get::<i64>(1)
+                .map_err(MxError::spi_in("audit"))?
+                .unwrap_or_default();
+            if existing != chains.len() as i64 {
+                return Ok(());
+            }
         }
-        let locked = run(client, BY_KEYS, &[pg_sys::TEXTARRAYOID], &[names.into()], None)?;
-        // Heads are never deleted: one missing now went between the two statements (by hand, or a
-        // distribution truncating them), and taking it after the others would break the order.
+        let locked = run(client, BY_KEYS, &[pg_sys::TEXTARRAYOID], &[names.clone().into()], None)?;
+        // Heads are never deleted: one missing now went between the two statements, or since a
+        // round of this backend saw it (by hand, or a distribution truncating them), and taking it
+        // after the others would break the order. The round fails; the next one asks again.
         if locked.len() != chains.len() {
+            KNOWN_HEADS.with(|k| k.borrow_mut().clear());
             return Err(MxError::new(code::INTERNAL, "an audit head disappeared while its chain was being locked")
                 .hint("Retry; memory.audit_verify reports the chains."));
         }
+        // Known once this transaction commits (a head it made itself could still be rolled back).
+        HEADS_SEEN.with(|k| k.borrow_mut().extend(names));
         for row in locked {
             let e = MxError::spi_in("audit");
             let chain: String = row.get(6).map_err(&e)?.unwrap_or_default();
@@ -956,6 +1006,7 @@ thread_local! {
 }
 
 fn partitions_inval(relid: pg_sys::Oid) {
+    KNOWN_HEADS.with(|k| k.borrow_mut().clear());
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {
@@ -980,6 +1031,9 @@ pub fn init() {
     crate::pg::callbacks::on_role_change(|| LAST_ACTOR.with(|l| *l.borrow_mut() = None));
     crate::pg::callbacks::on_prepare(refuse_prepare_after_integrating);
     crate::pg::callbacks::on_outcome(wake_at_commit);
+    crate::pg::callbacks::on_outcome(heads_outcome);
+    // A head locked in a subtransaction that rolled back may have been made there.
+    crate::pg::callbacks::on_subtransaction_abort(|| HEADS_SEEN.with(|k| k.borrow_mut().clear()));
 }
 
 /// A transaction that integrated audit entries holds the integration lock until it ends, and

@@ -709,6 +709,54 @@ def test_a_round_of_many_chains_moves_each_head_it_chains_into_once(conn):
     assert row == (1, False, 1), row
 
 
+def test_a_head_made_by_a_rolled_back_round_is_made_again(dsn):
+    """A round over several chains asks whether their heads exist only for chains this backend has
+    locked in no committed round. A head made and then locked with another in one statement by a
+    transaction (or a savepoint) that rolls back is not taken for known: the next round over the
+    same chains, in the same session, makes it again and chains into it."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        def append(chain, n):
+            c.execute("SELECT memory.audit_append('app.k', jsonb_build_object('n', %s::int), %s)", (n, chain))
+
+        def integrate():
+            return c.execute("SELECT memory.audit_integrate()").fetchone()[0]
+
+        for chain in ("k_a", "k_b"):
+            append(chain, 0)
+        assert integrate() == 2
+
+        def made_and_locked_with_another(fresh):
+            # The new chain's head is made one by one beside k_a's; its only entry is forged, so
+            # the head is locked but not moved (the transaction keeps no position of it). The next
+            # round locks it with k_b's in one statement.
+            append(fresh, 1)
+            append("k_a", 1)
+            c.execute("SET LOCAL session_replication_role = replica")
+            c.execute("UPDATE memory.audit_pending SET payload = '{\"n\": 9}' WHERE chain_id = %s", (fresh,))
+            c.execute("SET LOCAL session_replication_role = origin")
+            assert integrate() == 1
+            append("k_b", 2)
+            assert integrate() == 1
+            assert c.execute("SELECT seq FROM memory.audit_heads WHERE chain_id = %s", (fresh,)).fetchone() == (0,)
+
+        with c.transaction() as top:
+            made_and_locked_with_another("k_new_0")
+            raise psycopg.Rollback(top)
+        with c.transaction():
+            with c.transaction() as savepoint:
+                made_and_locked_with_another("k_new_1")
+                raise psycopg.Rollback(savepoint)
+        # Rounds over exactly the chains the rolled-back statement locked: were they taken for known,
+        # nobody would ask whether the new one's head exists, and locking would find it missing.
+        for fresh in ("k_new_0", "k_new_1"):
+            assert c.execute("SELECT count(*) FROM memory.audit_heads WHERE chain_id = %s", (fresh,)).fetchone() == (0,)
+            for chain in ("k_b", fresh):
+                append(chain, 3)
+            assert integrate() == 2
+            assert c.execute("SELECT seq FROM memory.audit_heads WHERE chain_id = %s", (fresh,)).fetchone() == (1,)
+        assert_chains_whole(c, "k\\_%")
+
+
 def test_a_malformed_entry_never_stops_a_round_over_many_chains(conn):
     """An entry no writer can make (an org id past what the heads' index holds, or a chain other
     than its org's), put in by a superuser with triggers off, is parked: the round still locks and
