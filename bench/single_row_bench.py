@@ -85,14 +85,18 @@ VALUES ('org-' || :t, 'user-' || :client_id, 'User prefers concise answers; agen
 def script_for(variant, tenants):
     if variant == "floor":
         return FLOOR.format(tenants=tenants, payload=PENDING_PAYLOAD, hash=PENDING_HASH)
-    # "held", "heldwal", "heldcpu": the governed table's script, run while another session holds the integration lock.
-    return SCRIPT.format(tenants=tenants, table="deferred" if variant in ("held", "heldwal", "heldcpu") else variant)
+    # The HELD variants: the governed table's script, run while another session holds the integration lock.
+    return SCRIPT.format(tenants=tenants, table="deferred" if variant in HELD else variant)
 
 
 def set_mode(dsn, db, mode):
     """The database's memory.audit_mode, as a deployment sets it; pgbench's new sessions take it."""
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(f"ALTER DATABASE {db} SET memory.audit_mode = {mode}")
+
+
+# The variants whose governed writers run while another session holds the integration lock.
+HELD = ("held", "heldwal", "heldcpu")
 
 
 def hold_integration(dsn):
@@ -160,14 +164,11 @@ class CpuBurner(PerWalWritten):
             pass
 
 
-# The integrator's CPU per event (64 tenants, schedstat, 2026-12-06: 10-14 µs) and the writers' WAL per
-# transaction (2026-12-07, the integration lock held).
+# The integrator's CPU per event (64 tenants, schedstat, 2026-12-06: 10-14 µs), the writers' WAL per
+# transaction (2026-12-07, the integration lock held), and the integrator's WAL per event over it (the
+# governed table's 1,402 B a transaction with its events chained, 64 tenants, 2026-12-07).
 INTEGRATOR_US, WRITERS_WAL = 12, 775
-
-
-# The integrator's WAL per event over the writers' own per transaction (64 tenants, 2026-12-07:
-# the governed table's 1,402 B a transaction with its events chained, the writers' alone 775 B).
-INTEGRATOR_WAL_SHARE = (1402 - 775) / 775
+INTEGRATOR_WAL_SHARE = (1402 - WRITERS_WAL) / WRITERS_WAL
 
 
 class Probe(threading.Thread):
@@ -246,8 +247,12 @@ def matrix(dsn, port, rounds, seconds, variants=VARIANTS, probe=None):
                 # "held": the governed writers alone, no event chained during the run (a session
                 # that integrated holds the integration lock until it ends): what the integrator's
                 # second write of each event costs the writers' TPS.
-                holder = hold_integration(dsn) if v in ("held", "heldwal", "heldcpu") else None
-                emitter = WalEmitter(dsn, INTEGRATOR_WAL_SHARE) if v == "heldwal" else CpuBurner(dsn, INTEGRATOR_US, WRITERS_WAL) if v == "heldcpu" else None
+                holder = hold_integration(dsn) if v in HELD else None
+                emitter = None
+                if v == "heldwal":
+                    emitter = WalEmitter(dsn, INTEGRATOR_WAL_SHARE)
+                elif v == "heldcpu":
+                    emitter = CpuBurner(dsn, INTEGRATOR_US, WRITERS_WAL)
                 if emitter:
                     emitter.start()
                 # (Polled every 10 ms, one event every 200 ms: a load of about 1% of the runs' statements.)
