@@ -25,17 +25,8 @@ if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
 
-# A registration naming a pg_config that is gone (another checkout's PostgreSQL 18, since moved or
-# deleted) makes cargo-pgrx fail builds for every version: such lines are dropped (pg18.sh
-# registers this checkout's again).
 conf=${PGRX_HOME:-$HOME/.pgrx}/config.toml
-if [ -f "$conf" ]; then
-  stale=$(sed -n 's/^pg[0-9]* *= *"\(.*\)"$/\1/p' "$conf" | while IFS= read -r p; do [ -x "$p" ] || echo "$p"; done)
-  if [ -n "$stale" ]; then
-    echo "== dropping cargo-pgrx registrations of missing pg_configs: $stale"
-    while IFS= read -r p; do grep -vF "\"$p\"" "$conf" > "$conf.new" || true; mv "$conf.new" "$conf"; done <<< "$stale"
-  fi
-fi
+"$root/scripts/pgrx-registrations.sh"
 
 if ! grep -qs '^pg15 *=' "$conf"; then
   echo "== registering PostgreSQL 15 with cargo-pgrx"

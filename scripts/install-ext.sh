@@ -20,6 +20,7 @@ libdir=$("$PG_CONFIG" --pkglibdir); extdir=$("$PG_CONFIG" --sharedir)/extension
 major=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
 pkg=$root/target/pkg-pg$major
 rm -rf "$pkg"
+scripts/pgrx-registrations.sh
 cargo pgrx package "${profile[@]}" --pg-config "$PG_CONFIG" --out-dir "$pkg"
 built=$pkg$extdir
 [ -f "$built/memory_ext--$version.sql" ] || { echo "install-ext: no install script memory_ext--$version.sql in $built" >&2; exit 1; }
