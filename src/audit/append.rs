@@ -107,19 +107,23 @@ impl Head {
         last: Option<TimestampWithTimeZone>,
         tid: Option<String>,
     ) -> Result<Head, MxError> {
-        let seq = seq.unwrap_or_default();
-        let hash: [u8; 32] = hash.unwrap_or_default().try_into().map_err(|_| {
+        let last = last.map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) });
+        Head::from_parts(chain, tables, seq.unwrap_or_default(), hash.unwrap_or_default(), &frontier.unwrap_or_default(), last, tid.unwrap_or_default())
+    }
+
+    /// A head from its values: `last`, its last_recorded_at in microseconds since the PostgreSQL
+    /// epoch (i64::MIN for an infinity, None for NULL).
+    fn from_parts(chain: &str, tables: std::rc::Rc<storage::Tables>, seq: i64, hash: Vec<u8>, frontier: &[u8], last: Option<i64>, tid: String) -> Result<Head, MxError> {
+        let hash: [u8; 32] = hash.try_into().map_err(|_| {
             MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify.")
         })?;
-        let tree = MerkleBuilder::from_bytes(&frontier.unwrap_or_default())
+        let tree = MerkleBuilder::from_bytes(frontier)
             .ok_or_else(|| MxError::new(code::AUDIT_APPEND_ONLY, format!("Merkle frontier of chain \"{chain}\" is damaged")))?;
-        let last = last
-            .map(|t| if t.is_infinity() || t.is_neg_infinity() { i64::MIN } else { pg_sys::TimestampTz::from(t) + PG_EPOCH_UNIX_MICROS })
-            .unwrap_or(i64::MIN);
+        let last = last.map(|t| if t == i64::MIN || t == i64::MAX { i64::MIN } else { t + PG_EPOCH_UNIX_MICROS }).unwrap_or(i64::MIN);
         // Under the head lock the clock only moves forward, so each month partition holds a
         // contiguous range of every chain (which sealing relies on).
         let now = crate::pg::xact::now_micros() + PG_EPOCH_UNIX_MICROS;
-        Ok(Head { tid: tid.unwrap_or_default(), tables, locked_seq: seq, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) })
+        Ok(Head { tid, tables, locked_seq: seq, chainer: Chainer::new(seq, hash), tree, recorded_at: now.max(last) })
     }
 }
 
@@ -289,42 +293,54 @@ thread_local! {
 
 thread_local! {
     // Chains whose heads this backend locked in a transaction that committed (the sequencer's
-    // rounds): `lock_together` does not ask whether they exist. Emptied by any relcache
-    // invalidation (a TRUNCATE of the heads sends one) and when a head turns out to be missing.
-    static KNOWN_HEADS: RefCell<std::collections::HashSet<String>> = RefCell::new(std::collections::HashSet::new());
-    // Chains locked by the current transaction, and those of the last transaction that committed
-    // (moved there at its end, merged into KNOWN_HEADS by the next `lock_together`).
+    // rounds), with where it last wrote each one's head in such a transaction: `lock_together`
+    // does not ask whether they exist, and locks the heads it wrote from where it wrote them
+    // (`pg::bulk::lock_rows`, which follows any later update and checks the row is the chain's),
+    // with no statement. Emptied by any relcache invalidation (a TRUNCATE or rewrite of the heads
+    // sends one) and when a head turns out to be missing.
+    static KNOWN_HEADS: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());
+    // Chains locked by the current transaction; and the chains locked and the heads written (from
+    // HEAD_TIDS) by the last transaction that committed, moved there at its end and merged into
+    // KNOWN_HEADS by the next `lock_together`. A rolled-back transaction's or savepoint's never count.
     static HEADS_SEEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-    static HEADS_COMMITTED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static HEADS_COMMITTED: RefCell<(Vec<String>, HashMap<String, String>)> = RefCell::new((Vec::new(), HashMap::new()));
 }
 
-/// At a transaction's end: what it locked becomes known after a commit, nothing of it otherwise.
-/// (Nothing here allocates: after a commit nothing may fail.)
+/// At a transaction's end: what it locked and wrote becomes known after a commit, nothing of it
+/// otherwise. (Nothing here allocates: after a commit nothing may fail.)
 fn heads_outcome(committed: bool) {
     let seen = HEADS_SEEN.with(|k| std::mem::take(&mut *k.borrow_mut()));
+    let written = HEAD_TIDS.with(|c| std::mem::take(&mut c.borrow_mut().1));
     if committed {
         HEADS_COMMITTED.with(|c| {
             let mut c = c.borrow_mut();
-            if c.is_empty() {
-                *c = seen;
+            if c.0.is_empty() && c.1.is_empty() {
+                *c = (seen, written);
             }
         });
     }
 }
 
-/// Chains locked in a committed transaction, as KNOWN_HEADS keeps them.
+/// Chains locked, and heads written, in a committed transaction, as KNOWN_HEADS keeps them.
 fn known_heads_merge() {
-    let committed = HEADS_COMMITTED.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    if !committed.is_empty() {
-        KNOWN_HEADS.with(|k| {
-            let mut k = k.borrow_mut();
-            // (A bound, should a backend ever see many thousands of chains.)
-            if k.len() + committed.len() > 100_000 {
-                k.clear();
-            }
-            k.extend(committed);
-        });
+    let (locked, written) = HEADS_COMMITTED.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    if locked.is_empty() && written.is_empty() {
+        return;
     }
+    KNOWN_HEADS.with(|k| {
+        let mut k = k.borrow_mut();
+        // (A bound, should a backend ever see many thousands of chains.)
+        if k.len() + locked.len() + written.len() > 100_000 {
+            k.clear();
+        }
+        // A head locked and not moved stays where it was written.
+        for chain in locked {
+            k.entry(chain).or_insert(None);
+        }
+        for (chain, tid) in written {
+            k.insert(chain, Some(tid));
+        }
+    });
 }
 
 fn cached_tid(chain: &str) -> Option<String> {
@@ -499,12 +515,44 @@ impl Appender {
             }
         }
         let Some(tables) = tables else { return Ok(()) };
+        // The chains (from the first, in order) whose heads this backend wrote in a committed
+        // round: locked from where it wrote them, with no statement (an integrator's round over
+        // many tenants locks every head each round, and the statement by key cost it a sixth of
+        // its CPU, issue 54). The rest, from the first not locked so, by the statement below:
+        // the order of the locks is the chains' order either way.
+        known_heads_merge();
+        let known: Vec<pg_sys::ItemPointerData> = KNOWN_HEADS.with(|k| {
+            let k = k.borrow();
+            chains.iter().map_while(|c| k.get(*c).and_then(|t| t.as_deref()).and_then(crate::pg::bulk::parse_tid)).collect()
+        });
+        let mut first = 0;
+        if !known.is_empty() && tables.heads != pg_sys::InvalidOid {
+            use crate::pg::bulk::Value;
+            let keys: Vec<&[u8]> = chains[..known.len()].iter().map(|c| c.as_bytes()).collect();
+            let locked = crate::pg::bulk::lock_rows(tables.heads, "chain_id", &keys, &known, &["seq", "entry_hash", "merkle_frontier", "last_recorded_at"])?;
+            for (chain, (tid, [seq, hash, frontier, last])) in chains.iter().zip(locked) {
+                let (Value::Int(seq), Value::Bytes(hash), Value::Bytes(frontier)) = (seq, hash, frontier) else {
+                    return Err(MxError::new(code::AUDIT_APPEND_ONLY, format!("audit head of chain \"{chain}\" is damaged")).hint("Run memory.audit_verify."));
+                };
+                let last = match last {
+                    Value::Int(t) => Some(t),
+                    _ => None,
+                };
+                let head = Head::from_parts(chain, tables.clone(), seq, hash, &frontier, last, crate::pg::bulk::tid_text(&tid))?;
+                self.heads.insert(chain.to_string(), head);
+                first += 1;
+            }
+            HEADS_SEEN.with(|k| k.borrow_mut().extend(chains[..first].iter().map(|c| c.to_string())));
+        }
+        let chains = &chains[first..];
+        if chains.is_empty() {
+            return Ok(());
+        }
         let names: Vec<String> = chains.iter().map(|c| c.to_string()).collect();
         // Whether every head exists is asked only for chains this backend has not yet seen locked
         // in a committed round: heads are never deleted (the integrator's next round over the
         // same chains, ten a second under load, skips the question).
-        known_heads_merge();
-        if !KNOWN_HEADS.with(|k| chains.iter().all(|c| k.borrow().contains(*c))) {
+        if !KNOWN_HEADS.with(|k| chains.iter().all(|c| k.borrow().contains_key(*c))) {
             let existing = run(client, EXISTING, &[pg_sys::TEXTARRAYOID], &[names.clone().into()], Some(1))?
                 .first()
                 .get::<i64>(1)
@@ -790,8 +838,41 @@ impl Appender {
 }
 
 /// The new seq, hash, Merkle frontier and time of several heads of this node's own tables, locked by
-/// this transaction, in one statement.
+/// this transaction: written straight into the heap (`pg::bulk::update_rows`: an integrator's round
+/// over many tenants writes every head it moved each round, and one statement for them cost a
+/// sixth of its CPU, issue 54), or by one statement where the heads table is not a plain heap.
 fn update_heads(client: &SpiClient, heads: &[(&String, &Head)]) -> Result<(), MxError> {
+    let relid = heads[0].1.tables.heads;
+    let tids: Option<Vec<pg_sys::ItemPointerData>> = heads.iter().map(|(_, h)| crate::pg::bulk::parse_tid(&h.tid)).collect();
+    if let Some(tids) = tids.filter(|_| heads.iter().all(|(_, h)| h.tables.heads == relid && relid != pg_sys::InvalidOid)) {
+        // updated_at = now(): the transaction's start, as the statement below writes it.
+        let now = crate::pg::xact::xact_start_micros();
+        let cells: Vec<(i64, [u8; 32], Vec<u8>, i64)> = heads
+            .iter()
+            .map(|(_, h)| {
+                let (seq, hash) = h.chainer.head();
+                (seq, hash, h.tree.to_bytes(), h.recorded_at.saturating_sub(PG_EPOCH_UNIX_MICROS))
+            })
+            .collect();
+        let written = crate::pg::bulk::update_rows(
+            relid,
+            "chain_id",
+            &["seq", "entry_hash", "merkle_frontier", "last_recorded_at", "updated_at"],
+            &tids,
+            |i| heads[i].0.as_bytes(),
+            |i| {
+                let (seq, hash, frontier, recorded) = &cells[i];
+                [Cell::Int8(*seq), Cell::Varlena(hash), Cell::Varlena(frontier), Cell::Timestamptz(*recorded), Cell::Timestamptz(now)]
+            },
+        )
+        .map_err(|e| MxError::new(code::AUDIT_APPEND_ONLY, format!("an audit head moved while locked: {}", e.message)))?;
+        if let Some(new_tids) = written {
+            for ((chain, _), t) in heads.iter().zip(new_tids) {
+                remember_tid(chain, crate::pg::bulk::tid_text(&t));
+            }
+            return Ok(());
+        }
+    }
     const UPDATE: &str = "UPDATE memory.audit_heads h SET seq = u.seq, entry_hash = u.entry_hash, merkle_frontier = u.frontier,
                                  last_recorded_at = 'epoch'::timestamptz + u.recorded * interval '1 microsecond', updated_at = now()
                             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),
@@ -1007,6 +1088,11 @@ thread_local! {
 
 fn partitions_inval(relid: pg_sys::Oid) {
     KNOWN_HEADS.with(|k| k.borrow_mut().clear());
+    HEADS_COMMITTED.with(|k| {
+        let mut k = k.borrow_mut();
+        k.0.clear();
+        k.1.clear();
+    });
     KEY_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if relid == pg_sys::InvalidOid || c.as_ref().is_some_and(|k| k.tables.contains(&relid)) {
@@ -1033,7 +1119,12 @@ pub fn init() {
     crate::pg::callbacks::on_outcome(wake_at_commit);
     crate::pg::callbacks::on_outcome(heads_outcome);
     // A head locked in a subtransaction that rolled back may have been made there.
-    crate::pg::callbacks::on_subtransaction_abort(|| HEADS_SEEN.with(|k| k.borrow_mut().clear()));
+    crate::pg::callbacks::on_subtransaction_abort(|| {
+        HEADS_SEEN.with(|k| k.borrow_mut().clear());
+        // (A head version a rolled-back savepoint wrote is gone: the rest of the transaction
+        // finds its heads by key, and none of its tids outlives it.)
+        HEAD_TIDS.with(|c| c.borrow_mut().1.clear());
+    });
 }
 
 /// A transaction that integrated audit entries holds the integration lock until it ends, and

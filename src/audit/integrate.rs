@@ -309,6 +309,28 @@ fn any_pending(relid: pg_sys::Oid, share: Share) -> Result<bool, MxError> {
     Ok(false)
 }
 
+thread_local! {
+    // Every key, as integrations check pending signatures with them, with the invalidation
+    // generation it was read at (`pg::callbacks::Fill`): read again only after a relcache
+    // invalidation (a change to memory.audit_keys sends one for it: at its commit to the other
+    // backends, at the next command to its own, and again to its own when it rolls back), not
+    // at every round.
+    static KEYS: std::cell::RefCell<Option<(u64, std::rc::Rc<HashMap<i32, Vec<u8>>>)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Every key, for checking signatures: `read_keys`, kept until the next invalidation.
+fn keys_kept(client: &SpiClient) -> Result<std::rc::Rc<HashMap<i32, Vec<u8>>>, MxError> {
+    let fill = crate::pg::callbacks::Fill::begin();
+    if let Some(keys) = KEYS.with(|k| k.borrow().as_ref().filter(|(g, _)| *g == fill.generation()).map(|(_, keys)| keys.clone())) {
+        return Ok(keys);
+    }
+    let keys = std::rc::Rc::new(read_keys(client)?);
+    if fill.keep() {
+        KEYS.with(|k| *k.borrow_mut() = Some((fill.generation(), keys.clone())));
+    }
+    Ok(keys)
+}
+
 /// Every key, for checking signatures (read as the extension owner).
 pub(super) fn read_keys(client: &SpiClient) -> Result<HashMap<i32, Vec<u8>>, MxError> {
     let mut keys = HashMap::new();
@@ -486,7 +508,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         }
         // The appender: it runs everything below as the extension owner.
         let mut ap = Appender::new(client)?.immediate().system(true);
-        let keys = read_keys(client)?;
+        let keys = keys_kept(client)?;
         let mut signer = PendingSigner::new();
         let mut done: i64 = 0;
         let utf8 = crate::pg::varlena::database_is_utf8();

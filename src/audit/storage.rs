@@ -29,6 +29,8 @@ pub struct Tables {
     /// memory.audit_log (or its shard, a partitioned table whose partitions are the shards of
     /// the log's partitions).
     pub log: pg_sys::Oid,
+    /// memory.audit_heads (or its shard).
+    pub heads: pg_sys::Oid,
     /// Qualified names of the shards, to put in place of the logical tables' names in SQL text;
     /// None: the logical tables themselves.
     pub names: Option<Names>,
@@ -148,7 +150,8 @@ pub fn local(client: &SpiClient) -> Result<Rc<Tables>, MxError> {
     }
     let row = run(
         client,
-        "SELECT 'memory.audit_pending'::pg_catalog.regclass::pg_catalog.oid, 'memory.audit_log'::pg_catalog.regclass::pg_catalog.oid",
+        "SELECT 'memory.audit_pending'::pg_catalog.regclass::pg_catalog.oid, 'memory.audit_log'::pg_catalog.regclass::pg_catalog.oid,
+                'memory.audit_heads'::pg_catalog.regclass::pg_catalog.oid",
         &[],
         &[],
         Some(1),
@@ -157,6 +160,7 @@ pub fn local(client: &SpiClient) -> Result<Rc<Tables>, MxError> {
     let t = Rc::new(Tables {
         pending: row.get::<pg_sys::Oid>(1).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid),
         log: row.get::<pg_sys::Oid>(2).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid),
+        heads: row.get::<pg_sys::Oid>(3).map_err(MxError::spi_in("audit"))?.unwrap_or(pg_sys::InvalidOid),
         names: None,
     });
     LOCAL.with(|l| *l.borrow_mut() = Some(t.clone()));
@@ -177,6 +181,7 @@ SELECT t.name, COALESCE(pg_catalog.to_regclass(pg_catalog.shard_name(t.rel, d.sh
 fn read_group(client: &SpiClient, minvalue: &str) -> Result<Option<Rc<Tables>>, MxError> {
     let mut pending = None;
     let mut log = None;
+    let mut heads = None;
     let mut names: [Option<String>; 4] = Default::default();
     for row in client.select(GROUP_QUERY, None, &[minvalue.into()]).map_err(MxError::spi_in("audit"))? {
         let table: String = row.get(1).map_err(MxError::spi_in("audit"))?.unwrap_or_default();
@@ -191,7 +196,10 @@ fn read_group(client: &SpiClient, minvalue: &str) -> Result<Option<Rc<Tables>>, 
                 pending = Some(oid);
                 0
             }
-            "heads" => 1,
+            "heads" => {
+                heads = Some(oid);
+                1
+            }
             "log" => {
                 log = Some(oid);
                 2
@@ -200,10 +208,11 @@ fn read_group(client: &SpiClient, minvalue: &str) -> Result<Option<Rc<Tables>>, 
         };
         names[at] = Some(name);
     }
-    match (pending, log, names) {
-        (Some(pending), Some(log), [Some(p), Some(h), Some(l), Some(s)]) => Ok(Some(Rc::new(Tables {
+    match (pending, log, heads, names) {
+        (Some(pending), Some(log), Some(heads), [Some(p), Some(h), Some(l), Some(s)]) => Ok(Some(Rc::new(Tables {
             pending,
             log,
+            heads,
             names: Some(Names { pending: p, heads: h, log: l, seals: s }),
         }))),
         _ => Ok(None),

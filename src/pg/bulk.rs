@@ -48,6 +48,24 @@ pub fn nobody_vacuums(relid: pg_sys::Oid) -> bool {
     unsafe { pg_sys::ConditionalLockRelationOid(relid, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE) }
 }
 
+/// Where each of `columns` is in the table of `desc` (an attached partition may order them
+/// differently), named in their table's order: each is looked for from the last one's next.
+///
+/// # Safety
+/// `desc` is the open relation `rel`'s tuple descriptor.
+unsafe fn columns_at<const N: usize>(rel: pg_sys::Relation, desc: pg_sys::TupleDesc, columns: &[&str; N]) -> Result<[usize; N], MxError> {
+    let mut at = [0usize; N];
+    for (c, name) in columns.iter().enumerate() {
+        let next = if c == 0 { 0 } else { at[c - 1] + 1 };
+        // SAFETY: as the function's contract.
+        match unsafe { super::tuple::find_attr_from(desc, name, next) } {
+            Some(i) => at[c] = i,
+            None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", unsafe { super::tuple::relation_name(rel) }))),
+        }
+    }
+    Ok(at)
+}
+
 impl Opened {
     /// Opens each table with RowExclusiveLock.
     pub fn open(relids: &[pg_sys::Oid]) -> Opened {
@@ -79,16 +97,7 @@ impl Opened {
         unsafe {
             let desc = (*rel).rd_att;
             let natts = (*desc).natts as usize;
-            // Where each column is in this table (an attached partition may order them differently).
-            let mut at = [0usize; N];
-            for (c, name) in columns.iter().enumerate() {
-                // (Columns are named in their table's order: each is where the last one's next is.)
-                let next = if c == 0 { 0 } else { at[c - 1] + 1 };
-                match super::tuple::find_attr_from(desc, name, next) {
-                    Some(i) => at[c] = i,
-                    None => return Err(MxError::new(code::INTERNAL, format!("table {} lacks column {name}", super::tuple::relation_name(rel)))),
-                }
-            }
+            let at = columns_at(rel, desc, columns)?;
             // An agent's single-row transaction writes one pending entry into a table with no
             // index: a slot and the tuple insert, without an executor state or index bookkeeping
             // (its values allocated in the caller's context, as small as the rows).
@@ -203,22 +212,274 @@ unsafe fn store_row<const N: usize>(slot: *mut pg_sys::TupleTableSlot, natts: us
     used
 }
 
-/// ExecInsertIndexTuples for a plain insert (no conflict handling); PostgreSQL 16 added the
-/// `onlySummarizing` argument (cfg `pg_insert_index_summarizing`, build.rs; unchanged in 18).
+/// ExecInsertIndexTuples for a plain insert (no conflict handling), into every index or, with
+/// `only_summarizing`, only the summarizing ones (BRIN: what a HOT update still feeds, 16+);
+/// PostgreSQL 16 added that argument (cfg `pg_insert_index_summarizing`, build.rs; unchanged in 18).
 ///
 /// # Safety
-/// `rri` has its indexes open, `slot` holds a tuple just inserted into its relation, `estate` is
-/// the executor state they were made in.
+/// `rri` has its indexes open, `slot` holds a tuple just written into its relation (its tid
+/// set), `estate` is the executor state they were made in.
 unsafe fn insert_index_tuples(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys::TupleTableSlot, estate: *mut pg_sys::EState) {
+    // SAFETY: as the function's contract.
+    unsafe { insert_index_entries(rri, slot, estate, false) }
+}
+
+/// # Safety
+/// As `insert_index_tuples`; `only_summarizing` is false before PostgreSQL 16.
+unsafe fn insert_index_entries(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sys::TupleTableSlot, estate: *mut pg_sys::EState, only_summarizing: bool) {
     #[cfg(not(pg_insert_index_summarizing))]
     // SAFETY: as the function's contract.
     unsafe {
+        debug_assert!(!only_summarizing);
         pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
     }
     #[cfg(pg_insert_index_summarizing)]
     // SAFETY: as the function's contract.
     unsafe {
-        pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), false);
+        pg_sys::ExecInsertIndexTuples(rri, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), only_summarizing);
+    }
+}
+
+/// `(block,offset)`, as `tid` text reads and writes it.
+pub fn tid_text(t: &pg_sys::ItemPointerData) -> String {
+    format!("({},{})", (t.ip_blkid.bi_hi as u32) << 16 | t.ip_blkid.bi_lo as u32, t.ip_posid)
+}
+
+/// A tid from its text `(block,offset)`; None for anything else.
+pub fn parse_tid(s: &str) -> Option<pg_sys::ItemPointerData> {
+    let (b, o) = s.strip_prefix('(')?.strip_suffix(')')?.split_once(',')?;
+    let (b, o): (u32, u16) = (b.trim().parse().ok()?, o.trim().parse().ok()?);
+    Some(pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: (b >> 16) as u16, bi_lo: (b & 0xffff) as u16 }, ip_posid: o })
+}
+
+/// A value read by `lock_rows`: a by-value column's datum (an int8, a timestamptz), or a varlena's bytes.
+pub enum Value {
+    Null,
+    Int(i64),
+    Bytes(Vec<u8>),
+}
+
+/// Locks rows of the heap table `relid` as `SELECT ... FOR UPDATE` would, with no statement,
+/// in the order given: for each version at `tids[i]`, the newest version of its row (followed
+/// through updates committed since, waiting for one in progress). Stops at the first that cannot
+/// be locked this way, having locked the ones before it: a tid past the table's end or holding no
+/// row, a row whose `key_at` column is not `keys[i]` (a tid that came to hold another row), or one
+/// deleted. Returns, for each row locked, its newest version's tid and its values of `columns`.
+/// No privilege is checked: the caller owns the rows. Empty when the table is not a heap.
+pub fn lock_rows<const N: usize>(
+    relid: pg_sys::Oid,
+    key_at: &str,
+    keys: &[&[u8]],
+    tids: &[pg_sys::ItemPointerData],
+    columns: &[&str; N],
+) -> Result<Vec<(pg_sys::ItemPointerData, [Value; N])>, MxError> {
+    let mut out = Vec::with_capacity(tids.len());
+    // SAFETY: the table is opened with RowShareLock (as SELECT ... FOR UPDATE takes it, kept to the
+    // transaction's end) and closed here; its access method is checked to be heap before any
+    // row is read; a tid is fetched only below the table's end; the fetched version stays pinned
+    // (so it cannot be pruned away) until its row is locked; values are copied out of the slot
+    // before it is cleared.
+    unsafe {
+        let rel = pg_sys::table_open(relid, pg_sys::RowShareLock as pg_sys::LOCKMODE);
+        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Ok(out);
+        }
+        let desc = (*rel).rd_att;
+        let key_col = super::tuple::find_attr_from(desc, key_at, 0);
+        let at: Option<Vec<usize>> = columns.iter().map(|name| super::tuple::find_attr_from(desc, name, 0)).collect();
+        let (Some(key_col), Some(at)) = (key_col, at) else {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Err(MxError::new(code::INTERNAL, format!("table {} lacks a column to lock by", super::tuple::relation_name(rel))));
+        };
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let fetched = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let locked = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        // (As SELECT ... FOR UPDATE's executor takes it.)
+        let cid = pg_sys::GetCurrentCommandId(true);
+        let key_of = |slot: *mut pg_sys::TupleTableSlot| -> Option<&[u8]> {
+            let mut isnull = false;
+            let d = pg_sys::slot_getattr(slot, key_col as i32 + 1, &mut isnull);
+            (!isnull).then(|| super::varlena::text_bytes(d))
+        };
+        for (i, tid) in tids.iter().enumerate() {
+            pgrx::check_for_interrupts!();
+            let block = (tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32;
+            let mut t = *tid;
+            if block >= blocks || !pg_sys::table_tuple_fetch_row_version(rel, &mut t, &raw mut pg_sys::SnapshotAnyData, fetched) {
+                break;
+            }
+            if key_of(fetched) != Some(keys[i]) {
+                pg_sys::ExecClearTuple(fetched);
+                break;
+            }
+            let mut tmfd: pg_sys::TM_FailureData = std::mem::zeroed();
+            let result = pg_sys::table_tuple_lock(
+                rel,
+                &mut t,
+                pg_sys::GetLatestSnapshot(),
+                locked,
+                cid,
+                pg_sys::LockTupleMode::LockTupleExclusive,
+                pg_sys::LockWaitPolicy::LockWaitBlock,
+                pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8,
+                &mut tmfd,
+            );
+            pg_sys::ExecClearTuple(fetched);
+            if result != pg_sys::TM_Result::TM_Ok {
+                break;
+            }
+            if key_of(locked) != Some(keys[i]) {
+                // (Locked, and kept locked to the transaction's end: a row of the same table, as
+                // a statement locking by key could also have left it.)
+                pg_sys::ExecClearTuple(locked);
+                break;
+            }
+            let values: [Value; N] = std::array::from_fn(|c| {
+                let mut isnull = false;
+                let d = pg_sys::slot_getattr(locked, at[c] as i32 + 1, &mut isnull);
+                let a = &*super::tupdesc_attr(desc, at[c]);
+                if isnull {
+                    Value::Null
+                } else if a.attbyval {
+                    Value::Int(d.value() as i64)
+                } else {
+                    Value::Bytes(super::varlena::text_bytes(d).to_vec())
+                }
+            });
+            out.push(((*locked).tts_tid, values));
+            pg_sys::ExecClearTuple(locked);
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(fetched);
+        pg_sys::ExecDropSingleTupleTableSlot(locked);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    Ok(out)
+}
+
+/// Updates rows of the heap table `relid` as an `UPDATE ... SET` of the columns named would, with
+/// no statement: the version at `tids[i]`, which this transaction holds locked (`SELECT ... FOR
+/// UPDATE`), gets `row(i)`'s values in those columns and keeps its others; the new version goes
+/// on the same page when it fits (HOT), and gets index entries when it does not. `key(i)` names
+/// the value column `key_at` (a column not updated) must still hold, so a tid that came to hold
+/// another row is never written. No triggers fire and no privilege is checked: the caller owns
+/// the rows. Returns the new versions' tids in the order of `tids`; None, having written nothing,
+/// when the table is not a heap or has triggers or rules (the caller then updates with a
+/// statement). A row gone or changed since it was locked is an ERROR (the transaction rolls
+/// back), as is a key that does not match.
+pub fn update_rows<'a, const N: usize>(
+    relid: pg_sys::Oid,
+    key_at: &str,
+    columns: &[&str; N],
+    tids: &[pg_sys::ItemPointerData],
+    key: impl Fn(usize) -> &'a [u8],
+    mut row: impl FnMut(usize) -> [Cell<'a>; N],
+) -> Result<Option<Vec<pg_sys::ItemPointerData>>, MxError> {
+    // SAFETY: the table is opened with RowExclusiveLock (kept to the transaction's end, as an
+    // UPDATE keeps it) and closed here; its access method is checked to be heap and it has no
+    // trigger or rule before anything is written; each tid is a version this transaction locked
+    // (simple_heap_update raises on one that is gone or changed); every pointer below is made,
+    // used and freed here, its values in a memory context deleted at the end.
+    unsafe {
+        let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relhasrules {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Ok(None);
+        }
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let at = match columns_at(rel, desc, columns) {
+            Ok(at) => at,
+            Err(e) => {
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Err(e);
+            }
+        };
+        let Some(key_col) = super::tuple::find_attr_from(desc, key_at, 0) else {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Err(MxError::new(code::INTERNAL, format!("the updated table lacks column {key_at}")));
+        };
+        pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_UPDATE);
+        let mcx = pg_sys::AllocSetContextCreateExtended(
+            pg_sys::CurrentMemoryContext,
+            c"memory_ext update_rows".as_ptr(),
+            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+        );
+        let old_cx = pg_sys::MemoryContextSwitchTo(mcx);
+        let rri: *mut pg_sys::ResultRelInfo = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast();
+        (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+        pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
+        pg_sys::ExecOpenIndices(rri, false);
+        let estate = pg_sys::CreateExecutorState();
+        let old = pg_sys::table_slot_create(rel, std::ptr::null_mut());
+        let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsHeapTuple);
+        let mut values = vec![pg_sys::Datum::from(0usize); natts];
+        let mut nulls = vec![true; natts];
+        let mut out = Vec::with_capacity(tids.len());
+        let mut failed = None;
+        for (i, tid) in tids.iter().enumerate() {
+            pgrx::check_for_interrupts!();
+            let mut t = *tid;
+            if !pg_sys::table_tuple_fetch_row_version(rel, &mut t, &raw mut pg_sys::SnapshotAnyData, old) {
+                failed = Some(MxError::new(code::INTERNAL, format!("no row version at {} of {}", tid_text(tid), super::tuple::relation_name(rel))));
+                break;
+            }
+            pg_sys::slot_getallattrs(old);
+            values.copy_from_slice(std::slice::from_raw_parts((*old).tts_values, natts));
+            nulls.copy_from_slice(std::slice::from_raw_parts((*old).tts_isnull, natts));
+            let held = (!nulls[key_col]).then(|| super::varlena::text_bytes(values[key_col]));
+            if held != Some(key(i)) {
+                failed = Some(MxError::new(code::INTERNAL, format!("the row at {} of {} is not the one locked", tid_text(tid), super::tuple::relation_name(rel))));
+                break;
+            }
+            // The new values: in the update's context, freed with it.
+            let cells = row(i);
+            let mem = pg_sys::palloc(row_varlena_size(&cells).max(1)).cast::<u8>();
+            pg_sys::ExecClearTuple(new);
+            store_row(new, natts, &at, &cells, mem);
+            for (k, (v, n)) in values.iter_mut().zip(nulls.iter_mut()).enumerate() {
+                if at.contains(&k) {
+                    *v = *(*new).tts_values.add(k);
+                    *n = *(*new).tts_isnull.add(k);
+                }
+            }
+            pg_sys::ExecClearTuple(new);
+            let tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            #[cfg(not(pg_insert_index_summarizing))]
+            let (all, summarizing) = {
+                pg_sys::simple_heap_update(rel, &mut t, tuple);
+                ((*(*tuple).t_data).t_infomask2 as u32 & pg_sys::HEAP_ONLY_TUPLE == 0, false)
+            };
+            #[cfg(pg_insert_index_summarizing)]
+            let (all, summarizing) = {
+                let mut which = pg_sys::TU_UpdateIndexes::TU_None;
+                pg_sys::simple_heap_update(rel, &mut t, tuple, &mut which);
+                (which == pg_sys::TU_UpdateIndexes::TU_All, which == pg_sys::TU_UpdateIndexes::TU_Summarizing)
+            };
+            if all || summarizing {
+                pg_sys::ExecStoreHeapTuple(tuple, new, false);
+                (*new).tts_tid = (*tuple).t_self;
+                insert_index_entries(rri, new, estate, summarizing);
+                pg_sys::ExecClearTuple(new);
+            }
+            out.push((*tuple).t_self);
+            pg_sys::ExecClearTuple(old);
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(old);
+        pg_sys::ExecDropSingleTupleTableSlot(new);
+        pg_sys::ExecCloseIndices(rri);
+        pg_sys::FreeExecutorState(estate);
+        pg_sys::MemoryContextSwitchTo(old_cx);
+        pg_sys::MemoryContextDelete(mcx);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // What this transaction's later statements read sees the new versions.
+        pg_sys::CommandCounterIncrement();
+        Ok(Some(out))
     }
 }
 

@@ -757,6 +757,86 @@ def test_a_head_made_by_a_rolled_back_round_is_made_again(dsn):
         assert_chains_whole(c, "k\\_%")
 
 
+def test_a_round_locks_the_heads_where_it_last_wrote_them(dsn):
+    """A round over several chains locks the heads this backend wrote in a committed round from
+    where it wrote them (no statement): a head moved since by another session (immediate mode) is
+    followed to its newest version; a round that rolled back (or a savepoint) leaves the positions
+    of the last committed one; a rewritten heads table sends the round back to the lookup by key.
+    Every chain stays whole and gapless through all of it."""
+    chains = ("l_a", "l_b", "l_c")
+    with psycopg.connect(dsn, autocommit=True) as c, psycopg.connect(dsn, autocommit=True) as w:
+        w.execute("SET memory.audit_mode = immediate")
+        n = iter(range(1000))
+
+        def append_all():
+            for chain in chains:
+                c.execute("SELECT memory.audit_append('app.l', jsonb_build_object('n', %s::int), %s)", (next(n), chain))
+
+        def integrate():
+            return c.execute("SELECT memory.audit_integrate()").fetchone()[0]
+
+        def seqs():
+            return dict(c.execute("SELECT chain_id, seq FROM memory.audit_heads WHERE chain_id LIKE 'l\\_%'").fetchall())
+
+        append_all()
+        assert integrate() == 3
+        assert integrate() == 0
+        # Another session moves l_b's head twice: the version this session wrote is no longer the newest.
+        for k in range(2):
+            w.execute("SELECT memory.audit_append('app.l', jsonb_build_object('w', %s::int), 'l_b')", (k,))
+        assert seqs() == {"l_a": 1, "l_b": 3, "l_c": 1}
+        append_all()
+        assert integrate() == 3
+        assert seqs() == {"l_a": 2, "l_b": 4, "l_c": 2}
+        # A round that rolls back, then one inside a savepoint that rolls back.
+        with c.transaction() as top:
+            append_all()
+            assert integrate() == 3
+            raise psycopg.Rollback(top)
+        with c.transaction():
+            with c.transaction() as savepoint:
+                append_all()
+                assert integrate() == 3
+                raise psycopg.Rollback(savepoint)
+            w.execute("SELECT memory.audit_append('app.l', '{\"w\": 9}', 'l_c')")
+            append_all()
+            assert integrate() == 3
+        assert seqs() == {"l_a": 3, "l_b": 5, "l_c": 4}
+        append_all()
+        assert integrate() == 3
+        # The heads table rewritten: every head at a new place.
+        c.execute("VACUUM FULL memory.audit_heads")
+        append_all()
+        assert integrate() == 3
+        w.execute("SELECT memory.audit_append('app.l', '{\"w\": 10}', 'l_a')")
+        append_all()
+        assert integrate() == 3
+        assert seqs() == {"l_a": 7, "l_b": 8, "l_c": 7}
+        assert_chains_whole(c, "l\\_%")
+
+
+def test_a_key_rotated_by_another_session_is_known_to_the_next_round(dsn):
+    """Integrations keep the keys they check signatures with across rounds: a key made since by
+    another session (memory.audit_rotate_key) is read again, so entries signed with it are
+    chained, never parked; a rotation rolled back leaves nothing behind."""
+    with psycopg.connect(dsn, autocommit=True) as c, psycopg.connect(dsn, autocommit=True) as o:
+        def append(s, n):
+            s.execute("SELECT memory.audit_append('app.r', jsonb_build_object('n', %s::int), 'r_a')", (n,))
+
+        append(c, 0)
+        assert c.execute("SELECT memory.audit_integrate()").fetchone() == (1,)
+        with o.transaction() as rolled_back:
+            o.execute("SELECT memory.audit_rotate_key()")
+            append(o, 1)
+            raise psycopg.Rollback(rolled_back)
+        (new,) = o.execute("SELECT memory.audit_rotate_key()").fetchone()
+        append(o, 2)
+        assert c.execute("SELECT key_id FROM memory.audit_pending WHERE chain_id = 'r_a'").fetchall() == [(new,)]
+        assert c.execute("SELECT memory.audit_integrate()").fetchone() == (1,)
+        assert c.execute("SELECT count(*) FROM memory.audit_pending WHERE chain_id = 'r_a'").fetchone() == (0,)
+        assert_chains_whole(c, "r\\_a")
+
+
 def test_a_malformed_entry_never_stops_a_round_over_many_chains(conn):
     """An entry no writer can make (an org id past what the heads' index holds, or a chain other
     than its org's), put in by a superuser with triggers off, is parked: the round still locks and
