@@ -276,7 +276,8 @@ pub fn lock_rows<const N: usize>(
     let mut out = Vec::with_capacity(tids.len());
     // SAFETY: the table is opened with RowShareLock (as SELECT ... FOR UPDATE takes it, kept to the
     // transaction's end) and closed here; its access method is checked to be heap before any
-    // row is read; a tid is fetched only below the table's end; the fetched version stays pinned
+    // row is read; a tid's page is read (pinned for the pruning, then released) and the tid
+    // fetched only below the table's end; the fetched version stays pinned
     // (so it cannot be pruned away) until its row is locked; values are copied out of the slot
     // before it is cleared.
     unsafe {
@@ -305,8 +306,16 @@ pub fn lock_rows<const N: usize>(
         for (i, tid) in tids.iter().enumerate() {
             pgrx::check_for_interrupts!();
             let block = (tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32;
+            if block >= blocks {
+                break;
+            }
+            // Its page pruned first where that pays (as an index scan's fetch does): the versions
+            // each update leaves behind are removed, and the next update stays on the page (HOT).
+            let buf = pg_sys::ReadBuffer(rel, block);
+            pg_sys::heap_page_prune_opt(rel, buf);
+            pg_sys::ReleaseBuffer(buf);
             let mut t = *tid;
-            if block >= blocks || !pg_sys::table_tuple_fetch_row_version(rel, &mut t, &raw mut pg_sys::SnapshotAnyData, fetched) {
+            if !pg_sys::table_tuple_fetch_row_version(rel, &mut t, &raw mut pg_sys::SnapshotAnyData, fetched) {
                 break;
             }
             if key_of(fetched) != Some(keys[i]) {
