@@ -265,7 +265,9 @@ pub enum Value {
 /// be locked this way, having locked the ones before it: a tid past the table's end or holding no
 /// row, a row whose `key_at` column is not `keys[i]` (a tid that came to hold another row), or one
 /// deleted. Returns, for each row locked, its newest version's tid and its values of `columns`.
-/// No privilege is checked: the caller owns the rows. Empty when the table is not a heap.
+/// A row whose key changed between the version checked and the one locked is an error (it is
+/// locked out of the caller's order). No privilege is checked: the caller owns the rows. Empty
+/// when the table is not a heap.
 pub fn lock_rows<const N: usize>(
     relid: pg_sys::Oid,
     key_at: &str,
@@ -298,6 +300,9 @@ pub fn lock_rows<const N: usize>(
         let locked = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         // (As SELECT ... FOR UPDATE's executor takes it.)
         let cid = pg_sys::GetCurrentCommandId(true);
+        // (The heap ignores it: a following lock reads the newer versions with a dirty snapshot.)
+        let snapshot = pg_sys::GetLatestSnapshot();
+        let mut failed = None;
         let key_of = |slot: *mut pg_sys::TupleTableSlot| -> Option<&[u8]> {
             let mut isnull = false;
             let d = pg_sys::slot_getattr(slot, key_col as i32 + 1, &mut isnull);
@@ -326,7 +331,7 @@ pub fn lock_rows<const N: usize>(
             let result = pg_sys::table_tuple_lock(
                 rel,
                 &mut t,
-                pg_sys::GetLatestSnapshot(),
+                snapshot,
                 locked,
                 cid,
                 pg_sys::LockTupleMode::LockTupleExclusive,
@@ -339,9 +344,11 @@ pub fn lock_rows<const N: usize>(
                 break;
             }
             if key_of(locked) != Some(keys[i]) {
-                // (Locked, and kept locked to the transaction's end: a row of the same table, as
-                // a statement locking by key could also have left it.)
+                // The row's key changed since the version checked (an UPDATE of the key by its
+                // owner): it is locked now, out of the caller's order, so nothing more is locked and
+                // the transaction fails (its locks go with it).
                 pg_sys::ExecClearTuple(locked);
+                failed = Some(MxError::new(code::INTERNAL, format!("the key of the row at {} of {} changed while it was being locked", tid_text(tid), super::tuple::relation_name(rel))));
                 break;
             }
             let values: [Value; N] = std::array::from_fn(|c| {
@@ -362,6 +369,9 @@ pub fn lock_rows<const N: usize>(
         pg_sys::ExecDropSingleTupleTableSlot(fetched);
         pg_sys::ExecDropSingleTupleTableSlot(locked);
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     Ok(out)
 }
@@ -373,9 +383,10 @@ pub fn lock_rows<const N: usize>(
 /// the value column `key_at` (a column not updated) must still hold, so a tid that came to hold
 /// another row is never written. No triggers fire and no privilege is checked: the caller owns
 /// the rows. Returns the new versions' tids in the order of `tids`; None, having written nothing,
-/// when the table is not a heap or has triggers or rules (the caller then updates with a
-/// statement). A row gone or changed since it was locked is an ERROR (the transaction rolls
-/// back), as is a key that does not match.
+/// when the table is not a heap or has triggers or rules, or the transaction is read-only (the
+/// caller then updates with a statement, which refuses what an UPDATE refuses). A row gone or
+/// changed since it was locked is an ERROR (the transaction rolls back), as is a key that does not
+/// match.
 pub fn update_rows<'a, const N: usize>(
     relid: pg_sys::Oid,
     key_at: &str,
@@ -391,7 +402,7 @@ pub fn update_rows<'a, const N: usize>(
     // used and freed here, its values in a memory context deleted at the end.
     unsafe {
         let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relhasrules {
+        if (*(*rel).rd_rel).relam != pg_sys::HEAP_TABLE_AM_OID || !(*rel).trigdesc.is_null() || (*(*rel).rd_rel).relhasrules || pg_sys::XactReadOnly {
             pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
             return Ok(None);
         }

@@ -786,7 +786,12 @@ def test_a_round_locks_the_heads_where_it_last_wrote_them(dsn):
             w.execute("SELECT memory.audit_append('app.l', jsonb_build_object('w', %s::int), 'l_b')", (k,))
         assert seqs() == {"l_a": 1, "l_b": 3, "l_c": 1}
         append_all()
-        assert integrate() == 3
+        with c.transaction():
+            # Locked and written with no statement: the heads table is not scanned at all.
+            scans = "SELECT seq_scan + idx_scan FROM pg_stat_xact_user_tables WHERE relid = 'memory.audit_heads'::regclass"
+            before = c.execute(scans).fetchone()
+            assert integrate() == 3
+            assert c.execute(scans).fetchone() == before
         assert seqs() == {"l_a": 2, "l_b": 4, "l_c": 2}
         # A round that rolls back, then one inside a savepoint that rolls back.
         with c.transaction() as top:
@@ -812,6 +817,14 @@ def test_a_round_locks_the_heads_where_it_last_wrote_them(dsn):
         append_all()
         assert integrate() == 3
         assert seqs() == {"l_a": 7, "l_b": 8, "l_c": 7}
+        # The heads' index has every version written (after the rewrite the pages are full, and
+        # the new versions went to other pages, each with its index entry): looked up by key.
+        with c.transaction():
+            c.execute("SET LOCAL enable_seqscan = off")
+            c.execute("SET LOCAL enable_bitmapscan = off")
+            by_key = "SELECT seq FROM memory.audit_heads WHERE chain_id = %s"
+            assert "Index" in c.execute("EXPLAIN SELECT seq FROM memory.audit_heads WHERE chain_id = 'l_a'").fetchone()[0]
+            assert {ch: c.execute(by_key, (ch,)).fetchone()[0] for ch in chains} == seqs()
         assert_chains_whole(c, "l\\_%")
 
 
