@@ -102,4 +102,19 @@ mod tests {
         Spi::run("INSERT INTO lc_u VALUES (1, 'retracted')").unwrap();
         Spi::run("UPDATE lc_u SET t = 'active'").unwrap();
     }
+
+    /// The sequencer keeps head positions as tid text (pg::bulk::tid_text / parse_tid): both agree
+    /// with PostgreSQL's own tid text, past block 65,535 too (the block's high half).
+    #[pg_test]
+    fn tid_text_round_trips_as_postgres_writes_it() {
+        for s in ["(0,1)", "(70000,12)", "(4294967294,65535)"] {
+            let t = crate::pg::bulk::parse_tid(s).expect("a tid");
+            let pg = Spi::get_one_with_args::<String>("SELECT $1::tid::text", &[s.into()]).expect("query ran").expect("not null");
+            assert_eq!(crate::pg::bulk::tid_text(&t), pg);
+            assert_eq!(pgrx::itemptr::item_pointer_get_both(t).0, s[1..s.find(',').unwrap()].parse::<u32>().unwrap());
+        }
+        for s in ["", "(1,2", "1,2)", "(a,1)", "(1,70000)", "(-1,1)"] {
+            assert!(crate::pg::bulk::parse_tid(s).is_none(), "{s}");
+        }
+    }
 }

@@ -605,7 +605,7 @@ fn integrate_in(client: &SpiClient, caller: Caller, tables: &super::storage::Tab
         // only an integrator deletes them, and integrators hold the lock above).
         if !ctids.is_empty() && direct {
             // In the table's order: each page is visited once, in turn.
-            ctids.sort_unstable_by_key(|t| (t.ip_blkid.bi_hi, t.ip_blkid.bi_lo, t.ip_posid));
+            ctids.sort_unstable_by_key(|t| pgrx::itemptr::item_pointer_to_u64(*t));
             crate::pg::bulk::delete_rows(tables.pending, &ctids)?;
             done = ctids.len() as i64;
         } else if !ctids.is_empty() {

@@ -242,14 +242,17 @@ unsafe fn insert_index_entries(rri: *mut pg_sys::ResultRelInfo, slot: *mut pg_sy
 
 /// `(block,offset)`, as `tid` text reads and writes it.
 pub fn tid_text(t: &pg_sys::ItemPointerData) -> String {
-    format!("({},{})", (t.ip_blkid.bi_hi as u32) << 16 | t.ip_blkid.bi_lo as u32, t.ip_posid)
+    let (block, offset) = pgrx::itemptr::item_pointer_get_both(*t);
+    format!("({block},{offset})")
 }
 
 /// A tid from its text `(block,offset)`; None for anything else.
 pub fn parse_tid(s: &str) -> Option<pg_sys::ItemPointerData> {
     let (b, o) = s.strip_prefix('(')?.strip_suffix(')')?.split_once(',')?;
     let (b, o): (u32, u16) = (b.trim().parse().ok()?, o.trim().parse().ok()?);
-    Some(pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: (b >> 16) as u16, bi_lo: (b & 0xffff) as u16 }, ip_posid: o })
+    let mut tid = pg_sys::ItemPointerData::default();
+    pgrx::itemptr::item_pointer_set_all(&mut tid, b, o);
+    Some(tid)
 }
 
 /// A value read by `lock_rows`: a by-value column's datum (an int8, a timestamptz), or a varlena's bytes.
@@ -310,7 +313,7 @@ pub fn lock_rows<const N: usize>(
         };
         for (i, tid) in tids.iter().enumerate() {
             pgrx::check_for_interrupts!();
-            let block = (tid.ip_blkid.bi_hi as u32) << 16 | tid.ip_blkid.bi_lo as u32;
+            let (block, _) = pgrx::itemptr::item_pointer_get_both(*tid);
             if block >= blocks {
                 break;
             }
